@@ -1,0 +1,28 @@
+//! The OS-facing layer every daemon and the lab share: named network namespaces, links,
+//! addresses, routes, policy rules, neighbours, sysctls, TUN devices and nftables.
+//!
+//! It is organised in three layers, as in the rest of the project:
+//! 1. plain desired-state types ([`link::LinkSpec`], [`route::RouteSpec`], [`nft::Ruleset`], ...);
+//! 2. pure builders that turn them into kernel requests ([`request::Request`]) or one atomic
+//!    nftables batch, unit-tested without root;
+//! 3. a small I/O layer ([`netlink::Netlink`], [`nft::apply`], [`netns::Netns`]).
+//!
+//! It owns no policy: it never decides which addresses, routes or NAT rules a cluster needs, it
+//! never shells out to `ip`, and it never moves the caller's thread into another namespace.
+
+pub mod addr;
+pub mod link;
+pub mod names;
+pub mod neigh;
+pub mod netlink;
+pub mod netns;
+pub mod nft;
+pub mod request;
+pub mod route;
+pub mod rule;
+pub mod sysctl;
+pub mod tun;
+
+pub use names::{IfName, InvalidName, NetnsName};
+pub use netlink::Netlink;
+pub use netns::Netns;

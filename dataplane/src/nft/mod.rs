@@ -1,0 +1,268 @@
+//! nftables: a ruleset for one table we own, built into one atomic batch and applied with `nft -j`.
+//!
+//! [`Ruleset`] is the desired state of the whole table. [`build::batch`] turns it into a single
+//! JSON batch that creates the table if missing, flushes it by deleting it, and recreates it with
+//! every set, map, chain and rule: the kernel applies the batch as one transaction, so readers
+//! see the old table or the new one, never a half-applied mix, and a rejected batch changes
+//! nothing. Prefix translations (netmap) are map lookups, so thousands of peers cost one rule.
+
+pub mod build;
+mod io;
+
+use std::{fmt, str::FromStr};
+
+use ipnet::IpNet;
+
+use crate::names::IfName;
+
+pub use io::{Error, apply, delete, list, tables};
+
+/// Address family of a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// IPv4.
+    Ip,
+    /// IPv6.
+    Ip6,
+    /// IPv4 and IPv6.
+    Inet,
+}
+
+impl Family {
+    /// The keyword `nft` uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Ip => "ip",
+            Family::Ip6 => "ip6",
+            Family::Inet => "inet",
+        }
+    }
+}
+
+impl fmt::Display for Family {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A table, chain, set or map name: 1 to 64 of `[A-Za-z0-9_-]`, starting with a letter or `_`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ident(String);
+
+/// A name refused by [`Ident`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid nftables name {0:?}: use 1 to 64 of letters, digits, '_' and '-', starting with a letter or '_'")]
+pub struct InvalidIdent(pub String);
+
+impl FromStr for Ident {
+    type Err = InvalidIdent;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let first_ok = s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        let rest_ok = s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if first_ok && rest_ok && s.len() <= 64 { Ok(Ident(s.into())) } else { Err(InvalidIdent(s.into())) }
+    }
+}
+
+impl Ident {
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Ident {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The whole desired content of one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ruleset {
+    /// Family of the table.
+    pub family: Family,
+    /// Name of the table.
+    pub table: Ident,
+    /// Named sets of prefixes.
+    pub sets: Vec<Set>,
+    /// Named prefix-to-prefix maps.
+    pub maps: Vec<Map>,
+    /// Chains with their rules, in order.
+    pub chains: Vec<Chain>,
+}
+
+impl Ruleset {
+    /// An empty table.
+    pub fn new(family: Family, table: Ident) -> Ruleset {
+        Ruleset { family, table, sets: Vec::new(), maps: Vec::new(), chains: Vec::new() }
+    }
+}
+
+/// IPv4 or IPv6 addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AddrType {
+    /// `ipv4_addr`.
+    V4,
+    /// `ipv6_addr`.
+    V6,
+}
+
+/// A set of prefixes (interval set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Set {
+    /// Its name.
+    pub name: Ident,
+    /// Element type.
+    pub addr: AddrType,
+    /// The prefixes; must not overlap.
+    pub prefixes: Vec<IpNet>,
+}
+
+/// A map from prefixes to prefixes of the same length, for netmap translation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Map {
+    /// Its name.
+    pub name: Ident,
+    /// Element type of keys and values.
+    pub addr: AddrType,
+    /// `(from, to)` pairs; keys must not overlap, and each pair has one prefix length.
+    pub entries: Vec<(IpNet, IpNet)>,
+}
+
+/// A chain; a base chain when `base` is set.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chain {
+    /// Its name.
+    pub name: Ident,
+    /// Hook settings of a base chain.
+    pub base: Option<BaseChain>,
+    /// Rules in order.
+    pub rules: Vec<Rule>,
+}
+
+/// Where and how a base chain hooks into the stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BaseChain {
+    /// Chain type.
+    pub kind: ChainKind,
+    /// Netfilter hook.
+    pub hook: Hook,
+    /// Priority (`dstnat` = -100, `srcnat` = 100, `mangle` = -150, `filter` = 0).
+    pub priority: i32,
+    /// Verdict for packets no rule decided.
+    pub policy: Policy,
+}
+
+/// Chain type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainKind {
+    /// `filter`.
+    Filter,
+    /// `nat`.
+    Nat,
+    /// `route`.
+    Route,
+}
+
+/// Netfilter hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    /// `prerouting`.
+    Prerouting,
+    /// `input`.
+    Input,
+    /// `forward`.
+    Forward,
+    /// `output`.
+    Output,
+    /// `postrouting`.
+    Postrouting,
+}
+
+/// Base chain policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// `accept`.
+    Accept,
+    /// `drop`.
+    Drop,
+}
+
+/// One rule: matches then statements, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rule {
+    /// Expressions.
+    pub exprs: Vec<Expr>,
+    /// Comment shown by `nft list`.
+    pub comment: Option<String>,
+}
+
+impl Rule {
+    /// A rule from its expressions.
+    pub fn new(exprs: Vec<Expr>) -> Rule {
+        Rule { exprs, comment: None }
+    }
+
+    /// The same rule with a comment.
+    pub fn comment(mut self, c: impl Into<String>) -> Rule {
+        self.comment = Some(c.into());
+        self
+    }
+}
+
+/// Which address of the IP header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// Source address.
+    Saddr,
+    /// Destination address.
+    Daddr,
+}
+
+/// Expressions and statements this project uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expr {
+    /// `iifname NAME`.
+    Iif(IfName),
+    /// `oifname NAME`.
+    Oif(IfName),
+    /// `ip saddr|daddr PREFIX`.
+    Prefix(Field, IpNet),
+    /// `ip saddr|daddr @SET` (the set or map keys).
+    InSet(Field, Ident),
+    /// `ip saddr|daddr != @SET`.
+    NotInSet(Field, Ident),
+    /// `meta mark set MARK`.
+    SetMark(u32),
+    /// `meta mark MARK`.
+    Mark(u32),
+    /// `counter`.
+    Counter,
+    /// `accept`.
+    Accept,
+    /// `drop`.
+    Drop,
+    /// `return`.
+    Return,
+    /// `jump CHAIN`.
+    Jump(Ident),
+    /// `masquerade`.
+    Masquerade,
+    /// `snat to ADDR`.
+    Snat(std::net::IpAddr),
+    /// `dnat to ADDR`.
+    Dnat(std::net::IpAddr),
+    /// `snat ip prefix to ip saddr map @MAP` (netmap of the source).
+    SnatPrefixMap(Ident),
+    /// `dnat ip prefix to ip daddr map @MAP` (netmap of the destination).
+    DnatPrefixMap(Ident),
+    /// `tcp flags syn tcp option maxseg size set rt mtu`.
+    ClampMssToPmtu,
+    /// `tcp flags syn tcp option maxseg size set SIZE`.
+    SetMss(u16),
+    /// `notrack`.
+    Notrack,
+}
+
+#[cfg(test)]
+mod tests;

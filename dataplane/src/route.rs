@@ -1,0 +1,238 @@
+//! Routes: desired state, request builders, dump parsing and the diff that reconciles a table.
+
+use std::{collections::BTreeSet, fmt, net::IpAddr};
+
+use ipnet::IpNet;
+use rtnetlink::packet_route::{
+    AddressFamily, RouteNetlinkMessage,
+    route::{RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType},
+};
+
+use crate::{
+    names::IfName,
+    request::{Mode, Request},
+};
+
+/// The main routing table.
+pub const MAIN_TABLE: u32 = 254;
+
+/// A unicast route as it should be.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteSpec {
+    /// Destination prefix (no host bits).
+    pub dst: IpNet,
+    /// Next hop, if not directly connected.
+    pub via: Option<IpAddr>,
+    /// Output device.
+    pub dev: Option<IfName>,
+    /// Routing table.
+    pub table: u32,
+    /// Preferred source address.
+    pub src: Option<IpAddr>,
+    /// Metric.
+    pub metric: Option<u32>,
+    /// Treat the next hop as on-link even if no address covers it.
+    pub onlink: bool,
+}
+
+impl RouteSpec {
+    /// A route to `dst` in the main table with nothing else set.
+    pub fn to(dst: IpNet) -> RouteSpec {
+        RouteSpec { dst, via: None, dev: None, table: MAIN_TABLE, src: None, metric: None, onlink: false }
+    }
+}
+
+impl fmt::Display for RouteSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.dst)?;
+        if let Some(v) = self.via {
+            write!(f, " via {v}")?;
+        }
+        if let Some(d) = &self.dev {
+            write!(f, " dev {d}")?;
+        }
+        if let Some(s) = self.src {
+            write!(f, " src {s}")?;
+        }
+        if let Some(m) = self.metric {
+            write!(f, " metric {m}")?;
+        }
+        if self.onlink {
+            f.write_str(" onlink")?;
+        }
+        if self.table != MAIN_TABLE {
+            write!(f, " table {}", self.table)?;
+        }
+        Ok(())
+    }
+}
+
+fn addr(ip: IpAddr) -> RouteAddress {
+    match ip {
+        IpAddr::V4(v) => RouteAddress::Inet(v),
+        IpAddr::V6(v) => RouteAddress::Inet6(v),
+    }
+}
+
+fn message(spec: &RouteSpec, dev_index: Option<u32>) -> RouteMessage {
+    let mut msg = RouteMessage::default();
+    let h = &mut msg.header;
+    h.address_family = if spec.dst.addr().is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
+    h.destination_prefix_length = spec.dst.prefix_len();
+    h.protocol = RouteProtocol::Static;
+    h.kind = RouteType::Unicast;
+    h.scope = if spec.via.is_none() && spec.dev.is_some() { RouteScope::Link } else { RouteScope::Universe };
+    h.table = u8::try_from(spec.table).unwrap_or(RouteHeader::RT_TABLE_UNSPEC);
+    if spec.onlink {
+        h.flags |= RouteFlags::Onlink;
+    }
+    let a = &mut msg.attributes;
+    a.push(RouteAttribute::Table(spec.table));
+    if spec.dst.prefix_len() > 0 {
+        a.push(RouteAttribute::Destination(addr(spec.dst.network())));
+    }
+    if let Some(via) = spec.via {
+        a.push(RouteAttribute::Gateway(addr(via)));
+    }
+    if let Some(i) = dev_index {
+        a.push(RouteAttribute::Oif(i));
+    }
+    if let Some(src) = spec.src {
+        a.push(RouteAttribute::PrefSource(addr(src)));
+    }
+    if let Some(m) = spec.metric {
+        a.push(RouteAttribute::Priority(m));
+    }
+    msg
+}
+
+/// `ip route add ...`; `dev_index` is the index of `spec.dev`.
+pub fn add(spec: &RouteSpec, dev_index: Option<u32>) -> Request {
+    Request::new(RouteNetlinkMessage::NewRoute(message(spec, dev_index)), Mode::Create, format!("add route {spec}"))
+}
+
+/// `ip route replace ...`.
+pub fn replace(spec: &RouteSpec, dev_index: Option<u32>) -> Request {
+    let what = format!("replace route {spec}");
+    Request::new(RouteNetlinkMessage::NewRoute(message(spec, dev_index)), Mode::Replace, what)
+}
+
+/// `ip route del ...`.
+pub fn delete(spec: &RouteSpec, dev_index: Option<u32>) -> Request {
+    Request::new(RouteNetlinkMessage::DelRoute(message(spec, dev_index)), Mode::Modify, format!("delete route {spec}"))
+}
+
+/// `ip route show table all` (IPv4 and IPv6).
+pub fn dump() -> Request {
+    Request::new(RouteNetlinkMessage::GetRoute(RouteMessage::default()), Mode::Dump, "list routes")
+}
+
+/// A dumped route, if it is a plain unicast route; the device is reported by index, to be named
+/// by the caller through `name_of`.
+pub fn parse(msg: &RouteMessage, name_of: impl Fn(u32) -> Option<IfName>) -> Option<RouteSpec> {
+    if msg.header.kind != RouteType::Unicast {
+        return None;
+    }
+    let mut table = u32::from(msg.header.table);
+    let (mut dst, mut via, mut dev, mut src, mut metric) = (None, None, None, None, None);
+    for a in &msg.attributes {
+        match a {
+            RouteAttribute::Table(t) => table = *t,
+            RouteAttribute::Destination(RouteAddress::Inet(v)) => dst = Some(IpAddr::V4(*v)),
+            RouteAttribute::Destination(RouteAddress::Inet6(v)) => dst = Some(IpAddr::V6(*v)),
+            RouteAttribute::Gateway(RouteAddress::Inet(v)) => via = Some(IpAddr::V4(*v)),
+            RouteAttribute::Gateway(RouteAddress::Inet6(v)) => via = Some(IpAddr::V6(*v)),
+            RouteAttribute::PrefSource(RouteAddress::Inet(v)) => src = Some(IpAddr::V4(*v)),
+            RouteAttribute::PrefSource(RouteAddress::Inet6(v)) => src = Some(IpAddr::V6(*v)),
+            RouteAttribute::Oif(i) => dev = name_of(*i),
+            RouteAttribute::Priority(m) => metric = Some(*m),
+            _ => {}
+        }
+    }
+    let dst = match (dst, msg.header.address_family) {
+        (Some(ip), _) => ip,
+        (None, AddressFamily::Inet6) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+        (None, _) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+    };
+    let dst = IpNet::new(dst, msg.header.destination_prefix_length).ok()?.trunc();
+    let onlink = msg.header.flags.contains(RouteFlags::Onlink);
+    Some(RouteSpec { dst, via, dev, table, src, metric, onlink })
+}
+
+/// What turns the routes that are there into the routes that are wanted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouteDiff {
+    /// Routes to delete (present, not wanted).
+    pub remove: Vec<RouteSpec>,
+    /// Routes to add (wanted, not present).
+    pub add: Vec<RouteSpec>,
+}
+
+impl RouteDiff {
+    /// Compares `current` with `desired`; routes in both are left alone.
+    pub fn new(current: &[RouteSpec], desired: &[RouteSpec]) -> RouteDiff {
+        let cur: BTreeSet<&RouteSpec> = current.iter().collect();
+        let want: BTreeSet<&RouteSpec> = desired.iter().collect();
+        RouteDiff {
+            remove: cur.difference(&want).map(|r| (*r).clone()).collect(),
+            add: want.difference(&cur).map(|r| (*r).clone()).collect(),
+        }
+    }
+
+    /// Nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.remove.is_empty() && self.add.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(s: &str) -> RouteSpec {
+        let mut parts = s.split_whitespace();
+        let mut spec = RouteSpec::to(parts.next().unwrap().parse().unwrap());
+        while let Some(k) = parts.next() {
+            match k {
+                "via" => spec.via = Some(parts.next().unwrap().parse().unwrap()),
+                "dev" => spec.dev = Some(parts.next().unwrap().parse().unwrap()),
+                "table" => spec.table = parts.next().unwrap().parse().unwrap(),
+                "onlink" => spec.onlink = true,
+                _ => panic!("{k}"),
+            }
+        }
+        spec
+    }
+
+    #[test]
+    fn build_and_parse_round_trip() {
+        for s in ["10.200.1.0/24 via 172.18.0.2 dev eth0", "0.0.0.0/0 via 10.0.0.1", "10.9.0.0/16 dev vx onlink table 1000"] {
+            let spec = r(s);
+            let req = add(&spec, spec.dev.as_ref().map(|_| 9));
+            let RouteNetlinkMessage::NewRoute(msg) = &req.message else { panic!() };
+            let back = parse(msg, |i| (i == 9).then(|| spec.dev.clone()).flatten()).unwrap();
+            assert_eq!(back, spec, "{s}");
+            assert_eq!(req.what, format!("add route {s}"));
+        }
+    }
+
+    #[test]
+    fn large_table_ids_go_in_the_attribute() {
+        let RouteNetlinkMessage::NewRoute(msg) = add(&r("10.0.0.0/8 dev x table 1000"), Some(1)).message else {
+            panic!()
+        };
+        assert_eq!(msg.header.table, RouteHeader::RT_TABLE_UNSPEC);
+        assert!(msg.attributes.contains(&RouteAttribute::Table(1000)));
+        assert_eq!(msg.header.scope, RouteScope::Link);
+    }
+
+    #[test]
+    fn diff_touches_only_what_changed() {
+        let cur = [r("10.1.0.0/16 via 1.1.1.1"), r("10.2.0.0/16 via 1.1.1.1"), r("10.3.0.0/16 via 1.1.1.1")];
+        let want = [r("10.1.0.0/16 via 1.1.1.1"), r("10.2.0.0/16 via 2.2.2.2"), r("10.4.0.0/16 via 1.1.1.1")];
+        let d = RouteDiff::new(&cur, &want);
+        assert_eq!(d.remove, vec![r("10.2.0.0/16 via 1.1.1.1"), r("10.3.0.0/16 via 1.1.1.1")]);
+        assert_eq!(d.add, vec![r("10.2.0.0/16 via 2.2.2.2"), r("10.4.0.0/16 via 1.1.1.1")]);
+        assert!(RouteDiff::new(&want, &want).is_empty());
+    }
+}
