@@ -6,7 +6,9 @@ use rtnetlink::{
     LinkBridge, LinkMessageBuilder, LinkUnspec, LinkVeth, LinkVxlan,
     packet_route::{
         RouteNetlinkMessage,
-        link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo as NlInfo, LinkMessage},
+        link::{
+            InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo as NlInfo, LinkMessage,
+        },
     },
 };
 
@@ -84,12 +86,23 @@ pub fn add(spec: &LinkSpec, refs: &LinkRefs) -> Request {
             }
             let b = LinkVeth::new(name, peer.as_str())
                 .set_info_data(InfoData::Veth(InfoVeth::Peer(p.build())));
-            let ns = peer_netns.as_ref().map(|n| format!(" netns {n}")).unwrap_or_default();
-            (finish(b, spec, refs), format!("add veth {name} peer {peer}{ns}"))
+            let ns = peer_netns
+                .as_ref()
+                .map(|n| format!(" netns {n}"))
+                .unwrap_or_default();
+            (
+                finish(b, spec, refs),
+                format!("add veth {name} peer {peer}{ns}"),
+            )
         }
-        LinkKind::Bridge => (finish(LinkBridge::new(name), spec, refs), format!("add bridge {name}")),
+        LinkKind::Bridge => (
+            finish(LinkBridge::new(name), spec, refs),
+            format!("add bridge {name}"),
+        ),
         LinkKind::Vxlan(v) => {
-            let mut b = LinkVxlan::new(name, v.vni).port(v.port).learning(v.learning);
+            let mut b = LinkVxlan::new(name, v.vni)
+                .port(v.port)
+                .learning(v.learning);
             if let Some(local) = v.local {
                 b = b.local(local);
             }
@@ -128,25 +141,41 @@ pub fn set_up(index: u32, name: &IfName, up: bool) -> Request {
 /// `ip link set <index> mtu <mtu>`.
 pub fn set_mtu(index: u32, name: &IfName, mtu: u32) -> Request {
     let msg = LinkUnspec::new_with_index(index).mtu(mtu).build();
-    Request::new(RouteNetlinkMessage::SetLink(msg), Mode::Modify, format!("set link {name} mtu {mtu}"))
+    Request::new(
+        RouteNetlinkMessage::SetLink(msg),
+        Mode::Modify,
+        format!("set link {name} mtu {mtu}"),
+    )
 }
 
 /// `ip link set <index> netns <fd>`.
 pub fn set_netns(index: u32, name: &IfName, fd: RawFd, netns: &NetnsName) -> Request {
     let msg = LinkUnspec::new_with_index(index).setns_by_fd(fd).build();
-    Request::new(RouteNetlinkMessage::SetLink(msg), Mode::Modify, format!("move link {name} to netns {netns}"))
+    Request::new(
+        RouteNetlinkMessage::SetLink(msg),
+        Mode::Modify,
+        format!("move link {name} to netns {netns}"),
+    )
 }
 
 /// `ip link del <index>`.
 pub fn delete(index: u32, name: &IfName) -> Request {
     let mut msg = LinkMessage::default();
     msg.header.index = index;
-    Request::new(RouteNetlinkMessage::DelLink(msg), Mode::Modify, format!("delete link {name}"))
+    Request::new(
+        RouteNetlinkMessage::DelLink(msg),
+        Mode::Modify,
+        format!("delete link {name}"),
+    )
 }
 
 /// `ip link show`.
 pub fn dump() -> Request {
-    Request::new(RouteNetlinkMessage::GetLink(LinkMessage::default()), Mode::Dump, "list links")
+    Request::new(
+        RouteNetlinkMessage::GetLink(LinkMessage::default()),
+        Mode::Dump,
+        "list links",
+    )
 }
 
 /// A link as the kernel reports it.
@@ -217,15 +246,27 @@ mod tests {
     fn veth_into_other_namespace_carries_the_fd_and_flags() {
         let spec = LinkSpec {
             name: name("p0"),
-            kind: LinkKind::Veth { peer: name("eth0"), peer_netns: Some("lq-a".parse().unwrap()) },
+            kind: LinkKind::Veth {
+                peer: name("eth0"),
+                peer_netns: Some("lq-a".parse().unwrap()),
+            },
             mtu: Some(1400),
             controller: Some(name("cni0")),
             up: true,
         };
-        let req = add(&spec, &LinkRefs { controller: Some(7), peer_netns_fd: Some(42), ..Default::default() });
+        let req = add(
+            &spec,
+            &LinkRefs {
+                controller: Some(7),
+                peer_netns_fd: Some(42),
+                ..Default::default()
+            },
+        );
         assert_eq!(req.mode, Mode::Create);
         assert_eq!(req.what, "add veth p0 peer eth0 netns lq-a");
-        let RouteNetlinkMessage::NewLink(msg) = &req.message else { panic!("not NewLink") };
+        let RouteNetlinkMessage::NewLink(msg) = &req.message else {
+            panic!("not NewLink")
+        };
         assert!(msg.header.flags.contains(LinkFlags::Up));
         assert!(msg.attributes.contains(&LinkAttribute::Mtu(1400)));
         assert!(msg.attributes.contains(&LinkAttribute::Controller(7)));
@@ -237,7 +278,10 @@ mod tests {
             _ => None,
         });
         let peer = peer.expect("peer message");
-        assert!(peer.attributes.contains(&LinkAttribute::IfName("eth0".into())));
+        assert!(
+            peer.attributes
+                .contains(&LinkAttribute::IfName("eth0".into()))
+        );
         assert!(peer.attributes.contains(&LinkAttribute::NetNsFd(42)));
     }
 
@@ -256,18 +300,43 @@ mod tests {
             controller: None,
             up: false,
         };
-        let req = add(&spec, &LinkRefs { vxlan_dev: Some(3), ..Default::default() });
+        let req = add(
+            &spec,
+            &LinkRefs {
+                vxlan_dev: Some(3),
+                ..Default::default()
+            },
+        );
         assert_eq!(req.what, "add vxlan liqo.vxlan id 18952 dstport 4789");
-        let RouteNetlinkMessage::NewLink(msg) = &req.message else { panic!("not NewLink") };
+        let RouteNetlinkMessage::NewLink(msg) = &req.message else {
+            panic!("not NewLink")
+        };
         assert!(!msg.header.flags.contains(LinkFlags::Up));
         let dump = format!("{msg:?}");
-        assert!(dump.contains("Id(18952)") && dump.contains("Port(4789)") && dump.contains("Link(3)"), "{dump}");
+        assert!(
+            dump.contains("Id(18952)") && dump.contains("Port(4789)") && dump.contains("Link(3)"),
+            "{dump}"
+        );
     }
 
     #[test]
     fn parse_reads_back_what_matters() {
-        let msg = LinkUnspec::new_with_index(5).name("br0").mtu(9000).controller(2).up().build();
+        let msg = LinkUnspec::new_with_index(5)
+            .name("br0")
+            .mtu(9000)
+            .controller(2)
+            .up()
+            .build();
         let info = parse(&msg);
-        assert_eq!((info.index, info.name.as_str(), info.mtu, info.controller, info.up), (5, "br0", 9000, Some(2), true));
+        assert_eq!(
+            (
+                info.index,
+                info.name.as_str(),
+                info.mtu,
+                info.controller,
+                info.up
+            ),
+            (5, "br0", 9000, Some(2), true)
+        );
     }
 }

@@ -51,13 +51,27 @@ fn check(kind: &'static str, name: &str, max: usize) -> Result<(), InvalidName> 
         return Err(InvalidName::Empty { kind });
     }
     if name.len() > max {
-        return Err(InvalidName::TooLong { kind, name: name.into(), max });
+        return Err(InvalidName::TooLong {
+            kind,
+            name: name.into(),
+            max,
+        });
     }
     if name == "." || name == ".." {
-        return Err(InvalidName::Reserved { kind, name: name.into() });
+        return Err(InvalidName::Reserved {
+            kind,
+            name: name.into(),
+        });
     }
-    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_.".contains(*c))) {
-        return Err(InvalidName::BadChar { kind, name: name.into(), bad });
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "-_.".contains(*c)))
+    {
+        return Err(InvalidName::BadChar {
+            kind,
+            name: name.into(),
+            bad,
+        });
     }
     Ok(())
 }
@@ -145,7 +159,10 @@ mod tests {
         for n in ["eth0", "lq-rome-n0", "vxlan.liqo", "a_b", "x"] {
             assert_eq!(n.parse::<IfName>().unwrap().as_str(), n);
         }
-        assert_eq!("lq-rome-n0-p1".parse::<NetnsName>().unwrap().to_string(), "lq-rome-n0-p1");
+        assert_eq!(
+            "lq-rome-n0-p1".parse::<NetnsName>().unwrap().to_string(),
+            "lq-rome-n0-p1"
+        );
     }
 
     #[test]
@@ -154,10 +171,26 @@ mod tests {
         assert!(matches!(e, InvalidName::TooLong { max: 15, .. }), "{e}");
         assert!(e.to_string().contains("0123456789abcdef"));
         let e = "eth0:1".parse::<IfName>().unwrap_err();
-        assert_eq!(e, InvalidName::BadChar { kind: "interface", name: "eth0:1".into(), bad: ':' });
-        assert!(matches!("".parse::<NetnsName>(), Err(InvalidName::Empty { .. })));
-        assert!(matches!("..".parse::<NetnsName>(), Err(InvalidName::Reserved { .. })));
-        assert!(matches!("a/b".parse::<NetnsName>(), Err(InvalidName::BadChar { bad: '/', .. })));
+        assert_eq!(
+            e,
+            InvalidName::BadChar {
+                kind: "interface",
+                name: "eth0:1".into(),
+                bad: ':'
+            }
+        );
+        assert!(matches!(
+            "".parse::<NetnsName>(),
+            Err(InvalidName::Empty { .. })
+        ));
+        assert!(matches!(
+            "..".parse::<NetnsName>(),
+            Err(InvalidName::Reserved { .. })
+        ));
+        assert!(matches!(
+            "a/b".parse::<NetnsName>(),
+            Err(InvalidName::BadChar { bad: '/', .. })
+        ));
     }
 
     #[test]

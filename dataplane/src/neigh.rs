@@ -4,7 +4,9 @@ use std::{fmt::Write, net::IpAddr};
 
 use rtnetlink::packet_route::{
     AddressFamily, RouteNetlinkMessage,
-    neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState},
+    neighbour::{
+        NeighbourAddress, NeighbourAttribute, NeighbourFlags, NeighbourMessage, NeighbourState,
+    },
 };
 
 use crate::{
@@ -56,12 +58,23 @@ pub struct FdbSpec {
 /// Sets (creates or replaces) a permanent neighbour.
 pub fn set(spec: &NeighbourSpec, index: u32) -> Request {
     let mut msg = NeighbourMessage::default();
-    msg.header.family = if spec.ip.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
+    msg.header.family = if spec.ip.is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
     msg.header.ifindex = index;
     msg.header.state = NeighbourState::Permanent;
-    msg.attributes.push(NeighbourAttribute::Destination(naddr(spec.ip)));
-    msg.attributes.push(NeighbourAttribute::LinkLayerAddress(spec.mac.to_vec()));
-    let what = format!("set neighbour {} lladdr {} dev {}", spec.ip, mac_str(&spec.mac), spec.link);
+    msg.attributes
+        .push(NeighbourAttribute::Destination(naddr(spec.ip)));
+    msg.attributes
+        .push(NeighbourAttribute::LinkLayerAddress(spec.mac.to_vec()));
+    let what = format!(
+        "set neighbour {} lladdr {} dev {}",
+        spec.ip,
+        mac_str(&spec.mac),
+        spec.link
+    );
     Request::new(RouteNetlinkMessage::NewNeighbour(msg), Mode::Replace, what)
 }
 
@@ -71,28 +84,52 @@ fn fdb_message(spec: &FdbSpec, index: u32) -> NeighbourMessage {
     msg.header.ifindex = index;
     msg.header.state = NeighbourState::Permanent;
     msg.header.flags = NeighbourFlags::Own;
-    msg.attributes.push(NeighbourAttribute::LinkLayerAddress(spec.mac.to_vec()));
-    msg.attributes.push(NeighbourAttribute::Destination(naddr(spec.dst)));
+    msg.attributes
+        .push(NeighbourAttribute::LinkLayerAddress(spec.mac.to_vec()));
+    msg.attributes
+        .push(NeighbourAttribute::Destination(naddr(spec.dst)));
     msg
 }
 
 /// Appends an FDB entry: several entries may share a MAC (the all-zero MAC floods to each).
 pub fn append_fdb(spec: &FdbSpec, index: u32) -> Request {
-    let what = format!("append fdb {} dev {} dst {}", mac_str(&spec.mac), spec.link, spec.dst);
-    Request::new(RouteNetlinkMessage::NewNeighbour(fdb_message(spec, index)), Mode::Append, what)
+    let what = format!(
+        "append fdb {} dev {} dst {}",
+        mac_str(&spec.mac),
+        spec.link,
+        spec.dst
+    );
+    Request::new(
+        RouteNetlinkMessage::NewNeighbour(fdb_message(spec, index)),
+        Mode::Append,
+        what,
+    )
 }
 
 /// Deletes one FDB entry.
 pub fn delete_fdb(spec: &FdbSpec, index: u32) -> Request {
-    let what = format!("delete fdb {} dev {} dst {}", mac_str(&spec.mac), spec.link, spec.dst);
-    Request::new(RouteNetlinkMessage::DelNeighbour(fdb_message(spec, index)), Mode::Modify, what)
+    let what = format!(
+        "delete fdb {} dev {} dst {}",
+        mac_str(&spec.mac),
+        spec.link,
+        spec.dst
+    );
+    Request::new(
+        RouteNetlinkMessage::DelNeighbour(fdb_message(spec, index)),
+        Mode::Modify,
+        what,
+    )
 }
 
 /// Lists the FDB entries of every bridge-like device.
 pub fn dump_fdb() -> Request {
     let mut msg = NeighbourMessage::default();
     msg.header.family = AddressFamily::Bridge;
-    Request::new(RouteNetlinkMessage::GetNeighbour(msg), Mode::Dump, "list fdb")
+    Request::new(
+        RouteNetlinkMessage::GetNeighbour(msg),
+        Mode::Dump,
+        "list fdb",
+    )
 }
 
 /// A dumped FDB entry with a remote destination: `(ifindex, mac, dst)`.
@@ -102,8 +139,19 @@ pub fn parse_fdb(msg: &NeighbourMessage) -> Option<(u32, Mac, IpAddr)> {
     for a in &msg.attributes {
         match a {
             NeighbourAttribute::LinkLayerAddress(m) => mac = Mac::try_from(m.as_slice()).ok(),
-            NeighbourAttribute::Destination(NeighbourAddress::Inet(v)) => dst = Some(IpAddr::V4(*v)),
-            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v)) => dst = Some(IpAddr::V6(*v)),
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(v)) => {
+                dst = Some(IpAddr::V4(*v))
+            }
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v)) => {
+                dst = Some(IpAddr::V6(*v))
+            }
+            // Entries of the bridge family carry the address as raw bytes.
+            NeighbourAttribute::Destination(NeighbourAddress::Other(b)) => {
+                dst = <[u8; 4]>::try_from(b.as_slice())
+                    .map(IpAddr::from)
+                    .or_else(|_| <[u8; 16]>::try_from(b.as_slice()).map(IpAddr::from))
+                    .ok();
+            }
             _ => {}
         }
     }
@@ -116,20 +164,36 @@ mod tests {
 
     #[test]
     fn fdb_append_uses_append_and_self() {
-        let spec = FdbSpec { link: "vx".parse().unwrap(), mac: [0; 6], dst: "172.18.0.2".parse().unwrap() };
+        let spec = FdbSpec {
+            link: "vx".parse().unwrap(),
+            mac: [0; 6],
+            dst: "172.18.0.2".parse().unwrap(),
+        };
         let req = append_fdb(&spec, 3);
         assert_eq!(req.mode, Mode::Append);
-        assert_eq!(req.what, "append fdb 00:00:00:00:00:00 dev vx dst 172.18.0.2");
-        let RouteNetlinkMessage::NewNeighbour(msg) = &req.message else { panic!() };
+        assert_eq!(
+            req.what,
+            "append fdb 00:00:00:00:00:00 dev vx dst 172.18.0.2"
+        );
+        let RouteNetlinkMessage::NewNeighbour(msg) = &req.message else {
+            panic!()
+        };
         assert!(msg.header.flags.contains(NeighbourFlags::Own));
         assert_eq!(parse_fdb(msg), Some((3, [0; 6], spec.dst)));
     }
 
     #[test]
     fn neighbour_is_permanent_replace() {
-        let spec = NeighbourSpec { link: "eth0".parse().unwrap(), ip: "10.0.0.9".parse().unwrap(), mac: [2, 0, 0, 0, 0, 0xab] };
+        let spec = NeighbourSpec {
+            link: "eth0".parse().unwrap(),
+            ip: "10.0.0.9".parse().unwrap(),
+            mac: [2, 0, 0, 0, 0, 0xab],
+        };
         let req = set(&spec, 2);
         assert_eq!(req.mode, Mode::Replace);
-        assert_eq!(req.what, "set neighbour 10.0.0.9 lladdr 02:00:00:00:00:ab dev eth0");
+        assert_eq!(
+            req.what,
+            "set neighbour 10.0.0.9 lladdr 02:00:00:00:00:ab dev eth0"
+        );
     }
 }

@@ -94,7 +94,10 @@ impl Netlink {
         tracing::trace!(what = %req.what, "netlink");
         let mut msg = NetlinkMessage::from(req.message);
         msg.header.flags = req.mode.flags();
-        let fail = |source| Error::Request { what: req.what.clone(), source };
+        let fail = |source| Error::Request {
+            what: req.what.clone(),
+            source,
+        };
         let mut answer = self
             .handle
             .clone()
@@ -129,12 +132,19 @@ impl Netlink {
 
     /// The link named `name`, if any.
     pub async fn link(&self, name: &IfName) -> Result<Option<LinkInfo>, Error> {
-        Ok(self.links().await?.into_iter().find(|l| l.name == name.as_str()))
+        Ok(self
+            .links()
+            .await?
+            .into_iter()
+            .find(|l| l.name == name.as_str()))
     }
 
     /// Index of the link named `name`.
     pub async fn index(&self, name: &IfName) -> Result<u32, Error> {
-        self.link(name).await?.map(|l| l.index).ok_or_else(|| Error::NoSuchLink(name.clone()))
+        self.link(name)
+            .await?
+            .map(|l| l.index)
+            .ok_or_else(|| Error::NoSuchLink(name.clone()))
     }
 
     async fn index_of(&self, name: Option<&IfName>) -> Result<Option<u32>, Error> {
@@ -147,7 +157,10 @@ impl Netlink {
     /// Creates a link.
     pub async fn add_link(&self, spec: &LinkSpec) -> Result<(), Error> {
         let peer_ns = match &spec.kind {
-            LinkKind::Veth { peer_netns: Some(n), .. } => Some(Netns::open(n)?),
+            LinkKind::Veth {
+                peer_netns: Some(n),
+                ..
+            } => Some(Netns::open(n)?),
             _ => None,
         };
         let vxlan_dev = match &spec.kind {
@@ -173,19 +186,31 @@ impl Netlink {
     /// Sets a link's MTU.
     pub async fn set_mtu(&self, name: &IfName, mtu: u32) -> Result<(), Error> {
         let index = self.index(name).await?;
-        self.execute(link::set_mtu(index, name, mtu)).await.map(drop)
+        self.execute(link::set_mtu(index, name, mtu))
+            .await
+            .map(drop)
     }
 
     /// Moves a link into another namespace.
     pub async fn move_link(&self, name: &IfName, to: &Netns) -> Result<(), Error> {
         let index = self.index(name).await?;
-        self.execute(link::set_netns(index, name, to.as_fd().as_raw_fd(), to.name())).await.map(drop)
+        self.execute(link::set_netns(
+            index,
+            name,
+            to.as_fd().as_raw_fd(),
+            to.name(),
+        ))
+        .await
+        .map(drop)
     }
 
     /// Deletes a link; returns whether it existed.
     pub async fn delete_link(&self, name: &IfName) -> Result<bool, Error> {
         match self.link(name).await? {
-            Some(l) => self.execute(link::delete(l.index, name)).await.map(|_| true),
+            Some(l) => self
+                .execute(link::delete(l.index, name))
+                .await
+                .map(|_| true),
             None => Ok(false),
         }
     }
@@ -206,7 +231,12 @@ impl Netlink {
                 RouteNetlinkMessage::NewAddress(a) => addr::parse(a),
                 _ => None,
             })
-            .filter_map(|(i, a)| Some(AddressSpec { link: names.get(&i)?.clone(), addr: a }))
+            .filter_map(|(i, a)| {
+                Some(AddressSpec {
+                    link: names.get(&i)?.clone(),
+                    addr: a,
+                })
+            })
             .collect())
     }
 
@@ -254,7 +284,11 @@ impl Netlink {
 
     /// Makes `table` hold exactly `desired`, touching only routes that differ. Returns the diff
     /// that was applied.
-    pub async fn reconcile_table(&self, table: u32, desired: &[RouteSpec]) -> Result<RouteDiff, Error> {
+    pub async fn reconcile_table(
+        &self,
+        table: u32,
+        desired: &[RouteSpec],
+    ) -> Result<RouteDiff, Error> {
         let diff = RouteDiff::new(&self.routes(table).await?, desired);
         for r in &diff.remove {
             self.delete_route(r).await?;
@@ -316,7 +350,11 @@ impl Netlink {
                 _ => None,
             })
             .filter(|(i, _, _)| *i == index)
-            .map(|(_, mac, dst)| FdbSpec { link: name.clone(), mac, dst })
+            .map(|(_, mac, dst)| FdbSpec {
+                link: name.clone(),
+                mac,
+                dst,
+            })
             .collect())
     }
 }

@@ -61,7 +61,11 @@ pub enum Error {
 }
 
 fn sys<'a>(op: &'static str, name: &'a NetnsName) -> impl FnOnce(io::Error) -> Error + 'a {
-    move |source| Error::Sys { op, name: name.clone(), source }
+    move |source| Error::Sys {
+        op,
+        name: name.clone(),
+        source,
+    }
 }
 
 fn errno(e: Errno) -> io::Error {
@@ -90,7 +94,12 @@ impl Netns {
     pub fn create(name: &NetnsName) -> Result<Netns, Error> {
         prepare_dir()?;
         let path = Self::path_of(name);
-        match OpenOptions::new().write(true).create_new(true).mode(0o444).open(&path) {
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o444)
+            .open(&path)
+        {
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 return Err(Error::AlreadyExists(name.clone()));
@@ -130,7 +139,10 @@ impl Netns {
         if fs.filesystem_type().0 != NSFS_MAGIC {
             return Err(Error::NotANamespace(path));
         }
-        Ok(Netns { name: name.clone(), file: Arc::new(file) })
+        Ok(Netns {
+            name: name.clone(),
+            file: Arc::new(file),
+        })
     }
 
     /// Deletes the entry `name` (like `ip netns delete`). The namespace itself dies once no
@@ -196,7 +208,10 @@ impl Netns {
 
     /// A command that runs `program` inside this namespace (like `ip netns exec`, without the
     /// `/sys` remount). The namespace is entered in the child between fork and exec.
-    #[expect(unsafe_code, reason = "Command::pre_exec is the only way to setns in the child")]
+    #[expect(
+        unsafe_code,
+        reason = "Command::pre_exec is the only way to setns in the child"
+    )]
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut cmd = Command::new(program);
         let file = Arc::clone(&self.file);
@@ -217,7 +232,11 @@ impl Netns {
         let mut pids = Vec::new();
         let procs = fs::read_dir("/proc").map_err(sys("listing /proc", &self.name))?;
         for entry in procs.flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
                 continue;
             };
             // A process may exit while we look: skip what we cannot read.
@@ -248,7 +267,13 @@ fn prepare_dir() -> Result<(), Error> {
     }
     fs::create_dir_all(NETNS_DIR).map_err(Error::Dir)?;
     let shared = || {
-        mount(None::<&str>, NETNS_DIR, None::<&str>, MsFlags::MS_SHARED | MsFlags::MS_REC, None::<&str>)
+        mount(
+            None::<&str>,
+            NETNS_DIR,
+            None::<&str>,
+            MsFlags::MS_SHARED | MsFlags::MS_REC,
+            None::<&str>,
+        )
     };
     match shared() {
         Ok(()) => {}

@@ -6,8 +6,7 @@
 
 use rtnetlink::{
     packet_core::{
-        NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE,
-        NLM_F_REQUEST,
+        NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
     },
     packet_route::RouteNetlinkMessage,
 };
@@ -54,6 +53,10 @@ pub struct Request {
 impl Request {
     /// A request from its parts.
     pub fn new(message: RouteNetlinkMessage, mode: Mode, what: impl Into<String>) -> Request {
-        Request { message, mode, what: what.into() }
+        Request {
+            message,
+            mode,
+            what: what.into(),
+        }
     }
 }

@@ -5,7 +5,10 @@ use std::{collections::BTreeSet, fmt, net::IpAddr};
 use ipnet::IpNet;
 use rtnetlink::packet_route::{
     AddressFamily, RouteNetlinkMessage,
-    route::{RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType},
+    route::{
+        RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol,
+        RouteScope, RouteType,
+    },
 };
 
 use crate::{
@@ -38,7 +41,33 @@ pub struct RouteSpec {
 impl RouteSpec {
     /// A route to `dst` in the main table with nothing else set.
     pub fn to(dst: IpNet) -> RouteSpec {
-        RouteSpec { dst, via: None, dev: None, table: MAIN_TABLE, src: None, metric: None, onlink: false }
+        RouteSpec {
+            dst,
+            via: None,
+            dev: None,
+            table: MAIN_TABLE,
+            src: None,
+            metric: None,
+            onlink: false,
+        }
+    }
+}
+
+impl RouteSpec {
+    /// Whether the route `current` (as the kernel reports it) is this desired route. Fields left
+    /// unset here are the kernel's to fill (it reports the output device of a gateway route, for
+    /// example), so they are not compared.
+    pub fn is_satisfied_by(&self, current: &RouteSpec) -> bool {
+        fn same<T: PartialEq>(want: &Option<T>, have: &Option<T>) -> bool {
+            want.is_none() || want == have
+        }
+        self.dst == current.dst
+            && self.table == current.table
+            && self.via == current.via
+            && self.onlink == current.onlink
+            && same(&self.dev, &current.dev)
+            && same(&self.src, &current.src)
+            && same(&self.metric, &current.metric)
     }
 }
 
@@ -77,11 +106,19 @@ fn addr(ip: IpAddr) -> RouteAddress {
 fn message(spec: &RouteSpec, dev_index: Option<u32>) -> RouteMessage {
     let mut msg = RouteMessage::default();
     let h = &mut msg.header;
-    h.address_family = if spec.dst.addr().is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 };
+    h.address_family = if spec.dst.addr().is_ipv4() {
+        AddressFamily::Inet
+    } else {
+        AddressFamily::Inet6
+    };
     h.destination_prefix_length = spec.dst.prefix_len();
     h.protocol = RouteProtocol::Static;
     h.kind = RouteType::Unicast;
-    h.scope = if spec.via.is_none() && spec.dev.is_some() { RouteScope::Link } else { RouteScope::Universe };
+    h.scope = if spec.via.is_none() && spec.dev.is_some() {
+        RouteScope::Link
+    } else {
+        RouteScope::Universe
+    };
     h.table = u8::try_from(spec.table).unwrap_or(RouteHeader::RT_TABLE_UNSPEC);
     if spec.onlink {
         h.flags |= RouteFlags::Onlink;
@@ -108,23 +145,39 @@ fn message(spec: &RouteSpec, dev_index: Option<u32>) -> RouteMessage {
 
 /// `ip route add ...`; `dev_index` is the index of `spec.dev`.
 pub fn add(spec: &RouteSpec, dev_index: Option<u32>) -> Request {
-    Request::new(RouteNetlinkMessage::NewRoute(message(spec, dev_index)), Mode::Create, format!("add route {spec}"))
+    Request::new(
+        RouteNetlinkMessage::NewRoute(message(spec, dev_index)),
+        Mode::Create,
+        format!("add route {spec}"),
+    )
 }
 
 /// `ip route replace ...`.
 pub fn replace(spec: &RouteSpec, dev_index: Option<u32>) -> Request {
     let what = format!("replace route {spec}");
-    Request::new(RouteNetlinkMessage::NewRoute(message(spec, dev_index)), Mode::Replace, what)
+    Request::new(
+        RouteNetlinkMessage::NewRoute(message(spec, dev_index)),
+        Mode::Replace,
+        what,
+    )
 }
 
 /// `ip route del ...`.
 pub fn delete(spec: &RouteSpec, dev_index: Option<u32>) -> Request {
-    Request::new(RouteNetlinkMessage::DelRoute(message(spec, dev_index)), Mode::Modify, format!("delete route {spec}"))
+    Request::new(
+        RouteNetlinkMessage::DelRoute(message(spec, dev_index)),
+        Mode::Modify,
+        format!("delete route {spec}"),
+    )
 }
 
 /// `ip route show table all` (IPv4 and IPv6).
 pub fn dump() -> Request {
-    Request::new(RouteNetlinkMessage::GetRoute(RouteMessage::default()), Mode::Dump, "list routes")
+    Request::new(
+        RouteNetlinkMessage::GetRoute(RouteMessage::default()),
+        Mode::Dump,
+        "list routes",
+    )
 }
 
 /// A dumped route, if it is a plain unicast route; the device is reported by index, to be named
@@ -154,9 +207,19 @@ pub fn parse(msg: &RouteMessage, name_of: impl Fn(u32) -> Option<IfName>) -> Opt
         (None, AddressFamily::Inet6) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
         (None, _) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
     };
-    let dst = IpNet::new(dst, msg.header.destination_prefix_length).ok()?.trunc();
+    let dst = IpNet::new(dst, msg.header.destination_prefix_length)
+        .ok()?
+        .trunc();
     let onlink = msg.header.flags.contains(RouteFlags::Onlink);
-    Some(RouteSpec { dst, via, dev, table, src, metric, onlink })
+    Some(RouteSpec {
+        dst,
+        via,
+        dev,
+        table,
+        src,
+        metric,
+        onlink,
+    })
 }
 
 /// What turns the routes that are there into the routes that are wanted.
@@ -169,14 +232,21 @@ pub struct RouteDiff {
 }
 
 impl RouteDiff {
-    /// Compares `current` with `desired`; routes in both are left alone.
+    /// Compares `current` (as reported by the kernel) with `desired`: a current route that
+    /// satisfies some desired route is left alone ([`RouteSpec::is_satisfied_by`]).
     pub fn new(current: &[RouteSpec], desired: &[RouteSpec]) -> RouteDiff {
-        let cur: BTreeSet<&RouteSpec> = current.iter().collect();
         let want: BTreeSet<&RouteSpec> = desired.iter().collect();
-        RouteDiff {
-            remove: cur.difference(&want).map(|r| (*r).clone()).collect(),
-            add: want.difference(&cur).map(|r| (*r).clone()).collect(),
-        }
+        let remove: Vec<RouteSpec> = current
+            .iter()
+            .filter(|c| !want.iter().any(|w| w.is_satisfied_by(c)))
+            .cloned()
+            .collect();
+        let add = want
+            .into_iter()
+            .filter(|w| !current.iter().any(|c| w.is_satisfied_by(c)))
+            .cloned()
+            .collect();
+        RouteDiff { remove, add }
     }
 
     /// Nothing to do.
@@ -206,10 +276,16 @@ mod tests {
 
     #[test]
     fn build_and_parse_round_trip() {
-        for s in ["10.200.1.0/24 via 172.18.0.2 dev eth0", "0.0.0.0/0 via 10.0.0.1", "10.9.0.0/16 dev vx onlink table 1000"] {
+        for s in [
+            "10.200.1.0/24 via 172.18.0.2 dev eth0",
+            "0.0.0.0/0 via 10.0.0.1",
+            "10.9.0.0/16 dev vx onlink table 1000",
+        ] {
             let spec = r(s);
             let req = add(&spec, spec.dev.as_ref().map(|_| 9));
-            let RouteNetlinkMessage::NewRoute(msg) = &req.message else { panic!() };
+            let RouteNetlinkMessage::NewRoute(msg) = &req.message else {
+                panic!()
+            };
             let back = parse(msg, |i| (i == 9).then(|| spec.dev.clone()).flatten()).unwrap();
             assert_eq!(back, spec, "{s}");
             assert_eq!(req.what, format!("add route {s}"));
@@ -218,7 +294,9 @@ mod tests {
 
     #[test]
     fn large_table_ids_go_in_the_attribute() {
-        let RouteNetlinkMessage::NewRoute(msg) = add(&r("10.0.0.0/8 dev x table 1000"), Some(1)).message else {
+        let RouteNetlinkMessage::NewRoute(msg) =
+            add(&r("10.0.0.0/8 dev x table 1000"), Some(1)).message
+        else {
             panic!()
         };
         assert_eq!(msg.header.table, RouteHeader::RT_TABLE_UNSPEC);
@@ -228,11 +306,31 @@ mod tests {
 
     #[test]
     fn diff_touches_only_what_changed() {
-        let cur = [r("10.1.0.0/16 via 1.1.1.1"), r("10.2.0.0/16 via 1.1.1.1"), r("10.3.0.0/16 via 1.1.1.1")];
-        let want = [r("10.1.0.0/16 via 1.1.1.1"), r("10.2.0.0/16 via 2.2.2.2"), r("10.4.0.0/16 via 1.1.1.1")];
+        let cur = [
+            r("10.1.0.0/16 via 1.1.1.1"),
+            r("10.2.0.0/16 via 1.1.1.1"),
+            r("10.3.0.0/16 via 1.1.1.1"),
+        ];
+        let want = [
+            r("10.1.0.0/16 via 1.1.1.1"),
+            r("10.2.0.0/16 via 2.2.2.2"),
+            r("10.4.0.0/16 via 1.1.1.1"),
+        ];
         let d = RouteDiff::new(&cur, &want);
-        assert_eq!(d.remove, vec![r("10.2.0.0/16 via 1.1.1.1"), r("10.3.0.0/16 via 1.1.1.1")]);
-        assert_eq!(d.add, vec![r("10.2.0.0/16 via 2.2.2.2"), r("10.4.0.0/16 via 1.1.1.1")]);
+        assert_eq!(
+            d.remove,
+            vec![r("10.2.0.0/16 via 1.1.1.1"), r("10.3.0.0/16 via 1.1.1.1")]
+        );
+        assert_eq!(
+            d.add,
+            vec![r("10.2.0.0/16 via 2.2.2.2"), r("10.4.0.0/16 via 1.1.1.1")]
+        );
         assert!(RouteDiff::new(&want, &want).is_empty());
+        // The kernel fills in the device of a gateway route: that is not a difference.
+        let reported = [r("10.1.0.0/16 via 1.1.1.1 dev eth0")];
+        assert!(RouteDiff::new(&reported, &[r("10.1.0.0/16 via 1.1.1.1")]).is_empty());
+        // A device that was asked for is compared.
+        let d = RouteDiff::new(&reported, &[r("10.1.0.0/16 via 1.1.1.1 dev eth1")]);
+        assert_eq!((d.remove.len(), d.add.len()), (1, 1));
     }
 }

@@ -53,7 +53,11 @@ impl fmt::Display for RuleSpec {
 
 fn message(spec: &RuleSpec) -> RuleMessage {
     let mut msg = RuleMessage::default();
-    msg.header.family = if spec.v6 { AddressFamily::Inet6 } else { AddressFamily::Inet };
+    msg.header.family = if spec.v6 {
+        AddressFamily::Inet6
+    } else {
+        AddressFamily::Inet
+    };
     msg.header.action = RuleAction::ToTable;
     msg.header.table = u8::try_from(spec.table).unwrap_or(0);
     let a = &mut msg.attributes;
@@ -79,17 +83,29 @@ fn message(spec: &RuleSpec) -> RuleMessage {
 
 /// `ip rule add ...`.
 pub fn add(spec: &RuleSpec) -> Request {
-    Request::new(RouteNetlinkMessage::NewRule(message(spec)), Mode::Create, format!("add rule {spec}"))
+    Request::new(
+        RouteNetlinkMessage::NewRule(message(spec)),
+        Mode::Create,
+        format!("add rule {spec}"),
+    )
 }
 
 /// `ip rule del ...`.
 pub fn delete(spec: &RuleSpec) -> Request {
-    Request::new(RouteNetlinkMessage::DelRule(message(spec)), Mode::Modify, format!("delete rule {spec}"))
+    Request::new(
+        RouteNetlinkMessage::DelRule(message(spec)),
+        Mode::Modify,
+        format!("delete rule {spec}"),
+    )
 }
 
 /// `ip rule show` (IPv4 and IPv6).
 pub fn dump() -> Request {
-    Request::new(RouteNetlinkMessage::GetRule(RuleMessage::default()), Mode::Dump, "list rules")
+    Request::new(
+        RouteNetlinkMessage::GetRule(RuleMessage::default()),
+        Mode::Dump,
+        "list rules",
+    )
 }
 
 /// A dumped rule, if it is a plain "lookup table" rule.
@@ -137,9 +153,17 @@ mod tests {
             v6: false,
         };
         let req = add(&spec);
-        assert_eq!(req.what, "add rule 1900: to 10.71.0.0/16 iif liqo.vxlan fwmark 0x10 lookup 18952");
-        let RouteNetlinkMessage::NewRule(msg) = &req.message else { panic!() };
-        assert_eq!(msg.header.table, 0, "tables above 255 only in the attribute");
+        assert_eq!(
+            req.what,
+            "add rule 1900: to 10.71.0.0/16 iif liqo.vxlan fwmark 0x10 lookup 18952"
+        );
+        let RouteNetlinkMessage::NewRule(msg) = &req.message else {
+            panic!()
+        };
+        assert_eq!(
+            msg.header.table, 0,
+            "tables above 255 only in the attribute"
+        );
         assert_eq!(parse(msg), Some(spec));
     }
 }

@@ -25,7 +25,9 @@ pub enum Error {
 fn path(key: &str) -> Result<PathBuf, Error> {
     let ok = !key.is_empty()
         && key.split('.').all(|part| !part.is_empty())
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
     if !ok {
         return Err(Error::BadKey(key.into()));
     }
@@ -34,14 +36,22 @@ fn path(key: &str) -> Result<PathBuf, Error> {
 
 /// Sets `key` (`net.ipv4.ip_forward`) to `value` in the calling thread's namespace.
 pub fn set(key: &str, value: &str) -> Result<(), Error> {
-    fs::write(path(key)?, value).map_err(|source| Error::Io { op: "writing", key: key.into(), source })
+    fs::write(path(key)?, value).map_err(|source| Error::Io {
+        op: "writing",
+        key: key.into(),
+        source,
+    })
 }
 
 /// Reads `key`, trimmed.
 pub fn get(key: &str) -> Result<String, Error> {
     fs::read_to_string(path(key)?)
         .map(|s| s.trim().to_owned())
-        .map_err(|source| Error::Io { op: "reading", key: key.into(), source })
+        .map_err(|source| Error::Io {
+            op: "reading",
+            key: key.into(),
+            source,
+        })
 }
 
 #[cfg(test)]
@@ -50,7 +60,10 @@ mod tests {
 
     #[test]
     fn keys_are_validated() {
-        assert_eq!(path("net.ipv4.ip_forward").unwrap(), PathBuf::from("/proc/sys/net/ipv4/ip_forward"));
+        assert_eq!(
+            path("net.ipv4.ip_forward").unwrap(),
+            PathBuf::from("/proc/sys/net/ipv4/ip_forward")
+        );
         assert!(matches!(path("net..x"), Err(Error::BadKey(_))));
         assert!(matches!(path("../../etc/passwd"), Err(Error::BadKey(_))));
         assert!(matches!(path(""), Err(Error::BadKey(_))));

@@ -40,9 +40,16 @@ nix::ioctl_write_int!(tunsetiff, b'T', 202);
 /// Creates (or attaches another queue to) the TUN device `name` and returns its descriptor.
 /// Frames carry no packet-information header (`IFF_NO_PI`). The device lives as long as a
 /// descriptor is open.
-#[expect(unsafe_code, reason = "TUNSETIFF is an ioctl with a struct ifreq argument")]
+#[expect(
+    unsafe_code,
+    reason = "TUNSETIFF is an ioctl with a struct ifreq argument"
+)]
 pub fn create(name: &IfName, opts: TunOptions) -> Result<OwnedFd, Error> {
-    let file = OpenOptions::new().read(true).write(true).open("/dev/net/tun").map_err(Error::Open)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/net/tun")
+        .map_err(Error::Open)?;
     // SAFETY: ifreq is plain old data; all-zero is a valid value.
     let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
     for (dst, src) in req.ifr_name.iter_mut().zip(name.as_str().bytes()) {
@@ -58,7 +65,11 @@ pub fn create(name: &IfName, opts: TunOptions) -> Result<OwnedFd, Error> {
     req.ifr_ifru.ifru_flags = flags as libc::c_short;
     // SAFETY: the fd is an open /dev/net/tun; `req` is a valid ifreq that outlives the call
     // (IfName guarantees the name fits in IFNAMSIZ with its terminating NUL).
-    unsafe { tunsetiff(file.as_raw_fd(), std::ptr::addr_of_mut!(req) as u64) }
-        .map_err(|e| Error::Create { name: name.clone(), source: io::Error::from_raw_os_error(e as i32) })?;
+    unsafe { tunsetiff(file.as_raw_fd(), std::ptr::addr_of_mut!(req) as u64) }.map_err(|e| {
+        Error::Create {
+            name: name.clone(),
+            source: io::Error::from_raw_os_error(e as i32),
+        }
+    })?;
     Ok(file.into())
 }

@@ -1,9 +1,15 @@
-//! Pure translation of a [`Ruleset`] into the JSON batch `nft -j -f -` applies atomically.
+//! Pure translation of a [`Ruleset`] into the batch `nft -f -` applies as one transaction.
+//!
+//! The batch is nft's native syntax, not JSON: nft 1.0.6 (Debian bookworm) cannot declare a map
+//! with interval values in JSON ("Invalid map type 'interval ipv4_addr'"), and prefix (netmap)
+//! translation needs exactly that. Reading state back uses `nft -j list`, whose output is stable.
 
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    fmt::{self, Write},
+};
 
 use ipnet::IpNet;
-use serde_json::{Value, json};
 
 use super::{AddrType, ChainKind, Expr, Family, Field, Hook, Ident, Policy, Ruleset};
 
@@ -58,10 +64,26 @@ pub enum BuildError {
         /// The address.
         addr: String,
     },
+    /// A rule comment with a character nft cannot quote.
+    #[error(
+        "table {table} chain {chain}: comment {comment:?} may not contain '\"', '\\\\' or control characters"
+    )]
+    BadComment {
+        /// The table.
+        table: Ident,
+        /// The chain.
+        chain: Ident,
+        /// The comment.
+        comment: String,
+    },
 }
 
 fn addr_type(net: &IpNet) -> AddrType {
-    if net.addr().is_ipv4() { AddrType::V4 } else { AddrType::V6 }
+    if net.addr().is_ipv4() {
+        AddrType::V4
+    } else {
+        AddrType::V6
+    }
 }
 
 fn type_name(t: AddrType) -> &'static str {
@@ -78,43 +100,54 @@ fn proto(t: AddrType) -> &'static str {
     }
 }
 
-fn prefix(net: &IpNet) -> Value {
-    json!({"prefix": {"addr": net.network().to_string(), "len": net.prefix_len()}})
-}
-
-fn payload(t: AddrType, f: Field) -> Value {
-    let field = match f {
+fn field(f: Field) -> &'static str {
+    match f {
         Field::Saddr => "saddr",
         Field::Daddr => "daddr",
-    };
-    json!({"payload": {"protocol": proto(t), "field": field}})
+    }
 }
 
 fn family_allows(family: Family, t: AddrType) -> bool {
-    matches!((family, t), (Family::Inet, _) | (Family::Ip, AddrType::V4) | (Family::Ip6, AddrType::V6))
+    matches!(
+        (family, t),
+        (Family::Inet, _) | (Family::Ip, AddrType::V4) | (Family::Ip6, AddrType::V6)
+    )
 }
 
-/// The atomic batch replacing the whole table with `rs`.
-pub fn batch(rs: &Ruleset) -> Result<Value, BuildError> {
-    let table = &rs.table;
-    let fam = rs.family.as_str();
-    let mut lookups: HashMap<&Ident, (&'static str, AddrType)> = HashMap::new();
-    let mut names: HashMap<&Ident, ()> = HashMap::new();
-    let dup = |name: &Ident| BuildError::Duplicate { table: table.clone(), name: name.clone() };
-    let wrong = |what: String, addr: String| BuildError::WrongFamily { table: table.clone(), family: rs.family, what, addr };
+/// `elements = { a, b }` or nothing.
+fn elements(items: &[String]) -> String {
+    if items.is_empty() {
+        String::new()
+    } else {
+        format!(" elements = {{ {} }};", items.join(", "))
+    }
+}
 
-    let t = json!({"family": fam, "name": table.as_str()});
-    let mut cmds = vec![json!({"add": {"table": t}}), json!({"delete": {"table": t}}), json!({"add": {"table": t}})];
+/// The batch replacing the whole table with `rs`: create-if-missing, delete, recreate, fill.
+pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
+    let table = &rs.table;
+    let t = format!("{} {}", rs.family, table);
+    let mut lookups: HashMap<&Ident, (&'static str, AddrType)> = HashMap::new();
+    let dup = |name: &Ident| BuildError::Duplicate {
+        table: table.clone(),
+        name: name.clone(),
+    };
+    let wrong = |what: String, addr: String| BuildError::WrongFamily {
+        table: table.clone(),
+        family: rs.family,
+        what,
+        addr,
+    };
+    let mut out = format!("add table {t}\ndelete table {t}\nadd table {t}\n");
 
     for s in &rs.sets {
-        if names.insert(&s.name, ()).is_some() {
+        if lookups.insert(&s.name, ("set", s.addr)).is_some() {
             return Err(dup(&s.name));
         }
         if !family_allows(rs.family, s.addr) {
             return Err(wrong(format!("set {}", s.name), type_name(s.addr).into()));
         }
-        lookups.insert(&s.name, ("set", s.addr));
-        let mut elems = Vec::new();
+        let mut items = Vec::new();
         for p in &s.prefixes {
             if addr_type(p) != s.addr || *p != p.trunc() {
                 return Err(BuildError::BadElement {
@@ -122,28 +155,32 @@ pub fn batch(rs: &Ruleset) -> Result<Value, BuildError> {
                     what: "set",
                     name: s.name.clone(),
                     elem: p.to_string(),
-                    problem: if addr_type(p) != s.addr { "wrong IP version" } else { "host bits set" },
+                    problem: if addr_type(p) != s.addr {
+                        "wrong IP version"
+                    } else {
+                        "host bits set"
+                    },
                 });
             }
-            elems.push(prefix(p));
+            items.push(p.to_string());
         }
-        let mut set = json!({"family": fam, "table": table.as_str(), "name": s.name.as_str(),
-            "type": type_name(s.addr), "flags": ["interval"]});
-        if !elems.is_empty() {
-            set["elem"] = Value::Array(elems);
-        }
-        cmds.push(json!({"add": {"set": set}}));
+        let _ = writeln!(
+            out,
+            "add set {t} {} {{ type {}; flags interval;{} }}",
+            s.name,
+            type_name(s.addr),
+            elements(&items)
+        );
     }
 
     for m in &rs.maps {
-        if names.insert(&m.name, ()).is_some() {
+        if lookups.insert(&m.name, ("map", m.addr)).is_some() {
             return Err(dup(&m.name));
         }
         if !family_allows(rs.family, m.addr) {
             return Err(wrong(format!("map {}", m.name), type_name(m.addr).into()));
         }
-        lookups.insert(&m.name, ("map", m.addr));
-        let mut elems = Vec::new();
+        let mut items = Vec::new();
         for (from, to) in &m.entries {
             let bad = |problem| BuildError::BadElement {
                 table: table.clone(),
@@ -159,67 +196,90 @@ pub fn batch(rs: &Ruleset) -> Result<Value, BuildError> {
                 return Err(bad("host bits set"));
             }
             if from.prefix_len() != to.prefix_len() {
-                return Err(bad("prefix lengths differ; a prefix translation keeps host bits"));
+                return Err(bad(
+                    "prefix lengths differ; a prefix translation keeps host bits",
+                ));
             }
-            elems.push(json!([prefix(from), prefix(to)]));
+            items.push(format!("{from} : {to}"));
         }
-        let mut map = json!({"family": fam, "table": table.as_str(), "name": m.name.as_str(),
-            "type": type_name(m.addr), "map": type_name(m.addr), "flags": ["interval"]});
-        if !elems.is_empty() {
-            map["elem"] = Value::Array(elems);
-        }
-        cmds.push(json!({"add": {"map": map}}));
+        let ty = type_name(m.addr);
+        let _ = writeln!(
+            out,
+            "add map {t} {} {{ type {ty} : interval {ty}; flags interval;{} }}",
+            m.name,
+            elements(&items)
+        );
     }
 
+    let mut chains: HashMap<&Ident, ()> = HashMap::new();
     for c in &rs.chains {
-        if names.insert(&c.name, ()).is_some() {
+        if lookups.contains_key(&c.name) || chains.insert(&c.name, ()).is_some() {
             return Err(dup(&c.name));
         }
-    }
-    for c in &rs.chains {
-        let mut chain = json!({"family": fam, "table": table.as_str(), "name": c.name.as_str()});
-        if let Some(b) = c.base {
-            chain["type"] = json!(match b.kind {
-                ChainKind::Filter => "filter",
-                ChainKind::Nat => "nat",
-                ChainKind::Route => "route",
-            });
-            chain["hook"] = json!(match b.hook {
-                Hook::Prerouting => "prerouting",
-                Hook::Input => "input",
-                Hook::Forward => "forward",
-                Hook::Output => "output",
-                Hook::Postrouting => "postrouting",
-            });
-            chain["prio"] = json!(b.priority);
-            chain["policy"] = json!(match b.policy {
-                Policy::Accept => "accept",
-                Policy::Drop => "drop",
-            });
+        match c.base {
+            None => {
+                let _ = writeln!(out, "add chain {t} {}", c.name);
+            }
+            Some(b) => {
+                let kind = match b.kind {
+                    ChainKind::Filter => "filter",
+                    ChainKind::Nat => "nat",
+                    ChainKind::Route => "route",
+                };
+                let hook = match b.hook {
+                    Hook::Prerouting => "prerouting",
+                    Hook::Input => "input",
+                    Hook::Forward => "forward",
+                    Hook::Output => "output",
+                    Hook::Postrouting => "postrouting",
+                };
+                let policy = match b.policy {
+                    Policy::Accept => "accept",
+                    Policy::Drop => "drop",
+                };
+                let _ = writeln!(
+                    out,
+                    "add chain {t} {} {{ type {kind} hook {hook} priority {}; policy {policy}; }}",
+                    c.name, b.priority
+                );
+            }
         }
-        cmds.push(json!({"add": {"chain": chain}}));
     }
 
     for c in &rs.chains {
         for (i, r) in c.rules.iter().enumerate() {
-            let ctx = RuleCtx { rs, lookups: &lookups, chain: &c.name, index: i };
-            let mut exprs = Vec::new();
+            let ctx = RuleCtx {
+                rs,
+                lookups: &lookups,
+                chain: &c.name,
+                index: i,
+            };
+            let mut text = Vec::new();
             for e in &r.exprs {
                 if let Expr::Prefix(_, net) = e
                     && !family_allows(rs.family, addr_type(net))
                 {
                     return Err(wrong(format!("chain {} rule {i}", c.name), net.to_string()));
                 }
-                exprs.extend(ctx.expr(e)?);
+                text.push(ctx.expr(e)?);
             }
-            let mut rule = json!({"family": fam, "table": table.as_str(), "chain": c.name.as_str(), "expr": exprs});
             if let Some(comment) = &r.comment {
-                rule["comment"] = json!(comment);
+                if comment
+                    .chars()
+                    .any(|ch| ch == '"' || ch == '\\' || ch.is_control())
+                {
+                    return Err(BuildError::BadComment {
+                        table: table.clone(),
+                        chain: c.name.clone(),
+                        comment: comment.clone(),
+                    });
+                }
+                text.push(format!("comment \"{comment}\""));
             }
-            cmds.push(json!({"add": {"rule": rule}}));
+            let _ = writeln!(out, "add rule {t} {} {}", c.name, text.join(" "));
         }
     }
-    Ok(json!({"nftables": cmds}))
+    Ok(out)
 }
 
 /// What translating one rule needs to know.
@@ -249,55 +309,66 @@ impl RuleCtx<'_> {
         }
     }
 
-    /// One expression as JSON statements.
-    fn expr(&self, e: &Expr) -> Result<Vec<Value>, BuildError> {
-        let m = |left: Value, right: Value, op: &str| json!({"match": {"op": op, "left": left, "right": right}});
-        let syn = m(json!({"payload": {"protocol": "tcp", "field": "flags"}}), json!("syn"), "in");
-        let mss = json!({"tcp option": {"name": "maxseg", "field": "size"}});
-        let v = match e {
-            Expr::Iif(n) => m(json!({"meta": {"key": "iifname"}}), json!(n.as_str()), "=="),
-            Expr::Oif(n) => m(json!({"meta": {"key": "oifname"}}), json!(n.as_str()), "=="),
+    /// One expression in nft syntax.
+    fn expr(&self, e: &Expr) -> Result<String, BuildError> {
+        Ok(match e {
+            Expr::Iif(n) => format!("iifname \"{n}\""),
+            Expr::Oif(n) => format!("oifname \"{n}\""),
             Expr::Prefix(f, net) => {
-                let right =
-                    if net.prefix_len() == net.max_prefix_len() { json!(net.addr().to_string()) } else { prefix(net) };
-                m(payload(addr_type(net), *f), right, "==")
+                format!("{} {} {}", proto(addr_type(net)), field(*f), Shown(net))
             }
-            Expr::InSet(f, name) => m(payload(self.lookup("set", name)?, *f), json!(format!("@{name}")), "=="),
-            Expr::NotInSet(f, name) => m(payload(self.lookup("set", name)?, *f), json!(format!("@{name}")), "!="),
-            Expr::SetMark(v) => json!({"mangle": {"key": {"meta": {"key": "mark"}}, "value": v}}),
-            Expr::Mark(v) => m(json!({"meta": {"key": "mark"}}), json!(v), "=="),
-            Expr::Counter => json!({"counter": null}),
-            Expr::Accept => json!({"accept": null}),
-            Expr::Drop => json!({"drop": null}),
-            Expr::Return => json!({"return": null}),
+            Expr::InSet(f, name) => {
+                format!("{} {} @{name}", proto(self.lookup("set", name)?), field(*f))
+            }
+            Expr::NotInSet(f, name) => format!(
+                "{} {} != @{name}",
+                proto(self.lookup("set", name)?),
+                field(*f)
+            ),
+            Expr::SetMark(v) => format!("meta mark set {v:#x}"),
+            Expr::Mark(v) => format!("meta mark {v:#x}"),
+            Expr::Counter => "counter".into(),
+            Expr::Accept => "accept".into(),
+            Expr::Drop => "drop".into(),
+            Expr::Return => "return".into(),
             Expr::Jump(c) => {
                 if !self.rs.chains.iter().any(|x| &x.name == c) {
                     return Err(self.unknown("chain", c));
                 }
-                json!({"jump": {"target": c.as_str()}})
+                format!("jump {c}")
             }
-            Expr::Masquerade => json!({"masquerade": null}),
-            Expr::Snat(ip) => json!({"snat": {"addr": ip.to_string()}}),
-            Expr::Dnat(ip) => json!({"dnat": {"addr": ip.to_string()}}),
-            Expr::SnatPrefixMap(map) | Expr::DnatPrefixMap(map) => {
-                let t = self.lookup("map", map)?;
-                let (stmt, field) =
-                    if matches!(e, Expr::SnatPrefixMap(_)) { ("snat", Field::Saddr) } else { ("dnat", Field::Daddr) };
-                json!({stmt: {"family": proto(t), "addr": {"map": {"key": payload(t, field), "data": format!("@{map}")}},
-                    "flags": "netmap", "type_flags": "prefix"}})
+            Expr::Masquerade => "masquerade".into(),
+            Expr::Snat(ip) => format!("snat to {ip}"),
+            Expr::Dnat(ip) => format!("dnat to {ip}"),
+            Expr::SnatPrefixMap(map) => {
+                let p = proto(self.lookup("map", map)?);
+                format!("snat {p} prefix to {p} saddr map @{map}")
             }
-            Expr::ClampMssToPmtu => {
-                return Ok(vec![syn, json!({"mangle": {"key": mss, "value": {"rt": {"key": "mtu"}}}})]);
+            Expr::DnatPrefixMap(map) => {
+                let p = proto(self.lookup("map", map)?);
+                format!("dnat {p} prefix to {p} daddr map @{map}")
             }
-            Expr::SetMss(size) => return Ok(vec![syn, json!({"mangle": {"key": mss, "value": size}})]),
-            Expr::Notrack => json!({"notrack": null}),
-        };
-        Ok(vec![v])
+            Expr::ClampMssToPmtu => "tcp flags syn tcp option maxseg size set rt mtu".into(),
+            Expr::SetMss(size) => format!("tcp flags syn tcp option maxseg size set {size}"),
+            Expr::Notrack => "notrack".into(),
+        })
+    }
+}
+
+/// A prefix, or a bare address for a host prefix.
+struct Shown<'a>(&'a IpNet);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.prefix_len() == self.0.max_prefix_len() {
+            write!(f, "{}", self.0.addr())
+        } else {
+            write!(f, "{}", self.0.trunc())
+        }
     }
 }
 
 /// The batch that removes the table `table` if it exists (and succeeds if it does not).
-pub fn delete_batch(family: Family, table: &Ident) -> Value {
-    let t = json!({"family": family.as_str(), "name": table.as_str()});
-    json!({"nftables": [{"add": {"table": t}}, {"delete": {"table": t}}]})
+pub fn delete_batch(family: Family, table: &Ident) -> String {
+    format!("add table {family} {table}\ndelete table {family} {table}\n")
 }

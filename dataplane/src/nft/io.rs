@@ -1,14 +1,20 @@
-//! Applying, listing and deleting our table, through `nft -j` (driven by the `nftables` crate)
-//! run inside the target namespace.
+//! Applying, listing and deleting our table by running `nft` inside the target namespace.
+//!
+//! `nft` is run directly rather than through the `nftables` crate's helper, which leaves nft's
+//! stderr uncaptured: an operator would see "applying failed" without nft's reason.
 
-use nftables::helper::{self, DEFAULT_NFT, NftablesError};
+use std::{
+    io::Write,
+    process::{Command, Stdio},
+};
+
 use serde_json::Value;
 
 use super::{
     Family, Ident, Ruleset,
     build::{self, BuildError},
 };
-use crate::netns::{self, Netns};
+use crate::netns::Netns;
 
 /// What went wrong applying or reading nftables state.
 #[derive(Debug, thiserror::Error)]
@@ -16,84 +22,120 @@ pub enum Error {
     /// The ruleset is inconsistent; nothing was sent to the kernel.
     #[error("invalid ruleset")]
     Build(#[from] BuildError),
-    /// `nft` refused the batch or could not run; the kernel state is unchanged.
-    #[error("{op} table {family} {table}")]
-    Nft {
+    /// `nft` refused the batch; the kernel state is unchanged.
+    #[error("{op} table {family} {table}: nft said: {stderr}")]
+    Refused {
         /// What was being done.
         op: &'static str,
         /// The table's family.
         family: Family,
         /// The table.
-        table: Ident,
-        /// The cause, with nft's own message.
-        #[source]
-        source: Box<NftablesError>,
+        table: String,
+        /// nft's own message.
+        stderr: String,
     },
+    /// `nft` could not be run.
+    #[error("running nft (is the nftables package installed?)")]
+    Spawn(#[source] std::io::Error),
     /// `nft` printed something that is not the JSON we expect.
     #[error("unexpected output of nft: {0}")]
     Output(String),
-    /// The namespace could not be entered.
-    #[error(transparent)]
-    Netns(#[from] netns::Error),
 }
 
-fn in_ns<T: Send>(ns: Option<&Netns>, f: impl FnOnce() -> T + Send) -> Result<T, Error> {
+fn nft(ns: Option<&Netns>) -> Command {
     match ns {
-        Some(ns) => Ok(ns.run(f)?),
-        None => Ok(f()),
+        Some(ns) => ns.command("nft"),
+        None => Command::new("nft"),
     }
 }
 
-fn run_batch(ns: Option<&Netns>, batch: &Value) -> Result<(), NftablesError> {
-    let payload = batch.to_string();
-    in_ns(ns, || helper::apply_ruleset_raw(&payload, DEFAULT_NFT, helper::DEFAULT_ARGS).map(drop))
-        .unwrap_or_else(|e| Err(NftablesError::NftExecution { program: "nft".into(), inner: std::io::Error::other(e.to_string()) }))
+/// Runs nft with `args`, feeding `stdin`; returns stdout, or nft's stderr as the error.
+fn run(
+    ns: Option<&Netns>,
+    args: &[&str],
+    stdin: Option<&str>,
+) -> Result<Result<String, String>, Error> {
+    let mut cmd = nft(ns);
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(Error::Spawn)?;
+    let mut input = child
+        .stdin
+        .take()
+        .ok_or_else(|| Error::Output("no stdin".into()))?;
+    if let Some(text) = stdin {
+        input.write_all(text.as_bytes()).map_err(Error::Spawn)?;
+    }
+    drop(input);
+    let out = child.wait_with_output().map_err(Error::Spawn)?;
+    if out.status.success() {
+        Ok(Ok(String::from_utf8_lossy(&out.stdout).into_owned()))
+    } else {
+        Ok(Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()))
+    }
 }
 
 /// Replaces our whole table with `rs` in one transaction, in `ns` (or the caller's namespace).
 /// On error the previous table, if any, is untouched.
 pub fn apply(ns: Option<&Netns>, rs: &Ruleset) -> Result<(), Error> {
     let batch = build::batch(rs)?;
-    run_batch(ns, &batch).map_err(|source| Error::Nft {
-        op: "applying",
-        family: rs.family,
-        table: rs.table.clone(),
-        source: Box::new(source),
-    })
+    tracing::debug!(table = %rs.table, bytes = batch.len(), "applying nftables batch");
+    run(ns, &["-f", "-"], Some(&batch))?
+        .map(drop)
+        .map_err(|stderr| Error::Refused {
+            op: "applying",
+            family: rs.family,
+            table: rs.table.to_string(),
+            stderr,
+        })
 }
 
 /// Deletes the table if it exists.
 pub fn delete(ns: Option<&Netns>, family: Family, table: &Ident) -> Result<(), Error> {
-    run_batch(ns, &build::delete_batch(family, table)).map_err(|source| Error::Nft {
-        op: "deleting",
-        family,
-        table: table.clone(),
-        source: Box::new(source),
-    })
+    run(ns, &["-f", "-"], Some(&build::delete_batch(family, table)))?
+        .map(drop)
+        .map_err(|stderr| Error::Refused {
+            op: "deleting",
+            family,
+            table: table.to_string(),
+            stderr,
+        })
 }
 
-/// The table as `nft -j list table` prints it (the objects without `metainfo`), or `None` if it
-/// does not exist.
-pub fn list(ns: Option<&Netns>, family: Family, table: &Ident) -> Result<Option<Vec<Value>>, Error> {
-    let exists = tables(ns)?.iter().any(|(f, t)| *f == family && t == table);
-    if !exists {
+/// The table as `nft -j list table` prints it (its objects, without `metainfo`), or `None` if
+/// it does not exist.
+pub fn list(
+    ns: Option<&Netns>,
+    family: Family,
+    table: &Ident,
+) -> Result<Option<Vec<Value>>, Error> {
+    if !tables(ns)?.iter().any(|(f, t)| *f == family && t == table) {
         return Ok(None);
     }
-    let args = ["list", "table", family.as_str(), table.as_str()];
-    let out = in_ns(ns, || helper::get_current_ruleset_raw(DEFAULT_NFT, args))?.map_err(|source| Error::Nft {
+    let out = run(
+        ns,
+        &["-j", "list", "table", family.as_str(), table.as_str()],
+        None,
+    )?
+    .map_err(|stderr| Error::Refused {
         op: "listing",
         family,
-        table: table.clone(),
-        source: Box::new(source),
+        table: table.to_string(),
+        stderr,
     })?;
     Ok(Some(objects(&out)?))
 }
 
-/// Every table in `ns`, as `(family, name)`; tables of other families (arp, bridge, netdev)
-/// are left out.
+/// Every table in `ns`, as `(family, name)`; tables of other families (arp, bridge, netdev) and
+/// names this crate would refuse are left out.
 pub fn tables(ns: Option<&Netns>) -> Result<Vec<(Family, Ident)>, Error> {
-    let out = in_ns(ns, || helper::get_current_ruleset_raw(DEFAULT_NFT, ["list", "tables"]))?.map_err(|source| {
-        Error::Nft { op: "listing", family: Family::Inet, table: Ident("all".into()), source: Box::new(source) }
+    let out = run(ns, &["-j", "list", "tables"], None)?.map_err(|stderr| Error::Refused {
+        op: "listing",
+        family: Family::Inet,
+        table: "*".into(),
+        stderr,
     })?;
     let mut found = Vec::new();
     for obj in objects(&out)? {
@@ -104,14 +146,26 @@ pub fn tables(ns: Option<&Netns>) -> Result<Vec<(Family, Ident)>, Error> {
             Some("inet") => Family::Inet,
             _ => continue,
         };
-        let name = t.get("name").and_then(Value::as_str).ok_or_else(|| Error::Output(t.to_string()))?;
-        found.push((family, name.parse().map_err(|_| Error::Output(t.to_string()))?));
+        if let Some(name) = t
+            .get("name")
+            .and_then(Value::as_str)
+            .and_then(|n| n.parse().ok())
+        {
+            found.push((family, name));
+        }
     }
     Ok(found)
 }
 
 fn objects(out: &str) -> Result<Vec<Value>, Error> {
     let v: Value = serde_json::from_str(out).map_err(|e| Error::Output(e.to_string()))?;
-    let list = v.get("nftables").and_then(Value::as_array).ok_or_else(|| Error::Output(out.chars().take(200).collect()))?;
-    Ok(list.iter().filter(|o| o.get("metainfo").is_none()).cloned().collect())
+    let list = v
+        .get("nftables")
+        .and_then(Value::as_array)
+        .ok_or_else(|| Error::Output(out.chars().take(200).collect()))?;
+    Ok(list
+        .iter()
+        .filter(|o| o.get("metainfo").is_none())
+        .cloned()
+        .collect())
 }

@@ -1,7 +1,7 @@
 //! nftables: a ruleset for one table we own, built into one atomic batch and applied with `nft -j`.
 //!
 //! [`Ruleset`] is the desired state of the whole table. [`build::batch`] turns it into a single
-//! JSON batch that creates the table if missing, flushes it by deleting it, and recreates it with
+//! batch that creates the table if missing, flushes it by deleting it, and recreates it with
 //! every set, map, chain and rule: the kernel applies the batch as one transaction, so readers
 //! see the old table or the new one, never a half-applied mix, and a rejected batch changes
 //! nothing. Prefix translations (netmap) are map lookups, so thousands of peers cost one rule.
@@ -45,21 +45,36 @@ impl fmt::Display for Family {
     }
 }
 
-/// A table, chain, set or map name: 1 to 64 of `[A-Za-z0-9_-]`, starting with a letter or `_`.
+/// A table, chain, set or map name: 1 to 64 of `[A-Za-z0-9_]`, starting with a letter or `_`
+/// (what nft accepts unquoted).
+///
+/// nft 1.0.6 accepts no quoted names, so a name must also not be an nft keyword (`dst`, `src`,
+/// `ip`, `nat`, ...). Such a clash is not caught here (the keyword list changes between nft
+/// releases); nft refuses the batch with its parser message and the kernel state stays as it
+/// was. This project only uses fixed, prefixed names such as `liqo_gw` and `pre_nat`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Ident(String);
 
 /// A name refused by [`Ident`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid nftables name {0:?}: use 1 to 64 of letters, digits, '_' and '-', starting with a letter or '_'")]
+#[error(
+    "invalid nftables name {0:?}: use 1 to 64 of letters, digits and '_', starting with a letter or '_'"
+)]
 pub struct InvalidIdent(pub String);
 
 impl FromStr for Ident {
     type Err = InvalidIdent;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let first_ok = s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-        let rest_ok = s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-        if first_ok && rest_ok && s.len() <= 64 { Ok(Ident(s.into())) } else { Err(InvalidIdent(s.into())) }
+        let first_ok = s
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+        let rest_ok = s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if first_ok && rest_ok && s.len() <= 64 {
+            Ok(Ident(s.into()))
+        } else {
+            Err(InvalidIdent(s.into()))
+        }
     }
 }
 
@@ -94,7 +109,13 @@ pub struct Ruleset {
 impl Ruleset {
     /// An empty table.
     pub fn new(family: Family, table: Ident) -> Ruleset {
-        Ruleset { family, table, sets: Vec::new(), maps: Vec::new(), chains: Vec::new() }
+        Ruleset {
+            family,
+            table,
+            sets: Vec::new(),
+            maps: Vec::new(),
+            chains: Vec::new(),
+        }
     }
 }
 
@@ -200,7 +221,10 @@ pub struct Rule {
 impl Rule {
     /// A rule from its expressions.
     pub fn new(exprs: Vec<Expr>) -> Rule {
-        Rule { exprs, comment: None }
+        Rule {
+            exprs,
+            comment: None,
+        }
     }
 
     /// The same rule with a comment.

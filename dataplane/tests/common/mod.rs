@@ -1,0 +1,109 @@
+//! Shared fixtures of the privileged tests: throwaway namespaces with a per-test prefix that are
+//! removed (with every process inside) when the guard drops, even when the test panics.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each test binary uses a different subset; items are shared between test crates"
+)]
+
+use std::{
+    process::Output,
+    sync::atomic::{AtomicUsize, Ordering},
+};
+
+use dataplane::{Netlink, Netns, NetnsName, netns::require_root};
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A namespace that is deleted on drop.
+pub struct TestNs {
+    pub ns: Netns,
+}
+
+impl TestNs {
+    /// A new namespace named `dpt<pid>-<tag>-<n>`, with `lo` up.
+    pub async fn new(tag: &str) -> TestNs {
+        require_root();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let name: NetnsName = format!("dpt{}-{tag}-{n}", std::process::id())
+            .parse()
+            .unwrap();
+        let ns = Netns::create(&name).unwrap();
+        let guard = TestNs { ns };
+        guard
+            .nl()
+            .set_up(&"lo".parse().unwrap(), true)
+            .await
+            .unwrap();
+        guard
+    }
+
+    pub fn name(&self) -> &NetnsName {
+        self.ns.name()
+    }
+
+    pub fn nl(&self) -> Netlink {
+        Netlink::connect_in(&self.ns).unwrap()
+    }
+
+    /// Runs a program inside and returns its output.
+    pub fn sh(&self, program: &str, args: &[&str]) -> Output {
+        self.ns.command(program).args(args).output().unwrap()
+    }
+
+    /// Whether `ip` answers one ping within 2 s.
+    pub fn ping(&self, ip: &str) -> bool {
+        self.sh("ping", &["-c1", "-W2", "-q", ip]).status.success()
+    }
+}
+
+impl Drop for TestNs {
+    fn drop(&mut self) {
+        for pid in self.ns.pids().unwrap_or_default() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = Netns::delete(self.ns.name());
+    }
+}
+
+/// Connects `a:a_if` to `b:b_if` with a veth pair, both ends up and addressed.
+pub async fn wire(a: &TestNs, a_if: &str, a_addr: &str, b: &TestNs, b_if: &str, b_addr: &str) {
+    use dataplane::{
+        addr::AddressSpec,
+        link::{LinkKind, LinkSpec},
+    };
+    let (nla, nlb) = (a.nl(), b.nl());
+    nla.add_link(&LinkSpec {
+        name: a_if.parse().unwrap(),
+        kind: LinkKind::Veth {
+            peer: b_if.parse().unwrap(),
+            peer_netns: Some(b.name().clone()),
+        },
+        mtu: None,
+        controller: None,
+        up: true,
+    })
+    .await
+    .unwrap();
+    nlb.set_up(&b_if.parse().unwrap(), true).await.unwrap();
+    if !a_addr.is_empty() {
+        nla.add_address(&AddressSpec {
+            link: a_if.parse().unwrap(),
+            addr: a_addr.parse().unwrap(),
+        })
+        .await
+        .unwrap();
+    }
+    if !b_addr.is_empty() {
+        nlb.add_address(&AddressSpec {
+            link: b_if.parse().unwrap(),
+            addr: b_addr.parse().unwrap(),
+        })
+        .await
+        .unwrap();
+    }
+}
