@@ -1,0 +1,209 @@
+//! `up`: builds the namespaces, links, addresses and routes of a topology.
+
+use std::collections::HashMap;
+
+use dataplane::{
+    IfName, Netlink, Netns, NetnsName,
+    addr::AddressSpec,
+    link::{LinkKind, LinkSpec},
+    route::RouteSpec,
+    sysctl,
+};
+use ipnet::{IpNet, Ipv4Net};
+
+use super::{
+    Lab, LabError, Prefix,
+    names::{self, LAN, WAN},
+    state,
+};
+use crate::topology::{Cluster, Topology};
+
+/// Builds the lab `topology` under `prefix`. Refuses if a lab with this prefix exists. On any
+/// failure, everything created so far is removed before the error is returned.
+pub async fn up(prefix: Prefix, topology: Topology) -> Result<Lab, LabError> {
+    let existing = state::namespaces(&prefix)?;
+    if !existing.is_empty() || state::exists(&prefix) {
+        return Err(LabError::AlreadyUp {
+            prefix,
+            namespaces: existing.len(),
+        });
+    }
+    let lab = Lab { prefix, topology };
+    let built = Builder::default().build(&lab).await;
+    match built.and_then(|()| state::save(&lab)) {
+        Ok(()) => Ok(lab),
+        Err(e) => {
+            if let Err(cleanup) = state::down(&lab.prefix) {
+                tracing::error!(error = %cleanup, "cleaning up after a failed up");
+            }
+            Err(e)
+        }
+    }
+}
+
+fn ifname(s: &str) -> IfName {
+    s.parse().expect("lab interface names are valid")
+}
+
+fn fail<E: std::error::Error + Send + Sync + 'static>(
+    what: impl Into<String>,
+) -> impl FnOnce(E) -> LabError {
+    let what = what.into();
+    move |e| LabError::Build {
+        what,
+        source: Box::new(e),
+    }
+}
+
+/// Namespaces and their netlink connections, opened once.
+#[derive(Default)]
+struct Builder {
+    ns: HashMap<NetnsName, (Netns, Netlink)>,
+}
+
+impl Builder {
+    async fn create(&mut self, name: NetnsName) -> Result<(), LabError> {
+        let ns = Netns::create(&name)?;
+        let nl = Netlink::connect_in(&ns).map_err(fail(format!("netlink in {name}")))?;
+        nl.set_up(&ifname("lo"), true)
+            .await
+            .map_err(fail(format!("lo in {name}")))?;
+        self.ns.insert(name, (ns, nl));
+        Ok(())
+    }
+
+    fn nl(&self, name: &NetnsName) -> &Netlink {
+        &self.ns[name].1
+    }
+
+    async fn build(mut self, lab: &Lab) -> Result<(), LabError> {
+        let p = &lab.prefix;
+        let topo: &Topology = &lab.topology;
+        let wan = names::netns(p, &[WAN]);
+        self.create(wan.clone()).await?;
+        for c in &topo.clusters {
+            self.create(names::netns(p, &[c.name.as_str(), LAN]))
+                .await?;
+            for n in &c.nodes {
+                self.create(names::netns(p, &[c.name.as_str(), n.name.as_str()]))
+                    .await?;
+                for pod in &n.pods {
+                    self.create(names::netns(p, &[c.name.as_str(), &pod.name]))
+                        .await?;
+                }
+            }
+        }
+        self.bridge(&wan, "br0", None).await?;
+        for c in &topo.clusters {
+            self.cluster(p, c, &wan).await?;
+        }
+        Ok(())
+    }
+
+    async fn bridge(
+        &self,
+        ns: &NetnsName,
+        name: &str,
+        addr: Option<Ipv4Net>,
+    ) -> Result<(), LabError> {
+        let nl = self.nl(ns);
+        let spec = LinkSpec {
+            name: ifname(name),
+            kind: LinkKind::Bridge,
+            mtu: None,
+            controller: None,
+            up: true,
+        };
+        nl.add_link(&spec)
+            .await
+            .map_err(fail(format!("bridge {name} in {ns}")))?;
+        if let Some(a) = addr {
+            let a = AddressSpec {
+                link: ifname(name),
+                addr: IpNet::V4(a),
+            };
+            nl.add_address(&a)
+                .await
+                .map_err(fail(format!("address {} on {name} in {ns}", a.addr)))?;
+        }
+        Ok(())
+    }
+
+    /// A veth from `port` (enslaved to `bridge`) in `from` to `eth` in `to`, with `addr` on `eth`.
+    async fn plug(
+        &self,
+        from: &NetnsName,
+        port: &str,
+        bridge: &str,
+        to: &NetnsName,
+        eth: &str,
+        addr: Ipv4Net,
+    ) -> Result<(), LabError> {
+        let what = format!("veth {from}/{port} -> {to}/{eth}");
+        let spec = LinkSpec {
+            name: ifname(port),
+            kind: LinkKind::Veth {
+                peer: ifname(eth),
+                peer_netns: Some(to.clone()),
+            },
+            mtu: None,
+            controller: Some(ifname(bridge)),
+            up: true,
+        };
+        self.nl(from)
+            .add_link(&spec)
+            .await
+            .map_err(fail(what.clone()))?;
+        let nl = self.nl(to);
+        nl.set_up(&ifname(eth), true)
+            .await
+            .map_err(fail(what.clone()))?;
+        nl.add_address(&AddressSpec {
+            link: ifname(eth),
+            addr: IpNet::V4(addr),
+        })
+        .await
+        .map_err(fail(what))
+    }
+
+    async fn cluster(&self, p: &Prefix, c: &Cluster, wan: &NetnsName) -> Result<(), LabError> {
+        let cname = c.name.as_str();
+        let lan = names::netns(p, &[cname, LAN]);
+        self.bridge(&lan, "br0", None).await?;
+        for n in &c.nodes {
+            let node = names::netns(p, &[cname, n.name.as_str()]);
+            self.plug(&lan, n.name.as_str(), "br0", &node, "eth0", n.lan_addr)
+                .await?;
+            self.bridge(&node, "cni0", Some(n.bridge_addr)).await?;
+            self.ns[&node]
+                .0
+                .run(|| sysctl::set("net.ipv4.ip_forward", "1"))?
+                .map_err(fail(format!("ip_forward in {node}")))?;
+            for (k, pod) in n.pods.iter().enumerate() {
+                let pns = names::netns(p, &[cname, &pod.name]);
+                self.plug(&node, &format!("p{k}"), "cni0", &pns, "eth0", pod.addr)
+                    .await?;
+                let default = RouteSpec {
+                    via: Some(n.bridge_addr.addr().into()),
+                    ..RouteSpec::to("0.0.0.0/0".parse().expect("literal"))
+                };
+                self.nl(&pns)
+                    .add_route(&default)
+                    .await
+                    .map_err(fail(format!("default route in {pns}")))?;
+            }
+            for other in c.nodes.iter().filter(|o| o.name != n.name) {
+                let r = RouteSpec {
+                    via: Some(other.lan_addr.addr().into()),
+                    ..RouteSpec::to(IpNet::V4(other.pod_slice))
+                };
+                self.nl(&node)
+                    .add_route(&r)
+                    .await
+                    .map_err(fail(format!("route {r} in {node}")))?;
+            }
+        }
+        let gw = names::netns(p, &[cname, c.gateway().name.as_str()]);
+        self.plug(wan, cname, "br0", &gw, "wan0", c.wan_addr).await
+    }
+}

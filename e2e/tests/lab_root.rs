@@ -1,0 +1,223 @@
+//! The lab on the real kernel (needs root): build, connectivity, coexistence, teardown.
+
+use std::{
+    process::Command,
+    sync::atomic::{AtomicUsize, Ordering},
+};
+
+use dataplane::{Netns, netns::require_root};
+use e2e::{
+    lab::{self, Lab, LabError, Prefix, check},
+    topology::Topology,
+};
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A lab prefix unique to this test process and call, torn down on drop (even on panic).
+struct LabGuard(Prefix);
+
+impl LabGuard {
+    fn new() -> LabGuard {
+        require_root();
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let letter = (b'a' + u8::try_from(n).unwrap()) as char;
+        LabGuard(
+            format!("e{letter}{}", std::process::id() % 10_000_000)
+                .parse()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for LabGuard {
+    fn drop(&mut self) {
+        let _ = lab::down(&self.0);
+    }
+}
+
+fn leftovers(p: &Prefix) -> Vec<String> {
+    Netns::list()
+        .unwrap()
+        .into_iter()
+        .filter(|n| p.owns(n))
+        .map(|n| n.to_string())
+        .collect()
+}
+
+fn assert_all_ok(m: &check::Matrix) {
+    assert!(m.failures().is_empty(), "{}", m.render());
+    for p in &m.probes {
+        // Inside a cluster there is no NAT: the server sees the client's own address.
+        assert_eq!(
+            p.tcp.as_ref().unwrap(),
+            &m.endpoints[p.src].addr,
+            "{}",
+            m.render()
+        );
+    }
+}
+
+#[tokio::test]
+async fn two_clusters_every_pod_reaches_every_pod_of_its_cluster() {
+    let g = LabGuard::new();
+    let lab = lab::up(g.0.clone(), Topology::preset("two-clusters").unwrap())
+        .await
+        .unwrap();
+    let m = check::intra_cluster(&lab).unwrap();
+    assert_eq!(m.probes.len(), 2 * 4 * 3, "2 clusters x 4 pods x 3 peers");
+    assert_all_ok(&m);
+    assert_eq!(
+        leftovers(&g.0).len(),
+        15,
+        "wan + 2 x (lan + 2 nodes + 4 pods)"
+    );
+
+    let r = lab::down(&g.0).unwrap();
+    assert_eq!((r.namespaces, r.state), (15, true));
+    assert!(leftovers(&g.0).is_empty());
+    assert!(matches!(Lab::load(&g.0), Err(LabError::NotUp(_))));
+    assert_eq!(
+        lab::down(&g.0).unwrap(),
+        lab::DownReport::default(),
+        "down twice is harmless"
+    );
+}
+
+#[tokio::test]
+async fn two_labs_with_different_prefixes_coexist() {
+    let (a, b) = (LabGuard::new(), LabGuard::new());
+    let la = lab::up(a.0.clone(), Topology::preset("two-clusters").unwrap())
+        .await
+        .unwrap();
+    let lb = lab::up(b.0.clone(), Topology::preset("two-clusters").unwrap())
+        .await
+        .unwrap();
+    assert_all_ok(&check::intra_cluster(&la).unwrap());
+    assert_all_ok(&check::intra_cluster(&lb).unwrap());
+    lab::down(&a.0).unwrap();
+    assert!(leftovers(&a.0).is_empty());
+    assert_eq!(leftovers(&b.0).len(), 15, "the other lab is untouched");
+    assert_all_ok(&check::intra_cluster(&lb).unwrap());
+}
+
+#[tokio::test]
+async fn down_after_a_crash_leaves_nothing() {
+    let g = LabGuard::new();
+    let lab = lab::up(g.0.clone(), Topology::preset("one-cluster").unwrap())
+        .await
+        .unwrap();
+    // A process left running inside a pod, a namespace from a half-finished `up`, no state file.
+    let mut stray = lab
+        .netns(&"rome/n0-p0".parse().unwrap())
+        .unwrap()
+        .command("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
+    let half: dataplane::NetnsName = format!("{}-rome-n9", g.0).parse().unwrap();
+    Netns::create(&half).unwrap();
+    std::fs::remove_file(format!("/run/liqo-lab/{}.json", g.0)).unwrap();
+
+    let r = lab::down(&g.0).unwrap();
+    assert!(r.processes >= 1, "{r:?}");
+    assert_eq!(r.namespaces, 1 + 1 + 2 + 4 + 1);
+    assert!(leftovers(&g.0).is_empty());
+    assert!(
+        !stray.wait().unwrap().success(),
+        "the stray process was killed"
+    );
+}
+
+#[tokio::test]
+async fn up_twice_is_refused_and_keeps_the_first_lab() {
+    let g = LabGuard::new();
+    let lab = lab::up(g.0.clone(), Topology::preset("one-cluster").unwrap())
+        .await
+        .unwrap();
+    let e = lab::up(g.0.clone(), Topology::preset("two-clusters").unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, LabError::AlreadyUp { namespaces: 8, .. }),
+        "{e}"
+    );
+    assert_all_ok(&check::intra_cluster(&lab).unwrap());
+    assert_eq!(Lab::load(&g.0).unwrap().topology, lab.topology);
+}
+
+fn cli(prefix: &Prefix, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
+        .arg("--prefix")
+        .arg(prefix.as_str())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn cli_round_trip_and_bad_topology() {
+    let g = LabGuard::new();
+    let dir = std::env::temp_dir().join(format!("liqo-lab-{}", g.0));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.yaml");
+    std::fs::write(&bad, "clusters:\n  - name: rome\n    podCIDR: 10.200.0.0/16\n    nodes:\n      - name: n0\n        podSlice: 10.200.0.0/23\n      - name: n1\n        podSlice: 10.200.1.0/24\n").unwrap();
+    let out = cli(&g.0, &["up", "--file", bad.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("clusters[0].nodes[1].podSlice") && err.contains("overlaps"),
+        "{err}"
+    );
+    assert!(leftovers(&g.0).is_empty(), "a bad topology creates nothing");
+
+    let out = cli(&g.0, &["up", "--preset", "one-cluster"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = cli(&g.0, &["status", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["namespaces"].as_array().unwrap().len(), 2 + 4);
+    assert!(
+        v["namespaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["present"] == true)
+    );
+    let out = cli(
+        &g.0,
+        &[
+            "exec",
+            "rome/n0-p0",
+            "--",
+            "ping",
+            "-c1",
+            "-W2",
+            "10.200.1.3",
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let out = cli(&g.0, &["exec", "rome/n0-p0", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "exec passes the exit code through"
+    );
+    let out = cli(&g.0, &["check"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("12 of 12 probes passed"));
+    let out = cli(&g.0, &["down"]);
+    assert!(out.status.success());
+    assert!(leftovers(&g.0).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
