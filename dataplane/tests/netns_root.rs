@@ -2,11 +2,7 @@
 
 mod common;
 
-use std::{
-    io::{Read, Write},
-    net::{TcpListener, TcpStream},
-    os::unix::fs::MetadataExt,
-};
+use std::{net::TcpStream, os::unix::fs::MetadataExt};
 
 use common::TestNs;
 use dataplane::{Netns, netns, sysctl};
@@ -84,21 +80,7 @@ async fn sockets_opened_inside_stay_inside() {
     let a = TestNs::new("sa").await;
     let b = TestNs::new("sb").await;
     common::wire(&a, "eth0", "10.9.0.1/24", &b, "eth0", "10.9.0.2/24").await;
-    let listener =
-        b.ns.run(|| TcpListener::bind("10.9.0.2:7000"))
-            .unwrap()
-            .unwrap();
-    let server = std::thread::spawn(move || {
-        let (mut s, peer) = listener.accept().unwrap();
-        s.write_all(peer.ip().to_string().as_bytes()).unwrap();
-    });
-    let mut c =
-        a.ns.run(|| TcpStream::connect("10.9.0.2:7000"))
-            .unwrap()
-            .unwrap();
-    let mut seen = String::new();
-    c.read_to_string(&mut seen).unwrap();
-    server.join().unwrap();
+    let seen = common::tcp_source_seen(&a, &b, "10.9.0.2:7000", "10.9.0.2:7000");
     assert_eq!(seen, "10.9.0.1");
     // From a third, unwired namespace the address is unreachable: the sockets really were inside
     // their namespaces. (Never probe from the root namespace: that would leave the sandbox.)

@@ -2,11 +2,6 @@
 
 mod common;
 
-use std::{
-    io::{Read, Write},
-    net::{TcpListener, TcpStream},
-};
-
 use common::{TestNs, wire};
 use dataplane::{
     nft::{
@@ -164,21 +159,7 @@ async fn netmap_translates_real_packets_keeping_host_bits() {
     nft::apply(Some(&r.ns), &netmap_ruleset()).unwrap();
     assert!(a.ping("10.71.0.5"));
 
-    let listener =
-        b.ns.run(|| TcpListener::bind("10.200.0.5:7001"))
-            .unwrap()
-            .unwrap();
-    let server = std::thread::spawn(move || {
-        let (mut s, peer) = listener.accept().unwrap();
-        s.write_all(peer.ip().to_string().as_bytes()).unwrap();
-    });
-    let mut c =
-        a.ns.run(|| TcpStream::connect("10.71.0.5:7001"))
-            .unwrap()
-            .unwrap();
-    let mut seen = String::new();
-    c.read_to_string(&mut seen).unwrap();
-    server.join().unwrap();
+    let seen = common::tcp_source_seen(&a, &b, "10.200.0.5:7001", "10.71.0.5:7001");
     assert_eq!(
         seen, "10.99.0.7",
         "source translated by prefix, host bits kept"

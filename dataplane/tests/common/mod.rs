@@ -107,3 +107,22 @@ pub async fn wire(a: &TestNs, a_if: &str, a_addr: &str, b: &TestNs, b_if: &str, 
         .unwrap();
     }
 }
+
+/// Serves one TCP connection on `bind` inside `server`, dials `dial` from inside `client`, and
+/// returns the client address the server saw.
+pub fn tcp_source_seen(client: &TestNs, server: &TestNs, bind: &str, dial: &str) -> String {
+    use std::{
+        io::{Read, Write},
+        net::{TcpListener, TcpStream},
+    };
+    let listener = server.ns.run(|| TcpListener::bind(bind)).unwrap().unwrap();
+    let serve = std::thread::spawn(move || {
+        let (mut s, peer) = listener.accept().unwrap();
+        s.write_all(peer.ip().to_string().as_bytes()).unwrap();
+    });
+    let mut c = client.ns.run(|| TcpStream::connect(dial)).unwrap().unwrap();
+    let mut seen = String::new();
+    c.read_to_string(&mut seen).unwrap();
+    serve.join().unwrap();
+    seen
+}

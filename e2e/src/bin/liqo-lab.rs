@@ -78,7 +78,20 @@ impl Source {
     }
 }
 
+/// Dies quietly on a closed stdout (`liqo-lab status | head`), as command-line tools do, instead
+/// of panicking: Rust ignores SIGPIPE by default.
+#[expect(
+    unsafe_code,
+    reason = "signal(2) to restore the default SIGPIPE disposition"
+)]
+fn default_sigpipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: called first thing in main, before any thread exists; SIG_DFL installs no handler.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
