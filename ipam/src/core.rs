@@ -227,16 +227,20 @@ impl Ipam {
         }
     }
 
-    /// `wanted` itself when free, else a free prefix of the same length from the pools.
+    /// `wanted` itself when free, else `hint` when free, else a free prefix of the same length
+    /// from the pools.
     fn take_or_alloc(
         &mut self,
         wanted: Ipv4Net,
+        hint: Option<Ipv4Net>,
         owner: &ClusterId,
         what: &str,
     ) -> Result<Ipv4Net, Error> {
-        if self.is_free(&wanted) {
-            self.take(&wanted, owner);
-            return Ok(wanted);
+        for candidate in std::iter::once(wanted).chain(hint) {
+            if self.is_free(&candidate) {
+                self.take(&candidate, owner);
+                return Ok(candidate);
+            }
         }
         self.free
             .alloc(wanted.prefix_len())
@@ -275,17 +279,29 @@ impl Ipam {
                 external,
             });
         }
-        if let Some(views) = self.reclaim(id, pod, external) {
-            return Ok(views);
-        }
-        let pod_view = self.take_or_alloc(pod, id, "pod CIDR")?;
-        let external_view = match self.take_or_alloc(external, id, "external CIDR") {
+        // A peer coming back with the same CIDRs gets its previous ranges when still free.
+        let before = self
+            .released
+            .iter()
+            .position(|p| p.id == *id && p.pod_cidr == pod && p.external_cidr == external)
+            .map(|i| self.released.remove(i));
+        let hints = before.as_ref().map(|p| (p.pod_view, p.external_view));
+        let pod_view = match self.take_or_alloc(pod, hints.map(|h| h.0), id, "pod CIDR") {
             Ok(v) => v,
             Err(e) => {
-                self.give_back(&pod_view);
+                self.released.extend(before);
                 return Err(e);
             }
         };
+        let external_view =
+            match self.take_or_alloc(external, hints.map(|h| h.1), id, "external CIDR") {
+                Ok(v) => v,
+                Err(e) => {
+                    self.give_back(&pod_view);
+                    self.released.extend(before);
+                    return Err(e);
+                }
+            };
         let peer = Peer {
             id: id.clone(),
             pod_cidr: pod,
@@ -297,30 +313,6 @@ impl Ipam {
         };
         self.peers.insert(id.clone(), peer);
         Ok((pod_view, external_view))
-    }
-
-    /// The ranges peer `id` had before its last release, if it announces the same CIDRs again
-    /// and they are still free; taken and recorded.
-    fn reclaim(
-        &mut self,
-        id: &ClusterId,
-        pod: Ipv4Net,
-        external: Ipv4Net,
-    ) -> Option<(Ipv4Net, Ipv4Net)> {
-        let i = self
-            .released
-            .iter()
-            .position(|p| p.id == *id && p.pod_cidr == pod && p.external_cidr == external)?;
-        let old = &self.released[i];
-        let (pv, ev) = (old.pod_view, old.external_view);
-        if !self.is_free(&pv) || !self.is_free(&ev) {
-            return None;
-        }
-        let peer = self.released.remove(i);
-        self.take(&pv, id);
-        self.take(&ev, id);
-        self.peers.insert(id.clone(), peer);
-        Some((pv, ev))
     }
 
     /// Frees exactly peer `id`'s ranges and its endpoint references.

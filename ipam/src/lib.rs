@@ -20,11 +20,13 @@ pub mod store;
 mod translate;
 mod types;
 
-pub use crate::core::{Ipam, STATE_VERSION};
+pub use crate::core::{Ipam, RELEASED_MEMORY, STATE_VERSION};
 pub use error::Error;
 pub use state::{Config, Endpoint, Peer, State};
 pub use translate::EndpointMapping;
 pub use types::{ClusterId, MAX_PREFIX_LEN, check_cidr, parse_cidr, translate};
 
+#[cfg(test)]
+mod prop_tests;
 #[cfg(test)]
 mod tests;
