@@ -117,16 +117,28 @@ impl Buddy {
         }
     }
 
-    /// Allocates a block of length `len`: the lowest free block of that length, else the lowest
-    /// block of the smallest larger length, split.
-    pub(crate) fn alloc(&mut self, len: u8) -> Option<Ipv4Net> {
-        let from = (0..=len)
-            .rev()
-            .find(|l| !self.free[usize::from(*l)].is_empty())?;
-        let a = *self.free[usize::from(from)].first()?;
+    /// Allocates a block of length `len` inside `pool`: the lowest free block of that length
+    /// there, else the lowest block of the smallest larger length there, split (best fit).
+    pub(crate) fn alloc_in(&mut self, pool: &Ipv4Net, len: u8) -> Option<Ipv4Net> {
+        if len < pool.prefix_len() {
+            return None;
+        }
+        let (lo, hi) = (start_of(pool), last_of(pool));
+        let (from, a) = (pool.prefix_len()..=len).rev().find_map(|l| {
+            self.free[usize::from(l)]
+                .range(lo..=hi)
+                .next()
+                .map(|a| (l, *a))
+        })?;
         let n = net(a, len);
         self.split_to((a, from), &n);
         Some(n)
+    }
+
+    /// Allocates a block of length `len` from the first of `pools` (in the given order) that has
+    /// room; see [`Buddy::alloc_in`].
+    pub(crate) fn alloc(&mut self, pools: &[Ipv4Net], len: u8) -> Option<Ipv4Net> {
+        pools.iter().find_map(|p| self.alloc_in(p, len))
     }
 
     /// Returns `n` (a block taken earlier) and merges it with its free buddies.
@@ -176,8 +188,9 @@ mod tests {
         assert!(!b.is_free(&n("10.200.5.0/24")));
         assert!(b.is_free(&n("10.201.0.0/16")));
         // Best fit: the free buddy of the taken block first, then the lowest of the next size.
-        assert_eq!(b.alloc(16), Some(n("10.201.0.0/16")));
-        assert_eq!(b.alloc(16), Some(n("10.202.0.0/16")));
+        let pools = [n("10.0.0.0/8")];
+        assert_eq!(b.alloc(&pools, 16), Some(n("10.201.0.0/16")));
+        assert_eq!(b.alloc(&pools, 16), Some(n("10.202.0.0/16")));
         assert_eq!(b.free_in(&n("10.0.0.0/8")), (1 << 24) - 3 * (1 << 16));
         for x in ["10.201.0.0/16", "10.202.0.0/16", "10.200.0.0/16"] {
             b.free(&n(x));
@@ -190,9 +203,16 @@ mod tests {
     fn best_fit_prefers_split_blocks() {
         let mut b = Buddy::new(&[n("10.0.0.0/8"), n("192.168.0.0/16")]);
         assert!(b.take(&n("10.0.0.0/24")));
+        let pools = [n("10.0.0.0/8"), n("192.168.0.0/16")];
         // A /24 comes from the already split /24 sibling, not from a fresh large block.
-        assert_eq!(b.alloc(24), Some(n("10.0.1.0/24")));
-        assert_eq!(b.alloc(30), Some(n("10.0.2.0/30")));
+        assert_eq!(b.alloc(&pools, 24), Some(n("10.0.1.0/24")));
+        assert_eq!(b.alloc(&pools, 30), Some(n("10.0.2.0/30")));
+        // Pools are used in the order given, even when a later one fits exactly.
+        assert_eq!(b.alloc(&pools, 16), Some(n("10.1.0.0/16")));
+        assert_eq!(
+            b.alloc(&[pools[1], pools[0]], 16),
+            Some(n("192.168.0.0/16"))
+        );
     }
 
     #[test]
@@ -203,13 +223,13 @@ mod tests {
         assert!(!b.is_free(&n("192.168.0.0/24")));
         b.carve(&n("192.0.0.0/8")); // covers the whole pool
         assert_eq!(b.free_in(&n("192.168.0.0/16")), 0);
-        assert_eq!(b.alloc(24), None);
+        assert_eq!(b.alloc(&[n("192.168.0.0/16")], 24), None);
     }
 
     #[test]
     fn free_never_merges_across_pools() {
         let mut b = Buddy::new(&[n("10.0.0.0/9"), n("10.128.0.0/9")]);
-        let x = b.alloc(9).unwrap();
+        let x = b.alloc(&[n("10.0.0.0/9")], 9).unwrap();
         b.free(&x);
         assert_eq!(b.free[8].len(), 0);
         assert_eq!(b.free[9].len(), 2);

@@ -63,7 +63,7 @@ impl Ipam {
         ipam.external_cidr = if collides {
             ipam.rebuild_without_external()?;
             ipam.free
-                .alloc(wanted.prefix_len())
+                .alloc(&ipam.config.pools, wanted.prefix_len())
                 .ok_or(Error::PoolExhausted {
                     len: wanted.prefix_len(),
                     what: format!("the local external CIDR (requested {wanted} collides)"),
@@ -243,7 +243,7 @@ impl Ipam {
             }
         }
         self.free
-            .alloc(wanted.prefix_len())
+            .alloc(&self.config.pools, wanted.prefix_len())
             .ok_or_else(|| Error::PoolExhausted {
                 len: wanted.prefix_len(),
                 what: format!("peer {owner} {what} {wanted}"),

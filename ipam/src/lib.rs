@@ -15,6 +15,7 @@ mod buddy;
 mod core;
 mod error;
 mod reconfig;
+pub mod service;
 pub mod state;
 pub mod store;
 mod translate;

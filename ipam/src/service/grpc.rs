@@ -1,0 +1,235 @@
+//! The gRPC handlers: parse and validate, call the IPAM, map errors to status codes.
+
+use std::net::Ipv4Addr;
+
+use tonic::{Request, Response, Status};
+
+use super::{Service, ServiceError, proto};
+use crate::{ClusterId, Error, Ipam, Peer, parse_cidr};
+
+fn status(e: ServiceError) -> Status {
+    let msg = e.to_string();
+    match e {
+        ServiceError::Store(_) => {
+            let chain = std::iter::successors(std::error::Error::source(&e), |s| s.source())
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(": ");
+            Status::internal(format!("{msg}: {chain}"))
+        }
+        ServiceError::Ipam(e) => match e {
+            Error::UnknownPeer(_) => Status::not_found(msg),
+            Error::PoolExhausted { .. } => Status::resource_exhausted(msg),
+            Error::PeerConflict { .. }
+            | Error::InUse { .. }
+            | Error::LocalChange { .. }
+            | Error::NoPeerView(_) => Status::failed_precondition(msg),
+            Error::Corrupt(_) => Status::internal(msg),
+            _ => Status::invalid_argument(msg),
+        },
+    }
+}
+
+fn id(s: &str) -> Result<ClusterId, Status> {
+    s.parse().map_err(|e: Error| status(e.into()))
+}
+
+fn cidr(s: &str) -> Result<ipnet::Ipv4Net, Status> {
+    parse_cidr(s).map_err(|e| status(e.into()))
+}
+
+fn ip(s: &str) -> Result<Ipv4Addr, Status> {
+    s.trim()
+        .parse()
+        .map_err(|_| status(Error::NotAnIp(s.into()).into()))
+}
+
+fn opt(n: Option<ipnet::Ipv4Net>) -> String {
+    n.map(|n| n.to_string()).unwrap_or_default()
+}
+
+/// The wire form of a peer.
+pub(crate) fn peer_info(p: &Peer) -> proto::PeerInfo {
+    proto::PeerInfo {
+        cluster_id: p.id.to_string(),
+        pod_cidr: p.pod_cidr.to_string(),
+        external_cidr: p.external_cidr.to_string(),
+        pod_view: p.pod_view.to_string(),
+        external_view: p.external_view.to_string(),
+        our_pod_view: opt(p.our_pod_view),
+        our_external_view: opt(p.our_external_view),
+    }
+}
+
+/// The wire form of the whole IPAM.
+pub(crate) fn list(ipam: &Ipam) -> proto::ListResponse {
+    let c = ipam.config();
+    let s = |v: &[ipnet::Ipv4Net]| v.iter().map(ToString::to_string).collect();
+    proto::ListResponse {
+        pod_cidr: c.pod_cidr.to_string(),
+        service_cidr: c.service_cidr.to_string(),
+        external_cidr: ipam.external_cidr().to_string(),
+        pools: s(&c.pools),
+        reserved: s(&c.reserved),
+        peers: ipam.peers().map(peer_info).collect(),
+        endpoints: ipam
+            .endpoints()
+            .map(|e| proto::Endpoint {
+                ip: e.ip.to_string(),
+                external_ip: e.external_ip.to_string(),
+                peers: e.peers.iter().map(ToString::to_string).collect(),
+            })
+            .collect(),
+        usage: ipam
+            .pool_usage()
+            .into_iter()
+            .map(|(pool, used, total)| proto::PoolUsage {
+                pool: pool.to_string(),
+                used,
+                total,
+            })
+            .collect(),
+    }
+}
+
+impl Service {
+    fn observe<T>(&self, method: &'static str, r: Result<T, ServiceError>) -> Result<T, Status> {
+        self.metrics.request(method, r.is_ok());
+        r.map_err(status)
+    }
+}
+
+#[tonic::async_trait]
+impl proto::ipam_server::Ipam for Service {
+    async fn remap(
+        &self,
+        req: Request<proto::RemapRequest>,
+    ) -> Result<Response<proto::PeerInfo>, Status> {
+        let r = req.into_inner();
+        let (peer, pod, ext) = (
+            id(&r.cluster_id)?,
+            cidr(&r.pod_cidr)?,
+            cidr(&r.external_cidr)?,
+        );
+        let out = self.mutate(|ipam| {
+            ipam.acquire(&peer, pod, ext)?;
+            Ok(peer_info(ipam.peer(&peer)?))
+        });
+        self.observe("remap", out).map(Response::new)
+    }
+
+    async fn release(
+        &self,
+        req: Request<proto::PeerRef>,
+    ) -> Result<Response<proto::PeerInfo>, Status> {
+        let peer = id(&req.into_inner().cluster_id)?;
+        let out = self.mutate(|ipam| ipam.release(&peer).map(|p| peer_info(&p)));
+        self.observe("release", out).map(Response::new)
+    }
+
+    async fn set_peer_view(
+        &self,
+        req: Request<proto::SetPeerViewRequest>,
+    ) -> Result<Response<proto::PeerInfo>, Status> {
+        let r = req.into_inner();
+        let (peer, pod, ext) = (
+            id(&r.cluster_id)?,
+            cidr(&r.our_pod_view)?,
+            cidr(&r.our_external_view)?,
+        );
+        let out = self.mutate(|ipam| {
+            ipam.set_peer_view(&peer, pod, ext)?;
+            Ok(peer_info(ipam.peer(&peer)?))
+        });
+        self.observe("set_peer_view", out).map(Response::new)
+    }
+
+    async fn map_ip(
+        &self,
+        req: Request<proto::MapIpRequest>,
+    ) -> Result<Response<proto::MapIpResponse>, Status> {
+        let r = req.into_inner();
+        let (peer, addr) = (id(&r.cluster_id)?, ip(&r.ip)?);
+        let dir = proto::Direction::try_from(r.direction)
+            .map_err(|_| Status::invalid_argument(format!("unknown direction {}", r.direction)))?;
+        let out = self.mutate(|ipam| match dir {
+            proto::Direction::RemoteToLocal => {
+                ipam.remote_to_local(&peer, addr)
+                    .map(|a| proto::MapIpResponse {
+                        ip: a.to_string(),
+                        external_ip: String::new(),
+                    })
+            }
+            proto::Direction::LocalToPeer => {
+                ipam.local_to_peer(&peer, addr)
+                    .map(|a| proto::MapIpResponse {
+                        ip: a.to_string(),
+                        external_ip: String::new(),
+                    })
+            }
+            proto::Direction::Endpoint => {
+                ipam.map_endpoint(&peer, addr)
+                    .map(|m| proto::MapIpResponse {
+                        ip: m.seen_by_peer.to_string(),
+                        external_ip: m.external_ip.map(|a| a.to_string()).unwrap_or_default(),
+                    })
+            }
+        });
+        self.observe("map_ip", out).map(Response::new)
+    }
+
+    async fn unmap_endpoint(
+        &self,
+        req: Request<proto::MapIpRequest>,
+    ) -> Result<Response<proto::Empty>, Status> {
+        let r = req.into_inner();
+        let (peer, addr) = (id(&r.cluster_id)?, ip(&r.ip)?);
+        let out = self.mutate(|ipam| ipam.unmap_endpoint(&peer, addr));
+        self.observe("unmap_endpoint", out)
+            .map(|()| Response::new(proto::Empty {}))
+    }
+
+    async fn list(
+        &self,
+        _: Request<proto::Empty>,
+    ) -> Result<Response<proto::ListResponse>, Status> {
+        self.metrics.request("list", true);
+        Ok(Response::new(self.read(list)))
+    }
+
+    async fn add_reserved(
+        &self,
+        req: Request<proto::Subnet>,
+    ) -> Result<Response<proto::ListResponse>, Status> {
+        let net = cidr(&req.into_inner().cidr)?;
+        let out = self.mutate(|ipam| ipam.add_reserved(net).map(|()| list(ipam)));
+        self.observe("add_reserved", out).map(Response::new)
+    }
+
+    async fn remove_reserved(
+        &self,
+        req: Request<proto::Subnet>,
+    ) -> Result<Response<proto::ListResponse>, Status> {
+        let net = cidr(&req.into_inner().cidr)?;
+        let out = self.mutate(|ipam| ipam.remove_reserved(net).map(|()| list(ipam)));
+        self.observe("remove_reserved", out).map(Response::new)
+    }
+
+    async fn add_pool(
+        &self,
+        req: Request<proto::Subnet>,
+    ) -> Result<Response<proto::ListResponse>, Status> {
+        let net = cidr(&req.into_inner().cidr)?;
+        let out = self.mutate(|ipam| ipam.add_pool(net).map(|()| list(ipam)));
+        self.observe("add_pool", out).map(Response::new)
+    }
+
+    async fn remove_pool(
+        &self,
+        req: Request<proto::Subnet>,
+    ) -> Result<Response<proto::ListResponse>, Status> {
+        let net = cidr(&req.into_inner().cidr)?;
+        let out = self.mutate(|ipam| ipam.remove_pool(net).map(|()| list(ipam)));
+        self.observe("remove_pool", out).map(Response::new)
+    }
+}
