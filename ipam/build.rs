@@ -7,7 +7,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = prost_build::Config::new();
     config.protoc_executable(protoc_bin_vendored::protoc_bin_path()?);
     println!("cargo:rerun-if-changed=proto/ipam.proto");
-    tonic_prost_build::configure().compile_with_config(config, &["proto/ipam.proto"], &["proto"])?;
+    tonic_prost_build::configure().compile_with_config(
+        config,
+        &["proto/ipam.proto"],
+        &["proto"],
+    )?;
     // The generator writes `allow` attributes without a reason, which the workspace lints
     // refuse; give each one.
     let out = PathBuf::from(env::var("OUT_DIR")?).join("liqo.ipam.v1.rs");

@@ -291,8 +291,8 @@ async fn client(s: &Server) -> Result<IpamClient<tonic::transport::Channel>> {
         .with_context(|| format!("connecting to {}", s.server))
 }
 
-fn print_peer(p: &proto::PeerInfo) {
-    println!(
+fn peer_line(p: &proto::PeerInfo) -> String {
+    format!(
         "peer {}: pod CIDR {} -> {} here, external CIDR {} -> {} here; sees our pods at {}, our external CIDR at {}",
         p.cluster_id,
         p.pod_cidr,
@@ -309,16 +309,20 @@ fn print_peer(p: &proto::PeerInfo) {
         } else {
             &p.our_external_view
         },
-    );
+    )
 }
 
-fn print_list(l: &proto::ListResponse) {
-    println!(
+fn list_table(l: &proto::ListResponse) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
         "pod CIDR {}  service CIDR {}  external CIDR {}",
         l.pod_cidr, l.service_cidr, l.external_cidr
     );
-    println!("pools: {}", l.pools.join(", "));
-    println!(
+    let _ = writeln!(o, "pools: {}", l.pools.join(", "));
+    let _ = writeln!(
+        o,
         "reserved: {}",
         if l.reserved.is_empty() {
             "-".into()
@@ -327,17 +331,20 @@ fn print_list(l: &proto::ListResponse) {
         }
     );
     for u in &l.usage {
-        println!(
+        let _ = writeln!(
+            o,
             "  pool {:<18} {:>10} of {:>10} addresses used",
             u.pool, u.used, u.total
         );
     }
-    println!(
+    let _ = writeln!(
+        o,
         "\n{:<24} {:<18} {:<18} {:<18} {:<18} {:<18} OUR EXTERNAL (THERE)",
         "PEER", "POD CIDR", "POD (HERE)", "EXTERNAL CIDR", "EXTERNAL (HERE)", "OUR PODS (THERE)"
     );
     for p in &l.peers {
-        println!(
+        let _ = writeln!(
+            o,
             "{:<24} {:<18} {:<18} {:<18} {:<18} {:<18} {}",
             p.cluster_id,
             p.pod_cidr,
@@ -349,11 +356,18 @@ fn print_list(l: &proto::ListResponse) {
         );
     }
     if !l.endpoints.is_empty() {
-        println!("\n{:<16} {:<16} PEERS", "ENDPOINT", "EXTERNAL IP");
+        let _ = writeln!(o, "\n{:<16} {:<16} PEERS", "ENDPOINT", "EXTERNAL IP");
         for e in &l.endpoints {
-            println!("{:<16} {:<16} {}", e.ip, e.external_ip, e.peers.join(","));
+            let _ = writeln!(
+                o,
+                "{:<16} {:<16} {}",
+                e.ip,
+                e.external_ip,
+                e.peers.join(",")
+            );
         }
     }
+    o
 }
 
 fn list_json(l: &proto::ListResponse) -> serde_json::Value {
@@ -396,19 +410,18 @@ async fn run(cli: Cli) -> Result<()> {
                     external_cidr,
                 })
                 .await?;
-            print_peer(r.get_ref());
+            out(&peer_line(r.get_ref()));
         }
         Command::Release { server, peer } => {
             let r = client(&server)
                 .await?
                 .release(proto::PeerRef { cluster_id: peer })
                 .await?;
-            println!(
+            let r = r.get_ref();
+            out(&format!(
                 "released peer {}: {} and {}",
-                r.get_ref().cluster_id,
-                r.get_ref().pod_view,
-                r.get_ref().external_view
-            );
+                r.cluster_id, r.pod_view, r.external_view
+            ));
         }
         Command::SetPeerView {
             server,
@@ -421,7 +434,9 @@ async fn run(cli: Cli) -> Result<()> {
                 our_pod_view: pod_view,
                 our_external_view: external_view,
             };
-            print_peer(client(&server).await?.set_peer_view(req).await?.get_ref());
+            out(&peer_line(
+                client(&server).await?.set_peer_view(req).await?.get_ref(),
+            ));
         }
         Command::MapIp {
             server,
@@ -444,18 +459,16 @@ async fn run(cli: Cli) -> Result<()> {
                 .await?;
             let r = r.get_ref();
             if r.external_ip.is_empty() {
-                println!("{}", r.ip);
+                out(&r.ip);
             } else {
-                println!("{} (external {})", r.ip, r.external_ip);
+                out(&format!("{} (external {})", r.ip, r.external_ip));
             }
         }
         Command::List { server, output } => {
             let l = client(&server).await?.list(proto::Empty {}).await?;
             match output {
-                Format::Table => print_list(l.get_ref()),
-                Format::Json => {
-                    println!("{}", serde_json::to_string_pretty(&list_json(l.get_ref()))?)
-                }
+                Format::Table => out(&list_table(l.get_ref())),
+                Format::Json => out(&serde_json::to_string_pretty(&list_json(l.get_ref()))?),
             }
         }
         Command::Reserved {
@@ -468,7 +481,7 @@ async fn run(cli: Cli) -> Result<()> {
                 Action::Add => c.add_reserved(proto::Subnet { cidr }).await?,
                 Action::Remove => c.remove_reserved(proto::Subnet { cidr }).await?,
             };
-            println!("reserved: {}", l.get_ref().reserved.join(", "));
+            out(&format!("reserved: {}", l.get_ref().reserved.join(", ")));
         }
         Command::Pool {
             server,
@@ -480,10 +493,18 @@ async fn run(cli: Cli) -> Result<()> {
                 Action::Add => c.add_pool(proto::Subnet { cidr }).await?,
                 Action::Remove => c.remove_pool(proto::Subnet { cidr }).await?,
             };
-            println!("pools: {}", l.get_ref().pools.join(", "));
+            out(&format!("pools: {}", l.get_ref().pools.join(", ")));
         }
     }
     Ok(())
+}
+
+/// Writes `text` and a newline to stdout; a reader that went away (`liqo-ipam list | head`) is not
+/// an error.
+fn out(text: &str) {
+    use std::io::Write as _;
+    let mut o = std::io::stdout().lock();
+    let _ = writeln!(o, "{}", text.trim_end_matches('\n')).and_then(|()| o.flush());
 }
 
 fn main() -> ExitCode {
