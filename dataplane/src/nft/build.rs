@@ -211,6 +211,45 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
         );
     }
 
+    for m in &rs.pair_maps {
+        if lookups.insert(&m.name, ("pair map", m.addr)).is_some() {
+            return Err(dup(&m.name));
+        }
+        if !family_allows(rs.family, m.addr) {
+            return Err(wrong(format!("map {}", m.name), type_name(m.addr).into()));
+        }
+        let mut items = Vec::new();
+        for ((a, b), to) in &m.entries {
+            let bad = |problem| BuildError::BadElement {
+                table: table.clone(),
+                what: "map",
+                name: m.name.clone(),
+                elem: format!("{a} . {b} : {to}"),
+                problem,
+            };
+            if [a, b, to].iter().any(|n| addr_type(n) != m.addr) {
+                return Err(bad("wrong IP version"));
+            }
+            if [a, b, to].iter().any(|n| **n != n.trunc()) {
+                return Err(bad("host bits set"));
+            }
+            if b.prefix_len() != to.prefix_len() {
+                return Err(bad(
+                    "prefix lengths differ; a prefix translation keeps host bits",
+                ));
+            }
+            items.push(format!("{a} . {b} : {to}"));
+        }
+        items.dedup();
+        let ty = type_name(m.addr);
+        let _ = writeln!(
+            out,
+            "add map {t} {} {{ type {ty} . {ty} : interval {ty}; flags interval;{} }}",
+            m.name,
+            elements(&items)
+        );
+    }
+
     let mut chains: HashMap<&Ident, ()> = HashMap::new();
     for c in &rs.chains {
         if lookups.contains_key(&c.name) || chains.insert(&c.name, ()).is_some() {
@@ -301,10 +340,11 @@ impl RuleCtx<'_> {
         }
     }
 
-    /// The element type of the set (or map keys) `name`; with `want == "map"`, only maps.
+    /// The element type of the set (or map keys) `name`; with `want == "map"` or `"pair map"`,
+    /// only maps of that kind.
     fn lookup(&self, want: &'static str, name: &Ident) -> Result<AddrType, BuildError> {
         match self.lookups.get(name) {
-            Some((kind, t)) if *kind == want || want == "set" => Ok(*t),
+            Some((kind, t)) if *kind == want || (want == "set" && *kind != "pair map") => Ok(*t),
             _ => Err(self.unknown(want, name)),
         }
     }
@@ -347,6 +387,19 @@ impl RuleCtx<'_> {
             Expr::DnatPrefixMap(map) => {
                 let p = proto(self.lookup("map", map)?);
                 format!("dnat {p} prefix to {p} daddr map @{map}")
+            }
+            Expr::SnatPrefixPairMap(map, a, b) | Expr::DnatPrefixPairMap(map, a, b) => {
+                let p = proto(self.lookup("pair map", map)?);
+                let stmt = if matches!(e, Expr::SnatPrefixPairMap(..)) {
+                    "snat"
+                } else {
+                    "dnat"
+                };
+                format!(
+                    "{stmt} {p} prefix to {p} {} . {p} {} map @{map}",
+                    field(*a),
+                    field(*b)
+                )
             }
             Expr::ClampMssToPmtu => "tcp flags syn tcp option maxseg size set rt mtu".into(),
             Expr::SetMss(size) => format!("tcp flags syn tcp option maxseg size set {size}"),

@@ -102,6 +102,8 @@ pub struct Ruleset {
     pub sets: Vec<Set>,
     /// Named prefix-to-prefix maps.
     pub maps: Vec<Map>,
+    /// Named maps from a pair of prefixes to a prefix.
+    pub pair_maps: Vec<PairMap>,
     /// Chains with their rules, in order.
     pub chains: Vec<Chain>,
 }
@@ -114,6 +116,7 @@ impl Ruleset {
             table,
             sets: Vec::new(),
             maps: Vec::new(),
+            pair_maps: Vec::new(),
             chains: Vec::new(),
         }
     }
@@ -148,6 +151,19 @@ pub struct Map {
     pub addr: AddrType,
     /// `(from, to)` pairs; keys must not overlap, and each pair has one prefix length.
     pub entries: Vec<(IpNet, IpNet)>,
+}
+
+/// A map from a pair of prefixes (looked up as `first . second`) to a prefix of the second's
+/// length: prefix translation that depends on two addresses (for example the source range
+/// chosen by the destination peer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairMap {
+    /// Its name.
+    pub name: Ident,
+    /// Element type of keys and values.
+    pub addr: AddrType,
+    /// `((first, second), to)` entries; `to` has the length of `second`, which it replaces.
+    pub entries: Vec<((IpNet, IpNet), IpNet)>,
 }
 
 /// A chain; a base chain when `base` is set.
@@ -280,6 +296,10 @@ pub enum Expr {
     SnatPrefixMap(Ident),
     /// `dnat ip prefix to ip daddr map @MAP` (netmap of the destination).
     DnatPrefixMap(Ident),
+    /// `snat ip prefix to ip <a> . ip <b> map @MAP` (a [`PairMap`]; translates the source).
+    SnatPrefixPairMap(Ident, Field, Field),
+    /// `dnat ip prefix to ip <a> . ip <b> map @MAP` (a [`PairMap`]; translates the destination).
+    DnatPrefixPairMap(Ident, Field, Field),
     /// `tcp flags syn tcp option maxseg size set rt mtu`.
     ClampMssToPmtu,
     /// `tcp flags syn tcp option maxseg size set SIZE`.

@@ -197,3 +197,66 @@ fn identifiers_are_validated() {
     assert!("a b".parse::<Ident>().is_err());
     assert!("".parse::<Ident>().is_err());
 }
+
+#[test]
+fn pair_maps_translate_by_two_addresses() {
+    let mut rs = Ruleset::new(Family::Ip, id("gw"));
+    rs.pair_maps.push(PairMap {
+        name: id("snat_pod"),
+        addr: AddrType::V4,
+        entries: vec![
+            (
+                (
+                    "10.71.0.0/16".parse().unwrap(),
+                    "10.200.0.0/16".parse().unwrap(),
+                ),
+                "10.50.0.0/16".parse().unwrap(),
+            ),
+            (
+                (
+                    "10.72.0.0/16".parse().unwrap(),
+                    "10.200.0.0/16".parse().unwrap(),
+                ),
+                "10.60.0.0/16".parse().unwrap(),
+            ),
+        ],
+    });
+    rs.chains.push(Chain {
+        name: id("post"),
+        base: Some(BaseChain {
+            kind: ChainKind::Nat,
+            hook: Hook::Postrouting,
+            priority: 100,
+            policy: Policy::Accept,
+        }),
+        rules: vec![Rule::new(vec![
+            Expr::Oif("tun0".parse().unwrap()),
+            Expr::SnatPrefixPairMap(id("snat_pod"), Field::Daddr, Field::Saddr),
+        ])],
+    });
+    let b = batch(&rs).unwrap();
+    assert!(b.contains("add map ip gw snat_pod { type ipv4_addr . ipv4_addr : interval ipv4_addr; flags interval; elements = { 10.71.0.0/16 . 10.200.0.0/16 : 10.50.0.0/16, 10.72.0.0/16 . 10.200.0.0/16 : 10.60.0.0/16 }; }"), "{b}");
+    assert!(b.contains("add rule ip gw post oifname \"tun0\" snat ip prefix to ip daddr . ip saddr map @snat_pod"), "{b}");
+    // A pair map is not a plain map or set.
+    rs.chains[0]
+        .rules
+        .push(Rule::new(vec![Expr::InSet(Field::Daddr, id("snat_pod"))]));
+    assert!(matches!(
+        batch(&rs),
+        Err(BuildError::Unknown { what: "set", .. })
+    ));
+    rs.chains[0].rules.pop();
+    rs.pair_maps[0].entries.push((
+        (
+            "10.73.0.0/16".parse().unwrap(),
+            "10.200.0.0/16".parse().unwrap(),
+        ),
+        "10.61.0.0/24".parse().unwrap(),
+    ));
+    assert!(
+        batch(&rs)
+            .unwrap_err()
+            .to_string()
+            .contains("prefix lengths differ")
+    );
+}

@@ -1,0 +1,479 @@
+//! The gateway's desired state: a YAML file, validated into [`Config`] before anything changes.
+//!
+//! Every error names the field by its path (`peers[1].remotePodCIDR: ...`), and a file that
+//! fails validation is never applied: the running state stays as it was.
+
+use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf};
+
+use dataplane::IfName;
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+use crate::keys::PublicKey;
+
+/// A refused configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct ConfigError {
+    /// Path of the bad field.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+fn bad(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// The file as written (camelCase keys; unknown keys refused).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct File {
+    /// Name of the gateway's network namespace (created and owned by the gateway).
+    pub namespace: Option<String>,
+    /// UDP port of the WireGuard socket (in the namespace the gateway runs in).
+    pub listen_port: Option<u16>,
+    /// The private key file (created with mode 0600 if missing).
+    pub private_key_file: Option<String>,
+    /// MTU of the tunnel device.
+    pub mtu: Option<u32>,
+    /// Persistent keepalive in seconds for every peer (0 disables).
+    pub keepalive: Option<u16>,
+    /// The local pod CIDR.
+    #[serde(rename = "localPodCIDR")]
+    pub local_pod_cidr: Option<String>,
+    /// /30 for the veth between the host and the gateway namespace.
+    #[serde(rename = "linkCIDR")]
+    pub link_cidr: Option<String>,
+    /// Install routes to the peers' ranges in the host namespace (through the veth).
+    pub host_routes: Option<bool>,
+    /// Peers.
+    pub peers: Vec<PeerFile>,
+}
+
+/// One peer as written.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct PeerFile {
+    /// The peer's cluster ID.
+    pub id: String,
+    /// Its WireGuard public key.
+    pub public_key: String,
+    /// `host:port`; without it the endpoint is learned from the peer's first valid packet.
+    pub endpoint: Option<String>,
+    /// Persistent keepalive for this peer, seconds.
+    pub keepalive: Option<u16>,
+    /// The peer's pods as they appear here (from the local IPAM).
+    #[serde(rename = "remotePodCIDR")]
+    pub remote_pod_cidr: String,
+    /// The peer's external CIDR as it appears here (optional).
+    #[serde(rename = "remoteExternalCIDR")]
+    pub remote_external_cidr: Option<String>,
+    /// Our pods as the peer sees them (the peer's IPAM decision).
+    #[serde(rename = "localPodCIDRAtPeer")]
+    pub local_pod_cidr_at_peer: String,
+}
+
+/// Defaults.
+pub mod defaults {
+    /// Gateway namespace.
+    pub const NAMESPACE: &str = "liqo-gateway";
+    /// UDP port.
+    pub const LISTEN_PORT: u16 = 51840;
+    /// Tunnel MTU.
+    pub const MTU: u32 = 1420;
+    /// Keepalive seconds (as upstream Liqo).
+    pub const KEEPALIVE: u16 = 10;
+    /// Private key file.
+    pub const PRIVATE_KEY_FILE: &str = "/var/lib/liqo-gateway/private.key";
+    /// veth link between host and gateway namespace (as upstream: 169.254.100.1/.2).
+    pub const LINK_CIDR: &str = "169.254.100.0/30";
+    /// Name of the tunnel device in the gateway namespace.
+    pub const TUN: &str = "liqo.tunnel";
+    /// veth end in the host namespace.
+    pub const HOST_LINK: &str = "liqo.host";
+    /// veth end in the gateway namespace.
+    pub const GATEWAY_LINK: &str = "liqo.gateway";
+}
+
+/// A validated peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// Cluster ID.
+    pub id: String,
+    /// Public key.
+    pub public_key: PublicKey,
+    /// Configured endpoint.
+    pub endpoint: Option<SocketAddr>,
+    /// Keepalive seconds (0 = off).
+    pub keepalive: u16,
+    /// Its pods here.
+    pub remote_pod_cidr: Ipv4Net,
+    /// Its external CIDR here.
+    pub remote_external_cidr: Option<Ipv4Net>,
+    /// Our pods there.
+    pub local_pod_cidr_at_peer: Ipv4Net,
+}
+
+impl Peer {
+    /// The ranges routed to this peer (its allowed IPs).
+    pub fn allowed(&self) -> Vec<Ipv4Net> {
+        std::iter::once(self.remote_pod_cidr)
+            .chain(self.remote_external_cidr)
+            .collect()
+    }
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Gateway namespace.
+    pub namespace: dataplane::NetnsName,
+    /// UDP port.
+    pub listen_port: u16,
+    /// Private key file.
+    pub private_key_file: PathBuf,
+    /// Tunnel MTU.
+    pub mtu: u32,
+    /// Local pod CIDR.
+    pub local_pod_cidr: Ipv4Net,
+    /// Host-gateway link network.
+    pub link_cidr: Ipv4Net,
+    /// Install host routes.
+    pub host_routes: bool,
+    /// Peers by ID.
+    pub peers: BTreeMap<String, Peer>,
+    /// Tunnel device name.
+    pub tun: IfName,
+    /// veth end in the host namespace.
+    pub host_link: IfName,
+    /// veth end in the gateway namespace.
+    pub gateway_link: IfName,
+}
+
+impl Config {
+    /// Host-side address of the link.
+    pub fn host_addr(&self) -> Ipv4Net {
+        Ipv4Net::new(
+            self.link_cidr.hosts().next().expect("validated /30"),
+            self.link_cidr.prefix_len(),
+        )
+        .expect("len")
+    }
+
+    /// Gateway-side address of the link.
+    pub fn gateway_addr(&self) -> Ipv4Net {
+        Ipv4Net::new(
+            self.link_cidr.hosts().nth(1).expect("validated /30"),
+            self.link_cidr.prefix_len(),
+        )
+        .expect("len")
+    }
+}
+
+fn cidr(field: &str, s: &str) -> Result<Ipv4Net, ConfigError> {
+    let n: Ipv4Net = s
+        .trim()
+        .parse()
+        .map_err(|_| bad(field, format!("{s:?} is not an IPv4 CIDR (a.b.c.d/len)")))?;
+    if n != n.trunc() {
+        return Err(bad(
+            field,
+            format!("{n} has host bits set (did you mean {}?)", n.trunc()),
+        ));
+    }
+    Ok(n)
+}
+
+fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
+    a.contains(b) || b.contains(a)
+}
+
+fn is_dns_label(s: &str) -> bool {
+    (1..=63).contains(&s.len())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+impl File {
+    /// Parses YAML text.
+    pub fn parse(text: &str) -> Result<File, ConfigError> {
+        serde_saphyr::from_str(text).map_err(|e| {
+            let msg = e.to_string();
+            bad(
+                "<file>",
+                msg.lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ")
+                    .to_owned(),
+            )
+        })
+    }
+
+    /// Checks every field and resolves defaults. `own_key` is the gateway's public key (a peer
+    /// with the same key is refused).
+    pub fn validate(&self, own_key: Option<PublicKey>) -> Result<Config, ConfigError> {
+        let namespace = self.namespace.as_deref().unwrap_or(defaults::NAMESPACE);
+        let namespace = namespace
+            .parse()
+            .map_err(|e| bad("namespace", format!("{e}")))?;
+        let listen_port = self.listen_port.unwrap_or(defaults::LISTEN_PORT);
+        if listen_port == 0 {
+            return Err(bad("listenPort", "must be 1 to 65535"));
+        }
+        let mtu = self.mtu.unwrap_or(defaults::MTU);
+        if !(576..=9000).contains(&mtu) {
+            return Err(bad("mtu", format!("{mtu} is outside 576..=9000")));
+        }
+        let keepalive = self.keepalive.unwrap_or(defaults::KEEPALIVE);
+        if keepalive > 3600 {
+            return Err(bad(
+                "keepalive",
+                format!("{keepalive} s is more than an hour"),
+            ));
+        }
+        let local = cidr(
+            "localPodCIDR",
+            self.local_pod_cidr
+                .as_deref()
+                .ok_or_else(|| bad("localPodCIDR", "is required"))?,
+        )?;
+        let link = cidr(
+            "linkCIDR",
+            self.link_cidr.as_deref().unwrap_or(defaults::LINK_CIDR),
+        )?;
+        if link.prefix_len() != 30 {
+            return Err(bad(
+                "linkCIDR",
+                format!("{link} must be a /30 (two host addresses)"),
+            ));
+        }
+        if overlaps(&link, &local) {
+            return Err(bad(
+                "linkCIDR",
+                format!("{link} overlaps localPodCIDR {local}"),
+            ));
+        }
+        let mut peers = BTreeMap::new();
+        let mut taken: Vec<(String, Ipv4Net)> =
+            vec![("localPodCIDR".into(), local), ("linkCIDR".into(), link)];
+        let mut keys: Vec<(PublicKey, String)> = Vec::new();
+        for (i, p) in self.peers.iter().enumerate() {
+            let f = |name: &str| format!("peers[{i}].{name}");
+            if !is_dns_label(&p.id) {
+                return Err(bad(
+                    f("id"),
+                    format!(
+                        "{:?} is not a cluster ID (a DNS label: lowercase letters, digits, '-')",
+                        p.id
+                    ),
+                ));
+            }
+            if peers.contains_key(&p.id) {
+                return Err(bad(f("id"), format!("duplicate peer {:?}", p.id)));
+            }
+            let public_key: PublicKey = p
+                .public_key
+                .parse()
+                .map_err(|e| bad(f("publicKey"), format!("{e}")))?;
+            if Some(public_key) == own_key {
+                return Err(bad(f("publicKey"), "is this gateway's own public key"));
+            }
+            if let Some((_, other)) = keys.iter().find(|(k, _)| *k == public_key) {
+                return Err(bad(f("publicKey"), format!("same key as peer {other:?}")));
+            }
+            keys.push((public_key, p.id.clone()));
+            let endpoint = match &p.endpoint {
+                Some(e) => Some(
+                    e.parse::<SocketAddr>()
+                        .map_err(|_| bad(f("endpoint"), format!("{e:?} is not ip:port")))
+                        .and_then(|a| {
+                            if a.port() == 0 {
+                                Err(bad(f("endpoint"), "port 0"))
+                            } else {
+                                Ok(a)
+                            }
+                        })?,
+                ),
+                None => None,
+            };
+            let keepalive = p.keepalive.unwrap_or(keepalive);
+            if keepalive > 3600 {
+                return Err(bad(
+                    f("keepalive"),
+                    format!("{keepalive} s is more than an hour"),
+                ));
+            }
+            let remote_pod = cidr(&f("remotePodCIDR"), &p.remote_pod_cidr)?;
+            let remote_ext = p
+                .remote_external_cidr
+                .as_deref()
+                .map(|s| cidr(&f("remoteExternalCIDR"), s))
+                .transpose()?;
+            for (name, n) in std::iter::once(("remotePodCIDR", remote_pod))
+                .chain(remote_ext.map(|e| ("remoteExternalCIDR", e)))
+            {
+                if let Some((who, t)) = taken.iter().find(|(_, t)| overlaps(t, &n)) {
+                    return Err(bad(f(name), format!("{n} overlaps {who} {t}")));
+                }
+                taken.push((f(name), n));
+            }
+            let at_peer = cidr(&f("localPodCIDRAtPeer"), &p.local_pod_cidr_at_peer)?;
+            if at_peer.prefix_len() != local.prefix_len() {
+                return Err(bad(
+                    f("localPodCIDRAtPeer"),
+                    format!("{at_peer} must have the length of localPodCIDR {local}"),
+                ));
+            }
+            peers.insert(
+                p.id.clone(),
+                Peer {
+                    id: p.id.clone(),
+                    public_key,
+                    endpoint,
+                    keepalive,
+                    remote_pod_cidr: remote_pod,
+                    remote_external_cidr: remote_ext,
+                    local_pod_cidr_at_peer: at_peer,
+                },
+            );
+        }
+        let ifname = |s: &str| s.parse::<IfName>().expect("constant names are valid");
+        Ok(Config {
+            namespace,
+            listen_port,
+            private_key_file: PathBuf::from(
+                self.private_key_file
+                    .as_deref()
+                    .unwrap_or(defaults::PRIVATE_KEY_FILE),
+            ),
+            mtu,
+            local_pod_cidr: local,
+            link_cidr: link,
+            host_routes: self.host_routes.unwrap_or(true),
+            peers,
+            tun: ifname(defaults::TUN),
+            host_link: ifname(defaults::HOST_LINK),
+            gateway_link: ifname(defaults::GATEWAY_LINK),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY_A: &str = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+    const KEY_B: &str = "TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=";
+
+    fn good() -> String {
+        format!(
+            "localPodCIDR: 10.200.0.0/16\npeers:\n  - id: milan\n    publicKey: {KEY_A}\n    endpoint: 198.18.0.2:51840\n    remotePodCIDR: 10.71.0.0/16\n    remoteExternalCIDR: 10.72.0.0/16\n    localPodCIDRAtPeer: 10.50.0.0/16\n  - id: turin\n    publicKey: {KEY_B}\n    remotePodCIDR: 10.73.0.0/16\n    localPodCIDRAtPeer: 10.200.0.0/16\n"
+        )
+    }
+
+    fn err(text: &str) -> ConfigError {
+        File::parse(text)
+            .and_then(|f| f.validate(None))
+            .unwrap_err()
+    }
+
+    #[test]
+    fn a_good_file_resolves_defaults() {
+        let c = File::parse(&good()).unwrap().validate(None).unwrap();
+        assert_eq!(
+            (c.listen_port, c.mtu, c.namespace.as_str()),
+            (51840, 1420, "liqo-gateway")
+        );
+        assert_eq!(c.peers["milan"].keepalive, 10);
+        assert_eq!(c.peers["milan"].allowed().len(), 2);
+        assert_eq!(c.peers["turin"].endpoint, None);
+        assert_eq!(
+            (c.host_addr().to_string(), c.gateway_addr().to_string()),
+            ("169.254.100.1/30".into(), "169.254.100.2/30".into())
+        );
+    }
+
+    #[test]
+    fn every_bad_value_names_its_field() {
+        let g = good();
+        let cases = [
+            (
+                g.replace("10.71.0.0/16", "10.71.0.1/16"),
+                "peers[0].remotePodCIDR",
+                "host bits",
+            ),
+            (
+                g.replace("10.73.0.0/16", "10.71.128.0/17"),
+                "peers[1].remotePodCIDR",
+                "overlaps peers[0].remotePodCIDR",
+            ),
+            (
+                g.replace("10.73.0.0/16", "10.200.5.0/24"),
+                "peers[1].remotePodCIDR",
+                "overlaps localPodCIDR",
+            ),
+            (
+                g.replace(KEY_B, KEY_A),
+                "peers[1].publicKey",
+                "same key as peer \"milan\"",
+            ),
+            (
+                g.replace(KEY_B, "nope"),
+                "peers[1].publicKey",
+                "not a WireGuard key",
+            ),
+            (
+                g.replace("id: turin", "id: milan"),
+                "peers[1].id",
+                "duplicate peer",
+            ),
+            (
+                g.replace("id: turin", "id: Turin_1"),
+                "peers[1].id",
+                "not a cluster ID",
+            ),
+            (
+                g.replace("198.18.0.2:51840", "198.18.0.2"),
+                "peers[0].endpoint",
+                "not ip:port",
+            ),
+            (
+                g.replace("10.50.0.0/16", "10.50.0.0/24"),
+                "peers[0].localPodCIDRAtPeer",
+                "must have the length",
+            ),
+            (format!("mtu: 100\n{g}"), "mtu", "outside"),
+            (format!("listenPort: 0\n{g}"), "listenPort", "1 to 65535"),
+            (format!("linkCIDR: 169.254.0.0/29\n{g}"), "linkCIDR", "/30"),
+            (format!("namespace: a/b\n{g}"), "namespace", "contains '/'"),
+            (format!("bogus: 1\n{g}"), "<file>", "unknown field `bogus`"),
+            (
+                g.replace("localPodCIDR: 10.200.0.0/16\n", ""),
+                "localPodCIDR",
+                "is required",
+            ),
+        ];
+        for (text, field, problem) in cases {
+            let e = err(&text);
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.problem.contains(problem), "{e}");
+        }
+    }
+
+    #[test]
+    fn own_key_is_refused_as_a_peer() {
+        let f = File::parse(&good()).unwrap();
+        let own: PublicKey = KEY_A.parse().unwrap();
+        assert_eq!(
+            f.validate(Some(own)).unwrap_err().field,
+            "peers[0].publicKey"
+        );
+    }
+}

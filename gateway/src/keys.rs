@@ -1,0 +1,200 @@
+//! WireGuard keys: validated newtypes, generation, and the private key file (mode 0600).
+
+use std::{
+    fmt,
+    fs::{self, OpenOptions},
+    io::{self, Read, Write},
+    os::unix::fs::{OpenOptionsExt, PermissionsExt},
+    path::Path,
+    str::FromStr,
+};
+
+use base64::{Engine, engine::general_purpose::STANDARD};
+use boringtun::x25519::{PublicKey as XPublic, StaticSecret};
+
+/// A key that is not 32 bytes of standard base64.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a WireGuard key (44 characters of base64 encoding 32 bytes)")]
+pub struct InvalidKey(pub String);
+
+/// A public key.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PublicKey(pub [u8; 32]);
+
+impl FromStr for PublicKey {
+    type Err = InvalidKey;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bytes = STANDARD
+            .decode(s.trim())
+            .map_err(|_| InvalidKey(s.into()))?;
+        Ok(PublicKey(
+            bytes.try_into().map_err(|_| InvalidKey(s.into()))?,
+        ))
+    }
+}
+
+impl fmt::Display for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&STANDARD.encode(self.0))
+    }
+}
+
+impl fmt::Debug for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PublicKey({self})")
+    }
+}
+
+impl PublicKey {
+    /// As boringtun's type.
+    pub fn x25519(&self) -> XPublic {
+        XPublic::from(self.0)
+    }
+}
+
+/// A private key (never printed).
+#[derive(Clone)]
+pub struct PrivateKey(StaticSecret);
+
+impl fmt::Debug for PrivateKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PrivateKey(public {})", self.public())
+    }
+}
+
+impl PrivateKey {
+    /// A new random key.
+    pub fn generate() -> io::Result<PrivateKey> {
+        let mut bytes = [0u8; 32];
+        fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        Ok(PrivateKey(StaticSecret::from(bytes)))
+    }
+
+    /// Parses base64 (as `wg genkey` prints it).
+    pub fn parse(s: &str) -> Result<PrivateKey, InvalidKey> {
+        let pk: PublicKey = s.parse().map_err(|_| InvalidKey("<private key>".into()))?;
+        Ok(PrivateKey(StaticSecret::from(pk.0)))
+    }
+
+    /// The matching public key.
+    pub fn public(&self) -> PublicKey {
+        PublicKey(XPublic::from(&self.0).to_bytes())
+    }
+
+    /// As boringtun's type.
+    pub fn secret(&self) -> StaticSecret {
+        self.0.clone()
+    }
+
+    /// Base64, as `wg` expects it.
+    pub fn to_base64(&self) -> String {
+        STANDARD.encode(self.0.to_bytes())
+    }
+
+    /// Loads the key at `path`, creating it (mode 0600, never readable by others) if missing.
+    /// Refuses a key file that others can read.
+    pub fn load_or_create(path: &Path) -> Result<PrivateKey, KeyFileError> {
+        let err = |op| {
+            move |source| KeyFileError::Io {
+                op,
+                path: path.display().to_string(),
+                source,
+            }
+        };
+        match fs::read_to_string(path) {
+            Ok(text) => {
+                let mode = fs::metadata(path)
+                    .map_err(err("checking"))?
+                    .permissions()
+                    .mode();
+                if mode & 0o077 != 0 {
+                    return Err(KeyFileError::Permissions {
+                        path: path.display().to_string(),
+                        mode: mode & 0o777,
+                    });
+                }
+                PrivateKey::parse(&text)
+                    .map_err(|_| KeyFileError::Invalid(path.display().to_string()))
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let key = PrivateKey::generate().map_err(err("generating a key for"))?;
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    fs::create_dir_all(dir).map_err(err("creating the directory of"))?;
+                }
+                let mut f = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(path)
+                    .map_err(err("creating"))?;
+                f.write_all(format!("{}\n", key.to_base64()).as_bytes())
+                    .map_err(err("writing"))?;
+                f.sync_all().map_err(err("syncing"))?;
+                Ok(key)
+            }
+            Err(e) => Err(err("reading")(e)),
+        }
+    }
+}
+
+/// Problems with the private key file.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFileError {
+    /// I/O failed.
+    #[error("{op} private key file {path}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file.
+        path: String,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Others may read it.
+    #[error(
+        "private key file {path} has mode {mode:o}; it must not be readable by group or others (chmod 600)"
+    )]
+    Permissions {
+        /// The file.
+        path: String,
+        /// Its mode.
+        mode: u32,
+    },
+    /// Not a key.
+    #[error("private key file {0} does not hold a base64 WireGuard key")]
+    Invalid(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_file_is_created_private_and_reloaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/key");
+        let k = PrivateKey::load_or_create(&path).unwrap();
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let again = PrivateKey::load_or_create(&path).unwrap();
+        assert_eq!(k.public(), again.public());
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(matches!(
+            PrivateKey::load_or_create(&path),
+            Err(KeyFileError::Permissions { mode: 0o644, .. })
+        ));
+    }
+
+    #[test]
+    fn public_keys_parse_and_print() {
+        let k = PrivateKey::generate().unwrap();
+        let p = k.public();
+        assert_eq!(p.to_string().parse::<PublicKey>().unwrap(), p);
+        assert_eq!(p.to_string().len(), 44);
+        assert!("short".parse::<PublicKey>().is_err());
+        assert!("AAAA".parse::<PublicKey>().is_err());
+    }
+}

@@ -1,0 +1,200 @@
+//! What the kernel should hold for a [`Config`], as plain values: the NAT table and the routes
+//! and rules in the gateway namespace and in the host namespace.
+//!
+//! ## Where addresses are translated
+//! Each peer owns unique ranges *in our address space* (the IPAM guarantees it): its pods (and
+//! external CIDR) as they appear here. Packets travel the tunnel with the source in the
+//! receiver's view of the sender and the destination in the sender's view of the receiver, so
+//! both ends route and check allowed IPs on ranges unique in their own space:
+//! - egress (to the tunnel): the destination picks the peer (routing and WireGuard allowed IPs),
+//!   and the source, one of our pods, becomes our pod as that peer sees it:
+//!   `snat ip prefix to ip daddr . ip saddr map @snat_pod`;
+//! - ingress (from the tunnel): the source is the peer's range here (allowed IPs check) and the
+//!   destination is our pod as that peer sees it, which becomes our real pod:
+//!   `dnat ip prefix to ip saddr . ip daddr map @dnat_pod`.
+//!
+//! Both are map lookups keyed by a pair of ranges: one rule each, whatever the number of peers.
+//! Replies are translated back by conntrack.
+
+use dataplane::{
+    nft::{
+        AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, PairMap, Policy,
+        Rule, Ruleset,
+    },
+    route::{MAIN_TABLE, RouteSpec},
+    rule::RuleSpec,
+};
+use ipnet::IpNet;
+
+use crate::config::Config;
+
+/// The nftables table the gateway owns in its namespace.
+pub const NAT_TABLE: &str = "liqo_gateway";
+
+/// Routing table (and rule priority) for the peers' ranges in the host namespace.
+pub const HOST_TABLE: u32 = 18951;
+
+fn id(s: &str) -> Ident {
+    s.parse().expect("constant nft names are valid")
+}
+
+/// The NAT and MSS-clamping table of the gateway namespace.
+pub fn nat(c: &Config) -> Ruleset {
+    let mut rs = Ruleset::new(Family::Ip, id(NAT_TABLE));
+    let local = IpNet::V4(c.local_pod_cidr);
+    let mut snat = Vec::new();
+    let mut dnat = Vec::new();
+    for p in c.peers.values() {
+        let at_peer = IpNet::V4(p.local_pod_cidr_at_peer);
+        for remote in p.allowed().into_iter().map(IpNet::V4) {
+            snat.push(((remote, local), at_peer));
+            dnat.push(((remote, at_peer), local));
+        }
+    }
+    rs.pair_maps.push(PairMap {
+        name: id("snat_pod"),
+        addr: AddrType::V4,
+        entries: snat,
+    });
+    rs.pair_maps.push(PairMap {
+        name: id("dnat_pod"),
+        addr: AddrType::V4,
+        entries: dnat,
+    });
+    let base = |kind, hook, priority| {
+        Some(BaseChain {
+            kind,
+            hook,
+            priority,
+            policy: Policy::Accept,
+        })
+    };
+    let tun = || c.tun.clone();
+    rs.chains.push(Chain {
+        name: id("prerouting"),
+        base: base(ChainKind::Nat, Hook::Prerouting, -100),
+        rules: vec![
+            Rule::new(vec![
+                Expr::Iif(tun()),
+                Expr::DnatPrefixPairMap(id("dnat_pod"), Field::Saddr, Field::Daddr),
+            ])
+            .comment("our pods as the peer sees them -> our pods"),
+        ],
+    });
+    rs.chains.push(Chain {
+        name: id("postrouting"),
+        base: base(ChainKind::Nat, Hook::Postrouting, 100),
+        rules: vec![
+            Rule::new(vec![
+                Expr::Oif(tun()),
+                Expr::SnatPrefixPairMap(id("snat_pod"), Field::Daddr, Field::Saddr),
+            ])
+            .comment("our pods -> our pods as the destination peer sees them"),
+        ],
+    });
+    rs.chains.push(Chain {
+        name: id("mss"),
+        base: base(ChainKind::Filter, Hook::Forward, -150),
+        rules: vec![
+            Rule::new(vec![Expr::Oif(tun()), Expr::ClampMssToPmtu]),
+            Rule::new(vec![Expr::Iif(tun()), Expr::ClampMssToPmtu]),
+        ],
+    });
+    rs
+}
+
+/// Routes of the gateway namespace's main table: each peer's ranges into the tunnel, our pods
+/// back to the host.
+pub fn gateway_routes(c: &Config) -> Vec<RouteSpec> {
+    let mut routes: Vec<RouteSpec> = c
+        .peers
+        .values()
+        .flat_map(|p| p.allowed())
+        .map(|n| RouteSpec {
+            dev: Some(c.tun.clone()),
+            ..RouteSpec::to(IpNet::V4(n))
+        })
+        .collect();
+    routes.push(RouteSpec {
+        via: Some(c.host_addr().addr().into()),
+        dev: Some(c.gateway_link.clone()),
+        ..RouteSpec::to(IpNet::V4(c.local_pod_cidr))
+    });
+    routes
+}
+
+/// Routes of [`HOST_TABLE`] in the host namespace: each peer's ranges into the gateway namespace.
+pub fn host_routes(c: &Config) -> Vec<RouteSpec> {
+    if !c.host_routes {
+        return Vec::new();
+    }
+    c.peers
+        .values()
+        .flat_map(|p| p.allowed())
+        .map(|n| RouteSpec {
+            via: Some(c.gateway_addr().addr().into()),
+            dev: Some(c.host_link.clone()),
+            table: HOST_TABLE,
+            ..RouteSpec::to(IpNet::V4(n))
+        })
+        .collect()
+}
+
+/// Rules of the host namespace sending the peers' ranges to [`HOST_TABLE`].
+pub fn host_rules(c: &Config) -> Vec<RuleSpec> {
+    host_routes(c)
+        .into_iter()
+        .map(|r| RuleSpec {
+            priority: HOST_TABLE,
+            from: None,
+            to: Some(r.dst),
+            iif: None,
+            fwmark: None,
+            table: HOST_TABLE,
+            v6: false,
+        })
+        .collect()
+}
+
+/// Whether `r` lies in the main table of the gateway namespace and was put there by us.
+pub fn is_ours(r: &RouteSpec) -> bool {
+    r.table == MAIN_TABLE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::File;
+
+    fn config() -> Config {
+        let text = "localPodCIDR: 10.200.0.0/16\npeers:\n  - id: milan\n    publicKey: xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=\n    remotePodCIDR: 10.71.0.0/16\n    remoteExternalCIDR: 10.72.0.0/16\n    localPodCIDRAtPeer: 10.50.0.0/16\n  - id: turin\n    publicKey: TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=\n    remotePodCIDR: 10.73.0.0/16\n    localPodCIDRAtPeer: 10.200.0.0/16\n";
+        File::parse(text).unwrap().validate(None).unwrap()
+    }
+
+    #[test]
+    fn nat_is_two_rules_and_two_pair_maps() {
+        insta::assert_snapshot!(dataplane::nft::build::batch(&nat(&config())).unwrap());
+    }
+
+    #[test]
+    fn routes_and_rules() {
+        let c = config();
+        let gw: Vec<String> = gateway_routes(&c).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            gw,
+            [
+                "10.71.0.0/16 dev liqo.tunnel",
+                "10.72.0.0/16 dev liqo.tunnel",
+                "10.73.0.0/16 dev liqo.tunnel",
+                "10.200.0.0/16 via 169.254.100.1 dev liqo.gateway"
+            ]
+        );
+        let host: Vec<String> = host_routes(&c).iter().map(ToString::to_string).collect();
+        assert_eq!(
+            host[0],
+            "10.71.0.0/16 via 169.254.100.2 dev liqo.host table 18951"
+        );
+        let rules: Vec<String> = host_rules(&c).iter().map(ToString::to_string).collect();
+        assert_eq!(rules[2], "18951: to 10.73.0.0/16 lookup 18951");
+    }
+}
