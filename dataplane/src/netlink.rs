@@ -321,6 +321,30 @@ impl Netlink {
             .collect())
     }
 
+    /// Makes the rules at `priority` exactly `desired` (each of which must have that priority),
+    /// adding and deleting only what differs. Returns `(added, deleted)`.
+    pub async fn reconcile_rules(
+        &self,
+        priority: u32,
+        desired: &[RuleSpec],
+    ) -> Result<(usize, usize), Error> {
+        let current: Vec<RuleSpec> = self
+            .rules()
+            .await?
+            .into_iter()
+            .filter(|r| r.priority == priority)
+            .collect();
+        let stale: Vec<&RuleSpec> = current.iter().filter(|r| !desired.contains(r)).collect();
+        let missing: Vec<&RuleSpec> = desired.iter().filter(|r| !current.contains(r)).collect();
+        for r in &stale {
+            self.delete_rule(r).await?;
+        }
+        for r in &missing {
+            self.add_rule(r).await?;
+        }
+        Ok((missing.len(), stale.len()))
+    }
+
     /// Sets a permanent neighbour entry.
     pub async fn set_neighbour(&self, spec: &NeighbourSpec) -> Result<(), Error> {
         let index = self.index(&spec.link).await?;

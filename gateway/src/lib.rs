@@ -10,5 +10,8 @@
 //! touches the cluster's CNI or any other nftables table.
 
 pub mod config;
+pub mod daemon;
 pub mod keys;
 pub mod plan;
+pub mod status;
+pub mod wg;

@@ -21,7 +21,7 @@ use dataplane::{
         AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, PairMap, Policy,
         Rule, Ruleset,
     },
-    route::{MAIN_TABLE, RouteSpec},
+    route::RouteSpec,
     rule::RuleSpec,
 };
 use ipnet::IpNet;
@@ -33,6 +33,10 @@ pub const NAT_TABLE: &str = "liqo_gateway";
 
 /// Routing table (and rule priority) for the peers' ranges in the host namespace.
 pub const HOST_TABLE: u32 = 18951;
+
+/// Routing table (and rule priority) of the gateway namespace; the gateway owns it entirely, so
+/// reconciling it never touches the kernel's own routes in `main`.
+pub const GATEWAY_TABLE: u32 = 18952;
 
 fn id(s: &str) -> Ident {
     s.parse().expect("constant nft names are valid")
@@ -103,8 +107,8 @@ pub fn nat(c: &Config) -> Ruleset {
     rs
 }
 
-/// Routes of the gateway namespace's main table: each peer's ranges into the tunnel, our pods
-/// back to the host.
+/// Routes of [`GATEWAY_TABLE`] in the gateway namespace: each peer's ranges into the tunnel, our
+/// pods back to the host.
 pub fn gateway_routes(c: &Config) -> Vec<RouteSpec> {
     let mut routes: Vec<RouteSpec> = c
         .peers
@@ -112,15 +116,30 @@ pub fn gateway_routes(c: &Config) -> Vec<RouteSpec> {
         .flat_map(|p| p.allowed())
         .map(|n| RouteSpec {
             dev: Some(c.tun.clone()),
+            table: GATEWAY_TABLE,
             ..RouteSpec::to(IpNet::V4(n))
         })
         .collect();
     routes.push(RouteSpec {
         via: Some(c.host_addr().addr().into()),
         dev: Some(c.gateway_link.clone()),
+        table: GATEWAY_TABLE,
         ..RouteSpec::to(IpNet::V4(c.local_pod_cidr))
     });
     routes
+}
+
+/// The rule of the gateway namespace that consults [`GATEWAY_TABLE`] first.
+pub fn gateway_rules() -> Vec<RuleSpec> {
+    vec![RuleSpec {
+        priority: GATEWAY_TABLE,
+        from: None,
+        to: None,
+        iif: None,
+        fwmark: None,
+        table: GATEWAY_TABLE,
+        v6: false,
+    }]
 }
 
 /// Routes of [`HOST_TABLE`] in the host namespace: each peer's ranges into the gateway namespace.
@@ -156,11 +175,6 @@ pub fn host_rules(c: &Config) -> Vec<RuleSpec> {
         .collect()
 }
 
-/// Whether `r` lies in the main table of the gateway namespace and was put there by us.
-pub fn is_ours(r: &RouteSpec) -> bool {
-    r.table == MAIN_TABLE
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,10 +197,10 @@ mod tests {
         assert_eq!(
             gw,
             [
-                "10.71.0.0/16 dev liqo.tunnel",
-                "10.72.0.0/16 dev liqo.tunnel",
-                "10.73.0.0/16 dev liqo.tunnel",
-                "10.200.0.0/16 via 169.254.100.1 dev liqo.gateway"
+                "10.71.0.0/16 dev liqo.tunnel table 18952",
+                "10.72.0.0/16 dev liqo.tunnel table 18952",
+                "10.73.0.0/16 dev liqo.tunnel table 18952",
+                "10.200.0.0/16 via 169.254.100.1 dev liqo.gateway table 18952"
             ]
         );
         let host: Vec<String> = host_routes(&c).iter().map(ToString::to_string).collect();

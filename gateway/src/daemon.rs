@@ -1,0 +1,240 @@
+//! The kernel state the gateway owns, and its life cycle: start (create or adopt), apply a new
+//! configuration as a minimal diff, and shut down (remove everything).
+//!
+//! Everything is idempotent so that a restart after `kill -9` converges to the same state with
+//! no duplicates: existing links and addresses are adopted, routes and rules are reconciled
+//! against what the kernel reports, and the NAT table is replaced whole.
+
+use std::{net::UdpSocket, sync::Arc, thread::JoinHandle};
+
+use dataplane::{
+    IfName, Netlink, Netns,
+    addr::AddressSpec,
+    link::{LinkKind, LinkSpec},
+    nft, sysctl,
+    tun::{self, TunOptions},
+};
+use ipnet::IpNet;
+
+use crate::{
+    config::{Config, ConfigError},
+    keys::{KeyFileError, PrivateKey},
+    plan,
+    wg::Device,
+};
+
+/// Why the gateway could not start or apply a change.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The configuration is refused (nothing was changed).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The private key file.
+    #[error(transparent)]
+    Key(#[from] KeyFileError),
+    /// A kernel request failed.
+    #[error(transparent)]
+    Netlink(#[from] dataplane::netlink::Error),
+    /// The namespace.
+    #[error(transparent)]
+    Netns(#[from] dataplane::netns::Error),
+    /// nftables.
+    #[error(transparent)]
+    Nft(#[from] nft::Error),
+    /// The TUN device.
+    #[error(transparent)]
+    Tun(#[from] tun::Error),
+    /// A sysctl.
+    #[error(transparent)]
+    Sysctl(#[from] sysctl::Error),
+    /// The UDP socket.
+    #[error("binding UDP port {port}")]
+    Bind {
+        /// The port.
+        port: u16,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A running gateway.
+pub struct Gateway {
+    cfg: Config,
+    gw_ns: Netns,
+    host: Netlink,
+    gw: Netlink,
+    device: Arc<Device>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// Creates (or adopts) the namespace, links, tunnel, routes, rules and NAT of `cfg`, and
+    /// starts the data path. Must run inside a tokio runtime, in the host namespace.
+    pub async fn start(cfg: Config) -> Result<Gateway, GatewayError> {
+        let key = PrivateKey::load_or_create(&cfg.private_key_file)?;
+        if let Some(p) = cfg.peers.values().find(|p| p.public_key == key.public()) {
+            return Err(ConfigError {
+                field: format!("peers.{}.publicKey", p.id),
+                problem: "is this gateway's own public key".into(),
+            }
+            .into());
+        }
+        let gw_ns = match Netns::open(&cfg.namespace) {
+            Ok(ns) => ns,
+            Err(dataplane::netns::Error::NotFound(_)) => Netns::create(&cfg.namespace)?,
+            Err(e) => return Err(e.into()),
+        };
+        let host = Netlink::connect()?;
+        let gw = Netlink::connect_in(&gw_ns)?;
+        gw.set_up(&"lo".parse().expect("lo"), true).await?;
+        if host.link(&cfg.host_link).await?.is_none() {
+            host.add_link(&LinkSpec {
+                name: cfg.host_link.clone(),
+                kind: LinkKind::Veth {
+                    peer: cfg.gateway_link.clone(),
+                    peer_netns: Some(cfg.namespace.clone()),
+                },
+                mtu: None,
+                controller: None,
+                up: true,
+            })
+            .await?;
+        }
+        host.set_up(&cfg.host_link, true).await?;
+        gw.set_up(&cfg.gateway_link, true).await?;
+        ensure_address(&host, &cfg.host_link, IpNet::V4(cfg.host_addr())).await?;
+        ensure_address(&gw, &cfg.gateway_link, IpNet::V4(cfg.gateway_addr())).await?;
+        gw_ns.run(|| sysctl::set("net.ipv4.ip_forward", "1"))??;
+
+        let tun_name = cfg.tun.clone();
+        let fd = gw_ns.run(move || tun::create(&tun_name, TunOptions::default()))??;
+        gw.set_mtu(&cfg.tun, cfg.mtu).await?;
+        gw.set_up(&cfg.tun, true).await?;
+        let udp =
+            UdpSocket::bind(("0.0.0.0", cfg.listen_port)).map_err(|source| GatewayError::Bind {
+                port: cfg.listen_port,
+                source,
+            })?;
+        let device = Device::new(key, fd, udp).map_err(|source| GatewayError::Bind {
+            port: cfg.listen_port,
+            source,
+        })?;
+        device.set_peers(&cfg.peers);
+        let threads = device.start().map_err(|source| GatewayError::Bind {
+            port: cfg.listen_port,
+            source,
+        })?;
+        let mut g = Gateway {
+            cfg: cfg.clone(),
+            gw_ns,
+            host,
+            gw,
+            device,
+            threads,
+        };
+        g.converge(&cfg).await?;
+        tracing::info!(namespace = %g.cfg.namespace, port = g.cfg.listen_port, peers = g.cfg.peers.len(), "gateway up");
+        Ok(g)
+    }
+
+    /// Routes, rules and NAT for `cfg` (each a minimal diff, NAT atomic).
+    async fn converge(&mut self, cfg: &Config) -> Result<(), GatewayError> {
+        self.gw
+            .reconcile_table(plan::GATEWAY_TABLE, &plan::gateway_routes(cfg))
+            .await?;
+        self.gw
+            .reconcile_rules(plan::GATEWAY_TABLE, &plan::gateway_rules())
+            .await?;
+        self.host
+            .reconcile_table(plan::HOST_TABLE, &plan::host_routes(cfg))
+            .await?;
+        self.host
+            .reconcile_rules(plan::HOST_TABLE, &plan::host_rules(cfg))
+            .await?;
+        nft::apply(Some(&self.gw_ns), &plan::nat(cfg))?;
+        Ok(())
+    }
+
+    /// Applies a new configuration. Fields that need a restart are refused, naming the field;
+    /// peers whose identity did not change keep their sessions.
+    pub async fn apply(&mut self, cfg: Config) -> Result<(), GatewayError> {
+        let fixed = [
+            (
+                "namespace",
+                self.cfg.namespace.to_string(),
+                cfg.namespace.to_string(),
+            ),
+            (
+                "listenPort",
+                self.cfg.listen_port.to_string(),
+                cfg.listen_port.to_string(),
+            ),
+            (
+                "privateKeyFile",
+                self.cfg.private_key_file.display().to_string(),
+                cfg.private_key_file.display().to_string(),
+            ),
+            (
+                "linkCIDR",
+                self.cfg.link_cidr.to_string(),
+                cfg.link_cidr.to_string(),
+            ),
+        ];
+        for (field, old, new) in fixed {
+            if old != new {
+                return Err(ConfigError {
+                    field: field.into(),
+                    problem: format!(
+                        "cannot change from {old} to {new} while running; restart the gateway"
+                    ),
+                }
+                .into());
+            }
+        }
+        if cfg.mtu != self.cfg.mtu {
+            self.gw.set_mtu(&cfg.tun, cfg.mtu).await?;
+        }
+        self.device.set_peers(&cfg.peers);
+        self.converge(&cfg).await?;
+        self.cfg = cfg;
+        Ok(())
+    }
+
+    /// The data path.
+    pub fn device(&self) -> &Arc<Device> {
+        &self.device
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Stops the data path and removes everything the gateway created: host rules and routes,
+    /// the veth pair, the tunnel and the namespace (with its NAT table).
+    pub async fn shutdown(self) -> Result<(), GatewayError> {
+        self.device.stop();
+        for t in self.threads {
+            let _ = t.join();
+        }
+        self.host.reconcile_rules(plan::HOST_TABLE, &[]).await?;
+        self.host.reconcile_table(plan::HOST_TABLE, &[]).await?;
+        self.host.delete_link(&self.cfg.host_link).await?;
+        drop(self.device);
+        Netns::delete(&self.cfg.namespace)?;
+        tracing::info!(namespace = %self.cfg.namespace, "gateway removed");
+        Ok(())
+    }
+}
+
+async fn ensure_address(nl: &Netlink, link: &IfName, addr: IpNet) -> Result<(), GatewayError> {
+    let want = AddressSpec {
+        link: link.clone(),
+        addr,
+    };
+    if !nl.addresses().await?.contains(&want) {
+        nl.add_address(&want).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,355 @@
+//! The device: sockets, threads and the per-packet work.
+
+use std::{
+    collections::BTreeMap,
+    fs::File,
+    io::{self, Read, Write},
+    net::{Ipv4Addr, SocketAddr, UdpSocket},
+    os::fd::{AsFd, OwnedFd},
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    thread::{self, JoinHandle},
+    time::{Duration, Instant},
+};
+
+use boringtun::noise::{
+    Packet, Tunn, TunnResult, errors::WireGuardError, handshake::parse_handshake_anon,
+    rate_limiter::RateLimiter,
+};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use serde::{Deserialize, Serialize};
+
+use super::peers::{Peer, Table};
+use crate::{config, keys::PrivateKey};
+
+/// Largest datagram or packet handled.
+const BUF: usize = 65_536;
+/// How long blocking calls wait before checking for shutdown.
+const TICK: Duration = Duration::from_millis(200);
+/// Handshakes accepted per second before cookies are required.
+const HANDSHAKE_RATE: u64 = 100;
+
+/// One peer as `liqo-gateway status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerStatus {
+    /// Cluster ID.
+    pub id: String,
+    /// Public key.
+    pub public_key: String,
+    /// Current endpoint.
+    pub endpoint: Option<String>,
+    /// Seconds since the last handshake.
+    pub handshake_age_secs: Option<u64>,
+    /// Inner packets sent.
+    pub tx_packets: u64,
+    /// Inner bytes sent.
+    pub tx_bytes: u64,
+    /// Inner packets received.
+    pub rx_packets: u64,
+    /// Inner bytes received.
+    pub rx_bytes: u64,
+    /// Packets dropped.
+    pub dropped: u64,
+}
+
+/// A running WireGuard device.
+pub struct Device {
+    key: PrivateKey,
+    limiter: Arc<RateLimiter>,
+    table: RwLock<Arc<Table>>,
+    tun: File,
+    udp: UdpSocket,
+    stop: AtomicBool,
+    /// Packets from the TUN device with no peer for their destination.
+    pub no_route: AtomicU64,
+}
+
+impl Device {
+    /// A device over an open TUN descriptor and a bound UDP socket.
+    pub fn new(key: PrivateKey, tun: OwnedFd, udp: UdpSocket) -> io::Result<Arc<Device>> {
+        udp.set_read_timeout(Some(TICK))?;
+        let limiter = Arc::new(RateLimiter::new(&key.public().x25519(), HANDSHAKE_RATE));
+        Ok(Arc::new(Device {
+            key,
+            limiter,
+            table: RwLock::default(),
+            tun: File::from(tun),
+            udp,
+            stop: AtomicBool::new(false),
+            no_route: AtomicU64::new(0),
+        }))
+    }
+
+    /// The current peer table.
+    pub fn table(&self) -> Arc<Table> {
+        Arc::clone(&self.table.read().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Replaces the peers; unchanged peers keep their sessions and counters.
+    pub fn set_peers(&self, peers: &BTreeMap<String, config::Peer>) {
+        let mut t = self.table.write().unwrap_or_else(|p| p.into_inner());
+        *t = Arc::new(Table::build(&t, peers, &self.key, &self.limiter));
+    }
+
+    /// The UDP port actually bound.
+    pub fn port(&self) -> io::Result<u16> {
+        Ok(self.udp.local_addr()?.port())
+    }
+
+    /// Starts the threads.
+    pub fn start(self: &Arc<Self>) -> io::Result<Vec<JoinHandle<()>>> {
+        let mut handles = Vec::new();
+        for (name, f) in [
+            ("wg-tun", Device::tun_loop as fn(&Device)),
+            ("wg-udp", Device::udp_loop),
+            ("wg-timers", Device::timer_loop),
+        ] {
+            let d = Arc::clone(self);
+            handles.push(
+                thread::Builder::new()
+                    .name(name.into())
+                    .spawn(move || f(&d))?,
+            );
+        }
+        Ok(handles)
+    }
+
+    /// Asks the threads to stop (they notice within [`TICK`]).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn send(&self, peer: &Peer, data: &[u8]) {
+        match peer.endpoint() {
+            Some(ep) => {
+                if let Err(e) = self.udp.send_to(data, ep) {
+                    tracing::debug!(peer = %peer.cfg.id, error = %e, "send");
+                    peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            None => {
+                peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// TUN -> encrypt -> UDP.
+    fn tun_loop(&self) {
+        let mut buf = vec![0u8; BUF];
+        let mut out = vec![0u8; BUF + 64];
+        while !self.stopped() {
+            let mut fds = [PollFd::new(self.tun.as_fd(), PollFlags::POLLIN)];
+            match poll(
+                &mut fds,
+                PollTimeout::try_from(TICK).unwrap_or(PollTimeout::NONE),
+            ) {
+                Ok(0) => continue,
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    tracing::error!(error = %e, "polling the tun device");
+                    return;
+                }
+            }
+            let n = match (&self.tun).read(&mut buf) {
+                Ok(n) => n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "reading the tun device");
+                    return;
+                }
+            };
+            let pkt = &buf[..n];
+            if n < 20 || pkt[0] >> 4 != 4 {
+                continue; // IPv4 only
+            }
+            let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
+            let table = self.table();
+            let Some(peer) = table.route(dst) else {
+                self.no_route.fetch_add(1, Ordering::Relaxed);
+                continue;
+            };
+            let r = peer
+                .tunn
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .encapsulate(pkt, &mut out);
+            match r {
+                TunnResult::WriteToNetwork(data) => {
+                    peer.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
+                    peer.stats.tx_bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    self.send(peer, data);
+                }
+                TunnResult::Err(e) => {
+                    tracing::debug!(peer = %peer.cfg.id, error = ?e, "encapsulate")
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The peer a datagram belongs to.
+    fn peer_of(&self, table: &Table, datagram: &[u8]) -> Option<Arc<Peer>> {
+        let p = match Tunn::parse_incoming_packet(datagram).ok()? {
+            Packet::HandshakeInit(hi) => {
+                let secret = self.key.secret();
+                let public = self.key.public().x25519();
+                let half = parse_handshake_anon(&secret, &public, &hi).ok()?;
+                table.by_key(&half.peer_static_public)
+            }
+            Packet::HandshakeResponse(r) => table.by_receiver(r.receiver_idx),
+            Packet::PacketCookieReply(c) => table.by_receiver(c.receiver_idx),
+            Packet::PacketData(d) => table.by_receiver(d.receiver_idx),
+        };
+        p.cloned()
+    }
+
+    /// UDP -> decrypt -> TUN, answering handshakes.
+    fn udp_loop(&self) {
+        let mut buf = vec![0u8; BUF];
+        let mut out = vec![0u8; BUF];
+        while !self.stopped() {
+            let (n, from) = match self.udp.recv_from(&mut buf) {
+                Ok(r) => r,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "receiving from the UDP socket");
+                    return;
+                }
+            };
+            let table = self.table();
+            let Some(peer) = self.peer_of(&table, &buf[..n]) else {
+                continue;
+            };
+            self.decapsulate(&peer, from, &buf[..n], &mut out);
+        }
+    }
+
+    fn decapsulate(&self, peer: &Peer, from: SocketAddr, datagram: &[u8], out: &mut [u8]) {
+        let mut tunn = peer.tunn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut first = true;
+        loop {
+            let r = if first {
+                tunn.decapsulate(Some(from.ip()), datagram, out)
+            } else {
+                tunn.decapsulate(None, &[], out)
+            };
+            first = false;
+            match r {
+                TunnResult::WriteToNetwork(p) => {
+                    // Handshake answers and packets queued while waiting for the session.
+                    peer.saw(from);
+                    if let Err(e) = self.udp.send_to(p, from) {
+                        tracing::debug!(peer = %peer.cfg.id, error = %e, "send");
+                    }
+                }
+                TunnResult::WriteToTunnelV4(p, src) => {
+                    peer.saw(from);
+                    if peer.allows(src) {
+                        peer.stats.rx_packets.fetch_add(1, Ordering::Relaxed);
+                        peer.stats
+                            .rx_bytes
+                            .fetch_add(p.len() as u64, Ordering::Relaxed);
+                        if let Err(e) = (&self.tun).write(p) {
+                            tracing::debug!(error = %e, "writing to the tun device");
+                        }
+                    } else {
+                        tracing::debug!(peer = %peer.cfg.id, %src, "source outside the peer's allowed IPs");
+                        peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return;
+                }
+                TunnResult::Done => {
+                    if datagram.len() >= 4 && datagram[0] == 4 {
+                        peer.saw(from); // an authenticated keepalive
+                    }
+                    return;
+                }
+                TunnResult::WriteToTunnelV6(..) => {
+                    peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                TunnResult::Err(e) => {
+                    tracing::debug!(peer = %peer.cfg.id, error = ?e, "decapsulate");
+                    peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Handshake retries, keepalives, expiry; the handshake rate limit resets every second.
+    fn timer_loop(&self) {
+        let mut out = vec![0u8; BUF];
+        let mut last_reset = Instant::now();
+        while !self.stopped() {
+            thread::sleep(Duration::from_millis(100));
+            if last_reset.elapsed() >= Duration::from_secs(1) {
+                self.limiter.reset_count();
+                last_reset = Instant::now();
+            }
+            let table = self.table();
+            for peer in table.by_id.values() {
+                let r = peer
+                    .tunn
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .update_timers(&mut out);
+                match r {
+                    TunnResult::WriteToNetwork(p) => self.send(peer, p),
+                    TunnResult::Err(WireGuardError::ConnectionExpired) | TunnResult::Done => {}
+                    TunnResult::Err(e) => {
+                        tracing::debug!(peer = %peer.cfg.id, error = ?e, "timers")
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// Status of every peer.
+    pub fn status(&self) -> Vec<PeerStatus> {
+        self.table()
+            .by_id
+            .values()
+            .map(|p| {
+                let (age, ..) = p.tunn.lock().unwrap_or_else(|e| e.into_inner()).stats();
+                let s = &p.stats;
+                PeerStatus {
+                    id: p.cfg.id.clone(),
+                    public_key: p.cfg.public_key.to_string(),
+                    endpoint: p.endpoint().map(|e| e.to_string()),
+                    handshake_age_secs: age.map(|d| d.as_secs()),
+                    tx_packets: s.tx_packets.load(Ordering::Relaxed),
+                    tx_bytes: s.tx_bytes.load(Ordering::Relaxed),
+                    rx_packets: s.rx_packets.load(Ordering::Relaxed),
+                    rx_bytes: s.rx_bytes.load(Ordering::Relaxed),
+                    dropped: s.dropped.load(Ordering::Relaxed),
+                }
+            })
+            .collect()
+    }
+}

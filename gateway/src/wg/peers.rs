@@ -1,0 +1,184 @@
+//! The peer table: keys, receiver indices and allowed IPs (longest-prefix match), swapped as a
+//! whole on reconfiguration so the data path never sees a half-updated table.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    net::{Ipv4Addr, SocketAddr},
+    sync::{
+        Arc, Mutex, RwLock,
+        atomic::{AtomicU32, AtomicU64, Ordering},
+    },
+};
+
+use boringtun::noise::{Tunn, rate_limiter::RateLimiter};
+use ipnet::Ipv4Net;
+
+use crate::{config, keys::PrivateKey};
+
+/// Counters of one peer.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Packets sent into the tunnel.
+    pub tx_packets: AtomicU64,
+    /// Bytes of those packets (inner).
+    pub tx_bytes: AtomicU64,
+    /// Packets received from the tunnel.
+    pub rx_packets: AtomicU64,
+    /// Bytes of those packets (inner).
+    pub rx_bytes: AtomicU64,
+    /// Packets dropped (no endpoint, source outside allowed IPs, decryption errors).
+    pub dropped: AtomicU64,
+}
+
+/// One peer of the device.
+pub struct Peer {
+    /// Its configuration.
+    pub cfg: config::Peer,
+    /// Our receiver index for it (boringtun shifts it left by 8).
+    pub index: u32,
+    /// The protocol state (shared with the entry that replaces this one on reconfiguration).
+    pub tunn: Arc<Mutex<Tunn>>,
+    /// Where to send: configured, or learned from its last authenticated packet.
+    pub endpoint: RwLock<Option<SocketAddr>>,
+    /// Counters (shared like `tunn`).
+    pub stats: Arc<Stats>,
+}
+
+impl Peer {
+    /// A fresh peer.
+    pub fn new(
+        cfg: config::Peer,
+        key: &PrivateKey,
+        index: u32,
+        limiter: &Arc<RateLimiter>,
+    ) -> Peer {
+        let keepalive = (cfg.keepalive > 0).then_some(cfg.keepalive);
+        let tunn = Tunn::new(
+            key.secret(),
+            cfg.public_key.x25519(),
+            None,
+            keepalive,
+            index,
+            Some(Arc::clone(limiter)),
+        );
+        Peer {
+            endpoint: RwLock::new(cfg.endpoint),
+            cfg,
+            index,
+            tunn: Arc::new(Mutex::new(tunn)),
+            stats: Arc::default(),
+        }
+    }
+
+    /// The same peer (session, counters, learned endpoint) with new settings.
+    fn updated(&self, cfg: &config::Peer) -> Peer {
+        Peer {
+            endpoint: RwLock::new(cfg.endpoint.or_else(|| self.endpoint())),
+            cfg: cfg.clone(),
+            index: self.index,
+            tunn: Arc::clone(&self.tunn),
+            stats: Arc::clone(&self.stats),
+        }
+    }
+
+    /// The current endpoint.
+    pub fn endpoint(&self) -> Option<SocketAddr> {
+        *self.endpoint.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records where the peer's last authenticated packet came from (roaming).
+    pub fn saw(&self, from: SocketAddr) {
+        if self.endpoint() != Some(from) {
+            tracing::info!(peer = %self.cfg.id, endpoint = %from, "peer endpoint");
+            *self.endpoint.write().unwrap_or_else(|p| p.into_inner()) = Some(from);
+        }
+    }
+
+    /// Whether `ip` lies in the peer's allowed IPs.
+    pub fn allows(&self, ip: Ipv4Addr) -> bool {
+        self.cfg.allowed().iter().any(|n| n.contains(&ip))
+    }
+}
+
+/// All peers, indexed three ways.
+#[derive(Default)]
+pub struct Table {
+    /// By ID.
+    pub by_id: BTreeMap<String, Arc<Peer>>,
+    by_key: HashMap<[u8; 32], Arc<Peer>>,
+    by_index: HashMap<u32, Arc<Peer>>,
+    /// Prefix lengths in use, longest first, each with its networks.
+    routes: Vec<(u8, HashMap<u32, Arc<Peer>>)>,
+}
+
+static NEXT_INDEX: AtomicU32 = AtomicU32::new(1);
+
+impl Table {
+    /// The table for `peers`, reusing the state (sessions, counters, learned endpoint) of every
+    /// peer of `old` whose key and keepalive did not change.
+    pub fn build(
+        old: &Table,
+        peers: &BTreeMap<String, config::Peer>,
+        key: &PrivateKey,
+        limiter: &Arc<RateLimiter>,
+    ) -> Table {
+        let mut t = Table::default();
+        let mut lengths: BTreeMap<u8, HashMap<u32, Arc<Peer>>> = BTreeMap::new();
+        for (id, cfg) in peers {
+            let peer = match old.by_id.get(id) {
+                Some(p) if p.cfg == *cfg => Arc::clone(p),
+                // Same identity and timers: keep the session, take the new ranges or endpoint.
+                Some(p)
+                    if p.cfg.public_key == cfg.public_key && p.cfg.keepalive == cfg.keepalive =>
+                {
+                    Arc::new(p.updated(cfg))
+                }
+                _ => Arc::new(Peer::new(
+                    cfg.clone(),
+                    key,
+                    NEXT_INDEX.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff,
+                    limiter,
+                )),
+            };
+            for n in peer.cfg.allowed() {
+                lengths
+                    .entry(n.prefix_len())
+                    .or_default()
+                    .insert(n.network().into(), Arc::clone(&peer));
+            }
+            t.by_key.insert(peer.cfg.public_key.0, Arc::clone(&peer));
+            t.by_index.insert(peer.index, Arc::clone(&peer));
+            t.by_id.insert(id.clone(), peer);
+        }
+        t.routes = lengths.into_iter().rev().collect();
+        t
+    }
+
+    /// The peer whose allowed IPs hold `dst` (longest prefix).
+    pub fn route(&self, dst: Ipv4Addr) -> Option<&Arc<Peer>> {
+        let a = u32::from(dst);
+        self.routes.iter().find_map(|(len, nets)| {
+            let mask = if *len == 0 {
+                0
+            } else {
+                u32::MAX << (32 - u32::from(*len))
+            };
+            nets.get(&(a & mask))
+        })
+    }
+
+    /// The peer with this static public key.
+    pub fn by_key(&self, key: &[u8; 32]) -> Option<&Arc<Peer>> {
+        self.by_key.get(key)
+    }
+
+    /// The peer of a receiver index taken from a packet.
+    pub fn by_receiver(&self, receiver_idx: u32) -> Option<&Arc<Peer>> {
+        self.by_index.get(&(receiver_idx >> 8))
+    }
+
+    /// Whether any allowed range of the table covers `net`.
+    pub fn covers(&self, net: &Ipv4Net) -> bool {
+        self.route(net.network()).is_some()
+    }
+}
