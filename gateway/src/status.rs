@@ -50,7 +50,12 @@ struct PeerLabel {
 }
 
 /// Name, help, family and how to read the value from a peer's status.
-type PeerMetric = (&'static str, &'static str, Family<PeerLabel, Gauge>, fn(&PeerStatus) -> i64);
+type PeerMetric = (
+    &'static str,
+    &'static str,
+    Family<PeerLabel, Gauge>,
+    fn(&PeerStatus) -> i64,
+);
 
 /// Prometheus text for `s`.
 pub fn metrics(s: &Status) -> String {

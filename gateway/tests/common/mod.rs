@@ -1,0 +1,350 @@
+//! Fixtures of the gateway's privileged tests: sites (a host namespace running the real
+//! `liqo-gateway` and one pod behind it) on a shared WAN bridge. Every namespace carries a
+//! per-test prefix and is removed on drop, with every process inside.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "each test binary uses a different subset"
+)]
+
+use std::{
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    sync::atomic::{AtomicUsize, Ordering},
+    thread,
+    time::{Duration, Instant},
+};
+
+use dataplane::{
+    Netlink, Netns, NetnsName,
+    addr::AddressSpec,
+    link::{LinkKind, LinkSpec},
+    netns::require_root,
+    route::RouteSpec,
+};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_liqo-gateway");
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// A unique prefix for one test's namespaces.
+pub fn prefix(tag: &str) -> String {
+    require_root();
+    format!(
+        "gwt{}{tag}{}",
+        std::process::id() % 100_000,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Namespaces removed (with their processes) on drop.
+pub struct Spaces {
+    pub names: Vec<NetnsName>,
+}
+
+impl Spaces {
+    pub fn new() -> Spaces {
+        Spaces { names: Vec::new() }
+    }
+
+    pub async fn create(&mut self, name: &str) -> Netns {
+        let n: NetnsName = name.parse().unwrap();
+        let ns = Netns::create(&n).unwrap();
+        Netlink::connect_in(&ns)
+            .unwrap()
+            .set_up(&"lo".parse().unwrap(), true)
+            .await
+            .unwrap();
+        self.names.push(n);
+        ns
+    }
+
+    /// Also remove `name` on drop (a namespace created by someone else, e.g. the gateway).
+    pub fn adopt(&mut self, name: &str) {
+        self.names.push(name.parse().unwrap());
+    }
+}
+
+impl Drop for Spaces {
+    fn drop(&mut self) {
+        for n in self.names.iter().rev() {
+            if let Ok(ns) = Netns::open(n) {
+                for pid in ns.pids().unwrap_or_default() {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid as i32),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
+            let _ = Netns::delete(n);
+        }
+    }
+}
+
+/// veth `a_if`@a <-> `b_if`@b with addresses (empty = none) and optional bridge on a's side.
+pub async fn wire(
+    a: &Netns,
+    a_if: &str,
+    a_addr: &str,
+    bridge: Option<&str>,
+    b: &Netns,
+    b_if: &str,
+    b_addr: &str,
+) {
+    let (na, nb) = (
+        Netlink::connect_in(a).unwrap(),
+        Netlink::connect_in(b).unwrap(),
+    );
+    na.add_link(&LinkSpec {
+        name: a_if.parse().unwrap(),
+        kind: LinkKind::Veth {
+            peer: b_if.parse().unwrap(),
+            peer_netns: Some(b.name().clone()),
+        },
+        mtu: None,
+        controller: bridge.map(|b| b.parse().unwrap()),
+        up: true,
+    })
+    .await
+    .unwrap();
+    nb.set_up(&b_if.parse().unwrap(), true).await.unwrap();
+    if !a_addr.is_empty() {
+        na.add_address(&AddressSpec {
+            link: a_if.parse().unwrap(),
+            addr: a_addr.parse().unwrap(),
+        })
+        .await
+        .unwrap();
+    }
+    if !b_addr.is_empty() {
+        nb.add_address(&AddressSpec {
+            link: b_if.parse().unwrap(),
+            addr: b_addr.parse().unwrap(),
+        })
+        .await
+        .unwrap();
+    }
+}
+
+pub async fn route(ns: &Netns, dst: &str, via: &str) {
+    let r = RouteSpec {
+        via: Some(via.parse().unwrap()),
+        ..RouteSpec::to(dst.parse().unwrap())
+    };
+    Netlink::connect_in(ns)
+        .unwrap()
+        .add_route(&r)
+        .await
+        .unwrap();
+}
+
+/// One cluster's gateway node: a host namespace with a pod (10.200.0.2) behind it.
+pub struct Site {
+    pub name: String,
+    pub host: Netns,
+    pub pod: Netns,
+    pub gw_ns: String,
+    pub dir: PathBuf,
+    pub key: String,
+    pub child: Option<Child>,
+}
+
+impl Site {
+    /// Builds the site and attaches its host to the WAN bridge with `wan_addr`.
+    pub async fn new(
+        spaces: &mut Spaces,
+        prefix: &str,
+        name: &str,
+        wan: &Netns,
+        wan_addr: &str,
+    ) -> Site {
+        let host = spaces.create(&format!("{prefix}-{name}")).await;
+        let pod = spaces.create(&format!("{prefix}-{name}-pod")).await;
+        let gw_ns = format!("{prefix}-{name}-gw");
+        spaces.adopt(&gw_ns);
+        wire(
+            &host,
+            "p0",
+            "10.200.0.1/24",
+            None,
+            &pod,
+            "eth0",
+            "10.200.0.2/24",
+        )
+        .await;
+        route(&pod, "0.0.0.0/0", "10.200.0.1").await;
+        host.run(|| dataplane::sysctl::set("net.ipv4.ip_forward", "1"))
+            .unwrap()
+            .unwrap();
+        if !wan_addr.is_empty() {
+            wire(wan, name, "", Some("br0"), &host, "wan0", wan_addr).await;
+        }
+        let dir = std::env::temp_dir().join(format!("{prefix}-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = Command::new(BIN)
+            .args(["pubkey", "--private-key-file"])
+            .arg(dir.join("key"))
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let key = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        Site {
+            name: name.into(),
+            host,
+            pod,
+            gw_ns,
+            dir,
+            key,
+            child: None,
+        }
+    }
+
+    /// Writes the configuration (peers given as YAML list items, already indented).
+    pub fn configure(&self, peers: &str, extra: &str) {
+        let text = format!(
+            "namespace: {}\nprivateKeyFile: {}\nlocalPodCIDR: 10.200.0.0/16\n{extra}peers:{}\n",
+            self.gw_ns,
+            self.dir.join("key").display(),
+            if peers.trim().is_empty() {
+                " []".to_owned()
+            } else {
+                format!("\n{peers}")
+            }
+        );
+        let tmp = self.dir.join("config.yaml.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, self.dir.join("config.yaml")).unwrap();
+    }
+
+    /// Starts `liqo-gateway run` in the host namespace and waits for its status endpoint.
+    pub fn start(&mut self) {
+        let log = std::fs::File::create(self.dir.join("gateway.log")).unwrap();
+        let child = self
+            .host
+            .command(BIN)
+            .args(["run", "--config"])
+            .arg(self.dir.join("config.yaml"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.status_json().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "gateway {} did not start: {}",
+                self.name,
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("gateway.log")).unwrap_or_default()
+    }
+
+    /// The gateway's `/status`, if it answers.
+    pub fn status_json(&self) -> Option<serde_json::Value> {
+        let body = self
+            .host
+            .run(|| -> Option<String> {
+                let mut s = TcpStream::connect("127.0.0.1:9107").ok()?;
+                s.write_all(b"GET /status HTTP/1.1\r\nHost: g\r\nConnection: close\r\n\r\n")
+                    .ok()?;
+                let mut out = String::new();
+                s.read_to_string(&mut out).ok()?;
+                Some(out.split_once("\r\n\r\n")?.1.to_owned())
+            })
+            .ok()??;
+        serde_json::from_str(&body).ok()
+    }
+
+    /// Sends SIGTERM and waits for the process.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = c.wait();
+        }
+    }
+
+    /// Kills the process with SIGKILL.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Peer entry for this site as seen from another: its pods appear there as `remote_view`,
+    /// and it sees the other's pods as `local_view`.
+    pub fn as_peer(&self, endpoint: Option<&str>, remote_view: &str, local_view: &str) -> String {
+        let ep = endpoint
+            .map(|e| format!("    endpoint: {e}\n"))
+            .unwrap_or_default();
+        format!(
+            "  - id: {}\n    publicKey: {}\n{ep}    remotePodCIDR: {remote_view}\n    localPodCIDRAtPeer: {local_view}\n",
+            self.name, self.key
+        )
+    }
+
+    /// Whether `ip` answers one ping from the pod.
+    pub fn ping(&self, ip: &str) -> bool {
+        self.pod
+            .command("ping")
+            .args(["-c1", "-W2", "-q", ip])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    }
+}
+
+impl Drop for Site {
+    fn drop(&mut self) {
+        self.kill9();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Serves one TCP connection in `server`'s pod on `port`; dials `addr:port` from `client`'s
+/// pod; returns the client address the server saw.
+pub fn tcp_seen(client: &Site, server: &Site, addr: &str, port: u16) -> String {
+    let listener = server
+        .pod
+        .run(move || TcpListener::bind(("10.200.0.2", port)))
+        .unwrap()
+        .unwrap();
+    let serve = thread::spawn(move || {
+        let (mut s, peer) = listener.accept().unwrap();
+        s.write_all(peer.ip().to_string().as_bytes()).unwrap();
+    });
+    let dial = format!("{addr}:{port}");
+    let mut c = client
+        .pod
+        .run(move || TcpStream::connect(dial))
+        .unwrap()
+        .unwrap();
+    let mut seen = String::new();
+    c.read_to_string(&mut seen).unwrap();
+    serve.join().unwrap();
+    seen
+}
+
+/// Polls `f` every 100 ms for up to `secs` seconds.
+pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
