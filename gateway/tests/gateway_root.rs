@@ -112,7 +112,7 @@ async fn sigterm_removes_everything_and_kill9_restart_converges() {
 
 #[tokio::test]
 async fn reload_adds_and_removes_a_peer_and_refuses_bad_config() {
-    let (mut spaces, mut a, mut b) = two_sites("r").await;
+    let (mut spaces, a, mut b) = two_sites("r").await;
     let wan = dataplane::Netns::open(&spaces.names[0]).unwrap();
     let p = spaces.names[0].as_str().trim_end_matches("-wan").to_owned();
     let mut c = Site::new(&mut spaces, &p, "c", &wan, "198.18.0.3/24").await;
