@@ -68,12 +68,16 @@ async fn two_clusters_every_pod_reaches_every_pod_of_its_cluster() {
     assert_all_ok(&m);
     assert_eq!(
         leftovers(&g.0).len(),
-        15,
-        "wan + 2 x (lan + 2 nodes + 4 pods)"
+        17,
+        "wan + 2 x (lan + 2 nodes + 4 pods + gateway)"
     );
 
     let r = lab::down(&g.0).unwrap();
-    assert_eq!((r.namespaces, r.state), (15, true));
+    assert_eq!((r.namespaces, r.state), (17, true));
+    assert!(
+        r.processes >= 4,
+        "an IPAM service and a gateway per cluster: {r:?}"
+    );
     assert!(leftovers(&g.0).is_empty());
     assert!(matches!(Lab::load(&g.0), Err(LabError::NotUp(_))));
     assert_eq!(
@@ -96,7 +100,7 @@ async fn two_labs_with_different_prefixes_coexist() {
     assert_all_ok(&check::intra_cluster(&lb).unwrap());
     lab::down(&a.0).unwrap();
     assert!(leftovers(&a.0).is_empty());
-    assert_eq!(leftovers(&b.0).len(), 15, "the other lab is untouched");
+    assert_eq!(leftovers(&b.0).len(), 17, "the other lab is untouched");
     assert_all_ok(&check::intra_cluster(&lb).unwrap());
 }
 
@@ -120,7 +124,11 @@ async fn down_after_a_crash_leaves_nothing() {
 
     let r = lab::down(&g.0).unwrap();
     assert!(r.processes >= 1, "{r:?}");
-    assert_eq!(r.namespaces, 1 + 1 + 2 + 4 + 1);
+    assert_eq!(
+        r.namespaces,
+        1 + 1 + 2 + 4 + 1 + 1,
+        "wan, lan, nodes, pods, gateway, stray"
+    );
     assert!(leftovers(&g.0).is_empty());
     assert!(
         !stray.wait().unwrap().success(),
@@ -138,7 +146,7 @@ async fn up_twice_is_refused_and_keeps_the_first_lab() {
         .await
         .unwrap_err();
     assert!(
-        matches!(e, LabError::AlreadyUp { namespaces: 8, .. }),
+        matches!(e, LabError::AlreadyUp { namespaces: 9, .. }),
         "{e}"
     );
     assert_all_ok(&check::intra_cluster(&lab).unwrap());

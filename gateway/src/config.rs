@@ -33,22 +33,30 @@ fn bad(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct File {
     /// Name of the gateway's network namespace (created and owned by the gateway).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// UDP port of the WireGuard socket (in the namespace the gateway runs in).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub listen_port: Option<u16>,
     /// The private key file (created with mode 0600 if missing).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub private_key_file: Option<String>,
     /// MTU of the tunnel device.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
     /// Persistent keepalive in seconds for every peer (0 disables).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub keepalive: Option<u16>,
     /// The local pod CIDR.
     #[serde(rename = "localPodCIDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub local_pod_cidr: Option<String>,
     /// /30 for the veth between the host and the gateway namespace.
     #[serde(rename = "linkCIDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub link_cidr: Option<String>,
     /// Install routes to the peers' ranges in the host namespace (through the veth).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub host_routes: Option<bool>,
     /// Peers.
     pub peers: Vec<PeerFile>,
@@ -63,14 +71,17 @@ pub struct PeerFile {
     /// Its WireGuard public key.
     pub public_key: String,
     /// `host:port`; without it the endpoint is learned from the peer's first valid packet.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// Persistent keepalive for this peer, seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub keepalive: Option<u16>,
     /// The peer's pods as they appear here (from the local IPAM).
     #[serde(rename = "remotePodCIDR")]
     pub remote_pod_cidr: String,
     /// The peer's external CIDR as it appears here (optional).
     #[serde(rename = "remoteExternalCIDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub remote_external_cidr: Option<String>,
     /// Our pods as the peer sees them (the peer's IPAM decision).
     #[serde(rename = "localPodCIDRAtPeer")]

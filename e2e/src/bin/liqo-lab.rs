@@ -38,8 +38,24 @@ enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
         command: Vec<String>,
     },
-    /// Probe every pod from every other pod of its cluster (ICMP and TCP) and print the matrix.
+    /// Probe every pod from every other pod of its cluster, and across every peering (ICMP and
+    /// TCP, checking the source address each server sees), and print the matrix.
     Check,
+    /// Peer two clusters: exchange network parameters through their IPAM services and configure
+    /// both gateways.
+    Peer {
+        /// One cluster.
+        a: String,
+        /// The other.
+        b: String,
+    },
+    /// Undo `peer`.
+    Unpeer {
+        /// One cluster.
+        a: String,
+        /// The other.
+        b: String,
+    },
     /// Remove everything the lab created (also after a crash).
     Down,
     /// Validate a topology and print its resolved plan without building anything.
@@ -140,7 +156,13 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let lab = Lab::load(&prefix)?;
             let rows = status::rows(&lab)?;
             match output {
-                Format::Table => print!("{}", status::render(&lab, &rows)),
+                Format::Table => {
+                    print!("{}", status::render(&lab, &rows));
+                    print!(
+                        "{}",
+                        status::render_peerings(&lab::peering::peerings(&lab)?)
+                    );
+                }
                 Format::Json => println!(
                     "{}",
                     serde_json::to_string_pretty(&serde_json::json!({
@@ -161,11 +183,32 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Check => {
             let lab = Lab::load(&prefix)?;
-            let m = check::intra_cluster(&lab)?;
+            let m = check::with_peerings(&lab)?;
             print!("{}", m.render());
             if !m.failures().is_empty() {
                 return Ok(ExitCode::FAILURE);
             }
+        }
+        Command::Peer { a, b } => {
+            require_root()?;
+            let lab = Lab::load(&prefix)?;
+            let t = Instant::now();
+            let (va, vb) = lab::peer(&lab, &a, &b)?;
+            println!("peered {a} and {b} in {:.2} s", t.elapsed().as_secs_f64());
+            println!(
+                "  {a} sees {b}'s pods at {} (external {}), {b} sees {a}'s pods at {}",
+                va.remote_pods, va.remote_external, va.local_pods_at_peer
+            );
+            println!(
+                "  {b} sees {a}'s pods at {} (external {}), {a} sees {b}'s pods at {}",
+                vb.remote_pods, vb.remote_external, vb.local_pods_at_peer
+            );
+        }
+        Command::Unpeer { a, b } => {
+            require_root()?;
+            let lab = Lab::load(&prefix)?;
+            lab::unpeer(&lab, &a, &b)?;
+            println!("unpeered {a} and {b}");
         }
         Command::Down => {
             require_root()?;
@@ -196,16 +239,33 @@ async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
         t.elapsed().as_secs_f64()
     );
     print!("{}", status::render(&lab, &status::rows(&lab)?));
-    println!("\n== Connectivity inside each cluster (real ping and TCP between pod namespaces)\n");
-    let m = check::intra_cluster(&lab)?;
+    let t = Instant::now();
+    let (va, vb) = lab::peer(&lab, "rome", "milan")?;
+    println!(
+        "\n== Peered in {:.2} s: each cluster's IPAM remapped the other's identical pod CIDR",
+        t.elapsed().as_secs_f64()
+    );
+    println!(
+        "   rome sees milan's pods at {}; milan sees rome's pods at {}",
+        va.remote_pods, vb.remote_pods
+    );
+    println!(
+        "   (one userspace-WireGuard gateway per cluster, prefix NAT in one nftables table)\n"
+    );
+    println!(
+        "== Connectivity (real ping and TCP; each server reports the source address it sees)\n"
+    );
+    let m = check::with_peerings(&lab)?;
     print!("{}", m.render());
     println!(
-        "\nThe two clusters use the same pod addresses and are not peered yet: cross-cluster peering \
-         (gateway with userspace WireGuard and NAT) arrives with `liqo-lab peer`.\n\n\
+        "\nAcross clusters, the pods of each gateway node are reachable today; pods on the other \
+         nodes join when the overlay lands.\n\n\
          Explore:   liqo-lab --prefix {prefix} status\n\
-         \x20          liqo-lab --prefix {prefix} exec rome/n0-p0 -- ping -c1 10.200.1.2\n\
+         \x20          liqo-lab --prefix {prefix} exec rome/n0-p0 -- ping -c1 {}\n\
+         \x20          liqo-lab --prefix {prefix} exec rome/n0 -- liqo-gateway status\n\
          \x20          liqo-lab --prefix {prefix} check\n\
-         Tear down: liqo-lab --prefix {prefix} down"
+         Tear down: liqo-lab --prefix {prefix} down",
+        check::translated(&lab, "milan", "n0-p0", &va)
     );
     Ok(if m.failures().is_empty() {
         ExitCode::SUCCESS

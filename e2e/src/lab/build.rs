@@ -6,6 +6,7 @@ use dataplane::{
     IfName, Netlink, Netns, NetnsName,
     addr::AddressSpec,
     link::{LinkKind, LinkSpec},
+    nft,
     route::RouteSpec,
     sysctl,
 };
@@ -39,6 +40,30 @@ pub async fn up(prefix: Prefix, topology: Topology) -> Result<Lab, LabError> {
             Err(e)
         }
     }
+}
+
+/// The NAT router's side of its LAN to the gateway node.
+const NAT_LAN_ROUTER: &str = "192.168.77.1/24";
+/// The gateway node's side of the NAT router's LAN.
+const NAT_LAN_NODE: &str = "192.168.77.2/24";
+
+/// Masquerade everything leaving through `oif`.
+fn masquerade(oif: &str) -> nft::Ruleset {
+    let mut rs = nft::Ruleset::new(nft::Family::Ip, "lab_router".parse().expect("literal"));
+    rs.chains.push(nft::Chain {
+        name: "postrouting".parse().expect("literal"),
+        base: Some(nft::BaseChain {
+            kind: nft::ChainKind::Nat,
+            hook: nft::Hook::Postrouting,
+            priority: 100,
+            policy: nft::Policy::Accept,
+        }),
+        rules: vec![nft::Rule::new(vec![
+            nft::Expr::Oif(ifname(oif)),
+            nft::Expr::Masquerade,
+        ])],
+    });
+    rs
 }
 
 fn ifname(s: &str) -> IfName {
@@ -84,6 +109,10 @@ impl Builder {
         for c in &topo.clusters {
             self.create(names::netns(p, &[c.name.as_str(), LAN]))
                 .await?;
+            if c.behind_nat {
+                self.create(names::netns(p, &[c.name.as_str(), "nat"]))
+                    .await?;
+            }
             for n in &c.nodes {
                 self.create(names::netns(p, &[c.name.as_str(), n.name.as_str()]))
                     .await?;
@@ -95,7 +124,11 @@ impl Builder {
         }
         self.bridge(&wan, "br0", None).await?;
         for c in &topo.clusters {
-            self.cluster(p, c, &wan).await?;
+            self.cluster(p, c, &wan, topo.wan_cidr).await?;
+        }
+        // The per-cluster services, once every namespace and link exists.
+        for c in &topo.clusters {
+            super::services::start(lab, c)?;
         }
         Ok(())
     }
@@ -139,6 +172,26 @@ impl Builder {
         eth: &str,
         addr: Ipv4Net,
     ) -> Result<(), LabError> {
+        self.wire(from, port, Some(bridge), None, to, eth, addr)
+            .await
+    }
+
+    /// A veth from `port` in `from` (enslaved to `bridge`, or addressed with `port_addr`) to
+    /// `eth` in `to`, with `addr` on `eth`.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "both ends of a veth, spelled out"
+    )]
+    async fn wire(
+        &self,
+        from: &NetnsName,
+        port: &str,
+        bridge: Option<&str>,
+        port_addr: Option<Ipv4Net>,
+        to: &NetnsName,
+        eth: &str,
+        addr: Ipv4Net,
+    ) -> Result<(), LabError> {
         let what = format!("veth {from}/{port} -> {to}/{eth}");
         let spec = LinkSpec {
             name: ifname(port),
@@ -147,13 +200,23 @@ impl Builder {
                 peer_netns: Some(to.clone()),
             },
             mtu: None,
-            controller: Some(ifname(bridge)),
+            controller: bridge.map(ifname),
             up: true,
         };
         self.nl(from)
             .add_link(&spec)
             .await
             .map_err(fail(what.clone()))?;
+        if let Some(a) = port_addr {
+            let a = AddressSpec {
+                link: ifname(port),
+                addr: IpNet::V4(a),
+            };
+            self.nl(from)
+                .add_address(&a)
+                .await
+                .map_err(fail(what.clone()))?;
+        }
         let nl = self.nl(to);
         nl.set_up(&ifname(eth), true)
             .await
@@ -166,7 +229,13 @@ impl Builder {
         .map_err(fail(what))
     }
 
-    async fn cluster(&self, p: &Prefix, c: &Cluster, wan: &NetnsName) -> Result<(), LabError> {
+    async fn cluster(
+        &self,
+        p: &Prefix,
+        c: &Cluster,
+        wan: &NetnsName,
+        wan_cidr: Ipv4Net,
+    ) -> Result<(), LabError> {
         let cname = c.name.as_str();
         let lan = names::netns(p, &[cname, LAN]);
         self.bridge(&lan, "br0", None).await?;
@@ -204,6 +273,40 @@ impl Builder {
             }
         }
         let gw = names::netns(p, &[cname, c.gateway().name.as_str()]);
-        self.plug(wan, cname, "br0", &gw, "wan0", c.wan_addr).await
+        if !c.behind_nat {
+            return self.plug(wan, cname, "br0", &gw, "wan0", c.wan_addr).await;
+        }
+        // Behind a masquerading router: the router holds the WAN address.
+        let router = names::netns(p, &[cname, "nat"]);
+        self.plug(wan, cname, "br0", &router, "wan0", c.wan_addr)
+            .await?;
+        let (lan_router, lan_node): (Ipv4Net, Ipv4Net) = (
+            NAT_LAN_ROUTER.parse().expect("literal"),
+            NAT_LAN_NODE.parse().expect("literal"),
+        );
+        self.wire(
+            &router,
+            "lan0",
+            None,
+            Some(lan_router),
+            &gw,
+            "wan0",
+            lan_node,
+        )
+        .await?;
+        let to_wan = RouteSpec {
+            via: Some(lan_router.addr().into()),
+            ..RouteSpec::to(IpNet::V4(wan_cidr))
+        };
+        self.nl(&gw)
+            .add_route(&to_wan)
+            .await
+            .map_err(fail(format!("route to the WAN in {gw}")))?;
+        self.ns[&router]
+            .0
+            .run(|| sysctl::set("net.ipv4.ip_forward", "1"))?
+            .map_err(fail(format!("ip_forward in {router}")))?;
+        nft::apply(Some(&self.ns[&router].0), &masquerade("wan0"))
+            .map_err(fail(format!("NAT in {router}")))
     }
 }

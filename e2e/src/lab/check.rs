@@ -49,13 +49,28 @@ pub struct Probe {
     pub icmp: bool,
     /// The source address the destination's server saw, or why TCP failed.
     pub tcp: Result<Ipv4Addr, String>,
+    /// The source address the server should see (the source in the server's view).
+    pub expect_seen: Ipv4Addr,
 }
 
 impl Probe {
-    /// Both ICMP and TCP went through.
+    /// ICMP and TCP went through, and the server saw the expected source.
     pub fn ok(&self) -> bool {
-        self.icmp && self.tcp.is_ok()
+        self.icmp && self.tcp.as_ref().is_ok_and(|s| *s == self.expect_seen)
     }
+}
+
+/// A probe to run: from `src` to `dst` dialling `addr`; the server should see `expect_seen`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    /// Source endpoint index.
+    pub src: usize,
+    /// Destination endpoint index.
+    pub dst: usize,
+    /// Address dialled.
+    pub addr: Ipv4Addr,
+    /// Source address the server should see.
+    pub expect_seen: Ipv4Addr,
 }
 
 /// The result of a check.
@@ -86,11 +101,62 @@ pub fn endpoints(lab: &Lab) -> Vec<Endpoint> {
 /// Every pod to every other pod of the same cluster, at its own address.
 pub fn intra_cluster(lab: &Lab) -> Result<Matrix, LabError> {
     let eps = endpoints(lab);
+    let pairs = same_cluster_pairs(&eps);
+    run(eps, pairs)
+}
+
+fn same_cluster_pairs(eps: &[Endpoint]) -> Vec<Pair> {
     let mut pairs = Vec::new();
     for (s, src) in eps.iter().enumerate() {
         for (d, dst) in eps.iter().enumerate() {
             if s != d && src.cluster == dst.cluster {
-                pairs.push((s, d, dst.addr));
+                pairs.push(Pair {
+                    src: s,
+                    dst: d,
+                    addr: dst.addr,
+                    expect_seen: src.addr,
+                });
+            }
+        }
+    }
+    pairs
+}
+
+/// Every pod to every pod of its cluster, plus, for every peering, every pod of the gateway node
+/// to every pod of the peer's gateway node at its address in the source cluster's view (pods on
+/// other nodes join when the overlay lands).
+pub fn with_peerings(lab: &Lab) -> Result<Matrix, LabError> {
+    let eps = endpoints(lab);
+    let mut pairs = same_cluster_pairs(&eps);
+    let on_gateway = |e: &Endpoint| {
+        lab.topology
+            .cluster(&e.cluster)
+            .is_some_and(|c| e.pod.starts_with(&format!("{}-", c.gateway().name)))
+    };
+    for (from, to, view) in super::peering::peerings(lab)? {
+        let (Some(cf), Some(ct)) = (lab.topology.cluster(&from), lab.topology.cluster(&to)) else {
+            continue;
+        };
+        for (s, src) in eps
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.cluster == from && on_gateway(e))
+        {
+            for (d, dst) in eps
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.cluster == to && on_gateway(e))
+            {
+                pairs.push(Pair {
+                    src: s,
+                    dst: d,
+                    addr: super::peering::translate(dst.addr, &ct.pod_cidr, &view.remote_pods),
+                    expect_seen: super::peering::translate(
+                        src.addr,
+                        &cf.pod_cidr,
+                        &view.local_pods_at_peer,
+                    ),
+                });
             }
         }
     }
@@ -98,13 +164,10 @@ pub fn intra_cluster(lab: &Lab) -> Result<Matrix, LabError> {
 }
 
 /// Runs the probes `(src, dst, address to dial)` in parallel and collects the matrix.
-pub fn run(
-    endpoints: Vec<Endpoint>,
-    pairs: Vec<(usize, usize, Ipv4Addr)>,
-) -> Result<Matrix, LabError> {
+pub fn run(endpoints: Vec<Endpoint>, pairs: Vec<Pair>) -> Result<Matrix, LabError> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut servers = Vec::new();
-    let mut targets: Vec<usize> = pairs.iter().map(|p| p.1).collect();
+    let mut targets: Vec<usize> = pairs.iter().map(|p| p.dst).collect();
     targets.sort_unstable();
     targets.dedup();
     let mut started = Ok(());
@@ -128,17 +191,17 @@ pub fn run(
     })
 }
 
-fn probe_all(endpoints: &[Endpoint], pairs: Vec<(usize, usize, Ipv4Addr)>) -> Vec<Probe> {
+fn probe_all(endpoints: &[Endpoint], pairs: Vec<Pair>) -> Vec<Probe> {
     let queue = Mutex::new(pairs.into_iter().collect::<VecDeque<_>>());
     let done = Mutex::new(Vec::new());
     thread::scope(|s| {
         for _ in 0..WORKERS {
             s.spawn(|| {
                 loop {
-                    let Some((src, dst, addr)) = queue.lock().expect("queue").pop_front() else {
+                    let Some(pair) = queue.lock().expect("queue").pop_front() else {
                         break;
                     };
-                    let p = probe(&endpoints[src].netns, src, dst, addr);
+                    let p = probe(&endpoints[pair.src].netns, pair);
                     done.lock().expect("results").push(p);
                 }
             });
@@ -149,7 +212,13 @@ fn probe_all(endpoints: &[Endpoint], pairs: Vec<(usize, usize, Ipv4Addr)>) -> Ve
     probes
 }
 
-fn probe(src_ns: &NetnsName, src: usize, dst: usize, addr: Ipv4Addr) -> Probe {
+fn probe(src_ns: &NetnsName, pair: Pair) -> Probe {
+    let Pair {
+        src,
+        dst,
+        addr,
+        expect_seen,
+    } = pair;
     let ns = match Netns::open(src_ns) {
         Ok(ns) => ns,
         Err(e) => {
@@ -159,6 +228,7 @@ fn probe(src_ns: &NetnsName, src: usize, dst: usize, addr: Ipv4Addr) -> Probe {
                 addr,
                 icmp: false,
                 tcp: Err(e.to_string()),
+                expect_seen,
             };
         }
     };
@@ -177,6 +247,7 @@ fn probe(src_ns: &NetnsName, src: usize, dst: usize, addr: Ipv4Addr) -> Probe {
         addr,
         icmp,
         tcp,
+        expect_seen,
     }
 }
 
@@ -273,6 +344,7 @@ impl Matrix {
                 let cell = match self.probes.iter().find(|p| p.src == s && p.dst == d) {
                     None => "·",
                     Some(p) if p.ok() => "ok",
+                    Some(p) if p.icmp && p.tcp.is_ok() => "S!",
                     Some(p) if p.icmp => "T!",
                     Some(p) if p.tcp.is_ok() => "I!",
                     Some(_) => "XX",
@@ -284,7 +356,7 @@ impl Matrix {
         let fails = self.failures();
         let _ = writeln!(
             out,
-            "\n{} of {} probes passed (ICMP and TCP); ok = both, I! = ping failed, T! = TCP failed, XX = both, · = not probed",
+            "\n{} of {} probes passed (ICMP and TCP, source as expected); ok = all, I! = ping failed, T! = TCP failed, S! = unexpected source, XX = both failed, · = not probed",
             self.probes.len() - fails.len(),
             self.probes.len()
         );
@@ -299,11 +371,23 @@ impl Matrix {
                 d.pod,
                 p.addr,
                 if p.icmp { "ok" } else { "no answer" },
-                p.tcp
-                    .as_ref()
-                    .map_or_else(|e| e.clone(), |a| format!("ok (seen as {a})"))
+                p.tcp.as_ref().map_or_else(
+                    |e| e.clone(),
+                    |a| format!("seen as {a}, expected {}", p.expect_seen)
+                )
             );
         }
         out
     }
+}
+
+/// Where pod `pod` of `cluster` is reached through `view` (another cluster's view of it).
+pub fn translated(lab: &Lab, cluster: &str, pod: &str, view: &super::peering::View) -> Ipv4Addr {
+    let Some(c) = lab.topology.cluster(cluster) else {
+        return Ipv4Addr::UNSPECIFIED;
+    };
+    let Some((_, p)) = c.pods().find(|(_, p)| p.name == pod) else {
+        return Ipv4Addr::UNSPECIFIED;
+    };
+    super::peering::translate(p.addr.addr(), &c.pod_cidr, &view.remote_pods)
 }

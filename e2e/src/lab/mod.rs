@@ -13,6 +13,8 @@
 mod build;
 pub mod check;
 mod names;
+pub mod peering;
+pub mod services;
 mod state;
 pub mod status;
 
@@ -22,6 +24,7 @@ use dataplane::{Netns, NetnsName};
 
 pub use build::up;
 pub use names::{Prefix, Target};
+pub use peering::{peer, unpeer};
 pub use state::{DownReport, down};
 
 use crate::topology::Topology;

@@ -19,6 +19,13 @@ fn path(prefix: &Prefix) -> PathBuf {
     PathBuf::from(STATE_DIR).join(format!("{prefix}.json"))
 }
 
+/// Directory of a cluster's service files (configs, keys, state, logs).
+pub(crate) fn cluster_dir(prefix: &Prefix, cluster: &str) -> PathBuf {
+    PathBuf::from(STATE_DIR)
+        .join(format!("{prefix}.d"))
+        .join(cluster)
+}
+
 fn state_err(prefix: &Prefix) -> impl FnOnce(Box<dyn std::error::Error + Send + Sync>) -> LabError {
     let path = path(prefix);
     move |source| LabError::State { path, source }
@@ -98,6 +105,12 @@ pub fn down(prefix: &Prefix) -> Result<DownReport, LabError> {
         Ok(()) => report.state = true,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(state_err(prefix)(e.into())),
+    }
+    let dir = PathBuf::from(STATE_DIR).join(format!("{prefix}.d"));
+    if let Err(e) = fs::remove_dir_all(&dir)
+        && e.kind() != io::ErrorKind::NotFound
+    {
+        return Err(state_err(prefix)(e.into()));
     }
     Ok(report)
 }

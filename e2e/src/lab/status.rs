@@ -104,3 +104,24 @@ pub fn render(lab: &Lab, rows: &[Row]) -> String {
     }
     out
 }
+
+/// The peerings, for people.
+pub fn render_peerings(p: &[(String, String, super::peering::View)]) -> String {
+    if p.is_empty() {
+        return "\nno peerings (liqo-lab peer <a> <b>)\n".into();
+    }
+    let mut out = format!(
+        "\n{:<10} {:<10} {:<18} {:<18} {}\n",
+        "CLUSTER", "PEER", "PEER PODS (HERE)", "PEER EXT (HERE)", "OUR PODS (THERE)"
+    );
+    for (c, peer, v) in p {
+        let _ = writeln!(
+            out,
+            "{c:<10} {peer:<10} {:<18} {:<18} {}",
+            v.remote_pods.to_string(),
+            v.remote_external.to_string(),
+            v.local_pods_at_peer
+        );
+    }
+    out
+}

@@ -45,6 +45,9 @@ pub(super) struct ClusterFile {
     pub(super) node_slice_prefix: Option<i64>,
     #[serde(default)]
     pub(super) pods_per_node: Option<i64>,
+    /// Put the gateway node's WAN side behind a masquerading router.
+    #[serde(default)]
+    pub(super) behind_nat: bool,
     pub(super) nodes: NodesFile,
 }
 
@@ -135,6 +138,7 @@ pub(super) fn render(topology: &Topology) -> String {
             format!("    serviceCIDR: {}", cluster.service_cidr),
             format!("    nodeCIDR: {}", cluster.node_cidr),
             format!("    reservedSubnets: [{}]", reserved.join(", ")),
+            format!("    behindNat: {}", cluster.behind_nat),
             "    nodes:".to_owned(),
         ]);
         for node in &cluster.nodes {

@@ -113,10 +113,15 @@ fn node_specs(
     for (j, node) in list.iter().enumerate() {
         let node_path = format!("{nodes_field}[{j}]");
         let name = parse_name(&format!("{node_path}.name"), &node.name)?;
-        if name == "lan" {
+        if let Some(why) = match name.as_str() {
+            "lan" => Some("the cluster LAN"),
+            "gw" => Some("the gateway's namespace"),
+            "nat" => Some("the NAT router"),
+            _ => None,
+        } {
             return Err(TopologyError::new(
                 format!("{node_path}.name"),
-                "\"lan\" is reserved for the cluster LAN",
+                format!("\"{name}\" is reserved for {why}"),
             ));
         }
         if specs.iter().any(|s| s.name == name) {

@@ -33,6 +33,10 @@ pub struct Cluster {
     /// Address of the gateway node on the WAN, with the WAN prefix length: cluster `c` gets
     /// host `c + 1` of the WAN CIDR.
     pub wan_addr: Ipv4Net,
+    /// Whether the gateway node reaches the WAN through a masquerading router (which then holds
+    /// `wan_addr`); the node's side is 192.168.77.2/24.
+    #[serde(default)]
+    pub behind_nat: bool,
     /// The nodes; `nodes[0]` is the gateway node. A validated plan has at least one.
     pub nodes: Vec<Node>,
 }

@@ -112,7 +112,7 @@ clusters:
     reservedSubnets: [10.250.0.0/16, 10.251.0.0/16]
     podsPerNode: 1
     nodes:
-      - name: gw
+      - name: edge
         podSlice: 10.200.8.0/23
         pods: 3
       - name: n1
@@ -132,12 +132,12 @@ fn explicit_node_list_with_custom_slices() {
     );
 
     let gw = milan.gateway();
-    assert_eq!(gw.name, "gw");
+    assert_eq!(gw.name, "edge");
     assert_eq!(gw.pod_slice, net("10.200.8.0/23"));
     assert_eq!(gw.bridge_addr, net("10.200.8.1/23"));
     assert_eq!(gw.pods.len(), 3);
     assert_eq!(gw.pods[2].addr, net("10.200.8.4/23"));
-    assert_eq!(gw.pods[2].name, "gw-p2");
+    assert_eq!(gw.pods[2].name, "edge-p2");
 
     // n1 has no podSlice: it is node 1, so it gets the second /24; podsPerNode applies.
     let n1 = milan.node("n1").unwrap();

@@ -135,6 +135,7 @@ fn resolve_cluster(
         node_cidr,
         reserved_subnets,
         wan_addr,
+        behind_nat: file.behind_nat,
         nodes,
     })
 }

@@ -307,3 +307,15 @@ fn total_pods_are_at_most_512() {
     assert!(e.problem.starts_with("513 pods declared in total"), "{e}");
     assert!(e.problem.contains("at most 512 fit on one host"), "{e}");
 }
+
+#[test]
+fn lab_namespace_names_are_reserved_for_nodes() {
+    for (name, why) in [("gw", "gateway"), ("nat", "NAT router"), ("lan", "LAN")] {
+        let text = format!(
+            "clusters:\n  - name: rome\n    podCIDR: 10.200.0.0/16\n    nodes:\n      - name: {name}\n"
+        );
+        let e = super::Topology::from_yaml(&text).unwrap_err();
+        assert_eq!(e.field, "clusters[0].nodes[0].name");
+        assert!(e.problem.contains(why), "{e}");
+    }
+}

@@ -88,10 +88,37 @@ impl Device {
         Arc::clone(&self.table.read().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Replaces the peers; unchanged peers keep their sessions and counters.
+    /// Replaces the peers; unchanged peers keep their sessions and counters. New peers with a
+    /// known endpoint are sent a handshake initiation right away, so the first packet does not
+    /// wait for a keepalive.
     pub fn set_peers(&self, peers: &BTreeMap<String, config::Peer>) {
-        let mut t = self.table.write().unwrap_or_else(|p| p.into_inner());
-        *t = Arc::new(Table::build(&t, peers, &self.key, &self.limiter));
+        let fresh: Vec<Arc<Peer>> = {
+            let mut t = self.table.write().unwrap_or_else(|p| p.into_inner());
+            let next = Arc::new(Table::build(&t, peers, &self.key, &self.limiter));
+            let fresh = next
+                .by_id
+                .values()
+                .filter(|p| {
+                    t.by_id
+                        .get(&p.cfg.id)
+                        .is_none_or(|old| !Arc::ptr_eq(&old.tunn, &p.tunn))
+                })
+                .cloned()
+                .collect();
+            *t = next;
+            fresh
+        };
+        let mut out = vec![0u8; 256];
+        for peer in fresh.iter().filter(|p| p.endpoint().is_some()) {
+            let r = peer
+                .tunn
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .format_handshake_initiation(&mut out, false);
+            if let TunnResult::WriteToNetwork(init) = r {
+                self.send(peer, init);
+            }
+        }
     }
 
     /// The UDP port actually bound.
