@@ -166,3 +166,69 @@ async fn reload_adds_and_removes_a_peer_and_refuses_bad_config() {
     c.stop();
     b.stop();
 }
+
+#[tokio::test]
+async fn adding_and_removing_a_peer_never_stalls_another() {
+    let (mut spaces, a, b) = two_sites("i").await;
+    let wan = dataplane::Netns::open(&spaces.names[0]).unwrap();
+    let p = spaces.names[0].as_str().trim_end_matches("-wan").to_owned();
+    let mut c = Site::new(&mut spaces, &p, "c", &wan, "198.18.0.3/24").await;
+    c.configure(
+        &a.as_peer(Some("198.18.0.1:51840"), "10.82.0.0/16", "10.81.0.0/16"),
+        "",
+    );
+    c.start();
+    assert!(a.ping("10.71.0.2"));
+    let server = b
+        .pod
+        .command("iperf3")
+        .args(["-s", "-1", "-B", "10.200.0.2"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let client = a
+        .pod
+        .command("iperf3")
+        .args(["-c", "10.71.0.2", "-t", "6", "-i", "0.5", "-J"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let b_entry = b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16");
+    let c_entry = c.as_peer(Some("198.18.0.3:51840"), "10.81.0.0/16", "10.82.0.0/16");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    a.configure(&format!("{b_entry}{c_entry}"), "");
+    assert!(
+        eventually(3, || a.ping("10.81.0.2")),
+        "c added during the run"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    a.configure(&b_entry, "");
+    assert!(
+        eventually(3, || a.status_json().unwrap()["peers"]
+            .as_array()
+            .unwrap()
+            .len()
+            == 1),
+        "c removed during the run"
+    );
+    let out = client.wait_with_output().unwrap();
+    let mut server = server;
+    let _ = server.wait();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rates: Vec<f64> = v["intervals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["sum"]["bits_per_second"].as_f64().unwrap())
+        .collect();
+    assert!(rates.len() >= 10, "{rates:?}");
+    assert!(
+        rates.iter().all(|r| *r > 0.0),
+        "an interval with zero throughput: {rates:?}"
+    );
+    eprintln!(
+        "throughput per 0.5 s interval while c was added and removed (Mbit/s): {:?}",
+        rates.iter().map(|r| (r / 1e6).round()).collect::<Vec<_>>()
+    );
+    c.stop();
+}
