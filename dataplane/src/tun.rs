@@ -31,11 +31,19 @@ pub enum Error {
 pub struct TunOptions {
     /// One queue per file descriptor (`IFF_MULTI_QUEUE`).
     pub multi_queue: bool,
-    /// Prefix frames with a `virtio_net_hdr` (`IFF_VNET_HDR`) for offloads.
+    /// Prefix frames with a `virtio_net_hdr` (`IFF_VNET_HDR`) and let the kernel hand over
+    /// TCP/IPv4 super-packets with partial checksums (`TUNSETOFFLOAD` with `TUN_F_CSUM` and
+    /// `TUN_F_TSO4`); the reader segments them, and may write super-packets back.
     pub vnet_hdr: bool,
 }
 
+/// `TUN_F_CSUM`: the reader handles partial checksums.
+const TUN_F_CSUM: u64 = 0x01;
+/// `TUN_F_TSO4`: the reader handles TCP/IPv4 segmentation.
+const TUN_F_TSO4: u64 = 0x02;
+
 nix::ioctl_write_int!(tunsetiff, b'T', 202);
+nix::ioctl_write_int!(tunsetoffload, b'T', 208);
 
 /// Creates (or attaches another queue to) the TUN device `name` and returns its descriptor.
 /// Frames carry no packet-information header (`IFF_NO_PI`). The device lives as long as a
@@ -71,5 +79,14 @@ pub fn create(name: &IfName, opts: TunOptions) -> Result<OwnedFd, Error> {
             source: io::Error::from_raw_os_error(e as i32),
         }
     })?;
+    if opts.vnet_hdr {
+        // SAFETY: TUNSETOFFLOAD takes its flags by value; the fd is the TUN device just set up.
+        unsafe { tunsetoffload(file.as_raw_fd(), TUN_F_CSUM | TUN_F_TSO4) }.map_err(|e| {
+            Error::Create {
+                name: name.clone(),
+                source: io::Error::from_raw_os_error(e as i32),
+            }
+        })?;
+    }
     Ok(file.into())
 }

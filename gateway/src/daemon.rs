@@ -108,7 +108,15 @@ impl Gateway {
         gw_ns.run(|| sysctl::set("net.ipv4.ip_forward", "1"))??;
 
         let tun_name = cfg.tun.clone();
-        let fd = gw_ns.run(move || tun::create(&tun_name, TunOptions::default()))??;
+        let fd = gw_ns.run(move || {
+            tun::create(
+                &tun_name,
+                TunOptions {
+                    multi_queue: false,
+                    vnet_hdr: true,
+                },
+            )
+        })??;
         gw.set_mtu(&cfg.tun, cfg.mtu).await?;
         gw.set_up(&cfg.tun, true).await?;
         let udp =
@@ -199,6 +207,12 @@ impl Gateway {
         self.converge(&cfg).await?;
         self.cfg = cfg;
         Ok(())
+    }
+
+    /// Whether every data-path thread is still running (a thread that died, for example on a
+    /// panic, leaves the tunnel dead: the daemon must exit so its supervisor restarts it).
+    pub fn healthy(&self) -> bool {
+        self.threads.iter().all(|t| !t.is_finished())
     }
 
     /// The data path.

@@ -199,7 +199,10 @@ async fn adding_and_removing_a_peer_never_stalls_another() {
     a.configure(&format!("{b_entry}{c_entry}"), "");
     assert!(
         eventually(3, || a.ping("10.81.0.2")),
-        "c added during the run"
+        "c added during the run\n{}\n{}\n{}",
+        a.status_json().unwrap(),
+        a.log(),
+        c.log()
     );
     std::thread::sleep(std::time::Duration::from_millis(1000));
     a.configure(&b_entry, "");

@@ -100,11 +100,17 @@ async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
     let mut int = signal(SignalKind::interrupt())?;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
     let mut refused_text = String::new();
+    let mut failed = false;
     loop {
         tokio::select! {
             _ = term.recv() => break,
             _ = int.recv() => break,
             _ = tick.tick() => {
+                if !gw.healthy() {
+                    tracing::error!("a data-path thread stopped; shutting down so the gateway can be restarted");
+                    failed = true;
+                    break;
+                }
                 let Ok(text) = std::fs::read_to_string(&config) else { continue };
                 if text == applied_text || text == refused_text {
                     continue;
@@ -129,6 +135,9 @@ async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
         }
     }
     gw.shutdown().await.context("removing the gateway")?;
+    if failed {
+        bail!("the data path failed (see the log above)");
+    }
     Ok(())
 }
 

@@ -3,9 +3,9 @@
 use std::{
     collections::BTreeMap,
     fs::File,
-    io::{self, Read, Write},
+    io::{self, IoSlice, IoSliceMut, Read, Write},
     net::{Ipv4Addr, SocketAddr, UdpSocket},
-    os::fd::{AsFd, OwnedFd},
+    os::fd::{AsFd, AsRawFd, OwnedFd},
     sync::{
         Arc, RwLock,
         atomic::{AtomicBool, AtomicU64, Ordering},
@@ -18,16 +18,30 @@ use boringtun::noise::{
     Packet, Tunn, TunnResult, errors::WireGuardError, handshake::parse_handshake_anon,
     rate_limiter::RateLimiter,
 };
-use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::{
+    poll::{PollFd, PollFlags, PollTimeout, poll},
+    sys::socket::{
+        ControlMessage, ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg, sendmsg,
+    },
+};
 use serde::{Deserialize, Serialize};
 
-use super::peers::{Peer, Table};
+use super::{
+    offload::{Coalescer, MAX_PACKET, VNET_HDR_LEN, VirtioNetHdr, segment},
+    peers::{Peer, Table},
+};
 use crate::{config, keys::PrivateKey};
 
 /// Largest datagram or packet handled.
 const BUF: usize = 65_536;
 /// How long blocking calls wait before checking for shutdown.
 const TICK: Duration = Duration::from_millis(200);
+/// Largest batch handed to one UDP GSO `sendmsg` (the kernel's limit is one UDP datagram).
+const BATCH_BYTES: usize = 65_000;
+/// Most segments in one UDP GSO batch (`UDP_MAX_SEGMENTS`).
+const MAX_SEGMENTS: u64 = 64;
+/// UDP socket buffer size (bytes).
+const SOCKET_BUFFER: usize = 2 << 20;
 /// Handshakes accepted per second before cookies are required.
 const HANDSHAKE_RATE: u64 = 100;
 
@@ -71,6 +85,24 @@ impl Device {
     /// A device over an open TUN descriptor and a bound UDP socket.
     pub fn new(key: PrivateKey, tun: OwnedFd, udp: UdpSocket) -> io::Result<Arc<Device>> {
         udp.set_read_timeout(Some(TICK))?;
+        // Bursts of a fast sender must not overflow the socket while we decrypt.
+        use nix::sys::socket::{setsockopt, sockopt};
+        for (name, r) in [
+            (
+                "SO_RCVBUFFORCE",
+                setsockopt(&udp, sockopt::RcvBufForce, &SOCKET_BUFFER),
+            ),
+            (
+                "SO_SNDBUFFORCE",
+                setsockopt(&udp, sockopt::SndBufForce, &SOCKET_BUFFER),
+            ),
+        ] {
+            if let Err(e) = r {
+                tracing::warn!(option = name, error = %e, "could not enlarge the UDP socket buffer");
+            }
+        }
+        // Receive many datagrams per call, coalesced by the kernel.
+        setsockopt(&udp, sockopt::UdpGroSegment, &true).map_err(io::Error::from)?;
         let limiter = Arc::new(RateLimiter::new(&key.public().x25519(), HANDSHAKE_RATE));
         Ok(Arc::new(Device {
             key,
@@ -167,10 +199,43 @@ impl Device {
         }
     }
 
-    /// TUN -> encrypt -> UDP.
+    /// Sends `buf`, the concatenation of encrypted packets all `seg` bytes long but the last
+    /// (which may be shorter), to the peer with one UDP GSO `sendmsg`.
+    fn send_batch(&self, peer: &Peer, buf: &[u8], seg: usize, count: u64) {
+        if buf.is_empty() {
+            return;
+        }
+        let Some(ep) = peer.endpoint() else {
+            peer.stats.dropped.fetch_add(count, Ordering::Relaxed);
+            return;
+        };
+        let r = if buf.len() <= seg {
+            self.udp.send_to(buf, ep).map(drop)
+        } else {
+            let iov = [IoSlice::new(buf)];
+            let size = seg as u16;
+            let cmsg = [ControlMessage::UdpGsoSegments(&size)];
+            let addr = SockaddrStorage::from(ep);
+            sendmsg(
+                self.udp.as_raw_fd(),
+                &iov,
+                &cmsg,
+                MsgFlags::empty(),
+                Some(&addr),
+            )
+            .map(drop)
+            .map_err(io::Error::from)
+        };
+        if let Err(e) = r {
+            tracing::debug!(peer = %peer.cfg.id, error = %e, "send");
+            peer.stats.dropped.fetch_add(count, Ordering::Relaxed);
+        }
+    }
+
+    /// TUN -> segment -> encrypt -> UDP GSO.
     fn tun_loop(&self) {
-        let mut buf = vec![0u8; BUF];
-        let mut out = vec![0u8; BUF + 64];
+        let mut buf = vec![0u8; VNET_HDR_LEN + MAX_PACKET];
+        let mut out = vec![0u8; BATCH_BYTES + 2048];
         while !self.stopped() {
             let mut fds = [PollFd::new(self.tun.as_fd(), PollFlags::POLLIN)];
             match poll(
@@ -200,8 +265,11 @@ impl Device {
                     return;
                 }
             };
-            let pkt = &buf[..n];
-            if n < 20 || pkt[0] >> 4 != 4 {
+            let Some(h) = VirtioNetHdr::parse(&buf[..n]) else {
+                continue;
+            };
+            let pkt = &mut buf[VNET_HDR_LEN..n];
+            if pkt.len() < 20 || pkt[0] >> 4 != 4 {
                 continue; // IPv4 only
             }
             let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
@@ -210,23 +278,56 @@ impl Device {
                 self.no_route.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
-            let r = peer
-                .tunn
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .encapsulate(pkt, &mut out);
-            match r {
-                TunnResult::WriteToNetwork(data) => {
-                    peer.stats.tx_packets.fetch_add(1, Ordering::Relaxed);
-                    peer.stats.tx_bytes.fetch_add(n as u64, Ordering::Relaxed);
-                    self.send(peer, data);
+            self.encrypt_and_send(peer, &h, pkt, &mut out);
+        }
+    }
+
+    fn encrypt_and_send(&self, peer: &Peer, h: &VirtioNetHdr, pkt: &mut [u8], out: &mut [u8]) {
+        let mut tunn = peer.tunn.lock().unwrap_or_else(|p| p.into_inner());
+        // The batch: `pos` bytes of `count` packets, all `seg` long; `short` once a shorter one
+        // (which must be last) was added.
+        let (mut pos, mut seg, mut count, mut short) = (0usize, 0usize, 0u64, false);
+        let (mut packets, mut bytes) = (0u64, 0u64);
+        let result = segment(h, pkt, |s| {
+            if count > 0 && pos + s.len() + 64 > BATCH_BYTES {
+                self.send_batch(peer, &out[..pos], seg, count);
+                (pos, count, short) = (0, 0, false);
+            }
+            match tunn.encapsulate(s, &mut out[pos..]) {
+                TunnResult::WriteToNetwork(p) if p.first() == Some(&4) => {
+                    let len = p.len();
+                    // A GSO batch is equal-sized packets with at most one shorter one, last.
+                    if count > 0 && (short || len > seg || count == MAX_SEGMENTS) {
+                        self.send_batch(peer, &out[..pos], seg, count);
+                        out.copy_within(pos..pos + len, 0);
+                        (pos, count, short) = (0, 0, false);
+                    }
+                    if count == 0 {
+                        seg = len;
+                    } else if len < seg {
+                        short = true;
+                    }
+                    pos += len;
+                    count += 1;
+                    packets += 1;
+                    bytes += s.len() as u64;
                 }
+                // A handshake initiation (no session yet): send it on its own.
+                TunnResult::WriteToNetwork(p) => self.send(peer, p),
                 TunnResult::Err(e) => {
                     tracing::debug!(peer = %peer.cfg.id, error = ?e, "encapsulate")
                 }
                 _ => {}
             }
+        });
+        drop(tunn);
+        self.send_batch(peer, &out[..pos], seg, count);
+        if let Err(e) = result {
+            tracing::debug!(peer = %peer.cfg.id, error = ?e, "segmenting a packet from the tun device");
+            peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
+        peer.stats.tx_packets.fetch_add(packets, Ordering::Relaxed);
+        peer.stats.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
     /// The peer a datagram belongs to.
@@ -245,37 +346,62 @@ impl Device {
         p.cloned()
     }
 
-    /// UDP -> decrypt -> TUN, answering handshakes.
+    /// UDP (GRO) -> decrypt -> coalesce -> TUN, answering handshakes.
     fn udp_loop(&self) {
         let mut buf = vec![0u8; BUF];
         let mut out = vec![0u8; BUF];
+        let mut coalescer = Coalescer::default();
+        let mut cmsg = nix::cmsg_space!(i32);
         while !self.stopped() {
-            let (n, from) = match self.udp.recv_from(&mut buf) {
-                Ok(r) => r,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::WouldBlock
-                            | io::ErrorKind::TimedOut
-                            | io::ErrorKind::Interrupted
-                    ) =>
-                {
-                    continue;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, "receiving from the UDP socket");
-                    return;
+            let (n, from, seg) = {
+                let mut iov = [IoSliceMut::new(&mut buf)];
+                match recvmsg::<SockaddrStorage>(
+                    self.udp.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut cmsg),
+                    MsgFlags::empty(),
+                ) {
+                    Ok(m) => {
+                        let seg = m.cmsgs().ok().into_iter().flatten().find_map(|c| match c {
+                            ControlMessageOwned::UdpGroSegments(s) => usize::try_from(s).ok(),
+                            _ => None,
+                        });
+                        let from = m.address.as_ref().and_then(to_socket_addr);
+                        (m.bytes, from, seg)
+                    }
+                    Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => continue,
+                    Err(e) => {
+                        tracing::error!(error = %e, "receiving from the UDP socket");
+                        return;
+                    }
                 }
             };
+            let Some(from) = from else { continue };
             let table = self.table();
-            let Some(peer) = self.peer_of(&table, &buf[..n]) else {
-                continue;
+            let mut write = |frame: &[u8]| {
+                if let Err(e) = (&self.tun).write(frame) {
+                    tracing::debug!(error = %e, "writing to the tun device");
+                }
             };
-            self.decapsulate(&peer, from, &buf[..n], &mut out);
+            for datagram in buf[..n].chunks(seg.unwrap_or(n).max(1)) {
+                let Some(peer) = self.peer_of(&table, datagram) else {
+                    continue;
+                };
+                self.decapsulate(&peer, from, datagram, &mut out, &mut coalescer, &mut write);
+            }
+            coalescer.finish(&mut write);
         }
     }
 
-    fn decapsulate(&self, peer: &Peer, from: SocketAddr, datagram: &[u8], out: &mut [u8]) {
+    fn decapsulate(
+        &self,
+        peer: &Peer,
+        from: SocketAddr,
+        datagram: &[u8],
+        out: &mut [u8],
+        coalescer: &mut Coalescer,
+        write: &mut impl FnMut(&[u8]),
+    ) {
         let mut tunn = peer.tunn.lock().unwrap_or_else(|p| p.into_inner());
         let mut first = true;
         loop {
@@ -300,9 +426,7 @@ impl Device {
                         peer.stats
                             .rx_bytes
                             .fetch_add(p.len() as u64, Ordering::Relaxed);
-                        if let Err(e) = (&self.tun).write(p) {
-                            tracing::debug!(error = %e, "writing to the tun device");
-                        }
+                        coalescer.push(p, write);
                     } else {
                         tracing::debug!(peer = %peer.cfg.id, %src, "source outside the peer's allowed IPs");
                         peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
@@ -379,4 +503,11 @@ impl Device {
             })
             .collect()
     }
+}
+
+fn to_socket_addr(s: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = s.as_sockaddr_in() {
+        return Some(SocketAddr::V4((*v4).into()));
+    }
+    s.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into()))
 }

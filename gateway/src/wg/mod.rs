@@ -5,6 +5,7 @@
 //! reconfiguration; peers whose identity did not change keep their session.
 
 mod device;
+pub mod offload;
 pub mod peers;
 
 pub use device::{Device, PeerStatus};
