@@ -348,3 +348,25 @@ pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
     }
     false
 }
+
+/// Like [`tcp_seen`] with plain namespaces: serves one connection in `server` on `addr:port`'s
+/// port, dials `addr:port` from `client`, returns the client address the server saw.
+pub fn tcp_seen_raw(client: &Netns, server: &Netns, addr: &str, port: u16) -> String {
+    let listener = server
+        .run(move || TcpListener::bind(("0.0.0.0", port)))
+        .unwrap()
+        .unwrap();
+    let serve = thread::spawn(move || {
+        let (mut s, peer) = listener.accept().unwrap();
+        s.write_all(peer.ip().to_string().as_bytes()).unwrap();
+    });
+    let dial = format!("{addr}:{port}");
+    let mut c = client
+        .run(move || TcpStream::connect(dial))
+        .unwrap()
+        .unwrap();
+    let mut seen = String::new();
+    c.read_to_string(&mut seen).unwrap();
+    serve.join().unwrap();
+    seen
+}

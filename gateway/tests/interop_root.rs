@@ -1,0 +1,198 @@
+//! Interoperability (needs root, `wireguard-go` and `wg`): our gateway and an independent
+//! WireGuard implementation, wireguard-go configured with `wg`, exchange traffic both ways.
+
+mod common;
+
+use std::{process::Command, time::Duration};
+
+use common::{Site, Spaces, eventually, prefix, route, wire};
+use dataplane::{Netlink, route::RouteSpec};
+
+fn need(tool: &str) {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "this test needs `{tool}` (Debian packages wireguard-go and wireguard-tools; .ci/install installs them)"
+    );
+}
+
+#[tokio::test]
+async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
+    need("wireguard-go");
+    need("wg");
+    let p = prefix("x");
+    let mut spaces = Spaces::new();
+    let wan = spaces.create(&format!("{p}-wan")).await;
+    Netlink::connect_in(&wan)
+        .unwrap()
+        .add_link(&dataplane::link::LinkSpec {
+            name: "br0".parse().unwrap(),
+            kind: dataplane::link::LinkKind::Bridge,
+            mtu: None,
+            controller: None,
+            up: true,
+        })
+        .await
+        .unwrap();
+    let mut ours = Site::new(&mut spaces, &p, "ours", &wan, "198.18.0.1/24").await;
+
+    // The other side: a host running wireguard-go, with a pod 10.90.0.2 behind it.
+    let host = spaces.create(&format!("{p}-wggo")).await;
+    let pod = spaces.create(&format!("{p}-wggo-pod")).await;
+    wire(
+        &wan,
+        "wggo",
+        "",
+        Some("br0"),
+        &host,
+        "wan0",
+        "198.18.0.2/24",
+    )
+    .await;
+    wire(
+        &host,
+        "p0",
+        "10.90.0.1/24",
+        None,
+        &pod,
+        "eth0",
+        "10.90.0.2/24",
+    )
+    .await;
+    route(&pod, "0.0.0.0/0", "10.90.0.1").await;
+    host.run(|| dataplane::sysctl::set("net.ipv4.ip_forward", "1"))
+        .unwrap()
+        .unwrap();
+    // The UAPI socket directory is shared by all namespaces: a per-test interface name.
+    let ifname = format!("wg{}", std::process::id() % 100_000);
+    let key = Command::new("wg").arg("genkey").output().unwrap().stdout;
+    let key = String::from_utf8(key).unwrap().trim().to_owned();
+    let key_file = ours.dir.join("wggo.key");
+    std::fs::write(&key_file, &key).unwrap();
+    let mut pubkey = Command::new("wg")
+        .arg("pubkey")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(pubkey.stdin.as_mut().unwrap(), key.as_bytes()).unwrap();
+    let wggo_pub = String::from_utf8(pubkey.wait_with_output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut wggo = host
+        .command("wireguard-go")
+        .args(["-f", &ifname])
+        .env("LOG_LEVEL", "error")
+        .spawn()
+        .unwrap();
+    assert!(
+        eventually(5, || std::path::Path::new(&format!(
+            "/var/run/wireguard/{ifname}.sock"
+        ))
+        .exists()),
+        "wireguard-go did not start"
+    );
+    let wg = |args: &[&str]| {
+        let out = host.command("wg").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "wg {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    wg(&[
+        "set",
+        &ifname,
+        "listen-port",
+        "51840",
+        "private-key",
+        key_file.to_str().unwrap(),
+    ]);
+    wg(&[
+        "set",
+        &ifname,
+        "peer",
+        &ours.key,
+        "endpoint",
+        "198.18.0.1:51840",
+        "allowed-ips",
+        "10.200.0.0/16",
+        "persistent-keepalive",
+        "5",
+    ]);
+    let nl = Netlink::connect_in(&host).unwrap();
+    nl.set_mtu(&ifname.parse().unwrap(), 1420).await.unwrap();
+    nl.set_up(&ifname.parse().unwrap(), true).await.unwrap();
+    nl.add_route(&RouteSpec {
+        dev: Some(ifname.parse().unwrap()),
+        ..RouteSpec::to("10.200.0.0/16".parse().unwrap())
+    })
+    .await
+    .unwrap();
+
+    // Our side: wireguard-go's pods are not remapped, and it sees ours as they are.
+    let peer = format!(
+        "  - id: wggo\n    publicKey: {wggo_pub}\n    endpoint: 198.18.0.2:51840\n    remotePodCIDR: 10.90.0.0/24\n    localPodCIDRAtPeer: 10.200.0.0/16\n"
+    );
+    ours.configure(&peer, "");
+    ours.start();
+
+    assert!(
+        eventually(10, || ours.ping("10.90.0.2")),
+        "ours -> wireguard-go\n{}",
+        ours.log()
+    );
+    let back = pod
+        .command("ping")
+        .args(["-c1", "-W2", "-q", "10.200.0.2"])
+        .output()
+        .unwrap();
+    assert!(back.status.success(), "wireguard-go -> ours");
+    // TCP both ways, and a bulk transfer that exercises our offloads against its batching.
+    let seen = common::tcp_seen_raw(&pod, &ours.pod, "10.200.0.2", 7201);
+    assert_eq!(seen, "10.90.0.2");
+    let seen = common::tcp_seen_raw(&ours.pod, &pod, "10.90.0.2", 7202);
+    assert_eq!(seen, "10.200.0.2");
+    let server = pod
+        .command("iperf3")
+        .args(["-s", "-1", "-B", "10.90.0.2"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = ours
+        .pod
+        .command("iperf3")
+        .args(["-c", "10.90.0.2", "-t", "2", "-J"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let bps = v["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(
+        bps > 10e6,
+        "bulk TCP through both implementations: {bps} bit/s"
+    );
+    eprintln!("ours -> wireguard-go: {:.0} Mbit/s", bps / 1e6);
+    let mut server = server;
+    let _ = server.wait();
+    let status = String::from_utf8(
+        host.command("wg")
+            .args(["show", &ifname, "latest-handshakes"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        status.contains(&ours.key),
+        "wireguard-go has a handshake with us: {status}"
+    );
+    let _ = wggo.kill();
+    let _ = wggo.wait();
+}
