@@ -183,6 +183,7 @@ async fn adding_and_removing_a_peer_never_stalls_another() {
         .pod
         .command("iperf3")
         .args(["-s", "-1", "-B", "10.200.0.2"])
+        .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(300));
