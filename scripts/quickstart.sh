@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash .ci/install >/dev/null
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
-cargo build --release --locked -q -p e2e --bin liqo-lab
+cargo build --release --locked -q --bins
 exec ./target/release/liqo-lab "$@" quickstart
