@@ -286,14 +286,33 @@ impl Ipam {
             .position(|p| p.id == *id && p.pod_cidr == pod && p.external_cidr == external)
             .map(|i| self.released.remove(i));
         let hints = before.as_ref().map(|p| (p.pod_view, p.external_view));
-        let pod_view = match self.take_or_alloc(pod, hints.map(|h| h.0), id, "pod CIDR") {
-            Ok(v) => v,
-            Err(e) => {
-                self.released.extend(before);
-                return Err(e);
+        // Take every announced prefix that is free first, so that remapping one of them never
+        // consumes the other.
+        let keep_pod = self.is_free(&pod);
+        if keep_pod {
+            self.take(&pod, id);
+        }
+        let keep_ext = self.is_free(&external);
+        if keep_ext {
+            self.take(&external, id);
+        }
+        let pod_view = if keep_pod {
+            pod
+        } else {
+            match self.take_or_alloc(pod, hints.map(|h| h.0), id, "pod CIDR") {
+                Ok(v) => v,
+                Err(e) => {
+                    if keep_ext {
+                        self.give_back(&external);
+                    }
+                    self.released.extend(before);
+                    return Err(e);
+                }
             }
         };
-        let external_view =
+        let external_view = if keep_ext {
+            external
+        } else {
             match self.take_or_alloc(external, hints.map(|h| h.1), id, "external CIDR") {
                 Ok(v) => v,
                 Err(e) => {
@@ -301,7 +320,8 @@ impl Ipam {
                     self.released.extend(before);
                     return Err(e);
                 }
-            };
+            }
+        };
         let peer = Peer {
             id: id.clone(),
             pod_cidr: pod,
