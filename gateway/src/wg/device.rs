@@ -104,6 +104,11 @@ impl Device {
         // Receive many datagrams per call, coalesced by the kernel.
         setsockopt(&udp, sockopt::UdpGroSegment, &true).map_err(io::Error::from)?;
         let limiter = Arc::new(RateLimiter::new(&key.public().x25519(), HANDSHAKE_RATE));
+        nix::fcntl::fcntl(
+            &tun,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )
+        .map_err(io::Error::from)?;
         Ok(Arc::new(Device {
             key,
             limiter,
@@ -237,29 +242,24 @@ impl Device {
         let mut buf = vec![0u8; VNET_HDR_LEN + MAX_PACKET];
         let mut out = vec![0u8; BATCH_BYTES + 2048];
         while !self.stopped() {
-            let mut fds = [PollFd::new(self.tun.as_fd(), PollFlags::POLLIN)];
-            match poll(
-                &mut fds,
-                PollTimeout::try_from(TICK).unwrap_or(PollTimeout::NONE),
-            ) {
-                Ok(0) => continue,
-                Ok(_) => {}
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => {
-                    tracing::error!(error = %e, "polling the tun device");
-                    return;
-                }
-            }
+            // Non-blocking reads: under load the next packet is usually there already, so poll
+            // (and sleep) only when the device is empty.
             let n = match (&self.tun).read(&mut buf) {
                 Ok(n) => n,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
-                    ) =>
-                {
-                    continue;
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let mut fds = [PollFd::new(self.tun.as_fd(), PollFlags::POLLIN)];
+                    match poll(
+                        &mut fds,
+                        PollTimeout::try_from(TICK).unwrap_or(PollTimeout::NONE),
+                    ) {
+                        Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                        Err(e) => {
+                            tracing::error!(error = %e, "polling the tun device");
+                            return;
+                        }
+                    }
                 }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     tracing::error!(error = %e, "reading the tun device");
                     return;

@@ -20,6 +20,8 @@ pub const GSO_NONE: u8 = 0;
 pub const GSO_TCPV4: u8 = 1;
 /// Largest IPv4 packet.
 pub const MAX_PACKET: usize = 65_535;
+/// Largest IPv4 + TCP header (60 + 60 bytes).
+const MAX_HEADERS: usize = 120;
 
 /// The virtio-net header of a packet read from or written to the TUN device (native endian).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -163,18 +165,25 @@ pub fn segment(
     if mss == 0 || hdr > pkt.len() || thl < 20 {
         return Err(SegmentError::Malformed);
     }
-    let (headers, payload) = pkt.split_at(hdr);
+    if hdr > MAX_HEADERS {
+        return Err(SegmentError::Malformed);
+    }
+    // Segment `i` is built in place: its headers are written just before its payload, over bytes
+    // of the previous segment that were already emitted.
+    let mut headers = [0u8; MAX_HEADERS];
+    headers[..hdr].copy_from_slice(&pkt[..hdr]);
+    let headers = &headers[..hdr];
     let id = u16::from_be_bytes([headers[4], headers[5]]);
     let seq = u32::from_be_bytes(headers[ihl + 4..ihl + 8].try_into().expect("4 bytes"));
     let flags = headers[ihl + 13];
-    let mut seg = [0u8; MAX_PACKET];
-    let chunks = payload.chunks(mss);
-    let n = chunks.len();
-    for (i, chunk) in chunks.enumerate() {
-        let len = hdr + chunk.len();
-        let s = &mut seg[..len];
+    let payload = pkt.len() - hdr;
+    let n = payload.div_ceil(mss);
+    for i in 0..n {
+        let chunk = mss.min(payload - i * mss);
+        let start = i * mss;
+        let len = hdr + chunk;
+        let s = &mut pkt[start..start + len];
         s[..hdr].copy_from_slice(headers);
-        s[hdr..].copy_from_slice(chunk);
         s[2..4].copy_from_slice(&(len as u16).to_be_bytes());
         s[4..6].copy_from_slice(&id.wrapping_add(i as u16).to_be_bytes());
         fix_ipv4_checksum(&mut s[..ihl]);
