@@ -9,18 +9,7 @@ use common::{Site, Spaces, eventually, prefix, tcp_seen};
 async fn two_sites(tag: &str) -> (Spaces, Site, Site) {
     let p = prefix(tag);
     let mut spaces = Spaces::new();
-    let wan = spaces.create(&format!("{p}-wan")).await;
-    dataplane::Netlink::connect_in(&wan)
-        .unwrap()
-        .add_link(&dataplane::link::LinkSpec {
-            name: "br0".parse().unwrap(),
-            kind: dataplane::link::LinkKind::Bridge,
-            mtu: None,
-            controller: None,
-            up: true,
-        })
-        .await
-        .unwrap();
+    let wan = common::wan(&mut spaces, &p).await;
     let mut a = Site::new(&mut spaces, &p, "a", &wan, "198.18.0.1/24").await;
     let mut b = Site::new(&mut spaces, &p, "b", &wan, "198.18.0.2/24").await;
     a.configure(

@@ -25,18 +25,7 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
     need("wg");
     let p = prefix("x");
     let mut spaces = Spaces::new();
-    let wan = spaces.create(&format!("{p}-wan")).await;
-    Netlink::connect_in(&wan)
-        .unwrap()
-        .add_link(&dataplane::link::LinkSpec {
-            name: "br0".parse().unwrap(),
-            kind: dataplane::link::LinkKind::Bridge,
-            mtu: None,
-            controller: None,
-            up: true,
-        })
-        .await
-        .unwrap();
+    let wan = common::wan(&mut spaces, &p).await;
     let mut ours = Site::new(&mut spaces, &p, "ours", &wan, "198.18.0.1/24").await;
 
     // The other side: a host running wireguard-go, with a pod 10.90.0.2 behind it.

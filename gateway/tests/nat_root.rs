@@ -8,7 +8,6 @@ use std::time::Instant;
 use common::{Site, Spaces, eventually, prefix, route, tcp_seen, wire};
 use dataplane::{
     Netlink,
-    link::{LinkKind, LinkSpec},
     nft::{self, BaseChain, Chain, ChainKind, Expr, Family, Hook, Policy, Rule, Ruleset},
 };
 
@@ -58,18 +57,7 @@ async fn router_up(name: &str, wan: &dataplane::Netns, natted: &Site, wan_addr: 
 async fn natted_cluster_reaches_a_public_one_and_survives_a_new_mapping() {
     let p = prefix("n");
     let mut spaces = Spaces::new();
-    let wan = spaces.create(&format!("{p}-wan")).await;
-    Netlink::connect_in(&wan)
-        .unwrap()
-        .add_link(&LinkSpec {
-            name: "br0".parse().unwrap(),
-            kind: LinkKind::Bridge,
-            mtu: None,
-            controller: None,
-            up: true,
-        })
-        .await
-        .unwrap();
+    let wan = common::wan(&mut spaces, &p).await;
     let mut public = Site::new(&mut spaces, &p, "pub", &wan, "198.18.0.1/24").await;
     let mut natted = Site::new(&mut spaces, &p, "nat", &wan, "").await;
 

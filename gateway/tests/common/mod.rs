@@ -67,6 +67,23 @@ impl Spaces {
     }
 }
 
+/// The WAN: a namespace with a bridge `br0` that sites attach to.
+pub async fn wan(spaces: &mut Spaces, prefix: &str) -> Netns {
+    let wan = spaces.create(&format!("{prefix}-wan")).await;
+    Netlink::connect_in(&wan)
+        .unwrap()
+        .add_link(&LinkSpec {
+            name: "br0".parse().unwrap(),
+            kind: LinkKind::Bridge,
+            mtu: None,
+            controller: None,
+            up: true,
+        })
+        .await
+        .unwrap();
+    wan
+}
+
 impl Drop for Spaces {
     fn drop(&mut self) {
         for n in self.names.iter().rev() {
@@ -316,25 +333,7 @@ impl Drop for Site {
 /// Serves one TCP connection in `server`'s pod on `port`; dials `addr:port` from `client`'s
 /// pod; returns the client address the server saw.
 pub fn tcp_seen(client: &Site, server: &Site, addr: &str, port: u16) -> String {
-    let listener = server
-        .pod
-        .run(move || TcpListener::bind(("10.200.0.2", port)))
-        .unwrap()
-        .unwrap();
-    let serve = thread::spawn(move || {
-        let (mut s, peer) = listener.accept().unwrap();
-        s.write_all(peer.ip().to_string().as_bytes()).unwrap();
-    });
-    let dial = format!("{addr}:{port}");
-    let mut c = client
-        .pod
-        .run(move || TcpStream::connect(dial))
-        .unwrap()
-        .unwrap();
-    let mut seen = String::new();
-    c.read_to_string(&mut seen).unwrap();
-    serve.join().unwrap();
-    seen
+    tcp_seen_raw(&client.pod, &server.pod, addr, port)
 }
 
 /// Polls `f` every 100 ms for up to `secs` seconds.
