@@ -6,8 +6,8 @@ use ipnet::IpNet;
 use rtnetlink::packet_route::{
     AddressFamily, RouteNetlinkMessage,
     route::{
-        RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteProtocol,
-        RouteScope, RouteType,
+        RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric,
+        RouteProtocol, RouteScope, RouteType,
     },
 };
 
@@ -34,6 +34,8 @@ pub struct RouteSpec {
     pub src: Option<IpAddr>,
     /// Metric.
     pub metric: Option<u32>,
+    /// Path MTU of the route (`mtu` metric).
+    pub mtu: Option<u32>,
     /// Treat the next hop as on-link even if no address covers it.
     pub onlink: bool,
 }
@@ -48,6 +50,7 @@ impl RouteSpec {
             table: MAIN_TABLE,
             src: None,
             metric: None,
+            mtu: None,
             onlink: false,
         }
     }
@@ -65,6 +68,7 @@ impl RouteSpec {
             && self.table == current.table
             && self.via == current.via
             && self.onlink == current.onlink
+            && same(&self.mtu, &current.mtu)
             && same(&self.dev, &current.dev)
             && same(&self.src, &current.src)
             && same(&self.metric, &current.metric)
@@ -85,6 +89,9 @@ impl fmt::Display for RouteSpec {
         }
         if let Some(m) = self.metric {
             write!(f, " metric {m}")?;
+        }
+        if let Some(m) = self.mtu {
+            write!(f, " mtu {m}")?;
         }
         if self.onlink {
             f.write_str(" onlink")?;
@@ -140,6 +147,9 @@ fn message(spec: &RouteSpec, dev_index: Option<u32>) -> RouteMessage {
     if let Some(m) = spec.metric {
         a.push(RouteAttribute::Priority(m));
     }
+    if let Some(m) = spec.mtu {
+        a.push(RouteAttribute::Metrics(vec![RouteMetric::Mtu(m)]));
+    }
     msg
 }
 
@@ -187,7 +197,8 @@ pub fn parse(msg: &RouteMessage, name_of: impl Fn(u32) -> Option<IfName>) -> Opt
         return None;
     }
     let mut table = u32::from(msg.header.table);
-    let (mut dst, mut via, mut dev, mut src, mut metric) = (None, None, None, None, None);
+    let (mut dst, mut via, mut dev, mut src, mut metric, mut mtu) =
+        (None, None, None, None, None, None);
     for a in &msg.attributes {
         match a {
             RouteAttribute::Table(t) => table = *t,
@@ -199,6 +210,12 @@ pub fn parse(msg: &RouteMessage, name_of: impl Fn(u32) -> Option<IfName>) -> Opt
             RouteAttribute::PrefSource(RouteAddress::Inet6(v)) => src = Some(IpAddr::V6(*v)),
             RouteAttribute::Oif(i) => dev = name_of(*i),
             RouteAttribute::Priority(m) => metric = Some(*m),
+            RouteAttribute::Metrics(ms) => {
+                mtu = ms.iter().find_map(|m| match m {
+                    RouteMetric::Mtu(v) => Some(*v),
+                    _ => None,
+                });
+            }
             _ => {}
         }
     }
@@ -218,6 +235,7 @@ pub fn parse(msg: &RouteMessage, name_of: impl Fn(u32) -> Option<IfName>) -> Opt
         table,
         src,
         metric,
+        mtu,
         onlink,
     })
 }
@@ -268,6 +286,7 @@ mod tests {
                 "dev" => spec.dev = Some(parts.next().unwrap().parse().unwrap()),
                 "table" => spec.table = parts.next().unwrap().parse().unwrap(),
                 "onlink" => spec.onlink = true,
+                "mtu" => spec.mtu = Some(parts.next().unwrap().parse().unwrap()),
                 _ => panic!("{k}"),
             }
         }
@@ -280,6 +299,7 @@ mod tests {
             "10.200.1.0/24 via 172.18.0.2 dev eth0",
             "0.0.0.0/0 via 10.0.0.1",
             "10.9.0.0/16 dev vx onlink table 1000",
+            "0.0.0.0/0 via 10.0.0.1 mtu 1420",
         ] {
             let spec = r(s);
             let req = add(&spec, spec.dev.as_ref().map(|_| 9));

@@ -5,5 +5,6 @@
 //! checks connectivity with real packets. The `liqo-lab` binary is a thin CLI over both. This
 //! crate is test and demo infrastructure: no product daemon depends on it.
 
+pub mod bench;
 pub mod lab;
 pub mod topology;

@@ -5,6 +5,7 @@ use std::{path::PathBuf, process::ExitCode, time::Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use e2e::{
+    bench::{self, Profile, Variant},
     lab::{self, Lab, Prefix, Target, check, status},
     topology::Topology,
 };
@@ -62,6 +63,47 @@ enum Command {
     Plan(Source),
     /// The main demo: build two clusters with the same pod CIDR and show them working.
     Quickstart,
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: Bench,
+    },
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// Our gateway against the plain routed path, boringtun-cli and wireguard-go (Debian and
+    /// latest) on one topology where only the gateway-to-gateway leg changes; installs the
+    /// peers itself.
+    Tunnel(TunnelArgs),
+}
+
+#[derive(Args)]
+struct TunnelArgs {
+    /// Interleaved repeats (medians need at least 5).
+    #[arg(long, default_value_t = 5)]
+    repeats: u32,
+    /// Seconds per iperf3 test.
+    #[arg(long, default_value_t = 5)]
+    seconds: u32,
+    /// Variants to measure (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Variant::ALL)]
+    variants: Vec<Variant>,
+    /// CPU profiles (comma-separated).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Profile::ALL)]
+    profiles: Vec<Profile>,
+    /// Install nothing; fail if a peer or tool is missing.
+    #[arg(long)]
+    skip_install: bool,
+    /// Allow fewer than 5 repeats (smoke tests, not numbers).
+    #[arg(long)]
+    quick: bool,
+    /// Where built peers are cached.
+    #[arg(long, env = "LIQO_BENCH_CACHE", default_value = bench::DEFAULT_CACHE)]
+    cache: PathBuf,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 #[derive(Args)]
@@ -219,8 +261,43 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             );
         }
         Command::Quickstart => return quickstart(prefix).await,
+        Command::Bench {
+            what: Bench::Tunnel(args),
+        } => return bench_tunnel(prefix, args).await,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn bench_tunnel(prefix: Prefix, a: TunnelArgs) -> Result<ExitCode> {
+    require_root()?;
+    let report = bench::tunnel(bench::Options {
+        prefix,
+        repeats: a.repeats,
+        seconds: a.seconds,
+        variants: a.variants,
+        profiles: a.profiles,
+        skip_install: a.skip_install,
+        quick: a.quick,
+        cache: a.cache,
+    })
+    .await?;
+    match a.output {
+        Format::Table => print!("{}", bench::render::render(&report)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    let failed = report.failed_variants();
+    if failed.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let names: Vec<&str> = failed.iter().map(|v| v.label()).collect();
+    eprintln!(
+        "error: these variants failed to pass traffic: {}",
+        names.join(", ")
+    );
+    for f in report.failures() {
+        eprintln!("  {f}");
+    }
+    Ok(ExitCode::FAILURE)
 }
 
 async fn quickstart(prefix: Prefix) -> Result<ExitCode> {

@@ -1,0 +1,269 @@
+//! The peers and tools the bench needs, installed by the bench itself (idempotently): Debian
+//! packages with apt, boringtun-cli with `cargo install`, and the latest wireguard-go with
+//! `go install` from the Go module proxy. Each records what it did and how long it took.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::Instant,
+};
+
+use super::fetch::{boringtun, wggo_latest};
+use super::{
+    BenchError, Options, Profile, Variant,
+    parse::first_line,
+    report::{Install, Tool},
+};
+use crate::lab::services;
+
+/// boringtun-cli's version on crates.io.
+pub const BORINGTUN_VERSION: &str = "0.7.1";
+/// The wireguard-go module.
+pub const WGGO_MODULE: &str = "golang.zx2c4.com/wireguard";
+
+/// Paths of everything the bench runs, and what it installed.
+#[derive(Debug, Clone, Default)]
+pub struct Peers {
+    /// `liqo-gateway`.
+    pub gateway: Option<PathBuf>,
+    /// `boringtun-cli`.
+    pub boringtun: Option<PathBuf>,
+    /// Debian's `wireguard-go`.
+    pub wggo_debian: Option<PathBuf>,
+    /// wireguard-go built from the Go module proxy.
+    pub wggo_latest: Option<PathBuf>,
+    /// `wg`, to configure the WireGuard daemons.
+    pub wg: Option<PathBuf>,
+    /// `iperf3`.
+    pub iperf3: PathBuf,
+    /// `ping`.
+    pub ping: PathBuf,
+    /// `taskset`, to pin processes.
+    pub taskset: Option<PathBuf>,
+    /// Versions, for the header.
+    pub tools: Vec<Tool>,
+    /// What was installed, for the header.
+    pub installs: Vec<Install>,
+}
+
+impl Peers {
+    /// The daemon binary of a tunnel variant.
+    pub fn daemon(&self, v: Variant) -> Option<&Path> {
+        match v {
+            Variant::Plain => None,
+            Variant::Ours => self.gateway.as_deref(),
+            Variant::Boringtun => self.boringtun.as_deref(),
+            Variant::WgGoDebian => self.wggo_debian.as_deref(),
+            Variant::WgGoLatest => self.wggo_latest.as_deref(),
+        }
+    }
+}
+
+pub(super) fn install_err(what: &str, detail: impl Into<String>) -> BenchError {
+    BenchError::Install {
+        what: what.into(),
+        detail: detail.into(),
+    }
+}
+
+/// `name` in `$PATH` or the usual system directories.
+pub fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(
+            [
+                "/usr/local/sbin",
+                "/usr/local/bin",
+                "/usr/sbin",
+                "/usr/bin",
+                "/sbin",
+                "/bin",
+            ]
+            .map(PathBuf::from),
+        )
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// The last lines of a log, for error messages.
+fn tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Runs `cmd` with its output in `log`; on failure, the error holds the log's tail.
+pub(super) fn run_logged(what: &str, cmd: &mut Command, log: &Path) -> Result<(), BenchError> {
+    let out = fs::File::create(log)
+        .map_err(|e| install_err(what, format!("creating {}: {e}", log.display())))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| install_err(what, e.to_string()))?;
+    let status = cmd
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .status()
+        .map_err(|e| install_err(what, format!("starting {:?}: {e}", cmd.get_program())))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(install_err(
+            what,
+            format!("{status} (log {}):\n{}", log.display(), tail(log, 15)),
+        ))
+    }
+}
+
+fn version_of(path: &Path, arg: &str) -> String {
+    // Never `--help` for wireguard-go: it would create an interface named `--help`.
+    Command::new(path)
+        .arg(arg)
+        .stdin(Stdio::null())
+        .output()
+        .map(|o| {
+            let out = first_line(&String::from_utf8_lossy(&o.stdout));
+            if out.is_empty() {
+                first_line(&String::from_utf8_lossy(&o.stderr))
+            } else {
+                out
+            }
+        })
+        .unwrap_or_else(|e| format!("unknown ({e})"))
+}
+
+fn timed<T>(
+    what: &str,
+    installs: &mut Vec<Install>,
+    f: impl FnOnce() -> Result<(T, String), BenchError>,
+) -> Result<T, BenchError> {
+    let t = Instant::now();
+    let (v, action) = f()?;
+    let secs = t.elapsed().as_secs_f64();
+    if action != "present" {
+        eprintln!("bench: {what}: {action} in {secs:.1} s");
+    }
+    installs.push(Install {
+        what: what.into(),
+        action,
+        secs,
+    });
+    Ok(v)
+}
+
+fn dpkg_installed(pkg: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", pkg])
+        .stderr(Stdio::null())
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "install ok installed")
+}
+
+/// Installs the missing Debian packages (`apt-get update` once, only if one is missing).
+fn apt(pkgs: &[&str], cache: &Path) -> Result<String, BenchError> {
+    let missing: Vec<&str> = pkgs
+        .iter()
+        .copied()
+        .filter(|p| !dpkg_installed(p))
+        .collect();
+    if missing.is_empty() {
+        return Ok("present".into());
+    }
+    let what = format!("Debian packages {}", missing.join(" "));
+    eprintln!("bench: installing {what} with apt-get ...");
+    let apt = |args: &[&str]| {
+        let mut c = Command::new("apt-get");
+        c.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        c
+    };
+    run_logged(
+        "apt-get update (is the Debian archive reachable?)",
+        &mut apt(&["update"]),
+        &cache.join("apt-update.log"),
+    )?;
+    let mut args = vec!["install", "-y", "--no-install-recommends"];
+    args.extend(&missing);
+    run_logged(&what, &mut apt(&args), &cache.join("apt-install.log"))?;
+    Ok(format!("installed {}", missing.join(" ")))
+}
+
+/// `path` with the first line of `path version_arg` (never `--help`: wireguard-go would create an
+/// interface named `--help`).
+fn tool(name: &str, path: &Path, version_arg: &str) -> Tool {
+    Tool {
+        name: name.into(),
+        path: path.display().to_string(),
+        version: version_of(path, version_arg),
+    }
+}
+
+fn need(what: &str) -> Result<PathBuf, BenchError> {
+    which(what).ok_or_else(|| BenchError::Missing {
+        what: what.into(),
+        path: "$PATH".into(),
+    })
+}
+
+/// Finds, and unless `skip_install` installs, everything `opts` needs.
+pub fn prepare(opts: &Options) -> Result<Peers, BenchError> {
+    let has = |v| opts.variants.contains(&v);
+    let cache = &opts.cache;
+    fs::create_dir_all(cache)
+        .map_err(|e| install_err("the cache", format!("{}: {e}", cache.display())))?;
+    let mut p = Peers::default();
+    let mut pkgs = vec!["iperf3", "iputils-ping"];
+    let wg_tools = has(Variant::Boringtun) || has(Variant::WgGoDebian) || has(Variant::WgGoLatest);
+    if wg_tools {
+        pkgs.push("wireguard-tools");
+    }
+    if has(Variant::WgGoDebian) {
+        pkgs.push("wireguard-go");
+    }
+    if !opts.skip_install {
+        timed(&format!("apt: {}", pkgs.join(" ")), &mut p.installs, || {
+            Ok(((), apt(&pkgs, cache)?))
+        })?;
+    }
+    p.iperf3 = need("iperf3")?;
+    p.ping = need("ping")?;
+    p.tools.push(tool("iperf3", &p.iperf3, "--version"));
+    p.tools.push(tool("ping", &p.ping, "-V"));
+    if opts.profiles.contains(&Profile::Split) {
+        p.taskset = Some(need("taskset")?);
+    }
+    if wg_tools {
+        let wg = need("wg")?;
+        p.tools.push(tool("wg", &wg, "--version"));
+        p.wg = Some(wg);
+    }
+    if has(Variant::Ours) {
+        let gw = services::bin("liqo-gateway")?;
+        p.tools.push(tool("ours (liqo-gateway)", &gw, "--version"));
+        p.gateway = Some(gw);
+    }
+    if has(Variant::Boringtun) {
+        let what = format!("boringtun-cli {BORINGTUN_VERSION} (cargo install)");
+        let bin = timed(&what, &mut p.installs, || {
+            boringtun(cache, opts.skip_install)
+        })?;
+        p.tools.push(tool("boringtun-cli", &bin, "--version"));
+        p.boringtun = Some(bin);
+    }
+    if has(Variant::WgGoDebian) {
+        let bin = need("wireguard-go")?;
+        p.tools.push(tool("wireguard-go Debian", &bin, "--version"));
+        p.wggo_debian = Some(bin);
+    }
+    if has(Variant::WgGoLatest) {
+        let what = format!("wireguard-go latest ({WGGO_MODULE}@latest, go install)");
+        let (bin, module) = timed(&what, &mut p.installs, || {
+            wggo_latest(cache, opts.skip_install)
+        })?;
+        let mut t = tool("wireguard-go latest", &bin, "--version");
+        t.version = format!("{} (module {module})", t.version);
+        p.tools.push(t);
+        p.wggo_latest = Some(bin);
+    }
+    Ok(p)
+}

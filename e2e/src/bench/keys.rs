@@ -1,0 +1,125 @@
+//! The keys and configuration files of a run: one key pair per side, used by every tunnel, in
+//! the run directory (mode 0600).
+
+use std::{
+    fs::OpenOptions,
+    io::Write as _,
+    os::unix::fs::OpenOptionsExt,
+    path::{Path, PathBuf},
+};
+
+use gateway::{
+    config::{File as GatewayFile, PeerFile},
+    keys::PrivateKey,
+};
+
+use super::{
+    BenchError, TUNNEL_MTU,
+    bed::{self, Bed},
+};
+
+/// UDP port of the WireGuard daemons.
+const WG_PORT: u16 = 51820;
+/// UDP port of our gateway.
+const OURS_PORT: u16 = 51840;
+
+fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
+    BenchError::Step {
+        what: what.into(),
+        detail: detail.into(),
+    }
+}
+
+/// `A` or `B`.
+pub(crate) fn side(side_a: bool) -> char {
+    if side_a { 'A' } else { 'B' }
+}
+
+/// The keys and configuration files of a run (one key pair per side, used by every tunnel).
+pub(crate) struct Keys {
+    dir: PathBuf,
+}
+
+fn write_secret(path: &Path, text: &str) -> Result<(), BenchError> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| fail(format!("writing {}", path.display()), e.to_string()))
+}
+
+impl Keys {
+    /// Creates both keys and the configurations of every tunnel in the run directory.
+    pub(crate) fn create(bed: &Bed) -> Result<Keys, BenchError> {
+        let dir = bed.names.run_dir();
+        let keys: Vec<PrivateKey> = [true, false]
+            .iter()
+            .map(|a| {
+                let path = dir.join(format!("key{}", side(*a)));
+                PrivateKey::load_or_create(&path)
+                    .map_err(|e| BenchError::step(format!("creating {}", path.display()), &e))
+            })
+            .collect::<Result<_, _>>()?;
+        for side_a in [true, false] {
+            let (me, peer) = if side_a { (0, 1) } else { (1, 0) };
+            let (local, remote, endpoint, peer_tun) = if side_a {
+                (
+                    bed::POD_A_NET,
+                    bed::POD_B_NET,
+                    bed::GW_B_UNDERLAY,
+                    bed::TUN_B,
+                )
+            } else {
+                (
+                    bed::POD_B_NET,
+                    bed::POD_A_NET,
+                    bed::GW_A_UNDERLAY,
+                    bed::TUN_A,
+                )
+            };
+            let wg = format!(
+                "[Interface]\nPrivateKey = {}\nListenPort = {WG_PORT}\n\n[Peer]\nPublicKey = {}\n\
+                 Endpoint = {endpoint}:{WG_PORT}\nAllowedIPs = {peer_tun}/32, {remote}\n",
+                keys[me].to_base64(),
+                keys[peer].public()
+            );
+            write_secret(&dir.join(format!("wg{}.conf", side(side_a))), &wg)?;
+            let ours = GatewayFile {
+                namespace: Some(bed.names.gateway_netns(side_a).to_string()),
+                listen_port: Some(OURS_PORT),
+                private_key_file: Some(
+                    dir.join(format!("key{}", side(side_a)))
+                        .display()
+                        .to_string(),
+                ),
+                mtu: Some(TUNNEL_MTU),
+                local_pod_cidr: Some(local.into()),
+                peers: vec![PeerFile {
+                    id: format!("side-{}", side(!side_a).to_ascii_lowercase()),
+                    public_key: keys[peer].public().to_string(),
+                    endpoint: Some(format!("{endpoint}:{OURS_PORT}")),
+                    remote_pod_cidr: remote.into(),
+                    // Identity views: no remapping.
+                    local_pod_cidr_at_peer: local.into(),
+                    ..PeerFile::default()
+                }],
+                ..GatewayFile::default()
+            };
+            let yaml = serde_saphyr::to_string(&ours)
+                .map_err(|e| BenchError::step("encoding the gateway configuration", &e))?;
+            write_secret(&dir.join(format!("ours{}.yaml", side(side_a))), &yaml)?;
+        }
+        Ok(Keys { dir })
+    }
+
+    pub(crate) fn wg_conf(&self, side_a: bool) -> PathBuf {
+        self.dir.join(format!("wg{}.conf", side(side_a)))
+    }
+
+    pub(crate) fn ours_conf(&self, side_a: bool) -> PathBuf {
+        self.dir.join(format!("ours{}.yaml", side(side_a)))
+    }
+}
