@@ -1,39 +1,15 @@
 //! The lab on the real kernel (needs root): build, connectivity, coexistence, teardown.
 
-use std::{
-    process::Command,
-    sync::atomic::{AtomicUsize, Ordering},
-};
+mod common;
 
-use dataplane::{Netns, netns::require_root};
+use std::process::Command;
+
+use common::LabGuard;
+use dataplane::Netns;
 use e2e::{
     lab::{self, Lab, LabError, Prefix, check},
     topology::Topology,
 };
-
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-/// A lab prefix unique to this test process and call, torn down on drop (even on panic).
-struct LabGuard(Prefix);
-
-impl LabGuard {
-    fn new() -> LabGuard {
-        require_root();
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let letter = (b'a' + u8::try_from(n).unwrap()) as char;
-        LabGuard(
-            format!("e{letter}{}", std::process::id() % 10_000_000)
-                .parse()
-                .unwrap(),
-        )
-    }
-}
-
-impl Drop for LabGuard {
-    fn drop(&mut self) {
-        let _ = lab::down(&self.0);
-    }
-}
 
 fn leftovers(p: &Prefix) -> Vec<String> {
     Netns::list()
@@ -59,7 +35,7 @@ fn assert_all_ok(m: &check::Matrix) {
 
 #[tokio::test]
 async fn two_clusters_every_pod_reaches_every_pod_of_its_cluster() {
-    let g = LabGuard::new();
+    let g = LabGuard::new('e');
     let lab = lab::up(g.0.clone(), Topology::preset("two-clusters").unwrap())
         .await
         .unwrap();
@@ -89,7 +65,7 @@ async fn two_clusters_every_pod_reaches_every_pod_of_its_cluster() {
 
 #[tokio::test]
 async fn two_labs_with_different_prefixes_coexist() {
-    let (a, b) = (LabGuard::new(), LabGuard::new());
+    let (a, b) = (LabGuard::new('e'), LabGuard::new('e'));
     let la = lab::up(a.0.clone(), Topology::preset("two-clusters").unwrap())
         .await
         .unwrap();
@@ -106,7 +82,7 @@ async fn two_labs_with_different_prefixes_coexist() {
 
 #[tokio::test]
 async fn down_after_a_crash_leaves_nothing() {
-    let g = LabGuard::new();
+    let g = LabGuard::new('e');
     let lab = lab::up(g.0.clone(), Topology::preset("one-cluster").unwrap())
         .await
         .unwrap();
@@ -138,7 +114,7 @@ async fn down_after_a_crash_leaves_nothing() {
 
 #[tokio::test]
 async fn up_twice_is_refused_and_keeps_the_first_lab() {
-    let g = LabGuard::new();
+    let g = LabGuard::new('e');
     let lab = lab::up(g.0.clone(), Topology::preset("one-cluster").unwrap())
         .await
         .unwrap();
@@ -164,7 +140,7 @@ fn cli(prefix: &Prefix, args: &[&str]) -> std::process::Output {
 
 #[test]
 fn cli_round_trip_and_bad_topology() {
-    let g = LabGuard::new();
+    let g = LabGuard::new('e');
     let dir = std::env::temp_dir().join(format!("liqo-lab-{}", g.0));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.yaml");

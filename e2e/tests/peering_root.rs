@@ -1,35 +1,14 @@
 //! Peering in the lab (needs root): IPAM services and gateways per cluster, real WireGuard
 //! between the gateway nodes, NAT between identical pod CIDRs.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod common;
 
-use dataplane::{Netns, netns::require_root};
+use common::LabGuard;
+use dataplane::Netns;
 use e2e::{
-    lab::{self, Prefix, check, peering},
+    lab::{self, check, peering},
     topology::Topology,
 };
-
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-struct LabGuard(Prefix);
-
-impl LabGuard {
-    fn new() -> LabGuard {
-        require_root();
-        let letter = (b'a' + u8::try_from(NEXT.fetch_add(1, Ordering::Relaxed)).unwrap()) as char;
-        LabGuard(
-            format!("p{letter}{}", std::process::id() % 10_000_000)
-                .parse()
-                .unwrap(),
-        )
-    }
-}
-
-impl Drop for LabGuard {
-    fn drop(&mut self) {
-        let _ = lab::down(&self.0);
-    }
-}
 
 fn cross_cluster(m: &check::Matrix) -> Vec<&check::Probe> {
     m.probes
@@ -40,7 +19,7 @@ fn cross_cluster(m: &check::Matrix) -> Vec<&check::Probe> {
 
 #[tokio::test]
 async fn three_clusters_with_one_pod_cidr_peered_pairwise() {
-    let g = LabGuard::new();
+    let g = LabGuard::new('p');
     let lab = lab::up(g.0.clone(), Topology::preset("three-clusters").unwrap())
         .await
         .unwrap();
@@ -83,7 +62,7 @@ async fn three_clusters_with_one_pod_cidr_peered_pairwise() {
 
 #[tokio::test]
 async fn a_cluster_behind_nat_peers_with_a_public_one() {
-    let g = LabGuard::new();
+    let g = LabGuard::new('p');
     let topo = Topology::from_yaml(
         "clusters:\n  - name: home\n    podCIDR: 10.200.0.0/16\n    behindNat: true\n    nodes: 1\n  - name: cloud\n    podCIDR: 10.200.0.0/16\n    nodes: 1\n  - name: office\n    podCIDR: 10.200.0.0/16\n    behindNat: true\n    nodes: 1\n",
     )
