@@ -7,7 +7,8 @@ use rtnetlink::{
     packet_route::{
         RouteNetlinkMessage,
         link::{
-            InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo as NlInfo, LinkMessage,
+            InfoData, InfoKind, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo as NlInfo,
+            LinkMessage,
         },
     },
 };
@@ -148,6 +149,21 @@ pub fn set_mtu(index: u32, name: &IfName, mtu: u32) -> Request {
     )
 }
 
+/// `ip link set <index> address <mac>`.
+pub fn set_mac(index: u32, name: &IfName, mac: [u8; 6]) -> Request {
+    let msg = LinkUnspec::new_with_index(index)
+        .address(mac.to_vec())
+        .build();
+    let what = format!(
+        "set link {name} address {}",
+        mac.iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    );
+    Request::new(RouteNetlinkMessage::SetLink(msg), Mode::Modify, what)
+}
+
 /// `ip link set <index> netns <fd>`.
 pub fn set_netns(index: u32, name: &IfName, fd: RawFd, netns: &NetnsName) -> Request {
     let msg = LinkUnspec::new_with_index(index).setns_by_fd(fd).build();
@@ -195,6 +211,8 @@ pub struct LinkInfo {
     pub controller: Option<u32>,
     /// Hardware address.
     pub mac: Vec<u8>,
+    /// VXLAN network identifier and UDP port, for a VXLAN device.
+    pub vxlan: Option<(u32, u16)>,
 }
 
 /// Reads a [`LinkInfo`] out of a kernel message.
@@ -207,6 +225,7 @@ pub fn parse(msg: &LinkMessage) -> LinkInfo {
         mtu: 0,
         controller: None,
         mac: Vec::new(),
+        vxlan: None,
     };
     for attr in &msg.attributes {
         match attr {
@@ -216,8 +235,20 @@ pub fn parse(msg: &LinkMessage) -> LinkInfo {
             LinkAttribute::Address(a) => info.mac.clone_from(a),
             LinkAttribute::LinkInfo(infos) => {
                 for i in infos {
-                    if let NlInfo::Kind(k) = i {
-                        info.kind = kind_name(k);
+                    match i {
+                        NlInfo::Kind(k) => info.kind = kind_name(k),
+                        NlInfo::Data(InfoData::Vxlan(attrs)) => {
+                            let (mut vni, mut port) = (0, 0);
+                            for a in attrs {
+                                match a {
+                                    InfoVxlan::Id(v) => vni = *v,
+                                    InfoVxlan::Port(p) => port = *p,
+                                    _ => {}
+                                }
+                            }
+                            info.vxlan = Some((vni, port));
+                        }
+                        _ => {}
                     }
                 }
             }

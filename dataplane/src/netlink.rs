@@ -191,6 +191,19 @@ impl Netlink {
             .map(drop)
     }
 
+    /// VNI and UDP port of the VXLAN device `name`, if it is one.
+    pub async fn vxlan_identity(&self, name: &IfName) -> Result<Option<(u32, u16)>, Error> {
+        Ok(self.link(name).await?.and_then(|l| l.vxlan))
+    }
+
+    /// Sets a link's hardware address.
+    pub async fn set_mac(&self, name: &IfName, mac: [u8; 6]) -> Result<(), Error> {
+        let index = self.index(name).await?;
+        self.execute(link::set_mac(index, name, mac))
+            .await
+            .map(drop)
+    }
+
     /// Moves a link into another namespace.
     pub async fn move_link(&self, name: &IfName, to: &Netns) -> Result<(), Error> {
         let index = self.index(name).await?;

@@ -1,0 +1,301 @@
+//! The agent's desired state: the cluster's nodes, which one is the gateway, and the remote
+//! ranges, from a YAML file validated before anything changes (errors name the field).
+
+use std::{collections::BTreeMap, net::Ipv4Addr};
+
+use dataplane::IfName;
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+/// A refused configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct ConfigError {
+    /// Path of the bad field.
+    pub field: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+fn bad(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError {
+        field: field.into(),
+        problem: problem.into(),
+    }
+}
+
+/// Defaults (as upstream Liqo's v0.5 overlay).
+pub mod defaults {
+    /// VXLAN device.
+    pub const DEVICE: &str = "liqo.vxlan";
+    /// VXLAN network identifier.
+    pub const VNI: u32 = 18952;
+    /// VXLAN UDP port (not 4789, to stay clear of CNIs using VXLAN).
+    pub const PORT: u16 = 4879;
+    /// Overlay MTU (1500 minus VXLAN's 50 bytes).
+    pub const MTU: u32 = 1450;
+    /// Routing table and rule priority.
+    pub const TABLE: u32 = 18952;
+}
+
+/// The file as written.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct File {
+    /// This node's name.
+    pub node: String,
+    /// The node running the gateway.
+    pub gateway: String,
+    /// Every node of the cluster.
+    pub nodes: Vec<NodeFile>,
+    /// The remote clusters' ranges as they appear here (pods and external CIDRs of every peer).
+    #[serde(rename = "remoteCIDRs")]
+    pub remote_cidrs: Vec<String>,
+    /// VXLAN device name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// VXLAN network identifier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vni: Option<u32>,
+    /// VXLAN UDP port.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// Overlay MTU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<u32>,
+    /// Underlay interface the VXLAN device sends through (optional).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub underlay_interface: Option<String>,
+}
+
+/// A node as written.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct NodeFile {
+    /// Name.
+    pub name: String,
+    /// Underlay (node) address.
+    pub address: String,
+    /// The node's pod CIDR.
+    #[serde(rename = "podCIDR")]
+    pub pod_cidr: String,
+}
+
+/// A validated node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Name.
+    pub name: String,
+    /// Underlay address.
+    pub address: Ipv4Addr,
+    /// Pod CIDR.
+    pub pod_cidr: Ipv4Net,
+}
+
+impl Node {
+    /// The node's overlay address: 240.b.c.d for underlay a.b.c.d (as upstream Liqo).
+    pub fn overlay_ip(&self) -> Ipv4Addr {
+        let o = self.address.octets();
+        Ipv4Addr::new(240, o[1], o[2], o[3])
+    }
+
+    /// The node's VXLAN MAC, derived from its overlay address (locally administered), so every
+    /// node knows every other's without ARP.
+    pub fn mac(&self) -> [u8; 6] {
+        let o = self.address.octets();
+        [0x02, 0x4c, 0x51, o[1], o[2], o[3]]
+    }
+}
+
+/// A validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// This node.
+    pub me: String,
+    /// The gateway node.
+    pub gateway: String,
+    /// Nodes by name.
+    pub nodes: BTreeMap<String, Node>,
+    /// Remote ranges.
+    pub remote_cidrs: Vec<Ipv4Net>,
+    /// Device.
+    pub device: IfName,
+    /// VNI.
+    pub vni: u32,
+    /// Port.
+    pub port: u16,
+    /// MTU.
+    pub mtu: u32,
+    /// Underlay interface.
+    pub underlay: Option<IfName>,
+}
+
+impl Config {
+    /// This node.
+    pub fn me(&self) -> &Node {
+        &self.nodes[&self.me]
+    }
+
+    /// The gateway node.
+    pub fn gateway(&self) -> &Node {
+        &self.nodes[&self.gateway]
+    }
+
+    /// Whether this node runs the gateway.
+    pub fn is_gateway(&self) -> bool {
+        self.me == self.gateway
+    }
+
+    /// The other nodes.
+    pub fn others(&self) -> impl Iterator<Item = &Node> {
+        self.nodes.values().filter(|n| n.name != self.me)
+    }
+}
+
+fn cidr(field: &str, s: &str) -> Result<Ipv4Net, ConfigError> {
+    let n: Ipv4Net = s
+        .trim()
+        .parse()
+        .map_err(|_| bad(field, format!("{s:?} is not an IPv4 CIDR (a.b.c.d/len)")))?;
+    if n != n.trunc() {
+        return Err(bad(
+            field,
+            format!("{n} has host bits set (did you mean {}?)", n.trunc()),
+        ));
+    }
+    Ok(n)
+}
+
+impl File {
+    /// Parses YAML.
+    pub fn parse(text: &str) -> Result<File, ConfigError> {
+        serde_saphyr::from_str(text).map_err(|e| {
+            bad(
+                "<file>",
+                e.to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ")
+                    .to_owned(),
+            )
+        })
+    }
+
+    /// Checks every field.
+    pub fn validate(&self) -> Result<Config, ConfigError> {
+        let mut nodes = BTreeMap::new();
+        let mut overlay: BTreeMap<Ipv4Addr, String> = BTreeMap::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            let f = |x: &str| format!("nodes[{i}].{x}");
+            if n.name.is_empty() {
+                return Err(bad(f("name"), "is empty"));
+            }
+            if nodes.contains_key(&n.name) {
+                return Err(bad(f("name"), format!("duplicate node {:?}", n.name)));
+            }
+            let address: Ipv4Addr = n.address.parse().map_err(|_| {
+                bad(
+                    f("address"),
+                    format!("{:?} is not an IPv4 address", n.address),
+                )
+            })?;
+            let node = Node {
+                name: n.name.clone(),
+                address,
+                pod_cidr: cidr(&f("podCIDR"), &n.pod_cidr)?,
+            };
+            if let Some(other) = overlay.insert(node.overlay_ip(), n.name.clone()) {
+                return Err(bad(
+                    f("address"),
+                    format!(
+                        "{address} gives the same overlay address {} as node {other:?}",
+                        node.overlay_ip()
+                    ),
+                ));
+            }
+            if let Some(o) = nodes.values().find(|o: &&Node| {
+                o.pod_cidr.contains(&node.pod_cidr) || node.pod_cidr.contains(&o.pod_cidr)
+            }) {
+                return Err(bad(
+                    f("podCIDR"),
+                    format!(
+                        "{} overlaps node {:?}'s {}",
+                        node.pod_cidr, o.name, o.pod_cidr
+                    ),
+                ));
+            }
+            nodes.insert(n.name.clone(), node);
+        }
+        if !nodes.contains_key(&self.node) {
+            return Err(bad("node", format!("{:?} is not in nodes", self.node)));
+        }
+        if !nodes.contains_key(&self.gateway) {
+            return Err(bad(
+                "gateway",
+                format!("{:?} is not in nodes", self.gateway),
+            ));
+        }
+        let mut remote_cidrs: Vec<Ipv4Net> = Vec::new();
+        for (i, r) in self.remote_cidrs.iter().enumerate() {
+            let n = cidr(&format!("remoteCIDRs[{i}]"), r)?;
+            if let Some(node) = nodes
+                .values()
+                .find(|x| x.pod_cidr.contains(&n) || n.contains(&x.pod_cidr))
+            {
+                return Err(bad(
+                    format!("remoteCIDRs[{i}]"),
+                    format!(
+                        "{n} overlaps node {:?}'s pod CIDR {}",
+                        node.name, node.pod_cidr
+                    ),
+                ));
+            }
+            if let Some(o) = remote_cidrs
+                .iter()
+                .find(|o| o.contains(&n) || n.contains(*o))
+            {
+                return Err(bad(
+                    format!("remoteCIDRs[{i}]"),
+                    format!("{n} overlaps {o}"),
+                ));
+            }
+            remote_cidrs.push(n);
+        }
+        let device: IfName = self
+            .device
+            .as_deref()
+            .unwrap_or(defaults::DEVICE)
+            .parse()
+            .map_err(|e| bad("device", format!("{e}")))?;
+        let vni = self.vni.unwrap_or(defaults::VNI);
+        if vni == 0 || vni >= 1 << 24 {
+            return Err(bad("vni", format!("{vni} is outside 1..16777215")));
+        }
+        let port = self.port.unwrap_or(defaults::PORT);
+        if port == 0 {
+            return Err(bad("port", "must be 1 to 65535"));
+        }
+        let mtu = self.mtu.unwrap_or(defaults::MTU);
+        if !(576..=9000).contains(&mtu) {
+            return Err(bad("mtu", format!("{mtu} is outside 576..=9000")));
+        }
+        let underlay = self
+            .underlay_interface
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| bad("underlayInterface", format!("{e}")))?;
+        Ok(Config {
+            me: self.node.clone(),
+            gateway: self.gateway.clone(),
+            nodes,
+            remote_cidrs,
+            device,
+            vni,
+            port,
+            mtu,
+            underlay,
+        })
+    }
+}

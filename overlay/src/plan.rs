@@ -1,0 +1,199 @@
+//! What the kernel should hold on this node, as plain values.
+//!
+//! - Every node: a VXLAN device with its overlay address (240.b.c.d/8), a static forwarding entry
+//!   and neighbour for every other node (deterministic MACs: no ARP, no flooding).
+//! - An ordinary node: `to <remote range> lookup 18952`, and in table 18952 each remote range via
+//!   the gateway node's overlay address.
+//! - The gateway node: `from <remote range> lookup 18952`, and in table 18952 each other node's
+//!   pod CIDR via that node's overlay address, so traffic from remote clusters reaches pods on
+//!   other nodes over the overlay, the way their replies come back (symmetric routing; strict
+//!   reverse-path filters stay happy). Traffic *to* remote ranges on the gateway node is the
+//!   gateway's business (its own table into its namespace).
+
+use std::net::IpAddr;
+
+use dataplane::{
+    link::{LinkKind, LinkSpec, VxlanSpec},
+    neigh::{FdbSpec, NeighbourSpec},
+    route::RouteSpec,
+    rule::RuleSpec,
+};
+use ipnet::{IpNet, Ipv4Net};
+
+use crate::config::Config;
+
+/// The VXLAN device.
+pub fn device(c: &Config) -> LinkSpec {
+    LinkSpec {
+        name: c.device.clone(),
+        kind: LinkKind::Vxlan(VxlanSpec {
+            vni: c.vni,
+            port: c.port,
+            local: Some(c.me().address),
+            dev: c.underlay.clone(),
+            learning: false,
+        }),
+        mtu: Some(c.mtu),
+        controller: None,
+        up: true,
+    }
+}
+
+/// This node's overlay address.
+pub fn address(c: &Config) -> IpNet {
+    IpNet::V4(Ipv4Net::new(c.me().overlay_ip(), 8).expect("/8"))
+}
+
+/// Forwarding entries: each other node's MAC lives at its underlay address.
+pub fn fdb(c: &Config) -> Vec<FdbSpec> {
+    c.others()
+        .map(|n| FdbSpec {
+            link: c.device.clone(),
+            mac: n.mac(),
+            dst: IpAddr::V4(n.address),
+        })
+        .collect()
+}
+
+/// Neighbours: each other node's overlay address has its MAC.
+pub fn neighbours(c: &Config) -> Vec<NeighbourSpec> {
+    c.others()
+        .map(|n| NeighbourSpec {
+            link: c.device.clone(),
+            ip: IpAddr::V4(n.overlay_ip()),
+            mac: n.mac(),
+        })
+        .collect()
+}
+
+/// Routes of the overlay table.
+pub fn routes(c: &Config, table: u32) -> Vec<RouteSpec> {
+    let via = |n: std::net::Ipv4Addr, dst: Ipv4Net| RouteSpec {
+        via: Some(IpAddr::V4(n)),
+        dev: Some(c.device.clone()),
+        table,
+        onlink: true,
+        ..RouteSpec::to(IpNet::V4(dst))
+    };
+    if c.is_gateway() {
+        c.others()
+            .map(|n| via(n.overlay_ip(), n.pod_cidr))
+            .collect()
+    } else {
+        c.remote_cidrs
+            .iter()
+            .map(|r| via(c.gateway().overlay_ip(), *r))
+            .collect()
+    }
+}
+
+/// Rules sending the right traffic to the overlay table.
+pub fn rules(c: &Config, table: u32) -> Vec<RuleSpec> {
+    c.remote_cidrs
+        .iter()
+        .map(|r| {
+            let (from, to) = if c.is_gateway() {
+                (Some(IpNet::V4(*r)), None)
+            } else {
+                (None, Some(IpNet::V4(*r)))
+            };
+            RuleSpec {
+                priority: table,
+                from,
+                to,
+                iif: None,
+                fwmark: None,
+                table,
+                v6: false,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::File;
+
+    fn config(me: &str) -> Config {
+        let text = format!(
+            "node: {me}\ngateway: n0\nremoteCIDRs: [10.71.0.0/16, 10.72.0.0/16]\nnodes:\n  - {{name: n0, address: 172.18.0.1, podCIDR: 10.200.0.0/24}}\n  - {{name: n1, address: 172.18.0.2, podCIDR: 10.200.1.0/24}}\n  - {{name: n2, address: 172.18.0.3, podCIDR: 10.200.2.0/24}}\n"
+        );
+        File::parse(&text).unwrap().validate().unwrap()
+    }
+
+    fn show<T: ToString>(v: &[T]) -> Vec<String> {
+        v.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn ordinary_nodes_send_remote_ranges_to_the_gateway() {
+        let c = config("n1");
+        assert_eq!(address(&c).to_string(), "240.18.0.2/8");
+        assert_eq!(
+            show(&routes(&c, 18952)),
+            [
+                "10.71.0.0/16 via 240.18.0.1 dev liqo.vxlan onlink table 18952",
+                "10.72.0.0/16 via 240.18.0.1 dev liqo.vxlan onlink table 18952"
+            ]
+        );
+        assert_eq!(
+            show(&rules(&c, 18952)),
+            [
+                "18952: to 10.71.0.0/16 lookup 18952",
+                "18952: to 10.72.0.0/16 lookup 18952"
+            ]
+        );
+        let f = fdb(&c);
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].mac, [0x02, 0x4c, 0x51, 18, 0, 1]);
+    }
+
+    #[test]
+    fn the_gateway_node_returns_traffic_over_the_overlay() {
+        let c = config("n0");
+        assert_eq!(
+            show(&routes(&c, 18952)),
+            [
+                "10.200.1.0/24 via 240.18.0.2 dev liqo.vxlan onlink table 18952",
+                "10.200.2.0/24 via 240.18.0.3 dev liqo.vxlan onlink table 18952"
+            ]
+        );
+        assert_eq!(
+            show(&rules(&c, 18952)),
+            [
+                "18952: from 10.71.0.0/16 lookup 18952",
+                "18952: from 10.72.0.0/16 lookup 18952"
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_values_name_their_field() {
+        let good = "node: n1\ngateway: n0\nremoteCIDRs: [10.71.0.0/16]\nnodes:\n  - {name: n0, address: 172.18.0.1, podCIDR: 10.200.0.0/24}\n  - {name: n1, address: 172.18.0.2, podCIDR: 10.200.1.0/24}\n";
+        let cases = [
+            (good.replace("gateway: n0", "gateway: n9"), "gateway"),
+            (good.replace("node: n1", "node: x"), "node"),
+            (
+                good.replace("10.200.1.0/24", "10.200.0.128/25"),
+                "nodes[1].podCIDR",
+            ),
+            (good.replace("172.18.0.2", "173.18.0.1"), "nodes[1].address"),
+            (
+                good.replace("10.71.0.0/16", "10.200.0.0/16"),
+                "remoteCIDRs[0]",
+            ),
+            (
+                good.replace("10.71.0.0/16", "10.71.0.1/16"),
+                "remoteCIDRs[0]",
+            ),
+            (format!("vni: 0\n{good}"), "vni"),
+            (format!("mtu: 100\n{good}"), "mtu"),
+            (format!("bogus: 1\n{good}"), "<file>"),
+        ];
+        for (text, field) in cases {
+            let e = File::parse(&text).and_then(|f| f.validate()).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+        }
+    }
+}
