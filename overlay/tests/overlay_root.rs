@@ -198,10 +198,10 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
         nodes.push(n);
         pods.push(pod);
     }
-    for i in 0..3 {
+    for (i, node) in nodes.iter().enumerate() {
         for j in (0..3).filter(|j| *j != i) {
             route(
-                &nodes[i],
+                node,
                 &format!("10.200.{j}.0/24"),
                 &format!("172.18.0.{}", j + 1),
             )
