@@ -307,6 +307,11 @@ impl File {
                         .and_then(|a| {
                             if a.port() == 0 {
                                 Err(bad(f("endpoint"), "port 0"))
+                            } else if a.is_ipv6() {
+                                Err(bad(
+                                    f("endpoint"),
+                                    format!("{a}: IPv6 endpoints are not supported yet"),
+                                ))
                             } else {
                                 Ok(a)
                             }

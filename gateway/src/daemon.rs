@@ -83,6 +83,11 @@ impl Gateway {
         let gw_ns = match Netns::open(&cfg.namespace) {
             Ok(ns) => ns,
             Err(dataplane::netns::Error::NotFound(_)) => Netns::create(&cfg.namespace)?,
+            // An entry left unmounted by a crash while it was being created: start over.
+            Err(dataplane::netns::Error::NotANamespace(_)) => {
+                Netns::delete(&cfg.namespace)?;
+                Netns::create(&cfg.namespace)?
+            }
             Err(e) => return Err(e.into()),
         };
         let host = Netlink::connect()?;
@@ -200,13 +205,23 @@ impl Gateway {
                 .into());
             }
         }
-        if cfg.mtu != self.cfg.mtu {
-            self.gw.set_mtu(&cfg.tun, cfg.mtu).await?;
+        // Applied step by step; if a step fails, everything goes back to the previous
+        // configuration so that the running state is never a mix of the two.
+        if let Err(e) = self.switch(&cfg).await {
+            let old = self.cfg.clone();
+            if let Err(undo) = self.switch(&old).await {
+                tracing::error!(error = %undo, "restoring the previous configuration");
+            }
+            return Err(e);
         }
-        self.device.set_peers(&cfg.peers);
-        self.converge(&cfg).await?;
         self.cfg = cfg;
         Ok(())
+    }
+
+    async fn switch(&mut self, cfg: &Config) -> Result<(), GatewayError> {
+        self.gw.set_mtu(&cfg.tun, cfg.mtu).await?;
+        self.device.set_peers(&cfg.peers);
+        self.converge(cfg).await
     }
 
     /// Whether every data-path thread is still running (a thread that died, for example on a

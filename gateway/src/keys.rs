@@ -121,15 +121,19 @@ impl PrivateKey {
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     fs::create_dir_all(dir).map_err(err("creating the directory of"))?;
                 }
+                // Written aside and renamed into place: a crash never leaves an empty key file.
+                let tmp = path.with_extension("tmp");
+                let _ = fs::remove_file(&tmp);
                 let mut f = OpenOptions::new()
                     .write(true)
                     .create_new(true)
                     .mode(0o600)
-                    .open(path)
+                    .open(&tmp)
                     .map_err(err("creating"))?;
                 f.write_all(format!("{}\n", key.to_base64()).as_bytes())
                     .map_err(err("writing"))?;
                 f.sync_all().map_err(err("syncing"))?;
+                fs::rename(&tmp, path).map_err(err("installing"))?;
                 Ok(key)
             }
             Err(e) => Err(err("reading")(e)),

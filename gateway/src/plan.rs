@@ -19,7 +19,7 @@
 use dataplane::{
     nft::{
         AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, PairMap, Policy,
-        Rule, Ruleset,
+        Rule, Ruleset, Set,
     },
     route::RouteSpec,
     rule::RuleSpec,
@@ -94,6 +94,49 @@ pub fn nat(c: &Config) -> Ruleset {
                 Expr::SnatPrefixPairMap(id("snat_pod"), Field::Daddr, Field::Saddr),
             ])
             .comment("our pods -> our pods as the destination peer sees them"),
+        ],
+    });
+    // A peer may reach our pods and nothing else: not this namespace, not the host behind it,
+    // not another peer through us. Checked after the destination translation.
+    rs.sets.push(Set {
+        name: id("local_pods"),
+        addr: AddrType::V4,
+        prefixes: vec![local],
+    });
+    let filter = |hook, priority| {
+        Some(BaseChain {
+            kind: ChainKind::Filter,
+            hook,
+            priority,
+            policy: Policy::Accept,
+        })
+    };
+    rs.chains.push(Chain {
+        name: id("from_peers"),
+        base: filter(Hook::Forward, 0),
+        rules: vec![
+            Rule::new(vec![
+                Expr::Iif(tun()),
+                Expr::Oif(tun()),
+                Expr::Counter,
+                Expr::Drop,
+            ])
+            .comment("no transit between peers"),
+            Rule::new(vec![
+                Expr::Iif(tun()),
+                Expr::NotInSet(Field::Daddr, id("local_pods")),
+                Expr::Counter,
+                Expr::Drop,
+            ])
+            .comment("peers reach our pods only"),
+        ],
+    });
+    rs.chains.push(Chain {
+        name: id("to_gateway"),
+        base: filter(Hook::Input, 0),
+        rules: vec![
+            Rule::new(vec![Expr::Iif(tun()), Expr::Counter, Expr::Drop])
+                .comment("nothing listens for peers here"),
         ],
     });
     rs.chains.push(Chain {

@@ -182,6 +182,45 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
         status.contains(&ours.key),
         "wireguard-go has a handshake with us: {status}"
     );
+
+    // A misbehaving peer sends into the tunnel towards our host side: the gateway drops it.
+    wg(&[
+        "set",
+        &ifname,
+        "peer",
+        &ours.key,
+        "allowed-ips",
+        "10.200.0.0/16,169.254.100.0/30",
+    ]);
+    nl.add_route(&RouteSpec {
+        dev: Some(ifname.parse().unwrap()),
+        ..RouteSpec::to("169.254.100.0/30".parse().unwrap())
+    })
+    .await
+    .unwrap();
+    let probe = host
+        .command("ping")
+        .args(["-c2", "-W1", "-q", "-I", "10.90.0.1", "169.254.100.1"])
+        .output()
+        .unwrap();
+    assert!(
+        !probe.status.success(),
+        "a peer reached our host through the tunnel"
+    );
+    let gw_ns = dataplane::Netns::open(&ours.gw_ns.parse().unwrap()).unwrap();
+    let chain = String::from_utf8(
+        gw_ns
+            .command("nft")
+            .args(["list", "chain", "ip", "liqo_gateway", "from_peers"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        chain.contains("daddr != @local_pods counter packets 2"),
+        "{chain}"
+    );
     let _ = wggo.kill();
     let _ = wggo.wait();
 }

@@ -160,6 +160,10 @@ impl Ipam {
         {
             next.add_pool(*p)?;
         }
+        // The lists as given: the order of the pools is the order remaps are taken from.
+        next.config.pools = wanted.pools;
+        next.config.reserved = wanted.reserved;
+        next.rebuild()?;
         *self = next;
         Ok(())
     }

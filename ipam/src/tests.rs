@@ -327,3 +327,23 @@ fn file_store_restores_every_allocation_byte_for_byte() {
             .ends_with("is not a valid IPAM state")
     );
 }
+
+#[test]
+fn reconfigure_keeps_the_pool_order_given() {
+    let mut c = Config::new(n("10.200.0.0/16"), n("10.96.0.0/12"));
+    c.pools = vec![n("10.0.0.0/8"), n("192.168.0.0/16")];
+    let mut ipam = Ipam::new(c.clone()).unwrap();
+    c.pools = vec![n("192.168.0.0/16"), n("10.0.0.0/8")];
+    ipam.reconfigure(c).unwrap();
+    assert_eq!(
+        ipam.config().pools,
+        vec![n("192.168.0.0/16"), n("10.0.0.0/8")]
+    );
+    let (pod, _) = ipam
+        .acquire(&id("milan"), n("10.200.0.0/16"), n("10.70.0.0/16"))
+        .unwrap();
+    assert!(
+        n("192.168.0.0/16").contains(&pod),
+        "remaps come from the first pool: {pod}"
+    );
+}

@@ -86,6 +86,12 @@ fn public_key(lab: &Lab, c: &Cluster) -> Result<String, LabError> {
         .arg(key)
         .output()
         .map_err(|e| bad("liqo-gateway pubkey".into(), e.to_string()))?;
+    if !out.status.success() {
+        return Err(bad(
+            format!("reading {}'s public key", c.name),
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        ));
+    }
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
@@ -237,9 +243,11 @@ fn handshaken(node: &Netns, peer: &str) -> Result<(), LabError> {
     }
 }
 
-/// Undoes [`peer`]: removes each from the other's gateway and releases the IPAM ranges.
+/// Undoes [`peer`]: removes each from the other's gateway and releases the IPAM ranges. Both
+/// sides are checked before anything changes.
 pub fn unpeer(lab: &Lab, a: &str, b: &str) -> Result<(), LabError> {
     let (ca, cb) = (cluster(lab, a)?, cluster(lab, b)?);
+    let mut files = Vec::new();
     for (c, other) in [(ca, cb), (cb, ca)] {
         let mut file = services::read_gateway_config(lab, c.name.as_str())?;
         let before = file.peers.len();
@@ -250,6 +258,9 @@ pub fn unpeer(lab: &Lab, a: &str, b: &str) -> Result<(), LabError> {
                 format!("{} is not peered with {}", c.name, other.name),
             ));
         }
+        files.push((c, other, file));
+    }
+    for (c, other, file) in files {
         services::write_gateway_config(lab, c.name.as_str(), &file)?;
         ipam(
             &gateway_node(lab, c)?,

@@ -115,8 +115,17 @@ async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
                 if text == applied_text || text == refused_text {
                     continue;
                 }
+                // A refused file is not retried until it changes; a failure of the kernel is
+                // retried on the next tick.
                 let result = match File::parse(&text).and_then(|f| f.validate(Some(public))) {
-                    Ok(cfg) => gw.apply(cfg).await.map_err(|e| format!("{e}")),
+                    Ok(cfg) => match gw.apply(cfg).await {
+                        Ok(()) => Ok(()),
+                        Err(gateway::daemon::GatewayError::Config(e)) => Err(e.to_string()),
+                        Err(e) => {
+                            tracing::warn!(error = %format!("{:#}", anyhow::Error::from(e)), "applying the configuration failed; rolled back, retrying");
+                            continue;
+                        }
+                    },
                     Err(e) => Err(e.to_string()),
                 };
                 match result {

@@ -351,6 +351,7 @@ impl Device {
         let mut buf = vec![0u8; BUF];
         let mut out = vec![0u8; BUF];
         let mut coalescer = Coalescer::default();
+        let mut cookie = vec![0u8; 256];
         let mut cmsg = nix::cmsg_space!(i32);
         while !self.stopped() {
             let (n, from, seg) = {
@@ -384,6 +385,21 @@ impl Device {
                 }
             };
             for datagram in buf[..n].chunks(seg.unwrap_or(n).max(1)) {
+                // Handshake initiations cost a key exchange to attribute: check MAC1 and the
+                // rate limit first (answering with a cookie under load), as boringtun does.
+                if datagram.first() == Some(&1) {
+                    match self
+                        .limiter
+                        .verify_packet(Some(from.ip()), datagram, &mut cookie)
+                    {
+                        Ok(_) => {}
+                        Err(TunnResult::WriteToNetwork(c)) => {
+                            let _ = self.udp.send_to(c, from);
+                            continue;
+                        }
+                        Err(_) => continue,
+                    }
+                }
                 let Some(peer) = self.peer_of(&table, datagram) else {
                     continue;
                 };
@@ -413,8 +429,12 @@ impl Device {
             first = false;
             match r {
                 TunnResult::WriteToNetwork(p) => {
-                    // Handshake answers and packets queued while waiting for the session.
-                    peer.saw(from);
+                    // Handshake answers and packets queued while waiting for the session. A
+                    // cookie reply (type 3) answers an unverified packet: it proves nothing about
+                    // the sender, so it must not move the peer's endpoint.
+                    if p.first() != Some(&3) {
+                        peer.saw(from);
+                    }
                     if let Err(e) = self.udp.send_to(p, from) {
                         tracing::debug!(peer = %peer.cfg.id, error = %e, "send");
                     }

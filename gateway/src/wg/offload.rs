@@ -159,6 +159,9 @@ pub fn segment(
         return Err(SegmentError::Malformed);
     }
     let ihl = usize::from(pkt[0] & 0x0f) * 4;
+    if ihl < 20 || pkt.len() < ihl + 20 {
+        return Err(SegmentError::Malformed);
+    }
     let thl = usize::from(pkt[ihl + 12] >> 4) * 4;
     let hdr = ihl + thl;
     let mss = usize::from(h.gso_size);
@@ -210,9 +213,10 @@ struct Flow {
     addrs: [u8; 12],
     /// ACK number.
     ack: u32,
-    /// Window, TOS, TTL.
+    /// Window, TOS, TTL, the DF bit and the TCP data-offset byte (reserved and AE bits).
     window: u16,
     tos_ttl: [u8; 2],
+    df_doff: [u8; 2],
     /// TCP header length (options must be equal too).
     thl: usize,
 }
@@ -243,6 +247,7 @@ fn mergeable(pkt: &[u8]) -> Option<(Flow, u32, usize)> {
         ack: u32::from_be_bytes(pkt[28..32].try_into().expect("4 bytes")),
         window: u16::from_be_bytes([pkt[34], pkt[35]]),
         tos_ttl: [pkt[1], pkt[8]],
+        df_doff: [pkt[6] & 0x40, pkt[32]],
         thl,
     };
     let seq = u32::from_be_bytes(pkt[24..28].try_into().expect("4 bytes"));
@@ -518,6 +523,42 @@ mod tests {
         let c2 = !fold(sum(&full[20..], 0));
         full[36..38].copy_from_slice(&c2.to_be_bytes());
         assert!(tcp_ok(&full));
+    }
+
+    #[test]
+    fn malformed_headers_are_refused_not_panicked_on() {
+        let h = VirtioNetHdr {
+            gso_type: GSO_TCPV4,
+            gso_size: 100,
+            ..Default::default()
+        };
+        for ihl_byte in [0x4f, 0x42, 0x40] {
+            let mut p = tcp(1, &[0; 300], 0x10);
+            p[0] = ihl_byte;
+            assert_eq!(
+                segment(&h, &mut p, |_| {}),
+                Err(SegmentError::Malformed),
+                "IHL byte {ihl_byte:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn segments_differing_in_df_or_reserved_bits_stay_apart() {
+        let a = tcp(1, &[1; 100], 0x10);
+        let mut b = tcp(101, &[2; 100], 0x10);
+        b[6] = 0; // DF cleared
+        let ip = &mut b;
+        ip[10..12].copy_from_slice(&[0, 0]);
+        let c = ipv4_checksum(ip);
+        ip[10..12].copy_from_slice(&c.to_be_bytes());
+        let mut co = Coalescer::default();
+        let mut out = Vec::new();
+        let mut flush = |x: &[u8]| out.push(x.to_vec());
+        co.push(&a, &mut flush);
+        co.push(&b, &mut flush);
+        co.finish(&mut flush);
+        assert_eq!(out.len(), 2);
     }
 
     #[test]

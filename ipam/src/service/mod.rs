@@ -100,7 +100,14 @@ impl Service {
     ) -> Result<T, ServiceError> {
         let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let before = inner.ipam.clone();
-        let out = f(&mut inner.ipam)?;
+        let out = match f(&mut inner.ipam) {
+            Ok(out) => out,
+            Err(e) => {
+                // Whatever the operation did before failing is undone here too.
+                inner.ipam = before;
+                return Err(e.into());
+            }
+        };
         let state = inner.ipam.state();
         if state != before.state() {
             if let Err(e) = inner.store.save(&state) {
