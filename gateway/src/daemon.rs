@@ -75,7 +75,7 @@ impl Gateway {
         let key = PrivateKey::load_or_create(&cfg.private_key_file)?;
         if let Some(p) = cfg.peers.values().find(|p| p.public_key == key.public()) {
             return Err(ConfigError {
-                field: format!("peers.{}.publicKey", p.id),
+                field: format!("peers[id={}].publicKey", p.id),
                 problem: "is this gateway's own public key".into(),
             }
             .into());

@@ -78,7 +78,10 @@ fn load(path: &Path, own: Option<gateway::keys::PublicKey>) -> Result<(String, C
 }
 
 async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
-    let (mut applied_text, cfg) = load(&config, None)?;
+    let (_, first) = load(&config, None)?;
+    // Validate against our own key too, so that a peer using it is named by its field.
+    let own = PrivateKey::load_or_create(&first.private_key_file)?.public();
+    let (mut applied_text, cfg) = load(&config, Some(own))?;
     let listener = tokio::net::TcpListener::bind(status_listen)
         .await
         .with_context(|| format!("binding {status_listen}"))?;

@@ -77,6 +77,8 @@ pub struct Device {
     tun: File,
     udp: UdpSocket,
     stop: AtomicBool,
+    /// Set once the kernel refused a UDP GSO send.
+    gso_off: AtomicBool,
     /// Packets from the TUN device with no peer for their destination.
     pub no_route: AtomicU64,
 }
@@ -116,6 +118,7 @@ impl Device {
             tun: File::from(tun),
             udp,
             stop: AtomicBool::new(false),
+            gso_off: AtomicBool::new(false),
             no_route: AtomicU64::new(0),
         }))
     }
@@ -214,22 +217,36 @@ impl Device {
             peer.stats.dropped.fetch_add(count, Ordering::Relaxed);
             return;
         };
-        let r = if buf.len() <= seg {
-            self.udp.send_to(buf, ep).map(drop)
+        let gso = buf.len() > seg && !self.gso_off.load(Ordering::Relaxed);
+        let r = if !gso {
+            buf.chunks(seg.max(1))
+                .try_for_each(|p| self.udp.send_to(p, ep).map(drop))
         } else {
             let iov = [IoSlice::new(buf)];
             let size = seg as u16;
             let cmsg = [ControlMessage::UdpGsoSegments(&size)];
             let addr = SockaddrStorage::from(ep);
-            sendmsg(
+            match sendmsg(
                 self.udp.as_raw_fd(),
                 &iov,
                 &cmsg,
                 MsgFlags::empty(),
                 Some(&addr),
-            )
-            .map(drop)
-            .map_err(io::Error::from)
+            ) {
+                Ok(_) => Ok(()),
+                // The kernel refuses segmentation (segments above the path MTU, no checksum
+                // offload on the way out): send them one by one from now on.
+                Err(nix::errno::Errno::EINVAL | nix::errno::Errno::EIO) => {
+                    tracing::warn!(
+                        segment = seg,
+                        "UDP GSO refused by the kernel; sending packets one by one (is the MTU above the underlay's?)"
+                    );
+                    self.gso_off.store(true, Ordering::Relaxed);
+                    buf.chunks(seg.max(1))
+                        .try_for_each(|p| self.udp.send_to(p, ep).map(drop))
+                }
+                Err(e) => Err(io::Error::from(e)),
+            }
         };
         if let Err(e) = r {
             tracing::debug!(peer = %peer.cfg.id, error = %e, "send");

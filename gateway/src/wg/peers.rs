@@ -11,7 +11,6 @@ use std::{
 };
 
 use boringtun::noise::{Tunn, rate_limiter::RateLimiter};
-use ipnet::Ipv4Net;
 
 use crate::{config, keys::PrivateKey};
 
@@ -175,10 +174,5 @@ impl Table {
     /// The peer of a receiver index taken from a packet.
     pub fn by_receiver(&self, receiver_idx: u32) -> Option<&Arc<Peer>> {
         self.by_index.get(&(receiver_idx >> 8))
-    }
-
-    /// Whether any allowed range of the table covers `net`.
-    pub fn covers(&self, net: &Ipv4Net) -> bool {
-        self.route(net.network()).is_some()
     }
 }
