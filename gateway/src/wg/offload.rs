@@ -254,6 +254,12 @@ fn mergeable(pkt: &[u8]) -> Option<(Flow, u32, usize)> {
     Some((flow, seq, pkt.len() - 20 - thl))
 }
 
+/// Whether the IPv4 header (20 bytes, checked by `mergeable`) and TCP checksums are right.
+fn checksums_ok(pkt: &[u8]) -> bool {
+    fold(sum(&pkt[..20], 0)) == 0xffff
+        && fold(sum(&pkt[20..], pseudo(pkt, 6, pkt.len() - 20))) == 0xffff
+}
+
 /// Merges consecutive TCP segments of one flow into super-packets for the TUN device.
 ///
 /// Feed packets in arrival order with [`Coalescer::push`]; each finished packet (with its virtio
@@ -278,7 +284,9 @@ impl Default for Coalescer {
 impl Coalescer {
     /// Adds one decrypted packet.
     pub fn push(&mut self, pkt: &[u8], flush: &mut impl FnMut(&[u8])) {
-        let Some((flow, seq, payload)) = mergeable(pkt) else {
+        // A merged packet goes up marked "checksum partial", which the kernel does not verify:
+        // check each segment here, and let a bad one pass alone, to be dropped as usual.
+        let Some((flow, seq, payload)) = mergeable(pkt).filter(|_| checksums_ok(pkt)) else {
             self.finish(flush);
             self.single(pkt, flush);
             return;
@@ -559,6 +567,25 @@ mod tests {
         co.push(&b, &mut flush);
         co.finish(&mut flush);
         assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn a_corrupted_segment_is_not_merged() {
+        let a = tcp(1, &[1; 100], 0x10);
+        let mut b = tcp(101, &[2; 100], 0x10);
+        b[100] ^= 0x01; // payload bit flip: the TCP checksum no longer matches
+        let mut co = Coalescer::default();
+        let mut out = Vec::new();
+        let mut flush = |x: &[u8]| out.push(x.to_vec());
+        co.push(&a, &mut flush);
+        co.push(&b, &mut flush);
+        co.finish(&mut flush);
+        assert_eq!(
+            out.len(),
+            2,
+            "the bad segment passes alone, with its bad checksum"
+        );
+        assert_eq!(&out[1][VNET_HDR_LEN..], &b[..]);
     }
 
     #[test]
