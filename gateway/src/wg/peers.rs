@@ -37,8 +37,9 @@ pub struct Peer {
     pub index: u32,
     /// The protocol state (shared with the entry that replaces this one on reconfiguration).
     pub tunn: Arc<Mutex<Tunn>>,
-    /// Where to send: configured, or learned from its last authenticated packet.
-    pub endpoint: RwLock<Option<SocketAddr>>,
+    /// Where to send: configured, or learned from its last authenticated packet (shared with
+    /// the entry that replaces this one, unless the new configuration sets an endpoint).
+    pub endpoint: Arc<RwLock<Option<SocketAddr>>>,
     /// Counters (shared like `tunn`).
     pub stats: Arc<Stats>,
 }
@@ -61,7 +62,7 @@ impl Peer {
             Some(Arc::clone(limiter)),
         );
         Peer {
-            endpoint: RwLock::new(cfg.endpoint),
+            endpoint: Arc::new(RwLock::new(cfg.endpoint)),
             cfg,
             index,
             tunn: Arc::new(Mutex::new(tunn)),
@@ -72,7 +73,10 @@ impl Peer {
     /// The same peer (session, counters, learned endpoint) with new settings.
     fn updated(&self, cfg: &config::Peer) -> Peer {
         Peer {
-            endpoint: RwLock::new(cfg.endpoint.or_else(|| self.endpoint())),
+            endpoint: match cfg.endpoint {
+                Some(e) => Arc::new(RwLock::new(Some(e))),
+                None => Arc::clone(&self.endpoint),
+            },
             cfg: cfg.clone(),
             index: self.index,
             tunn: Arc::clone(&self.tunn),
