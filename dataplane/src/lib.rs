@@ -22,6 +22,7 @@ pub mod route;
 pub mod rule;
 pub mod sysctl;
 pub mod tun;
+pub mod validate;
 
 pub use names::{IfName, InvalidName, NetnsName};
 pub use netlink::Netlink;

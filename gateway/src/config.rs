@@ -11,22 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::keys::PublicKey;
 
-/// A refused configuration.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem}")]
-pub struct ConfigError {
-    /// Path of the bad field.
-    pub field: String,
-    /// What is wrong with it.
-    pub problem: String,
-}
-
-fn bad(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
-    ConfigError {
-        field: field.into(),
-        problem: problem.into(),
-    }
-}
+/// A refused configuration (names the field by its path).
+pub use dataplane::validate::FieldError as ConfigError;
+use dataplane::validate::{bad, cidr};
 
 /// The file as written (camelCase keys; unknown keys refused).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -185,20 +172,6 @@ impl Config {
     }
 }
 
-fn cidr(field: &str, s: &str) -> Result<Ipv4Net, ConfigError> {
-    let n: Ipv4Net = s
-        .trim()
-        .parse()
-        .map_err(|_| bad(field, format!("{s:?} is not an IPv4 CIDR (a.b.c.d/len)")))?;
-    if n != n.trunc() {
-        return Err(bad(
-            field,
-            format!("{n} has host bits set (did you mean {}?)", n.trunc()),
-        ));
-    }
-    Ok(n)
-}
-
 fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
     a.contains(b) || b.contains(a)
 }
@@ -214,17 +187,7 @@ fn is_dns_label(s: &str) -> bool {
 impl File {
     /// Parses YAML text.
     pub fn parse(text: &str) -> Result<File, ConfigError> {
-        serde_saphyr::from_str(text).map_err(|e| {
-            let msg = e.to_string();
-            bad(
-                "<file>",
-                msg.lines()
-                    .next()
-                    .unwrap_or_default()
-                    .trim_start_matches("error: ")
-                    .to_owned(),
-            )
-        })
+        dataplane::validate::yaml(text)
     }
 
     /// Checks every field and resolves defaults. `own_key` is the gateway's public key (a peer

@@ -7,22 +7,9 @@ use dataplane::IfName;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-/// A refused configuration.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem}")]
-pub struct ConfigError {
-    /// Path of the bad field.
-    pub field: String,
-    /// What is wrong.
-    pub problem: String,
-}
-
-fn bad(field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
-    ConfigError {
-        field: field.into(),
-        problem: problem.into(),
-    }
-}
+/// A refused configuration (names the field by its path).
+pub use dataplane::validate::FieldError as ConfigError;
+use dataplane::validate::{bad, cidr};
 
 /// Defaults (as upstream Liqo's v0.5 overlay).
 pub mod defaults {
@@ -152,34 +139,10 @@ impl Config {
     }
 }
 
-fn cidr(field: &str, s: &str) -> Result<Ipv4Net, ConfigError> {
-    let n: Ipv4Net = s
-        .trim()
-        .parse()
-        .map_err(|_| bad(field, format!("{s:?} is not an IPv4 CIDR (a.b.c.d/len)")))?;
-    if n != n.trunc() {
-        return Err(bad(
-            field,
-            format!("{n} has host bits set (did you mean {}?)", n.trunc()),
-        ));
-    }
-    Ok(n)
-}
-
 impl File {
     /// Parses YAML.
     pub fn parse(text: &str) -> Result<File, ConfigError> {
-        serde_saphyr::from_str(text).map_err(|e| {
-            bad(
-                "<file>",
-                e.to_string()
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .trim_start_matches("error: ")
-                    .to_owned(),
-            )
-        })
+        dataplane::validate::yaml(text)
     }
 
     /// Checks every field.
