@@ -21,6 +21,7 @@ pub mod request;
 pub mod route;
 pub mod rule;
 pub mod sysctl;
+pub mod testing;
 pub mod tun;
 pub mod validate;
 

@@ -14,8 +14,9 @@ use dataplane::{
     addr::AddressSpec,
     link::{LinkKind, LinkSpec},
     netns::require_root,
-    route::RouteSpec,
 };
+
+use dataplane::testing::{route, wire};
 
 const BIN: &str = env!("CARGO_BIN_EXE_liqo-overlay");
 static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -53,56 +54,6 @@ impl Spaces {
         self.0.push(n);
         ns
     }
-}
-
-async fn wire(
-    a: &Netns,
-    a_if: &str,
-    a_addr: &str,
-    bridge: Option<&str>,
-    b: &Netns,
-    b_if: &str,
-    b_addr: &str,
-) {
-    let (na, nb) = (
-        Netlink::connect_in(a).unwrap(),
-        Netlink::connect_in(b).unwrap(),
-    );
-    na.add_link(&LinkSpec {
-        name: a_if.parse().unwrap(),
-        kind: LinkKind::Veth {
-            peer: b_if.parse().unwrap(),
-            peer_netns: Some(b.name().clone()),
-        },
-        mtu: None,
-        controller: bridge.map(|b| b.parse().unwrap()),
-        up: true,
-    })
-    .await
-    .unwrap();
-    nb.set_up(&b_if.parse().unwrap(), true).await.unwrap();
-    for (nl, i, a) in [(&na, a_if, a_addr), (&nb, b_if, b_addr)] {
-        if !a.is_empty() {
-            nl.add_address(&AddressSpec {
-                link: i.parse().unwrap(),
-                addr: a.parse().unwrap(),
-            })
-            .await
-            .unwrap();
-        }
-    }
-}
-
-async fn route(ns: &Netns, dst: &str, via: &str) {
-    let r = RouteSpec {
-        via: Some(via.parse().unwrap()),
-        ..RouteSpec::to(dst.parse().unwrap())
-    };
-    Netlink::connect_in(ns)
-        .unwrap()
-        .add_route(&r)
-        .await
-        .unwrap();
 }
 
 fn config(me: &str, gateway: &str) -> String {

@@ -72,40 +72,7 @@ impl Drop for TestNs {
 
 /// Connects `a:a_if` to `b:b_if` with a veth pair, both ends up and addressed.
 pub async fn wire(a: &TestNs, a_if: &str, a_addr: &str, b: &TestNs, b_if: &str, b_addr: &str) {
-    use dataplane::{
-        addr::AddressSpec,
-        link::{LinkKind, LinkSpec},
-    };
-    let (nla, nlb) = (a.nl(), b.nl());
-    nla.add_link(&LinkSpec {
-        name: a_if.parse().unwrap(),
-        kind: LinkKind::Veth {
-            peer: b_if.parse().unwrap(),
-            peer_netns: Some(b.name().clone()),
-        },
-        mtu: None,
-        controller: None,
-        up: true,
-    })
-    .await
-    .unwrap();
-    nlb.set_up(&b_if.parse().unwrap(), true).await.unwrap();
-    if !a_addr.is_empty() {
-        nla.add_address(&AddressSpec {
-            link: a_if.parse().unwrap(),
-            addr: a_addr.parse().unwrap(),
-        })
-        .await
-        .unwrap();
-    }
-    if !b_addr.is_empty() {
-        nlb.add_address(&AddressSpec {
-            link: b_if.parse().unwrap(),
-            addr: b_addr.parse().unwrap(),
-        })
-        .await
-        .unwrap();
-    }
+    dataplane::testing::wire(&a.ns, a_if, a_addr, None, &b.ns, b_if, b_addr).await;
 }
 
 /// Serves one TCP connection on `bind` inside `server`, dials `dial` from inside `client`, and

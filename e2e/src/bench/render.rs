@@ -5,8 +5,9 @@ use std::fmt::Write as _;
 
 use super::report::{ProfileReport, Report, Row, Spread};
 
-/// Left-aligned first column, right-aligned others, two spaces apart.
-fn table(rows: &[Vec<String>]) -> String {
+/// A text table, columns two spaces apart: the first column left-aligned, the others
+/// right-aligned (numbers) unless `all_left`.
+fn table_aligned(rows: &[Vec<String>], all_left: bool) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let width: Vec<usize> = (0..cols)
         .map(|c| {
@@ -21,16 +22,25 @@ fn table(rows: &[Vec<String>]) -> String {
     for r in rows {
         let mut line = String::new();
         for (c, cell) in r.iter().enumerate() {
-            if c == 0 {
-                let _ = write!(line, "{cell:<w$}", w = width[0]);
+            let sep = if c == 0 { "" } else { "  " };
+            if c == 0 || all_left {
+                let _ = write!(line, "{sep}{cell:<w$}", w = width[c]);
             } else {
-                let _ = write!(line, "  {cell:>w$}", w = width[c]);
+                let _ = write!(line, "{sep}{cell:>w$}", w = width[c]);
             }
         }
         out.push_str(line.trim_end());
         out.push('\n');
     }
     out
+}
+
+fn table(rows: &[Vec<String>]) -> String {
+    table_aligned(rows, false)
+}
+
+fn left_table(rows: &[Vec<String>]) -> String {
+    table_aligned(rows, true)
 }
 
 fn spread(s: Option<Spread>) -> String {
@@ -138,30 +148,6 @@ pub fn render(r: &Report) -> String {
         for n in &r.notes {
             let _ = writeln!(out, "- {n}");
         }
-    }
-    out
-}
-
-/// Every column left-aligned.
-fn left_table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            let _ = write!(line, "{cell:<w$}  ", w = width[c]);
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
     }
     out
 }

@@ -20,11 +20,11 @@ use std::{
 
 use dataplane::{
     Netlink, Netns, NetnsName,
-    addr::AddressSpec,
     link::{LinkKind, LinkSpec},
     netns::require_root,
-    route::RouteSpec,
 };
+
+pub use dataplane::testing::{route, wire};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_liqo-gateway");
 static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -98,63 +98,6 @@ impl Drop for Spaces {
             let _ = Netns::delete(n);
         }
     }
-}
-
-/// veth `a_if`@a <-> `b_if`@b with addresses (empty = none) and optional bridge on a's side.
-pub async fn wire(
-    a: &Netns,
-    a_if: &str,
-    a_addr: &str,
-    bridge: Option<&str>,
-    b: &Netns,
-    b_if: &str,
-    b_addr: &str,
-) {
-    let (na, nb) = (
-        Netlink::connect_in(a).unwrap(),
-        Netlink::connect_in(b).unwrap(),
-    );
-    na.add_link(&LinkSpec {
-        name: a_if.parse().unwrap(),
-        kind: LinkKind::Veth {
-            peer: b_if.parse().unwrap(),
-            peer_netns: Some(b.name().clone()),
-        },
-        mtu: None,
-        controller: bridge.map(|b| b.parse().unwrap()),
-        up: true,
-    })
-    .await
-    .unwrap();
-    nb.set_up(&b_if.parse().unwrap(), true).await.unwrap();
-    if !a_addr.is_empty() {
-        na.add_address(&AddressSpec {
-            link: a_if.parse().unwrap(),
-            addr: a_addr.parse().unwrap(),
-        })
-        .await
-        .unwrap();
-    }
-    if !b_addr.is_empty() {
-        nb.add_address(&AddressSpec {
-            link: b_if.parse().unwrap(),
-            addr: b_addr.parse().unwrap(),
-        })
-        .await
-        .unwrap();
-    }
-}
-
-pub async fn route(ns: &Netns, dst: &str, via: &str) {
-    let r = RouteSpec {
-        via: Some(via.parse().unwrap()),
-        ..RouteSpec::to(dst.parse().unwrap())
-    };
-    Netlink::connect_in(ns)
-        .unwrap()
-        .add_route(&r)
-        .await
-        .unwrap();
 }
 
 /// One cluster's gateway node: a host namespace with a pod (10.200.0.2) behind it.
