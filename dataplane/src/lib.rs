@@ -12,6 +12,7 @@
 
 pub mod addr;
 pub mod link;
+pub mod localhttp;
 pub mod names;
 pub mod neigh;
 pub mod netlink;

@@ -57,6 +57,17 @@ pub struct FdbSpec {
 
 /// Sets (creates or replaces) a permanent neighbour.
 pub fn set(spec: &NeighbourSpec, index: u32) -> Request {
+    let msg = neighbour_message(spec, index);
+    let what = format!(
+        "set neighbour {} lladdr {} dev {}",
+        spec.ip,
+        mac_str(&spec.mac),
+        spec.link
+    );
+    Request::new(RouteNetlinkMessage::NewNeighbour(msg), Mode::Replace, what)
+}
+
+fn neighbour_message(spec: &NeighbourSpec, index: u32) -> NeighbourMessage {
     let mut msg = NeighbourMessage::default();
     msg.header.family = if spec.ip.is_ipv4() {
         AddressFamily::Inet
@@ -69,13 +80,45 @@ pub fn set(spec: &NeighbourSpec, index: u32) -> Request {
         .push(NeighbourAttribute::Destination(naddr(spec.ip)));
     msg.attributes
         .push(NeighbourAttribute::LinkLayerAddress(spec.mac.to_vec()));
-    let what = format!(
-        "set neighbour {} lladdr {} dev {}",
-        spec.ip,
-        mac_str(&spec.mac),
-        spec.link
-    );
-    Request::new(RouteNetlinkMessage::NewNeighbour(msg), Mode::Replace, what)
+    msg
+}
+
+/// Deletes a neighbour entry.
+pub fn delete(spec: &NeighbourSpec, index: u32) -> Request {
+    let what = format!("delete neighbour {} dev {}", spec.ip, spec.link);
+    Request::new(
+        RouteNetlinkMessage::DelNeighbour(neighbour_message(spec, index)),
+        Mode::Modify,
+        what,
+    )
+}
+
+/// Lists the IPv4 and IPv6 neighbours of every link.
+pub fn dump() -> Request {
+    Request::new(
+        RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default()),
+        Mode::Dump,
+        "list neighbours",
+    )
+}
+
+/// A dumped permanent neighbour: `(ifindex, ip, mac)`; other states (learned by ARP) are skipped.
+pub fn parse_permanent(msg: &NeighbourMessage) -> Option<(u32, IpAddr, Mac)> {
+    if msg.header.state != NeighbourState::Permanent {
+        return None;
+    }
+    let (mut ip, mut mac) = (None, None);
+    for a in &msg.attributes {
+        match a {
+            NeighbourAttribute::Destination(NeighbourAddress::Inet(v)) => ip = Some(IpAddr::V4(*v)),
+            NeighbourAttribute::Destination(NeighbourAddress::Inet6(v)) => {
+                ip = Some(IpAddr::V6(*v))
+            }
+            NeighbourAttribute::LinkLayerAddress(m) => mac = Mac::try_from(m.as_slice()).ok(),
+            _ => {}
+        }
+    }
+    Some((msg.header.ifindex, ip?, mac?))
 }
 
 fn fdb_message(spec: &FdbSpec, index: u32) -> NeighbourMessage {

@@ -364,6 +364,31 @@ impl Netlink {
         self.execute(neigh::set(spec, index)).await.map(drop)
     }
 
+    /// Deletes a neighbour entry.
+    pub async fn delete_neighbour(&self, spec: &NeighbourSpec) -> Result<(), Error> {
+        let index = self.index(&spec.link).await?;
+        self.execute(neigh::delete(spec, index)).await.map(drop)
+    }
+
+    /// The permanent neighbours of the link `name`.
+    pub async fn neighbours(&self, name: &IfName) -> Result<Vec<NeighbourSpec>, Error> {
+        let index = self.index(name).await?;
+        let msgs = self.execute(neigh::dump()).await?;
+        Ok(msgs
+            .iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewNeighbour(n) => neigh::parse_permanent(n),
+                _ => None,
+            })
+            .filter(|(i, _, _)| *i == index)
+            .map(|(_, ip, mac)| NeighbourSpec {
+                link: name.clone(),
+                ip,
+                mac,
+            })
+            .collect())
+    }
+
     /// Appends an FDB entry to a VXLAN device.
     pub async fn append_fdb(&self, spec: &FdbSpec) -> Result<(), Error> {
         let index = self.index(&spec.link).await?;

@@ -61,8 +61,13 @@ pub async fn apply(nl: &Netlink, cfg: &Config) -> Result<(), AgentError> {
     for f in fdb.iter().filter(|f| !have.contains(f)) {
         nl.append_fdb(f).await?;
     }
-    for n in plan::neighbours(cfg) {
-        nl.set_neighbour(&n).await?;
+    let neighbours = plan::neighbours(cfg);
+    let have = nl.neighbours(&cfg.device).await?;
+    for stale in have.iter().filter(|n| !neighbours.contains(n)) {
+        nl.delete_neighbour(stale).await?;
+    }
+    for n in neighbours.iter().filter(|n| !have.contains(n)) {
+        nl.set_neighbour(n).await?;
     }
     nl.reconcile_table(defaults::TABLE, &plan::routes(cfg, defaults::TABLE))
         .await?;

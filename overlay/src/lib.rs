@@ -8,3 +8,4 @@
 pub mod agent;
 pub mod config;
 pub mod plan;
+pub mod status;

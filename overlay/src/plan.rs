@@ -76,7 +76,9 @@ pub fn routes(c: &Config, table: u32) -> Vec<RouteSpec> {
         ..RouteSpec::to(IpNet::V4(dst))
     };
     if c.is_gateway() {
+        // Only needed (and only reachable through the rules) while there are remote ranges.
         c.others()
+            .filter(|_| !c.remote_cidrs.is_empty())
             .map(|n| via(n.overlay_ip(), n.pod_cidr))
             .collect()
     } else {
@@ -124,6 +126,17 @@ mod tests {
 
     fn show<T: ToString>(v: &[T]) -> Vec<String> {
         v.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn without_remote_ranges_nothing_is_routed() {
+        for me in ["n0", "n1"] {
+            let mut c = config(me);
+            c.remote_cidrs.clear();
+            assert!(routes(&c, 18952).is_empty(), "{me}");
+            assert!(rules(&c, 18952).is_empty(), "{me}");
+            assert_eq!(fdb(&c).len(), 2, "the overlay itself stays");
+        }
     }
 
     #[test]

@@ -238,6 +238,40 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
         )
     );
 
+    // n2 leaves: n1 drops its forwarding entry and neighbour, nothing else changes.
+    let without_n2 = config("n1", "n0").replace(
+        "  - {name: n2, address: 172.18.0.3, podCIDR: 10.200.2.0/24}\n",
+        "",
+    );
+    assert_ne!(without_n2, config("n1", "n0"));
+    write(&dir, "n1", &without_n2);
+    assert!(
+        eventually(5, || !out(
+            &nodes[1],
+            &["neigh", "show", "dev", "liqo.vxlan"]
+        )
+        .contains("240.18.0.3")),
+        "n2's neighbour is removed on n1"
+    );
+    let fdb = String::from_utf8(
+        nodes[1]
+            .command("bridge")
+            .args(["fdb", "show", "dev", "liqo.vxlan"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert!(
+        !fdb.contains("172.18.0.3") && fdb.contains("172.18.0.1"),
+        "{fdb}"
+    );
+    assert!(out(&nodes[1], &["neigh", "show", "dev", "liqo.vxlan"]).contains("240.18.0.1"));
+    assert!(
+        ping(&pods[1], "10.71.0.2"),
+        "n1 still reaches the remote range"
+    );
+
     // The gateway role moves to n2: n1's table follows within a reload.
     for i in 0..3 {
         write(&dir, &format!("n{i}"), &config(&format!("n{i}"), "n2"));

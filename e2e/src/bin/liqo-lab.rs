@@ -50,6 +50,14 @@ enum Command {
         /// The other.
         b: String,
     },
+    /// Move a cluster's gateway to another of its nodes (the public address moves with it) and
+    /// report how long cross-cluster traffic was interrupted.
+    MoveGateway {
+        /// The cluster.
+        cluster: String,
+        /// The node to run the gateway on.
+        node: String,
+    },
     /// Undo `peer`.
     Unpeer {
         /// One cluster.
@@ -245,6 +253,48 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 "  {b} sees {a}'s pods at {} (external {}), {a} sees {b}'s pods at {}",
                 vb.remote_pods, vb.remote_external, vb.local_pods_at_peer
             );
+        }
+        Command::MoveGateway { cluster, node } => {
+            require_root()?;
+            let lab = Lab::load(&prefix)?;
+            let from = lab::placement::gateway_node(
+                &lab,
+                lab.topology
+                    .cluster(&cluster)
+                    .with_context(|| format!("no cluster {cluster:?} in lab {prefix}"))?,
+            )?;
+            let pair = lab::outage::pair_across(&lab, &cluster, &[from.as_str(), node.as_str()])?;
+            let prober = match &pair {
+                Some((src, dst, addr, _)) => Some(lab::outage::Prober::start(src, dst, *addr)?),
+                None => None,
+            };
+            let moved = lab::move_gateway(&lab, &cluster, &node).await;
+            // Keep probing briefly so that the first answers after the move are seen.
+            if prober.is_some() {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            let outage = prober.map(lab::outage::Prober::finish).transpose()?;
+            let m = moved?;
+            println!(
+                "moved {cluster}'s gateway from {} to {}: old gateway drained in {:.2} s, \
+                 new one handshaken with every peer and every overlay agent following after {:.2} s",
+                m.from,
+                m.to,
+                m.stopped.as_secs_f64(),
+                m.ready.as_secs_f64()
+            );
+            if let (Some(o), Some((_, _, _, what))) = (outage, pair) {
+                println!(
+                    "traffic {what}: longest interruption {:.2} s ({} of {} TCP probes answered, one every 50 ms){}",
+                    o.longest_gap.as_secs_f64(),
+                    o.answered,
+                    o.probes,
+                    if o.up_at_end { "" } else { "; NOT RESTORED" }
+                );
+                if !o.up_at_end {
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
         }
         Command::Unpeer { a, b } => {
             require_root()?;

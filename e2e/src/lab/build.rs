@@ -47,6 +47,16 @@ const NAT_LAN_ROUTER: &str = "192.168.77.1/24";
 /// The gateway node's side of the NAT router's LAN.
 const NAT_LAN_NODE: &str = "192.168.77.2/24";
 
+/// The NAT router's side of its LAN to the gateway node.
+pub(crate) fn nat_lan_router() -> Ipv4Net {
+    NAT_LAN_ROUTER.parse().expect("literal")
+}
+
+/// The gateway node's side of the NAT router's LAN (on its `wan0`).
+pub(crate) fn nat_lan_node() -> Ipv4Net {
+    NAT_LAN_NODE.parse().expect("literal")
+}
+
 /// Masquerade everything leaving through `oif`.
 fn masquerade(oif: &str) -> nft::Ruleset {
     let mut rs = nft::Ruleset::new(nft::Family::Ip, "lab_router".parse().expect("literal"));
@@ -280,10 +290,7 @@ impl Builder {
         let router = names::netns(p, &[cname, "nat"]);
         self.plug(wan, cname, "br0", &router, "wan0", c.wan_addr)
             .await?;
-        let (lan_router, lan_node): (Ipv4Net, Ipv4Net) = (
-            NAT_LAN_ROUTER.parse().expect("literal"),
-            NAT_LAN_NODE.parse().expect("literal"),
-        );
+        let (lan_router, lan_node) = (nat_lan_router(), nat_lan_node());
         self.wire(
             &router,
             "lan0",

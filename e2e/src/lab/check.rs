@@ -122,31 +122,18 @@ fn same_cluster_pairs(eps: &[Endpoint]) -> Vec<Pair> {
     pairs
 }
 
-/// Every pod to every pod of its cluster, plus, for every peering, every pod of the gateway node
-/// to every pod of the peer's gateway node at its address in the source cluster's view (pods on
-/// other nodes join when the overlay lands).
+/// Every pod to every pod of its cluster, plus, for every peering, every pod of the cluster to
+/// every pod of the peer at its address in the source cluster's view; each server must see the
+/// client at its address in the server cluster's view.
 pub fn with_peerings(lab: &Lab) -> Result<Matrix, LabError> {
     let eps = endpoints(lab);
     let mut pairs = same_cluster_pairs(&eps);
-    let on_gateway = |e: &Endpoint| {
-        lab.topology
-            .cluster(&e.cluster)
-            .is_some_and(|c| e.pod.starts_with(&format!("{}-", c.gateway().name)))
-    };
     for (from, to, view) in super::peering::peerings(lab)? {
         let (Some(cf), Some(ct)) = (lab.topology.cluster(&from), lab.topology.cluster(&to)) else {
             continue;
         };
-        for (s, src) in eps
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.cluster == from && on_gateway(e))
-        {
-            for (d, dst) in eps
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.cluster == to && on_gateway(e))
-            {
+        for (s, src) in eps.iter().enumerate().filter(|(_, e)| e.cluster == from) {
+            for (d, dst) in eps.iter().enumerate().filter(|(_, e)| e.cluster == to) {
                 pairs.push(Pair {
                     src: s,
                     dst: d,
@@ -251,10 +238,17 @@ fn probe(src_ns: &NetnsName, pair: Pair) -> Probe {
     }
 }
 
-fn tcp_probe(addr: Ipv4Addr) -> Result<Ipv4Addr, String> {
-    let mut s = TcpStream::connect_timeout(&SocketAddr::from((addr, ECHO_PORT)), TIMEOUT)
+/// Connects to the echo server at `addr` (from the calling thread's namespace) and returns the
+/// client address the server saw.
+pub(crate) fn tcp_probe(addr: Ipv4Addr) -> Result<Ipv4Addr, String> {
+    tcp_probe_within(addr, TIMEOUT)
+}
+
+/// [`tcp_probe`] with its own timeout.
+pub(crate) fn tcp_probe_within(addr: Ipv4Addr, timeout: Duration) -> Result<Ipv4Addr, String> {
+    let mut s = TcpStream::connect_timeout(&SocketAddr::from((addr, ECHO_PORT)), timeout)
         .map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(TIMEOUT))
+    s.set_read_timeout(Some(timeout))
         .map_err(|e| e.to_string())?;
     let mut seen = String::new();
     s.read_to_string(&mut seen).map_err(|e| e.to_string())?;
@@ -264,7 +258,7 @@ fn tcp_probe(addr: Ipv4Addr) -> Result<Ipv4Addr, String> {
 }
 
 /// A TCP server in `ns` that writes each client's address back, until `stop` is set.
-fn echo_server(
+pub(crate) fn echo_server(
     ns_name: &NetnsName,
     stop: Arc<AtomicBool>,
 ) -> Result<thread::JoinHandle<()>, LabError> {

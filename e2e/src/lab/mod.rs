@@ -13,7 +13,10 @@
 mod build;
 pub mod check;
 mod names;
+pub mod outage;
+pub mod overlay;
 pub mod peering;
+pub mod placement;
 pub mod services;
 mod state;
 pub mod status;
@@ -25,6 +28,7 @@ use dataplane::{Netns, NetnsName};
 pub use build::up;
 pub use names::{Prefix, Target};
 pub use peering::{peer, unpeer};
+pub use placement::move_gateway;
 pub use state::{DownReport, down};
 
 use crate::topology::Topology;

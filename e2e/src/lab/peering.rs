@@ -10,7 +10,7 @@ use ipnet::Ipv4Net;
 use serde::Deserialize;
 
 use super::{
-    Lab, LabError,
+    Lab, LabError, overlay, placement,
     services::{self, GATEWAY_PORT, IPAM_SERVER, bin, run_in},
 };
 use crate::topology::Cluster;
@@ -49,7 +49,7 @@ fn bad(what: String, why: impl Into<String>) -> LabError {
     }
 }
 
-fn cluster<'a>(lab: &'a Lab, name: &str) -> Result<&'a Cluster, LabError> {
+pub(crate) fn cluster<'a>(lab: &'a Lab, name: &str) -> Result<&'a Cluster, LabError> {
     lab.topology.cluster(name).ok_or_else(|| {
         let known: Vec<String> = lab
             .topology
@@ -62,10 +62,6 @@ fn cluster<'a>(lab: &'a Lab, name: &str) -> Result<&'a Cluster, LabError> {
             why: format!("no such cluster; clusters: {}", known.join(", ")),
         }
     })
-}
-
-fn gateway_node(lab: &Lab, c: &Cluster) -> Result<Netns, LabError> {
-    lab.netns(&format!("{}/{}", c.name, c.gateway().name).parse()?)
 }
 
 fn ipam(node: &Netns, args: &[&str]) -> Result<String, LabError> {
@@ -119,7 +115,10 @@ pub fn peer(lab: &Lab, a: &str, b: &str) -> Result<(View, View), LabError> {
             "both clusters are behind NAT; one must be reachable",
         ));
     }
-    let (na, nb) = (gateway_node(lab, ca)?, gateway_node(lab, cb)?);
+    let (na, nb) = (
+        services::ipam_netns(lab, ca)?,
+        services::ipam_netns(lab, cb)?,
+    );
     let (la, lb) = (list(&na)?, list(&nb)?);
     // Each side decides where the other's ranges appear locally...
     let pod_b = cb.pod_cidr.to_string();
@@ -196,13 +195,16 @@ pub fn peer(lab: &Lab, a: &str, b: &str) -> Result<(View, View), LabError> {
     };
     configure(lab, ca, cb, &view_a)?;
     configure(lab, cb, ca, &view_b)?;
-    for (c, other, node) in [(ca, cb, &na), (cb, ca, &nb)] {
+    for (c, other) in [(ca, cb), (cb, ca)] {
+        let node = placement::gateway_netns(lab, c)?;
         services::wait_for(
             30,
             &format!("{}'s gateway to handshake with {}", c.name, other.name),
-            || handshaken(node, other.name.as_str()),
+            || handshaken(&node, other.name.as_str()),
         )?;
     }
+    overlay::sync(lab, ca)?;
+    overlay::sync(lab, cb)?;
     Ok((view_a, view_b))
 }
 
@@ -224,7 +226,7 @@ fn configure(lab: &Lab, c: &Cluster, peer: &Cluster, v: &View) -> Result<(), Lab
 }
 
 /// Whether the gateway in `node` has a session with `peer`.
-fn handshaken(node: &Netns, peer: &str) -> Result<(), LabError> {
+pub(crate) fn handshaken(node: &Netns, peer: &str) -> Result<(), LabError> {
     let json = run_in(node, &bin("liqo-gateway")?, &["status", "-o", "json"])?;
     let v: serde_json::Value = serde_json::from_str(&json)
         .map_err(|e| bad("decoding the gateway status".into(), e.to_string()))?;
@@ -262,8 +264,9 @@ pub fn unpeer(lab: &Lab, a: &str, b: &str) -> Result<(), LabError> {
     }
     for (c, other, file) in files {
         services::write_gateway_config(lab, c.name.as_str(), &file)?;
+        overlay::sync(lab, c)?;
         ipam(
-            &gateway_node(lab, c)?,
+            &services::ipam_netns(lab, c)?,
             &["release", "--peer", other.name.as_str()],
         )?;
     }

@@ -56,9 +56,19 @@ fn fail(what: String) -> impl FnOnce(std::io::Error) -> LabError {
     }
 }
 
-/// Starts `program args` inside `ns`, detached (own session, output to `log`).
-fn spawn_detached(ns: &Netns, program: &Path, args: &[String], log: &Path) -> Result<(), LabError> {
-    let out = fs::File::create(log).map_err(fail(format!("creating {}", log.display())))?;
+/// Starts `program args` inside `ns`, detached (own process group, output to `log`); returns
+/// its pid.
+pub(crate) fn spawn_detached(
+    ns: &Netns,
+    program: &Path,
+    args: &[String],
+    log: &Path,
+) -> Result<u32, LabError> {
+    let out = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .map_err(fail(format!("opening {}", log.display())))?;
     let err = out
         .try_clone()
         .map_err(fail(format!("opening {}", log.display())))?;
@@ -68,9 +78,19 @@ fn spawn_detached(ns: &Netns, program: &Path, args: &[String], log: &Path) -> Re
         .stdout(out)
         .stderr(err)
         .process_group(0);
-    cmd.spawn()
+    let child = cmd
+        .spawn()
         .map_err(fail(format!("starting {}", program.display())))?;
-    Ok(())
+    Ok(child.id())
+}
+
+/// Writes `text` to `path` atomically (a temporary file renamed over it): daemons watching the
+/// file never read half of it.
+pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), LabError> {
+    let tmp = path.with_extension("tmp");
+    fs::write(&tmp, text)
+        .and_then(|()| fs::rename(&tmp, path))
+        .map_err(fail(format!("writing {}", path.display())))
 }
 
 /// Runs `program args` inside `ns` and returns its stdout, or its stderr as the error.
@@ -135,10 +155,7 @@ pub(crate) fn write_gateway_config(
         what: "encoding a gateway config".into(),
         source: Box::new(e),
     })?;
-    let tmp = path.with_extension("yaml.tmp");
-    fs::write(&tmp, text)
-        .and_then(|()| fs::rename(&tmp, &path))
-        .map_err(fail(format!("writing {}", path.display())))
+    write_atomic(&path, &text)
 }
 
 /// Reads a cluster's gateway configuration.
@@ -154,13 +171,19 @@ pub(crate) fn read_gateway_config(
     })
 }
 
-/// Starts the IPAM service and the gateway of `c` in its gateway node, and waits until both
-/// answer.
+/// The namespace of the node running the IPAM service of `c` (`nodes[0]`; it stays there when
+/// the gateway moves).
+pub(crate) fn ipam_netns(lab: &Lab, c: &Cluster) -> Result<Netns, LabError> {
+    lab.netns(&format!("{}/{}", c.name, c.gateway().name).parse()?)
+}
+
+/// Starts the IPAM service on `nodes[0]`, the gateway there, and an overlay agent on every node
+/// of `c`, and waits until all answer.
 pub(crate) fn start(lab: &Lab, c: &Cluster) -> Result<(), LabError> {
     let dir = state::cluster_dir(&lab.prefix, c.name.as_str());
     fs::create_dir_all(&dir).map_err(fail(format!("creating {}", dir.display())))?;
-    let node = lab.netns(&format!("{}/{}", c.name, c.gateway().name).parse()?)?;
-    let (ipam, gw) = (bin("liqo-ipam")?, bin("liqo-gateway")?);
+    let node = ipam_netns(lab, c)?;
+    let ipam = bin("liqo-ipam")?;
 
     let reserved: Vec<String> = c.reserved_subnets.iter().map(ToString::to_string).collect();
     let mut args = vec![
@@ -189,29 +212,10 @@ pub(crate) fn start(lab: &Lab, c: &Cluster) -> Result<(), LabError> {
         ..Default::default()
     };
     write_gateway_config(lab, c.name.as_str(), &file)?;
-    let cfg = gateway_config_path(lab, c.name.as_str())
-        .display()
-        .to_string();
-    spawn_detached(
-        &node,
-        &gw,
-        &["run".into(), "--config".into(), cfg],
-        &dir.join("gateway.log"),
-    )?;
-
+    super::placement::start_gateway(lab, c, c.gateway().name.as_str())?;
+    super::overlay::start(lab, c)?;
     wait_for(20, "the IPAM service", || {
         run_in(&node, &ipam, &["list", "--server", IPAM_SERVER])
-    })?;
-    wait_for(20, "the gateway", || {
-        run_in(&node, &gw, &["status", "-o", "json"])
-    })
-    .map_err(|e| LabError::Build {
-        what: format!(
-            "starting the gateway of {} (see {})",
-            c.name,
-            dir.join("gateway.log").display()
-        ),
-        source: Box::new(e),
     })?;
     Ok(())
 }

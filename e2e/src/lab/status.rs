@@ -29,16 +29,18 @@ pub fn rows(lab: &Lab) -> Result<Vec<Row>, LabError> {
     let existing = Netns::list()?;
     let mut rows = Vec::new();
     for c in &lab.topology.clusters {
-        for (i, n) in c.nodes.iter().enumerate() {
+        let gateway = super::placement::gateway_node(lab, c)?;
+        for n in &c.nodes {
             let ns = names::netns(&lab.prefix, &[c.name.as_str(), n.name.as_str()]);
             let mut addresses = format!("lan {} pods {}", n.lan_addr, n.pod_slice);
-            if i == 0 {
+            let on_gateway = n.name.as_str() == gateway;
+            if on_gateway {
                 let _ = write!(addresses, " wan {}", c.wan_addr);
             }
             rows.push(Row {
                 cluster: c.name.to_string(),
                 name: n.name.to_string(),
-                role: if i == 0 { "gateway-node" } else { "node" }.into(),
+                role: if on_gateway { "gateway-node" } else { "node" }.into(),
                 addresses,
                 present: existing.contains(&ns),
                 netns: ns.to_string(),

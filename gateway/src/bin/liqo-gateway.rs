@@ -153,26 +153,6 @@ async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
     Ok(())
 }
 
-async fn http_get(addr: SocketAddr, path: &str) -> Result<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr)
-        .await
-        .with_context(|| format!("connecting to the gateway at {addr}"))?;
-    s.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).await?;
-    let (head, body) = out
-        .split_once("\r\n\r\n")
-        .context("malformed HTTP answer")?;
-    if !head.starts_with("HTTP/1.1 200") {
-        bail!("{}", head.lines().next().unwrap_or_default());
-    }
-    Ok(body.to_owned())
-}
-
 async fn cli(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Run {
@@ -209,7 +189,8 @@ async fn cli(cli: Cli) -> Result<()> {
             PrivateKey::load_or_create(&private_key_file)?.public()
         ),
         Command::Status { address, output } => {
-            let body = http_get(address, "/status").await?;
+            let body = dataplane::localhttp::get(address, "/status")
+                .with_context(|| format!("asking the gateway at {address}"))?;
             match output {
                 Format::Json => println!("{body}"),
                 Format::Table => {

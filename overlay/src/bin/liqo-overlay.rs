@@ -1,13 +1,14 @@
 //! `liqo-overlay`: the per-node overlay agent.
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use dataplane::Netlink;
 use overlay::{
     agent,
     config::{Config, File},
+    status,
 };
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -19,6 +20,9 @@ struct Cli {
     command: Command,
 }
 
+/// Default address of `/status` and `/metrics`.
+const STATUS_LISTEN: &str = "127.0.0.1:9108";
+
 #[derive(Subcommand)]
 enum Command {
     /// Run the agent; the config file is watched and every change applied as a minimal diff.
@@ -26,6 +30,9 @@ enum Command {
         /// The configuration (YAML).
         #[arg(long)]
         config: PathBuf,
+        /// Address of `/status` and `/metrics`.
+        #[arg(long, default_value = STATUS_LISTEN)]
+        status_listen: SocketAddr,
     },
     /// Validate a configuration file.
     CheckConfig {
@@ -33,6 +40,21 @@ enum Command {
         #[arg(long)]
         config: PathBuf,
     },
+    /// Show what a running agent has applied.
+    Status {
+        /// Address of the agent's status endpoint.
+        #[arg(long, default_value = STATUS_LISTEN)]
+        address: SocketAddr,
+        /// Output format.
+        #[arg(short, long, value_enum, default_value = "table")]
+        output: Format,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Table,
+    Json,
 }
 
 fn load(path: &PathBuf) -> Result<(String, Config)> {
@@ -44,13 +66,19 @@ fn load(path: &PathBuf) -> Result<(String, Config)> {
     Ok((text, cfg))
 }
 
-async fn run(config: PathBuf) -> Result<()> {
+async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
     let (mut applied_text, mut cfg) = load(&config)?;
+    let listener = tokio::net::TcpListener::bind(status_listen)
+        .await
+        .with_context(|| format!("binding {status_listen}"))?;
     let nl = Netlink::connect()?;
     agent::apply(&nl, &cfg)
         .await
         .context("applying the overlay")?;
-    tracing::info!(node = %cfg.me, gateway = %cfg.gateway, remote = cfg.remote_cidrs.len(), "overlay up");
+    let state: status::Shared = Arc::default();
+    state.lock().expect("fresh").applied(&cfg);
+    tokio::spawn(status::serve(listener, Arc::clone(&state)));
+    tracing::info!(node = %cfg.me, gateway = %cfg.gateway, remote = cfg.remote_cidrs.len(), status = %status_listen, "overlay up");
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut tick = tokio::time::interval(Duration::from_millis(500));
@@ -64,18 +92,33 @@ async fn run(config: PathBuf) -> Result<()> {
                 if text == applied_text || text == refused {
                     continue;
                 }
-                match File::parse(&text).and_then(|f| f.validate()) {
-                    Ok(next) => {
-                        if next.device != cfg.device {
-                            agent::teardown(&nl, &cfg).await?;
-                        }
-                        agent::apply(&nl, &next).await.context("applying the overlay")?;
-                        tracing::info!(gateway = %next.gateway, remote = next.remote_cidrs.len(), "configuration applied");
+                let next = match File::parse(&text).and_then(|f| f.validate()) {
+                    Ok(next) => next,
+                    Err(e) => {
+                        tracing::error!(error = %e, "configuration refused; the running state is kept");
+                        lock(&state).config_error = Some(e.to_string());
+                        refused = text;
+                        continue;
+                    }
+                };
+                // A kernel failure is retried on the next tick (apply converges from any state).
+                let result = async {
+                    if next.device != cfg.device {
+                        agent::teardown(&nl, &cfg).await?;
+                    }
+                    agent::apply(&nl, &next).await
+                }
+                .await;
+                match result {
+                    Ok(()) => {
+                        tracing::info!(gateway = %next.gateway, nodes = next.nodes.len(), remote = next.remote_cidrs.len(), "configuration applied");
+                        lock(&state).applied(&next);
                         (cfg, applied_text) = (next, text);
                     }
                     Err(e) => {
-                        tracing::error!(error = %e, "configuration refused; the running state is kept");
-                        refused = text;
+                        let e = format!("{:#}", anyhow::Error::from(e));
+                        tracing::warn!(error = %e, "applying the configuration failed; retrying");
+                        lock(&state).apply_error = Some(e);
                     }
                 }
             }
@@ -88,9 +131,16 @@ async fn run(config: PathBuf) -> Result<()> {
     Ok(())
 }
 
+fn lock(s: &status::Shared) -> std::sync::MutexGuard<'_, status::Status> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 async fn cli(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Run { config } => run(config).await,
+        Command::Run {
+            config,
+            status_listen,
+        } => run(config, status_listen).await,
         Command::CheckConfig { config } => {
             let (_, c) = load(&config)?;
             println!(
@@ -101,6 +151,19 @@ async fn cli(cli: Cli) -> Result<()> {
                 c.nodes.len(),
                 c.remote_cidrs.len()
             );
+            Ok(())
+        }
+        Command::Status { address, output } => {
+            let body = dataplane::localhttp::get(address, "/status")
+                .with_context(|| format!("asking the overlay agent at {address}"))?;
+            match output {
+                Format::Json => println!("{body}"),
+                Format::Table => {
+                    let s: status::Status =
+                        serde_json::from_str(&body).context("decoding the status")?;
+                    print!("{}", status::render(&s));
+                }
+            }
             Ok(())
         }
     }

@@ -1,0 +1,128 @@
+//! Measuring an interruption: a TCP probe every 50 ms from one pod to another (the target runs
+//! the echo server), recording the longest time without a successful answer.
+
+use std::{
+    net::Ipv4Addr,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use dataplane::{Netns, NetnsName};
+
+use super::{LabError, check};
+
+const INTERVAL: Duration = Duration::from_millis(50);
+const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
+
+/// A running prober.
+pub struct Prober {
+    stop: Arc<AtomicBool>,
+    server: thread::JoinHandle<()>,
+    client: thread::JoinHandle<Result<Outage, LabError>>,
+}
+
+/// What the prober saw.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Outage {
+    /// Probes sent.
+    pub probes: u32,
+    /// Probes answered.
+    pub answered: u32,
+    /// The longest time between two answered probes (or from the start to the first answer).
+    pub longest_gap: Duration,
+    /// Whether the last probe was answered.
+    pub up_at_end: bool,
+}
+
+impl Prober {
+    /// Starts probing `addr` (where `dst` is reached from `src`).
+    pub fn start(src: &NetnsName, dst: &NetnsName, addr: Ipv4Addr) -> Result<Prober, LabError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let server = check::echo_server(dst, Arc::clone(&stop))?;
+        let ns = Netns::open(src)?;
+        let flag = Arc::clone(&stop);
+        let client = thread::spawn(move || {
+            ns.run(move || {
+                let (mut probes, mut answered, mut up) = (0, 0, false);
+                let mut last_ok = Instant::now();
+                let mut longest = Duration::ZERO;
+                while !flag.load(Ordering::Relaxed) {
+                    let sent = Instant::now();
+                    probes += 1;
+                    up = check::tcp_probe_within(addr, PROBE_TIMEOUT).is_ok();
+                    if up {
+                        answered += 1;
+                        longest = longest.max(sent.saturating_duration_since(last_ok));
+                        last_ok = Instant::now();
+                    }
+                    thread::sleep(INTERVAL.saturating_sub(sent.elapsed()));
+                }
+                if !up {
+                    longest = longest.max(last_ok.elapsed());
+                }
+                Outage {
+                    probes,
+                    answered,
+                    longest_gap: longest,
+                    up_at_end: up,
+                }
+            })
+            .map_err(LabError::from)
+        });
+        Ok(Prober {
+            stop,
+            server,
+            client,
+        })
+    }
+
+    /// Stops probing and returns what was seen.
+    pub fn finish(self) -> Result<Outage, LabError> {
+        self.stop.store(true, Ordering::Relaxed);
+        let out = self.client.join().map_err(|_| LabError::Build {
+            what: "the outage prober".into(),
+            source: "its thread panicked".into(),
+        })?;
+        let _ = self.server.join();
+        out
+    }
+}
+
+/// A pod of `cluster` on none of the nodes in `avoid` (if it has one), a pod of its first peer
+/// on a node not running that peer's gateway, and the address the first reaches the second at;
+/// with a description for people.
+pub fn pair_across(
+    lab: &super::Lab,
+    cluster: &str,
+    avoid: &[&str],
+) -> Result<Option<(NetnsName, NetnsName, Ipv4Addr, String)>, LabError> {
+    let Some((_, peer, view)) = super::peering::peerings(lab)?
+        .into_iter()
+        .find(|(c, _, _)| c == cluster)
+    else {
+        return Ok(None);
+    };
+    let c = super::peering::cluster(lab, cluster)?;
+    let p = super::peering::cluster(lab, &peer)?;
+    let peer_gw = super::placement::gateway_node(lab, p)?;
+    let pick = |c: &crate::topology::Cluster, avoid: &[&str]| {
+        c.pods()
+            .find(|(n, _)| !avoid.contains(&n.name.as_str()))
+            .or_else(|| c.pods().next())
+            .map(|(_, pod)| pod.clone())
+    };
+    let (Some(src), Some(dst)) = (pick(c, avoid), pick(p, &[peer_gw.as_str()])) else {
+        return Ok(None);
+    };
+    let addr = super::peering::translate(dst.addr.addr(), &p.pod_cidr, &view.remote_pods);
+    Ok(Some((
+        lab.pod_netns(cluster, &src.name),
+        lab.pod_netns(&peer, &dst.name),
+        addr,
+        format!("{cluster}/{} -> {peer}/{} at {addr}", src.name, dst.name),
+    )))
+}
