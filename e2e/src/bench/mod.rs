@@ -25,6 +25,7 @@ mod keys;
 mod measure;
 mod names;
 pub mod parse;
+pub mod path;
 pub mod render;
 pub mod report;
 mod run;
@@ -34,7 +35,8 @@ use std::{fmt, path::PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use report::Report;
+pub use path::path;
+pub use report::{Report, Spread};
 pub use run::tunnel;
 
 use crate::lab::{LabError, Prefix};

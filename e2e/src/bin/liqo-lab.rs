@@ -84,6 +84,31 @@ enum Bench {
     /// latest) on one topology where only the gateway-to-gateway leg changes; installs the
     /// peers itself.
     Tunnel(TunnelArgs),
+    /// Pod-to-pod throughput and RTT within a node, across nodes and across clusters (pods on
+    /// non-gateway nodes at both ends), with our gateway alone measured in the same run.
+    Path(PathArgs),
+}
+
+#[derive(Args)]
+struct PathArgs {
+    /// Interleaved repeats (medians need at least 5).
+    #[arg(long, default_value_t = 5)]
+    repeats: u32,
+    /// Seconds per iperf3 test.
+    #[arg(long, default_value_t = 5)]
+    seconds: u32,
+    /// Install nothing; fail if a tool is missing.
+    #[arg(long)]
+    skip_install: bool,
+    /// Allow fewer than 5 repeats (smoke tests, not numbers).
+    #[arg(long)]
+    quick: bool,
+    /// Where built peers are cached.
+    #[arg(long, env = "LIQO_BENCH_CACHE", default_value = bench::DEFAULT_CACHE)]
+    cache: PathBuf,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 #[derive(Args)]
@@ -314,6 +339,29 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench {
             what: Bench::Tunnel(args),
         } => return bench_tunnel(prefix, args).await,
+        Command::Bench {
+            what: Bench::Path(a),
+        } => {
+            require_root()?;
+            let report = bench::path(bench::Options {
+                prefix,
+                repeats: a.repeats,
+                seconds: a.seconds,
+                variants: vec![Variant::Ours],
+                profiles: vec![Profile::Shared],
+                skip_install: a.skip_install,
+                quick: a.quick,
+                cache: a.cache,
+            })
+            .await?;
+            match a.output {
+                Format::Table => print!("{}", bench::path::render(&report)),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            }
+            if report.rows.iter().any(|r| r.gbps.is_none()) {
+                return Ok(ExitCode::FAILURE);
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

