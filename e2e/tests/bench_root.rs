@@ -79,3 +79,47 @@ fn quick_bench_of_plain_and_ours_passes_traffic_and_cleans_up() {
     }
     assert!(!PathBuf::from(format!("/run/liqo-lab/bench-{prefix}")).exists());
 }
+
+#[test]
+fn quick_path_bench_measures_three_paths_and_the_gateway_alone() {
+    require_root();
+    let prefix = format!("bp{}", std::process::id() % 10_000_000);
+    let cache = TempDir(std::env::temp_dir().join(format!("liqo-bench-test-{prefix}")));
+    let out = Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
+        .args(["--prefix", &prefix, "bench", "path", "--quick"])
+        .args(["--repeats", "1", "--seconds", "1"])
+        .arg("--cache")
+        .arg(&cache.0)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let report: e2e::bench::path::PathReport = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let names: Vec<&str> = report.rows.iter().map(|r| r.path.name.as_str()).collect();
+    assert_eq!(names, ["within a node", "across nodes", "across clusters"]);
+    for r in &report.rows {
+        assert!(r.errors.is_empty(), "{r:?}");
+        assert!(
+            r.gbps.unwrap().median > 0.0 && r.rtt_us.unwrap().median > 0.0,
+            "{r:?}"
+        );
+    }
+    let cross = &report.rows[2].path;
+    assert!(cross.from.starts_with("rome/n1-") && cross.to.starts_with("milan/n1-"));
+    assert!(
+        !cross.addr.to_string().starts_with("10.200."),
+        "dialled at a remapped address"
+    );
+    assert!(report.gateway_alone_gbps.unwrap().median > 0.0);
+    assert!(report.cross_over_gateway.unwrap() > 0.0);
+    let left: Vec<String> = Netns::list()
+        .unwrap()
+        .into_iter()
+        .map(|n| n.to_string())
+        .filter(|n| n.starts_with(&format!("{prefix}-")))
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    assert!(!PathBuf::from(format!("/run/liqo-lab/{prefix}.json")).exists());
+}

@@ -205,3 +205,36 @@ fn cli_round_trip_and_bad_topology() {
     assert!(leftovers(&g.0).is_empty());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn quickstart_shows_every_pod_the_matrix_and_the_speed() {
+    let g = LabGuard::new('q');
+    let out = cli(&g.0, &["quickstart"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Every pod with its own address and its address in the other cluster.
+    for pod in ["n0-p0", "n0-p1", "n1-p0", "n1-p1"] {
+        for (cluster, other) in [("rome", "milan"), ("milan", "rome")] {
+            assert!(
+                text.lines().any(|l| l.contains(cluster)
+                    && l.contains(pod)
+                    && l.contains(&format!("(as seen from {other})"))),
+                "{cluster}/{pod} missing:\n{text}"
+            );
+        }
+    }
+    assert!(text.contains("56 of 56 probes passed"), "{text}");
+    assert!(
+        text.contains("across clusters") && text.contains("Gbit/s"),
+        "{text}"
+    );
+    assert!(!text.contains("FAILED"), "{text}");
+    assert!(
+        text.contains(&format!("liqo-lab --prefix {} down", g.0)),
+        "{text}"
+    );
+}
