@@ -218,10 +218,13 @@ impl Gateway {
         Ok(())
     }
 
+    /// The kernel first, then the peer table: a peer shown in the status (or handshaking) has
+    /// its routes, rules and NAT in place, and a peer gone from the status has none left.
     async fn switch(&mut self, cfg: &Config) -> Result<(), GatewayError> {
         self.gw.set_mtu(&cfg.tun, cfg.mtu).await?;
+        self.converge(cfg).await?;
         self.device.set_peers(&cfg.peers);
-        self.converge(cfg).await
+        Ok(())
     }
 
     /// Whether every data-path thread is still running (a thread that died, for example on a

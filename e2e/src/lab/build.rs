@@ -254,10 +254,15 @@ impl Builder {
             self.plug(&lan, n.name.as_str(), "br0", &node, "eth0", n.lan_addr)
                 .await?;
             self.bridge(&node, "cni0", Some(n.bridge_addr)).await?;
+            // Strict reverse-path filtering, as many distributions ship it: the overlay must
+            // keep every path symmetric.
             self.ns[&node]
                 .0
-                .run(|| sysctl::set("net.ipv4.ip_forward", "1"))?
-                .map_err(fail(format!("ip_forward in {node}")))?;
+                .run(|| {
+                    sysctl::set("net.ipv4.ip_forward", "1")?;
+                    sysctl::set("net.ipv4.conf.all.rp_filter", "1")
+                })?
+                .map_err(fail(format!("ip_forward and rp_filter in {node}")))?;
             for (k, pod) in n.pods.iter().enumerate() {
                 let pns = names::netns(p, &[cname, &pod.name]);
                 self.plug(&node, &format!("p{k}"), "cni0", &pns, "eth0", pod.addr)

@@ -245,6 +245,26 @@ pub(crate) fn handshaken(node: &Netns, peer: &str) -> Result<(), LabError> {
     }
 }
 
+/// Whether the gateway in `node` no longer has `peer` (its configuration was reloaded).
+fn gateway_forgot(node: &Netns, peer: &str) -> Result<(), LabError> {
+    let json = run_in(node, &bin("liqo-gateway")?, &["status", "-o", "json"])?;
+    let v: serde_json::Value = serde_json::from_str(&json)
+        .map_err(|e| bad("decoding the gateway status".into(), e.to_string()))?;
+    if let Some(e) = v["configError"].as_str() {
+        return Err(bad("configuring the gateway".into(), e.to_owned()));
+    }
+    let still = v["peers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|p| p["id"] == peer);
+    if still {
+        Err(bad(format!("removing {peer}"), "not yet"))
+    } else {
+        Ok(())
+    }
+}
+
 /// Undoes [`peer`]: removes each from the other's gateway and releases the IPAM ranges. Both
 /// sides are checked before anything changes.
 pub fn unpeer(lab: &Lab, a: &str, b: &str) -> Result<(), LabError> {
@@ -264,6 +284,12 @@ pub fn unpeer(lab: &Lab, a: &str, b: &str) -> Result<(), LabError> {
     }
     for (c, other, file) in files {
         services::write_gateway_config(lab, c.name.as_str(), &file)?;
+        let node = placement::gateway_netns(lab, c)?;
+        services::wait_for(
+            10,
+            &format!("{}'s gateway to drop {}", c.name, other.name),
+            || gateway_forgot(&node, other.name.as_str()),
+        )?;
         overlay::sync(lab, c)?;
         ipam(
             &services::ipam_netns(lab, c)?,
