@@ -313,14 +313,14 @@ pub fn render(r: &PathReport) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<18} {:<36} {:>22} {:>20}",
+        "{:<18} {:<42} {:>22} {:>16}",
         "PATH", "FROM -> TO (ADDRESS)", "GBIT/S", "RTT µs"
     );
     for row in &r.rows {
         let p = &row.path;
         let _ = writeln!(
             out,
-            "{:<18} {:<36} {:>22} {:>20}",
+            "{:<18} {:<42} {:>22} {:>16}",
             p.name,
             format!("{} -> {} ({})", p.from, p.to, p.addr),
             spread(row.gbps, 2),
@@ -332,7 +332,7 @@ pub fn render(r: &PathReport) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<18} {:<36} {:>22}",
+        "{:<18} {:<42} {:>22}",
         "gateway alone",
         "bench tunnel, ours, unpinned",
         spread(r.gateway_alone_gbps, 2)
