@@ -148,9 +148,15 @@ async fn reload_adds_and_removes_a_peer_and_refuses_bad_config() {
         "the removed peer is gone"
     );
     assert!(a.ping("10.71.0.2"));
-    assert_eq!(
-        a.status_json().unwrap()["peers"].as_array().unwrap().len(),
-        1
+    // The kernel state goes first, then the peer table: the status follows within the reload.
+    assert!(
+        eventually(5, || a.status_json().unwrap()["peers"]
+            .as_array()
+            .unwrap()
+            .len()
+            == 1),
+        "{}",
+        a.status_json().unwrap()
     );
     c.stop();
     b.stop();
