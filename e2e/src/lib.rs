@@ -2,9 +2,11 @@
 //!
 //! [`topology`] owns the lab's file format, validation and address plan (pure). [`lab`] builds a
 //! topology out of network namespaces with [`dataplane`], tears it down, shows its status and
-//! checks connectivity with real packets. The `liqo-lab` binary is a thin CLI over both. This
+//! checks connectivity with real packets. [`k8s`] runs real Kubernetes control planes (etcd,
+//! apiserver, controller-manager, scheduler, kwok) as processes for the control-plane tests. The `liqo-lab` binary is a thin CLI over both. This
 //! crate is test and demo infrastructure: no product daemon depends on it.
 
 pub mod bench;
+pub mod k8s;
 pub mod lab;
 pub mod topology;

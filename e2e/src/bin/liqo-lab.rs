@@ -71,11 +71,38 @@ enum Command {
     Plan(Source),
     /// The main demo: build two clusters with the same pod CIDR and show them working.
     Quickstart,
+    /// Real Kubernetes control planes (etcd, apiserver, controller-manager, scheduler, kwok
+    /// nodes) as local processes, for the control plane.
+    K8s {
+        #[command(subcommand)]
+        what: K8s,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
         what: Bench,
     },
+}
+
+#[derive(Subcommand)]
+enum K8s {
+    /// Start clusters (builds the binaries on first use: about 11 minutes) and wait until they
+    /// serve, then leave them running.
+    Up {
+        /// Number of clusters (named rome, milan, turin, ...).
+        #[arg(long, default_value_t = 2)]
+        clusters: usize,
+        /// Simulated (kwok) nodes per cluster.
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        /// Give every cluster the same pod and service CIDRs.
+        #[arg(long)]
+        overlapping: bool,
+    },
+    /// Print the shell lines that point kubectl at them.
+    Env,
+    /// Stop every process and remove every file (also after a crash).
+    Down,
 }
 
 #[derive(Subcommand)]
@@ -185,7 +212,8 @@ fn main() -> ExitCode {
     default_sigpipe();
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,kube_client=off".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -336,6 +364,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             );
         }
         Command::Quickstart => return quickstart(prefix).await,
+        Command::K8s { what } => k8s(prefix, what).await?,
         Command::Bench {
             what: Bench::Tunnel(args),
         } => return bench_tunnel(prefix, args).await,
@@ -396,6 +425,55 @@ async fn bench_tunnel(prefix: Prefix, a: TunnelArgs) -> Result<ExitCode> {
         eprintln!("  {f}");
     }
     Ok(ExitCode::FAILURE)
+}
+
+async fn k8s(prefix: Prefix, what: K8s) -> Result<()> {
+    use e2e::k8s;
+    match what {
+        K8s::Up {
+            clusters,
+            nodes,
+            overlapping,
+        } => {
+            let t = Instant::now();
+            let bins = k8s::binaries()?;
+            let built = t.elapsed();
+            let t = Instant::now();
+            let set = k8s::Clusters::up(
+                &bins,
+                &k8s::Options {
+                    prefix,
+                    clusters,
+                    nodes,
+                    overlapping,
+                },
+            )
+            .await?;
+            println!(
+                "{clusters} cluster(s) with {nodes} kwok node(s) each ready in {:.1} s (binaries: {:.1} s, {})",
+                t.elapsed().as_secs_f64(),
+                built.as_secs_f64(),
+                bins.dir.display()
+            );
+            print!("{}", set.env());
+            set.detach();
+        }
+        K8s::Env => print!("{}", k8s::load(&prefix)?.env()),
+        K8s::Down => {
+            let d = k8s::down(&prefix)?;
+            println!(
+                "clusters {prefix} are down: stopped {} processes ({} needed SIGKILL){}",
+                d.stopped,
+                d.killed,
+                if d.removed {
+                    ", removed their files"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    Ok(())
 }
 
 async fn quickstart(prefix: Prefix) -> Result<ExitCode> {

@@ -1,0 +1,327 @@
+//! Starting one cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
+//! with `nodes` simulated nodes, each step waiting for the previous one to serve.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use base64::Engine as _;
+use ipnet::Ipv4Net;
+use k8s_openapi::api::core::v1::{Node, ServiceAccount};
+use kube::{
+    Api, Client,
+    api::PostParams,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Binaries, K8sError, pki,
+    procs::{self, Proc, free_port},
+};
+
+/// One running cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cluster {
+    /// Its name, also its kubeconfig context.
+    pub name: String,
+    /// Its files (certificates, etcd data, logs, kubeconfig).
+    pub dir: PathBuf,
+    /// Its kubeconfig (one context, named after the cluster).
+    pub kubeconfig: PathBuf,
+    /// The apiserver's address.
+    pub server: String,
+    /// Pod CIDR (kwok hands out pod IPs from it).
+    pub pod_cidr: Ipv4Net,
+    /// Service CIDR.
+    pub service_cidr: Ipv4Net,
+    /// The simulated nodes.
+    pub nodes: Vec<String>,
+    /// Its processes, in start order.
+    pub procs: Vec<Proc>,
+}
+
+impl Cluster {
+    /// A client for it.
+    pub async fn client(&self) -> Result<Client, K8sError> {
+        client(&self.kubeconfig, &self.name).await
+    }
+}
+
+/// A client for `context` of the kubeconfig at `path`.
+pub async fn client(path: &Path, context: &str) -> Result<Client, K8sError> {
+    let kc = Kubeconfig::read_from(path)
+        .map_err(|e| K8sError::Kubeconfig(format!("{}: {e}", path.display())))?;
+    let opts = KubeConfigOptions {
+        context: Some(context.into()),
+        ..KubeConfigOptions::default()
+    };
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &opts)
+        .await
+        .map_err(|e| K8sError::Kubeconfig(format!("{}: {e}", path.display())))?;
+    Client::try_from(cfg).map_err(K8sError::kube("building a client"))
+}
+
+/// The kubeconfig text of one cluster (certificates embedded).
+pub(crate) fn kubeconfig_text(
+    name: &str,
+    server: &str,
+    pki: &pki::Pki,
+) -> Result<String, K8sError> {
+    let b64 = |p: &Path| {
+        std::fs::read(p)
+            .map(|b| base64::engine::general_purpose::STANDARD.encode(b))
+            .map_err(|e| K8sError::io(p, e))
+    };
+    Ok(format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: {name}\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: {name}-admin\n  user:\n    client-certificate-data: {}\n    client-key-data: {}\ncontexts:\n- name: {name}\n  context:\n    cluster: {name}\n    user: {name}-admin\ncurrent-context: {name}\n",
+        b64(&pki.ca_crt)?,
+        b64(&pki.admin_crt)?,
+        b64(&pki.admin_key)?
+    ))
+}
+
+/// Polls `ready` every 100 ms for up to `secs`; on timeout the error carries the end of `p`'s
+/// log. Fails at once if the process died.
+async fn wait<F, Fut>(p: &Proc, secs: u64, mut ready: F) -> Result<(), K8sError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if ready().await {
+            return Ok(());
+        }
+        let dead = !procs::alive(p.pid);
+        if dead || Instant::now() > deadline {
+            return Err(K8sError::NotReady {
+                what: format!("{} ({})", p.name, if dead { "exited" } else { "running" }),
+                secs,
+                log: p.log.clone(),
+                tail: procs::tail(&p.log, 15),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn arg(k: &str, v: impl std::fmt::Display) -> String {
+    format!("--{k}={v}")
+}
+
+/// What to start.
+pub(crate) struct Spec<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) dir: &'a Path,
+    pub(crate) pod_cidr: Ipv4Net,
+    pub(crate) service_cidr: Ipv4Net,
+    pub(crate) nodes: usize,
+}
+
+/// Starts a cluster; every process started is pushed to `started` as soon as it runs, so the
+/// caller can stop them if a later step fails.
+pub(crate) async fn start(
+    bins: &Binaries,
+    s: &Spec<'_>,
+    started: &mut Vec<Proc>,
+) -> Result<Cluster, K8sError> {
+    let logs = s.dir.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| K8sError::io(&logs, e))?;
+    let first_service_ip = s
+        .service_cidr
+        .hosts()
+        .next()
+        .unwrap_or(s.service_cidr.addr());
+    let pki = pki::create(&s.dir.join("pki"), first_service_ip)?;
+    let log = |n: &str| logs.join(format!("{n}.log"));
+    let path = |p: &Path| p.display().to_string();
+
+    let (client_port, peer_port) = (free_port()?, free_port()?);
+    let etcd_url = format!("http://127.0.0.1:{client_port}");
+    let peer_url = format!("http://127.0.0.1:{peer_port}");
+    let etcd = procs::spawn(
+        "etcd",
+        &bins.path("etcd"),
+        &[
+            arg("name", "node0"),
+            arg("data-dir", path(&s.dir.join("etcd"))),
+            arg("listen-client-urls", &etcd_url),
+            arg("advertise-client-urls", &etcd_url),
+            arg("listen-peer-urls", &peer_url),
+            arg("initial-advertise-peer-urls", &peer_url),
+            arg("initial-cluster", format!("node0={peer_url}")),
+            arg("auto-compaction-retention", 1),
+            arg("quota-backend-bytes", 1u64 << 30),
+            arg("unsafe-no-fsync", true),
+        ],
+        &log("etcd"),
+    )?;
+    started.push(etcd.clone());
+    let health: SocketAddr = ([127, 0, 0, 1], client_port).into();
+    wait(&etcd, 30, || async move {
+        dataplane::localhttp::get(health, "/health").is_ok_and(|b| b.contains("true"))
+    })
+    .await?;
+
+    let api_port = free_port()?;
+    let server = format!("https://127.0.0.1:{api_port}");
+    let api = procs::spawn(
+        "kube-apiserver",
+        &bins.path("kube-apiserver"),
+        &[
+            arg("etcd-servers", &etcd_url),
+            arg("bind-address", "127.0.0.1"),
+            arg("advertise-address", "127.0.0.1"),
+            arg("secure-port", api_port),
+            arg("tls-cert-file", path(&pki.serving_crt)),
+            arg("tls-private-key-file", path(&pki.serving_key)),
+            arg("client-ca-file", path(&pki.ca_crt)),
+            arg(
+                "service-account-issuer",
+                "https://kubernetes.default.svc.cluster.local",
+            ),
+            arg("service-account-key-file", path(&pki.sa_pub)),
+            arg("service-account-signing-key-file", path(&pki.sa_key)),
+            arg("service-cluster-ip-range", s.service_cidr),
+            arg("authorization-mode", "Node,RBAC"),
+            arg("allow-privileged", true),
+            arg("endpoint-reconciler-type", "none"),
+            arg("cert-dir", path(&s.dir.join("apiserver-certs"))),
+        ],
+        &log("kube-apiserver"),
+    )?;
+    started.push(api.clone());
+    let kubeconfig = s.dir.join("kubeconfig");
+    let text = kubeconfig_text(s.name, &server, &pki)?;
+    std::fs::write(&kubeconfig, text).map_err(|e| K8sError::io(&kubeconfig, e))?;
+    let kc = client(&kubeconfig, s.name).await?;
+    wait(&api, 60, || {
+        let kc = kc.clone();
+        async move {
+            let req = http::Request::get("/readyz").body(Vec::new());
+            match req {
+                Ok(r) => kc.request_text(r).await.is_ok_and(|t| t.trim() == "ok"),
+                Err(_) => false,
+            }
+        }
+    })
+    .await?;
+
+    let kcm = procs::spawn(
+        "kube-controller-manager",
+        &bins.path("kube-controller-manager"),
+        &[
+            arg("kubeconfig", path(&kubeconfig)),
+            arg("leader-elect", false),
+            arg("bind-address", "127.0.0.1"),
+            arg("secure-port", free_port()?),
+            arg("service-account-private-key-file", path(&pki.sa_key)),
+            arg("root-ca-file", path(&pki.ca_crt)),
+            arg("cluster-signing-cert-file", path(&pki.ca_crt)),
+            arg("cluster-signing-key-file", path(&pki.ca_key)),
+        ],
+        &log("kube-controller-manager"),
+    )?;
+    started.push(kcm.clone());
+    let sched = procs::spawn(
+        "kube-scheduler",
+        &bins.path("kube-scheduler"),
+        &[
+            arg("kubeconfig", path(&kubeconfig)),
+            arg("leader-elect", false),
+            arg("bind-address", "127.0.0.1"),
+            arg("secure-port", free_port()?),
+        ],
+        &log("kube-scheduler"),
+    )?;
+    started.push(sched.clone());
+    let kwok = procs::spawn(
+        "kwok",
+        &bins.path("kwok"),
+        &[
+            arg("kubeconfig", path(&kubeconfig)),
+            arg("config", path(&bins.path("kwok-stage-fast.yaml"))),
+            arg("manage-all-nodes", false),
+            arg(
+                "manage-nodes-with-annotation-selector",
+                "kwok.x-k8s.io/node=fake",
+            ),
+            arg("cidr", s.pod_cidr),
+            arg("node-ip", "127.0.0.1"),
+            arg("node-lease-duration-seconds", 40),
+        ],
+        &log("kwok"),
+    )?;
+    started.push(kwok.clone());
+
+    let nodes_api: Api<Node> = Api::all(kc.clone());
+    let mut nodes = Vec::new();
+    for i in 0..s.nodes {
+        let name = format!("{}-node-{i}", s.name);
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {
+                "name": name,
+                "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                           "kubernetes.io/arch": "amd64", "type": "kwok"},
+            },
+            "status": {
+                "allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+            },
+        }))
+        .map_err(|e| K8sError::Options(format!("node object: {e}")))?;
+        nodes_api
+            .create(&PostParams::default(), &node)
+            .await
+            .map_err(K8sError::kube(format!("creating node {name}")))?;
+        nodes.push(name);
+    }
+    wait(&kwok, 60, || {
+        let api = nodes_api.clone();
+        let want = nodes.len();
+        async move {
+            api.list(&Default::default())
+                .await
+                .is_ok_and(|l| l.items.iter().filter(|n| ready(n)).count() == want)
+        }
+    })
+    .await?;
+    let sas: Api<ServiceAccount> = Api::namespaced(kc.clone(), "default");
+    wait(&kcm, 60, || {
+        let sas = sas.clone();
+        async move { sas.get_opt("default").await.is_ok_and(|s| s.is_some()) }
+    })
+    .await?;
+    if !procs::alive(sched.pid) {
+        return Err(K8sError::NotReady {
+            what: "kube-scheduler (exited)".into(),
+            secs: 0,
+            log: sched.log.clone(),
+            tail: procs::tail(&sched.log, 15),
+        });
+    }
+    Ok(Cluster {
+        name: s.name.into(),
+        dir: s.dir.to_owned(),
+        kubeconfig,
+        server,
+        pod_cidr: s.pod_cidr,
+        service_cidr: s.service_cidr,
+        nodes,
+        procs: started.clone(),
+    })
+}
+
+/// Whether a node reports Ready.
+fn ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}

@@ -1,0 +1,102 @@
+//! Real Kubernetes control planes for tests, without Docker: for each cluster an etcd, a
+//! kube-apiserver, a kube-controller-manager, a kube-scheduler and kwok (simulated nodes), all
+//! built from the Go module proxy by `e2e/k8s/build.sh` and started as processes on loopback
+//! with their own data, certificates, service-account keys, free ports, service and pod CIDRs.
+//!
+//! [`Clusters::up`] waits until every cluster serves, its controllers run and its nodes are
+//! Ready; dropping the value (or [`down`] for a detached set started by `liqo-lab k8s up`) stops
+//! every process and removes every file, also after a failure halfway.
+
+mod bins;
+mod cluster;
+mod crds;
+mod pki;
+mod procs;
+mod state;
+
+use std::path::{Path, PathBuf};
+
+pub use bins::{Binaries, binaries};
+pub use cluster::{Cluster, client};
+pub use crds::{MANAGER, install_crds};
+pub use procs::Proc;
+pub use state::{Clusters, Down, Options, ROOT, down, load};
+
+/// Names given to clusters, in order.
+pub const NAMES: &[&str] = &["rome", "milan", "turin", "naples", "venice", "genoa"];
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum K8sError {
+    /// Building or finding the binaries failed.
+    #[error("the Kubernetes binaries: {0}")]
+    Binaries(String),
+    /// Bad options.
+    #[error("{0}")]
+    Options(String),
+    /// A file operation failed.
+    #[error("{path}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Making a certificate or key failed.
+    #[error("making {what}")]
+    Pki {
+        /// What.
+        what: String,
+        /// The cause.
+        #[source]
+        source: rcgen::Error,
+    },
+    /// A process could not be started.
+    #[error("starting {what}")]
+    Spawn {
+        /// The process.
+        what: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A component did not become ready in time; the end of its log says why.
+    #[error("{what} not ready after {secs} s; the end of {log}:\n{tail}")]
+    NotReady {
+        /// The component.
+        what: String,
+        /// How long we waited.
+        secs: u64,
+        /// Its log.
+        log: String,
+        /// The last lines of it.
+        tail: String,
+    },
+    /// A Kubernetes API call failed.
+    #[error("{what}")]
+    Kube {
+        /// The call.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading or writing a kubeconfig failed.
+    #[error("kubeconfig {0}")]
+    Kubeconfig(String),
+}
+
+impl K8sError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> K8sError {
+        K8sError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    pub(crate) fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> K8sError {
+        let what = what.into();
+        move |source| K8sError::Kube { what, source }
+    }
+}

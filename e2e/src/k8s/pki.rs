@@ -1,0 +1,139 @@
+//! The certificates and keys of one test cluster, made in-process (rcgen, ECDSA P-256): a CA, the
+//! apiserver's serving certificate (SANs: 127.0.0.1, the first service IP, the `kubernetes`
+//! names), an admin client certificate in `system:masters`, and the service-account key pair.
+
+use std::{
+    fs,
+    net::{IpAddr, Ipv4Addr},
+    os::unix::fs::PermissionsExt,
+    path::{Path, PathBuf},
+};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType,
+};
+
+use super::K8sError;
+
+/// Paths of the files written.
+#[derive(Debug, Clone)]
+pub(crate) struct Pki {
+    /// CA certificate.
+    pub(crate) ca_crt: PathBuf,
+    /// CA key (kube-controller-manager signs CSRs with it).
+    pub(crate) ca_key: PathBuf,
+    /// apiserver serving certificate.
+    pub(crate) serving_crt: PathBuf,
+    /// Its key.
+    pub(crate) serving_key: PathBuf,
+    /// Admin client certificate.
+    pub(crate) admin_crt: PathBuf,
+    /// Its key.
+    pub(crate) admin_key: PathBuf,
+    /// Service-account signing key.
+    pub(crate) sa_key: PathBuf,
+    /// Service-account public key.
+    pub(crate) sa_pub: PathBuf,
+}
+
+fn pki_err(what: &str) -> impl FnOnce(rcgen::Error) -> K8sError + '_ {
+    move |e| K8sError::Pki {
+        what: what.into(),
+        source: e,
+    }
+}
+
+fn write(path: &Path, text: &str, private: bool) -> Result<(), K8sError> {
+    fs::write(path, text)
+        .and_then(|()| {
+            fs::set_permissions(
+                path,
+                fs::Permissions::from_mode(if private { 0o600 } else { 0o644 }),
+            )
+        })
+        .map_err(|e| K8sError::io(path, e))
+}
+
+/// Writes a fresh set into `dir`. `service_ip` is the first address of the service range (the
+/// `kubernetes` service).
+pub(crate) fn create(dir: &Path, service_ip: Ipv4Addr) -> Result<Pki, K8sError> {
+    fs::create_dir_all(dir).map_err(|e| K8sError::io(dir, e))?;
+    let p = |n: &str| dir.join(n);
+    let pki = Pki {
+        ca_crt: p("ca.crt"),
+        ca_key: p("ca.key"),
+        serving_crt: p("apiserver.crt"),
+        serving_key: p("apiserver.key"),
+        admin_crt: p("admin.crt"),
+        admin_key: p("admin.key"),
+        sa_key: p("sa.key"),
+        sa_pub: p("sa.pub"),
+    };
+
+    let ca_key = KeyPair::generate().map_err(pki_err("the CA key"))?;
+    write(&pki.ca_key, &ca_key.serialize_pem(), true)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(pki_err("the CA"))?;
+    ca.distinguished_name
+        .push(DnType::CommonName, "liqo-lab-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca = CertifiedIssuer::self_signed(ca, ca_key).map_err(pki_err("the CA"))?;
+    write(&pki.ca_crt, &ca.pem(), false)?;
+
+    let names: Vec<String> = [
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut serving = CertificateParams::new(names).map_err(pki_err("the serving cert"))?;
+    serving
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
+    for ip in [Ipv4Addr::LOCALHOST, service_ip] {
+        serving
+            .subject_alt_names
+            .push(SanType::IpAddress(IpAddr::V4(ip)));
+    }
+    serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    serving.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    let key = KeyPair::generate().map_err(pki_err("the serving key"))?;
+    let cert = serving
+        .signed_by(&key, &ca)
+        .map_err(pki_err("the serving cert"))?;
+    write(&pki.serving_crt, &cert.pem(), false)?;
+    write(&pki.serving_key, &key.serialize_pem(), true)?;
+
+    let mut admin =
+        CertificateParams::new(Vec::<String>::new()).map_err(pki_err("the admin cert"))?;
+    admin
+        .distinguished_name
+        .push(DnType::CommonName, "kubernetes-admin");
+    admin
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
+    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    admin.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let key = KeyPair::generate().map_err(pki_err("the admin key"))?;
+    let cert = admin
+        .signed_by(&key, &ca)
+        .map_err(pki_err("the admin cert"))?;
+    write(&pki.admin_crt, &cert.pem(), false)?;
+    write(&pki.admin_key, &key.serialize_pem(), true)?;
+
+    let sa = KeyPair::generate().map_err(pki_err("the service-account key"))?;
+    write(&pki.sa_key, &sa.serialize_pem(), true)?;
+    write(&pki.sa_pub, &sa.public_key_pem(), false)?;
+    Ok(pki)
+}

@@ -1,0 +1,253 @@
+//! A set of clusters: starting them, the state of a detached set (`liqo-lab k8s up`), and
+//! teardown. Everything of set `<prefix>` lives in `/run/liqo-lab/k8s/<prefix>/`; teardown also
+//! finds processes by that directory in their command line, so a crash before the state was
+//! written leaves nothing either.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use ipnet::Ipv4Net;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Binaries, Cluster, K8sError, NAMES,
+    cluster::{self, Spec},
+    procs::{self, Proc},
+};
+use crate::lab::Prefix;
+
+/// Where sets live.
+pub const ROOT: &str = "/run/liqo-lab/k8s";
+/// How long a process gets between SIGTERM and SIGKILL.
+const GRACE: Duration = Duration::from_secs(10);
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Prefix of the set (per test: unique).
+    pub prefix: Prefix,
+    /// Number of clusters (named rome, milan, ...).
+    pub clusters: usize,
+    /// Simulated nodes per cluster.
+    pub nodes: usize,
+    /// Give every cluster the same pod and service CIDRs (10.244.0.0/16, 10.96.0.0/16); else
+    /// cluster `i` gets 10.(244+i).0.0/16 and 10.(96+i).0.0/16.
+    pub overlapping: bool,
+}
+
+/// Running clusters. Dropping the value stops them and removes their files, unless
+/// [`Clusters::detach`] was called.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Clusters {
+    /// The prefix.
+    pub prefix: Prefix,
+    /// Their directory.
+    pub dir: PathBuf,
+    /// A kubeconfig with one context per cluster.
+    pub kubeconfig: PathBuf,
+    /// The clusters.
+    pub clusters: Vec<Cluster>,
+    #[serde(skip)]
+    detached: bool,
+}
+
+fn dir_of(prefix: &Prefix) -> PathBuf {
+    Path::new(ROOT).join(prefix.as_str())
+}
+
+fn state_path(prefix: &Prefix) -> PathBuf {
+    dir_of(prefix).join("state.json")
+}
+
+impl Options {
+    fn check(&self) -> Result<(), K8sError> {
+        if !(1..=NAMES.len()).contains(&self.clusters) {
+            return Err(K8sError::Options(format!(
+                "--clusters {} is outside 1..={}",
+                self.clusters,
+                NAMES.len()
+            )));
+        }
+        if !(1..=50).contains(&self.nodes) {
+            return Err(K8sError::Options(format!(
+                "--nodes {} is outside 1..=50",
+                self.nodes
+            )));
+        }
+        Ok(())
+    }
+
+    fn cidrs(&self, i: usize) -> (Ipv4Net, Ipv4Net) {
+        let k = if self.overlapping { 0 } else { i as u8 };
+        (
+            Ipv4Net::new([10, 244 + k, 0, 0].into(), 16).expect("/16"),
+            Ipv4Net::new([10, 96 + k, 0, 0].into(), 16).expect("/16"),
+        )
+    }
+}
+
+impl Clusters {
+    /// Starts the clusters (one after the other; a failure stops everything started so far).
+    pub async fn up(bins: &Binaries, opts: &Options) -> Result<Clusters, K8sError> {
+        opts.check()?;
+        let dir = dir_of(&opts.prefix);
+        if dir.exists() {
+            return Err(K8sError::Options(format!(
+                "clusters {} exist already ({}); run `liqo-lab --prefix {} k8s down` first",
+                opts.prefix,
+                dir.display(),
+                opts.prefix
+            )));
+        }
+        fs::create_dir_all(&dir).map_err(|e| K8sError::io(&dir, e))?;
+        let mut set = Clusters {
+            prefix: opts.prefix.clone(),
+            kubeconfig: dir.join("kubeconfig"),
+            dir,
+            clusters: Vec::new(),
+            detached: false,
+        };
+        for (i, name) in NAMES.iter().take(opts.clusters).enumerate() {
+            let (pod_cidr, service_cidr) = opts.cidrs(i);
+            let mut started: Vec<Proc> = Vec::new();
+            let spec = Spec {
+                name,
+                dir: &set.dir.join(name),
+                pod_cidr,
+                service_cidr,
+                nodes: opts.nodes,
+            };
+            match cluster::start(bins, &spec, &mut started).await {
+                Ok(c) => set.clusters.push(c),
+                Err(e) => {
+                    started.reverse();
+                    procs::stop(&started, GRACE);
+                    return Err(e); // `set` drops: the other clusters stop, the files go.
+                }
+            }
+        }
+        set.write_kubeconfig()?;
+        set.save()?;
+        Ok(set)
+    }
+
+    /// The cluster called `name`.
+    pub fn get(&self, name: &str) -> Option<&Cluster> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+
+    /// Keeps the clusters running after this value is dropped (for `liqo-lab k8s up`).
+    pub fn detach(mut self) {
+        self.detached = true;
+    }
+
+    fn save(&self) -> Result<(), K8sError> {
+        let path = state_path(&self.prefix);
+        let json = serde_json::to_vec_pretty(self)
+            .map_err(|e| K8sError::Options(format!("encoding the state: {e}")))?;
+        fs::write(&path, json).map_err(|e| K8sError::io(&path, e))
+    }
+
+    /// One kubeconfig with every cluster's context (for `kubectl --context rome`).
+    fn write_kubeconfig(&self) -> Result<(), K8sError> {
+        let mut clusters = Vec::new();
+        let mut users = Vec::new();
+        let mut contexts = Vec::new();
+        for c in &self.clusters {
+            let text =
+                fs::read_to_string(&c.kubeconfig).map_err(|e| K8sError::io(&c.kubeconfig, e))?;
+            let v: serde_json::Value = serde_saphyr::from_str(&text)
+                .map_err(|e| K8sError::Kubeconfig(format!("{}: {e}", c.kubeconfig.display())))?;
+            clusters.extend(v["clusters"].as_array().cloned().unwrap_or_default());
+            users.extend(v["users"].as_array().cloned().unwrap_or_default());
+            contexts.extend(v["contexts"].as_array().cloned().unwrap_or_default());
+        }
+        let merged = serde_json::json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": clusters, "users": users, "contexts": contexts,
+            "current-context": self.clusters.first().map(|c| c.name.clone()).unwrap_or_default(),
+        });
+        let text = serde_saphyr::to_string(&merged)
+            .map_err(|e| K8sError::Kubeconfig(format!("encoding: {e}")))?;
+        fs::write(&self.kubeconfig, text).map_err(|e| K8sError::io(&self.kubeconfig, e))
+    }
+
+    /// Shell lines that point kubectl at the clusters.
+    pub fn env(&self) -> String {
+        let mut out = format!("export KUBECONFIG={}\n", self.kubeconfig.display());
+        for c in &self.clusters {
+            out.push_str(&format!(
+                "# {}: kubectl --context {} (server {}, pods {}, services {}, {} nodes)\n",
+                c.name,
+                c.name,
+                c.server,
+                c.pod_cidr,
+                c.service_cidr,
+                c.nodes.len()
+            ));
+        }
+        out
+    }
+}
+
+impl Drop for Clusters {
+    fn drop(&mut self) {
+        if !self.detached {
+            let _ = teardown(&self.prefix);
+        }
+    }
+}
+
+/// The detached set `prefix`.
+pub fn load(prefix: &Prefix) -> Result<Clusters, K8sError> {
+    let path = state_path(prefix);
+    let text = fs::read(&path).map_err(|e| K8sError::io(&path, e))?;
+    let mut c: Clusters = serde_json::from_slice(&text)
+        .map_err(|e| K8sError::Options(format!("{}: {e}", path.display())))?;
+    c.detached = true;
+    Ok(c)
+}
+
+/// What teardown did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Down {
+    /// Processes stopped.
+    pub stopped: usize,
+    /// Of those, how many needed SIGKILL.
+    pub killed: usize,
+    /// Whether the directory was there.
+    pub removed: bool,
+}
+
+/// Stops every process of set `prefix` and removes its directory (with or without a state).
+pub fn down(prefix: &Prefix) -> Result<Down, K8sError> {
+    teardown(prefix)
+}
+
+fn teardown(prefix: &Prefix) -> Result<Down, K8sError> {
+    let dir = dir_of(prefix);
+    let mut found = procs::using(&dir);
+    // Stop in reverse start order: kwok, scheduler, controller-manager, apiserver, then etcd.
+    let rank = |p: &Proc| match p.name.as_str() {
+        "kwok" => 0,
+        "kube-scheduler" => 1,
+        "kube-controller-manager" => 2,
+        "kube-apiserver" => 3,
+        _ => 4,
+    };
+    found.sort_by_key(rank);
+    let killed = procs::stop(&found, GRACE);
+    let removed = match fs::remove_dir_all(&dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => return Err(K8sError::io(&dir, e)),
+    };
+    Ok(Down {
+        stopped: found.len(),
+        killed,
+        removed,
+    })
+}
