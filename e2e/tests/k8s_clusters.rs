@@ -341,4 +341,25 @@ async fn the_liqo_crds_enforce_their_schemas_and_print_their_columns() {
         "{text}"
     );
     eprintln!("{text}");
+
+    // A detached set (as `liqo-lab k8s up` leaves it) is found again and torn down by prefix.
+    let (prefix, dir) = (set.prefix.clone(), set.dir.clone());
+    set.detach();
+    let again = k8s::load(&prefix).unwrap();
+    assert_eq!(again.clusters.len(), 1);
+    assert!(
+        again
+            .env()
+            .contains(&format!("export KUBECONFIG={}/kubeconfig", dir.display()))
+    );
+    drop(again);
+    assert!(dir.exists(), "a loaded set is not torn down by dropping it");
+    let d = k8s::down(&prefix).unwrap();
+    assert_eq!((d.stopped, d.removed), (5, true), "{d:?}");
+    assert!(!dir.exists());
+    assert_eq!(
+        k8s::down(&prefix).unwrap(),
+        k8s::Down::default(),
+        "idempotent"
+    );
 }

@@ -251,3 +251,31 @@ fn teardown(prefix: &Prefix) -> Result<Down, K8sError> {
         removed,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(clusters: usize, nodes: usize, overlapping: bool) -> Options {
+        Options {
+            prefix: "kt".parse().unwrap(),
+            clusters,
+            nodes,
+            overlapping,
+        }
+    }
+
+    #[test]
+    fn counts_are_checked_and_cidrs_overlap_only_on_request() {
+        let e = opts(0, 3, false).check().unwrap_err().to_string();
+        assert!(e.contains("--clusters 0"), "{e}");
+        let e = opts(2, 51, false).check().unwrap_err().to_string();
+        assert!(e.contains("--nodes 51"), "{e}");
+        assert!(opts(6, 50, false).check().is_ok());
+        let distinct = opts(2, 1, false);
+        assert_ne!(distinct.cidrs(0), distinct.cidrs(1));
+        assert_eq!(distinct.cidrs(1).0.to_string(), "10.245.0.0/16");
+        let same = opts(2, 1, true);
+        assert_eq!(same.cidrs(0), same.cidrs(1));
+    }
+}
