@@ -225,20 +225,30 @@ fn configure(lab: &Lab, c: &Cluster, peer: &Cluster, v: &View) -> Result<(), Lab
     services::write_gateway_config(lab, c.name.as_str(), &file)
 }
 
-/// Whether the gateway in `node` has a session with `peer`.
-pub(crate) fn handshaken(node: &Netns, peer: &str) -> Result<(), LabError> {
+/// The gateway's `/status` in `node`, or its refused configuration as the error.
+fn gateway_status(node: &Netns) -> Result<serde_json::Value, LabError> {
     let json = run_in(node, &bin("liqo-gateway")?, &["status", "-o", "json"])?;
     let v: serde_json::Value = serde_json::from_str(&json)
         .map_err(|e| bad("decoding the gateway status".into(), e.to_string()))?;
     if let Some(e) = v["configError"].as_str() {
         return Err(bad("configuring the gateway".into(), e.to_owned()));
     }
-    let ok = v["peers"]
+    Ok(v)
+}
+
+/// The gateway's entry for `peer` in `status`, if any.
+fn peer_entry<'a>(status: &'a serde_json::Value, peer: &str) -> Option<&'a serde_json::Value> {
+    status["peers"]
         .as_array()
         .into_iter()
         .flatten()
-        .any(|p| p["id"] == peer && p["handshakeAgeSecs"].is_u64());
-    if ok {
+        .find(|p| p["id"] == peer)
+}
+
+/// Whether the gateway in `node` has a session with `peer`.
+pub(crate) fn handshaken(node: &Netns, peer: &str) -> Result<(), LabError> {
+    let v = gateway_status(node)?;
+    if peer_entry(&v, peer).is_some_and(|p| p["handshakeAgeSecs"].is_u64()) {
         Ok(())
     } else {
         Err(bad(format!("handshake with {peer}"), "not yet"))
@@ -247,18 +257,7 @@ pub(crate) fn handshaken(node: &Netns, peer: &str) -> Result<(), LabError> {
 
 /// Whether the gateway in `node` no longer has `peer` (its configuration was reloaded).
 fn gateway_forgot(node: &Netns, peer: &str) -> Result<(), LabError> {
-    let json = run_in(node, &bin("liqo-gateway")?, &["status", "-o", "json"])?;
-    let v: serde_json::Value = serde_json::from_str(&json)
-        .map_err(|e| bad("decoding the gateway status".into(), e.to_string()))?;
-    if let Some(e) = v["configError"].as_str() {
-        return Err(bad("configuring the gateway".into(), e.to_owned()));
-    }
-    let still = v["peers"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|p| p["id"] == peer);
-    if still {
+    if peer_entry(&gateway_status(node)?, peer).is_some() {
         Err(bad(format!("removing {peer}"), "not yet"))
     } else {
         Ok(())
