@@ -20,6 +20,15 @@ use kube::{
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
+/// Tears a detached set down even when the test fails.
+struct DownOnDrop(e2e::lab::Prefix);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        let _ = k8s::down(&self.0);
+    }
+}
+
 fn options(clusters: usize, nodes: usize) -> Options {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     Options {
@@ -345,6 +354,7 @@ async fn the_liqo_crds_enforce_their_schemas_and_print_their_columns() {
     // A detached set (as `liqo-lab k8s up` leaves it) is found again and torn down by prefix.
     let (prefix, dir) = (set.prefix.clone(), set.dir.clone());
     set.detach();
+    let _guard = DownOnDrop(prefix.clone());
     let again = k8s::load(&prefix).unwrap();
     assert_eq!(again.clusters.len(), 1);
     assert!(

@@ -46,7 +46,11 @@ pub async fn apply(nl: &Netlink, cfg: &Config) -> Result<(), AgentError> {
         .into_iter()
         .filter(|a| a.link == cfg.device)
         .collect();
-    for stale in current.iter().filter(|a| **a != addr) {
+    // Only our IPv4 address is managed (the kernel's IPv6 link-local stays).
+    for stale in current
+        .iter()
+        .filter(|a| a.addr.addr().is_ipv4() && **a != addr)
+    {
         nl.execute(dataplane::addr::delete(stale, nl.index(&cfg.device).await?))
             .await?;
     }

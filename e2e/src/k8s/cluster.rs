@@ -129,6 +129,7 @@ pub(crate) async fn start(
     s: &Spec<'_>,
     started: &mut Vec<Proc>,
 ) -> Result<Cluster, K8sError> {
+    let started_at = Instant::now();
     let logs = s.dir.join("logs");
     std::fs::create_dir_all(&logs).map_err(|e| K8sError::io(&logs, e))?;
     let first_service_ip = s
@@ -197,7 +198,7 @@ pub(crate) async fn start(
     started.push(api.clone());
     let kubeconfig = s.dir.join("kubeconfig");
     let text = kubeconfig_text(s.name, &server, &pki)?;
-    std::fs::write(&kubeconfig, text).map_err(|e| K8sError::io(&kubeconfig, e))?;
+    pki::write(&kubeconfig, &text, true)?; // It holds the admin key.
     let kc = client(&kubeconfig, s.name).await?;
     wait(&api, 60, || {
         let kc = kc.clone();
@@ -301,7 +302,7 @@ pub(crate) async fn start(
     if !procs::alive(sched.pid) {
         return Err(K8sError::NotReady {
             what: "kube-scheduler (exited)".into(),
-            secs: 0,
+            secs: started_at.elapsed().as_secs(),
             log: sched.log.clone(),
             tail: procs::tail(&sched.log, 15),
         });

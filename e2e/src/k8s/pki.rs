@@ -44,13 +44,24 @@ fn pki_err(what: &str) -> impl FnOnce(rcgen::Error) -> K8sError + '_ {
     }
 }
 
-fn write(path: &Path, text: &str, private: bool) -> Result<(), K8sError> {
-    fs::write(path, text)
-        .and_then(|()| {
-            fs::set_permissions(
-                path,
-                fs::Permissions::from_mode(if private { 0o600 } else { 0o644 }),
-            )
+/// Writes `text` to a new file with mode 0600 (`private`) or 0644, set when the file is created:
+/// a key is never readable by others, not even for a moment.
+pub(crate) fn write(path: &Path, text: &str, private: bool) -> Result<(), K8sError> {
+    use std::{io::Write as _, os::unix::fs::OpenOptionsExt};
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(if private { 0o600 } else { 0o644 })
+        .open(path)
+        .and_then(|mut f| {
+            // An existing file keeps its mode on open: set it again.
+            f.set_permissions(fs::Permissions::from_mode(if private {
+                0o600
+            } else {
+                0o644
+            }))?;
+            f.write_all(text.as_bytes())
         })
         .map_err(|e| K8sError::io(path, e))
 }

@@ -122,15 +122,28 @@ pub(crate) fn stop(procs: &[Proc], grace: Duration) -> usize {
         if alive(p.pid) {
             let _ = signal::kill(pid, Signal::SIGKILL);
             killed += 1;
-            while alive(p.pid) {
+            let deadline = Instant::now() + grace;
+            while alive(p.pid) && Instant::now() < deadline {
                 thread::sleep(Duration::from_millis(10));
+            }
+            if alive(p.pid) {
+                tracing::error!(pid = p.pid, name = %p.name, "still alive after SIGKILL (stuck in the kernel?)");
             }
         }
     }
     killed
 }
 
-/// Every running process whose command line mentions `dir` (each component gets a path under
+/// The programs a cluster runs.
+pub(crate) const COMPONENTS: &[&str] = &[
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+];
+
+/// Every running component (one of [`COMPONENTS`]) whose command line mentions `dir` (each component gets a path under
 /// its cluster's directory), named after its program.
 pub(crate) fn using(dir: &Path) -> Vec<Proc> {
     let needle = dir.display().to_string();
@@ -161,6 +174,11 @@ pub(crate) fn using(dir: &Path) -> Vec<Proc> {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        // Only the components themselves: never a `kubectl --kubeconfig <dir>/...` or a
+        // `tail -f <dir>/logs/...` someone runs alongside.
+        if !COMPONENTS.contains(&name.as_str()) {
+            continue;
+        }
         out.push(Proc {
             name,
             pid,

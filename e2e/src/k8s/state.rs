@@ -5,6 +5,7 @@
 
 use std::{
     fs,
+    os::unix::fs::DirBuilderExt,
     path::{Path, PathBuf},
     time::Duration,
 };
@@ -94,15 +95,21 @@ impl Clusters {
     pub async fn up(bins: &Binaries, opts: &Options) -> Result<Clusters, K8sError> {
         opts.check()?;
         let dir = dir_of(&opts.prefix);
-        if dir.exists() {
-            return Err(K8sError::Options(format!(
-                "clusters {} exist already ({}); run `liqo-lab --prefix {} k8s down` first",
-                opts.prefix,
-                dir.display(),
-                opts.prefix
-            )));
+        fs::create_dir_all(ROOT).map_err(|e| K8sError::io(Path::new(ROOT), e))?;
+        // Claimed atomically (two `up` with one prefix cannot both get it), private to root:
+        // it holds admin keys, and etcd trusts whoever reaches it.
+        if let Err(e) = fs::DirBuilder::new().mode(0o700).create(&dir) {
+            return Err(if e.kind() == std::io::ErrorKind::AlreadyExists {
+                K8sError::Options(format!(
+                    "clusters {} exist already ({}); run `liqo-lab --prefix {} k8s down` first",
+                    opts.prefix,
+                    dir.display(),
+                    opts.prefix
+                ))
+            } else {
+                K8sError::io(&dir, e)
+            });
         }
-        fs::create_dir_all(&dir).map_err(|e| K8sError::io(&dir, e))?;
         let mut set = Clusters {
             prefix: opts.prefix.clone(),
             kubeconfig: dir.join("kubeconfig"),
@@ -172,7 +179,7 @@ impl Clusters {
         });
         let text = serde_saphyr::to_string(&merged)
             .map_err(|e| K8sError::Kubeconfig(format!("encoding: {e}")))?;
-        fs::write(&self.kubeconfig, text).map_err(|e| K8sError::io(&self.kubeconfig, e))
+        super::pki::write(&self.kubeconfig, &text, true)
     }
 
     /// Shell lines that point kubectl at the clusters.

@@ -18,11 +18,11 @@ use super::{LabError, check};
 const INTERVAL: Duration = Duration::from_millis(50);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 
-/// A running prober.
+/// A running prober; dropping it without [`Prober::finish`] stops its threads too.
 pub struct Prober {
     stop: Arc<AtomicBool>,
-    server: thread::JoinHandle<()>,
-    client: thread::JoinHandle<Result<Outage, LabError>>,
+    server: Option<thread::JoinHandle<()>>,
+    client: Option<thread::JoinHandle<Result<Outage, LabError>>>,
 }
 
 /// What the prober saw.
@@ -43,7 +43,14 @@ impl Prober {
     pub fn start(src: &NetnsName, dst: &NetnsName, addr: Ipv4Addr) -> Result<Prober, LabError> {
         let stop = Arc::new(AtomicBool::new(false));
         let server = check::echo_server(dst, Arc::clone(&stop))?;
-        let ns = Netns::open(src)?;
+        let ns = match Netns::open(src) {
+            Ok(ns) => ns,
+            Err(e) => {
+                stop.store(true, Ordering::Relaxed);
+                let _ = server.join();
+                return Err(e.into());
+            }
+        };
         let flag = Arc::clone(&stop);
         let client = thread::spawn(move || {
             ns.run(move || {
@@ -75,20 +82,35 @@ impl Prober {
         });
         Ok(Prober {
             stop,
-            server,
-            client,
+            server: Some(server),
+            client: Some(client),
         })
     }
 
     /// Stops probing and returns what was seen.
-    pub fn finish(self) -> Result<Outage, LabError> {
+    pub fn finish(mut self) -> Result<Outage, LabError> {
         self.stop.store(true, Ordering::Relaxed);
-        let out = self.client.join().map_err(|_| LabError::Build {
+        let (Some(client), Some(server)) = (self.client.take(), self.server.take()) else {
+            unreachable!("taken only here and in drop");
+        };
+        let out = client.join().map_err(|_| LabError::Build {
             what: "the outage prober".into(),
             source: "its thread panicked".into(),
         })?;
-        let _ = self.server.join();
+        let _ = server.join();
         out
+    }
+}
+
+impl Drop for Prober {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(c) = self.client.take() {
+            let _ = c.join();
+        }
+        if let Some(s) = self.server.take() {
+            let _ = s.join();
+        }
     }
 }
 

@@ -133,7 +133,8 @@ pub fn status(ns: &Netns) -> Result<overlay::status::Status, LabError> {
     })
 }
 
-/// Waits until every agent of `c` applied `gateway` and `remote`; a refused config fails at once.
+/// Waits (up to 20 s) until every agent of `c` applied `gateway` and `remote`; the last refusal
+/// or kernel error an agent reports is the error returned on timeout.
 pub(crate) fn wait(
     lab: &Lab,
     c: &Cluster,

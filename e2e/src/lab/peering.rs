@@ -193,8 +193,11 @@ pub fn peer(lab: &Lab, a: &str, b: &str) -> Result<(View, View), LabError> {
         remote_external: b_sees_a_ext,
         local_pods_at_peer: a_sees_b,
     };
-    configure(lab, ca, cb, &view_a)?;
-    configure(lab, cb, ca, &view_b)?;
+    // Both files are built (keys read, views checked) before either is written.
+    let fa = configured(lab, ca, cb, &view_a)?;
+    let fb = configured(lab, cb, ca, &view_b)?;
+    services::write_gateway_config(lab, ca.name.as_str(), &fa)?;
+    services::write_gateway_config(lab, cb.name.as_str(), &fb)?;
     for (c, other) in [(ca, cb), (cb, ca)] {
         let node = placement::gateway_netns(lab, c)?;
         services::wait_for(
@@ -208,8 +211,13 @@ pub fn peer(lab: &Lab, a: &str, b: &str) -> Result<(View, View), LabError> {
     Ok((view_a, view_b))
 }
 
-/// Adds or updates `peer` in `c`'s gateway configuration.
-fn configure(lab: &Lab, c: &Cluster, peer: &Cluster, v: &View) -> Result<(), LabError> {
+/// `c`'s gateway configuration with `peer` added or updated.
+fn configured(
+    lab: &Lab,
+    c: &Cluster,
+    peer: &Cluster,
+    v: &View,
+) -> Result<gateway::config::File, LabError> {
     let mut file = services::read_gateway_config(lab, c.name.as_str())?;
     file.peers.retain(|p| p.id != peer.name.as_str());
     let endpoint = (!peer.behind_nat).then(|| format!("{}:{GATEWAY_PORT}", peer.wan_addr.addr()));
@@ -222,7 +230,7 @@ fn configure(lab: &Lab, c: &Cluster, peer: &Cluster, v: &View) -> Result<(), Lab
         remote_external_cidr: Some(v.remote_external.to_string()),
         local_pod_cidr_at_peer: v.local_pods_at_peer.to_string(),
     });
-    services::write_gateway_config(lab, c.name.as_str(), &file)
+    Ok(file)
 }
 
 /// The gateway's `/status` in `node`, or its refused configuration as the error.

@@ -173,6 +173,28 @@ async fn move_wan(lab: &Lab, c: &Cluster, from: &Netns, to: &Netns) -> Result<()
     Ok(())
 }
 
+/// Puts the gateway back on `from` after a failed move (best effort: each step is tried, and
+/// failures are logged; the caller reports the original error).
+async fn rollback(lab: &Lab, c: &Cluster, from: &str, old_ns: &Netns, new_ns: &Netns) {
+    let _ = stop_gateway(lab, c);
+    let wan_here = match Netlink::connect_in(new_ns) {
+        Ok(nl) => nl
+            .link(&"wan0".parse().expect("literal"))
+            .await
+            .is_ok_and(|l| l.is_some()),
+        Err(_) => false,
+    };
+    if wan_here && let Err(e) = move_wan(lab, c, new_ns, old_ns).await {
+        tracing::error!(error = %e, "moving wan0 back");
+    }
+    if let Err(e) = overlay::point_at(lab, c, from) {
+        tracing::error!(error = %e, "pointing the overlay back");
+    }
+    if let Err(e) = start_gateway(lab, c, from) {
+        tracing::error!(error = %e, "restarting the gateway on {from}");
+    }
+}
+
 /// What a gateway move did, with timings.
 #[derive(Debug, Clone)]
 pub struct Moved {
@@ -209,20 +231,31 @@ pub async fn move_gateway(lab: &Lab, cluster: &str, node: &str) -> Result<Moved,
         lab.netns(&format!("{cluster}/{node}").parse()?)?,
     );
     let t = Instant::now();
-    stop_gateway(lab, c)?;
-    let stopped = t.elapsed();
-    move_wan(lab, c, &old_ns, &new_ns).await?;
-    overlay::point_at(lab, c, node)?;
-    start_gateway(lab, c, node)?;
-    let peers = services::read_gateway_config(lab, cluster)?.peers;
-    for p in &peers {
-        services::wait_for(
-            10,
-            &format!("{cluster}'s gateway to handshake with {}", p.id),
-            || peering::handshaken(&new_ns, &p.id),
-        )?;
+    if let Err(e) = stop_gateway(lab, c) {
+        // Killed without its own cleanup: restart it where it was (it adopts what is left).
+        let _ = start_gateway(lab, c, &from);
+        return Err(e);
     }
-    overlay::sync(lab, c)?;
+    let stopped = t.elapsed();
+    let moved = async {
+        move_wan(lab, c, &old_ns, &new_ns).await?;
+        overlay::point_at(lab, c, node)?;
+        start_gateway(lab, c, node)?;
+        let peers = services::read_gateway_config(lab, cluster)?.peers;
+        for p in &peers {
+            services::wait_for(
+                10,
+                &format!("{cluster}'s gateway to handshake with {}", p.id),
+                || peering::handshaken(&new_ns, &p.id),
+            )?;
+        }
+        overlay::sync(lab, c)
+    }
+    .await;
+    if let Err(e) = moved {
+        rollback(lab, c, &from, &old_ns, &new_ns).await;
+        return Err(e);
+    }
     Ok(Moved {
         from,
         to: node.to_owned(),

@@ -87,7 +87,9 @@ pub(crate) fn spawn_detached(
 /// Writes `text` to `path` atomically (a temporary file renamed over it): daemons watching the
 /// file never read half of it.
 pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), LabError> {
-    let tmp = path.with_extension("tmp");
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".{}.tmp", std::process::id()));
+    let tmp = PathBuf::from(tmp);
     fs::write(&tmp, text)
         .and_then(|()| fs::rename(&tmp, path))
         .map_err(fail(format!("writing {}", path.display())))

@@ -72,9 +72,13 @@ async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
         .await
         .with_context(|| format!("binding {status_listen}"))?;
     let nl = Netlink::connect()?;
-    agent::apply(&nl, &cfg)
-        .await
-        .context("applying the overlay")?;
+    if let Err(e) = agent::apply(&nl, &cfg).await {
+        // Leave nothing half-applied behind.
+        if let Err(t) = agent::teardown(&nl, &cfg).await {
+            tracing::error!(error = %t, "removing a partly applied overlay");
+        }
+        return Err(anyhow::Error::from(e).context("applying the overlay"));
+    }
     let state: status::Shared = Arc::default();
     state.lock().expect("fresh").applied(&cfg);
     tokio::spawn(status::serve(listener, Arc::clone(&state)));
@@ -89,7 +93,14 @@ async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
             _ = int.recv() => break,
             _ = tick.tick() => {
                 let Ok(text) = std::fs::read_to_string(&config) else { continue };
-                if text == applied_text || text == refused {
+                if text == applied_text {
+                    // Back to what runs: nothing is refused or failing any more.
+                    let mut s = lock(&state);
+                    (s.config_error, s.apply_error) = (None, None);
+                    refused.clear();
+                    continue;
+                }
+                if text == refused {
                     continue;
                 }
                 let next = match File::parse(&text).and_then(|f| f.validate()) {
@@ -119,6 +130,12 @@ async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
                         let e = format!("{:#}", anyhow::Error::from(e));
                         tracing::warn!(error = %e, "applying the configuration failed; retrying");
                         lock(&state).apply_error = Some(e);
+                        if next.device != cfg.device {
+                            // The old device is gone already: remove the new one's remains and
+                            // treat the new config as the one to clean up on exit.
+                            let _ = agent::teardown(&nl, &next).await;
+                            cfg = next;
+                        }
                     }
                 }
             }
