@@ -164,6 +164,24 @@ impl Netns {
         }
     }
 
+    /// Kills (SIGKILL) every process living in `name`, then deletes the entry: what teardown
+    /// of a namespace someone ran daemons in needs. Returns how many processes were signalled
+    /// and whether there was an entry. A missing namespace is not an error.
+    pub fn purge(name: &NetnsName) -> Result<(usize, bool), Error> {
+        let mut killed = 0;
+        if let Ok(ns) = Netns::open(name) {
+            for pid in ns.pids()? {
+                // The process may have exited meanwhile; that is what we want anyway.
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                killed += 1;
+            }
+        }
+        Ok((killed, Netns::delete(name)?))
+    }
+
     /// Names of all entries under [`NETNS_DIR`], sorted. Entries whose names this crate would
     /// refuse are skipped.
     pub fn list() -> Result<Vec<NetnsName>, Error> {

@@ -1,8 +1,8 @@
-//! Helpers for the privileged tests of this and other crates: wiring namespaces together with
-//! veth pairs and routes. Not for production code: they panic on any error.
+//! Helpers for the privileged tests of this and other crates: namespaces removed on drop, and
+//! wiring them together with veth pairs and routes. Not for production code: they panic on any error.
 
 use crate::{
-    Netlink, Netns,
+    Netlink, Netns, NetnsName,
     addr::AddressSpec,
     link::{LinkKind, LinkSpec},
     route::RouteSpec,
@@ -60,4 +60,45 @@ pub async fn route(ns: &Netns, dst: &str, via: &str) {
         .add_route(&r)
         .await
         .expect("route");
+}
+
+/// Namespaces removed on drop (in reverse order), with every process inside, even when the
+/// test panics.
+#[derive(Debug, Default)]
+pub struct Spaces {
+    /// The namespaces, in creation order.
+    pub names: Vec<NetnsName>,
+}
+
+impl Spaces {
+    /// No namespaces yet.
+    pub fn new() -> Spaces {
+        Spaces::default()
+    }
+
+    /// Creates `name` with `lo` up.
+    pub async fn create(&mut self, name: &str) -> Netns {
+        let n: NetnsName = name.parse().expect("namespace name");
+        let ns = Netns::create(&n).expect("namespace");
+        self.names.push(n);
+        Netlink::connect_in(&ns)
+            .expect("netlink")
+            .set_up(&"lo".parse().expect("literal"), true)
+            .await
+            .expect("lo up");
+        ns
+    }
+
+    /// Also removes `name` on drop (a namespace created by someone else, e.g. a daemon).
+    pub fn adopt(&mut self, name: &str) {
+        self.names.push(name.parse().expect("namespace name"));
+    }
+}
+
+impl Drop for Spaces {
+    fn drop(&mut self) {
+        for n in self.names.iter().rev() {
+            let _ = Netns::purge(n);
+        }
+    }
 }

@@ -10,50 +10,24 @@ use std::{
 };
 
 use dataplane::{
-    Netlink, Netns, NetnsName,
+    Netlink, Netns,
     addr::AddressSpec,
     link::{LinkKind, LinkSpec},
     netns::require_root,
 };
 
-use dataplane::testing::{route, wire};
+use dataplane::testing::{Spaces, route, wire};
 
 const BIN: &str = env!("CARGO_BIN_EXE_liqo-overlay");
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
-struct Spaces(Vec<NetnsName>);
-
-impl Drop for Spaces {
-    fn drop(&mut self) {
-        for n in self.0.iter().rev() {
-            if let Ok(ns) = Netns::open(n) {
-                for pid in ns.pids().unwrap_or_default() {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid as i32),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-            }
-            let _ = Netns::delete(n);
-        }
-    }
-}
-
-impl Spaces {
-    async fn add(&mut self, name: String) -> Netns {
-        let n: NetnsName = name.parse().unwrap();
-        let ns = Netns::create(&n).unwrap();
-        Netlink::connect_in(&ns)
-            .unwrap()
-            .set_up(&"lo".parse().unwrap(), true)
-            .await
-            .unwrap();
-        ns.run(|| dataplane::sysctl::set("net.ipv4.ip_forward", "1"))
-            .unwrap()
-            .unwrap();
-        self.0.push(n);
-        ns
-    }
+/// A namespace with `lo` up and forwarding on, removed on drop.
+async fn add(s: &mut Spaces, name: String) -> Netns {
+    let ns = s.create(&name).await;
+    ns.run(|| dataplane::sysctl::set("net.ipv4.ip_forward", "1"))
+        .unwrap()
+        .unwrap();
+    ns
 }
 
 fn config(me: &str, gateway: &str) -> String {
@@ -101,8 +75,8 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
         std::process::id() % 100_000,
         NEXT.fetch_add(1, Ordering::Relaxed)
     );
-    let mut s = Spaces(Vec::new());
-    let lan = s.add(format!("{p}-lan")).await;
+    let mut s = Spaces::new();
+    let lan = add(&mut s, format!("{p}-lan")).await;
     Netlink::connect_in(&lan)
         .unwrap()
         .add_link(&LinkSpec {
@@ -117,7 +91,7 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
     let mut nodes = Vec::new();
     let mut pods = Vec::new();
     for i in 0..3 {
-        let n = s.add(format!("{p}-n{i}")).await;
+        let n = add(&mut s, format!("{p}-n{i}")).await;
         wire(
             &lan,
             &format!("n{i}"),
@@ -128,7 +102,7 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
             &format!("172.18.0.{}/24", i + 1),
         )
         .await;
-        let pod = s.add(format!("{p}-n{i}-p0")).await;
+        let pod = add(&mut s, format!("{p}-n{i}-p0")).await;
         wire(
             &n,
             "p0",
@@ -160,7 +134,7 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
         }
     }
     // A stand-in for the remote cluster behind the gateway node n0: 10.71.0.2.
-    let remote = s.add(format!("{p}-remote")).await;
+    let remote = add(&mut s, format!("{p}-remote")).await;
     wire(
         &nodes[0],
         "gw0",

@@ -7,7 +7,6 @@
 use std::{fs, io, path::PathBuf};
 
 use dataplane::Netns;
-use nix::{sys::signal, unistd::Pid};
 
 use super::{Lab, LabError, Prefix};
 use crate::topology::Topology;
@@ -90,16 +89,9 @@ pub struct DownReport {
 pub fn down(prefix: &Prefix) -> Result<DownReport, LabError> {
     let mut report = DownReport::default();
     for name in namespaces(prefix)? {
-        if let Ok(ns) = Netns::open(&name) {
-            for pid in ns.pids()? {
-                // The process may have exited meanwhile; that is what we want anyway.
-                let _ = signal::kill(Pid::from_raw(pid as i32), signal::Signal::SIGKILL);
-                report.processes += 1;
-            }
-        }
-        if Netns::delete(&name)? {
-            report.namespaces += 1;
-        }
+        let (killed, deleted) = Netns::purge(&name)?;
+        report.processes += killed;
+        report.namespaces += usize::from(deleted);
     }
     match fs::remove_file(path(prefix)) {
         Ok(()) => report.state = true,

@@ -19,12 +19,12 @@ use std::{
 };
 
 use dataplane::{
-    Netlink, Netns, NetnsName,
+    Netlink, Netns,
     link::{LinkKind, LinkSpec},
     netns::require_root,
 };
 
-pub use dataplane::testing::{route, wire};
+pub use dataplane::testing::{Spaces, route, wire};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_liqo-gateway");
 static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -37,34 +37,6 @@ pub fn prefix(tag: &str) -> String {
         std::process::id() % 100_000,
         NEXT.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// Namespaces removed (with their processes) on drop.
-pub struct Spaces {
-    pub names: Vec<NetnsName>,
-}
-
-impl Spaces {
-    pub fn new() -> Spaces {
-        Spaces { names: Vec::new() }
-    }
-
-    pub async fn create(&mut self, name: &str) -> Netns {
-        let n: NetnsName = name.parse().unwrap();
-        let ns = Netns::create(&n).unwrap();
-        Netlink::connect_in(&ns)
-            .unwrap()
-            .set_up(&"lo".parse().unwrap(), true)
-            .await
-            .unwrap();
-        self.names.push(n);
-        ns
-    }
-
-    /// Also remove `name` on drop (a namespace created by someone else, e.g. the gateway).
-    pub fn adopt(&mut self, name: &str) {
-        self.names.push(name.parse().unwrap());
-    }
 }
 
 /// The WAN: a namespace with a bridge `br0` that sites attach to.
@@ -82,22 +54,6 @@ pub async fn wan(spaces: &mut Spaces, prefix: &str) -> Netns {
         .await
         .unwrap();
     wan
-}
-
-impl Drop for Spaces {
-    fn drop(&mut self) {
-        for n in self.names.iter().rev() {
-            if let Ok(ns) = Netns::open(n) {
-                for pid in ns.pids().unwrap_or_default() {
-                    let _ = nix::sys::signal::kill(
-                        nix::unistd::Pid::from_raw(pid as i32),
-                        nix::sys::signal::Signal::SIGKILL,
-                    );
-                }
-            }
-            let _ = Netns::delete(n);
-        }
-    }
 }
 
 /// One cluster's gateway node: a host namespace with a pod (10.200.0.2) behind it.
