@@ -95,7 +95,7 @@ fn network_config() {
 fn tunnel_endpoint() {
     let tep: TunnelEndpoint = round_trip(include_str!("fixtures/tunnelendpoint.yaml"));
     assert_eq!(tep.spec.local_nat_external_cidr.0, None);
-    let remote = tep.spec.remote_nat_pod_cidr.or(tep.spec.remote_pod_cidr.0);
+    let remote = tep.spec.remote_nat_pod_cidr.or(tep.spec.remote_pod_cidr);
     assert_eq!(remote.to_string(), "10.68.0.0/16");
     let connection = tep.status.unwrap().connection.unwrap();
     assert_eq!(connection.status, Some(ConnectionStatus::Connected));

@@ -24,7 +24,6 @@ pub mod rule;
 pub mod sysctl;
 pub mod testing;
 pub mod tun;
-pub mod validate;
 
 pub use names::{IfName, InvalidName, NetnsName};
 pub use netlink::Netlink;

@@ -7,13 +7,11 @@ use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf};
 
 use dataplane::IfName;
 use ipnet::Ipv4Net;
-use serde::{Deserialize, Serialize};
-
-use crate::keys::PublicKey;
-
+pub use liqo_types::GatewayPeer as PeerFile;
 /// A refused configuration (names the field by its path).
-pub use dataplane::validate::FieldError as ConfigError;
-use dataplane::validate::{bad, cidr};
+pub use liqo_types::field::FieldError as ConfigError;
+use liqo_types::{Cidr, PublicKey, field::bad};
+use serde::{Deserialize, Serialize};
 
 /// The file as written (camelCase keys; unknown keys refused).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -37,42 +35,16 @@ pub struct File {
     /// The local pod CIDR.
     #[serde(rename = "localPodCIDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub local_pod_cidr: Option<String>,
+    pub local_pod_cidr: Option<Cidr>,
     /// /30 for the veth between the host and the gateway namespace.
     #[serde(rename = "linkCIDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub link_cidr: Option<String>,
+    pub link_cidr: Option<Cidr>,
     /// Install routes to the peers' ranges in the host namespace (through the veth).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_routes: Option<bool>,
     /// Peers.
     pub peers: Vec<PeerFile>,
-}
-
-/// One peer as written.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct PeerFile {
-    /// The peer's cluster ID.
-    pub id: String,
-    /// Its WireGuard public key.
-    pub public_key: String,
-    /// `host:port`; without it the endpoint is learned from the peer's first valid packet.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    /// Persistent keepalive for this peer, seconds.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub keepalive: Option<u16>,
-    /// The peer's pods as they appear here (from the local IPAM).
-    #[serde(rename = "remotePodCIDR")]
-    pub remote_pod_cidr: String,
-    /// The peer's external CIDR as it appears here (optional).
-    #[serde(rename = "remoteExternalCIDR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub remote_external_cidr: Option<String>,
-    /// Our pods as the peer sees them (the peer's IPAM decision).
-    #[serde(rename = "localPodCIDRAtPeer")]
-    pub local_pod_cidr_at_peer: String,
 }
 
 /// Defaults.
@@ -176,18 +148,20 @@ fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
     a.contains(b) || b.contains(a)
 }
 
-fn is_dns_label(s: &str) -> bool {
-    (1..=63).contains(&s.len())
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+/// Whether a peer can be reached at `a` (not unspecified, broadcast, multicast or loopback).
+fn usable_endpoint(a: SocketAddr) -> bool {
+    match a.ip() {
+        std::net::IpAddr::V4(ip) => {
+            !(ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() || ip.is_loopback())
+        }
+        std::net::IpAddr::V6(_) => false,
+    }
 }
 
 impl File {
     /// Parses YAML text.
     pub fn parse(text: &str) -> Result<File, ConfigError> {
-        dataplane::validate::yaml(text)
+        liqo_types::field::yaml(text)
     }
 
     /// Checks every field and resolves defaults. `own_key` is the gateway's public key (a peer
@@ -212,16 +186,14 @@ impl File {
                 format!("{keepalive} s is more than an hour"),
             ));
         }
-        let local = cidr(
-            "localPodCIDR",
-            self.local_pod_cidr
-                .as_deref()
-                .ok_or_else(|| bad("localPodCIDR", "is required"))?,
-        )?;
-        let link = cidr(
-            "linkCIDR",
-            self.link_cidr.as_deref().unwrap_or(defaults::LINK_CIDR),
-        )?;
+        let local = self
+            .local_pod_cidr
+            .ok_or_else(|| bad("localPodCIDR", "is required"))?
+            .net();
+        let link = match self.link_cidr {
+            Some(c) => c.net(),
+            None => defaults::LINK_CIDR.parse().expect("valid default"),
+        };
         if link.prefix_len() != 30 {
             return Err(bad(
                 "linkCIDR",
@@ -240,47 +212,33 @@ impl File {
         let mut keys: Vec<(PublicKey, String)> = Vec::new();
         for (i, p) in self.peers.iter().enumerate() {
             let f = |name: &str| format!("peers[{i}].{name}");
-            if !is_dns_label(&p.id) {
-                return Err(bad(
-                    f("id"),
-                    format!(
-                        "{:?} is not a cluster ID (a DNS label: lowercase letters, digits, '-')",
-                        p.id
-                    ),
-                ));
+            let id = p.id.to_string();
+            if peers.contains_key(&id) {
+                return Err(bad(f("id"), format!("duplicate peer {id:?}")));
             }
-            if peers.contains_key(&p.id) {
-                return Err(bad(f("id"), format!("duplicate peer {:?}", p.id)));
-            }
-            let public_key: PublicKey = p
-                .public_key
-                .parse()
-                .map_err(|e| bad(f("publicKey"), format!("{e}")))?;
+            let public_key = p.public_key;
             if Some(public_key) == own_key {
                 return Err(bad(f("publicKey"), "is this gateway's own public key"));
             }
             if let Some((_, other)) = keys.iter().find(|(k, _)| *k == public_key) {
                 return Err(bad(f("publicKey"), format!("same key as peer {other:?}")));
             }
-            keys.push((public_key, p.id.clone()));
-            let endpoint = match &p.endpoint {
-                Some(e) => Some(
-                    e.parse::<SocketAddr>()
-                        .map_err(|_| bad(f("endpoint"), format!("{e:?} is not ip:port")))
-                        .and_then(|a| {
-                            if a.port() == 0 {
-                                Err(bad(f("endpoint"), "port 0"))
-                            } else if a.is_ipv6() {
-                                Err(bad(
-                                    f("endpoint"),
-                                    format!("{a}: IPv6 endpoints are not supported yet"),
-                                ))
-                            } else {
-                                Ok(a)
-                            }
-                        })?,
-                ),
-                None => None,
+            keys.push((public_key, id.clone()));
+            let endpoint = match p.endpoint {
+                Some(a) if a.port() == 0 => return Err(bad(f("endpoint"), format!("{a}: port 0"))),
+                Some(a) if a.is_ipv6() => {
+                    return Err(bad(
+                        f("endpoint"),
+                        format!("{a}: IPv6 endpoints are not supported yet"),
+                    ));
+                }
+                Some(a) if !usable_endpoint(a) => {
+                    return Err(bad(
+                        f("endpoint"),
+                        format!("{a}: not a unicast address a peer can listen on"),
+                    ));
+                }
+                e => e,
             };
             let keepalive = p.keepalive.unwrap_or(keepalive);
             if keepalive > 3600 {
@@ -289,12 +247,8 @@ impl File {
                     format!("{keepalive} s is more than an hour"),
                 ));
             }
-            let remote_pod = cidr(&f("remotePodCIDR"), &p.remote_pod_cidr)?;
-            let remote_ext = p
-                .remote_external_cidr
-                .as_deref()
-                .map(|s| cidr(&f("remoteExternalCIDR"), s))
-                .transpose()?;
+            let remote_pod = p.remote_pod_cidr.net();
+            let remote_ext = p.remote_external_cidr.map(|c| c.net());
             for (name, n) in std::iter::once(("remotePodCIDR", remote_pod))
                 .chain(remote_ext.map(|e| ("remoteExternalCIDR", e)))
             {
@@ -303,7 +257,7 @@ impl File {
                 }
                 taken.push((f(name), n));
             }
-            let at_peer = cidr(&f("localPodCIDRAtPeer"), &p.local_pod_cidr_at_peer)?;
+            let at_peer = p.local_pod_cidr_at_peer.net();
             if at_peer.prefix_len() != local.prefix_len() {
                 return Err(bad(
                     f("localPodCIDRAtPeer"),
@@ -311,9 +265,9 @@ impl File {
                 ));
             }
             peers.insert(
-                p.id.clone(),
+                id.clone(),
                 Peer {
-                    id: p.id.clone(),
+                    id,
                     public_key,
                     endpoint,
                     keepalive,
@@ -406,7 +360,7 @@ mod tests {
             (
                 g.replace(KEY_B, "nope"),
                 "peers[1].publicKey",
-                "not a WireGuard key",
+                "is not a WireGuard key",
             ),
             (
                 g.replace("id: turin", "id: milan"),
@@ -416,12 +370,12 @@ mod tests {
             (
                 g.replace("id: turin", "id: Turin_1"),
                 "peers[1].id",
-                "not a cluster ID",
+                "contains 'T'",
             ),
             (
                 g.replace("198.18.0.2:51840", "198.18.0.2"),
                 "peers[0].endpoint",
-                "not ip:port",
+                "invalid socket address",
             ),
             (
                 g.replace("10.50.0.0/16", "10.50.0.0/24"),
@@ -432,7 +386,17 @@ mod tests {
             (format!("listenPort: 0\n{g}"), "listenPort", "1 to 65535"),
             (format!("linkCIDR: 169.254.0.0/29\n{g}"), "linkCIDR", "/30"),
             (format!("namespace: a/b\n{g}"), "namespace", "contains '/'"),
-            (format!("bogus: 1\n{g}"), "<file>", "unknown field `bogus`"),
+            (format!("bogus: 1\n{g}"), "bogus", "unknown field `bogus`"),
+            (
+                g.replace("198.18.0.2:51840", "0.0.0.0:51840"),
+                "peers[0].endpoint",
+                "not a unicast address",
+            ),
+            (
+                g.replace("198.18.0.2:51840", "198.18.0.2:0"),
+                "peers[0].endpoint",
+                "port 0",
+            ),
             (
                 g.replace("localPodCIDR: 10.200.0.0/16\n", ""),
                 "localPodCIDR",

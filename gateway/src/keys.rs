@@ -6,50 +6,16 @@ use std::{
     io::{self, Read, Write},
     os::unix::fs::{OpenOptionsExt, PermissionsExt},
     path::Path,
-    str::FromStr,
 };
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use boringtun::x25519::{PublicKey as XPublic, StaticSecret};
 
-/// A key that is not 32 bytes of standard base64.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0:?} is not a WireGuard key (44 characters of base64 encoding 32 bytes)")]
-pub struct InvalidKey(pub String);
+pub use liqo_types::{InvalidKey, PublicKey};
 
-/// A public key.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PublicKey(pub [u8; 32]);
-
-impl FromStr for PublicKey {
-    type Err = InvalidKey;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let bytes = STANDARD
-            .decode(s.trim())
-            .map_err(|_| InvalidKey(s.into()))?;
-        Ok(PublicKey(
-            bytes.try_into().map_err(|_| InvalidKey(s.into()))?,
-        ))
-    }
-}
-
-impl fmt::Display for PublicKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&STANDARD.encode(self.0))
-    }
-}
-
-impl fmt::Debug for PublicKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "PublicKey({self})")
-    }
-}
-
-impl PublicKey {
-    /// As boringtun's type.
-    pub fn x25519(&self) -> XPublic {
-        XPublic::from(self.0)
-    }
+/// As boringtun's type.
+pub fn x25519(key: &PublicKey) -> XPublic {
+    XPublic::from(*key.as_bytes())
 }
 
 /// A private key (never printed).

@@ -455,12 +455,7 @@ pub(crate) fn validate(c: &Config) -> Result<(), Error> {
         });
     }
     for (i, p) in c.pools.iter().enumerate() {
-        if *p != p.trunc() {
-            return Err(Error::HostBits {
-                value: *p,
-                network: p.trunc(),
-            });
-        }
+        liqo_types::Cidr::new(*p)?;
         if let Some(q) = c.pools[..i].iter().find(|q| overlaps(p, q)) {
             return Err(Error::PoolOverlap(*p, *q));
         }

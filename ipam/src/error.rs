@@ -9,26 +9,24 @@ use crate::ClusterId;
 /// Why the IPAM refused a request. A refused request changes nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
-    /// Not `a.b.c.d/len`.
-    #[error("{0:?} is not a CIDR (expected a.b.c.d/len)")]
-    NotACidr(String),
+    /// Not an IPv4 CIDR without host bits.
+    #[error(transparent)]
+    Cidr(#[from] liqo_types::InvalidCidr),
     /// Not an IPv4 address.
     #[error("{0:?} is not an IPv4 address")]
     NotAnIp(String),
-    /// Host bits set in a network.
-    #[error("{value} has host bits set (did you mean {network}?)")]
-    HostBits {
-        /// As given.
-        value: Ipv4Net,
-        /// Without host bits.
-        network: Ipv4Net,
-    },
     /// Longer than /30.
     #[error("{0} is longer than /30")]
     PrefixTooLong(Ipv4Net),
     /// Not a valid cluster ID.
-    #[error("invalid cluster ID {0:?}: use a DNS label (lowercase letters, digits, '-')")]
-    BadClusterId(String),
+    #[error("invalid cluster ID {id:?}: {source}")]
+    BadClusterId {
+        /// As given.
+        id: String,
+        /// Why.
+        #[source]
+        source: liqo_types::InvalidId,
+    },
     /// No pool has a free block of this length.
     #[error("pools exhausted: no free /{len} left for {what}")]
     PoolExhausted {

@@ -95,7 +95,7 @@ fn bad_input_names_the_value_and_changes_nothing() {
     let cases: Vec<(Result<(), Error>, &str)> = vec![
         (
             crate::parse_cidr("10.200.0.0").map(drop),
-            "\"10.200.0.0\" is not a CIDR",
+            "\"10.200.0.0\" is not an IPv4 CIDR",
         ),
         (
             ipam.acquire(&id("a"), n("10.5.0.1/16"), n("10.6.0.0/16"))

@@ -197,7 +197,7 @@ fn bad_requests_are_refused_naming_the_value() {
         ),
         (
             vec!["remap", "--peer", "x", "--pod-cidr", "nonsense"],
-            "\"nonsense\" is not a CIDR",
+            "\"nonsense\" is not an IPv4 CIDR",
         ),
         (
             vec!["remap", "--peer", "Bad_Id", "--pod-cidr", "10.1.0.0/16"],

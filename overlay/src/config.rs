@@ -5,11 +5,11 @@ use std::{collections::BTreeMap, net::Ipv4Addr};
 
 use dataplane::IfName;
 use ipnet::Ipv4Net;
-use serde::{Deserialize, Serialize};
-
+pub use liqo_types::OverlayNode as NodeFile;
 /// A refused configuration (names the field by its path).
-pub use dataplane::validate::FieldError as ConfigError;
-use dataplane::validate::{bad, cidr};
+pub use liqo_types::field::FieldError as ConfigError;
+use liqo_types::{Cidr, field::bad};
+use serde::{Deserialize, Serialize};
 
 /// Defaults (as upstream Liqo's v0.5 overlay).
 pub mod defaults {
@@ -37,7 +37,7 @@ pub struct File {
     pub nodes: Vec<NodeFile>,
     /// The remote clusters' ranges as they appear here (pods and external CIDRs of every peer).
     #[serde(rename = "remoteCIDRs")]
-    pub remote_cidrs: Vec<String>,
+    pub remote_cidrs: Vec<Cidr>,
     /// VXLAN device name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
@@ -53,19 +53,6 @@ pub struct File {
     /// Underlay interface the VXLAN device sends through (optional).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub underlay_interface: Option<String>,
-}
-
-/// A node as written.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct NodeFile {
-    /// Name.
-    pub name: String,
-    /// Underlay (node) address.
-    pub address: String,
-    /// The node's pod CIDR.
-    #[serde(rename = "podCIDR")]
-    pub pod_cidr: String,
 }
 
 /// A validated node.
@@ -139,10 +126,38 @@ impl Config {
     }
 }
 
+/// The overlay's own addresses (240.b.c.d for node a.b.c.d).
+pub const OVERLAY_RANGE: Ipv4Net = match Ipv4Net::new(Ipv4Addr::new(240, 0, 0, 0), 8) {
+    Ok(n) => n,
+    Err(_) => panic!("valid"),
+};
+
+/// Why `a` cannot be a node's underlay address, if it cannot: VXLAN packets must be able to
+/// leave for it and come back from it as unicast on the cluster network.
+pub fn unusable_node_address(a: Ipv4Addr) -> Option<&'static str> {
+    if a.is_unspecified() {
+        Some("the unspecified address")
+    } else if a.is_broadcast() {
+        Some("the broadcast address")
+    } else if a.is_multicast() {
+        Some("a multicast address")
+    } else if a.is_loopback() {
+        Some("a loopback address")
+    } else if a.is_link_local() {
+        Some("a link-local address")
+    } else if a.octets()[0] >= 240 {
+        Some("a reserved address (240.0.0.0/4 holds the overlay's own addresses)")
+    } else if a.octets()[0] == 0 {
+        Some("an address of 0.0.0.0/8 (this network)")
+    } else {
+        None
+    }
+}
+
 impl File {
     /// Parses YAML.
     pub fn parse(text: &str) -> Result<File, ConfigError> {
-        dataplane::validate::yaml(text)
+        liqo_types::field::yaml(text)
     }
 
     /// Checks every field.
@@ -157,17 +172,24 @@ impl File {
             if nodes.contains_key(&n.name) {
                 return Err(bad(f("name"), format!("duplicate node {:?}", n.name)));
             }
-            let address: Ipv4Addr = n.address.parse().map_err(|_| {
-                bad(
+            let address = n.address;
+            if let Some(why) = unusable_node_address(address) {
+                return Err(bad(
                     f("address"),
-                    format!("{:?} is not an IPv4 address", n.address),
-                )
-            })?;
+                    format!("{address} cannot carry the overlay: {why}"),
+                ));
+            }
             let node = Node {
                 name: n.name.clone(),
                 address,
-                pod_cidr: cidr(&f("podCIDR"), &n.pod_cidr)?,
+                pod_cidr: n.pod_cidr.net(),
             };
+            if node.pod_cidr.contains(&OVERLAY_RANGE) || OVERLAY_RANGE.contains(&node.pod_cidr) {
+                return Err(bad(
+                    f("podCIDR"),
+                    format!("{} covers the overlay range {OVERLAY_RANGE}", node.pod_cidr),
+                ));
+            }
             if let Some(other) = overlay.insert(node.overlay_ip(), n.name.clone()) {
                 return Err(bad(
                     f("address"),
@@ -201,7 +223,13 @@ impl File {
         }
         let mut remote_cidrs: Vec<Ipv4Net> = Vec::new();
         for (i, r) in self.remote_cidrs.iter().enumerate() {
-            let n = cidr(&format!("remoteCIDRs[{i}]"), r)?;
+            let n = r.net();
+            if n.prefix_len() == 0 || n.contains(&OVERLAY_RANGE) || OVERLAY_RANGE.contains(&n) {
+                return Err(bad(
+                    format!("remoteCIDRs[{i}]"),
+                    format!("{n} overlaps the overlay range {OVERLAY_RANGE}"),
+                ));
+            }
             if let Some(node) = nodes
                 .values()
                 .find(|x| x.pod_cidr.contains(&n) || n.contains(&x.pod_cidr))
@@ -260,5 +288,53 @@ impl File {
             mtu,
             underlay,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "node: n1\ngateway: n0\nremoteCIDRs: [10.71.0.0/16]\nnodes:\n  - {name: n0, address: 172.18.0.1, podCIDR: 10.200.0.0/24}\n  - {name: n1, address: 172.18.0.2, podCIDR: 10.200.1.0/24}\n";
+
+    fn err(text: &str) -> ConfigError {
+        File::parse(text)
+            .and_then(|f| f.validate())
+            .expect_err(text)
+    }
+
+    #[test]
+    fn unusable_node_addresses_are_refused_naming_the_field() {
+        assert!(File::parse(GOOD).unwrap().validate().is_ok());
+        for (addr, why) in [
+            ("0.0.0.0", "unspecified"),
+            ("255.255.255.255", "broadcast"),
+            ("224.0.0.1", "multicast"),
+            ("239.1.2.3", "multicast"),
+            ("127.0.0.1", "loopback"),
+            ("169.254.1.1", "link-local"),
+            ("240.18.0.9", "reserved"),
+            ("250.1.1.1", "reserved"),
+            ("0.1.2.3", "this network"),
+        ] {
+            let e = err(&GOOD.replace("172.18.0.2", addr));
+            assert_eq!(e.field, "nodes[1].address", "{addr}: {e}");
+            assert!(e.problem.contains(why), "{addr}: {e}");
+        }
+        let e = err(&GOOD.replace("172.18.0.2", "::1"));
+        assert_eq!(e.field, "nodes[1].address", "{e}");
+    }
+
+    #[test]
+    fn ranges_over_the_overlay_are_refused() {
+        let e = err(&GOOD.replace("[10.71.0.0/16]", "[0.0.0.0/0]"));
+        assert_eq!(e.field, "remoteCIDRs[0]", "{e}");
+        let e = err(&GOOD.replace("[10.71.0.0/16]", "[240.18.0.0/16]"));
+        assert_eq!(e.field, "remoteCIDRs[0]", "{e}");
+        let e = err(&GOOD.replace("10.200.1.0/24", "240.0.0.0/4"));
+        assert_eq!(e.field, "nodes[1].podCIDR", "{e}");
+        let e = err(&GOOD.replace("10.71.0.0/16", "10.71.0.1/16"));
+        assert_eq!(e.field, "remoteCIDRs[0]", "{e}");
+        assert!(e.problem.contains("host bits"), "{e}");
     }
 }

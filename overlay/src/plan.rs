@@ -202,7 +202,7 @@ mod tests {
             ),
             (format!("vni: 0\n{good}"), "vni"),
             (format!("mtu: 100\n{good}"), "mtu"),
-            (format!("bogus: 1\n{good}"), "<file>"),
+            (format!("bogus: 1\n{good}"), "bogus"),
         ];
         for (text, field) in cases {
             let e = File::parse(&text).and_then(|f| f.validate()).unwrap_err();

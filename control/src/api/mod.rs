@@ -9,15 +9,14 @@
 
 pub mod cidr;
 pub mod discovery;
-pub mod ids;
 pub mod net;
 pub mod offloading;
 mod schema;
 pub mod sharing;
 pub mod virtualkubelet;
 
-pub use cidr::{Cidr, InvalidCidr, NatCidr};
-pub use ids::{ClusterId, ClusterName, InvalidId};
+pub use cidr::NatCidr;
+pub use liqo_types::{Cidr, ClusterId, ClusterName, InvalidCidr, InvalidId, id as ids};
 pub use schema::NODE_SELECTOR_OPERATORS;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -8,11 +8,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{
-    ClusterId,
-    cidr::{Cidr, NatCidr},
-    discovery::ClusterIdentity,
-};
+use super::{Cidr, ClusterId, cidr::NatCidr, discovery::ClusterIdentity};
 
 /// NetworkConfigSpec defines the desired state of NetworkConfig.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

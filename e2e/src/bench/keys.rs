@@ -96,15 +96,22 @@ impl Keys {
                         .to_string(),
                 ),
                 mtu: Some(TUNNEL_MTU),
-                local_pod_cidr: Some(local.into()),
+                local_pod_cidr: Some(cidr(local)?),
                 peers: vec![PeerFile {
-                    id: format!("side-{}", side(!side_a).to_ascii_lowercase()),
-                    public_key: keys[peer].public().to_string(),
-                    endpoint: Some(format!("{endpoint}:{OURS_PORT}")),
-                    remote_pod_cidr: remote.into(),
+                    id: format!("side-{}", side(!side_a).to_ascii_lowercase())
+                        .parse()
+                        .map_err(|e| BenchError::step("naming the bench peer", &e))?,
+                    public_key: keys[peer].public(),
+                    endpoint: Some(
+                        format!("{endpoint}:{OURS_PORT}")
+                            .parse()
+                            .map_err(|e| BenchError::step("the bench endpoint", &e))?,
+                    ),
+                    keepalive: None,
+                    remote_pod_cidr: cidr(remote)?,
+                    remote_external_cidr: None,
                     // Identity views: no remapping.
-                    local_pod_cidr_at_peer: local.into(),
-                    ..PeerFile::default()
+                    local_pod_cidr_at_peer: cidr(local)?,
                 }],
                 ..GatewayFile::default()
             };
@@ -122,4 +129,9 @@ impl Keys {
     pub(crate) fn ours_conf(&self, side_a: bool) -> PathBuf {
         self.dir.join(format!("ours{}.yaml", side(side_a)))
     }
+}
+
+fn cidr(s: &str) -> Result<liqo_types::Cidr, BenchError> {
+    s.parse()
+        .map_err(|e| BenchError::step(format!("the bench range {s}"), &e))
 }

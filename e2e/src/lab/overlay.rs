@@ -42,11 +42,14 @@ pub fn desired(
             .iter()
             .map(|n| overlay::config::NodeFile {
                 name: n.name.to_string(),
-                address: n.lan_addr.addr().to_string(),
-                pod_cidr: n.pod_slice.to_string(),
+                address: n.lan_addr.addr(),
+                pod_cidr: liqo_types::Cidr::new(n.pod_slice).expect("validated topology"),
             })
             .collect(),
-        remote_cidrs: remote.iter().map(ToString::to_string).collect(),
+        remote_cidrs: remote
+            .iter()
+            .map(|r| liqo_types::Cidr::new(*r).expect("from the IPAM"))
+            .collect(),
         underlay_interface: Some("eth0".into()),
         ..Default::default()
     }
@@ -59,10 +62,7 @@ pub fn remote_cidrs(lab: &Lab, c: &Cluster) -> Result<Vec<Ipv4Net>, LabError> {
     let mut out = BTreeSet::new();
     for p in &file.peers {
         for s in std::iter::once(&p.remote_pod_cidr).chain(p.remote_external_cidr.as_ref()) {
-            out.insert(s.parse::<Ipv4Net>().map_err(|_| LabError::Build {
-                what: "reading the gateway configuration".into(),
-                source: format!("peers[{}]: {s:?} is not a CIDR", p.id).into(),
-            })?);
+            out.insert(s.net());
         }
     }
     Ok(out.into_iter().collect())

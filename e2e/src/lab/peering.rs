@@ -219,16 +219,25 @@ fn configured(
     v: &View,
 ) -> Result<gateway::config::File, LabError> {
     let mut file = services::read_gateway_config(lab, c.name.as_str())?;
-    file.peers.retain(|p| p.id != peer.name.as_str());
-    let endpoint = (!peer.behind_nat).then(|| format!("{}:{GATEWAY_PORT}", peer.wan_addr.addr()));
+    file.peers.retain(|p| p.id.as_str() != peer.name.as_str());
+    let endpoint = (!peer.behind_nat)
+        .then(|| std::net::SocketAddr::from((peer.wan_addr.addr(), GATEWAY_PORT)));
+    let cidr =
+        |n: Ipv4Net| liqo_types::Cidr::new(n).map_err(|e| bad("a view".into(), e.to_string()));
     file.peers.push(gateway::config::PeerFile {
-        id: peer.name.to_string(),
-        public_key: public_key(lab, peer)?,
+        id: peer
+            .name
+            .as_str()
+            .parse()
+            .map_err(|e: liqo_types::InvalidId| bad("a cluster ID".into(), e.to_string()))?,
+        public_key: public_key(lab, peer)?
+            .parse()
+            .map_err(|e: liqo_types::InvalidKey| bad("a key".into(), e.to_string()))?,
         endpoint,
         keepalive: None,
-        remote_pod_cidr: v.remote_pods.to_string(),
-        remote_external_cidr: Some(v.remote_external.to_string()),
-        local_pod_cidr_at_peer: v.local_pods_at_peer.to_string(),
+        remote_pod_cidr: cidr(v.remote_pods)?,
+        remote_external_cidr: Some(cidr(v.remote_external)?),
+        local_pod_cidr_at_peer: cidr(v.local_pods_at_peer)?,
     });
     Ok(file)
 }
@@ -280,7 +289,7 @@ pub fn unpeer(lab: &Lab, a: &str, b: &str) -> Result<(), LabError> {
     for (c, other) in [(ca, cb), (cb, ca)] {
         let mut file = services::read_gateway_config(lab, c.name.as_str())?;
         let before = file.peers.len();
-        file.peers.retain(|p| p.id != other.name.as_str());
+        file.peers.retain(|p| p.id.as_str() != other.name.as_str());
         if file.peers.len() == before {
             return Err(bad(
                 format!("unpeering {a} and {b}"),
@@ -312,19 +321,14 @@ pub fn peerings(lab: &Lab) -> Result<Vec<(String, String, View)>, LabError> {
     for c in &lab.topology.clusters {
         let file = services::read_gateway_config(lab, c.name.as_str())?;
         for p in file.peers {
-            let remote_external = p
-                .remote_external_cidr
-                .as_deref()
-                .map(net)
-                .transpose()?
-                .unwrap_or(net(&p.remote_pod_cidr)?);
+            let remote_external = p.remote_external_cidr.unwrap_or(p.remote_pod_cidr).net();
             out.push((
                 c.name.to_string(),
-                p.id.clone(),
+                p.id.to_string(),
                 View {
-                    remote_pods: net(&p.remote_pod_cidr)?,
+                    remote_pods: p.remote_pod_cidr.net(),
                     remote_external,
-                    local_pods_at_peer: net(&p.local_pod_cidr_at_peer)?,
+                    local_pods_at_peer: p.local_pod_cidr_at_peer.net(),
                 },
             ));
         }

@@ -246,7 +246,7 @@ pub async fn move_gateway(lab: &Lab, cluster: &str, node: &str) -> Result<Moved,
             services::wait_for(
                 10,
                 &format!("{cluster}'s gateway to handshake with {}", p.id),
-                || peering::handshaken(&new_ns, &p.id),
+                || peering::handshaken(&new_ns, p.id.as_str()),
             )?;
         }
         overlay::sync(lab, c)

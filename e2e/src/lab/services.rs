@@ -209,7 +209,7 @@ pub(crate) fn start(lab: &Lab, c: &Cluster) -> Result<(), LabError> {
     let file = gateway::config::File {
         namespace: Some(super::names::netns(&lab.prefix, &[c.name.as_str(), "gw"]).to_string()),
         private_key_file: Some(dir.join("private.key").display().to_string()),
-        local_pod_cidr: Some(c.pod_cidr.to_string()),
+        local_pod_cidr: Some(liqo_types::Cidr::new(c.pod_cidr).expect("validated topology")),
         listen_port: Some(GATEWAY_PORT),
         ..Default::default()
     };

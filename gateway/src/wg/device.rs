@@ -105,7 +105,10 @@ impl Device {
         }
         // Receive many datagrams per call, coalesced by the kernel.
         setsockopt(&udp, sockopt::UdpGroSegment, &true).map_err(io::Error::from)?;
-        let limiter = Arc::new(RateLimiter::new(&key.public().x25519(), HANDSHAKE_RATE));
+        let limiter = Arc::new(RateLimiter::new(
+            &crate::keys::x25519(&key.public()),
+            HANDSHAKE_RATE,
+        ));
         nix::fcntl::fcntl(
             &tun,
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
@@ -352,7 +355,7 @@ impl Device {
         let p = match Tunn::parse_incoming_packet(datagram).ok()? {
             Packet::HandshakeInit(hi) => {
                 let secret = self.key.secret();
-                let public = self.key.public().x25519();
+                let public = crate::keys::x25519(&self.key.public());
                 let half = parse_handshake_anon(&secret, &public, &hi).ok()?;
                 table.by_key(&half.peer_static_public)
             }

@@ -55,7 +55,7 @@ impl Peer {
         let keepalive = (cfg.keepalive > 0).then_some(cfg.keepalive);
         let tunn = Tunn::new(
             key.secret(),
-            cfg.public_key.x25519(),
+            crate::keys::x25519(&cfg.public_key),
             None,
             keepalive,
             index,

@@ -31,7 +31,7 @@ fn status(e: ServiceError) -> Status {
 }
 
 fn id(s: &str) -> Result<ClusterId, Status> {
-    s.parse().map_err(|e: Error| status(e.into()))
+    crate::cluster_id(s).map_err(|e| status(e.into()))
 }
 
 fn cidr(s: &str) -> Result<ipnet::Ipv4Net, Status> {

@@ -2,13 +2,12 @@
 //!
 //! Both are RFC 1123 labels (lowercase alphanumerics and `-`, at most 63 characters, starting
 //! and ending with an alphanumeric), so they can be used verbatim inside Kubernetes names
-//! (virtual node `liqo-<name>`, tenant namespaces, labels). Upstream Liqo v0.5 generates the
+//! (virtual node `liqo-<name>`, tenant namespaces, labels, nftables element comments). Upstream Liqo v0.5 generates the
 //! cluster ID as a UUIDv4, which is such a label. The CRD schemas carry the same rule
 //! ([`LABEL_PATTERN`]), so the apiserver refuses what these types would refuse.
 
-use std::{borrow::Cow, fmt, str::FromStr};
+use std::{fmt, str::FromStr};
 
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 
 /// The longest RFC 1123 label.
@@ -105,13 +104,14 @@ macro_rules! label_newtype {
             }
         }
 
-        impl JsonSchema for $name {
-            fn schema_name() -> Cow<'static, str> {
+        #[cfg(feature = "schemars")]
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
                 stringify!($name).into()
             }
 
-            fn json_schema(_: &mut SchemaGenerator) -> Schema {
-                json_schema!({
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({
                     "type": "string",
                     "minLength": 1,
                     "maxLength": LABEL_MAX_LEN,
@@ -190,6 +190,7 @@ mod tests {
         assert!(err.to_string().contains("'R'"), "{err}");
     }
 
+    #[cfg(feature = "schemars")]
     #[test]
     fn schema_carries_the_rule() {
         let schema = serde_json::to_value(schemars::schema_for!(ClusterId)).unwrap();

@@ -1,0 +1,29 @@
+//! Validated values shared by the data plane and the control plane, each defined once.
+//!
+//! - [`ClusterId`] and [`ClusterName`]: RFC 1123 labels ([`id`]);
+//! - [`Cidr`]: an IPv4 network written without host bits, the one CIDR parser of the tree
+//!   ([`cidr`]);
+//! - [`PeerView`]: how a cluster sees a peer and how the peer sees it, with address translation
+//!   ([`view`]);
+//! - [`PublicKey`]: a WireGuard public key ([`key`]);
+//! - [`FieldError`]: a refused value named by its field path, and YAML/JSON decoding that names
+//!   the field of every error ([`field`]);
+//! - [`GatewayPeer`] and [`OverlayNode`]: the entries the control plane (or the lab) writes into
+//!   the gateway's and the overlay agents' configurations ([`wire`]).
+//!
+//! This crate does no I/O and holds no policy: it only parses, validates and prints values.
+//! With the `schemars` feature the identifiers and CIDRs carry JSON schemas for the CRDs.
+
+pub mod cidr;
+pub mod field;
+pub mod id;
+pub mod key;
+pub mod view;
+pub mod wire;
+
+pub use cidr::{Cidr, InvalidCidr};
+pub use field::FieldError;
+pub use id::{ClusterId, ClusterName, InvalidId};
+pub use key::{InvalidKey, PublicKey};
+pub use view::PeerView;
+pub use wire::{GatewayPeer, OverlayNode};
