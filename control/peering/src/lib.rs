@@ -1,0 +1,1 @@
+//! The peering core (being written).

@@ -1,0 +1,1 @@
+//! The daemons' shared runtime (being written).
