@@ -148,6 +148,15 @@ fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
     a.contains(b) || b.contains(a)
 }
 
+/// A pod or external range: `/1` to `/30` (a `/0` would take every destination, and the IPAM
+/// never hands out ranges longer than `/30`).
+fn range(field: &str, c: Cidr) -> Result<Ipv4Net, ConfigError> {
+    if !(1..=30).contains(&c.prefix_len()) {
+        return Err(bad(field, format!("{c}: a range must be /1 to /30 long")));
+    }
+    Ok(c.net())
+}
+
 /// Whether a peer can be reached at `a` (not unspecified, broadcast, multicast or loopback).
 fn usable_endpoint(a: SocketAddr) -> bool {
     match a.ip() {
@@ -186,10 +195,11 @@ impl File {
                 format!("{keepalive} s is more than an hour"),
             ));
         }
-        let local = self
-            .local_pod_cidr
-            .ok_or_else(|| bad("localPodCIDR", "is required"))?
-            .net();
+        let local = range(
+            "localPodCIDR",
+            self.local_pod_cidr
+                .ok_or_else(|| bad("localPodCIDR", "is required"))?,
+        )?;
         let link = match self.link_cidr {
             Some(c) => c.net(),
             None => defaults::LINK_CIDR.parse().expect("valid default"),
@@ -247,8 +257,11 @@ impl File {
                     format!("{keepalive} s is more than an hour"),
                 ));
             }
-            let remote_pod = p.remote_pod_cidr.net();
-            let remote_ext = p.remote_external_cidr.map(|c| c.net());
+            let remote_pod = range(&f("remotePodCIDR"), p.remote_pod_cidr)?;
+            let remote_ext = p
+                .remote_external_cidr
+                .map(|c| range(&f("remoteExternalCIDR"), c))
+                .transpose()?;
             for (name, n) in std::iter::once(("remotePodCIDR", remote_pod))
                 .chain(remote_ext.map(|e| ("remoteExternalCIDR", e)))
             {
@@ -257,7 +270,7 @@ impl File {
                 }
                 taken.push((f(name), n));
             }
-            let at_peer = p.local_pod_cidr_at_peer.net();
+            let at_peer = range(&f("localPodCIDRAtPeer"), p.local_pod_cidr_at_peer)?;
             if at_peer.prefix_len() != local.prefix_len() {
                 return Err(bad(
                     f("localPodCIDRAtPeer"),
@@ -383,6 +396,26 @@ mod tests {
                 "must have the length",
             ),
             (format!("mtu: 100\n{g}"), "mtu", "outside"),
+            (
+                g.replace("10.71.0.0/16", "0.0.0.0/0"),
+                "peers[0].remotePodCIDR",
+                "/1 to /30",
+            ),
+            (
+                g.replace("10.72.0.0/16", "10.72.0.1/32"),
+                "peers[0].remoteExternalCIDR",
+                "/1 to /30",
+            ),
+            (
+                g.replace("10.72.0.0/16", "fd00::/64"),
+                "peers[0].remoteExternalCIDR",
+                "IPv6",
+            ),
+            (
+                g.replace("localPodCIDR: 10.200.0.0/16", "localPodCIDR: 10.200.0.0/31"),
+                "localPodCIDR",
+                "/1 to /30",
+            ),
             (format!("listenPort: 0\n{g}"), "listenPort", "1 to 65535"),
             (format!("linkCIDR: 169.254.0.0/29\n{g}"), "linkCIDR", "/30"),
             (format!("namespace: a/b\n{g}"), "namespace", "contains '/'"),
