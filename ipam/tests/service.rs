@@ -1,96 +1,9 @@
 //! The `liqo-ipam` service over gRPC, driven through its own CLI, on loopback: start, remap,
 //! kill -9, restart, list gives the same state; bad input is refused naming the value.
 
-use std::{
-    net::TcpListener,
-    path::Path,
-    process::{Child, Command, Output},
-    thread,
-    time::{Duration, Instant},
-};
+mod common;
 
-const BIN: &str = env!("CARGO_BIN_EXE_liqo-ipam");
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A running `liqo-ipam serve`, killed with SIGKILL on drop.
-struct Server {
-    child: Child,
-    url: String,
-    metrics: u16,
-}
-
-impl Server {
-    fn start(state: &Path, port: u16, extra: &[&str]) -> Server {
-        let metrics = free_port();
-        let child = Command::new(BIN)
-            .args([
-                "serve",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--metrics-listen",
-                &format!("127.0.0.1:{metrics}"),
-            ])
-            .args([
-                "--state",
-                state.to_str().unwrap(),
-                "--pod-cidr",
-                "10.200.0.0/16",
-            ])
-            .args(extra)
-            .spawn()
-            .unwrap();
-        let s = Server {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            metrics,
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !s.cli(&["list"]).status.success() {
-            assert!(Instant::now() < deadline, "liqo-ipam did not come up");
-            thread::sleep(Duration::from_millis(50));
-        }
-        s
-    }
-
-    fn cli(&self, args: &[&str]) -> Output {
-        let (cmd, rest) = args.split_first().unwrap();
-        Command::new(BIN)
-            .arg(cmd)
-            .args(["--server", &self.url])
-            .args(rest)
-            .output()
-            .unwrap()
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let out = self.cli(args);
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    }
-
-    fn kill9(mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::{Server, free_port, http_get};
 
 #[test]
 fn state_survives_kill_9() {
@@ -225,15 +138,4 @@ fn bad_requests_are_refused_naming_the_value() {
         before,
         "refused requests changed nothing"
     );
-}
-
-/// GET http://127.0.0.1:port/metrics with a plain TCP exchange (no HTTP client dependency).
-fn http_get(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut out = String::new();
-    c.read_to_string(&mut out).unwrap();
-    out
 }

@@ -27,6 +27,7 @@ pub struct Metrics {
     peers: Gauge,
     endpoints: Gauge,
     requests: Family<RequestLabel, Counter>,
+    unauthenticated: Counter,
 }
 
 impl Default for Metrics {
@@ -38,6 +39,7 @@ impl Default for Metrics {
             peers: Gauge::default(),
             endpoints: Gauge::default(),
             requests: Family::default(),
+            unauthenticated: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -60,6 +62,11 @@ impl Default for Metrics {
             "requests",
             "gRPC requests by method and outcome",
             m.requests.clone(),
+        );
+        registry.register(
+            "unauthenticated_requests",
+            "Calls refused for missing or wrong credentials",
+            m.unauthenticated.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -96,6 +103,11 @@ impl Metrics {
                 outcome: outcome.into(),
             })
             .inc();
+    }
+
+    /// Counts one call refused for missing or wrong credentials.
+    pub fn unauthenticated(&self) {
+        self.unauthenticated.inc();
     }
 
     /// The text exposition format.

@@ -1,7 +1,11 @@
-//! The `liqo-ipam` service: the [`crate::Ipam`] behind gRPC, persisted after every change.
+//! The `liqo-ipam` service: the [`crate::Ipam`] behind gRPC, persisted after every change;
+//! [`server`] serves it (TLS, authentication, clean stop), [`client`] connects to it.
 
+pub mod auth;
+pub mod client;
 mod grpc;
 pub mod metrics;
+pub mod server;
 
 use std::sync::{Arc, Mutex};
 
@@ -124,8 +128,14 @@ impl Service {
         Arc::clone(&self.metrics)
     }
 
-    /// The gRPC server for this service.
-    pub fn grpc(&self) -> proto::ipam_server::IpamServer<Service> {
-        proto::ipam_server::IpamServer::new(self.clone())
+    /// The gRPC server for this service, every call checked by `auth` first.
+    pub fn grpc_with(
+        &self,
+        auth: auth::Authenticator,
+    ) -> tonic::service::interceptor::InterceptedService<
+        proto::ipam_server::IpamServer<Service>,
+        auth::Authenticator,
+    > {
+        proto::ipam_server::IpamServer::with_interceptor(self.clone(), auth)
     }
 }

@@ -1,19 +1,17 @@
 //! `liqo-ipam`: the IPAM service (`serve`) and its command-line client.
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
+mod output;
+mod serve;
 
-use anyhow::{Context, Result};
+use std::{path::PathBuf, process::ExitCode};
+
+use anyhow::Result;
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use ipam::{
-    Config, parse_cidr,
-    service::{
-        Overrides, Service,
-        proto::{self, ipam_client::IpamClient},
-    },
-    store::FileStore,
+use ipam::service::{
+    client::{self, ClientOptions},
+    proto,
 };
-use ipnet::Ipv4Net;
-use serde::Deserialize;
+use output::{list_json, list_table, out, peer_line};
 
 /// Address management for peered clusters: remapping of overlapping CIDRs and IP translation.
 #[derive(Parser)]
@@ -26,11 +24,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the gRPC service.
-    Serve(Serve),
+    Serve(serve::Serve),
     /// Decide where a peer's pod and external CIDRs appear locally.
     Remap {
         #[command(flatten)]
-        server: Server,
+        server: Conn,
         /// The peer's cluster ID.
         #[arg(long)]
         peer: String,
@@ -44,7 +42,7 @@ enum Command {
     /// Free a peer's ranges.
     Release {
         #[command(flatten)]
-        server: Server,
+        server: Conn,
         /// The peer's cluster ID.
         #[arg(long)]
         peer: String,
@@ -52,7 +50,7 @@ enum Command {
     /// Record how a peer sees our pod and external CIDRs.
     SetPeerView {
         #[command(flatten)]
-        server: Server,
+        server: Conn,
         /// The peer's cluster ID.
         #[arg(long)]
         peer: String,
@@ -66,7 +64,7 @@ enum Command {
     /// Translate one IP.
     MapIp {
         #[command(flatten)]
-        server: Server,
+        server: Conn,
         /// The peer's cluster ID.
         #[arg(long)]
         peer: String,
@@ -80,7 +78,7 @@ enum Command {
     /// Show configuration, peers, endpoints and pool usage.
     List {
         #[command(flatten)]
-        server: Server,
+        server: Conn,
         /// Output format.
         #[arg(short, long, value_enum, default_value_t = Format::Table)]
         output: Format,
@@ -88,7 +86,7 @@ enum Command {
     /// Add or remove a reserved subnet on the running service.
     Reserved {
         #[command(flatten)]
-        server: Server,
+        server: Conn,
         /// `add` or `remove`.
         action: Action,
         /// The subnet.
@@ -97,7 +95,7 @@ enum Command {
     /// Add or remove a pool on the running service.
     Pool {
         #[command(flatten)]
-        server: Server,
+        server: Conn,
         /// `add` or `remove`.
         action: Action,
         /// The pool.
@@ -124,285 +122,47 @@ enum Action {
     Remove,
 }
 
+/// How to reach the service.
 #[derive(Args)]
-struct Server {
-    /// Address of the service.
-    #[arg(
-        long,
-        env = "LIQO_IPAM_SERVER",
-        default_value = "http://127.0.0.1:6000"
-    )]
+struct Conn {
+    /// Address of the service (https:// for a TLS server).
+    #[arg(long, env = "LIQO_IPAM_SERVER", default_value = client::DEFAULT_SERVER)]
     server: String,
+    /// CA certificate that signed the server's (PEM; https only; else the system's roots).
+    #[arg(long, env = "LIQO_IPAM_CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// File holding the bearer token sent with every call.
+    #[arg(long, env = "LIQO_IPAM_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// Client certificate for mutual TLS (PEM).
+    #[arg(long, env = "LIQO_IPAM_CLIENT_CERT_FILE")]
+    client_cert_file: Option<PathBuf>,
+    /// Private key of --client-cert-file (PEM).
+    #[arg(long, env = "LIQO_IPAM_CLIENT_KEY_FILE")]
+    client_key_file: Option<PathBuf>,
 }
 
-/// `serve` flags; a YAML config file (same names, camelCase) may give them instead.
-#[derive(Args, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-struct Serve {
-    /// YAML file with any of the settings below (flags win).
-    #[arg(long)]
-    #[serde(skip)]
-    config: Option<PathBuf>,
-    /// gRPC listen address.
-    #[arg(long)]
-    listen: Option<SocketAddr>,
-    /// Prometheus metrics listen address.
-    #[arg(long)]
-    metrics_listen: Option<SocketAddr>,
-    /// State file (crash-safe JSON).
-    #[arg(long)]
-    state: Option<PathBuf>,
-    /// Local pod CIDR.
-    #[arg(long)]
-    pod_cidr: Option<String>,
-    /// Local service CIDR.
-    #[arg(long)]
-    service_cidr: Option<String>,
-    /// Requested local external CIDR.
-    #[arg(long)]
-    external_cidr: Option<String>,
-    /// Pools (comma-separated; replaces the defaults 10.0.0.0/8,172.16.0.0/12,192.168.0.0/16).
-    #[arg(long, value_delimiter = ',')]
-    pools: Option<Vec<String>>,
-    /// Pools added to the defaults (comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    additional_pools: Option<Vec<String>>,
-    /// Subnets never handed out (comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    reserved_subnets: Option<Vec<String>>,
-}
-
-impl Serve {
-    /// Flags over the config file.
-    fn merged(self) -> Result<Serve> {
-        let Some(path) = &self.config else {
-            return Ok(self);
-        };
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let file: Serve = serde_saphyr::from_str(&text)
-            .with_context(|| format!("invalid config file {}", path.display()))?;
-        Ok(Serve {
-            config: None,
-            listen: self.listen.or(file.listen),
-            metrics_listen: self.metrics_listen.or(file.metrics_listen),
-            state: self.state.or(file.state),
-            pod_cidr: self.pod_cidr.or(file.pod_cidr),
-            service_cidr: self.service_cidr.or(file.service_cidr),
-            external_cidr: self.external_cidr.or(file.external_cidr),
-            pools: self.pools.or(file.pools),
-            additional_pools: self.additional_pools.or(file.additional_pools),
-            reserved_subnets: self.reserved_subnets.or(file.reserved_subnets),
-        })
-    }
-}
-
-fn cidrs(flag: &str, v: &[String]) -> Result<Vec<Ipv4Net>> {
-    v.iter()
-        .filter(|s| !s.is_empty())
-        .map(|s| parse_cidr(s).with_context(|| format!("--{flag}")))
-        .collect()
-}
-
-fn cidr(flag: &str, v: Option<&String>, default: Option<&str>) -> Result<Ipv4Net> {
-    let s = v
-        .map(String::as_str)
-        .or(default)
-        .with_context(|| format!("--{flag} is required"))?;
-    parse_cidr(s).with_context(|| format!("--{flag}"))
-}
-
-async fn serve(args: Serve) -> Result<()> {
-    let a = args.merged()?;
-    let mut config = Config::new(
-        cidr("pod-cidr", a.pod_cidr.as_ref(), None)?,
-        cidr(
-            "service-cidr",
-            a.service_cidr.as_ref(),
-            Some("10.96.0.0/12"),
-        )?,
-    );
-    config.external_cidr = cidr(
-        "external-cidr",
-        a.external_cidr.as_ref(),
-        Some(ipam::state::DEFAULT_EXTERNAL_CIDR),
-    )?;
-    let mut pools = a.pools.as_deref().map(|p| cidrs("pools", p)).transpose()?;
-    if let Some(extra) = a.additional_pools.as_deref() {
-        pools
-            .get_or_insert_with(|| config.pools.clone())
-            .extend(cidrs("additional-pools", extra)?);
-    }
-    let reserved = a
-        .reserved_subnets
-        .as_deref()
-        .map(|r| cidrs("reserved-subnets", r))
-        .transpose()?;
-    if let Some(p) = &pools {
-        config.pools.clone_from(p);
-    }
-    if let Some(r) = &reserved {
-        config.reserved.clone_from(r);
-    }
-    let state = a
-        .state
-        .unwrap_or_else(|| PathBuf::from("/var/lib/liqo-ipam/state.json"));
-    if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let service = Service::open(
-        config,
-        Overrides { pools, reserved },
-        Box::new(FileStore::new(&state)),
-    )
-    .with_context(|| format!("opening the IPAM state {}", state.display()))?;
-    let listen = a
-        .listen
-        .unwrap_or_else(|| "0.0.0.0:6000".parse().expect("literal"));
-    let metrics_listen = a
-        .metrics_listen
-        .unwrap_or_else(|| "127.0.0.1:9106".parse().expect("literal"));
-    let metrics = service.metrics();
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || async move { metrics.render() }),
-    );
-    let ml = tokio::net::TcpListener::bind(metrics_listen)
-        .await
-        .with_context(|| format!("binding {metrics_listen}"))?;
-    tokio::spawn(async move { axum::serve(ml, app).await });
-    tracing::info!(%listen, %metrics_listen, state = %state.display(), "liqo-ipam serving");
-    println!(
-        "liqo-ipam serving gRPC on {listen}, metrics on http://{metrics_listen}/metrics, state in {}",
-        state.display()
-    );
-    tonic::transport::Server::builder()
-        .add_service(service.grpc())
-        .serve_with_shutdown(listen, async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .with_context(|| format!("serving on {listen}"))
-}
-
-async fn client(s: &Server) -> Result<IpamClient<tonic::transport::Channel>> {
-    IpamClient::connect(s.server.clone())
-        .await
-        .with_context(|| format!("connecting to {}", s.server))
-}
-
-fn peer_line(p: &proto::PeerInfo) -> String {
-    format!(
-        "peer {}: pod CIDR {} -> {} here, external CIDR {} -> {} here; sees our pods at {}, our external CIDR at {}",
-        p.cluster_id,
-        p.pod_cidr,
-        p.pod_view,
-        p.external_cidr,
-        p.external_view,
-        if p.our_pod_view.is_empty() {
-            "(unknown)"
-        } else {
-            &p.our_pod_view
-        },
-        if p.our_external_view.is_empty() {
-            "(unknown)"
-        } else {
-            &p.our_external_view
-        },
-    )
-}
-
-fn list_table(l: &proto::ListResponse) -> String {
-    use std::fmt::Write as _;
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "pod CIDR {}  service CIDR {}  external CIDR {}",
-        l.pod_cidr, l.service_cidr, l.external_cidr
-    );
-    let _ = writeln!(o, "pools: {}", l.pools.join(", "));
-    let _ = writeln!(
-        o,
-        "reserved: {}",
-        if l.reserved.is_empty() {
-            "-".into()
-        } else {
-            l.reserved.join(", ")
-        }
-    );
-    for u in &l.usage {
-        let _ = writeln!(
-            o,
-            "  pool {:<18} {:>10} of {:>10} addresses used",
-            u.pool, u.used, u.total
-        );
-    }
-    let _ = writeln!(
-        o,
-        "\n{:<24} {:<18} {:<18} {:<18} {:<18} {:<18} OUR EXTERNAL (THERE)",
-        "PEER", "POD CIDR", "POD (HERE)", "EXTERNAL CIDR", "EXTERNAL (HERE)", "OUR PODS (THERE)"
-    );
-    for p in &l.peers {
-        let _ = writeln!(
-            o,
-            "{:<24} {:<18} {:<18} {:<18} {:<18} {:<18} {}",
-            p.cluster_id,
-            p.pod_cidr,
-            p.pod_view,
-            p.external_cidr,
-            p.external_view,
-            p.our_pod_view,
-            p.our_external_view
-        );
-    }
-    if !l.endpoints.is_empty() {
-        let _ = writeln!(o, "\n{:<16} {:<16} PEERS", "ENDPOINT", "EXTERNAL IP");
-        for e in &l.endpoints {
-            let _ = writeln!(
-                o,
-                "{:<16} {:<16} {}",
-                e.ip,
-                e.external_ip,
-                e.peers.join(",")
-            );
-        }
-    }
-    o
-}
-
-fn list_json(l: &proto::ListResponse) -> serde_json::Value {
-    let peers: Vec<_> = l
-        .peers
-        .iter()
-        .map(|p| {
-            serde_json::json!({"clusterId": p.cluster_id, "podCIDR": p.pod_cidr, "externalCIDR": p.external_cidr,
-                "podView": p.pod_view, "externalView": p.external_view, "ourPodView": p.our_pod_view, "ourExternalView": p.our_external_view})
-        })
-        .collect();
-    let endpoints: Vec<_> = l
-        .endpoints
-        .iter()
-        .map(|e| serde_json::json!({"ip": e.ip, "externalIP": e.external_ip, "peers": e.peers}))
-        .collect();
-    let usage: Vec<_> = l
-        .usage
-        .iter()
-        .map(|u| serde_json::json!({"pool": u.pool, "used": u.used, "total": u.total}))
-        .collect();
-    serde_json::json!({"podCIDR": l.pod_cidr, "serviceCIDR": l.service_cidr, "externalCIDR": l.external_cidr,
-        "pools": l.pools, "reserved": l.reserved, "peers": peers, "endpoints": endpoints, "usage": usage})
+async fn client(c: Conn) -> Result<client::Client> {
+    let options = ClientOptions {
+        server: c.server,
+        ca_file: c.ca_file,
+        token_file: c.token_file,
+        client_cert_file: c.client_cert_file,
+        client_key_file: c.client_key_file,
+    };
+    Ok(client::connect(&options).await?)
 }
 
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Serve(s) => serve(s).await?,
+        Command::Serve(s) => serve::serve(s).await?,
         Command::Remap {
             server,
             peer,
             pod_cidr,
             external_cidr,
         } => {
-            let r = client(&server)
+            let r = client(server)
                 .await?
                 .remap(proto::RemapRequest {
                     cluster_id: peer,
@@ -413,7 +173,7 @@ async fn run(cli: Cli) -> Result<()> {
             out(&peer_line(r.get_ref()));
         }
         Command::Release { server, peer } => {
-            let r = client(&server)
+            let r = client(server)
                 .await?
                 .release(proto::PeerRef { cluster_id: peer })
                 .await?;
@@ -435,7 +195,7 @@ async fn run(cli: Cli) -> Result<()> {
                 our_external_view: external_view,
             };
             out(&peer_line(
-                client(&server).await?.set_peer_view(req).await?.get_ref(),
+                client(server).await?.set_peer_view(req).await?.get_ref(),
             ));
         }
         Command::MapIp {
@@ -449,7 +209,7 @@ async fn run(cli: Cli) -> Result<()> {
                 Dir::LocalToPeer => proto::Direction::LocalToPeer,
                 Dir::Endpoint => proto::Direction::Endpoint,
             } as i32;
-            let r = client(&server)
+            let r = client(server)
                 .await?
                 .map_ip(proto::MapIpRequest {
                     cluster_id: peer,
@@ -465,7 +225,7 @@ async fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::List { server, output } => {
-            let l = client(&server).await?.list(proto::Empty {}).await?;
+            let l = client(server).await?.list(proto::Empty {}).await?;
             match output {
                 Format::Table => out(&list_table(l.get_ref())),
                 Format::Json => out(&serde_json::to_string_pretty(&list_json(l.get_ref()))?),
@@ -476,7 +236,7 @@ async fn run(cli: Cli) -> Result<()> {
             action,
             cidr,
         } => {
-            let mut c = client(&server).await?;
+            let mut c = client(server).await?;
             let l = match action {
                 Action::Add => c.add_reserved(proto::Subnet { cidr }).await?,
                 Action::Remove => c.remove_reserved(proto::Subnet { cidr }).await?,
@@ -488,7 +248,7 @@ async fn run(cli: Cli) -> Result<()> {
             action,
             cidr,
         } => {
-            let mut c = client(&server).await?;
+            let mut c = client(server).await?;
             let l = match action {
                 Action::Add => c.add_pool(proto::Subnet { cidr }).await?,
                 Action::Remove => c.remove_pool(proto::Subnet { cidr }).await?,
@@ -497,14 +257,6 @@ async fn run(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Writes `text` and a newline to stdout; a reader that went away (`liqo-ipam list | head`) is not
-/// an error.
-fn out(text: &str) {
-    use std::io::Write as _;
-    let mut o = std::io::stdout().lock();
-    let _ = writeln!(o, "{}", text.trim_end_matches('\n')).and_then(|()| o.flush());
 }
 
 fn main() -> ExitCode {

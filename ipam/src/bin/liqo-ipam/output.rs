@@ -1,0 +1,115 @@
+//! How the client subcommands print the service's answers (a table or JSON).
+
+use ipam::service::proto;
+
+pub(crate) fn peer_line(p: &proto::PeerInfo) -> String {
+    format!(
+        "peer {}: pod CIDR {} -> {} here, external CIDR {} -> {} here; sees our pods at {}, our external CIDR at {}",
+        p.cluster_id,
+        p.pod_cidr,
+        p.pod_view,
+        p.external_cidr,
+        p.external_view,
+        if p.our_pod_view.is_empty() {
+            "(unknown)"
+        } else {
+            &p.our_pod_view
+        },
+        if p.our_external_view.is_empty() {
+            "(unknown)"
+        } else {
+            &p.our_external_view
+        },
+    )
+}
+
+pub(crate) fn list_table(l: &proto::ListResponse) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    // Writing to a String cannot fail: the `let _ =` below discard nothing.
+    let _ = writeln!(
+        o,
+        "pod CIDR {}  service CIDR {}  external CIDR {}",
+        l.pod_cidr, l.service_cidr, l.external_cidr
+    );
+    let _ = writeln!(o, "pools: {}", l.pools.join(", "));
+    let _ = writeln!(
+        o,
+        "reserved: {}",
+        if l.reserved.is_empty() {
+            "-".into()
+        } else {
+            l.reserved.join(", ")
+        }
+    );
+    for u in &l.usage {
+        let _ = writeln!(
+            o,
+            "  pool {:<18} {:>10} of {:>10} addresses used",
+            u.pool, u.used, u.total
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\n{:<24} {:<18} {:<18} {:<18} {:<18} {:<18} OUR EXTERNAL (THERE)",
+        "PEER", "POD CIDR", "POD (HERE)", "EXTERNAL CIDR", "EXTERNAL (HERE)", "OUR PODS (THERE)"
+    );
+    for p in &l.peers {
+        let _ = writeln!(
+            o,
+            "{:<24} {:<18} {:<18} {:<18} {:<18} {:<18} {}",
+            p.cluster_id,
+            p.pod_cidr,
+            p.pod_view,
+            p.external_cidr,
+            p.external_view,
+            p.our_pod_view,
+            p.our_external_view
+        );
+    }
+    if !l.endpoints.is_empty() {
+        let _ = writeln!(o, "\n{:<16} {:<16} PEERS", "ENDPOINT", "EXTERNAL IP");
+        for e in &l.endpoints {
+            let _ = writeln!(
+                o,
+                "{:<16} {:<16} {}",
+                e.ip,
+                e.external_ip,
+                e.peers.join(",")
+            );
+        }
+    }
+    o
+}
+
+pub(crate) fn list_json(l: &proto::ListResponse) -> serde_json::Value {
+    let peers: Vec<_> = l
+        .peers
+        .iter()
+        .map(|p| {
+            serde_json::json!({"clusterId": p.cluster_id, "podCIDR": p.pod_cidr, "externalCIDR": p.external_cidr,
+                "podView": p.pod_view, "externalView": p.external_view, "ourPodView": p.our_pod_view, "ourExternalView": p.our_external_view})
+        })
+        .collect();
+    let endpoints: Vec<_> = l
+        .endpoints
+        .iter()
+        .map(|e| serde_json::json!({"ip": e.ip, "externalIP": e.external_ip, "peers": e.peers}))
+        .collect();
+    let usage: Vec<_> = l
+        .usage
+        .iter()
+        .map(|u| serde_json::json!({"pool": u.pool, "used": u.used, "total": u.total}))
+        .collect();
+    serde_json::json!({"podCIDR": l.pod_cidr, "serviceCIDR": l.service_cidr, "externalCIDR": l.external_cidr,
+        "pools": l.pools, "reserved": l.reserved, "peers": peers, "endpoints": endpoints, "usage": usage})
+}
+
+/// Writes `text` and a newline to stdout; a reader that went away (`liqo-ipam list | head`) is not
+/// an error.
+pub(crate) fn out(text: &str) {
+    use std::io::Write as _;
+    let mut o = std::io::stdout().lock();
+    // A closed stdout (EPIPE) is the reader's choice, not a failure of the command.
+    let _ = writeln!(o, "{}", text.trim_end_matches('\n')).and_then(|()| o.flush());
+}

@@ -1,0 +1,249 @@
+//! A running `liqo-ipam serve` driven through its own CLI, and test certificates.
+
+#![allow(dead_code, reason = "each test binary uses a part")]
+
+use std::{
+    net::TcpListener,
+    os::unix::fs::PermissionsExt as _,
+    path::{Path, PathBuf},
+    process::{Child, Command, ExitStatus, Output, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_liqo-ipam");
+
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `liqo-ipam serve` with the state file and pod CIDR every test needs, plus `args`.
+pub(crate) fn serve_cmd(state: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args([
+        "serve",
+        "--state",
+        state.to_str().unwrap(),
+        "--pod-cidr",
+        "10.200.0.0/16",
+    ])
+    .args(args)
+    .env_remove("LIQO_IPAM_SERVER");
+    c
+}
+
+/// Runs `cmd` to its end, killing it (and failing) if it is still running after 20 s.
+pub(crate) fn run_to_exit(mut cmd: Command) -> Output {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after 20 s: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A running `liqo-ipam serve`, killed with SIGKILL on drop.
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) url: String,
+    pub(crate) metrics: u16,
+    /// Connection flags given to every `cli` call (`--server` and credentials).
+    client: Vec<String>,
+}
+
+impl Server {
+    /// Serves plain gRPC on 127.0.0.1:`port`.
+    pub(crate) fn start(state: &Path, port: u16, extra: &[&str]) -> Server {
+        let listen = format!("127.0.0.1:{port}");
+        let mut args = vec!["--listen", &listen];
+        args.extend_from_slice(extra);
+        Server::start_with(state, &args, &format!("http://127.0.0.1:{port}"), &[])
+    }
+
+    /// Serves with `args` (which include `--listen` unless the default is meant); `url` and
+    /// `client` are how every `cli` call connects.
+    pub(crate) fn start_with(state: &Path, args: &[&str], url: &str, client: &[&str]) -> Server {
+        let metrics = free_port();
+        let ml = format!("127.0.0.1:{metrics}");
+        let child = serve_cmd(state, &["--metrics-listen", &ml])
+            .args(args)
+            .spawn()
+            .unwrap();
+        let mut s = Server {
+            child,
+            url: url.to_owned(),
+            metrics,
+            client: client.iter().map(|&c| c.to_owned()).collect(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let out = s.cli(&["list"]);
+            if out.status.success() {
+                break;
+            }
+            if let Some(status) = s.child.try_wait().unwrap() {
+                panic!("liqo-ipam serve exited with {status}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "liqo-ipam did not come up: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            thread::sleep(Duration::from_millis(50));
+        }
+        s
+    }
+
+    /// Runs a client subcommand with this server's connection flags.
+    pub(crate) fn cli(&self, args: &[&str]) -> Output {
+        let client: Vec<&str> = self.client.iter().map(String::as_str).collect();
+        self.cli_as(&client, args)
+    }
+
+    /// Runs a client subcommand with `client` as the credentials instead.
+    pub(crate) fn cli_as(&self, client: &[&str], args: &[&str]) -> Output {
+        let (cmd, rest) = args.split_first().unwrap();
+        Command::new(BIN)
+            .arg(cmd)
+            .args(["--server", &self.url])
+            .args(client)
+            .args(rest)
+            .env_remove("LIQO_IPAM_TOKEN_FILE")
+            .output()
+            .unwrap()
+    }
+
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
+        let out = self.cli(args);
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub(crate) fn kill9(mut self) {
+        self.child.kill().unwrap(); // SIGKILL
+        self.child.wait().unwrap();
+    }
+
+    /// Sends SIGTERM and waits for the exit (failing after 10 s, when it is killed).
+    pub(crate) fn terminate(mut self) -> (ExitStatus, Duration) {
+        let sent = Instant::now();
+        let kill = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success(), "kill -TERM: {kill}");
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, sent.elapsed());
+            }
+            assert!(
+                sent.elapsed() < Duration::from_secs(10),
+                "still running 10 s after SIGTERM"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // Already gone after kill9 or terminate; nothing to report then.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes `text` to `dir/name` with mode 0600 and returns the path.
+pub(crate) fn secret(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+    p
+}
+
+/// A test CA that issues server and client certificates.
+pub(crate) struct Ca {
+    issuer: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+}
+
+impl Ca {
+    pub(crate) fn new(name: &str) -> Ca {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+        ];
+        let key = rcgen::KeyPair::generate().unwrap();
+        Ca {
+            issuer: rcgen::CertifiedIssuer::self_signed(params, key).unwrap(),
+        }
+    }
+
+    /// Writes the CA certificate to `dir/<name>.pem`.
+    pub(crate) fn write(&self, dir: &Path, name: &str) -> PathBuf {
+        secret(dir, &format!("{name}.pem"), &self.issuer.pem())
+    }
+
+    /// Issues a certificate for `names` (server or client) and writes `dir/<name>.pem` and
+    /// `dir/<name>.key`; returns both paths.
+    pub(crate) fn issue(
+        &self,
+        dir: &Path,
+        name: &str,
+        names: &[&str],
+        server: bool,
+    ) -> (PathBuf, PathBuf) {
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|&n| n.to_owned()).collect::<Vec<_>>())
+                .unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.extended_key_usages = vec![if server {
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth
+        } else {
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth
+        }];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (
+            secret(dir, &format!("{name}.pem"), &cert.pem()),
+            secret(dir, &format!("{name}.key"), &key.serialize_pem()),
+        )
+    }
+}
+
+/// GET http://127.0.0.1:port/metrics with a plain TCP exchange (no HTTP client dependency).
+pub(crate) fn http_get(port: u16) -> String {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = String::new();
+    c.read_to_string(&mut out).unwrap();
+    out
+}
