@@ -1,0 +1,180 @@
+//! [`Ipam`] over the typed gRPC client of `liqo-ipam`, whatever its transport (a plain
+//! channel, a channel with a token interceptor, a channel dialled inside a network namespace).
+
+use liqo_types::{Cidr, ClusterId};
+use tonic::{
+    Code,
+    client::GrpcService,
+    codegen::{Body, Bytes, StdError},
+};
+
+use ::ipam::service::proto::{self, ipam_client::IpamClient};
+
+use crate::ipam::{Ipam, IpamPeer, Ranges};
+
+/// Why a call to the IPAM service failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GrpcError {
+    /// The service refused or could not be reached.
+    #[error("liqo-ipam {call}: {message} ({code:?})")]
+    Call {
+        /// The call.
+        call: &'static str,
+        /// The status code.
+        code: Code,
+        /// The service's message.
+        message: String,
+    },
+    /// The service answered with a value that is not a CIDR.
+    #[error("liqo-ipam {call}: field {field} of the answer")]
+    Answer {
+        /// The call.
+        call: &'static str,
+        /// The field.
+        field: &'static str,
+        /// The cause.
+        #[source]
+        source: liqo_types::InvalidCidr,
+    },
+}
+
+fn call(name: &'static str) -> impl FnOnce(tonic::Status) -> GrpcError {
+    move |s| GrpcError::Call {
+        call: name,
+        code: s.code(),
+        message: s.message().to_owned(),
+    }
+}
+
+fn parse(call: &'static str, field: &'static str, s: &str) -> Result<Cidr, GrpcError> {
+    s.parse().map_err(|source| GrpcError::Answer {
+        call,
+        field,
+        source,
+    })
+}
+
+fn peer_of(call: &'static str, p: &proto::PeerInfo) -> Result<IpamPeer, GrpcError> {
+    let r = |a: &'static str, b: &'static str, x: &str, y: &str| -> Result<Ranges, GrpcError> {
+        Ok(Ranges {
+            pods: parse(call, a, x)?,
+            external: parse(call, b, y)?,
+        })
+    };
+    let seen_there = if p.our_pod_view.is_empty() || p.our_external_view.is_empty() {
+        None
+    } else {
+        Some(r(
+            "our_pod_view",
+            "our_external_view",
+            &p.our_pod_view,
+            &p.our_external_view,
+        )?)
+    };
+    Ok(IpamPeer {
+        announced: r("pod_cidr", "external_cidr", &p.pod_cidr, &p.external_cidr)?,
+        seen_here: r("pod_view", "external_view", &p.pod_view, &p.external_view)?,
+        seen_there,
+    })
+}
+
+impl<T> Ipam for IpamClient<T>
+where
+    T: GrpcService<tonic::body::Body> + Send,
+    T::Future: Send,
+    T::Error: Into<StdError>,
+    T::ResponseBody: Body<Data = Bytes> + Send + 'static,
+    <T::ResponseBody as Body>::Error: Into<StdError> + Send,
+{
+    type Error = GrpcError;
+
+    async fn external_cidr(&mut self) -> Result<Cidr, GrpcError> {
+        let l = self.list(proto::Empty {}).await.map_err(call("list"))?;
+        parse("list", "external_cidr", &l.into_inner().external_cidr)
+    }
+
+    async fn peer(&mut self, peer: &ClusterId) -> Result<Option<IpamPeer>, GrpcError> {
+        let l = self.list(proto::Empty {}).await.map_err(call("list"))?;
+        l.into_inner()
+            .peers
+            .iter()
+            .find(|p| p.cluster_id == peer.as_str())
+            .map(|p| peer_of("list", p))
+            .transpose()
+    }
+
+    async fn remap(&mut self, peer: &ClusterId, a: Ranges) -> Result<Ranges, GrpcError> {
+        let req = proto::RemapRequest {
+            cluster_id: peer.to_string(),
+            pod_cidr: a.pods.to_string(),
+            external_cidr: a.external.to_string(),
+        };
+        let p = IpamClient::remap(self, req)
+            .await
+            .map_err(call("remap"))?
+            .into_inner();
+        Ok(peer_of("remap", &p)?.seen_here)
+    }
+
+    async fn set_peer_view(&mut self, peer: &ClusterId, v: Ranges) -> Result<(), GrpcError> {
+        let req = proto::SetPeerViewRequest {
+            cluster_id: peer.to_string(),
+            our_pod_view: v.pods.to_string(),
+            our_external_view: v.external.to_string(),
+        };
+        IpamClient::set_peer_view(self, req)
+            .await
+            .map_err(call("set-peer-view"))?;
+        Ok(())
+    }
+
+    async fn release(&mut self, peer: &ClusterId) -> Result<(), GrpcError> {
+        let req = proto::PeerRef {
+            cluster_id: peer.to_string(),
+        };
+        match IpamClient::release(self, req).await {
+            Ok(_) => Ok(()),
+            // Released already: what was asked for holds.
+            Err(s) if s.code() == Code::NotFound => Ok(()),
+            Err(s) => Err(call("release")(s)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_info_is_read_typed_and_a_bad_answer_names_its_field() {
+        let mut p = proto::PeerInfo {
+            cluster_id: "milan".into(),
+            pod_cidr: "10.200.0.0/16".into(),
+            external_cidr: "10.70.0.0/16".into(),
+            pod_view: "10.71.0.0/16".into(),
+            external_view: "10.72.0.0/16".into(),
+            our_pod_view: String::new(),
+            our_external_view: String::new(),
+        };
+        let got = peer_of("list", &p).unwrap();
+        assert_eq!(got.seen_here.pods.to_string(), "10.71.0.0/16");
+        assert_eq!(got.seen_there, None);
+        p.our_pod_view = "10.50.0.0/16".into();
+        p.our_external_view = "10.51.0.0/16".into();
+        assert_eq!(
+            peer_of("list", &p)
+                .unwrap()
+                .seen_there
+                .unwrap()
+                .external
+                .to_string(),
+            "10.51.0.0/16"
+        );
+        p.pod_view = "10.71.0.1/16".into();
+        let e = peer_of("list", &p).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "liqo-ipam list: field pod_view of the answer"
+        );
+    }
+}
