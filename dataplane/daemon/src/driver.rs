@@ -1,0 +1,167 @@
+//! The reload loop's driver: waits on the config source, the supervised tasks and the shutdown
+//! signal, asks the [`Core`] what to do, calls the [`Daemon`], and publishes the
+//! [`ReloadStatus`]. All decisions are the core's.
+
+use std::{error::Error as StdError, future::Future};
+
+use liqo_types::field::FieldError;
+use tokio::sync::watch;
+
+use crate::{
+    core::{Core, Decision, Trigger},
+    signal::Signal,
+    source::ConfigFile,
+    status::ReloadStatus,
+    tasks::{BoxError, RunError, Tasks},
+};
+
+/// Why a daemon did not apply a config.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The config cannot be applied while running (for example a changed listen port): refused
+    /// with its field, not retried until the file changes. Nothing was changed.
+    #[error("refused")]
+    Refused(#[source] FieldError),
+    /// Applying failed (the kernel refused a request): retried on the next tick. The daemon
+    /// rolled back, or its next apply converges from whatever state this one left.
+    #[error("applying failed")]
+    Failed(#[source] BoxError),
+}
+
+impl ApplyError {
+    /// A failure from any error.
+    pub fn failed(e: impl Into<BoxError>) -> ApplyError {
+        ApplyError::Failed(e.into())
+    }
+}
+
+/// A daemon driven by the reload loop. It owns its config format and what applying means (the
+/// kernel for the gateway and the overlay, in-memory state for a gRPC service).
+pub trait Daemon {
+    /// Its validated config.
+    type Config;
+
+    /// Parses and validates a file's text; every error names its field.
+    fn parse(&self, text: &str) -> Result<Self::Config, FieldError>;
+
+    /// Applies `cfg`, which [`parse`](Self::parse) accepted. On `Err` the running state must be
+    /// the previous config's (rolled back) or one the next apply converges from.
+    fn apply(&mut self, cfg: Self::Config) -> impl Future<Output = Result<(), ApplyError>> + Send;
+
+    /// Checked on every tick and change; an error stops the daemon (its supervisor restarts it).
+    fn health(&self) -> Result<(), BoxError> {
+        Ok(())
+    }
+}
+
+/// The reload loop of a running daemon: the [`Core`] and the published status.
+pub struct Reload {
+    core: Core,
+    tx: watch::Sender<ReloadStatus>,
+}
+
+/// A live view of a daemon's [`ReloadStatus`], for its `/status` and `/metrics`.
+pub type StatusView = watch::Receiver<ReloadStatus>;
+
+impl Reload {
+    /// A daemon that started with `text`, read from `source`.
+    pub fn started(source: &ConfigFile, text: String) -> Reload {
+        let core = Core::started(source.path().display().to_string(), text);
+        let (tx, _) = watch::channel(core.status().clone());
+        Reload { core, tx }
+    }
+
+    /// The status as it changes (clone freely).
+    pub fn view(&self) -> StatusView {
+        self.tx.subscribe()
+    }
+
+    /// The running text.
+    pub fn running(&self) -> &str {
+        self.core.running()
+    }
+
+    /// Reloads `daemon` from `source` until `shutdown` resolves (`Ok` with the signal), a task
+    /// of `tasks` stops, or the daemon reports itself unhealthy (the error). The caller tears
+    /// its daemon down afterwards in every case; `tasks` are aborted when this returns.
+    pub async fn run<D: Daemon>(
+        mut self,
+        daemon: &mut D,
+        mut source: ConfigFile,
+        mut tasks: Tasks,
+        shutdown: impl Future<Output = Signal>,
+    ) -> Result<Signal, RunError> {
+        tokio::pin!(shutdown);
+        loop {
+            let trigger = tokio::select! {
+                biased;
+                sig = &mut shutdown => return Ok(sig),
+                e = tasks.stopped() => return Err(e),
+                trigger = source.next() => trigger,
+            };
+            daemon.health().map_err(RunError::Unhealthy)?;
+            self.step(daemon, &source, trigger).await;
+        }
+    }
+
+    /// One look at the file.
+    async fn step<D: Daemon>(&mut self, daemon: &mut D, source: &ConfigFile, trigger: Trigger) {
+        let read = source.read().map_err(|e| e.line());
+        if let Err(e) = &read
+            && self.core.status().read_error.as_ref() != Some(e)
+        {
+            tracing::error!(error = %e, "cannot read the configuration; the running state is kept");
+        }
+        let Decision::Try(text) = self.core.observe(read, trigger) else {
+            self.publish();
+            return;
+        };
+        match daemon.parse(&text) {
+            Err(e) => self.refuse(text, &e),
+            Ok(cfg) => match daemon.apply(cfg).await {
+                Ok(()) => {
+                    tracing::info!(digest = %crate::digest(&text), "configuration applied");
+                    self.core.applied(text);
+                }
+                Err(ApplyError::Refused(e)) => self.refuse(text, &e),
+                Err(ApplyError::Failed(e)) => {
+                    let line = chain(e.as_ref());
+                    tracing::warn!(digest = %crate::digest(&text), error = %line, "applying the configuration failed; retrying on the next tick");
+                    self.core.failed(text, line);
+                }
+            },
+        }
+        self.publish();
+    }
+
+    fn refuse(&mut self, text: String, e: &FieldError) {
+        tracing::error!(digest = %crate::digest(&text), field = %e.field, problem = %e.problem, "configuration refused; the running state is kept");
+        self.core.refused(text, &e.field, &e.problem);
+    }
+
+    fn publish(&self) {
+        self.tx.send_if_modified(|s| {
+            let changed = s != self.core.status();
+            if changed {
+                s.clone_from(self.core.status());
+            }
+            changed
+        });
+    }
+}
+
+/// `e` and its causes, joined by `: `.
+pub fn chain(e: &(dyn StdError + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let next = s.to_string();
+        // Some errors repeat their source in their message; don't say it twice.
+        if !out.ends_with(&next) {
+            out.push_str(": ");
+            out.push_str(&next);
+        }
+        cur = s.source();
+    }
+    out
+}
