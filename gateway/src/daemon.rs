@@ -16,9 +16,11 @@ use dataplane::{
 };
 use ipnet::IpNet;
 
+use liqo_daemon::{ApplyError, tasks::BoxError};
+
 use crate::{
-    config::{Config, ConfigError},
-    keys::{KeyFileError, PrivateKey},
+    config::{Config, ConfigError, File},
+    keys::{KeyFileError, PrivateKey, PublicKey},
     plan,
     wg::Device,
 };
@@ -61,6 +63,7 @@ pub enum GatewayError {
 /// A running gateway.
 pub struct Gateway {
     cfg: Config,
+    public: PublicKey,
     gw_ns: Netns,
     host: Netlink,
     gw: Netlink,
@@ -73,7 +76,8 @@ impl Gateway {
     /// starts the data path. Must run inside a tokio runtime, in the host namespace.
     pub async fn start(cfg: Config) -> Result<Gateway, GatewayError> {
         let key = PrivateKey::load_or_create(&cfg.private_key_file)?;
-        if let Some(p) = cfg.peers.values().find(|p| p.public_key == key.public()) {
+        let public = key.public();
+        if let Some(p) = cfg.peers.values().find(|p| p.public_key == public) {
             return Err(ConfigError {
                 field: format!("peers[id={}].publicKey", p.id),
                 problem: "is this gateway's own public key".into(),
@@ -140,6 +144,7 @@ impl Gateway {
         })?;
         let mut g = Gateway {
             cfg: cfg.clone(),
+            public,
             gw_ns,
             host,
             gw,
@@ -233,6 +238,11 @@ impl Gateway {
         self.threads.iter().all(|t| !t.is_finished())
     }
 
+    /// Our public key.
+    pub fn public_key(&self) -> PublicKey {
+        self.public
+    }
+
     /// The data path.
     pub fn device(&self) -> &Arc<Device> {
         &self.device
@@ -248,7 +258,10 @@ impl Gateway {
     pub async fn shutdown(self) -> Result<(), GatewayError> {
         self.device.stop();
         for t in self.threads {
-            let _ = t.join();
+            if t.join().is_err() {
+                // Its panic was logged when it happened; removing what we created matters more.
+                tracing::error!("a data-path thread had panicked");
+            }
         }
         self.host.reconcile_rules(plan::HOST_TABLE, &[]).await?;
         self.host.reconcile_table(plan::HOST_TABLE, &[]).await?;
@@ -257,6 +270,36 @@ impl Gateway {
         Netns::delete(&self.cfg.namespace)?;
         tracing::info!(namespace = %self.cfg.namespace, "gateway removed");
         Ok(())
+    }
+}
+
+/// The reload loop drives the gateway: a file's text is validated against our own key, a field
+/// that needs a restart is refused, and a kernel error (after the rollback) is retried.
+impl liqo_daemon::Daemon for Gateway {
+    type Config = Config;
+
+    fn parse(&self, text: &str) -> Result<Config, ConfigError> {
+        File::parse(text)?.validate(Some(self.public))
+    }
+
+    async fn apply(&mut self, cfg: Config) -> Result<(), ApplyError> {
+        let peers = cfg.peers.len();
+        match Gateway::apply(self, cfg).await {
+            Ok(()) => {
+                tracing::info!(peers, "gateway configuration applied");
+                Ok(())
+            }
+            Err(GatewayError::Config(e)) => Err(ApplyError::Refused(e)),
+            Err(e) => Err(ApplyError::failed(e)),
+        }
+    }
+
+    fn health(&self) -> Result<(), BoxError> {
+        if self.healthy() {
+            Ok(())
+        } else {
+            Err("a data-path thread stopped; exiting so that the gateway is restarted".into())
+        }
     }
 }
 

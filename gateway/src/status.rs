@@ -1,13 +1,15 @@
-//! `/status` (JSON, for `liqo-gateway status`) and `/metrics` (Prometheus) over HTTP.
-
-use std::{fmt::Write as _, sync::Arc};
+//! What `/status` (JSON, for `liqo-gateway status` and the lab) and `/metrics` (Prometheus)
+//! report: the peers and the reload state (what runs, what was refused, what failed to apply).
+//! The server itself is `liqo_daemon::server`.
 
 use prometheus_client::{
-    encoding::{EncodeLabelSet, text::encode},
+    encoding::EncodeLabelSet,
     metrics::{family::Family, gauge::Gauge},
     registry::Registry,
 };
 use serde::{Deserialize, Serialize};
+
+pub use liqo_daemon::ReloadStatus;
 
 use crate::wg::{Device, PeerStatus};
 
@@ -23,24 +25,18 @@ pub struct Status {
     pub no_route: u64,
     /// Peers.
     pub peers: Vec<PeerStatus>,
-    /// Why the last configuration change was refused, if it was (the running state is kept).
-    pub config_error: Option<String>,
+    /// The config file: what runs, what was refused, what failed to apply.
+    pub reload: ReloadStatus,
 }
 
-/// Shared between the reload loop and the status server.
-pub type ConfigError = Arc<std::sync::Mutex<Option<String>>>;
-
 /// The status of `device`.
-pub fn status(device: &Device, public_key: String, config_error: &ConfigError) -> Status {
+pub fn status(device: &Device, public_key: String, reload: ReloadStatus) -> Status {
     Status {
-        config_error: config_error
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone(),
         public_key,
         listen_port: device.port().unwrap_or(0),
         no_route: device.no_route.load(std::sync::atomic::Ordering::Relaxed),
         peers: device.status(),
+        reload,
     }
 }
 
@@ -57,45 +53,49 @@ type PeerMetric = (
     fn(&PeerStatus) -> i64,
 );
 
-/// Prometheus text for `s`.
-pub fn metrics(s: &Status) -> String {
+fn gauge(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The metrics of `s` (prefix `liqo_gateway`).
+pub fn metrics(s: &Status) -> Registry {
     let mut registry = Registry::with_prefix("liqo_gateway");
     let families: Vec<PeerMetric> = vec![
         (
             "peer_tx_bytes",
             "Inner bytes sent to the peer",
             Family::default(),
-            |p| p.tx_bytes as i64,
+            |p| gauge(p.tx_bytes),
         ),
         (
             "peer_rx_bytes",
             "Inner bytes received from the peer",
             Family::default(),
-            |p| p.rx_bytes as i64,
+            |p| gauge(p.rx_bytes),
         ),
         (
             "peer_tx_packets",
             "Inner packets sent to the peer",
             Family::default(),
-            |p| p.tx_packets as i64,
+            |p| gauge(p.tx_packets),
         ),
         (
             "peer_rx_packets",
             "Inner packets received from the peer",
             Family::default(),
-            |p| p.rx_packets as i64,
+            |p| gauge(p.rx_packets),
         ),
         (
             "peer_dropped_packets",
             "Packets dropped for the peer",
             Family::default(),
-            |p| p.dropped as i64,
+            |p| gauge(p.dropped),
         ),
         (
             "peer_handshake_age_seconds",
             "Seconds since the last handshake (-1: never)",
             Family::default(),
-            |p| p.handshake_age_secs.map_or(-1, |a| a as i64),
+            |p| p.handshake_age_secs.map_or(-1, gauge),
         ),
     ];
     for (name, help, family, value) in &families {
@@ -107,42 +107,34 @@ pub fn metrics(s: &Status) -> String {
         registry.register(*name, *help, family.clone());
     }
     let no_route: Gauge = Gauge::default();
-    no_route.set(s.no_route as i64);
+    no_route.set(gauge(s.no_route));
     registry.register(
         "no_route_packets",
         "Packets with no peer for their destination",
         no_route,
     );
-    let mut out = String::new();
-    let _ = encode(&mut out, &registry);
-    out
+    s.reload.register_metrics(&mut registry);
+    registry
 }
 
-/// A table for people.
+/// A table for people: the gateway, its config file (what runs, refused, failed), the peers.
 pub fn render(s: &Status) -> String {
     let mut out = format!(
-        "public key {}  listening on UDP {}\n",
-        s.public_key, s.listen_port
+        "public key {}  listening on UDP {}\n{}\n",
+        s.public_key,
+        s.listen_port,
+        s.reload.render()
     );
-    if let Some(e) = &s.config_error {
-        let _ = writeln!(
-            out,
-            "last configuration change REFUSED (running state kept): {e}"
-        );
-    }
-    out.push('\n');
-    let _ = writeln!(
-        out,
-        "{:<16} {:<22} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8}",
+    out.push_str(&format!(
+        "{:<16} {:<22} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8}\n",
         "PEER", "ENDPOINT", "HANDSHAKE", "TX BYTES", "RX BYTES", "TX PKTS", "RX PKTS", "DROPPED"
-    );
+    ));
     for p in &s.peers {
         let hs = p
             .handshake_age_secs
             .map_or("never".into(), |a| format!("{a}s ago"));
-        let _ = writeln!(
-            out,
-            "{:<16} {:<22} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8}",
+        out.push_str(&format!(
+            "{:<16} {:<22} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8}\n",
             p.id,
             p.endpoint.as_deref().unwrap_or("(unknown)"),
             hs,
@@ -151,30 +143,78 @@ pub fn render(s: &Status) -> String {
             p.tx_packets,
             p.rx_packets,
             p.dropped
-        );
+        ));
     }
     out
 }
 
-/// Serves `/status` and `/metrics` until the runtime stops.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    device: Arc<Device>,
-    public_key: String,
-    config_error: ConfigError,
-) -> std::io::Result<()> {
-    let (d1, k1, d2, k2) = (Arc::clone(&device), public_key.clone(), device, public_key);
-    let (e1, e2) = (Arc::clone(&config_error), config_error);
-    let app = axum::Router::new()
-        .route(
-            "/status",
-            axum::routing::get(move || async move {
-                serde_json::to_string(&status(&d1, k1.clone(), &e1)).unwrap_or_default()
-            }),
-        )
-        .route(
-            "/metrics",
-            axum::routing::get(move || async move { metrics(&status(&d2, k2.clone(), &e2)) }),
+#[cfg(test)]
+mod tests {
+    use liqo_daemon::status::{Applied, Failed, Refused};
+    use prometheus_client::encoding::text::encode;
+
+    use super::*;
+
+    fn sample() -> Status {
+        Status {
+            public_key: "k".into(),
+            listen_port: 51840,
+            no_route: 3,
+            peers: Vec::new(),
+            reload: ReloadStatus {
+                source: "/etc/liqo/gateway.yaml".into(),
+                applied: Some(Applied {
+                    digest: "0123456789abcdef".into(),
+                    count: 4,
+                }),
+                refused: Some(Refused {
+                    digest: "fedcba9876543210".into(),
+                    field: "peers[1].remotePodCIDR".into(),
+                    problem: "overlaps peers[0].remotePodCIDR".into(),
+                }),
+                apply_error: Some(Failed {
+                    digest: "fedcba9876543211".into(),
+                    error: "RTNETLINK: Network is unreachable".into(),
+                    attempts: 2,
+                }),
+                read_error: None,
+            },
+        }
+    }
+
+    #[test]
+    fn status_round_trips_with_the_reload_block() {
+        let s = sample();
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["reload"]["refused"]["field"], "peers[1].remotePodCIDR");
+        assert_eq!(v["reload"]["applyError"]["attempts"], 2);
+        assert_eq!(v["reload"]["applied"]["digest"], "0123456789abcdef");
+        assert!(v.get("configError").is_none(), "{v}");
+        assert_eq!(serde_json::from_value::<Status>(v).unwrap(), s);
+    }
+
+    #[test]
+    fn table_and_metrics_show_what_runs_refused_and_failed() {
+        let s = sample();
+        let t = render(&s);
+        assert!(t.contains("running 0123456789abcdef"), "{t}");
+        assert!(
+            t.contains("REFUSED") && t.contains("peers[1].remotePodCIDR"),
+            "{t}"
         );
-    axum::serve(listener, app).await
+        assert!(
+            t.contains("APPLY FAILED") && t.contains("Network is unreachable"),
+            "{t}"
+        );
+        let mut m = String::new();
+        encode(&mut m, &metrics(&s)).unwrap();
+        for line in [
+            "liqo_gateway_no_route_packets 3",
+            "liqo_gateway_config_refused 1",
+            "liqo_gateway_config_apply_failed 1",
+            "liqo_gateway_config_applies 4",
+        ] {
+            assert!(m.contains(line), "{line} in\n{m}");
+        }
+    }
 }

@@ -131,9 +131,8 @@ async fn reload_adds_and_removes_a_peer_and_refuses_bad_config() {
         "",
     );
     assert!(
-        eventually(5, || a.status_json().unwrap()["configError"]
-            .as_str()
-            .is_some_and(|e| e.contains("peers[1].remotePodCIDR"))),
+        eventually(5, || a.status_json().unwrap()["reload"]["refused"]["field"]
+            == "peers[1].remotePodCIDR"),
         "{}",
         a.status_json().unwrap()
     );

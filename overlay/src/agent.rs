@@ -1,15 +1,20 @@
 //! Applying the plan: converge by diff, and remove everything on shutdown. Idempotent, so a
-//! restart after `kill -9` adopts what exists without duplicates.
+//! restart after `kill -9` adopts what exists without duplicates. [`Agent`] is what the reload
+//! loop drives: a change that fails is rolled back to the running configuration.
+
+use std::collections::BTreeSet;
 
 use dataplane::{
-    Netlink,
+    IfName, Netlink,
     addr::AddressSpec,
     link::{LinkKind, LinkSpec},
     netlink,
 };
+use liqo_daemon::ApplyError;
+use tokio::sync::watch;
 
 use crate::{
-    config::{Config, defaults},
+    config::{Config, ConfigError, File, defaults},
     plan,
 };
 
@@ -95,4 +100,95 @@ pub async fn teardown(nl: &Netlink, cfg: &Config) -> Result<(), AgentError> {
     nl.reconcile_table(defaults::TABLE, &[]).await?;
     nl.delete_link(&cfg.device).await?;
     Ok(())
+}
+
+/// A running agent: the configuration in force on this node.
+pub struct Agent {
+    nl: Netlink,
+    running: watch::Sender<Config>,
+    /// Devices of failed changes that could not be removed then (removed on shutdown).
+    leftovers: BTreeSet<IfName>,
+}
+
+impl Agent {
+    /// Applies `cfg` on this node; if that fails, removes what it created and returns the error.
+    pub async fn start(nl: Netlink, cfg: Config) -> Result<Agent, AgentError> {
+        if let Err(e) = apply(&nl, &cfg).await {
+            if let Err(t) = teardown(&nl, &cfg).await {
+                tracing::error!(error = %t, "removing a partly applied overlay");
+            }
+            return Err(e);
+        }
+        tracing::info!(node = %cfg.me, gateway = %cfg.gateway, remote = cfg.remote_cidrs.len(), "overlay up");
+        Ok(Agent {
+            nl,
+            running: watch::Sender::new(cfg),
+            leftovers: BTreeSet::new(),
+        })
+    }
+
+    /// The configuration in force, as it changes (for the status).
+    pub fn view(&self) -> watch::Receiver<Config> {
+        self.running.subscribe()
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> Config {
+        self.running.borrow().clone()
+    }
+
+    /// Converges to `next` (the old device goes first if the device's name changes).
+    async fn switch(&self, cfg: &Config, next: &Config) -> Result<(), AgentError> {
+        if next.device != cfg.device {
+            teardown(&self.nl, cfg).await?;
+        }
+        apply(&self.nl, next).await
+    }
+
+    /// Back to `cfg` after `next` failed; whatever cannot be restored now is converged by the
+    /// next apply (every apply converges from any state).
+    async fn roll_back(&mut self, cfg: &Config, next: &Config) {
+        if next.device != cfg.device
+            && let Err(e) = self.nl.delete_link(&next.device).await
+        {
+            tracing::error!(device = %next.device, error = %e, "removing the device of a failed change");
+            self.leftovers.insert(next.device.clone());
+        }
+        if let Err(e) = apply(&self.nl, cfg).await {
+            tracing::error!(error = %e, "restoring the running configuration after a failed change");
+        }
+    }
+
+    /// Removes everything the agent created.
+    pub async fn shutdown(self) -> Result<(), AgentError> {
+        let cfg = self.config();
+        for d in self.leftovers.iter().filter(|d| **d != cfg.device) {
+            self.nl.delete_link(d).await?;
+        }
+        teardown(&self.nl, &cfg).await?;
+        tracing::info!("overlay removed");
+        Ok(())
+    }
+}
+
+/// The reload loop drives the agent: a file is validated, then converged to; a kernel error
+/// rolls back to the running configuration and is retried.
+impl liqo_daemon::Daemon for Agent {
+    type Config = Config;
+
+    fn parse(&self, text: &str) -> Result<Config, ConfigError> {
+        File::parse(text)?.validate()
+    }
+
+    async fn apply(&mut self, next: Config) -> Result<(), ApplyError> {
+        let cfg = self.config();
+        if let Err(e) = self.switch(&cfg, &next).await {
+            self.roll_back(&cfg, &next).await;
+            return Err(ApplyError::failed(e));
+        }
+        tracing::info!(gateway = %next.gateway, nodes = next.nodes.len(), remote = next.remote_cidrs.len(), "overlay configuration applied");
+        self.leftovers.remove(&next.device);
+        self.running.send_replace(next);
+        Ok(())
+    }
 }

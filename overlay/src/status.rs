@@ -1,16 +1,15 @@
-//! `/status` (JSON, for `liqo-overlay status` and the lab) and `/metrics` (Prometheus).
+//! What `/status` (JSON, for `liqo-overlay status` and the lab) and `/metrics` (Prometheus)
+//! report: the configuration in force and the reload state (what runs, what was refused, what
+//! failed to apply). The server itself is `liqo_daemon::server`.
 
-use std::{
-    fmt::Write as _,
-    sync::{Arc, Mutex},
-};
-
-use prometheus_client::{encoding::text::encode, metrics::gauge::Gauge, registry::Registry};
+use prometheus_client::{metrics::gauge::Gauge, registry::Registry};
 use serde::{Deserialize, Serialize};
+
+pub use liqo_daemon::ReloadStatus;
 
 use crate::config::Config;
 
-/// What the agent has applied, and what it refused.
+/// What `/status` returns.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
@@ -25,59 +24,39 @@ pub struct Status {
     /// Remote ranges routed.
     #[serde(rename = "remoteCIDRs")]
     pub remote_cidrs: Vec<String>,
-    /// Configurations applied since start.
-    pub applies: u64,
-    /// Why the last configuration change was refused (the running state is kept).
-    pub config_error: Option<String>,
-    /// The last kernel error while applying (retried every reload tick).
-    pub apply_error: Option<String>,
+    /// The config file: what runs, what was refused, what failed to apply.
+    pub reload: ReloadStatus,
 }
 
 impl Status {
-    /// Records `cfg` as applied.
-    pub fn applied(&mut self, cfg: &Config) {
-        self.node.clone_from(&cfg.me);
-        self.overlay_ip = cfg.me().overlay_ip().to_string();
-        self.gateway.clone_from(&cfg.gateway);
-        self.nodes = cfg.nodes.keys().cloned().collect();
-        self.remote_cidrs = cfg.remote_cidrs.iter().map(ToString::to_string).collect();
-        self.applies += 1;
-        self.config_error = None;
-        self.apply_error = None;
+    /// The status of an agent running `cfg`.
+    pub fn new(cfg: &Config, reload: ReloadStatus) -> Status {
+        Status {
+            node: cfg.me.clone(),
+            overlay_ip: cfg.me().overlay_ip().to_string(),
+            gateway: cfg.gateway.clone(),
+            nodes: cfg.nodes.keys().cloned().collect(),
+            remote_cidrs: cfg.remote_cidrs.iter().map(ToString::to_string).collect(),
+            reload,
+        }
     }
 }
 
-/// Shared between the reload loop and the server.
-pub type Shared = Arc<Mutex<Status>>;
-
-fn snapshot(s: &Shared) -> Status {
-    s.lock().unwrap_or_else(|p| p.into_inner()).clone()
-}
-
-/// Prometheus text for `s`.
-pub fn metrics(s: &Status) -> String {
+/// The metrics of `s` (prefix `liqo_overlay`).
+pub fn metrics(s: &Status) -> Registry {
     let mut registry = Registry::with_prefix("liqo_overlay");
-    let gauges: [(&str, &str, i64); 5] = [
-        ("nodes", "Nodes in the overlay", s.nodes.len() as i64),
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let gauges: [(&str, &str, i64); 3] = [
+        ("nodes", "Nodes in the overlay", count(s.nodes.len())),
         (
             "remote_cidrs",
             "Remote ranges routed through the gateway node",
-            s.remote_cidrs.len() as i64,
+            count(s.remote_cidrs.len()),
         ),
         (
             "is_gateway",
             "1 when this node runs the gateway",
             i64::from(s.node == s.gateway && !s.node.is_empty()),
-        ),
-        (
-            "applies",
-            "Configurations applied since start",
-            s.applies as i64,
-        ),
-        (
-            "config_refused",
-            "1 while the last configuration change is refused",
-            i64::from(s.config_error.is_some()),
         ),
     ];
     for (name, help, value) in gauges {
@@ -85,20 +64,20 @@ pub fn metrics(s: &Status) -> String {
         g.set(value);
         registry.register(name, help, g);
     }
-    let mut out = String::new();
-    let _ = encode(&mut out, &registry);
-    out
+    s.reload.register_metrics(&mut registry);
+    registry
 }
 
-/// A summary for people.
+/// A summary for people: the node's role, what it routes, and its config file (what runs,
+/// refused, failed).
 pub fn render(s: &Status) -> String {
     let role = if s.node == s.gateway {
         "gateway node".to_owned()
     } else {
         format!("via gateway node {}", s.gateway)
     };
-    let mut out = format!(
-        "node {} (overlay {}), {role}\nnodes: {}\nremote ranges: {}\napplied {} configuration(s)\n",
+    format!(
+        "node {} (overlay {}), {role}\nnodes: {}\nremote ranges: {}\n{}",
         s.node,
         s.overlay_ip,
         s.nodes.join(", "),
@@ -107,39 +86,15 @@ pub fn render(s: &Status) -> String {
         } else {
             s.remote_cidrs.join(", ")
         },
-        s.applies
-    );
-    if let Some(e) = &s.config_error {
-        let _ = writeln!(
-            out,
-            "last configuration change REFUSED (running state kept): {e}"
-        );
-    }
-    if let Some(e) = &s.apply_error {
-        let _ = writeln!(out, "last apply FAILED (retrying): {e}");
-    }
-    out
-}
-
-/// Serves `/status` and `/metrics` until the runtime stops.
-pub async fn serve(listener: tokio::net::TcpListener, state: Shared) -> std::io::Result<()> {
-    let s2 = Arc::clone(&state);
-    let app = axum::Router::new()
-        .route(
-            "/status",
-            axum::routing::get(move || async move {
-                serde_json::to_string(&snapshot(&state)).unwrap_or_default()
-            }),
-        )
-        .route(
-            "/metrics",
-            axum::routing::get(move || async move { metrics(&snapshot(&s2)) }),
-        );
-    axum::serve(listener, app).await
+        s.reload.render()
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use liqo_daemon::status::{Applied, Refused};
+    use prometheus_client::encoding::text::encode;
+
     use super::*;
     use crate::config::File;
 
@@ -151,17 +106,37 @@ mod tests {
         .unwrap()
         .validate()
         .unwrap();
-        let mut s = Status {
-            config_error: Some("old".into()),
-            ..Status::default()
+        let reload = ReloadStatus {
+            source: "/etc/liqo/overlay.yaml".into(),
+            applied: Some(Applied {
+                digest: "0123456789abcdef".into(),
+                count: 2,
+            }),
+            refused: Some(Refused {
+                digest: "fedcba9876543210".into(),
+                field: "gateway".into(),
+                problem: "n9 is not in nodes".into(),
+            }),
+            ..ReloadStatus::default()
         };
-        s.applied(&cfg);
+        let s = Status::new(&cfg, reload);
         assert_eq!(s.overlay_ip, "240.18.0.2");
         assert_eq!(s.remote_cidrs, ["10.71.0.0/16", "10.72.0.0/16"]);
-        assert_eq!(s.config_error, None);
-        let m = metrics(&s);
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["reload"]["refused"]["field"], "gateway");
+        assert!(v.get("configError").is_none() && v.get("applyError").is_none());
+        assert_eq!(serde_json::from_value::<Status>(v).unwrap(), s);
+        let mut m = String::new();
+        encode(&mut m, &metrics(&s)).unwrap();
         assert!(m.contains("liqo_overlay_remote_cidrs 2"), "{m}");
         assert!(m.contains("liqo_overlay_is_gateway 0"), "{m}");
-        assert!(render(&s).contains("via gateway node n0"));
+        assert!(m.contains("liqo_overlay_config_refused 1"), "{m}");
+        assert!(m.contains("liqo_overlay_config_applies 2"), "{m}");
+        let t = render(&s);
+        assert!(t.contains("via gateway node n0"), "{t}");
+        assert!(
+            t.contains("REFUSED") && t.contains("n9 is not in nodes"),
+            "{t}"
+        );
     }
 }

@@ -5,10 +5,9 @@ use std::{
     path::{Path, PathBuf},
     process::ExitCode,
     sync::Arc,
-    time::Duration,
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use gateway::{
     config::{Config, File},
@@ -16,7 +15,7 @@ use gateway::{
     keys::PrivateKey,
     status,
 };
-use tokio::signal::unix::{SignalKind, signal};
+use liqo_daemon::{Reload, server::StatusServer, source::ConfigFile, tasks::Tasks};
 
 /// Userspace-WireGuard gateway between peered clusters.
 #[derive(Parser)]
@@ -68,89 +67,55 @@ enum Format {
     Json,
 }
 
-fn load(path: &Path, own: Option<gateway::keys::PublicKey>) -> Result<(String, Config)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let cfg = File::parse(&text)
+fn load(path: &Path, text: &str, own: Option<gateway::keys::PublicKey>) -> Result<Config> {
+    File::parse(text)
         .and_then(|f| f.validate(own))
-        .with_context(|| format!("invalid configuration {}", path.display()))?;
-    Ok((text, cfg))
+        .with_context(|| format!("invalid configuration {}", path.display()))
 }
 
 async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
-    let (_, first) = load(&config, None)?;
+    let stop = liqo_daemon::signal::shutdown().context("installing signal handlers")?;
+    let source = ConfigFile::watch(&config);
+    let text = source.read()?;
     // Validate against our own key too, so that a peer using it is named by its field.
-    let own = PrivateKey::load_or_create(&first.private_key_file)?.public();
-    let (mut applied_text, cfg) = load(&config, Some(own))?;
-    let listener = tokio::net::TcpListener::bind(status_listen)
-        .await
-        .with_context(|| format!("binding {status_listen}"))?;
+    let own = PrivateKey::load_or_create(&load(&config, &text, None)?.private_key_file)?.public();
+    let cfg = load(&config, &text, Some(own))?;
+    let server = StatusServer::bind(status_listen).await?;
+    let addr = server.local_addr();
     let mut gw = Gateway::start(cfg).await.context("starting the gateway")?;
-    let public = PrivateKey::load_or_create(&gw.config().private_key_file)?.public();
-    let config_error: status::ConfigError = Arc::default();
-    tokio::spawn(status::serve(
-        listener,
-        Arc::clone(gw.device()),
-        public.to_string(),
-        Arc::clone(&config_error),
-    ));
+    let reload = Reload::started(&source, text);
+    let snapshot = {
+        let (device, public, view) = (
+            Arc::clone(gw.device()),
+            gw.public_key().to_string(),
+            reload.view(),
+        );
+        move || status::status(&device, public.clone(), view.borrow().clone())
+    };
+    let mut tasks = Tasks::new();
+    tasks.spawn(
+        "the status server",
+        server.serve(snapshot.clone(), move || status::metrics(&snapshot())),
+    );
     println!(
-        "liqo-gateway up: public key {public}, UDP port {}, status on http://{status_listen}/status",
+        "liqo-gateway up: public key {}, UDP port {}, status on http://{addr}/status",
+        gw.public_key(),
         gw.config().listen_port
     );
-
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    let mut refused_text = String::new();
-    let mut failed = false;
-    loop {
-        tokio::select! {
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            _ = tick.tick() => {
-                if !gw.healthy() {
-                    tracing::error!("a data-path thread stopped; shutting down so the gateway can be restarted");
-                    failed = true;
-                    break;
-                }
-                let Ok(text) = std::fs::read_to_string(&config) else { continue };
-                if text == applied_text || text == refused_text {
-                    continue;
-                }
-                // A refused file is not retried until it changes; a failure of the kernel is
-                // retried on the next tick.
-                let result = match File::parse(&text).and_then(|f| f.validate(Some(public))) {
-                    Ok(cfg) => match gw.apply(cfg).await {
-                        Ok(()) => Ok(()),
-                        Err(gateway::daemon::GatewayError::Config(e)) => Err(e.to_string()),
-                        Err(e) => {
-                            tracing::warn!(error = %format!("{:#}", anyhow::Error::from(e)), "applying the configuration failed; rolled back, retrying");
-                            continue;
-                        }
-                    },
-                    Err(e) => Err(e.to_string()),
-                };
-                match result {
-                    Ok(()) => {
-                        tracing::info!(peers = gw.config().peers.len(), "configuration applied");
-                        applied_text = text;
-                        *config_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "configuration refused; the running state is kept");
-                        refused_text = text;
-                        *config_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                    }
-                }
+    let outcome = reload.run(&mut gw, source, tasks, stop).await;
+    let removed = gw.shutdown().await.context("removing the gateway");
+    match outcome {
+        Ok(signal) => {
+            tracing::info!(%signal, "stopped");
+            removed
+        }
+        Err(e) => {
+            if let Err(r) = removed {
+                tracing::error!(error = %format!("{r:#}"), "after the failure below");
             }
+            Err(e.into())
         }
     }
-    gw.shutdown().await.context("removing the gateway")?;
-    if failed {
-        bail!("the data path failed (see the log above)");
-    }
-    Ok(())
 }
 
 async fn cli(cli: Cli) -> Result<()> {
@@ -160,7 +125,9 @@ async fn cli(cli: Cli) -> Result<()> {
             status_listen,
         } => run(config, status_listen).await?,
         Command::CheckConfig { config } => {
-            let (_, cfg) = load(&config, None)?;
+            let text = std::fs::read_to_string(&config)
+                .with_context(|| format!("reading {}", config.display()))?;
+            let cfg = load(&config, &text, None)?;
             println!(
                 "ok: namespace {}, UDP port {}, MTU {}, local pods {}, {} peer(s)",
                 cfg.namespace,
@@ -205,19 +172,15 @@ async fn cli(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    liqo_daemon::logging::init();
     let args = Cli::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    let result = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
-        .expect("tokio runtime");
-    match rt.block_on(cli(args)) {
+        .context("starting the tokio runtime")
+        .and_then(|rt| rt.block_on(cli(args)));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");

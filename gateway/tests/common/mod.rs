@@ -117,8 +117,14 @@ impl Site {
         }
     }
 
-    /// Writes the configuration (peers given as YAML list items, already indented).
-    pub fn configure(&self, peers: &str, extra: &str) {
+    /// The config file.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("config.yaml")
+    }
+
+    /// Writes the configuration (peers given as YAML list items, already indented); returns
+    /// the text written.
+    pub fn configure(&self, peers: &str, extra: &str) -> String {
         let text = format!(
             "namespace: {}\nprivateKeyFile: {}\nlocalPodCIDR: 10.200.0.0/16\n{extra}peers:{}\n",
             self.gw_ns,
@@ -130,8 +136,9 @@ impl Site {
             }
         );
         let tmp = self.dir.join("config.yaml.tmp");
-        std::fs::write(&tmp, text).unwrap();
-        std::fs::rename(&tmp, self.dir.join("config.yaml")).unwrap();
+        std::fs::write(&tmp, &text).unwrap();
+        std::fs::rename(&tmp, self.config_path()).unwrap();
+        text
     }
 
     /// Starts `liqo-gateway run` in the host namespace and waits for its status endpoint.
@@ -179,20 +186,60 @@ impl Site {
         serde_json::from_str(&body).ok()
     }
 
+    /// The gateway's `/status`, typed, if it answers.
+    pub fn status(&self) -> Option<gateway::status::Status> {
+        serde_json::from_value(self.status_json()?).ok()
+    }
+
+    /// Polls the typed status every 10 ms for up to 10 s until `f` holds; panics with the last
+    /// status and the log otherwise.
+    pub fn wait_status(
+        &self,
+        what: &str,
+        mut f: impl FnMut(&gateway::status::Status) -> bool,
+    ) -> gateway::status::Status {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let s = self.status();
+            if let Some(s) = s.as_ref().filter(|s| f(s)) {
+                return s.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: status {s:#?}\n{}",
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends SIGTERM and waits for the process; returns how it exited.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("SIGTERM");
+        Some(c.wait().expect("waiting for the gateway"))
+    }
+
     /// Sends SIGTERM and waits for the process.
     pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(c.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
+        if let Some(status) = self.terminate() {
+            assert!(
+                status.success(),
+                "{} exited with {status}: {}",
+                self.name,
+                self.log()
             );
-            let _ = c.wait();
         }
     }
 
     /// Kills the process with SIGKILL.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
+            // It may have exited already; either way it is gone after the wait.
             let _ = c.kill();
             let _ = c.wait();
         }

@@ -1,16 +1,20 @@
 //! `liqo-overlay`: the per-node overlay agent.
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::ExitCode,
+};
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use dataplane::Netlink;
+use liqo_daemon::{Reload, server::StatusServer, source::ConfigFile, tasks::Tasks};
 use overlay::{
-    agent,
+    agent::Agent,
     config::{Config, File},
     status,
 };
-use tokio::signal::unix::{SignalKind, signal};
 
 /// VXLAN overlay to the gateway node and the policy routing for remote clusters.
 #[derive(Parser)]
@@ -57,99 +61,48 @@ enum Format {
     Json,
 }
 
-fn load(path: &PathBuf) -> Result<(String, Config)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    let cfg = File::parse(&text)
+fn load(path: &Path, text: &str) -> Result<Config> {
+    File::parse(text)
         .and_then(|f| f.validate())
-        .with_context(|| format!("invalid configuration {}", path.display()))?;
-    Ok((text, cfg))
+        .with_context(|| format!("invalid configuration {}", path.display()))
 }
 
 async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
-    let (mut applied_text, mut cfg) = load(&config)?;
-    let listener = tokio::net::TcpListener::bind(status_listen)
+    let stop = liqo_daemon::signal::shutdown().context("installing signal handlers")?;
+    let source = ConfigFile::watch(&config);
+    let text = source.read()?;
+    let cfg = load(&config, &text)?;
+    let server = StatusServer::bind(status_listen).await?;
+    let addr = server.local_addr();
+    let nl = Netlink::connect().context("connecting to the kernel")?;
+    let mut agent = Agent::start(nl, cfg)
         .await
-        .with_context(|| format!("binding {status_listen}"))?;
-    let nl = Netlink::connect()?;
-    if let Err(e) = agent::apply(&nl, &cfg).await {
-        // Leave nothing half-applied behind.
-        if let Err(t) = agent::teardown(&nl, &cfg).await {
-            tracing::error!(error = %t, "removing a partly applied overlay");
+        .context("applying the overlay")?;
+    let reload = Reload::started(&source, text);
+    let snapshot = {
+        let (running, view) = (agent.view(), reload.view());
+        move || status::Status::new(&running.borrow(), view.borrow().clone())
+    };
+    let mut tasks = Tasks::new();
+    tasks.spawn(
+        "the status server",
+        server.serve(snapshot.clone(), move || status::metrics(&snapshot())),
+    );
+    tracing::info!(status = %addr, "serving /status and /metrics");
+    let outcome = reload.run(&mut agent, source, tasks, stop).await;
+    let removed = agent.shutdown().await.context("removing the overlay");
+    match outcome {
+        Ok(signal) => {
+            tracing::info!(%signal, "stopped");
+            removed
         }
-        return Err(anyhow::Error::from(e).context("applying the overlay"));
-    }
-    let state: status::Shared = Arc::default();
-    state.lock().expect("fresh").applied(&cfg);
-    tokio::spawn(status::serve(listener, Arc::clone(&state)));
-    tracing::info!(node = %cfg.me, gateway = %cfg.gateway, remote = cfg.remote_cidrs.len(), status = %status_listen, "overlay up");
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let mut tick = tokio::time::interval(Duration::from_millis(500));
-    let mut refused = String::new();
-    loop {
-        tokio::select! {
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            _ = tick.tick() => {
-                let Ok(text) = std::fs::read_to_string(&config) else { continue };
-                if text == applied_text {
-                    // Back to what runs: nothing is refused or failing any more.
-                    let mut s = lock(&state);
-                    (s.config_error, s.apply_error) = (None, None);
-                    refused.clear();
-                    continue;
-                }
-                if text == refused {
-                    continue;
-                }
-                let next = match File::parse(&text).and_then(|f| f.validate()) {
-                    Ok(next) => next,
-                    Err(e) => {
-                        tracing::error!(error = %e, "configuration refused; the running state is kept");
-                        lock(&state).config_error = Some(e.to_string());
-                        refused = text;
-                        continue;
-                    }
-                };
-                // A kernel failure is retried on the next tick (apply converges from any state).
-                let result = async {
-                    if next.device != cfg.device {
-                        agent::teardown(&nl, &cfg).await?;
-                    }
-                    agent::apply(&nl, &next).await
-                }
-                .await;
-                match result {
-                    Ok(()) => {
-                        tracing::info!(gateway = %next.gateway, nodes = next.nodes.len(), remote = next.remote_cidrs.len(), "configuration applied");
-                        lock(&state).applied(&next);
-                        (cfg, applied_text) = (next, text);
-                    }
-                    Err(e) => {
-                        let e = format!("{:#}", anyhow::Error::from(e));
-                        tracing::warn!(error = %e, "applying the configuration failed; retrying");
-                        lock(&state).apply_error = Some(e);
-                        if next.device != cfg.device {
-                            // The old device is gone already: remove the new one's remains and
-                            // treat the new config as the one to clean up on exit.
-                            let _ = agent::teardown(&nl, &next).await;
-                            cfg = next;
-                        }
-                    }
-                }
+        Err(e) => {
+            if let Err(r) = removed {
+                tracing::error!(error = %format!("{r:#}"), "after the failure below");
             }
+            Err(e.into())
         }
     }
-    agent::teardown(&nl, &cfg)
-        .await
-        .context("removing the overlay")?;
-    tracing::info!("overlay removed");
-    Ok(())
-}
-
-fn lock(s: &status::Shared) -> std::sync::MutexGuard<'_, status::Status> {
-    s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn cli(cli: Cli) -> Result<()> {
@@ -159,7 +112,9 @@ async fn cli(cli: Cli) -> Result<()> {
             status_listen,
         } => run(config, status_listen).await,
         Command::CheckConfig { config } => {
-            let (_, c) = load(&config)?;
+            let text = std::fs::read_to_string(&config)
+                .with_context(|| format!("reading {}", config.display()))?;
+            let c = load(&config, &text)?;
             println!(
                 "ok: node {} ({}), gateway {}, {} nodes, {} remote ranges",
                 c.me,
@@ -187,18 +142,14 @@ async fn cli(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    liqo_daemon::logging::init();
     let args = Cli::parse();
-    let rt = tokio::runtime::Builder::new_current_thread()
+    let result = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("tokio runtime");
-    match rt.block_on(cli(args)) {
+        .context("starting the tokio runtime")
+        .and_then(|rt| rt.block_on(cli(args)));
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
