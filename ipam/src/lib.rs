@@ -16,6 +16,7 @@ mod core;
 mod error;
 mod reconfig;
 pub mod service;
+pub mod settings;
 pub mod state;
 pub mod store;
 mod translate;

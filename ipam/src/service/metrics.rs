@@ -19,57 +19,15 @@ struct RequestLabel {
     outcome: String,
 }
 
-/// The service's metrics and their registry.
+/// The service's metrics (shared handles; [`Metrics::registry`] exposes them).
+#[derive(Default)]
 pub struct Metrics {
-    registry: Registry,
     pool_used: Family<PoolLabel, Gauge>,
     pool_total: Family<PoolLabel, Gauge>,
     peers: Gauge,
     endpoints: Gauge,
     requests: Family<RequestLabel, Counter>,
     unauthenticated: Counter,
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        let mut registry = Registry::with_prefix("liqo_ipam");
-        let m = Metrics {
-            pool_used: Family::default(),
-            pool_total: Family::default(),
-            peers: Gauge::default(),
-            endpoints: Gauge::default(),
-            requests: Family::default(),
-            unauthenticated: Counter::default(),
-            registry: Registry::default(),
-        };
-        registry.register(
-            "pool_addresses_used",
-            "Addresses allocated or reserved in each pool",
-            m.pool_used.clone(),
-        );
-        registry.register(
-            "pool_addresses",
-            "Addresses in each pool",
-            m.pool_total.clone(),
-        );
-        registry.register("peers", "Peers with allocated ranges", m.peers.clone());
-        registry.register(
-            "endpoints",
-            "Local IPs mapped into the external CIDR",
-            m.endpoints.clone(),
-        );
-        registry.register(
-            "requests",
-            "gRPC requests by method and outcome",
-            m.requests.clone(),
-        );
-        registry.register(
-            "unauthenticated_requests",
-            "Calls refused for missing or wrong credentials",
-            m.unauthenticated.clone(),
-        );
-        Metrics { registry, ..m }
-    }
 }
 
 impl Metrics {
@@ -110,10 +68,44 @@ impl Metrics {
         self.unauthenticated.inc();
     }
 
+    /// A registry (prefix `liqo_ipam`) holding these metrics, to which a caller may add more
+    /// (the reload gauges of the daemon runtime).
+    pub fn registry(&self) -> Registry {
+        let mut registry = Registry::with_prefix("liqo_ipam");
+        registry.register(
+            "pool_addresses_used",
+            "Addresses allocated or reserved in each pool",
+            self.pool_used.clone(),
+        );
+        registry.register(
+            "pool_addresses",
+            "Addresses in each pool",
+            self.pool_total.clone(),
+        );
+        registry.register("peers", "Peers with allocated ranges", self.peers.clone());
+        registry.register(
+            "endpoints",
+            "Local IPs mapped into the external CIDR",
+            self.endpoints.clone(),
+        );
+        registry.register(
+            "requests",
+            "gRPC requests by method and outcome",
+            self.requests.clone(),
+        );
+        registry.register(
+            "unauthenticated_requests",
+            "Calls refused for missing or wrong credentials",
+            self.unauthenticated.clone(),
+        );
+        registry
+    }
+
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let _ = encode(&mut out, &self.registry);
+        // Encoding into a String cannot fail.
+        let _ = encode(&mut out, &self.registry());
         out
     }
 }

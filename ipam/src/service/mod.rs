@@ -123,7 +123,22 @@ impl Service {
         Ok(out)
     }
 
-    /// The metrics registry of this service.
+    /// Sets the pools and reserved subnets `change` gives (the others stay) on the running
+    /// IPAM, with the checks of the runtime changes; all or nothing, saved.
+    pub fn reconfigure(&self, change: &Overrides) -> Result<(), ServiceError> {
+        self.mutate(|ipam| {
+            let mut wanted = ipam.config().clone();
+            if let Some(p) = &change.pools {
+                wanted.pools.clone_from(p);
+            }
+            if let Some(r) = &change.reserved {
+                wanted.reserved.clone_from(r);
+            }
+            ipam.reconfigure(wanted)
+        })
+    }
+
+    /// The metrics of this service.
     pub fn metrics(&self) -> Arc<metrics::Metrics> {
         Arc::clone(&self.metrics)
     }

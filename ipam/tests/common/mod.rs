@@ -239,11 +239,38 @@ impl Ca {
 
 /// GET http://127.0.0.1:port/metrics with a plain TCP exchange (no HTTP client dependency).
 pub(crate) fn http_get(port: u16) -> String {
+    get(port, "/metrics")
+}
+
+/// GET http://127.0.0.1:port`path`: the whole response, head included.
+pub(crate) fn get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    c.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
+    c.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .unwrap();
     let mut out = String::new();
     c.read_to_string(&mut out).unwrap();
     out
+}
+
+/// The JSON body of GET `/status`.
+pub(crate) fn status(port: u16) -> serde_json::Value {
+    let out = get(port, "/status");
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    let body = out.split("\r\n\r\n").nth(1).unwrap();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, failing after 20 s with `what`.
+pub(crate) fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -260,12 +260,7 @@ async fn run(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    liqo_daemon::logging::init();
     let cli = Cli::parse();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -1,45 +1,35 @@
-//! `liqo-ipam serve`: flags and config file, opening the state, serving gRPC and metrics until
-//! SIGTERM or SIGINT.
+//! `liqo-ipam serve` on the daemon runtime (`liqo-daemon`): flags and the watched config file,
+//! the state, the gRPC server, `/status` and `/metrics`, and a clean stop on SIGTERM or SIGINT.
+//! A changed config file's pools and reserved subnets are applied while running; a change to
+//! any other field is refused naming it, and the running state is kept.
 
-use std::{net::SocketAddr, path::PathBuf};
+use std::{future::Future, net::SocketAddr, path::PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use ipam::{
-    Config, parse_cidr,
-    service::{
-        Overrides, Service,
-        server::{Security, Server},
-    },
+    service::{Service, ServiceError, server::Server},
+    settings::{self, Settings},
     store::FileStore,
 };
-use ipnet::Ipv4Net;
-use serde::Deserialize;
-use tokio::{
-    signal::unix::{SignalKind, signal},
-    sync::watch,
+use liqo_daemon::{
+    ApplyError, Daemon, FieldError, Reload, server::StatusServer, source::ConfigFile, tasks::Tasks,
 };
+use liqo_types::Cidr;
+use tokio::sync::watch;
 
-/// The gRPC address when none is given: loopback only.
-const DEFAULT_LISTEN: &str = "127.0.0.1:6000";
-/// The metrics address when none is given.
-const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9106";
-/// The state file when none is given.
-const DEFAULT_STATE: &str = "/var/lib/liqo-ipam/state.json";
-
-/// `serve` flags; a YAML config file (same names, camelCase) may give them instead.
-#[derive(Args, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+/// `serve` flags; the config file (`--config`, YAML) takes the same names in camelCase.
+#[derive(Args)]
 pub(crate) struct Serve {
-    /// YAML file with any of the settings below (flags win).
+    /// YAML file with any of the settings below (flags win). Watched: changes to pools,
+    /// additionalPools and reservedSubnets apply while running; others need a restart.
     #[arg(long)]
-    #[serde(skip)]
     config: Option<PathBuf>,
     /// gRPC listen address [default: 127.0.0.1:6000]. Anything but loopback needs
     /// --tls-cert-file, --tls-key-file and --token-file or --client-ca-file.
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// Prometheus metrics listen address [default: 127.0.0.1:9106].
+    /// /metrics and /status listen address [default: 127.0.0.1:9106].
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
     /// State file (crash-safe JSON) [default: /var/lib/liqo-ipam/state.json].
@@ -47,20 +37,20 @@ pub(crate) struct Serve {
     state: Option<PathBuf>,
     /// Local pod CIDR.
     #[arg(long)]
-    pod_cidr: Option<String>,
-    /// Local service CIDR.
+    pod_cidr: Option<Cidr>,
+    /// Local service CIDR [default: 10.96.0.0/12].
     #[arg(long)]
-    service_cidr: Option<String>,
-    /// Requested local external CIDR.
+    service_cidr: Option<Cidr>,
+    /// Requested local external CIDR [default: 10.70.0.0/16].
     #[arg(long)]
-    external_cidr: Option<String>,
+    external_cidr: Option<Cidr>,
     /// Pools (comma-separated; replaces the defaults 10.0.0.0/8,172.16.0.0/12,192.168.0.0/16).
     #[arg(long, value_delimiter = ',')]
     pools: Option<Vec<String>>,
     /// Pools added to the defaults (comma-separated).
     #[arg(long, value_delimiter = ',')]
     additional_pools: Option<Vec<String>>,
-    /// Subnets never handed out (comma-separated).
+    /// Subnets never handed out (comma-separated; '' for none).
     #[arg(long, value_delimiter = ',')]
     reserved_subnets: Option<Vec<String>>,
     /// Serve TLS with this certificate chain (PEM).
@@ -77,104 +67,82 @@ pub(crate) struct Serve {
     client_ca_file: Option<PathBuf>,
 }
 
-impl Serve {
-    /// Flags over the config file.
-    fn merged(self) -> Result<Serve> {
-        let Some(path) = &self.config else {
-            return Ok(self);
-        };
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let file: Serve = serde_saphyr::from_str(&text)
-            .with_context(|| format!("invalid config file {}", path.display()))?;
-        Ok(Serve {
-            config: None,
-            listen: self.listen.or(file.listen),
-            metrics_listen: self.metrics_listen.or(file.metrics_listen),
-            state: self.state.or(file.state),
-            pod_cidr: self.pod_cidr.or(file.pod_cidr),
-            service_cidr: self.service_cidr.or(file.service_cidr),
-            external_cidr: self.external_cidr.or(file.external_cidr),
-            pools: self.pools.or(file.pools),
-            additional_pools: self.additional_pools.or(file.additional_pools),
-            reserved_subnets: self.reserved_subnets.or(file.reserved_subnets),
-            tls_cert_file: self.tls_cert_file.or(file.tls_cert_file),
-            tls_key_file: self.tls_key_file.or(file.tls_key_file),
-            token_file: self.token_file.or(file.token_file),
-            client_ca_file: self.client_ca_file.or(file.client_ca_file),
-        })
-    }
-
-    fn security(&self) -> Security {
-        Security {
-            tls_cert_file: self.tls_cert_file.clone(),
-            tls_key_file: self.tls_key_file.clone(),
-            token_file: self.token_file.clone(),
-            client_ca_file: self.client_ca_file.clone(),
-        }
-    }
-}
-
-fn cidrs(flag: &str, v: &[String]) -> Result<Vec<Ipv4Net>> {
-    v.iter()
-        .filter(|s| !s.is_empty())
-        .map(|s| parse_cidr(s).with_context(|| format!("--{flag}")))
-        .collect()
-}
-
-fn cidr(flag: &str, v: Option<&String>, default: Option<&str>) -> Result<Ipv4Net> {
-    let s = v
-        .map(String::as_str)
-        .or(default)
-        .with_context(|| format!("--{flag} is required"))?;
-    parse_cidr(s).with_context(|| format!("--{flag}"))
-}
-
-/// The IPAM configuration and the start-up overrides the merged settings ask for.
-fn ipam_config(a: &Serve) -> Result<(Config, Overrides)> {
-    let mut config = Config::new(
-        cidr("pod-cidr", a.pod_cidr.as_ref(), None)?,
-        cidr(
-            "service-cidr",
-            a.service_cidr.as_ref(),
-            Some("10.96.0.0/12"),
-        )?,
-    );
-    config.external_cidr = cidr(
-        "external-cidr",
-        a.external_cidr.as_ref(),
-        Some(ipam::state::DEFAULT_EXTERNAL_CIDR),
-    )?;
-    let mut pools = a.pools.as_deref().map(|p| cidrs("pools", p)).transpose()?;
-    if let Some(extra) = a.additional_pools.as_deref() {
-        pools
-            .get_or_insert_with(|| config.pools.clone())
-            .extend(cidrs("additional-pools", extra)?);
-    }
-    let reserved = a
-        .reserved_subnets
-        .as_deref()
-        .map(|r| cidrs("reserved-subnets", r))
-        .transpose()?;
-    if let Some(p) = &pools {
-        config.pools.clone_from(p);
-    }
-    if let Some(r) = &reserved {
-        config.reserved.clone_from(r);
-    }
-    Ok((config, Overrides { pools, reserved }))
-}
-
-/// Resolves once SIGTERM or SIGINT arrives (the handlers are installed before this returns).
-fn stop_signal() -> Result<impl Future<Output = &'static str>> {
-    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
-    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "SIGINT",
-        }
+/// A comma-separated flag's CIDRs (empty items ignored, so '' is the empty list).
+fn cidrs(flag: &str, v: Option<Vec<String>>) -> Result<Option<Vec<Cidr>>> {
+    v.map(|v| {
+        v.iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.parse().with_context(|| format!("--{flag}")))
+            .collect()
     })
+    .transpose()
+}
+
+impl Serve {
+    /// The flags as settings, and the config file.
+    fn settings(self) -> Result<(Settings, Option<PathBuf>)> {
+        let s = Settings {
+            listen: self.listen,
+            metrics_listen: self.metrics_listen,
+            state: self.state,
+            pod_cidr: self.pod_cidr,
+            service_cidr: self.service_cidr,
+            external_cidr: self.external_cidr,
+            pools: cidrs("pools", self.pools)?,
+            additional_pools: cidrs("additional-pools", self.additional_pools)?,
+            reserved_subnets: cidrs("reserved-subnets", self.reserved_subnets)?,
+            tls_cert_file: self.tls_cert_file,
+            tls_key_file: self.tls_key_file,
+            token_file: self.token_file,
+            client_ca_file: self.client_ca_file,
+        };
+        Ok((s, self.config))
+    }
+}
+
+/// The running service as the reload loop drives it.
+struct Ipam {
+    service: Service,
+    /// The flags, which win over every text of the file.
+    flags: Settings,
+    /// The settings in force.
+    running: Settings,
+}
+
+impl Ipam {
+    fn apply_now(&mut self, new: Settings) -> Result<(), ApplyError> {
+        let change = new
+            .change_from(&self.running)
+            .map_err(ApplyError::Refused)?;
+        if change.pools.is_some() || change.reserved.is_some() {
+            self.service.reconfigure(&change).map_err(|e| match e {
+                ServiceError::Ipam(ipam) => {
+                    let field = settings::refused_field(&change, &new, &ipam);
+                    ApplyError::Refused(liqo_types::field::bad(field, ipam.to_string()))
+                }
+                // Saving failed and the change was undone: try again.
+                e @ ServiceError::Store(_) => ApplyError::failed(e),
+            })?;
+            tracing::info!(pools = ?change.pools, reserved = ?change.reserved, "pools and reserved subnets changed");
+        }
+        self.running = new;
+        Ok(())
+    }
+}
+
+impl Daemon for Ipam {
+    type Config = Settings;
+
+    fn parse(&self, text: &str) -> Result<Settings, FieldError> {
+        let s = self.flags.clone().over(Settings::from_yaml(text)?);
+        s.pools()?;
+        s.reserved()?;
+        Ok(s)
+    }
+
+    fn apply(&mut self, new: Settings) -> impl Future<Output = Result<(), ApplyError>> + Send {
+        std::future::ready(self.apply_now(new))
+    }
 }
 
 /// Resolves once `stop` turns true.
@@ -184,41 +152,73 @@ async fn stopped(mut stop: watch::Receiver<bool>) {
 }
 
 pub(crate) async fn serve(args: Serve) -> Result<()> {
-    let signal = stop_signal()?;
-    let a = args.merged()?;
-    let listen = a
-        .listen
-        .unwrap_or_else(|| DEFAULT_LISTEN.parse().expect("literal"));
-    let metrics_listen = a
-        .metrics_listen
-        .unwrap_or_else(|| DEFAULT_METRICS_LISTEN.parse().expect("literal"));
-    let security = a.security();
+    let shutdown = liqo_daemon::signal::shutdown().context("installing the signal handlers")?;
+    let (flags, config) = args.settings()?;
+    // Watch before the first read, so a change made meanwhile is seen.
+    let source = config.map(ConfigFile::watch);
+    let text = source.as_ref().map(ConfigFile::read).transpose()?;
+    let file = match (&source, &text) {
+        (Some(source), Some(text)) => Settings::from_yaml(text)
+            .with_context(|| format!("invalid config file {}", source.path().display()))?,
+        _ => Settings::default(),
+    };
+    let settings = flags.clone().over(file);
     // Refuse an exposed, unauthenticated listener or unusable TLS or token files before
     // touching the state.
-    let grpc = Server::bind(listen, &security).await?;
-    let (config, overrides) = ipam_config(&a)?;
-    let state = a.state.unwrap_or_else(|| PathBuf::from(DEFAULT_STATE));
+    let security = settings.security();
+    let grpc = Server::bind(settings.listen(), &security).await?;
+    let (config, overrides) = settings.config().map_err(|e| anyhow!("{e}"))?;
+    let state = settings.state();
     if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let service = Service::open(config, overrides, Box::new(FileStore::new(&state)))
         .with_context(|| format!("opening the IPAM state {}", state.display()))?;
-    let metrics = service.metrics();
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || async move { metrics.render() }),
-    );
-    let ml = tokio::net::TcpListener::bind(metrics_listen)
-        .await
-        .with_context(|| format!("binding the metrics address {metrics_listen}"))?;
+    let status_server = StatusServer::bind(settings.metrics_listen()).await?;
+
     let listen = grpc.local_addr();
+    let scheme = if grpc.tls() { "https" } else { "http" };
     let auth = match (&security.token_file, &security.client_ca_file) {
         (Some(_), Some(_)) => "bearer token and client certificate required",
         (Some(_), None) => "bearer token required",
         (None, Some(_)) => "client certificate required",
         (None, None) => "no authentication",
     };
-    let scheme = if grpc.tls() { "https" } else { "http" };
+    let metrics_listen = status_server.local_addr();
+    let reload = source
+        .as_ref()
+        .zip(text)
+        .map(|(s, t)| Reload::started(s, t));
+    let view = reload.as_ref().map(Reload::view);
+    let status = {
+        let (service, view, state) = (service.clone(), view.clone(), state.clone());
+        move || {
+            let (peers, endpoints) = service.read(|i| (i.peers().count(), i.endpoints().count()));
+            serde_json::json!({
+                "listen": format!("{scheme}://{listen}"),
+                "authentication": auth,
+                "state": state,
+                "peers": peers,
+                "endpoints": endpoints,
+                "reload": view.as_ref().map(|v| v.borrow().clone()),
+            })
+        }
+    };
+    let metrics = {
+        let (m, view) = (service.metrics(), view);
+        move || {
+            let mut r = m.registry();
+            if let Some(v) = &view {
+                v.borrow().register_metrics(&mut r);
+            }
+            r
+        }
+    };
+    let mut tasks = Tasks::new();
+    tasks.spawn(
+        "the /status and /metrics server",
+        status_server.serve(status, metrics),
+    );
     tracing::info!(%listen, scheme, auth, %metrics_listen, state = %state.display(), "liqo-ipam serving");
     println!(
         "liqo-ipam serving gRPC on {scheme}://{listen} ({auth}), metrics on http://{metrics_listen}/metrics, state in {}",
@@ -226,25 +226,32 @@ pub(crate) async fn serve(args: Serve) -> Result<()> {
     );
 
     let (stop, stop_rx) = watch::channel(false);
-    let signals = async move {
-        let name = signal.await;
-        tracing::info!(signal = name, "stopping");
-        stop.send_replace(true);
-        Ok::<(), anyhow::Error>(())
+    let grpc = grpc.run(&service, stopped(stop_rx));
+    tokio::pin!(grpc);
+    let mut daemon = Ipam {
+        service: service.clone(),
+        flags,
+        running: settings,
     };
-    let grpc = async {
-        grpc.run(&service, stopped(stop_rx.clone()))
-            .await
-            .map_err(anyhow::Error::from)
+    let run = async {
+        match (reload, source) {
+            (Some(reload), Some(source)) => reload.run(&mut daemon, source, tasks, shutdown).await,
+            _ => tasks.run(shutdown).await,
+        }
     };
-    let metrics_server = async {
-        axum::serve(ml, app)
-            .with_graceful_shutdown(stopped(stop_rx.clone()))
-            .await
-            .with_context(|| format!("metrics server on {metrics_listen}"))
+    // Until a signal, a failed task (the status server) or the gRPC server failing.
+    let outcome = tokio::select! {
+        r = run => r,
+        r = &mut grpc => {
+            r?;
+            return Err(anyhow!("the gRPC server stopped unexpectedly"));
+        }
     };
-    // The first error (the gRPC or the metrics server failing) stops the daemon with it.
-    tokio::try_join!(signals, grpc, metrics_server)?;
-    tracing::info!("stopped");
+    // Let the calls in flight finish (each finished change is saved already).
+    stop.send_replace(true);
+    let stopped = grpc.await;
+    let signal = outcome?;
+    stopped?;
+    tracing::info!(%signal, "stopped");
     Ok(())
 }

@@ -1,0 +1,290 @@
+//! The settings of `liqo-ipam serve` (its flags, or its config file with the same names in
+//! camelCase): their defaults, flags over the file, the IPAM configuration they ask for, and
+//! which of them a running service takes from a changed file.
+//!
+//! Pools (`pools`, `additionalPools`) and `reservedSubnets` apply while running, with the checks
+//! of the runtime changes (a pool or reserved subnet holding a peer's range is refused, naming
+//! the peer); every other field needs a restart, and a file changing one is refused naming it.
+
+use std::{net::SocketAddr, path::PathBuf};
+
+use ipnet::Ipv4Net;
+use liqo_types::{
+    Cidr,
+    field::{FieldError, bad},
+};
+use serde::Deserialize;
+
+use crate::{
+    Config, check_cidr,
+    service::{Overrides, server::Security},
+    state::{DEFAULT_EXTERNAL_CIDR, DEFAULT_POOLS},
+};
+
+/// The gRPC address when none is given: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:6000";
+/// The metrics address when none is given.
+pub const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9106";
+/// The state file when none is given.
+pub const DEFAULT_STATE: &str = "/var/lib/liqo-ipam/state.json";
+/// The service CIDR when none is given.
+pub const DEFAULT_SERVICE_CIDR: &str = "10.96.0.0/12";
+
+/// The settings; `None` is "not given".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct Settings {
+    /// gRPC listen address.
+    pub listen: Option<SocketAddr>,
+    /// Prometheus metrics (and `/status`) listen address.
+    pub metrics_listen: Option<SocketAddr>,
+    /// State file.
+    pub state: Option<PathBuf>,
+    /// Local pod CIDR (required).
+    pub pod_cidr: Option<Cidr>,
+    /// Local service CIDR.
+    pub service_cidr: Option<Cidr>,
+    /// Requested local external CIDR.
+    pub external_cidr: Option<Cidr>,
+    /// Pools, replacing the defaults.
+    pub pools: Option<Vec<Cidr>>,
+    /// Pools added to `pools` (or to the defaults).
+    pub additional_pools: Option<Vec<Cidr>>,
+    /// Subnets never handed out.
+    pub reserved_subnets: Option<Vec<Cidr>>,
+    /// TLS certificate chain.
+    pub tls_cert_file: Option<PathBuf>,
+    /// TLS private key.
+    pub tls_key_file: Option<PathBuf>,
+    /// Bearer token file.
+    pub token_file: Option<PathBuf>,
+    /// Client CA (mutual TLS).
+    pub client_ca_file: Option<PathBuf>,
+}
+
+/// The pools and reserved subnets a changed file asks a running service to set (`None`: keep).
+pub type Change = Overrides;
+
+fn literal<T: std::str::FromStr>(s: &str) -> T
+where
+    T::Err: std::fmt::Debug,
+{
+    s.parse().expect("a valid literal")
+}
+
+/// Checks each CIDR of a list for the IPAM (at most /30), naming `field[i]`.
+fn nets(field: &str, list: &[Cidr]) -> Result<Vec<Ipv4Net>, FieldError> {
+    list.iter()
+        .enumerate()
+        .map(|(i, c)| check_cidr(c.net()).map_err(|e| bad(format!("{field}[{i}]"), e.to_string())))
+        .collect()
+}
+
+fn net(field: &str, c: Option<Cidr>, default: &str) -> Result<Ipv4Net, FieldError> {
+    let c = c.unwrap_or_else(|| literal(default));
+    check_cidr(c.net()).map_err(|e| bad(field, e.to_string()))
+}
+
+impl Settings {
+    /// Decodes a config file; every error names its field.
+    pub fn from_yaml(text: &str) -> Result<Settings, FieldError> {
+        liqo_types::field::yaml(text)
+    }
+
+    /// These settings (the flags) over `file`: a field given here wins.
+    pub fn over(self, file: Settings) -> Settings {
+        Settings {
+            listen: self.listen.or(file.listen),
+            metrics_listen: self.metrics_listen.or(file.metrics_listen),
+            state: self.state.or(file.state),
+            pod_cidr: self.pod_cidr.or(file.pod_cidr),
+            service_cidr: self.service_cidr.or(file.service_cidr),
+            external_cidr: self.external_cidr.or(file.external_cidr),
+            pools: self.pools.or(file.pools),
+            additional_pools: self.additional_pools.or(file.additional_pools),
+            reserved_subnets: self.reserved_subnets.or(file.reserved_subnets),
+            tls_cert_file: self.tls_cert_file.or(file.tls_cert_file),
+            tls_key_file: self.tls_key_file.or(file.tls_key_file),
+            token_file: self.token_file.or(file.token_file),
+            client_ca_file: self.client_ca_file.or(file.client_ca_file),
+        }
+    }
+
+    /// The gRPC address (default [`DEFAULT_LISTEN`]).
+    pub fn listen(&self) -> SocketAddr {
+        self.listen.unwrap_or_else(|| literal(DEFAULT_LISTEN))
+    }
+
+    /// The metrics address (default [`DEFAULT_METRICS_LISTEN`]).
+    pub fn metrics_listen(&self) -> SocketAddr {
+        self.metrics_listen
+            .unwrap_or_else(|| literal(DEFAULT_METRICS_LISTEN))
+    }
+
+    /// The state file (default [`DEFAULT_STATE`]).
+    pub fn state(&self) -> PathBuf {
+        self.state.clone().unwrap_or_else(|| DEFAULT_STATE.into())
+    }
+
+    /// The server's security options.
+    pub fn security(&self) -> Security {
+        Security {
+            tls_cert_file: self.tls_cert_file.clone(),
+            tls_key_file: self.tls_key_file.clone(),
+            token_file: self.token_file.clone(),
+            client_ca_file: self.client_ca_file.clone(),
+        }
+    }
+
+    /// The pools asked for: `pools` (or the defaults) plus `additionalPools`; `None` when
+    /// neither is given (the stored pools are kept).
+    pub fn pools(&self) -> Result<Option<Vec<Ipv4Net>>, FieldError> {
+        let base = self
+            .pools
+            .as_deref()
+            .map(|p| nets("pools", p))
+            .transpose()?;
+        let extra = self
+            .additional_pools
+            .as_deref()
+            .map(|p| nets("additionalPools", p))
+            .transpose()?;
+        Ok(match (base, extra) {
+            (None, None) => None,
+            (base, extra) => {
+                let mut pools = base.unwrap_or_else(|| DEFAULT_POOLS.map(literal).to_vec());
+                pools.extend(extra.unwrap_or_default());
+                Some(pools)
+            }
+        })
+    }
+
+    /// The reserved subnets asked for; `None` when not given (the stored ones are kept).
+    pub fn reserved(&self) -> Result<Option<Vec<Ipv4Net>>, FieldError> {
+        self.reserved_subnets
+            .as_deref()
+            .map(|r| nets("reservedSubnets", r))
+            .transpose()
+    }
+
+    /// The IPAM configuration for a fresh state, and what replaces the stored pools and
+    /// reserved subnets of a restored one.
+    pub fn config(&self) -> Result<(Config, Overrides), FieldError> {
+        let pod = self
+            .pod_cidr
+            .ok_or_else(|| bad("podCidr", "required (--pod-cidr)"))?;
+        let mut config = Config::new(
+            check_cidr(pod.net()).map_err(|e| bad("podCidr", e.to_string()))?,
+            net("serviceCidr", self.service_cidr, DEFAULT_SERVICE_CIDR)?,
+        );
+        config.external_cidr = net("externalCidr", self.external_cidr, DEFAULT_EXTERNAL_CIDR)?;
+        let overrides = Overrides {
+            pools: self.pools()?,
+            reserved: self.reserved()?,
+        };
+        if let Some(p) = &overrides.pools {
+            config.pools.clone_from(p);
+        }
+        if let Some(r) = &overrides.reserved {
+            config.reserved.clone_from(r);
+        }
+        Ok((config, overrides))
+    }
+
+    /// What a running service started with `running` must change for these settings: the
+    /// pools and reserved subnets that differ (`None` where they do not; a field no longer
+    /// given keeps what runs). A change to any other field is refused naming it.
+    pub fn change_from(&self, running: &Settings) -> Result<Change, FieldError> {
+        let restart = |field: &str, running: String| {
+            bad(
+                field,
+                format!("changes only on a restart (running with {running})"),
+            )
+        };
+        if self.listen() != running.listen() {
+            return Err(restart("listen", running.listen().to_string()));
+        }
+        if self.metrics_listen() != running.metrics_listen() {
+            return Err(restart(
+                "metricsListen",
+                running.metrics_listen().to_string(),
+            ));
+        }
+        if self.state() != running.state() {
+            return Err(restart("state", running.state().display().to_string()));
+        }
+        let effective = |c: Option<Cidr>, default: &str| c.unwrap_or_else(|| literal(default));
+        for (field, new, old) in [
+            (
+                "podCidr",
+                self.pod_cidr.map(|c| c.to_string()),
+                running.pod_cidr.map(|c| c.to_string()),
+            ),
+            (
+                "serviceCidr",
+                Some(effective(self.service_cidr, DEFAULT_SERVICE_CIDR).to_string()),
+                Some(effective(running.service_cidr, DEFAULT_SERVICE_CIDR).to_string()),
+            ),
+            (
+                "externalCidr",
+                Some(effective(self.external_cidr, DEFAULT_EXTERNAL_CIDR).to_string()),
+                Some(effective(running.external_cidr, DEFAULT_EXTERNAL_CIDR).to_string()),
+            ),
+        ] {
+            if new != old {
+                return Err(restart(field, old.unwrap_or_else(|| "none".into())));
+            }
+        }
+        for (field, new, old) in [
+            ("tlsCertFile", &self.tls_cert_file, &running.tls_cert_file),
+            ("tlsKeyFile", &self.tls_key_file, &running.tls_key_file),
+            ("tokenFile", &self.token_file, &running.token_file),
+            (
+                "clientCaFile",
+                &self.client_ca_file,
+                &running.client_ca_file,
+            ),
+        ] {
+            if new != old {
+                let old = old
+                    .as_ref()
+                    .map_or_else(|| "none".into(), |p| p.display().to_string());
+                return Err(restart(field, old));
+            }
+        }
+        let (pools, old_pools) = (self.pools()?, running.pools()?);
+        let (reserved, old_reserved) = (self.reserved()?, running.reserved()?);
+        Ok(Change {
+            pools: pools.filter(|p| Some(p) != old_pools.as_ref()),
+            reserved: reserved.filter(|r| Some(r) != old_reserved.as_ref()),
+        })
+    }
+}
+
+/// The field a refused runtime change is reported on: the list that changed, or, when both
+/// did, the one the IPAM's error is about.
+pub fn refused_field(change: &Change, new: &Settings, e: &crate::Error) -> &'static str {
+    let pools = if new.pools.is_some() {
+        "pools"
+    } else {
+        "additionalPools"
+    };
+    match (&change.pools, &change.reserved) {
+        (Some(_), None) => pools,
+        (None, Some(_)) => "reservedSubnets",
+        _ => match e {
+            crate::Error::InUse {
+                what: "reserved subnet",
+                ..
+            }
+            | crate::Error::NotConfigured {
+                what: "reserved subnet",
+                ..
+            } => "reservedSubnets",
+            _ => pools,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests;

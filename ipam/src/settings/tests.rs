@@ -1,0 +1,164 @@
+//! The settings: defaults, the file's field errors, flags over the file, runtime changes.
+
+use super::*;
+
+fn yaml(text: &str) -> Settings {
+    Settings::from_yaml(text).unwrap()
+}
+
+fn nets(v: &[&str]) -> Vec<Ipv4Net> {
+    v.iter().map(|s| s.parse().unwrap()).collect()
+}
+
+#[test]
+fn defaults_are_loopback_and_the_documented_paths() {
+    let s = Settings::default();
+    assert_eq!(s.listen(), "127.0.0.1:6000".parse().unwrap());
+    assert!(s.listen().ip().is_loopback());
+    assert_eq!(s.metrics_listen(), "127.0.0.1:9106".parse().unwrap());
+    assert_eq!(s.state(), PathBuf::from("/var/lib/liqo-ipam/state.json"));
+    assert_eq!(s.security(), Security::default());
+    let e = s.config().unwrap_err();
+    assert_eq!(e.field, "podCidr");
+}
+
+#[test]
+fn the_file_names_every_bad_field() {
+    for (text, field) in [
+        ("listen: nowhere", "listen"),
+        ("pools: [10.0.0.0/8, 10.1.0.1/16]", "pools[1]"),
+        ("reservedSubnets: 10.0.0.0/8", "reservedSubnets"),
+        ("tokenFile: [1]", "tokenFile"),
+        ("tlsCertFile: /a\ntlsKeyFiles: /b", "tlsKeyFiles"),
+    ] {
+        let e = Settings::from_yaml(text).unwrap_err();
+        assert_eq!(e.field, field, "{text}: {e}");
+    }
+    let s = yaml("podCidr: 10.200.0.0/16\npools: [10.0.0.0/8, 192.168.1.0/31]");
+    assert_eq!(s.config().unwrap_err().field, "pools[1]");
+}
+
+#[test]
+fn flags_win_over_the_file() {
+    let file = yaml(
+        "listen: 0.0.0.0:6000\npodCidr: 10.200.0.0/16\ntokenFile: /run/secrets/token\n\
+         clientCaFile: /ca.pem",
+    );
+    let flags = Settings {
+        listen: Some("127.0.0.1:7000".parse().unwrap()),
+        token_file: Some("/other".into()),
+        ..Settings::default()
+    };
+    let s = flags.over(file);
+    assert_eq!(s.listen(), "127.0.0.1:7000".parse().unwrap());
+    assert_eq!(s.token_file, Some("/other".into()));
+    assert_eq!(s.client_ca_file, Some("/ca.pem".into()));
+    assert_eq!(s.pod_cidr, Some("10.200.0.0/16".parse().unwrap()));
+}
+
+#[test]
+fn pools_are_the_given_or_the_defaults_plus_the_additional() {
+    assert_eq!(yaml("").pools().unwrap(), None);
+    assert_eq!(
+        yaml("additionalPools: [100.64.0.0/10]").pools().unwrap(),
+        Some(nets(&[
+            "10.0.0.0/8",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+            "100.64.0.0/10"
+        ]))
+    );
+    assert_eq!(
+        yaml("pools: [10.0.0.0/8]\nadditionalPools: [100.64.0.0/10]")
+            .pools()
+            .unwrap(),
+        Some(nets(&["10.0.0.0/8", "100.64.0.0/10"]))
+    );
+    let (config, o) = yaml("podCidr: 10.200.0.0/16\nreservedSubnets: []")
+        .config()
+        .unwrap();
+    assert_eq!(o.reserved, Some(vec![]));
+    assert_eq!(o.pools, None);
+    assert_eq!(config.pools, nets(&DEFAULT_POOLS));
+}
+
+#[test]
+fn a_running_service_takes_pools_and_reserved_subnets_only() {
+    let running =
+        yaml("podCidr: 10.200.0.0/16\npools: [10.0.0.0/8]\nreservedSubnets: [10.1.0.0/16]");
+    // The same settings: nothing to do.
+    let c = running.change_from(&running).unwrap();
+    assert_eq!((c.pools, c.reserved), (None, None));
+    // A changed pool list and reserved list are set.
+    let new = yaml(
+        "podCidr: 10.200.0.0/16\npools: [10.0.0.0/8]\nadditionalPools: [100.64.0.0/10]\n\
+         reservedSubnets: []",
+    );
+    let c = new.change_from(&running).unwrap();
+    assert_eq!(c.pools, Some(nets(&["10.0.0.0/8", "100.64.0.0/10"])));
+    assert_eq!(c.reserved, Some(vec![]));
+    // A list no longer given keeps what runs.
+    let c = yaml("podCidr: 10.200.0.0/16")
+        .change_from(&running)
+        .unwrap();
+    assert_eq!((c.pools, c.reserved), (None, None));
+    // Anything else needs a restart, named.
+    for (text, field) in [
+        ("podCidr: 10.201.0.0/16", "podCidr"),
+        (
+            "podCidr: 10.200.0.0/16\nserviceCidr: 10.97.0.0/16",
+            "serviceCidr",
+        ),
+        (
+            "podCidr: 10.200.0.0/16\nexternalCidr: 10.71.0.0/16",
+            "externalCidr",
+        ),
+        ("podCidr: 10.200.0.0/16\nlisten: 127.0.0.1:6001", "listen"),
+        (
+            "podCidr: 10.200.0.0/16\nmetricsListen: 127.0.0.1:1",
+            "metricsListen",
+        ),
+        ("podCidr: 10.200.0.0/16\nstate: /tmp/x.json", "state"),
+        ("podCidr: 10.200.0.0/16\ntokenFile: /t", "tokenFile"),
+        ("podCidr: 10.200.0.0/16\nclientCaFile: /t", "clientCaFile"),
+    ] {
+        let e = yaml(text).change_from(&running).unwrap_err();
+        assert_eq!(e.field, field, "{text}: {e}");
+        assert!(e.problem.contains("changes only on a restart"), "{e}");
+    }
+    // Giving the default explicitly is no change.
+    let explicit = yaml(
+        "podCidr: 10.200.0.0/16\nlisten: 127.0.0.1:6000\nserviceCidr: 10.96.0.0/12\npools: [10.0.0.0/8]\nreservedSubnets: [10.1.0.0/16]",
+    );
+    let c = explicit.change_from(&running).unwrap();
+    assert_eq!((c.pools, c.reserved), (None, None));
+}
+
+#[test]
+fn a_refusal_names_the_list_that_changed() {
+    let e = crate::Error::InUse {
+        what: "reserved subnet",
+        net: "10.0.0.0/8".parse().unwrap(),
+        holder: "peer milan".into(),
+    };
+    let pools = Change {
+        pools: Some(vec![]),
+        reserved: None,
+    };
+    let reserved = Change {
+        pools: None,
+        reserved: Some(vec![]),
+    };
+    let both = Change {
+        pools: Some(vec![]),
+        reserved: Some(vec![]),
+    };
+    let given = yaml("pools: [10.0.0.0/8]");
+    let extra = yaml("additionalPools: [100.64.0.0/10]");
+    assert_eq!(refused_field(&pools, &given, &e), "pools");
+    assert_eq!(refused_field(&pools, &extra, &e), "additionalPools");
+    assert_eq!(refused_field(&reserved, &given, &e), "reservedSubnets");
+    assert_eq!(refused_field(&both, &given, &e), "reservedSubnets");
+    let p = crate::Error::PoolOverlap("10.0.0.0/8".parse().unwrap(), "10.0.0.0/9".parse().unwrap());
+    assert_eq!(refused_field(&both, &given, &p), "pools");
+}
