@@ -17,6 +17,7 @@ use dataplane::{
 };
 
 use dataplane::testing::{Spaces, route, wire};
+use liqo_daemon::digest;
 
 const BIN: &str = env!("CARGO_BIN_EXE_liqo-overlay");
 static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -52,8 +53,16 @@ fn ping(ns: &Netns, ip: &str) -> bool {
         .success()
 }
 
+/// `ip <args>` in `ns`; its output, once it succeeded. A routing table that does not exist
+/// (never used in this namespace) reads as empty.
 fn out(ns: &Netns, args: &[&str]) -> String {
-    String::from_utf8(ns.command("ip").args(args).output().unwrap().stdout).unwrap()
+    let o = ns.command("ip").args(args).output().unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    if !o.status.success() && stderr.contains("FIB table does not exist") {
+        return String::new();
+    }
+    assert!(o.status.success(), "ip {args:?}: {stderr}");
+    String::from_utf8(o.stdout).unwrap()
 }
 
 fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
@@ -181,9 +190,12 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
         "{}",
         out(&nodes[0], &["rule"])
     );
-    assert_eq!(
-        out(&nodes[1], &["route", "show", "table", "18952"]).trim(),
-        "10.71.0.0/16 via 240.18.0.1 dev liqo.vxlan proto static onlink"
+    // (What follows `onlink`, such as the route's MTU, is the plan's business.)
+    let table = out(&nodes[1], &["route", "show", "table", "18952"]);
+    assert!(
+        table.lines().count() == 1
+            && table.starts_with("10.71.0.0/16 via 240.18.0.1 dev liqo.vxlan proto static onlink"),
+        "{table}"
     );
 
     // kill -9 and restart: same state, no duplicates.
@@ -202,7 +214,8 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
         .spawn()
         .unwrap();
     assert!(eventually(5, || ping(&pods[1], "10.71.0.2")));
-    thread::sleep(Duration::from_millis(500));
+    // It answers /status once its first apply is done.
+    wait_status(&nodes[1], "restarted", |s| s.reload.applied.is_some());
     assert_eq!(
         before,
         (
@@ -268,8 +281,16 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
     );
 
     // A bad file is refused and the running state kept.
-    write(&dir, "n1", &config("n1", "n9"));
-    thread::sleep(Duration::from_millis(1200));
+    let bad = config("n1", "n9");
+    write(&dir, "n1", &bad);
+    let st = wait_status(&nodes[1], "refused", |s| {
+        s.reload
+            .refused
+            .as_ref()
+            .is_some_and(|r| r.digest == digest(&bad))
+    });
+    assert_eq!(st.reload.refused.unwrap().field, "gateway");
+    assert_eq!(st.gateway, "n2");
     assert!(out(&nodes[1], &["route", "show", "table", "18952"]).contains("via 240.18.0.3"));
 
     // SIGTERM removes everything.
@@ -296,4 +317,198 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The agent's typed `/status` in `ns`, if it answers.
+fn status(ns: &Netns) -> Option<overlay::status::Status> {
+    let body = ns
+        .run(|| dataplane::localhttp::get("127.0.0.1:9108".parse().unwrap(), "/status"))
+        .unwrap()
+        .ok()?;
+    Some(serde_json::from_str(&body).expect("/status decodes as overlay::status::Status"))
+}
+
+/// Polls the status every 10 ms for up to 10 s until `f` holds.
+fn wait_status(
+    ns: &Netns,
+    what: &str,
+    mut f: impl FnMut(&overlay::status::Status) -> bool,
+) -> overlay::status::Status {
+    let end = Instant::now() + Duration::from_secs(10);
+    loop {
+        let s = status(ns);
+        if let Some(s) = s.as_ref().filter(|s| f(s)) {
+            return s.clone();
+        }
+        assert!(Instant::now() < end, "{what}: {s:#?}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The agent's child process, killed on drop if the test did not stop it.
+struct Agent(Option<Child>);
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            // It may have exited already; either way it is gone after the wait.
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Removes the test's config directory, even when the test fails.
+struct Dir(std::path::PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            eprintln!("removing {}: {e}", self.0.display());
+        }
+    }
+}
+
+#[tokio::test]
+async fn status_shows_refusals_read_errors_and_kernel_failures_until_they_clear() {
+    require_root();
+    let p = format!(
+        "ovs{}{}",
+        std::process::id() % 100_000,
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    );
+    let mut s = Spaces::new();
+    let lan = add(&mut s, format!("{p}-lan")).await;
+    let n1 = add(&mut s, format!("{p}-n1")).await;
+    wire(
+        &lan,
+        "n1",
+        "172.18.0.9/24",
+        None,
+        &n1,
+        "eth0",
+        "172.18.0.2/24",
+    )
+    .await;
+    let dir = Dir(std::env::temp_dir().join(&p));
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let running = config("n1", "n0");
+    let path = write(&dir.0, "n1", &running);
+    let log = dir.0.join("agent.log");
+    let mut agent = Agent(Some(
+        n1.command(BIN)
+            .args(["run", "--config"])
+            .arg(&path)
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    ));
+    let st = wait_status(&n1, "started", |s| s.reload.applied.is_some());
+    let applied = st.reload.applied.clone().unwrap();
+    assert_eq!((applied.digest, applied.count), (digest(&running), 1));
+    assert_eq!(st.reload.source, path.display().to_string());
+    assert_eq!(st.reload.problem(), None);
+    assert_eq!((st.gateway.as_str(), st.node.as_str()), ("n0", "n1"));
+    let table = || out(&n1, &["route", "show", "table", "18952"]);
+    let before = table();
+    assert!(before.contains("via 240.18.0.1"), "{before}");
+
+    // A file that does not validate: refused with its field, the running state kept.
+    let bad = config("n1", "n9");
+    write(&dir.0, "n1", &bad);
+    let st = wait_status(&n1, "refused", |s| {
+        s.reload
+            .refused
+            .as_ref()
+            .is_some_and(|r| r.digest == digest(&bad))
+    });
+    assert_eq!(st.reload.refused.as_ref().unwrap().field, "gateway");
+    assert_eq!(st.gateway, "n0");
+    assert_eq!(table(), before);
+
+    // Back to the running text: cleared.
+    write(&dir.0, "n1", &running);
+    let st = wait_status(&n1, "refusal cleared", |s| s.reload.refused.is_none());
+    assert_eq!(st.reload.problem(), None);
+    assert_eq!(st.reload.applied.unwrap().count, 1);
+
+    // Unreadable (removed, then a directory in its place) until it is back.
+    std::fs::remove_file(&path).unwrap();
+    let st = wait_status(&n1, "missing", |s| s.reload.read_error.is_some());
+    assert!(
+        st.reload
+            .read_error
+            .as_ref()
+            .unwrap()
+            .contains("No such file"),
+        "{st:?}"
+    );
+    std::fs::create_dir(&path).unwrap();
+    wait_status(&n1, "a directory", |s| {
+        s.reload
+            .read_error
+            .as_ref()
+            .is_some_and(|e| e.contains("Is a directory"))
+    });
+    std::fs::remove_dir(&path).unwrap();
+    write(&dir.0, "n1", &running);
+    let st = wait_status(&n1, "readable", |s| s.reload.read_error.is_none());
+    assert_eq!(st.reload.problem(), None);
+    assert_eq!(table(), before, "nothing changed meanwhile");
+
+    // A change the kernel refuses: another program holds the new VXLAN port. Shown, retried,
+    // rolled back to the running device; applied once the port is free.
+    let holder = n1
+        .run(|| std::net::UdpSocket::bind("0.0.0.0:4880"))
+        .unwrap()
+        .unwrap();
+    let moved = format!("{running}port: 4880\n");
+    write(&dir.0, "n1", &moved);
+    let st = wait_status(&n1, "apply retried", |s| {
+        s.reload
+            .apply_error
+            .as_ref()
+            .is_some_and(|f| f.digest == digest(&moved) && f.attempts >= 2)
+    });
+    let f = st.reload.apply_error.as_ref().unwrap();
+    assert!(f.error.contains("Address already in use"), "{f:?}");
+    assert_eq!(
+        st.reload.applied.as_ref().unwrap().digest,
+        digest(&running),
+        "the running text still runs"
+    );
+    assert!(
+        eventually(5, || out(&n1, &["-d", "link", "show", "liqo.vxlan"])
+            .contains("dstport 4879")
+            && table() == before),
+        "rolled back to the running device and routes: {}",
+        out(&n1, &["-d", "link", "show", "liqo.vxlan"])
+    );
+    drop(holder);
+    let st = wait_status(&n1, "applied once the port is free", |s| {
+        s.reload
+            .applied
+            .as_ref()
+            .is_some_and(|a| a.digest == digest(&moved))
+    });
+    assert_eq!(st.reload.apply_error, None);
+    assert_eq!(st.reload.problem(), None);
+    assert!(out(&n1, &["-d", "link", "show", "liqo.vxlan"]).contains("dstport 4880"));
+    assert_eq!(table(), before);
+
+    // SIGTERM: a clean exit that removes everything.
+    let mut child = agent.0.take().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let exit = child.wait().unwrap();
+    assert!(
+        exit.success(),
+        "{exit}: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(!out(&n1, &["-br", "link"]).contains("liqo.vxlan"));
+    assert!(table().trim().is_empty());
 }
