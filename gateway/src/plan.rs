@@ -185,7 +185,10 @@ pub fn gateway_rules() -> Vec<RuleSpec> {
     }]
 }
 
-/// Routes of [`HOST_TABLE`] in the host namespace: each peer's ranges into the gateway namespace.
+/// Routes of [`HOST_TABLE`] in the host namespace: each peer's ranges into the gateway namespace,
+/// with the tunnel MTU on the route, so that the host itself refuses a larger DF packet with
+/// "fragmentation needed" from an address its senders can route to (a pod's bridge address, the
+/// node's address) rather than the gateway namespace answering from its link address.
 pub fn host_routes(c: &Config) -> Vec<RouteSpec> {
     if !c.host_routes {
         return Vec::new();
@@ -197,6 +200,7 @@ pub fn host_routes(c: &Config) -> Vec<RouteSpec> {
             via: Some(c.gateway_addr().addr().into()),
             dev: Some(c.host_link.clone()),
             table: HOST_TABLE,
+            mtu: Some(c.mtu),
             ..RouteSpec::to(IpNet::V4(n))
         })
         .collect()
@@ -248,9 +252,16 @@ mod tests {
         );
         let host: Vec<String> = host_routes(&c).iter().map(ToString::to_string).collect();
         assert_eq!(
-            host[0],
-            "10.71.0.0/16 via 169.254.100.2 dev liqo.host table 18951"
+            host,
+            [
+                "10.71.0.0/16 via 169.254.100.2 dev liqo.host mtu 1420 table 18951",
+                "10.72.0.0/16 via 169.254.100.2 dev liqo.host mtu 1420 table 18951",
+                "10.73.0.0/16 via 169.254.100.2 dev liqo.host mtu 1420 table 18951"
+            ]
         );
+        let mut c = c;
+        c.mtu = 1380;
+        assert!(host_routes(&c).iter().all(|r| r.mtu == Some(1380)));
         let rules: Vec<String> = host_rules(&c).iter().map(ToString::to_string).collect();
         assert_eq!(rules[2], "18951: to 10.73.0.0/16 lookup 18951");
     }

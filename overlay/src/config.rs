@@ -21,6 +21,8 @@ pub mod defaults {
     pub const PORT: u16 = 4879;
     /// Overlay MTU (1500 minus VXLAN's 50 bytes).
     pub const MTU: u32 = 1450;
+    /// The gateway's tunnel MTU (`liqo-gateway`'s default `mtu`).
+    pub const TUNNEL_MTU: u32 = 1420;
     /// Routing table and rule priority.
     pub const TABLE: u32 = 18952;
 }
@@ -50,6 +52,11 @@ pub struct File {
     /// Overlay MTU.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
+    /// MTU of the gateway's tunnel (the gateway's `mtu`): packets to remote ranges larger than
+    /// this (or than the overlay MTU) are refused with "fragmentation needed" by the node that
+    /// sends them, so every sender learns the path MTU.
+    #[serde(rename = "tunnelMTU", skip_serializing_if = "Option::is_none")]
+    pub tunnel_mtu: Option<u32>,
     /// Underlay interface the VXLAN device sends through (optional).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub underlay_interface: Option<String>,
@@ -98,8 +105,10 @@ pub struct Config {
     pub vni: u32,
     /// Port.
     pub port: u16,
-    /// MTU.
+    /// MTU of the VXLAN device.
     pub mtu: u32,
+    /// MTU of the gateway's tunnel.
+    pub tunnel_mtu: u32,
     /// Underlay interface.
     pub underlay: Option<IfName>,
 }
@@ -123,6 +132,12 @@ impl Config {
     /// The other nodes.
     pub fn others(&self) -> impl Iterator<Item = &Node> {
         self.nodes.values().filter(|n| n.name != self.me)
+    }
+
+    /// The largest packet that reaches a remote range: through the overlay to the gateway node,
+    /// then through the tunnel.
+    pub fn remote_mtu(&self) -> u32 {
+        self.mtu.min(self.tunnel_mtu)
     }
 }
 
@@ -271,6 +286,13 @@ impl File {
         if !(576..=9000).contains(&mtu) {
             return Err(bad("mtu", format!("{mtu} is outside 576..=9000")));
         }
+        let tunnel_mtu = self.tunnel_mtu.unwrap_or(defaults::TUNNEL_MTU);
+        if !(576..=9000).contains(&tunnel_mtu) {
+            return Err(bad(
+                "tunnelMTU",
+                format!("{tunnel_mtu} is outside 576..=9000"),
+            ));
+        }
         let underlay = self
             .underlay_interface
             .as_deref()
@@ -286,6 +308,7 @@ impl File {
             vni,
             port,
             mtu,
+            tunnel_mtu,
             underlay,
         })
     }
@@ -323,6 +346,33 @@ mod tests {
         }
         let e = err(&GOOD.replace("172.18.0.2", "::1"));
         assert_eq!(e.field, "nodes[1].address", "{e}");
+    }
+
+    #[test]
+    fn the_tunnel_mtu_defaults_to_the_gateways_and_bounds_the_remote_mtu() {
+        let c = File::parse(GOOD).unwrap().validate().unwrap();
+        assert_eq!((c.mtu, c.tunnel_mtu, c.remote_mtu()), (1450, 1420, 1420));
+        let c = File::parse(&format!("tunnelMTU: 1500\n{GOOD}"))
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(c.remote_mtu(), 1450, "the overlay is the narrower");
+        let c = File::parse(&format!("tunnelMTU: 1280\nmtu: 8950\n{GOOD}"))
+            .unwrap()
+            .validate()
+            .unwrap();
+        assert_eq!(c.remote_mtu(), 1280);
+        for bad in ["0", "575", "9001", "-1", "1e9", "\"1420\"", "[1420]"] {
+            let e = err(&format!("tunnelMTU: {bad}\n{GOOD}"));
+            assert_eq!(e.field, "tunnelMTU", "{bad}: {e}");
+        }
+        // Written back under its own name, and absent when unset.
+        let mut f = File::parse(GOOD).unwrap();
+        assert!(!serde_saphyr::to_string(&f).unwrap().contains("tunnelMTU"));
+        f.tunnel_mtu = Some(1400);
+        let text = serde_saphyr::to_string(&f).unwrap();
+        assert!(text.contains("tunnelMTU: 1400"), "{text}");
+        assert_eq!(File::parse(&text).unwrap(), f);
     }
 
     #[test]

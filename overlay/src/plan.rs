@@ -3,7 +3,12 @@
 //! - Every node: a VXLAN device with its overlay address (240.b.c.d/8), a static forwarding entry
 //!   and neighbour for every other node (deterministic MACs: no ARP, no flooding).
 //! - An ordinary node: `to <remote range> lookup 18952`, and in table 18952 each remote range via
-//!   the gateway node's overlay address.
+//!   the gateway node's overlay address, with the path MTU to it (the smaller of the overlay's and
+//!   the tunnel's) on the route: a larger DF packet from a pod is refused right here with
+//!   "fragmentation needed" from this node's own address on the pod's bridge, which the pod
+//!   accepts. Without it the packet fits the overlay, crosses to the gateway node and is refused
+//!   by the gateway's namespace from its link address (169.254.100.2), which this node's
+//!   reverse-path filter drops (no route back to it here): the packet would vanish.
 //! - The gateway node: `from <remote range> lookup 18952`, and in table 18952 each other node's
 //!   pod CIDR via that node's overlay address, so traffic from remote clusters reaches pods on
 //!   other nodes over the overlay, the way their replies come back (symmetric routing; strict
@@ -68,23 +73,25 @@ pub fn neighbours(c: &Config) -> Vec<NeighbourSpec> {
 
 /// Routes of the overlay table.
 pub fn routes(c: &Config, table: u32) -> Vec<RouteSpec> {
-    let via = |n: std::net::Ipv4Addr, dst: Ipv4Net| RouteSpec {
+    let via = |n: std::net::Ipv4Addr, dst: Ipv4Net, mtu: Option<u32>| RouteSpec {
         via: Some(IpAddr::V4(n)),
         dev: Some(c.device.clone()),
         table,
+        mtu,
         onlink: true,
         ..RouteSpec::to(IpNet::V4(dst))
     };
     if c.is_gateway() {
         // Only needed (and only reachable through the rules) while there are remote ranges.
+        // What comes from the tunnel fits it, and so the overlay: no MTU of its own.
         c.others()
             .filter(|_| !c.remote_cidrs.is_empty())
-            .map(|n| via(n.overlay_ip(), n.pod_cidr))
+            .map(|n| via(n.overlay_ip(), n.pod_cidr, None))
             .collect()
     } else {
         c.remote_cidrs
             .iter()
-            .map(|r| via(c.gateway().overlay_ip(), *r))
+            .map(|r| via(c.gateway().overlay_ip(), *r, Some(c.remote_mtu())))
             .collect()
     }
 }
@@ -146,8 +153,8 @@ mod tests {
         assert_eq!(
             show(&routes(&c, 18952)),
             [
-                "10.71.0.0/16 via 240.18.0.1 dev liqo.vxlan onlink table 18952",
-                "10.72.0.0/16 via 240.18.0.1 dev liqo.vxlan onlink table 18952"
+                "10.71.0.0/16 via 240.18.0.1 dev liqo.vxlan mtu 1420 onlink table 18952",
+                "10.72.0.0/16 via 240.18.0.1 dev liqo.vxlan mtu 1420 onlink table 18952"
             ]
         );
         assert_eq!(
@@ -160,6 +167,21 @@ mod tests {
         let f = fdb(&c);
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].mac, [0x02, 0x4c, 0x51, 18, 0, 1]);
+    }
+
+    #[test]
+    fn remote_routes_carry_the_path_mtu() {
+        let mut c = config("n1");
+        c.tunnel_mtu = 1380;
+        assert!(routes(&c, 18952).iter().all(|r| r.mtu == Some(1380)));
+        c.tunnel_mtu = 1500;
+        assert!(
+            routes(&c, 18952).iter().all(|r| r.mtu == Some(1450)),
+            "never above the overlay's own MTU"
+        );
+        let mut c = config("n0");
+        c.tunnel_mtu = 1380;
+        assert!(routes(&c, 18952).iter().all(|r| r.mtu.is_none()));
     }
 
     #[test]
@@ -202,6 +224,7 @@ mod tests {
             ),
             (format!("vni: 0\n{good}"), "vni"),
             (format!("mtu: 100\n{good}"), "mtu"),
+            (format!("tunnelMTU: 100\n{good}"), "tunnelMTU"),
             (format!("bogus: 1\n{good}"), "bogus"),
         ];
         for (text, field) in cases {
