@@ -211,6 +211,7 @@ async fn adding_and_removing_a_peer_never_stalls_another() {
     );
     let out = client.wait_with_output().unwrap();
     let mut server = server;
+    // iperf3 -s -1 exits after its one test; its output is the client's, checked below.
     let _ = server.wait();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rates: Vec<f64> = v["intervals"]

@@ -169,6 +169,7 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
     );
     eprintln!("ours -> wireguard-go: {:.0} Mbit/s", bps / 1e6);
     let mut server = server;
+    // The server exits after its one test; the client's figure above is what is checked.
     let _ = server.wait();
     let status = String::from_utf8(
         host.command("wg")
@@ -221,6 +222,7 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
         chain.contains("daddr != @local_pods counter packets 2"),
         "{chain}"
     );
+    // It may have exited already; its namespace is purged on drop anyway.
     let _ = wggo.kill();
     let _ = wggo.wait();
 }

@@ -272,7 +272,9 @@ impl Site {
 impl Drop for Site {
     fn drop(&mut self) {
         self.kill9();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            eprintln!("removing {}: {e}", self.dir.display());
+        }
     }
 }
 
