@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
-# The main demo: installs what is missing, builds liqo-lab and runs its quickstart. Needs root.
+# The main demo: installs what is missing, builds liqo-lab and runs its quickstart. Needs root:
+# run it as root (`bash scripts/quickstart.sh`); as another user it asks sudo for root itself,
+# keeping the caller's Rust toolchain; without sudo it says to run it as root.
 set -euo pipefail
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    echo "== not root: asking sudo for root"
+    exec sudo env "PATH=$PATH" "CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}" \
+      "RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}" bash "$(readlink -f "$0")" "$@"
+  fi
+  echo "error: the quickstart needs root (it creates network namespaces) and sudo is not installed: run it as root" >&2
+  exit 1
+fi
 cd "$(dirname "$0")/.."
-bash .ci/install >/dev/null
+echo "== checking the packages the lab needs (installs what is missing)"
+bash .ci/install
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
-cargo build --release --locked -q --bins
+echo "== building the binaries (release; a few minutes the first time)"
+cargo build --release --locked --bins
 exec ./target/release/liqo-lab "$@" quickstart

@@ -3,10 +3,14 @@
 //! [`topology`] owns the lab's file format, validation and address plan (pure). [`lab`] builds a
 //! topology out of network namespaces with [`dataplane`], tears it down, shows its status and
 //! checks connectivity with real packets. [`k8s`] runs real Kubernetes control planes (etcd,
-//! apiserver, controller-manager, scheduler, kwok) as processes for the control-plane tests. The `liqo-lab` binary is a thin CLI over both. This
-//! crate is test and demo infrastructure: no product daemon depends on it.
+//! apiserver, controller-manager, scheduler, kwok) as processes for the control-plane tests;
+//! [`bench`] measures the gateway and the lab's paths. All three start and stop processes
+//! through one [`supervisor`]. The lab's peering logic is `liqo-peering`'s: the lab only
+//! implements its traits. The `liqo-lab` binary is a thin CLI over all of it. This crate is test
+//! and demo infrastructure: no product daemon depends on it.
 
 pub mod bench;
 pub mod k8s;
 pub mod lab;
+pub mod supervisor;
 pub mod topology;

@@ -238,3 +238,120 @@ fn quickstart_shows_every_pod_the_matrix_and_the_speed() {
         "{text}"
     );
 }
+
+/// The first `sh` code block after the heading `title` of the README.
+fn readme_block(title: &str) -> String {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
+    let after = &readme[readme.find(title).unwrap_or_else(|| panic!("no {title}"))..];
+    let start = after.find("```sh\n").unwrap() + "```sh\n".len();
+    after[start..start + after[start..].find("```").unwrap()].to_owned()
+}
+
+#[test]
+fn the_readme_commands_need_no_sudo_as_root_and_the_build_shows_progress() {
+    let starts = |block: &str, cmd: &str| block.lines().any(|l| l.trim_start().starts_with(cmd));
+    // A fresh Debian root shell has no sudo: the commands must work without it.
+    let try_it = readme_block("## Try it");
+    assert!(starts(&try_it, "bash scripts/quickstart.sh"), "{try_it}");
+    assert!(!starts(&try_it, "sudo "), "{try_it}");
+    let tests = readme_block("## Run all the tests");
+    assert!(starts(&tests, "bash .ci/run"), "{tests}");
+    let script = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../scripts/quickstart.sh"
+    ))
+    .unwrap();
+    let build = script.lines().find(|l| l.contains("cargo build")).unwrap();
+    assert!(
+        !build
+            .split_whitespace()
+            .any(|w| w == "-q" || w == "--quiet"),
+        "the release build runs for minutes: its progress must show ({build})"
+    );
+}
+
+/// A directory with `id`, `readlink`, `dirname`, `env` and `bash` (and `sudo` if given), the
+/// only programs the quickstart's root check may find; removed on drop.
+struct FakePath(std::path::PathBuf);
+
+impl FakePath {
+    fn new(tag: &str, sudo: Option<&str>) -> FakePath {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("liqo-qs-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for tool in ["id", "readlink", "dirname", "env", "bash"] {
+            let found = ["/usr/bin", "/bin"]
+                .iter()
+                .map(|d| std::path::Path::new(d).join(tool))
+                .find(|p| p.exists())
+                .unwrap();
+            std::os::unix::fs::symlink(found, dir.join(tool)).unwrap();
+        }
+        if let Some(body) = sudo {
+            let p = dir.join("sudo");
+            std::fs::write(&p, body).unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let script = dir.join("quickstart.sh");
+        std::fs::copy(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/quickstart.sh"),
+            &script,
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+        FakePath(dir)
+    }
+
+    /// Runs the quickstart as `nobody` with only this directory on PATH.
+    fn run_as_nobody(&self) -> std::process::Output {
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+            .arg(self.0.join("bash"))
+            .arg(self.0.join("quickstart.sh"))
+            .args(["--prefix", "qsx"])
+            .env_clear()
+            .env("PATH", &self.0)
+            .env("HOME", &self.0)
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for FakePath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_quickstart_asks_sudo_for_root_or_says_to_run_as_root() {
+    dataplane::netns::require_root();
+    let no_sudo = FakePath::new("nosudo", None);
+    let out = no_sudo.run_as_nobody();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("run it as root"), "{err}");
+
+    let with_sudo = FakePath::new("sudo", Some("#!/bin/sh\necho \"SUDO $*\"\n"));
+    let out = with_sudo.run_as_nobody();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("SUDO "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.starts_with("SUDO env PATH=")
+            && line.ends_with(&format!(
+                "bash {} --prefix qsx",
+                with_sudo.0.join("quickstart.sh").display()
+            )),
+        "{line}"
+    );
+}

@@ -6,8 +6,10 @@ mod common;
 
 use common::LabGuard;
 use dataplane::Netns;
+use std::process::Command;
+
 use e2e::{
-    lab::{self, check, outage, peering},
+    lab::{self, check, outage},
     topology::Topology,
 };
 
@@ -18,15 +20,39 @@ fn cross_cluster(m: &check::Matrix) -> Vec<&check::Probe> {
         .collect()
 }
 
+/// The stdout of `cmd`, or an error with its exit status and stderr: a command that failed
+/// never passes for one that printed nothing.
+fn stdout_of(cmd: &mut Command) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{cmd:?}: {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn a_failing_command_is_an_error_not_empty_output() {
+    // `ip` prints nothing on stdout and fails for a link that does not exist.
+    let e = stdout_of(Command::new("ip").args(["link", "show", "dev", "nosuchlink0"])).unwrap_err();
+    assert!(
+        e.contains("exit status") && e.contains("nosuchlink0"),
+        "{e}"
+    );
+    assert!(stdout_of(&mut Command::new("/nonexistent/ip")).is_err());
+    assert!(
+        stdout_of(Command::new("ip").args(["-br", "link"]))
+            .unwrap()
+            .contains("lo")
+    );
+}
+
 /// What the root namespace holds that a lab could leak into.
 fn root_state() -> Vec<String> {
-    let run = |args: &[&str]| {
-        let out = std::process::Command::new(args[0])
-            .args(&args[1..])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let run = |args: &[&str]| stdout_of(Command::new(args[0]).args(&args[1..])).unwrap();
     vec![
         run(&["ip", "-br", "link"]),
         run(&["ip", "rule"]),
@@ -38,20 +64,28 @@ fn root_state() -> Vec<String> {
 /// Every rule or route of the overlay (18952) and the gateway's host side (18951) in `ns`.
 fn peering_state(ns: &str) -> String {
     let ns = Netns::open(&ns.parse().unwrap()).unwrap();
-    let run = |args: &[&str]| {
-        let out = ns.command("ip").args(args).output().unwrap();
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let run = |args: &[&str]| stdout_of(ns.command("ip").args(args)).unwrap();
     let rules: String = run(&["rule"])
         .lines()
         .filter(|l| l.contains("1895"))
         .map(|l| format!("{l}\n"))
         .collect();
-    format!(
-        "{rules}{}{}",
-        run(&["route", "show", "table", "18951"]),
-        run(&["route", "show", "table", "18952"])
-    )
+    // A table that does not exist is an error for `ip route show table N`; empty tables are
+    // what we expect here, so list everything and keep the two tables.
+    let routes: String = run(&["route", "show", "table", "all"])
+        .lines()
+        .filter(|l| l.contains("table 18951") || l.contains("table 18952"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    format!("{rules}{routes}")
+}
+
+/// The peers `cluster` has recorded (the record the lab keeps, not a daemon's file).
+fn recorded(prefix: &lab::Prefix, cluster: &str) -> Vec<String> {
+    let path = format!("/run/liqo-lab/{prefix}.d/{cluster}/peerings.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v.as_object().unwrap().keys().cloned().collect()
 }
 
 #[tokio::test]
@@ -66,9 +100,9 @@ async fn three_clusters_with_one_pod_cidr_peered_pairwise() {
         // Each cluster never maps a peer into one of its own reserved subnets.
         for (cluster, view) in [(a, &va), (b, &vb)] {
             for r in &lab.topology.cluster(cluster).unwrap().reserved_subnets {
-                for got in [view.remote_pods, view.remote_external] {
+                for got in view.remote_ranges() {
                     assert!(
-                        !r.contains(&got) && !got.contains(r),
+                        !r.contains(&got.net()) && !got.contains(r),
                         "{cluster}: {view:?} in reserved {r}"
                     );
                 }
@@ -82,7 +116,8 @@ async fn three_clusters_with_one_pod_cidr_peered_pairwise() {
     assert!(m.failures().is_empty(), "{}", m.render());
     let cross = cross_cluster(&m);
     assert_eq!(cross.len(), 6 * 36, "{}", m.render());
-    let views = peering::peerings(&lab).unwrap();
+    let views = lab::peerings(&lab).unwrap();
+    assert_eq!(recorded(&g.0, "rome"), ["milan", "turin"]);
     assert_eq!(views.len(), 6);
     for p in &cross {
         let (src, dst) = (&m.endpoints[p.src], &m.endpoints[p.dst]);
@@ -123,10 +158,10 @@ async fn three_clusters_with_one_pod_cidr_peered_pairwise() {
         lab::move_gateway(&lab, "rome", "n1").await.is_err(),
         "already there"
     );
-    let e = lab::move_gateway(&lab, "rome", "n7")
-        .await
-        .unwrap_err()
-        .to_string();
+    let e = format!(
+        "{:#}",
+        anyhow::Error::from(lab::move_gateway(&lab, "rome", "n7").await.unwrap_err())
+    );
     assert!(e.contains("rome/n7") && e.contains("n0, n1, n2"), "{e}");
 
     lab::unpeer(&lab, "rome", "milan").unwrap();
@@ -137,12 +172,23 @@ async fn three_clusters_with_one_pod_cidr_peered_pairwise() {
         4 * 36,
         "rome-milan gone, the rest untouched"
     );
-    let e = lab::unpeer(&lab, "rome", "milan").unwrap_err().to_string();
-    assert!(e.contains("unpeering rome and milan"), "{e}");
+    assert_eq!(recorded(&g.0, "rome"), ["turin"]);
+    assert_eq!(recorded(&g.0, "milan"), ["turin"]);
+    let e = format!(
+        "{:#}",
+        anyhow::Error::from(lab::unpeer(&lab, "rome", "milan").unwrap_err())
+    );
+    assert!(
+        e.contains("unpeering rome and milan") && e.contains("rome is not peered with milan"),
+        "{e}"
+    );
 
     // Unpeering everything leaves no rule or route of the overlay or the gateway on any node.
     lab::unpeer(&lab, "rome", "turin").unwrap();
     lab::unpeer(&lab, "milan", "turin").unwrap();
+    for c in ["rome", "milan", "turin"] {
+        assert!(recorded(&g.0, c).is_empty(), "{c}");
+    }
     for c in &lab.topology.clusters {
         for n in &c.nodes {
             let ns = format!("{}-{}-{}", g.0, c.name, n.name);

@@ -8,7 +8,6 @@ use liqo_types::ClusterId;
 
 use crate::{
     error::{Error, RollbackFailure, Step, StepError, at},
-    ipam::Ipam,
     peer::{apply_overlay, info, load},
     plan::{self, OverlayPlan, Peerings, Refusal},
     sinks::{Gateway, Inventory, Overlay, Records, Side},
@@ -28,13 +27,12 @@ pub struct Moved {
     pub ready: Duration,
 }
 
-/// Moves the gateway of `s` to node `to`.
+/// Moves the gateway of `s` to node `to` (its IPAM is not used).
 pub async fn move_gateway<I, G, O, N, R>(
     s: &mut Side<I, G, O, N, R>,
     to: &str,
 ) -> Result<Moved, Error>
 where
-    I: Ipam,
     G: Gateway,
     O: Overlay,
     N: Inventory,

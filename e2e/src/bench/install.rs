@@ -15,7 +15,7 @@ use super::{
     parse::first_line,
     report::{Install, Tool},
 };
-use crate::lab::services;
+use crate::lab;
 
 /// boringtun-cli's version on crates.io.
 pub const BORINGTUN_VERSION: &str = "0.7.1";
@@ -238,7 +238,7 @@ pub fn prepare(opts: &Options) -> Result<Peers, BenchError> {
         p.wg = Some(wg);
     }
     if has(Variant::Ours) {
-        let gw = services::bin("liqo-gateway")?;
+        let gw = lab::bin("liqo-gateway")?;
         p.tools.push(tool("ours (liqo-gateway)", &gw, "--version"));
         p.gateway = Some(gw);
     }

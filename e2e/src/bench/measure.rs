@@ -4,7 +4,7 @@
 use std::{
     fs,
     path::Path,
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
@@ -16,6 +16,7 @@ use super::{
     report::{FULL_PACKET_BYTES, Sample},
     variant::Leg,
 };
+use crate::supervisor::{Attached, Spec};
 
 /// TCP port of the iperf3 server in podB.
 const IPERF_PORT: u16 = 5201;
@@ -128,38 +129,30 @@ async fn output(what: &str, cmd: Command, timeout: Duration) -> Result<String, B
     Ok(stdout)
 }
 
-/// The iperf3 server in podB, killed on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+/// The iperf3 server in podB, stopped on drop.
+type Server = Attached;
 
 async fn server(bed: &Bed, peers: &Peers, profile: Profile) -> Result<Server, BenchError> {
     let log = bed.names.run_dir().join("iperf3-server.log");
-    let out = fs::File::create(&log)
-        .map_err(|e| fail("creating the iperf3 server log", e.to_string()))?;
-    let mut cmd = command(bed, peers, Node::PodB, profile.cpu(false), &peers.iperf3);
-    cmd.args([
-        "-s",
-        "-B",
-        &bed::POD_B.to_string(),
-        "-p",
-        &IPERF_PORT.to_string(),
-    ])
-    .stdin(Stdio::null())
-    .stdout(out)
-    .stderr(Stdio::null());
-    let mut s = Server(
-        cmd.spawn()
-            .map_err(|e| fail("starting the iperf3 server", e.to_string()))?,
-    );
+    let mut spec = Spec::new("iperf3", &peers.iperf3, &log)
+        .args([
+            "-s".to_owned(),
+            "-B".to_owned(),
+            bed::POD_B.to_string(),
+            "-p".to_owned(),
+            IPERF_PORT.to_string(),
+        ])
+        .netns(bed.ns(Node::PodB))
+        .truncate_log();
+    if let (Some(cpu), Some(t)) = (profile.cpu(false), &peers.taskset) {
+        spec = spec.pin(t, cpu);
+    }
+    let mut s = spec
+        .attached()
+        .map_err(|e| fail("starting the iperf3 server", e.to_string()))?;
     let deadline = Instant::now() + Duration::from_secs(5);
     while !bed.listening(Node::PodB, bed::POD_B, IPERF_PORT) {
-        if let Ok(Some(status)) = s.0.try_wait() {
+        if let Ok(Some(status)) = s.exited() {
             let text = fs::read_to_string(&log).unwrap_or_default();
             return Err(fail(
                 format!("the iperf3 server exited ({status})"),

@@ -11,7 +11,7 @@
 
 use std::{
     net::Ipv4Addr,
-    process::{Child, Stdio},
+    process::Stdio,
     time::{Duration, Instant},
 };
 
@@ -19,6 +19,7 @@ use dataplane::{Netns, NetnsName};
 use serde::{Deserialize, Serialize};
 
 use super::{BenchError, Options, Profile, Spread, Variant, parse, run};
+use crate::supervisor::Spec;
 use crate::{
     lab::{self, Lab},
     topology::Topology,
@@ -93,7 +94,7 @@ pub const TARGET_SHARE: f64 = 0.5;
 
 /// The three paths of the lab `l` (two-clusters, peered).
 pub fn paths(l: &Lab) -> Result<Vec<Path>, lab::LabError> {
-    let views = lab::peering::peerings(l)?;
+    let views = lab::peerings(l)?;
     let (_, _, view) = views
         .iter()
         .find(|(c, p, _)| c == "rome" && p == "milan")
@@ -131,7 +132,10 @@ pub fn paths(l: &Lab) -> Result<Vec<Path>, lab::LabError> {
             (
                 format!("milan/{}", target.name),
                 l.pod_netns("milan", &target.name),
-                lab::peering::translate(target.addr.addr(), &milan.pod_cidr, &view.remote_pods),
+                view.remote_pod(
+                    &liqo_types::Cidr::new(milan.pod_cidr).expect("validated topology"),
+                    target.addr.addr(),
+                ),
             ),
             target.addr.addr(),
         ),
@@ -142,16 +146,6 @@ fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
     BenchError::Step {
         what: what.into(),
         detail: detail.into(),
-    }
-}
-
-/// An iperf3 server in a pod, killed on drop.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }
 
@@ -171,15 +165,17 @@ pub fn measure(p: &Path, secs: u32) -> Result<Figure, BenchError> {
         ));
     };
     let (src, dst) = (Netns::open(src)?, Netns::open(dst)?);
-    let server = dst
-        .command("iperf3")
-        .args(["-s", "-B", &bind.to_string(), "-p", &PORT.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
+    let _server = Spec::new("iperf3", "iperf3", "/dev/null")
+        .args([
+            "-s".to_owned(),
+            "-B".to_owned(),
+            bind.to_string(),
+            "-p".to_owned(),
+            PORT.to_string(),
+        ])
+        .netns(&dst)
+        .attached()
         .map_err(|e| fail("starting iperf3 -s", e.to_string()))?;
-    let _server = Server(server);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !listening(&dst, bind) {
         if Instant::now() > deadline {

@@ -18,7 +18,7 @@ use nix::{
 use super::{
     BenchError, Profile, TUNNEL_MTU, Variant,
     bed::{self, Bed, Node},
-    daemon::Daemon,
+    daemon::{self, Daemon},
     install::Peers,
     keys::{Keys, side},
 };
@@ -117,7 +117,7 @@ async fn start(
             (Some(_), None) => return Err(fail("pinning", "taskset was not found")),
             (None, _) => None,
         };
-        let mut d = Daemon::spawn(
+        let mut d = daemon::spawn(
             format!("{v} on gw{s}"),
             bed.ns(Node::gw(side_a)),
             taskset,
@@ -152,7 +152,7 @@ async fn configure_wg(
     for (i, side_a) in [true, false].into_iter().enumerate() {
         let sock = bed.names.socket(side_a);
         while !sock.exists() {
-            leg.daemons[i].check_alive()?;
+            daemon::check_alive(&mut leg.daemons[i])?;
             if Instant::now() > deadline {
                 return Err(fail(
                     format!(
@@ -222,7 +222,7 @@ async fn connected(bed: &Bed, peers: &Peers, leg: &mut Leg) -> Result<(), BenchE
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     loop {
         for d in &mut leg.daemons {
-            d.check_alive()?;
+            daemon::check_alive(d)?;
         }
         if ping_once(bed, &peers.ping).await {
             return Ok(());

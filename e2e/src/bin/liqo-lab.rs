@@ -261,10 +261,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             match output {
                 Format::Table => {
                     print!("{}", status::render(&lab, &rows));
-                    print!(
-                        "{}",
-                        status::render_peerings(&lab::peering::peerings(&lab)?)
-                    );
+                    print!("{}", status::render_peerings(&lab::peerings(&lab)?));
                 }
                 Format::Json => println!(
                     "{}",
@@ -310,7 +307,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::MoveGateway { cluster, node } => {
             require_root()?;
             let lab = Lab::load(&prefix)?;
-            let from = lab::placement::gateway_node(
+            let from = lab::gateway_node(
                 &lab,
                 lab.topology
                     .cluster(&cluster)
@@ -524,7 +521,7 @@ async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
                 p.name,
                 n.name.as_str(),
                 p.addr.addr(),
-                check::translated(&lab, c.name.as_str(), &p.name, view)
+                check::translated(&lab, c.name.as_str(), &p.name, view)?
             );
         }
     }
@@ -570,7 +567,7 @@ async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
          \x20          liqo-lab --prefix {prefix} check\n\
          Tear down: liqo-lab --prefix {prefix} down",
         started.elapsed().as_secs_f64(),
-        check::translated(&lab, "milan", "n1-p0", &va)
+        check::translated(&lab, "milan", "n1-p0", &va)?
     );
     Ok(if m.failures().is_empty() {
         ExitCode::SUCCESS

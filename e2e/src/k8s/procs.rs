@@ -1,37 +1,13 @@
-//! The processes of a cluster: started detached (own process group, output to a log file),
-//! recorded by pid, stopped with SIGTERM in order and SIGKILL after a grace period.
+//! The processes of a cluster, through [`crate::supervisor`]: started detached (own process
+//! group, output to a log file), recorded by pid, stopped with SIGTERM in order and SIGKILL
+//! after a grace period; and finding them again without a state file.
 
-use std::{
-    fs,
-    net::TcpListener,
-    os::unix::process::CommandExt,
-    path::Path,
-    process::{Command, Stdio},
-    thread,
-    time::{Duration, Instant},
-};
+use std::{fs, net::TcpListener, path::Path, time::Duration};
 
-use nix::{
-    sys::{
-        signal::{self, Signal},
-        wait::{WaitPidFlag, WaitStatus, waitpid},
-    },
-    unistd::Pid,
-};
-use serde::{Deserialize, Serialize};
+pub use crate::supervisor::Proc;
+use crate::supervisor::{self, Spec, Stopped};
 
 use super::K8sError;
-
-/// A started process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Proc {
-    /// What it is (`etcd`, `kube-apiserver`, ...).
-    pub name: String,
-    /// Its pid.
-    pub pid: u32,
-    /// Its log.
-    pub log: String,
-}
 
 /// A free TCP port on 127.0.0.1 (the kernel's pick; released before use).
 pub(crate) fn free_port() -> Result<u16, K8sError> {
@@ -54,84 +30,26 @@ pub(crate) fn spawn(
     args: &[String],
     log: &Path,
 ) -> Result<Proc, K8sError> {
-    let out = fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .map_err(|e| K8sError::io(log, e))?;
-    let err = out.try_clone().map_err(|e| K8sError::io(log, e))?;
-    let child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| K8sError::Spawn {
-            what: format!("{name} ({})", program.display()),
-            source: e,
-        })?;
-    Ok(Proc {
-        name: name.into(),
-        pid: child.id(),
-        log: log.display().to_string(),
-    })
+    Ok(Spec::new(name, program, log).args(args).detached()?)
 }
 
 /// The last `n` lines of a log.
 pub(crate) fn tail(log: &str, n: usize) -> String {
-    let text = fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(n)..].join("\n")
+    supervisor::tail(Path::new(log), n)
 }
 
 /// Whether `pid` is still running (reaping it if it is our child).
 pub(crate) fn alive(pid: u32) -> bool {
-    let p = Pid::from_raw(pid as i32);
-    match waitpid(p, Some(WaitPidFlag::WNOHANG)) {
-        Ok(WaitStatus::StillAlive) => true,
-        Ok(_) => false,
-        Err(_) => fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-            s.rsplit_once(") ")
-                .is_some_and(|(_, rest)| !rest.starts_with(['Z', 'X']))
-        }),
-    }
-}
-
-/// Whether `p` is the process we started (the pid was not reused).
-fn ours(p: &Proc) -> bool {
-    let cmdline = fs::read(format!("/proc/{}/cmdline", p.pid)).unwrap_or_default();
-    let first = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-    String::from_utf8_lossy(first).ends_with(&p.name)
+    supervisor::alive(pid)
 }
 
 /// Stops `procs` one after the other (SIGTERM, then SIGKILL after `grace`); returns how many
 /// needed SIGKILL.
 pub(crate) fn stop(procs: &[Proc], grace: Duration) -> usize {
-    let mut killed = 0;
-    for p in procs {
-        if !alive(p.pid) || !ours(p) {
-            continue;
-        }
-        let pid = Pid::from_raw(p.pid as i32);
-        let _ = signal::kill(pid, Signal::SIGTERM);
-        let deadline = Instant::now() + grace;
-        while alive(p.pid) && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(20));
-        }
-        if alive(p.pid) {
-            let _ = signal::kill(pid, Signal::SIGKILL);
-            killed += 1;
-            let deadline = Instant::now() + grace;
-            while alive(p.pid) && Instant::now() < deadline {
-                thread::sleep(Duration::from_millis(10));
-            }
-            if alive(p.pid) {
-                tracing::error!(pid = p.pid, name = %p.name, "still alive after SIGKILL (stuck in the kernel?)");
-            }
-        }
-    }
-    killed
+    procs
+        .iter()
+        .filter(|p| matches!(supervisor::stop(p, grace), Stopped::Killed | Stopped::Stuck))
+        .count()
 }
 
 /// The programs a cluster runs.
@@ -166,7 +84,7 @@ pub(crate) fn using(dir: &Path) -> Vec<Proc> {
             .iter()
             .skip(1)
             .any(|a| a.contains(&format!("{needle}/")))
-            || !alive(pid)
+            || !supervisor::alive(pid)
         {
             continue;
         }

@@ -15,7 +15,8 @@ use ipnet::{IpNet, Ipv4Net};
 use super::{
     Lab, LabError, Prefix,
     names::{self, LAN, WAN},
-    state,
+    services, state,
+    wan::{nat_lan_node, nat_lan_router},
 };
 use crate::topology::{Cluster, Topology};
 
@@ -40,21 +41,6 @@ pub async fn up(prefix: Prefix, topology: Topology) -> Result<Lab, LabError> {
             Err(e)
         }
     }
-}
-
-/// The NAT router's side of its LAN to the gateway node.
-const NAT_LAN_ROUTER: &str = "192.168.77.1/24";
-/// The gateway node's side of the NAT router's LAN.
-const NAT_LAN_NODE: &str = "192.168.77.2/24";
-
-/// The NAT router's side of its LAN to the gateway node.
-pub(crate) fn nat_lan_router() -> Ipv4Net {
-    NAT_LAN_ROUTER.parse().expect("literal")
-}
-
-/// The gateway node's side of the NAT router's LAN (on its `wan0`).
-pub(crate) fn nat_lan_node() -> Ipv4Net {
-    NAT_LAN_NODE.parse().expect("literal")
 }
 
 /// Masquerade everything leaving through `oif`.
@@ -138,7 +124,7 @@ impl Builder {
         }
         // The per-cluster services, once every namespace and link exists.
         for c in &topo.clusters {
-            super::services::start(lab, c)?;
+            services::start(lab, c).await?;
         }
         Ok(())
     }

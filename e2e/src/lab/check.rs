@@ -16,7 +16,13 @@ use std::{
 
 use dataplane::{Netns, NetnsName};
 
-use super::{Lab, LabError};
+use liqo_types::PeerView;
+
+use super::{
+    Lab, LabError, cluster,
+    names::{BadTarget, Target},
+};
+use crate::topology::Cluster;
 
 /// TCP port of the echo server inside each probed pod.
 pub const ECHO_PORT: u16 = 7777;
@@ -128,21 +134,15 @@ fn same_cluster_pairs(eps: &[Endpoint]) -> Vec<Pair> {
 pub fn with_peerings(lab: &Lab) -> Result<Matrix, LabError> {
     let eps = endpoints(lab);
     let mut pairs = same_cluster_pairs(&eps);
-    for (from, to, view) in super::peering::peerings(lab)? {
-        let (Some(cf), Some(ct)) = (lab.topology.cluster(&from), lab.topology.cluster(&to)) else {
-            continue;
-        };
+    for (from, to, view) in cluster::peerings(lab)? {
+        let (cf, ct) = (known(lab, &from)?, known(lab, &to)?);
         for (s, src) in eps.iter().enumerate().filter(|(_, e)| e.cluster == from) {
             for (d, dst) in eps.iter().enumerate().filter(|(_, e)| e.cluster == to) {
                 pairs.push(Pair {
                     src: s,
                     dst: d,
-                    addr: super::peering::translate(dst.addr, &ct.pod_cidr, &view.remote_pods),
-                    expect_seen: super::peering::translate(
-                        src.addr,
-                        &cf.pod_cidr,
-                        &view.local_pods_at_peer,
-                    ),
+                    addr: view.remote_pod(&cluster::pod_cidr(ct), dst.addr),
+                    expect_seen: view.mirrored().remote_pod(&cluster::pod_cidr(cf), src.addr),
                 });
             }
         }
@@ -375,13 +375,71 @@ impl Matrix {
     }
 }
 
-/// Where pod `pod` of `cluster` is reached through `view` (another cluster's view of it).
-pub fn translated(lab: &Lab, cluster: &str, pod: &str, view: &super::peering::View) -> Ipv4Addr {
-    let Some(c) = lab.topology.cluster(cluster) else {
-        return Ipv4Addr::UNSPECIFIED;
-    };
-    let Some((_, p)) = c.pods().find(|(_, p)| p.name == pod) else {
-        return Ipv4Addr::UNSPECIFIED;
-    };
-    super::peering::translate(p.addr.addr(), &c.pod_cidr, &view.remote_pods)
+/// A cluster a record names, which the topology must have.
+fn known<'a>(lab: &'a Lab, name: &str) -> Result<&'a Cluster, LabError> {
+    lab.topology.cluster(name).ok_or_else(|| {
+        LabError::build(
+            "reading the recorded peerings",
+            format!(
+                "they name cluster {name:?}, which lab {} does not have",
+                lab.prefix
+            ),
+        )
+    })
+}
+
+/// Where pod `pod` of `cluster` is reached through `view` (another cluster's view of it); an
+/// unknown cluster or pod is an error naming the choices.
+pub fn translated(
+    lab: &Lab,
+    cluster: &str,
+    pod: &str,
+    view: &PeerView,
+) -> Result<Ipv4Addr, LabError> {
+    let target: Target = format!("{cluster}/{pod}").parse()?;
+    lab.netns_name(&target)?;
+    let c = known(lab, cluster)?;
+    let (_, p) = c
+        .pods()
+        .find(|(_, p)| p.name == pod)
+        .ok_or_else(|| BadTarget {
+            target: target.to_string(),
+            why: format!("{pod} is a node or the LAN of {cluster}, not a pod"),
+        })?;
+    Ok(view.remote_pod(&cluster::pod_cidr(c), p.addr.addr()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::Topology;
+
+    #[test]
+    fn an_unknown_pod_is_an_error_not_an_address() {
+        let lab = Lab {
+            prefix: "t".parse().unwrap(),
+            topology: Topology::preset("two-clusters").unwrap(),
+        };
+        let c = |s: &str| s.parse().unwrap();
+        let view = PeerView {
+            remote_pods: c("10.71.0.0/16"),
+            remote_external: c("10.72.0.0/16"),
+            local_pods_at_peer: c("10.50.0.0/16"),
+            local_external_at_peer: c("10.51.0.0/16"),
+        };
+        let got = translated(&lab, "milan", "n1-p0", &view).unwrap();
+        assert_eq!(got.to_string(), "10.71.1.2");
+        // The old lab printed 0.0.0.0 for each of these.
+        for (cluster, pod) in [
+            ("milan", "n9-p9"),
+            ("paris", "n0-p0"),
+            ("milan", "n0"),
+            ("milan", "lan"),
+        ] {
+            let e = translated(&lab, cluster, pod, &view)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("{cluster}/{pod}")), "{e}");
+        }
+    }
 }

@@ -9,109 +9,34 @@
 //! inside those namespaces, so the root namespace only gains namespace entries, and deleting the
 //! namespaces ([`down`]) removes everything, even after a crash. Labs with different prefixes
 //! coexist. The lab never sends a packet from the root namespace.
+//!
+//! Peering, unpeering and moving a gateway are `liqo-peering`'s: the lab implements its traits
+//! ([`cluster`]: inventory and recorded peerings; [`gateway`] and [`overlay`]: the daemons'
+//! files, processes and typed status; the IPAM through its typed gRPC client) and [`peering`]
+//! wires them. The modules form no cycle: `names` <- `error` <- `state` <- `wan`, `daemons` <-
+//! `cluster`, `gateway`, `overlay` <- `services` <- `build`; `peering`, `check` <- `outage`;
+//! `status`.
 
 mod build;
 pub mod check;
+pub mod cluster;
+mod daemons;
+mod error;
+pub mod gateway;
 mod names;
 pub mod outage;
 pub mod overlay;
 pub mod peering;
-pub mod placement;
-pub mod services;
+mod services;
 mod state;
 pub mod status;
-
-use std::path::PathBuf;
-
-use dataplane::{Netns, NetnsName};
+mod wan;
 
 pub use build::up;
-pub use names::{Prefix, Target};
-pub use peering::{peer, unpeer};
-pub use placement::move_gateway;
-pub use state::{DownReport, down};
-
-use crate::topology::Topology;
-
-/// What went wrong in the lab.
-#[derive(Debug, thiserror::Error)]
-pub enum LabError {
-    /// A lab with this prefix exists already.
-    #[error(
-        "lab {prefix} is already up ({namespaces} namespaces); run `liqo-lab --prefix {prefix} down` first"
-    )]
-    AlreadyUp {
-        /// The prefix.
-        prefix: Prefix,
-        /// How many of its namespaces exist.
-        namespaces: usize,
-    },
-    /// No lab with this prefix is up.
-    #[error("no lab with prefix {0} is up (no state in {dir}); start one with `liqo-lab --prefix {0} up`", dir = state::STATE_DIR)]
-    NotUp(Prefix),
-    /// The target of `exec` does not exist.
-    #[error("unknown target {target:?}: {why}")]
-    BadTarget {
-        /// The target as given.
-        target: String,
-        /// Why it was refused, with the valid choices.
-        why: String,
-    },
-    /// Building a part of the lab failed (everything built so far was removed).
-    #[error("building {what}")]
-    Build {
-        /// The part.
-        what: String,
-        /// The cause.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// Reading or writing the lab state failed.
-    #[error("lab state {path}")]
-    State {
-        /// The state file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
-    /// A namespace operation failed.
-    #[error(transparent)]
-    Netns(#[from] dataplane::netns::Error),
-}
-
-/// A lab that is up: its prefix and its topology.
-#[derive(Debug, Clone)]
-pub struct Lab {
-    /// The prefix of everything it created.
-    pub prefix: Prefix,
-    /// The plan it was built from.
-    pub topology: Topology,
-}
-
-impl Lab {
-    /// The lab with this prefix, from its state file.
-    pub fn load(prefix: &Prefix) -> Result<Lab, LabError> {
-        state::load(prefix)
-    }
-
-    /// The namespace of a target (`rome/n0`, `rome/n0-p1`, `rome/lan`, `wan`).
-    pub fn netns(&self, target: &Target) -> Result<Netns, LabError> {
-        Ok(Netns::open(&self.netns_name(target)?)?)
-    }
-
-    /// The namespace name of a target, checked against the topology.
-    pub fn netns_name(&self, target: &Target) -> Result<NetnsName, LabError> {
-        names::resolve(&self.prefix, &self.topology, target)
-    }
-
-    /// Namespace name of a pod.
-    pub fn pod_netns(&self, cluster: &str, pod: &str) -> NetnsName {
-        names::netns(&self.prefix, &[cluster, pod])
-    }
-
-    /// Namespace name of a node.
-    pub fn node_netns(&self, cluster: &str, node: &str) -> NetnsName {
-        names::netns(&self.prefix, &[cluster, node])
-    }
-}
+pub use cluster::{gateway_node, peerings};
+pub use daemons::{GATEWAY_PORT, IPAM_LISTEN, bin, overlay_status};
+pub use error::LabError;
+pub use liqo_peering::Moved;
+pub use names::{BadTarget, Prefix, Target};
+pub use peering::{move_gateway, peer, unpeer};
+pub use state::{DownReport, Lab, down};

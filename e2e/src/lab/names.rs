@@ -5,7 +5,6 @@ use std::{fmt, str::FromStr};
 use dataplane::NetnsName;
 use serde::{Deserialize, Serialize};
 
-use super::LabError;
 use crate::topology::Topology;
 
 /// The prefix of a lab: 1 to 10 of `[a-z0-9]`, starting with a letter. It has no dash, so the
@@ -84,12 +83,22 @@ pub(crate) const WAN: &str = "wan";
 /// Name of a cluster's LAN (switch) namespace.
 pub(crate) const LAN: &str = "lan";
 
+/// A target that is no place of the lab.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown target {target:?}: {why}")]
+pub struct BadTarget {
+    /// The target as given.
+    pub target: String,
+    /// Why it was refused, with the valid choices.
+    pub why: String,
+}
+
 /// A place in the lab: `<cluster>/<node>`, `<cluster>/<pod>`, `<cluster>/lan` or `wan`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target(String);
 
 impl FromStr for Target {
-    type Err = LabError;
+    type Err = BadTarget;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if s == WAN
             || s.split_once('/')
@@ -97,7 +106,7 @@ impl FromStr for Target {
         {
             Ok(Target(s.into()))
         } else {
-            Err(LabError::BadTarget {
+            Err(BadTarget {
                 target: s.into(),
                 why: "expected <cluster>/<node>, <cluster>/<pod>, <cluster>/lan or wan".into(),
             })
@@ -116,8 +125,8 @@ pub(crate) fn resolve(
     prefix: &Prefix,
     topo: &Topology,
     target: &Target,
-) -> Result<NetnsName, LabError> {
-    let bad = |why: String| LabError::BadTarget {
+) -> Result<NetnsName, BadTarget> {
+    let bad = |why: String| BadTarget {
         target: target.0.clone(),
         why,
     };

@@ -122,15 +122,16 @@ pub fn pair_across(
     cluster: &str,
     avoid: &[&str],
 ) -> Result<Option<(NetnsName, NetnsName, Ipv4Addr, String)>, LabError> {
-    let Some((_, peer, view)) = super::peering::peerings(lab)?
+    let Some((_, peer, view)) = super::cluster::peerings(lab)?
         .into_iter()
         .find(|(c, _, _)| c == cluster)
     else {
         return Ok(None);
     };
-    let c = super::peering::cluster(lab, cluster)?;
-    let p = super::peering::cluster(lab, &peer)?;
-    let peer_gw = super::placement::gateway_node(lab, p)?;
+    let op = format!("probing from {cluster}");
+    let c = super::cluster::find(lab, cluster, &op)?;
+    let p = super::cluster::find(lab, &peer, &op)?;
+    let peer_gw = super::cluster::gateway_node(lab, p)?;
     let pick = |c: &crate::topology::Cluster, avoid: &[&str]| {
         c.pods()
             .find(|(n, _)| !avoid.contains(&n.name.as_str()))
@@ -140,7 +141,7 @@ pub fn pair_across(
     let (Some(src), Some(dst)) = (pick(c, avoid), pick(p, &[peer_gw.as_str()])) else {
         return Ok(None);
     };
-    let addr = super::peering::translate(dst.addr.addr(), &p.pod_cidr, &view.remote_pods);
+    let addr = view.remote_pod(&super::cluster::pod_cidr(p), dst.addr.addr());
     Ok(Some((
         lab.pod_netns(cluster, &src.name),
         lab.pod_netns(&peer, &dst.name),

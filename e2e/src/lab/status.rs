@@ -29,7 +29,7 @@ pub fn rows(lab: &Lab) -> Result<Vec<Row>, LabError> {
     let existing = Netns::list()?;
     let mut rows = Vec::new();
     for c in &lab.topology.clusters {
-        let gateway = super::placement::gateway_node(lab, c)?;
+        let gateway = super::cluster::gateway_node(lab, c)?;
         for n in &c.nodes {
             let ns = names::netns(&lab.prefix, &[c.name.as_str(), n.name.as_str()]);
             let mut addresses = format!("lan {} pods {}", n.lan_addr, n.pod_slice);
@@ -108,7 +108,7 @@ pub fn render(lab: &Lab, rows: &[Row]) -> String {
 }
 
 /// The peerings, for people.
-pub fn render_peerings(p: &[(String, String, super::peering::View)]) -> String {
+pub fn render_peerings(p: &[(String, String, liqo_types::PeerView)]) -> String {
     if p.is_empty() {
         return "\nno peerings (liqo-lab peer <a> <b>)\n".into();
     }

@@ -1,0 +1,343 @@
+//! The lab's per-cluster daemons as real processes, started through [`crate::supervisor`]
+//! detached (so they outlive `liqo-lab`): `liqo-ipam serve` and `liqo-gateway run` on a node,
+//! `liqo-overlay run` on every node. Their `/status` is read typed, and the IPAM is spoken to
+//! with its typed gRPC client, dialled inside the node's namespace. `down` kills them with
+//! everything else in the lab's namespaces.
+
+use std::{
+    fs,
+    future::Future,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use dataplane::Netns;
+use ipam::service::proto::ipam_client::IpamClient;
+use liqo_daemon::status::ReloadStatus;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use super::{Lab, LabError, state::write_atomic};
+use crate::{
+    supervisor::{self, Proc, Spec, Stopped},
+    topology::Cluster,
+};
+
+/// Where a cluster's IPAM service listens, inside its node.
+pub const IPAM_LISTEN: &str = "127.0.0.1:6000";
+/// Where it serves its metrics.
+const IPAM_METRICS: &str = "127.0.0.1:9106";
+/// WireGuard UDP port of the lab's gateways.
+pub const GATEWAY_PORT: u16 = 51840;
+/// Where a gateway serves `/status`, inside its node.
+const GATEWAY_STATUS: &str = "127.0.0.1:9107";
+/// Where each overlay agent serves `/status`, inside its node.
+const OVERLAY_STATUS: &str = "127.0.0.1:9108";
+/// How long a gateway may take to exit on SIGTERM (it removes what it created).
+const GATEWAY_GRACE: Duration = Duration::from_secs(10);
+
+/// Where the project's binaries are: `$LIQO_BIN_DIR`, else next to the running executable (or
+/// one level up, for test executables in `target/*/deps`).
+pub fn bin(name: &str) -> Result<PathBuf, LabError> {
+    let mut dirs = Vec::new();
+    if let Some(d) = std::env::var_os("LIQO_BIN_DIR") {
+        dirs.push(PathBuf::from(d));
+    }
+    if let Ok(exe) = std::env::current_exe()
+        && let Some(d) = exe.parent()
+    {
+        dirs.push(d.to_owned());
+        if let Some(up) = d.parent() {
+            dirs.push(up.to_owned());
+        }
+    }
+    dirs.iter()
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            LabError::build(
+                format!("finding the {name} binary"),
+                format!("not found in {dirs:?}; build it (cargo build --bins) or set LIQO_BIN_DIR"),
+            )
+        })
+}
+
+/// What one look at a daemon found.
+#[derive(Debug)]
+pub(crate) enum Poll<T> {
+    /// Done.
+    Ready(T),
+    /// Not yet; why (reported if time runs out).
+    NotYet(String),
+    /// It will not happen: stop waiting.
+    Failed(LabError),
+}
+
+/// Looks with `f` every 50 ms until it is ready, fails, or `secs` pass.
+pub(crate) async fn wait_for<T>(
+    secs: u64,
+    what: &str,
+    mut f: impl FnMut() -> Poll<T>,
+) -> Result<T, LabError> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match f() {
+            Poll::Ready(v) => return Ok(v),
+            Poll::Failed(e) => return Err(e),
+            Poll::NotYet(why) if Instant::now() >= deadline => {
+                return Err(LabError::build(
+                    format!("waiting {secs} s for {what}"),
+                    format!("still {why}"),
+                ));
+            }
+            Poll::NotYet(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// Whether the daemon whose reload state is `r` runs the file text of digest `want`: an error
+/// if it refused that text (with the field and the problem); not yet while it runs another or
+/// failed to apply it (retried; the failure is the reason given).
+pub(crate) fn runs(r: &ReloadStatus, want: &str) -> Poll<()> {
+    if let Some(refused) = r.refused.as_ref().filter(|x| x.digest == want) {
+        return Poll::Failed(LabError::build(
+            format!("configuration {want} was refused"),
+            format!("{}: {}", refused.field, refused.problem),
+        ));
+    }
+    if r.applied.as_ref().is_some_and(|a| a.digest == want) {
+        return Poll::Ready(());
+    }
+    match r.problem() {
+        Some(p) => Poll::NotYet(p),
+        None => Poll::NotYet(format!(
+            "running {} instead of {want}",
+            r.applied.as_ref().map_or("nothing", |a| a.digest.as_str())
+        )),
+    }
+}
+
+/// Writes a daemon's config file atomically and returns the digest of the text written.
+pub(crate) fn write_config(path: &Path, text: &str) -> Result<String, LabError> {
+    write_atomic(path, text)?;
+    Ok(liqo_daemon::digest(text))
+}
+
+fn get(ns: &Netns, addr: &str, what: &str) -> Result<String, LabError> {
+    let addr: SocketAddr = addr.parse().expect("literal");
+    ns.run(|| dataplane::localhttp::get(addr, "/status"))?
+        .map_err(|e| LabError::build(format!("asking the {what} in {}", ns.name()), e))
+}
+
+/// Decodes a `/status` body, typed: a body that lacks a field is an error, never a default.
+fn decode<T: serde::de::DeserializeOwned>(body: &str, what: &str) -> Result<T, LabError> {
+    serde_json::from_str(body)
+        .map_err(|e| LabError::build(format!("decoding the {what} status"), e))
+}
+
+/// What the gateway in `ns` reports.
+pub(crate) fn gateway_status(ns: &Netns) -> Result<gateway::status::Status, LabError> {
+    decode(&get(ns, GATEWAY_STATUS, "gateway")?, "gateway")
+}
+
+/// What the overlay agent in `ns` reports.
+pub fn overlay_status(ns: &Netns) -> Result<overlay::status::Status, LabError> {
+    decode(&get(ns, OVERLAY_STATUS, "overlay agent")?, "overlay")
+}
+
+/// Starts the IPAM service of `c` on `nodes[0]` (it stays there when the gateway moves).
+pub(crate) fn start_ipam(lab: &Lab, c: &Cluster) -> Result<Proc, LabError> {
+    let files = lab.files(c);
+    let mut args = vec![
+        "serve".to_owned(),
+        "--listen".into(),
+        IPAM_LISTEN.into(),
+        "--metrics-listen".into(),
+        IPAM_METRICS.into(),
+        "--state".into(),
+        files.ipam_state().display().to_string(),
+        "--pod-cidr".into(),
+        c.pod_cidr.to_string(),
+        "--service-cidr".into(),
+        c.service_cidr.to_string(),
+    ];
+    let reserved: Vec<String> = c.reserved_subnets.iter().map(ToString::to_string).collect();
+    if !reserved.is_empty() {
+        args.extend(["--reserved-subnets".into(), reserved.join(",")]);
+    }
+    let node = ipam_node(lab, c)?;
+    Spec::new("liqo-ipam", bin("liqo-ipam")?, files.ipam_log())
+        .args(args)
+        .netns(&node)
+        .detached()
+        .map_err(|e| LabError::build(format!("starting the IPAM service of {}", c.name), e))
+}
+
+/// The namespace of the node running the IPAM service of `c`.
+pub(crate) fn ipam_node(lab: &Lab, c: &Cluster) -> Result<Netns, LabError> {
+    lab.node(c, c.gateway().name.as_str())
+}
+
+/// The typed client of `c`'s IPAM service, dialled inside its node (the service listens on
+/// that node's loopback only); waits up to `secs` for it to answer.
+pub(crate) async fn ipam_client(
+    lab: &Lab,
+    c: &Cluster,
+    secs: u64,
+) -> Result<IpamClient<Channel>, LabError> {
+    let ns = ipam_node(lab, c)?;
+    let addr: SocketAddr = IPAM_LISTEN.parse().expect("literal");
+    let endpoint = Endpoint::from_shared(format!("http://{IPAM_LISTEN}"))
+        .expect("literal")
+        .connect_timeout(Duration::from_secs(5));
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let ns = ns.clone();
+        let connector = tower::service_fn(move |_: Uri| {
+            let ns = ns.clone();
+            async move {
+                let s = ns
+                    .run(|| std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)))
+                    .map_err(std::io::Error::other)??;
+                s.set_nonblocking(true)?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::TcpStream::from_std(s)?,
+                ))
+            }
+        });
+        match endpoint.connect_with_connector(connector).await {
+            Ok(ch) => return Ok(IpamClient::new(ch)),
+            Err(e) if Instant::now() >= deadline => {
+                return Err(LabError::build(
+                    format!(
+                        "connecting to the IPAM service of {} (see {})",
+                        c.name,
+                        lab.files(c).ipam_log().display()
+                    ),
+                    e,
+                ));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// Starts `c`'s gateway on `node` with its config file; records its pid.
+pub(crate) fn spawn_gateway(lab: &Lab, c: &Cluster, node: &str) -> Result<Proc, LabError> {
+    let files = lab.files(c);
+    let p = Spec::new("liqo-gateway", bin("liqo-gateway")?, files.gateway_log())
+        .args(["run", "--config"])
+        .args([files.gateway_config()])
+        .args(["--status-listen", GATEWAY_STATUS])
+        .netns(&lab.node(c, node)?)
+        .detached()
+        .map_err(|e| LabError::build(format!("starting the gateway of {} on {node}", c.name), e))?;
+    write_atomic(&files.gateway_pid(), &p.pid.to_string())?;
+    Ok(p)
+}
+
+/// Stops `c`'s gateway with SIGTERM (it removes what it created) and waits for it; an error if
+/// it had to be killed (its namespace, rules and routes may be left; a restart adopts them).
+pub(crate) fn stop_gateway(lab: &Lab, c: &Cluster) -> Result<(), LabError> {
+    let path = lab.files(c).gateway_pid();
+    let text = match fs::read_to_string(&path) {
+        Ok(t) => t,
+        // Never started: nothing to stop.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(LabError::build(format!("reading {}", path.display()), e)),
+    };
+    let pid = text.trim().parse().map_err(|_| {
+        LabError::build(
+            format!("reading {}", path.display()),
+            format!("{text:?} is not a pid"),
+        )
+    })?;
+    let p = Proc {
+        name: "liqo-gateway".into(),
+        pid,
+        log: lab.files(c).gateway_log().display().to_string(),
+    };
+    match supervisor::stop(&p, GATEWAY_GRACE) {
+        Stopped::NotRunning | Stopped::Exited => Ok(()),
+        Stopped::Killed => Err(LabError::build(
+            format!("stopping the gateway of {}", c.name),
+            format!(
+                "it did not exit within {} s of SIGTERM; killed",
+                GATEWAY_GRACE.as_secs()
+            ),
+        )),
+        Stopped::Stuck => Err(LabError::build(
+            format!("stopping the gateway of {}", c.name),
+            "it survived SIGKILL",
+        )),
+    }
+}
+
+/// Waits until the gateway of `c` in `ns` serves its status, or reports its log if it exited.
+pub(crate) async fn gateway_up(
+    lab: &Lab,
+    c: &Cluster,
+    ns: &Netns,
+    p: &Proc,
+) -> Result<(), LabError> {
+    let log = lab.files(c).gateway_log();
+    wait_for(20, &format!("the gateway of {} to serve", c.name), || {
+        if !supervisor::alive(p.pid) {
+            return Poll::Failed(LabError::build(
+                format!(
+                    "the gateway of {} exited; the end of {}",
+                    c.name,
+                    log.display()
+                ),
+                supervisor::tail(&log, 10),
+            ));
+        }
+        match gateway_status(ns) {
+            Ok(_) => Poll::Ready(()),
+            Err(e) => Poll::NotYet(e.to_string()),
+        }
+    })
+    .await
+}
+
+/// Starts an overlay agent on `node` of `c` with its config file.
+pub(crate) fn spawn_overlay(lab: &Lab, c: &Cluster, node: &str) -> Result<Proc, LabError> {
+    let files = lab.files(c);
+    Spec::new(
+        "liqo-overlay",
+        bin("liqo-overlay")?,
+        files.overlay_log(node),
+    )
+    .args(["run", "--config"])
+    .args([files.overlay_config(node)])
+    .args(["--status-listen", OVERLAY_STATUS])
+    .netns(&lab.node(c, node)?)
+    .detached()
+    .map_err(|e| {
+        LabError::build(
+            format!("starting the overlay agent on {}/{node}", c.name),
+            e,
+        )
+    })
+}
+
+/// Runs `fut` to completion on a runtime of its own, on a thread of its own: the lab's
+/// synchronous entry points drive the async peering core this way, inside or outside a
+/// runtime.
+pub(crate) fn block_on<F>(fut: F) -> Result<F::Output, LabError>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| LabError::build("starting a runtime", e))?;
+            Ok(rt.block_on(fut))
+        })
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}

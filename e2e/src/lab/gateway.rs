@@ -1,0 +1,234 @@
+//! The peering core's gateway sink in the lab: the gateway's config file (its fixed settings
+//! plus the peer list the core decided), its process on a node, and its `/status`, read typed.
+//! Every wait checks that the gateway runs the exact text written (`reload.applied.digest`), so
+//! a stale status is never taken for the new state, and a refusal is the error at once.
+
+use std::fs;
+
+use dataplane::Netns;
+use liqo_types::{Cidr, ClusterId, GatewayPeer, PublicKey};
+
+use super::{
+    Lab, LabError,
+    cluster::gateway_node,
+    daemons::{self, GATEWAY_PORT, Poll, runs, wait_for},
+    names, wan,
+};
+use crate::topology::Cluster;
+
+/// How long a new peer may take to handshake.
+const HANDSHAKE_SECS: u64 = 30;
+/// How long a reload may take.
+const RELOAD_SECS: u64 = 20;
+
+/// `c`'s gateway configuration with these peers.
+pub(crate) fn config(lab: &Lab, c: &Cluster, peers: &[GatewayPeer]) -> gateway::config::File {
+    let files = lab.files(c);
+    gateway::config::File {
+        namespace: Some(names::netns(&lab.prefix, &[c.name.as_str(), "gw"]).to_string()),
+        private_key_file: Some(files.private_key().display().to_string()),
+        local_pod_cidr: Some(Cidr::new(c.pod_cidr).expect("validated topology")),
+        listen_port: Some(GATEWAY_PORT),
+        peers: peers.to_vec(),
+        ..Default::default()
+    }
+}
+
+/// The gateway of a lab cluster.
+pub(crate) struct LabGateway {
+    pub(crate) lab: Lab,
+    pub(crate) cluster: Cluster,
+    /// The digest of the text last written (or found when started).
+    pub(crate) written: Option<String>,
+}
+
+/// What to wait for in the gateway's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Want {
+    /// A session with the peer.
+    Session,
+    /// No entry for the peer.
+    Gone,
+}
+
+/// One look at a gateway's `/status` body: whether it runs `written` (if known) and has (or no
+/// longer has) `peer`. The body is decoded typed: one that lacks a field is never read as "the
+/// peer is gone".
+pub(crate) fn look(
+    body: Result<gateway::status::Status, LabError>,
+    written: Option<&str>,
+    peer: &ClusterId,
+    want: Want,
+) -> Poll<()> {
+    let s = match body {
+        Ok(s) => s,
+        Err(e) => return Poll::NotYet(anyhow_chain(&e)),
+    };
+    if let Some(d) = written {
+        match runs(&s.reload, d) {
+            Poll::Ready(()) => {}
+            other => return other,
+        }
+    }
+    let entry = s.peers.iter().find(|p| p.id == peer.as_str());
+    match (want, entry) {
+        (Want::Session, Some(p)) if p.handshake_age_secs.is_some() => Poll::Ready(()),
+        (Want::Session, Some(_)) => Poll::NotYet(format!("no handshake with {peer} yet")),
+        (Want::Session, None) => Poll::NotYet(format!("no peer {peer}")),
+        (Want::Gone, Some(_)) => Poll::NotYet(format!("{peer} still listed")),
+        (Want::Gone, None) => Poll::Ready(()),
+    }
+}
+
+/// An error with its causes on one line.
+fn anyhow_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
+impl LabGateway {
+    fn node(&self) -> Result<Netns, LabError> {
+        self.lab
+            .node(&self.cluster, &gateway_node(&self.lab, &self.cluster)?)
+    }
+
+    async fn wait(&self, peer: &ClusterId, want: Want, secs: u64) -> Result<(), LabError> {
+        let ns = self.node()?;
+        let what = match want {
+            Want::Session => format!("{}'s gateway to handshake with {peer}", self.cluster.name),
+            Want::Gone => format!("{}'s gateway to drop {peer}", self.cluster.name),
+        };
+        wait_for(secs, &what, || {
+            look(
+                daemons::gateway_status(&ns),
+                self.written.as_deref(),
+                peer,
+                want,
+            )
+        })
+        .await
+    }
+}
+
+impl liqo_peering::Gateway for LabGateway {
+    type Error = LabError;
+
+    async fn public_key(&mut self) -> Result<PublicKey, LabError> {
+        let path = self.lab.files(&self.cluster).private_key();
+        gateway::keys::PrivateKey::load_or_create(&path)
+            .map(|k| k.public())
+            .map_err(|e| LabError::build(format!("reading {}'s key", self.cluster.name), e))
+    }
+
+    async fn write(&mut self, peers: &[GatewayPeer]) -> Result<(), LabError> {
+        let file = config(&self.lab, &self.cluster, peers);
+        let text = serde_saphyr::to_string(&file)
+            .map_err(|e| LabError::build("encoding a gateway config", e))?;
+        let path = self.lab.files(&self.cluster).gateway_config();
+        self.written = Some(daemons::write_config(&path, &text)?);
+        Ok(())
+    }
+
+    async fn wait_handshaken(&mut self, peer: &ClusterId) -> Result<(), LabError> {
+        self.wait(peer, Want::Session, HANDSHAKE_SECS).await
+    }
+
+    async fn wait_gone(&mut self, peer: &ClusterId) -> Result<(), LabError> {
+        self.wait(peer, Want::Gone, RELOAD_SECS).await
+    }
+
+    async fn stop(&mut self) -> Result<(), LabError> {
+        daemons::stop_gateway(&self.lab, &self.cluster)
+    }
+
+    async fn start(&mut self, node: &str) -> Result<(), LabError> {
+        let (lab, c) = (&self.lab, &self.cluster);
+        let to = lab.node(c, node)?;
+        // The public link follows the gateway: find it and bring it along.
+        if !wan::is_in(&to).await? {
+            let mut from = None;
+            for n in &c.nodes {
+                let ns = lab.node(c, n.name.as_str())?;
+                if wan::is_in(&ns).await? {
+                    from = Some(ns);
+                    break;
+                }
+            }
+            let from = from.ok_or_else(|| {
+                LabError::build(
+                    format!("starting the gateway of {} on {node}", c.name),
+                    format!("no node of {} has {}", c.name, wan::WAN0),
+                )
+            })?;
+            wan::relocate(lab, c, &from, &to).await?;
+        }
+        let files = lab.files(c);
+        let text = fs::read_to_string(files.gateway_config()).map_err(|e| {
+            LabError::build(format!("reading {}", files.gateway_config().display()), e)
+        })?;
+        let p = daemons::spawn_gateway(lab, c, node)?;
+        super::state::write_atomic(&files.gateway_node(), node)?;
+        self.written = Some(liqo_daemon::digest(&text));
+        daemons::gateway_up(lab, c, &to, &p).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(json: &str) -> Result<gateway::status::Status, LabError> {
+        serde_json::from_str(json).map_err(|e| LabError::build("decoding", e))
+    }
+
+    const RUNS_D1: &str = r#""reload":{"source":"g.yaml","applied":{"digest":"d1","count":1}}"#;
+
+    #[test]
+    fn a_status_without_the_peers_key_is_not_a_removed_peer() {
+        let milan: ClusterId = "milan".parse().unwrap();
+        // The old lab read `peers` as an untyped JSON value: a missing key meant "gone".
+        let body = format!(r#"{{"publicKey":"k","listenPort":1,"noRoute":0,{RUNS_D1}}}"#);
+        assert!(matches!(
+            look(status(&body), Some("d1"), &milan, Want::Gone),
+            Poll::NotYet(_)
+        ));
+        let body =
+            format!(r#"{{"publicKey":"k","listenPort":1,"noRoute":0,"peers":[],{RUNS_D1}}}"#);
+        assert!(matches!(
+            look(status(&body), Some("d1"), &milan, Want::Gone),
+            Poll::Ready(())
+        ));
+        // Gone from a status that still runs the previous text is not gone yet.
+        assert!(matches!(
+            look(status(&body), Some("d2"), &milan, Want::Gone),
+            Poll::NotYet(_)
+        ));
+    }
+
+    #[test]
+    fn a_refused_text_fails_the_wait_at_once_naming_the_field() {
+        let milan: ClusterId = "milan".parse().unwrap();
+        let body = r#"{"publicKey":"k","listenPort":1,"noRoute":0,"peers":[],
+            "reload":{"source":"g.yaml","applied":{"digest":"d1","count":1},
+            "refused":{"digest":"d2","field":"peers[0].remotePodCIDR","problem":"overlaps"}}}"#;
+        let Poll::Failed(e) = look(status(body), Some("d2"), &milan, Want::Session) else {
+            panic!("not failed")
+        };
+        let e = anyhow_chain(&e);
+        assert!(e.contains("peers[0].remotePodCIDR: overlaps"), "{e}");
+        let body = r#"{"publicKey":"k","listenPort":1,"noRoute":0,
+            "peers":[{"id":"milan","publicKey":"x","endpoint":null,"handshakeAgeSecs":3,
+            "txPackets":0,"txBytes":0,"rxPackets":0,"rxBytes":0,"dropped":0}],
+            "reload":{"source":"g.yaml","applied":{"digest":"d2","count":2}}}"#;
+        assert!(matches!(
+            look(status(body), Some("d2"), &milan, Want::Session),
+            Poll::Ready(())
+        ));
+    }
+}
