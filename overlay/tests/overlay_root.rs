@@ -166,7 +166,8 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
     route(&nodes[0], "10.71.0.0/16", "169.254.1.2").await;
 
     assert!(!ping(&pods[1], "10.71.0.2"), "no path before the overlay");
-    let dir = std::env::temp_dir().join(&p);
+    let guard = Dir(std::env::temp_dir().join(&p));
+    let dir = guard.0.clone();
     std::fs::create_dir_all(&dir).unwrap();
     let mut agents: Vec<Child> = (0..3)
         .map(|i| {
@@ -316,7 +317,8 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
             "device left on n{i}"
         );
     }
-    std::fs::remove_dir_all(&dir).unwrap();
+    drop(guard);
+    assert!(!dir.exists());
 }
 
 /// The agent's typed `/status` in `ns`, if it answers.
