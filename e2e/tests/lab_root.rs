@@ -306,7 +306,12 @@ impl FakePath {
 
     /// Runs the quickstart as `nobody` with only this directory on PATH.
     fn run_as_nobody(&self) -> std::process::Output {
-        Command::new("setpriv")
+        // The child's PATH holds only the fake directory: name setpriv by its path.
+        let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .expect("setpriv (util-linux)");
+        Command::new(setpriv)
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
             .arg(self.0.join("bash"))
             .arg(self.0.join("quickstart.sh"))
