@@ -8,8 +8,12 @@
 //! each peer sees us, so the gateway can build its NAT from IPAM state alone. Persistence sits
 //! behind [`store::Store`]; the default [`store::FileStore`] is crash-safe.
 //!
-//! It never touches the network and never decides NAT rules; it only answers with addresses.
-//! IPv4 only, one local pod CIDR.
+//! [`service`] serves it over gRPC (loopback by default; TLS, a bearer token and client
+//! certificates for a cluster) and holds the one client connection every caller uses;
+//! [`settings`] are the settings of `liqo-ipam serve` and which of them change while running.
+//!
+//! The allocator never touches the network, and nothing here decides NAT rules; it only answers
+//! with addresses. IPv4 only, one local pod CIDR.
 
 mod buddy;
 mod core;

@@ -47,7 +47,7 @@ pub(crate) struct Serve {
     /// Pools (comma-separated; replaces the defaults 10.0.0.0/8,172.16.0.0/12,192.168.0.0/16).
     #[arg(long, value_delimiter = ',')]
     pools: Option<Vec<String>>,
-    /// Pools added to the defaults (comma-separated).
+    /// Pools added to --pools or to the defaults (comma-separated).
     #[arg(long, value_delimiter = ',')]
     additional_pools: Option<Vec<String>>,
     /// Subnets never handed out (comma-separated; '' for none).
