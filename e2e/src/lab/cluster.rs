@@ -12,7 +12,7 @@ use crate::topology::Cluster;
 
 /// The cluster called `name`, or the refusal of `op` listing the clusters.
 pub(crate) fn find<'a>(lab: &'a Lab, name: &str, op: &str) -> Result<&'a Cluster, LabError> {
-    let ids: Vec<ClusterId> = lab.topology.clusters.iter().map(|c| id(c)).collect();
+    let ids: Vec<ClusterId> = lab.topology.clusters.iter().map(id).collect();
     let found = plan::resolve(&ids, name).map_err(|refusal| liqo_peering::Error::Refused {
         op: op.into(),
         refusal,
