@@ -22,9 +22,12 @@ pub fn parse_cidr(s: &str) -> Result<Ipv4Net, Error> {
     check_cidr(s.parse::<liqo_types::Cidr>()?.net())
 }
 
-/// Checks a network: no host bits, at most /30.
+/// Checks a network: no host bits, /1 to /30.
 pub fn check_cidr(n: Ipv4Net) -> Result<Ipv4Net, Error> {
     liqo_types::Cidr::new(n)?;
+    if n.prefix_len() == 0 {
+        return Err(Error::WholeSpace(n));
+    }
     if n.prefix_len() > MAX_PREFIX_LEN {
         return Err(Error::PrefixTooLong(n));
     }

@@ -87,7 +87,7 @@ fn pools_and_reserved_subnets_follow_the_file_and_other_changes_are_refused() {
         ),
     );
     let r = reload_until(&s, "the refusal", |r| !r["refused"].is_null());
-    assert_eq!(r["refused"]["field"], "reservedSubnets", "{r}");
+    assert_eq!(r["refused"]["field"], "reservedSubnets[0]", "{r}");
     assert!(
         r["refused"]["problem"].as_str().unwrap().contains("milan"),
         "{r}"

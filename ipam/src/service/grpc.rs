@@ -7,8 +7,46 @@ use tonic::{Request, Response, Status};
 use super::{Service, ServiceError, proto};
 use crate::{ClusterId, Error, Ipam, Peer, parse_cidr};
 
+/// The request field an IPAM refusal is about (the whole request when none is).
+fn field_of(e: &Error) -> Option<&'static str> {
+    match e {
+        Error::UnknownPeer(_) | Error::BadClusterId { .. } | Error::NoPeerView(_) => {
+            Some("cluster_id")
+        }
+        Error::PeerConflict { .. } => Some("pod_cidr"),
+        Error::PeerSelfOverlap { .. } => Some("external_cidr"),
+        Error::ViewLength { what, .. } if what.starts_with("pod") => Some("our_pod_view"),
+        Error::ViewLength { .. } => Some("our_external_view"),
+        Error::NotAnIp(_) | Error::IpOutside { .. } => Some("ip"),
+        Error::InUse { .. }
+        | Error::PoolOverlap(..)
+        | Error::NotConfigured { .. }
+        | Error::PrefixTooLong(_)
+        | Error::WholeSpace(_)
+        | Error::Cidr(_) => Some("cidr"),
+        _ => None,
+    }
+}
+
+/// A refused request, naming `field` (the request field at fault) before the problem.
+fn refused(field: &str, e: impl Into<ServiceError>) -> Status {
+    named(e.into(), Some(field))
+}
+
+/// A failed call; an IPAM refusal names the request field it is about.
 fn status(e: ServiceError) -> Status {
-    let msg = e.to_string();
+    let field = match &e {
+        ServiceError::Ipam(i) => field_of(i),
+        ServiceError::Store(_) => None,
+    };
+    named(e, field)
+}
+
+fn named(e: ServiceError, field: Option<&str>) -> Status {
+    let msg = match field {
+        Some(f) => format!("{f}: {e}"),
+        None => e.to_string(),
+    };
     match e {
         ServiceError::Store(_) => {
             let chain = std::iter::successors(std::error::Error::source(&e), |s| s.source())
@@ -31,17 +69,18 @@ fn status(e: ServiceError) -> Status {
 }
 
 fn id(s: &str) -> Result<ClusterId, Status> {
-    crate::cluster_id(s).map_err(|e| status(e.into()))
+    crate::cluster_id(s).map_err(|e| refused("cluster_id", e))
 }
 
-fn cidr(s: &str) -> Result<ipnet::Ipv4Net, Status> {
-    parse_cidr(s).map_err(|e| status(e.into()))
+/// A range of the request, named by its field.
+fn cidr(field: &str, s: &str) -> Result<ipnet::Ipv4Net, Status> {
+    parse_cidr(s).map_err(|e| refused(field, e))
 }
 
 fn ip(s: &str) -> Result<Ipv4Addr, Status> {
     s.trim()
         .parse()
-        .map_err(|_| status(Error::NotAnIp(s.into()).into()))
+        .map_err(|_| refused("ip", Error::NotAnIp(s.into())))
 }
 
 fn opt(n: Option<ipnet::Ipv4Net>) -> String {
@@ -108,8 +147,8 @@ impl proto::ipam_server::Ipam for Service {
         let r = req.into_inner();
         let (peer, pod, ext) = (
             id(&r.cluster_id)?,
-            cidr(&r.pod_cidr)?,
-            cidr(&r.external_cidr)?,
+            cidr("pod_cidr", &r.pod_cidr)?,
+            cidr("external_cidr", &r.external_cidr)?,
         );
         let out = self.mutate(|ipam| {
             ipam.acquire(&peer, pod, ext)?;
@@ -134,8 +173,8 @@ impl proto::ipam_server::Ipam for Service {
         let r = req.into_inner();
         let (peer, pod, ext) = (
             id(&r.cluster_id)?,
-            cidr(&r.our_pod_view)?,
-            cidr(&r.our_external_view)?,
+            cidr("our_pod_view", &r.our_pod_view)?,
+            cidr("our_external_view", &r.our_external_view)?,
         );
         let out = self.mutate(|ipam| {
             ipam.set_peer_view(&peer, pod, ext)?;
@@ -150,8 +189,9 @@ impl proto::ipam_server::Ipam for Service {
     ) -> Result<Response<proto::MapIpResponse>, Status> {
         let r = req.into_inner();
         let (peer, addr) = (id(&r.cluster_id)?, ip(&r.ip)?);
-        let dir = proto::Direction::try_from(r.direction)
-            .map_err(|_| Status::invalid_argument(format!("unknown direction {}", r.direction)))?;
+        let dir = proto::Direction::try_from(r.direction).map_err(|_| {
+            Status::invalid_argument(format!("direction: unknown direction {}", r.direction))
+        })?;
         let out = self.mutate(|ipam| match dir {
             proto::Direction::RemoteToLocal => {
                 ipam.remote_to_local(&peer, addr)
@@ -201,7 +241,7 @@ impl proto::ipam_server::Ipam for Service {
         &self,
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
-        let net = cidr(&req.into_inner().cidr)?;
+        let net = cidr("cidr", &req.into_inner().cidr)?;
         let out = self.mutate(|ipam| ipam.add_reserved(net).map(|()| list(ipam)));
         self.observe("add_reserved", out).map(Response::new)
     }
@@ -210,7 +250,7 @@ impl proto::ipam_server::Ipam for Service {
         &self,
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
-        let net = cidr(&req.into_inner().cidr)?;
+        let net = cidr("cidr", &req.into_inner().cidr)?;
         let out = self.mutate(|ipam| ipam.remove_reserved(net).map(|()| list(ipam)));
         self.observe("remove_reserved", out).map(Response::new)
     }
@@ -219,7 +259,7 @@ impl proto::ipam_server::Ipam for Service {
         &self,
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
-        let net = cidr(&req.into_inner().cidr)?;
+        let net = cidr("cidr", &req.into_inner().cidr)?;
         let out = self.mutate(|ipam| ipam.add_pool(net).map(|()| list(ipam)));
         self.observe("add_pool", out).map(Response::new)
     }
@@ -228,7 +268,7 @@ impl proto::ipam_server::Ipam for Service {
         &self,
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
-        let net = cidr(&req.into_inner().cidr)?;
+        let net = cidr("cidr", &req.into_inner().cidr)?;
         let out = self.mutate(|ipam| ipam.remove_pool(net).map(|()| list(ipam)));
         self.observe("remove_pool", out).map(Response::new)
     }

@@ -72,12 +72,26 @@ where
     s.parse().expect("a valid literal")
 }
 
-/// Checks each CIDR of a list for the IPAM (at most /30), naming `field[i]`.
+/// Checks each CIDR of a list for the IPAM (/1 to /30, no element overlapping an earlier
+/// one), naming `field[i]`.
 fn nets(field: &str, list: &[Cidr]) -> Result<Vec<Ipv4Net>, FieldError> {
-    list.iter()
-        .enumerate()
-        .map(|(i, c)| check_cidr(c.net()).map_err(|e| bad(format!("{field}[{i}]"), e.to_string())))
-        .collect()
+    let mut out: Vec<Ipv4Net> = Vec::with_capacity(list.len());
+    for (i, c) in list.iter().enumerate() {
+        let n = check_cidr(c.net()).map_err(|e| bad(format!("{field}[{i}]"), e.to_string()))?;
+        if let Some((j, o)) = out
+            .iter()
+            .enumerate()
+            .find(|(_, o)| o.contains(&n) || n.contains(*o))
+        {
+            let how = if *o == n { "repeats" } else { "overlaps" };
+            return Err(bad(
+                format!("{field}[{i}]"),
+                format!("{n} {how} {field}[{j}] {o}"),
+            ));
+        }
+        out.push(n);
+    }
+    Ok(out)
 }
 
 fn net(field: &str, c: Option<Cidr>, default: &str) -> Result<Ipv4Net, FieldError> {
@@ -149,6 +163,19 @@ impl Settings {
             .as_deref()
             .map(|p| nets("additionalPools", p))
             .transpose()?;
+        if let Some(extra) = &extra {
+            let base = base
+                .clone()
+                .unwrap_or_else(|| DEFAULT_POOLS.map(literal).to_vec());
+            for (i, n) in extra.iter().enumerate() {
+                if let Some(o) = base.iter().find(|o| o.contains(n) || n.contains(*o)) {
+                    return Err(bad(
+                        format!("additionalPools[{i}]"),
+                        format!("{n} overlaps pool {o}"),
+                    ));
+                }
+            }
+        }
         Ok(match (base, extra) {
             (None, None) => None,
             (base, extra) => {
@@ -261,9 +288,27 @@ impl Settings {
     }
 }
 
-/// The field a refused runtime change is reported on: the list that changed, or, when both
-/// did, the one the IPAM's error is about.
-pub fn refused_field(change: &Change, new: &Settings, e: &crate::Error) -> &'static str {
+/// The field a refused runtime change is reported on: the list that changed (or, when both
+/// did, the one the IPAM's error is about), and in it the element the error names.
+pub fn refused_field(change: &Change, new: &Settings, e: &crate::Error) -> String {
+    let list = refused_list(change, new, e);
+    let net = match e {
+        crate::Error::InUse { net, .. } | crate::Error::NotConfigured { net, .. } => Some(*net),
+        crate::Error::PoolOverlap(a, _) => Some(*a),
+        _ => None,
+    };
+    let items = match list {
+        "pools" => new.pools.as_deref(),
+        "additionalPools" => new.additional_pools.as_deref(),
+        _ => new.reserved_subnets.as_deref(),
+    };
+    match net.and_then(|n| items?.iter().position(|c| c.net() == n)) {
+        Some(i) => format!("{list}[{i}]"),
+        None => list.to_owned(),
+    }
+}
+
+fn refused_list(change: &Change, new: &Settings, e: &crate::Error) -> &'static str {
     let pools = if new.pools.is_some() {
         "pools"
     } else {

@@ -155,10 +155,28 @@ fn a_refusal_names_the_list_that_changed() {
     };
     let given = yaml("pools: [10.0.0.0/8]");
     let extra = yaml("additionalPools: [100.64.0.0/10]");
-    assert_eq!(refused_field(&pools, &given, &e), "pools");
+    assert_eq!(refused_field(&pools, &given, &e), "pools[0]");
     assert_eq!(refused_field(&pools, &extra, &e), "additionalPools");
     assert_eq!(refused_field(&reserved, &given, &e), "reservedSubnets");
     assert_eq!(refused_field(&both, &given, &e), "reservedSubnets");
     let p = crate::Error::PoolOverlap("10.0.0.0/8".parse().unwrap(), "10.0.0.0/9".parse().unwrap());
-    assert_eq!(refused_field(&both, &given, &p), "pools");
+    assert_eq!(refused_field(&both, &given, &p), "pools[0]");
+}
+
+#[test]
+fn list_elements_are_named_when_repeated_overlapping_or_whole() {
+    let err = |text: &str| {
+        let s = yaml(text);
+        s.pools().and(s.reserved()).unwrap_err()
+    };
+    let e = err("reservedSubnets: [10.201.0.0/16, 10.201.0.0/16]");
+    assert_eq!(e.field, "reservedSubnets[1]", "{e}");
+    assert!(e.problem.contains("repeats reservedSubnets[0]"), "{e}");
+    let e = err("pools: [10.0.0.0/8, 10.1.0.0/16]");
+    assert_eq!(e.field, "pools[1]", "{e}");
+    let e = err("pools: [0.0.0.0/0]");
+    assert_eq!(e.field, "pools[0]", "{e}");
+    assert!(e.problem.contains("every address"), "{e}");
+    let e = err("additionalPools: [10.64.0.0/10]");
+    assert_eq!(e.field, "additionalPools[0]", "{e}");
 }
