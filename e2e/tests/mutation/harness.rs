@@ -1,0 +1,229 @@
+//! The mutation run's harness: a daemon started from its binary inside a test namespace, its
+//! `/status` read typed, waits on the digest of the text written, and a dump of the kernel
+//! state of the namespaces it owns (every command's exit status checked).
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Stdio},
+    time::{Duration, Instant},
+};
+
+use dataplane::Netns;
+use liqo_daemon::{ReloadStatus, digest};
+use serde::de::DeserializeOwned;
+
+/// A workspace binary (built next to this test's executable by `cargo test --workspace`).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let p = dir.join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: build the binaries first (cargo build --bins)",
+        p.display()
+    );
+    p
+}
+
+/// A daemon process, killed on drop (its own SIGTERM teardown is exercised elsewhere).
+pub struct Proc {
+    /// What it is.
+    pub name: String,
+    child: Child,
+    /// Its log.
+    pub log: PathBuf,
+}
+
+impl Proc {
+    /// Starts `program args` inside `ns` with output to `log`.
+    pub fn spawn(name: &str, ns: &Netns, program: &Path, args: &[&str], log: PathBuf) -> Proc {
+        let out = std::fs::File::create(&log).expect("log file");
+        let err = out.try_clone().expect("log file");
+        let child = ns
+            .command(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
+        Proc {
+            name: name.into(),
+            child,
+            log,
+        }
+    }
+
+    /// Panics with the log's end if the daemon exited.
+    pub fn assert_alive(&mut self) {
+        if let Some(status) = self.child.try_wait().expect("try_wait") {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            panic!(
+                "{} exited ({status}); log:\n{}",
+                self.name,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        // Best effort on drop: the process may already be gone; the namespaces are removed by
+        // the caller's guard afterwards.
+        if let Err(e) = self.child.kill() {
+            eprintln!("killing {}: {e}", self.name);
+        }
+        if let Err(e) = self.child.wait() {
+            eprintln!("reaping {}: {e}", self.name);
+        }
+    }
+}
+
+/// `GET path` on `addr` inside `ns`, decoded.
+pub fn get<T: DeserializeOwned>(ns: &Netns, addr: &str, path: &str) -> Result<T, String> {
+    let addr = addr.parse().expect("address");
+    let body = ns
+        .run(move || dataplane::localhttp::get(addr, path))
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    serde_json::from_str(&body).map_err(|e| format!("decoding {path}: {e}: {body}"))
+}
+
+/// What a daemon did with a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// It runs it.
+    Applied,
+    /// It refused it, naming this field, with this problem.
+    Refused(String, String),
+    /// Applying it failed (kernel), with this error.
+    Failed(String),
+}
+
+/// Waits until the reload block (from `reload`) reports what the daemon did with `text`.
+pub fn settle(
+    what: &str,
+    text: &str,
+    mut reload: impl FnMut() -> Result<ReloadStatus, String>,
+) -> Outcome {
+    let d = digest(text);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match reload() {
+            Ok(r) => {
+                if let Some(x) = r.refused.as_ref().filter(|x| x.digest == d) {
+                    return Outcome::Refused(x.field.clone(), x.problem.clone());
+                }
+                if let Some(x) = r.apply_error.as_ref().filter(|x| x.digest == d) {
+                    return Outcome::Failed(x.error.clone());
+                }
+                if r.applied.as_ref().is_some_and(|a| a.digest == d) && r.problem().is_none() {
+                    return Outcome::Applied;
+                }
+                last = format!("{r:?}");
+            }
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_millis(3));
+    }
+    panic!("{what}: no outcome for digest {d} within 10 s; last status: {last}");
+}
+
+/// Writes `text` to `path` atomically (the daemons never see half a file).
+pub fn write(path: &Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).expect("write");
+    std::fs::rename(&tmp, path).expect("rename");
+}
+
+/// The kernel state of `ns` a daemon may touch: addresses, links, rules, routes of every table,
+/// neighbours, forwarding entries and the nftables ruleset, as the tools print them.
+pub fn kernel_state(ns: &Netns) -> String {
+    let cmds: [&[&str]; 7] = [
+        &["ip", "-o", "link", "show"],
+        &["ip", "-o", "addr", "show"],
+        &["ip", "rule", "show"],
+        &["ip", "route", "show", "table", "all"],
+        &["ip", "neigh", "show", "nud", "permanent"],
+        &["bridge", "fdb", "show"],
+        &["nft", "list", "ruleset"],
+    ];
+    let mut out = String::new();
+    for cmd in cmds {
+        let o = ns
+            .command(cmd[0])
+            .args(&cmd[1..])
+            .output()
+            .unwrap_or_else(|e| panic!("{cmd:?} in {}: {e}", ns.name()));
+        assert!(
+            o.status.success(),
+            "{cmd:?} in {} failed: {}",
+            ns.name(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out.push_str(&format!("## {}\n", cmd.join(" ")));
+        let text = String::from_utf8_lossy(&o.stdout);
+        let mut lines: Vec<&str> = text.lines().collect();
+        if cmd[1] == "rule" {
+            // Rules of one priority with disjoint selectors match the same packets in any
+            // order; the order they were added in is not state.
+            lines.sort_unstable();
+        }
+        for line in lines {
+            // The kernel's own IPv6 work (duplicate address detection, link-local routes and
+            // multicast entries) and a link's operational state change on their own; the
+            // daemons manage IPv4 only.
+            if ["inet6", "fe80:", "ff00::", "::1", "33:33:"]
+                .iter()
+                .any(|x| line.contains(x))
+            {
+                continue;
+            }
+            let line = match line.find(" state ") {
+                Some(i) => {
+                    let rest = &line[i + 7..];
+                    let end = rest.find(' ').unwrap_or(rest.len());
+                    format!("{}{}", &line[..i], &rest[end..])
+                }
+                None => line.to_owned(),
+            };
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A tally of a mutation run, printed at the end.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Mutations tried.
+    pub tried: usize,
+    /// Refused naming the expected field.
+    pub refused: usize,
+    /// Failures, one line each.
+    pub failures: Vec<String>,
+}
+
+impl Tally {
+    /// Records one mutation's result.
+    pub fn record(&mut self, label: &str, expect: &str, outcome: &Outcome, state_same: bool) {
+        self.tried += 1;
+        match outcome {
+            Outcome::Refused(field, _) if field.starts_with(expect) && state_same => {
+                self.refused += 1;
+            }
+            o => self.failures.push(format!(
+                "{label}: expected a refusal naming {expect}, got {o:?}{}",
+                if state_same {
+                    ""
+                } else {
+                    " and the kernel state CHANGED"
+                }
+            )),
+        }
+    }
+}
