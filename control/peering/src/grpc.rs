@@ -178,3 +178,63 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod service_tests {
+    use ::ipam::{
+        Config,
+        service::{Overrides, Service, proto::ipam_server::IpamServer},
+        store::MemStore,
+    };
+    use liqo_types::ClusterId;
+
+    use super::*;
+    use crate::ipam::{announce, decide, record, restore};
+
+    fn client() -> IpamClient<IpamServer<Service>> {
+        let cfg = Config::new(
+            "10.200.0.0/16".parse().unwrap(),
+            "10.96.0.0/12".parse().unwrap(),
+        );
+        let s = Service::open(cfg, Overrides::default(), Box::new(MemStore::default())).unwrap();
+        IpamClient::new(IpamServer::new(s))
+    }
+
+    #[tokio::test]
+    async fn the_exchange_runs_over_the_service_api() {
+        let (mut a, mut b) = (client(), client());
+        let (rome, milan): (ClusterId, ClusterId) =
+            ("rome".parse().unwrap(), "milan".parse().unwrap());
+        let pod: Cidr = "10.200.0.0/16".parse().unwrap();
+        let (ann_a, ann_b) = (
+            announce(&mut a, pod).await.unwrap(),
+            announce(&mut b, pod).await.unwrap(),
+        );
+        let da = decide(&mut a, &milan, ann_b).await.unwrap();
+        let db = decide(&mut b, &rome, ann_a).await.unwrap();
+        assert_eq!(da.before, None);
+        let va = record(&mut a, &milan, da.seen_here, db.seen_here)
+            .await
+            .unwrap();
+        let vb = record(&mut b, &rome, db.seen_here, da.seen_here)
+            .await
+            .unwrap();
+        assert_eq!(vb, va.mirrored());
+        assert!(!va.remote_pods.overlaps(&pod), "{va:?}");
+        let held = Ipam::peer(&mut a, &milan).await.unwrap().unwrap();
+        assert_eq!(held.seen_there, Some(db.seen_here));
+        // Releasing is idempotent over the API, and a release is seen.
+        restore(&mut a, &milan, None).await.unwrap();
+        assert_eq!(Ipam::peer(&mut a, &milan).await.unwrap(), None);
+        Ipam::release(&mut a, &milan).await.unwrap();
+        // A refusal carries the service's message.
+        let e = Ipam::set_peer_view(&mut a, &milan, db.seen_here)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("liqo-ipam set-peer-view:") && e.contains("unknown peer milan"),
+            "{e}"
+        );
+    }
+}

@@ -307,6 +307,7 @@ pub fn render(r: &PathReport) -> String {
         "pod-to-pod, one TCP stream ({} s per test, median and range of {} repeats); RTT = ping\n\n",
         r.seconds, r.repeats
     );
+    // Writing into a String cannot fail.
     let _ = writeln!(
         out,
         "{:<18} {:<42} {:>22} {:>16}",

@@ -203,6 +203,7 @@ impl Clusters {
 impl Drop for Clusters {
     fn drop(&mut self) {
         if !self.detached {
+            // Drop cannot report; `down` runs the same teardown and reports.
             let _ = teardown(&self.prefix);
         }
     }

@@ -170,6 +170,7 @@ pub fn run(endpoints: Vec<Endpoint>, pairs: Vec<Pair>) -> Result<Matrix, LabErro
     let probes = started.map(|()| probe_all(&endpoints, pairs));
     stop.store(true, Ordering::Relaxed);
     for s in servers {
+        // A server thread that panicked shows as failed probes to its pod.
         let _ = s.join();
     }
     Ok(Matrix {
@@ -277,6 +278,7 @@ pub(crate) fn echo_server(
         while !stop.load(Ordering::Relaxed) {
             match listener.accept() {
                 Ok((mut conn, peer)) => {
+                    // A failed answer shows as a failed probe on the client's side.
                     let _ = conn.set_nonblocking(false);
                     let _ = conn.write_all(peer.ip().to_string().as_bytes());
                 }
@@ -314,6 +316,7 @@ impl Matrix {
                 a.iter().map(Ipv4Addr::to_string).collect()
             };
             let name = format!("{}/{}", e.cluster, e.pod);
+            // Writing into a String cannot fail.
             let _ = writeln!(
                 out,
                 "  [{:>2}] {name:<width$}  own {:<15} {}",

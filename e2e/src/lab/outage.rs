@@ -47,6 +47,7 @@ impl Prober {
             Ok(ns) => ns,
             Err(e) => {
                 stop.store(true, Ordering::Relaxed);
+                // The namespace error is what matters here.
                 let _ = server.join();
                 return Err(e.into());
             }
@@ -97,6 +98,7 @@ impl Prober {
             what: "the outage prober".into(),
             source: "its thread panicked".into(),
         })?;
+        // A panicked echo server shows as unanswered probes, already counted.
         let _ = server.join();
         out
     }
@@ -105,6 +107,7 @@ impl Prober {
 impl Drop for Prober {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        // Dropped without `finish`: nobody wants the result any more.
         if let Some(c) = self.client.take() {
             let _ = c.join();
         }

@@ -35,6 +35,7 @@ pub fn rows(lab: &Lab) -> Result<Vec<Row>, LabError> {
             let mut addresses = format!("lan {} pods {}", n.lan_addr, n.pod_slice);
             let on_gateway = n.name.as_str() == gateway;
             if on_gateway {
+                // Writing into a String cannot fail.
                 let _ = write!(addresses, " wan {}", c.wan_addr);
             }
             rows.push(Row {
@@ -69,6 +70,7 @@ pub fn render(lab: &Lab, rows: &[Row]) -> String {
         lab.topology.clusters.len()
     );
     for c in &lab.topology.clusters {
+        // Writing into a String cannot fail.
         let _ = writeln!(
             out,
             "  cluster {:<8} pod CIDR {:<16} service CIDR {:<16} WAN {}",
@@ -117,6 +119,7 @@ pub fn render_peerings(p: &[(String, String, liqo_types::PeerView)]) -> String {
         "CLUSTER", "PEER", "PEER PODS (HERE)", "PEER EXT (HERE)", "OUR PODS (THERE)"
     );
     for (c, peer, v) in p {
+        // Writing into a String cannot fail.
         let _ = writeln!(
             out,
             "{c:<10} {peer:<10} {:<18} {:<18} {}",
