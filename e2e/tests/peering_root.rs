@@ -247,3 +247,64 @@ async fn a_cluster_behind_nat_peers_with_a_public_one() {
     );
     assert!(e.contains("cannot peer with itself"), "{e}");
 }
+
+#[tokio::test]
+async fn a_failed_peering_puts_both_clusters_back() {
+    let g = LabGuard::new('p');
+    let lab = lab::up(g.0.clone(), Topology::preset("two-clusters").unwrap())
+        .await
+        .unwrap();
+    let in_node = |cluster: &str, program: &str, args: &[&str]| -> String {
+        let ns = lab
+            .netns(&format!("{cluster}/n0").parse().unwrap())
+            .unwrap();
+        stdout_of(ns.command(lab::bin(program).unwrap()).args(args)).unwrap()
+    };
+    let gateway_peers = |cluster: &str| -> usize {
+        let out = in_node(cluster, "liqo-gateway", &["status", "-o", "json"]);
+        serde_json::from_str::<gateway::status::Status>(&out)
+            .unwrap()
+            .peers
+            .len()
+    };
+    // milan's IPAM already holds "rome" with other CIDRs: milan's half of the exchange fails
+    // after rome's half acquired ranges for milan.
+    in_node(
+        "milan",
+        "liqo-ipam",
+        &[
+            "remap",
+            "--peer",
+            "rome",
+            "--pod-cidr",
+            "10.99.0.0/16",
+            "--external-cidr",
+            "10.98.0.0/16",
+        ],
+    );
+    let rome_before = in_node("rome", "liqo-ipam", &["list", "-o", "json"]);
+    let e = format!(
+        "{:#}",
+        anyhow::Error::from(lab::peer(&lab, "rome", "milan").unwrap_err())
+    );
+    assert!(
+        e.contains("remapping rome's CIDRs in the IPAM on milan")
+            && e.contains("everything was put back")
+            && e.contains("already announced"),
+        "{e}"
+    );
+    assert_eq!(
+        in_node("rome", "liqo-ipam", &["list", "-o", "json"]),
+        rome_before,
+        "rome's ranges for milan were released"
+    );
+    assert!(lab::peerings(&lab).unwrap().is_empty());
+    assert_eq!((gateway_peers("rome"), gateway_peers("milan")), (0, 0));
+
+    // Without the stale entry the same peering works.
+    in_node("milan", "liqo-ipam", &["release", "--peer", "rome"]);
+    lab::peer(&lab, "rome", "milan").unwrap();
+    assert_eq!((gateway_peers("rome"), gateway_peers("milan")), (1, 1));
+    let m = check::with_peerings(&lab).unwrap();
+    assert!(m.failures().is_empty(), "{}", m.render());
+}
