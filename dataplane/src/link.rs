@@ -211,8 +211,21 @@ pub struct LinkInfo {
     pub controller: Option<u32>,
     /// Hardware address.
     pub mac: Vec<u8>,
-    /// VXLAN network identifier and UDP port, for a VXLAN device.
-    pub vxlan: Option<(u32, u16)>,
+    /// What identifies a VXLAN device (the kernel cannot change it in place).
+    pub vxlan: Option<VxlanIdentity>,
+}
+
+/// The settings of a VXLAN device that only its recreation changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct VxlanIdentity {
+    /// Network identifier.
+    pub vni: u32,
+    /// UDP port.
+    pub port: u16,
+    /// Source address, if set.
+    pub local: Option<Ipv4Addr>,
+    /// Index of the underlay device, if set.
+    pub link: Option<u32>,
 }
 
 /// Reads a [`LinkInfo`] out of a kernel message.
@@ -238,15 +251,19 @@ pub fn parse(msg: &LinkMessage) -> LinkInfo {
                     match i {
                         NlInfo::Kind(k) => info.kind = kind_name(k),
                         NlInfo::Data(InfoData::Vxlan(attrs)) => {
-                            let (mut vni, mut port) = (0, 0);
+                            let mut id = VxlanIdentity::default();
                             for a in attrs {
                                 match a {
-                                    InfoVxlan::Id(v) => vni = *v,
-                                    InfoVxlan::Port(p) => port = *p,
+                                    InfoVxlan::Id(v) => id.vni = *v,
+                                    InfoVxlan::Port(p) => id.port = *p,
+                                    InfoVxlan::Local(a) if !a.is_unspecified() => {
+                                        id.local = Some(*a);
+                                    }
+                                    InfoVxlan::Link(i) if *i != 0 => id.link = Some(*i),
                                     _ => {}
                                 }
                             }
-                            info.vxlan = Some((vni, port));
+                            info.vxlan = Some(id);
                         }
                         _ => {}
                     }

@@ -191,8 +191,11 @@ impl Netlink {
             .map(drop)
     }
 
-    /// VNI and UDP port of the VXLAN device `name`, if it is one.
-    pub async fn vxlan_identity(&self, name: &IfName) -> Result<Option<(u32, u16)>, Error> {
+    /// What identifies the VXLAN device `name` (VNI, port, source, underlay), if it is one.
+    pub async fn vxlan_identity(
+        &self,
+        name: &IfName,
+    ) -> Result<Option<crate::link::VxlanIdentity>, Error> {
         Ok(self.link(name).await?.and_then(|l| l.vxlan))
     }
 

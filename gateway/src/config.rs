@@ -151,10 +151,9 @@ fn overlaps(a: &Ipv4Net, b: &Ipv4Net) -> bool {
 /// A pod or external range: `/1` to `/30` (a `/0` would take every destination, and the IPAM
 /// never hands out ranges longer than `/30`).
 fn range(field: &str, c: Cidr) -> Result<Ipv4Net, ConfigError> {
-    if !(1..=30).contains(&c.prefix_len()) {
-        return Err(bad(field, format!("{c}: a range must be /1 to /30 long")));
-    }
-    Ok(c.net())
+    c.range()
+        .map(|c| c.net())
+        .map_err(|e| bad(field, e.to_string()))
 }
 
 /// Whether a peer can be reached at `a` (not unspecified, broadcast, multicast or loopback).

@@ -15,12 +15,6 @@ pub enum Error {
     /// Not an IPv4 address.
     #[error("{0:?} is not an IPv4 address")]
     NotAnIp(String),
-    /// A /0: every address.
-    #[error("{0} covers every address (a range must be /1 to /30)")]
-    WholeSpace(Ipv4Net),
-    /// Longer than /30.
-    #[error("{0} is longer than /30")]
-    PrefixTooLong(Ipv4Net),
     /// Not a valid cluster ID.
     #[error("invalid cluster ID {id:?}: {source}")]
     BadClusterId {

@@ -105,7 +105,7 @@ fn bad_input_names_the_value_and_changes_nothing() {
         (
             ipam.acquire(&id("a"), n("10.5.0.0/31"), n("10.6.0.0/16"))
                 .map(drop),
-            "10.5.0.0/31 is longer than /30",
+            "10.5.0.0/31: a range must be /1 to /30 long",
         ),
         (ipam.release(&id("nobody")).map(drop), "unknown peer nobody"),
         (

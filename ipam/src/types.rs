@@ -15,23 +15,16 @@ pub fn cluster_id(s: &str) -> Result<ClusterId, Error> {
 }
 
 /// Longest prefix accepted for a range (a /30 still has two usable addresses).
-pub const MAX_PREFIX_LEN: u8 = 30;
+pub const MAX_PREFIX_LEN: u8 = liqo_types::cidr::MAX_RANGE_LEN;
 
 /// Parses an IPv4 network written without host bits (`10.200.0.0/16`), at most /30 long.
 pub fn parse_cidr(s: &str) -> Result<Ipv4Net, Error> {
     check_cidr(s.parse::<liqo_types::Cidr>()?.net())
 }
 
-/// Checks a network: no host bits, /1 to /30.
+/// Checks a network: no host bits, /1 to /30 ([`liqo_types::Cidr::range`]).
 pub fn check_cidr(n: Ipv4Net) -> Result<Ipv4Net, Error> {
-    liqo_types::Cidr::new(n)?;
-    if n.prefix_len() == 0 {
-        return Err(Error::WholeSpace(n));
-    }
-    if n.prefix_len() > MAX_PREFIX_LEN {
-        return Err(Error::PrefixTooLong(n));
-    }
-    Ok(n)
+    Ok(liqo_types::Cidr::new(n)?.range()?.net())
 }
 
 /// `ip` moved from `from` into `to` (same prefix length), keeping its host bits.
@@ -64,7 +57,7 @@ mod tests {
         );
         assert_eq!(
             parse_cidr("10.0.0.0/31").unwrap_err().to_string(),
-            "10.0.0.0/31 is longer than /30"
+            "10.0.0.0/31: a range must be /1 to /30 long"
         );
     }
 

@@ -24,21 +24,45 @@ pub enum AgentError {
     /// A kernel request failed.
     #[error(transparent)]
     Netlink(#[from] netlink::Error),
+    /// A link that is not a VXLAN device has the device's name: it is someone else's.
+    #[error("a {kind} link is named {device}: not replacing a link the overlay does not own")]
+    NotOurs {
+        /// The device name.
+        device: IfName,
+        /// The other link's kind.
+        kind: String,
+    },
 }
 
 /// Converges this node to `cfg`: the VXLAN device (recreated only if its identity changed),
 /// address, forwarding entries and neighbours, the overlay table and its rules.
 pub async fn apply(nl: &Netlink, cfg: &Config) -> Result<(), AgentError> {
     let want = plan::device(cfg);
-    let recreate = match nl.link(&cfg.device).await? {
+    let existing = nl.link(&cfg.device).await?;
+    if let Some(l) = existing.as_ref().filter(|l| l.kind != "vxlan") {
+        return Err(AgentError::NotOurs {
+            device: cfg.device.clone(),
+            kind: if l.kind.is_empty() {
+                "plain".into()
+            } else {
+                l.kind.clone()
+            },
+        });
+    }
+    let recreate = match &existing {
         None => true,
-        Some(l) => l.kind != "vxlan" || !same_identity(nl, cfg, &want).await?,
+        Some(_) => !same_identity(nl, &want).await?,
     };
     if recreate {
         nl.delete_link(&cfg.device).await?;
         nl.add_link(&want).await?;
     }
-    nl.set_mac(&cfg.device, cfg.me().mac()).await?;
+    // Setting even the same address makes the kernel flush the device's neighbours (ours are
+    // permanent, and would be missing until re-added below): only when it differs.
+    let mac = cfg.me().mac();
+    if recreate || existing.is_none_or(|l| l.mac != mac) {
+        nl.set_mac(&cfg.device, mac).await?;
+    }
     nl.set_mtu(&cfg.device, cfg.mtu).await?;
     nl.set_up(&cfg.device, true).await?;
     let addr = AddressSpec {
@@ -85,12 +109,27 @@ pub async fn apply(nl: &Netlink, cfg: &Config) -> Result<(), AgentError> {
     Ok(())
 }
 
-/// Whether the existing device has the VNI and port wanted (the kernel cannot change them).
-async fn same_identity(nl: &Netlink, cfg: &Config, want: &LinkSpec) -> Result<bool, AgentError> {
+/// Whether the existing device has the VNI, port, source address and underlay wanted (the
+/// kernel cannot change them in place).
+async fn same_identity(nl: &Netlink, want: &LinkSpec) -> Result<bool, AgentError> {
     let LinkKind::Vxlan(v) = &want.kind else {
         return Ok(false);
     };
-    Ok(nl.vxlan_identity(&cfg.device).await? == Some((v.vni, v.port)))
+    let link = match &v.dev {
+        Some(d) => match nl.link(d).await? {
+            Some(l) => Some(l.index),
+            // The underlay is gone: recreating reports it.
+            None => return Ok(false),
+        },
+        None => None,
+    };
+    let identity = dataplane::link::VxlanIdentity {
+        vni: v.vni,
+        port: v.port,
+        local: v.local,
+        link,
+    };
+    Ok(nl.vxlan_identity(&want.name).await? == Some(identity))
 }
 
 /// Removes the rules, the table and the device (its address, forwarding entries and neighbours
@@ -98,7 +137,15 @@ async fn same_identity(nl: &Netlink, cfg: &Config, want: &LinkSpec) -> Result<bo
 pub async fn teardown(nl: &Netlink, cfg: &Config) -> Result<(), AgentError> {
     nl.reconcile_rules(defaults::TABLE, &[]).await?;
     nl.reconcile_table(defaults::TABLE, &[]).await?;
-    nl.delete_link(&cfg.device).await?;
+    delete_device(nl, &cfg.device).await?;
+    Ok(())
+}
+
+/// Deletes the VXLAN device `name`; a link of another kind with that name is not ours and stays.
+pub async fn delete_device(nl: &Netlink, name: &IfName) -> Result<(), AgentError> {
+    if nl.link(name).await?.is_some_and(|l| l.kind == "vxlan") {
+        nl.delete_link(name).await?;
+    }
     Ok(())
 }
 
@@ -149,7 +196,7 @@ impl Agent {
     /// next apply (every apply converges from any state).
     async fn roll_back(&mut self, cfg: &Config, next: &Config) {
         if next.device != cfg.device
-            && let Err(e) = self.nl.delete_link(&next.device).await
+            && let Err(e) = delete_device(&self.nl, &next.device).await
         {
             tracing::error!(device = %next.device, error = %e, "removing the device of a failed change");
             self.leftovers.insert(next.device.clone());
@@ -163,7 +210,7 @@ impl Agent {
     pub async fn shutdown(self) -> Result<(), AgentError> {
         let cfg = self.config();
         for d in self.leftovers.iter().filter(|d| **d != cfg.device) {
-            self.nl.delete_link(d).await?;
+            delete_device(&self.nl, d).await?;
         }
         teardown(&self.nl, &cfg).await?;
         tracing::info!("overlay removed");

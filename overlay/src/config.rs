@@ -197,7 +197,11 @@ impl File {
             let node = Node {
                 name: n.name.clone(),
                 address,
-                pod_cidr: n.pod_cidr.net(),
+                pod_cidr: n
+                    .pod_cidr
+                    .range()
+                    .map_err(|e| bad(f("podCIDR"), e.to_string()))?
+                    .net(),
             };
             if node.pod_cidr.contains(&OVERLAY_RANGE) || OVERLAY_RANGE.contains(&node.pod_cidr) {
                 return Err(bad(
@@ -238,8 +242,11 @@ impl File {
         }
         let mut remote_cidrs: Vec<Ipv4Net> = Vec::new();
         for (i, r) in self.remote_cidrs.iter().enumerate() {
-            let n = r.net();
-            if n.prefix_len() == 0 || n.contains(&OVERLAY_RANGE) || OVERLAY_RANGE.contains(&n) {
+            let n = r
+                .range()
+                .map_err(|e| bad(format!("remoteCIDRs[{i}]"), e.to_string()))?
+                .net();
+            if n.contains(&OVERLAY_RANGE) || OVERLAY_RANGE.contains(&n) {
                 return Err(bad(
                     format!("remoteCIDRs[{i}]"),
                     format!("{n} overlaps the overlay range {OVERLAY_RANGE}"),

@@ -715,7 +715,6 @@ async fn after_any_valid_file_the_good_one_applies_again() {
 /// the good file cannot bring back). The fix belongs in `overlay::agent::apply` and the VXLAN
 /// identity that `dataplane` reads back; see issue 11, defect 1.
 #[tokio::test]
-#[ignore = "fails until the agent converges the VXLAN source and underlay and never replaces a link that is not its VXLAN device (issue 11, defect 1)"]
 async fn valid_files_converge_and_never_take_over_another_link() {
     require_root();
     let (lab, mut agent) = started().await;
@@ -741,7 +740,6 @@ async fn valid_files_converge_and_never_take_over_another_link() {
 /// the same value, so an agent that sets it on every apply drops traffic to the overlay until
 /// it re-adds them, on every reload.
 #[tokio::test]
-#[ignore = "fails until the agent sets the VXLAN device's MAC only when it differs (issue 11, defect 1)"]
 async fn a_reload_keeps_the_neighbours_in_place() {
     require_root();
     let (lab, agent) = started().await;

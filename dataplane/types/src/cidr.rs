@@ -23,7 +23,14 @@ pub enum InvalidCidr {
         /// The network it probably means.
         network: Ipv4Net,
     },
+    /// Not usable as a range of pods, services, nodes or external addresses.
+    #[error("{0}: a range must be /1 to /{MAX_RANGE_LEN} long")]
+    RangeLength(Ipv4Net),
 }
+
+/// The longest range handed out or accepted for pods, services, nodes and external addresses
+/// (a /30 still has two usable addresses).
+pub const MAX_RANGE_LEN: u8 = 30;
 
 /// An IPv4 network without host bits. It derefs to [`Ipv4Net`] and (de)serialises as its text.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -45,6 +52,16 @@ impl Cidr {
     /// The network.
     pub fn net(&self) -> Ipv4Net {
         self.0
+    }
+
+    /// This network as a range of pods, services, nodes or external addresses: `/1` to
+    /// [`MAX_RANGE_LEN`] (a `/0` would take every destination).
+    pub fn range(self) -> Result<Cidr, InvalidCidr> {
+        if (1..=MAX_RANGE_LEN).contains(&self.0.prefix_len()) {
+            Ok(self)
+        } else {
+            Err(InvalidCidr::RangeLength(self.0))
+        }
     }
 
     /// Whether the two networks share an address.
@@ -155,6 +172,11 @@ mod tests {
         ));
         assert!("10.0.0.0/33".parse::<Cidr>().is_err());
         assert!("0.0.0.0/0".parse::<Cidr>().is_ok());
+        for bad in ["0.0.0.0/0", "10.0.0.0/31", "10.0.0.1/32"] {
+            let e = bad.parse::<Cidr>().unwrap().range().unwrap_err();
+            assert!(e.to_string().contains("/1 to /30"), "{e}");
+        }
+        assert!("10.0.0.0/30".parse::<Cidr>().unwrap().range().is_ok());
     }
 
     #[test]

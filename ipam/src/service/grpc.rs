@@ -21,8 +21,6 @@ fn field_of(e: &Error) -> Option<&'static str> {
         Error::InUse { .. }
         | Error::PoolOverlap(..)
         | Error::NotConfigured { .. }
-        | Error::PrefixTooLong(_)
-        | Error::WholeSpace(_)
         | Error::Cidr(_) => Some("cidr"),
         _ => None,
     }

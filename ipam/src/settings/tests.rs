@@ -176,7 +176,7 @@ fn list_elements_are_named_when_repeated_overlapping_or_whole() {
     assert_eq!(e.field, "pools[1]", "{e}");
     let e = err("pools: [0.0.0.0/0]");
     assert_eq!(e.field, "pools[0]", "{e}");
-    assert!(e.problem.contains("every address"), "{e}");
+    assert!(e.problem.contains("/1 to /30"), "{e}");
     let e = err("additionalPools: [10.64.0.0/10]");
     assert_eq!(e.field, "additionalPools[0]", "{e}");
 }
