@@ -200,6 +200,14 @@ mod service_tests {
         IpamClient::new(IpamServer::new(s))
     }
 
+    #[test]
+    fn the_secured_client_is_an_ipam_too() {
+        fn is_ipam<T: Ipam>() {}
+        // `liqo-ipam`'s own client (TLS, bearer token) drives the exchange as it is.
+        is_ipam::<::ipam::service::client::Client>();
+        is_ipam::<IpamClient<tonic::transport::Channel>>();
+    }
+
     #[tokio::test]
     async fn the_exchange_runs_over_the_service_api() {
         let (mut a, mut b) = (client(), client());
