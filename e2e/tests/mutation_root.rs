@@ -68,7 +68,7 @@ fn run_mutations(
     state: &dyn Fn() -> String,
 ) -> Tally {
     let good_text = text(good);
-    let baseline = state();
+    let baseline = settled(state);
     let mut tally = Tally::default();
     for m in all {
         let t = text(&m.doc);
@@ -76,7 +76,7 @@ fn run_mutations(
         let outcome = settle(&m.label, &t, &mut *reload);
         proc.assert_alive();
         let now = state();
-        tally.record(&m.label, &m.field, &outcome, now == baseline);
+        tally.record(&m.label, &m.field, &outcome, &baseline, &now);
         if !matches!(outcome, Outcome::Refused(..)) {
             // Applied or failed: back to the good text before the next mutation.
             write(path, &good_text);
@@ -114,6 +114,20 @@ fn run_mutations(
     );
     proc.assert_alive();
     tally
+}
+
+/// The state once two reads 300 ms apart agree (links come up, carriers appear).
+fn settled(state: &dyn Fn() -> String) -> String {
+    let mut last = state();
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let now = state();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("the kernel state did not settle within 6 s:\n{last}");
 }
 
 fn assert_clean(what: &str, tally: &Tally, at_least: usize) {
@@ -474,7 +488,7 @@ async fn ipam_refuses_every_mutated_config_and_request_and_keeps_its_state() {
             let f = msg.split(':').next().unwrap_or_default().trim().to_owned();
             Outcome::Refused(f, msg)
         };
-        requests.record(&label, field, &outcome, ipam_list(&ns) == baseline);
+        requests.record(&label, field, &outcome, &baseline, &ipam_list(&ns));
     }
     println!(
         "ipam requests: {} mutations, {} refused naming the field with the state unchanged, {} failures",

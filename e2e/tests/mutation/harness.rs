@@ -209,21 +209,42 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Records one mutation's result.
-    pub fn record(&mut self, label: &str, expect: &str, outcome: &Outcome, state_same: bool) {
+    /// Records one mutation's result: `before` and `after` are the states around it.
+    pub fn record(
+        &mut self,
+        label: &str,
+        expect: &str,
+        outcome: &Outcome,
+        before: &str,
+        after: &str,
+    ) {
         self.tried += 1;
         match outcome {
-            Outcome::Refused(field, _) if field.starts_with(expect) && state_same => {
+            Outcome::Refused(field, _) if field.starts_with(expect) && before == after => {
                 self.refused += 1;
             }
             o => self.failures.push(format!(
                 "{label}: expected a refusal naming {expect}, got {o:?}{}",
-                if state_same {
-                    ""
+                if before == after {
+                    String::new()
                 } else {
-                    " and the kernel state CHANGED"
+                    format!(" and the state CHANGED:\n{}", diff(before, after))
                 }
             )),
         }
     }
+}
+
+/// The lines only in `a` (`-`) and only in `b` (`+`).
+pub fn diff(a: &str, b: &str) -> String {
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    let gone = la
+        .iter()
+        .filter(|l| !lb.contains(l))
+        .map(|l| format!("    - {l}"));
+    let new = lb
+        .iter()
+        .filter(|l| !la.contains(l))
+        .map(|l| format!("    + {l}"));
+    gone.chain(new).collect::<Vec<_>>().join("\n")
 }
