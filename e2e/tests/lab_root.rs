@@ -272,11 +272,12 @@ fn the_readme_commands_need_no_sudo_as_root_and_the_build_shows_progress() {
 }
 
 /// A directory with `id`, `readlink`, `dirname`, `env` and `bash` (and `sudo` if given), the
-/// only programs the quickstart's root check may find; removed on drop.
+/// only programs a script's root check may find, and a copy of the script (`scripts/quickstart.sh`
+/// or `.ci/run`) as `script.sh`; removed on drop.
 struct FakePath(std::path::PathBuf);
 
 impl FakePath {
-    fn new(tag: &str, sudo: Option<&str>) -> FakePath {
+    fn new(tag: &str, sudo: Option<&str>, script: &str) -> FakePath {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("liqo-qs-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -294,17 +295,19 @@ impl FakePath {
             std::fs::write(&p, body).unwrap();
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         }
-        let script = dir.join("quickstart.sh");
+        let copy = dir.join("script.sh");
         std::fs::copy(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/quickstart.sh"),
-            &script,
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(script),
+            &copy,
         )
         .unwrap();
-        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).unwrap();
         FakePath(dir)
     }
 
-    /// Runs the quickstart as `nobody` with only this directory on PATH.
+    /// Runs the script as `nobody` with only this directory on PATH.
     fn run_as_nobody(&self) -> std::process::Output {
         // The child's PATH holds only the fake directory: name setpriv by its path.
         let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
@@ -314,7 +317,7 @@ impl FakePath {
         Command::new(setpriv)
             .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
             .arg(self.0.join("bash"))
-            .arg(self.0.join("quickstart.sh"))
+            .arg(self.0.join("script.sh"))
             .args(["--prefix", "qsx"])
             .env_clear()
             .env("PATH", &self.0)
@@ -326,20 +329,37 @@ impl FakePath {
 
 impl Drop for FakePath {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            eprintln!("removing {}: {e}", self.0.display());
+        }
     }
 }
 
 #[test]
 fn the_quickstart_asks_sudo_for_root_or_says_to_run_as_root() {
+    asks_sudo_or_says_root("quickstart", "scripts/quickstart.sh");
+}
+
+#[test]
+fn the_test_command_asks_sudo_for_root_or_says_to_run_as_root() {
+    asks_sudo_or_says_root("ci", ".ci/run");
+}
+
+/// Run as `nobody`, `script` exits 1 saying to run it as root where there is no sudo, and
+/// re-runs itself through sudo (keeping PATH) where there is.
+fn asks_sudo_or_says_root(tag: &str, script: &str) {
     dataplane::netns::require_root();
-    let no_sudo = FakePath::new("nosudo", None);
+    let no_sudo = FakePath::new(&format!("{tag}-nosudo"), None, script);
     let out = no_sudo.run_as_nobody();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("run it as root"), "{err}");
 
-    let with_sudo = FakePath::new("sudo", Some("#!/bin/sh\necho \"SUDO $*\"\n"));
+    let with_sudo = FakePath::new(
+        &format!("{tag}-sudo"),
+        Some("#!/bin/sh\necho \"SUDO $*\"\n"),
+        script,
+    );
     let out = with_sudo.run_as_nobody();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -355,7 +375,7 @@ fn the_quickstart_asks_sudo_for_root_or_says_to_run_as_root() {
         line.starts_with("SUDO env PATH=")
             && line.ends_with(&format!(
                 "bash {} --prefix qsx",
-                with_sudo.0.join("quickstart.sh").display()
+                with_sudo.0.join("script.sh").display()
             )),
         "{line}"
     );
