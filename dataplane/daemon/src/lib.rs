@@ -13,7 +13,9 @@
 //! - the status and metrics server ([`server::StatusServer`], GET only) and the supervision of
 //!   background tasks such as that server or a gRPC server ([`tasks::Tasks`]): a task that stops
 //!   stops the daemon with its error;
-//! - logging setup ([`logging::init`]) and the shutdown signals ([`signal::shutdown`]).
+//! - logging setup ([`logging::init`]) and the shutdown signals ([`signal::shutdown`]);
+//! - how the process ends ([`exit::block_on`]: runtime, exit code, the error printed once;
+//!   [`exit::conclude`]: a failed run and a failed teardown both reported).
 //!
 //! It never touches the kernel and never knows a daemon's config format: parsing, validation and
 //! applying belong to the daemon.
@@ -25,6 +27,7 @@
 
 pub mod core;
 pub mod driver;
+pub mod exit;
 pub mod logging;
 pub mod server;
 pub mod signal;

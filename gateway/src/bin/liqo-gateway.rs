@@ -15,7 +15,7 @@ use gateway::{
     keys::PrivateKey,
     status,
 };
-use liqo_daemon::{Reload, server::StatusServer, source::ConfigFile, tasks::Tasks};
+use liqo_daemon::{Reload, exit::Threads, server::StatusServer, source::ConfigFile, tasks::Tasks};
 
 /// Userspace-WireGuard gateway between peered clusters.
 #[derive(Parser)]
@@ -104,18 +104,7 @@ async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
     );
     let outcome = reload.run(&mut gw, source, tasks, stop).await;
     let removed = gw.shutdown().await.context("removing the gateway");
-    match outcome {
-        Ok(signal) => {
-            tracing::info!(%signal, "stopped");
-            removed
-        }
-        Err(e) => {
-            if let Err(r) = removed {
-                tracing::error!(error = %format!("{r:#}"), "after the failure below");
-            }
-            Err(e.into())
-        }
-    }
+    liqo_daemon::exit::conclude(outcome, removed)
 }
 
 async fn cli(cli: Cli) -> Result<()> {
@@ -172,19 +161,6 @@ async fn cli(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    liqo_daemon::logging::init();
     let args = Cli::parse();
-    let result = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")
-        .and_then(|rt| rt.block_on(cli(args)));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    liqo_daemon::exit::block_on(Threads::Two, cli(args))
 }

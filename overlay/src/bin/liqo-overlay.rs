@@ -9,7 +9,7 @@ use std::{
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use dataplane::Netlink;
-use liqo_daemon::{Reload, server::StatusServer, source::ConfigFile, tasks::Tasks};
+use liqo_daemon::{Reload, exit::Threads, server::StatusServer, source::ConfigFile, tasks::Tasks};
 use overlay::{
     agent::Agent,
     config::{Config, File},
@@ -91,18 +91,7 @@ async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
     tracing::info!(status = %addr, "serving /status and /metrics");
     let outcome = reload.run(&mut agent, source, tasks, stop).await;
     let removed = agent.shutdown().await.context("removing the overlay");
-    match outcome {
-        Ok(signal) => {
-            tracing::info!(%signal, "stopped");
-            removed
-        }
-        Err(e) => {
-            if let Err(r) = removed {
-                tracing::error!(error = %format!("{r:#}"), "after the failure below");
-            }
-            Err(e.into())
-        }
-    }
+    liqo_daemon::exit::conclude(outcome, removed)
 }
 
 async fn cli(cli: Cli) -> Result<()> {
@@ -142,18 +131,6 @@ async fn cli(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    liqo_daemon::logging::init();
     let args = Cli::parse();
-    let result = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the tokio runtime")
-        .and_then(|rt| rt.block_on(cli(args)));
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
+    liqo_daemon::exit::block_on(Threads::One, cli(args))
 }

@@ -11,6 +11,7 @@ use ipam::service::{
     client::{self, ClientOptions},
     proto,
 };
+use liqo_daemon::exit::Threads;
 use output::{list_json, list_table, out, peer_line};
 
 /// Address management for peered clusters: remapping of overlapping CIDRs and IP translation.
@@ -260,21 +261,14 @@ async fn run(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    liqo_daemon::logging::init();
     let cli = Cli::parse();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    match rt.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            match e.downcast_ref::<tonic::Status>() {
-                Some(s) => eprintln!("error: {} ({:?})", s.message(), s.code()),
-                None => eprintln!("error: {e:#}"),
-            }
-            ExitCode::FAILURE
-        }
-    }
+    liqo_daemon::exit::block_on(Threads::Two, async {
+        // A refused call reads as the service's message and its code.
+        run(cli)
+            .await
+            .map_err(|e| match e.downcast::<tonic::Status>() {
+                Ok(s) => anyhow::anyhow!("{} ({:?})", s.message(), s.code()),
+                Err(e) => e,
+            })
+    })
 }
