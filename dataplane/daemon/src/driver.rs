@@ -2,7 +2,7 @@
 //! signal, asks the [`Core`] what to do, calls the [`Daemon`], and publishes the
 //! [`ReloadStatus`]. All decisions are the core's.
 
-use std::{error::Error as StdError, future::Future};
+use std::future::Future;
 
 use liqo_types::field::FieldError;
 use tokio::sync::watch;
@@ -150,18 +150,4 @@ impl Reload {
     }
 }
 
-/// `e` and its causes, joined by `: `.
-pub fn chain(e: &(dyn StdError + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let next = s.to_string();
-        // Some errors repeat their source in their message; don't say it twice.
-        if !out.ends_with(&next) {
-            out.push_str(": ");
-            out.push_str(&next);
-        }
-        cur = s.source();
-    }
-    out
-}
+pub use liqo_types::chain;

@@ -8,12 +8,14 @@
 //! - [`PublicKey`]: a WireGuard public key ([`key`]);
 //! - [`FieldError`]: a refused value named by its field path, and YAML/JSON decoding that names
 //!   the field of every error ([`field`]);
+//! - [`chain()`]: an error and its causes on one line;
 //! - [`GatewayPeer`] and [`OverlayNode`]: the entries the control plane (or the lab) writes into
 //!   the gateway's and the overlay agents' configurations ([`wire`]).
 //!
 //! This crate does no I/O and holds no policy: it only parses, validates and prints values.
 //! With the `schemars` feature the identifiers and CIDRs carry JSON schemas for the CRDs.
 
+pub mod chain;
 pub mod cidr;
 pub mod field;
 pub mod id;
@@ -21,6 +23,7 @@ pub mod key;
 pub mod view;
 pub mod wire;
 
+pub use chain::chain;
 pub use cidr::{Cidr, InvalidCidr};
 pub use field::FieldError;
 pub use id::{ClusterId, ClusterName, InvalidId};
