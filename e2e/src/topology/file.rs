@@ -113,7 +113,7 @@ pub(super) fn parse(text: &str) -> Result<TopologyFile, TopologyError> {
     serde_saphyr::from_str(text).map_err(|err| {
         let message = err.without_snippet().to_string();
         let message = message.strip_prefix("error: ").unwrap_or(&message);
-        TopologyError::new("<file>", message.trim())
+        liqo_types::field::bad("<file>", message.trim())
     })
 }
 

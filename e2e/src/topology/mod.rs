@@ -35,27 +35,11 @@ pub const MAX_NODES_PER_CLUSTER: usize = 64;
 /// Largest number of pods the whole topology may declare (each pod is a namespace on this host).
 pub const MAX_TOTAL_PODS: usize = 512;
 
-/// A topology that cannot be parsed or violates a rule.
+/// A topology that cannot be parsed or violates a rule: the shared field-path error.
 ///
 /// `field` is the path of the offending field in the file format (`clusters[1].nodes[0].podSlice`,
-/// `wan.cidr`); YAML syntax and shape errors use `<file>`, an unknown preset uses `preset`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem}")]
-pub struct TopologyError {
-    /// Path of the offending field, e.g. `clusters[0].podCIDR`.
-    pub field: String,
-    /// What is wrong with it, in words.
-    pub problem: String,
-}
-
-impl TopologyError {
-    fn new(field: impl Into<String>, problem: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            problem: problem.into(),
-        }
-    }
-}
+/// `wan.cidr`); YAML syntax errors use `<file>`, an unknown preset uses `preset`.
+pub type TopologyError = liqo_types::FieldError;
 
 impl Topology {
     /// Parses and validates a topology file.
@@ -67,7 +51,7 @@ impl Topology {
     pub fn preset(name: &str) -> Result<Topology, TopologyError> {
         match presets::yaml(name) {
             Some(text) => Self::from_yaml(text),
-            None => Err(TopologyError::new(
+            None => Err(liqo_types::field::bad(
                 "preset",
                 format!(
                     "unknown preset {name:?} (known presets: {})",

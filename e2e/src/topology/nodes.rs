@@ -34,7 +34,7 @@ pub(super) fn resolve_nodes(
     let specs = node_specs(path, file, pod_cidr)?;
     let room = host_room(node_cidr);
     if specs.len() as u64 > room {
-        return Err(TopologyError::new(
+        return Err(liqo_types::field::bad(
             format!("{path}.nodeCIDR"),
             format!(
                 "{node_cidr} has room for {room} node addresses, but {} nodes are declared",
@@ -48,7 +48,7 @@ pub(super) fn resolve_nodes(
     for (index, (spec, slice)) in specs.into_iter().zip(slices).enumerate() {
         let usable = size(slice).saturating_sub(3);
         if u64::from(spec.pods) > usable {
-            return Err(TopologyError::new(
+            return Err(liqo_types::field::bad(
                 spec.pods_field,
                 format!(
                     "{} pods do not fit in the pod slice {slice} of node {}: at most {usable} \
@@ -85,7 +85,7 @@ fn node_specs(
         NodesFile::List(list) => list.len() as i64,
     };
     if !(1..=MAX_NODES_PER_CLUSTER as i64).contains(&count) {
-        return Err(TopologyError::new(
+        return Err(liqo_types::field::bad(
             nodes_field,
             format!("{count} nodes declared, but a cluster needs 1 to {MAX_NODES_PER_CLUSTER}"),
         ));
@@ -119,13 +119,13 @@ fn node_specs(
             "nat" => Some("the NAT router"),
             _ => None,
         } {
-            return Err(TopologyError::new(
+            return Err(liqo_types::field::bad(
                 format!("{node_path}.name"),
                 format!("\"{name}\" is reserved for {why}"),
             ));
         }
         if specs.iter().any(|s| s.name == name) {
-            return Err(TopologyError::new(
+            return Err(liqo_types::field::bad(
                 format!("{node_path}.name"),
                 format!("duplicate node name \"{name}\""),
             ));
@@ -160,13 +160,13 @@ fn node_specs(
 fn explicit_slice(field: &str, text: &str, pod_cidr: Ipv4Net) -> Result<Ipv4Net, TopologyError> {
     let slice = parse_cidr(field, text)?;
     if !pod_cidr.contains(&slice) {
-        return Err(TopologyError::new(
+        return Err(liqo_types::field::bad(
             field,
             format!("{slice} is not inside podCIDR {pod_cidr}"),
         ));
     }
     if slice.prefix_len() > MAX_NODE_SLICE_PREFIX {
-        return Err(TopologyError::new(
+        return Err(liqo_types::field::bad(
             field,
             format!(
                 "{slice} is too small: a node slice is at most /{MAX_NODE_SLICE_PREFIX} \
@@ -212,7 +212,7 @@ fn pod_slices(
                 } else {
                     "default slice"
                 };
-                return Err(TopologyError::new(
+                return Err(liqo_types::field::bad(
                     format!("{}.podSlice", spec.path),
                     format!("{ours}{slice} overlaps nodes[{k}].{theirs} {earlier}"),
                 ));
@@ -228,14 +228,14 @@ fn slice_prefix(path: &str, given: Option<i64>, pod_cidr: Ipv4Net) -> Result<u8,
     let prefix = given.unwrap_or(DEFAULT_NODE_SLICE_PREFIX);
     let field = format!("{path}.nodeSlicePrefix");
     if prefix < i64::from(pod_cidr.prefix_len()) {
-        return Err(TopologyError::new(
+        return Err(liqo_types::field::bad(
             field,
             format!("/{prefix} is wider than podCIDR {pod_cidr}: a node slice must fit inside it"),
         ));
     }
     match u8::try_from(prefix) {
         Ok(prefix) if prefix <= MAX_NODE_SLICE_PREFIX => Ok(prefix),
-        _ => Err(TopologyError::new(
+        _ => Err(liqo_types::field::bad(
             field,
             format!(
                 "/{prefix} is too long: a node slice is at most /{MAX_NODE_SLICE_PREFIX} \
@@ -259,7 +259,7 @@ fn default_slice(
         .and_then(|mut subnets| subnets.nth(j));
     slice.ok_or_else(|| {
         let fit = 1u64 << (prefix - pod_cidr.prefix_len());
-        TopologyError::new(
+        liqo_types::field::bad(
             format!("{path}.nodes"),
             format!(
                 "podCIDR {pod_cidr} cut into /{prefix} slices fits only {fit} nodes, \
@@ -272,7 +272,7 @@ fn default_slice(
 /// Checks a pod count read from `field` (`podsPerNode` or a node's `pods`).
 fn pod_count(field: &str, pods: i64) -> Result<u32, TopologyError> {
     u32::try_from(pods).map_err(|_| {
-        TopologyError::new(
+        liqo_types::field::bad(
             field,
             format!("{pods} is not a pod count: it must be at least 0"),
         )

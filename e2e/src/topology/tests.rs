@@ -242,7 +242,7 @@ fn nodes_of_the_wrong_shape_are_rejected() {
 
 #[test]
 fn error_display_is_field_colon_problem() {
-    let err = TopologyError::new("clusters[0].podCIDR", "bad");
+    let err = liqo_types::field::bad("clusters[0].podCIDR", "bad");
     assert_eq!(err.to_string(), "clusters[0].podCIDR: bad");
 }
 

@@ -4,7 +4,7 @@
 //! Clusters may overlap each other (that is the product's point); within one cluster the pod,
 //! service and node CIDRs and the reserved subnets must be disjoint.
 
-use ipnet::{Ipv4Net, Ipv6Net};
+use ipnet::Ipv4Net;
 
 use super::file::{ClusterFile, TopologyFile};
 use super::nodes::resolve_nodes;
@@ -25,14 +25,14 @@ pub(super) fn resolve(file: TopologyFile) -> Result<Topology, TopologyError> {
             .unwrap_or(DEFAULT_WAN_CIDR),
     )?;
     if file.clusters.is_empty() {
-        return Err(TopologyError::new(
+        return Err(liqo_types::field::bad(
             "clusters",
             "at least one cluster is required",
         ));
     }
     let room = host_room(wan_cidr);
     if file.clusters.len() as u64 > room {
-        return Err(TopologyError::new(
+        return Err(liqo_types::field::bad(
             "wan.cidr",
             format!(
                 "{wan_cidr} has room for {room} gateway addresses, but {} clusters are declared",
@@ -46,13 +46,13 @@ pub(super) fn resolve(file: TopologyFile) -> Result<Topology, TopologyError> {
         let path = format!("clusters[{index}]");
         let name = parse_name(&format!("{path}.name"), &cluster.name)?;
         if name == "wan" {
-            return Err(TopologyError::new(
+            return Err(liqo_types::field::bad(
                 format!("{path}.name"),
                 "\"wan\" is reserved for the WAN segment",
             ));
         }
         if clusters.iter().any(|c| c.name == name) {
-            return Err(TopologyError::new(
+            return Err(liqo_types::field::bad(
                 format!("{path}.name"),
                 format!("duplicate cluster name \"{name}\""),
             ));
@@ -63,7 +63,7 @@ pub(super) fn resolve(file: TopologyFile) -> Result<Topology, TopologyError> {
 
     let total: usize = clusters.iter().map(|c| c.pods().count()).sum();
     if total > MAX_TOTAL_PODS {
-        return Err(TopologyError::new(
+        return Err(liqo_types::field::bad(
             "clusters",
             format!(
                 "{total} pods declared in total, but at most {MAX_TOTAL_PODS} fit on one host \
@@ -99,14 +99,14 @@ fn resolve_cluster(
     for (i, &(field, net)) in own.iter().enumerate() {
         for &(other_field, other) in &own[..i] {
             if overlaps(net, other) {
-                return Err(TopologyError::new(
+                return Err(liqo_types::field::bad(
                     format!("{path}.{field}"),
                     format!("{net} overlaps {other_field} {other}"),
                 ));
             }
         }
         if overlaps(net, wan_cidr) {
-            return Err(TopologyError::new(
+            return Err(liqo_types::field::bad(
                 format!("{path}.{field}"),
                 format!("{net} overlaps wan.cidr {wan_cidr}"),
             ));
@@ -118,7 +118,7 @@ fn resolve_cluster(
         let field = format!("{path}.reservedSubnets[{j}]");
         let subnet = parse_cidr(&field, text)?;
         if let Some((other_field, other)) = own.iter().find(|(_, other)| overlaps(subnet, *other)) {
-            return Err(TopologyError::new(
+            return Err(liqo_types::field::bad(
                 field,
                 format!("{subnet} overlaps {other_field} {other}"),
             ));
@@ -148,24 +148,10 @@ pub(super) fn host_room(net: Ipv4Net) -> u64 {
 /// Parses a cluster or node name; the error names `field`.
 pub(super) fn parse_name(field: &str, text: &str) -> Result<Name, TopologyError> {
     text.parse()
-        .map_err(|err: super::NameError| TopologyError::new(field, err.to_string()))
+        .map_err(|err: super::NameError| liqo_types::field::bad(field, err.to_string()))
 }
 
-/// Parses an IPv4 CIDR and rejects host bits.
+/// Parses an IPv4 CIDR without host bits ([`liqo_types::Cidr`]), naming `field` on error.
 pub(super) fn parse_cidr(field: &str, text: &str) -> Result<Ipv4Net, TopologyError> {
-    let net: Ipv4Net = text.trim().parse().map_err(|_| {
-        let problem = if text.trim().parse::<Ipv6Net>().is_ok() {
-            format!("{text:?} is an IPv6 CIDR; only IPv4 is supported")
-        } else {
-            format!("{text:?} is not a CIDR (expected a.b.c.d/len)")
-        };
-        TopologyError::new(field, problem)
-    })?;
-    if net != net.trunc() {
-        return Err(TopologyError::new(
-            field,
-            format!("{net} has host bits set (did you mean {}?)", net.trunc()),
-        ));
-    }
-    Ok(net)
+    liqo_types::field::parse::<liqo_types::Cidr>(field, text).map(|c| c.net())
 }
