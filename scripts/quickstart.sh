@@ -12,10 +12,22 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "error: the quickstart needs root (it creates network namespaces) and sudo is not installed: run it as root" >&2
   exit 1
 fi
+# Re-run through sudo by a user: give the files the build writes (target/, the cargo registry)
+# back to that user afterwards, so their own cargo can use them again.
+give_back() {
+  [ -n "${SUDO_UID:-}" ] && [ "$SUDO_UID" != 0 ] || return 0
+  local owner="$SUDO_UID:${SUDO_GID:-$SUDO_UID}" dirs=(target)
+  # Only a cargo home that is the user's own (never root's).
+  if [ -n "${CARGO_HOME:-}" ] && [ "$(stat -c %u "$CARGO_HOME" 2>/dev/null)" = "$SUDO_UID" ]; then
+    dirs+=("$CARGO_HOME")
+  fi
+  chown -R "$owner" "${dirs[@]}" || echo "warning: could not give ${dirs[*]} back to uid $SUDO_UID" >&2
+}
 cd "$(dirname "$0")/.."
 echo "== checking the packages the lab needs (installs what is missing)"
 bash .ci/install
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
 echo "== building the binaries (release; a few minutes the first time)"
 cargo build --release --locked --bins
+give_back
 exec ./target/release/liqo-lab "$@" quickstart
