@@ -89,7 +89,11 @@ impl PrivateKey {
                 }
                 // Written aside and renamed into place: a crash never leaves an empty key file.
                 let tmp = path.with_extension("tmp");
-                let _ = fs::remove_file(&tmp);
+                match fs::remove_file(&tmp) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(err("removing a stale temporary file beside")(e)),
+                }
                 let mut f = OpenOptions::new()
                     .write(true)
                     .create_new(true)

@@ -414,7 +414,11 @@ impl Device {
                     {
                         Ok(_) => {}
                         Err(TunnResult::WriteToNetwork(c)) => {
-                            let _ = self.udp.send_to(c, from);
+                            // A cookie reply that cannot be sent is a lost datagram: the
+                            // initiator retries its handshake, and a flood must not stall here.
+                            if let Err(e) = self.udp.send_to(c, from) {
+                                tracing::debug!(%from, error = %e, "sending a cookie reply");
+                            }
                             continue;
                         }
                         Err(_) => continue,

@@ -167,7 +167,7 @@ pub(crate) async fn serve(args: Serve) -> Result<()> {
     // touching the state.
     let security = settings.security();
     let grpc = Server::bind(settings.listen(), &security).await?;
-    let (config, overrides) = settings.config().map_err(|e| anyhow!("{e}"))?;
+    let (config, overrides) = settings.config().context("invalid settings")?;
     let state = settings.state();
     if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
