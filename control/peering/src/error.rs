@@ -25,6 +25,8 @@ pub enum Step {
     Remap(ClusterId),
     /// Recording how a peer sees us.
     SetPeerView(ClusterId),
+    /// Forgetting how a peer sees us (undoing the first record of it).
+    ClearPeerView(ClusterId),
     /// Releasing a peer's ranges.
     Release(ClusterId),
     /// Acquiring a peer's ranges again (undoing a release).
@@ -60,6 +62,7 @@ impl fmt::Display for Step {
             Step::ReadIpam(p) => write!(f, "reading the IPAM's entry for {p}"),
             Step::Remap(p) => write!(f, "remapping {p}'s CIDRs in the IPAM"),
             Step::SetPeerView(p) => write!(f, "recording in the IPAM how {p} sees us"),
+            Step::ClearPeerView(p) => write!(f, "forgetting in the IPAM how {p} sees us"),
             Step::Release(p) => write!(f, "releasing {p}'s ranges in the IPAM"),
             Step::Reacquire(p) => write!(f, "acquiring {p}'s ranges again in the IPAM"),
             Step::PublicKey => f.write_str("reading the gateway's public key"),
@@ -97,7 +100,7 @@ pub(crate) fn at<E: std::error::Error + Send + Sync + 'static>(
     }
 }
 
-/// A rollback step that failed too.
+/// A rollback step (or a second release) that failed too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RollbackFailure {
     /// The step.
@@ -110,17 +113,10 @@ pub struct RollbackFailure {
 
 impl RollbackFailure {
     pub(crate) fn from(e: StepError) -> RollbackFailure {
-        let mut error = e.source.to_string();
-        let mut cause = e.source.source();
-        while let Some(c) = cause {
-            error.push_str(": ");
-            error.push_str(&c.to_string());
-            cause = c.source();
-        }
         RollbackFailure {
+            error: liqo_types::chain(&*e.source),
             step: e.step,
             cluster: e.cluster,
-            error,
         }
     }
 }
@@ -171,6 +167,28 @@ pub enum Error {
         /// Rollback steps that failed too (empty: everything was put back).
         rollback: Vec<RollbackFailure>,
     },
+    /// Unpeered (gateways, overlays and records no longer know the peer), but an IPAM could
+    /// not release the peer's ranges: they are still held, and unpeering again releases them.
+    #[error(
+        "{op}: unpeered, but {cluster} could not release {peer}'s ranges, which stay held until \
+         unpeering again releases them{}: {step} on {cluster} failed",
+        also.as_ref().map(|r| format!(" (nor could the other side: {r})")).unwrap_or_default()
+    )]
+    StillHeld {
+        /// The operation.
+        op: String,
+        /// The cluster whose IPAM still holds the ranges.
+        cluster: ClusterId,
+        /// The peer whose ranges it holds.
+        peer: ClusterId,
+        /// The step that failed (reading the IPAM's entry or releasing it).
+        step: Step,
+        /// Why.
+        #[source]
+        source: BoxError,
+        /// The other side's release, when it failed too.
+        also: Option<RollbackFailure>,
+    },
 }
 
 impl Error {
@@ -188,7 +206,31 @@ impl Error {
     pub fn refusal(&self) -> Option<&Refusal> {
         match self {
             Error::Refused { refusal, .. } => Some(refusal),
-            Error::Failed { .. } | Error::Inventory(_) => None,
+            Error::Failed { .. } | Error::Inventory(_) | Error::StillHeld { .. } => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("connection lost: {0}")]
+    struct Lost(#[source] std::io::Error);
+
+    #[test]
+    fn a_rollback_failure_says_each_cause_once() {
+        let io = std::io::Error::other("reset by peer");
+        let e = StepError {
+            step: Step::WriteGateway,
+            cluster: "rome".parse().unwrap(),
+            source: Box::new(Lost(io)),
+        };
+        // The cause's text ends the message already: not said twice.
+        assert_eq!(
+            RollbackFailure::from(e).to_string(),
+            "writing the gateway's peers on rome: connection lost: reset by peer"
+        );
     }
 }

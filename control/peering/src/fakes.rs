@@ -1,5 +1,7 @@
 //! In-memory sides for the tests: the real in-memory IPAM and fake gateway, overlay,
-//! inventory and record store, each of which fails on demand at a named point.
+//! inventory and record store, each of which fails on demand at a named point: before the
+//! call takes effect, or after (it took effect, then an error is returned, as when an answer is
+//! lost).
 
 use std::{
     collections::BTreeMap,
@@ -20,25 +22,50 @@ use crate::{
 #[error("injected failure at {0}")]
 pub(crate) struct Injected(pub(crate) String);
 
-/// Where a side fails next: a point name and how many more times.
+/// When an injected failure fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum When {
+    /// Before the call takes effect: nothing changed.
+    Before,
+    /// After it took effect: the change happened, then the error (an answer lost).
+    After,
+}
+
+/// Where a side fails next: a point name, when, and how many more times.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Faults(Arc<Mutex<BTreeMap<&'static str, usize>>>);
+pub(crate) struct Faults(Arc<Mutex<BTreeMap<(&'static str, When), usize>>>);
 
 impl Faults {
-    /// Fail the next `times` calls at `point`.
+    /// Fail the next `times` calls at `point`, before they take effect.
     pub(crate) fn set(&self, point: &'static str, times: usize) {
-        self.0.lock().unwrap().insert(point, times);
+        self.set_when(When::Before, point, times);
     }
 
-    fn fire(&self, point: &'static str) -> Result<(), Injected> {
+    /// Fail the next `times` calls at `point`, `when`.
+    pub(crate) fn set_when(&self, when: When, point: &'static str, times: usize) {
+        self.0.lock().unwrap().insert((point, when), times);
+    }
+
+    fn check(&self, point: &'static str, when: When) -> Result<(), Injected> {
         let mut m = self.0.lock().unwrap();
-        match m.get_mut(point) {
+        match m.get_mut(&(point, when)) {
             Some(n) if *n > 0 => {
                 *n -= 1;
-                Err(Injected(point.into()))
+                Err(Injected(match when {
+                    When::Before => point.into(),
+                    When::After => format!("{point} (after it took effect)"),
+                }))
             }
             _ => Ok(()),
         }
+    }
+
+    fn fire(&self, point: &'static str) -> Result<(), Injected> {
+        self.check(point, When::Before)
+    }
+
+    fn after(&self, point: &'static str) -> Result<(), Injected> {
+        self.check(point, When::After)
     }
 }
 
@@ -53,9 +80,28 @@ pub(crate) enum FakeError {
     Other(String),
 }
 
+/// The in-memory IPAM, with the calls that changed it (in order) and, like the `liqo-ipam`
+/// service, optionally no way to forget a peer's view.
 pub(crate) struct FaultyIpam {
     pub(crate) inner: ::ipam::Ipam,
+    pub(crate) changes: Vec<&'static str>,
+    pub(crate) can_clear: bool,
     faults: Faults,
+}
+
+impl FaultyIpam {
+    /// Runs the change `point` with its faults, logged when it took effect.
+    fn change<T>(
+        &mut self,
+        point: &'static str,
+        f: impl FnOnce(&mut ::ipam::Ipam) -> Result<T, ::ipam::Error>,
+    ) -> Result<T, FakeError> {
+        self.faults.fire(point)?;
+        let out = f(&mut self.inner)?;
+        self.changes.push(point);
+        self.faults.after(point)?;
+        Ok(out)
+    }
 }
 
 impl Ipam for FaultyIpam {
@@ -63,27 +109,45 @@ impl Ipam for FaultyIpam {
 
     async fn external_cidr(&mut self) -> Result<Cidr, FakeError> {
         self.faults.fire("external_cidr")?;
-        Ok(Ipam::external_cidr(&mut self.inner).await?)
+        let c = Ipam::external_cidr(&mut self.inner).await?;
+        self.faults.after("external_cidr")?;
+        Ok(c)
     }
 
     async fn peer(&mut self, p: &ClusterId) -> Result<Option<IpamPeer>, FakeError> {
         self.faults.fire("ipam_peer")?;
-        Ok(Ipam::peer(&mut self.inner, p).await?)
+        let held = Ipam::peer(&mut self.inner, p).await?;
+        self.faults.after("ipam_peer")?;
+        Ok(held)
     }
 
     async fn remap(&mut self, p: &ClusterId, a: Ranges) -> Result<Ranges, FakeError> {
-        self.faults.fire("remap")?;
-        Ok(Ipam::remap(&mut self.inner, p, a).await?)
+        let (pods, ext) = self.change("remap", |i| i.acquire(p, a.pods.net(), a.external.net()))?;
+        Ok(Ranges {
+            pods: Cidr::new(pods).unwrap(),
+            external: Cidr::new(ext).unwrap(),
+        })
     }
 
     async fn set_peer_view(&mut self, p: &ClusterId, v: Ranges) -> Result<(), FakeError> {
-        self.faults.fire("set_peer_view")?;
-        Ok(Ipam::set_peer_view(&mut self.inner, p, v).await?)
+        self.change("set_peer_view", |i| {
+            i.set_peer_view(p, v.pods.net(), v.external.net())
+        })
+    }
+
+    async fn clear_peer_view(&mut self, p: &ClusterId) -> Result<bool, FakeError> {
+        if !self.can_clear {
+            return Ok(false);
+        }
+        self.faults.fire("clear_peer_view")?;
+        let cleared = Ipam::clear_peer_view(&mut self.inner, p).await?;
+        self.changes.push("clear_peer_view");
+        self.faults.after("clear_peer_view")?;
+        Ok(cleared)
     }
 
     async fn release(&mut self, p: &ClusterId) -> Result<(), FakeError> {
-        self.faults.fire("release")?;
-        Ok(Ipam::release(&mut self.inner, p).await?)
+        self.change("release", |i| i.release(p).map(drop))
     }
 }
 
@@ -101,19 +165,21 @@ impl Gateway for FakeGateway {
 
     async fn public_key(&mut self) -> Result<PublicKey, FakeError> {
         self.faults.fire("public_key")?;
+        self.faults.after("public_key")?;
         Ok(self.key)
     }
 
     async fn write(&mut self, peers: &[GatewayPeer]) -> Result<(), FakeError> {
         self.faults.fire("write_gateway")?;
         self.peers = peers.to_vec();
+        self.faults.after("write_gateway")?;
         Ok(())
     }
 
     async fn wait_handshaken(&mut self, peer: &ClusterId) -> Result<(), FakeError> {
         self.faults.fire("handshake")?;
         if self.running && self.peers.iter().any(|p| &p.id == peer) {
-            Ok(())
+            Ok(self.faults.after("handshake")?)
         } else {
             Err(FakeError::Other(format!("no session with {peer}")))
         }
@@ -124,21 +190,21 @@ impl Gateway for FakeGateway {
         if self.peers.iter().any(|p| &p.id == peer) {
             Err(FakeError::Other(format!("{peer} still there")))
         } else {
-            Ok(())
+            Ok(self.faults.after("gone")?)
         }
     }
 
     async fn stop(&mut self) -> Result<(), FakeError> {
         self.faults.fire("stop")?;
         self.running = false;
-        Ok(())
+        Ok(self.faults.after("stop")?)
     }
 
     async fn start(&mut self, node: &str) -> Result<(), FakeError> {
         self.faults.fire("start")?;
         *self.node.lock().unwrap() = node.into();
         self.running = true;
-        Ok(())
+        Ok(self.faults.after("start")?)
     }
 }
 
@@ -156,7 +222,7 @@ impl Overlay for FakeOverlay {
     async fn write(&mut self, plan: &OverlayPlan) -> Result<(), FakeError> {
         self.faults.fire("write_overlay")?;
         self.written = Some(plan.clone());
-        Ok(())
+        Ok(self.faults.after("write_overlay")?)
     }
 
     async fn wait_applied(&mut self, plan: &OverlayPlan) -> Result<(), FakeError> {
@@ -165,7 +231,7 @@ impl Overlay for FakeOverlay {
             return Err(FakeError::Other("the agents run another plan".into()));
         }
         self.applied = self.written.clone();
-        Ok(())
+        Ok(self.faults.after("apply_overlay")?)
     }
 }
 
@@ -181,16 +247,19 @@ impl Inventory for FakeInventory {
 
     async fn cluster(&mut self) -> Result<ClusterInfo, FakeError> {
         self.faults.fire("cluster")?;
+        self.faults.after("cluster")?;
         Ok(self.info.clone())
     }
 
     async fn nodes(&mut self) -> Result<Vec<OverlayNode>, FakeError> {
         self.faults.fire("nodes")?;
+        self.faults.after("nodes")?;
         Ok(self.nodes.clone())
     }
 
     async fn gateway_node(&mut self) -> Result<String, FakeError> {
         self.faults.fire("gateway_node")?;
+        self.faults.after("gateway_node")?;
         Ok(self.gateway.lock().unwrap().clone())
     }
 }
@@ -206,13 +275,14 @@ impl Records for FakeRecords {
 
     async fn load(&mut self) -> Result<Peerings, FakeError> {
         self.faults.fire("load")?;
+        self.faults.after("load")?;
         Ok(self.peerings.clone())
     }
 
     async fn save(&mut self, p: &Peerings) -> Result<(), FakeError> {
         self.faults.fire("save")?;
         self.peerings = p.clone();
-        Ok(())
+        Ok(self.faults.after("save")?)
     }
 }
 
@@ -241,6 +311,8 @@ pub(crate) fn side(
     let side = Side {
         ipam: FaultyIpam {
             inner: ::ipam::Ipam::new(cfg).unwrap(),
+            changes: Vec::new(),
+            can_clear: true,
             faults: faults.clone(),
         },
         gateway: FakeGateway {

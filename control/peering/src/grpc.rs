@@ -128,6 +128,12 @@ where
         Ok(())
     }
 
+    async fn clear_peer_view(&mut self, _peer: &ClusterId) -> Result<bool, GrpcError> {
+        // The service offers no call that forgets a peer's view (SetPeerView takes two CIDRs):
+        // `ipam::restore` reports it as what could not be put back.
+        Ok(false)
+    }
+
     async fn release(&mut self, peer: &ClusterId) -> Result<(), GrpcError> {
         let req = proto::PeerRef {
             cluster_id: peer.to_string(),
@@ -218,25 +224,21 @@ mod service_tests {
             announce(&mut a, pod).await.unwrap(),
             announce(&mut b, pod).await.unwrap(),
         );
+        assert_eq!(Ipam::peer(&mut a, &milan).await.unwrap(), None);
         let da = decide(&mut a, &milan, ann_b).await.unwrap();
         let db = decide(&mut b, &rome, ann_a).await.unwrap();
-        assert_eq!(da.before, None);
-        let va = record(&mut a, &milan, da.seen_here, db.seen_here)
-            .await
-            .unwrap();
-        let vb = record(&mut b, &rome, db.seen_here, da.seen_here)
-            .await
-            .unwrap();
+        let va = record(&mut a, &milan, da, db).await.unwrap();
+        let vb = record(&mut b, &rome, db, da).await.unwrap();
         assert_eq!(vb, va.mirrored());
         assert!(!va.remote_pods.overlaps(&pod), "{va:?}");
         let held = Ipam::peer(&mut a, &milan).await.unwrap().unwrap();
-        assert_eq!(held.seen_there, Some(db.seen_here));
+        assert_eq!(held.seen_there, Some(db));
         // Releasing is idempotent over the API, and a release is seen.
         restore(&mut a, &milan, None).await.unwrap();
         assert_eq!(Ipam::peer(&mut a, &milan).await.unwrap(), None);
         Ipam::release(&mut a, &milan).await.unwrap();
         // A refusal carries the service's message.
-        let e = Ipam::set_peer_view(&mut a, &milan, db.seen_here)
+        let e = Ipam::set_peer_view(&mut a, &milan, db)
             .await
             .unwrap_err()
             .to_string();
@@ -244,5 +246,37 @@ mod service_tests {
             e.starts_with("liqo-ipam set-peer-view:") && e.contains("unknown peer milan"),
             "{e}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_view_the_service_cannot_forget_is_reported() {
+        let mut a = client();
+        let milan: ClusterId = "milan".parse().unwrap();
+        let pod: Cidr = "10.200.0.0/16".parse().unwrap();
+        let ann = announce(&mut a, pod).await.unwrap();
+        // Held without a view of us (an earlier exchange that stopped after step 1).
+        let here = decide(&mut a, &milan, ann).await.unwrap();
+        let before = Ipam::peer(&mut a, &milan).await.unwrap();
+        assert_eq!(before.unwrap().seen_there, None);
+        let there = Ranges {
+            pods: "10.71.0.0/16".parse().unwrap(),
+            external: "10.72.0.0/16".parse().unwrap(),
+        };
+        record(&mut a, &milan, here, there).await.unwrap();
+        let e = restore(&mut a, &milan, before).await.unwrap_err();
+        assert!(
+            matches!(&e, crate::ipam::RestoreError::CannotClearView { peer, left }
+                if *peer == milan && *left == there),
+            "{e}"
+        );
+        assert_eq!(e.step(), crate::Step::ClearPeerView(milan.clone()));
+        assert!(
+            e.to_string().contains("10.71.0.0/16 and 10.72.0.0/16"),
+            "{e}"
+        );
+        // Putting back a state that holds already is a no-op (restore is idempotent).
+        let now = Ipam::peer(&mut a, &milan).await.unwrap();
+        restore(&mut a, &milan, now).await.unwrap();
+        assert_eq!(Ipam::peer(&mut a, &milan).await.unwrap(), now);
     }
 }

@@ -1,6 +1,9 @@
 //! The IPAM as the peering needs it, as single-side steps: each side remaps the other's ranges
 //! (how it sees the peer) and records the peer's decision (how the peer sees it). A controller
-//! that owns only one side runs its half: [`decide`], then, once the peer answered, [`record`].
+//! that owns only one side runs its half: it reads what it holds for the peer ([`Ipam::peer`])
+//! and keeps it as its undo, then [`decide`], then, once the peer answered, [`record`]; on a
+//! failure, [`restore`] puts back what it read (idempotent, so also after a call the IPAM
+//! carried out but whose answer was lost).
 //!
 //! [`Ipam`] is implemented for the in-memory [`::ipam::Ipam`] here and for the typed gRPC
 //! client of `liqo-ipam` in [`crate::grpc`].
@@ -8,6 +11,8 @@
 use std::future::Future;
 
 use liqo_types::{Cidr, ClusterId, PeerView};
+
+use crate::error::Step;
 
 /// A pod CIDR and an external CIDR: what a cluster announces, or where they appear elsewhere.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -57,18 +62,85 @@ pub trait Ipam: Send {
         seen_there: Ranges,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
+    /// Forgets where our ranges appear at `peer` (undoing the first [`Ipam::set_peer_view`]).
+    /// `Ok(false)`: this IPAM has no way to (the `liqo-ipam` service offers no call for it);
+    /// [`restore`] reports it.
+    fn clear_peer_view(
+        &mut self,
+        peer: &ClusterId,
+    ) -> impl Future<Output = Result<bool, Self::Error>> + Send;
+
     /// Frees exactly `peer`'s ranges.
     fn release(&mut self, peer: &ClusterId)
     -> impl Future<Output = Result<(), Self::Error>> + Send;
 }
 
-/// What [`decide`] did on one side.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Decided {
-    /// Where the peer's ranges appear on this side.
-    pub seen_here: Ranges,
-    /// What this side held for the peer before (`None`: the ranges were acquired now).
-    pub before: Option<IpamPeer>,
+/// Why [`restore`] could not put a side's entry back.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError<E: std::error::Error + 'static> {
+    /// An IPAM call failed.
+    #[error("{step}")]
+    Call {
+        /// The call.
+        step: Step,
+        /// Why.
+        #[source]
+        source: E,
+    },
+    /// The peer's view of us was recorded in this attempt and this IPAM cannot forget it.
+    #[error(
+        "this IPAM cannot forget how {peer} sees us (the liqo-ipam service has no call for it): \
+         it stays recorded as {} and {}",
+        left.pods,
+        left.external
+    )]
+    CannotClearView {
+        /// The peer.
+        peer: ClusterId,
+        /// What stays recorded.
+        left: Ranges,
+    },
+    /// The peer's ranges, released meanwhile, came back elsewhere.
+    #[error(
+        "{peer}'s ranges came back as {} and {} instead of {} and {}",
+        got.pods,
+        got.external,
+        wanted.pods,
+        wanted.external
+    )]
+    Moved {
+        /// The peer.
+        peer: ClusterId,
+        /// Where they are now.
+        got: Ranges,
+        /// Where they were.
+        wanted: Ranges,
+    },
+}
+
+impl<E: std::error::Error + 'static> RestoreError<E> {
+    /// The step that failed.
+    pub fn step(&self) -> Step {
+        match self {
+            RestoreError::Call { step, .. } => step.clone(),
+            RestoreError::CannotClearView { peer, .. } => Step::ClearPeerView(peer.clone()),
+            RestoreError::Moved { peer, .. } => Step::Reacquire(peer.clone()),
+        }
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> RestoreError<E> {
+    /// The failed step on `cluster`, with the IPAM's error as the cause when it is one.
+    pub(crate) fn on(self, cluster: &ClusterId) -> crate::error::StepError {
+        match self {
+            RestoreError::Call { step, source } => crate::error::at(step, cluster)(source),
+            other => crate::error::at(other.step(), cluster)(other),
+        }
+    }
+}
+
+fn failed<E: std::error::Error + 'static>(step: Step) -> impl FnOnce(E) -> RestoreError<E> {
+    move |source| RestoreError::Call { step, source }
 }
 
 /// What a cluster announces to a peer: its pod CIDR and its IPAM's external CIDR.
@@ -79,15 +151,16 @@ pub async fn announce<I: Ipam>(ipam: &mut I, pod_cidr: Cidr) -> Result<Ranges, I
     })
 }
 
-/// Step 1 on one side: where `peer`'s announced ranges appear here.
+/// Step 1 on one side: where `peer`'s announced ranges appear here (idempotent). Read what the
+/// side held before ([`Ipam::peer`]) and keep it as the undo first: a remap the IPAM carried out
+/// but whose answer was lost (a deadline, a broken connection) leaves ranges held, which
+/// [`restore`] releases.
 pub async fn decide<I: Ipam>(
     ipam: &mut I,
     peer: &ClusterId,
     announced: Ranges,
-) -> Result<Decided, I::Error> {
-    let before = ipam.peer(peer).await?;
-    let seen_here = ipam.remap(peer, announced).await?;
-    Ok(Decided { seen_here, before })
+) -> Result<Ranges, I::Error> {
+    ipam.remap(peer, announced).await
 }
 
 /// Step 2 on one side: records where the peer shows our ranges (its step 1), and returns this
@@ -112,26 +185,66 @@ pub fn view(seen_here: Ranges, seen_there: Ranges) -> PeerView {
     }
 }
 
-/// Puts one side's entry for `peer` back to `before` (what [`decide`] found): releases ranges
-/// acquired in this attempt, or restores the recorded view of the peer.
+/// Puts one side's entry for `peer` back to `before` (what the side held before [`decide`]):
+/// releases ranges held since, acquires released ranges again, and puts back the recorded view
+/// of the peer (or forgets one recorded since). Idempotent: it compares with what is held now,
+/// so it may run whether or not the steps it undoes took effect.
 pub async fn restore<I: Ipam>(
     ipam: &mut I,
     peer: &ClusterId,
     before: Option<IpamPeer>,
-) -> Result<(), I::Error> {
-    match before {
+) -> Result<(), RestoreError<I::Error>> {
+    let now = ipam
+        .peer(peer)
+        .await
+        .map_err(failed(Step::ReadIpam(peer.clone())))?;
+    let Some(before) = before else {
+        if now.is_some() {
+            ipam.release(peer)
+                .await
+                .map_err(failed(Step::Release(peer.clone())))?;
+        }
+        return Ok(());
+    };
+    let seen_there = match now {
+        Some(now) => now.seen_there,
         None => {
-            if ipam.peer(peer).await?.is_some() {
-                ipam.release(peer).await?;
+            let got = ipam
+                .remap(peer, before.announced)
+                .await
+                .map_err(failed(Step::Reacquire(peer.clone())))?;
+            if got != before.seen_here {
+                return Err(RestoreError::Moved {
+                    peer: peer.clone(),
+                    got,
+                    wanted: before.seen_here,
+                });
+            }
+            None
+        }
+    };
+    match (before.seen_there, seen_there) {
+        (Some(v), n) if n != Some(v) => ipam
+            .set_peer_view(peer, v)
+            .await
+            .map_err(failed(Step::SetPeerView(peer.clone()))),
+        (None, Some(left)) => {
+            let cleared = ipam
+                .clear_peer_view(peer)
+                .await
+                .map_err(failed(Step::ClearPeerView(peer.clone())))?;
+            if cleared {
+                Ok(())
+            } else {
+                Err(RestoreError::CannotClearView {
+                    peer: peer.clone(),
+                    left,
+                })
             }
         }
-        Some(p) => {
-            if let Some(v) = p.seen_there {
-                ipam.set_peer_view(peer, v).await?;
-            }
-        }
+        // The view recorded then is the one recorded now.
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// A range from the IPAM (which holds none with host bits).
@@ -178,6 +291,21 @@ impl Ipam for ::ipam::Ipam {
 
     async fn set_peer_view(&mut self, peer: &ClusterId, v: Ranges) -> Result<(), ::ipam::Error> {
         ::ipam::Ipam::set_peer_view(self, peer, v.pods.net(), v.external.net())
+    }
+
+    async fn clear_peer_view(&mut self, peer: &ClusterId) -> Result<bool, ::ipam::Error> {
+        // The allocator has no call for it: the same state with the view forgotten, restored
+        // (all or nothing, like its own calls).
+        let mut state = self.state();
+        let p = state
+            .peers
+            .iter_mut()
+            .find(|p| &p.id == peer)
+            .ok_or_else(|| ::ipam::Error::UnknownPeer(peer.clone()))?;
+        p.our_pod_view = None;
+        p.our_external_view = None;
+        *self = ::ipam::Ipam::restore(state)?;
+        Ok(true)
     }
 
     async fn release(&mut self, peer: &ClusterId) -> Result<(), ::ipam::Error> {

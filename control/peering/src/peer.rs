@@ -2,14 +2,19 @@
 //! of every step that ran when a later one fails.
 //!
 //! `peer`: the IPAM exchange on both sides; both gateway peer lists built before either is
-//! written; both written; both handshaken; both overlays applied; both records saved.
+//! written; both written; both handshaken; both overlays applied; both records saved. Every
+//! undo is pushed before its step runs (a step may take effect and still fail, e.g. a remap
+//! whose answer was lost), and every undo is idempotent.
 //! `unpeer`: both sides checked first; both gateways drop the peer (and it is gone from their
-//! status); both overlays applied; both IPAMs release; both records saved.
+//! status); both overlays applied; both records saved; both IPAMs release last. A failed
+//! release is not rolled back (the ranges could come back elsewhere): it is reported
+//! ([`Error::StillHeld`]), and unpeering again, once both records are gone, releases what an
+//! IPAM still holds.
 
 use liqo_types::{ClusterId, PeerView};
 
 use crate::{
-    error::{Error, Step, StepError, at},
+    error::{Error, RollbackFailure, Step, StepError, at},
     ipam::{self, Ipam},
     plan::{self, ClusterInfo, Peerings, Refusal},
     rollback::{self, Undo, Wait, Which},
@@ -88,26 +93,12 @@ where
     let ann_b = ipam::announce(&mut b.ipam, ib.pod_cidr)
         .await
         .map_err(at(Step::ExternalCidr, &ib.id))?;
-    let da = ipam::decide(&mut a.ipam, &ib.id, ann_b)
-        .await
-        .map_err(at(Step::Remap(ib.id.clone()), &ia.id))?;
-    undo.push(Undo::Ipam {
-        which: Which::A,
-        peer: ib.id.clone(),
-        before: da.before,
-    });
-    let db = ipam::decide(&mut b.ipam, &ia.id, ann_a)
-        .await
-        .map_err(at(Step::Remap(ia.id.clone()), &ib.id))?;
-    undo.push(Undo::Ipam {
-        which: Which::B,
-        peer: ia.id.clone(),
-        before: db.before,
-    });
-    let view_a = ipam::record(&mut a.ipam, &ib.id, da.seen_here, db.seen_here)
+    let here_a = decide(a, &ia.id, &ib.id, Which::A, ann_b, undo).await?;
+    let here_b = decide(b, &ib.id, &ia.id, Which::B, ann_a, undo).await?;
+    let view_a = ipam::record(&mut a.ipam, &ib.id, here_a, here_b)
         .await
         .map_err(at(Step::SetPeerView(ib.id.clone()), &ia.id))?;
-    let view_b = ipam::record(&mut b.ipam, &ia.id, db.seen_here, da.seen_here)
+    let view_b = ipam::record(&mut b.ipam, &ia.id, here_b, here_a)
         .await
         .map_err(at(Step::SetPeerView(ia.id.clone()), &ib.id))?;
 
@@ -174,6 +165,31 @@ where
     Ok((view_a, view_b))
 }
 
+/// One side's step 1 of the exchange: what it holds for `peer` is read and its undo pushed
+/// before the remap, which may take effect and still fail.
+async fn decide<I: Ipam, G, O, N, R>(
+    s: &mut Side<I, G, O, N, R>,
+    me: &ClusterId,
+    peer: &ClusterId,
+    which: Which,
+    announced: ipam::Ranges,
+    undo: &mut Vec<Undo>,
+) -> Result<ipam::Ranges, StepError> {
+    let before = s
+        .ipam
+        .peer(peer)
+        .await
+        .map_err(at(Step::ReadIpam(peer.clone()), me))?;
+    undo.push(Undo::Ipam {
+        which,
+        peer: peer.clone(),
+        before,
+    });
+    ipam::decide(&mut s.ipam, peer, announced)
+        .await
+        .map_err(at(Step::Remap(peer.clone()), me))
+}
+
 /// The overlay plans of a side before and after a change of its peerings.
 async fn overlays<I, G, O, N: Inventory, R>(
     s: &mut Side<I, G, O, N, R>,
@@ -206,7 +222,9 @@ pub(crate) async fn apply_overlay<I, G, O: Overlay, N, R>(
         .map_err(at(Step::ApplyOverlay, id))
 }
 
-/// Undoes [`peer`]. Both sides are checked before anything changes.
+/// Undoes [`peer`]. Both sides are checked before anything changes; the IPAMs release last.
+/// When both records are gone already (an earlier unpeering whose release failed), it
+/// releases what an IPAM still holds for the other side; refused when nothing is held.
 pub async fn unpeer<I, G, O, N, R>(
     a: &mut Side<I, G, O, N, R>,
     b: &mut Side<I, G, O, N, R>,
@@ -221,24 +239,73 @@ where
     let (ia, ib) = (info(a).await?, info(b).await?);
     let op = format!("unpeering {} and {}", ia.id, ib.id);
     let (ra, rb) = (load(a, &ia.id, &op).await?, load(b, &ib.id, &op).await?);
-    for (me, r, peer) in [(&ia, &ra, &ib), (&ib, &rb, &ia)] {
-        if !r.contains_key(&peer.id) {
-            return Err(Error::Refused {
-                op,
-                refusal: Refusal::NotPeered {
-                    cluster: me.id.clone(),
-                    peer: peer.id.clone(),
-                },
-            });
+    let not_peered = |me: &ClusterInfo, peer: &ClusterInfo| Error::Refused {
+        op: op.clone(),
+        refusal: Refusal::NotPeered {
+            cluster: me.id.clone(),
+            peer: peer.id.clone(),
+        },
+    };
+    match (ra.contains_key(&ib.id), rb.contains_key(&ia.id)) {
+        (true, true) => {}
+        (false, false) => {
+            let held_a = a.ipam.peer(&ib.id).await.map_err(|e| {
+                Error::failed(
+                    &op,
+                    at(Step::ReadIpam(ib.id.clone()), &ia.id)(e),
+                    Vec::new(),
+                )
+            })?;
+            let held_b = b.ipam.peer(&ia.id).await.map_err(|e| {
+                Error::failed(
+                    &op,
+                    at(Step::ReadIpam(ia.id.clone()), &ib.id)(e),
+                    Vec::new(),
+                )
+            })?;
+            if held_a.is_none() && held_b.is_none() {
+                return Err(not_peered(&ia, &ib));
+            }
+            return release(a, b, (&ia.id, &ib.id), &op).await;
         }
+        (false, true) => return Err(not_peered(&ia, &ib)),
+        (true, false) => return Err(not_peered(&ib, &ia)),
     }
     let mut undo = Vec::new();
     match unpeer_steps(a, b, (&ia, &ib), (&ra, &rb), &mut undo).await {
-        Ok(()) => Ok(()),
+        Ok(()) => release(a, b, (&ia.id, &ib.id), &op).await,
         Err(e) => {
             let failed = rollback::run(undo, a, b, (&ia.id, &ib.id)).await;
             Err(Error::failed(&op, e, failed))
         }
+    }
+}
+
+/// Releases what each IPAM holds for the other side (both are tried); a failure is
+/// [`Error::StillHeld`].
+async fn release<I: Ipam, G, O, N, R>(
+    a: &mut Side<I, G, O, N, R>,
+    b: &mut Side<I, G, O, N, R>,
+    (ida, idb): (&ClusterId, &ClusterId),
+    op: &str,
+) -> Result<(), Error> {
+    let mut failed = Vec::new();
+    for (s, me, peer) in [(&mut *a, ida, idb), (&mut *b, idb, ida)] {
+        if let Err(e) = ipam::restore(&mut s.ipam, peer, None).await {
+            failed.push((peer.clone(), e.on(me)));
+        }
+    }
+    let mut failed = failed.into_iter();
+    match failed.next() {
+        None => Ok(()),
+        Some((peer, e)) => Err(Error::StillHeld {
+            op: op.into(),
+            cluster: e.cluster,
+            peer,
+            step: e.step,
+            source: e.source,
+            also: failed.next().map(|(_, e)| RollbackFailure::from(e)),
+        }),
     }
 }
 
@@ -290,25 +357,6 @@ where
     ] {
         undo.push(Undo::Overlay { which, plan: old });
         apply_overlay(s, &me.id, new).await?;
-    }
-    for (which, s, me, peer) in [(Which::A, &mut *a, ia, ib), (Which::B, &mut *b, ib, ia)] {
-        let held = s
-            .ipam
-            .peer(&peer.id)
-            .await
-            .map_err(at(Step::ReadIpam(peer.id.clone()), &me.id))?;
-        // An IPAM that holds nothing for the peer has nothing to release.
-        if let Some(held) = held {
-            undo.push(Undo::Reacquire {
-                which,
-                peer: peer.id.clone(),
-                held,
-            });
-            s.ipam
-                .release(&peer.id)
-                .await
-                .map_err(at(Step::Release(peer.id.clone()), &me.id))?;
-        }
     }
     for (which, s, me, old, new) in [
         (Which::A, &mut *a, ia, ra, &new_a),

@@ -34,12 +34,6 @@ pub(crate) enum Undo {
         peer: ClusterId,
         before: Option<IpamPeer>,
     },
-    /// `peer`'s ranges, released in this attempt, acquired again as they were.
-    Reacquire {
-        which: Which,
-        peer: ClusterId,
-        held: IpamPeer,
-    },
     /// The gateway's previous peer list.
     Gateway {
         which: Which,
@@ -56,7 +50,6 @@ impl Undo {
     fn which(&self) -> Which {
         match self {
             Undo::Ipam { which, .. }
-            | Undo::Reacquire { which, .. }
             | Undo::Gateway { which, .. }
             | Undo::Overlay { which, .. }
             | Undo::Records { which, .. } => *which,
@@ -105,42 +98,9 @@ where
     R: Records,
 {
     match u {
-        Undo::Ipam { peer, before, .. } => {
-            let step = if before.is_none() {
-                Step::Release(peer.clone())
-            } else {
-                Step::SetPeerView(peer.clone())
-            };
-            ipam::restore(&mut s.ipam, &peer, before)
-                .await
-                .map_err(at(step, id))
-        }
-        Undo::Reacquire { peer, held, .. } => {
-            let step = || Step::Reacquire(peer.clone());
-            let got = s
-                .ipam
-                .remap(&peer, held.announced)
-                .await
-                .map_err(at(step(), id))?;
-            if got != held.seen_here {
-                return Err(StepError {
-                    step: step(),
-                    cluster: id.clone(),
-                    source: format!(
-                        "its ranges came back as {} and {} instead of {} and {}",
-                        got.pods, got.external, held.seen_here.pods, held.seen_here.external
-                    )
-                    .into(),
-                });
-            }
-            if let Some(v) = held.seen_there {
-                s.ipam
-                    .set_peer_view(&peer, v)
-                    .await
-                    .map_err(at(Step::SetPeerView(peer.clone()), id))?;
-            }
-            Ok(())
-        }
+        Undo::Ipam { peer, before, .. } => ipam::restore(&mut s.ipam, &peer, before)
+            .await
+            .map_err(|e| e.on(id)),
         Undo::Gateway { peers, wait, .. } => {
             s.gateway
                 .write(&peers)
