@@ -1,17 +1,25 @@
 //! The reload loop's decisions, with no I/O: given what the config file holds now, whether to
-//! try it; given how trying it went, what the status says.
+//! try a text; given how trying it went, what the status says.
 //!
 //! Refuse-and-keep semantics:
 //! - a text that fails to parse or validate, or that the daemon refuses to apply for a config
 //!   reason, is *refused*: the running state is kept and the text is not tried again until the
 //!   file changes;
-//! - a text whose apply *failed* (the kernel said no) is recorded and tried again on every tick
-//!   (the daemon's apply converges from any state or rolls back);
-//! - an applied text becomes the running one and clears every error;
-//! - a file back at the running text clears every refusal and failure;
+//! - a text whose apply *failed* (the kernel said no) is recorded and tried again on every tick;
+//! - a failed apply makes the core *dirty*: the daemon rolled back, or tried to, and may have
+//!   left a state that is neither the old config nor the new one. Until an apply succeeds, the
+//!   failure stays in the status and every tick converges again: the file's text if it is the
+//!   failed one, otherwise the running text (the file back at it, refused, or unreadable);
+//! - an applied text becomes the running one and clears the failure (and the dirt);
+//! - a file back at the running text clears its refusal; it clears a failure only by applying
+//!   the running text again when dirty;
+//! - every resync (about every ten seconds) converges the running text again, so that state
+//!   changed behind the daemon's back (a route deleted by hand, a link flap) comes back; a
+//!   failure is shown and retried like any other;
 //! - an unreadable file sets the read error, which clears once it is readable again.
 //!
-//! At most one of `refused` and `apply_error` is set: both describe the file's latest text.
+//! `refused` describes the file's latest text; `apply_error` the latest failed apply (of the
+//! file's text, or of the running one when repairing or resyncing), set exactly while dirty.
 
 use crate::status::{Applied, Failed, Refused, ReloadStatus, digest};
 
@@ -22,6 +30,9 @@ pub enum Trigger {
     Changed,
     /// The periodic tick (failed applies are retried on it).
     Tick,
+    /// The periodic resync: like a tick, and the running text is converged again even when
+    /// nothing failed.
+    Resync,
 }
 
 /// What to do with the file's text.
@@ -30,7 +41,7 @@ pub enum Decision {
     /// Nothing to do.
     Keep,
     /// Parse this text and apply it, then report with [`Core::refused`], [`Core::failed`] or
-    /// [`Core::applied`].
+    /// [`Core::applied`]. It may be the running text (a repair or a resync).
     Try(String),
 }
 
@@ -39,7 +50,9 @@ pub enum Decision {
 pub struct Core {
     status: ReloadStatus,
     running: String,
+    /// The file's text, refused.
     refused: Option<String>,
+    /// The text whose apply failed last; `Some` exactly while dirty.
     failed: Option<String>,
 }
 
@@ -71,33 +84,60 @@ impl Core {
         &self.running
     }
 
+    /// Whether a failed apply may have left a state other than the running text's (until an
+    /// apply succeeds).
+    pub fn dirty(&self) -> bool {
+        self.failed.is_some()
+    }
+
     /// The file read as `read` (its text, or why it cannot be read) on `trigger`.
     pub fn observe(&mut self, read: Result<String, String>, trigger: Trigger) -> Decision {
         let text = match read {
-            Ok(text) => text,
+            Ok(text) => {
+                self.status.read_error = None;
+                Some(text)
+            }
             Err(e) => {
                 self.status.read_error = Some(e);
-                return Decision::Keep;
+                None
             }
         };
-        self.status.read_error = None;
-        if text == self.running {
-            self.clear();
-            return Decision::Keep;
+        match text {
+            Some(t) if t == self.running => {
+                (self.refused, self.status.refused) = (None, None);
+            }
+            Some(t) if self.refused.as_ref() == Some(&t) => {}
+            // Retried on the ticks, not on every event in the directory.
+            Some(t) if self.failed.as_ref() == Some(&t) => {
+                return match trigger {
+                    Trigger::Changed => Decision::Keep,
+                    Trigger::Tick | Trigger::Resync => Decision::Try(t),
+                };
+            }
+            Some(t) => return Decision::Try(t),
+            None => {}
         }
-        if self.refused.as_ref() == Some(&text) {
-            return Decision::Keep;
+        // Nothing new to try: converge the running text if a failed apply may have left
+        // something else (a failed repair of it waits for a tick), or on the resync.
+        let repair = match (&self.failed, trigger) {
+            (None, _) => false,
+            (Some(f), Trigger::Changed) => *f != self.running,
+            (Some(_), Trigger::Tick | Trigger::Resync) => true,
+        };
+        if repair || trigger == Trigger::Resync {
+            Decision::Try(self.running.clone())
+        } else {
+            Decision::Keep
         }
-        if self.failed.as_ref() == Some(&text) && trigger == Trigger::Changed {
-            return Decision::Keep;
-        }
-        Decision::Try(text)
     }
 
-    /// `text` was refused: `field` and `problem` say why.
+    /// `text` was refused: `field` and `problem` say why. The running text refused (when
+    /// converged again) is a failure: the file's text is not to blame.
     pub fn refused(&mut self, text: String, field: &str, problem: &str) {
-        self.status.apply_error = None;
-        self.failed = None;
+        if text == self.running {
+            self.failed(text, format!("refused: {field}: {problem}"));
+            return;
+        }
         self.status.refused = Some(Refused {
             digest: digest(&text),
             field: field.to_owned(),
@@ -108,8 +148,10 @@ impl Core {
 
     /// Applying `text` failed with `error` (one line).
     pub fn failed(&mut self, text: String, error: String) {
-        self.status.refused = None;
-        self.refused = None;
+        if text != self.running {
+            // It is the file's text now: not the refused one.
+            (self.refused, self.status.refused) = (None, None);
+        }
         let attempts = match (&self.failed, &self.status.apply_error) {
             (Some(t), Some(f)) if *t == text => f.attempts + 1,
             _ => 1,
@@ -122,10 +164,13 @@ impl Core {
         self.failed = Some(text);
     }
 
-    /// `text` was applied and runs now.
+    /// `text` was applied and runs now (the running text again: nothing counted).
     pub fn applied(&mut self, text: String) {
-        self.clear();
-        self.status.read_error = None;
+        (self.failed, self.status.apply_error) = (None, None);
+        if text == self.running {
+            return;
+        }
+        (self.refused, self.status.refused) = (None, None);
         let count = self.status.applied.as_ref().map_or(0, |a| a.count) + 1;
         self.status.applied = Some(Applied {
             digest: digest(&text),
@@ -133,231 +178,7 @@ impl Core {
         });
         self.running = text;
     }
-
-    fn clear(&mut self) {
-        (self.status.refused, self.status.apply_error) = (None, None);
-        (self.refused, self.failed) = (None, None);
-    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    use Trigger::{Changed, Tick};
-
-    fn core() -> Core {
-        Core::started("/etc/d.yaml", "a".into())
-    }
-
-    fn ok(t: &str) -> Result<String, String> {
-        Ok(t.to_owned())
-    }
-
-    fn try_(t: &str) -> Decision {
-        Decision::Try(t.to_owned())
-    }
-
-    #[test]
-    fn start_counts_as_the_first_apply() {
-        let c = core();
-        let s = c.status();
-        assert_eq!(s.source, "/etc/d.yaml");
-        assert_eq!(
-            s.applied,
-            Some(Applied {
-                digest: digest("a"),
-                count: 1
-            })
-        );
-        assert_eq!(
-            (&s.refused, &s.apply_error, &s.read_error),
-            (&None, &None, &None)
-        );
-        assert_eq!(c.running(), "a");
-    }
-
-    #[test]
-    fn the_running_text_is_not_applied_again() {
-        let mut c = core();
-        assert_eq!(c.observe(ok("a"), Changed), Decision::Keep);
-        assert_eq!(c.observe(ok("a"), Tick), Decision::Keep);
-        assert_eq!(c.status().applied.as_ref().unwrap().count, 1);
-    }
-
-    #[test]
-    fn a_new_text_is_tried_and_once_applied_runs() {
-        let mut c = core();
-        assert_eq!(c.observe(ok("b"), Changed), try_("b"));
-        c.applied("b".into());
-        assert_eq!(c.running(), "b");
-        let a = c.status().applied.clone().unwrap();
-        assert_eq!((a.digest, a.count), (digest("b"), 2));
-        assert_eq!(c.observe(ok("b"), Tick), Decision::Keep);
-        // Back to an older text: a change like any other.
-        assert_eq!(c.observe(ok("a"), Changed), try_("a"));
-    }
-
-    #[test]
-    fn a_refused_text_is_kept_out_until_the_file_changes() {
-        let mut c = core();
-        assert_eq!(c.observe(ok("bad"), Changed), try_("bad"));
-        c.refused("bad".into(), "peers[0].id", "is empty");
-        let r = c.status().refused.clone().unwrap();
-        assert_eq!(
-            (r.digest.as_str(), r.field.as_str(), r.problem.as_str()),
-            (digest("bad").as_str(), "peers[0].id", "is empty")
-        );
-        assert_eq!(c.running(), "a", "the running state is kept");
-        assert_eq!(c.observe(ok("bad"), Tick), Decision::Keep, "not retried");
-        assert_eq!(c.observe(ok("bad"), Changed), Decision::Keep);
-        assert!(c.status().refused.is_some(), "still refused");
-        // Another text: tried; a second refusal replaces the first.
-        assert_eq!(c.observe(ok("worse"), Changed), try_("worse"));
-        c.refused("worse".into(), "mtu", "too small");
-        assert_eq!(c.status().refused.as_ref().unwrap().field, "mtu");
-        // Refused again after the file changed back to a refused text: tried again.
-        assert_eq!(c.observe(ok("bad"), Changed), try_("bad"));
-    }
-
-    #[test]
-    fn back_to_the_running_text_clears_a_refusal() {
-        let mut c = core();
-        c.observe(ok("bad"), Changed);
-        c.refused("bad".into(), "f", "p");
-        assert_eq!(c.observe(ok("a"), Changed), Decision::Keep);
-        assert_eq!(c.status().refused, None);
-        assert_eq!(c.status().problem(), None);
-        assert_eq!(
-            c.status().applied.as_ref().unwrap().count,
-            1,
-            "nothing re-applied"
-        );
-        // And the once-refused text is tried again if it comes back.
-        assert_eq!(c.observe(ok("bad"), Changed), try_("bad"));
-    }
-
-    #[test]
-    fn a_failed_apply_is_retried_on_ticks_and_counted() {
-        let mut c = core();
-        assert_eq!(c.observe(ok("b"), Changed), try_("b"));
-        c.failed("b".into(), "RTNETLINK: network unreachable".into());
-        let f = c.status().apply_error.clone().unwrap();
-        assert_eq!((f.digest, f.attempts), (digest("b"), 1));
-        assert_eq!(c.running(), "a");
-        assert_eq!(
-            c.observe(ok("b"), Changed),
-            Decision::Keep,
-            "not on every event"
-        );
-        assert_eq!(c.observe(ok("b"), Tick), try_("b"), "retried on the tick");
-        c.failed("b".into(), "again".into());
-        let f = c.status().apply_error.clone().unwrap();
-        assert_eq!((f.error.as_str(), f.attempts), ("again", 2));
-        assert_eq!(c.observe(ok("b"), Tick), try_("b"));
-        c.applied("b".into());
-        assert_eq!(c.status().apply_error, None, "success clears the failure");
-        assert_eq!(c.status().applied.as_ref().unwrap().count, 2);
-        assert_eq!(c.observe(ok("b"), Tick), Decision::Keep);
-    }
-
-    #[test]
-    fn a_failure_of_another_text_starts_counting_again() {
-        let mut c = core();
-        c.observe(ok("b"), Changed);
-        c.failed("b".into(), "x".into());
-        c.observe(ok("b"), Tick);
-        c.failed("b".into(), "x".into());
-        assert_eq!(c.observe(ok("c"), Changed), try_("c"));
-        c.failed("c".into(), "y".into());
-        let f = c.status().apply_error.clone().unwrap();
-        assert_eq!((f.digest, f.attempts), (digest("c"), 1));
-    }
-
-    #[test]
-    fn back_to_the_running_text_clears_a_failure() {
-        let mut c = core();
-        c.observe(ok("b"), Changed);
-        c.failed("b".into(), "x".into());
-        assert_eq!(c.observe(ok("a"), Tick), Decision::Keep);
-        assert_eq!(c.status().apply_error, None);
-        assert_eq!(
-            c.observe(ok("a"), Tick),
-            Decision::Keep,
-            "nothing left to retry"
-        );
-    }
-
-    #[test]
-    fn refusal_and_failure_replace_each_other() {
-        let mut c = core();
-        c.observe(ok("b"), Changed);
-        c.failed("b".into(), "x".into());
-        assert_eq!(c.observe(ok("bad"), Changed), try_("bad"));
-        c.refused("bad".into(), "f", "p");
-        assert!(c.status().refused.is_some());
-        assert_eq!(
-            c.status().apply_error,
-            None,
-            "the failure was of an older text"
-        );
-        assert_eq!(c.observe(ok("b"), Changed), try_("b"));
-        c.failed("b".into(), "x".into());
-        assert_eq!(c.status().refused, None);
-        assert_eq!(c.status().apply_error.as_ref().unwrap().attempts, 1);
-        // A refused text is not retried on the tick, a failed one is: the latest decides.
-        assert_eq!(c.observe(ok("b"), Tick), try_("b"));
-    }
-
-    #[test]
-    fn an_apply_refused_by_the_daemon_counts_as_refused() {
-        let mut c = core();
-        c.observe(ok("port"), Changed);
-        c.refused(
-            "port".into(),
-            "listenPort",
-            "cannot change from 1 to 2 while running",
-        );
-        assert_eq!(c.observe(ok("port"), Tick), Decision::Keep);
-        assert_eq!(c.status().refused.as_ref().unwrap().field, "listenPort");
-    }
-
-    #[test]
-    fn an_unreadable_file_is_reported_until_it_is_readable() {
-        let mut c = core();
-        assert_eq!(c.observe(Err("no such file".into()), Tick), Decision::Keep);
-        assert_eq!(c.status().read_error.as_deref(), Some("no such file"));
-        assert!(c.status().problem().unwrap().contains("no such file"));
-        assert_eq!(c.running(), "a", "the running state is kept");
-        assert_eq!(
-            c.observe(Err("is a directory".into()), Changed),
-            Decision::Keep
-        );
-        assert_eq!(c.status().read_error.as_deref(), Some("is a directory"));
-        assert_eq!(c.observe(ok("a"), Changed), Decision::Keep);
-        assert_eq!(c.status().read_error, None);
-        assert_eq!(c.status().problem(), None);
-        // Readable again with a new text: cleared, and the text is tried.
-        c.observe(Err("gone".into()), Tick);
-        assert_eq!(c.observe(ok("b"), Changed), try_("b"));
-        assert_eq!(c.status().read_error, None);
-    }
-
-    #[test]
-    fn an_unreadable_file_keeps_the_refusal_and_stops_retries() {
-        let mut c = core();
-        c.observe(ok("bad"), Changed);
-        c.refused("bad".into(), "f", "p");
-        c.observe(Err("gone".into()), Tick);
-        let s = c.status();
-        assert!(s.refused.is_some() && s.read_error.is_some());
-        let p = s.problem().unwrap();
-        assert!(p.contains("gone") && p.contains("f: p"), "{p}");
-        // A failed text is not retried while the file cannot be read.
-        let mut c = core();
-        c.observe(ok("b"), Changed);
-        c.failed("b".into(), "x".into());
-        assert_eq!(c.observe(Err("gone".into()), Tick), Decision::Keep);
-        assert_eq!(c.observe(ok("b"), Tick), try_("b"), "retried once readable");
-    }
-}
+mod tests;

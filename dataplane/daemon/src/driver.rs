@@ -22,8 +22,9 @@ pub enum ApplyError {
     /// with its field, not retried until the file changes. Nothing was changed.
     #[error("refused")]
     Refused(#[source] FieldError),
-    /// Applying failed (the kernel refused a request): retried on the next tick. The daemon
-    /// rolled back, or its next apply converges from whatever state this one left.
+    /// Applying failed (the kernel refused a request): retried on the next tick, and shown
+    /// until an apply succeeds. The daemon rolled back, or its next apply converges from
+    /// whatever state this one left.
     #[error("applying failed")]
     Failed(#[source] BoxError),
 }
@@ -32,6 +33,35 @@ impl ApplyError {
     /// A failure from any error.
     pub fn failed(e: impl Into<BoxError>) -> ApplyError {
         ApplyError::Failed(e.into())
+    }
+}
+
+/// A change failed, and putting the previous state back failed too: the state may be a mix of
+/// both until an apply succeeds. Its text is the change's error and its causes, then the
+/// rollback's as the source, so `/status` shows both.
+#[derive(Debug, thiserror::Error)]
+#[error("{}; rolling back failed too", chain(change.as_ref()))]
+pub struct RollbackFailed {
+    /// Why the change failed.
+    pub change: BoxError,
+    /// Why putting the previous state back failed.
+    #[source]
+    pub rollback: BoxError,
+}
+
+impl RollbackFailed {
+    /// `change`'s error alone if the rollback went well, both otherwise.
+    pub fn join<E: Into<BoxError>, R: Into<BoxError>>(
+        change: E,
+        rollback: Result<(), R>,
+    ) -> BoxError {
+        match rollback {
+            Ok(()) => change.into(),
+            Err(r) => Box::new(RollbackFailed {
+                change: change.into(),
+                rollback: r.into(),
+            }),
+        }
     }
 }
 
@@ -44,8 +74,12 @@ pub trait Daemon {
     /// Parses and validates a file's text; every error names its field.
     fn parse(&self, text: &str) -> Result<Self::Config, FieldError>;
 
-    /// Applies `cfg`, which [`parse`](Self::parse) accepted. On `Err` the running state must be
-    /// the previous config's (rolled back) or one the next apply converges from.
+    /// Applies `cfg`, which [`parse`](Self::parse) accepted: converges to it from whatever state
+    /// there is. It is called with the running config again on every resync and after a failed
+    /// apply, so converging to the config in force must be cheap and must restore anything
+    /// changed behind the daemon's back. On `Err` the running state must be the previous
+    /// config's (rolled back) or one the next apply converges from; a failed rollback belongs
+    /// in the error ([`RollbackFailed`]), not only in the log.
     fn apply(&mut self, cfg: Self::Config) -> impl Future<Output = Result<(), ApplyError>> + Send;
 
     /// Checked on every tick and change; an error stops the daemon (its supervisor restarts it).
@@ -116,17 +150,24 @@ impl Reload {
             self.publish();
             return;
         };
+        // The running text again: a resync, or a repair after a failure.
+        let again = text == self.core.running();
+        let digest = crate::digest(&text);
         match daemon.parse(&text) {
             Err(e) => self.refuse(text, &e),
             Ok(cfg) => match daemon.apply(cfg).await {
+                Ok(()) if again && !self.core.dirty() => {
+                    tracing::debug!(%digest, "running configuration converged again");
+                    self.core.applied(text);
+                }
                 Ok(()) => {
-                    tracing::info!(digest = %crate::digest(&text), "configuration applied");
+                    tracing::info!(%digest, again, "configuration applied");
                     self.core.applied(text);
                 }
                 Err(ApplyError::Refused(e)) => self.refuse(text, &e),
                 Err(ApplyError::Failed(e)) => {
                     let line = chain(e.as_ref());
-                    tracing::warn!(digest = %crate::digest(&text), error = %line, "applying the configuration failed; retrying on the next tick");
+                    tracing::warn!(%digest, again, error = %line, "applying the configuration failed; retrying on the next tick");
                     self.core.failed(text, line);
                 }
             },

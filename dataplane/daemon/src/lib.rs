@@ -4,10 +4,12 @@
 //! It owns, once for every daemon:
 //! - the config source ([`source::ConfigFile`]): a watched file (inotify on its directory, so an
 //!   atomic rename or a Kubernetes ConfigMap's `..data` swap is seen within milliseconds, plus a
-//!   tick of about a second that also retries failed applies);
+//!   tick of about a second that also retries failed applies, and a resync of about ten seconds
+//!   that converges the running config again);
 //! - the reload loop with refuse-and-keep semantics: a pure decision core ([`core::Core`]) and a
 //!   thin async driver ([`driver::Reload::run`]) that calls a daemon's [`driver::Daemon`]
-//!   implementation (parse a text, apply a config);
+//!   implementation (parse a text, apply a config); a failed apply (its rollback's failure
+//!   included, [`driver::RollbackFailed`]) stays in the status until an apply succeeds;
 //! - the `reload` block every daemon's `/status` carries ([`status::ReloadStatus`]: what runs,
 //!   what was refused, what failed to apply, whether the file is unreadable), with its metrics;
 //! - the status and metrics server ([`server::StatusServer`], GET only) and the supervision of
@@ -35,6 +37,6 @@ pub mod source;
 pub mod status;
 pub mod tasks;
 
-pub use driver::{ApplyError, Daemon, Reload};
+pub use driver::{ApplyError, Daemon, Reload, RollbackFailed};
 pub use liqo_types::field::FieldError;
 pub use status::{ReloadStatus, digest};

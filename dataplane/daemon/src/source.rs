@@ -6,7 +6,8 @@
 //! rename). A tick of about a second backs the watch up (a file reached through a symlink to
 //! another directory, a directory created later, an inotify instance that could not be had) and
 //! retries failed applies. Bursts of events (a write, a close and a rename) are coalesced into
-//! one look at the file.
+//! one look at the file. A slower resync (every [`RESYNC`] by default) asks for the running
+//! config to be converged again, so that state changed behind the daemon's back comes back.
 
 use std::{
     io,
@@ -25,6 +26,9 @@ use crate::core::Trigger;
 
 /// The default tick.
 pub const TICK: Duration = Duration::from_secs(1);
+
+/// The default resync.
+pub const RESYNC: Duration = Duration::from_secs(10);
 
 /// How long a burst of events may be quiet before the file is read.
 const SETTLE: Duration = Duration::from_millis(5);
@@ -63,17 +67,30 @@ pub struct ConfigFile {
     dir: PathBuf,
     watch: Option<AsyncFd<Fd>>,
     tick: Interval,
+    resync: Option<Interval>,
 }
 
 impl ConfigFile {
-    /// Watches `path` with the default [`TICK`]. Must run inside a tokio runtime. Watching
-    /// starts now, so a change made after this call is seen even if the first
-    /// [`read`](Self::read) comes later.
+    /// Watches `path` with the default [`TICK`] and [`RESYNC`]. Must run inside a tokio
+    /// runtime. Watching starts now, so a change made after this call is seen even if the
+    /// first [`read`](Self::read) comes later.
     pub fn watch(path: impl Into<PathBuf>) -> ConfigFile {
-        ConfigFile::with_tick(path, TICK)
+        ConfigFile::with_tick(path, TICK).with_resync(Some(RESYNC))
     }
 
-    /// Watches `path`, ticking every `tick`.
+    /// Converges the running config again every `every` ([`Trigger::Resync`]), or never with
+    /// `None` (a zero duration counts as `None`).
+    #[must_use]
+    pub fn with_resync(mut self, every: Option<Duration>) -> ConfigFile {
+        self.resync = every.filter(|d| !d.is_zero()).map(|d| {
+            let mut i = tokio::time::interval_at(Instant::now() + d, d);
+            i.set_missed_tick_behavior(MissedTickBehavior::Delay);
+            i
+        });
+        self
+    }
+
+    /// Watches `path`, ticking every `tick`, with no resync.
     pub fn with_tick(path: impl Into<PathBuf>, tick: Duration) -> ConfigFile {
         let path = path.into();
         let dir = match path.parent() {
@@ -87,6 +104,7 @@ impl ConfigFile {
             dir,
             watch: None,
             tick,
+            resync: None,
         };
         f.rewatch();
         f
@@ -110,18 +128,27 @@ impl ConfigFile {
         })
     }
 
-    /// Waits until the file may have changed, or the tick.
+    /// Waits until the file may have changed, the tick or the resync.
     pub async fn next(&mut self) -> Trigger {
+        let every = &mut self.resync;
+        let resync = async {
+            match every {
+                Some(i) => i.tick().await,
+                None => std::future::pending().await,
+            }
+        };
         let changed = match &self.watch {
             Some(fd) => tokio::select! {
                 biased;
                 r = events(fd) => Some(r),
+                _ = resync => return Trigger::Resync,
                 _ = self.tick.tick() => None,
             },
-            None => {
-                self.tick.tick().await;
-                None
-            }
+            None => tokio::select! {
+                biased;
+                _ = resync => return Trigger::Resync,
+                _ = self.tick.tick() => None,
+            },
         };
         match changed {
             None => {

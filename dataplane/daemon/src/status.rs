@@ -27,7 +27,9 @@ pub struct ReloadStatus {
     pub applied: Option<Applied>,
     /// The file's text was refused (the running state is kept); not retried until it changes.
     pub refused: Option<Refused>,
-    /// Applying the file's text failed (the running state is kept); retried every tick.
+    /// The latest apply failed: of the file's text, or of the running text converged again
+    /// (after a failure, or on the periodic resync). Until an apply succeeds the state may be
+    /// neither config's, and it is retried every tick; cleared only by a successful apply.
     pub apply_error: Option<Failed>,
     /// The file cannot be read (missing, a directory, not UTF-8, ...).
     pub read_error: Option<String>,

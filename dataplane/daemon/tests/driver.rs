@@ -3,14 +3,14 @@
 
 use std::{
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
 
 use liqo_daemon::{
-    ApplyError, Daemon, FieldError, Reload, ReloadStatus, digest,
+    ApplyError, Daemon, FieldError, Reload, ReloadStatus, RollbackFailed, digest,
     driver::StatusView,
     signal::Signal,
     source::ConfigFile,
@@ -20,10 +20,12 @@ use liqo_types::field::bad;
 use tokio::sync::oneshot;
 
 /// Texts are `port=<n> value=<v>`; `value=bad` is invalid; the port cannot change while
-/// running; applies fail while `broken` is set.
+/// running; applies fail while `broken` is set, leaving `half-<v>` in the "kernel" (a failed
+/// rollback).
 struct Fake {
     port: u16,
     value: String,
+    kernel: Arc<Mutex<String>>,
     broken: Arc<AtomicBool>,
     sick: Arc<AtomicBool>,
     applies: Arc<AtomicU64>,
@@ -65,9 +67,15 @@ impl Daemon for Fake {
             )));
         }
         if self.broken.load(Ordering::Relaxed) {
+            *self.kernel.lock().unwrap() = format!("half-{}", cfg.value);
             let io = std::io::Error::other("Network is unreachable");
-            return Err(ApplyError::failed(Wrapped(io)));
+            let undo = std::io::Error::other("no route to host");
+            return Err(ApplyError::Failed(RollbackFailed::join(
+                Wrapped(io),
+                Err::<(), _>(undo),
+            )));
         }
+        *self.kernel.lock().unwrap() = cfg.value.clone();
         self.value = cfg.value;
         Ok(())
     }
@@ -90,6 +98,7 @@ struct Harness {
     broken: Arc<AtomicBool>,
     sick: Arc<AtomicBool>,
     applies: Arc<AtomicU64>,
+    kernel: Arc<Mutex<String>>,
     stop: Option<oneshot::Sender<()>>,
     run: tokio::task::JoinHandle<(Result<Signal, RunError>, String)>,
 }
@@ -98,10 +107,15 @@ const FIRST: &str = "port=1 value=a\n";
 
 impl Harness {
     fn start(tasks: Tasks) -> Harness {
+        Harness::with_resync(tasks, None)
+    }
+
+    fn with_resync(tasks: Tasks, resync: Option<Duration>) -> Harness {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d.conf");
         std::fs::write(&path, FIRST).unwrap();
-        let source = ConfigFile::with_tick(&path, Duration::from_millis(50));
+        let source = ConfigFile::with_tick(&path, Duration::from_millis(50)).with_resync(resync);
+        let kernel = Arc::new(Mutex::new("a".to_owned()));
         let text = source.read().unwrap();
         let (broken, sick, applies) = (
             Arc::new(AtomicBool::new(false)),
@@ -114,6 +128,7 @@ impl Harness {
             broken: Arc::clone(&broken),
             sick: Arc::clone(&sick),
             applies: Arc::clone(&applies),
+            kernel: Arc::clone(&kernel),
         };
         let reload = Reload::started(&source, text);
         let view = reload.view();
@@ -134,6 +149,7 @@ impl Harness {
             broken,
             sick,
             applies,
+            kernel,
             stop: Some(stop),
             run,
         }
@@ -214,7 +230,10 @@ async fn refuse_and_keep_fail_and_retry_unreadable_and_back() {
         .await;
     let f = s.apply_error.unwrap();
     assert_eq!(f.digest, c);
-    assert_eq!(f.error, "adding a route: Network is unreachable");
+    assert_eq!(
+        f.error,
+        "adding a route: Network is unreachable; rolling back failed too: no route to host"
+    );
     h.broken.store(false, Ordering::Relaxed);
     let s = h
         .wait("applied after retries", |s| {
@@ -277,4 +296,59 @@ async fn a_failed_task_or_an_unhealthy_daemon_stops_the_loop() {
         .unwrap()
         .unwrap();
     assert!(matches!(r, Err(RunError::Unhealthy(_))), "{r:?}");
+}
+
+#[tokio::test]
+async fn the_resync_restores_drift_and_a_failed_rollback_is_repaired() {
+    let mut h = Harness::with_resync(Tasks::new(), Some(Duration::from_millis(100)));
+    // Changed behind the daemon's back: the resync puts it back, nothing shown.
+    *h.kernel.lock().unwrap() = "drift".into();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while *h.kernel.lock().unwrap() != "a" {
+        assert!(tokio::time::Instant::now() < deadline, "not restored");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let s = h.view.borrow().clone();
+    assert_eq!(s.problem(), None);
+    assert_eq!(s.applied.unwrap().count, 1, "a resync is not counted");
+
+    // A resync that fails is shown and retried; success clears it.
+    h.broken.store(true, Ordering::Relaxed);
+    let s = h
+        .wait("resync failed", |s| {
+            s.apply_error
+                .as_ref()
+                .is_some_and(|f| f.digest == digest(FIRST))
+        })
+        .await;
+    assert_eq!(s.refused, None);
+    h.broken.store(false, Ordering::Relaxed);
+    h.wait("resync applied", |s| s.problem().is_none()).await;
+    assert_eq!(*h.kernel.lock().unwrap(), "a");
+
+    // b fails and so does its rollback: the kernel is half b. The file goes back to the running
+    // text: it is applied again, and the status is clean only once that worked.
+    h.broken.store(true, Ordering::Relaxed);
+    let b = h.write("port=1 value=b\n");
+    h.wait("b failed", |s| {
+        s.apply_error.as_ref().is_some_and(|f| f.digest == b)
+    })
+    .await;
+    h.write(FIRST);
+    let s = h
+        .wait("the running text failed", |s| {
+            s.apply_error
+                .as_ref()
+                .is_some_and(|f| f.digest == digest(FIRST) && f.attempts >= 2)
+        })
+        .await;
+    assert!(s.problem().is_some());
+    assert_eq!(*h.kernel.lock().unwrap(), "half-a");
+    h.broken.store(false, Ordering::Relaxed);
+    let s = h.wait("repaired", |s| s.problem().is_none()).await;
+    assert_eq!(*h.kernel.lock().unwrap(), "a", "converged when clean");
+    assert_eq!(s.applied.unwrap().digest, digest(FIRST));
+    let (r, value) = h.stop().await;
+    assert_eq!(r.unwrap(), Signal::Terminate);
+    assert_eq!(value, "a");
 }
