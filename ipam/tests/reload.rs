@@ -94,6 +94,24 @@ fn pools_and_reserved_subnets_follow_the_file_and_other_changes_are_refused() {
     );
     assert_eq!(list(&s), applied);
 
+    // The file sets the pools and reserved subnets: the API refuses to change them (the next
+    // file change would replace what it did), naming the file; nothing changes.
+    for args in [
+        &["reserved", "add", "10.203.0.0/16"][..],
+        &["reserved", "remove", "10.202.0.0/16"],
+        &["pool", "add", "192.168.0.0/16"],
+        &["pool", "remove", "100.64.0.0/10"],
+    ] {
+        let out = s.cli(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(
+            err.contains("cidr: the ") && err.contains(config.to_str().unwrap()),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(list(&s), applied);
+
     // A field that needs a restart is refused naming it; nothing changes.
     let moved = free_port();
     write(

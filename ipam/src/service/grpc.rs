@@ -130,6 +130,16 @@ pub(crate) fn list(ipam: &Ipam) -> proto::ListResponse {
 }
 
 impl Service {
+    /// Refuses an API change of a list that a flag or the config file sets.
+    fn unmanaged(&self, what: &str, by: Option<String>) -> Result<(), Status> {
+        match by {
+            Some(by) => Err(Status::failed_precondition(format!(
+                "cidr: the {what} are set by {by}; change them there (a change here would be replaced from it)"
+            ))),
+            None => Ok(()),
+        }
+    }
+
     fn observe<T>(&self, method: &'static str, r: Result<T, ServiceError>) -> Result<T, Status> {
         self.metrics.request(method, r.is_ok());
         r.map_err(status)
@@ -240,6 +250,7 @@ impl proto::ipam_server::Ipam for Service {
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
         let net = cidr("cidr", &req.into_inner().cidr)?;
+        self.unmanaged("reserved subnets", self.managed().reserved)?;
         let out = self.mutate(|ipam| ipam.add_reserved(net).map(|()| list(ipam)));
         self.observe("add_reserved", out).map(Response::new)
     }
@@ -249,6 +260,7 @@ impl proto::ipam_server::Ipam for Service {
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
         let net = cidr("cidr", &req.into_inner().cidr)?;
+        self.unmanaged("reserved subnets", self.managed().reserved)?;
         let out = self.mutate(|ipam| ipam.remove_reserved(net).map(|()| list(ipam)));
         self.observe("remove_reserved", out).map(Response::new)
     }
@@ -258,6 +270,7 @@ impl proto::ipam_server::Ipam for Service {
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
         let net = cidr("cidr", &req.into_inner().cidr)?;
+        self.unmanaged("pools", self.managed().pools)?;
         let out = self.mutate(|ipam| ipam.add_pool(net).map(|()| list(ipam)));
         self.observe("add_pool", out).map(Response::new)
     }
@@ -267,6 +280,7 @@ impl proto::ipam_server::Ipam for Service {
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
         let net = cidr("cidr", &req.into_inner().cidr)?;
+        self.unmanaged("pools", self.managed().pools)?;
         let out = self.mutate(|ipam| ipam.remove_pool(net).map(|()| list(ipam)));
         self.observe("remove_pool", out).map(Response::new)
     }

@@ -44,6 +44,18 @@ struct Inner {
 pub struct Service {
     inner: Arc<Mutex<Inner>>,
     metrics: Arc<metrics::Metrics>,
+    managed: Arc<Mutex<Managed>>,
+}
+
+/// Who sets the pools and the reserved subnets when not the API (a flag, or the watched config
+/// file): a change through the API would be replaced from there at the next restart or file
+/// change, so the API refuses it, naming the source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Managed {
+    /// The source of the pools, if any.
+    pub pools: Option<String>,
+    /// The source of the reserved subnets, if any.
+    pub reserved: Option<String>,
 }
 
 /// What to do with pools and reserved subnets found in the stored state at start-up.
@@ -88,7 +100,21 @@ impl Service {
         Ok(Service {
             inner: Arc::new(Mutex::new(Inner { ipam, store })),
             metrics,
+            managed: Arc::default(),
         })
+    }
+
+    /// Records who sets the pools and reserved subnets (see [`Managed`]).
+    pub fn set_managed(&self, managed: Managed) {
+        *self.managed.lock().unwrap_or_else(|p| p.into_inner()) = managed;
+    }
+
+    /// Who sets the pools and reserved subnets.
+    pub fn managed(&self) -> Managed {
+        self.managed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Reads the IPAM.

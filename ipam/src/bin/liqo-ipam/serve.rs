@@ -3,12 +3,16 @@
 //! A changed config file's pools and reserved subnets are applied while running; a change to
 //! any other field is refused naming it, and the running state is kept.
 
-use std::{future::Future, net::SocketAddr, path::PathBuf};
+use std::{
+    future::Future,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Context, Result, anyhow};
 use clap::Args;
 use ipam::{
-    service::{Service, ServiceError, server::Server},
+    service::{Managed, Service, ServiceError, server::Server},
     settings::{self, Settings},
     store::FileStore,
 };
@@ -107,6 +111,35 @@ struct Ipam {
     flags: Settings,
     /// The settings in force.
     running: Settings,
+    /// The config file, if any.
+    config: Option<PathBuf>,
+}
+
+/// Who sets the pools and reserved subnets: a flag, else the config file, else the API.
+fn managed(flags: &Settings, running: &Settings, config: Option<&Path>) -> Managed {
+    let by = |flag: bool, given: bool, flag_name: &str, field: &str| {
+        if flag {
+            Some(flag_name.to_owned())
+        } else if given {
+            config.map(|p| format!("{field} in {}", p.display()))
+        } else {
+            None
+        }
+    };
+    Managed {
+        pools: by(
+            flags.pools.is_some() || flags.additional_pools.is_some(),
+            running.pools.is_some() || running.additional_pools.is_some(),
+            "--pools/--additional-pools",
+            "pools/additionalPools",
+        ),
+        reserved: by(
+            flags.reserved_subnets.is_some(),
+            running.reserved_subnets.is_some(),
+            "--reserved-subnets",
+            "reservedSubnets",
+        ),
+    }
 }
 
 impl Ipam {
@@ -125,6 +158,8 @@ impl Ipam {
             })?;
             tracing::info!(pools = ?change.pools, reserved = ?change.reserved, "pools and reserved subnets changed");
         }
+        self.service
+            .set_managed(managed(&self.flags, &new, self.config.as_deref()));
         self.running = new;
         Ok(())
     }
@@ -228,8 +263,14 @@ pub(crate) async fn serve(args: Serve) -> Result<()> {
     let (stop, stop_rx) = watch::channel(false);
     let grpc = grpc.run(&service, stopped(stop_rx));
     tokio::pin!(grpc);
+    service.set_managed(managed(
+        &flags,
+        &settings,
+        source.as_ref().map(ConfigFile::path),
+    ));
     let mut daemon = Ipam {
         service: service.clone(),
+        config: source.as_ref().map(|s| s.path().to_owned()),
         flags,
         running: settings,
     };
