@@ -3,7 +3,10 @@
 //!
 //! Everything is idempotent so that a restart after `kill -9` converges to the same state with
 //! no duplicates: existing links and addresses are adopted, routes and rules are reconciled
-//! against what the kernel reports, and the NAT table is replaced whole.
+//! against what the kernel reports, and the NAT table is replaced whole. Applying the running
+//! configuration again (the reload loop's resync) restores routes, rules and NAT changed behind
+//! the gateway's back. A failed start removes what it created; a failed change is rolled back,
+//! and a failed rollback is part of the error.
 
 use std::{net::UdpSocket, sync::Arc, thread::JoinHandle};
 
@@ -16,7 +19,7 @@ use dataplane::{
 };
 use ipnet::IpNet;
 
-use liqo_daemon::{ApplyError, tasks::BoxError};
+use liqo_daemon::{ApplyError, RollbackFailed, tasks::BoxError};
 
 use crate::{
     config::{Config, ConfigError, File},
@@ -49,6 +52,9 @@ pub enum GatewayError {
     /// A sysctl.
     #[error(transparent)]
     Sysctl(#[from] sysctl::Error),
+    /// A change (or the start) failed, and undoing it failed too.
+    #[error(transparent)]
+    Rollback(#[from] RollbackFailed),
     /// The UDP socket.
     #[error("binding UDP port {port}")]
     Bind {
@@ -73,7 +79,9 @@ pub struct Gateway {
 
 impl Gateway {
     /// Creates (or adopts) the namespace, links, tunnel, routes, rules and NAT of `cfg`, and
-    /// starts the data path. Must run inside a tokio runtime, in the host namespace.
+    /// starts the data path. Must run inside a tokio runtime, in the host namespace. If a step
+    /// fails, what was created is removed again (the namespace, the veth pair with its routes
+    /// and rules, the tunnel), and a failure to remove it is part of the error.
     pub async fn start(cfg: Config) -> Result<Gateway, GatewayError> {
         let key = PrivateKey::load_or_create(&cfg.private_key_file)?;
         let public = key.public();
@@ -84,6 +92,25 @@ impl Gateway {
             }
             .into());
         }
+        let host = Netlink::connect()?;
+        let mut g = match Gateway::create(&cfg, key, public, &host).await {
+            Ok(g) => g,
+            Err(e) => return Err(undone(e, remove(&host, &cfg).await)),
+        };
+        if let Err(e) = g.converge(&cfg).await {
+            return Err(undone(e, g.shutdown().await));
+        }
+        tracing::info!(namespace = %g.cfg.namespace, port = g.cfg.listen_port, peers = g.cfg.peers.len(), "gateway up");
+        Ok(g)
+    }
+
+    /// The namespace, links, addresses and tunnel of `cfg`, and the data path running.
+    async fn create(
+        cfg: &Config,
+        key: PrivateKey,
+        public: PublicKey,
+        host: &Netlink,
+    ) -> Result<Gateway, GatewayError> {
         let gw_ns = match Netns::open(&cfg.namespace) {
             Ok(ns) => ns,
             Err(dataplane::netns::Error::NotFound(_)) => Netns::create(&cfg.namespace)?,
@@ -94,7 +121,6 @@ impl Gateway {
             }
             Err(e) => return Err(e.into()),
         };
-        let host = Netlink::connect()?;
         let gw = Netlink::connect_in(&gw_ns)?;
         gw.set_up(&"lo".parse().expect("lo"), true).await?;
         if host.link(&cfg.host_link).await?.is_none() {
@@ -112,7 +138,7 @@ impl Gateway {
         }
         host.set_up(&cfg.host_link, true).await?;
         gw.set_up(&cfg.gateway_link, true).await?;
-        ensure_address(&host, &cfg.host_link, IpNet::V4(cfg.host_addr())).await?;
+        ensure_address(host, &cfg.host_link, IpNet::V4(cfg.host_addr())).await?;
         ensure_address(&gw, &cfg.gateway_link, IpNet::V4(cfg.gateway_addr())).await?;
         gw_ns.run(|| sysctl::set("net.ipv4.ip_forward", "1"))??;
 
@@ -128,32 +154,27 @@ impl Gateway {
         })??;
         gw.set_mtu(&cfg.tun, cfg.mtu).await?;
         gw.set_up(&cfg.tun, true).await?;
-        let udp =
-            UdpSocket::bind(("0.0.0.0", cfg.listen_port)).map_err(|source| GatewayError::Bind {
-                port: cfg.listen_port,
-                source,
-            })?;
-        let device = Device::new(key, fd, udp).map_err(|source| GatewayError::Bind {
+        let bind = |source| GatewayError::Bind {
             port: cfg.listen_port,
             source,
-        })?;
+        };
+        let udp = UdpSocket::bind(("0.0.0.0", cfg.listen_port)).map_err(bind)?;
+        let device = Device::new(key, fd, udp).map_err(bind)?;
         device.set_peers(&cfg.peers);
-        let threads = device.start().map_err(|source| GatewayError::Bind {
-            port: cfg.listen_port,
-            source,
+        let threads = device.start().map_err(|e| {
+            // The threads that did start end with the device.
+            device.stop();
+            bind(e)
         })?;
-        let mut g = Gateway {
+        Ok(Gateway {
             cfg: cfg.clone(),
             public,
             gw_ns,
-            host,
+            host: host.clone(),
             gw,
             device,
             threads,
-        };
-        g.converge(&cfg).await?;
-        tracing::info!(namespace = %g.cfg.namespace, port = g.cfg.listen_port, peers = g.cfg.peers.len(), "gateway up");
-        Ok(g)
+        })
     }
 
     /// Routes, rules and NAT for `cfg` (each a minimal diff, NAT atomic).
@@ -214,10 +235,7 @@ impl Gateway {
         // configuration so that the running state is never a mix of the two.
         if let Err(e) = self.switch(&cfg).await {
             let old = self.cfg.clone();
-            if let Err(undo) = self.switch(&old).await {
-                tracing::error!(error = %undo, "restoring the previous configuration");
-            }
-            return Err(e);
+            return Err(undone(e, self.switch(&old).await));
         }
         self.cfg = cfg;
         Ok(())
@@ -263,11 +281,8 @@ impl Gateway {
                 tracing::error!("a data-path thread had panicked");
             }
         }
-        self.host.reconcile_rules(plan::HOST_TABLE, &[]).await?;
-        self.host.reconcile_table(plan::HOST_TABLE, &[]).await?;
-        self.host.delete_link(&self.cfg.host_link).await?;
         drop(self.device);
-        Netns::delete(&self.cfg.namespace)?;
+        remove(&self.host, &self.cfg).await?;
         tracing::info!(namespace = %self.cfg.namespace, "gateway removed");
         Ok(())
     }
@@ -283,8 +298,10 @@ impl liqo_daemon::Daemon for Gateway {
     }
 
     async fn apply(&mut self, cfg: Config) -> Result<(), ApplyError> {
-        let peers = cfg.peers.len();
+        let (peers, again) = (cfg.peers.len(), cfg == self.cfg);
         match Gateway::apply(self, cfg).await {
+            // The resync: converged to what was already in force.
+            Ok(()) if again => Ok(()),
             Ok(()) => {
                 tracing::info!(peers, "gateway configuration applied");
                 Ok(())
@@ -300,6 +317,28 @@ impl liqo_daemon::Daemon for Gateway {
         } else {
             Err("a data-path thread stopped; exiting so that the gateway is restarted".into())
         }
+    }
+}
+
+/// Removes the host rules and routes, the veth pair and the namespace of `cfg` (with the tunnel
+/// and the NAT table); what is missing already is fine.
+async fn remove(host: &Netlink, cfg: &Config) -> Result<(), GatewayError> {
+    host.reconcile_rules(plan::HOST_TABLE, &[]).await?;
+    host.reconcile_table(plan::HOST_TABLE, &[]).await?;
+    host.delete_link(&cfg.host_link).await?;
+    Netns::delete(&cfg.namespace)?;
+    Ok(())
+}
+
+/// `e`, with the failure of undoing it if that failed too.
+fn undone(e: GatewayError, undo: Result<(), GatewayError>) -> GatewayError {
+    match undo {
+        Ok(()) => e,
+        Err(u) => RollbackFailed {
+            change: e.into(),
+            rollback: u.into(),
+        }
+        .into(),
     }
 }
 

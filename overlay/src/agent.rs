@@ -1,6 +1,8 @@
 //! Applying the plan: converge by diff, and remove everything on shutdown. Idempotent, so a
 //! restart after `kill -9` adopts what exists without duplicates. [`Agent`] is what the reload
-//! loop drives: a change that fails is rolled back to the running configuration.
+//! loop drives: a change that fails is rolled back to the running configuration (a failed
+//! rollback is part of the error), and applying the running configuration again (the resync)
+//! restores what was changed behind the agent's back.
 
 use std::collections::BTreeSet;
 
@@ -10,7 +12,7 @@ use dataplane::{
     link::{LinkKind, LinkSpec},
     netlink,
 };
-use liqo_daemon::ApplyError;
+use liqo_daemon::{ApplyError, RollbackFailed};
 use tokio::sync::watch;
 
 use crate::{
@@ -193,17 +195,17 @@ impl Agent {
     }
 
     /// Back to `cfg` after `next` failed; whatever cannot be restored now is converged by the
-    /// next apply (every apply converges from any state).
-    async fn roll_back(&mut self, cfg: &Config, next: &Config) {
+    /// next apply (every apply converges from any state), and the error says what.
+    async fn roll_back(&mut self, cfg: &Config, next: &Config) -> Result<(), AgentError> {
+        let mut removed = Ok(());
         if next.device != cfg.device
             && let Err(e) = delete_device(&self.nl, &next.device).await
         {
-            tracing::error!(device = %next.device, error = %e, "removing the device of a failed change");
+            // Removed on shutdown if no later apply does.
             self.leftovers.insert(next.device.clone());
+            removed = Err(e);
         }
-        if let Err(e) = apply(&self.nl, cfg).await {
-            tracing::error!(error = %e, "restoring the running configuration after a failed change");
-        }
+        apply(&self.nl, cfg).await.and(removed)
     }
 
     /// Removes everything the agent created.
@@ -230,10 +232,12 @@ impl liqo_daemon::Daemon for Agent {
     async fn apply(&mut self, next: Config) -> Result<(), ApplyError> {
         let cfg = self.config();
         if let Err(e) = self.switch(&cfg, &next).await {
-            self.roll_back(&cfg, &next).await;
-            return Err(ApplyError::failed(e));
+            let undo = self.roll_back(&cfg, &next).await;
+            return Err(ApplyError::Failed(RollbackFailed::join(e, undo)));
         }
-        tracing::info!(gateway = %next.gateway, nodes = next.nodes.len(), remote = next.remote_cidrs.len(), "overlay configuration applied");
+        if next != cfg {
+            tracing::info!(gateway = %next.gateway, nodes = next.nodes.len(), remote = next.remote_cidrs.len(), "overlay configuration applied");
+        }
         self.leftovers.remove(&next.device);
         self.running.send_replace(next);
         Ok(())

@@ -15,11 +15,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use dataplane::{Netns, NetnsName};
+use dataplane::{Netns, NetnsName, supervisor::Spec};
 use serde::{Deserialize, Serialize};
 
 use super::{BenchError, Options, Profile, Spread, Variant, parse, run};
-use crate::supervisor::Spec;
 use crate::{
     lab::{self, Lab},
     topology::Topology,
@@ -175,7 +174,7 @@ pub fn measure(p: &Path, secs: u32) -> Result<Figure, BenchError> {
         ])
         .netns(&dst)
         .attached()
-        .map_err(|e| fail("starting iperf3 -s", e.to_string()))?;
+        .map_err(|e| BenchError::step("starting iperf3 -s", &e))?;
     let deadline = Instant::now() + Duration::from_secs(5);
     while !listening(&dst, bind) {
         if Instant::now() > deadline {

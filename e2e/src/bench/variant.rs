@@ -255,7 +255,13 @@ pub(crate) async fn down(bed: &Bed, mut leg: Leg) {
     };
     let mut clean = true;
     for d in &mut leg.daemons {
-        clean &= d.stop(grace);
+        match d.stop(grace) {
+            Ok(exit) => clean &= !exit.killed,
+            Err(e) => {
+                eprintln!("bench: stopping {}: {}", d.label, super::chain(&e));
+                clean = false;
+            }
+        }
     }
     match leg.variant {
         Variant::Plain => bed.remove_leg_routes(false).await,

@@ -5,6 +5,7 @@ use std::{
     path::{Path, PathBuf},
     process::ExitCode,
     sync::Arc,
+    time::Duration,
 };
 
 use anyhow::{Context, Result};
@@ -35,6 +36,10 @@ enum Command {
         /// Address of `/status` and `/metrics`.
         #[arg(long, default_value = "127.0.0.1:9107")]
         status_listen: SocketAddr,
+        /// Seconds between convergences of the running configuration (routes, rules and NAT
+        /// changed behind the gateway's back come back); 0 turns them off.
+        #[arg(long, default_value_t = 10)]
+        resync_secs: u64,
     },
     /// Validate a configuration file and print what it resolves to.
     CheckConfig {
@@ -73,9 +78,9 @@ fn load(path: &Path, text: &str, own: Option<gateway::keys::PublicKey>) -> Resul
         .with_context(|| format!("invalid configuration {}", path.display()))
 }
 
-async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
+async fn run(config: PathBuf, status_listen: SocketAddr, resync: Duration) -> Result<()> {
     let stop = liqo_daemon::signal::shutdown().context("installing signal handlers")?;
-    let source = ConfigFile::watch(&config);
+    let source = ConfigFile::watch(&config).with_resync(Some(resync));
     let text = source.read()?;
     // Validate against our own key too, so that a peer using it is named by its field.
     let own = PrivateKey::load_or_create(&load(&config, &text, None)?.private_key_file)?.public();
@@ -112,7 +117,8 @@ async fn cli(cli: Cli) -> Result<()> {
         Command::Run {
             config,
             status_listen,
-        } => run(config, status_listen).await?,
+            resync_secs,
+        } => run(config, status_listen, Duration::from_secs(resync_secs)).await?,
         Command::CheckConfig { config } => {
             let text = std::fs::read_to_string(&config)
                 .with_context(|| format!("reading {}", config.display()))?;

@@ -4,6 +4,7 @@ use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     process::ExitCode,
+    time::Duration,
 };
 
 use anyhow::{Context, Result};
@@ -37,6 +38,10 @@ enum Command {
         /// Address of `/status` and `/metrics`.
         #[arg(long, default_value = STATUS_LISTEN)]
         status_listen: SocketAddr,
+        /// Seconds between convergences of the running configuration (routes, rules and
+        /// neighbours changed behind the agent's back come back); 0 turns them off.
+        #[arg(long, default_value_t = 10)]
+        resync_secs: u64,
     },
     /// Validate a configuration file.
     CheckConfig {
@@ -67,9 +72,9 @@ fn load(path: &Path, text: &str) -> Result<Config> {
         .with_context(|| format!("invalid configuration {}", path.display()))
 }
 
-async fn run(config: PathBuf, status_listen: SocketAddr) -> Result<()> {
+async fn run(config: PathBuf, status_listen: SocketAddr, resync: Duration) -> Result<()> {
     let stop = liqo_daemon::signal::shutdown().context("installing signal handlers")?;
-    let source = ConfigFile::watch(&config);
+    let source = ConfigFile::watch(&config).with_resync(Some(resync));
     let text = source.read()?;
     let cfg = load(&config, &text)?;
     let server = StatusServer::bind(status_listen).await?;
@@ -99,7 +104,8 @@ async fn cli(cli: Cli) -> Result<()> {
         Command::Run {
             config,
             status_listen,
-        } => run(config, status_listen).await,
+            resync_secs,
+        } => run(config, status_listen, Duration::from_secs(resync_secs)).await,
         Command::CheckConfig { config } => {
             let text = std::fs::read_to_string(&config)
                 .with_context(|| format!("reading {}", config.display()))?;
