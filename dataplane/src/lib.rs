@@ -21,6 +21,7 @@ pub mod nft;
 pub mod request;
 pub mod route;
 pub mod rule;
+pub mod supervisor;
 pub mod sysctl;
 pub mod testing;
 pub mod tun;

@@ -5,12 +5,11 @@
 //! checks connectivity with real packets. [`k8s`] runs real Kubernetes control planes (etcd,
 //! apiserver, controller-manager, scheduler, kwok) as processes for the control-plane tests;
 //! [`bench`] measures the gateway and the lab's paths. All three start and stop processes
-//! through one [`supervisor`]. The lab's peering logic is `liqo-peering`'s: the lab only
-//! implements its traits. The `liqo-lab` binary is a thin CLI over all of it. This crate is test
-//! and demo infrastructure: no product daemon depends on it.
+//! through the project's one supervisor, [`dataplane::supervisor`]. The lab's peering logic is
+//! `liqo-peering`'s: the lab only implements its traits. The `liqo-lab` binary is a thin CLI
+//! over all of it. This crate is test and demo infrastructure: no product daemon depends on it.
 
 pub mod bench;
 pub mod k8s;
 pub mod lab;
-pub mod supervisor;
 pub mod topology;

@@ -4,6 +4,7 @@
 mod common;
 
 use common::{Site, Spaces, eventually, prefix, tcp_seen};
+use dataplane::supervisor::Spec;
 
 /// Sites a and b: a sees b's pods as 10.71/16, b sees a's as 10.72/16.
 async fn two_sites(tag: &str) -> (Spaces, Site, Site) {
@@ -173,13 +174,12 @@ async fn adding_and_removing_a_peer_never_stalls_another() {
     );
     c.start();
     assert!(a.ping("10.71.0.2"));
-    let server = b
-        .pod
-        .command("iperf3")
+    let mut server = Spec::new("iperf3", "iperf3", b.dir.join("iperf3.log"))
         .args(["-s", "-1", "-B", "10.200.0.2"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .netns(&b.pod)
+        .kill_on_drop()
+        .attached()
+        .expect("starting iperf3 -s");
     std::thread::sleep(std::time::Duration::from_millis(300));
     let client = a
         .pod
@@ -210,9 +210,10 @@ async fn adding_and_removing_a_peer_never_stalls_another() {
         "c removed during the run"
     );
     let out = client.wait_with_output().unwrap();
-    let mut server = server;
     // iperf3 -s -1 exits after its one test; its output is the client's, checked below.
-    let _ = server.wait();
+    server
+        .wait_exit(std::time::Duration::from_secs(10))
+        .expect("waiting for iperf3 -s");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rates: Vec<f64> = v["intervals"]
         .as_array()

@@ -6,7 +6,7 @@ mod common;
 use std::{process::Command, time::Duration};
 
 use common::{Site, Spaces, eventually, prefix, route, wire};
-use dataplane::{Netlink, route::RouteSpec};
+use dataplane::{Netlink, route::RouteSpec, supervisor::Spec};
 
 fn need(tool: &str) {
     let found = Command::new("sh")
@@ -72,12 +72,18 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
         .unwrap()
         .trim()
         .to_owned();
-    let mut wggo = host
-        .command("wireguard-go")
-        .args(["-f", &ifname])
-        .env("LOG_LEVEL", "error")
-        .spawn()
-        .unwrap();
+    // Killed on drop (also when an assertion fails); its namespace is purged afterwards.
+    let mut wggo = Spec::new(
+        "wireguard-go",
+        "wireguard-go",
+        ours.dir.join("wireguard-go.log"),
+    )
+    .args(["-f", &ifname])
+    .env("LOG_LEVEL", "error")
+    .netns(&host)
+    .kill_on_drop()
+    .attached()
+    .expect("starting wireguard-go");
     assert!(
         eventually(5, || std::path::Path::new(&format!(
             "/var/run/wireguard/{ifname}.sock"
@@ -146,12 +152,12 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
     assert_eq!(seen, "10.90.0.2");
     let seen = common::tcp_seen_raw(&ours.pod, &pod, "10.90.0.2", 7202);
     assert_eq!(seen, "10.200.0.2");
-    let server = pod
-        .command("iperf3")
+    let mut server = Spec::new("iperf3", "iperf3", ours.dir.join("iperf3.log"))
         .args(["-s", "-1", "-B", "10.90.0.2"])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+        .netns(&pod)
+        .kill_on_drop()
+        .attached()
+        .expect("starting iperf3 -s");
     std::thread::sleep(Duration::from_millis(300));
     let out = ours
         .pod
@@ -168,9 +174,10 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
         "bulk TCP through both implementations: {bps} bit/s"
     );
     eprintln!("ours -> wireguard-go: {:.0} Mbit/s", bps / 1e6);
-    let mut server = server;
     // The server exits after its one test; the client's figure above is what is checked.
-    let _ = server.wait();
+    server
+        .wait_exit(Duration::from_secs(10))
+        .expect("waiting for iperf3 -s");
     let status = String::from_utf8(
         host.command("wg")
             .args(["show", &ifname, "latest-handshakes"])
@@ -222,7 +229,5 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
         chain.contains("daddr != @local_pods counter packets 2"),
         "{chain}"
     );
-    // It may have exited already; its namespace is purged on drop anyway.
-    let _ = wggo.kill();
-    let _ = wggo.wait();
+    wggo.kill().expect("stopping wireguard-go");
 }

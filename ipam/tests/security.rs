@@ -6,7 +6,7 @@ mod common;
 
 use std::{net::TcpStream, path::Path};
 
-use common::{Ca, Server, free_port, http_get, run_to_exit, secret, serve_cmd};
+use common::{Ca, Server, free_port, http_get, run_to_exit, secret, serve_spec};
 
 const REMAP: [&str; 5] = ["remap", "--peer", "milan", "--pod-cidr", "10.200.0.0/16"];
 
@@ -96,16 +96,13 @@ fn exposed_listener_without_tls_or_auth_is_refused_at_start() {
             "is empty",
         ),
     ] {
-        let out = run_to_exit({
-            let mut c = serve_cmd(&state, &args);
-            c.args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())]);
-            c
-        });
-        let err = stderr(&out);
+        let (status, err) = run_to_exit(
+            serve_spec(&state, &args)
+                .args(["--metrics-listen", &format!("127.0.0.1:{}", free_port())]),
+        );
         assert!(
-            !out.status.success() && err.contains(want),
-            "{args:?}: want {want:?}, got {}: {err}",
-            out.status
+            !status.success() && err.contains(want),
+            "{args:?}: want {want:?}, got {status}: {err}"
         );
     }
     assert!(

@@ -16,26 +16,21 @@
 //! neighbours, forwarding entries, links (with details) and IPv4 addresses, each read with
 //! `ip`/`bridge` whose exit status is checked (IPv6 is off on the nodes).
 
-use std::{
-    path::{Path, PathBuf},
-    process::Child,
-    sync::atomic::{AtomicUsize, Ordering},
-    thread,
-    time::{Duration, Instant},
-};
+mod common;
 
+use std::{path::PathBuf, thread, time::Duration};
+
+use common::{Agent, Dir, add, eventually, prefix, wait_status, write};
 use dataplane::{
     Netlink, Netns,
     addr::AddressSpec,
     link::{LinkKind, LinkSpec},
     netns::require_root,
+    supervisor::Spec,
     testing::{Spaces, route, wire},
 };
 use liqo_daemon::digest;
 use overlay::status::Status;
-
-const BIN: &str = env!("CARGO_BIN_EXE_liqo-overlay");
-static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 const NODES: &str = "nodes:\n  - {name: n0, address: 172.18.0.1, podCIDR: 10.200.0.0/24}\n  - {name: n1, address: 172.18.0.2, podCIDR: 10.200.1.0/24}\n  - {name: n2, address: 172.18.0.3, podCIDR: 10.200.2.0/24}\n";
 
@@ -44,21 +39,6 @@ fn good(me: &str) -> String {
     format!(
         "node: {me}\ngateway: n0\nremoteCIDRs: [10.71.0.0/16]\nunderlayInterface: eth0\n{NODES}"
     )
-}
-
-/// A namespace with `lo` up and forwarding on, removed on drop.
-async fn add(s: &mut Spaces, name: String) -> Netns {
-    let ns = s.create(&name).await;
-    ns.run(|| dataplane::sysctl::set("net.ipv4.ip_forward", "1"))
-        .unwrap()
-        .unwrap();
-    ns
-}
-
-fn write(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
 }
 
 /// `program args` in `ns`: its output, once it succeeded.
@@ -138,97 +118,11 @@ fn ping(ns: &Netns, ip: &str) -> bool {
     o.status.success()
 }
 
-fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
-
-/// The agent's `/status` in `ns`, if it answers.
-fn status(ns: &Netns) -> Option<Status> {
-    let body = ns
-        .run(|| dataplane::localhttp::get("127.0.0.1:9108".parse().unwrap(), "/status"))
-        .unwrap()
-        .ok()?;
-    Some(serde_json::from_str(&body).expect("/status decodes as overlay::status::Status"))
-}
-
-/// Polls the status until `f` holds (10 s at most).
-fn wait_status(ns: &Netns, what: &str, mut f: impl FnMut(&Status) -> bool) -> Status {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let s = status(ns);
-        if let Some(s) = s.as_ref().filter(|s| f(s)) {
-            return s.clone();
-        }
-        assert!(Instant::now() < end, "{what}: {s:#?}");
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
 fn applied(s: &Status, text: &str) -> bool {
     s.reload
         .applied
         .as_ref()
         .is_some_and(|a| a.digest == digest(text))
-}
-
-/// An agent process, killed on drop if the test did not stop it.
-struct Agent(Option<Child>);
-
-impl Agent {
-    fn start(ns: &Netns, config: &Path, log: &Path) -> Agent {
-        Agent(Some(
-            ns.command(BIN)
-                .args(["run", "--config"])
-                .arg(config)
-                .stderr(std::fs::File::create(log).unwrap())
-                .spawn()
-                .unwrap(),
-        ))
-    }
-
-    /// SIGTERM; the agent must exit cleanly.
-    fn stop(mut self, log: &Path) {
-        let mut child = self.0.take().unwrap();
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap()),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
-        let exit = child.wait().unwrap();
-        assert!(
-            exit.success(),
-            "{exit}: {}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            // It may have exited already; either way it is gone after the wait.
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// The test's config directory, removed even when the test fails.
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.0) {
-            eprintln!("removing {}: {e}", self.0.display());
-        }
-    }
 }
 
 /// The lab: a LAN, gateway node n0 (its own agent, the remote range 10.71.0.2 behind it), node
@@ -240,16 +134,11 @@ struct Lab {
     path: PathBuf,
     log: PathBuf,
     gateway_agent: Agent,
-    gateway_log: PathBuf,
     _spaces: Spaces,
 }
 
 async fn lab() -> Lab {
-    let p = format!(
-        "ovr{}{}",
-        std::process::id() % 100_000,
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
+    let p = prefix("r");
     let mut s = Spaces::new();
     let lan = add(&mut s, format!("{p}-lan")).await;
     Netlink::connect_in(&lan)
@@ -343,7 +232,6 @@ async fn lab() -> Lab {
         log,
         dir,
         gateway_agent,
-        gateway_log,
         _spaces: s,
     }
 }
@@ -379,10 +267,10 @@ fn unusable_addresses() -> Vec<(String, String)> {
 #[tokio::test]
 async fn unusable_node_addresses_are_refused_and_the_good_file_applies_again() {
     require_root();
-    let lab = lab().await;
+    let mut lab = lab().await;
     let good = good("n1");
     write(&lab.path, &good);
-    let agent = Agent::start(&lab.n1, &lab.path, &lab.log);
+    let mut agent = Agent::start(&lab.n1, &lab.path, &lab.log);
     wait_status(&lab.n1, "started", |s| applied(s, &good));
     assert!(
         eventually(10, || ping(&lab.pod, "10.71.0.2")),
@@ -422,8 +310,8 @@ async fn unusable_node_addresses_are_refused_and_the_good_file_applies_again() {
         assert!(now == original, "{}", diff(&original, &now));
         assert!(ping(&lab.pod, "10.71.0.2"), "after round {round}");
     }
-    agent.stop(&lab.log);
-    lab.gateway_agent.stop(&lab.gateway_log);
+    agent.stop();
+    lab.gateway_agent.stop();
     drop(lab.dir);
 }
 
@@ -592,7 +480,7 @@ fn series(lab: &Lab, agent: &mut Agent, cases: Vec<Case>, cold: bool) -> Vec<Str
         let before = kernel(&lab.n1);
         write(&lab.path, &text);
         if cold {
-            std::mem::replace(agent, Agent(None)).stop(&lab.log);
+            agent.stop();
             *agent = Agent::start(&lab.n1, &lab.path, &lab.log);
         }
         match expect {
@@ -687,7 +575,7 @@ async fn started() -> (Lab, Agent) {
 #[tokio::test]
 async fn after_any_valid_file_the_good_one_applies_again() {
     require_root();
-    let (lab, mut agent) = started().await;
+    let (mut lab, mut agent) = started().await;
     let failures = series(&lab, &mut agent, unusual(), false);
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     // The same from a fresh start on each file (restarts skip the kernel's refusal: a start
@@ -702,8 +590,8 @@ async fn after_any_valid_file_the_good_one_applies_again() {
         "cold starts:\n{}",
         failures.join("\n\n")
     );
-    agent.stop(&lab.log);
-    lab.gateway_agent.stop(&lab.gateway_log);
+    agent.stop();
+    lab.gateway_agent.stop();
     drop(lab.dir);
 }
 
@@ -717,7 +605,7 @@ async fn after_any_valid_file_the_good_one_applies_again() {
 #[tokio::test]
 async fn valid_files_converge_and_never_take_over_another_link() {
     require_root();
-    let (lab, mut agent) = started().await;
+    let (mut lab, mut agent) = started().await;
     let mut failures = series(&lab, &mut agent, not_converged(), false);
     let cold = not_converged()
         .into_iter()
@@ -730,8 +618,8 @@ async fn valid_files_converge_and_never_take_over_another_link() {
         .collect();
     failures.extend(series(&lab, &mut agent, cold, true));
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
-    agent.stop(&lab.log);
-    lab.gateway_agent.stop(&lab.gateway_log);
+    agent.stop();
+    lab.gateway_agent.stop();
     drop(lab.dir);
 }
 
@@ -742,14 +630,14 @@ async fn valid_files_converge_and_never_take_over_another_link() {
 #[tokio::test]
 async fn a_reload_keeps_the_neighbours_in_place() {
     require_root();
-    let (lab, agent) = started().await;
-    let mut monitor = lab
-        .n1
-        .command("ip")
+    let (mut lab, mut agent) = started().await;
+    let events = lab.dir.0.join("monitor.log");
+    let mut monitor = Spec::new("ip", "ip", &events)
         .args(["-o", "monitor", "neigh"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+        .netns(&lab.n1)
+        .kill_on_drop()
+        .attached()
+        .expect("starting ip monitor");
     // Let the monitor subscribe before the change.
     thread::sleep(Duration::from_millis(300));
     let text = format!(
@@ -759,9 +647,8 @@ async fn a_reload_keeps_the_neighbours_in_place() {
     write(&lab.path, &text);
     wait_status(&lab.n1, "a remote range added", |s| applied(s, &text));
     thread::sleep(Duration::from_millis(300));
-    monitor.kill().unwrap();
-    let out = monitor.wait_with_output().unwrap();
-    let events = String::from_utf8(out.stdout).unwrap();
+    monitor.kill().expect("stopping ip monitor");
+    let events = std::fs::read_to_string(&events).unwrap();
     let deleted: Vec<&str> = events
         .lines()
         .filter(|l| l.starts_with("Deleted") && l.contains("liqo.vxlan"))
@@ -771,7 +658,7 @@ async fn a_reload_keeps_the_neighbours_in_place() {
         "neighbours flushed by a reload:\n{}",
         deleted.join("\n")
     );
-    agent.stop(&lab.log);
-    lab.gateway_agent.stop(&lab.gateway_log);
+    agent.stop();
+    lab.gateway_agent.stop();
     drop(lab.dir);
 }

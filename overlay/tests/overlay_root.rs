@@ -2,34 +2,16 @@
 //! reach a remote range behind the gateway node over VXLAN, replies come back the same way
 //! (strict reverse-path filters on), the gateway role moves, and nothing is left behind.
 
-use std::{
-    process::Child,
-    sync::atomic::{AtomicUsize, Ordering},
-    thread,
-    time::{Duration, Instant},
-};
+mod common;
 
+use common::{Agent, Dir, add, eventually, prefix, wait_status};
 use dataplane::{
     Netlink, Netns,
     addr::AddressSpec,
     link::{LinkKind, LinkSpec},
-    netns::require_root,
+    testing::{Spaces, route, wire},
 };
-
-use dataplane::testing::{Spaces, route, wire};
 use liqo_daemon::digest;
-
-const BIN: &str = env!("CARGO_BIN_EXE_liqo-overlay");
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-/// A namespace with `lo` up and forwarding on, removed on drop.
-async fn add(s: &mut Spaces, name: String) -> Netns {
-    let ns = s.create(&name).await;
-    ns.run(|| dataplane::sysctl::set("net.ipv4.ip_forward", "1"))
-        .unwrap()
-        .unwrap();
-    ns
-}
 
 fn config(me: &str, gateway: &str) -> String {
     format!(
@@ -37,10 +19,10 @@ fn config(me: &str, gateway: &str) -> String {
     )
 }
 
+/// Writes node `me`'s config file in `dir`; its path.
 fn write(dir: &std::path::Path, me: &str, text: &str) -> std::path::PathBuf {
     let p = dir.join(format!("{me}.yaml"));
-    std::fs::write(p.with_extension("tmp"), text).unwrap();
-    std::fs::rename(p.with_extension("tmp"), &p).unwrap();
+    common::write(&p, text);
     p
 }
 
@@ -65,25 +47,9 @@ fn out(ns: &Netns, args: &[&str]) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        if f() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    false
-}
-
 #[tokio::test]
 async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
-    require_root();
-    let p = format!(
-        "ovt{}{}",
-        std::process::id() % 100_000,
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
+    let p = prefix("t");
     let mut s = Spaces::new();
     let lan = add(&mut s, format!("{p}-lan")).await;
     Netlink::connect_in(&lan)
@@ -169,16 +135,11 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
     let guard = Dir(std::env::temp_dir().join(&p));
     let dir = guard.0.clone();
     std::fs::create_dir_all(&dir).unwrap();
-    let mut agents: Vec<Child> = (0..3)
+    let log = |i: usize| dir.join(format!("n{i}.log"));
+    let mut agents: Vec<Agent> = (0..3)
         .map(|i| {
             let cfg = write(&dir, &format!("n{i}"), &config(&format!("n{i}"), "n0"));
-            nodes[i]
-                .command(BIN)
-                .args(["run", "--config"])
-                .arg(cfg)
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .unwrap()
+            Agent::start(&nodes[i], &cfg, &log(i))
         })
         .collect();
     assert!(
@@ -205,15 +166,8 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
         out(&nodes[1], &["route", "show", "table", "18952"]),
         out(&nodes[1], &["neigh", "show", "dev", "liqo.vxlan"]),
     );
-    agents[1].kill().unwrap();
-    agents[1].wait().unwrap();
-    agents[1] = nodes[1]
-        .command(BIN)
-        .args(["run", "--config"])
-        .arg(dir.join("n1.yaml"))
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    agents[1].kill9();
+    agents[1] = Agent::start(&nodes[1], &dir.join("n1.yaml"), &log(1));
     assert!(eventually(5, || ping(&pods[1], "10.71.0.2")));
     // It answers /status once its first apply is done.
     wait_status(&nodes[1], "restarted", |s| s.reload.applied.is_some());
@@ -296,12 +250,7 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
 
     // SIGTERM removes everything.
     for (i, a) in agents.iter_mut().enumerate() {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(a.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .unwrap();
-        a.wait().unwrap();
+        a.stop();
         assert!(
             !out(&nodes[i], &["rule"]).contains("18952"),
             "rules left on n{i}"
@@ -317,68 +266,14 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
             "device left on n{i}"
         );
     }
+    drop(agents);
     drop(guard);
     assert!(!dir.exists());
 }
 
-/// The agent's typed `/status` in `ns`, if it answers.
-fn status(ns: &Netns) -> Option<overlay::status::Status> {
-    let body = ns
-        .run(|| dataplane::localhttp::get("127.0.0.1:9108".parse().unwrap(), "/status"))
-        .unwrap()
-        .ok()?;
-    Some(serde_json::from_str(&body).expect("/status decodes as overlay::status::Status"))
-}
-
-/// Polls the status every 10 ms for up to 10 s until `f` holds.
-fn wait_status(
-    ns: &Netns,
-    what: &str,
-    mut f: impl FnMut(&overlay::status::Status) -> bool,
-) -> overlay::status::Status {
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let s = status(ns);
-        if let Some(s) = s.as_ref().filter(|s| f(s)) {
-            return s.clone();
-        }
-        assert!(Instant::now() < end, "{what}: {s:#?}");
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// The agent's child process, killed on drop if the test did not stop it.
-struct Agent(Option<Child>);
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            // It may have exited already; either way it is gone after the wait.
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Removes the test's config directory, even when the test fails.
-struct Dir(std::path::PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.0) {
-            eprintln!("removing {}: {e}", self.0.display());
-        }
-    }
-}
-
 #[tokio::test]
 async fn status_shows_refusals_read_errors_and_kernel_failures_until_they_clear() {
-    require_root();
-    let p = format!(
-        "ovs{}{}",
-        std::process::id() % 100_000,
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
+    let p = prefix("s");
     let mut s = Spaces::new();
     let lan = add(&mut s, format!("{p}-lan")).await;
     let n1 = add(&mut s, format!("{p}-n1")).await;
@@ -397,14 +292,7 @@ async fn status_shows_refusals_read_errors_and_kernel_failures_until_they_clear(
     let running = config("n1", "n0");
     let path = write(&dir.0, "n1", &running);
     let log = dir.0.join("agent.log");
-    let mut agent = Agent(Some(
-        n1.command(BIN)
-            .args(["run", "--config"])
-            .arg(&path)
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    ));
+    let mut agent = Agent::start(&n1, &path, &log);
     let st = wait_status(&n1, "started", |s| s.reload.applied.is_some());
     let applied = st.reload.applied.clone().unwrap();
     assert_eq!((applied.digest, applied.count), (digest(&running), 1));
@@ -499,18 +387,7 @@ async fn status_shows_refusals_read_errors_and_kernel_failures_until_they_clear(
     assert_eq!(table(), before);
 
     // SIGTERM: a clean exit that removes everything.
-    let mut child = agent.0.take().unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let exit = child.wait().unwrap();
-    assert!(
-        exit.success(),
-        "{exit}: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    agent.stop();
     assert!(!out(&n1, &["-br", "link"]).contains("liqo.vxlan"));
     assert!(table().trim().is_empty());
 }

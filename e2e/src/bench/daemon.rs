@@ -1,15 +1,17 @@
 //! A daemon running in a gateway namespace, spawned straight into it through the
-//! [`crate::supervisor`] (setns between fork and exec) so that the child's pid is the
+//! [`dataplane::supervisor`] (setns between fork and exec) so that the child's pid is the
 //! daemon's: its `/proc/<pid>/stat` holds the CPU time of all its threads, and killing it kills
 //! the daemon. Pinning wraps it in `taskset`, which execs it (same pid, whole process pinned,
 //! every later thread included).
 
 use std::path::{Path, PathBuf};
 
-use dataplane::Netns;
+use dataplane::{
+    Netns,
+    supervisor::{Attached, Spec},
+};
 
 use super::BenchError;
-use crate::supervisor::{Attached, Spec};
 
 fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
     BenchError::Step {
@@ -43,7 +45,7 @@ pub(crate) fn spawn(
         spec = spec.env(k, v);
     }
     spec.attached()
-        .map_err(|e| fail(format!("starting {label}"), e.to_string()))
+        .map_err(|e| BenchError::step(format!("starting {label}"), &e))
 }
 
 /// An error if `d` has exited, with the end of its logs.
@@ -51,6 +53,6 @@ pub(crate) fn check_alive(d: &mut Daemon) -> Result<(), BenchError> {
     match d.exited() {
         Ok(None) => Ok(()),
         Ok(Some(status)) => Err(fail(format!("{} exited ({status})", d.label), d.log_tail())),
-        Err(e) => Err(fail(format!("waiting for {}", d.label), e.to_string())),
+        Err(e) => Err(BenchError::step(format!("waiting for {}", d.label), &e)),
     }
 }

@@ -8,6 +8,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use dataplane::supervisor::{Attached, Spec};
+
 use super::{
     BenchError, Profile,
     bed::{self, Bed, Node},
@@ -16,7 +18,6 @@ use super::{
     report::{FULL_PACKET_BYTES, Sample},
     variant::Leg,
 };
-use crate::supervisor::{Attached, Spec};
 
 /// TCP port of the iperf3 server in podB.
 const IPERF_PORT: u16 = 5201;
@@ -149,7 +150,7 @@ async fn server(bed: &Bed, peers: &Peers, profile: Profile) -> Result<Server, Be
     }
     let mut s = spec
         .attached()
-        .map_err(|e| fail("starting the iperf3 server", e.to_string()))?;
+        .map_err(|e| BenchError::step("starting the iperf3 server", &e))?;
     let deadline = Instant::now() + Duration::from_secs(5);
     while !bed.listening(Node::PodB, bed::POD_B, IPERF_PORT) {
         if let Ok(Some(status)) = s.exited() {

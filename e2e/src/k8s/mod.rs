@@ -63,7 +63,7 @@ pub enum K8sError {
     },
     /// A process could not be started.
     #[error(transparent)]
-    Process(#[from] crate::supervisor::Error),
+    Process(#[from] dataplane::supervisor::Error),
     /// A component did not become ready in time; the end of its log says why.
     #[error("{what} not ready after {secs} s; the end of {log}:\n{tail}")]
     NotReady {

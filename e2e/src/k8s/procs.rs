@@ -1,11 +1,11 @@
-//! The processes of a cluster, through [`crate::supervisor`]: started detached (own process
+//! The processes of a cluster, through [`dataplane::supervisor`]: started detached (own process
 //! group, output to a log file), recorded by pid, stopped with SIGTERM in order and SIGKILL
 //! after a grace period; and finding them again without a state file.
 
 use std::{fs, net::TcpListener, path::Path, time::Duration};
 
-pub use crate::supervisor::Proc;
-use crate::supervisor::{self, Spec, Stopped};
+pub use dataplane::supervisor::Proc;
+use dataplane::supervisor::{self, Spec, Stopped};
 
 use super::K8sError;
 

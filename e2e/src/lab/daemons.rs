@@ -1,4 +1,4 @@
-//! The lab's per-cluster daemons as real processes, started through [`crate::supervisor`]
+//! The lab's per-cluster daemons as real processes, started through [`dataplane::supervisor`]
 //! detached (so they outlive `liqo-lab`): `liqo-ipam serve` and `liqo-gateway run` on a node,
 //! `liqo-overlay run` on every node. Their `/status` is read typed, and the IPAM is spoken to
 //! with its typed gRPC client, dialled inside the node's namespace. `down` kills them with
@@ -12,16 +12,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use dataplane::Netns;
+use dataplane::{
+    Netns,
+    supervisor::{self, Proc, Spec, Stopped},
+};
 use ipam::service::proto::ipam_client::IpamClient;
 use liqo_daemon::status::ReloadStatus;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use super::{Lab, LabError, state::write_atomic};
-use crate::{
-    supervisor::{self, Proc, Spec, Stopped},
-    topology::Cluster,
-};
+use crate::topology::Cluster;
 
 /// Where a cluster's IPAM service listens, inside its node.
 pub const IPAM_LISTEN: &str = "127.0.0.1:6000";

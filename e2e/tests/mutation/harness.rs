@@ -4,11 +4,13 @@
 
 use std::{
     path::{Path, PathBuf},
-    process::{Child, Stdio},
     time::{Duration, Instant},
 };
 
-use dataplane::Netns;
+use dataplane::{
+    Netns,
+    supervisor::{Attached, Spec},
+};
 use liqo_daemon::{ReloadStatus, digest};
 use serde::de::DeserializeOwned;
 
@@ -25,58 +27,31 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
-/// A daemon process, killed on drop (its own SIGTERM teardown is exercised elsewhere).
-pub struct Proc {
-    /// What it is.
-    pub name: String,
-    child: Child,
-    /// Its log.
-    pub log: PathBuf,
-}
+/// A daemon process, killed on drop (its own SIGTERM teardown is exercised elsewhere; the
+/// namespaces are removed by the caller's guard afterwards).
+pub struct Proc(Attached);
 
 impl Proc {
-    /// Starts `program args` inside `ns` with output to `log`.
+    /// Starts `program args` inside `ns` with output to a fresh `log`.
     pub fn spawn(name: &str, ns: &Netns, program: &Path, args: &[&str], log: PathBuf) -> Proc {
-        let out = std::fs::File::create(&log).expect("log file");
-        let err = out.try_clone().expect("log file");
-        let child = ns
-            .command(program)
+        let child = Spec::new(name, program, log)
             .args(args)
-            .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", program.display()));
-        Proc {
-            name: name.into(),
-            child,
-            log,
-        }
+            .netns(ns)
+            .truncate_log()
+            .kill_on_drop()
+            .attached()
+            .expect("starting the daemon");
+        Proc(child)
     }
 
     /// Panics with the log's end if the daemon exited.
     pub fn assert_alive(&mut self) {
-        if let Some(status) = self.child.try_wait().expect("try_wait") {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        if let Some(status) = self.0.exited().expect("try_wait") {
             panic!(
-                "{} exited ({status}); log:\n{}",
-                self.name,
-                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                "{} exited ({status}); log:\n    {}",
+                self.0.label,
+                self.0.tail(20)
             );
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        // Best effort on drop: the process may already be gone; the namespaces are removed by
-        // the caller's guard afterwards.
-        if let Err(e) = self.child.kill() {
-            eprintln!("killing {}: {e}", self.name);
-        }
-        if let Err(e) = self.child.wait() {
-            eprintln!("reaping {}: {e}", self.name);
         }
     }
 }

@@ -12,7 +12,7 @@ use std::{
     io::{Read, Write},
     net::{TcpListener, TcpStream},
     path::PathBuf,
-    process::{Child, Command, Stdio},
+    process::{Command, ExitStatus},
     sync::atomic::{AtomicUsize, Ordering},
     thread,
     time::{Duration, Instant},
@@ -22,11 +22,14 @@ use dataplane::{
     Netlink, Netns,
     link::{LinkKind, LinkSpec},
     netns::require_root,
+    supervisor::{Attached, Spec},
 };
 
 pub use dataplane::testing::{Spaces, route, wire};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_liqo-gateway");
+/// How long a gateway may take to exit on SIGTERM (it removes what it created).
+pub const GRACE: Duration = Duration::from_secs(10);
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// A unique prefix for one test's namespaces.
@@ -64,7 +67,8 @@ pub struct Site {
     pub gw_ns: String,
     pub dir: PathBuf,
     pub key: String,
-    pub child: Option<Child>,
+    /// The running `liqo-gateway`, SIGKILLed on drop.
+    pub child: Option<Attached>,
 }
 
 impl Site {
@@ -143,16 +147,14 @@ impl Site {
 
     /// Starts `liqo-gateway run` in the host namespace and waits for its status endpoint.
     pub fn start(&mut self) {
-        let log = std::fs::File::create(self.dir.join("gateway.log")).unwrap();
-        let child = self
-            .host
-            .command(BIN)
+        let child = Spec::new("liqo-gateway", BIN, self.dir.join("gateway.log"))
             .args(["run", "--config"])
-            .arg(self.dir.join("config.yaml"))
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+            .args([self.config_path()])
+            .netns(&self.host)
+            .truncate_log()
+            .kill_on_drop()
+            .attached()
+            .expect("starting liqo-gateway");
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.status_json().is_none() {
@@ -213,18 +215,18 @@ impl Site {
         }
     }
 
-    /// Sends SIGTERM and waits for the process; returns how it exited.
-    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
-        let mut c = self.child.take()?;
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(c.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .expect("SIGTERM");
-        Some(c.wait().expect("waiting for the gateway"))
+    /// Sends SIGTERM and waits for the process (SIGKILL after [`GRACE`]); returns how it
+    /// exited.
+    pub fn terminate(&mut self) -> Option<ExitStatus> {
+        let exit = self
+            .child
+            .take()?
+            .stop(GRACE)
+            .expect("stopping the gateway");
+        Some(exit.status)
     }
 
-    /// Sends SIGTERM and waits for the process.
+    /// Sends SIGTERM and waits for the process; it must exit cleanly.
     pub fn stop(&mut self) {
         if let Some(status) = self.terminate() {
             assert!(
@@ -239,9 +241,7 @@ impl Site {
     /// Kills the process with SIGKILL.
     pub fn kill9(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // It may have exited already; either way it is gone after the wait.
-            let _ = c.kill();
-            let _ = c.wait();
+            c.kill().expect("killing the gateway");
         }
     }
 

@@ -6,10 +6,12 @@ use std::{
     net::TcpListener,
     os::unix::fs::PermissionsExt as _,
     path::{Path, PathBuf},
-    process::{Child, Command, ExitStatus, Output, Stdio},
+    process::{Command, ExitStatus, Output},
     thread,
     time::{Duration, Instant},
 };
+
+use dataplane::supervisor::{Attached, Spec};
 
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_liqo-ipam");
 
@@ -21,46 +23,35 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
-/// `liqo-ipam serve` with the state file and pod CIDR every test needs, plus `args`.
-pub(crate) fn serve_cmd(state: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new(BIN);
-    c.args([
-        "serve",
-        "--state",
-        state.to_str().unwrap(),
-        "--pod-cidr",
-        "10.200.0.0/16",
-    ])
-    .args(args)
-    .env_remove("LIQO_IPAM_SERVER");
-    c
+/// `liqo-ipam serve` with the state file and pod CIDR every test needs, plus `args`; its
+/// output goes to `liqo-ipam.log` next to the state file.
+pub(crate) fn serve_spec(state: &Path, args: &[&str]) -> Spec {
+    Spec::new("liqo-ipam", BIN, state.with_file_name("liqo-ipam.log"))
+        .args([
+            "serve",
+            "--state",
+            state.to_str().unwrap(),
+            "--pod-cidr",
+            "10.200.0.0/16",
+        ])
+        .args(args)
+        .env_remove("LIQO_IPAM_SERVER")
+        .kill_on_drop()
 }
 
-/// Runs `cmd` to its end, killing it (and failing) if it is still running after 20 s.
-pub(crate) fn run_to_exit(mut cmd: Command) -> Output {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "still running after 20 s: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        thread::sleep(Duration::from_millis(20));
+/// Runs `spec` to its end with a fresh log, killing it (and failing) if it is still running
+/// after 20 s; its exit status and its output (stdout and stderr).
+pub(crate) fn run_to_exit(spec: Spec) -> (ExitStatus, String) {
+    let mut child = spec.truncate_log().attached().expect("starting liqo-ipam");
+    match child.wait_exit(Duration::from_secs(20)).unwrap() {
+        Some(status) => (status, child.tail(usize::MAX)),
+        None => panic!("still running after 20 s: {}", child.tail(20)),
     }
-    child.wait_with_output().unwrap()
 }
 
 /// A running `liqo-ipam serve`, killed with SIGKILL on drop.
 pub(crate) struct Server {
-    pub(crate) child: Child,
+    child: Attached,
     pub(crate) url: String,
     pub(crate) metrics: u16,
     /// Connection flags given to every `cli` call (`--server` and credentials).
@@ -81,10 +72,10 @@ impl Server {
     pub(crate) fn start_with(state: &Path, args: &[&str], url: &str, client: &[&str]) -> Server {
         let metrics = free_port();
         let ml = format!("127.0.0.1:{metrics}");
-        let child = serve_cmd(state, &["--metrics-listen", &ml])
+        let child = serve_spec(state, &["--metrics-listen", &ml])
             .args(args)
-            .spawn()
-            .unwrap();
+            .attached()
+            .expect("starting liqo-ipam serve");
         let mut s = Server {
             child,
             url: url.to_owned(),
@@ -97,8 +88,11 @@ impl Server {
             if out.status.success() {
                 break;
             }
-            if let Some(status) = s.child.try_wait().unwrap() {
-                panic!("liqo-ipam serve exited with {status}");
+            if let Some(status) = s.child.exited().unwrap() {
+                panic!(
+                    "liqo-ipam serve exited with {status}:\n    {}",
+                    s.child.tail(20)
+                );
             }
             assert!(
                 Instant::now() < deadline,
@@ -139,37 +133,21 @@ impl Server {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// Kills it with SIGKILL and reaps it.
     pub(crate) fn kill9(mut self) {
-        self.child.kill().unwrap(); // SIGKILL
-        self.child.wait().unwrap();
+        self.child.kill().unwrap();
     }
 
-    /// Sends SIGTERM and waits for the exit (failing after 10 s, when it is killed).
+    /// Sends SIGTERM and waits for the exit (failing after 10 s, when it is killed); its exit
+    /// status and how long it took.
     pub(crate) fn terminate(mut self) -> (ExitStatus, Duration) {
-        let sent = Instant::now();
-        let kill = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(kill.success(), "kill -TERM: {kill}");
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return (status, sent.elapsed());
-            }
-            assert!(
-                sent.elapsed() < Duration::from_secs(10),
-                "still running 10 s after SIGTERM"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        // Already gone after kill9 or terminate; nothing to report then.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let exit = self.child.stop(Duration::from_secs(10)).unwrap();
+        assert!(
+            !exit.killed,
+            "still running 10 s after SIGTERM:\n    {}",
+            self.child.tail(20)
+        );
+        (exit.status, exit.after)
     }
 }
 
