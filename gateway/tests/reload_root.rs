@@ -142,3 +142,69 @@ async fn status_shows_refusals_read_errors_and_kernel_failures_until_they_clear(
     a.stop();
     drop((b, c));
 }
+
+/// The reviewer's scenario: a change fails and so does its rollback (the host end of the veth is
+/// down, so every route through it is gone and neither config's routes can be added). Writing
+/// back the exact running text must not just clear the error: the kernel is half of the failed
+/// change. It is applied again, its failure shown until the kernel takes it, and `/status` is
+/// clean only once the running config's routes are back.
+#[tokio::test]
+async fn the_running_text_written_back_after_a_failed_rollback_is_applied_again() {
+    let p = prefix("r");
+    let mut spaces = Spaces::new();
+    let wan = common::wan(&mut spaces, &p).await;
+    let mut a = Site::new(&mut spaces, &p, "a", &wan, "198.18.0.1/24").await;
+    let b = Site::new(&mut spaces, &p, "b", &wan, "198.18.0.2/24").await;
+    let c = Site::new(&mut spaces, &p, "c", &wan, "").await;
+    let b_entry = b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16");
+    let c_entry = c.as_peer(None, "10.81.0.0/16", "10.82.0.0/16");
+    let running = a.configure(&b_entry, "");
+    a.start();
+    a.wait_status("started", |s| s.reload.applied.is_some());
+    let table = || ip(&a, &["route", "show", "table", "18951"]);
+    assert!(table().contains("10.71.0.0/16"), "{}", table());
+
+    ip(&a, &["link", "set", "liqo.host", "down"]);
+    let both = a.configure(&format!("{b_entry}{c_entry}"), "");
+    let s = a.wait_status("the change and its rollback failed", |s| {
+        s.reload
+            .apply_error
+            .as_ref()
+            .is_some_and(|f| f.digest == digest(&both))
+    });
+    let f = s.reload.apply_error.unwrap();
+    assert!(
+        f.error.contains("add route") && f.error.contains("rolling back failed too"),
+        "the failed rollback is shown, not only logged: {f:?}"
+    );
+    assert!(!table().contains("10.71.0.0/16"), "{}", table());
+
+    // Back to the exact running text: applied again, and it fails the same way while the link
+    // is down; shown (defect: cleared with nothing applied, the kernel left broken).
+    assert_eq!(a.configure(&b_entry, ""), running);
+    let s = a.wait_status("the running text applied again and failing", |s| {
+        s.reload
+            .apply_error
+            .as_ref()
+            .is_some_and(|f| f.digest == digest(&running) && f.attempts >= 2)
+    });
+    assert_eq!(s.reload.refused, None);
+    assert!(s.reload.problem().unwrap().contains("retrying"));
+    assert_eq!(s.reload.applied.unwrap().digest, digest(&running));
+
+    // The link comes back: the next tick converges the kernel to the running config, and only
+    // then is the status clean.
+    ip(&a, &["link", "set", "liqo.host", "up"]);
+    let s = a.wait_status("repaired", |s| s.reload.problem().is_none());
+    let routes = table();
+    assert!(
+        routes.contains("10.71.0.0/16") && !routes.contains("10.81.0.0/16"),
+        "clean status, so the running config's routes: {routes}"
+    );
+    let applied = s.reload.applied.unwrap();
+    assert_eq!((applied.digest, applied.count), (digest(&running), 1));
+    assert_eq!(s.peers.len(), 1);
+
+    a.stop();
+    drop((b, c));
+}
