@@ -63,7 +63,8 @@ async fn a_route_deleted_by_hand_comes_back_on_the_resync() {
     assert!(!table().contains("10.71.0.0/16"));
     assert!(!rules().contains(&rule), "{}", rules());
     assert!(
-        eventually(5, || table().contains("10.71.0.0/16") && rules().contains(&rule)),
+        eventually(5, || table().contains("10.71.0.0/16")
+            && rules().contains(&rule)),
         "not restored: {}\n{}\n{}",
         table(),
         rules(),
@@ -138,7 +139,9 @@ async fn a_start_that_fails_on_a_taken_port_leaves_nothing_behind() {
     assert!(netns.status.success(), "{netns:?}");
     let netns = String::from_utf8(netns.stdout).unwrap();
     assert!(
-        !netns.lines().any(|l| l.split_whitespace().next() == Some(&a.gw_ns)),
+        !netns
+            .lines()
+            .any(|l| l.split_whitespace().next() == Some(&a.gw_ns)),
         "its namespace {} is left: {netns}",
         a.gw_ns
     );
