@@ -7,8 +7,11 @@
 //!   records the other's decision) against the [`ipam::Ipam`] trait, implemented for the
 //!   in-memory allocator and, in [`grpc`], for the typed client of the `liqo-ipam` service.
 //! - [`peer()`], [`unpeer()`] and [`move_gateway()`]: the orchestration, with the ordering the
-//!   data plane needs and a rollback of every step that ran when a later one fails, against
-//!   the small traits of [`sinks`] (gateway, overlay, inventory, record store).
+//!   data plane needs and a rollback of every step that ran when a later one fails (its undo
+//!   recorded before it runs, since a step may take effect and still fail), against the small
+//!   traits of [`sinks`] (gateway, overlay, inventory, record store). `unpeer` releases the
+//!   IPAM ranges last, after the records: a failed release is reported, never rolled back,
+//!   and unpeering again releases them.
 //!
 //! It owns no Kubernetes object, runs no process and touches no file: the lab implements the
 //! traits with its files and processes, the controllers with Kubernetes objects. Who is peered
