@@ -118,7 +118,7 @@ pub fn write(path: &Path, text: &str) {
 /// neighbours, forwarding entries and the nftables ruleset, as the tools print them.
 pub fn kernel_state(ns: &Netns) -> String {
     let cmds: [&[&str]; 7] = [
-        &["ip", "-o", "link", "show"],
+        &["ip", "-d", "-o", "link", "show"],
         &["ip", "-o", "addr", "show"],
         &["ip", "rule", "show"],
         &["ip", "route", "show", "table", "all"],
@@ -195,7 +195,7 @@ impl Tally {
     ) {
         self.tried += 1;
         match outcome {
-            Outcome::Refused(field, _) if field.starts_with(expect) && before == after => {
+            Outcome::Refused(field, _) if names(field, expect) && before == after => {
                 self.refused += 1;
             }
             o => self.failures.push(format!(
@@ -208,6 +208,15 @@ impl Tally {
             )),
         }
     }
+}
+
+/// Whether a refusal on `field` names `expect`: the field itself, or a part of it
+/// (`peers[2]` for `peers[2].id`), never merely a longer name (`mtu` is not `mtuX`).
+pub fn names(field: &str, expect: &str) -> bool {
+    field == expect
+        || field
+            .strip_prefix(expect)
+            .is_some_and(|rest| rest.starts_with('.') || rest.starts_with('['))
 }
 
 /// The lines only in `a` (`-`) and only in `b` (`+`).

@@ -333,4 +333,14 @@ mod tests {
         assert!(m.iter().any(|m| m.field == "peers[2]"));
         assert!(m.iter().all(|m| m.doc != good));
     }
+
+    #[test]
+    fn a_refusal_names_the_field_or_a_part_of_it_only() {
+        use super::super::harness::names;
+        assert!(names("peers[2].id", "peers[2]"));
+        assert!(names("mtu", "mtu"));
+        assert!(!names("mtuX", "mtu"));
+        assert!(!names("peers[20]", "peers[2]"));
+        assert!(names("peers[2][0]", "peers[2]"));
+    }
 }
