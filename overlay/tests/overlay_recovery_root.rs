@@ -22,9 +22,7 @@ use std::{path::PathBuf, thread, time::Duration};
 
 use common::{Agent, Dir, add, eventually, prefix, wait_status, write};
 use dataplane::{
-    Netlink, Netns,
-    addr::AddressSpec,
-    link::{LinkKind, LinkSpec},
+    Netns,
     netns::require_root,
     supervisor::Spec,
     testing::{Spaces, route, wire},
@@ -140,32 +138,10 @@ struct Lab {
 async fn lab() -> Lab {
     let p = prefix("r");
     let mut s = Spaces::new();
-    let lan = add(&mut s, format!("{p}-lan")).await;
-    Netlink::connect_in(&lan)
-        .unwrap()
-        .add_link(&LinkSpec {
-            name: "br0".parse().unwrap(),
-            kind: LinkKind::Bridge,
-            mtu: None,
-            controller: None,
-            up: true,
-        })
-        .await
-        .unwrap();
+    let lan = common::lan(&mut s, &p).await;
     let mut nodes = Vec::new();
     for i in 0..2 {
-        let n = add(&mut s, format!("{p}-n{i}")).await;
-        let lan_addr = format!("172.18.0.{}/24", i + 1);
-        wire(
-            &lan,
-            &format!("n{i}"),
-            "",
-            Some("br0"),
-            &n,
-            "eth0",
-            &lan_addr,
-        )
-        .await;
+        let n = common::node(&mut s, &p, &lan, i).await;
         n.run(|| {
             dataplane::sysctl::set("net.ipv4.conf.all.rp_filter", "1").unwrap();
             dataplane::sysctl::set("net.ipv4.conf.eth0.rp_filter", "1").unwrap();
@@ -191,27 +167,7 @@ async fn lab() -> Lab {
     )
     .await;
     route(&pod, "0.0.0.0/0", "10.200.1.1").await;
-    let remote = add(&mut s, format!("{p}-remote")).await;
-    wire(
-        &nodes[0],
-        "gw0",
-        "169.254.1.1/30",
-        None,
-        &remote,
-        "eth0",
-        "169.254.1.2/30",
-    )
-    .await;
-    Netlink::connect_in(&remote)
-        .unwrap()
-        .add_address(&AddressSpec {
-            link: "eth0".parse().unwrap(),
-            addr: "10.71.0.2/32".parse().unwrap(),
-        })
-        .await
-        .unwrap();
-    route(&remote, "0.0.0.0/0", "169.254.1.1").await;
-    route(&nodes[0], "10.71.0.0/16", "169.254.1.2").await;
+    common::remote(&mut s, &p, &nodes[0]).await;
 
     let dir = Dir(std::env::temp_dir().join(&p));
     std::fs::create_dir_all(&dir.0).unwrap();

@@ -6,9 +6,7 @@ mod common;
 
 use common::{Agent, Dir, add, eventually, prefix, wait_status};
 use dataplane::{
-    Netlink, Netns,
-    addr::AddressSpec,
-    link::{LinkKind, LinkSpec},
+    Netns,
     testing::{Spaces, route, wire},
 };
 use liqo_daemon::digest;
@@ -51,32 +49,11 @@ fn out(ns: &Netns, args: &[&str]) -> String {
 async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
     let p = prefix("t");
     let mut s = Spaces::new();
-    let lan = add(&mut s, format!("{p}-lan")).await;
-    Netlink::connect_in(&lan)
-        .unwrap()
-        .add_link(&LinkSpec {
-            name: "br0".parse().unwrap(),
-            kind: LinkKind::Bridge,
-            mtu: None,
-            controller: None,
-            up: true,
-        })
-        .await
-        .unwrap();
+    let lan = common::lan(&mut s, &p).await;
     let mut nodes = Vec::new();
     let mut pods = Vec::new();
     for i in 0..3 {
-        let n = add(&mut s, format!("{p}-n{i}")).await;
-        wire(
-            &lan,
-            &format!("n{i}"),
-            "",
-            Some("br0"),
-            &n,
-            "eth0",
-            &format!("172.18.0.{}/24", i + 1),
-        )
-        .await;
+        let n = common::node(&mut s, &p, &lan, i).await;
         let pod = add(&mut s, format!("{p}-n{i}-p0")).await;
         wire(
             &n,
@@ -109,27 +86,7 @@ async fn pods_on_every_node_reach_remote_ranges_through_the_gateway_node() {
         }
     }
     // A stand-in for the remote cluster behind the gateway node n0: 10.71.0.2.
-    let remote = add(&mut s, format!("{p}-remote")).await;
-    wire(
-        &nodes[0],
-        "gw0",
-        "169.254.1.1/30",
-        None,
-        &remote,
-        "eth0",
-        "169.254.1.2/30",
-    )
-    .await;
-    Netlink::connect_in(&remote)
-        .unwrap()
-        .add_address(&AddressSpec {
-            link: "eth0".parse().unwrap(),
-            addr: "10.71.0.2/32".parse().unwrap(),
-        })
-        .await
-        .unwrap();
-    route(&remote, "0.0.0.0/0", "169.254.1.1").await;
-    route(&nodes[0], "10.71.0.0/16", "169.254.1.2").await;
+    common::remote(&mut s, &p, &nodes[0]).await;
 
     assert!(!ping(&pods[1], "10.71.0.2"), "no path before the overlay");
     let guard = Dir(std::env::temp_dir().join(&p));

@@ -9,6 +9,17 @@ fn log(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("liqo-supervisor-{}-{name}.log", std::process::id()))
 }
 
+/// A shell that says `ready`, then runs until SIGKILL: it ignores SIGTERM (`on_term` empty) or
+/// runs `on_term` on it.
+fn stubborn(log: &Path, on_term: &str) -> Spec {
+    Spec::new("sh", "/bin/sh", log)
+        .args([
+            "-c".to_owned(),
+            format!("trap '{on_term}' TERM; echo ready; while :; do sleep 0.05; done"),
+        ])
+        .truncate_log()
+}
+
 /// Polls `f` every 10 ms for up to 5 s.
 fn within_5s(mut f: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -48,13 +59,7 @@ fn a_detached_process_is_ours_until_stopped_and_its_log_is_tailed() {
 #[test]
 fn sigkill_after_the_grace_period() {
     let l = log("stubborn");
-    let p = Spec::new("sh", "/bin/sh", &l)
-        .args([
-            "-c",
-            "trap '' TERM; echo ready; while :; do sleep 0.05; done",
-        ])
-        .detached()
-        .unwrap();
+    let p = stubborn(&l, "").detached().unwrap();
     assert!(within_5s(|| tail(&l, 1).contains("ready")));
     assert_eq!(stop(&p, Duration::from_millis(300)), Stopped::Killed);
     fs::remove_file(&l).unwrap();
@@ -101,14 +106,7 @@ fn an_attached_child_stops_on_sigterm_or_takes_sigkill() {
     assert_eq!(e.status.code(), None, "ended by SIGTERM: {:?}", e.status);
     assert!(!alive(c.pid()));
 
-    let mut c = Spec::new("sh", "/bin/sh", &l)
-        .args([
-            "-c",
-            "trap '' TERM; echo ready; while :; do sleep 0.05; done",
-        ])
-        .truncate_log()
-        .attached()
-        .unwrap();
+    let mut c = stubborn(&l, "").attached().unwrap();
     assert!(within_5s(|| c.tail(1).contains("ready")));
     let e = c.stop(Duration::from_millis(300)).unwrap();
     assert!(e.killed && e.after >= Duration::from_millis(300), "{e:?}");
@@ -120,12 +118,7 @@ fn an_attached_child_stops_on_sigterm_or_takes_sigkill() {
 #[test]
 fn a_kill_on_drop_child_is_gone_after_the_drop_without_sigterm() {
     let l = log("kill-on-drop");
-    let c = Spec::new("sh", "/bin/sh", &l)
-        .args([
-            "-c",
-            "trap 'echo got TERM' TERM; echo ready; while :; do sleep 0.05; done",
-        ])
-        .truncate_log()
+    let c = stubborn(&l, "echo got TERM")
         .kill_on_drop()
         .attached()
         .unwrap();

@@ -16,10 +16,12 @@ use std::{
 };
 
 use dataplane::{
-    Netns,
+    Netlink, Netns,
+    addr::AddressSpec,
+    link::{LinkKind, LinkSpec},
     netns::require_root,
     supervisor::{Attached, Spec},
-    testing::Spaces,
+    testing::{Spaces, route, wire},
 };
 use overlay::status::Status;
 
@@ -45,6 +47,65 @@ pub async fn add(s: &mut Spaces, name: String) -> Netns {
         .unwrap()
         .unwrap();
     ns
+}
+
+/// The LAN: `<prefix>-lan` with a bridge `br0` that nodes attach to.
+pub async fn lan(s: &mut Spaces, prefix: &str) -> Netns {
+    let lan = add(s, format!("{prefix}-lan")).await;
+    Netlink::connect_in(&lan)
+        .unwrap()
+        .add_link(&LinkSpec {
+            name: "br0".parse().unwrap(),
+            kind: LinkKind::Bridge,
+            mtu: None,
+            controller: None,
+            up: true,
+        })
+        .await
+        .unwrap();
+    lan
+}
+
+/// Node `n<i>`: `<prefix>-n<i>` on the LAN's bridge as 172.18.0.<i+1>/24 (its `eth0`).
+pub async fn node(s: &mut Spaces, prefix: &str, lan: &Netns, i: usize) -> Netns {
+    let n = add(s, format!("{prefix}-n{i}")).await;
+    wire(
+        lan,
+        &format!("n{i}"),
+        "",
+        Some("br0"),
+        &n,
+        "eth0",
+        &format!("172.18.0.{}/24", i + 1),
+    )
+    .await;
+    n
+}
+
+/// A stand-in for the remote cluster behind `gateway_node`: `<prefix>-remote`, answering on
+/// 10.71.0.2, which the gateway node routes 10.71.0.0/16 to.
+pub async fn remote(s: &mut Spaces, prefix: &str, gateway_node: &Netns) {
+    let remote = add(s, format!("{prefix}-remote")).await;
+    wire(
+        gateway_node,
+        "gw0",
+        "169.254.1.1/30",
+        None,
+        &remote,
+        "eth0",
+        "169.254.1.2/30",
+    )
+    .await;
+    Netlink::connect_in(&remote)
+        .unwrap()
+        .add_address(&AddressSpec {
+            link: "eth0".parse().unwrap(),
+            addr: "10.71.0.2/32".parse().unwrap(),
+        })
+        .await
+        .unwrap();
+    route(&remote, "0.0.0.0/0", "169.254.1.1").await;
+    route(gateway_node, "10.71.0.0/16", "169.254.1.2").await;
 }
 
 /// Writes `text` to `path` atomically (the agent never reads half a file).
