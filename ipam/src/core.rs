@@ -397,6 +397,18 @@ impl Ipam {
         Ok(())
     }
 
+    /// Forgets how peer `id` sees our ranges (the undo of [`Ipam::set_peer_view`]); doing it
+    /// twice is harmless.
+    pub fn clear_peer_view(&mut self, id: &ClusterId) -> Result<(), Error> {
+        let peer = self
+            .peers
+            .get_mut(id)
+            .ok_or_else(|| Error::UnknownPeer(id.clone()))?;
+        peer.our_pod_view = None;
+        peer.our_external_view = None;
+        Ok(())
+    }
+
     /// Addresses used and total in each pool.
     pub fn pool_usage(&self) -> Vec<(Ipv4Net, u64, u64)> {
         self.free

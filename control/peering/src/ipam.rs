@@ -63,7 +63,7 @@ pub trait Ipam: Send {
     ) -> impl Future<Output = Result<(), Self::Error>> + Send;
 
     /// Forgets where our ranges appear at `peer` (undoing the first [`Ipam::set_peer_view`]).
-    /// `Ok(false)`: this IPAM has no way to (the `liqo-ipam` service offers no call for it);
+    /// `Ok(false)`: this IPAM has no way to (an IPAM without such a call);
     /// [`restore`] reports it.
     fn clear_peer_view(
         &mut self,
@@ -89,7 +89,7 @@ pub enum RestoreError<E: std::error::Error + 'static> {
     },
     /// The peer's view of us was recorded in this attempt and this IPAM cannot forget it.
     #[error(
-        "this IPAM cannot forget how {peer} sees us (the liqo-ipam service has no call for it): \
+        "this IPAM cannot forget how {peer} sees us: \
          it stays recorded as {} and {}",
         left.pods,
         left.external
@@ -294,18 +294,7 @@ impl Ipam for ::ipam::Ipam {
     }
 
     async fn clear_peer_view(&mut self, peer: &ClusterId) -> Result<bool, ::ipam::Error> {
-        // The allocator has no call for it: the same state with the view forgotten, restored
-        // (all or nothing, like its own calls).
-        let mut state = self.state();
-        let p = state
-            .peers
-            .iter_mut()
-            .find(|p| &p.id == peer)
-            .ok_or_else(|| ::ipam::Error::UnknownPeer(peer.clone()))?;
-        p.our_pod_view = None;
-        p.our_external_view = None;
-        *self = ::ipam::Ipam::restore(state)?;
-        Ok(true)
+        ::ipam::Ipam::clear_peer_view(self, peer).map(|()| true)
     }
 
     async fn release(&mut self, peer: &ClusterId) -> Result<(), ::ipam::Error> {

@@ -191,6 +191,18 @@ impl proto::ipam_server::Ipam for Service {
         self.observe("set_peer_view", out).map(Response::new)
     }
 
+    async fn clear_peer_view(
+        &self,
+        req: Request<proto::PeerRef>,
+    ) -> Result<Response<proto::PeerInfo>, Status> {
+        let peer = id(&req.into_inner().cluster_id)?;
+        let out = self.mutate(|ipam| {
+            ipam.clear_peer_view(&peer)?;
+            Ok(peer_info(ipam.peer(&peer)?))
+        });
+        self.observe("clear_peer_view", out).map(Response::new)
+    }
+
     async fn map_ip(
         &self,
         req: Request<proto::MapIpRequest>,

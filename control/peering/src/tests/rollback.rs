@@ -273,7 +273,7 @@ async fn a_view_recorded_in_a_failed_peering_is_forgotten() {
 async fn a_view_the_ipam_cannot_forget_is_a_rollback_failure() {
     let [(mut rome, _), (mut milan, fm), _] = world();
     held_without_view(&mut rome);
-    // Like the liqo-ipam service, which has no call for it.
+    // An IPAM without a call to forget a view.
     rome.ipam.can_clear = false;
     fm.set("handshake", 1);
     let e = peer(&mut rome, &mut milan).await.unwrap_err();
