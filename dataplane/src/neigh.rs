@@ -1,6 +1,6 @@
 //! Neighbours: permanent ARP/NDP entries and bridge forwarding (FDB) entries for VXLAN.
 
-use std::{fmt::Write, net::IpAddr};
+use std::net::IpAddr;
 
 use rtnetlink::packet_route::{
     AddressFamily, RouteNetlinkMessage,
@@ -18,11 +18,10 @@ use crate::{
 pub type Mac = [u8; 6];
 
 fn mac_str(mac: &Mac) -> String {
-    let mut s = String::new();
-    for (i, b) in mac.iter().enumerate() {
-        let _ = write!(s, "{}{b:02x}", if i > 0 { ":" } else { "" });
-    }
-    s
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }
 
 fn naddr(ip: IpAddr) -> NeighbourAddress {

@@ -122,7 +122,12 @@ impl Netns {
             .unwrap_or_else(|_| Err(io::Error::other("namespace thread panicked")))
         });
         if let Err(e) = mounted {
-            let _ = fs::remove_file(&path);
+            // The mount failure is the error to return; a leftover entry is only worth a log.
+            if let Err(rm) = fs::remove_file(&path)
+                && rm.kind() != io::ErrorKind::NotFound
+            {
+                tracing::warn!(netns = %name, error = %rm, "removing the half-created entry");
+            }
             return Err(sys("creating", name)(e));
         }
         Self::open(name)
@@ -171,11 +176,14 @@ impl Netns {
         let mut killed = 0;
         if let Ok(ns) = Netns::open(name) {
             for pid in ns.pids()? {
-                // The process may have exited meanwhile; that is what we want anyway.
-                let _ = nix::sys::signal::kill(
+                match nix::sys::signal::kill(
                     nix::unistd::Pid::from_raw(pid as i32),
                     nix::sys::signal::Signal::SIGKILL,
-                );
+                ) {
+                    // ESRCH: the process exited meanwhile; that is what we want anyway.
+                    Ok(()) | Err(Errno::ESRCH) => {}
+                    Err(e) => tracing::warn!(netns = %name, pid, error = %e, "killing a process"),
+                }
                 killed += 1;
             }
         }

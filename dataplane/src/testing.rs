@@ -98,7 +98,9 @@ impl Spaces {
 impl Drop for Spaces {
     fn drop(&mut self) {
         for n in self.names.iter().rev() {
-            let _ = Netns::purge(n);
+            if let Err(e) = Netns::purge(n) {
+                eprintln!("testing: removing namespace {n}: {e}");
+            }
         }
     }
 }

@@ -4,10 +4,7 @@
 //! with interval values in JSON ("Invalid map type 'interval ipv4_addr'"), and prefix (netmap)
 //! translation needs exactly that. Reading state back uses `nft -j list`, whose output is stable.
 
-use std::{
-    collections::HashMap,
-    fmt::{self, Write},
-};
+use std::{collections::HashMap, fmt};
 
 use ipnet::IpNet;
 
@@ -164,13 +161,12 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
             }
             items.push(p.to_string());
         }
-        let _ = writeln!(
-            out,
-            "add set {t} {} {{ type {}; flags interval;{} }}",
+        out.push_str(&format!(
+            "add set {t} {} {{ type {}; flags interval;{} }}\n",
             s.name,
             type_name(s.addr),
             elements(&items)
-        );
+        ));
     }
 
     for m in &rs.maps {
@@ -203,12 +199,11 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
             items.push(format!("{from} : {to}"));
         }
         let ty = type_name(m.addr);
-        let _ = writeln!(
-            out,
-            "add map {t} {} {{ type {ty} : interval {ty}; flags interval;{} }}",
+        out.push_str(&format!(
+            "add map {t} {} {{ type {ty} : interval {ty}; flags interval;{} }}\n",
             m.name,
             elements(&items)
-        );
+        ));
     }
 
     for m in &rs.pair_maps {
@@ -242,12 +237,11 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
         }
         items.dedup();
         let ty = type_name(m.addr);
-        let _ = writeln!(
-            out,
-            "add map {t} {} {{ type {ty} . {ty} : interval {ty}; flags interval;{} }}",
+        out.push_str(&format!(
+            "add map {t} {} {{ type {ty} . {ty} : interval {ty}; flags interval;{} }}\n",
             m.name,
             elements(&items)
-        );
+        ));
     }
 
     let mut chains: HashMap<&Ident, ()> = HashMap::new();
@@ -257,7 +251,7 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
         }
         match c.base {
             None => {
-                let _ = writeln!(out, "add chain {t} {}", c.name);
+                out.push_str(&format!("add chain {t} {}\n", c.name));
             }
             Some(b) => {
                 let kind = match b.kind {
@@ -276,11 +270,10 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
                     Policy::Accept => "accept",
                     Policy::Drop => "drop",
                 };
-                let _ = writeln!(
-                    out,
-                    "add chain {t} {} {{ type {kind} hook {hook} priority {}; policy {policy}; }}",
+                out.push_str(&format!(
+                    "add chain {t} {} {{ type {kind} hook {hook} priority {}; policy {policy}; }}\n",
                     c.name, b.priority
-                );
+                ));
             }
         }
     }
@@ -315,7 +308,7 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
                 }
                 text.push(format!("comment \"{comment}\""));
             }
-            let _ = writeln!(out, "add rule {t} {} {}", c.name, text.join(" "));
+            out.push_str(&format!("add rule {t} {} {}\n", c.name, text.join(" ")));
         }
     }
     Ok(out)

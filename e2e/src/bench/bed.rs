@@ -14,13 +14,18 @@ use dataplane::{
     IfName, Netlink, Netns,
     addr::AddressSpec,
     link::{LinkKind, LinkSpec},
+    netlink,
     route::RouteSpec,
     sysctl,
 };
 use ipnet::{IpNet, Ipv4Net};
-use nix::fcntl::{Flock, FlockArg};
+use nix::{
+    errno::Errno,
+    fcntl::{Flock, FlockArg},
+};
 
 pub(crate) use super::names::{Names, Node, cleanup};
+use super::names::{cleanup_failed, remove_file};
 use super::{BenchError, names::WG_SOCKET_DIR, parse};
 use crate::lab::Prefix;
 
@@ -73,7 +78,7 @@ impl Drop for Bed {
         self.nodes.clear();
         cleanup(&self.names);
         if self.lock.take().is_some() {
-            let _ = fs::remove_file(self.names.lock());
+            remove_file(&self.names.lock());
         }
     }
 }
@@ -248,7 +253,14 @@ impl Bed {
     /// Removes the leg's routes if they are still there (a tunnel's go with its interface).
     pub(crate) async fn remove_leg_routes(&self, tunnel: bool) {
         for (n, r) in self.leg_routes(tunnel) {
-            let _ = self.nl(n).delete_route(&r).await;
+            match self.nl(n).delete_route(&r).await {
+                Ok(()) => {}
+                // Already gone: ESRCH for the route, or its interface went and took it along.
+                Err(e)
+                    if e.errno() == Some(Errno::ESRCH as i32)
+                        || matches!(e, netlink::Error::NoSuchLink(_)) => {}
+                Err(e) => cleanup_failed(format_args!("removing route {r} in {}", n.suffix()), &e),
+            }
         }
     }
 

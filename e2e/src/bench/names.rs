@@ -1,9 +1,14 @@
 //! The names of everything the bench creates for one prefix, and the cleanup that removes it.
 
-use std::{fs, path::PathBuf};
+use std::{
+    fmt::Display,
+    fs, io,
+    path::{Path, PathBuf},
+};
 
-use dataplane::{IfName, Netns, NetnsName};
+use dataplane::{IfName, Netns, NetnsName, netns};
 use nix::{
+    errno::Errno,
     sys::signal::{Signal, kill},
     unistd::Pid,
 };
@@ -97,29 +102,68 @@ impl Names {
 }
 
 /// Kills every process in the bench's namespaces, deletes them, the UAPI sockets and the run
-/// directory. Returns how many namespaces were deleted. Best effort: it never fails.
+/// directory. Returns how many namespaces were deleted. Best effort: it never fails, it prints
+/// what it could not do.
 pub(crate) fn cleanup(names: &Names) -> usize {
     let mut deleted = 0;
     let all = names.all_netns();
     for name in &all {
-        if let Ok(ns) = Netns::open(name) {
-            for pid in ns.pids().unwrap_or_default() {
-                // Only processes inside our own namespaces: started by this bench (or by a
-                // previous run of it that crashed).
-                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
-            }
-        }
+        // Only processes inside our own namespaces: started by this bench (or by a previous
+        // run of it that crashed).
+        kill_all_in(name);
     }
     for name in &all {
-        if Netns::delete(name).unwrap_or(false) {
-            deleted += 1;
+        match Netns::delete(name) {
+            Ok(true) => deleted += 1,
+            Ok(false) => {}
+            Err(e) => cleanup_failed(format_args!("deleting namespace {name}"), &e),
         }
     }
     for side in [true, false] {
-        let _ = fs::remove_file(names.socket(side));
+        remove_file(&names.socket(side));
     }
-    let _ = fs::remove_dir_all(names.run_dir());
+    let dir = names.run_dir();
+    if let Err(e) = fs::remove_dir_all(&dir)
+        && e.kind() != io::ErrorKind::NotFound
+    {
+        cleanup_failed(format_args!("removing {}", dir.display()), &e);
+    }
     deleted
+}
+
+/// Prints a failed step of a best-effort cleanup, which goes on: the caller could do nothing
+/// more about it.
+pub(crate) fn cleanup_failed(what: impl Display, e: &dyn std::error::Error) {
+    eprintln!("bench: cleanup: {what}: {}", super::chain(e));
+}
+
+/// SIGKILLs every process in the namespace `name`, if there is one.
+pub(crate) fn kill_all_in(name: &NetnsName) {
+    let ns = match Netns::open(name) {
+        Ok(ns) => ns,
+        Err(netns::Error::NotFound(_)) => return,
+        Err(e) => return cleanup_failed(format_args!("opening namespace {name}"), &e),
+    };
+    let pids = match ns.pids() {
+        Ok(pids) => pids,
+        Err(e) => return cleanup_failed(format_args!("listing the processes in {name}"), &e),
+    };
+    for pid in pids {
+        match kill(Pid::from_raw(pid as i32), Signal::SIGKILL) {
+            // ESRCH: it exited meanwhile, which is what we want.
+            Ok(()) | Err(Errno::ESRCH) => {}
+            Err(e) => cleanup_failed(format_args!("killing {pid} in {name}"), &e),
+        }
+    }
+}
+
+/// Removes the file `path`; a missing one is fine.
+pub(crate) fn remove_file(path: &Path) {
+    if let Err(e) = fs::remove_file(path)
+        && e.kind() != io::ErrorKind::NotFound
+    {
+        cleanup_failed(format_args!("removing {}", path.display()), &e);
+    }
 }
 
 #[cfg(test)]

@@ -295,7 +295,6 @@ fn measure_lab(l: &Lab, opts: &Options) -> Result<Vec<PathRow>, BenchError> {
 
 /// The report for people.
 pub fn render(r: &PathReport) -> String {
-    use std::fmt::Write as _;
     let spread = |s: Option<Spread>, d: usize| {
         s.map_or_else(
             || "-".into(),
@@ -306,42 +305,37 @@ pub fn render(r: &PathReport) -> String {
         "pod-to-pod, one TCP stream ({} s per test, median and range of {} repeats); RTT = ping\n\n",
         r.seconds, r.repeats
     );
-    // Writing into a String cannot fail.
-    let _ = writeln!(
-        out,
-        "{:<18} {:<42} {:>22} {:>16}",
+    out.push_str(&format!(
+        "{:<18} {:<42} {:>22} {:>16}\n",
         "PATH", "FROM -> TO (ADDRESS)", "GBIT/S", "RTT µs"
-    );
+    ));
     for row in &r.rows {
         let p = &row.path;
-        let _ = writeln!(
-            out,
-            "{:<18} {:<42} {:>22} {:>16}",
+        out.push_str(&format!(
+            "{:<18} {:<42} {:>22} {:>16}\n",
             p.name,
             format!("{} -> {} ({})", p.from, p.to, p.addr),
             spread(row.gbps, 2),
             spread(row.rtt_us, 0)
-        );
+        ));
         for e in &row.errors {
-            let _ = writeln!(out, "  FAILED: {e}");
+            out.push_str(&format!("  FAILED: {e}\n"));
         }
     }
-    let _ = writeln!(
-        out,
-        "{:<18} {:<42} {:>22}",
+    out.push_str(&format!(
+        "{:<18} {:<42} {:>22}\n",
         "gateway alone",
         "bench tunnel, ours, unpinned",
         spread(r.gateway_alone_gbps, 2)
-    );
+    ));
     match r.cross_over_gateway {
         Some(x) => {
-            let _ = writeln!(
-                out,
-                "\nacross clusters = {:.0}% of the gateway alone (target >= {:.0}%): {}",
+            out.push_str(&format!(
+                "\nacross clusters = {:.0}% of the gateway alone (target >= {:.0}%): {}\n",
                 x * 100.0,
                 TARGET_SHARE * 100.0,
                 if x >= TARGET_SHARE { "met" } else { "NOT MET" }
-            );
+            ));
         }
         None => out.push_str("\nno ratio: a figure is missing\n"),
     }

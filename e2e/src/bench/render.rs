@@ -1,8 +1,6 @@
 //! The human-readable report: a header (date, kernel, CPUs, versions, installs), one table per
 //! CPU profile, and the notes.
 
-use std::fmt::Write as _;
-
 use super::report::{ProfileReport, Report, Row, Spread};
 
 /// A text table, columns two spaces apart: the first column left-aligned, the others
@@ -24,9 +22,9 @@ fn table_aligned(rows: &[Vec<String>], all_left: bool) -> String {
         for (c, cell) in r.iter().enumerate() {
             let sep = if c == 0 { "" } else { "  " };
             if c == 0 || all_left {
-                let _ = write!(line, "{sep}{cell:<w$}", w = width[c]);
+                line.push_str(&format!("{sep}{cell:<w$}", w = width[c]));
             } else {
-                let _ = write!(line, "{sep}{cell:>w$}", w = width[c]);
+                line.push_str(&format!("{sep}{cell:>w$}", w = width[c]));
             }
         }
         out.push_str(line.trim_end());
@@ -58,7 +56,7 @@ fn row_cells(r: &Row) -> Vec<String> {
     let failed = r.failures().count();
     let mut name = r.variant.label().to_owned();
     if failed > 0 {
-        let _ = write!(name, " [{failed} of {} failed]", r.samples.len());
+        name.push_str(&format!(" [{failed} of {} failed]", r.samples.len()));
     }
     vec![
         name,
@@ -96,13 +94,12 @@ pub fn profile_table(p: &ProfileReport, cpus: usize) -> String {
     out.push_str(&table(&rows));
     for r in &p.rows {
         for s in r.failures() {
-            let _ = writeln!(
-                out,
-                "  FAILED {} repeat {}: {}",
+            out.push_str(&format!(
+                "  FAILED {} repeat {}: {}\n",
                 r.variant.label(),
                 s.repeat,
                 s.error.as_deref().unwrap_or_default()
-            );
+            ));
         }
     }
     out
@@ -146,7 +143,7 @@ pub fn render(r: &Report) -> String {
     if !r.notes.is_empty() {
         out.push_str("\nnotes:\n");
         for n in &r.notes {
-            let _ = writeln!(out, "- {n}");
+            out.push_str(&format!("- {n}\n"));
         }
     }
     out

@@ -2,7 +2,6 @@
 //! WireGuard daemon configured with `wg`.
 
 use std::{
-    fs,
     path::Path,
     process::{Command, Stdio},
     time::{Duration, Instant},
@@ -10,10 +9,6 @@ use std::{
 
 use dataplane::{Netns, addr::AddressSpec};
 use ipnet::{IpNet, Ipv4Net};
-use nix::{
-    sys::signal::{Signal, kill},
-    unistd::Pid,
-};
 
 use super::{
     BenchError, Profile, TUNNEL_MTU, Variant,
@@ -21,6 +16,7 @@ use super::{
     daemon::{self, Daemon},
     install::Peers,
     keys::{Keys, side},
+    names::{cleanup_failed, kill_all_in, remove_file},
 };
 
 /// How long a variant may take to pass its first packet.
@@ -273,11 +269,12 @@ pub(crate) async fn down(bed: &Bed, mut leg: Leg) {
         }
         _ => {
             for side_a in [true, false] {
-                let _ = bed
-                    .nl(Node::gw(side_a))
-                    .delete_link(&bed.names.wg_if(side_a))
-                    .await;
-                let _ = fs::remove_file(bed.names.socket(side_a));
+                let wg = bed.names.wg_if(side_a);
+                // Ok(false): the daemon removed it on its way out.
+                if let Err(e) = bed.nl(Node::gw(side_a)).delete_link(&wg).await {
+                    cleanup_failed(format_args!("deleting {wg}"), &e);
+                }
+                remove_file(&bed.names.socket(side_a));
             }
             bed.remove_leg_routes(true).await;
         }
@@ -290,17 +287,22 @@ async fn scrub_ours(bed: &Bed) {
     use gateway::{config::defaults, plan::HOST_TABLE};
     for side_a in [true, false] {
         let nl = bed.nl(Node::gw(side_a));
-        let _ = nl.reconcile_rules(HOST_TABLE, &[]).await;
-        let _ = nl.reconcile_table(HOST_TABLE, &[]).await;
-        if let Ok(link) = defaults::HOST_LINK.parse() {
-            let _ = nl.delete_link(&link).await;
+        if let Err(e) = nl.reconcile_rules(HOST_TABLE, &[]).await {
+            cleanup_failed(format_args!("emptying the rules at {HOST_TABLE}"), &e);
         }
-        let name = bed.names.gateway_netns(side_a);
-        if let Ok(ns) = Netns::open(&name) {
-            for pid in ns.pids().unwrap_or_default() {
-                let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        if let Err(e) = nl.reconcile_table(HOST_TABLE, &[]).await {
+            cleanup_failed(format_args!("emptying table {HOST_TABLE}"), &e);
+        }
+        if let Ok(link) = defaults::HOST_LINK.parse() {
+            // Ok(false): the gateway removed it on its way out.
+            if let Err(e) = nl.delete_link(&link).await {
+                cleanup_failed(format_args!("deleting {link}"), &e);
             }
         }
-        let _ = Netns::delete(&name);
+        let name = bed.names.gateway_netns(side_a);
+        kill_all_in(&name);
+        if let Err(e) = Netns::delete(&name) {
+            cleanup_failed(format_args!("deleting namespace {name}"), &e);
+        }
     }
 }

@@ -203,8 +203,10 @@ impl Clusters {
 impl Drop for Clusters {
     fn drop(&mut self) {
         if !self.detached {
-            // Drop cannot report; `down` runs the same teardown and reports.
-            let _ = teardown(&self.prefix);
+            // Drop cannot return the error (`down` runs the same teardown and returns it): log it.
+            if let Err(e) = teardown(&self.prefix) {
+                tracing::error!(error = %liqo_types::chain(&e), "tearing down the clusters");
+            }
         }
     }
 }

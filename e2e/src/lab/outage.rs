@@ -47,7 +47,8 @@ impl Prober {
             Ok(ns) => ns,
             Err(e) => {
                 stop.store(true, Ordering::Relaxed);
-                // The namespace error is what matters here.
+                // The namespace error is what matters here; the server returns nothing, and a
+                // panic in it has been printed by the panic hook already.
                 let _ = server.join();
                 return Err(e.into());
             }
@@ -98,7 +99,8 @@ impl Prober {
             what: "the outage prober".into(),
             source: "its thread panicked".into(),
         })?;
-        // A panicked echo server shows as unanswered probes, already counted.
+        // The server returns nothing; a panic in it shows as unanswered probes, already counted
+        // (and printed by the panic hook).
         let _ = server.join();
         out
     }
@@ -107,11 +109,15 @@ impl Prober {
 impl Drop for Prober {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        // Dropped without `finish`: nobody wants the result any more.
-        if let Some(c) = self.client.take() {
-            let _ = c.join();
+        // Dropped without `finish`: nobody wants the outage any more, but a failed prober is
+        // logged. A panicked thread has been reported by the panic hook already.
+        if let Some(c) = self.client.take()
+            && let Ok(Err(e)) = c.join()
+        {
+            tracing::warn!(error = %liqo_types::chain(&e), "outage prober");
         }
         if let Some(s) = self.server.take() {
+            // The server returns nothing; a panic in it was printed by the panic hook.
             let _ = s.join();
         }
     }

@@ -104,8 +104,10 @@ impl Metrics {
     /// The text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        // Encoding into a String cannot fail.
-        let _ = encode(&mut out, &self.registry());
+        // Writing into a String cannot fail; an error could only come from a metric's encoder.
+        if let Err(e) = encode(&mut out, &self.registry()) {
+            tracing::error!(error = %e, "encoding the metrics");
+        }
         out
     }
 }

@@ -24,40 +24,33 @@ pub(crate) fn peer_line(p: &proto::PeerInfo) -> String {
 }
 
 pub(crate) fn list_table(l: &proto::ListResponse) -> String {
-    use std::fmt::Write as _;
     let mut o = String::new();
-    // Writing to a String cannot fail: the `let _ =` below discard nothing.
-    let _ = writeln!(
-        o,
-        "pod CIDR {}  service CIDR {}  external CIDR {}",
+    o.push_str(&format!(
+        "pod CIDR {}  service CIDR {}  external CIDR {}\n",
         l.pod_cidr, l.service_cidr, l.external_cidr
-    );
-    let _ = writeln!(o, "pools: {}", l.pools.join(", "));
-    let _ = writeln!(
-        o,
-        "reserved: {}",
+    ));
+    o.push_str(&format!("pools: {}\n", l.pools.join(", ")));
+    o.push_str(&format!(
+        "reserved: {}\n",
         if l.reserved.is_empty() {
             "-".into()
         } else {
             l.reserved.join(", ")
         }
-    );
+    ));
     for u in &l.usage {
-        let _ = writeln!(
-            o,
-            "  pool {:<18} {:>10} of {:>10} addresses used",
+        o.push_str(&format!(
+            "  pool {:<18} {:>10} of {:>10} addresses used\n",
             u.pool, u.used, u.total
-        );
+        ));
     }
-    let _ = writeln!(
-        o,
-        "\n{:<24} {:<18} {:<18} {:<18} {:<18} {:<18} OUR EXTERNAL (THERE)",
+    o.push_str(&format!(
+        "\n{:<24} {:<18} {:<18} {:<18} {:<18} {:<18} OUR EXTERNAL (THERE)\n",
         "PEER", "POD CIDR", "POD (HERE)", "EXTERNAL CIDR", "EXTERNAL (HERE)", "OUR PODS (THERE)"
-    );
+    ));
     for p in &l.peers {
-        let _ = writeln!(
-            o,
-            "{:<24} {:<18} {:<18} {:<18} {:<18} {:<18} {}",
+        o.push_str(&format!(
+            "{:<24} {:<18} {:<18} {:<18} {:<18} {:<18} {}\n",
             p.cluster_id,
             p.pod_cidr,
             p.pod_view,
@@ -65,18 +58,20 @@ pub(crate) fn list_table(l: &proto::ListResponse) -> String {
             p.external_view,
             p.our_pod_view,
             p.our_external_view
-        );
+        ));
     }
     if !l.endpoints.is_empty() {
-        let _ = writeln!(o, "\n{:<16} {:<16} PEERS", "ENDPOINT", "EXTERNAL IP");
+        o.push_str(&format!(
+            "\n{:<16} {:<16} PEERS\n",
+            "ENDPOINT", "EXTERNAL IP"
+        ));
         for e in &l.endpoints {
-            let _ = writeln!(
-                o,
-                "{:<16} {:<16} {}",
+            o.push_str(&format!(
+                "{:<16} {:<16} {}\n",
                 e.ip,
                 e.external_ip,
                 e.peers.join(",")
-            );
+            ));
         }
     }
     o
@@ -110,6 +105,10 @@ pub(crate) fn list_json(l: &proto::ListResponse) -> serde_json::Value {
 pub(crate) fn out(text: &str) {
     use std::io::Write as _;
     let mut o = std::io::stdout().lock();
-    // A closed stdout (EPIPE) is the reader's choice, not a failure of the command.
-    let _ = writeln!(o, "{}", text.trim_end_matches('\n')).and_then(|()| o.flush());
+    match writeln!(o, "{}", text.trim_end_matches('\n')).and_then(|()| o.flush()) {
+        // A closed stdout (EPIPE) is the reader's choice, not a failure of the command.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => tracing::error!(error = %e, "writing to stdout"),
+        Ok(()) => {}
+    }
 }
