@@ -49,9 +49,16 @@ pub enum LabError {
     /// A namespace operation failed.
     #[error(transparent)]
     Netns(#[from] dataplane::netns::Error),
-    /// Peering, unpeering or moving a gateway failed or was refused.
+    /// Peering, unpeering or moving a gateway failed or was refused (boxed: the core's error
+    /// carries the failed step and every failed undo).
     #[error(transparent)]
-    Peering(#[from] liqo_peering::Error),
+    Peering(Box<liqo_peering::Error>),
+}
+
+impl From<liqo_peering::Error> for LabError {
+    fn from(e: liqo_peering::Error) -> LabError {
+        LabError::Peering(Box::new(e))
+    }
 }
 
 impl LabError {
