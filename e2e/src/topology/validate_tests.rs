@@ -72,7 +72,8 @@ fn cidrs_must_parse() {
   - {name: milan, podCIDR: 10.200.0.0/16, nodes: [{name: n0, podSlice: 10.300.0.0/24}]}");
     assert_eq!(e.field, "clusters[1].nodes[0].podSlice");
     assert!(
-        e.problem.starts_with("\"10.300.0.0/24\" is not an IPv4 CIDR"),
+        e.problem
+            .starts_with("\"10.300.0.0/24\" is not an IPv4 CIDR"),
         "{e}"
     );
     for (fields, field) in [
