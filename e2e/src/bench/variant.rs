@@ -254,7 +254,7 @@ pub(crate) async fn down(bed: &Bed, mut leg: Leg) {
         match d.stop(grace) {
             Ok(exit) => clean &= !exit.killed,
             Err(e) => {
-                eprintln!("bench: stopping {}: {}", d.label, super::chain(&e));
+                eprintln!("bench: stopping {}: {}", d.label, liqo_types::chain(&e));
                 clean = false;
             }
         }
