@@ -16,9 +16,9 @@ use dataplane::{
     Netns,
     supervisor::{self, Proc, Spec, Stopped},
 };
-use ipam::service::proto::ipam_client::IpamClient;
+use ipam::service::client::{Client, ClientOptions};
 use liqo_daemon::status::ReloadStatus;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Uri;
 
 use super::{Lab, LabError, state::write_atomic};
 use crate::topology::Cluster;
@@ -180,15 +180,17 @@ pub(crate) fn ipam_node(lab: &Lab, c: &Cluster) -> Result<Netns, LabError> {
 
 /// The typed client of `c`'s IPAM service, dialled inside its node (the service listens on
 /// that node's loopback only); waits up to `secs` for it to answer.
-pub(crate) async fn ipam_client(
-    lab: &Lab,
-    c: &Cluster,
-    secs: u64,
-) -> Result<IpamClient<Channel>, LabError> {
+pub(crate) async fn ipam_client(lab: &Lab, c: &Cluster, secs: u64) -> Result<Client, LabError> {
     let ns = ipam_node(lab, c)?;
     let addr: SocketAddr = IPAM_LISTEN.parse().expect("literal");
-    let endpoint = Endpoint::from_shared(format!("http://{IPAM_LISTEN}"))
-        .expect("literal")
+    // The service's one client set-up (TLS and token when configured), dialled through a
+    // connector that opens the TCP connection inside the node's namespace.
+    let prepared = ClientOptions::new(format!("http://{IPAM_LISTEN}"))
+        .prepare()
+        .map_err(|e| LabError::build(format!("the IPAM client of {}", c.name), e))?;
+    let endpoint = prepared
+        .endpoint
+        .clone()
         .connect_timeout(Duration::from_secs(5));
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
@@ -206,7 +208,7 @@ pub(crate) async fn ipam_client(
             }
         });
         match endpoint.connect_with_connector(connector).await {
-            Ok(ch) => return Ok(IpamClient::new(ch)),
+            Ok(ch) => return Ok(prepared.client(ch)),
             Err(e) if Instant::now() >= deadline => {
                 return Err(LabError::build(
                     format!(

@@ -3,10 +3,9 @@
 //! gateway's and the overlay agents' files and processes, the topology, the recorded
 //! peerings).
 
-use ipam::service::proto::ipam_client::IpamClient;
+use ipam::service::client::Client;
 use liqo_peering::{Moved, Side};
 use liqo_types::PeerView;
-use tonic::transport::Channel;
 
 use super::{
     Lab, LabError,
@@ -40,7 +39,7 @@ fn side<I>(lab: &Lab, c: &Cluster, ipam: I) -> LabSide<I> {
     }
 }
 
-async fn with_ipam(lab: &Lab, c: &Cluster) -> Result<LabSide<IpamClient<Channel>>, LabError> {
+async fn with_ipam(lab: &Lab, c: &Cluster) -> Result<LabSide<Client>, LabError> {
     Ok(side(lab, c, daemons::ipam_client(lab, c, 5).await?))
 }
 
