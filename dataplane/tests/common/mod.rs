@@ -61,22 +61,8 @@ impl TestNs {
 impl Drop for TestNs {
     fn drop(&mut self) {
         let name = self.ns.name();
-        let pids = self.ns.pids().unwrap_or_else(|e| {
-            eprintln!("test cleanup: listing the processes in {name}: {e}");
-            Vec::new()
-        });
-        for pid in pids {
-            match nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            ) {
-                // ESRCH: it exited meanwhile, which is what we want.
-                Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
-                Err(e) => eprintln!("test cleanup: killing {pid} in {name}: {e}"),
-            }
-        }
-        if let Err(e) = Netns::delete(name) {
-            eprintln!("test cleanup: deleting namespace {name}: {e}");
+        if let Err(e) = Netns::purge(name) {
+            eprintln!("test cleanup: purging namespace {name}: {e}");
         }
     }
 }

@@ -52,7 +52,7 @@ pub(crate) const TUN_B: Ipv4Addr = Ipv4Addr::new(10, 201, 9, 2);
 /// gwA's underlay veth, whose byte counters measure the packets moved.
 pub(crate) const UNDERLAY_A: &str = "wanA";
 
-fn step<E: std::error::Error>(what: impl Into<String>) -> impl FnOnce(E) -> BenchError {
+fn step<E: std::error::Error + 'static>(what: impl Into<String>) -> impl FnOnce(E) -> BenchError {
     let what = what.into();
     move |e| BenchError::step(what, &e)
 }

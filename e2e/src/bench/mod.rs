@@ -278,24 +278,15 @@ pub enum BenchError {
 
 impl BenchError {
     /// A failed step, with the whole chain of causes of `e`.
-    pub(crate) fn step(what: impl Into<String>, e: &dyn std::error::Error) -> BenchError {
+    pub(crate) fn step(
+        what: impl Into<String>,
+        e: &(dyn std::error::Error + 'static),
+    ) -> BenchError {
         BenchError::Step {
             what: what.into(),
-            detail: chain(e),
+            detail: liqo_types::chain(e),
         }
     }
-}
-
-/// `e: cause: cause...`.
-pub(crate) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
 
 #[cfg(test)]

@@ -6,12 +6,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use dataplane::{IfName, Netns, NetnsName, netns};
-use nix::{
-    errno::Errno,
-    sys::signal::{Signal, kill},
-    unistd::Pid,
-};
+use dataplane::{IfName, Netns, NetnsName};
 
 use crate::lab::Prefix;
 
@@ -106,17 +101,13 @@ impl Names {
 /// what it could not do.
 pub(crate) fn cleanup(names: &Names) -> usize {
     let mut deleted = 0;
-    let all = names.all_netns();
-    for name in &all {
-        // Only processes inside our own namespaces: started by this bench (or by a previous
-        // run of it that crashed).
-        kill_all_in(name);
-    }
-    for name in &all {
-        match Netns::delete(name) {
-            Ok(true) => deleted += 1,
-            Ok(false) => {}
-            Err(e) => cleanup_failed(format_args!("deleting namespace {name}"), &e),
+    // Only processes inside our own namespaces: started by this bench (or by a previous run of
+    // it that crashed).
+    for name in &names.all_netns() {
+        match Netns::purge(name) {
+            Ok((_, true)) => deleted += 1,
+            Ok((_, false)) => {}
+            Err(e) => cleanup_failed(format_args!("purging namespace {name}"), &e),
         }
     }
     for side in [true, false] {
@@ -133,28 +124,8 @@ pub(crate) fn cleanup(names: &Names) -> usize {
 
 /// Prints a failed step of a best-effort cleanup, which goes on: the caller could do nothing
 /// more about it.
-pub(crate) fn cleanup_failed(what: impl Display, e: &dyn std::error::Error) {
-    eprintln!("bench: cleanup: {what}: {}", super::chain(e));
-}
-
-/// SIGKILLs every process in the namespace `name`, if there is one.
-pub(crate) fn kill_all_in(name: &NetnsName) {
-    let ns = match Netns::open(name) {
-        Ok(ns) => ns,
-        Err(netns::Error::NotFound(_)) => return,
-        Err(e) => return cleanup_failed(format_args!("opening namespace {name}"), &e),
-    };
-    let pids = match ns.pids() {
-        Ok(pids) => pids,
-        Err(e) => return cleanup_failed(format_args!("listing the processes in {name}"), &e),
-    };
-    for pid in pids {
-        match kill(Pid::from_raw(pid as i32), Signal::SIGKILL) {
-            // ESRCH: it exited meanwhile, which is what we want.
-            Ok(()) | Err(Errno::ESRCH) => {}
-            Err(e) => cleanup_failed(format_args!("killing {pid} in {name}"), &e),
-        }
-    }
+pub(crate) fn cleanup_failed(what: impl Display, e: &(dyn std::error::Error + 'static)) {
+    eprintln!("bench: cleanup: {what}: {}", liqo_types::chain(e));
 }
 
 /// Removes the file `path`; a missing one is fine.

@@ -16,7 +16,7 @@ use super::{
     daemon::{self, Daemon},
     install::Peers,
     keys::{Keys, side},
-    names::{cleanup_failed, kill_all_in, remove_file},
+    names::{cleanup_failed, remove_file},
 };
 
 /// How long a variant may take to pass its first packet.
@@ -300,9 +300,8 @@ async fn scrub_ours(bed: &Bed) {
             }
         }
         let name = bed.names.gateway_netns(side_a);
-        kill_all_in(&name);
-        if let Err(e) = Netns::delete(&name) {
-            cleanup_failed(format_args!("deleting namespace {name}"), &e);
+        if let Err(e) = Netns::purge(&name) {
+            cleanup_failed(format_args!("purging namespace {name}"), &e);
         }
     }
 }

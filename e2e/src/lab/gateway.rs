@@ -62,7 +62,7 @@ pub(crate) fn look(
 ) -> Poll<()> {
     let s = match body {
         Ok(s) => s,
-        Err(e) => return Poll::NotYet(anyhow_chain(&e)),
+        Err(e) => return Poll::NotYet(liqo_types::chain(&e)),
     };
     if let Some(d) = written {
         match runs(&s.reload, d) {
@@ -78,18 +78,6 @@ pub(crate) fn look(
         (Want::Gone, Some(_)) => Poll::NotYet(format!("{peer} still listed")),
         (Want::Gone, None) => Poll::Ready(()),
     }
-}
-
-/// An error with its causes on one line.
-fn anyhow_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
 }
 
 impl LabGateway {
@@ -220,7 +208,7 @@ mod tests {
         let Poll::Failed(e) = look(status(body), Some("d2"), &milan, Want::Session) else {
             panic!("not failed")
         };
-        let e = anyhow_chain(&e);
+        let e = liqo_types::chain(&e);
         assert!(e.contains("peers[0].remotePodCIDR: overlaps"), "{e}");
         let body = r#"{"publicKey":"k","listenPort":1,"noRoute":0,
             "peers":[{"id":"milan","publicKey":"x","endpoint":null,"handshakeAgeSecs":3,

@@ -16,15 +16,7 @@ use serde::de::DeserializeOwned;
 
 /// A workspace binary (built next to this test's executable by `cargo test --workspace`).
 pub fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let p = dir.join(name);
-    assert!(
-        p.is_file(),
-        "{} is missing: build the binaries first (cargo build --bins)",
-        p.display()
-    );
-    p
+    e2e::lab::bin(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// A daemon process, killed on drop (its own SIGTERM teardown is exercised elsewhere; the
