@@ -1,5 +1,8 @@
 //! The OS-facing layer every daemon and the lab share: named network namespaces, links,
-//! addresses, routes, policy rules, neighbours, sysctls, TUN devices and nftables.
+//! addresses, routes, policy rules, neighbours, sysctls, TUN devices and nftables; and the one
+//! process supervisor ([`supervisor`]: start a program, optionally inside a namespace, watch
+//! it, stop it with SIGTERM then SIGKILL) that the lab, the Kubernetes harness, the bench and
+//! every crate's tests use.
 //!
 //! It is organised in three layers, as in the rest of the project:
 //! 1. plain desired-state types ([`link::LinkSpec`], [`route::RouteSpec`], [`nft::Ruleset`], ...);
@@ -8,7 +11,8 @@
 //! 3. a small I/O layer ([`netlink::Netlink`], [`nft::apply`], [`netns::Netns`]).
 //!
 //! It owns no policy: it never decides which addresses, routes or NAT rules a cluster needs, it
-//! never shells out to `ip`, and it never moves the caller's thread into another namespace.
+//! never shells out to `ip`, it never moves the caller's thread into another namespace, and
+//! the supervisor never decides what to run.
 
 pub mod addr;
 pub mod link;
