@@ -16,6 +16,7 @@
 //!   background tasks such as that server or a gRPC server ([`tasks::Tasks`]): a task that stops
 //!   stops the daemon with its error;
 //! - logging setup ([`logging::init`]) and the shutdown signals ([`signal::shutdown`]);
+//! - the `status` subcommand's output ([`show::status`], `-o table|json`);
 //! - how the process ends ([`exit::block_on`]: runtime, exit code, the error printed once;
 //!   [`exit::conclude`]: a failed run and a failed teardown both reported).
 //!
@@ -32,6 +33,7 @@ pub mod driver;
 pub mod exit;
 pub mod logging;
 pub mod server;
+pub mod show;
 pub mod signal;
 pub mod source;
 pub mod status;

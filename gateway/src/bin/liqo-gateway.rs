@@ -9,14 +9,21 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use gateway::{
     config::{Config, File},
     daemon::Gateway,
     keys::PrivateKey,
     status,
 };
-use liqo_daemon::{Reload, exit::Threads, server::StatusServer, source::ConfigFile, tasks::Tasks};
+use liqo_daemon::{
+    Reload,
+    exit::Threads,
+    server::StatusServer,
+    show::{self, Format},
+    source::ConfigFile,
+    tasks::Tasks,
+};
 
 /// Userspace-WireGuard gateway between peered clusters.
 #[derive(Parser)]
@@ -64,12 +71,6 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = Format::Table)]
         output: Format,
     },
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Format {
-    Table,
-    Json,
 }
 
 fn load(path: &Path, text: &str, own: Option<gateway::keys::PublicKey>) -> Result<Config> {
@@ -153,14 +154,10 @@ async fn cli(cli: Cli) -> Result<()> {
         Command::Status { address, output } => {
             let body = dataplane::localhttp::get(address, "/status")
                 .with_context(|| format!("asking the gateway at {address}"))?;
-            match output {
-                Format::Json => println!("{body}"),
-                Format::Table => {
-                    let s: status::Status =
-                        serde_json::from_str(&body).context("decoding the status")?;
-                    print!("{}", status::render(&s));
-                }
-            }
+            print!(
+                "{}",
+                show::status(&body, output, status::render).context("decoding the status")?
+            );
         }
     }
     Ok(())

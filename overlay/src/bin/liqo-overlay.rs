@@ -8,9 +8,16 @@ use std::{
 };
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 use dataplane::Netlink;
-use liqo_daemon::{Reload, exit::Threads, server::StatusServer, source::ConfigFile, tasks::Tasks};
+use liqo_daemon::{
+    Reload,
+    exit::Threads,
+    server::StatusServer,
+    show::{self, Format},
+    source::ConfigFile,
+    tasks::Tasks,
+};
 use overlay::{
     agent::Agent,
     config::{Config, File},
@@ -58,12 +65,6 @@ enum Command {
         #[arg(short, long, value_enum, default_value = "table")]
         output: Format,
     },
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Format {
-    Table,
-    Json,
 }
 
 fn load(path: &Path, text: &str) -> Result<Config> {
@@ -123,14 +124,10 @@ async fn cli(cli: Cli) -> Result<()> {
         Command::Status { address, output } => {
             let body = dataplane::localhttp::get(address, "/status")
                 .with_context(|| format!("asking the overlay agent at {address}"))?;
-            match output {
-                Format::Json => println!("{body}"),
-                Format::Table => {
-                    let s: status::Status =
-                        serde_json::from_str(&body).context("decoding the status")?;
-                    print!("{}", status::render(&s));
-                }
-            }
+            print!(
+                "{}",
+                show::status(&body, output, status::render).context("decoding the status")?
+            );
             Ok(())
         }
     }

@@ -11,7 +11,7 @@ use ipam::service::{
     client::{self, ClientOptions},
     proto,
 };
-use liqo_daemon::exit::Threads;
+use liqo_daemon::{exit::Threads, show::Format};
 use output::{list_json, list_table, out, peer_line};
 
 /// Address management for peered clusters: remapping of overlapping CIDRs and IP translation.
@@ -109,12 +109,6 @@ enum Dir {
     RemoteToLocal,
     LocalToPeer,
     Endpoint,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Format {
-    Table,
-    Json,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
