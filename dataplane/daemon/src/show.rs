@@ -1,0 +1,42 @@
+//! The `status` subcommand every daemon's binary has: its `/status` as it is (`-o json`) or
+//! rendered for people (`-o table`).
+
+use serde::de::DeserializeOwned;
+
+/// How a command prints what it fetched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// For people.
+    Table,
+    /// The JSON the daemon serves.
+    Json,
+}
+
+/// `body` (a `/status` answer) in `format`: the JSON itself, or `render` of it decoded as `S`.
+pub fn status<S: DeserializeOwned>(
+    body: &str,
+    format: Format,
+    render: impl FnOnce(&S) -> String,
+) -> Result<String, serde_json::Error> {
+    match format {
+        Format::Json => Ok(format!("{body}\n")),
+        Format::Table => Ok(render(&serde_json::from_str(body)?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_as_served_table_rendered_and_bad_json_refused() {
+        let body = r#"{"peers":2}"#;
+        let render = |v: &serde_json::Value| format!("{} peers\n", v["peers"]);
+        assert_eq!(
+            status(body, Format::Json, render).unwrap(),
+            format!("{body}\n")
+        );
+        assert_eq!(status(body, Format::Table, render).unwrap(), "2 peers\n");
+        assert!(status("{", Format::Table, render).is_err());
+    }
+}
