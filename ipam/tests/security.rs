@@ -197,6 +197,12 @@ fn tls_with_a_token_refuses_calls_without_the_right_token() {
         .unwrap_or_else(|| panic!("no refusal counter: {metrics}"));
     assert!(refusals.trim().parse::<u64>().unwrap() >= 11, "{refusals}");
     assert!(!metrics.contains("c0rrect"), "the token never shows");
+    // Nor in the server's log (at debug level) or in what a refused client prints.
+    let log = std::fs::read_to_string(d.join("liqo-ipam.log")).unwrap();
+    assert!(log.contains("DEBUG"), "the server logged at debug level");
+    assert!(!log.contains("c0rrect"), "the token is in the server's log");
+    let refused_out = stderr(&env(&wrong));
+    assert!(!refused_out.contains("c0rrect"), "{refused_out}");
 }
 
 #[test]

@@ -36,6 +36,8 @@ pub(crate) fn serve_spec(state: &Path, args: &[&str]) -> Spec {
         ])
         .args(args)
         .env_remove("LIQO_IPAM_SERVER")
+        // Everything it logs, so that the tests see what it never logs (the token).
+        .env("RUST_LOG", "debug")
         .kill_on_drop()
 }
 
