@@ -1,0 +1,141 @@
+//! Validation of the gateway's configuration file: defaults, and every bad value named.
+
+use super::*;
+
+const KEY_A: &str = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
+const KEY_B: &str = "TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=";
+
+fn good() -> String {
+    format!(
+        "localPodCIDR: 10.200.0.0/16\npeers:\n  - id: milan\n    publicKey: {KEY_A}\n    endpoint: 198.18.0.2:51840\n    remotePodCIDR: 10.71.0.0/16\n    remoteExternalCIDR: 10.72.0.0/16\n    localPodCIDRAtPeer: 10.50.0.0/16\n  - id: turin\n    publicKey: {KEY_B}\n    remotePodCIDR: 10.73.0.0/16\n    localPodCIDRAtPeer: 10.200.0.0/16\n"
+    )
+}
+
+fn err(text: &str) -> ConfigError {
+    File::parse(text)
+        .and_then(|f| f.validate(None))
+        .unwrap_err()
+}
+
+#[test]
+fn a_good_file_resolves_defaults() {
+    let c = File::parse(&good()).unwrap().validate(None).unwrap();
+    assert_eq!(
+        (c.listen_port, c.mtu, c.namespace.as_str()),
+        (51840, 1420, "liqo-gateway")
+    );
+    assert_eq!(c.peers["milan"].keepalive, 10);
+    assert_eq!(c.peers["milan"].allowed().len(), 2);
+    assert_eq!(c.peers["turin"].endpoint, None);
+    assert_eq!(
+        (c.host_addr().to_string(), c.gateway_addr().to_string()),
+        ("169.254.100.1/30".into(), "169.254.100.2/30".into())
+    );
+}
+
+#[test]
+fn every_bad_value_names_its_field() {
+    let g = good();
+    let cases = [
+        (
+            g.replace("10.71.0.0/16", "10.71.0.1/16"),
+            "peers[0].remotePodCIDR",
+            "host bits",
+        ),
+        (
+            g.replace("10.73.0.0/16", "10.71.128.0/17"),
+            "peers[1].remotePodCIDR",
+            "overlaps peers[0].remotePodCIDR",
+        ),
+        (
+            g.replace("10.73.0.0/16", "10.200.5.0/24"),
+            "peers[1].remotePodCIDR",
+            "overlaps localPodCIDR",
+        ),
+        (
+            g.replace(KEY_B, KEY_A),
+            "peers[1].publicKey",
+            "same key as peer \"milan\"",
+        ),
+        (
+            g.replace(KEY_B, "nope"),
+            "peers[1].publicKey",
+            "is not a WireGuard key",
+        ),
+        (
+            g.replace("id: turin", "id: milan"),
+            "peers[1].id",
+            "duplicate peer",
+        ),
+        (
+            g.replace("id: turin", "id: Turin_1"),
+            "peers[1].id",
+            "contains 'T'",
+        ),
+        (
+            g.replace("198.18.0.2:51840", "198.18.0.2"),
+            "peers[0].endpoint",
+            "invalid socket address",
+        ),
+        (
+            g.replace("10.50.0.0/16", "10.50.0.0/24"),
+            "peers[0].localPodCIDRAtPeer",
+            "must have the length",
+        ),
+        (format!("mtu: 100\n{g}"), "mtu", "outside"),
+        (
+            g.replace("10.71.0.0/16", "0.0.0.0/0"),
+            "peers[0].remotePodCIDR",
+            "/1 to /30",
+        ),
+        (
+            g.replace("10.72.0.0/16", "10.72.0.1/32"),
+            "peers[0].remoteExternalCIDR",
+            "/1 to /30",
+        ),
+        (
+            g.replace("10.72.0.0/16", "fd00::/64"),
+            "peers[0].remoteExternalCIDR",
+            "IPv6",
+        ),
+        (
+            g.replace("localPodCIDR: 10.200.0.0/16", "localPodCIDR: 10.200.0.0/31"),
+            "localPodCIDR",
+            "/1 to /30",
+        ),
+        (format!("listenPort: 0\n{g}"), "listenPort", "1 to 65535"),
+        (format!("linkCIDR: 169.254.0.0/29\n{g}"), "linkCIDR", "/30"),
+        (format!("namespace: a/b\n{g}"), "namespace", "contains '/'"),
+        (format!("bogus: 1\n{g}"), "bogus", "unknown field `bogus`"),
+        (
+            g.replace("198.18.0.2:51840", "0.0.0.0:51840"),
+            "peers[0].endpoint",
+            "not a unicast address",
+        ),
+        (
+            g.replace("198.18.0.2:51840", "198.18.0.2:0"),
+            "peers[0].endpoint",
+            "port 0",
+        ),
+        (
+            g.replace("localPodCIDR: 10.200.0.0/16\n", ""),
+            "localPodCIDR",
+            "is required",
+        ),
+    ];
+    for (text, field, problem) in cases {
+        let e = err(&text);
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.problem.contains(problem), "{e}");
+    }
+}
+
+#[test]
+fn own_key_is_refused_as_a_peer() {
+    let f = File::parse(&good()).unwrap();
+    let own: PublicKey = KEY_A.parse().unwrap();
+    assert_eq!(
+        f.validate(Some(own)).unwrap_err().field,
+        "peers[0].publicKey"
+    );
+}
