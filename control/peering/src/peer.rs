@@ -142,26 +142,15 @@ where
         .wait_handshaken(&ia.id)
         .await
         .map_err(at(Step::Handshake(ia.id.clone()), &ib.id))?;
-    for (which, s, me, old, new) in [
-        (Which::A, &mut *a, ia, old_oa, &oa),
-        (Which::B, &mut *b, ib, old_ob, &ob),
-    ] {
-        undo.push(Undo::Overlay { which, plan: old });
-        apply_overlay(s, &me.id, new).await?;
-    }
-    for (which, s, me, old, new) in [
-        (Which::A, &mut *a, ia, ra, &new_a),
-        (Which::B, &mut *b, ib, rb, &new_b),
-    ] {
-        undo.push(Undo::Records {
-            which,
-            peerings: old.clone(),
-        });
-        s.records
-            .save(new)
-            .await
-            .map_err(at(Step::SaveRecords, &me.id))?;
-    }
+    settle(
+        a,
+        b,
+        (ia, ib),
+        [(old_oa, oa), (old_ob, ob)],
+        [(ra, &new_a), (rb, &new_b)],
+        undo,
+    )
+    .await?;
     Ok((view_a, view_b))
 }
 
@@ -205,6 +194,39 @@ async fn overlays<I, G, O, N: Inventory, R>(
         .map_err(at(Step::Inventory, id))?;
     let plan = |p: &Peerings| plan::overlay(id, &nodes, &gw, p).map_err(at(Step::Plan, id));
     Ok((plan(old)?, plan(new)?))
+}
+
+/// The last steps of a change on both sides, each undo recorded before its step: every overlay
+/// agent on its new plan, then the new records saved.
+async fn settle<I, G, O: Overlay, N, R: Records>(
+    a: &mut Side<I, G, O, N, R>,
+    b: &mut Side<I, G, O, N, R>,
+    (ia, ib): (&ClusterInfo, &ClusterInfo),
+    [(old_oa, oa), (old_ob, ob)]: [(plan::OverlayPlan, plan::OverlayPlan); 2],
+    [(ra, new_a), (rb, new_b)]: [(&Peerings, &Peerings); 2],
+    undo: &mut Vec<Undo>,
+) -> Result<(), StepError> {
+    for (which, s, me, old, new) in [
+        (Which::A, &mut *a, ia, old_oa, &oa),
+        (Which::B, &mut *b, ib, old_ob, &ob),
+    ] {
+        undo.push(Undo::Overlay { which, plan: old });
+        apply_overlay(s, &me.id, new).await?;
+    }
+    for (which, s, me, old, new) in [
+        (Which::A, &mut *a, ia, ra, new_a),
+        (Which::B, &mut *b, ib, rb, new_b),
+    ] {
+        undo.push(Undo::Records {
+            which,
+            peerings: old.clone(),
+        });
+        s.records
+            .save(new)
+            .await
+            .map_err(at(Step::SaveRecords, &me.id))?;
+    }
+    Ok(())
 }
 
 pub(crate) async fn apply_overlay<I, G, O: Overlay, N, R>(
@@ -351,25 +373,14 @@ where
         .wait_gone(&ia.id)
         .await
         .map_err(at(Step::PeerGone(ia.id.clone()), &ib.id))?;
-    for (which, s, me, old, new) in [
-        (Which::A, &mut *a, ia, old_oa, &oa),
-        (Which::B, &mut *b, ib, old_ob, &ob),
-    ] {
-        undo.push(Undo::Overlay { which, plan: old });
-        apply_overlay(s, &me.id, new).await?;
-    }
-    for (which, s, me, old, new) in [
-        (Which::A, &mut *a, ia, ra, &new_a),
-        (Which::B, &mut *b, ib, rb, &new_b),
-    ] {
-        undo.push(Undo::Records {
-            which,
-            peerings: old.clone(),
-        });
-        s.records
-            .save(new)
-            .await
-            .map_err(at(Step::SaveRecords, &me.id))?;
-    }
+    settle(
+        a,
+        b,
+        (ia, ib),
+        [(old_oa, oa), (old_ob, ob)],
+        [(ra, &new_a), (rb, &new_b)],
+        undo,
+    )
+    .await?;
     Ok(())
 }
