@@ -103,11 +103,11 @@ async fn run(config: PathBuf, status_listen: SocketAddr, resync: Duration) -> Re
         "the status server",
         server.serve(snapshot.clone(), move || status::metrics(&snapshot())),
     );
-    println!(
+    out(&format!(
         "liqo-gateway up: public key {}, UDP port {}, status on http://{addr}/status",
         gw.public_key(),
         gw.config().listen_port
-    );
+    ));
     let outcome = reload.run(&mut gw, source, tasks, stop).await;
     let removed = gw.shutdown().await.context("removing the gateway");
     liqo_daemon::exit::conclude(outcome, removed)
@@ -124,8 +124,8 @@ async fn cli(cli: Cli) -> Result<()> {
             let text = std::fs::read_to_string(&config)
                 .with_context(|| format!("reading {}", config.display()))?;
             let cfg = load(&config, &text, None)?;
-            println!(
-                "ok: namespace {}, UDP port {}, MTU {}, local pods {}, {} peer(s)",
+            let mut text = format!(
+                "ok: namespace {}, UDP port {}, MTU {}, local pods {}, {} peer(s)\n",
                 cfg.namespace,
                 cfg.listen_port,
                 cfg.mtu,
@@ -133,8 +133,8 @@ async fn cli(cli: Cli) -> Result<()> {
                 cfg.peers.len()
             );
             for p in cfg.peers.values() {
-                println!(
-                    "  {}: {} here (our pods there {}), endpoint {}",
+                text.push_str(&format!(
+                    "  {}: {} here (our pods there {}), endpoint {}\n",
                     p.id,
                     p.allowed()
                         .iter()
@@ -143,24 +143,35 @@ async fn cli(cli: Cli) -> Result<()> {
                         .join(", "),
                     p.local_pod_cidr_at_peer,
                     p.endpoint.map_or("learned".into(), |e| e.to_string())
-                );
+                ));
             }
+            out(&text);
         }
-        Command::Genkey => println!("{}", PrivateKey::generate()?.to_base64()),
-        Command::Pubkey { private_key_file } => println!(
-            "{}",
-            PrivateKey::load_or_create(&private_key_file)?.public()
-        ),
+        Command::Genkey => out(&PrivateKey::generate()?.to_base64()),
+        Command::Pubkey { private_key_file } => {
+            out(&PrivateKey::load_or_create(&private_key_file)?
+                .public()
+                .to_string())
+        }
         Command::Status { address, output } => {
             let body = dataplane::localhttp::get(address, "/status")
                 .with_context(|| format!("asking the gateway at {address}"))?;
-            print!(
-                "{}",
-                show::status(&body, output, status::render).context("decoding the status")?
-            );
+            out(&show::status(&body, output, status::render).context("decoding the status")?);
         }
     }
     Ok(())
+}
+
+/// Prints `text` and a newline. A closed stdout (EPIPE: `| head`) is the reader's choice, not a
+/// failure of the command: the rest of the output is dropped quietly.
+fn out(text: &str) {
+    use std::io::Write as _;
+    let mut o = std::io::stdout().lock();
+    match writeln!(o, "{}", text.trim_end_matches('\n')).and_then(|()| o.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => tracing::error!(error = %e, "writing to stdout"),
+        Ok(()) => {}
+    }
 }
 
 fn main() -> ExitCode {

@@ -298,6 +298,12 @@ impl Device {
                 self.no_route.fetch_add(1, Ordering::Relaxed);
                 continue;
             };
+            // A peer with no endpoint waits to be called: starting a handshake here would only
+            // build initiations that cannot be sent (and retry them for 90 s).
+            if peer.endpoint().is_none() {
+                peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
             self.encrypt_and_send(peer, &h, pkt, &mut out);
         }
     }
@@ -497,9 +503,14 @@ impl Device {
     }
 
     /// Handshake retries, keepalives, expiry; the handshake rate limit resets every second.
+    /// Peers with no endpoint are skipped: they wait to be called, and their timers start once
+    /// an authenticated packet taught us where they are.
     fn timer_loop(&self) {
         let mut out = vec![0u8; BUF];
         let mut last_reset = Instant::now();
+        // boringtun logs every retry of every peer without naming it (a warning each 5 s, an
+        // error after 90 s); we log the peer's transitions ourselves, once each, instead.
+        let quiet = tracing::Dispatch::none();
         while !self.stopped() {
             thread::sleep(Duration::from_millis(100));
             if last_reset.elapsed() >= Duration::from_secs(1) {
@@ -508,11 +519,21 @@ impl Device {
             }
             let table = self.table();
             for peer in table.by_id.values() {
-                let r = peer
-                    .tunn
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .update_timers(&mut out);
+                if peer.endpoint().is_none() {
+                    continue;
+                }
+                let mut tunn = peer.tunn.lock().unwrap_or_else(|p| p.into_inner());
+                let r = tracing::dispatcher::with_default(&quiet, || tunn.update_timers(&mut out));
+                let expired = matches!(r, TunnResult::Err(WireGuardError::ConnectionExpired));
+                if expired != peer.expired.swap(expired, Ordering::Relaxed) {
+                    if expired {
+                        tracing::warn!(peer = %peer.cfg.id, "no handshake answered; retrying when traffic for the peer or the peer itself arrives");
+                    } else {
+                        tracing::info!(peer = %peer.cfg.id, "handshaking again");
+                    }
+                }
+                // Sent with the lock released: the data path may need it.
+                drop(tunn);
                 match r {
                     TunnResult::WriteToNetwork(p) => self.send(peer, p),
                     TunnResult::Err(WireGuardError::ConnectionExpired) | TunnResult::Done => {}

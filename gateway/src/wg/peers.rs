@@ -6,7 +6,7 @@ use std::{
     net::{Ipv4Addr, SocketAddr},
     sync::{
         Arc, Mutex, RwLock,
-        atomic::{AtomicU32, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     },
 };
 
@@ -42,6 +42,8 @@ pub struct Peer {
     pub endpoint: Arc<RwLock<Option<SocketAddr>>>,
     /// Counters (shared like `tunn`).
     pub stats: Arc<Stats>,
+    /// Whether the last timer tick found the handshake given up (to log the transitions only).
+    pub expired: Arc<AtomicBool>,
 }
 
 impl Peer {
@@ -67,6 +69,7 @@ impl Peer {
             index,
             tunn: Arc::new(Mutex::new(tunn)),
             stats: Arc::default(),
+            expired: Arc::default(),
         }
     }
 
@@ -81,6 +84,7 @@ impl Peer {
             index: self.index,
             tunn: Arc::clone(&self.tunn),
             stats: Arc::clone(&self.stats),
+            expired: Arc::clone(&self.expired),
         }
     }
 

@@ -317,3 +317,19 @@ pub fn tcp_seen_raw(client: &Netns, server: &Netns, addr: &str, port: u16) -> St
     serve.join().unwrap();
     seen
 }
+
+/// `n` peer entries (YAML list items) with fresh keys, distinct /24 ranges in 10.1.0.0/14 and no
+/// endpoint: peers that can only be called.
+pub fn endpointless_peers(n: usize) -> String {
+    assert!(n <= 1024, "the ranges hold 1,024 peers");
+    (0..n)
+        .map(|i| {
+            let key = gateway::keys::PrivateKey::generate().unwrap().public();
+            format!(
+                "  - id: idle-{i}\n    publicKey: {key}\n    remotePodCIDR: 10.{}.{}.0/24\n    localPodCIDRAtPeer: 10.72.0.0/16\n",
+                1 + i / 256,
+                i % 256
+            )
+        })
+        .collect()
+}

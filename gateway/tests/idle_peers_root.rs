@@ -1,0 +1,184 @@
+//! A hub gateway with 1,000 peers that have no endpoint (needs root): they wait to be called, so
+//! nothing is sent to them and the log stays short.
+
+mod common;
+
+use std::{
+    os::fd::AsRawFd,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    thread,
+    time::Duration,
+};
+
+use common::{Site, Spaces, prefix};
+
+const PEERS: usize = 1000;
+
+/// The address of a peer with an endpoint, added at the end to show the capture sees what the
+/// gateway sends.
+const CONTROL: [u8; 4] = [198, 18, 0, 99];
+
+/// Datagrams captured: to [`CONTROL`], and to anywhere else.
+#[derive(Default)]
+struct Sent {
+    control: AtomicU64,
+    elsewhere: AtomicU64,
+}
+
+/// Counts the IPv4 UDP datagrams `wan0` of `site`'s host sends from the gateway's port into
+/// `sent`, until `stop` is set: an AF_PACKET capture of its outgoing frames.
+fn capture(site: &Site, sent: Arc<Sent>, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
+    use nix::sys::socket::{
+        AddressFamily, LinkAddr, SockFlag, SockProtocol, SockType, recvfrom, setsockopt, socket,
+        sockopt,
+    };
+    let (fd, wan0) = site
+        .host
+        .run(|| {
+            // Unbound, it sees every frame of the namespace; `wan0`'s are picked below.
+            let fd = socket(
+                AddressFamily::Packet,
+                SockType::Datagram,
+                SockFlag::empty(),
+                SockProtocol::EthAll,
+            )
+            .expect("AF_PACKET socket");
+            setsockopt(
+                &fd,
+                sockopt::ReceiveTimeout,
+                &nix::sys::time::TimeVal::new(0, 100_000),
+            )
+            .unwrap();
+            let wan0 = nix::net::if_::if_nametoindex("wan0").expect("wan0");
+            (fd, wan0 as usize)
+        })
+        .unwrap();
+    thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        while !stop.load(Ordering::Relaxed) {
+            let Ok((n, Some(from))) = recvfrom::<LinkAddr>(fd.as_raw_fd(), &mut buf) else {
+                continue; // a timeout: check `stop`
+            };
+            let p = &buf[..n];
+            let ihl = usize::from(p.first().map_or(0, |b| b & 0x0f)) * 4;
+            if from.ifindex() == wan0
+                && from.pkttype() == libc::PACKET_OUTGOING
+                && n >= ihl + 8
+                && p[0] >> 4 == 4
+                && p[9] == 17
+                && u16::from_be_bytes([p[ihl], p[ihl + 1]]) == 51840
+            {
+                if p[16..20] == CONTROL {
+                    sent.control.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    sent.elsewhere.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    })
+}
+
+fn wan_tx_packets(site: &Site) -> u64 {
+    let out = site
+        .host
+        .command("ip")
+        .args(["-j", "-s", "link", "show", "wan0"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v[0]["stats64"]["tx"]["packets"].as_u64().unwrap()
+}
+
+#[tokio::test]
+async fn a_thousand_endpointless_peers_send_nothing_and_log_little() {
+    let p = prefix("idle");
+    let mut spaces = Spaces::new();
+    let wan = common::wan(&mut spaces, &p).await;
+    let mut a = Site::new(&mut spaces, &p, "a", &wan, "198.18.0.1/24").await;
+    // No IPv6 chatter (router solicitations) on the WAN link: its tx counter counts only us.
+    a.host
+        .run(|| dataplane::sysctl::set("net.ipv6.conf.wan0.disable_ipv6", "1"))
+        .unwrap()
+        .unwrap();
+    // A keepalive of 1 s: the old code started its first futile handshakes after 1 s and
+    // logged their retries 5 s later.
+    let idle = common::endpointless_peers(PEERS);
+    a.configure(&idle, "keepalive: 1\n");
+    let (sent, stop) = (Arc::new(Sent::default()), Arc::new(AtomicBool::new(false)));
+    let captured = capture(&a, Arc::clone(&sent), Arc::clone(&stop));
+    a.start();
+    a.wait_status("all peers applied", |s| s.peers.len() == PEERS);
+    let tx_before = wan_tx_packets(&a);
+    // Traffic for a few of them: it must not start a handshake either.
+    for ip in ["10.1.0.1", "10.2.7.1", "10.4.231.1"] {
+        assert!(!a.ping(ip), "{ip} has nobody to answer");
+    }
+    thread::sleep(Duration::from_secs(7));
+    let tx_after = wan_tx_packets(&a);
+    let sent_idle = sent.elsewhere.load(Ordering::Relaxed);
+
+    let s = a.status().expect("status");
+    let log = a.log();
+    let lines = log.lines().count();
+    eprintln!(
+        "{PEERS} endpointless peers: wan0 tx {tx_before} -> {tx_after}, {sent_idle} datagram(s) \
+         from port 51840 captured, {lines} log line(s)"
+    );
+    assert_eq!(s.peers.len(), PEERS);
+    let pinged = ["idle-0", "idle-263", "idle-999"];
+    let mut dropped = 0;
+    for peer in &s.peers {
+        assert_eq!(peer.endpoint, None, "{peer:?}");
+        assert_eq!(peer.handshake_age_secs, None, "{peer:?}");
+        assert_eq!((peer.tx_packets, peer.tx_bytes), (0, 0), "{peer:?}");
+        if pinged.contains(&peer.id.as_str()) {
+            dropped += peer.dropped;
+        } else {
+            assert_eq!(peer.dropped, 0, "no initiation was built for it: {peer:?}");
+        }
+    }
+    assert!(
+        dropped >= 3,
+        "the pings reached the gateway and were dropped there: {s:#?}"
+    );
+    assert_eq!(sent_idle, 0, "no datagram left the gateway's port");
+    assert_eq!(tx_after, tx_before, "wan0 sent nothing");
+    assert!(lines < 100, "{lines} log lines:\n{log}");
+
+    // The instruments work: a peer with an endpoint (its MAC pinned, so no ARP is needed) is
+    // sent an initiation at once, and both the capture and the counter see it.
+    let ip = CONTROL.map(|b| b.to_string()).join(".");
+    let neigh = a
+        .host
+        .command("ip")
+        .args([
+            "neigh",
+            "replace",
+            &ip,
+            "lladdr",
+            "02:00:00:00:00:99",
+            "dev",
+            "wan0",
+        ])
+        .status()
+        .unwrap();
+    assert!(neigh.success());
+    let control = format!(
+        "  - id: control\n    publicKey: {}\n    endpoint: {ip}:51840\n    remotePodCIDR: 10.99.0.0/24\n    localPodCIDRAtPeer: 10.72.0.0/16\n",
+        gateway::keys::PrivateKey::generate().unwrap().public()
+    );
+    a.configure(&format!("{idle}{control}"), "keepalive: 1\n");
+    assert!(
+        common::eventually(10, || sent.control.load(Ordering::Relaxed) > 0),
+        "the capture saw the control peer's initiation\n{}",
+        a.log()
+    );
+    assert!(wan_tx_packets(&a) > tx_after, "and wan0's counter");
+    stop.store(true, Ordering::Relaxed);
+    captured.join().unwrap();
+    a.stop();
+}
