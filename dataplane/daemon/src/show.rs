@@ -1,5 +1,5 @@
-//! The `status` subcommand every daemon's binary has: its `/status` as it is (`-o json`) or
-//! rendered for people (`-o table`).
+//! What the daemons' command-line tools print: the `status` subcommand (its `/status` as it is,
+//! `-o json`, or rendered for people, `-o table`), and [`out`], every line a tool prints.
 
 use serde::de::DeserializeOwned;
 
@@ -21,6 +21,19 @@ pub fn status<S: DeserializeOwned>(
     match format {
         Format::Json => Ok(format!("{body}\n")),
         Format::Table => Ok(render(&serde_json::from_str(body)?)),
+    }
+}
+
+/// Prints `text` and a newline on stdout. A closed stdout (EPIPE: `| head`) is the reader's
+/// choice, not a failure of the command: the rest of the output is dropped quietly; another
+/// write error is logged.
+pub fn out(text: &str) {
+    use std::io::Write as _;
+    let mut o = std::io::stdout().lock();
+    match writeln!(o, "{}", text.trim_end_matches('\n')).and_then(|()| o.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => tracing::error!(error = %e, "writing to stdout"),
+        Ok(()) => {}
     }
 }
 

@@ -20,7 +20,7 @@ use liqo_daemon::{
     Reload,
     exit::Threads,
     server::StatusServer,
-    show::{self, Format},
+    show::{self, Format, out},
     source::ConfigFile,
     tasks::Tasks,
 };
@@ -160,18 +160,6 @@ async fn cli(cli: Cli) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Prints `text` and a newline. A closed stdout (EPIPE: `| head`) is the reader's choice, not a
-/// failure of the command: the rest of the output is dropped quietly.
-fn out(text: &str) {
-    use std::io::Write as _;
-    let mut o = std::io::stdout().lock();
-    match writeln!(o, "{}", text.trim_end_matches('\n')).and_then(|()| o.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => tracing::error!(error = %e, "writing to stdout"),
-        Ok(()) => {}
-    }
 }
 
 fn main() -> ExitCode {

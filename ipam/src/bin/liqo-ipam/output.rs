@@ -100,15 +100,4 @@ pub(crate) fn list_json(l: &proto::ListResponse) -> serde_json::Value {
         "pools": l.pools, "reserved": l.reserved, "peers": peers, "endpoints": endpoints, "usage": usage})
 }
 
-/// Writes `text` and a newline to stdout; a reader that went away (`liqo-ipam list | head`) is not
-/// an error.
-pub(crate) fn out(text: &str) {
-    use std::io::Write as _;
-    let mut o = std::io::stdout().lock();
-    match writeln!(o, "{}", text.trim_end_matches('\n')).and_then(|()| o.flush()) {
-        // A closed stdout (EPIPE) is the reader's choice, not a failure of the command.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => tracing::error!(error = %e, "writing to stdout"),
-        Ok(()) => {}
-    }
-}
+pub(crate) use liqo_daemon::show::out;
