@@ -292,6 +292,16 @@ fn wait_gone(pid: u32, grace: Duration) -> bool {
     true
 }
 
+/// Sends `sig` to `pid`. A process that exited meanwhile (ESRCH) is what stopping wants, and
+/// the caller's wait sees it; any other failure is logged (the wait then reports the process
+/// still running).
+pub(crate) fn send(pid: Pid, sig: Signal) {
+    match signal::kill(pid, sig) {
+        Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+        Err(e) => tracing::warn!(%pid, signal = %sig, error = %e, "signalling a process"),
+    }
+}
+
 /// Stops `p` if it still runs its program: SIGTERM, then SIGKILL after `grace`.
 pub fn stop(p: &Proc, grace: Duration) -> Stopped {
     if !alive(p.pid) || !is_ours(p.pid, &p.name) {
@@ -301,13 +311,11 @@ pub fn stop(p: &Proc, grace: Duration) -> Stopped {
         return Stopped::NotRunning;
     };
     let pid = Pid::from_raw(raw);
-    // An error means it exited meanwhile, which the wait below sees.
-    let _ = signal::kill(pid, Signal::SIGTERM);
+    send(pid, Signal::SIGTERM);
     if wait_gone(p.pid, grace) {
         return Stopped::Exited;
     }
-    // As above: gone meanwhile is fine.
-    let _ = signal::kill(pid, Signal::SIGKILL);
+    send(pid, Signal::SIGKILL);
     if wait_gone(p.pid, grace) {
         Stopped::Killed
     } else {

@@ -8,10 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use nix::{
-    sys::signal::{self, Signal},
-    unistd::Pid,
-};
+use nix::{sys::signal::Signal, unistd::Pid};
 
 use super::{Error, POLL, tail};
 
@@ -118,8 +115,7 @@ impl Attached {
         let sent = Instant::now();
         if !grace.is_zero() {
             if let Ok(raw) = i32::try_from(self.pid()) {
-                // An error means it exited meanwhile, which the wait below sees.
-                let _ = signal::kill(Pid::from_raw(raw), Signal::SIGTERM);
+                super::send(Pid::from_raw(raw), Signal::SIGTERM);
             }
             if let Some(status) = self.wait_exit(grace)? {
                 return Ok(Exit {

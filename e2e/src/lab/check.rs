@@ -325,12 +325,15 @@ impl Matrix {
                 reached.join(", ")
             );
         }
+        // Writing into a String cannot fail.
         let _ = write!(out, "\n{:>w$}", "from \\ to", w = width + 7);
         for i in 0..self.endpoints.len() {
+            // Writing into a String cannot fail.
             let _ = write!(out, " {:>3}", i + 1);
         }
         out.push('\n');
         for (s, e) in self.endpoints.iter().enumerate() {
+            // Writing into a String cannot fail.
             let _ = write!(
                 out,
                 "  [{:>2}] {:<width$}",
@@ -346,11 +349,13 @@ impl Matrix {
                     Some(p) if p.tcp.is_ok() => "I!",
                     Some(_) => "XX",
                 };
+                // Writing into a String cannot fail.
                 let _ = write!(out, " {cell:>3}");
             }
             out.push('\n');
         }
         let fails = self.failures();
+        // Writing into a String cannot fail.
         let _ = writeln!(
             out,
             "\n{} of {} probes passed (ICMP and TCP, source as expected); ok = all, I! = ping failed, T! = TCP failed, S! = unexpected source, XX = both failed, · = not probed",
@@ -359,6 +364,7 @@ impl Matrix {
         );
         for p in fails {
             let (s, d) = (&self.endpoints[p.src], &self.endpoints[p.dst]);
+            // Writing into a String cannot fail.
             let _ = writeln!(
                 out,
                 "  FAIL {}/{} -> {}/{} at {}: icmp {}, tcp {}",

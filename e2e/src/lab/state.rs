@@ -152,8 +152,13 @@ pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), LabError> {
         Ok(())
     };
     write().map_err(|e| {
-        // The temporary file may not exist; the write error is what matters.
-        let _ = fs::remove_file(&tmp);
+        // The write error is what is returned; a temporary file left behind is only logged.
+        match fs::remove_file(&tmp) {
+            Err(r) if r.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(file = %tmp.display(), error = %r, "removing a temporary file");
+            }
+            _ => {}
+        }
         LabError::build(format!("writing {}", path.display()), e)
     })
 }

@@ -78,6 +78,7 @@ pub fn render(lab: &Lab, rows: &[Row]) -> String {
         );
     }
     let w = [7, 10, 12, 56];
+    // Writing into a String cannot fail.
     let _ = writeln!(
         out,
         "\n{:<w0$} {:<w1$} {:<w2$} {:<w3$} NETNS",
@@ -92,6 +93,7 @@ pub fn render(lab: &Lab, rows: &[Row]) -> String {
     );
     for r in rows {
         let missing = if r.present { "" } else { "  (MISSING)" };
+        // Writing into a String cannot fail.
         let _ = writeln!(
             out,
             "{:<w0$} {:<w1$} {:<w2$} {:<w3$} {}{missing}",
