@@ -158,6 +158,8 @@ impl Gateway {
             port: cfg.listen_port,
             source,
         };
+        // Every interface: the WireGuard port is what the peers reach (through NATs and load
+        // balancers), and WireGuard authenticates every packet on it; nothing else listens here.
         let udp = UdpSocket::bind(("0.0.0.0", cfg.listen_port)).map_err(bind)?;
         let device = Device::new(key, fd, udp).map_err(bind)?;
         device.set_peers(&cfg.peers);
