@@ -206,20 +206,27 @@ pub fn host_routes(c: &Config) -> Vec<RouteSpec> {
         .collect()
 }
 
-/// Rules of the host namespace sending the peers' ranges to [`HOST_TABLE`].
+/// The one rule of the host namespace that consults [`HOST_TABLE`], whatever the number of peers.
+///
+/// The kernel walks the rules for every packet it routes, so a rule per peer range (what one
+/// would write by hand) makes every forwarded packet pay for every peer: at 1,000 peers a third
+/// of the CPU went to `fib_rules_lookup`. Instead the table decides: it holds only the peers'
+/// ranges, and a destination it does not hold falls through to the next rule (a lookup that
+/// finds no route continues the rule walk), so other traffic is routed as before at the cost of
+/// one trie lookup.
 pub fn host_rules(c: &Config) -> Vec<RuleSpec> {
-    host_routes(c)
-        .into_iter()
-        .map(|r| RuleSpec {
-            priority: HOST_TABLE,
-            from: None,
-            to: Some(r.dst),
-            iif: None,
-            fwmark: None,
-            table: HOST_TABLE,
-            v6: false,
-        })
-        .collect()
+    if !c.host_routes {
+        return Vec::new();
+    }
+    vec![RuleSpec {
+        priority: HOST_TABLE,
+        from: None,
+        to: None,
+        iif: None,
+        fwmark: None,
+        table: HOST_TABLE,
+        v6: false,
+    }]
 }
 
 #[cfg(test)]
@@ -263,6 +270,14 @@ mod tests {
         c.mtu = 1380;
         assert!(host_routes(&c).iter().all(|r| r.mtu == Some(1380)));
         let rules: Vec<String> = host_rules(&c).iter().map(ToString::to_string).collect();
-        assert_eq!(rules[2], "18951: to 10.73.0.0/16 lookup 18951");
+        assert_eq!(
+            rules,
+            ["18951: lookup 18951"],
+            "one rule whatever the peers"
+        );
+        c.peers.clear();
+        assert_eq!(host_rules(&c).len(), 1);
+        c.host_routes = false;
+        assert!(host_rules(&c).is_empty() && host_routes(&c).is_empty());
     }
 }

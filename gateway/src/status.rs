@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub use liqo_daemon::ReloadStatus;
 
-use crate::wg::{Device, PeerStatus};
+use crate::wg::{Device, PeerStatus, WireStatus};
 
 /// What `/status` returns.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -23,6 +23,9 @@ pub struct Status {
     pub listen_port: u16,
     /// Packets with no peer for their destination.
     pub no_route: u64,
+    /// Counters of the WireGuard port: refused datagrams, cookies, handshakes limited.
+    #[serde(default)]
+    pub wire: WireStatus,
     /// Peers.
     pub peers: Vec<PeerStatus>,
     /// The config file: what runs, what was refused, what failed to apply.
@@ -35,6 +38,7 @@ pub fn status(device: &Device, public_key: String, reload: ReloadStatus) -> Stat
         public_key,
         listen_port: device.port().unwrap_or(0),
         no_route: device.no_route.load(std::sync::atomic::Ordering::Relaxed),
+        wire: device.wire_status(),
         peers: device.status(),
         reload,
     }
@@ -92,6 +96,12 @@ pub fn metrics(s: &Status) -> Registry {
             |p| gauge(p.dropped),
         ),
         (
+            "peer_rejected_datagrams",
+            "Datagrams naming the peer that failed authentication or were replays",
+            Family::default(),
+            |p| gauge(p.rejected),
+        ),
+        (
             "peer_handshake_age_seconds",
             "Seconds since the last handshake (-1: never)",
             Family::default(),
@@ -113,6 +123,38 @@ pub fn metrics(s: &Status) -> Registry {
         "Packets with no peer for their destination",
         no_route,
     );
+    let w = &s.wire;
+    for (name, help, value) in [
+        (
+            "invalid_datagrams",
+            "Datagrams refused before reaching a peer (malformed, bad mac1, unknown index or key)",
+            w.invalid,
+        ),
+        (
+            "cookie_replies",
+            "Cookie replies sent to handshakes without a valid mac2 under load",
+            w.cookies_sent,
+        ),
+        (
+            "handshakes_processed",
+            "Handshake messages handed to the handshake thread",
+            w.handshakes_processed,
+        ),
+        (
+            "handshakes_limited",
+            "Handshake messages dropped by the per-source or global rate limit",
+            w.handshakes_limited,
+        ),
+        (
+            "handshakes_overflow",
+            "Handshake messages dropped because the handshake queue was full",
+            w.handshakes_overflow,
+        ),
+    ] {
+        let g: Gauge = Gauge::default();
+        g.set(gauge(value));
+        registry.register(name, help, g);
+    }
     s.reload.register_metrics(&mut registry);
     registry
 }
@@ -125,16 +167,29 @@ pub fn render(s: &Status) -> String {
         s.listen_port,
         s.reload.render()
     );
+    let w = &s.wire;
     out.push_str(&format!(
-        "{:<16} {:<22} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8}\n",
-        "PEER", "ENDPOINT", "HANDSHAKE", "TX BYTES", "RX BYTES", "TX PKTS", "RX PKTS", "DROPPED"
+        "wire: {} invalid, {} cookie replies, handshakes {} processed, {} rate-limited, {} queue full\n",
+        w.invalid, w.cookies_sent, w.handshakes_processed, w.handshakes_limited, w.handshakes_overflow
+    ));
+    out.push_str(&format!(
+        "{:<16} {:<22} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8} {:>8}\n",
+        "PEER",
+        "ENDPOINT",
+        "HANDSHAKE",
+        "TX BYTES",
+        "RX BYTES",
+        "TX PKTS",
+        "RX PKTS",
+        "DROPPED",
+        "REJECTED"
     ));
     for p in &s.peers {
         let hs = p
             .handshake_age_secs
             .map_or("never".into(), |a| format!("{a}s ago"));
         out.push_str(&format!(
-            "{:<16} {:<22} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8}\n",
+            "{:<16} {:<22} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8} {:>8}\n",
             p.id,
             p.endpoint.as_deref().unwrap_or("(unknown)"),
             hs,
@@ -142,7 +197,8 @@ pub fn render(s: &Status) -> String {
             p.rx_bytes,
             p.tx_packets,
             p.rx_packets,
-            p.dropped
+            p.dropped,
+            p.rejected
         ));
     }
     out
@@ -160,6 +216,10 @@ mod tests {
             public_key: "k".into(),
             listen_port: 51840,
             no_route: 3,
+            wire: WireStatus {
+                handshakes_limited: 7,
+                ..WireStatus::default()
+            },
             peers: Vec::new(),
             reload: ReloadStatus {
                 source: "/etc/liqo/gateway.yaml".into(),
@@ -190,6 +250,7 @@ mod tests {
         assert_eq!(v["reload"]["applyError"]["attempts"], 2);
         assert_eq!(v["reload"]["applied"]["digest"], "0123456789abcdef");
         assert!(v.get("configError").is_none(), "{v}");
+        assert_eq!(v["wire"]["handshakesLimited"], 7);
         assert_eq!(serde_json::from_value::<Status>(v).unwrap(), s);
     }
 
@@ -210,6 +271,7 @@ mod tests {
         encode(&mut m, &metrics(&s)).unwrap();
         for line in [
             "liqo_gateway_no_route_packets 3",
+            "liqo_gateway_handshakes_limited 7",
             "liqo_gateway_config_refused 1",
             "liqo_gateway_config_apply_failed 1",
             "liqo_gateway_config_applies 4",

@@ -1,11 +1,17 @@
 //! The WireGuard data path: boringtun's `noise::Tunn` per peer, driven by our own I/O loop.
 //!
-//! Three threads: TUN -> encrypt -> UDP, UDP -> decrypt -> TUN (plus handshake answers), and the
-//! timers (handshake retries, keepalives, session expiry). The peer table is swapped whole on
-//! reconfiguration; peers whose identity did not change keep their session.
+//! Four threads: TUN -> encrypt -> UDP ([`tx`]), UDP -> decrypt -> TUN ([`rx`], which also
+//! admits handshake messages: [`guard`]), the key exchanges ([`handshake`]) and the timers
+//! (handshake retries, keepalives, session expiry: [`timers`]). The peer table is swapped whole
+//! on reconfiguration; peers whose identity did not change keep their session.
 
 mod device;
+pub mod guard;
+mod handshake;
 pub mod offload;
 pub mod peers;
+mod rx;
+mod timers;
+mod tx;
 
-pub use device::{Device, PeerStatus};
+pub use device::{Device, PeerStatus, Wire, WireStatus};

@@ -25,8 +25,10 @@ pub struct Stats {
     pub rx_packets: AtomicU64,
     /// Bytes of those packets (inner).
     pub rx_bytes: AtomicU64,
-    /// Packets dropped (no endpoint, source outside allowed IPs, decryption errors).
+    /// Packets dropped (no endpoint, a failed send, source outside allowed IPs).
     pub dropped: AtomicU64,
+    /// Datagrams naming the peer that failed authentication or were replays.
+    pub rejected: AtomicU64,
 }
 
 /// One peer of the device.

@@ -1,0 +1,293 @@
+//! Admission of handshake messages, decided before any key exchange is spent on them: the
+//! kernel's scheme, as plain state that takes the time as input (no I/O, no clock).
+//!
+//! A handshake costs a few X25519 operations (~100 µs); a data packet a few microseconds. So
+//! the receive path checks each handshake message cheaply and hands the admitted ones to a
+//! thread of their own ([`super::handshake`]):
+//! 1. mac1 must be valid (only someone who knows our public key can make one);
+//! 2. past [`Load::limit`] handshake messages in one second the device is *under load*: a
+//!    message must then also carry a valid mac2, which proves its sender receives at its source
+//!    address (it answered our cookie reply), and
+//! 3. each source address (an IPv6 /64 counts as one) gets a token bucket of
+//!    [`PER_SOURCE_RATE`] per second, [`PER_SOURCE_BURST`] at once, while under load: one
+//!    attacker who answers cookies gets a trickle of handshakes, not a core;
+//! 4. a global bucket of [`GLOBAL_RATE`] per second caps all sources together, and the queue to
+//!    the handshake thread is bounded: beyond those, handshakes are dropped, data never waits.
+
+use std::{
+    collections::HashMap,
+    net::IpAddr,
+    time::{Duration, Instant},
+};
+
+/// Handshake messages per second before the device counts as under load (and asks for mac2).
+pub const LOAD_LIMIT: u64 = 100;
+/// Handshakes per second one source address may start while under load (as the kernel).
+pub const PER_SOURCE_RATE: u64 = 20;
+/// How many of them at once.
+pub const PER_SOURCE_BURST: u64 = 5;
+/// Handshakes per second all sources together may start (each costs ~100 µs of one core).
+pub const GLOBAL_RATE: u64 = 2_000;
+/// Source addresses tracked at most; past that, new sources are refused while under load.
+pub const MAX_SOURCES: usize = 65_536;
+
+const NANOS: u64 = 1_000_000_000;
+
+/// A token bucket counted in nanoseconds of credit: `rate` per second, `burst` at once.
+#[derive(Debug, Clone, Copy)]
+pub struct Bucket {
+    credit: u64,
+    last: Instant,
+}
+
+impl Bucket {
+    /// A full bucket.
+    pub fn full(rate: u64, burst: u64, now: Instant) -> Bucket {
+        Bucket {
+            credit: cost(rate) * burst,
+            last: now,
+        }
+    }
+
+    /// Takes one token if there is one.
+    pub fn take(&mut self, rate: u64, burst: u64, now: Instant) -> bool {
+        let gained =
+            u64::try_from(now.saturating_duration_since(self.last).as_nanos()).unwrap_or(u64::MAX);
+        self.last = now;
+        self.credit = self.credit.saturating_add(gained).min(cost(rate) * burst);
+        if self.credit >= cost(rate) {
+            self.credit -= cost(rate);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Whether the bucket would be full at `now` (nothing to remember about its source).
+    fn refilled(&self, rate: u64, burst: u64, now: Instant) -> bool {
+        let gained = now.saturating_duration_since(self.last).as_nanos();
+        u128::from(self.credit) + gained >= u128::from(cost(rate) * burst)
+    }
+}
+
+fn cost(rate: u64) -> u64 {
+    NANOS / rate.max(1)
+}
+
+/// Counts handshake messages per one-second window; past the limit the device is under load.
+#[derive(Debug, Clone)]
+pub struct Load {
+    limit: u64,
+    count: u64,
+    window: Instant,
+}
+
+impl Load {
+    /// A window starting at `now`.
+    pub fn new(limit: u64, now: Instant) -> Load {
+        Load {
+            limit,
+            count: 0,
+            window: now,
+        }
+    }
+
+    /// Counts one handshake message; whether the device is under load.
+    pub fn observe(&mut self, now: Instant) -> bool {
+        if now.saturating_duration_since(self.window) >= Duration::from_secs(1) {
+            self.window = now;
+            self.count = 0;
+        }
+        self.count += 1;
+        self.count > self.limit
+    }
+}
+
+/// What becomes of a handshake message whose mac1 is valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Hand it to the handshake thread.
+    Admit,
+    /// Under load and without a valid mac2: answer with a cookie reply.
+    Cookie,
+    /// Under load and its source used up its bucket, or too many sources are tracked.
+    SourceLimited,
+    /// Every source together used up the global bucket.
+    GlobalLimited,
+}
+
+/// The admission state of the receive path.
+#[derive(Debug)]
+pub struct Guard {
+    load: Load,
+    global: Bucket,
+    sources: HashMap<IpAddr, Bucket>,
+    last_sweep: Instant,
+}
+
+/// The key of a source: the address, or its /64 for IPv6.
+fn source(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+    }
+}
+
+impl Guard {
+    /// A guard with nothing seen yet.
+    pub fn new(now: Instant) -> Guard {
+        Guard {
+            load: Load::new(LOAD_LIMIT, now),
+            global: Bucket::full(GLOBAL_RATE, GLOBAL_RATE, now),
+            sources: HashMap::new(),
+            last_sweep: now,
+        }
+    }
+
+    /// Whether the next handshake message counts the device as under load (it is counted).
+    pub fn under_load(&mut self, now: Instant) -> bool {
+        self.load.observe(now)
+    }
+
+    /// The verdict on a handshake message from `from` whose mac1 is valid; `mac2_ok` says
+    /// whether its mac2 is valid (only asked under load).
+    pub fn admit(
+        &mut self,
+        from: IpAddr,
+        under_load: bool,
+        mac2_ok: impl FnOnce() -> bool,
+        now: Instant,
+    ) -> Verdict {
+        self.sweep(now);
+        if under_load {
+            if !mac2_ok() {
+                return Verdict::Cookie;
+            }
+            let key = source(from);
+            let full = self.sources.len() >= MAX_SOURCES;
+            let bucket = match self.sources.get_mut(&key) {
+                Some(b) => b,
+                None if full => return Verdict::SourceLimited,
+                None => self.sources.entry(key).or_insert(Bucket::full(
+                    PER_SOURCE_RATE,
+                    PER_SOURCE_BURST,
+                    now,
+                )),
+            };
+            if !bucket.take(PER_SOURCE_RATE, PER_SOURCE_BURST, now) {
+                return Verdict::SourceLimited;
+            }
+        }
+        if self.global.take(GLOBAL_RATE, GLOBAL_RATE, now) {
+            Verdict::Admit
+        } else {
+            Verdict::GlobalLimited
+        }
+    }
+
+    /// Sources tracked now.
+    pub fn sources(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// Once a second, forgets the sources whose bucket has refilled.
+    fn sweep(&mut self, now: Instant) {
+        if now.saturating_duration_since(self.last_sweep) < Duration::from_secs(1) {
+            return;
+        }
+        self.last_sweep = now;
+        self.sources
+            .retain(|_, b| !b.refilled(PER_SOURCE_RATE, PER_SOURCE_BURST, now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(t0: Instant, n: u64) -> Instant {
+        t0 + Duration::from_millis(n)
+    }
+
+    #[test]
+    fn load_starts_past_the_limit_and_ends_with_the_second() {
+        let t0 = Instant::now();
+        let mut l = Load::new(3, t0);
+        assert!(!l.observe(t0) && !l.observe(t0) && !l.observe(t0));
+        assert!(l.observe(ms(t0, 10)));
+        assert!(!l.observe(ms(t0, 1_001)), "a new window");
+    }
+
+    #[test]
+    fn a_source_gets_its_burst_then_its_rate() {
+        let t0 = Instant::now();
+        let mut g = Guard::new(t0);
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        let admitted = (0..100)
+            .filter(|_| g.admit(ip, true, || true, t0) == Verdict::Admit)
+            .count();
+        assert_eq!(admitted as u64, PER_SOURCE_BURST);
+        // One second later: 20 more at most, whatever is sent.
+        let mut later = 0;
+        for i in 0..1_000 {
+            if g.admit(ip, true, || true, ms(t0, 1 + i)) == Verdict::Admit {
+                later += 1;
+            }
+        }
+        assert!((19..=21).contains(&later), "{later} in a second");
+        // Another source is not affected.
+        let other: IpAddr = "192.0.2.8".parse().unwrap();
+        assert_eq!(g.admit(other, true, || true, ms(t0, 1_000)), Verdict::Admit);
+    }
+
+    #[test]
+    fn without_load_no_source_limit_and_no_mac2_asked() {
+        let t0 = Instant::now();
+        let mut g = Guard::new(t0);
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        for _ in 0..50 {
+            assert_eq!(
+                g.admit(ip, false, || panic!("mac2 asked"), t0),
+                Verdict::Admit
+            );
+        }
+        assert_eq!(g.sources(), 0);
+    }
+
+    #[test]
+    fn under_load_a_missing_mac2_asks_for_a_cookie() {
+        let t0 = Instant::now();
+        let mut g = Guard::new(t0);
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        assert_eq!(g.admit(ip, true, || false, t0), Verdict::Cookie);
+    }
+
+    #[test]
+    fn the_global_bucket_caps_many_sources() {
+        let t0 = Instant::now();
+        let mut g = Guard::new(t0);
+        let mut admitted = 0;
+        for i in 0..(GLOBAL_RATE as u32 * 2) {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            if g.admit(ip, true, || true, t0) == Verdict::Admit {
+                admitted += 1;
+            }
+        }
+        assert_eq!(admitted, GLOBAL_RATE);
+    }
+
+    #[test]
+    fn idle_sources_are_forgotten_and_ipv6_counts_per_64() {
+        let t0 = Instant::now();
+        let mut g = Guard::new(t0);
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2::ffff".parse().unwrap();
+        for _ in 0..PER_SOURCE_BURST {
+            assert_eq!(g.admit(a, true, || true, t0), Verdict::Admit);
+        }
+        assert_eq!(g.admit(b, true, || true, t0), Verdict::SourceLimited);
+        assert_eq!(g.sources(), 1);
+        g.admit("192.0.2.1".parse().unwrap(), false, || true, ms(t0, 2_000));
+        assert_eq!(g.sources(), 0, "refilled buckets are swept");
+    }
+}

@@ -1,0 +1,222 @@
+//! UDP (GRO) -> decrypt -> coalesce -> TUN: the receive half of the data path. Handshake
+//! messages are only checked and admitted here ([`super::guard`]); the key exchanges run on the
+//! handshake thread, so a flood of them never holds a data packet back.
+
+use std::{
+    io::{IoSliceMut, Write},
+    net::SocketAddr,
+    os::fd::AsRawFd,
+    sync::atomic::{AtomicU64, Ordering},
+    time::Instant,
+};
+
+use boringtun::noise::{Packet, Tunn, TunnResult};
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
+
+use super::{
+    device::Device,
+    guard::{Guard, Verdict},
+    handshake::Handshake,
+    offload::Coalescer,
+    peers::Peer,
+};
+
+/// Largest datagram or packet handled.
+pub(super) const BUF: usize = 65_536;
+
+fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Device {
+    /// Receives datagrams (many per call with GRO) until stopped.
+    pub(super) fn udp_loop(&self) {
+        let mut buf = vec![0u8; BUF];
+        let mut out = vec![0u8; BUF];
+        let mut coalescer = Coalescer::default();
+        let mut guard = Guard::new(Instant::now());
+        let mut cmsg = nix::cmsg_space!(i32);
+        while !self.stopped() {
+            let (n, from, seg) = {
+                let mut iov = [IoSliceMut::new(&mut buf)];
+                match recvmsg::<SockaddrStorage>(
+                    self.udp.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut cmsg),
+                    MsgFlags::empty(),
+                ) {
+                    Ok(m) => {
+                        let seg = m.cmsgs().ok().into_iter().flatten().find_map(|c| match c {
+                            ControlMessageOwned::UdpGroSegments(s) => usize::try_from(s).ok(),
+                            _ => None,
+                        });
+                        let from = m.address.as_ref().and_then(to_socket_addr);
+                        (m.bytes, from, seg)
+                    }
+                    Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => continue,
+                    Err(e) => {
+                        tracing::error!(error = %e, "receiving from the UDP socket");
+                        return;
+                    }
+                }
+            };
+            let Some(from) = from else { continue };
+            let table = self.table();
+            let mut write = |frame: &[u8]| {
+                if let Err(e) = (&self.tun).write(frame) {
+                    tracing::debug!(error = %e, "writing to the tun device");
+                }
+            };
+            for datagram in buf[..n].chunks(seg.unwrap_or(n).max(1)) {
+                let peer = match Tunn::parse_incoming_packet(datagram) {
+                    Ok(Packet::HandshakeInit(_) | Packet::HandshakeResponse(_)) => {
+                        self.admit(&mut guard, from, datagram);
+                        continue;
+                    }
+                    Ok(Packet::PacketCookieReply(c)) => table.by_receiver(c.receiver_idx),
+                    Ok(Packet::PacketData(d)) => table.by_receiver(d.receiver_idx),
+                    Err(_) => None,
+                };
+                match peer {
+                    Some(peer) => {
+                        self.decapsulate(peer, from, datagram, &mut out, &mut coalescer, &mut write)
+                    }
+                    None => bump(&self.wire.invalid),
+                }
+            }
+            coalescer.finish(&mut write);
+        }
+    }
+
+    /// Checks a handshake message (mac1, load, mac2, rate limits) and queues it for the
+    /// handshake thread, or answers it with a cookie reply, or drops it.
+    fn admit(&self, guard: &mut Guard, from: SocketAddr, datagram: &[u8]) {
+        let mut reply = [0u8; 64];
+        // `open` never asks for a cookie: this checks mac1 only.
+        if self
+            .open
+            .verify_packet(Some(from.ip()), datagram, &mut reply)
+            .is_err()
+        {
+            bump(&self.wire.invalid);
+            return;
+        }
+        let now = Instant::now();
+        let under_load = guard.under_load(now);
+        let mut cookie = None;
+        let verdict = guard.admit(
+            from.ip(),
+            under_load,
+            || match self
+                .strict
+                .verify_packet(Some(from.ip()), datagram, &mut reply)
+            {
+                Ok(_) => true,
+                Err(TunnResult::WriteToNetwork(c)) => {
+                    cookie = Some(c.len());
+                    false
+                }
+                Err(_) => false,
+            },
+            now,
+        );
+        match verdict {
+            Verdict::Admit => match Handshake::new(datagram, from) {
+                Some(h) => {
+                    if self.handshakes.try_send(h).is_err() {
+                        bump(&self.wire.handshakes_overflow);
+                    }
+                }
+                None => bump(&self.wire.invalid),
+            },
+            Verdict::Cookie => {
+                if let Some(len) = cookie {
+                    // A cookie reply that cannot be sent is a lost datagram: the initiator
+                    // retries its handshake, and a flood must not stall here.
+                    match self.udp.send_to(&reply[..len], from) {
+                        Ok(_) => bump(&self.wire.cookies_sent),
+                        Err(e) => tracing::debug!(%from, error = %e, "sending a cookie reply"),
+                    }
+                }
+            }
+            Verdict::SourceLimited | Verdict::GlobalLimited => bump(&self.wire.handshakes_limited),
+        }
+    }
+
+    /// Hands `datagram` to the peer's session and acts on what it returns. Datagrams that fail
+    /// authentication (or replay a counter) count as the peer's `rejected`, not its `dropped`:
+    /// anyone who saw its receiver index can send them.
+    pub(super) fn decapsulate(
+        &self,
+        peer: &Peer,
+        from: SocketAddr,
+        datagram: &[u8],
+        out: &mut [u8],
+        coalescer: &mut Coalescer,
+        write: &mut impl FnMut(&[u8]),
+    ) {
+        let mut tunn = peer.tunn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut first = true;
+        loop {
+            let r = if first {
+                tunn.decapsulate(Some(from.ip()), datagram, out)
+            } else {
+                tunn.decapsulate(None, &[], out)
+            };
+            first = false;
+            match r {
+                TunnResult::WriteToNetwork(p) => {
+                    // Handshake answers and packets queued while waiting for the session. A
+                    // cookie reply (type 3) answers an unverified packet: it proves nothing about
+                    // the sender, so it must not move the peer's endpoint.
+                    if p.first() != Some(&3) {
+                        peer.saw(from);
+                    }
+                    if let Err(e) = self.udp.send_to(p, from) {
+                        tracing::debug!(peer = %peer.cfg.id, error = %e, "send");
+                    }
+                }
+                TunnResult::WriteToTunnelV4(p, src) => {
+                    peer.saw(from);
+                    if peer.allows(src) {
+                        peer.stats.rx_packets.fetch_add(1, Ordering::Relaxed);
+                        peer.stats
+                            .rx_bytes
+                            .fetch_add(p.len() as u64, Ordering::Relaxed);
+                        coalescer.push(p, write);
+                    } else {
+                        tracing::debug!(peer = %peer.cfg.id, %src, "source outside the peer's allowed IPs");
+                        bump(&peer.stats.dropped);
+                    }
+                    return;
+                }
+                TunnResult::Done => {
+                    if first_byte_is(datagram, 4) {
+                        peer.saw(from); // an authenticated keepalive
+                    }
+                    return;
+                }
+                TunnResult::WriteToTunnelV6(..) => {
+                    bump(&peer.stats.dropped);
+                    return;
+                }
+                TunnResult::Err(e) => {
+                    tracing::debug!(peer = %peer.cfg.id, %from, error = ?e, "datagram rejected");
+                    bump(&peer.stats.rejected);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn first_byte_is(datagram: &[u8], t: u8) -> bool {
+    datagram.len() >= 4 && datagram[0] == t
+}
+
+fn to_socket_addr(s: &SockaddrStorage) -> Option<SocketAddr> {
+    if let Some(v4) = s.as_sockaddr_in() {
+        return Some(SocketAddr::V4((*v4).into()));
+    }
+    s.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into()))
+}
