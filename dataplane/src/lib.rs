@@ -8,13 +8,16 @@
 //! 1. plain desired-state types ([`link::LinkSpec`], [`route::RouteSpec`], [`nft::Ruleset`], ...);
 //! 2. pure builders that turn them into kernel requests ([`request::Request`]) or one atomic
 //!    nftables batch, unit-tested without root;
-//! 3. a small I/O layer ([`netlink::Netlink`], [`nft::apply`], [`netns::Netns`]).
+//! 3. a small I/O layer ([`netlink::Netlink`], [`nft::apply`], [`netns::Netns`]); batches of
+//!    many netlink messages per `sendmsg` (routes and rules, nftables elements) are framed and
+//!    parsed purely (`batch`) and sent on one blocking socket type (`nlsock`).
 //!
 //! It owns no policy: it never decides which addresses, routes or NAT rules a cluster needs, it
 //! never shells out to `ip`, it never moves the caller's thread into another namespace, and
 //! the supervisor never decides what to run.
 
 pub mod addr;
+mod batch;
 pub mod link;
 pub mod localhttp;
 pub mod names;
@@ -22,6 +25,7 @@ pub mod neigh;
 pub mod netlink;
 pub mod netns;
 pub mod nft;
+mod nlsock;
 pub mod request;
 pub mod route;
 pub mod rule;

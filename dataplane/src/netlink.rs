@@ -1,13 +1,21 @@
 //! The one module that talks rtnetlink. Everything else builds [`Request`] values.
 //!
-//! A [`Netlink`] is bound to the namespace its socket was opened in: [`Netlink::connect_in`] opens
-//! the socket on a thread that entered the namespace, so a single process drives many namespaces
+//! A [`Netlink`] is bound to the namespace its sockets were opened in: [`Netlink::connect_in`]
+//! opens them on a thread that entered the namespace, so a single process drives many namespaces
 //! without ever moving its own threads.
+//!
+//! Single requests go through the rtnetlink crate, one round trip each. Whole tables and the
+//! rules ([`Netlink::reconcile_table`], [`Netlink::reconcile_rules`]) are read with one dump and
+//! changed with one batch: many messages per `sendmsg` on a second socket ([`crate::nlsock`]),
+//! their acknowledgements read in bulk ([`tables`]).
+
+mod tables;
 
 use std::{
     collections::HashMap,
     io,
     os::fd::{AsFd, AsRawFd},
+    sync::{Arc, Mutex},
 };
 
 use futures::StreamExt;
@@ -23,8 +31,9 @@ use crate::{
     names::IfName,
     neigh::{self, FdbSpec, NeighbourSpec},
     netns::{self, Netns},
+    nlsock::{self, NETLINK_ROUTE},
     request::Request,
-    route::{self, RouteDiff, RouteSpec},
+    route::{self, RouteSpec},
     rule::{self, RuleSpec},
 };
 
@@ -35,11 +44,22 @@ pub enum Error {
     #[error("opening a netlink socket")]
     Connect(#[source] io::Error),
     /// The kernel refused a request.
-    #[error("{what}")]
+    #[error("{what}{}", said(message))]
     Request {
         /// The request, described (`add route 10.1.0.0/16 via 10.0.0.2`).
         what: String,
+        /// The kernel's explanation, when it gave one (extended acknowledgement).
+        message: Option<String>,
         /// The kernel's answer.
+        #[source]
+        source: io::Error,
+    },
+    /// Talking to the kernel failed (sending a batch, reading its answers, a dump).
+    #[error("{what}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The cause.
         #[source]
         source: io::Error,
     },
@@ -49,6 +69,14 @@ pub enum Error {
     /// The namespace could not be entered or opened.
     #[error(transparent)]
     Netns(#[from] netns::Error),
+}
+
+/// `: <the kernel's explanation>`, or nothing.
+fn said(message: &Option<String>) -> String {
+    message
+        .as_ref()
+        .map(|m| format!(": {m}"))
+        .unwrap_or_default()
 }
 
 impl Error {
@@ -65,27 +93,39 @@ impl Error {
 #[derive(Debug, Clone)]
 pub struct Netlink {
     handle: Handle,
+    /// The socket of batches and dumps; one exchange at a time.
+    batch: Arc<Mutex<nlsock::Socket>>,
 }
 
 impl Netlink {
     /// Connects in the calling thread's namespace. Must be called inside a tokio runtime.
     pub fn connect() -> Result<Netlink, Error> {
         let (conn, handle, _) = rtnetlink::new_connection().map_err(Error::Connect)?;
+        let batch = nlsock::Socket::open(NETLINK_ROUTE).map_err(Error::Connect)?;
         tokio::spawn(conn);
-        Ok(Netlink { handle })
+        Ok(Netlink {
+            handle,
+            batch: Arc::new(Mutex::new(batch)),
+        })
     }
 
     /// Connects inside `ns`. Must be called inside a tokio runtime.
     pub fn connect_in(ns: &Netns) -> Result<Netlink, Error> {
         let rt = tokio::runtime::Handle::current();
-        let (conn, handle, _) = ns
-            .run(move || {
-                let _guard = rt.enter();
-                rtnetlink::new_connection()
-            })?
-            .map_err(Error::Connect)?;
+        let (conn, batch) = ns.run(move || {
+            let _guard = rt.enter();
+            (
+                rtnetlink::new_connection(),
+                nlsock::Socket::open(NETLINK_ROUTE),
+            )
+        })?;
+        let (conn, handle, _) = conn.map_err(Error::Connect)?;
+        let batch = batch.map_err(Error::Connect)?;
         tokio::spawn(conn);
-        Ok(Netlink { handle })
+        Ok(Netlink {
+            handle,
+            batch: Arc::new(Mutex::new(batch)),
+        })
     }
 
     /// Sends one request and collects the messages of the answer. The single place where
@@ -96,6 +136,7 @@ impl Netlink {
         msg.header.flags = req.mode.flags();
         let fail = |source| Error::Request {
             what: req.what.clone(),
+            message: None,
             source,
         };
         let mut answer = self
@@ -283,38 +324,6 @@ impl Netlink {
         self.execute(route::delete(spec, dev)).await.map(drop)
     }
 
-    /// The unicast routes of `table` that this crate can describe (kernel-made local and
-    /// broadcast routes live in other tables or are not unicast and are left out).
-    pub async fn routes(&self, table: u32) -> Result<Vec<RouteSpec>, Error> {
-        let names = self.names().await?;
-        let msgs = self.execute(route::dump()).await?;
-        Ok(msgs
-            .iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewRoute(r) => route::parse(r, |i| names.get(&i).cloned()),
-                _ => None,
-            })
-            .filter(|r| r.table == table)
-            .collect())
-    }
-
-    /// Makes `table` hold exactly `desired`, touching only routes that differ. Returns the diff
-    /// that was applied.
-    pub async fn reconcile_table(
-        &self,
-        table: u32,
-        desired: &[RouteSpec],
-    ) -> Result<RouteDiff, Error> {
-        let diff = RouteDiff::new(&self.routes(table).await?, desired);
-        for r in &diff.remove {
-            self.delete_route(r).await?;
-        }
-        for r in &diff.add {
-            self.add_route(r).await?;
-        }
-        Ok(diff)
-    }
-
     /// Adds a policy-routing rule.
     pub async fn add_rule(&self, spec: &RuleSpec) -> Result<(), Error> {
         self.execute(rule::add(spec)).await.map(drop)
@@ -323,42 +332,6 @@ impl Netlink {
     /// Deletes a policy-routing rule.
     pub async fn delete_rule(&self, spec: &RuleSpec) -> Result<(), Error> {
         self.execute(rule::delete(spec)).await.map(drop)
-    }
-
-    /// Every "lookup table" rule.
-    pub async fn rules(&self) -> Result<Vec<RuleSpec>, Error> {
-        let msgs = self.execute(rule::dump()).await?;
-        Ok(msgs
-            .iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewRule(r) => rule::parse(r),
-                _ => None,
-            })
-            .collect())
-    }
-
-    /// Makes the rules at `priority` exactly `desired` (each of which must have that priority),
-    /// adding and deleting only what differs. Returns `(added, deleted)`.
-    pub async fn reconcile_rules(
-        &self,
-        priority: u32,
-        desired: &[RuleSpec],
-    ) -> Result<(usize, usize), Error> {
-        let current: Vec<RuleSpec> = self
-            .rules()
-            .await?
-            .into_iter()
-            .filter(|r| r.priority == priority)
-            .collect();
-        let stale: Vec<&RuleSpec> = current.iter().filter(|r| !desired.contains(r)).collect();
-        let missing: Vec<&RuleSpec> = desired.iter().filter(|r| !current.contains(r)).collect();
-        for r in &stale {
-            self.delete_rule(r).await?;
-        }
-        for r in &missing {
-            self.add_rule(r).await?;
-        }
-        Ok((missing.len(), stale.len()))
     }
 
     /// Sets a permanent neighbour entry.

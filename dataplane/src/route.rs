@@ -1,6 +1,10 @@
 //! Routes: desired state, request builders, dump parsing and the diff that reconciles a table.
 
-use std::{collections::BTreeSet, fmt, net::IpAddr};
+use std::{
+    collections::{BTreeSet, HashMap},
+    fmt,
+    net::IpAddr,
+};
 
 use ipnet::IpNet;
 use rtnetlink::packet_route::{
@@ -252,16 +256,34 @@ pub struct RouteDiff {
 impl RouteDiff {
     /// Compares `current` (as reported by the kernel) with `desired`: a current route that
     /// satisfies some desired route is left alone ([`RouteSpec::is_satisfied_by`]).
+    ///
+    /// Routes are compared only with routes of the same destination and table (the only ones
+    /// that can satisfy each other), so thousands of routes diff in linear time.
     pub fn new(current: &[RouteSpec], desired: &[RouteSpec]) -> RouteDiff {
         let want: BTreeSet<&RouteSpec> = desired.iter().collect();
+        let mut wanted: HashMap<(IpNet, u32), Vec<&RouteSpec>> = HashMap::new();
+        for w in &want {
+            wanted.entry((w.dst, w.table)).or_default().push(w);
+        }
+        let mut present: HashMap<(IpNet, u32), Vec<&RouteSpec>> = HashMap::new();
+        for c in current {
+            present.entry((c.dst, c.table)).or_default().push(c);
+        }
+        let none = Vec::new();
         let remove: Vec<RouteSpec> = current
             .iter()
-            .filter(|c| !want.iter().any(|w| w.is_satisfied_by(c)))
+            .filter(|c| {
+                let same = wanted.get(&(c.dst, c.table)).unwrap_or(&none);
+                !same.iter().any(|w| w.is_satisfied_by(c))
+            })
             .cloned()
             .collect();
         let add = want
             .into_iter()
-            .filter(|w| !current.iter().any(|c| w.is_satisfied_by(c)))
+            .filter(|w| {
+                let same = present.get(&(w.dst, w.table)).unwrap_or(&none);
+                !same.iter().any(|c| w.is_satisfied_by(c))
+            })
             .cloned()
             .collect();
         RouteDiff { remove, add }
