@@ -40,6 +40,50 @@ pub enum Error {
     /// `nft` printed something that is not the JSON we expect.
     #[error("unexpected output of nft: {0}")]
     Output(String),
+    /// The kernel refused an element change ([`super::Session`]): the transaction was undone
+    /// whole, the table is as it was.
+    #[error("table {family} {table}: {what}{}", said(message))]
+    Element {
+        /// The table's family.
+        family: Family,
+        /// The table.
+        table: String,
+        /// What was refused (`adding element 10.1.0.0/24 . 10.200.0.0/16 : 10.50.0.0/16 to
+        /// map snat_pod`).
+        what: String,
+        /// The kernel's explanation, when it gave one.
+        message: Option<String>,
+        /// The kernel's answer.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Talking nfnetlink failed ([`super::Session`]).
+    #[error("table {family} {table}: {what}")]
+    Netlink {
+        /// The table's family.
+        family: Family,
+        /// The table.
+        table: String,
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The nfnetlink socket could not be opened ([`super::Session::open`]).
+    #[error("opening an nfnetlink socket")]
+    Socket(#[source] std::io::Error),
+    /// The namespace could not be entered.
+    #[error(transparent)]
+    Netns(#[from] crate::netns::Error),
+}
+
+/// `: <the kernel's explanation>`, or nothing.
+fn said(message: &Option<String>) -> String {
+    message
+        .as_ref()
+        .map(|m| format!(": {m}"))
+        .unwrap_or_default()
 }
 
 fn nft(ns: Option<&Netns>) -> Command {
@@ -80,9 +124,13 @@ fn run(
 /// Replaces our whole table with `rs` in one transaction, in `ns` (or the caller's namespace).
 /// On error the previous table, if any, is untouched.
 pub fn apply(ns: Option<&Netns>, rs: &Ruleset) -> Result<(), Error> {
-    let batch = build::batch(rs)?;
+    run_batch(ns, rs, &build::batch(rs)?)
+}
+
+/// Runs `batch`, the [`build::batch`] of `rs`.
+pub(super) fn run_batch(ns: Option<&Netns>, rs: &Ruleset, batch: &str) -> Result<(), Error> {
     tracing::debug!(table = %rs.table, bytes = batch.len(), "applying nftables batch");
-    run(ns, &["-f", "-"], Some(&batch))?
+    run(ns, &["-f", "-"], Some(batch))?
         .map(drop)
         .map_err(|stderr| Error::Refused {
             op: "applying",

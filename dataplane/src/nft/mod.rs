@@ -5,9 +5,15 @@
 //! every set, map, chain and rule: the kernel applies the batch as one transaction, so readers
 //! see the old table or the new one, never a half-applied mix, and a rejected batch changes
 //! nothing. Prefix translations (netmap) are map lookups, so thousands of peers cost one rule.
+//!
+//! A [`Session`] remembers what it applied: when only set and map elements change (peers come
+//! and go), it sends just those elements as one nf_tables transaction over nfnetlink
+//! (`elements`: pure; [`crate::nlsock`]: the socket), and replaces the whole table otherwise.
 
 pub mod build;
+mod elements;
 mod io;
+mod session;
 
 use std::{fmt, str::FromStr};
 
@@ -16,6 +22,7 @@ use ipnet::IpNet;
 use crate::names::IfName;
 
 pub use io::{Error, apply, delete, list, tables};
+pub use session::{Applied, Session};
 
 /// Address family of a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
