@@ -32,6 +32,11 @@ pub struct File {
     /// Persistent keepalive in seconds for every peer (0 disables).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keepalive: Option<u16>,
+    /// Microseconds a data-path thread keeps checking for packets after its last one before it
+    /// sleeps (0: sleep at once). Trades a little CPU after each burst for the wake-up latency
+    /// of an answer; see `wg::poller`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_poll_micros: Option<u32>,
     /// The local pod CIDR.
     #[serde(rename = "localPodCIDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -57,6 +62,8 @@ pub mod defaults {
     pub const MTU: u32 = 1420;
     /// Keepalive seconds (as upstream Liqo).
     pub const KEEPALIVE: u16 = 10;
+    /// Busy polling after the last packet (µs).
+    pub const BUSY_POLL_MICROS: u32 = 0;
     /// Private key file.
     pub const PRIVATE_KEY_FILE: &str = "/var/lib/liqo-gateway/private.key";
     /// veth link between host and gateway namespace (as upstream: 169.254.100.1/.2).
@@ -108,6 +115,8 @@ pub struct Config {
     pub private_key_file: PathBuf,
     /// Tunnel MTU.
     pub mtu: u32,
+    /// See [`File::busy_poll_micros`].
+    pub busy_poll_micros: u32,
     /// Local pod CIDR.
     pub local_pod_cidr: Ipv4Net,
     /// Host-gateway link network.
@@ -192,6 +201,13 @@ impl File {
             return Err(bad(
                 "keepalive",
                 format!("{keepalive} s is more than an hour"),
+            ));
+        }
+        let busy_poll_micros = self.busy_poll_micros.unwrap_or(defaults::BUSY_POLL_MICROS);
+        if busy_poll_micros > 10_000 {
+            return Err(bad(
+                "busyPollMicros",
+                format!("{busy_poll_micros} µs is more than 10 ms (a core spent for nothing)"),
             ));
         }
         let local = range(
@@ -299,6 +315,7 @@ impl File {
                     .unwrap_or(defaults::PRIVATE_KEY_FILE),
             ),
             mtu,
+            busy_poll_micros,
             local_pod_cidr: local,
             link_cidr: link,
             host_routes: self.host_routes.unwrap_or(true),

@@ -8,7 +8,7 @@
 //! the gateway's back. A failed start removes what it created; a failed change is rolled back,
 //! and a failed rollback is part of the error.
 
-use std::{net::UdpSocket, sync::Arc, thread::JoinHandle};
+use std::{net::UdpSocket, sync::Arc, thread::JoinHandle, time::Duration};
 
 use dataplane::{
     IfName, Netlink, Netns,
@@ -163,6 +163,7 @@ impl Gateway {
         let udp = UdpSocket::bind(("0.0.0.0", cfg.listen_port)).map_err(bind)?;
         let device = Device::new(key, fd, udp).map_err(bind)?;
         device.set_peers(&cfg.peers);
+        device.set_busy_poll(Duration::from_micros(cfg.busy_poll_micros.into()));
         let threads = device.start().map_err(|e| {
             // The threads that did start end with the device.
             device.stop();
@@ -249,6 +250,8 @@ impl Gateway {
         self.gw.set_mtu(&cfg.tun, cfg.mtu).await?;
         self.converge(cfg).await?;
         self.device.set_peers(&cfg.peers);
+        self.device
+            .set_busy_poll(Duration::from_micros(cfg.busy_poll_micros.into()));
         Ok(())
     }
 

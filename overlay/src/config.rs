@@ -25,6 +25,8 @@ pub mod defaults {
     pub const TUNNEL_MTU: u32 = 1420;
     /// Routing table and rule priority.
     pub const TABLE: u32 = 18952;
+    /// The gateway's host-side link (the gateway's own default).
+    pub const GATEWAY_INTERFACE: &str = "liqo.host";
 }
 
 /// The file as written.
@@ -60,6 +62,10 @@ pub struct File {
     /// Underlay interface the VXLAN device sends through (optional).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub underlay_interface: Option<String>,
+    /// On the gateway node: the link through which traffic from remote clusters arrives from
+    /// the gateway (the gateway's host-side veth, `liqo.host` by default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gateway_interface: Option<String>,
 }
 
 /// A validated node.
@@ -111,6 +117,8 @@ pub struct Config {
     pub tunnel_mtu: u32,
     /// Underlay interface.
     pub underlay: Option<IfName>,
+    /// See [`File::gateway_interface`].
+    pub gateway_interface: IfName,
 }
 
 impl Config {
@@ -306,6 +314,12 @@ impl File {
             .map(str::parse)
             .transpose()
             .map_err(|e| bad("underlayInterface", format!("{e}")))?;
+        let gateway_interface = self
+            .gateway_interface
+            .as_deref()
+            .unwrap_or(defaults::GATEWAY_INTERFACE)
+            .parse()
+            .map_err(|e| bad("gatewayInterface", format!("{e}")))?;
         Ok(Config {
             me: self.node.clone(),
             gateway: self.gateway.clone(),
@@ -317,6 +331,7 @@ impl File {
             mtu,
             tunnel_mtu,
             underlay,
+            gateway_interface,
         })
     }
 }

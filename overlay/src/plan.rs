@@ -2,14 +2,14 @@
 //!
 //! - Every node: a VXLAN device with its overlay address (240.b.c.d/8), a static forwarding entry
 //!   and neighbour for every other node (deterministic MACs: no ARP, no flooding).
-//! - An ordinary node: `to <remote range> lookup 18952`, and in table 18952 each remote range via
+//! - An ordinary node: `lookup 18952` (one rule, see [`rules`]), and in table 18952 each remote range via
 //!   the gateway node's overlay address, with the path MTU to it (the smaller of the overlay's and
 //!   the tunnel's) on the route: a larger DF packet from a pod is refused right here with
 //!   "fragmentation needed" from this node's own address on the pod's bridge, which the pod
 //!   accepts. Without it the packet fits the overlay, crosses to the gateway node and is refused
 //!   by the gateway's namespace from its link address (169.254.100.2), which this node's
 //!   reverse-path filter drops (no route back to it here): the packet would vanish.
-//! - The gateway node: `from <remote range> lookup 18952`, and in table 18952 each other node's
+//! - The gateway node: `iif liqo.host lookup 18952` (one rule), and in table 18952 each other node's
 //!   pod CIDR via that node's overlay address, so traffic from remote clusters reaches pods on
 //!   other nodes over the overlay, the way their replies come back (symmetric routing; strict
 //!   reverse-path filters stay happy). Traffic *to* remote ranges on the gateway node is the
@@ -96,27 +96,27 @@ pub fn routes(c: &Config, table: u32) -> Vec<RouteSpec> {
     }
 }
 
-/// Rules sending the right traffic to the overlay table.
+/// The one rule sending the right traffic to the overlay table, whatever the number of remote
+/// ranges (the kernel walks the rules for every packet it routes, so a rule per range would
+/// make every packet pay for every peer):
+/// - an ordinary node: `lookup <table>` for everything; the table holds only the remote ranges,
+///   and a destination it does not hold falls through to the next rule;
+/// - the gateway node: `iif <gateway link> lookup <table>`: what arrives from the gateway (from
+///   remote clusters) goes to pods on other nodes over the overlay; the node's own traffic keeps
+///   its usual routes.
 pub fn rules(c: &Config, table: u32) -> Vec<RuleSpec> {
-    c.remote_cidrs
-        .iter()
-        .map(|r| {
-            let (from, to) = if c.is_gateway() {
-                (Some(IpNet::V4(*r)), None)
-            } else {
-                (None, Some(IpNet::V4(*r)))
-            };
-            RuleSpec {
-                priority: table,
-                from,
-                to,
-                iif: None,
-                fwmark: None,
-                table,
-                v6: false,
-            }
-        })
-        .collect()
+    if c.remote_cidrs.is_empty() {
+        return Vec::new();
+    }
+    vec![RuleSpec {
+        priority: table,
+        from: None,
+        to: None,
+        iif: c.is_gateway().then(|| c.gateway_interface.clone()),
+        fwmark: None,
+        table,
+        v6: false,
+    }]
 }
 
 #[cfg(test)]
@@ -159,10 +159,8 @@ mod tests {
         );
         assert_eq!(
             show(&rules(&c, 18952)),
-            [
-                "18952: to 10.71.0.0/16 lookup 18952",
-                "18952: to 10.72.0.0/16 lookup 18952"
-            ]
+            ["18952: lookup 18952"],
+            "one rule whatever the remote ranges"
         );
         let f = fdb(&c);
         assert_eq!(f.len(), 2);
@@ -196,10 +194,8 @@ mod tests {
         );
         assert_eq!(
             show(&rules(&c, 18952)),
-            [
-                "18952: from 10.71.0.0/16 lookup 18952",
-                "18952: from 10.72.0.0/16 lookup 18952"
-            ]
+            ["18952: iif liqo.host lookup 18952"],
+            "one rule: what comes from the gateway"
         );
     }
 

@@ -23,6 +23,9 @@ use serde::{Deserialize, Serialize};
 use super::{
     handshake::{Handshake, QUEUE},
     peers::{Peer, Table},
+    poller::Half,
+    rx::RxState,
+    tx::TxState,
 };
 use crate::{config, keys::PrivateKey};
 
@@ -112,6 +115,12 @@ pub struct Device {
     pub wire: Wire,
     pub(super) handshakes: SyncSender<Handshake>,
     handshake_queue: Mutex<Option<Receiver<Handshake>>>,
+    /// The send half's buffers (whichever thread runs it holds them).
+    pub(super) tx: Mutex<TxState>,
+    /// The receive half's buffers and admission state.
+    pub(super) rx: Mutex<RxState>,
+    /// [`Device::busy_poll`], in microseconds.
+    pub(super) busy_poll_us: AtomicU64,
 }
 
 impl Device {
@@ -156,6 +165,9 @@ impl Device {
             wire: Wire::default(),
             handshakes,
             handshake_queue: Mutex::new(Some(queue)),
+            tx: Mutex::default(),
+            rx: Mutex::default(),
+            busy_poll_us: AtomicU64::new(0),
         }))
     }
 
@@ -217,18 +229,20 @@ impl Device {
                 .name("wg-handshake".into())
                 .spawn(move || d.handshake_loop(&queue))?,
         );
-        for (name, f) in [
-            ("wg-tun", Device::tun_loop as fn(&Device)),
-            ("wg-udp", Device::udp_loop),
-            ("wg-timers", Device::timer_loop),
-        ] {
+        for (name, half) in [("wg-tun", Half::Tx), ("wg-udp", Half::Rx)] {
             let d = Arc::clone(self);
             handles.push(
                 thread::Builder::new()
                     .name(name.into())
-                    .spawn(move || f(&d))?,
+                    .spawn(move || d.run_half(half))?,
             );
         }
+        let d = Arc::clone(self);
+        handles.push(
+            thread::Builder::new()
+                .name("wg-timers".into())
+                .spawn(move || d.timer_loop())?,
+        );
         Ok(handles)
     }
 

@@ -10,6 +10,7 @@ pub mod guard;
 mod handshake;
 pub mod offload;
 pub mod peers;
+mod poller;
 mod rx;
 mod timers;
 mod tx;

@@ -19,6 +19,7 @@ use super::{
     handshake::Handshake,
     offload::Coalescer,
     peers::Peer,
+    poller::Step,
 };
 
 /// Largest datagram or packet handled.
@@ -28,64 +29,87 @@ fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
+/// The buffers and admission state of the receive half.
+pub(super) struct RxState {
+    buf: Vec<u8>,
+    out: Vec<u8>,
+    coalescer: Coalescer,
+    guard: Guard,
+    cmsg: Vec<u8>,
+}
+
+impl Default for RxState {
+    fn default() -> Self {
+        RxState {
+            buf: vec![0u8; BUF],
+            out: vec![0u8; BUF],
+            coalescer: Coalescer::default(),
+            guard: Guard::new(Instant::now()),
+            cmsg: nix::cmsg_space!(i32),
+        }
+    }
+}
+
 impl Device {
-    /// Receives datagrams (many per call with GRO) until stopped.
-    pub(super) fn udp_loop(&self) {
-        let mut buf = vec![0u8; BUF];
-        let mut out = vec![0u8; BUF];
-        let mut coalescer = Coalescer::default();
-        let mut guard = Guard::new(Instant::now());
-        let mut cmsg = nix::cmsg_space!(i32);
-        while !self.stopped() {
-            let (n, from, seg) = {
-                let mut iov = [IoSliceMut::new(&mut buf)];
-                match recvmsg::<SockaddrStorage>(
-                    self.udp.as_raw_fd(),
-                    &mut iov,
-                    Some(&mut cmsg),
-                    MsgFlags::empty(),
-                ) {
-                    Ok(m) => {
-                        let seg = m.cmsgs().ok().into_iter().flatten().find_map(|c| match c {
-                            ControlMessageOwned::UdpGroSegments(s) => usize::try_from(s).ok(),
-                            _ => None,
-                        });
-                        let from = m.address.as_ref().and_then(to_socket_addr);
-                        (m.bytes, from, seg)
-                    }
-                    Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => continue,
-                    Err(e) => {
-                        tracing::error!(error = %e, "receiving from the UDP socket");
-                        return;
-                    }
+    /// Receives one batch of datagrams (many with GRO) without waiting, and handles them.
+    pub(super) fn rx_once(&self, st: &mut RxState) -> Step {
+        let RxState {
+            buf,
+            out,
+            coalescer,
+            guard,
+            cmsg,
+        } = st;
+        let (n, from, seg) = {
+            let mut iov = [IoSliceMut::new(buf)];
+            match recvmsg::<SockaddrStorage>(
+                self.udp.as_raw_fd(),
+                &mut iov,
+                Some(cmsg),
+                MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(m) => {
+                    let seg = m.cmsgs().ok().into_iter().flatten().find_map(|c| match c {
+                        ControlMessageOwned::UdpGroSegments(s) => usize::try_from(s).ok(),
+                        _ => None,
+                    });
+                    let from = m.address.as_ref().and_then(to_socket_addr);
+                    (m.bytes, from, seg)
                 }
-            };
-            let Some(from) = from else { continue };
-            let table = self.table();
-            let mut write = |frame: &[u8]| {
-                if let Err(e) = (&self.tun).write(frame) {
-                    tracing::debug!(error = %e, "writing to the tun device");
-                }
-            };
-            for datagram in buf[..n].chunks(seg.unwrap_or(n).max(1)) {
-                let peer = match Tunn::parse_incoming_packet(datagram) {
-                    Ok(Packet::HandshakeInit(_) | Packet::HandshakeResponse(_)) => {
-                        self.admit(&mut guard, from, datagram);
-                        continue;
-                    }
-                    Ok(Packet::PacketCookieReply(c)) => table.by_receiver(c.receiver_idx),
-                    Ok(Packet::PacketData(d)) => table.by_receiver(d.receiver_idx),
-                    Err(_) => None,
-                };
-                match peer {
-                    Some(peer) => {
-                        self.decapsulate(peer, from, datagram, &mut out, &mut coalescer, &mut write)
-                    }
-                    None => bump(&self.wire.invalid),
+                Err(nix::errno::Errno::EAGAIN) => return Step::Empty,
+                Err(nix::errno::Errno::EINTR) => return Step::Worked,
+                Err(e) => {
+                    tracing::error!(error = %e, "receiving from the UDP socket");
+                    return Step::Failed;
                 }
             }
-            coalescer.finish(&mut write);
+        };
+        let Some(from) = from else {
+            return Step::Worked;
+        };
+        let table = self.table();
+        let mut write = |frame: &[u8]| {
+            if let Err(e) = (&self.tun).write(frame) {
+                tracing::debug!(error = %e, "writing to the tun device");
+            }
+        };
+        for datagram in buf[..n].chunks(seg.unwrap_or(n).max(1)) {
+            let peer = match Tunn::parse_incoming_packet(datagram) {
+                Ok(Packet::HandshakeInit(_) | Packet::HandshakeResponse(_)) => {
+                    self.admit(guard, from, datagram);
+                    continue;
+                }
+                Ok(Packet::PacketCookieReply(c)) => table.by_receiver(c.receiver_idx),
+                Ok(Packet::PacketData(d)) => table.by_receiver(d.receiver_idx),
+                Err(_) => None,
+            };
+            match peer {
+                Some(peer) => self.decapsulate(peer, from, datagram, out, coalescer, &mut write),
+                None => bump(&self.wire.invalid),
+            }
         }
+        coalescer.finish(&mut write);
+        Step::Worked
     }
 
     /// Checks a handshake message (mac1, load, mac2, rate limits) and queues it for the

@@ -3,26 +3,39 @@
 use std::{
     io::{self, IoSlice, Read},
     net::Ipv4Addr,
-    os::fd::{AsFd, AsRawFd},
+    os::fd::AsRawFd,
     sync::atomic::Ordering,
 };
 
 use boringtun::noise::TunnResult;
-use nix::{
-    poll::{PollFd, PollFlags, PollTimeout, poll},
-    sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg},
-};
+use nix::sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg};
 
 use super::{
-    device::{Device, TICK},
+    device::Device,
     offload::{MAX_PACKET, VNET_HDR_LEN, VirtioNetHdr, segment},
     peers::Peer,
+    poller::Step,
 };
 
 /// Largest batch handed to one UDP GSO `sendmsg` (the kernel's limit is one UDP datagram).
 const BATCH_BYTES: usize = 65_000;
 /// Most segments in one UDP GSO batch (`UDP_MAX_SEGMENTS`).
 const MAX_SEGMENTS: u64 = 64;
+
+/// The buffers of the send half (one packet in, one GSO batch out).
+pub(super) struct TxState {
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+impl Default for TxState {
+    fn default() -> Self {
+        TxState {
+            buf: vec![0u8; VNET_HDR_LEN + MAX_PACKET],
+            out: vec![0u8; BATCH_BYTES + 2048],
+        }
+    }
+}
 
 impl Device {
     pub(super) fn send(&self, peer: &Peer, data: &[u8]) {
@@ -86,55 +99,38 @@ impl Device {
         }
     }
 
-    /// TUN -> segment -> encrypt -> UDP GSO.
-    pub(super) fn tun_loop(&self) {
-        let mut buf = vec![0u8; VNET_HDR_LEN + MAX_PACKET];
-        let mut out = vec![0u8; BATCH_BYTES + 2048];
-        while !self.stopped() {
-            // Non-blocking reads: under load the next packet is usually there already, so poll
-            // (and sleep) only when the device is empty.
-            let n = match (&self.tun).read(&mut buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let mut fds = [PollFd::new(self.tun.as_fd(), PollFlags::POLLIN)];
-                    match poll(
-                        &mut fds,
-                        PollTimeout::try_from(TICK).unwrap_or(PollTimeout::NONE),
-                    ) {
-                        Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-                        Err(e) => {
-                            tracing::error!(error = %e, "polling the tun device");
-                            return;
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    tracing::error!(error = %e, "reading the tun device");
-                    return;
-                }
-            };
-            let Some(h) = VirtioNetHdr::parse(&buf[..n]) else {
-                continue;
-            };
-            let pkt = &mut buf[VNET_HDR_LEN..n];
-            if pkt.len() < 20 || pkt[0] >> 4 != 4 {
-                continue; // IPv4 only
+    /// Reads one packet from the TUN device (without waiting), encrypts and sends it.
+    pub(super) fn tx_once(&self, st: &mut TxState) -> Step {
+        let n = match (&self.tun).read(&mut st.buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Empty,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Step::Worked,
+            Err(e) => {
+                tracing::error!(error = %e, "reading the tun device");
+                return Step::Failed;
             }
-            let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
-            let table = self.table();
-            let Some(peer) = table.route(dst) else {
-                self.no_route.fetch_add(1, Ordering::Relaxed);
-                continue;
-            };
-            // A peer with no endpoint waits to be called: starting a handshake here would only
-            // build initiations that cannot be sent (and retry them for 90 s).
-            if peer.endpoint().is_none() {
-                peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            self.encrypt_and_send(peer, &h, pkt, &mut out);
+        };
+        let Some(h) = VirtioNetHdr::parse(&st.buf[..n]) else {
+            return Step::Worked;
+        };
+        let pkt = &mut st.buf[VNET_HDR_LEN..n];
+        if pkt.len() < 20 || pkt[0] >> 4 != 4 {
+            return Step::Worked; // IPv4 only
         }
+        let dst = Ipv4Addr::new(pkt[16], pkt[17], pkt[18], pkt[19]);
+        let table = self.table();
+        let Some(peer) = table.route(dst) else {
+            self.no_route.fetch_add(1, Ordering::Relaxed);
+            return Step::Worked;
+        };
+        // A peer with no endpoint waits to be called: starting a handshake here would only
+        // build initiations that cannot be sent (and retry them for 90 s).
+        if peer.endpoint().is_none() {
+            peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            return Step::Worked;
+        }
+        self.encrypt_and_send(peer, &h, pkt, &mut st.out);
+        Step::Worked
     }
 
     fn encrypt_and_send(&self, peer: &Peer, h: &VirtioNetHdr, pkt: &mut [u8], out: &mut [u8]) {

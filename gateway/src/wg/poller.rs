@@ -1,0 +1,138 @@
+//! How the two data-path threads work and wait. Each owns a half (TUN to UDP, UDP to TUN) and
+//! sleeps on its own descriptor when idle. A lone packet's latency is mostly wake-ups: on a
+//! virtual machine a halted vCPU takes tens of microseconds to run a woken thread, and a
+//! request and its answer cross each gateway once each way, in different threads. So, for
+//! [`Device::set_busy_poll`] after its last packet, a thread keeps checking *both* halves
+//! before it sleeps: the answer that arrives meanwhile is handled by a thread that is already
+//! running, and a request/answer pair costs one wake-up per gateway instead of two.
+//!
+//! Each half's state (buffers, coalescer, admission) sits behind its own mutex, held from read
+//! to send: whichever thread runs a half, its packets keep their order.
+
+use std::{
+    os::fd::AsFd,
+    sync::atomic::Ordering,
+    time::{Duration, Instant},
+};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use super::device::{Device, TICK};
+
+/// What one attempt at a half did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Handled a packet or a batch (or an interrupted call: try again).
+    Worked,
+    /// Nothing was waiting.
+    Empty,
+    /// The descriptor failed; the half stops (logged where it failed).
+    Failed,
+}
+
+/// One half of the data path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Half {
+    /// TUN -> encrypt -> UDP.
+    Tx,
+    /// UDP -> decrypt -> TUN.
+    Rx,
+}
+
+impl Half {
+    fn other(self) -> Half {
+        match self {
+            Half::Tx => Half::Rx,
+            Half::Rx => Half::Tx,
+        }
+    }
+}
+
+impl Device {
+    /// Runs `own` until stopped or its descriptor fails.
+    pub(super) fn run_half(&self, own: Half) {
+        while !self.stopped() {
+            match self.step(own, true) {
+                Some(Step::Worked) => continue,
+                Some(Step::Failed) => return,
+                Some(Step::Empty) | None => {}
+            }
+            let spin = self.busy_poll();
+            if !spin.is_zero() && self.spin(own, spin) {
+                continue;
+            }
+            if !self.wait(own) {
+                return;
+            }
+        }
+    }
+
+    /// How long a thread checks both halves after its last packet before sleeping.
+    pub fn busy_poll(&self) -> Duration {
+        Duration::from_micros(self.busy_poll_us.load(Ordering::Relaxed))
+    }
+
+    /// Sets [`Device::busy_poll`] (zero: sleep as soon as the own half is empty).
+    pub fn set_busy_poll(&self, d: Duration) {
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.busy_poll_us.store(us, Ordering::Relaxed);
+    }
+
+    /// One attempt at `half`; with `wait_turn` false, `None` if another thread runs it now.
+    fn step(&self, half: Half, wait_turn: bool) -> Option<Step> {
+        match half {
+            Half::Tx => {
+                let mut st = if wait_turn {
+                    self.tx.lock().unwrap_or_else(|p| p.into_inner())
+                } else {
+                    self.tx.try_lock().ok()?
+                };
+                Some(self.tx_once(&mut st))
+            }
+            Half::Rx => {
+                let mut st = if wait_turn {
+                    self.rx.lock().unwrap_or_else(|p| p.into_inner())
+                } else {
+                    self.rx.try_lock().ok()?
+                };
+                Some(self.rx_once(&mut st))
+            }
+        }
+    }
+
+    /// Checks both halves for `spin`; whether something was handled.
+    fn spin(&self, own: Half, spin: Duration) -> bool {
+        let until = Instant::now() + spin;
+        loop {
+            for half in [own, own.other()] {
+                if self.step(half, false) == Some(Step::Worked) {
+                    return true;
+                }
+            }
+            if Instant::now() >= until || self.stopped() {
+                return false;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Sleeps until `half`'s descriptor is readable or a [`TICK`] passed; false if polling
+    /// failed.
+    fn wait(&self, half: Half) -> bool {
+        let fd = match half {
+            Half::Tx => self.tun.as_fd(),
+            Half::Rx => self.udp.as_fd(),
+        };
+        let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            PollTimeout::try_from(TICK).unwrap_or(PollTimeout::NONE),
+        ) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => true,
+            Err(e) => {
+                tracing::error!(error = %e, ?half, "polling");
+                false
+            }
+        }
+    }
+}
