@@ -226,6 +226,7 @@ mod tests {
                 applied: Some(Applied {
                     digest: "0123456789abcdef".into(),
                     count: 4,
+                    micros: 0,
                 }),
                 refused: Some(Refused {
                     digest: "fedcba9876543210".into(),

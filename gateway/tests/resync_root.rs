@@ -1,5 +1,5 @@
 //! The gateway converges its running config again (needs root): state changed behind its back
-//! comes back on the resync, a failing resync is shown until it applies; and a start that fails
+//! (routes, rules, NAT elements) comes back on the resync, a failing resync is shown until it applies; and a start that fails
 //! leaves nothing behind.
 
 mod common;
@@ -68,6 +68,34 @@ async fn a_route_deleted_by_hand_comes_back_on_the_resync() {
         "not restored: {}\n{}\n{}",
         table(),
         rules(),
+        a.log()
+    );
+    // An admin deletes a NAT element: the resync notices nftables changed and puts it back.
+    let gw_ns = dataplane::Netns::open(&a.gw_ns.parse().unwrap()).unwrap();
+    let nft = |args: &[&str]| {
+        let out = gw_ns.command("nft").args(args).output().unwrap();
+        assert!(out.status.success(), "nft {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let snat = || nft(&["list", "map", "ip", "liqo_gateway", "snat_pod"]);
+    assert!(
+        snat().contains("10.71.0.0/16 . 10.200.0.0/16"),
+        "{}",
+        snat()
+    );
+    nft(&[
+        "delete",
+        "element",
+        "ip",
+        "liqo_gateway",
+        "snat_pod",
+        "{ 10.71.0.0/16 . 10.200.0.0/16 }",
+    ]);
+    assert!(!snat().contains("10.71.0.0/16 . 10.200.0.0/16"));
+    assert!(
+        eventually(5, || snat().contains("10.71.0.0/16 . 10.200.0.0/16")),
+        "not restored: {}\n{}",
+        snat(),
         a.log()
     );
     let s = a.wait_status("clean", |s| s.reload.problem().is_none());

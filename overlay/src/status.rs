@@ -111,6 +111,7 @@ mod tests {
             applied: Some(Applied {
                 digest: "0123456789abcdef".into(),
                 count: 2,
+                micros: 0,
             }),
             refused: Some(Refused {
                 digest: "fedcba9876543210".into(),

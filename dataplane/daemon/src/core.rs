@@ -21,6 +21,8 @@
 //! `refused` describes the file's latest text; `apply_error` the latest failed apply (of the
 //! file's text, or of the running one when repairing or resyncing), set exactly while dirty.
 
+use std::time::Duration;
+
 use crate::status::{Applied, Failed, Refused, ReloadStatus, digest};
 
 /// Why the file is looked at.
@@ -65,6 +67,7 @@ impl Core {
                 applied: Some(Applied {
                     digest: digest(&text),
                     count: 1,
+                    micros: 0,
                 }),
                 ..ReloadStatus::default()
             },
@@ -164,8 +167,9 @@ impl Core {
         self.failed = Some(text);
     }
 
-    /// `text` was applied and runs now (the running text again: nothing counted).
-    pub fn applied(&mut self, text: String) {
+    /// `text` was applied, in `took`, and runs now (the running text again: nothing counted,
+    /// and the time of the apply that made it run is kept).
+    pub fn applied(&mut self, text: String, took: Duration) {
         (self.failed, self.status.apply_error) = (None, None);
         if text == self.running {
             return;
@@ -175,6 +179,7 @@ impl Core {
         self.status.applied = Some(Applied {
             digest: digest(&text),
             count,
+            micros: u64::try_from(took.as_micros()).unwrap_or(u64::MAX),
         });
         self.running = text;
     }

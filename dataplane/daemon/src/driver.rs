@@ -2,7 +2,10 @@
 //! signal, asks the [`Core`] what to do, calls the [`Daemon`], and publishes the
 //! [`ReloadStatus`]. All decisions are the core's.
 
-use std::future::Future;
+use std::{
+    future::Future,
+    time::{Duration, Instant},
+};
 
 use liqo_types::field::FieldError;
 use tokio::sync::watch;
@@ -155,17 +158,19 @@ impl Reload {
         let digest = crate::digest(&text);
         match daemon.parse(&text) {
             Err(e) => self.refuse(text, &e),
-            Ok(cfg) => match daemon.apply(cfg).await {
-                Ok(()) if again && !self.core.dirty() => {
-                    tracing::debug!(%digest, "running configuration converged again");
-                    self.core.applied(text);
+            Ok(cfg) => match timed(daemon.apply(cfg)).await {
+                (Ok(()), took) if again && !self.core.dirty() => {
+                    let micros = took.as_micros();
+                    tracing::debug!(%digest, micros, "running configuration converged again");
+                    self.core.applied(text, took);
                 }
-                Ok(()) => {
-                    tracing::info!(%digest, again, "configuration applied");
-                    self.core.applied(text);
+                (Ok(()), took) => {
+                    let micros = took.as_micros();
+                    tracing::info!(%digest, again, micros, "configuration applied");
+                    self.core.applied(text, took);
                 }
-                Err(ApplyError::Refused(e)) => self.refuse(text, &e),
-                Err(ApplyError::Failed(e)) => {
+                (Err(ApplyError::Refused(e)), _) => self.refuse(text, &e),
+                (Err(ApplyError::Failed(e)), _) => {
                     let line = chain(e.as_ref());
                     tracing::warn!(%digest, again, error = %line, "applying the configuration failed; retrying on the next tick");
                     self.core.failed(text, line);
@@ -189,6 +194,13 @@ impl Reload {
             changed
         });
     }
+}
+
+/// `f`'s output and how long it took.
+async fn timed<T>(f: impl Future<Output = T>) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f.await;
+    (out, start.elapsed())
 }
 
 pub use liqo_types::chain;

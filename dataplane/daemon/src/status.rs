@@ -43,6 +43,11 @@ pub struct Applied {
     pub digest: String,
     /// Texts applied since start (the first one included).
     pub count: u64,
+    /// How long the apply that made it run took, in microseconds (0 for the text the daemon
+    /// started with: its start-up did more than apply it). A resync of the same text does not
+    /// change it.
+    #[serde(default)]
+    pub micros: u64,
 }
 
 /// A refused text.
@@ -99,11 +104,16 @@ impl ReloadStatus {
     pub fn render(&self) -> String {
         let mut out = match &self.applied {
             Some(a) => format!(
-                "config {}: running {} (applied {} time{})\n",
+                "config {}: running {} (applied {} time{}{})\n",
                 self.source,
                 a.digest,
                 a.count,
-                if a.count == 1 { "" } else { "s" }
+                if a.count == 1 { "" } else { "s" },
+                if a.micros > 0 {
+                    format!("; the last apply took {:.1} ms", a.micros as f64 / 1000.0)
+                } else {
+                    String::new()
+                }
             ),
             None => format!("config {}: nothing applied yet\n", self.source),
         };
@@ -189,6 +199,7 @@ mod tests {
             applied: Some(Applied {
                 digest: digest("a"),
                 count: 2,
+                micros: 1234,
             }),
             refused: Some(Refused {
                 digest: digest("b"),
@@ -204,6 +215,7 @@ mod tests {
         };
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["applied"]["count"], 2);
+        assert_eq!(v["applied"]["micros"], 1234);
         assert_eq!(v["refused"]["field"], "peers[0].id");
         assert_eq!(v["applyError"]["attempts"], 3);
         assert!(v["readError"].is_null());
@@ -220,6 +232,16 @@ mod tests {
         assert!(!p.contains('\n'));
         assert_eq!(ReloadStatus::default().problem(), None);
         assert!(s.render().contains("REFUSED"), "{}", s.render());
+        assert!(
+            s.render()
+                .contains("(applied 2 times; the last apply took 1.2 ms)"),
+            "{}",
+            s.render()
+        );
+        // A status from a daemon that did not report apply times yet still reads.
+        let old: Applied =
+            serde_json::from_str(r#"{"digest":"0123456789abcdef","count":3}"#).unwrap();
+        assert_eq!(old.micros, 0);
     }
 
     #[test]

@@ -4,6 +4,8 @@ use super::*;
 
 use Trigger::{Changed, Resync, Tick};
 
+const MS: Duration = Duration::from_millis(1);
+
 fn core() -> Core {
     Core::started("/etc/d.yaml", "a".into())
 }
@@ -39,7 +41,8 @@ fn start_counts_as_the_first_apply() {
         s.applied,
         Some(Applied {
             digest: digest("a"),
-            count: 1
+            count: 1,
+            micros: 0,
         })
     );
     assert_eq!(
@@ -56,7 +59,7 @@ fn the_running_text_is_not_applied_again_except_on_the_resync() {
     assert_eq!(c.observe(ok("a"), Changed), Decision::Keep);
     assert_eq!(c.observe(ok("a"), Tick), Decision::Keep);
     assert_eq!(c.observe(ok("a"), Resync), try_("a"), "converged again");
-    c.applied("a".into());
+    c.applied("a".into(), MS);
     assert_eq!(count(&c), 1, "a resync is not a new apply");
     assert_eq!(c.status().problem(), None);
     assert_eq!(c.observe(ok("a"), Tick), Decision::Keep);
@@ -66,10 +69,13 @@ fn the_running_text_is_not_applied_again_except_on_the_resync() {
 fn a_new_text_is_tried_and_once_applied_runs() {
     let mut c = core();
     assert_eq!(c.observe(ok("b"), Changed), try_("b"));
-    c.applied("b".into());
+    c.applied("b".into(), Duration::from_micros(2500));
     assert_eq!(c.running(), "b");
     let a = c.status().applied.clone().unwrap();
-    assert_eq!((a.digest, a.count), (digest("b"), 2));
+    assert_eq!((a.digest, a.count, a.micros), (digest("b"), 2, 2500));
+    // Converging it again keeps the time of the apply that made it run.
+    c.applied("b".into(), MS);
+    assert_eq!(c.status().applied.as_ref().unwrap().micros, 2500);
     assert_eq!(c.observe(ok("b"), Tick), Decision::Keep);
     // Back to an older text: a change like any other.
     assert_eq!(c.observe(ok("a"), Changed), try_("a"));
@@ -107,7 +113,7 @@ fn the_resync_converges_the_running_text_while_a_refused_one_sits_in_the_file() 
     c.observe(ok("bad"), Changed);
     c.refused("bad".into(), "f", "p");
     assert_eq!(c.observe(ok("bad"), Resync), try_("a"), "the running text");
-    c.applied("a".into());
+    c.applied("a".into(), MS);
     assert_eq!(c.status().refused.as_ref().unwrap().field, "f", "kept");
     assert_eq!(count(&c), 1);
     // It fails: shown beside the refusal, retried on the ticks, cleared once it applies.
@@ -118,7 +124,7 @@ fn the_resync_converges_the_running_text_while_a_refused_one_sits_in_the_file() 
     assert!(p.contains("f: p") && p.contains("route"), "{p}");
     assert_eq!(c.observe(ok("bad"), Changed), Decision::Keep);
     assert_eq!(c.observe(ok("bad"), Tick), try_("a"));
-    c.applied("a".into());
+    c.applied("a".into(), MS);
     assert_eq!(failure(&c), None);
     assert!(c.status().refused.is_some());
     assert_eq!(c.observe(ok("bad"), Tick), Decision::Keep);
@@ -157,7 +163,7 @@ fn a_failed_apply_is_retried_on_ticks_and_counted() {
     c.failed("b".into(), "again".into());
     assert_eq!(failure(&c), fail("b", "again", 3));
     assert_eq!(c.observe(ok("b"), Tick), try_("b"));
-    c.applied("b".into());
+    c.applied("b".into(), MS);
     assert_eq!(c.status().apply_error, None, "success clears the failure");
     assert!(!c.dirty());
     assert_eq!(count(&c), 2);
@@ -182,7 +188,7 @@ fn another_text_applied_after_a_failure_cleans_up() {
     c.observe(ok("b"), Changed);
     c.failed("b".into(), "x".into());
     assert_eq!(c.observe(ok("c"), Changed), try_("c"));
-    c.applied("c".into());
+    c.applied("c".into(), MS);
     assert!(!c.dirty());
     assert_eq!((c.running(), count(&c)), ("c", 2));
     assert_eq!(c.status().problem(), None);
@@ -216,7 +222,7 @@ fn back_to_the_running_text_after_a_failure_applies_it_again() {
     c.failed("a".into(), "y".into());
     assert_eq!(failure(&c), fail("a", "y", 2));
     assert_eq!(c.observe(ok("a"), Resync), try_("a"));
-    c.applied("a".into());
+    c.applied("a".into(), MS);
     assert_eq!(c.status().problem(), None, "clean once it applied");
     assert!(!c.dirty());
     assert_eq!(count(&c), 1, "the same text: not counted");
@@ -226,7 +232,7 @@ fn back_to_the_running_text_after_a_failure_applies_it_again() {
     c.observe(ok("b"), Changed);
     c.failed("b".into(), "x".into());
     assert_eq!(c.observe(ok("a"), Tick), try_("a"));
-    c.applied("a".into());
+    c.applied("a".into(), MS);
     assert_eq!(c.status().problem(), None);
 }
 
@@ -252,7 +258,7 @@ fn a_refusal_after_a_failure_keeps_it_and_repairs_the_running_text() {
     );
     assert_eq!(c.observe(ok("bad"), Changed), Decision::Keep);
     assert_eq!(c.observe(ok("bad"), Tick), try_("a"));
-    c.applied("a".into());
+    c.applied("a".into(), MS);
     assert_eq!(c.status().apply_error, None);
     assert!(c.status().refused.is_some());
     assert_eq!(c.observe(ok("bad"), Tick), Decision::Keep);
@@ -266,7 +272,7 @@ fn a_refusal_after_a_failure_keeps_it_and_repairs_the_running_text() {
     c.observe(ok("bad2"), Changed);
     c.refused("bad2".into(), "g", "q");
     assert_eq!(c.observe(ok("c"), Changed), try_("c"));
-    c.applied("c".into());
+    c.applied("c".into(), MS);
     assert_eq!(c.status().problem(), None);
 }
 
@@ -291,7 +297,7 @@ fn the_running_text_refused_when_converged_again_is_a_failure() {
     assert_eq!(c.status().refused, None, "the file is not to blame");
     assert_eq!(failure(&c), fail("a", "refused: f: p", 1));
     assert_eq!(c.observe(ok("a"), Tick), try_("a"));
-    c.applied("a".into());
+    c.applied("a".into(), MS);
     assert_eq!(c.status().problem(), None);
 }
 
@@ -309,7 +315,7 @@ fn an_unreadable_file_is_reported_until_it_is_readable() {
     assert_eq!(c.status().read_error.as_deref(), Some("is a directory"));
     // The running text is still converged on the resync.
     assert_eq!(c.observe(Err("is a directory".into()), Resync), try_("a"));
-    c.applied("a".into());
+    c.applied("a".into(), MS);
     assert_eq!(c.status().read_error.as_deref(), Some("is a directory"));
     assert_eq!(c.observe(ok("a"), Changed), Decision::Keep);
     assert_eq!(c.status().read_error, None);
@@ -342,7 +348,7 @@ fn an_unreadable_file_after_a_failure_repairs_the_running_text() {
     assert_eq!(failure(&c), fail("a", "y", 1));
     assert_eq!(c.observe(Err("gone".into()), Changed), Decision::Keep);
     assert_eq!(c.observe(Err("gone".into()), Tick), try_("a"));
-    c.applied("a".into());
+    c.applied("a".into(), MS);
     let s = c.status();
     assert_eq!(s.apply_error, None);
     assert_eq!(s.read_error.as_deref(), Some("gone"), "still unreadable");
