@@ -3,26 +3,13 @@
 
 mod common;
 
-use common::{Site, Spaces, eventually, prefix, tcp_seen};
-use dataplane::supervisor::Spec;
+use common::{Site, Spaces, eventually, iperf, prefix, tcp_seen};
 
 /// Sites a and b: a sees b's pods as 10.71/16, b sees a's as 10.72/16.
 async fn two_sites(tag: &str) -> (Spaces, Site, Site) {
-    let p = prefix(tag);
     let mut spaces = Spaces::new();
-    let wan = common::wan(&mut spaces, &p).await;
-    let mut a = Site::new(&mut spaces, &p, "a", &wan, "198.18.0.1/24").await;
-    let mut b = Site::new(&mut spaces, &p, "b", &wan, "198.18.0.2/24").await;
-    a.configure(
-        &b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16"),
-        "",
-    );
-    b.configure(
-        &a.as_peer(Some("198.18.0.1:51840"), "10.72.0.0/16", "10.71.0.0/16"),
-        "",
-    );
-    a.start();
-    b.start();
+    let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix(tag), 1).await;
+    let b = spokes.pop().expect("one spoke");
     (spaces, a, b)
 }
 
@@ -174,20 +161,8 @@ async fn adding_and_removing_a_peer_never_stalls_another() {
     );
     c.start();
     assert!(a.ping("10.71.0.2"));
-    let mut server = Spec::new("iperf3", "iperf3", b.dir.join("iperf3.log"))
-        .args(["-s", "-1", "-B", "10.200.0.2"])
-        .netns(&b.pod)
-        .kill_on_drop()
-        .attached()
-        .expect("starting iperf3 -s");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    let client = a
-        .pod
-        .command("iperf3")
-        .args(["-c", "10.71.0.2", "-t", "6", "-i", "0.5", "-J"])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let _server = iperf::Server::start(&b.pod, "10.200.0.2", b.dir.join("iperf3.log"));
+    let client = iperf::Client::start(&a.pod, "10.71.0.2", 6, 0.5);
     let b_entry = b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16");
     let c_entry = c.as_peer(Some("198.18.0.3:51840"), "10.81.0.0/16", "10.82.0.0/16");
     std::thread::sleep(std::time::Duration::from_millis(1500));
@@ -209,18 +184,7 @@ async fn adding_and_removing_a_peer_never_stalls_another() {
             == 1),
         "c removed during the run"
     );
-    let out = client.wait_with_output().unwrap();
-    // iperf3 -s -1 exits after its one test; its output is the client's, checked below.
-    server
-        .wait_exit(std::time::Duration::from_secs(10))
-        .expect("waiting for iperf3 -s");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let rates: Vec<f64> = v["intervals"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| i["sum"]["bits_per_second"].as_f64().unwrap())
-        .collect();
+    let rates = client.rates();
     assert!(rates.len() >= 10, "{rates:?}");
     assert!(
         rates.iter().all(|r| *r > 0.0),
@@ -228,7 +192,7 @@ async fn adding_and_removing_a_peer_never_stalls_another() {
     );
     eprintln!(
         "throughput per 0.5 s interval while c was added and removed (Mbit/s): {:?}",
-        rates.iter().map(|r| (r / 1e6).round()).collect::<Vec<_>>()
+        iperf::mbit(&rates)
     );
     c.stop();
 }

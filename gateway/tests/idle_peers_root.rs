@@ -4,16 +4,15 @@
 mod common;
 
 use std::{
-    os::fd::AsRawFd,
     sync::{
         Arc,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
     thread,
     time::Duration,
 };
 
-use common::{Site, Spaces, prefix};
+use common::{Site, Spaces, capture::Capture, prefix};
 
 const PEERS: usize = 1000;
 
@@ -29,53 +28,14 @@ struct Sent {
 }
 
 /// Counts the IPv4 UDP datagrams `wan0` of `site`'s host sends from the gateway's port into
-/// `sent`, until `stop` is set: an AF_PACKET capture of its outgoing frames.
-fn capture(site: &Site, sent: Arc<Sent>, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
-    use nix::sys::socket::{
-        AddressFamily, LinkAddr, SockFlag, SockProtocol, SockType, recvfrom, setsockopt, socket,
-        sockopt,
-    };
-    let (fd, wan0) = site
-        .host
-        .run(|| {
-            // Unbound, it sees every frame of the namespace; `wan0`'s are picked below.
-            let fd = socket(
-                AddressFamily::Packet,
-                SockType::Datagram,
-                SockFlag::empty(),
-                SockProtocol::EthAll,
-            )
-            .expect("AF_PACKET socket");
-            setsockopt(
-                &fd,
-                sockopt::ReceiveTimeout,
-                &nix::sys::time::TimeVal::new(0, 100_000),
-            )
-            .unwrap();
-            let wan0 = nix::net::if_::if_nametoindex("wan0").expect("wan0");
-            (fd, wan0 as usize)
-        })
-        .unwrap();
-    thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        while !stop.load(Ordering::Relaxed) {
-            let Ok((n, Some(from))) = recvfrom::<LinkAddr>(fd.as_raw_fd(), &mut buf) else {
-                continue; // a timeout: check `stop`
-            };
-            let p = &buf[..n];
-            let ihl = usize::from(p.first().map_or(0, |b| b & 0x0f)) * 4;
-            if from.ifindex() == wan0
-                && from.pkttype() == libc::PACKET_OUTGOING
-                && n >= ihl + 8
-                && p[0] >> 4 == 4
-                && p[9] == 17
-                && u16::from_be_bytes([p[ihl], p[ihl + 1]]) == 51840
-            {
-                if p[16..20] == CONTROL {
-                    sent.control.fetch_add(1, Ordering::Relaxed);
-                } else {
-                    sent.elsewhere.fetch_add(1, Ordering::Relaxed);
-                }
+/// `sent`.
+fn capture(site: &Site, sent: Arc<Sent>) -> Capture {
+    Capture::start(&site.host, "wan0", move |d| {
+        if d.outgoing && d.src.port() == 51840 {
+            if d.dst.ip().octets() == CONTROL {
+                sent.control.fetch_add(1, Ordering::Relaxed);
+            } else {
+                sent.elsewhere.fetch_add(1, Ordering::Relaxed);
             }
         }
     })
@@ -108,8 +68,8 @@ async fn a_thousand_endpointless_peers_send_nothing_and_log_little() {
     // logged their retries 5 s later.
     let idle = common::endpointless_peers(PEERS);
     a.configure(&idle, "keepalive: 1\n");
-    let (sent, stop) = (Arc::new(Sent::default()), Arc::new(AtomicBool::new(false)));
-    let captured = capture(&a, Arc::clone(&sent), Arc::clone(&stop));
+    let sent = Arc::new(Sent::default());
+    let captured = capture(&a, Arc::clone(&sent));
     a.start();
     a.wait_status("all peers applied", |s| s.peers.len() == PEERS);
     let tx_before = wan_tx_packets(&a);
@@ -178,7 +138,6 @@ async fn a_thousand_endpointless_peers_send_nothing_and_log_little() {
         a.log()
     );
     assert!(wan_tx_packets(&a) > tx_after, "and wan0's counter");
-    stop.store(true, Ordering::Relaxed);
-    captured.join().unwrap();
+    captured.stop();
     a.stop();
 }

@@ -27,6 +27,10 @@ use dataplane::{
 
 pub use dataplane::testing::{Spaces, route, wire};
 
+pub mod capture;
+pub mod forge;
+pub mod iperf;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_liqo-gateway");
 /// How long a gateway may take to exit on SIGTERM (it removes what it created).
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -57,6 +61,56 @@ pub async fn wan(spaces: &mut Spaces, prefix: &str) -> Netns {
         .await
         .unwrap();
     wan
+}
+
+/// A namespace on the WAN bridge with `addr` (e.g. `198.18.0.66/24`) on its `wan0` and nothing
+/// else: a stranger on the internet, where attacks come from.
+pub async fn outsider(
+    spaces: &mut Spaces,
+    prefix: &str,
+    name: &str,
+    wan: &Netns,
+    addr: &str,
+) -> Netns {
+    let ns = spaces.create(&format!("{prefix}-{name}")).await;
+    wire(wan, name, "", Some("br0"), &ns, "wan0", addr).await;
+    ns
+}
+
+/// How the hub and its spoke `i` (1 for b, 2 for c, …) see each other's pods: the hub sees the
+/// spoke's as `10.{61+10i}.0.0/16` (b: 10.71/16), the spoke the hub's as `10.{62+10i}.0.0/16`
+/// (b: 10.72/16).
+pub fn spoke_views(i: usize) -> (String, String) {
+    let n = 61 + 10 * i;
+    (format!("10.{n}.0.0/16"), format!("10.{}.0.0/16", n + 1))
+}
+
+/// A WAN, a hub site `a` (198.18.0.1) and `spokes` sites b, c, … (198.18.0.2, .3, …) each peered
+/// with the hub only, seeing each other as [`spoke_views`] says; all started.
+pub async fn hub(spaces: &mut Spaces, prefix: &str, spokes: usize) -> (Netns, Site, Vec<Site>) {
+    assert!(spokes <= 9, "views up to 10.152/16");
+    let wan = wan(spaces, prefix).await;
+    let mut a = Site::new(spaces, prefix, "a", &wan, "198.18.0.1/24").await;
+    let mut sites = Vec::new();
+    let mut entries = String::new();
+    for i in 1..=spokes {
+        let name = char::from(b'a' + i as u8).to_string();
+        let addr = format!("198.18.0.{}", i + 1);
+        let s = Site::new(spaces, prefix, &name, &wan, &format!("{addr}/24")).await;
+        let (seen_by_hub, seen_by_spoke) = spoke_views(i);
+        s.configure(
+            &a.as_peer(Some("198.18.0.1:51840"), &seen_by_spoke, &seen_by_hub),
+            "",
+        );
+        entries.push_str(&s.as_peer(Some(&format!("{addr}:51840")), &seen_by_hub, &seen_by_spoke));
+        sites.push(s);
+    }
+    a.configure(&entries, "");
+    a.start();
+    for s in &mut sites {
+        s.start();
+    }
+    (wan, a, sites)
 }
 
 /// One cluster's gateway node: a host namespace with a pod (10.200.0.2) behind it.
@@ -166,6 +220,21 @@ impl Site {
             );
             thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// The running gateway's process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the gateway runs").pid()
+    }
+
+    /// The running gateway's resident memory (VmRSS), in KiB.
+    pub fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or_else(|| panic!("no VmRSS in {status}"))
     }
 
     pub fn log(&self) -> String {
@@ -282,6 +351,23 @@ impl Drop for Site {
 /// pod; returns the client address the server saw.
 pub fn tcp_seen(client: &Site, server: &Site, addr: &str, port: u16) -> String {
     tcp_seen_raw(&client.pod, &server.pod, addr, port)
+}
+
+/// Peer `id` in a `/status` document (`Null` if absent).
+pub fn peer_status<'a>(status: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    status["peers"]
+        .as_array()
+        .and_then(|peers| peers.iter().find(|p| p["id"] == id))
+        .unwrap_or(&serde_json::Value::Null)
+}
+
+/// The counter at `path` in a `/status` document (or one of its parts); panics naming it and
+/// showing the document if it is missing.
+pub fn counter(v: &serde_json::Value, path: &[&str]) -> u64 {
+    path.iter()
+        .fold(v, |v, k| &v[*k])
+        .as_u64()
+        .unwrap_or_else(|| panic!("no counter {} in {v:#}", path.join(".")))
 }
 
 /// Polls `f` every 100 ms for up to `secs` seconds.
