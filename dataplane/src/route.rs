@@ -1,10 +1,6 @@
 //! Routes: desired state, request builders, dump parsing and the diff that reconciles a table.
 
-use std::{
-    collections::{BTreeSet, HashMap},
-    fmt,
-    net::IpAddr,
-};
+use std::{collections::HashMap, fmt, net::IpAddr};
 
 use ipnet::IpNet;
 use rtnetlink::packet_route::{
@@ -260,12 +256,15 @@ impl RouteDiff {
     /// Routes are compared only with routes of the same destination and table (the only ones
     /// that can satisfy each other), so thousands of routes diff in linear time.
     pub fn new(current: &[RouteSpec], desired: &[RouteSpec]) -> RouteDiff {
-        let want: BTreeSet<&RouteSpec> = desired.iter().collect();
-        let mut wanted: HashMap<(IpNet, u32), Vec<&RouteSpec>> = HashMap::new();
+        let mut want: Vec<&RouteSpec> = desired.iter().collect();
+        want.sort_unstable();
+        want.dedup();
+        let mut wanted: HashMap<(IpNet, u32), Vec<&RouteSpec>> = HashMap::with_capacity(want.len());
         for w in &want {
             wanted.entry((w.dst, w.table)).or_default().push(w);
         }
-        let mut present: HashMap<(IpNet, u32), Vec<&RouteSpec>> = HashMap::new();
+        let mut present: HashMap<(IpNet, u32), Vec<&RouteSpec>> =
+            HashMap::with_capacity(current.len());
         for c in current {
             present.entry((c.dst, c.table)).or_default().push(c);
         }

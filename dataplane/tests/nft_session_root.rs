@@ -210,6 +210,24 @@ async fn element_changes_list_like_a_fresh_apply() {
         Applied::Elements { .. }
     ));
 
+    // Most peers leave at once: deleting them one by one from the concatenated maps would take
+    // the kernel longer than building the table anew, so the table is replaced.
+    let names: Vec<(String, &str)> = (0..300)
+        .map(|i| {
+            (
+                format!("10.{}.{}.0/24", 64 + i / 256, i % 256),
+                "10.50.0.0/16",
+            )
+        })
+        .collect();
+    let many: Vec<(&str, &str)> = names.iter().map(|(a, b)| (a.as_str(), *b)).collect();
+    let crowd = ruleset(&many, &[], &["10.200.0.0/16"]);
+    assert!(matches!(
+        step(&mut s, &inc, &fresh, &crowd),
+        Applied::Elements { added: 600, .. }
+    ));
+    assert_eq!(step(&mut s, &inc, &fresh, &more), Applied::Replaced);
+
     // A rule changed: the table is replaced.
     let mut other_rules = more.clone();
     other_rules.chains[2]

@@ -12,7 +12,7 @@
 
 use std::{
     net::UdpSocket,
-    sync::Arc,
+    sync::{Arc, Mutex, PoisonError},
     thread::JoinHandle,
     time::{Duration, Instant},
 };
@@ -82,7 +82,7 @@ pub struct Gateway {
     device: Arc<Device>,
     threads: Vec<JoinHandle<()>>,
     /// The NAT table of the gateway namespace, and what was applied to it last.
-    nat: nft::Session,
+    nat: Arc<Mutex<nft::Session>>,
 }
 
 impl Gateway {
@@ -130,7 +130,7 @@ impl Gateway {
             Err(e) => return Err(e.into()),
         };
         let gw = Netlink::connect_in(&gw_ns)?;
-        let nat = nft::Session::open(Some(&gw_ns))?;
+        let nat = Arc::new(Mutex::new(nft::Session::open(Some(&gw_ns))?));
         gw.set_up(&"lo".parse().expect("lo"), true).await?;
         if host.link(&cfg.host_link).await?.is_none() {
             host.add_link(&LinkSpec {
@@ -189,31 +189,42 @@ impl Gateway {
         })
     }
 
-    /// Routes, rules and NAT for `cfg`, each a minimal diff: in each namespace (both at once)
-    /// one dump and one batch for the routes and one for the rule; then the NAT as one
-    /// transaction, of elements only when only peers changed since the last apply.
+    /// Routes, rules and NAT for `cfg`, each a minimal diff, all three at once: the routes and
+    /// the rule of each namespace are one dump and one batch each, and the NAT (on a thread of
+    /// its own) is one transaction, of elements only when only peers changed since the last
+    /// apply ([`nft::Session`]).
     async fn converge(&mut self, cfg: &Config) -> Result<(), GatewayError> {
         let start = Instant::now();
+        let (nat, rs) = (Arc::clone(&self.nat), plan::nat(cfg));
+        let nat = async {
+            let job = tokio::task::spawn_blocking(move || {
+                nat.lock().unwrap_or_else(PoisonError::into_inner).apply(&rs)
+            });
+            match job.await {
+                Ok(how) => Ok((how?, start.elapsed())),
+                // A blocking task is never cancelled: it failed only by panicking.
+                Err(e) => std::panic::resume_unwind(e.into_panic()),
+            }
+        };
         let (gw, host) = (&self.gw, &self.host);
-        tokio::try_join!(
-            async {
-                gw.reconcile_table(plan::GATEWAY_TABLE, &plan::gateway_routes(cfg))
-                    .await?;
-                gw.reconcile_rules(plan::GATEWAY_TABLE, &plan::gateway_rules())
-                    .await
-            },
-            async {
-                host.reconcile_table(plan::HOST_TABLE, &plan::host_routes(cfg))
-                    .await?;
-                host.reconcile_rules(plan::HOST_TABLE, &plan::host_rules(cfg))
-                    .await
-            },
-        )?;
-        let routed = start.elapsed();
-        let nat = self.nat.apply(&plan::nat(cfg))?;
+        let gateway = async {
+            gw.reconcile_table(plan::GATEWAY_TABLE, &plan::gateway_routes(cfg))
+                .await?;
+            gw.reconcile_rules(plan::GATEWAY_TABLE, &plan::gateway_rules())
+                .await?;
+            Ok::<_, GatewayError>(start.elapsed())
+        };
+        let host = async {
+            host.reconcile_table(plan::HOST_TABLE, &plan::host_routes(cfg))
+                .await?;
+            host.reconcile_rules(plan::HOST_TABLE, &plan::host_rules(cfg))
+                .await?;
+            Ok(start.elapsed())
+        };
+        let (gateway, host, (nat, nat_took)) = tokio::try_join!(gateway, host, nat)?;
         tracing::debug!(
-            routes_micros = routed.as_micros(),
-            nat_micros = (start.elapsed() - routed).as_micros(),
+            routes_micros = gateway.max(host).as_micros(),
+            nat_micros = nat_took.as_micros(),
             ?nat,
             "kernel state converged"
         );

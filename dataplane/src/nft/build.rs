@@ -8,7 +8,9 @@ use std::{collections::HashMap, fmt};
 
 use ipnet::IpNet;
 
-use super::{AddrType, ChainKind, Expr, Family, Field, Hook, Ident, Policy, Ruleset};
+use super::{
+    AddrType, ChainKind, Expr, Family, Field, Hook, Ident, Map, PairMap, Policy, Ruleset, Set,
+};
 
 /// A ruleset that cannot be built, naming the offending part.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +122,80 @@ fn elements(items: &[String]) -> String {
     }
 }
 
+/// Whether `p` fits the set `s` of `table`.
+pub(crate) fn check_set_prefix(table: &Ident, s: &Set, p: &IpNet) -> Result<(), BuildError> {
+    if addr_type(p) != s.addr || *p != p.trunc() {
+        return Err(BuildError::BadElement {
+            table: table.clone(),
+            what: "set",
+            name: s.name.clone(),
+            elem: p.to_string(),
+            problem: if addr_type(p) != s.addr {
+                "wrong IP version"
+            } else {
+                "host bits set"
+            },
+        });
+    }
+    Ok(())
+}
+
+/// Whether `from : to` fits the map `m` of `table`.
+pub(crate) fn check_map_entry(
+    table: &Ident,
+    m: &Map,
+    from: &IpNet,
+    to: &IpNet,
+) -> Result<(), BuildError> {
+    let bad = |problem| BuildError::BadElement {
+        table: table.clone(),
+        what: "map",
+        name: m.name.clone(),
+        elem: format!("{from} : {to}"),
+        problem,
+    };
+    if addr_type(from) != m.addr || addr_type(to) != m.addr {
+        return Err(bad("wrong IP version"));
+    }
+    if *from != from.trunc() || *to != to.trunc() {
+        return Err(bad("host bits set"));
+    }
+    if from.prefix_len() != to.prefix_len() {
+        return Err(bad(
+            "prefix lengths differ; a prefix translation keeps host bits",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `a . b : to` fits the pair map `m` of `table`.
+pub(crate) fn check_pair_entry(
+    table: &Ident,
+    m: &PairMap,
+    (a, b): (&IpNet, &IpNet),
+    to: &IpNet,
+) -> Result<(), BuildError> {
+    let bad = |problem| BuildError::BadElement {
+        table: table.clone(),
+        what: "map",
+        name: m.name.clone(),
+        elem: format!("{a} . {b} : {to}"),
+        problem,
+    };
+    if [a, b, to].iter().any(|n| addr_type(n) != m.addr) {
+        return Err(bad("wrong IP version"));
+    }
+    if [a, b, to].iter().any(|n| **n != n.trunc()) {
+        return Err(bad("host bits set"));
+    }
+    if b.prefix_len() != to.prefix_len() {
+        return Err(bad(
+            "prefix lengths differ; a prefix translation keeps host bits",
+        ));
+    }
+    Ok(())
+}
+
 /// The batch replacing the whole table with `rs`: create-if-missing, delete, recreate, fill.
 pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
     let table = &rs.table;
@@ -146,19 +222,7 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
         }
         let mut items = Vec::new();
         for p in &s.prefixes {
-            if addr_type(p) != s.addr || *p != p.trunc() {
-                return Err(BuildError::BadElement {
-                    table: table.clone(),
-                    what: "set",
-                    name: s.name.clone(),
-                    elem: p.to_string(),
-                    problem: if addr_type(p) != s.addr {
-                        "wrong IP version"
-                    } else {
-                        "host bits set"
-                    },
-                });
-            }
+            check_set_prefix(table, s, p)?;
             items.push(p.to_string());
         }
         out.push_str(&format!(
@@ -178,24 +242,7 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
         }
         let mut items = Vec::new();
         for (from, to) in &m.entries {
-            let bad = |problem| BuildError::BadElement {
-                table: table.clone(),
-                what: "map",
-                name: m.name.clone(),
-                elem: format!("{from} : {to}"),
-                problem,
-            };
-            if addr_type(from) != m.addr || addr_type(to) != m.addr {
-                return Err(bad("wrong IP version"));
-            }
-            if *from != from.trunc() || *to != to.trunc() {
-                return Err(bad("host bits set"));
-            }
-            if from.prefix_len() != to.prefix_len() {
-                return Err(bad(
-                    "prefix lengths differ; a prefix translation keeps host bits",
-                ));
-            }
+            check_map_entry(table, m, from, to)?;
             items.push(format!("{from} : {to}"));
         }
         let ty = type_name(m.addr);
@@ -215,24 +262,7 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
         }
         let mut items = Vec::new();
         for ((a, b), to) in &m.entries {
-            let bad = |problem| BuildError::BadElement {
-                table: table.clone(),
-                what: "map",
-                name: m.name.clone(),
-                elem: format!("{a} . {b} : {to}"),
-                problem,
-            };
-            if [a, b, to].iter().any(|n| addr_type(n) != m.addr) {
-                return Err(bad("wrong IP version"));
-            }
-            if [a, b, to].iter().any(|n| **n != n.trunc()) {
-                return Err(bad("host bits set"));
-            }
-            if b.prefix_len() != to.prefix_len() {
-                return Err(bad(
-                    "prefix lengths differ; a prefix translation keeps host bits",
-                ));
-            }
+            check_pair_entry(table, m, (a, b), to)?;
             items.push(format!("{a} . {b} : {to}"));
         }
         items.dedup();

@@ -8,12 +8,14 @@
 //!
 //! A [`Session`] remembers what it applied: when only set and map elements change (peers come
 //! and go), it sends just those elements as one nf_tables transaction over nfnetlink
-//! (`elements`: pure; [`crate::nlsock`]: the socket), and replaces the whole table otherwise.
+//! (`elements` and `transaction`: pure; [`crate::nlsock`]: the socket), and replaces the whole
+//! table otherwise.
 
 pub mod build;
 mod elements;
 mod io;
 mod session;
+mod transaction;
 
 use std::{fmt, str::FromStr};
 

@@ -7,8 +7,9 @@ use std::{collections::HashSet, io};
 
 use super::{
     Error, Family, Ruleset, build,
-    elements::{self, Outcome, SetDiff},
+    elements::{self, Elements, SetDiff},
     io as nft_io,
+    transaction::{self as txn, Outcome},
 };
 use crate::{
     netns::Netns,
@@ -32,18 +33,20 @@ pub enum Applied {
     Replaced,
 }
 
-/// What was applied last, and the nftables generation right after.
+/// What was applied last (with its elements), and the nftables generation right after.
 #[derive(Debug, Clone)]
 struct Last {
     rs: Ruleset,
+    elements: Elements,
     genid: u32,
 }
 
 /// One namespace's nftables, and the ruleset this session applied there last.
 ///
 /// [`Session::apply`] replaces the table whole (as [`super::apply`]) unless the ruleset differs
-/// from the last one it applied only in set and map elements; then it sends just those
-/// elements, in one transaction that the kernel accepts only if the namespace's nftables
+/// from the last one it applied only in set and map elements (and not so many go that the
+/// kernel would take longer deleting them than building the table anew); then it sends just
+/// those elements, in one transaction that the kernel accepts only if the namespace's nftables
 /// generation is still the one that followed our last apply. Any commit by anyone else since
 /// (a rule added by hand, the table deleted, ...) changes the generation, and the apply
 /// becomes a full replacement that repairs it.
@@ -76,13 +79,16 @@ impl Session {
     /// changed since this session's last apply, a full replacement otherwise. On error the
     /// table is as it was (each way is one transaction), and the next apply replaces it.
     pub fn apply(&mut self, rs: &Ruleset) -> Result<Applied, Error> {
-        // Validated whichever way it goes: nothing is sent for an invalid ruleset.
-        let text = build::batch(rs)?;
+        // Each way validates before it sends anything: the elements here (the rest is the
+        // last ruleset's, validated when it was applied), the whole ruleset in a replacement.
         if let Some(last) = self.last.take()
             && elements::only_elements_differ(&last.rs, rs)
         {
-            let diffs = elements::diff(&last.rs, rs);
-            if diffs.is_empty() {
+            let elements = elements::of(rs)?;
+            let diffs = elements::diff(&last.elements, &elements);
+            if elements::cheaper_to_replace(&last.elements, &elements, &diffs) {
+                tracing::debug!(table = %rs.table, "many elements go: replacing the table instead");
+            } else if diffs.is_empty() {
                 if self.generation(rs)? == last.genid {
                     self.last = Some(last);
                     return Ok(Applied::Unchanged);
@@ -95,14 +101,15 @@ impl Session {
                 });
                 self.last = Some(Last {
                     rs: rs.clone(),
-                    genid: elements::next_generation(last.genid),
+                    elements,
+                    genid: txn::next_generation(last.genid),
                 });
                 return Ok(Applied::Elements { removed, added });
             } else {
                 tracing::info!(table = %rs.table, "nftables changed behind our back; replacing the table");
             }
         }
-        self.replace(rs, &text)?;
+        self.replace(rs)?;
         Ok(Applied::Replaced)
     }
 
@@ -113,13 +120,16 @@ impl Session {
 
     /// `nft -f`, with the generation read before and after: if exactly our commit happened in
     /// between, the next apply may diff against `rs`.
-    fn replace(&mut self, rs: &Ruleset, text: &str) -> Result<(), Error> {
+    fn replace(&mut self, rs: &Ruleset) -> Result<(), Error> {
+        let text = build::batch(rs)?;
+        let elements = elements::of(rs)?;
         let before = self.generation(rs)?;
-        nft_io::run_batch(self.ns.as_ref(), rs, text)?;
+        nft_io::run_batch(self.ns.as_ref(), rs, &text)?;
         let after = self.generation(rs)?;
-        if after == elements::next_generation(before) {
+        if after == txn::next_generation(before) {
             self.last = Some(Last {
                 rs: rs.clone(),
+                elements,
                 genid: after,
             });
         } else {
@@ -130,9 +140,9 @@ impl Session {
 
     /// Sends the element transaction; `false` if the generation moved (nothing was applied).
     fn commit(&mut self, rs: &Ruleset, diffs: &[SetDiff], genid: u32) -> Result<bool, Error> {
-        let first = self.sock.reserve(elements::messages_needed(diffs));
-        let t = elements::transaction(rs.family, &rs.table, diffs, genid, first);
-        let seqs: HashSet<u32> = (0..elements::messages_needed(diffs))
+        let first = self.sock.reserve(txn::messages_needed(diffs));
+        let t = txn::transaction(rs.family, &rs.table, diffs, genid, first);
+        let seqs: HashSet<u32> = (0..txn::messages_needed(diffs))
             .map(|i| crate::batch::seq_of(first, i))
             .collect();
         let acked: HashSet<u32> = t.acked.iter().copied().collect();
@@ -140,7 +150,7 @@ impl Session {
             .sock
             .exchange(&t.bytes, &seqs, &acked)
             .map_err(|source| netlink_error(rs, "sending the element changes", source))?;
-        match elements::outcome(&t, &answers.acks) {
+        match txn::outcome(&t, &answers.acks) {
             Outcome::Done => Ok(true),
             Outcome::Restart => Ok(false),
             Outcome::Refused {
@@ -163,7 +173,7 @@ impl Session {
         let one = HashSet::from([seq]);
         let answers = self
             .sock
-            .exchange(&elements::get_generation(seq), &one, &one)
+            .exchange(&txn::get_generation(seq), &one, &one)
             .map_err(|source| netlink_error(rs, "reading the nftables generation", source))?;
         if let Some(a) = answers.acks.iter().find(|a| a.errno != 0) {
             return Err(netlink_error(
@@ -175,7 +185,7 @@ impl Session {
         answers
             .replies
             .iter()
-            .find_map(|r| elements::parse_generation(r.ty, &r.bytes))
+            .find_map(|r| txn::parse_generation(r.ty, &r.bytes))
             .ok_or_else(|| {
                 netlink_error(
                     rs,

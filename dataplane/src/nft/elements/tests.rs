@@ -1,8 +1,5 @@
 use super::*;
-use crate::{
-    batch::{self, Msg},
-    nft::{PairMap, Set},
-};
+use crate::nft::{Family, Map, PairMap, Set};
 
 fn id(s: &str) -> Ident {
     s.parse().unwrap()
@@ -12,7 +9,8 @@ fn net(s: &str) -> IpNet {
     s.parse().unwrap()
 }
 
-fn ruleset(pairs: &[(&str, &str, &str)], local: &[&str]) -> Ruleset {
+/// A table with a set `s` of `local` and a pair map `m` of `pairs`.
+pub(crate) fn ruleset(pairs: &[(&str, &str, &str)], local: &[&str]) -> Ruleset {
     let mut rs = Ruleset::new(Family::Ip, id("t"));
     rs.sets.push(Set {
         name: id("s"),
@@ -30,100 +28,78 @@ fn ruleset(pairs: &[(&str, &str, &str)], local: &[&str]) -> Ruleset {
     rs
 }
 
-/// The `NFTA_SET_ELEM_LIST_ELEMENTS` attribute of the element message at `i`.
-fn elements_attr(t: &Transaction, i: usize) -> Vec<u8> {
-    let msgs = batch::messages(&t.bytes).unwrap();
-    let m: Msg<'_> = msgs[i];
-    // header, nfgenmsg, then table "t" and set "s"/"m" (8 bytes each).
-    m.bytes[16 + 4 + 8 + 8..].to_vec()
+pub(crate) fn diff_of(prev: &Ruleset, next: &Ruleset) -> Vec<SetDiff> {
+    assert!(only_elements_differ(prev, next));
+    diff(&of(prev).unwrap(), &of(next).unwrap())
+}
+
+fn kinds(v: &[Elem]) -> Vec<String> {
+    v.iter()
+        .map(|e| match e.kind {
+            Kind::End { .. } | Kind::ZeroEnd { .. } => format!("end of {e}"),
+            _ => e.to_string(),
+        })
+        .collect()
 }
 
 #[test]
-fn a_pair_map_element_is_written_as_nft_writes_it() {
-    let prev = ruleset(&[], &["10.200.0.0/16"]);
-    let next = ruleset(
-        &[("10.2.0.0/24", "10.200.0.0/16", "10.51.0.0/16")],
-        &["10.200.0.0/16"],
+fn an_interval_is_a_start_and_an_end_sorted_as_nft_sends_them() {
+    let d = diff_of(
+        &ruleset(&[], &["10.200.0.0/16"]),
+        &ruleset(&[], &["10.200.0.0/16", "10.201.0.0/16", "10.202.0.0/24"]),
     );
-    assert!(only_elements_differ(&prev, &next));
-    let d = diff(&prev, &next);
-    assert_eq!(d.len(), 1);
-    assert_eq!(d[0].counts(), (0, 1));
-    let t = transaction(Family::Ip, &id("t"), &d, 7, 100);
-    let msgs = batch::messages(&t.bytes).unwrap();
+    assert_eq!(d.len(), 1, "the empty map did not change");
+    assert_eq!((d[0].name.as_str(), d[0].kind), ("s", "set"));
+    assert_eq!(d[0].counts(), (0, 2));
+    // The end of 10.201.0.0/16 and the start of 10.202.0.0/24 share a key: the end comes first.
     assert_eq!(
-        msgs.iter().map(|m| (m.ty, m.seq)).collect::<Vec<_>>(),
-        [(16, 100), (0x0a0c, 101), (17, 102)],
-        "begin, NEWSETELEM, end"
+        kinds(&d[0].add),
+        [
+            "10.201.0.0/16",
+            "end of 10.201.0.0/16",
+            "10.202.0.0/24",
+            "end of 10.202.0.0/24"
+        ]
     );
-    assert_eq!(messages_needed(&d), 3);
-    assert_eq!(t.acked, [101]);
-    // begin: nfgenmsg with res_id 10 (big endian), then NFNL_BATCH_GENID = 7 (big endian).
-    assert_eq!(&msgs[0].bytes[16..], &[0, 0, 0, 10, 8, 0, 1, 0, 0, 0, 0, 7]);
-    assert_eq!(msgs[1].flags, 1 | 4 | 0x400);
-    // What `nft --debug=mnl add element ip t m '{ 10.2.0.0/24 . 10.200.0.0/16 : 10.51.0.0/16 }'`
-    // sends: KEY, KEY_END and DATA (first and last address), nested with NLA_F_NESTED.
-    #[rustfmt::skip]
-    let nft: [u8; 56] = [
-        56, 0, 3, 0x80,
-          52, 0, 1, 0x80,
-            16, 0, 1, 0x80, 12, 0, 1, 0, 10, 2, 0, 0, 10, 200, 0, 0,
-            16, 0, 10, 0x80, 12, 0, 1, 0, 10, 2, 0, 255, 10, 200, 255, 255,
-            16, 0, 2, 0x80, 12, 0, 1, 0, 10, 51, 0, 0, 10, 51, 255, 255,
-    ];
-    assert_eq!(elements_attr(&t, 1), nft);
-}
-
-#[test]
-fn an_interval_set_element_is_a_start_and_an_end() {
-    let prev = ruleset(&[], &["10.200.0.0/16"]);
-    let next = ruleset(&[], &["10.200.0.0/16", "10.99.0.0/16"]);
-    let d = diff(&prev, &next);
-    assert_eq!(d[0].counts(), (0, 1));
-    let t = transaction(Family::Ip, &id("t"), &d, 7, 1);
-    // `nft --debug=mnl add element ip t s '{ 10.99.0.0/16 }'` on a set that has elements.
-    #[rustfmt::skip]
-    let nft: [u8; 44] = [
-        44, 0, 3, 0x80,
-          16, 0, 1, 0x80, 12, 0, 1, 0x80, 8, 0, 1, 0, 10, 99, 0, 0,
-          24, 0, 1, 0x80, 8, 0, 3, 0, 0, 0, 0, 1, 12, 0, 1, 0x80, 8, 0, 1, 0, 10, 100, 0, 0,
-    ];
-    assert_eq!(elements_attr(&t, 1), nft);
+    // ... though the end of 10.200.0.0/16 (key 10.201.0.0) was there already.
+    assert!(d[0].del.is_empty());
 }
 
 #[test]
 fn filling_an_empty_set_adds_nfts_end_at_zero_and_emptying_keeps_it() {
     let empty = ruleset(&[], &[]);
     let one = ruleset(&[], &["10.200.0.0/16"]);
-    let d = diff(&empty, &one);
-    assert_eq!(d[0].add.len(), 3, "{:?}", d[0].add);
+    let d = diff_of(&empty, &one);
     assert_eq!(
-        (d[0].add[0].key.clone(), d[0].add[0].end),
-        (vec![0; 4], true)
-    );
-    assert_eq!(d[0].counts(), (0, 1));
-    let back = diff(&one, &empty);
-    assert_eq!(back[0].del.len(), 2, "start and end, not the end at 0");
-    // A prefix from address 0 needs none; one to the last address has no end element.
-    let edges = ruleset(&[], &["0.0.0.0/8", "255.0.0.0/8"]);
-    let d = diff(&empty, &edges);
-    let keys: Vec<(Vec<u8>, bool, bool)> = d[0]
-        .add
-        .iter()
-        .map(|e| (e.key.clone(), e.end, e.open))
-        .collect();
-    assert_eq!(
-        keys,
+        kinds(&d[0].add),
         [
-            (vec![0, 0, 0, 0], false, false),
-            (vec![1, 0, 0, 0], true, false),
-            (vec![255, 0, 0, 0], false, true),
+            "end of the interval end at address 0",
+            "10.200.0.0/16",
+            "end of 10.200.0.0/16"
         ]
     );
+    assert_eq!(d[0].counts(), (0, 1));
+    let back = diff_of(&one, &empty);
+    assert_eq!(
+        kinds(&back[0].del),
+        ["10.200.0.0/16", "end of 10.200.0.0/16"],
+        "not the end at 0"
+    );
+    // A prefix from address 0 needs none; one to the last address has no end element.
+    let edges = ruleset(&[], &["0.0.0.0/8", "255.0.0.0/8"]);
+    let d = diff_of(&empty, &edges);
+    assert_eq!(
+        kinds(&d[0].add),
+        ["0.0.0.0/8", "end of 0.0.0.0/8", "255.0.0.0/8"]
+    );
+    // A set that had elements gets no end at 0 (nft adds it only to an empty set).
+    let d = diff_of(&one, &ruleset(&[], &["10.200.0.0/16", "10.9.0.0/16"]));
+    assert_eq!(d[0].counts(), (0, 1));
+    assert_eq!(d[0].add.len(), 2);
 }
 
 #[test]
-fn a_changed_value_is_deleted_then_added_and_only_changes_are_sent() {
+fn a_changed_value_is_deleted_then_added_and_only_changes_are_listed() {
     let prev = ruleset(
         &[
             ("10.1.0.0/24", "10.200.0.0/16", "10.50.0.0/16"),
@@ -139,17 +115,40 @@ fn a_changed_value_is_deleted_then_added_and_only_changes_are_sent() {
         ],
         &["10.200.0.0/16"],
     );
-    let d = diff(&prev, &next);
+    let d = diff_of(&prev, &next);
     assert_eq!(d.len(), 1, "the set did not change");
-    assert_eq!(d[0].counts(), (1, 2));
-    let t = transaction(Family::Ip, &id("t"), &d, 1, 1);
-    let types: Vec<u16> = batch::messages(&t.bytes)
-        .unwrap()
-        .iter()
-        .map(|m| m.ty)
-        .collect();
-    assert_eq!(types, [16, 0x0a0e, 0x0a0c, 17], "deletions first");
-    assert!(diff(&next, &next).is_empty());
+    assert_eq!((d[0].name.as_str(), d[0].kind), ("m", "map"));
+    assert_eq!(
+        kinds(&d[0].del),
+        ["10.1.0.0/24 . 10.200.0.0/16 : 10.50.0.0/16"]
+    );
+    assert_eq!(
+        kinds(&d[0].add),
+        [
+            "10.1.0.0/24 . 10.200.0.0/16 : 10.60.0.0/16",
+            "10.3.0.0/24 . 10.200.0.0/16 : 10.50.0.0/16"
+        ]
+    );
+    assert!(diff_of(&next, &next).is_empty());
+}
+
+#[test]
+fn a_plain_map_carries_its_value_on_the_start() {
+    let map = |entries: &[(&str, &str)]| {
+        let mut rs = Ruleset::new(Family::Ip, id("t"));
+        rs.maps.push(Map {
+            name: id("v"),
+            addr: AddrType::V4,
+            entries: entries.iter().map(|(a, b)| (net(a), net(b))).collect(),
+        });
+        rs
+    };
+    let d = diff_of(
+        &map(&[("10.1.0.0/24", "10.9.0.0/24")]),
+        &map(&[("10.1.0.0/24", "10.8.0.0/24")]),
+    );
+    assert_eq!(kinds(&d[0].del), ["10.1.0.0/24 : 10.9.0.0/24"]);
+    assert_eq!(kinds(&d[0].add), ["10.1.0.0/24 : 10.8.0.0/24"]);
 }
 
 #[test]
@@ -160,6 +159,9 @@ fn anything_but_elements_is_not_an_element_change() {
     assert!(!only_elements_differ(&a, &b));
     let mut b = a.clone();
     b.table = id("u");
+    assert!(!only_elements_differ(&a, &b));
+    let mut b = a.clone();
+    b.sets[0].addr = AddrType::V6;
     assert!(!only_elements_differ(&a, &b));
     let mut b = a.clone();
     b.chains.push(crate::nft::Chain {
@@ -174,92 +176,50 @@ fn anything_but_elements_is_not_an_element_change() {
 }
 
 #[test]
-fn many_elements_are_split_across_messages_of_one_transaction() {
-    let pairs: Vec<(String, String, String)> = (0..600)
-        .map(|i| {
-            (
-                format!("10.{}.{}.0/24", i / 256, i % 256),
-                "10.200.0.0/16".to_string(),
-                "10.50.0.0/16".to_string(),
-            )
-        })
-        .collect();
-    let refs: Vec<(&str, &str, &str)> = pairs
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-        .collect();
-    let d = diff(&ruleset(&[], &[]), &ruleset(&refs, &[]));
-    assert_eq!(messages_needed(&d), 2 + 3);
-    let t = transaction(Family::Ip, &id("t"), &d, 1, 1);
-    let msgs = batch::messages(&t.bytes).unwrap();
-    assert_eq!(msgs.len(), 5);
-    assert!(msgs.iter().all(|m| m.bytes.len() < 65535));
-    assert_eq!(t.acked, [2, 3, 4]);
-}
-
-fn ack(seq: u32, errno: i32, offset: Option<u32>) -> Ack {
-    Ack {
-        seq,
-        errno,
-        message: None,
-        offset,
-    }
-}
-
-#[test]
-fn a_refusal_names_the_element_at_the_kernels_offset() {
-    let prev = ruleset(&[], &[]);
-    let next = ruleset(
-        &[
-            ("10.1.0.0/16", "10.200.0.0/16", "10.50.0.0/16"),
-            ("10.1.5.0/24", "10.200.0.0/16", "10.51.0.0/24"),
-        ],
-        &[],
-    );
-    let d = diff(&prev, &next);
-    let t = transaction(Family::Ip, &id("t"), &d, 1, 10);
-    // The second element's attribute starts after the header, nfgenmsg, table, set, the list
-    // attribute's header and the first element (52 bytes).
-    let second = 16 + 4 + 8 + 8 + 4 + 52;
-    let refused = outcome(&t, &[ack(11, libc::EEXIST, Some(second))]);
+fn entries_are_checked_like_a_full_apply_checks_them() {
+    let mut bad = ruleset(&[("10.1.0.0/24", "10.200.0.0/16", "10.50.0.0/24")], &[]);
+    let e = of(&bad).unwrap_err();
     assert_eq!(
-        refused,
-        Outcome::Refused {
-            what: "adding element 10.1.5.0/24 . 10.200.0.0/16 : 10.51.0.0/24 to map m (it overlaps or clashes with an element already there)".into(),
-            message: None,
-            errno: libc::EEXIST,
-        }
+        e.to_string(),
+        "table t map m: element 10.1.0.0/24 . 10.200.0.0/16 : 10.50.0.0/24: prefix lengths differ; a prefix translation keeps host bits"
     );
-    let vague = outcome(&t, &[ack(11, libc::EINVAL, None)]);
-    assert!(
-        matches!(&vague, Outcome::Refused { what, .. } if what == "adding 2 elements to map m"),
-        "{vague:?}"
-    );
-    assert_eq!(
-        outcome(&t, &[ack(10, libc::ERESTART, None)]),
-        Outcome::Restart
-    );
-    assert_eq!(outcome(&t, &[ack(11, 0, None)]), Outcome::Done);
-    assert!(matches!(outcome(&t, &[]), Outcome::Refused { errno, .. } if errno == libc::EIO));
+    bad.pair_maps[0].entries.clear();
+    bad.sets[0].prefixes.push("10.200.0.1/16".parse().unwrap());
     assert!(matches!(
-        outcome(&t, &[ack(11, 0, None), ack(10, libc::ENOMEM, None)]),
-        Outcome::Refused { what, .. } if what == "committing the element changes"
+        of(&bad),
+        Err(BuildError::BadElement {
+            problem: "host bits set",
+            ..
+        })
     ));
 }
 
 #[test]
-fn generations() {
-    assert_eq!(next_generation(5), 6);
-    assert_eq!(next_generation(u32::MAX), 1, "0 is skipped");
-    let req = get_generation(3);
-    let m = batch::messages(&req).unwrap()[0];
-    assert_eq!((m.ty, m.seq, m.flags), (0x0a10, 3, 1 | 4));
-    let mut w = Writer::default();
-    let s = w.begin(0x0a0f, 0, 3);
-    w.raw(&[0, 0, 0, 9]);
-    w.attr(NFTA_GEN_ID, &77u32.to_be_bytes());
-    w.end(s);
-    let reply = w.into_bytes();
-    assert_eq!(parse_generation(0x0a0f, &reply), Some(77));
-    assert_eq!(parse_generation(0x0a0c, &reply), None);
+fn removing_most_entries_of_a_big_map_replaces_the_table_removing_one_does_not() {
+    let pairs = |n: usize| -> Vec<(String, String, String)> {
+        (0..n)
+            .map(|i| {
+                (
+                    format!("10.{}.{}.0/24", 64 + i / 256, i % 256),
+                    "10.200.0.0/16".to_string(),
+                    "10.50.0.0/16".to_string(),
+                )
+            })
+            .collect()
+    };
+    let rs = |p: &[(String, String, String)]| {
+        let refs: Vec<(&str, &str, &str)> = p
+            .iter()
+            .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+            .collect();
+        ruleset(&refs, &["10.200.0.0/16"])
+    };
+    let (big, one_less, one) = (rs(&pairs(1500)), rs(&pairs(1499)), rs(&pairs(1)));
+    let (e_big, e_less, e_one) = (of(&big).unwrap(), of(&one_less).unwrap(), of(&one).unwrap());
+    let d = diff(&e_big, &e_less);
+    assert!(!cheaper_to_replace(&e_big, &e_less, &d));
+    let d = diff(&e_big, &e_one);
+    assert!(cheaper_to_replace(&e_big, &e_one, &d));
+    let d = diff(&e_one, &e_big);
+    assert!(!cheaper_to_replace(&e_one, &e_big, &d), "adding is cheap");
 }
