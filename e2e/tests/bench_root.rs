@@ -1,11 +1,15 @@
-//! `liqo-lab bench tunnel` on the real kernel (needs root): a quick run of the plain path and our
-//! gateway in both CPU profiles, through the binary, checking that every variant passed traffic,
-//! that ours' ratio is computed, and that nothing is left behind.
+//! The benches on the real kernel (needs root), through the binary, each a quick run that checks
+//! its report and that nothing is left behind: `bench tunnel` (the plain path and our gateway in
+//! both CPU profiles: every variant passed traffic, ours' ratio is computed), `bench path`, and
+//! `bench peers` (every count has every figure, and the targets are checked).
 
 use std::{path::PathBuf, process::Command};
 
 use dataplane::{Netns, netns::require_root};
-use e2e::bench::{Profile, Report, Variant};
+use e2e::bench::{
+    Profile, Report, Variant,
+    peers::{Metric, PeersReport},
+};
 
 /// Removes the test's cache directory, even on panic.
 struct TempDir(PathBuf);
@@ -14,6 +18,17 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// No namespace of the lab or bench `prefix` exists.
+fn assert_no_namespaces_left(prefix: &str) {
+    let left: Vec<String> = Netns::list()
+        .unwrap()
+        .into_iter()
+        .map(|n| n.to_string())
+        .filter(|n| n.starts_with(&format!("{prefix}-")))
+        .collect();
+    assert!(left.is_empty(), "namespaces left behind: {left:?}");
 }
 
 #[test]
@@ -66,13 +81,7 @@ fn quick_bench_of_plain_and_ours_passes_traffic_and_cleans_up() {
     );
     assert!(!report.notes.is_empty());
 
-    let left: Vec<String> = Netns::list()
-        .unwrap()
-        .into_iter()
-        .map(|n| n.to_string())
-        .filter(|n| n.starts_with(&format!("{prefix}-")))
-        .collect();
-    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    assert_no_namespaces_left(&prefix);
     for side in ['A', 'B'] {
         let sock = PathBuf::from(format!("/var/run/wireguard/{prefix}-bwg{side}.sock"));
         assert!(!sock.exists(), "{} left behind", sock.display());
@@ -114,12 +123,84 @@ fn quick_path_bench_measures_three_paths_and_the_gateway_alone() {
     );
     assert!(report.gateway_alone_gbps.unwrap().median > 0.0);
     assert!(report.cross_over_gateway.unwrap() > 0.0);
-    let left: Vec<String> = Netns::list()
-        .unwrap()
-        .into_iter()
-        .map(|n| n.to_string())
-        .filter(|n| n.starts_with(&format!("{prefix}-")))
-        .collect();
-    assert!(left.is_empty(), "namespaces left behind: {left:?}");
+    assert_no_namespaces_left(&prefix);
     assert!(!PathBuf::from(format!("/run/liqo-lab/{prefix}.json")).exists());
+}
+
+#[test]
+fn quick_peers_bench_has_every_figure_for_every_count_and_cleans_up() {
+    require_root();
+    let prefix = format!("bn{}", std::process::id() % 10_000_000);
+    let cache = TempDir(std::env::temp_dir().join(format!("liqo-bench-test-{prefix}")));
+    let out = Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
+        .args(["--prefix", &prefix, "bench", "peers", "--quick"])
+        .args(["--repeats", "1", "--seconds", "1", "--peers", "1,10"])
+        .arg("--cache")
+        .arg(&cache.0)
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let report: PeersReport = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+
+    assert!(report.failures().is_empty(), "{:?}", report.failures());
+    let counts: Vec<u32> = report.rows.iter().map(|r| r.peers).collect();
+    assert_eq!(counts, [1, 10]);
+    for r in &report.rows {
+        assert_eq!(r.samples.len(), 1, "{r:?}");
+        let every = [
+            Metric::AddOneMs,
+            Metric::RemoveOneMs,
+            Metric::HostRules,
+            Metric::HostRoutes,
+            Metric::GatewayRules,
+            Metric::GatewayRoutes,
+            Metric::TcpGbps,
+            Metric::UdpPps,
+        ];
+        // From and back to 1 peer: none at 1 peer, so no ratio either.
+        let beyond_one = [Metric::FullApplyMs, Metric::BackToOneMs];
+        for m in every
+            .iter()
+            .chain(if r.peers > 1 { &beyond_one[..] } else { &[] })
+        {
+            let median = r
+                .median(*m)
+                .unwrap_or_else(|| panic!("{m:?} missing in {r:?}"));
+            assert!(median > 0.0 && median.is_finite(), "{m:?} = {median}");
+        }
+        for m in every {
+            assert!(r.vs_one_peer[&m] > 0.0, "{m:?} has no ratio in {r:?}");
+        }
+        if r.peers == 1 {
+            assert!(beyond_one.iter().all(|m| r.median(*m).is_none()), "{r:?}");
+        }
+        let s = &r.samples[0];
+        assert!(
+            s.udp_sent_pps.unwrap() >= s.udp_pps.unwrap(),
+            "more delivered than sent: {s:?}"
+        );
+    }
+    // The nine stand-ins were applied: each has a route in the gateway's namespace.
+    let routes = |i: usize| report.rows[i].median(Metric::GatewayRoutes).unwrap();
+    assert!(routes(1) >= routes(0) + 9.0, "{:?}", report.rows);
+    // Every target is checked at 10 peers, each with its figure (holding or not).
+    assert_eq!(report.targets.len(), 4);
+    for t in &report.targets {
+        assert_eq!(t.peers, 10, "{t:?}");
+        assert!(t.figure.is_some_and(f64::is_finite), "{t:?}");
+    }
+    assert!(!report.notes.is_empty());
+    assert!(
+        report
+            .header
+            .tools
+            .iter()
+            .any(|t| t.name.contains("liqo-gateway"))
+    );
+
+    assert_no_namespaces_left(&prefix);
+    assert!(!PathBuf::from(format!("/run/liqo-lab/bench-{prefix}")).exists());
 }

@@ -2,7 +2,7 @@
 //! the run directory (mode 0600).
 
 use std::{
-    fs::OpenOptions,
+    fs::{self, OpenOptions},
     io::Write as _,
     os::unix::fs::OpenOptionsExt,
     path::{Path, PathBuf},
@@ -16,6 +16,7 @@ use gateway::{
 use super::{
     BenchError, TUNNEL_MTU,
     bed::{self, Bed},
+    names::remove_file,
 };
 
 /// UDP port of the WireGuard daemons.
@@ -38,17 +39,28 @@ pub(crate) fn side(side_a: bool) -> char {
 /// The keys and configuration files of a run (one key pair per side, used by every tunnel).
 pub(crate) struct Keys {
     dir: PathBuf,
+    /// Our gateway's configuration of side A and B as first written.
+    ours: [GatewayFile; 2],
 }
 
+/// Writes `text` to `path` (mode 0600) through a temporary file renamed over it, so that a
+/// daemon watching `path` never reads half of it.
 fn write_secret(path: &Path, text: &str) -> Result<(), BenchError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
     OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(path)
+        .open(&tmp)
         .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| fail(format!("writing {}", path.display()), e.to_string()))
+        .and_then(|()| fs::rename(&tmp, path))
+        .map_err(|e| {
+            remove_file(&tmp);
+            fail(format!("writing {}", path.display()), e.to_string())
+        })
 }
 
 impl Keys {
@@ -63,6 +75,7 @@ impl Keys {
                     .map_err(|e| BenchError::step(format!("creating {}", path.display()), &e))
             })
             .collect::<Result<_, _>>()?;
+        let mut ours_files = Vec::with_capacity(2);
         for side_a in [true, false] {
             let (me, peer) = if side_a { (0, 1) } else { (1, 0) };
             let (local, remote, endpoint, peer_tun) = if side_a {
@@ -115,11 +128,34 @@ impl Keys {
                 }],
                 ..GatewayFile::default()
             };
-            let yaml = serde_saphyr::to_string(&ours)
-                .map_err(|e| BenchError::step("encoding the gateway configuration", &e))?;
-            write_secret(&dir.join(format!("ours{}.yaml", side(side_a))), &yaml)?;
+            ours_files.push(ours);
         }
-        Ok(Keys { dir })
+        let ours = ours_files
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one file per side"));
+        let k = Keys { dir, ours };
+        for side_a in [true, false] {
+            k.write_ours(side_a, k.ours_file(side_a))?;
+        }
+        Ok(k)
+    }
+
+    /// Our gateway's configuration of side A or B as first written: one peer, the other side.
+    pub(crate) fn ours_file(&self, side_a: bool) -> &GatewayFile {
+        &self.ours[usize::from(!side_a)]
+    }
+
+    /// Writes `file` as our gateway's configuration of side A or B; returns the digest of the
+    /// text written (the one its status reports once it runs it).
+    pub(crate) fn write_ours(
+        &self,
+        side_a: bool,
+        file: &GatewayFile,
+    ) -> Result<String, BenchError> {
+        let yaml = serde_saphyr::to_string(file)
+            .map_err(|e| BenchError::step("encoding the gateway configuration", &e))?;
+        write_secret(&self.ours_conf(side_a), &yaml)?;
+        Ok(liqo_daemon::digest(&yaml))
     }
 
     pub(crate) fn wg_conf(&self, side_a: bool) -> PathBuf {

@@ -61,7 +61,7 @@ async fn load_pct() -> Result<f64, BenchError> {
 impl LoadTracker {
     /// Waits (up to [`QUIET_WAIT`]) while another process keeps the machine busier than
     /// [`QUIET_PCT`]; returns the load the test starts with.
-    async fn quiet(&mut self) -> Result<f64, BenchError> {
+    pub(crate) async fn quiet(&mut self) -> Result<f64, BenchError> {
         let start = Instant::now();
         let mut pct = load_pct().await?;
         while pct > QUIET_PCT && start.elapsed() < QUIET_WAIT {
@@ -131,9 +131,14 @@ async fn output(what: &str, cmd: Command, timeout: Duration) -> Result<String, B
 }
 
 /// The iperf3 server in podB, stopped on drop.
-type Server = Attached;
+pub(crate) type Server = Attached;
 
-async fn server(bed: &Bed, peers: &Peers, profile: Profile) -> Result<Server, BenchError> {
+/// Starts the iperf3 server in podB (on side B's CPU in `profile`) and waits until it listens.
+pub(crate) async fn server(
+    bed: &Bed,
+    peers: &Peers,
+    profile: Profile,
+) -> Result<Server, BenchError> {
     let log = bed.names.run_dir().join("iperf3-server.log");
     let mut spec = Spec::new("iperf3", &peers.iperf3, &log)
         .args([
@@ -168,18 +173,42 @@ async fn server(bed: &Bed, peers: &Peers, profile: Profile) -> Result<Server, Be
     Ok(s)
 }
 
-async fn iperf(
+/// What one iperf3 client run sends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Flow {
+    /// TCP with this many parallel streams (the first second left out as warm-up).
+    Tcp(u32),
+    /// UDP datagrams of `len` payload bytes offered at `mbps` Mbit/s (0: as fast as it can).
+    /// No warm-up is left out: iperf3's UDP counts are not consistent with `-O`.
+    Udp {
+        /// Payload bytes per datagram.
+        len: u32,
+        /// Offered rate of payload, Mbit/s.
+        mbps: u32,
+    },
+}
+
+/// Runs one iperf3 client in podA against the server in podB for `secs`.
+pub(crate) async fn iperf(
     bed: &Bed,
     peers: &Peers,
     profile: Profile,
     secs: u32,
-    streams: u32,
+    flow: Flow,
 ) -> Result<parse::Iperf, BenchError> {
     let mut cmd = command(bed, peers, Node::PodA, profile.cpu(true), &peers.iperf3);
     cmd.args(["-c", &bed::POD_B.to_string(), "-p", &IPERF_PORT.to_string()])
-        .args(["-t", &secs.to_string(), "-O", "1", "-J"])
-        .args(["-P", &streams.to_string()]);
-    let what = format!("iperf3 with {streams} stream(s)");
+        .args(["-t", &secs.to_string(), "-J"]);
+    let what = match flow {
+        Flow::Tcp(streams) => {
+            cmd.args(["-O", "1", "-P", &streams.to_string()]);
+            format!("iperf3 with {streams} stream(s)")
+        }
+        Flow::Udp { len, mbps } => {
+            cmd.args(["-u", "-l", &len.to_string(), "-b", &format!("{mbps}M")]);
+            format!("iperf3 -u -l {len}")
+        }
+    };
     let out = output(&what, cmd, Duration::from_secs(u64::from(secs) + 30)).await?;
     let r = parse::iperf3_json(&out).map_err(|e| fail(&what, e))?;
     if r.bits_per_second <= 0.0 {
@@ -249,7 +278,7 @@ impl Ctx<'_> {
 
         s.background_load_pct = load.quiet().await?;
         let (t0, b0) = (cpu_ticks(&pids)?, bed.underlay_bytes()?);
-        let one = iperf(bed, peers, profile, secs, 1).await?;
+        let one = iperf(bed, peers, profile, secs, Flow::Tcp(1)).await?;
         let (t1, b1) = (cpu_ticks(&pids)?, bed.underlay_bytes()?);
         s.gbps_1 = Some(one.bits_per_second / 1e9);
         s.retransmits_1 = one.retransmits;
@@ -262,7 +291,7 @@ impl Ctx<'_> {
         }
 
         s.background_load_pct = s.background_load_pct.max(load.quiet().await?);
-        let four = iperf(bed, peers, profile, secs, 4).await?;
+        let four = iperf(bed, peers, profile, secs, Flow::Tcp(4)).await?;
         s.gbps_4 = Some(four.bits_per_second / 1e9);
         s.retransmits_4 = four.retransmits;
 

@@ -12,6 +12,9 @@
 //! peers (boringtun-cli from crates.io, wireguard-go from Debian and built from the Go module
 //! proxy) are installed by the bench itself ([`install`]).
 //!
+//! `liqo-lab bench peers` ([`peers`]) runs our gateway on the same bed with 1 to 1,000 peers on
+//! gwA, and `liqo-lab bench path` ([`path`]) puts the gateway alone beside a real lab's paths.
+//!
 //! Everything lives in namespaces named `<prefix>-bench-*` (plus the UAPI sockets of the
 //! WireGuard daemons in `/var/run/wireguard/`); it is removed at the end, on failure, on
 //! Ctrl-C, and at the start of the next run after a crash. No packet leaves or enters the root
@@ -26,6 +29,7 @@ mod measure;
 mod names;
 pub mod parse;
 pub mod path;
+pub mod peers;
 pub mod render;
 pub mod report;
 mod run;
@@ -36,6 +40,7 @@ use std::{fmt, path::PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use path::path;
+pub use peers::peers;
 pub use report::{Report, Spread};
 pub use run::tunnel;
 
@@ -203,11 +208,16 @@ pub const TUNNEL_MTU: u32 = 1420;
 
 impl Options {
     /// Checks the numbers and removes duplicates (keeping the table order).
-    pub fn validate(mut self) -> Result<Options, BenchError> {
+    pub fn validate(self) -> Result<Options, BenchError> {
+        self.validate_with(MIN_REPEATS)
+    }
+
+    /// [`Options::validate`] for a bench whose medians need at least `min_repeats`.
+    pub fn validate_with(mut self, min_repeats: u32) -> Result<Options, BenchError> {
         let bad = |s: String| Err(BenchError::Options(s));
-        if self.repeats < MIN_REPEATS && !self.quick {
+        if self.repeats < min_repeats && !self.quick {
             return bad(format!(
-                "--repeats {} is below {MIN_REPEATS}; medians need at least {MIN_REPEATS} \
+                "--repeats {} is below {min_repeats}; medians need at least {min_repeats} \
                  (add --quick for a smoke test)",
                 self.repeats
             ));

@@ -10,6 +10,27 @@ pub struct Iperf {
     pub bits_per_second: f64,
     /// TCP retransmissions at the sender (`end.sum_sent.retransmits`), when reported.
     pub retransmits: Option<u64>,
+    /// Bytes delivered to the receiver and over how many seconds (`end.sum_received`).
+    pub received: Option<(u64, f64)>,
+    /// Bytes sent and over how many seconds (`end.sum_sent`).
+    pub sent: Option<(u64, f64)>,
+}
+
+impl Iperf {
+    /// Datagrams of `len` bytes delivered per second (UDP).
+    pub fn received_pps(&self, len: u32) -> Option<f64> {
+        per_second(self.received, len)
+    }
+
+    /// Datagrams of `len` bytes sent per second (UDP: the rate actually offered).
+    pub fn sent_pps(&self, len: u32) -> Option<f64> {
+        per_second(self.sent, len)
+    }
+}
+
+fn per_second(bytes_secs: Option<(u64, f64)>, len: u32) -> Option<f64> {
+    let (bytes, secs) = bytes_secs?;
+    (secs > 0.0 && len > 0).then(|| bytes as f64 / f64::from(len) / secs)
 }
 
 /// Parses the output of `iperf3 -c ... -J`. An `error` in the document is returned as the error.
@@ -25,9 +46,12 @@ pub fn iperf3_json(text: &str) -> Result<Iperf, String> {
     let bits_per_second = end["sum_received"]["bits_per_second"]
         .as_f64()
         .ok_or("iperf3 JSON has no end.sum_received.bits_per_second")?;
+    let total = |sum: &serde_json::Value| Some((sum["bytes"].as_u64()?, sum["seconds"].as_f64()?));
     Ok(Iperf {
         bits_per_second,
         retransmits: end["sum_sent"]["retransmits"].as_u64(),
+        received: total(&end["sum_received"]),
+        sent: total(&end["sum_sent"]),
     })
 }
 
@@ -205,6 +229,25 @@ mod tests {
         assert_eq!(r.retransmits, Some(17));
         let no_retr = IPERF_OK.replace(r#""retransmits":17,"#, "");
         assert_eq!(iperf3_json(&no_retr).unwrap().retransmits, None);
+        assert_eq!(r.received, Some((1_745_000_000, 5.0)));
+        assert_eq!(r.sent, Some((1_750_000_000, 5.0)));
+    }
+
+    #[test]
+    fn iperf3_udp_packets_per_second_at_both_ends() {
+        // iperf3 3.12 -u -l 64: the receiver's bytes are what arrived.
+        let text = r#"{"end":{
+          "sum_sent":{"start":0,"end":2.0,"seconds":2.0,"bytes":24800000,"bits_per_second":99200000,"packets":387500,"lost_packets":0,"sender":true},
+          "sum_received":{"start":0,"end":2.0,"seconds":2.0,"bytes":16051200,"bits_per_second":64204800,"packets":387500,"lost_packets":136700,"sender":false}}}"#;
+        let r = iperf3_json(text).unwrap();
+        assert_eq!(r.received_pps(64), Some(125_400.0));
+        assert_eq!(r.sent_pps(64), Some(193_750.0));
+        assert_eq!(r.received_pps(0), None);
+        let no_time = text.replace(
+            r#""seconds":2.0,"bytes":16051200"#,
+            r#""seconds":0,"bytes":16051200"#,
+        );
+        assert_eq!(iperf3_json(&no_time).unwrap().received_pps(64), None);
     }
 
     #[test]

@@ -295,12 +295,7 @@ fn measure_lab(l: &Lab, opts: &Options) -> Result<Vec<PathRow>, BenchError> {
 
 /// The report for people.
 pub fn render(r: &PathReport) -> String {
-    let spread = |s: Option<Spread>, d: usize| {
-        s.map_or_else(
-            || "-".into(),
-            |s| format!("{:.d$} ({:.d$}-{:.d$})", s.median, s.min, s.max),
-        )
-    };
+    use super::render::spread;
     let mut out = format!(
         "pod-to-pod, one TCP stream ({} s per test, median and range of {} repeats); RTT = ping\n\n",
         r.seconds, r.repeats

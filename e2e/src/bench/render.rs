@@ -1,7 +1,7 @@
 //! The human-readable report: a header (date, kernel, CPUs, versions, installs), one table per
 //! CPU profile, and the notes.
 
-use super::report::{ProfileReport, Report, Row, Spread};
+use super::report::{Header, ProfileReport, Report, Row, Spread};
 
 /// A text table, columns two spaces apart: the first column left-aligned, the others
 /// right-aligned (numbers) unless `all_left`.
@@ -33,7 +33,7 @@ fn table_aligned(rows: &[Vec<String>], all_left: bool) -> String {
     out
 }
 
-fn table(rows: &[Vec<String>]) -> String {
+pub(crate) fn table(rows: &[Vec<String>]) -> String {
     table_aligned(rows, false)
 }
 
@@ -41,14 +41,16 @@ fn left_table(rows: &[Vec<String>]) -> String {
     table_aligned(rows, true)
 }
 
-fn spread(s: Option<Spread>) -> String {
+/// `median (min-max)` with `d` decimals, `-` for none.
+pub(crate) fn spread(s: Option<Spread>, d: usize) -> String {
     s.map_or_else(
         || "-".into(),
-        |s| format!("{:.2} ({:.2}-{:.2})", s.median, s.min, s.max),
+        |s| format!("{:.d$} ({:.d$}-{:.d$})", s.median, s.min, s.max),
     )
 }
 
-fn median(s: Option<Spread>, decimals: usize) -> String {
+/// The median with `decimals` decimals, `-` for none.
+pub(crate) fn median(s: Option<Spread>, decimals: usize) -> String {
     s.map_or_else(|| "-".into(), |s| format!("{:.decimals$}", s.median))
 }
 
@@ -60,8 +62,8 @@ fn row_cells(r: &Row) -> Vec<String> {
     }
     vec![
         name,
-        spread(r.one_stream_gbps),
-        spread(r.four_streams_gbps),
+        spread(r.one_stream_gbps, 2),
+        spread(r.four_streams_gbps, 2),
         median(r.rtt_us, 0),
         median(r.cpu_us_per_packet, 2),
         r.ours_over_this
@@ -107,9 +109,32 @@ pub fn profile_table(p: &ProfileReport, cpus: usize) -> String {
 
 /// The whole report as text.
 pub fn render(r: &Report) -> String {
-    let h = &r.header;
+    let mut out = header("tunnel", &r.header);
+    for p in &r.profiles {
+        out.push('\n');
+        out.push_str(&profile_table(p, r.header.cpus));
+    }
+    out.push_str(&notes(&r.notes));
+    out
+}
+
+/// The notes under a report's tables, one `- ` line each (nothing if there are none).
+pub(crate) fn notes(notes: &[String]) -> String {
+    if notes.is_empty() {
+        return String::new();
+    }
+    let mut out = "\nnotes:\n".to_owned();
+    for n in notes {
+        out.push_str(&format!("- {n}\n"));
+    }
+    out
+}
+
+/// The first lines of `liqo-lab bench <bench>`'s report: when, on what, how long, with which
+/// tools and what had to be installed.
+pub(crate) fn header(bench: &str, h: &Header) -> String {
     let mut out = format!(
-        "liqo-lab bench tunnel: {}, kernel {}, {} CPUs ({}), {} repeats x {} s, tunnel MTU {}\n",
+        "liqo-lab bench {bench}: {}, kernel {}, {} CPUs ({}), {} repeats x {} s, tunnel MTU {}\n",
         h.date, h.kernel, h.cpus, h.cpu_model, h.repeats, h.seconds, h.tunnel_mtu
     );
     if !h.tools.is_empty() {
@@ -135,16 +160,6 @@ pub fn render(r: &Report) -> String {
             })
             .collect();
         out.push_str(&left_table(&rows));
-    }
-    for p in &r.profiles {
-        out.push('\n');
-        out.push_str(&profile_table(p, h.cpus));
-    }
-    if !r.notes.is_empty() {
-        out.push_str("\nnotes:\n");
-        for n in &r.notes {
-            out.push_str(&format!("- {n}\n"));
-        }
     }
     out
 }

@@ -30,41 +30,42 @@ pub async fn tunnel(opts: Options) -> Result<Report, BenchError> {
              {cpus} (use --profiles shared)"
         )));
     }
-    let date = parse::utc_date(
+    interruptible(run(opts, now(), cpus)).await
+}
+
+/// The current time, as the header shows it.
+pub(crate) fn now() -> String {
+    parse::utc_date(
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs()),
-    );
+    )
+}
+
+/// Runs `bench` until it ends or SIGINT or SIGTERM arrives; then it is dropped, and with it
+/// everything it created (the bed removes itself on drop).
+pub(crate) async fn interruptible<T>(
+    bench: impl Future<Output = Result<T, BenchError>>,
+) -> Result<T, BenchError> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| BenchError::step("watching SIGTERM", &e))?;
     tokio::select! {
-        r = run(opts, date, cpus) => r,
+        r = bench => r,
         _ = tokio::signal::ctrl_c() => Err(BenchError::Interrupted("SIGINT")),
         _ = term.recv() => Err(BenchError::Interrupted("SIGTERM")),
     }
 }
 
-async fn run(opts: Options, date: String, cpus: usize) -> Result<Report, BenchError> {
-    let prepared = {
-        let opts = opts.clone();
-        tokio::task::spawn_blocking(move || install::prepare(&opts))
-            .await
-            .map_err(|e| BenchError::step("installing the peers", &e))??
-    };
-    let (samples, load) = measure_all(&opts, &prepared).await?;
-    let profiles: Vec<ProfileReport> = opts
-        .profiles
-        .iter()
-        .map(|p| {
-            let rows = opts
-                .variants
-                .iter()
-                .map(|v| Row::new(*v, samples.get(&(*p, *v)).cloned().unwrap_or_default()))
-                .collect();
-            ProfileReport::new(*p, rows)
-        })
-        .collect();
-    let header = Header {
+/// How and on what a run was done: the machine, `opts`' numbers, the tools `prepared` found and
+/// the background load seen.
+pub(crate) fn header(
+    opts: &Options,
+    date: String,
+    cpus: usize,
+    prepared: Peers,
+    load: LoadTracker,
+) -> Header {
+    Header {
         date,
         kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_owned())
@@ -86,7 +87,33 @@ async fn run(opts: Options, date: String, cpus: usize) -> Result<Report, BenchEr
         installs: prepared.installs,
         background_load_max_pct: load.max_pct,
         background_wait_secs: load.waited.as_secs_f64(),
-    };
+    }
+}
+
+/// Finds, and unless told not to installs, what `opts` needs (on a blocking thread).
+pub(crate) async fn prepare(opts: &Options) -> Result<Peers, BenchError> {
+    let opts = opts.clone();
+    tokio::task::spawn_blocking(move || install::prepare(&opts))
+        .await
+        .map_err(|e| BenchError::step("installing the peers", &e))?
+}
+
+async fn run(opts: Options, date: String, cpus: usize) -> Result<Report, BenchError> {
+    let prepared = prepare(&opts).await?;
+    let (samples, load) = measure_all(&opts, &prepared).await?;
+    let profiles: Vec<ProfileReport> = opts
+        .profiles
+        .iter()
+        .map(|p| {
+            let rows = opts
+                .variants
+                .iter()
+                .map(|v| Row::new(*v, samples.get(&(*p, *v)).cloned().unwrap_or_default()))
+                .collect();
+            ProfileReport::new(*p, rows)
+        })
+        .collect();
+    let header = header(&opts, date, cpus, prepared, load);
     let notes = report::notes(&header, &opts.variants, &opts.profiles);
     Ok(Report {
         header,
@@ -96,6 +123,40 @@ async fn run(opts: Options, date: String, cpus: usize) -> Result<Report, BenchEr
 }
 
 type Samples = BTreeMap<(Profile, Variant), Vec<Sample>>;
+
+/// Counts the runs of a bench for its progress lines.
+pub(crate) struct Progress {
+    total: usize,
+    done: usize,
+    started: Instant,
+}
+
+impl Progress {
+    /// Nothing done yet of `total` runs.
+    pub(crate) fn new(total: usize) -> Progress {
+        Progress {
+            total,
+            done: 0,
+            started: Instant::now(),
+        }
+    }
+
+    /// One more run done: `[  3/30  1:02, ~9:18 left]`.
+    pub(crate) fn step(&mut self) -> String {
+        self.done += 1;
+        let elapsed = self.started.elapsed().as_secs();
+        let left = elapsed * (self.total.saturating_sub(self.done)) as u64 / self.done as u64;
+        format!(
+            "[{:>3}/{} {:>2}:{:02}, ~{}:{:02} left]",
+            self.done,
+            self.total,
+            elapsed / 60,
+            elapsed % 60,
+            left / 60,
+            left % 60
+        )
+    }
+}
 
 fn summary(s: &Sample) -> String {
     if let Some(e) = &s.error {
@@ -125,8 +186,7 @@ async fn measure_all(opts: &Options, peers: &Peers) -> Result<(Samples, LoadTrac
     let mut load = LoadTracker::default();
     let mut samples = Samples::new();
     let total = opts.repeats as usize * opts.profiles.len() * opts.variants.len();
-    let started = Instant::now();
-    let mut done = 0;
+    let mut progress = Progress::new(total);
     eprintln!(
         "bench: {total} runs ({} repeats x {} profiles x {} variants), {} s per iperf3 test",
         opts.repeats,
@@ -149,15 +209,9 @@ async fn measure_all(opts: &Options, peers: &Peers) -> Result<(Samples, LoadTrac
                         ..Sample::default()
                     },
                 };
-                done += 1;
-                let elapsed = started.elapsed().as_secs();
-                let left = elapsed * (total - done) as u64 / done as u64;
                 eprintln!(
-                    "[{done:>3}/{total} {:>2}:{:02}, ~{}:{:02} left] {profile} {v} #{repeat}: {}",
-                    elapsed / 60,
-                    elapsed % 60,
-                    left / 60,
-                    left % 60,
+                    "{} {profile} {v} #{repeat}: {}",
+                    progress.step(),
                     summary(&s)
                 );
                 samples.entry((profile, v)).or_default().push(s);

@@ -21,6 +21,8 @@ use super::{
 
 /// How long a variant may take to pass its first packet.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+/// Where our gateway serves `/status`, inside its gateway's namespace.
+pub(crate) const OURS_STATUS: &str = "127.0.0.1:9107";
 
 fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
     BenchError::Step {
@@ -85,7 +87,7 @@ async fn start(
                     "--config".into(),
                     keys.ours_conf(side_a).display().to_string(),
                     "--status-listen".into(),
-                    "127.0.0.1:9107".into(),
+                    OURS_STATUS.into(),
                 ],
                 vec![],
             ),
@@ -214,7 +216,7 @@ async fn ping_once(bed: &Bed, ping: &Path) -> bool {
 }
 
 /// Waits until podA reaches podB (the handshake is done), while the daemons live.
-async fn connected(bed: &Bed, peers: &Peers, leg: &mut Leg) -> Result<(), BenchError> {
+pub(crate) async fn connected(bed: &Bed, peers: &Peers, leg: &mut Leg) -> Result<(), BenchError> {
     let deadline = Instant::now() + CONNECT_TIMEOUT;
     loop {
         for d in &mut leg.daemons {

@@ -114,6 +114,35 @@ enum Bench {
     /// Pod-to-pod throughput and RTT within a node, across nodes and across clusters (pods on
     /// non-gateway nodes at both ends), with our gateway alone measured in the same run.
     Path(PathArgs),
+    /// One gateway with 1, 100 and 1,000 peers (one real, the rest without an endpoint): apply
+    /// times, rule and route counts, one TCP stream and 64-byte UDP packets/s through the real
+    /// peer, as ratios to 1 peer, and whether the targets hold.
+    Peers(PeersArgs),
+}
+
+#[derive(Args)]
+struct PeersArgs {
+    /// Interleaved repeats (medians need at least 3).
+    #[arg(long, default_value_t = bench::peers::MIN_REPEATS)]
+    repeats: u32,
+    /// Seconds per iperf3 test.
+    #[arg(long, default_value_t = 5)]
+    seconds: u32,
+    /// Peer counts of the measured gateway (comma-separated; 1 is always measured).
+    #[arg(long, value_delimiter = ',', default_values_t = bench::peers::DEFAULT_COUNTS)]
+    peers: Vec<u32>,
+    /// Install nothing; fail if a tool is missing.
+    #[arg(long)]
+    skip_install: bool,
+    /// Allow fewer than 3 repeats (smoke tests, not numbers).
+    #[arg(long)]
+    quick: bool,
+    /// Where installs are logged.
+    #[arg(long, env = "LIQO_BENCH_CACHE", default_value = bench::DEFAULT_CACHE)]
+    cache: PathBuf,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 #[derive(Args)]
@@ -365,6 +394,38 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Bench {
             what: Bench::Tunnel(args),
         } => return bench_tunnel(prefix, args).await,
+        Command::Bench {
+            what: Bench::Peers(a),
+        } => {
+            require_root()?;
+            let report = bench::peers(bench::peers::PeersOptions {
+                bench: bench::Options {
+                    prefix,
+                    repeats: a.repeats,
+                    seconds: a.seconds,
+                    variants: vec![Variant::Ours],
+                    profiles: vec![Profile::Shared],
+                    skip_install: a.skip_install,
+                    quick: a.quick,
+                    cache: a.cache,
+                },
+                counts: a.peers,
+            })
+            .await?;
+            match a.output {
+                Format::Table => print!("{}", bench::peers::render(&report)),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            }
+            // A missed target is a measurement; only failed samples are errors.
+            let failures = report.failures();
+            if !failures.is_empty() {
+                eprintln!("error: {} sample(s) failed:", failures.len());
+                for f in failures {
+                    eprintln!("  {f}");
+                }
+                return Ok(ExitCode::FAILURE);
+            }
+        }
         Command::Bench {
             what: Bench::Path(a),
         } => {
