@@ -32,7 +32,8 @@ pub(crate) use netlink_sys::protocols::{NETLINK_NETFILTER, NETLINK_ROUTE};
 /// The receive buffer asked for: room for thousands of acknowledgements.
 const WANT_RCVBUF: usize = 8 << 20;
 /// What one acknowledgement may charge to the receive buffer (its skb's true size). A capped
-/// ack is well under 1 KiB of data; the allocation around it is counted too.
+/// ack is well under 1 KiB of data, the allocation around it counted; an uncapped refusal (a
+/// kernel without `NETLINK_CAP_ACK`) echoes a request of at most a few hundred bytes.
 const ACK_CHARGE: usize = 2048;
 /// Most messages per `sendmsg`, whatever the buffer.
 const MAX_MESSAGES: usize = 2048;
@@ -84,11 +85,25 @@ impl Socket {
         let mut fd = Fd::new(protocol)?;
         fd.bind_auto()?;
         fd.connect(&SocketAddr::new(0, 0))?;
-        fd.set_ext_ack(true)?;
-        fd.set_cap_ack(true)?;
-        if protocol == NETLINK_ROUTE {
-            // Dumps honour their filters (a route dump of one table).
-            fd.set_netlink_get_strict_chk(true)?;
+        // Each option is a refinement an old kernel may lack: without it, errors lose the
+        // kernel's text, acknowledgements echo the request (so fewer fit), dumps ignore their
+        // filters (callers filter again). Worth a debug line, not a failure.
+        let options: [(&str, io::Result<()>); 3] = [
+            ("NETLINK_EXT_ACK", fd.set_ext_ack(true)),
+            ("NETLINK_CAP_ACK", fd.set_cap_ack(true)),
+            (
+                "NETLINK_GET_STRICT_CHK",
+                if protocol == NETLINK_ROUTE {
+                    fd.set_netlink_get_strict_chk(true)
+                } else {
+                    Ok(())
+                },
+            ),
+        ];
+        for (option, set) in options {
+            if let Err(e) = set {
+                tracing::debug!(option, error = %e, "netlink socket option unavailable");
+            }
         }
         if setsockopt(&fd, sockopt::RcvBufForce, &WANT_RCVBUF).is_err() {
             // Without CAP_NET_ADMIN: as much as rmem_max allows; the chunks get smaller.

@@ -120,22 +120,38 @@ impl Session {
 
     /// `nft -f`, with the generation read before and after: if exactly our commit happened in
     /// between, the next apply may diff against `rs`.
+    ///
+    /// The generation is only what makes the next apply cheaper: if it cannot be read, the
+    /// table is still replaced, and so is it next time.
     fn replace(&mut self, rs: &Ruleset) -> Result<(), Error> {
         let text = build::batch(rs)?;
         let elements = elements::of(rs)?;
-        let before = self.generation(rs)?;
+        let before = self.generation_or_log(rs);
         nft_io::run_batch(self.ns.as_ref(), rs, &text)?;
-        let after = self.generation(rs)?;
-        if after == txn::next_generation(before) {
-            self.last = Some(Last {
-                rs: rs.clone(),
-                elements,
-                genid: after,
-            });
-        } else {
-            tracing::debug!(table = %rs.table, "another nftables commit ran meanwhile; the next apply replaces the table again");
+        match (before, self.generation_or_log(rs)) {
+            (Some(before), Some(after)) if after == txn::next_generation(before) => {
+                self.last = Some(Last {
+                    rs: rs.clone(),
+                    elements,
+                    genid: after,
+                });
+            }
+            _ => {
+                tracing::debug!(table = %rs.table, "another nftables commit ran meanwhile; the next apply replaces the table again")
+            }
         }
         Ok(())
+    }
+
+    fn generation_or_log(&mut self, rs: &Ruleset) -> Option<u32> {
+        self.generation(rs)
+            .inspect_err(|e| {
+                let cause = std::error::Error::source(e)
+                    .map(ToString::to_string)
+                    .unwrap_or_default();
+                tracing::warn!(error = %e, %cause, "cannot read the nftables generation; the table is replaced whole");
+            })
+            .ok()
     }
 
     /// Sends the element transaction; `false` if the generation moved (nothing was applied).
