@@ -1,6 +1,6 @@
 //! Routes: desired state, request builders, dump parsing and the diff that reconciles a table.
 
-use std::{collections::HashMap, fmt, net::IpAddr};
+use std::{fmt, net::IpAddr};
 
 use ipnet::IpNet;
 use rtnetlink::packet_route::{
@@ -245,7 +245,7 @@ pub fn parse(msg: &RouteMessage, name_of: impl Fn(u32) -> Option<IfName>) -> Opt
 pub struct RouteDiff {
     /// Routes to delete (present, not wanted).
     pub remove: Vec<RouteSpec>,
-    /// Routes to add (wanted, not present).
+    /// Routes to add (wanted, not present), in the order they were wanted.
     pub add: Vec<RouteSpec>,
 }
 
@@ -253,39 +253,70 @@ impl RouteDiff {
     /// Compares `current` (as reported by the kernel) with `desired`: a current route that
     /// satisfies some desired route is left alone ([`RouteSpec::is_satisfied_by`]).
     ///
-    /// Routes are compared only with routes of the same destination and table (the only ones
-    /// that can satisfy each other), so thousands of routes diff in linear time.
+    /// Routes are compared only with routes of the same table and destination (the only ones
+    /// that can satisfy each other): both lists are sorted that way and walked side by side, so
+    /// thousands of routes diff in a fraction of a millisecond. `remove` keeps the order of
+    /// `current`, `add` that of `desired` (without repeats).
     pub fn new(current: &[RouteSpec], desired: &[RouteSpec]) -> RouteDiff {
-        let mut want: Vec<&RouteSpec> = desired.iter().collect();
-        want.sort_unstable();
-        want.dedup();
-        let mut wanted: HashMap<(IpNet, u32), Vec<&RouteSpec>> = HashMap::with_capacity(want.len());
-        for w in &want {
-            wanted.entry((w.dst, w.table)).or_default().push(w);
+        /// Table and destination as integers (cheap to sort), with each route's index.
+        fn keyed(routes: &[RouteSpec]) -> Vec<((u32, bool, u128, u8), usize)> {
+            let mut v: Vec<_> = routes
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let addr = match r.dst.network() {
+                        IpAddr::V4(a) => u128::from(u32::from(a)),
+                        IpAddr::V6(a) => u128::from(a),
+                    };
+                    (
+                        (r.table, r.dst.addr().is_ipv6(), addr, r.dst.prefix_len()),
+                        i,
+                    )
+                })
+                .collect();
+            v.sort_unstable();
+            v
         }
-        let mut present: HashMap<(IpNet, u32), Vec<&RouteSpec>> =
-            HashMap::with_capacity(current.len());
-        for c in current {
-            present.entry((c.dst, c.table)).or_default().push(c);
+        let (have, want) = (keyed(current), keyed(desired));
+        let (mut drop, mut missing) = (vec![false; current.len()], vec![false; desired.len()]);
+        let (mut i, mut j) = (0, 0);
+        while i < have.len() || j < want.len() {
+            let k = match (have.get(i), want.get(j)) {
+                (Some(h), Some(w)) => h.0.min(w.0),
+                (Some(h), None) => h.0,
+                (None, Some(w)) => w.0,
+                (None, None) => break,
+            };
+            let h_end = i + have[i..].partition_point(|h| h.0 == k);
+            let w_end = j + want[j..].partition_point(|w| w.0 == k);
+            let (hs, ws) = (&have[i..h_end], &want[j..w_end]);
+            for &(_, c) in hs {
+                drop[c] = !ws
+                    .iter()
+                    .any(|&(_, w)| desired[w].is_satisfied_by(&current[c]));
+            }
+            for (n, &(_, w)) in ws.iter().enumerate() {
+                // The first of equal desired routes (indices sort in order), and not there.
+                let repeat = ws[..n].iter().any(|&(_, e)| desired[e] == desired[w]);
+                missing[w] = !repeat
+                    && !hs
+                        .iter()
+                        .any(|&(_, c)| desired[w].is_satisfied_by(&current[c]));
+            }
+            (i, j) = (h_end, w_end);
         }
-        let none = Vec::new();
-        let remove: Vec<RouteSpec> = current
-            .iter()
-            .filter(|c| {
-                let same = wanted.get(&(c.dst, c.table)).unwrap_or(&none);
-                !same.iter().any(|w| w.is_satisfied_by(c))
-            })
-            .cloned()
-            .collect();
-        let add = want
-            .into_iter()
-            .filter(|w| {
-                let same = present.get(&(w.dst, w.table)).unwrap_or(&none);
-                !same.iter().any(|c| w.is_satisfied_by(c))
-            })
-            .cloned()
-            .collect();
-        RouteDiff { remove, add }
+        let pick = |routes: &[RouteSpec], flags: &[bool]| {
+            routes
+                .iter()
+                .zip(flags)
+                .filter(|(_, f)| **f)
+                .map(|(r, _)| r.clone())
+                .collect()
+        };
+        RouteDiff {
+            remove: pick(current, &drop),
+            add: pick(desired, &missing),
+        }
     }
 
     /// Nothing to do.
@@ -373,5 +404,16 @@ mod tests {
         // A device that was asked for is compared.
         let d = RouteDiff::new(&reported, &[r("10.1.0.0/16 via 1.1.1.1 dev eth1")]);
         assert_eq!((d.remove.len(), d.add.len()), (1, 1));
+        // Added once each, in the order wanted; the same prefix in another table or family
+        // is another route.
+        let want = [
+            r("10.9.0.0/16 via 1.1.1.1"),
+            r("10.1.0.0/16 via 1.1.1.1 table 7"),
+            r("10.9.0.0/16 via 1.1.1.1"),
+            r("::/0 via ::1"),
+        ];
+        let d = RouteDiff::new(&[r("0.0.0.0/0 via 1.1.1.1")], &want);
+        assert_eq!(d.add, [want[0].clone(), want[1].clone(), want[3].clone()]);
+        assert_eq!(d.remove, [r("0.0.0.0/0 via 1.1.1.1")]);
     }
 }
