@@ -198,7 +198,9 @@ impl Gateway {
         let (nat, rs) = (Arc::clone(&self.nat), plan::nat(cfg));
         let nat = async {
             let job = tokio::task::spawn_blocking(move || {
-                nat.lock().unwrap_or_else(PoisonError::into_inner).apply(&rs)
+                nat.lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .apply(&rs)
             });
             match job.await {
                 Ok(how) => Ok((how?, start.elapsed())),
