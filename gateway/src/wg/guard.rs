@@ -5,8 +5,8 @@
 //! the receive path checks each handshake message cheaply and hands the admitted ones to a
 //! thread of their own ([`super::handshake`]):
 //! 1. mac1 must be valid (only someone who knows our public key can make one);
-//! 2. past [`Load::limit`] handshake messages in one second the device is *under load*: a
-//!    message must then also carry a valid mac2, which proves its sender receives at its source
+//! 2. past [`LOAD_LIMIT`] handshake messages in one second the device is *under load* (until a
+//!    whole second stays below it): a message must then also carry a valid mac2, which proves its sender receives at its source
 //!    address (it answered our cookie reply), and
 //! 3. each source address (an IPv6 /64 counts as one) gets a token bucket of
 //!    [`PER_SOURCE_RATE`] per second, [`PER_SOURCE_BURST`] at once, while under load: one
@@ -74,12 +74,15 @@ fn cost(rate: u64) -> u64 {
     NANOS / rate.max(1)
 }
 
-/// Counts handshake messages per one-second window; past the limit the device is under load.
+/// Counts handshake messages per one-second window; past the limit the device is under load,
+/// and stays so until a whole second passed without going over it (as the kernel does): a
+/// flood does not get a fresh allowance of unchecked handshakes every second.
 #[derive(Debug, Clone)]
 pub struct Load {
     limit: u64,
     count: u64,
     window: Instant,
+    last_over: Option<Instant>,
 }
 
 impl Load {
@@ -89,6 +92,7 @@ impl Load {
             limit,
             count: 0,
             window: now,
+            last_over: None,
         }
     }
 
@@ -99,7 +103,12 @@ impl Load {
             self.count = 0;
         }
         self.count += 1;
-        self.count > self.limit
+        if self.count > self.limit {
+            self.last_over = Some(now);
+            return true;
+        }
+        self.last_over
+            .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(1))
     }
 }
 
@@ -215,7 +224,11 @@ mod tests {
         let mut l = Load::new(3, t0);
         assert!(!l.observe(t0) && !l.observe(t0) && !l.observe(t0));
         assert!(l.observe(ms(t0, 10)));
-        assert!(!l.observe(ms(t0, 1_001)), "a new window");
+        assert!(
+            l.observe(ms(t0, 1_001)),
+            "a new window, but over the limit less than a second ago"
+        );
+        assert!(!l.observe(ms(t0, 2_011)), "a quiet second ends the load");
     }
 
     #[test]
