@@ -113,7 +113,7 @@ impl Ack {
 }
 
 /// Attributes `(type, value)` of `b`, stopping at the first malformed one.
-fn attributes(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+pub(crate) fn attributes(mut b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
     std::iter::from_fn(move || {
         if b.len() < 4 {
             return None;

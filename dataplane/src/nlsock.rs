@@ -230,13 +230,14 @@ impl Socket {
         Ok(answers)
     }
 
-    /// A dump: sends the request that `build` makes for a sequence number and returns every
-    /// message of the answer (without the final `NLMSG_DONE`). A dump interrupted by a
-    /// concurrent change is retried.
-    pub(crate) fn dump(&mut self, build: impl Fn(u32) -> Vec<u8>) -> io::Result<Vec<Reply>> {
+    /// A dump: sends the request that `build` makes for a sequence number and returns the
+    /// datagrams of the answer, whole (callers take the messages of the type they dumped: a
+    /// datagram may end with the `NLMSG_DONE`). A dump interrupted by a concurrent change is
+    /// retried.
+    pub(crate) fn dump(&mut self, build: impl Fn(u32) -> Vec<u8>) -> io::Result<Vec<Vec<u8>>> {
         for _ in 1..DUMP_TRIES {
-            if let Some(msgs) = self.dump_once(&build)? {
-                return Ok(msgs);
+            if let Some(datagrams) = self.dump_once(&build)? {
+                return Ok(datagrams);
             }
         }
         self.dump_once(&build)?.ok_or_else(|| {
@@ -245,17 +246,19 @@ impl Socket {
     }
 
     /// `None` if the dump was interrupted.
-    fn dump_once(&mut self, build: &impl Fn(u32) -> Vec<u8>) -> io::Result<Option<Vec<Reply>>> {
+    fn dump_once(&mut self, build: &impl Fn(u32) -> Vec<u8>) -> io::Result<Option<Vec<Vec<u8>>>> {
         let seq = self.reserve(1);
         self.send(&build(seq))?;
         let mut out = Vec::new();
         let mut interrupted = false;
         loop {
             let datagram = self.recv(true)?.unwrap_or_default();
+            let mut ours = false;
             for m in batch::messages(datagram).map_err(io::Error::other)? {
                 if m.seq != seq {
                     continue;
                 }
+                ours = true;
                 interrupted |= m.flags & NLM_F_DUMP_INTR != 0;
                 match m.ty {
                     NLMSG_DONE => {
@@ -263,18 +266,18 @@ impl Socket {
                         if errno != 0 {
                             return Err(io::Error::from_raw_os_error(errno));
                         }
+                        out.push(datagram.to_vec());
                         return Ok((!interrupted).then_some(out));
                     }
                     NLMSG_ERROR => {
                         let ack = batch::ack(&m).map_err(io::Error::other)?;
                         return Err(ack.io_error());
                     }
-                    ty => out.push(Reply {
-                        ty,
-                        seq,
-                        bytes: m.bytes.to_vec(),
-                    }),
+                    _ => {}
                 }
+            }
+            if ours {
+                out.push(datagram.to_vec());
             }
         }
     }

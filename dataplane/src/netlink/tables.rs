@@ -15,7 +15,6 @@ use netlink_packet_core::{NetlinkMessage, NetlinkPayload};
 use rtnetlink::packet_route::{
     RouteNetlinkMessage,
     link::{LinkAttribute, LinkMessage},
-    route::{RouteAttribute, RouteHeader, RouteMessage},
 };
 
 use super::{Error, Netlink};
@@ -140,19 +139,6 @@ fn reconcile_rules(
     Ok((missing.len(), stale.len()))
 }
 
-/// `ip route show table TABLE`: a dump the kernel filters to one table (the socket has strict
-/// checking on; both IP families).
-pub(crate) fn table_dump(table: u32) -> Request {
-    let mut msg = RouteMessage::default();
-    msg.header.table = u8::try_from(table).unwrap_or(RouteHeader::RT_TABLE_UNSPEC);
-    msg.attributes.push(RouteAttribute::Table(table));
-    Request::new(
-        RouteNetlinkMessage::GetRoute(msg),
-        Mode::Dump,
-        format!("list routes of table {table}"),
-    )
-}
-
 /// The link named `name` (one `RTM_GETLINK`, no dump).
 pub(crate) fn link_named(name: &IfName) -> Request {
     let mut msg = LinkMessage::default();
@@ -240,27 +226,37 @@ impl Links {
 
     /// The unicast routes of `table`, their devices named.
     fn routes(&mut self, s: &mut Socket, table: u32) -> Result<Vec<RouteSpec>, Error> {
-        let msgs: Vec<RouteMessage> = dump(s, &table_dump(table))?
-            .into_iter()
-            .filter_map(|m| match m {
-                RouteNetlinkMessage::NewRoute(r) => Some(r),
-                _ => None,
-            })
-            .collect();
-        let unknown: BTreeSet<u32> = msgs
-            .iter()
-            .flat_map(|m| &m.attributes)
-            .filter_map(|a| match a {
-                RouteAttribute::Oif(i) if !self.by_index.contains_key(i) => Some(*i),
-                _ => None,
-            })
-            .collect();
+        let datagrams = dump_raw(s, &route::dump(table))?;
+        let payloads = || {
+            datagrams
+                .iter()
+                // Split once already, when they were received: they cannot be malformed.
+                .flat_map(|d| batch::messages(d).unwrap_or_default())
+                .filter(|m| m.ty == route::RTM_NEWROUTE)
+                .map(|m| &m.bytes[batch::HDR_LEN..])
+        };
+        let parse_all = |links: &Links, unknown: &mut BTreeSet<u32>| -> Vec<RouteSpec> {
+            payloads()
+                .filter_map(|p| {
+                    route::parse(p, |i| {
+                        let name = links.by_index.get(&i).cloned();
+                        if name.is_none() {
+                            unknown.insert(i);
+                        }
+                        name
+                    })
+                })
+                .filter(|r| r.table == table)
+                .collect()
+        };
+        let mut unknown = BTreeSet::new();
+        let routes = parse_all(self, &mut unknown);
+        if unknown.is_empty() {
+            return Ok(routes);
+        }
+        // Devices not asked for: named, then the routes read again.
         self.learn_indices(s, unknown)?;
-        Ok(msgs
-            .iter()
-            .filter_map(|m| route::parse(m, |i| self.by_index.get(&i).cloned()))
-            .filter(|r| r.table == table)
-            .collect())
+        Ok(parse_all(self, &mut BTreeSet::new()))
     }
 }
 
@@ -278,8 +274,8 @@ fn parse(bytes: &[u8]) -> Result<RouteNetlinkMessage, Error> {
     }
 }
 
-/// One dump, its messages parsed.
-fn dump(s: &mut Socket, req: &Request) -> Result<Vec<RouteNetlinkMessage>, Error> {
+/// One dump, its datagrams whole.
+fn dump_raw(s: &mut Socket, req: &Request) -> Result<Vec<Vec<u8>>, Error> {
     let build = |seq| {
         batch::frame(std::slice::from_ref(req), seq, 1, usize::MAX)
             .into_iter()
@@ -287,11 +283,26 @@ fn dump(s: &mut Socket, req: &Request) -> Result<Vec<RouteNetlinkMessage>, Error
             .map(|c| c.bytes)
             .unwrap_or_default()
     };
-    let replies = s.dump(build).map_err(|source| Error::Io {
+    s.dump(build).map_err(|source| Error::Io {
         what: req.what.clone(),
         source,
-    })?;
-    replies.iter().map(|r| parse(&r.bytes)).collect()
+    })
+}
+
+/// One dump, its messages parsed.
+fn dump(s: &mut Socket, req: &Request) -> Result<Vec<RouteNetlinkMessage>, Error> {
+    let datagrams = dump_raw(s, req)?;
+    let mut out = Vec::new();
+    for d in &datagrams {
+        let msgs = batch::messages(d).map_err(|e| Error::Io {
+            what: req.what.clone(),
+            source: io::Error::new(io::ErrorKind::InvalidData, e),
+        })?;
+        for m in msgs.iter().filter(|m| m.ty >= 16) {
+            out.push(parse(m.bytes)?);
+        }
+    }
+    Ok(out)
 }
 
 /// Sends `reqs` in chunks and gathers every answer; returns the first sequence number too.
