@@ -13,7 +13,7 @@
 //!   of both fields as its key, their last addresses as its key end, and as value an interval
 //!   (first and last address).
 
-use std::{collections::BTreeSet, fmt, net::IpAddr};
+use std::{cmp::Ordering, fmt, net::IpAddr};
 
 use ipnet::IpNet;
 
@@ -93,11 +93,18 @@ impl fmt::Display for Elem {
 }
 
 /// The rbtree elements of one prefix: its start (with `value`) and its end.
-fn interval(net: IpNet, value: Option<IpNet>, out: &mut BTreeSet<Elem>) {
+fn interval(net: IpNet, value: Option<IpNet>, out: &mut Vec<Elem>) {
     if after(net.broadcast()).is_some() {
-        out.insert(Elem::new(Kind::End { net }));
+        out.push(Elem::new(Kind::End { net }));
     }
-    out.insert(Elem::new(Kind::Start { net, value }));
+    out.push(Elem::new(Kind::Start { net, value }));
+}
+
+/// `elems` in order, once each.
+fn sorted(mut elems: Vec<Elem>) -> Vec<Elem> {
+    elems.sort_unstable();
+    elems.dedup();
+    elems
 }
 
 /// The elements of one named set or map.
@@ -109,7 +116,8 @@ struct Named {
     zero_end: Option<usize>,
     /// Whether an entry starts at address 0 (then nft adds none).
     starts_at_zero: bool,
-    elems: BTreeSet<Elem>,
+    /// In order, once each.
+    elems: Vec<Elem>,
 }
 
 /// The kernel elements of every set and map of a ruleset (sets, maps, then pair maps).
@@ -133,7 +141,7 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
     let t = &rs.table;
     let mut out = Vec::new();
     for s in &rs.sets {
-        let mut elems = BTreeSet::new();
+        let mut elems = Vec::new();
         for p in &s.prefixes {
             build::check_set_prefix(t, s, p)?;
             interval(*p, None, &mut elems);
@@ -143,11 +151,11 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
             kind: "set",
             zero_end: Some(width(s.addr)),
             starts_at_zero: s.prefixes.iter().any(at_zero),
-            elems,
+            elems: sorted(elems),
         });
     }
     for m in &rs.maps {
-        let mut elems = BTreeSet::new();
+        let mut elems = Vec::new();
         for (from, to) in &m.entries {
             build::check_map_entry(t, m, from, to)?;
             interval(*from, Some(*to), &mut elems);
@@ -157,14 +165,14 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
             kind: "map",
             zero_end: Some(width(m.addr)),
             starts_at_zero: m.entries.iter().any(|(f, _)| at_zero(f)),
-            elems,
+            elems: sorted(elems),
         });
     }
     for m in &rs.pair_maps {
-        let mut elems = BTreeSet::new();
+        let mut elems = Vec::new();
         for ((a, b), value) in &m.entries {
             build::check_pair_entry(t, m, (a, b), value)?;
-            elems.insert(Elem::new(Kind::Pair {
+            elems.push(Elem::new(Kind::Pair {
                 a: *a,
                 b: *b,
                 value: *value,
@@ -175,7 +183,7 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
             kind: "map",
             zero_end: None,
             starts_at_zero: false,
-            elems,
+            elems: sorted(elems),
         });
     }
     Ok(Elements(out))
@@ -215,13 +223,29 @@ impl SetDiff {
     }
 }
 
+/// The elements of sorted `a` not in sorted `b`, in order.
+fn minus(a: &[Elem], b: &[Elem]) -> Vec<Elem> {
+    let mut out = Vec::new();
+    let mut rest = b;
+    for e in a {
+        while let Some((first, tail)) = rest.split_first()
+            && first < e
+        {
+            rest = tail;
+        }
+        if rest.first().map(|f| f.cmp(e)) != Some(Ordering::Equal) {
+            out.push(*e);
+        }
+    }
+    out
+}
+
 /// The element changes from `prev` to `next` (of rulesets that [`only_elements_differ`]); sets
 /// and maps with no change are left out.
 pub(crate) fn diff(prev: &Elements, next: &Elements) -> Vec<SetDiff> {
     let mut out = Vec::new();
     for (p, n) in prev.0.iter().zip(&next.0) {
-        let del: Vec<Elem> = p.elems.difference(&n.elems).copied().collect();
-        let mut add: Vec<Elem> = n.elems.difference(&p.elems).copied().collect();
+        let (del, mut add) = (minus(&p.elems, &n.elems), minus(&n.elems, &p.elems));
         if let Some(width) = n.zero_end
             && p.elems.is_empty()
             && !n.elems.is_empty()
