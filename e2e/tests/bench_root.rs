@@ -178,6 +178,13 @@ fn quick_peers_bench_has_every_figure_for_every_count_and_cleans_up() {
             assert!(beyond_one.iter().all(|m| r.median(*m).is_none()), "{r:?}");
         }
         let s = &r.samples[0];
+        let applies = [s.full_apply, s.add_one, s.remove_one, s.back_to_one];
+        for a in applies.iter().flatten() {
+            assert!(
+                a.micros.is_some(),
+                "the gateway's own apply time is read: {s:?}"
+            );
+        }
         assert!(
             s.udp_sent_pps.unwrap() >= s.udp_pps.unwrap(),
             "more delivered than sent: {s:?}"

@@ -302,8 +302,8 @@ fn notes(h: &Header, udp: UdpLoad, samples: &BTreeMap<u32, Vec<Sample>>) -> Vec<
             h.repeats
         ),
         "Apply times: gwA's configuration file is rewritten (a new file renamed over it) and \
-         the time is the one the gateway reports for running that text (reload.applied.micros \
-         of its /status). full apply: 1 peer -> N; +1 peer and -1 peer: N -> N+1 -> N; back \
+         the time is the one the gateway reports for applying that text (reload.applied.micros \
+         of its /status: the apply alone, not reading and validating the file). full apply: 1 peer -> N; +1 peer and -1 peer: N -> N+1 -> N; back \
          to 1: N -> 1 peer."
             .into(),
     ];
