@@ -9,7 +9,8 @@ use std::{collections::HashMap, fmt};
 use ipnet::IpNet;
 
 use super::{
-    AddrType, ChainKind, Expr, Family, Field, Hook, Ident, Map, PairMap, Policy, Ruleset, Set,
+    AddrType, ChainKind, Expr, Family, Field, Hook, Ident, Policy, Ruleset,
+    check::{addr_type, check_map_entry, check_pair_entry, check_set_prefix},
 };
 
 /// A ruleset that cannot be built, naming the offending part.
@@ -77,14 +78,6 @@ pub enum BuildError {
     },
 }
 
-fn addr_type(net: &IpNet) -> AddrType {
-    if net.addr().is_ipv4() {
-        AddrType::V4
-    } else {
-        AddrType::V6
-    }
-}
-
 fn type_name(t: AddrType) -> &'static str {
     match t {
         AddrType::V4 => "ipv4_addr",
@@ -120,80 +113,6 @@ fn elements(items: &[String]) -> String {
     } else {
         format!(" elements = {{ {} }};", items.join(", "))
     }
-}
-
-/// Whether `p` fits the set `s` of `table`.
-pub(crate) fn check_set_prefix(table: &Ident, s: &Set, p: &IpNet) -> Result<(), BuildError> {
-    if addr_type(p) != s.addr || *p != p.trunc() {
-        return Err(BuildError::BadElement {
-            table: table.clone(),
-            what: "set",
-            name: s.name.clone(),
-            elem: p.to_string(),
-            problem: if addr_type(p) != s.addr {
-                "wrong IP version"
-            } else {
-                "host bits set"
-            },
-        });
-    }
-    Ok(())
-}
-
-/// Whether `from : to` fits the map `m` of `table`.
-pub(crate) fn check_map_entry(
-    table: &Ident,
-    m: &Map,
-    from: &IpNet,
-    to: &IpNet,
-) -> Result<(), BuildError> {
-    let bad = |problem| BuildError::BadElement {
-        table: table.clone(),
-        what: "map",
-        name: m.name.clone(),
-        elem: format!("{from} : {to}"),
-        problem,
-    };
-    if addr_type(from) != m.addr || addr_type(to) != m.addr {
-        return Err(bad("wrong IP version"));
-    }
-    if *from != from.trunc() || *to != to.trunc() {
-        return Err(bad("host bits set"));
-    }
-    if from.prefix_len() != to.prefix_len() {
-        return Err(bad(
-            "prefix lengths differ; a prefix translation keeps host bits",
-        ));
-    }
-    Ok(())
-}
-
-/// Whether `a . b : to` fits the pair map `m` of `table`.
-pub(crate) fn check_pair_entry(
-    table: &Ident,
-    m: &PairMap,
-    (a, b): (&IpNet, &IpNet),
-    to: &IpNet,
-) -> Result<(), BuildError> {
-    let bad = |problem| BuildError::BadElement {
-        table: table.clone(),
-        what: "map",
-        name: m.name.clone(),
-        elem: format!("{a} . {b} : {to}"),
-        problem,
-    };
-    if [a, b, to].iter().any(|n| addr_type(n) != m.addr) {
-        return Err(bad("wrong IP version"));
-    }
-    if [a, b, to].iter().any(|n| **n != n.trunc()) {
-        return Err(bad("host bits set"));
-    }
-    if b.prefix_len() != to.prefix_len() {
-        return Err(bad(
-            "prefix lengths differ; a prefix translation keeps host bits",
-        ));
-    }
-    Ok(())
 }
 
 /// The batch replacing the whole table with `rs`: create-if-missing, delete, recreate, fill.

@@ -17,10 +17,7 @@ use std::{cmp::Ordering, fmt, net::IpAddr};
 
 use ipnet::IpNet;
 
-use super::{
-    AddrType, Ident, Ruleset,
-    build::{self, BuildError},
-};
+use super::{AddrType, Ident, Ruleset, build::BuildError, check};
 
 /// One kernel element. Elements sort as nft sends them, by key and an end element before a
 /// start element of the same key (adjacent intervals): the kernel checks overlaps in that order.
@@ -135,7 +132,7 @@ fn at_zero(n: &IpNet) -> bool {
     num(n.network()) == 0
 }
 
-/// The elements of `rs`, each entry checked as [`build::batch`] checks it (the rest of the
+/// The elements of `rs`, each entry checked as [`super::build::batch`] checks it (the rest of the
 /// ruleset is not: callers use this for rulesets whose structure was applied already).
 pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
     let t = &rs.table;
@@ -143,7 +140,7 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
     for s in &rs.sets {
         let mut elems = Vec::new();
         for p in &s.prefixes {
-            build::check_set_prefix(t, s, p)?;
+            check::check_set_prefix(t, s, p)?;
             interval(*p, None, &mut elems);
         }
         out.push(Named {
@@ -157,7 +154,7 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
     for m in &rs.maps {
         let mut elems = Vec::new();
         for (from, to) in &m.entries {
-            build::check_map_entry(t, m, from, to)?;
+            check::check_map_entry(t, m, from, to)?;
             interval(*from, Some(*to), &mut elems);
         }
         out.push(Named {
@@ -171,7 +168,7 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
     for m in &rs.pair_maps {
         let mut elems = Vec::new();
         for ((a, b), value) in &m.entries {
-            build::check_pair_entry(t, m, (a, b), value)?;
+            check::check_pair_entry(t, m, (a, b), value)?;
             elems.push(Elem::new(Kind::Pair {
                 a: *a,
                 b: *b,

@@ -12,6 +12,7 @@
 //! table otherwise.
 
 pub mod build;
+mod check;
 mod elements;
 mod io;
 mod session;
