@@ -6,8 +6,8 @@
 //!
 //! Single requests go through the rtnetlink crate, one round trip each. Whole tables and the
 //! rules ([`Netlink::reconcile_table`], [`Netlink::reconcile_rules`]) are read with one dump and
-//! changed with one batch: many messages per `sendmsg` on a second socket ([`crate::nlsock`]),
-//! their acknowledgements read in bulk ([`tables`]).
+//! changed with one batch: many messages per `sendmsg` on a second socket (`nlsock`),
+//! their acknowledgements read in bulk (`tables`).
 
 mod tables;
 
@@ -128,8 +128,8 @@ impl Netlink {
         })
     }
 
-    /// Sends one request and collects the messages of the answer. The single place where
-    /// requests reach the kernel.
+    /// Sends one request and collects the messages of the answer: the one place where single
+    /// requests reach the kernel (batches go through the batch socket, `netlink::tables`).
     pub async fn execute(&self, req: Request) -> Result<Vec<RouteNetlinkMessage>, Error> {
         tracing::trace!(what = %req.what, "netlink");
         let mut msg = NetlinkMessage::from(req.message);

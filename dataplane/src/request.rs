@@ -2,7 +2,8 @@
 //!
 //! Builders in [`crate::link`], [`crate::addr`], [`crate::route`], [`crate::rule`] and
 //! [`crate::neigh`] return [`Request`]s without touching the kernel, so they are unit-tested
-//! without root; [`crate::netlink::Netlink::execute`] is the one place that sends them.
+//! without root; [`crate::netlink::Netlink::execute`] sends one at a time, and the reconciles of
+//! [`crate::netlink::Netlink`] send many per `sendmsg` (framed by `crate::batch`).
 
 use rtnetlink::{
     packet_core::{

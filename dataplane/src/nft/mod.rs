@@ -8,7 +8,7 @@
 //!
 //! A [`Session`] remembers what it applied: when only set and map elements change (peers come
 //! and go), it sends just those elements as one nf_tables transaction over nfnetlink
-//! (`elements` and `transaction`: pure; [`crate::nlsock`]: the socket), and replaces the whole
+//! (`elements` and `transaction`: pure; `nlsock`: the socket), and replaces the whole
 //! table otherwise.
 
 pub mod build;
