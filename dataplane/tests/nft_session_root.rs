@@ -168,6 +168,11 @@ async fn element_changes_list_like_a_fresh_apply() {
             added: 7
         }
     );
+    // The same entries in another order: nothing to send.
+    let mut reordered = more.clone();
+    reordered.pair_maps[0].entries.reverse();
+    assert_eq!(s.apply(&reordered).unwrap(), Applied::Unchanged);
+    assert_eq!(s.apply(&more).unwrap(), Applied::Unchanged);
     // One goes, one changes its value, one comes; the plain map's value changes; the set moves.
     let changed = ruleset(
         &[

@@ -81,32 +81,43 @@ impl Session {
     pub fn apply(&mut self, rs: &Ruleset) -> Result<Applied, Error> {
         // Each way validates before it sends anything: the elements here (the rest is the
         // last ruleset's, validated when it was applied), the whole ruleset in a replacement.
-        if let Some(last) = self.last.take()
-            && elements::only_elements_differ(&last.rs, rs)
-        {
-            let elements = elements::of(rs)?;
-            let diffs = elements::diff(&last.elements, &elements);
-            if elements::cheaper_to_replace(&last.elements, &elements, &diffs) {
-                tracing::debug!(table = %rs.table, "many elements go: replacing the table instead");
-            } else if diffs.is_empty() {
+        if let Some(last) = self.last.take() {
+            if last.rs == *rs {
+                // The same ruleset again (the resync): one request says whether it still holds.
                 if self.generation(rs)? == last.genid {
                     self.last = Some(last);
                     return Ok(Applied::Unchanged);
                 }
                 tracing::info!(table = %rs.table, "nftables changed behind our back; replacing the table");
-            } else if self.commit(rs, &diffs, last.genid)? {
-                let (removed, added) = diffs.iter().fold((0, 0), |(r, a), d| {
-                    let (dr, da) = d.counts();
-                    (r + dr, a + da)
-                });
-                self.last = Some(Last {
-                    rs: rs.clone(),
-                    elements,
-                    genid: txn::next_generation(last.genid),
-                });
-                return Ok(Applied::Elements { removed, added });
-            } else {
-                tracing::info!(table = %rs.table, "nftables changed behind our back; replacing the table");
+            } else if elements::only_elements_differ(&last.rs, rs) {
+                let elements = elements::of(rs)?;
+                let diffs = elements::diff(&last.elements, &elements);
+                if elements::cheaper_to_replace(&last.elements, &elements, &diffs) {
+                    tracing::debug!(table = %rs.table, "many elements go: replacing the table instead");
+                } else if diffs.is_empty() {
+                    // The same entries in another order: nothing to send, if nothing changed.
+                    if self.generation(rs)? == last.genid {
+                        self.last = Some(Last {
+                            rs: rs.clone(),
+                            ..last
+                        });
+                        return Ok(Applied::Unchanged);
+                    }
+                    tracing::info!(table = %rs.table, "nftables changed behind our back; replacing the table");
+                } else if self.commit(rs, &diffs, last.genid)? {
+                    let (removed, added) = diffs.iter().fold((0, 0), |(r, a), d| {
+                        let (dr, da) = d.counts();
+                        (r + dr, a + da)
+                    });
+                    self.last = Some(Last {
+                        rs: rs.clone(),
+                        elements,
+                        genid: txn::next_generation(last.genid),
+                    });
+                    return Ok(Applied::Elements { removed, added });
+                } else {
+                    tracing::info!(table = %rs.table, "nftables changed behind our back; replacing the table");
+                }
             }
         }
         self.replace(rs)?;
