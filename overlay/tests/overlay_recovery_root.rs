@@ -300,7 +300,7 @@ fn unusual() -> Vec<Case> {
         (
             "this node alone, as its own gateway",
             "node: n1\ngateway: n1\nremoteCIDRs: [10.71.0.0/16]\nunderlayInterface: eth0\nnodes:\n  - {name: n1, address: 172.18.0.2, podCIDR: 10.200.1.0/24}\n".into(),
-            Expect::Applied(&["from 10.71.0.0/16 lookup 18952"]),
+            Expect::Applied(&["iif liqo.host"]),
         ),
         (
             "the gateway moves to another node",
@@ -311,7 +311,7 @@ fn unusual() -> Vec<Case> {
             "the gateway moves here",
             g.replace("gateway: n0", "gateway: n1"),
             Expect::Applied(&[
-                "from 10.71.0.0/16 lookup 18952",
+                "iif liqo.host",
                 "10.200.0.0/24 via 240.18.0.1 dev liqo.vxlan",
             ]),
         ),
@@ -373,7 +373,8 @@ fn unusual() -> Vec<Case> {
                 &format!("remoteCIDRs: [10.71.0.0/16, {}]", many.join(", ")),
             ),
             Expect::Applied(&[
-                "to 10.80.63.0/24 lookup 18952",
+                "from all lookup 18952",
+                "10.80.63.0/24 via 240.18.0.1",
                 "10.80.0.0/24 via 240.18.0.1",
             ]),
         ),

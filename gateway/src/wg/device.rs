@@ -201,7 +201,6 @@ impl Device {
             let r = peer
                 .tunn
                 .lock()
-                .unwrap_or_else(|p| p.into_inner())
                 .format_handshake_initiation(&mut out, false);
             if let TunnResult::WriteToNetwork(init) = r {
                 self.send(peer, init);
@@ -261,7 +260,11 @@ impl Device {
             .by_id
             .values()
             .map(|p| {
-                let (age, ..) = p.tunn.lock().unwrap_or_else(|e| e.into_inner()).stats();
+                // A session never made has never handshaken.
+                let age = p.tunn.started().and_then(|t| {
+                    let (age, ..) = t.lock().unwrap_or_else(|e| e.into_inner()).stats();
+                    age
+                });
                 let s = &p.stats;
                 PeerStatus {
                     id: p.cfg.id.clone(),

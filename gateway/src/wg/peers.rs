@@ -5,14 +5,17 @@ use std::{
     collections::{BTreeMap, HashMap},
     net::{Ipv4Addr, SocketAddr},
     sync::{
-        Arc, Mutex, RwLock,
+        Arc, Mutex, MutexGuard, OnceLock, RwLock,
         atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
     },
 };
 
 use boringtun::noise::{Tunn, rate_limiter::RateLimiter};
 
-use crate::{config, keys::PrivateKey};
+use crate::{
+    config,
+    keys::{PrivateKey, PublicKey},
+};
 
 /// Counters of one peer.
 #[derive(Debug, Default)]
@@ -31,6 +34,44 @@ pub struct Stats {
     pub rejected: AtomicU64,
 }
 
+/// A peer's protocol state, made on first use: building a `Tunn` costs a key exchange (the
+/// static-static X25519), and a hub's peers without an endpoint may never call; a thousand of
+/// them would otherwise cost ~50 ms of every apply that adds them.
+pub struct Session {
+    cell: OnceLock<Mutex<Tunn>>,
+    key: PrivateKey,
+    peer: PublicKey,
+    keepalive: Option<u16>,
+    index: u32,
+    limiter: Arc<RateLimiter>,
+}
+
+impl Session {
+    /// The state, made now if it was not yet.
+    pub fn get(&self) -> &Mutex<Tunn> {
+        self.cell.get_or_init(|| {
+            Mutex::new(Tunn::new(
+                self.key.secret(),
+                crate::keys::x25519(&self.peer),
+                None,
+                self.keepalive,
+                self.index,
+                Some(Arc::clone(&self.limiter)),
+            ))
+        })
+    }
+
+    /// The state, if it was made.
+    pub fn started(&self) -> Option<&Mutex<Tunn>> {
+        self.cell.get()
+    }
+
+    /// The state, locked (made now if it was not yet).
+    pub fn lock(&self) -> MutexGuard<'_, Tunn> {
+        self.get().lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 /// One peer of the device.
 pub struct Peer {
     /// Its configuration.
@@ -38,7 +79,7 @@ pub struct Peer {
     /// Our receiver index for it (boringtun shifts it left by 8).
     pub index: u32,
     /// The protocol state (shared with the entry that replaces this one on reconfiguration).
-    pub tunn: Arc<Mutex<Tunn>>,
+    pub tunn: Arc<Session>,
     /// Where to send: configured, or learned from its last authenticated packet (shared with
     /// the entry that replaces this one, unless the new configuration sets an endpoint).
     pub endpoint: Arc<RwLock<Option<SocketAddr>>>,
@@ -56,20 +97,19 @@ impl Peer {
         index: u32,
         limiter: &Arc<RateLimiter>,
     ) -> Peer {
-        let keepalive = (cfg.keepalive > 0).then_some(cfg.keepalive);
-        let tunn = Tunn::new(
-            key.secret(),
-            crate::keys::x25519(&cfg.public_key),
-            None,
-            keepalive,
+        let tunn = Session {
+            cell: OnceLock::new(),
+            key: key.clone(),
+            peer: cfg.public_key,
+            keepalive: (cfg.keepalive > 0).then_some(cfg.keepalive),
             index,
-            Some(Arc::clone(limiter)),
-        );
+            limiter: Arc::clone(limiter),
+        };
         Peer {
             endpoint: Arc::new(RwLock::new(cfg.endpoint)),
             cfg,
             index,
-            tunn: Arc::new(Mutex::new(tunn)),
+            tunn: Arc::new(tunn),
             stats: Arc::default(),
             expired: Arc::default(),
         }

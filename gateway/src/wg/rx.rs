@@ -179,7 +179,7 @@ impl Device {
         coalescer: &mut Coalescer,
         write: &mut impl FnMut(&[u8]),
     ) {
-        let mut tunn = peer.tunn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tunn = peer.tunn.lock();
         let mut first = true;
         loop {
             let r = if first {

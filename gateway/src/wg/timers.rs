@@ -22,7 +22,7 @@ impl Device {
                 if peer.endpoint().is_none() {
                     continue;
                 }
-                let mut tunn = peer.tunn.lock().unwrap_or_else(|p| p.into_inner());
+                let mut tunn = peer.tunn.lock();
                 let r = tracing::dispatcher::with_default(&quiet, || tunn.update_timers(&mut out));
                 let expired = matches!(r, TunnResult::Err(WireGuardError::ConnectionExpired));
                 if expired != peer.expired.swap(expired, Ordering::Relaxed) {

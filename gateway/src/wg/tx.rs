@@ -134,7 +134,7 @@ impl Device {
     }
 
     fn encrypt_and_send(&self, peer: &Peer, h: &VirtioNetHdr, pkt: &mut [u8], out: &mut [u8]) {
-        let mut tunn = peer.tunn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tunn = peer.tunn.lock();
         // The batch: `pos` bytes of `count` packets, all `seg` long; `short` once a shorter one
         // (which must be last) was added.
         let (mut pos, mut seg, mut count, mut short) = (0usize, 0usize, 0u64, false);

@@ -88,7 +88,7 @@ pub async fn remote(s: &mut Spaces, prefix: &str, gateway_node: &Netns) {
     let remote = add(s, format!("{prefix}-remote")).await;
     wire(
         gateway_node,
-        "gw0",
+        "liqo.host", // the gateway's host-side link, which the overlay expects (gatewayInterface)
         "169.254.1.1/30",
         None,
         &remote,
