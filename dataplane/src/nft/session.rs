@@ -83,8 +83,9 @@ impl Session {
         // last ruleset's, validated when it was applied), the whole ruleset in a replacement.
         if let Some(last) = self.last.take() {
             if last.rs == *rs {
-                // The same ruleset again (the resync): one request says whether it still holds.
-                if self.generation(rs)? == last.genid {
+                // The same ruleset again (the resync): one request says whether it still holds
+                // (if it cannot be read, the table is replaced: the apply still converges).
+                if self.generation_or_log(rs) == Some(last.genid) {
                     self.last = Some(last);
                     return Ok(Applied::Unchanged);
                 }
@@ -96,7 +97,7 @@ impl Session {
                     tracing::debug!(table = %rs.table, "many elements go: replacing the table instead");
                 } else if diffs.is_empty() {
                     // The same entries in another order: nothing to send, if nothing changed.
-                    if self.generation(rs)? == last.genid {
+                    if self.generation_or_log(rs) == Some(last.genid) {
                         self.last = Some(Last {
                             rs: rs.clone(),
                             ..last
@@ -104,19 +105,34 @@ impl Session {
                         return Ok(Applied::Unchanged);
                     }
                     tracing::info!(table = %rs.table, "nftables changed behind our back; replacing the table");
-                } else if self.commit(rs, &diffs, last.genid)? {
-                    let (removed, added) = diffs.iter().fold((0, 0), |(r, a), d| {
-                        let (dr, da) = d.counts();
-                        (r + dr, a + da)
-                    });
-                    self.last = Some(Last {
-                        rs: rs.clone(),
-                        elements,
-                        genid: txn::next_generation(last.genid),
-                    });
-                    return Ok(Applied::Elements { removed, added });
                 } else {
-                    tracing::info!(table = %rs.table, "nftables changed behind our back; replacing the table");
+                    match self.commit(rs, &diffs, last.genid) {
+                        Ok(true) => {
+                            let (removed, added) = diffs.iter().fold((0, 0), |(r, a), d| {
+                                let (dr, da) = d.counts();
+                                (r + dr, a + da)
+                            });
+                            self.last = Some(Last {
+                                rs: rs.clone(),
+                                elements,
+                                genid: txn::next_generation(last.genid),
+                            });
+                            return Ok(Applied::Elements { removed, added });
+                        }
+                        Ok(false) => {
+                            tracing::info!(table = %rs.table, "nftables changed behind our back; replacing the table")
+                        }
+                        // The kernel refused an element: the ruleset is wrong, not the path.
+                        Err(e @ Error::Element { .. }) => return Err(e),
+                        // The socket failed (a timeout, no buffer space): nothing was applied,
+                        // and `nft -f` may still get through.
+                        Err(e) => {
+                            let cause = std::error::Error::source(&e)
+                                .map(ToString::to_string)
+                                .unwrap_or_default();
+                            tracing::warn!(table = %rs.table, error = %e, %cause, "the element transaction failed; replacing the table");
+                        }
+                    }
                 }
             }
         }

@@ -10,7 +10,7 @@ use std::{
     os::fd::OwnedFd,
     sync::{
         Arc, Mutex, RwLock,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
         mpsc::{Receiver, SyncSender, sync_channel},
     },
     thread::{self, JoinHandle},
@@ -121,6 +121,8 @@ pub struct Device {
     pub(super) rx: Mutex<RxState>,
     /// [`Device::busy_poll`], in microseconds.
     pub(super) busy_poll_us: AtomicU64,
+    /// Handshake messages waiting in the queue (the handshake thread's load).
+    pub(super) queued: AtomicUsize,
 }
 
 impl Device {
@@ -168,6 +170,7 @@ impl Device {
             tx: Mutex::default(),
             rx: Mutex::default(),
             busy_poll_us: AtomicU64::new(0),
+            queued: AtomicUsize::new(0),
         }))
     }
 

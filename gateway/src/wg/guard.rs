@@ -1,18 +1,19 @@
 //! Admission of handshake messages, decided before any key exchange is spent on them: the
-//! kernel's scheme, as plain state that takes the time as input (no I/O, no clock).
+//! kernel's scheme (its thresholds and rates), as plain state that takes the time and the queue
+//! depth as input (no I/O, no clock).
 //!
 //! A handshake costs a few X25519 operations (~100 µs); a data packet a few microseconds. So
-//! the receive path checks each handshake message cheaply and hands the admitted ones to a
-//! thread of their own ([`super::handshake`]):
-//! 1. mac1 must be valid (only someone who knows our public key can make one);
-//! 2. past [`LOAD_LIMIT`] handshake messages in one second the device is *under load* (until a
-//!    whole second stays below it): a message must then also carry a valid mac2, which proves its sender receives at its source
-//!    address (it answered our cookie reply), and
-//! 3. each source address (an IPv6 /64 counts as one) gets a token bucket of
-//!    [`PER_SOURCE_RATE`] per second, [`PER_SOURCE_BURST`] at once, while under load: one
-//!    attacker who answers cookies gets a trickle of handshakes, not a core;
-//! 4. a global bucket of [`GLOBAL_RATE`] per second caps all sources together, and the queue to
-//!    the handshake thread is bounded: beyond those, handshakes are dropped, data never waits.
+//! the receive path only checks mac1 (only someone who knows our public key can make one) and
+//! queues the message for the handshake thread ([`super::handshake`]), which asks this guard:
+//! 1. while [`LOAD_DEPTH`] or more messages wait in the queue (and for a second after) the
+//!    device is *under load*: a message must then also carry a valid mac2, which proves its
+//!    sender receives at its source address (it answered our cookie reply); without one it
+//!    gets a cookie reply instead of a key exchange;
+//! 2. under load, each source address (an IPv6 /64 counts as one) gets a token bucket of
+//!    [`PER_SOURCE_RATE`] per second, [`PER_SOURCE_BURST`] at once: one attacker who answers
+//!    cookies gets a trickle of handshakes, not a core;
+//! 3. a global bucket of [`GLOBAL_RATE`] per second caps all sources together; the queue is
+//!    bounded, and what does not fit is dropped: handshakes wait, data never does.
 
 use std::{
     collections::HashMap,
@@ -20,8 +21,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-/// Handshake messages per second before the device counts as under load (and asks for mac2).
-pub const LOAD_LIMIT: u64 = 100;
+/// Messages waiting for the handshake thread from which the device is under load (an eighth of
+/// the queue, as the kernel).
+pub const LOAD_DEPTH: usize = super::handshake::QUEUE / 8;
 /// Handshakes per second one source address may start while under load (as the kernel).
 pub const PER_SOURCE_RATE: u64 = 20;
 /// How many of them at once.
@@ -74,36 +76,27 @@ fn cost(rate: u64) -> u64 {
     NANOS / rate.max(1)
 }
 
-/// Counts handshake messages per one-second window; past the limit the device is under load,
-/// and stays so until a whole second passed without going over it (as the kernel does): a
-/// flood does not get a fresh allowance of unchecked handshakes every second.
+/// Whether the handshake thread is under load: a queue of `depth` or more waiting messages, or
+/// one less than a second ago (a flood does not get a fresh allowance of unchecked handshakes
+/// each time the queue drains).
 #[derive(Debug, Clone)]
 pub struct Load {
-    limit: u64,
-    count: u64,
-    window: Instant,
+    depth: usize,
     last_over: Option<Instant>,
 }
 
 impl Load {
-    /// A window starting at `now`.
-    pub fn new(limit: u64, now: Instant) -> Load {
+    /// Under load from `depth` waiting messages.
+    pub fn new(depth: usize) -> Load {
         Load {
-            limit,
-            count: 0,
-            window: now,
+            depth,
             last_over: None,
         }
     }
 
-    /// Counts one handshake message; whether the device is under load.
-    pub fn observe(&mut self, now: Instant) -> bool {
-        if now.saturating_duration_since(self.window) >= Duration::from_secs(1) {
-            self.window = now;
-            self.count = 0;
-        }
-        self.count += 1;
-        if self.count > self.limit {
+    /// Whether the device is under load with `waiting` messages in the queue at `now`.
+    pub fn observe(&mut self, now: Instant, waiting: usize) -> bool {
+        if waiting >= self.depth {
             self.last_over = Some(now);
             return true;
         }
@@ -146,16 +139,16 @@ impl Guard {
     /// A guard with nothing seen yet.
     pub fn new(now: Instant) -> Guard {
         Guard {
-            load: Load::new(LOAD_LIMIT, now),
+            load: Load::new(LOAD_DEPTH),
             global: Bucket::full(GLOBAL_RATE, GLOBAL_RATE, now),
             sources: HashMap::new(),
             last_sweep: now,
         }
     }
 
-    /// Whether the next handshake message counts the device as under load (it is counted).
-    pub fn under_load(&mut self, now: Instant) -> bool {
-        self.load.observe(now)
+    /// Whether the device is under load, with `waiting` messages still in the queue.
+    pub fn under_load(&mut self, now: Instant, waiting: usize) -> bool {
+        self.load.observe(now, waiting)
     }
 
     /// The verdict on a handshake message from `from` whose mac1 is valid; `mac2_ok` says
@@ -219,16 +212,16 @@ mod tests {
     }
 
     #[test]
-    fn load_starts_past_the_limit_and_ends_with_the_second() {
+    fn load_follows_the_queue_and_ends_a_second_after_it_drained() {
         let t0 = Instant::now();
-        let mut l = Load::new(3, t0);
-        assert!(!l.observe(t0) && !l.observe(t0) && !l.observe(t0));
-        assert!(l.observe(ms(t0, 10)));
+        let mut l = Load::new(3);
+        assert!(!l.observe(t0, 0) && !l.observe(t0, 2));
+        assert!(l.observe(ms(t0, 10), 3));
         assert!(
-            l.observe(ms(t0, 1_001)),
-            "a new window, but over the limit less than a second ago"
+            l.observe(ms(t0, 900), 0),
+            "drained, but over the depth less than a second ago"
         );
-        assert!(!l.observe(ms(t0, 2_011)), "a quiet second ends the load");
+        assert!(!l.observe(ms(t0, 1_011), 0), "a quiet second ends the load");
     }
 
     #[test]

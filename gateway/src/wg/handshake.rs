@@ -1,25 +1,46 @@
-//! The handshake thread: key exchanges, off the data path. The receive path admits handshake
-//! messages ([`super::guard`]) and queues them here, at most [`QUEUE`] waiting; the data path
-//! never waits for a key exchange, and a full queue drops handshakes, not data.
+//! The handshake thread: admission and key exchanges, off the data path. The receive path checks
+//! a handshake message's mac1 and queues it here, at most [`QUEUE`] waiting; a full queue drops
+//! handshakes, not data. Here the [`Guard`] decides (under load: mac2 or a cookie reply, then
+//! the per-source and global buckets) before any key exchange.
 
 use std::{
     io::Write,
     net::SocketAddr,
+    os::fd::AsRawFd,
     sync::{
         Arc,
         atomic::Ordering,
         mpsc::{Receiver, RecvTimeoutError},
     },
+    time::Instant,
 };
 
-use boringtun::noise::{Packet, Tunn, handshake::parse_handshake_anon};
+use boringtun::noise::{Packet, Tunn, TunnResult, handshake::parse_handshake_anon};
+use nix::sys::socket::{MsgFlags, SockaddrStorage, sendto};
 
 use super::{
     device::{Device, TICK},
+    guard::{Guard, Verdict},
     offload::Coalescer,
     peers::{Peer, Table},
-    rx::BUF,
+    rx::{BUF, bump},
 };
+
+/// Nice value of the handshake thread (the data path runs at 0).
+const NICE: libc::c_int = 10;
+
+/// Lowers the calling thread's scheduling priority to [`NICE`] (Linux sets it per thread).
+#[expect(
+    unsafe_code,
+    reason = "setpriority and gettid have no safe wrapper in nix"
+)]
+fn lower_priority() {
+    // SAFETY: gettid and setpriority only read their arguments; `who` is this thread.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, NICE) };
+    if r != 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "could not lower the handshake thread's priority");
+    }
+}
 
 /// Handshake messages waiting at most (a second of the global rate).
 pub(super) const QUEUE: usize = super::guard::GLOBAL_RATE as usize;
@@ -51,10 +72,14 @@ impl Handshake {
 }
 
 impl Device {
-    /// Runs admitted handshakes until stopped.
+    /// Runs queued handshake messages until stopped: admission ([`Guard`]: load, mac2 and a
+    /// cookie reply, rate limits), then the key exchange. The thread runs at a lower priority
+    /// than the data path, so even a flood that keeps it busy leaves the data threads the CPU.
     pub(super) fn handshake_loop(&self, queue: &Receiver<Handshake>) {
+        lower_priority();
         let mut out = vec![0u8; BUF];
         let mut coalescer = Coalescer::default();
+        let mut guard = Guard::new(Instant::now());
         let mut write = |frame: &[u8]| {
             if let Err(e) = (&self.tun).write(frame) {
                 tracing::debug!(error = %e, "writing to the tun device");
@@ -66,9 +91,44 @@ impl Device {
                 Err(RecvTimeoutError::Timeout) => continue,
                 Err(RecvTimeoutError::Disconnected) => return,
             };
-            self.wire
-                .handshakes_processed
-                .fetch_add(1, Ordering::Relaxed);
+            let waiting = self
+                .queued
+                .fetch_sub(1, Ordering::Relaxed)
+                .saturating_sub(1);
+            let now = Instant::now();
+            let under_load = guard.under_load(now, waiting);
+            let mut reply = [0u8; 64];
+            let mut cookie = None;
+            let verdict = guard.admit(
+                h.from.ip(),
+                under_load,
+                || match self
+                    .strict
+                    .verify_packet(Some(h.from.ip()), h.bytes(), &mut reply)
+                {
+                    Ok(_) => true,
+                    Err(TunnResult::WriteToNetwork(c)) => {
+                        cookie = Some(c.len());
+                        false
+                    }
+                    Err(_) => false,
+                },
+                now,
+            );
+            match verdict {
+                Verdict::Admit => {}
+                Verdict::Cookie => {
+                    if let Some(len) = cookie {
+                        self.send_cookie(&reply[..len], h.from);
+                    }
+                    continue;
+                }
+                Verdict::SourceLimited | Verdict::GlobalLimited => {
+                    bump(&self.wire.handshakes_limited);
+                    continue;
+                }
+            }
+            bump(&self.wire.handshakes_processed);
             match self.peer_of(&self.table(), h.bytes()) {
                 Some(peer) => {
                     self.decapsulate(
@@ -81,10 +141,22 @@ impl Device {
                     );
                     coalescer.finish(&mut write);
                 }
-                None => {
-                    self.wire.invalid.fetch_add(1, Ordering::Relaxed);
-                }
+                None => bump(&self.wire.invalid),
             }
+        }
+    }
+
+    /// Sends a cookie reply without waiting: one that cannot be sent now is a lost datagram
+    /// (the initiator retries), and a full socket must not stall the handshakes behind it.
+    fn send_cookie(&self, reply: &[u8], to: SocketAddr) {
+        match sendto(
+            self.udp.as_raw_fd(),
+            reply,
+            &SockaddrStorage::from(to),
+            MsgFlags::MSG_DONTWAIT,
+        ) {
+            Ok(_) => bump(&self.wire.cookies_sent),
+            Err(e) => tracing::debug!(%to, error = %e, "sending a cookie reply"),
         }
     }
 

@@ -1,31 +1,23 @@
 //! UDP (GRO) -> decrypt -> coalesce -> TUN: the receive half of the data path. Handshake
-//! messages are only checked and admitted here ([`super::guard`]); the key exchanges run on the
-//! handshake thread, so a flood of them never holds a data packet back.
+//! messages only have their mac1 checked here and are queued (bounded) for the handshake thread,
+//! which does the rest: no cookie and no key exchange is computed on this thread.
 
 use std::{
     io::{IoSliceMut, Write},
     net::SocketAddr,
     os::fd::AsRawFd,
     sync::atomic::{AtomicU64, Ordering},
-    time::Instant,
 };
 
 use boringtun::noise::{Packet, Tunn, TunnResult};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
 
-use super::{
-    device::Device,
-    guard::{Guard, Verdict},
-    handshake::Handshake,
-    offload::Coalescer,
-    peers::Peer,
-    poller::Step,
-};
+use super::{device::Device, handshake::Handshake, offload::Coalescer, peers::Peer, poller::Step};
 
 /// Largest datagram or packet handled.
 pub(super) const BUF: usize = 65_536;
 
-fn bump(c: &AtomicU64) {
+pub(super) fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
@@ -34,7 +26,6 @@ pub(super) struct RxState {
     buf: Vec<u8>,
     out: Vec<u8>,
     coalescer: Coalescer,
-    guard: Guard,
     cmsg: Vec<u8>,
 }
 
@@ -44,7 +35,6 @@ impl Default for RxState {
             buf: vec![0u8; BUF],
             out: vec![0u8; BUF],
             coalescer: Coalescer::default(),
-            guard: Guard::new(Instant::now()),
             cmsg: nix::cmsg_space!(i32),
         }
     }
@@ -57,7 +47,6 @@ impl Device {
             buf,
             out,
             coalescer,
-            guard,
             cmsg,
         } = st;
         let (n, from, seg) = {
@@ -96,7 +85,7 @@ impl Device {
         for datagram in buf[..n].chunks(seg.unwrap_or(n).max(1)) {
             let peer = match Tunn::parse_incoming_packet(datagram) {
                 Ok(Packet::HandshakeInit(_) | Packet::HandshakeResponse(_)) => {
-                    self.admit(guard, from, datagram);
+                    self.admit(from, datagram);
                     continue;
                 }
                 Ok(Packet::PacketCookieReply(c)) => table.by_receiver(c.receiver_idx),
@@ -112,9 +101,10 @@ impl Device {
         Step::Worked
     }
 
-    /// Checks a handshake message (mac1, load, mac2, rate limits) and queues it for the
-    /// handshake thread, or answers it with a cookie reply, or drops it.
-    fn admit(&self, guard: &mut Guard, from: SocketAddr, datagram: &[u8]) {
+    /// Checks a handshake message's mac1 (cheap, and nobody without our public key gets past it)
+    /// and queues it for the handshake thread, which decides the rest (load, mac2, cookie
+    /// replies, rate limits): no cookie is made and no key exchanged on this thread.
+    fn admit(&self, from: SocketAddr, datagram: &[u8]) {
         let mut reply = [0u8; 64];
         // `open` never asks for a cookie: this checks mac1 only.
         if self
@@ -125,45 +115,15 @@ impl Device {
             bump(&self.wire.invalid);
             return;
         }
-        let now = Instant::now();
-        let under_load = guard.under_load(now);
-        let mut cookie = None;
-        let verdict = guard.admit(
-            from.ip(),
-            under_load,
-            || match self
-                .strict
-                .verify_packet(Some(from.ip()), datagram, &mut reply)
-            {
-                Ok(_) => true,
-                Err(TunnResult::WriteToNetwork(c)) => {
-                    cookie = Some(c.len());
-                    false
-                }
-                Err(_) => false,
-            },
-            now,
-        );
-        match verdict {
-            Verdict::Admit => match Handshake::new(datagram, from) {
-                Some(h) => {
-                    if self.handshakes.try_send(h).is_err() {
-                        bump(&self.wire.handshakes_overflow);
-                    }
-                }
-                None => bump(&self.wire.invalid),
-            },
-            Verdict::Cookie => {
-                if let Some(len) = cookie {
-                    // A cookie reply that cannot be sent is a lost datagram: the initiator
-                    // retries its handshake, and a flood must not stall here.
-                    match self.udp.send_to(&reply[..len], from) {
-                        Ok(_) => bump(&self.wire.cookies_sent),
-                        Err(e) => tracing::debug!(%from, error = %e, "sending a cookie reply"),
-                    }
-                }
-            }
-            Verdict::SourceLimited | Verdict::GlobalLimited => bump(&self.wire.handshakes_limited),
+        let Some(h) = Handshake::new(datagram, from) else {
+            bump(&self.wire.invalid);
+            return;
+        };
+        // Counted before it is queued: the handshake thread may take it at once.
+        self.queued.fetch_add(1, Ordering::Relaxed);
+        if self.handshakes.try_send(h).is_err() {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            bump(&self.wire.handshakes_overflow);
         }
     }
 
@@ -179,7 +139,21 @@ impl Device {
         coalescer: &mut Coalescer,
         write: &mut impl FnMut(&[u8]),
     ) {
-        let mut tunn = peer.tunn.lock();
+        // Only an initiation (whose sender proved it holds the peer's key... or will fail to)
+        // may make the peer's session: anything else naming a peer we never talked to is
+        // garbage, and making the session would cost a key exchange per forged datagram.
+        let session = if first_byte_is(datagram, 1) {
+            peer.tunn.get()
+        } else {
+            match peer.tunn.started() {
+                Some(t) => t,
+                None => {
+                    bump(&peer.stats.rejected);
+                    return;
+                }
+            }
+        };
+        let mut tunn = session.lock().unwrap_or_else(|p| p.into_inner());
         let mut first = true;
         loop {
             let r = if first {
