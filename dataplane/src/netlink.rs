@@ -72,7 +72,8 @@ pub enum Error {
 }
 
 /// `: <the kernel's explanation>`, or nothing.
-fn said(message: &Option<String>) -> String {
+/// ": <the kernel's message>", or nothing.
+pub(crate) fn said(message: &Option<String>) -> String {
     message
         .as_ref()
         .map(|m| format!(": {m}"))

@@ -71,7 +71,7 @@ pub mod defaults {
     /// Name of the tunnel device in the gateway namespace.
     pub const TUN: &str = "liqo.tunnel";
     /// veth end in the host namespace.
-    pub const HOST_LINK: &str = "liqo.host";
+    pub const HOST_LINK: &str = liqo_types::GATEWAY_HOST_LINK;
     /// veth end in the gateway namespace.
     pub const GATEWAY_LINK: &str = "liqo.gateway";
 }

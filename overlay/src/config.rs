@@ -26,7 +26,7 @@ pub mod defaults {
     /// Routing table and rule priority.
     pub const TABLE: u32 = 18952;
     /// The gateway's host-side link (the gateway's own default).
-    pub const GATEWAY_INTERFACE: &str = "liqo.host";
+    pub const GATEWAY_INTERFACE: &str = liqo_types::GATEWAY_HOST_LINK;
 }
 
 /// The file as written.

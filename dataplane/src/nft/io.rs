@@ -14,7 +14,7 @@ use super::{
     Family, Ident, Ruleset,
     build::{self, BuildError},
 };
-use crate::netns::Netns;
+use crate::{netlink::said, netns::Netns};
 
 /// What went wrong applying or reading nftables state.
 #[derive(Debug, thiserror::Error)]
@@ -79,13 +79,6 @@ pub enum Error {
 }
 
 /// `: <the kernel's explanation>`, or nothing.
-fn said(message: &Option<String>) -> String {
-    message
-        .as_ref()
-        .map(|m| format!(": {m}"))
-        .unwrap_or_default()
-}
-
 fn nft(ns: Option<&Netns>) -> Command {
     match ns {
         Some(ns) => ns.command("nft"),

@@ -29,4 +29,4 @@ pub use field::FieldError;
 pub use id::{ClusterId, ClusterName, InvalidId};
 pub use key::{InvalidKey, PublicKey};
 pub use view::PeerView;
-pub use wire::{GatewayPeer, OverlayNode};
+pub use wire::{GATEWAY_HOST_LINK, GatewayPeer, OverlayNode};

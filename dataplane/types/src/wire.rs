@@ -59,3 +59,7 @@ pub struct OverlayNode {
     #[serde(rename = "podCIDR")]
     pub pod_cidr: Cidr,
 }
+
+/// The gateway's host-side link (its veth into the node's namespace): where traffic from
+/// remote clusters comes out of the gateway, which the overlay's gateway-node rule matches.
+pub const GATEWAY_HOST_LINK: &str = "liqo.host";
