@@ -399,16 +399,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             require_root()?;
             let report = bench::peers(bench::peers::PeersOptions {
-                bench: bench::Options {
+                bench: ours_alone(
                     prefix,
-                    repeats: a.repeats,
-                    seconds: a.seconds,
-                    variants: vec![Variant::Ours],
-                    profiles: vec![Profile::Shared],
-                    skip_install: a.skip_install,
-                    quick: a.quick,
-                    cache: a.cache,
-                },
+                    a.repeats,
+                    a.seconds,
+                    a.skip_install,
+                    a.quick,
+                    a.cache,
+                ),
                 counts: a.peers,
             })
             .await?;
@@ -430,16 +428,14 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             what: Bench::Path(a),
         } => {
             require_root()?;
-            let report = bench::path(bench::Options {
+            let report = bench::path(ours_alone(
                 prefix,
-                repeats: a.repeats,
-                seconds: a.seconds,
-                variants: vec![Variant::Ours],
-                profiles: vec![Profile::Shared],
-                skip_install: a.skip_install,
-                quick: a.quick,
-                cache: a.cache,
-            })
+                a.repeats,
+                a.seconds,
+                a.skip_install,
+                a.quick,
+                a.cache,
+            ))
             .await?;
             match a.output {
                 Format::Table => print!("{}", bench::path::render(&report)),
@@ -451,6 +447,27 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Bench options that measure our gateway alone, unpinned (`bench path` and `bench peers`).
+fn ours_alone(
+    prefix: Prefix,
+    repeats: u32,
+    seconds: u32,
+    skip_install: bool,
+    quick: bool,
+    cache: PathBuf,
+) -> bench::Options {
+    bench::Options {
+        prefix,
+        repeats,
+        seconds,
+        variants: vec![Variant::Ours],
+        profiles: vec![Profile::Shared],
+        skip_install,
+        quick,
+        cache,
+    }
 }
 
 async fn bench_tunnel(prefix: Prefix, a: TunnelArgs) -> Result<ExitCode> {
