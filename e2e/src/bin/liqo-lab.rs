@@ -303,8 +303,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Exec { target, command } => {
             let lab = Lab::load(&prefix)?;
             let ns = lab.netns(&target)?;
+            // Our own tools (`liqo-gateway status`, ...) are found where the lab's daemons are,
+            // whether or not they are on the PATH (not found there: the PATH decides).
+            let program = if command[0].starts_with("liqo-") && !command[0].contains('/') {
+                e2e::lab::bin(&command[0])
+                    .map_or_else(|_| command[0].clone().into(), std::ffi::OsString::from)
+            } else {
+                command[0].clone().into()
+            };
             let status = ns
-                .command(&command[0])
+                .command(&program)
                 .args(&command[1..])
                 .status()
                 .with_context(|| format!("running {:?} in {target}", command[0]))?;
