@@ -221,6 +221,10 @@ mod tests {
             (format!("vni: 0\n{good}"), "vni"),
             (format!("mtu: 100\n{good}"), "mtu"),
             (format!("tunnelMTU: 100\n{good}"), "tunnelMTU"),
+            (
+                format!("gatewayInterface: \"no such/name\"\n{good}"),
+                "gatewayInterface",
+            ),
             (format!("bogus: 1\n{good}"), "bogus"),
         ];
         for (text, field) in cases {

@@ -38,6 +38,11 @@ fn every_bad_value_names_its_field() {
     let g = good();
     let cases = [
         (
+            format!("busyPollMicros: 20000\n{g}"),
+            "busyPollMicros",
+            "more than 10 ms",
+        ),
+        (
             g.replace("10.71.0.0/16", "10.71.0.1/16"),
             "peers[0].remotePodCIDR",
             "host bits",
