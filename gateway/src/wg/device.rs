@@ -97,7 +97,8 @@ pub struct WireStatus {
 
 /// A running WireGuard device.
 pub struct Device {
-    pub(super) key: PrivateKey,
+    /// Ours, shared with every peer's session (one copy of the secret in memory).
+    pub(super) key: Arc<PrivateKey>,
     /// Checks mac1 and never asks for a cookie: the one every `Tunn` holds, since admission
     /// ([`super::guard`]) happened before a message reaches its peer.
     pub(super) open: Arc<RateLimiter>,
@@ -155,7 +156,7 @@ impl Device {
         .map_err(io::Error::from)?;
         let (handshakes, queue) = sync_channel(QUEUE);
         Ok(Arc::new(Device {
-            key,
+            key: Arc::new(key),
             open: Arc::new(RateLimiter::new(&public, u64::MAX)),
             strict: RateLimiter::new(&public, 0),
             table: RwLock::default(),

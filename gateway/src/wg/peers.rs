@@ -39,7 +39,7 @@ pub struct Stats {
 /// them would otherwise cost ~50 ms of every apply that adds them.
 pub struct Session {
     cell: OnceLock<Mutex<Tunn>>,
-    key: PrivateKey,
+    key: Arc<PrivateKey>,
     peer: PublicKey,
     keepalive: Option<u16>,
     index: u32,
@@ -93,13 +93,13 @@ impl Peer {
     /// A fresh peer.
     pub fn new(
         cfg: config::Peer,
-        key: &PrivateKey,
+        key: &Arc<PrivateKey>,
         index: u32,
         limiter: &Arc<RateLimiter>,
     ) -> Peer {
         let tunn = Session {
             cell: OnceLock::new(),
-            key: key.clone(),
+            key: Arc::clone(key),
             peer: cfg.public_key,
             keepalive: (cfg.keepalive > 0).then_some(cfg.keepalive),
             index,
@@ -168,7 +168,7 @@ impl Table {
     pub fn build(
         old: &Table,
         peers: &BTreeMap<String, config::Peer>,
-        key: &PrivateKey,
+        key: &Arc<PrivateKey>,
         limiter: &Arc<RateLimiter>,
     ) -> Table {
         let mut t = Table::default();
