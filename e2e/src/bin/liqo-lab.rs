@@ -120,29 +120,63 @@ enum Bench {
     Peers(PeersArgs),
 }
 
+/// What every bench takes besides its own choices.
 #[derive(Args)]
-struct PeersArgs {
-    /// Interleaved repeats (medians need at least 3).
-    #[arg(long, default_value_t = bench::peers::MIN_REPEATS)]
-    repeats: u32,
+struct BenchRun {
     /// Seconds per iperf3 test.
     #[arg(long, default_value_t = 5)]
     seconds: u32,
-    /// Peer counts of the measured gateway (comma-separated; 1 is always measured).
-    #[arg(long, value_delimiter = ',', default_values_t = bench::peers::DEFAULT_COUNTS)]
-    peers: Vec<u32>,
-    /// Install nothing; fail if a tool is missing.
+    /// Install nothing; fail if a peer or tool is missing.
     #[arg(long)]
     skip_install: bool,
-    /// Allow fewer than 3 repeats (smoke tests, not numbers).
+    /// Allow fewer repeats than medians need (smoke tests, not numbers).
     #[arg(long)]
     quick: bool,
-    /// Where installs are logged.
+    /// Where built peers are cached and installs logged.
     #[arg(long, env = "LIQO_BENCH_CACHE", default_value = bench::DEFAULT_CACHE)]
     cache: PathBuf,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Table)]
     output: Format,
+}
+
+impl BenchRun {
+    /// Options that measure `variants` in `profiles`, `repeats` times.
+    fn options(
+        &self,
+        prefix: Prefix,
+        repeats: u32,
+        variants: Vec<Variant>,
+        profiles: Vec<Profile>,
+    ) -> bench::Options {
+        bench::Options {
+            prefix,
+            repeats,
+            seconds: self.seconds,
+            variants,
+            profiles,
+            skip_install: self.skip_install,
+            quick: self.quick,
+            cache: self.cache.clone(),
+        }
+    }
+
+    /// Options that measure our gateway alone, unpinned (`bench path` and `bench peers`).
+    fn ours_alone(&self, prefix: Prefix, repeats: u32) -> bench::Options {
+        self.options(prefix, repeats, vec![Variant::Ours], vec![Profile::Shared])
+    }
+}
+
+#[derive(Args)]
+struct PeersArgs {
+    /// Interleaved repeats (medians need at least 3).
+    #[arg(long, default_value_t = bench::peers::MIN_REPEATS)]
+    repeats: u32,
+    /// Peer counts of the measured gateway (comma-separated; 1 is always measured).
+    #[arg(long, value_delimiter = ',', default_values_t = bench::peers::DEFAULT_COUNTS)]
+    peers: Vec<u32>,
+    #[command(flatten)]
+    run: BenchRun,
 }
 
 #[derive(Args)]
@@ -150,21 +184,8 @@ struct PathArgs {
     /// Interleaved repeats (medians need at least 5).
     #[arg(long, default_value_t = 5)]
     repeats: u32,
-    /// Seconds per iperf3 test.
-    #[arg(long, default_value_t = 5)]
-    seconds: u32,
-    /// Install nothing; fail if a tool is missing.
-    #[arg(long)]
-    skip_install: bool,
-    /// Allow fewer than 5 repeats (smoke tests, not numbers).
-    #[arg(long)]
-    quick: bool,
-    /// Where built peers are cached.
-    #[arg(long, env = "LIQO_BENCH_CACHE", default_value = bench::DEFAULT_CACHE)]
-    cache: PathBuf,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Format::Table)]
-    output: Format,
+    #[command(flatten)]
+    run: BenchRun,
 }
 
 #[derive(Args)]
@@ -172,27 +193,14 @@ struct TunnelArgs {
     /// Interleaved repeats (medians need at least 5).
     #[arg(long, default_value_t = 5)]
     repeats: u32,
-    /// Seconds per iperf3 test.
-    #[arg(long, default_value_t = 5)]
-    seconds: u32,
     /// Variants to measure (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Variant::ALL)]
     variants: Vec<Variant>,
     /// CPU profiles (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Profile::ALL)]
     profiles: Vec<Profile>,
-    /// Install nothing; fail if a peer or tool is missing.
-    #[arg(long)]
-    skip_install: bool,
-    /// Allow fewer than 5 repeats (smoke tests, not numbers).
-    #[arg(long)]
-    quick: bool,
-    /// Where built peers are cached.
-    #[arg(long, env = "LIQO_BENCH_CACHE", default_value = bench::DEFAULT_CACHE)]
-    cache: PathBuf,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Format::Table)]
-    output: Format,
+    #[command(flatten)]
+    run: BenchRun,
 }
 
 #[derive(Args)]
@@ -407,18 +415,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         } => {
             require_root()?;
             let report = bench::peers(bench::peers::PeersOptions {
-                bench: ours_alone(
-                    prefix,
-                    a.repeats,
-                    a.seconds,
-                    a.skip_install,
-                    a.quick,
-                    a.cache,
-                ),
+                bench: a.run.ours_alone(prefix, a.repeats),
                 counts: a.peers,
             })
             .await?;
-            match a.output {
+            match a.run.output {
                 Format::Table => print!("{}", bench::peers::render(&report)),
                 Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
@@ -436,16 +437,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             what: Bench::Path(a),
         } => {
             require_root()?;
-            let report = bench::path(ours_alone(
-                prefix,
-                a.repeats,
-                a.seconds,
-                a.skip_install,
-                a.quick,
-                a.cache,
-            ))
-            .await?;
-            match a.output {
+            let report = bench::path(a.run.ours_alone(prefix, a.repeats)).await?;
+            match a.run.output {
                 Format::Table => print!("{}", bench::path::render(&report)),
                 Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
@@ -457,41 +450,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Bench options that measure our gateway alone, unpinned (`bench path` and `bench peers`).
-fn ours_alone(
-    prefix: Prefix,
-    repeats: u32,
-    seconds: u32,
-    skip_install: bool,
-    quick: bool,
-    cache: PathBuf,
-) -> bench::Options {
-    bench::Options {
-        prefix,
-        repeats,
-        seconds,
-        variants: vec![Variant::Ours],
-        profiles: vec![Profile::Shared],
-        skip_install,
-        quick,
-        cache,
-    }
-}
-
 async fn bench_tunnel(prefix: Prefix, a: TunnelArgs) -> Result<ExitCode> {
     require_root()?;
-    let report = bench::tunnel(bench::Options {
-        prefix,
-        repeats: a.repeats,
-        seconds: a.seconds,
-        variants: a.variants,
-        profiles: a.profiles,
-        skip_install: a.skip_install,
-        quick: a.quick,
-        cache: a.cache,
-    })
-    .await?;
-    match a.output {
+    let report = bench::tunnel(a.run.options(prefix, a.repeats, a.variants, a.profiles)).await?;
+    match a.run.output {
         Format::Table => print!("{}", bench::render::render(&report)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
     }

@@ -112,6 +112,7 @@ fn every_bad_value_names_its_field() {
         (format!("linkCIDR: 169.254.0.0/29\n{g}"), "linkCIDR", "/30"),
         (format!("namespace: a/b\n{g}"), "namespace", "contains '/'"),
         (format!("bogus: 1\n{g}"), "bogus", "unknown field `bogus`"),
+        // Bad input, not a listen: a peer's endpoint must be an address we can send to.
         (
             g.replace("198.18.0.2:51840", "0.0.0.0:51840"),
             "peers[0].endpoint",
