@@ -19,8 +19,12 @@ const INTERVAL: Duration = Duration::from_millis(50);
 const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// A running prober; dropping it without [`Prober::finish`] stops its threads too.
+///
+/// The client stops first and the server only once the client's last probe has returned: a
+/// server stopped under an in-flight probe would reset it and count as an outage.
 pub struct Prober {
     stop: Arc<AtomicBool>,
+    stop_server: Arc<AtomicBool>,
     server: Option<thread::JoinHandle<()>>,
     client: Option<thread::JoinHandle<Result<Outage, LabError>>>,
 }
@@ -42,11 +46,12 @@ impl Prober {
     /// Starts probing `addr` (where `dst` is reached from `src`).
     pub fn start(src: &NetnsName, dst: &NetnsName, addr: Ipv4Addr) -> Result<Prober, LabError> {
         let stop = Arc::new(AtomicBool::new(false));
-        let server = check::echo_server(dst, Arc::clone(&stop))?;
+        let stop_server = Arc::new(AtomicBool::new(false));
+        let server = check::echo_server(dst, Arc::clone(&stop_server))?;
         let ns = match Netns::open(src) {
             Ok(ns) => ns,
             Err(e) => {
-                stop.store(true, Ordering::Relaxed);
+                stop_server.store(true, Ordering::Relaxed);
                 // The namespace error is what matters here; the server returns nothing, and a
                 // panic in it has been printed by the panic hook already.
                 let _ = server.join();
@@ -84,6 +89,7 @@ impl Prober {
         });
         Ok(Prober {
             stop,
+            stop_server,
             server: Some(server),
             client: Some(client),
         })
@@ -98,11 +104,12 @@ impl Prober {
         let out = client.join().map_err(|_| LabError::Build {
             what: "the outage prober".into(),
             source: "its thread panicked".into(),
-        })?;
+        });
+        self.stop_server.store(true, Ordering::Relaxed);
         // The server returns nothing; a panic in it shows as unanswered probes, already counted
         // (and printed by the panic hook).
         let _ = server.join();
-        out
+        out?
     }
 }
 
@@ -116,6 +123,7 @@ impl Drop for Prober {
         {
             tracing::warn!(error = %liqo_types::chain(&e), "outage prober");
         }
+        self.stop_server.store(true, Ordering::Relaxed);
         if let Some(s) = self.server.take() {
             // The server returns nothing; a panic in it was printed by the panic hook.
             let _ = s.join();
