@@ -22,6 +22,11 @@ pub fn x25519(key: &PublicKey) -> XPublic {
 #[derive(Clone)]
 pub struct PrivateKey(StaticSecret);
 
+/// Fills `buf` from the kernel's random source.
+pub fn random(buf: &mut [u8]) -> io::Result<()> {
+    fs::File::open("/dev/urandom")?.read_exact(buf)
+}
+
 impl fmt::Debug for PrivateKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "PrivateKey(public {})", self.public())
@@ -32,7 +37,7 @@ impl PrivateKey {
     /// A new random key.
     pub fn generate() -> io::Result<PrivateKey> {
         let mut bytes = [0u8; 32];
-        fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        random(&mut bytes)?;
         Ok(PrivateKey(StaticSecret::from(bytes)))
     }
 

@@ -1,15 +1,17 @@
 //! A hub gateway with 1,000 peers that have no endpoint (needs root): they wait to be called, so
-//! nothing is sent to them and the log stays short.
+//! nothing is sent to them and the log stays short. And a hub that gains hundreds of peers with
+//! endpoints calls each once, paced rather than in one burst.
 
 mod common;
 
 use std::{
+    collections::HashMap,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicU64, Ordering},
     },
     thread,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use common::{Site, Spaces, capture::Capture, prefix};
@@ -139,5 +141,91 @@ async fn a_thousand_endpointless_peers_send_nothing_and_log_little() {
     );
     assert!(wan_tx_packets(&a) > tx_after, "and wan0's counter");
     captured.stop();
+    a.stop();
+}
+
+/// A peer with an endpoint at [`CONTROL`] (its MAC pinned on `site`'s WAN link, so no ARP is
+/// needed), one per line of a config's peer list.
+fn peers_at_control(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            let key = gateway::keys::PrivateKey::generate().unwrap().public();
+            format!(
+                "  - id: called-{i}\n    publicKey: {key}\n    endpoint: {}:51840\n    remotePodCIDR: 10.{}.{}.0/24\n    localPodCIDRAtPeer: 10.72.0.0/16\n",
+                CONTROL.map(|b| b.to_string()).join("."),
+                1 + i / 256,
+                i % 256
+            )
+        })
+        .collect()
+}
+
+fn pin_control_mac(site: &Site) {
+    let ip = CONTROL.map(|b| b.to_string()).join(".");
+    let neigh = site
+        .host
+        .command("ip")
+        .args([
+            "neigh",
+            "replace",
+            &ip,
+            "lladdr",
+            "02:00:00:00:00:99",
+            "dev",
+            "wan0",
+        ])
+        .status()
+        .unwrap();
+    assert!(neigh.success());
+}
+
+#[tokio::test]
+async fn hundreds_of_new_peers_are_each_called_once_and_paced() {
+    const CALLED: usize = 300;
+    let p = prefix("call");
+    let mut spaces = Spaces::new();
+    let wan = common::wan(&mut spaces, &p).await;
+    let mut a = Site::new(&mut spaces, &p, "a", &wan, "198.18.0.1/24").await;
+    pin_control_mac(&a);
+    // Handshake initiations (type 1) to CONTROL, by sender index (one per peer), with when each
+    // was first seen.
+    let seen: Arc<Mutex<HashMap<u32, (Instant, u32)>>> = Arc::default();
+    let s2 = Arc::clone(&seen);
+    let captured = Capture::start(&a.host, "wan0", move |d| {
+        if d.outgoing
+            && d.dst.ip().octets() == CONTROL
+            && d.payload.len() == 148
+            && d.payload[0] == 1
+        {
+            let sender =
+                u32::from_le_bytes([d.payload[4], d.payload[5], d.payload[6], d.payload[7]]);
+            let mut m = s2.lock().unwrap();
+            m.entry(sender).or_insert((Instant::now(), 0)).1 += 1;
+        }
+    });
+    a.configure("", "");
+    a.start();
+    a.wait_status("started", |s| s.peers.is_empty());
+    a.configure(&peers_at_control(CALLED), "");
+    assert!(
+        common::eventually(20, || seen.lock().unwrap().len() >= CALLED),
+        "{} of {CALLED} peers called\n{}",
+        seen.lock().unwrap().len(),
+        a.log()
+    );
+    captured.stop();
+    let m = seen.lock().unwrap();
+    let first = m.values().map(|(t, _)| *t).min().unwrap();
+    let last = m.values().map(|(t, _)| *t).max().unwrap();
+    let spread = last - first;
+    eprintln!("{} peers called over {spread:?}", m.len());
+    assert_eq!(m.len(), CALLED, "one sender index per peer");
+    // Each called once before its retry timer (5 s) fires: well inside the spread asserted here.
+    assert!(m.values().all(|(_, n)| *n <= 2), "{m:?}");
+    // 50 at once, then 50 per 100 ms tick: five more ticks, the first of which may come at once.
+    assert!(
+        spread >= Duration::from_millis(350),
+        "not paced: {spread:?}"
+    );
     a.stop();
 }

@@ -3,7 +3,7 @@
 //! on their own thread) and [`super::timers`].
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, VecDeque},
     fs::File,
     io,
     net::UdpSocket,
@@ -31,6 +31,9 @@ use crate::{config, keys::PrivateKey};
 
 /// How long blocking calls wait before checking for shutdown.
 pub(super) const TICK: Duration = Duration::from_millis(200);
+/// First handshake initiations sent per apply, and then per timer tick (100 ms): a hub that
+/// gains a thousand peers calls them over two seconds, not in one burst.
+pub(super) const INITIATIONS_PER_TICK: usize = 50;
 /// UDP socket buffer size (bytes).
 const SOCKET_BUFFER: usize = 2 << 20;
 
@@ -124,6 +127,8 @@ pub struct Device {
     pub(super) busy_poll_us: AtomicU64,
     /// Handshake messages waiting in the queue (the handshake thread's load).
     pub(super) queued: AtomicUsize,
+    /// New peers (IDs) still to be sent their first handshake initiation.
+    pending_calls: Mutex<VecDeque<String>>,
 }
 
 impl Device {
@@ -172,6 +177,7 @@ impl Device {
             rx: Mutex::default(),
             busy_poll_us: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
+            pending_calls: Mutex::default(),
         }))
     }
 
@@ -181,8 +187,9 @@ impl Device {
     }
 
     /// Replaces the peers; unchanged peers keep their sessions and counters. New peers with a
-    /// known endpoint are sent a handshake initiation right away, so the first packet does not
-    /// wait for a keepalive.
+    /// known endpoint are sent a handshake initiation right away (beyond the first
+    /// [`INITIATIONS_PER_TICK`], paced by the timer thread), so the first packet does not wait
+    /// for a keepalive.
     pub fn set_peers(&self, peers: &BTreeMap<String, config::Peer>) {
         let fresh: Vec<Arc<Peer>> = {
             let mut t = self.table.write().unwrap_or_else(|p| p.into_inner());
@@ -200,8 +207,29 @@ impl Device {
             *t = next;
             fresh
         };
+        let mut calls: Vec<String> = fresh
+            .iter()
+            .filter(|p| p.endpoint().is_some())
+            .map(|p| p.cfg.id.clone())
+            .collect();
+        // The first few at once; a hub's hundreds are paced by the timer thread.
+        let later = calls.split_off(calls.len().min(INITIATIONS_PER_TICK));
+        self.initiate(&calls);
+        self.pending_calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(later);
+    }
+
+    /// Sends a handshake initiation to each of these peers (those still in the table and with an
+    /// endpoint).
+    pub(super) fn initiate(&self, ids: &[String]) {
+        let table = self.table();
         let mut out = vec![0u8; 256];
-        for peer in fresh.iter().filter(|p| p.endpoint().is_some()) {
+        for peer in ids.iter().filter_map(|id| table.by_id.get(id)) {
+            if peer.endpoint().is_none() {
+                continue;
+            }
             let r = peer
                 .tunn
                 .lock()
@@ -210,6 +238,13 @@ impl Device {
                 self.send(peer, init);
             }
         }
+    }
+
+    /// Up to [`INITIATIONS_PER_TICK`] of the peers still waiting for their first initiation.
+    pub(super) fn next_calls(&self) -> Vec<String> {
+        let mut q = self.pending_calls.lock().unwrap_or_else(|p| p.into_inner());
+        let n = q.len().min(INITIATIONS_PER_TICK);
+        q.drain(..n).collect()
     }
 
     /// The UDP port actually bound.

@@ -2,11 +2,11 @@
 //! whole on reconfiguration so the data path never sees a half-updated table.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     net::{Ipv4Addr, SocketAddr},
     sync::{
         Arc, Mutex, MutexGuard, OnceLock, RwLock,
-        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64},
     },
 };
 
@@ -160,7 +160,49 @@ pub struct Table {
     routes: Vec<(u8, HashMap<u32, Arc<Peer>>)>,
 }
 
-static NEXT_INDEX: AtomicU32 = AtomicU32::new(1);
+/// Receiver indices for new peers: random 24-bit numbers, as the kernel's (an attacker cannot
+/// guess which index names which peer), never 0 and never one in use.
+struct Indices {
+    taken: HashSet<u32>,
+    pool: Vec<u32>,
+    /// Counts up when the random source fails (never seen; still unique).
+    fallback: u32,
+}
+
+impl Indices {
+    fn new(taken: impl IntoIterator<Item = u32>) -> Indices {
+        Indices {
+            taken: taken.into_iter().collect(),
+            pool: Vec::new(),
+            fallback: 0,
+        }
+    }
+
+    fn next(&mut self, wanted: usize) -> u32 {
+        loop {
+            let i = match self.pool.pop() {
+                Some(i) => i,
+                None => {
+                    let mut bytes = vec![0u8; 4 * wanted.clamp(16, 4096)];
+                    if let Err(e) = crate::keys::random(&mut bytes) {
+                        tracing::warn!(error = %e, "no random receiver indices; counting instead");
+                        self.fallback += 1;
+                        self.fallback
+                    } else {
+                        self.pool = bytes
+                            .chunks_exact(4)
+                            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                            .collect();
+                        continue;
+                    }
+                }
+            } & 0x00ff_ffff;
+            if i != 0 && self.taken.insert(i) {
+                return i;
+            }
+        }
+    }
+}
 
 impl Table {
     /// The table for `peers`, reusing the state (sessions, counters, learned endpoint) of every
@@ -173,6 +215,9 @@ impl Table {
     ) -> Table {
         let mut t = Table::default();
         let mut lengths: BTreeMap<u8, HashMap<u32, Arc<Peer>>> = BTreeMap::new();
+        // The old table's indices stay taken: its packets may still be in flight.
+        let mut indices = Indices::new(old.by_index.keys().copied());
+        let wanted = peers.len().saturating_sub(old.by_id.len()).max(1);
         for (id, cfg) in peers {
             let peer = match old.by_id.get(id) {
                 Some(p) if p.cfg == *cfg => Arc::clone(p),
@@ -182,12 +227,7 @@ impl Table {
                 {
                     Arc::new(p.updated(cfg))
                 }
-                _ => Arc::new(Peer::new(
-                    cfg.clone(),
-                    key,
-                    NEXT_INDEX.fetch_add(1, Ordering::Relaxed) & 0x00ff_ffff,
-                    limiter,
-                )),
+                _ => Arc::new(Peer::new(cfg.clone(), key, indices.next(wanted), limiter)),
             };
             for n in peer.cfg.allowed() {
                 lengths
@@ -224,5 +264,27 @@ impl Table {
     /// The peer of a receiver index taken from a packet.
     pub fn by_receiver(&self, receiver_idx: u32) -> Option<&Arc<Peer>> {
         self.by_index.get(&(receiver_idx >> 8))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_indices_are_random_24_bit_unique_and_avoid_those_in_use() {
+        let taken: Vec<u32> = (1..=3000).collect();
+        let mut ix = Indices::new(taken.iter().copied());
+        let got: Vec<u32> = (0..5000).map(|_| ix.next(5000)).collect();
+        let unique: HashSet<u32> = got.iter().copied().collect();
+        assert_eq!(unique.len(), got.len(), "an index given twice");
+        assert!(got.iter().all(|i| *i != 0 && *i <= 0x00ff_ffff));
+        assert!(
+            got.iter().all(|i| !taken.contains(i)),
+            "an index in use given"
+        );
+        // Not a counter: consecutive indices are not neighbours.
+        let neighbours = got.windows(2).filter(|w| w[1] == w[0] + 1).count();
+        assert!(neighbours < 10, "{neighbours} consecutive pairs");
     }
 }

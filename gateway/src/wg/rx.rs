@@ -153,6 +153,9 @@ impl Device {
                 }
             }
         };
+        // Handshake answers and packets queued while waiting for the session leave once the lock
+        // is released: a send that blocks must not hold up the peer's send half.
+        let mut replies: Vec<Vec<u8>> = Vec::new();
         let mut tunn = session.lock().unwrap_or_else(|p| p.into_inner());
         let mut first = true;
         loop {
@@ -170,9 +173,7 @@ impl Device {
                     if p.first() != Some(&3) {
                         peer.saw(from);
                     }
-                    if let Err(e) = self.udp.send_to(p, from) {
-                        tracing::debug!(peer = %peer.cfg.id, error = %e, "send");
-                    }
+                    replies.push(p.to_vec());
                 }
                 TunnResult::WriteToTunnelV4(p, src) => {
                     peer.saw(from);
@@ -186,23 +187,29 @@ impl Device {
                         tracing::debug!(peer = %peer.cfg.id, %src, "source outside the peer's allowed IPs");
                         bump(&peer.stats.dropped);
                     }
-                    return;
+                    break;
                 }
                 TunnResult::Done => {
                     if first_byte_is(datagram, 4) {
                         peer.saw(from); // an authenticated keepalive
                     }
-                    return;
+                    break;
                 }
                 TunnResult::WriteToTunnelV6(..) => {
                     bump(&peer.stats.dropped);
-                    return;
+                    break;
                 }
                 TunnResult::Err(e) => {
                     tracing::debug!(peer = %peer.cfg.id, %from, error = ?e, "datagram rejected");
                     bump(&peer.stats.rejected);
-                    return;
+                    break;
                 }
+            }
+        }
+        drop(tunn);
+        for p in &replies {
+            if let Err(e) = self.udp.send_to(p, from) {
+                tracing::debug!(peer = %peer.cfg.id, error = %e, "send");
             }
         }
     }

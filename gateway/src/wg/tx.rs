@@ -26,13 +26,16 @@ const MAX_SEGMENTS: u64 = 64;
 pub(super) struct TxState {
     buf: Vec<u8>,
     out: Vec<u8>,
+    batches: Batches,
 }
 
 impl Default for TxState {
     fn default() -> Self {
         TxState {
             buf: vec![0u8; VNET_HDR_LEN + MAX_PACKET],
-            out: vec![0u8; BATCH_BYTES + 2048],
+            // Every segment of the largest packet, encrypted, fits without a send in between.
+            out: vec![0u8; 2 * (BATCH_BYTES + 2048)],
+            batches: Batches::default(),
         }
     }
 }
@@ -129,42 +132,45 @@ impl Device {
             peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
             return Step::Worked;
         }
-        self.encrypt_and_send(peer, &h, pkt, &mut st.out);
+        self.encrypt_and_send(peer, &h, pkt, &mut st.out, &mut st.batches);
         Step::Worked
     }
 
-    fn encrypt_and_send(&self, peer: &Peer, h: &VirtioNetHdr, pkt: &mut [u8], out: &mut [u8]) {
-        let mut tunn = peer.tunn.lock();
-        // The batch: `pos` bytes of `count` packets, all `seg` long; `short` once a shorter one
-        // (which must be last) was added.
-        let (mut pos, mut seg, mut count, mut short) = (0usize, 0usize, 0u64, false);
+    /// Encrypts every segment of `pkt` into `out` under the peer's session lock, then sends the
+    /// batches with the lock released: a send that blocks (a full socket buffer) never holds up
+    /// the receive half's decryption for the same peer.
+    fn encrypt_and_send(
+        &self,
+        peer: &Peer,
+        h: &VirtioNetHdr,
+        pkt: &mut [u8],
+        out: &mut [u8],
+        batches: &mut Batches,
+    ) {
+        batches.reset();
+        let mut init = None;
         let (mut packets, mut bytes) = (0u64, 0u64);
+        let mut tunn = peer.tunn.lock();
         let result = segment(h, pkt, |s| {
-            if count > 0 && pos + s.len() + 64 > BATCH_BYTES {
-                self.send_batch(peer, &out[..pos], seg, count);
-                (pos, count, short) = (0, 0, false);
+            if batches.pos + s.len() + 64 > out.len() {
+                // No room left (only with many tiny segments): this much leaves under the lock.
+                batches.close();
+                for b in &batches.done {
+                    self.send_batch(peer, &out[b.start..b.end], b.seg, b.count);
+                }
+                batches.reset();
             }
-            match tunn.encapsulate(s, &mut out[pos..]) {
+            if batches.count > 0 && batches.pos - batches.start + s.len() + 64 > BATCH_BYTES {
+                batches.close();
+            }
+            match tunn.encapsulate(s, &mut out[batches.pos..]) {
                 TunnResult::WriteToNetwork(p) if p.first() == Some(&4) => {
-                    let len = p.len();
-                    // A GSO batch is equal-sized packets with at most one shorter one, last.
-                    if count > 0 && (short || len > seg || count == MAX_SEGMENTS) {
-                        self.send_batch(peer, &out[..pos], seg, count);
-                        out.copy_within(pos..pos + len, 0);
-                        (pos, count, short) = (0, 0, false);
-                    }
-                    if count == 0 {
-                        seg = len;
-                    } else if len < seg {
-                        short = true;
-                    }
-                    pos += len;
-                    count += 1;
+                    batches.add(p.len());
                     packets += 1;
                     bytes += s.len() as u64;
                 }
-                // A handshake initiation (no session yet): send it on its own.
-                TunnResult::WriteToNetwork(p) => self.send(peer, p),
+                // A handshake initiation (no session yet): sent on its own, after the batches.
+                TunnResult::WriteToNetwork(p) => init = Some(p.to_vec()),
                 TunnResult::Err(e) => {
                     tracing::debug!(peer = %peer.cfg.id, error = ?e, "encapsulate")
                 }
@@ -172,12 +178,131 @@ impl Device {
             }
         });
         drop(tunn);
-        self.send_batch(peer, &out[..pos], seg, count);
+        batches.close();
+        for b in &batches.done {
+            self.send_batch(peer, &out[b.start..b.end], b.seg, b.count);
+        }
+        if let Some(init) = init {
+            self.send(peer, &init);
+        }
         if let Err(e) = result {
             tracing::debug!(peer = %peer.cfg.id, error = ?e, "segmenting a packet from the tun device");
             peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
         peer.stats.tx_packets.fetch_add(packets, Ordering::Relaxed);
         peer.stats.tx_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+/// Encrypted packets laid out back to back in the output buffer, cut into UDP GSO batches:
+/// equal-sized packets with at most one shorter one, last, and at most [`MAX_SEGMENTS`].
+#[derive(Debug, Default)]
+pub(super) struct Batches {
+    /// Where the next packet goes.
+    pos: usize,
+    /// The open batch: its start, segment size and packet count; `short` once a shorter packet
+    /// (which must be its last) was added.
+    start: usize,
+    seg: usize,
+    count: u64,
+    short: bool,
+    done: Vec<Batch>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Batch {
+    start: usize,
+    end: usize,
+    seg: usize,
+    count: u64,
+}
+
+impl Batches {
+    /// Counts a packet of `len` bytes just written at `pos`.
+    fn add(&mut self, len: usize) {
+        if self.count > 0 && (self.short || len > self.seg || self.count == MAX_SEGMENTS) {
+            self.close();
+        }
+        if self.count == 0 {
+            self.seg = len;
+        } else if len < self.seg {
+            self.short = true;
+        }
+        self.pos += len;
+        self.count += 1;
+    }
+
+    /// Empty, keeping the list's allocation.
+    fn reset(&mut self) {
+        self.done.clear();
+        (self.pos, self.start, self.seg, self.count, self.short) = (0, 0, 0, 0, false);
+    }
+
+    /// Ends the open batch (if it has packets) and opens the next one at `pos`.
+    fn close(&mut self) {
+        if self.count > 0 {
+            self.done.push(Batch {
+                start: self.start,
+                end: self.pos,
+                seg: self.seg,
+                count: self.count,
+            });
+        }
+        (self.start, self.count, self.short) = (self.pos, 0, false);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cut(lens: &[usize]) -> Vec<Batch> {
+        let mut b = Batches::default();
+        for &l in lens {
+            b.add(l);
+        }
+        b.close();
+        b.done
+    }
+
+    #[test]
+    fn equal_packets_share_a_batch_and_a_shorter_one_ends_it() {
+        let b = cut(&[100, 100, 60, 100]);
+        assert_eq!(
+            b,
+            [
+                Batch {
+                    start: 0,
+                    end: 260,
+                    seg: 100,
+                    count: 3
+                },
+                Batch {
+                    start: 260,
+                    end: 360,
+                    seg: 100,
+                    count: 1
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_longer_packet_or_the_segment_limit_starts_a_new_batch() {
+        let b = cut(&[50, 80]);
+        assert_eq!(b.len(), 2);
+        assert_eq!((b[1].start, b[1].seg), (50, 80));
+        let many = vec![10; MAX_SEGMENTS as usize + 1];
+        let b = cut(&many);
+        assert_eq!(
+            b.iter().map(|b| b.count).collect::<Vec<_>>(),
+            [MAX_SEGMENTS, 1]
+        );
+        assert_eq!(b[1].start, 10 * MAX_SEGMENTS as usize);
+    }
+
+    #[test]
+    fn closing_an_empty_batch_adds_nothing() {
+        assert!(cut(&[]).is_empty());
     }
 }
