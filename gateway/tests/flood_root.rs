@@ -296,13 +296,7 @@ async fn a_cookie_answering_flood_from_one_address_stalls_neither_data_nor_hands
     // What is still queued at a is counted once it is read.
     thread::sleep(Duration::from_millis(500));
     let a_after = a.status_json();
-    let alive = a
-        .child
-        .as_mut()
-        .expect("a runs")
-        .exited()
-        .unwrap()
-        .is_none();
+    let alive = a.alive();
 
     let base = iperf::median(&baseline);
     // The lowest interval of the run under the flood, as a share of the baseline's median.

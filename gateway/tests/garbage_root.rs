@@ -239,13 +239,7 @@ async fn garbage_and_replays_count_as_rejected_and_disturb_nothing() {
     thread::sleep(Duration::from_millis(500));
     let after = a.status_json();
     let rss_after = a.rss_kib();
-    let alive = a
-        .child
-        .as_mut()
-        .expect("a runs")
-        .exited()
-        .unwrap()
-        .is_none();
+    let alive = a.alive();
     let rates = client.rates();
 
     let total: u64 = sent.values().sum();

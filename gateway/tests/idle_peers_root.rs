@@ -113,22 +113,8 @@ async fn a_thousand_endpointless_peers_send_nothing_and_log_little() {
 
     // The instruments work: a peer with an endpoint (its MAC pinned, so no ARP is needed) is
     // sent an initiation at once, and both the capture and the counter see it.
+    pin_control_mac(&a);
     let ip = CONTROL.map(|b| b.to_string()).join(".");
-    let neigh = a
-        .host
-        .command("ip")
-        .args([
-            "neigh",
-            "replace",
-            &ip,
-            "lladdr",
-            "02:00:00:00:00:99",
-            "dev",
-            "wan0",
-        ])
-        .status()
-        .unwrap();
-    assert!(neigh.success());
     let control = format!(
         "  - id: control\n    publicKey: {}\n    endpoint: {ip}:51840\n    remotePodCIDR: 10.99.0.0/24\n    localPodCIDRAtPeer: 10.72.0.0/16\n",
         gateway::keys::PrivateKey::generate().unwrap().public()

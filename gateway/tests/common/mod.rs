@@ -181,6 +181,16 @@ impl Site {
         self.child.as_ref().expect("the gateway runs").pid()
     }
 
+    /// Whether the gateway started last is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .expect("the gateway was started")
+            .exited()
+            .unwrap()
+            .is_none()
+    }
+
     /// The running gateway's resident memory (VmRSS), in KiB.
     pub fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
