@@ -1,12 +1,14 @@
-//! nftables on the real kernel (needs root): atomic replacement and prefix NAT on real packets.
+//! nftables on the real kernel (needs root): atomic replacement and prefix NAT on real packets
+//! (by one address, and by two through a mark).
 
 mod common;
 
 use common::{TestNs, wire};
 use dataplane::{
+    addr::AddressSpec,
     nft::{
-        self, AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, Map, Policy,
-        Rule, Ruleset,
+        self, AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, Map,
+        MarkMap, MarkPrefixMap, Policy, Rule, Ruleset,
     },
     route::RouteSpec,
 };
@@ -163,5 +165,129 @@ async fn netmap_translates_real_packets_keeping_host_bits() {
     assert_eq!(
         seen, "10.99.0.7",
         "source translated by prefix, host bits kept"
+    );
+}
+
+/// The gateway's translation by two addresses: peer ranges 10.71.0.0/16 and 10.73.0.0/16 see
+/// our pods (10.200.0.0/16) as 10.50.0.0/16 and 10.60.0.0/16.
+fn mark_ruleset() -> Ruleset {
+    let net = |s: &str| s.parse::<ipnet::IpNet>().unwrap();
+    let ours = net("10.200.0.0/16");
+    let peers = [
+        (0x0a47_0000, "10.71.0.0/16", "10.50.0.0/16"),
+        (0x0a49_0000, "10.73.0.0/16", "10.60.0.0/16"),
+    ];
+    let mut rs = Ruleset::new(Family::Ip, id("dpt_marks"));
+    rs.mark_maps.push(MarkMap {
+        name: id("peer_ranges"),
+        addr: AddrType::V4,
+        entries: peers.iter().map(|(m, r, _)| (net(r), *m)).collect(),
+    });
+    let map = |name: &str, entries| MarkPrefixMap {
+        name: id(name),
+        addr: AddrType::V4,
+        prefix_len: 16,
+        entries,
+    };
+    rs.mark_prefix_maps.push(map(
+        "snat_pod",
+        peers.iter().map(|(m, _, v)| ((*m, ours), net(v))).collect(),
+    ));
+    rs.mark_prefix_maps.push(map(
+        "dnat_pod",
+        peers.iter().map(|(m, _, v)| ((*m, net(v)), ours)).collect(),
+    ));
+    let tun = || "tun0".parse().unwrap();
+    rs.chains.push(nat_chain(
+        "pre",
+        Hook::Prerouting,
+        -100,
+        vec![Rule::new(vec![
+            Expr::Iif(tun()),
+            Expr::SetMarkMap(Field::Saddr, id("peer_ranges")),
+            Expr::DnatPrefixMarkMap(id("dnat_pod")),
+        ])],
+    ));
+    rs.chains.push(nat_chain(
+        "post",
+        Hook::Postrouting,
+        100,
+        vec![Rule::new(vec![
+            Expr::Oif(tun()),
+            Expr::SetMarkMap(Field::Daddr, id("peer_ranges")),
+            Expr::SnatPrefixMarkMap(id("snat_pod")),
+        ])],
+    ));
+    rs
+}
+
+#[tokio::test]
+async fn mark_maps_translate_by_peer_range_and_view_on_real_packets() {
+    // peers (10.71.0.9 and 10.73.0.9) -- tun0: gw :lan0 -- pods (10.200.0.2).
+    let (peers, gw, pods) = (
+        TestNs::new("mkp").await,
+        TestNs::new("mkg").await,
+        TestNs::new("mkd").await,
+    );
+    wire(&peers, "eth0", "10.9.0.2/24", &gw, "tun0", "10.9.0.1/24").await;
+    wire(&gw, "lan0", "10.200.0.1/24", &pods, "eth0", "10.200.0.2/24").await;
+    gw.ns
+        .run(|| dataplane::sysctl::set("net.ipv4.ip_forward", "1"))
+        .unwrap()
+        .unwrap();
+    let route = |dst: &str, gw: &str, src: Option<&str>| RouteSpec {
+        via: Some(gw.parse().unwrap()),
+        src: src.map(|s| s.parse().unwrap()),
+        ..RouteSpec::to(dst.parse().unwrap())
+    };
+    let (p, g, d) = (peers.nl(), gw.nl(), pods.nl());
+    for a in ["10.71.0.9/32", "10.73.0.9/32"] {
+        p.add_address(&AddressSpec {
+            link: "eth0".parse().unwrap(),
+            addr: a.parse().unwrap(),
+        })
+        .await
+        .unwrap();
+    }
+    for r in [
+        route("10.50.0.0/16", "10.9.0.1", Some("10.71.0.9")),
+        route("10.60.0.0/16", "10.9.0.1", Some("10.73.0.9")),
+    ] {
+        p.add_route(&r).await.unwrap();
+    }
+    for dst in ["10.71.0.0/16", "10.73.0.0/16"] {
+        g.add_route(&route(dst, "10.9.0.2", None)).await.unwrap();
+        d.add_route(&route(dst, "10.200.0.1", None)).await.unwrap();
+    }
+    let ping_from = |src: &str, dst: &str| {
+        peers
+            .sh("ping", &["-c1", "-W2", "-q", "-I", src, dst])
+            .status
+            .success()
+    };
+    assert!(
+        !ping_from("10.71.0.9", "10.50.0.2"),
+        "nothing answers before the NAT exists"
+    );
+    nft::apply(Some(&gw.ns), &mark_ruleset()).unwrap();
+
+    // Ingress: each peer reaches our pod at the address it was given, as itself.
+    assert!(ping_from("10.71.0.9", "10.50.0.2"));
+    assert!(ping_from("10.73.0.9", "10.60.0.2"));
+    assert_eq!(
+        common::tcp_source_seen(&peers, &pods, "10.200.0.2:7002", "10.50.0.2:7002"),
+        "10.71.0.9"
+    );
+    // ... and not at the addresses another peer was given.
+    assert!(!ping_from("10.71.0.9", "10.60.0.2"));
+    assert!(!ping_from("10.73.0.9", "10.50.0.2"));
+    // Egress: our pod appears to each peer as that peer sees our pods.
+    assert_eq!(
+        common::tcp_source_seen(&pods, &peers, "10.71.0.9:7003", "10.71.0.9:7003"),
+        "10.50.0.2"
+    );
+    assert_eq!(
+        common::tcp_source_seen(&pods, &peers, "10.73.0.9:7004", "10.73.0.9:7004"),
+        "10.60.0.2"
     );
 }

@@ -7,7 +7,7 @@ mod common;
 use common::TestNs;
 use dataplane::nft::{
     self, AddrType, Applied, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, Map,
-    PairMap, Policy, Rule, Ruleset, Session, Set,
+    MarkMap, MarkPrefixMap, Policy, Rule, Ruleset, Session, Set,
 };
 use ipnet::IpNet;
 use serde_json::Value;
@@ -33,22 +33,40 @@ fn chain(name: &str, kind: ChainKind, hook: Hook, priority: i32, rules: Vec<Rule
     }
 }
 
-/// A table shaped like the gateway's: two pair maps, a plain prefix map and a set.
+/// The mark of a peer range: its first address (as the gateway's).
+fn mark(remote: &str) -> u32 {
+    match net(remote) {
+        IpNet::V4(n) => u32::from(n.network()),
+        IpNet::V6(_) => unreachable!("IPv4 only"),
+    }
+}
+
+/// A table shaped like the gateway's: a mark map of peer ranges and two mark prefix maps (our
+/// pods are 10.200.0.0/16), a plain prefix map and a set.
 fn ruleset(pairs: &[(&str, &str)], views: &[(&str, &str)], local: &[&str]) -> Ruleset {
     let mut rs = Ruleset::new(Family::Ip, id("dpt_gw"));
-    let pair =
-        |(remote, at_peer): &(&str, &str)| ((net(remote), net("10.200.0.0/16")), net(at_peer));
-    rs.pair_maps.push(PairMap {
+    rs.mark_maps.push(MarkMap {
+        name: id("peer_ranges"),
+        addr: AddrType::V4,
+        entries: pairs.iter().map(|(r, _)| (net(r), mark(r))).collect(),
+    });
+    let ours = net("10.200.0.0/16");
+    rs.mark_prefix_maps.push(MarkPrefixMap {
         name: id("snat_pod"),
         addr: AddrType::V4,
-        entries: pairs.iter().map(pair).collect(),
-    });
-    rs.pair_maps.push(PairMap {
-        name: id("dnat_pod"),
-        addr: AddrType::V4,
+        prefix_len: 16,
         entries: pairs
             .iter()
-            .map(|(remote, at_peer)| ((net(remote), net(at_peer)), net("10.200.0.0/16")))
+            .map(|(remote, at_peer)| ((mark(remote), ours), net(at_peer)))
+            .collect(),
+    });
+    rs.mark_prefix_maps.push(MarkPrefixMap {
+        name: id("dnat_pod"),
+        addr: AddrType::V4,
+        prefix_len: 16,
+        entries: pairs
+            .iter()
+            .map(|(remote, at_peer)| ((mark(remote), net(at_peer)), ours))
             .collect(),
     });
     rs.maps.push(Map {
@@ -70,7 +88,8 @@ fn ruleset(pairs: &[(&str, &str)], views: &[(&str, &str)], local: &[&str]) -> Ru
         vec![
             Rule::new(vec![
                 Expr::Iif(tun()),
-                Expr::DnatPrefixPairMap(id("dnat_pod"), Field::Saddr, Field::Daddr),
+                Expr::SetMarkMap(Field::Saddr, id("peer_ranges")),
+                Expr::DnatPrefixMarkMap(id("dnat_pod")),
             ]),
             Rule::new(vec![
                 Expr::InSet(Field::Daddr, id("views")),
@@ -85,7 +104,8 @@ fn ruleset(pairs: &[(&str, &str)], views: &[(&str, &str)], local: &[&str]) -> Ru
         100,
         vec![Rule::new(vec![
             Expr::Oif(tun()),
-            Expr::SnatPrefixPairMap(id("snat_pod"), Field::Daddr, Field::Saddr),
+            Expr::SetMarkMap(Field::Daddr, id("peer_ranges")),
+            Expr::SnatPrefixMarkMap(id("snat_pod")),
         ])],
     ));
     rs.chains.push(chain(
@@ -104,8 +124,8 @@ fn ruleset(pairs: &[(&str, &str)], views: &[(&str, &str)], local: &[&str]) -> Ru
 }
 
 /// `nft -j list table` without handles (they count objects ever created), elements sorted (a
-/// concatenated map lists its elements in the order they were inserted, so a map grown element
-/// by element lists them in another order than one filled at once).
+/// hash map lists its elements in an order of its own, so a map grown element by element may
+/// list them in another order than one filled at once).
 fn listing(t: &TestNs, rs: &Ruleset) -> Vec<Value> {
     fn clean(v: &mut Value) {
         match v {
@@ -165,12 +185,13 @@ async fn element_changes_list_like_a_fresh_apply() {
         step(&mut s, &inc, &fresh, &more),
         Applied::Elements {
             removed: 0,
-            added: 7
+            added: 10
         }
     );
     // The same entries in another order: nothing to send.
     let mut reordered = more.clone();
-    reordered.pair_maps[0].entries.reverse();
+    reordered.mark_prefix_maps[0].entries.reverse();
+    reordered.mark_maps[0].entries.reverse();
     assert_eq!(s.apply(&reordered).unwrap(), Applied::Unchanged);
     assert_eq!(s.apply(&more).unwrap(), Applied::Unchanged);
     // One goes, one changes its value, one comes; the plain map's value changes; the set moves.
@@ -215,8 +236,8 @@ async fn element_changes_list_like_a_fresh_apply() {
         Applied::Elements { .. }
     ));
 
-    // Most peers leave at once: deleting them one by one from the concatenated maps would take
-    // the kernel longer than building the table anew, so the table is replaced.
+    // Most peers leave at once: still one transaction of elements (deleting from a mark map or
+    // a mark prefix map costs the same whatever its size).
     let names: Vec<(String, &str)> = (0..300)
         .map(|i| {
             (
@@ -229,9 +250,12 @@ async fn element_changes_list_like_a_fresh_apply() {
     let crowd = ruleset(&many, &[], &["10.200.0.0/16"]);
     assert!(matches!(
         step(&mut s, &inc, &fresh, &crowd),
-        Applied::Elements { added: 600, .. }
+        Applied::Elements { added: 900, .. }
     ));
-    assert_eq!(step(&mut s, &inc, &fresh, &more), Applied::Replaced);
+    assert!(matches!(
+        step(&mut s, &inc, &fresh, &more),
+        Applied::Elements { .. }
+    ));
 
     // A rule changed: the table is replaced.
     let mut other_rules = more.clone();
@@ -264,7 +288,7 @@ async fn drift_is_repaired_and_a_bad_element_is_named_and_changes_nothing() {
             "ip",
             "dpt_gw",
             "snat_pod",
-            "{ 10.72.0.0/16 . 10.200.0.0/16 }",
+            "{ 0x0a480000 . 10.200.0.0 }",
         ],
     );
     assert!(out.status.success(), "{out:?}");
@@ -289,18 +313,16 @@ async fn drift_is_repaired_and_a_bad_element_is_named_and_changes_nothing() {
     // An element overlapping one already there: refused, named, nothing changed.
     let before = listing(&inc, &more);
     let mut bad = more.clone();
-    bad.pair_maps[0].entries.push((
-        (net("10.71.5.0/24"), net("10.200.0.0/16")),
-        net("10.60.0.0/16"),
-    ));
-    bad.pair_maps[0].entries.push((
-        (net("10.76.0.0/16"), net("10.200.0.0/16")),
-        net("10.60.0.0/16"),
-    ));
+    bad.mark_maps[0]
+        .entries
+        .push((net("10.71.5.0/24"), mark("10.71.5.0/24")));
+    bad.mark_maps[0]
+        .entries
+        .push((net("10.76.0.0/16"), mark("10.76.0.0/16")));
     let e = s.apply(&bad).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "table ip dpt_gw: adding element 10.71.5.0/24 . 10.200.0.0/16 : 10.60.0.0/16 to map snat_pod (it overlaps or clashes with an element already there)"
+        "table ip dpt_gw: adding element 10.71.5.0/24 : 0xa470500 to map peer_ranges (it overlaps or clashes with an element already there)"
     );
     assert_eq!(
         std::error::Error::source(&e)
@@ -314,6 +336,19 @@ async fn drift_is_repaired_and_a_bad_element_is_named_and_changes_nothing() {
         "the transaction was undone whole"
     );
     // Forgotten: the next apply replaces the table.
+    assert_eq!(step(&mut s, &inc, &fresh, &more), Applied::Replaced);
+    // A second value for a key of a mark prefix map: refused the same way.
+    let mut clash = more.clone();
+    clash.mark_prefix_maps[0].entries.push((
+        (mark("10.71.0.0/16"), net("10.200.0.0/16")),
+        net("10.60.0.0/16"),
+    ));
+    let e = s.apply(&clash).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "table ip dpt_gw: adding element 0xa470000 . 10.200.0.0/16 : 10.60.0.0/16 to map snat_pod (it overlaps or clashes with an element already there)"
+    );
+    assert_eq!(listing(&inc, &more), before);
     assert_eq!(step(&mut s, &inc, &fresh, &more), Applied::Replaced);
 
     // An invalid ruleset is refused before anything is sent.

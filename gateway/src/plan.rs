@@ -7,19 +7,32 @@
 //! receiver's view of the sender and the destination in the sender's view of the receiver, so
 //! both ends route and check allowed IPs on ranges unique in their own space:
 //! - egress (to the tunnel): the destination picks the peer (routing and WireGuard allowed IPs),
-//!   and the source, one of our pods, becomes our pod as that peer sees it:
-//!   `snat ip prefix to ip daddr . ip saddr map @snat_pod`;
+//!   and the source, one of our pods, becomes our pod as that peer sees it;
 //! - ingress (from the tunnel): the source is the peer's range here (allowed IPs check) and the
-//!   destination is our pod as that peer sees it, which becomes our real pod:
-//!   `dnat ip prefix to ip saddr . ip daddr map @dnat_pod`.
+//!   destination is our pod as that peer sees it, which becomes our real pod.
 //!
-//! Both are map lookups keyed by a pair of ranges: one rule each, whatever the number of peers.
-//! Replies are translated back by conntrack.
+//! Both translations depend on two addresses: the peer's range (picked by one) and a range of
+//! our pods (the other). One rule each, whatever the number of peers, in two lookups:
+//! `peer_ranges` maps each peer range to a mark (its first address: ranges are disjoint, so
+//! every range has its own), then `meta mark . (ip saddr & MASK)` (egress) or
+//! `meta mark . (ip daddr & MASK)` (ingress) is looked up in `snat_pod` or `dnat_pod`, whose
+//! keys are exact (our pods as any peer sees them have the length of our pod CIDR, `MASK`):
+//! - egress: `meta mark set ip daddr map @peer_ranges snat ip prefix to meta mark . (ip saddr &
+//!   MASK) map @snat_pod`, entries `range . our pods : our pods at the peer`;
+//! - ingress: `meta mark set ip saddr map @peer_ranges dnat ip prefix to meta mark . (ip daddr &
+//!   MASK) map @dnat_pod`, entries `range . our pods at the peer : our pods`.
+//!
+//! A packet matches exactly when it matched the pair `(peer range, our range)` of the
+//! translation, and a peer's entries are its own: adding or removing one costs the same at a
+//! thousand peers as at one (an interval map of pairs, the kernel's pipapo set, scans its
+//! entries on every deletion). Only the first packet of a connection passes the NAT chains; it
+//! leaves them with the mark set (nothing in the gateway namespace looks at marks, and the veth
+//! to the host clears them). Replies are translated back by conntrack.
 
 use dataplane::{
     nft::{
-        AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, PairMap, Policy,
-        Rule, Ruleset, Set,
+        AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, MarkMap,
+        MarkPrefixMap, Policy, Rule, Ruleset, Set,
     },
     route::RouteSpec,
     rule::RuleSpec,
@@ -46,25 +59,30 @@ fn id(s: &str) -> Ident {
 pub fn nat(c: &Config) -> Ruleset {
     let mut rs = Ruleset::new(Family::Ip, id(NAT_TABLE));
     let local = IpNet::V4(c.local_pod_cidr);
-    let mut snat = Vec::new();
-    let mut dnat = Vec::new();
+    let (mut ranges, mut snat, mut dnat) = (Vec::new(), Vec::new(), Vec::new());
     for p in c.peers.values() {
         let at_peer = IpNet::V4(p.local_pod_cidr_at_peer);
-        for remote in p.allowed().into_iter().map(IpNet::V4) {
-            snat.push(((remote, local), at_peer));
-            dnat.push(((remote, at_peer), local));
+        for remote in p.allowed() {
+            let mark = u32::from(remote.network());
+            ranges.push((IpNet::V4(remote), mark));
+            snat.push(((mark, local), at_peer));
+            dnat.push(((mark, at_peer), local));
         }
     }
-    rs.pair_maps.push(PairMap {
-        name: id("snat_pod"),
+    rs.mark_maps.push(MarkMap {
+        name: id("peer_ranges"),
         addr: AddrType::V4,
-        entries: snat,
+        entries: ranges,
     });
-    rs.pair_maps.push(PairMap {
-        name: id("dnat_pod"),
+    // Our pods as a peer sees them have the length of our pod CIDR (the configuration checks).
+    let pod_map = |name, entries| MarkPrefixMap {
+        name: id(name),
         addr: AddrType::V4,
-        entries: dnat,
-    });
+        prefix_len: c.local_pod_cidr.prefix_len(),
+        entries,
+    };
+    rs.mark_prefix_maps.push(pod_map("snat_pod", snat));
+    rs.mark_prefix_maps.push(pod_map("dnat_pod", dnat));
     let base = |kind, hook, priority| {
         Some(BaseChain {
             kind,
@@ -80,7 +98,8 @@ pub fn nat(c: &Config) -> Ruleset {
         rules: vec![
             Rule::new(vec![
                 Expr::Iif(tun()),
-                Expr::DnatPrefixPairMap(id("dnat_pod"), Field::Saddr, Field::Daddr),
+                Expr::SetMarkMap(Field::Saddr, id("peer_ranges")),
+                Expr::DnatPrefixMarkMap(id("dnat_pod")),
             ])
             .comment("our pods as the peer sees them -> our pods"),
         ],
@@ -91,7 +110,8 @@ pub fn nat(c: &Config) -> Ruleset {
         rules: vec![
             Rule::new(vec![
                 Expr::Oif(tun()),
-                Expr::SnatPrefixPairMap(id("snat_pod"), Field::Daddr, Field::Saddr),
+                Expr::SetMarkMap(Field::Daddr, id("peer_ranges")),
+                Expr::SnatPrefixMarkMap(id("snat_pod")),
             ])
             .comment("our pods -> our pods as the destination peer sees them"),
         ],
@@ -243,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn nat_is_two_rules_and_two_pair_maps() {
+    fn nat_is_two_rules_and_three_maps() {
         insta::assert_snapshot!(dataplane::nft::build::batch(&nat(&config())).unwrap());
     }
 

@@ -4,13 +4,19 @@
 //! with interval values in JSON ("Invalid map type 'interval ipv4_addr'"), and prefix (netmap)
 //! translation needs exactly that. Reading state back uses `nft -j list`, whose output is stable.
 
-use std::{collections::HashMap, fmt};
+use std::{
+    collections::HashMap,
+    fmt,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+};
 
 use ipnet::IpNet;
 
 use super::{
-    AddrType, ChainKind, Expr, Family, Field, Hook, Ident, Policy, Ruleset,
-    check::{addr_type, check_map_entry, check_pair_entry, check_set_prefix},
+    AddrType, ChainKind, Expr, Family, Field, Hook, Ident, MarkPrefixMap, Policy, Ruleset,
+    check::{
+        addr_type, check_map_entry, check_mark_entry, check_mark_prefix_entry, check_set_prefix,
+    },
 };
 
 /// A ruleset that cannot be built, naming the offending part.
@@ -63,6 +69,16 @@ pub enum BuildError {
         what: String,
         /// The address.
         addr: String,
+    },
+    /// A mark prefix map whose prefix length does not fit its addresses.
+    #[error("table {table} map {name}: prefix length {len} is too long for its addresses")]
+    BadPrefixLength {
+        /// The table.
+        table: Ident,
+        /// The map.
+        name: Ident,
+        /// The length.
+        len: u8,
     },
     /// A rule comment with a character nft cannot quote.
     #[error(
@@ -172,22 +188,46 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
         ));
     }
 
-    for m in &rs.pair_maps {
-        if lookups.insert(&m.name, ("pair map", m.addr)).is_some() {
+    for m in &rs.mark_maps {
+        if lookups.insert(&m.name, ("mark map", m.addr)).is_some() {
             return Err(dup(&m.name));
         }
         if !family_allows(rs.family, m.addr) {
             return Err(wrong(format!("map {}", m.name), type_name(m.addr).into()));
         }
         let mut items = Vec::new();
-        for ((a, b), to) in &m.entries {
-            check_pair_entry(table, m, (a, b), to)?;
-            items.push(format!("{a} . {b} : {to}"));
+        for (net, mark) in &m.entries {
+            check_mark_entry(table, m, net, *mark)?;
+            items.push(format!("{net} : {mark:#x}"));
+        }
+        out.push_str(&format!(
+            "add map {t} {} {{ type {} : mark; flags interval;{} }}\n",
+            m.name,
+            type_name(m.addr),
+            elements(&items)
+        ));
+    }
+
+    for m in &rs.mark_prefix_maps {
+        if lookups
+            .insert(&m.name, ("mark prefix map", m.addr))
+            .is_some()
+        {
+            return Err(dup(&m.name));
+        }
+        if !family_allows(rs.family, m.addr) {
+            return Err(wrong(format!("map {}", m.name), type_name(m.addr).into()));
+        }
+        mask(table, m)?;
+        let mut items = Vec::new();
+        for ((mark, prefix), to) in &m.entries {
+            check_mark_prefix_entry(table, m, (*mark, prefix), to)?;
+            items.push(format!("{mark:#x} . {} : {to}", prefix.network()));
         }
         items.dedup();
         let ty = type_name(m.addr);
         out.push_str(&format!(
-            "add map {t} {} {{ type {ty} . {ty} : interval {ty}; flags interval;{} }}\n",
+            "add map {t} {} {{ type mark . {ty} : interval {ty};{} }}\n",
             m.name,
             elements(&items)
         ));
@@ -282,13 +322,29 @@ impl RuleCtx<'_> {
         }
     }
 
-    /// The element type of the set (or map keys) `name`; with `want == "map"` or `"pair map"`,
-    /// only maps of that kind.
+    /// The element type of the set (or map keys) `name`; with `want == "set"`, of any set or
+    /// map keyed by one prefix, else only of maps of that kind.
     fn lookup(&self, want: &'static str, name: &Ident) -> Result<AddrType, BuildError> {
         match self.lookups.get(name) {
-            Some((kind, t)) if *kind == want || (want == "set" && *kind != "pair map") => Ok(*t),
+            Some((kind, t)) if *kind == want || (want == "set" && *kind != "mark prefix map") => {
+                Ok(*t)
+            }
             _ => Err(self.unknown(want, name)),
         }
+    }
+
+    /// `<stmt> ip prefix to meta mark . (ip FIELD & MASK) map @NAME`: translation of `f`
+    /// through the mark prefix map `name`.
+    fn mark_prefix_nat(&self, stmt: &str, name: &Ident, f: Field) -> Result<String, BuildError> {
+        let p = proto(self.lookup("mark prefix map", name)?);
+        let m = (self.rs.mark_prefix_maps.iter())
+            .find(|m| &m.name == name)
+            .ok_or_else(|| self.unknown("mark prefix map", name))?;
+        Ok(format!(
+            "{stmt} {p} prefix to meta mark . ({p} {} & {}) map @{name}",
+            field(f),
+            mask(&self.rs.table, m)?
+        ))
     }
 
     /// One expression in nft syntax.
@@ -330,24 +386,32 @@ impl RuleCtx<'_> {
                 let p = proto(self.lookup("map", map)?);
                 format!("dnat {p} prefix to {p} daddr map @{map}")
             }
-            Expr::SnatPrefixPairMap(map, a, b) | Expr::DnatPrefixPairMap(map, a, b) => {
-                let p = proto(self.lookup("pair map", map)?);
-                let stmt = if matches!(e, Expr::SnatPrefixPairMap(..)) {
-                    "snat"
-                } else {
-                    "dnat"
-                };
-                format!(
-                    "{stmt} {p} prefix to {p} {} . {p} {} map @{map}",
-                    field(*a),
-                    field(*b)
-                )
+            Expr::SetMarkMap(f, map) => {
+                let p = proto(self.lookup("mark map", map)?);
+                format!("meta mark set {p} {} map @{map}", field(*f))
             }
+            Expr::SnatPrefixMarkMap(map) => self.mark_prefix_nat("snat", map, Field::Saddr)?,
+            Expr::DnatPrefixMarkMap(map) => self.mark_prefix_nat("dnat", map, Field::Daddr)?,
             Expr::ClampMssToPmtu => "tcp flags syn tcp option maxseg size set rt mtu".into(),
             Expr::SetMss(size) => format!("tcp flags syn tcp option maxseg size set {size}"),
             Expr::Notrack => "notrack".into(),
         })
     }
+}
+
+/// The netmask of `m`'s prefix length, as nft writes it.
+fn mask(table: &Ident, m: &MarkPrefixMap) -> Result<IpAddr, BuildError> {
+    let zero = match m.addr {
+        AddrType::V4 => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+        AddrType::V6 => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+    };
+    IpNet::new(zero, m.prefix_len)
+        .map(|n| n.netmask())
+        .map_err(|_| BuildError::BadPrefixLength {
+            table: table.clone(),
+            name: m.name.clone(),
+            len: m.prefix_len,
+        })
 }
 
 /// A prefix, or a bare address for a host prefix.

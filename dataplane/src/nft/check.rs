@@ -4,7 +4,7 @@
 
 use ipnet::IpNet;
 
-use super::{AddrType, Ident, Map, PairMap, Set, build::BuildError};
+use super::{AddrType, Ident, Map, MarkMap, MarkPrefixMap, Set, build::BuildError};
 
 /// The address type of `net`.
 pub(crate) fn addr_type(net: &IpNet) -> AddrType {
@@ -61,29 +61,52 @@ pub(crate) fn check_map_entry(
     Ok(())
 }
 
-/// Whether `a . b : to` fits the pair map `m` of `table`.
-pub(crate) fn check_pair_entry(
+/// Whether `net : mark` fits the mark map `m` of `table`.
+pub(crate) fn check_mark_entry(
     table: &Ident,
-    m: &PairMap,
-    (a, b): (&IpNet, &IpNet),
+    m: &MarkMap,
+    net: &IpNet,
+    mark: u32,
+) -> Result<(), BuildError> {
+    let bad = |problem| BuildError::BadElement {
+        table: table.clone(),
+        what: "map",
+        name: m.name.clone(),
+        elem: format!("{net} : {mark:#x}"),
+        problem,
+    };
+    if addr_type(net) != m.addr {
+        return Err(bad("wrong IP version"));
+    }
+    if *net != net.trunc() {
+        return Err(bad("host bits set"));
+    }
+    Ok(())
+}
+
+/// Whether `mark . prefix : to` fits the mark prefix map `m` of `table`.
+pub(crate) fn check_mark_prefix_entry(
+    table: &Ident,
+    m: &MarkPrefixMap,
+    (mark, prefix): (u32, &IpNet),
     to: &IpNet,
 ) -> Result<(), BuildError> {
     let bad = |problem| BuildError::BadElement {
         table: table.clone(),
         what: "map",
         name: m.name.clone(),
-        elem: format!("{a} . {b} : {to}"),
+        elem: format!("{mark:#x} . {prefix} : {to}"),
         problem,
     };
-    if [a, b, to].iter().any(|n| addr_type(n) != m.addr) {
+    if [prefix, to].iter().any(|n| addr_type(n) != m.addr) {
         return Err(bad("wrong IP version"));
     }
-    if [a, b, to].iter().any(|n| **n != n.trunc()) {
+    if [prefix, to].iter().any(|n| **n != n.trunc()) {
         return Err(bad("host bits set"));
     }
-    if b.prefix_len() != to.prefix_len() {
+    if [prefix, to].iter().any(|n| n.prefix_len() != m.prefix_len) {
         return Err(bad(
-            "prefix lengths differ; a prefix translation keeps host bits",
+            "not of the map's prefix length; the lookup masks the address to it",
         ));
     }
     Ok(())

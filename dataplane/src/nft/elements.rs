@@ -9,9 +9,9 @@
 //!   top of the address space has no end element and carries nft's "open interval" user data;
 //!   nft also adds an end element at address 0 when it fills an empty set (unless a prefix
 //!   starts there), which is never removed: it matches nothing and does not list;
-//! - a concatenated interval map (pipapo) holds each entry as one element: the first addresses
-//!   of both fields as its key, their last addresses as its key end, and as value an interval
-//!   (first and last address).
+//! - a map keyed by a mark and a masked address (the kernel's hash) holds each entry as one
+//!   element: the mark (host byte order) and the prefix's first address as its key, and as
+//!   value an interval (first and last address).
 
 use std::{cmp::Ordering, fmt, net::IpAddr};
 
@@ -33,13 +33,31 @@ pub(crate) struct Elem {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Kind {
     /// The start of the one-field interval `net`, with a map's value.
-    Start { net: IpNet, value: Option<IpNet> },
+    Start { net: IpNet, value: Option<Value> },
     /// The end of the one-field interval `net` (keyed by the address after it).
     End { net: IpNet },
     /// nft's end element at address 0 (4 or 16 bytes).
     ZeroEnd { width: usize },
-    /// An entry `a . b : value` of a concatenated map.
-    Pair { a: IpNet, b: IpNet, value: IpNet },
+    /// An entry `mark . net : value` of a mark prefix map.
+    Marked { mark: u32, net: IpNet, value: IpNet },
+}
+
+/// A map's value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Value {
+    /// A prefix (an interval).
+    Prefix(IpNet),
+    /// A mark.
+    Mark(u32),
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Prefix(net) => write!(f, "{net}"),
+            Value::Mark(m) => write!(f, "{m:#x}"),
+        }
+    }
 }
 
 fn num(ip: IpAddr) -> u128 {
@@ -63,12 +81,12 @@ impl Elem {
             Kind::Start { net, .. } => ((num(net.network()), 0), true),
             Kind::End { net } => ((after(net.broadcast()).map_or(0, num), 0), false),
             Kind::ZeroEnd { .. } => ((0, 0), false),
-            Kind::Pair { a, b, .. } => ((num(a.network()), num(b.network())), true),
+            Kind::Marked { mark, net, .. } => ((u128::from(mark), num(net.network())), true),
         };
         Elem { order, start, kind }
     }
 
-    /// An entry of the ruleset (a start element or a concatenated one), not an end.
+    /// An entry of the ruleset (a start element or a mark prefix map's), not an end.
     pub(crate) fn is_entry(&self) -> bool {
         self.start
     }
@@ -84,13 +102,13 @@ impl fmt::Display for Elem {
                 value: Some(v),
             } => write!(f, "{net} : {v}"),
             Kind::ZeroEnd { .. } => f.write_str("the interval end at address 0"),
-            Kind::Pair { a, b, value } => write!(f, "{a} . {b} : {value}"),
+            Kind::Marked { mark, net, value } => write!(f, "{mark:#x} . {net} : {value}"),
         }
     }
 }
 
 /// The rbtree elements of one prefix: its start (with `value`) and its end.
-fn interval(net: IpNet, value: Option<IpNet>, out: &mut Vec<Elem>) {
+fn interval(net: IpNet, value: Option<Value>, out: &mut Vec<Elem>) {
     if after(net.broadcast()).is_some() {
         out.push(Elem::new(Kind::End { net }));
     }
@@ -117,7 +135,8 @@ struct Named {
     elems: Vec<Elem>,
 }
 
-/// The kernel elements of every set and map of a ruleset (sets, maps, then pair maps).
+/// The kernel elements of every set and map of a ruleset (sets, maps, mark maps, then mark
+/// prefix maps).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Elements(Vec<Named>);
 
@@ -155,7 +174,7 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
         let mut elems = Vec::new();
         for (from, to) in &m.entries {
             check::check_map_entry(t, m, from, to)?;
-            interval(*from, Some(*to), &mut elems);
+            interval(*from, Some(Value::Prefix(*to)), &mut elems);
         }
         out.push(Named {
             name: m.name.clone(),
@@ -165,13 +184,27 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
             elems: sorted(elems),
         });
     }
-    for m in &rs.pair_maps {
+    for m in &rs.mark_maps {
         let mut elems = Vec::new();
-        for ((a, b), value) in &m.entries {
-            check::check_pair_entry(t, m, (a, b), value)?;
-            elems.push(Elem::new(Kind::Pair {
-                a: *a,
-                b: *b,
+        for (net, mark) in &m.entries {
+            check::check_mark_entry(t, m, net, *mark)?;
+            interval(*net, Some(Value::Mark(*mark)), &mut elems);
+        }
+        out.push(Named {
+            name: m.name.clone(),
+            kind: "map",
+            zero_end: Some(width(m.addr)),
+            starts_at_zero: m.entries.iter().any(|(n, _)| at_zero(n)),
+            elems: sorted(elems),
+        });
+    }
+    for m in &rs.mark_prefix_maps {
+        let mut elems = Vec::new();
+        for ((mark, net), value) in &m.entries {
+            check::check_mark_prefix_entry(t, m, (*mark, net), value)?;
+            elems.push(Elem::new(Kind::Marked {
+                mark: *mark,
+                net: *net,
                 value: *value,
             }));
         }
@@ -194,10 +227,13 @@ pub(crate) fn only_elements_differ(a: &Ruleset, b: &Ruleset) -> bool {
         && a.chains == b.chains
         && a.sets.len() == b.sets.len()
         && a.maps.len() == b.maps.len()
-        && a.pair_maps.len() == b.pair_maps.len()
+        && a.mark_maps.len() == b.mark_maps.len()
+        && a.mark_prefix_maps.len() == b.mark_prefix_maps.len()
         && (a.sets.iter().zip(&b.sets)).all(|(x, y)| x.name == y.name && x.addr == y.addr)
         && (a.maps.iter().zip(&b.maps)).all(|(x, y)| x.name == y.name && x.addr == y.addr)
-        && (a.pair_maps.iter().zip(&b.pair_maps)).all(|(x, y)| x.name == y.name && x.addr == y.addr)
+        && (a.mark_maps.iter().zip(&b.mark_maps)).all(|(x, y)| x.name == y.name && x.addr == y.addr)
+        && (a.mark_prefix_maps.iter().zip(&b.mark_prefix_maps))
+            .all(|(x, y)| x.name == y.name && x.addr == y.addr && x.prefix_len == y.prefix_len)
 }
 
 /// The element changes of one set or map.
@@ -260,38 +296,6 @@ pub(crate) fn diff(prev: &Elements, next: &Elements) -> Vec<SetDiff> {
         }
     }
     out
-}
-
-/// Whether replacing the whole table (`nft -f`, then the kernel builds every set in one pass)
-/// is likely cheaper than the element transaction `diffs` from `prev` to `next`.
-///
-/// Deleting an element from a concatenated map (the kernel's pipapo set) scans the map's
-/// rules up to the element's (its cost grows with the map: milliseconds per element at a few
-/// thousand), while adding is cheap; a replacement costs a fixed ~20 ms (`nft` reads the ruleset)
-/// and ~10 µs per element. Both are estimated in microseconds, deletions at half a map's size
-/// each, so that removing most peers at once replaces the table and removing one never does.
-pub(crate) fn cheaper_to_replace(prev: &Elements, next: &Elements, diffs: &[SetDiff]) -> bool {
-    const REPLACE_FIXED: usize = 20_000;
-    const REPLACE_PER_ELEMENT: usize = 10;
-    const DELETE_PER_RULE: usize = 3;
-    let deleting: usize = diffs
-        .iter()
-        .map(|d| {
-            let size = prev
-                .0
-                .iter()
-                .find(|n| n.name == d.name)
-                .map_or(0, |n| n.elems.len());
-            let pairs = d
-                .del
-                .iter()
-                .filter(|e| matches!(e.kind, Kind::Pair { .. }))
-                .count();
-            pairs * size / 2 * DELETE_PER_RULE
-        })
-        .sum();
-    let remaining: usize = next.0.iter().map(|n| n.elems.len()).sum();
-    deleting > REPLACE_FIXED + remaining * REPLACE_PER_ELEMENT
 }
 
 #[cfg(test)]

@@ -112,8 +112,10 @@ pub struct Ruleset {
     pub sets: Vec<Set>,
     /// Named prefix-to-prefix maps.
     pub maps: Vec<Map>,
-    /// Named maps from a pair of prefixes to a prefix.
-    pub pair_maps: Vec<PairMap>,
+    /// Named prefix-to-mark maps.
+    pub mark_maps: Vec<MarkMap>,
+    /// Named maps from a mark and a prefix to a prefix.
+    pub mark_prefix_maps: Vec<MarkPrefixMap>,
     /// Chains with their rules, in order.
     pub chains: Vec<Chain>,
 }
@@ -126,7 +128,8 @@ impl Ruleset {
             table,
             sets: Vec::new(),
             maps: Vec::new(),
-            pair_maps: Vec::new(),
+            mark_maps: Vec::new(),
+            mark_prefix_maps: Vec::new(),
             chains: Vec::new(),
         }
     }
@@ -163,17 +166,36 @@ pub struct Map {
     pub entries: Vec<(IpNet, IpNet)>,
 }
 
-/// A map from a pair of prefixes (looked up as `first . second`) to a prefix of the second's
-/// length: prefix translation that depends on two addresses (for example the source range
-/// chosen by the destination peer).
+/// A map from prefixes to packet marks (interval keys, the kernel's rbtree):
+/// `meta mark set ip saddr map @m` labels a packet with the entry its address falls in, for a
+/// [`MarkPrefixMap`] lookup in the same rule.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PairMap {
+pub struct MarkMap {
     /// Its name.
     pub name: Ident,
-    /// Element type of keys and values.
+    /// Element type of the keys.
     pub addr: AddrType,
-    /// `((first, second), to)` entries; `to` has the length of `second`, which it replaces.
-    pub entries: Vec<((IpNet, IpNet), IpNet)>,
+    /// `(prefix, mark)` pairs; prefixes must not overlap.
+    pub entries: Vec<(IpNet, u32)>,
+}
+
+/// A map from a mark and a prefix of one length to a prefix of that length, looked up as
+/// `meta mark . (ip daddr & MASK)`: prefix translation that depends on the translated address
+/// and on a second one, whose range a [`MarkMap`] turned into the mark in the same rule.
+///
+/// Its keys are exact (the address masked to `prefix_len`), so the kernel keeps it in a hash
+/// table: adding or deleting an entry costs the same whatever the map's size (a concatenated
+/// interval map, pipapo, scans its entries on every deletion: milliseconds at a thousand).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkPrefixMap {
+    /// Its name.
+    pub name: Ident,
+    /// Element type of the keys' prefixes and of the values.
+    pub addr: AddrType,
+    /// Length of every key prefix and value: the lookup masks the address to it.
+    pub prefix_len: u8,
+    /// `((mark, prefix), to)` entries; `to` replaces `prefix` (host bits kept).
+    pub entries: Vec<((u32, IpNet), IpNet)>,
 }
 
 /// A chain; a base chain when `base` is set.
@@ -306,10 +328,15 @@ pub enum Expr {
     SnatPrefixMap(Ident),
     /// `dnat ip prefix to ip daddr map @MAP` (netmap of the destination).
     DnatPrefixMap(Ident),
-    /// `snat ip prefix to ip <a> . ip <b> map @MAP` (a [`PairMap`]; translates the source).
-    SnatPrefixPairMap(Ident, Field, Field),
-    /// `dnat ip prefix to ip <a> . ip <b> map @MAP` (a [`PairMap`]; translates the destination).
-    DnatPrefixPairMap(Ident, Field, Field),
+    /// `meta mark set ip saddr|daddr map @MAP` (a [`MarkMap`]); an address in no entry ends the
+    /// rule there.
+    SetMarkMap(Field, Ident),
+    /// `snat ip prefix to meta mark . (ip saddr & MASK) map @MAP` (a [`MarkPrefixMap`];
+    /// translates the source).
+    SnatPrefixMarkMap(Ident),
+    /// `dnat ip prefix to meta mark . (ip daddr & MASK) map @MAP` (a [`MarkPrefixMap`];
+    /// translates the destination).
+    DnatPrefixMarkMap(Ident),
     /// `tcp flags syn tcp option maxseg size set rt mtu`.
     ClampMssToPmtu,
     /// `tcp flags syn tcp option maxseg size set SIZE`.

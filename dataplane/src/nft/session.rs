@@ -44,9 +44,8 @@ struct Last {
 /// One namespace's nftables, and the ruleset this session applied there last.
 ///
 /// [`Session::apply`] replaces the table whole (as [`super::apply`]) unless the ruleset differs
-/// from the last one it applied only in set and map elements (and not so many go that the
-/// kernel would take longer deleting them than building the table anew); then it sends just
-/// those elements, in one transaction that the kernel accepts only if the namespace's nftables
+/// from the last one it applied only in set and map elements; then it sends just those
+/// elements, in one transaction that the kernel accepts only if the namespace's nftables
 /// generation is still the one that followed our last apply. Any commit by anyone else since
 /// (a rule added by hand, the table deleted, ...) changes the generation, and the apply
 /// becomes a full replacement that repairs it.
@@ -93,9 +92,7 @@ impl Session {
             } else if elements::only_elements_differ(&last.rs, rs) {
                 let elements = elements::of(rs)?;
                 let diffs = elements::diff(&last.elements, &elements);
-                if elements::cheaper_to_replace(&last.elements, &elements, &diffs) {
-                    tracing::debug!(table = %rs.table, "many elements go: replacing the table instead");
-                } else if diffs.is_empty() {
+                if diffs.is_empty() {
                     // The same entries in another order: nothing to send, if nothing changed.
                     if self.generation_or_log(rs) == Some(last.genid) {
                         self.last = Some(Last {

@@ -199,26 +199,21 @@ fn identifiers_are_validated() {
 }
 
 #[test]
-fn pair_maps_translate_by_two_addresses() {
+fn mark_maps_translate_by_two_addresses() {
+    let net = |s: &str| s.parse::<IpNet>().unwrap();
     let mut rs = Ruleset::new(Family::Ip, id("gw"));
-    rs.pair_maps.push(PairMap {
+    rs.mark_maps.push(MarkMap {
+        name: id("peers"),
+        addr: AddrType::V4,
+        entries: vec![(net("10.71.0.0/16"), 0x0a47_0000), (net("10.72.0.0/24"), 7)],
+    });
+    rs.mark_prefix_maps.push(MarkPrefixMap {
         name: id("snat_pod"),
         addr: AddrType::V4,
+        prefix_len: 16,
         entries: vec![
-            (
-                (
-                    "10.71.0.0/16".parse().unwrap(),
-                    "10.200.0.0/16".parse().unwrap(),
-                ),
-                "10.50.0.0/16".parse().unwrap(),
-            ),
-            (
-                (
-                    "10.72.0.0/16".parse().unwrap(),
-                    "10.200.0.0/16".parse().unwrap(),
-                ),
-                "10.60.0.0/16".parse().unwrap(),
-            ),
+            ((0x0a47_0000, net("10.200.0.0/16")), net("10.50.0.0/16")),
+            ((7, net("10.200.0.0/16")), net("10.60.0.0/16")),
         ],
     });
     rs.chains.push(Chain {
@@ -231,13 +226,21 @@ fn pair_maps_translate_by_two_addresses() {
         }),
         rules: vec![Rule::new(vec![
             Expr::Oif("tun0".parse().unwrap()),
-            Expr::SnatPrefixPairMap(id("snat_pod"), Field::Daddr, Field::Saddr),
+            Expr::SetMarkMap(Field::Daddr, id("peers")),
+            Expr::SnatPrefixMarkMap(id("snat_pod")),
         ])],
     });
     let b = batch(&rs).unwrap();
-    assert!(b.contains("add map ip gw snat_pod { type ipv4_addr . ipv4_addr : interval ipv4_addr; flags interval; elements = { 10.71.0.0/16 . 10.200.0.0/16 : 10.50.0.0/16, 10.72.0.0/16 . 10.200.0.0/16 : 10.60.0.0/16 }; }"), "{b}");
-    assert!(b.contains("add rule ip gw post oifname \"tun0\" snat ip prefix to ip daddr . ip saddr map @snat_pod"), "{b}");
-    // A pair map is not a plain map or set.
+    assert!(b.contains("add map ip gw peers { type ipv4_addr : mark; flags interval; elements = { 10.71.0.0/16 : 0xa470000, 10.72.0.0/24 : 0x7 }; }"), "{b}");
+    assert!(b.contains("add map ip gw snat_pod { type mark . ipv4_addr : interval ipv4_addr; elements = { 0xa470000 . 10.200.0.0 : 10.50.0.0/16, 0x7 . 10.200.0.0 : 10.60.0.0/16 }; }"), "{b}");
+    assert!(b.contains("add rule ip gw post oifname \"tun0\" meta mark set ip daddr map @peers snat ip prefix to meta mark . (ip saddr & 255.255.0.0) map @snat_pod"), "{b}");
+    rs.chains[0].rules[0].exprs[2] = Expr::DnatPrefixMarkMap(id("snat_pod"));
+    assert!(
+        batch(&rs)
+            .unwrap()
+            .contains("dnat ip prefix to meta mark . (ip daddr & 255.255.0.0) map @snat_pod")
+    );
+    // A mark prefix map is no set, a mark map no mark prefix map.
     rs.chains[0]
         .rules
         .push(Rule::new(vec![Expr::InSet(Field::Daddr, id("snat_pod"))]));
@@ -245,18 +248,38 @@ fn pair_maps_translate_by_two_addresses() {
         batch(&rs),
         Err(BuildError::Unknown { what: "set", .. })
     ));
-    rs.chains[0].rules.pop();
-    rs.pair_maps[0].entries.push((
-        (
-            "10.73.0.0/16".parse().unwrap(),
-            "10.200.0.0/16".parse().unwrap(),
-        ),
-        "10.61.0.0/24".parse().unwrap(),
+    rs.chains[0].rules[1] = Rule::new(vec![Expr::SnatPrefixMarkMap(id("peers"))]);
+    assert!(matches!(
+        batch(&rs),
+        Err(BuildError::Unknown {
+            what: "mark prefix map",
+            ..
+        })
     ));
+    rs.chains[0].rules[1] = Rule::new(vec![Expr::InSet(Field::Daddr, id("peers"))]);
+    assert!(batch(&rs).is_ok(), "a mark map's keys are a set");
+    // Every key prefix and value has the map's length.
+    rs.mark_prefix_maps[0]
+        .entries
+        .push(((8, net("10.200.0.0/16")), net("10.61.0.0/24")));
     assert!(
         batch(&rs)
             .unwrap_err()
             .to_string()
-            .contains("prefix lengths differ")
+            .contains("not of the map's prefix length")
+    );
+    rs.mark_prefix_maps[0].entries.pop();
+    rs.mark_prefix_maps[0].prefix_len = 33;
+    assert_eq!(
+        batch(&rs).unwrap_err().to_string(),
+        "table gw map snat_pod: prefix length 33 is too long for its addresses"
+    );
+    rs.mark_prefix_maps[0].prefix_len = 16;
+    rs.mark_maps[0].entries.push((net("10.73.0.1/16"), 9));
+    assert!(
+        batch(&rs)
+            .unwrap_err()
+            .to_string()
+            .contains("host bits set")
     );
 }

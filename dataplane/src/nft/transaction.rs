@@ -3,10 +3,11 @@
 //! its outcome from the acknowledgements (a refusal mapped back to the element the kernel
 //! pointed at), and the generation requests that guard it.
 //!
-//! Each element is written as nft writes it: `NFTA_SET_ELEM_KEY` (and for a concatenation
-//! `NFTA_SET_ELEM_KEY_END`, each field padded to 4 bytes, which addresses already are),
-//! `NFTA_SET_ELEM_FLAGS` for an interval end, `NFTA_SET_ELEM_DATA` for a map's interval value
-//! (first and last address), and nft's user data for an open interval. The transaction carries
+//! Each element is written as nft writes it: `NFTA_SET_ELEM_KEY` (for a mark prefix map the
+//! mark, in host byte order, then the address: fields of 4 bytes or more need no padding),
+//! `NFTA_SET_ELEM_FLAGS` for an interval end, `NFTA_SET_ELEM_DATA` for a map's value (an
+//! interval as its first and last address, or a mark), and nft's user data for an open
+//! interval. The transaction carries
 //! the generation it was computed against (`NFNL_BATCH_GENID`): if anything committed nftables
 //! changes in the namespace since, the kernel refuses it whole with `ERESTART`.
 
@@ -16,7 +17,7 @@ use ipnet::IpNet;
 
 use super::{
     Family, Ident,
-    elements::{Elem, Kind, SetDiff, after},
+    elements::{Elem, Kind, SetDiff, Value, after},
 };
 use crate::batch::{Ack, HDR_LEN, Writer};
 
@@ -37,7 +38,6 @@ const NFTA_SET_ELEM_KEY: u16 = 1;
 const NFTA_SET_ELEM_DATA: u16 = 2;
 const NFTA_SET_ELEM_FLAGS: u16 = 3;
 const NFTA_SET_ELEM_USERDATA: u16 = 6;
-const NFTA_SET_ELEM_KEY_END: u16 = 10;
 const NFTA_DATA_VALUE: u16 = 1;
 const NFT_SET_ELEM_INTERVAL_END: u32 = 1;
 /// nft's user data for a start element with no end element (`NFTNL_UDATA_SET_ELEM_FLAGS`,
@@ -81,8 +81,10 @@ fn element(w: &mut Writer, e: &Elem, adding: bool) {
         Kind::Start { net, value } => {
             nested_value(w, NFTA_SET_ELEM_KEY, &bytes(net.network()));
             if adding {
-                if let Some(v) = value {
-                    nested_value(w, NFTA_SET_ELEM_DATA, &range(&v));
+                match value {
+                    Some(Value::Prefix(v)) => nested_value(w, NFTA_SET_ELEM_DATA, &range(&v)),
+                    Some(Value::Mark(m)) => nested_value(w, NFTA_SET_ELEM_DATA, &m.to_ne_bytes()),
+                    None => {}
                 }
                 if after(net.broadcast()).is_none() {
                     w.attr(NFTA_SET_ELEM_USERDATA, &UDATA_INTERVAL_OPEN);
@@ -104,13 +106,11 @@ fn element(w: &mut Writer, e: &Elem, adding: bool) {
             );
             nested_value(w, NFTA_SET_ELEM_KEY, &vec![0; width]);
         }
-        Kind::Pair { a, b, value } => {
-            let mut key = bytes(a.network());
-            key.extend(bytes(b.network()));
-            let mut key_end = bytes(a.broadcast());
-            key_end.extend(bytes(b.broadcast()));
+        Kind::Marked { mark, net, value } => {
+            // A mark is a host-order u32 in the kernel's registers; an address, big endian.
+            let mut key = mark.to_ne_bytes().to_vec();
+            key.extend(bytes(net.network()));
             nested_value(w, NFTA_SET_ELEM_KEY, &key);
-            nested_value(w, NFTA_SET_ELEM_KEY_END, &key_end);
             if adding {
                 nested_value(w, NFTA_SET_ELEM_DATA, &range(&value));
             }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::nft::{Family, Map, PairMap, Set};
+use crate::nft::{Family, Map, MarkMap, MarkPrefixMap, Set};
 
 fn id(s: &str) -> Ident {
     s.parse().unwrap()
@@ -9,20 +9,21 @@ fn net(s: &str) -> IpNet {
     s.parse().unwrap()
 }
 
-/// A table with a set `s` of `local` and a pair map `m` of `pairs`.
-pub(crate) fn ruleset(pairs: &[(&str, &str, &str)], local: &[&str]) -> Ruleset {
+/// A table with a set `s` of `local` and a mark prefix map `m` (of /16s) of `marked`.
+pub(crate) fn ruleset(marked: &[(u32, &str, &str)], local: &[&str]) -> Ruleset {
     let mut rs = Ruleset::new(Family::Ip, id("t"));
     rs.sets.push(Set {
         name: id("s"),
         addr: AddrType::V4,
         prefixes: local.iter().map(|p| net(p)).collect(),
     });
-    rs.pair_maps.push(PairMap {
+    rs.mark_prefix_maps.push(MarkPrefixMap {
         name: id("m"),
         addr: AddrType::V4,
-        entries: pairs
+        prefix_len: 16,
+        entries: marked
             .iter()
-            .map(|(a, b, to)| ((net(a), net(b)), net(to)))
+            .map(|(mark, b, to)| ((*mark, net(b)), net(to)))
             .collect(),
     });
     rs
@@ -102,31 +103,28 @@ fn filling_an_empty_set_adds_nfts_end_at_zero_and_emptying_keeps_it() {
 fn a_changed_value_is_deleted_then_added_and_only_changes_are_listed() {
     let prev = ruleset(
         &[
-            ("10.1.0.0/24", "10.200.0.0/16", "10.50.0.0/16"),
-            ("10.2.0.0/24", "10.200.0.0/16", "10.50.0.0/16"),
+            (1, "10.200.0.0/16", "10.50.0.0/16"),
+            (2, "10.200.0.0/16", "10.50.0.0/16"),
         ],
         &["10.200.0.0/16"],
     );
     let next = ruleset(
         &[
-            ("10.1.0.0/24", "10.200.0.0/16", "10.60.0.0/16"),
-            ("10.2.0.0/24", "10.200.0.0/16", "10.50.0.0/16"),
-            ("10.3.0.0/24", "10.200.0.0/16", "10.50.0.0/16"),
+            (1, "10.200.0.0/16", "10.60.0.0/16"),
+            (2, "10.200.0.0/16", "10.50.0.0/16"),
+            (3, "10.200.0.0/16", "10.50.0.0/16"),
         ],
         &["10.200.0.0/16"],
     );
     let d = diff_of(&prev, &next);
     assert_eq!(d.len(), 1, "the set did not change");
     assert_eq!((d[0].name.as_str(), d[0].kind), ("m", "map"));
-    assert_eq!(
-        kinds(&d[0].del),
-        ["10.1.0.0/24 . 10.200.0.0/16 : 10.50.0.0/16"]
-    );
+    assert_eq!(kinds(&d[0].del), ["0x1 . 10.200.0.0/16 : 10.50.0.0/16"]);
     assert_eq!(
         kinds(&d[0].add),
         [
-            "10.1.0.0/24 . 10.200.0.0/16 : 10.60.0.0/16",
-            "10.3.0.0/24 . 10.200.0.0/16 : 10.50.0.0/16"
+            "0x1 . 10.200.0.0/16 : 10.60.0.0/16",
+            "0x3 . 10.200.0.0/16 : 10.50.0.0/16"
         ]
     );
     assert!(diff_of(&next, &next).is_empty());
@@ -152,6 +150,34 @@ fn a_plain_map_carries_its_value_on_the_start() {
 }
 
 #[test]
+fn a_mark_map_carries_its_mark_on_the_start() {
+    let map = |entries: &[(&str, u32)]| {
+        let mut rs = Ruleset::new(Family::Ip, id("t"));
+        rs.mark_maps.push(MarkMap {
+            name: id("r"),
+            addr: AddrType::V4,
+            entries: entries.iter().map(|(a, m)| (net(a), *m)).collect(),
+        });
+        rs
+    };
+    let empty = map(&[]);
+    let one = map(&[("10.1.0.0/24", 0x0a01_0000)]);
+    let d = diff_of(&empty, &one);
+    assert_eq!((d[0].name.as_str(), d[0].kind), ("r", "map"));
+    assert_eq!(
+        kinds(&d[0].add),
+        [
+            "end of the interval end at address 0",
+            "10.1.0.0/24 : 0xa010000",
+            "end of 10.1.0.0/24"
+        ]
+    );
+    let d = diff_of(&one, &map(&[("10.1.0.0/24", 7)]));
+    assert_eq!(kinds(&d[0].del), ["10.1.0.0/24 : 0xa010000"]);
+    assert_eq!(kinds(&d[0].add), ["10.1.0.0/24 : 0x7"]);
+}
+
+#[test]
 fn anything_but_elements_is_not_an_element_change() {
     let a = ruleset(&[], &["10.200.0.0/16"]);
     let mut b = a.clone();
@@ -171,19 +197,33 @@ fn anything_but_elements_is_not_an_element_change() {
     });
     assert!(!only_elements_differ(&a, &b));
     let mut b = a.clone();
-    b.pair_maps.clear();
+    b.mark_prefix_maps.clear();
     assert!(!only_elements_differ(&a, &b));
+    let mut b = a.clone();
+    b.mark_prefix_maps[0].prefix_len = 24;
+    assert!(
+        !only_elements_differ(&a, &b),
+        "another mask is another rule"
+    );
 }
 
 #[test]
 fn entries_are_checked_like_a_full_apply_checks_them() {
-    let mut bad = ruleset(&[("10.1.0.0/24", "10.200.0.0/16", "10.50.0.0/24")], &[]);
+    let mut bad = ruleset(&[(1, "10.200.0.0/16", "10.50.0.0/24")], &[]);
     let e = of(&bad).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "table t map m: element 10.1.0.0/24 . 10.200.0.0/16 : 10.50.0.0/24: prefix lengths differ; a prefix translation keeps host bits"
+        "table t map m: element 0x1 . 10.200.0.0/16 : 10.50.0.0/24: not of the map's prefix length; the lookup masks the address to it"
     );
-    bad.pair_maps[0].entries.clear();
+    bad.mark_prefix_maps[0].entries[0].0.1 = net("10.200.0.1/16");
+    assert!(matches!(
+        of(&bad),
+        Err(BuildError::BadElement {
+            problem: "host bits set",
+            ..
+        })
+    ));
+    bad.mark_prefix_maps[0].entries.clear();
     bad.sets[0].prefixes.push("10.200.0.1/16".parse().unwrap());
     assert!(matches!(
         of(&bad),
@@ -192,34 +232,4 @@ fn entries_are_checked_like_a_full_apply_checks_them() {
             ..
         })
     ));
-}
-
-#[test]
-fn removing_most_entries_of_a_big_map_replaces_the_table_removing_one_does_not() {
-    let pairs = |n: usize| -> Vec<(String, String, String)> {
-        (0..n)
-            .map(|i| {
-                (
-                    format!("10.{}.{}.0/24", 64 + i / 256, i % 256),
-                    "10.200.0.0/16".to_string(),
-                    "10.50.0.0/16".to_string(),
-                )
-            })
-            .collect()
-    };
-    let rs = |p: &[(String, String, String)]| {
-        let refs: Vec<(&str, &str, &str)> = p
-            .iter()
-            .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
-            .collect();
-        ruleset(&refs, &["10.200.0.0/16"])
-    };
-    let (big, one_less, one) = (rs(&pairs(1500)), rs(&pairs(1499)), rs(&pairs(1)));
-    let (e_big, e_less, e_one) = (of(&big).unwrap(), of(&one_less).unwrap(), of(&one).unwrap());
-    let d = diff(&e_big, &e_less);
-    assert!(!cheaper_to_replace(&e_big, &e_less, &d));
-    let d = diff(&e_big, &e_one);
-    assert!(cheaper_to_replace(&e_big, &e_one, &d));
-    let d = diff(&e_one, &e_big);
-    assert!(!cheaper_to_replace(&e_one, &e_big, &d), "adding is cheap");
 }

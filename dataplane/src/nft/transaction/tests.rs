@@ -1,4 +1,5 @@
 use super::*;
+use crate::nft::{AddrType, MarkMap, MarkPrefixMap, Ruleset};
 use crate::{
     batch::{self, Msg},
     nft::elements::{
@@ -19,14 +20,32 @@ fn elements_attr(t: &Transaction, i: usize) -> Vec<u8> {
     m.bytes[16 + 4 + 8 + 8..].to_vec()
 }
 
+/// A table with a mark map `r` and a mark prefix map `d` of /24s.
+fn marks(ranges: &[(&str, u32)], marked: &[(u32, &str, &str)]) -> Ruleset {
+    let net = |s: &str| s.parse::<IpNet>().unwrap();
+    let mut rs = Ruleset::new(Family::Ip, id("t"));
+    rs.mark_maps.push(MarkMap {
+        name: id("r"),
+        addr: AddrType::V4,
+        entries: ranges.iter().map(|(n, m)| (net(n), *m)).collect(),
+    });
+    rs.mark_prefix_maps.push(MarkPrefixMap {
+        name: id("d"),
+        addr: AddrType::V4,
+        prefix_len: 24,
+        entries: marked
+            .iter()
+            .map(|(m, n, to)| ((*m, net(n)), net(to)))
+            .collect(),
+    });
+    rs
+}
+
 #[test]
-fn a_pair_map_element_is_written_as_nft_writes_it() {
+fn a_mark_prefix_map_element_is_written_as_nft_writes_it() {
     let d = diff_of(
-        &ruleset(&[], &["10.200.0.0/16"]),
-        &ruleset(
-            &[("10.2.0.0/24", "10.200.0.0/16", "10.51.0.0/16")],
-            &["10.200.0.0/16"],
-        ),
+        &marks(&[], &[]),
+        &marks(&[], &[(0x0a62_0000, "10.201.1.0/24", "10.201.1.0/24")]),
     );
     let t = transaction(Family::Ip, &id("t"), &d, 7, 100);
     let msgs = batch::messages(&t.bytes).unwrap();
@@ -41,16 +60,57 @@ fn a_pair_map_element_is_written_as_nft_writes_it() {
     assert_eq!(&msgs[0].bytes[16..], &[0, 0, 0, 10, 8, 0, 1, 0, 0, 0, 0, 7]);
     assert_eq!(msgs[1].flags, 1 | 4 | 0x400);
     assert_eq!(&msgs[1].bytes[16..20], &[2, 0, 0, 0], "NFPROTO_IPV4");
-    // What `nft --debug=mnl add element ip t m '{ 10.2.0.0/24 . 10.200.0.0/16 : 10.51.0.0/16 }'`
-    // sends: KEY, KEY_END and DATA (first and last address), nested with NLA_F_NESTED.
+    // What `nft --debug=mnl add element ip t d '{ 0x0a620000 . 10.201.1.0 : 10.201.1.0/24 }'`
+    // sends: KEY (the mark in host byte order, then the address) and DATA (first and last
+    // address), nested with NLA_F_NESTED; no KEY_END (the key is exact).
+    let mark = 0x0a62_0000_u32.to_ne_bytes();
     #[rustfmt::skip]
-    let nft: [u8; 56] = [
-        56, 0, 3, 0x80,
-          52, 0, 1, 0x80,
-            16, 0, 1, 0x80, 12, 0, 1, 0, 10, 2, 0, 0, 10, 200, 0, 0,
-            16, 0, 10, 0x80, 12, 0, 1, 0, 10, 2, 0, 255, 10, 200, 255, 255,
-            16, 0, 2, 0x80, 12, 0, 1, 0, 10, 51, 0, 0, 10, 51, 255, 255,
-    ];
+    let nft: Vec<u8> = [
+        &[40, 0, 3, 0x80,
+          36, 0, 1, 0x80,
+            16, 0, 1, 0x80, 12, 0, 1, 0][..], &mark, &[10, 201, 1, 0,
+            16, 0, 2, 0x80, 12, 0, 1, 0, 10, 201, 1, 0, 10, 201, 1, 255][..],
+    ]
+    .concat();
+    assert_eq!(elements_attr(&t, 1), nft);
+    // A deletion carries the key only (`nft --debug=mnl delete element ip t d '{ 0x0a620000 .
+    // 10.201.1.0 }'`).
+    let d = diff_of(
+        &marks(&[], &[(0x0a62_0000, "10.201.1.0/24", "10.201.1.0/24")]),
+        &marks(&[], &[]),
+    );
+    let t = transaction(Family::Ip, &id("t"), &d, 7, 1);
+    #[rustfmt::skip]
+    let nft: Vec<u8> = [
+        &[24, 0, 3, 0x80,
+          20, 0, 1, 0x80,
+            16, 0, 1, 0x80, 12, 0, 1, 0][..], &mark, &[10, 201, 1, 0][..],
+    ]
+    .concat();
+    assert_eq!(elements_attr(&t, 1), nft);
+}
+
+#[test]
+fn a_mark_map_element_is_written_as_nft_writes_it() {
+    let d = diff_of(
+        &marks(&[("10.99.0.0/16", 1)], &[]),
+        &marks(&[("10.99.0.0/16", 1), ("10.98.0.0/16", 0x0a62_0000)], &[]),
+    );
+    let t = transaction(Family::Ip, &id("t"), &d, 7, 1);
+    // `nft --debug=mnl add element ip t r '{ 10.98.0.0/16 : 0x0a620000 }'` on a map holding
+    // 10.99.0.0/16: the start with the mark (host byte order) as its value, then the end.
+    let mark = 0x0a62_0000_u32.to_ne_bytes();
+    #[rustfmt::skip]
+    let nft: Vec<u8> = [
+        &[56, 0, 3, 0x80,
+          28, 0, 1, 0x80,
+            12, 0, 1, 0x80, 8, 0, 1, 0, 10, 98, 0, 0,
+            12, 0, 2, 0x80, 8, 0, 1, 0][..], &mark, &[
+          24, 0, 1, 0x80,
+            8, 0, 3, 0, 0, 0, 0, 1,
+            12, 0, 1, 0x80, 8, 0, 1, 0, 10, 99, 0, 0][..],
+    ]
+    .concat();
     assert_eq!(elements_attr(&t, 1), nft);
 }
 
@@ -89,18 +149,8 @@ fn an_interval_set_element_is_written_as_nft_writes_it() {
 
 #[test]
 fn many_elements_are_split_across_messages_of_one_transaction() {
-    let pairs: Vec<(String, String, String)> = (0..600)
-        .map(|i| {
-            (
-                format!("10.{}.{}.0/24", i / 256, i % 256),
-                "10.200.0.0/16".to_string(),
-                "10.50.0.0/16".to_string(),
-            )
-        })
-        .collect();
-    let refs: Vec<(&str, &str, &str)> = pairs
-        .iter()
-        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+    let refs: Vec<(u32, &str, &str)> = (0..600)
+        .map(|i| (i, "10.200.0.0/16", "10.50.0.0/16"))
         .collect();
     let d = diff(
         &elements::of(&ruleset(&[], &[])).unwrap(),
@@ -129,21 +179,21 @@ fn a_refusal_names_the_element_at_the_kernels_offset() {
         &ruleset(&[], &[]),
         &ruleset(
             &[
-                ("10.1.0.0/16", "10.200.0.0/16", "10.50.0.0/16"),
-                ("10.1.5.0/24", "10.200.0.0/16", "10.51.0.0/16"),
+                (1, "10.200.0.0/16", "10.50.0.0/16"),
+                (2, "10.200.0.0/16", "10.51.0.0/16"),
             ],
             &[],
         ),
     );
     let t = transaction(Family::Ip, &id("t"), &d, 1, 10);
     // The second element's attribute starts after the header, nfgenmsg, table, set, the list
-    // attribute's header and the first element (52 bytes).
-    let second = 16 + 4 + 8 + 8 + 4 + 52;
+    // attribute's header and the first element (36 bytes).
+    let second = 16 + 4 + 8 + 8 + 4 + 36;
     let refused = outcome(&t, &[ack(11, libc::EEXIST, Some(second))]);
     assert_eq!(
         refused,
         Outcome::Refused {
-            what: "adding element 10.1.5.0/24 . 10.200.0.0/16 : 10.51.0.0/16 to map m (it overlaps or clashes with an element already there)".into(),
+            what: "adding element 0x2 . 10.200.0.0/16 : 10.51.0.0/16 to map m (it overlaps or clashes with an element already there)".into(),
             message: None,
             errno: libc::EEXIST,
         }
