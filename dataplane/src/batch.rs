@@ -318,10 +318,20 @@ pub(crate) fn seq_of(first: u32, i: usize) -> u32 {
 
 /// The earliest refused message among `count` starting at `first_seq`: its index and the ack.
 pub(crate) fn first_refusal(acks: &[Ack], first_seq: u32, count: usize) -> Option<(usize, &Ack)> {
+    first_refusal_but(acks, first_seq, count, |_, _| false)
+}
+
+/// [`first_refusal`], leaving out the refusals `fine(index, ack)` accepts.
+pub(crate) fn first_refusal_but(
+    acks: &[Ack],
+    first_seq: u32,
+    count: usize,
+    fine: impl Fn(usize, &Ack) -> bool,
+) -> Option<(usize, &Ack)> {
     acks.iter()
         .filter(|a| a.errno != 0)
         .map(|a| (a.seq.wrapping_sub(first_seq) as usize, a))
-        .filter(|(i, _)| *i < count)
+        .filter(|(i, a)| *i < count && !fine(*i, a))
         .min_by_key(|(i, _)| *i)
 }
 

@@ -1,6 +1,6 @@
 //! Routes and rules reconciled in batches on the real kernel (needs root): thousands of routes in
-//! a few `sendmsg`s, a refusal that names its route while the rest of the batch still lands, and
-//! dumps that see one table only.
+//! a few `sendmsg`s, a refusal that names its route while the rest of the batch still lands,
+//! dumps that see one table only, and a table changed from what was applied without a dump.
 
 mod common;
 
@@ -127,6 +127,73 @@ async fn a_refusal_names_its_route_and_the_rest_of_the_batch_lands() {
         .unwrap_err();
     assert_eq!(e.to_string(), "no link named nosuchdev");
     assert_eq!(nl.routes(18952).await.unwrap().len(), 50);
+}
+
+#[tokio::test]
+async fn a_table_changes_from_what_was_applied_without_a_dump() {
+    let t = with_bridge("change").await;
+    let nl = t.nl();
+    let first = routes(1000, "br0", 18952);
+    nl.reconcile_table(18952, &first).await.unwrap();
+    // One goes, one comes, one moves to another next hop: what a reconcile would send.
+    let mut next = first.clone();
+    next.remove(500);
+    next.push(RouteSpec {
+        dev: Some(n("br0")),
+        table: 18952,
+        ..RouteSpec::to("10.200.0.0/24".parse().unwrap())
+    });
+    next[3].via = Some("192.168.7.9".parse().unwrap());
+    let d = nl.change_table(18952, &first, &next).await.unwrap();
+    assert_eq!((d.add.len(), d.remove.len()), (2, 2), "{d:?}");
+    assert!(nl.reconcile_table(18952, &next).await.unwrap().is_empty());
+    assert!(
+        nl.change_table(18952, &next, &next)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Changed behind our back: a route the change deletes is gone already, one it adds is
+    // there already (with another next hop): both end as wanted.
+    let gone = next[10].clone();
+    nl.delete_route(&gone).await.unwrap();
+    let mut there = next[20].clone();
+    there.dst = "10.201.0.0/24".parse().unwrap();
+    let mut stale = there.clone();
+    stale.via = Some("192.168.7.8".parse().unwrap());
+    nl.add_route(&stale).await.unwrap();
+    let mut last = next.clone();
+    last.remove(10);
+    last.push(there.clone());
+    let d = nl.change_table(18952, &next, &last).await.unwrap();
+    assert_eq!((d.add.len(), d.remove.len()), (1, 1), "{d:?}");
+    let now = nl.routes(18952).await.unwrap();
+    assert_eq!(now.len(), last.len());
+    assert!(
+        last.iter()
+            .all(|w| now.iter().any(|c| w.is_satisfied_by(c)))
+    );
+
+    // A route of another table is refused before anything is sent.
+    let mut other = last.clone();
+    other.push(RouteSpec {
+        dev: Some(n("br0")),
+        table: 18951,
+        ..RouteSpec::to("10.202.0.0/24".parse().unwrap())
+    });
+    let e = nl.change_table(18952, &last, &other).await.unwrap_err();
+    assert!(e.to_string().contains("of another table"), "{e}");
+    // A refusal other than a route already gone is the error, naming its route.
+    let mut bad = last.clone();
+    bad[30].via = Some("203.0.113.1".parse().unwrap());
+    let e = nl.change_table(18952, &last, &bad).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with(&format!("replace route {}: ", bad[30])),
+        "{e}"
+    );
+    assert_eq!(e.errno(), Some(libc::ENETUNREACH));
 }
 
 #[tokio::test]

@@ -3,7 +3,8 @@
 //!
 //! Everything is idempotent so that a restart after `kill -9` converges to the same state with
 //! no duplicates: existing links and addresses are adopted, routes and rules are reconciled
-//! against what the kernel reports (one dump and one batch per namespace), and the NAT table is
+//! against what the kernel reports (one dump and one batch per namespace; a later change is the
+//! batch of the routes that differ from those the last apply left), and the NAT table is
 //! replaced whole, or changed element by element when only peers changed since the gateway's
 //! last apply ([`nft::Session`]). Applying the running configuration again (the reload loop's
 //! resync) restores routes, rules and NAT changed behind the gateway's back (the NAT session
@@ -21,7 +22,10 @@ use dataplane::{
     IfName, Netlink, Netns,
     addr::AddressSpec,
     link::{LinkKind, LinkSpec},
-    nft, sysctl,
+    nft,
+    route::RouteSpec,
+    rule::RuleSpec,
+    sysctl,
     tun::{self, TunOptions},
 };
 use ipnet::IpNet;
@@ -83,6 +87,28 @@ pub struct Gateway {
     threads: Vec<JoinHandle<()>>,
     /// The NAT table of the gateway namespace, and what was applied to it last.
     nat: Arc<Mutex<nft::Session>>,
+    /// The routes and rules the last converge left in the kernel, if it succeeded.
+    planned: Option<Planned>,
+}
+
+/// The routes and rules of a configuration, as [`plan`] makes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Planned {
+    gateway: Vec<RouteSpec>,
+    gateway_rules: Vec<RuleSpec>,
+    host: Vec<RouteSpec>,
+    host_rules: Vec<RuleSpec>,
+}
+
+impl Planned {
+    fn of(cfg: &Config) -> Planned {
+        Planned {
+            gateway: plan::gateway_routes(cfg),
+            gateway_rules: plan::gateway_rules(),
+            host: plan::host_routes(cfg),
+            host_rules: plan::host_rules(cfg),
+        }
+    }
 }
 
 impl Gateway {
@@ -186,15 +212,23 @@ impl Gateway {
             device,
             threads,
             nat,
+            planned: None,
         })
     }
 
     /// Routes, rules and NAT for `cfg`, each a minimal diff, all three at once: the routes and
-    /// the rule of each namespace are one dump and one batch each, and the NAT (on a thread of
-    /// its own) is one transaction, of elements only when only peers changed since the last
-    /// apply ([`nft::Session`]).
+    /// the rule of each namespace are one batch each, and the NAT (on a thread of its own) is
+    /// one transaction, of elements only when only peers changed since the last apply
+    /// ([`nft::Session`]).
+    ///
+    /// Routes and rules that differ from those the last converge left are changed from those
+    /// (a peer added or removed: its routes, without reading a table of a thousand); the same
+    /// again (the resync), or anything after a failure, is reconciled against what the kernel
+    /// reports (one dump per table), which repairs what changed behind our back.
     async fn converge(&mut self, cfg: &Config) -> Result<(), GatewayError> {
         let start = Instant::now();
+        let want = Planned::of(cfg);
+        let last = self.planned.take().filter(|l| *l != want);
         let (nat, rs) = (Arc::clone(&self.nat), plan::nat(cfg));
         let nat = async {
             let job = tokio::task::spawn_blocking(move || {
@@ -208,28 +242,40 @@ impl Gateway {
                 Err(e) => std::panic::resume_unwind(e.into_panic()),
             }
         };
-        let (gw, host) = (&self.gw, &self.host);
+        let (gw, host, last) = (&self.gw, &self.host, last.as_ref());
         let gateway = async {
-            gw.reconcile_table(plan::GATEWAY_TABLE, &plan::gateway_routes(cfg))
-                .await?;
-            gw.reconcile_rules(plan::GATEWAY_TABLE, &plan::gateway_rules())
-                .await?;
+            let table = plan::GATEWAY_TABLE;
+            routes(gw, table, last.map(|l| &l.gateway[..]), &want.gateway).await?;
+            rules(
+                gw,
+                table,
+                last.map(|l| &l.gateway_rules[..]),
+                &want.gateway_rules,
+            )
+            .await?;
             Ok::<_, GatewayError>(start.elapsed())
         };
         let host = async {
-            host.reconcile_table(plan::HOST_TABLE, &plan::host_routes(cfg))
-                .await?;
-            host.reconcile_rules(plan::HOST_TABLE, &plan::host_rules(cfg))
-                .await?;
+            let table = plan::HOST_TABLE;
+            routes(host, table, last.map(|l| &l.host[..]), &want.host).await?;
+            rules(
+                host,
+                table,
+                last.map(|l| &l.host_rules[..]),
+                &want.host_rules,
+            )
+            .await?;
             Ok(start.elapsed())
         };
         let (gateway, host, (nat, nat_took)) = tokio::try_join!(gateway, host, nat)?;
         tracing::debug!(
             routes_micros = gateway.max(host).as_micros(),
+            routes_read = last.is_none(),
             nat_micros = nat_took.as_micros(),
             ?nat,
             "kernel state converged"
         );
+        self.planned = Some(want);
         Ok(())
     }
 
@@ -358,6 +404,35 @@ impl liqo_daemon::Daemon for Gateway {
             Err("a data-path thread stopped; exiting so that the gateway is restarted".into())
         }
     }
+}
+
+/// Makes `table` hold `want`: changed from `last` when that is what it holds, else reconciled
+/// against what the kernel reports.
+async fn routes(
+    nl: &Netlink,
+    table: u32,
+    last: Option<&[RouteSpec]>,
+    want: &[RouteSpec],
+) -> Result<(), GatewayError> {
+    match last {
+        Some(last) if last == want => {}
+        Some(last) => _ = nl.change_table(table, last, want).await?,
+        None => _ = nl.reconcile_table(table, want).await?,
+    }
+    Ok(())
+}
+
+/// Makes the rules at `priority` `want`, unless they are `last` (what the kernel holds).
+async fn rules(
+    nl: &Netlink,
+    priority: u32,
+    last: Option<&[RuleSpec]>,
+    want: &[RuleSpec],
+) -> Result<(), GatewayError> {
+    if last != Some(want) {
+        nl.reconcile_rules(priority, want).await?;
+    }
+    Ok(())
 }
 
 /// Removes the host rules and routes (one batch each), the veth pair and the namespace of `cfg`

@@ -128,6 +128,15 @@ fn acks_keep_the_kernel_text_and_the_bad_attribute() {
         None,
         "only the batch's own messages"
     );
+    assert_eq!(
+        first_refusal_but(&acks, 4, 4, |i, _| i == 1).map(|(i, a)| (i, a.seq)),
+        Some((3, 7)),
+        "the next refusal that is not fine"
+    );
+    assert_eq!(
+        first_refusal_but(&acks, 4, 4, |_, a| a.errno != libc::EPERM),
+        None
+    );
 }
 
 #[test]

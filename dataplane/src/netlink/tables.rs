@@ -77,6 +77,33 @@ impl Netlink {
             .await
     }
 
+    /// Changes `table` from `from` to `to` (both as the caller wants them; `from` is what it
+    /// made the table hold last) with one batch of the routes that differ, without dumping the
+    /// table: what a reconcile of `to` would send when nothing changed the table since. Returns
+    /// the diff that was applied.
+    ///
+    /// A route of `from` that is gone already is fine, and a route of `to` replaces one the
+    /// table holds with the same destination and metric; other changes made behind the caller's
+    /// back stay until a [`Netlink::reconcile_table`] repairs them. Refusals are reported as by
+    /// [`Netlink::reconcile_table`].
+    pub async fn change_table(
+        &self,
+        table: u32,
+        from: &[RouteSpec],
+        to: &[RouteSpec],
+    ) -> Result<RouteDiff, Error> {
+        let diff = RouteDiff::new(from, to);
+        let mine: Vec<&RouteSpec> = diff.remove.iter().chain(&diff.add).collect();
+        if let Some(r) = mine.iter().find(|r| r.table != table) {
+            return Err(Error::Request {
+                what: format!("change table {table}"),
+                message: Some(format!("route {r} is of another table")),
+                source: io::Error::from_raw_os_error(libc::EINVAL),
+            });
+        }
+        self.blocking(move |s| change_table(s, diff)).await
+    }
+
     /// Every "lookup table" rule.
     pub async fn rules(&self) -> Result<Vec<RuleSpec>, Error> {
         self.blocking(rules).await
@@ -108,6 +135,21 @@ fn reconcile_table(s: &mut Socket, table: u32, desired: &[RouteSpec]) -> Result<
         .chain(diff.add.iter().map(|r| route::add(r, dev(r))))
         .collect();
     apply(s, &reqs)?;
+    Ok(diff)
+}
+
+fn change_table(s: &mut Socket, diff: RouteDiff) -> Result<RouteDiff, Error> {
+    let mut links = Links::default();
+    links.learn_names(
+        s,
+        (diff.remove.iter().chain(&diff.add)).filter_map(|r| r.dev.as_ref()),
+    )?;
+    let dev = |r: &RouteSpec| r.dev.as_ref().and_then(|d| links.by_name.get(d).copied());
+    let reqs: Vec<Request> = (diff.remove.iter().map(|r| route::delete(r, dev(r))))
+        .chain(diff.add.iter().map(|r| route::replace(r, dev(r))))
+        .collect();
+    let gone = diff.remove.len();
+    apply_except(s, &reqs, |i, ack| i < gone && ack.errno == libc::ESRCH)?;
     Ok(diff)
 }
 
@@ -341,11 +383,20 @@ fn refused(req: &Request, ack: &Ack) -> Error {
 
 /// Sends `reqs` as one batch; the first refusal is the error (the rest were still processed).
 fn apply(s: &mut Socket, reqs: &[Request]) -> Result<(), Error> {
+    apply_except(s, reqs, |_, _| false)
+}
+
+/// [`apply`], with the refusals that `fine(index, ack)` accepts taken as done.
+fn apply_except(
+    s: &mut Socket,
+    reqs: &[Request],
+    fine: impl Fn(usize, &Ack) -> bool,
+) -> Result<(), Error> {
     if reqs.is_empty() {
         return Ok(());
     }
     let (first, answers) = exchange(s, reqs)?;
-    match batch::first_refusal(&answers.acks, first, reqs.len()) {
+    match batch::first_refusal_but(&answers.acks, first, reqs.len(), fine) {
         Some((i, ack)) => Err(refused(&reqs[i], ack)),
         None => Ok(()),
     }
