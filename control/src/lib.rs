@@ -1,9 +1,27 @@
-//! The control plane of Liqo on kube-rs. For now: Liqo's API types ([`api`], the CRDs of
-//! upstream Liqo v0.5 with their groups, versions, kinds and field names) and the generator of
-//! the chart's CRD files ([`crdgen`], run by the `liqo-crdgen` binary).
+//! The control plane's pure core: Liqo's API types ([`api`], the CRDs of upstream Liqo v0.5
+//! with their groups, versions, kinds and field names) and the generator of the chart's CRD
+//! files ([`crdgen`], run by the `liqo-crdgen` binary); and the foundations of the peering
+//! that the controllers, `liqo-auth` and `liqoctl` build on:
 //!
-//! It owns the shape of the objects and of their schemas; it never talks to an apiserver and
-//! holds no controller logic yet.
+//! - [`consts`]: every label, annotation, finalizer, data key and fixed name, defined once;
+//! - [`names`]: `UniqueName`, tenant namespaces, per-peer object names, validated Kubernetes
+//!   names;
+//! - [`conditions`]: the ForeignCluster's conditions, typed, and how they are written;
+//! - [`phase`]: the peering phase, the role sets it binds and the kinds it replicates;
+//! - [`identity`]: the auth service's wire types and the auth token;
+//! - [`quantity`]: Kubernetes quantities, parsed exactly;
+//! - [`offer`]: the ResourceOffer computed from nodes and pods, and its update threshold.
+//!
+//! It owns the shape of the objects and these decisions; it never talks to an apiserver or
+//! the network, reads no file and no clock (time is an input). The kernel's random source,
+//! for a new auth token, is its one system call.
 
 pub mod api;
+pub mod conditions;
+pub mod consts;
 pub mod crdgen;
+pub mod identity;
+pub mod names;
+pub mod offer;
+pub mod phase;
+pub mod quantity;

@@ -187,10 +187,7 @@ pub struct ForeignClusterStatus {
 impl ForeignClusterStatus {
     /// The status of the condition of the given type (`None` when absent, as upstream).
     pub fn condition(&self, type_: PeeringConditionType) -> PeeringConditionStatus {
-        self.peering_conditions
-            .iter()
-            .find(|c| c.type_ == type_)
-            .map_or(PeeringConditionStatus::None, |c| c.status)
+        crate::conditions::status(&self.peering_conditions, type_)
     }
 }
 

@@ -1,0 +1,278 @@
+//! Every label, annotation, finalizer, data key and fixed object name the peering reads or
+//! writes, spelled as upstream Liqo v0.5 spells them, so objects written by either read the
+//! same. Each string is defined here once; the controllers, `liqo-auth` and `liqoctl` use
+//! these constants and never repeat the literals. Names built from a cluster's identity
+//! (tenant namespaces, `remote-token-<id>`, `liqo-<name>`, ...) are made by [`crate::names`]
+//! from the prefixes below.
+
+/// Label keys.
+pub mod labels {
+    /// The cluster ID an object belongs to or speaks of (ForeignCluster, tenant namespace,
+    /// remote token Secret, identity Secret, ResourceOffer: the consumer).
+    pub const CLUSTER_ID: &str = "discovery.liqo.io/cluster-id";
+    /// Marks a tenant namespace (value [`super::values::TRUE`]).
+    pub const TENANT_NAMESPACE: &str = "discovery.liqo.io/tenant-namespace";
+    /// Marks the consumer's identity Secret for a provider (value [`super::values::TRUE`]).
+    pub const LOCAL_IDENTITY: &str = "discovery.liqo.io/local-identity";
+    /// Set on an identity Secret once its certificate is signed (value [`super::values::TRUE`]).
+    pub const CERTIFICATE_AVAILABLE: &str = "discovery.liqo.io/certificate-available";
+    /// Marks a remote token Secret (`remote-token-<id>`).
+    pub const AUTH_TOKEN: &str = "discovery.liqo.io/auth-token";
+    /// Marks the CertificateSigningRequests `liqo-auth` files for remote clusters (value
+    /// [`super::values::TRUE`]).
+    pub const REMOTE_TENANT_CSR: &str = "discovery.liqo.io/remote-tenant-csr";
+    /// How a ForeignCluster was discovered (values in [`super::discovery_types`]).
+    pub const DISCOVERY_TYPE: &str = "discovery.liqo.io/discovery-type";
+    /// On a source object: replicate it to the cluster of [`REMOTE_ID`] (`true`); on a copy:
+    /// `false`.
+    pub const REPLICATION: &str = "liqo.io/replication";
+    /// On a copy made by the replicator (value [`super::values::TRUE`]).
+    pub const REPLICATED: &str = "liqo.io/replicated";
+    /// On a source object: the cluster ID it is replicated to.
+    pub const REMOTE_ID: &str = "liqo.io/remoteID";
+    /// On a copy: the cluster ID of the cluster that holds the source.
+    pub const ORIGIN_ID: &str = "liqo.io/originID";
+    /// On a local object owned by a local component; the replicator drops it from copies.
+    pub const OWNERSHIP: &str = "liqo.io/ownership";
+    /// Marks the peering ClusterRoles with the set they belong to (values in
+    /// [`crate::phase::RoleSet`]).
+    pub const REMOTE_PEERING_PERMISSIONS: &str = "auth.liqo.io/remote-peering-permissions";
+    /// The cluster identity ConfigMap's label (value [`super::values::CLUSTER_ID_CONFIGMAP_APP`]).
+    pub const APP_NAME: &str = "app.kubernetes.io/name";
+    /// On nodes: `virtual-node` on the nodes Liqo makes for remote clusters.
+    pub const NODE_TYPE: &str = "liqo.io/type";
+    /// On a virtual node: the cluster ID of the cluster it stands for.
+    pub const REMOTE_CLUSTER_ID: &str = "liqo.io/remote-cluster-id";
+    /// On a pod a provider runs for a consumer: the consumer's cluster ID.
+    pub const OFFLOADED_ORIGIN: &str = "virtualkubelet.liqo.io/origin";
+    /// On a consumer's local pod offloaded to a virtual node (value [`super::values::TRUE`]).
+    pub const SHADOW_POD: &str = "liqo.io/shadowPod";
+}
+
+/// Label values with a fixed meaning.
+pub mod values {
+    /// The value of the boolean marker labels.
+    pub const TRUE: &str = "true";
+    /// The value of [`super::labels::REPLICATION`] on copies.
+    pub const FALSE: &str = "false";
+    /// [`super::labels::NODE_TYPE`] of a virtual node.
+    pub const VIRTUAL_NODE: &str = "virtual-node";
+    /// [`super::labels::APP_NAME`] of the cluster identity ConfigMap.
+    pub const CLUSTER_ID_CONFIGMAP_APP: &str = "clusterid-configmap";
+}
+
+/// Values of [`labels::DISCOVERY_TYPE`].
+pub mod discovery_types {
+    /// Created by a user or `liqoctl peer`.
+    pub const MANUAL: &str = "Manual";
+    /// Created by the ResourceRequest controller for a consumer that peered with us.
+    pub const INCOMING_PEERING: &str = "IncomingPeering";
+}
+
+/// Annotation keys.
+pub mod annotations {
+    /// On an identity Secret: when its certificate expires (unix seconds).
+    pub const CERTIFICATE_EXPIRE_TIME: &str = "discovery.liqo.io/certificate-expire-time";
+}
+
+/// Finalizers.
+pub mod finalizers {
+    /// On a replicated source until its copy is gone; on a ForeignCluster while its reflector
+    /// runs.
+    pub const CRD_REPLICATOR: &str = "crdReplicator.liqo.io";
+    /// On an accepted ResourceOffer while its virtual kubelet runs.
+    pub const VIRTUAL_KUBELET: &str = "liqo.io/virtualkubelet";
+    /// On a ResourceOffer while its virtual node exists.
+    pub const VIRTUAL_NODE: &str = "liqo.io/node";
+}
+
+/// Fixed object names and the prefixes of names built per remote cluster.
+pub mod objects {
+    /// The namespace Liqo runs in unless configured otherwise.
+    pub const LIQO_NAMESPACE: &str = "liqo";
+    /// The cluster identity ConfigMap (keys [`super::keys::CLUSTER_ID`],
+    /// [`super::keys::CLUSTER_NAME`]).
+    pub const CLUSTER_ID_CONFIGMAP: &str = "liqo-clusterid-configmap";
+    /// The local auth token Secret (key [`super::keys::TOKEN`]).
+    pub const AUTH_TOKEN_SECRET: &str = "auth-token";
+    /// A provider's record of the certificate it signed for a consumer, in that consumer's
+    /// tenant namespace (keys [`super::keys::CSR`], [`super::keys::CERTIFICATE`]); its presence
+    /// refuses a second identity request.
+    pub const REMOTE_CERTIFICATE_SECRET: &str = "liqo-remote-certificate";
+    /// The auth service's Service.
+    pub const AUTH_SERVICE: &str = "liqo-auth";
+    /// `generateName` of the consumer's identity Secret and of the provider's
+    /// CertificateSigningRequest.
+    pub const IDENTITY_GENERATE_NAME: &str = "liqo-identity-";
+    /// Prefix of a remote token Secret (`remote-token-<cluster ID>`).
+    pub const REMOTE_TOKEN_PREFIX: &str = "remote-token-";
+    /// Prefix of a tenant namespace (`liqo-tenant-<UniqueName>`).
+    pub const TENANT_NAMESPACE_PREFIX: &str = "liqo-tenant-";
+    /// Prefix of a virtual node (`liqo-<cluster name>`).
+    pub const VIRTUAL_NODE_PREFIX: &str = "liqo-";
+    /// Prefix of a peering RoleBinding (`liqo-binding-<ClusterRole>`).
+    pub const ROLE_BINDING_PREFIX: &str = "liqo-binding-";
+}
+
+/// Keys of ConfigMap and Secret data.
+pub mod keys {
+    /// The cluster identity ConfigMap: the cluster ID (a UUIDv4 made at install).
+    pub const CLUSTER_ID: &str = "CLUSTER_ID";
+    /// The cluster identity ConfigMap: the cluster name.
+    pub const CLUSTER_NAME: &str = "CLUSTER_NAME";
+    /// The local and the remote token Secrets: the token.
+    pub const TOKEN: &str = "token";
+    /// The identity Secret: the private key of the consumer's identity.
+    pub const PRIVATE_KEY: &str = "private-key";
+    /// The identity Secret and the provider's record: the certificate signing request.
+    pub const CSR: &str = "csr";
+    /// The identity Secret and the provider's record: the signed certificate.
+    pub const CERTIFICATE: &str = "certificate";
+    /// The identity Secret: the provider's API server URL.
+    pub const API_SERVER_URL: &str = "apiServerUrl";
+    /// The identity Secret: the CA of the provider's API server.
+    pub const API_SERVER_CA: &str = "apiServerCa";
+    /// The identity Secret: the provider's tenant namespace for us.
+    pub const NAMESPACE: &str = "namespace";
+    /// The identity Secret: the proxy to reach the provider's API server (in-band peering).
+    pub const PROXY_URL: &str = "proxyURL";
+}
+
+/// The auth service's protocol.
+pub mod auth {
+    /// `GET`: the cluster's identity ([`crate::identity::ClusterInfo`]).
+    pub const IDS_PATH: &str = "/ids";
+    /// `POST`: a consumer asks for a certificate
+    /// ([`crate::identity::CertificateIdentityRequest`]).
+    pub const CERTIFICATE_PATH: &str = "/identity/certificate";
+    /// The signer of the CertificateSigningRequests for remote clusters' identities.
+    pub const CSR_SIGNER: &str = "kubernetes.io/kube-apiserver-client";
+    /// The organization (`O`) in the subject of a remote cluster's certificate (its `CN` is
+    /// the cluster ID, the user RoleBindings name).
+    pub const CSR_ORGANIZATION: &str = "liqo.io";
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::names::{validate_label, validate_subdomain};
+
+    const LABELS: &[&str] = &[
+        labels::CLUSTER_ID,
+        labels::TENANT_NAMESPACE,
+        labels::LOCAL_IDENTITY,
+        labels::CERTIFICATE_AVAILABLE,
+        labels::AUTH_TOKEN,
+        labels::REMOTE_TENANT_CSR,
+        labels::DISCOVERY_TYPE,
+        labels::REPLICATION,
+        labels::REPLICATED,
+        labels::REMOTE_ID,
+        labels::ORIGIN_ID,
+        labels::OWNERSHIP,
+        labels::REMOTE_PEERING_PERMISSIONS,
+        labels::APP_NAME,
+        labels::NODE_TYPE,
+        labels::REMOTE_CLUSTER_ID,
+        labels::OFFLOADED_ORIGIN,
+        labels::SHADOW_POD,
+        annotations::CERTIFICATE_EXPIRE_TIME,
+        finalizers::CRD_REPLICATOR,
+        finalizers::VIRTUAL_KUBELET,
+        finalizers::VIRTUAL_NODE,
+    ];
+
+    /// A qualified name as Kubernetes checks label keys, annotation keys and finalizers:
+    /// an optional DNS subdomain prefix and `/`, then 1 to 63 of `[A-Za-z0-9_.-]` starting
+    /// and ending with an alphanumeric.
+    fn qualified(key: &str) -> Result<(), String> {
+        let name = match key.split_once('/') {
+            Some((prefix, name)) => {
+                validate_subdomain(prefix).map_err(|e| format!("prefix {e}"))?;
+                name
+            }
+            None => key,
+        };
+        let edges = name.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+        let chars = name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        if name.is_empty() || name.len() > 63 || !edges || !chars {
+            return Err(format!("name {name:?}"));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn keys_are_qualified_names() {
+        for key in LABELS {
+            qualified(key).unwrap_or_else(|e| panic!("{key}: {e}"));
+        }
+        // The replicator's finalizer has no '/' (upstream's spelling): the apiserver accepts
+        // it as a prefix-less qualified name and only warns.
+        assert!(qualified("bad key/").is_err());
+        assert!(qualified("-x").is_err());
+    }
+
+    #[test]
+    fn every_string_is_defined_once() {
+        let all: Vec<&str> = LABELS
+            .iter()
+            .copied()
+            .chain([
+                objects::LIQO_NAMESPACE,
+                objects::CLUSTER_ID_CONFIGMAP,
+                objects::AUTH_TOKEN_SECRET,
+                objects::REMOTE_CERTIFICATE_SECRET,
+                objects::AUTH_SERVICE,
+                objects::IDENTITY_GENERATE_NAME,
+                objects::REMOTE_TOKEN_PREFIX,
+                objects::TENANT_NAMESPACE_PREFIX,
+                objects::VIRTUAL_NODE_PREFIX,
+                objects::ROLE_BINDING_PREFIX,
+                keys::CLUSTER_ID,
+                keys::CLUSTER_NAME,
+                keys::TOKEN,
+                keys::PRIVATE_KEY,
+                keys::CSR,
+                keys::CERTIFICATE,
+                keys::API_SERVER_URL,
+                keys::API_SERVER_CA,
+                keys::NAMESPACE,
+                keys::PROXY_URL,
+                auth::IDS_PATH,
+                auth::CERTIFICATE_PATH,
+                auth::CSR_SIGNER,
+                auth::CSR_ORGANIZATION,
+            ])
+            .collect();
+        let unique: BTreeSet<&str> = all.iter().copied().collect();
+        assert_eq!(unique.len(), all.len(), "a string defined twice in {all:?}");
+    }
+
+    #[test]
+    fn fixed_names_are_kubernetes_names() {
+        validate_label(objects::LIQO_NAMESPACE).unwrap();
+        for name in [
+            objects::CLUSTER_ID_CONFIGMAP,
+            objects::AUTH_TOKEN_SECRET,
+            objects::REMOTE_CERTIFICATE_SECRET,
+            objects::AUTH_SERVICE,
+        ] {
+            validate_subdomain(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        // Prefixes end with '-' and become valid names once something follows.
+        for prefix in [
+            objects::IDENTITY_GENERATE_NAME,
+            objects::REMOTE_TOKEN_PREFIX,
+            objects::TENANT_NAMESPACE_PREFIX,
+            objects::VIRTUAL_NODE_PREFIX,
+            objects::ROLE_BINDING_PREFIX,
+        ] {
+            validate_label(&format!("{prefix}x")).unwrap_or_else(|e| panic!("{prefix}: {e}"));
+        }
+    }
+}
