@@ -227,6 +227,9 @@ fn suffix_scale(suffix: &str) -> Result<(i32, u32), QuantityProblem> {
 }
 
 fn mul_pow10(n: i128, power: i32) -> Option<i128> {
+    if n == 0 {
+        return Some(0);
+    }
     if power < 0 {
         return Some(div_pow10_up(n, -power));
     }

@@ -3,7 +3,7 @@
 use std::{
     fmt,
     fs::{self, OpenOptions},
-    io::{self, Read, Write},
+    io::{self, Write},
     os::unix::fs::{OpenOptionsExt, PermissionsExt},
     path::Path,
 };
@@ -22,9 +22,9 @@ pub fn x25519(key: &PublicKey) -> XPublic {
 #[derive(Clone)]
 pub struct PrivateKey(StaticSecret);
 
-/// Fills `buf` from the kernel's random source.
+/// Fills `buf` from the kernel's random source (`getrandom(2)`).
 pub fn random(buf: &mut [u8]) -> io::Result<()> {
-    fs::File::open("/dev/urandom")?.read_exact(buf)
+    getrandom::fill(buf).map_err(io::Error::other)
 }
 
 impl fmt::Debug for PrivateKey {

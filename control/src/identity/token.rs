@@ -63,13 +63,18 @@ impl AuthToken {
 
     /// Whether a presented string is this token, in time independent of where they differ.
     pub fn matches(&self, presented: &str) -> bool {
-        let (a, b) = (self.0.as_bytes(), presented.as_bytes());
-        if a.len() != b.len() {
-            return false;
-        }
-        let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
-        black_box(diff) == 0
+        same_secret(&self.0, presented)
     }
+}
+
+/// Whether two secrets are equal, in time independent of where they differ.
+fn same_secret(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let diff = a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y));
+    black_box(diff) == 0
 }
 
 impl FromStr for AuthToken {
@@ -128,9 +133,18 @@ impl fmt::Display for AuthToken {
 
 /// A token as a request carries it: any string, unchecked until compared or parsed, and
 /// redacted in `Debug` like a token.
-#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct PresentedToken(String);
+
+/// Constant time too: a presented token may be ours.
+impl PartialEq for PresentedToken {
+    fn eq(&self, other: &Self) -> bool {
+        same_secret(&self.0, &other.0)
+    }
+}
+
+impl Eq for PresentedToken {}
 
 /// How a presented token compares with ours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -110,6 +110,8 @@ fn errors_name_the_quantity() {
         QuantityProblem::UnknownSuffix(" Gi".into())
     );
     assert_eq!(problem("1e101"), QuantityProblem::OutOfRange);
+    // Zero times any power in range is zero, not an overflow.
+    assert_eq!(Amount::parse("0e100").unwrap().nanos(), 0);
     assert_eq!(problem("1e30"), QuantityProblem::OutOfRange);
     assert_eq!(problem(&"9".repeat(39)), QuantityProblem::OutOfRange);
     assert_eq!(

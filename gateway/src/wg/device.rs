@@ -227,7 +227,15 @@ impl Device {
         let table = self.table();
         let mut out = vec![0u8; 256];
         for peer in ids.iter().filter_map(|id| table.by_id.get(id)) {
-            if peer.endpoint().is_none() {
+            // A paced peer may have called us meanwhile: its session is up, nothing to start.
+            let handshaken = peer.tunn.started().is_some_and(|t| {
+                t.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .stats()
+                    .0
+                    .is_some()
+            });
+            if peer.endpoint().is_none() || handshaken {
                 continue;
             }
             let r = peer

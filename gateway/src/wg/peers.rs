@@ -160,6 +160,12 @@ pub struct Table {
     routes: Vec<(u8, HashMap<u32, Arc<Peer>>)>,
 }
 
+/// Whether `cfg` can keep `p`'s session (same key and keepalive: boringtun fixes the keepalive
+/// when it makes the session).
+fn reusable(p: &Peer, cfg: &config::Peer) -> bool {
+    p.cfg.public_key == cfg.public_key && p.cfg.keepalive == cfg.keepalive
+}
+
 /// Receiver indices for new peers: random 24-bit numbers, as the kernel's (an attacker cannot
 /// guess which index names which peer), never 0 and never one in use.
 struct Indices {
@@ -185,7 +191,9 @@ impl Indices {
                 None => {
                     let mut bytes = vec![0u8; 4 * wanted.clamp(16, 4096)];
                     if let Err(e) = crate::keys::random(&mut bytes) {
-                        tracing::warn!(error = %e, "no random receiver indices; counting instead");
+                        if self.fallback == 0 {
+                            tracing::warn!(error = %e, "no random receiver indices; counting instead");
+                        }
                         self.fallback += 1;
                         self.fallback
                     } else {
@@ -217,16 +225,15 @@ impl Table {
         let mut lengths: BTreeMap<u8, HashMap<u32, Arc<Peer>>> = BTreeMap::new();
         // The old table's indices stay taken: its packets may still be in flight.
         let mut indices = Indices::new(old.by_index.keys().copied());
-        let wanted = peers.len().saturating_sub(old.by_id.len()).max(1);
+        let wanted = peers
+            .iter()
+            .filter(|(id, cfg)| old.by_id.get(*id).is_none_or(|p| !reusable(p, cfg)))
+            .count();
         for (id, cfg) in peers {
             let peer = match old.by_id.get(id) {
                 Some(p) if p.cfg == *cfg => Arc::clone(p),
                 // Same identity and timers: keep the session, take the new ranges or endpoint.
-                Some(p)
-                    if p.cfg.public_key == cfg.public_key && p.cfg.keepalive == cfg.keepalive =>
-                {
-                    Arc::new(p.updated(cfg))
-                }
+                Some(p) if reusable(p, cfg) => Arc::new(p.updated(cfg)),
                 _ => Arc::new(Peer::new(cfg.clone(), key, indices.next(wanted), limiter)),
             };
             for n in peer.cfg.allowed() {
