@@ -227,21 +227,22 @@ impl Gateway {
     /// reports (one dump per table), which repairs what changed behind our back.
     async fn converge(&mut self, cfg: &Config) -> Result<(), GatewayError> {
         let start = Instant::now();
-        let want = Planned::of(cfg);
-        let last = self.planned.take().filter(|l| *l != want);
+        // The NAT first: its transaction takes longest, and it runs while the routes are planned.
         let (nat, rs) = (Arc::clone(&self.nat), plan::nat(cfg));
+        let job = tokio::task::spawn_blocking(move || {
+            nat.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .apply(&rs)
+        });
         let nat = async {
-            let job = tokio::task::spawn_blocking(move || {
-                nat.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .apply(&rs)
-            });
             match job.await {
                 Ok(how) => Ok((how?, start.elapsed())),
                 // A blocking task is never cancelled: it failed only by panicking.
                 Err(e) => std::panic::resume_unwind(e.into_panic()),
             }
         };
+        let want = Planned::of(cfg);
+        let last = self.planned.take().filter(|l| *l != want);
         let (gw, host, last) = (&self.gw, &self.host, last.as_ref());
         let gateway = async {
             let table = plan::GATEWAY_TABLE;

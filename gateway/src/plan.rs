@@ -69,6 +69,10 @@ pub fn nat(c: &Config) -> Ruleset {
             dnat.push(((mark, at_peer), local));
         }
     }
+    // In address order, as the kernel keeps them: a change of a few is then found in one pass.
+    ranges.sort_unstable();
+    snat.sort_unstable();
+    dnat.sort_unstable();
     rs.mark_maps.push(MarkMap {
         name: id("peer_ranges"),
         addr: AddrType::V4,
@@ -265,6 +269,26 @@ mod tests {
     #[test]
     fn nat_is_two_rules_and_three_maps() {
         insta::assert_snapshot!(dataplane::nft::build::batch(&nat(&config())).unwrap());
+    }
+
+    #[test]
+    fn nat_entries_are_in_address_order_whatever_the_peer_ids() {
+        let text = "localPodCIDR: 10.200.0.0/16\npeers:\n  - id: aosta\n    publicKey: xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=\n    remotePodCIDR: 10.90.0.0/16\n    localPodCIDRAtPeer: 10.50.0.0/16\n  - id: zurich\n    publicKey: TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=\n    remotePodCIDR: 10.60.0.0/16\n    localPodCIDRAtPeer: 10.200.0.0/16\n";
+        let rs = nat(&File::parse(text).unwrap().validate(None).unwrap());
+        let ranges: Vec<String> = (rs.mark_maps[0].entries.iter())
+            .map(|(n, m)| format!("{n} {m:#x}"))
+            .collect();
+        assert_eq!(ranges, ["10.60.0.0/16 0xa3c0000", "10.90.0.0/16 0xa5a0000"]);
+        let dnat: Vec<String> = (rs.mark_prefix_maps[1].entries.iter())
+            .map(|((m, n), to)| format!("{m:#x} {n} {to}"))
+            .collect();
+        assert_eq!(
+            dnat,
+            [
+                "0xa3c0000 10.200.0.0/16 10.200.0.0/16",
+                "0xa5a0000 10.50.0.0/16 10.200.0.0/16"
+            ]
+        );
     }
 
     #[test]

@@ -107,15 +107,16 @@ impl fmt::Display for Elem {
     }
 }
 
-/// The rbtree elements of one prefix: its start (with `value`) and its end.
+/// The rbtree elements of one prefix: its start (with `value`) and its end, in order (so that
+/// prefixes given in address order give their elements in order).
 fn interval(net: IpNet, value: Option<Value>, out: &mut Vec<Elem>) {
+    out.push(Elem::new(Kind::Start { net, value }));
     if after(net.broadcast()).is_some() {
         out.push(Elem::new(Kind::End { net }));
     }
-    out.push(Elem::new(Kind::Start { net, value }));
 }
 
-/// `elems` in order, once each.
+/// `elems` in order, once each (linear when they come in order).
 fn sorted(mut elems: Vec<Elem>) -> Vec<Elem> {
     elems.sort_unstable();
     elems.dedup();
@@ -157,7 +158,7 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
     let t = &rs.table;
     let mut out = Vec::new();
     for s in &rs.sets {
-        let mut elems = Vec::new();
+        let mut elems = Vec::with_capacity(2 * s.prefixes.len());
         for p in &s.prefixes {
             check::check_set_prefix(t, s, p)?;
             interval(*p, None, &mut elems);
@@ -171,7 +172,7 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
         });
     }
     for m in &rs.maps {
-        let mut elems = Vec::new();
+        let mut elems = Vec::with_capacity(2 * m.entries.len());
         for (from, to) in &m.entries {
             check::check_map_entry(t, m, from, to)?;
             interval(*from, Some(Value::Prefix(*to)), &mut elems);
@@ -185,7 +186,7 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
         });
     }
     for m in &rs.mark_maps {
-        let mut elems = Vec::new();
+        let mut elems = Vec::with_capacity(2 * m.entries.len());
         for (net, mark) in &m.entries {
             check::check_mark_entry(t, m, net, *mark)?;
             interval(*net, Some(Value::Mark(*mark)), &mut elems);
@@ -199,7 +200,7 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
         });
     }
     for m in &rs.mark_prefix_maps {
-        let mut elems = Vec::new();
+        let mut elems = Vec::with_capacity(m.entries.len());
         for ((mark, net), value) in &m.entries {
             check::check_mark_prefix_entry(t, m, (*mark, net), value)?;
             elems.push(Elem::new(Kind::Marked {
