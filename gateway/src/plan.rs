@@ -28,10 +28,15 @@
 //! entries on every deletion). Only the first packet of a connection passes the NAT chains; it
 //! leaves them with the mark set (nothing in the gateway namespace looks at marks, and the veth
 //! to the host clears them). Replies are translated back by conntrack.
+//!
+//! A peer reaches our pods only as it sees them: the first packet of a connection from the
+//! tunnel that the ingress translation did not match is dropped in the NAT chain, and a packet
+//! conntrack cannot place (so never translated) is dropped in the filter. Without both, a peer
+//! that sees our pods remapped could still reach them at their real addresses.
 
 use dataplane::{
     nft::{
-        AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, MarkMap,
+        AddrType, BaseChain, Chain, ChainKind, CtState, Expr, Family, Field, Hook, Ident, MarkMap,
         MarkPrefixMap, Policy, Rule, Ruleset, Set,
     },
     route::RouteSpec,
@@ -106,6 +111,10 @@ pub fn nat(c: &Config) -> Ruleset {
                 Expr::DnatPrefixMarkMap(id("dnat_pod")),
             ])
             .comment("our pods as the peer sees them -> our pods"),
+            // The translation ends the chain; what is left was sent to an address that is not
+            // our pods as that peer sees them (say our pods' real addresses, behind a remap).
+            Rule::new(vec![Expr::Iif(tun()), Expr::Counter, Expr::Drop])
+                .comment("new connections from peers go to our pods as they see them"),
         ],
     });
     rs.chains.push(Chain {
@@ -146,6 +155,15 @@ pub fn nat(c: &Config) -> Ruleset {
                 Expr::Drop,
             ])
             .comment("no transit between peers"),
+            // Conntrack could not place it, so no translation ran (the rule above checks only
+            // the first packet of a connection): our pods' real addresses must not pass.
+            Rule::new(vec![
+                Expr::Iif(tun()),
+                Expr::CtState(CtState::Invalid),
+                Expr::Counter,
+                Expr::Drop,
+            ])
+            .comment("untranslatable packets from peers"),
             Rule::new(vec![
                 Expr::Iif(tun()),
                 Expr::NotInSet(Field::Daddr, id("local_pods")),

@@ -115,7 +115,7 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
         "endpoint",
         "198.18.0.1:51840",
         "allowed-ips",
-        "10.200.0.0/16",
+        "10.77.0.0/16",
         "persistent-keepalive",
         "5",
     ]);
@@ -124,14 +124,15 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
     nl.set_up(&ifname.parse().unwrap(), true).await.unwrap();
     nl.add_route(&RouteSpec {
         dev: Some(ifname.parse().unwrap()),
-        ..RouteSpec::to("10.200.0.0/16".parse().unwrap())
+        ..RouteSpec::to("10.77.0.0/16".parse().unwrap())
     })
     .await
     .unwrap();
 
-    // Our side: wireguard-go's pods are not remapped, and it sees ours as they are.
+    // Our side: wireguard-go's pods are not remapped, and it sees ours (10.200.0.0/16) at
+    // 10.77.0.0/16: our NAT works against its packets.
     let peer = format!(
-        "  - id: wggo\n    publicKey: {wggo_pub}\n    endpoint: 198.18.0.2:51840\n    remotePodCIDR: 10.90.0.0/24\n    localPodCIDRAtPeer: 10.200.0.0/16\n"
+        "  - id: wggo\n    publicKey: {wggo_pub}\n    endpoint: 198.18.0.2:51840\n    remotePodCIDR: 10.90.0.0/24\n    localPodCIDRAtPeer: 10.77.0.0/16\n"
     );
     ours.configure(&peer, "");
     ours.start();
@@ -143,15 +144,15 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
     );
     let back = pod
         .command("ping")
-        .args(["-c1", "-W2", "-q", "10.200.0.2"])
+        .args(["-c1", "-W2", "-q", "10.77.0.2"])
         .output()
         .unwrap();
     assert!(back.status.success(), "wireguard-go -> ours");
     // TCP both ways, and a bulk transfer that exercises our offloads against its batching.
-    let seen = common::tcp_seen_raw(&pod, &ours.pod, "10.200.0.2", 7201);
+    let seen = common::tcp_seen_raw(&pod, &ours.pod, "10.77.0.2", 7201);
     assert_eq!(seen, "10.90.0.2");
     let seen = common::tcp_seen_raw(&ours.pod, &pod, "10.90.0.2", 7202);
-    assert_eq!(seen, "10.200.0.2");
+    assert_eq!(seen, "10.77.0.2");
     let mut server = Spec::new("iperf3", "iperf3", ours.dir.join("iperf3.log"))
         .args(["-s", "-1", "-B", "10.90.0.2"])
         .netns(&pod)
@@ -191,42 +192,59 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
         "wireguard-go has a handshake with us: {status}"
     );
 
-    // A misbehaving peer sends into the tunnel towards our host side: the gateway drops it.
+    // A misbehaving peer sends into the tunnel towards our host side, and to our pods' real
+    // addresses (it sees them at 10.77.0.0/16): the gateway drops both, and our pod still
+    // answers at the address the peer sees.
     wg(&[
         "set",
         &ifname,
         "peer",
         &ours.key,
         "allowed-ips",
-        "10.200.0.0/16,169.254.100.0/30",
+        "10.77.0.0/16,169.254.100.0/30,10.200.0.0/16",
     ]);
-    nl.add_route(&RouteSpec {
-        dev: Some(ifname.parse().unwrap()),
-        ..RouteSpec::to("169.254.100.0/30".parse().unwrap())
-    })
-    .await
-    .unwrap();
-    let probe = host
-        .command("ping")
-        .args(["-c2", "-W1", "-q", "-I", "10.90.0.1", "169.254.100.1"])
-        .output()
+    for to in ["169.254.100.0/30", "10.200.0.0/16"] {
+        nl.add_route(&RouteSpec {
+            dev: Some(ifname.parse().unwrap()),
+            ..RouteSpec::to(to.parse().unwrap())
+        })
+        .await
         .unwrap();
+    }
+    let ping_from_host = |to: &str| {
+        host.command("ping")
+            .args(["-c2", "-W1", "-q", "-I", "10.90.0.1", to])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    };
     assert!(
-        !probe.status.success(),
+        !ping_from_host("169.254.100.1"),
         "a peer reached our host through the tunnel"
+    );
+    assert!(
+        !ping_from_host("10.200.0.2"),
+        "a peer reached our pod at its real address, past the remap"
+    );
+    assert!(
+        ping_from_host("10.77.0.2"),
+        "our pod at the address the peer sees"
     );
     let gw_ns = dataplane::Netns::open(&ours.gw_ns.parse().unwrap()).unwrap();
     let chain = String::from_utf8(
         gw_ns
             .command("nft")
-            .args(["list", "chain", "ip", "liqo_gateway", "from_peers"])
+            .args(["list", "chain", "ip", "liqo_gateway", "prerouting"])
             .output()
             .unwrap()
             .stdout,
     )
     .unwrap();
+    // Two echo requests to each refused address; each is a new connection (the first was
+    // dropped before conntrack kept it).
     assert!(
-        chain.contains("daddr != @local_pods counter packets 2"),
+        chain.contains("iifname \"liqo.tunnel\" counter packets 4"),
         "{chain}"
     );
     wggo.kill().expect("stopping wireguard-go");

@@ -395,6 +395,7 @@ impl RuleCtx<'_> {
             Expr::ClampMssToPmtu => "tcp flags syn tcp option maxseg size set rt mtu".into(),
             Expr::SetMss(size) => format!("tcp flags syn tcp option maxseg size set {size}"),
             Expr::Notrack => "notrack".into(),
+            Expr::CtState(st) => format!("ct state {}", st.keyword()),
         })
     }
 }

@@ -343,6 +343,33 @@ pub enum Expr {
     SetMss(u16),
     /// `notrack`.
     Notrack,
+    /// `ct state STATE`.
+    CtState(CtState),
+}
+
+/// A connection-tracking state, as `ct state` matches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CtState {
+    /// The first packet of a connection.
+    New,
+    /// A packet of a connection seen both ways.
+    Established,
+    /// A packet of a connection an existing one expects (an ICMP error, FTP data).
+    Related,
+    /// A packet conntrack could not place (no connection, or out of its state machine).
+    Invalid,
+}
+
+impl CtState {
+    /// The keyword nft uses.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            CtState::New => "new",
+            CtState::Established => "established",
+            CtState::Related => "related",
+            CtState::Invalid => "invalid",
+        }
+    }
 }
 
 #[cfg(test)]
