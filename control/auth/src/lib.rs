@@ -1,0 +1,1 @@
+//! The identity side of peering (skeleton; see the crate description).

@@ -1,0 +1,1 @@
+//! liqoctl (skeleton; see the crate description).

@@ -1,0 +1,1 @@
+//! The peering controllers (skeleton; see the crate description).
