@@ -3,31 +3,22 @@
 
 mod common;
 
-use common::{TestNs, wire};
+use common::{
+    TestNs,
+    gateway_nft::{self, id},
+    wire,
+};
 use dataplane::{
     addr::AddressSpec,
     nft::{
-        self, AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, Map,
-        MarkMap, MarkPrefixMap, Policy, Rule, Ruleset,
+        self, AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Map, Policy, Rule,
+        Ruleset,
     },
     route::RouteSpec,
 };
 
-fn id(s: &str) -> Ident {
-    s.parse().unwrap()
-}
-
 fn nat_chain(name: &str, hook: Hook, priority: i32, rules: Vec<Rule>) -> Chain {
-    Chain {
-        name: id(name),
-        base: Some(BaseChain {
-            kind: ChainKind::Nat,
-            hook,
-            priority,
-            policy: Policy::Accept,
-        }),
-        rules,
-    }
+    gateway_nft::chain(name, ChainKind::Nat, hook, priority, rules)
 }
 
 /// Destination 10.71.0.0/16 -> 10.200.0.0/16 and source 10.1.0.0/24 -> 10.99.0.0/24, host bits kept.
@@ -171,54 +162,13 @@ async fn netmap_translates_real_packets_keeping_host_bits() {
 /// The gateway's translation by two addresses: peer ranges 10.71.0.0/16 and 10.73.0.0/16 see
 /// our pods (10.200.0.0/16) as 10.50.0.0/16 and 10.60.0.0/16.
 fn mark_ruleset() -> Ruleset {
-    let net = |s: &str| s.parse::<ipnet::IpNet>().unwrap();
-    let ours = net("10.200.0.0/16");
-    let peers = [
-        (0x0a47_0000, "10.71.0.0/16", "10.50.0.0/16"),
-        (0x0a49_0000, "10.73.0.0/16", "10.60.0.0/16"),
-    ];
-    let mut rs = Ruleset::new(Family::Ip, id("dpt_marks"));
-    rs.mark_maps.push(MarkMap {
-        name: id("peer_ranges"),
-        addr: AddrType::V4,
-        entries: peers.iter().map(|(m, r, _)| (net(r), *m)).collect(),
-    });
-    let map = |name: &str, entries| MarkPrefixMap {
-        name: id(name),
-        addr: AddrType::V4,
-        prefix_len: 16,
-        entries,
-    };
-    rs.mark_prefix_maps.push(map(
-        "snat_pod",
-        peers.iter().map(|(m, _, v)| ((*m, ours), net(v))).collect(),
-    ));
-    rs.mark_prefix_maps.push(map(
-        "dnat_pod",
-        peers.iter().map(|(m, _, v)| ((*m, net(v)), ours)).collect(),
-    ));
-    let tun = || "tun0".parse().unwrap();
-    rs.chains.push(nat_chain(
-        "pre",
-        Hook::Prerouting,
-        -100,
-        vec![Rule::new(vec![
-            Expr::Iif(tun()),
-            Expr::SetMarkMap(Field::Saddr, id("peer_ranges")),
-            Expr::DnatPrefixMarkMap(id("dnat_pod")),
-        ])],
-    ));
-    rs.chains.push(nat_chain(
-        "post",
-        Hook::Postrouting,
-        100,
-        vec![Rule::new(vec![
-            Expr::Oif(tun()),
-            Expr::SetMarkMap(Field::Daddr, id("peer_ranges")),
-            Expr::SnatPrefixMarkMap(id("snat_pod")),
-        ])],
-    ));
-    rs
+    gateway_nft::gateway_like(
+        "dpt_marks",
+        &[
+            ("10.71.0.0/16", "10.50.0.0/16"),
+            ("10.73.0.0/16", "10.60.0.0/16"),
+        ],
+    )
 }
 
 #[tokio::test]

@@ -4,71 +4,19 @@
 
 mod common;
 
-use common::TestNs;
-use dataplane::nft::{
-    self, AddrType, Applied, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, Map,
-    MarkMap, MarkPrefixMap, Policy, Rule, Ruleset, Session, Set,
+use common::{
+    TestNs,
+    gateway_nft::{chain, gateway_like, id, mark, net},
 };
-use ipnet::IpNet;
+use dataplane::nft::{
+    self, AddrType, Applied, ChainKind, Expr, Field, Hook, Map, Rule, Ruleset, Session, Set,
+};
 use serde_json::Value;
 
-fn id(s: &str) -> Ident {
-    s.parse().unwrap()
-}
-
-fn net(s: &str) -> IpNet {
-    s.parse().unwrap()
-}
-
-fn chain(name: &str, kind: ChainKind, hook: Hook, priority: i32, rules: Vec<Rule>) -> Chain {
-    Chain {
-        name: id(name),
-        base: Some(BaseChain {
-            kind,
-            hook,
-            priority,
-            policy: Policy::Accept,
-        }),
-        rules,
-    }
-}
-
-/// The mark of a peer range: its first address (as the gateway's).
-fn mark(remote: &str) -> u32 {
-    match net(remote) {
-        IpNet::V4(n) => u32::from(n.network()),
-        IpNet::V6(_) => unreachable!("IPv4 only"),
-    }
-}
-
-/// A table shaped like the gateway's: a mark map of peer ranges and two mark prefix maps (our
-/// pods are 10.200.0.0/16), a plain prefix map and a set.
+/// A table shaped like the gateway's ([`gateway_like`]) plus a plain prefix map, a set and a
+/// filter chain.
 fn ruleset(pairs: &[(&str, &str)], views: &[(&str, &str)], local: &[&str]) -> Ruleset {
-    let mut rs = Ruleset::new(Family::Ip, id("dpt_gw"));
-    rs.mark_maps.push(MarkMap {
-        name: id("peer_ranges"),
-        addr: AddrType::V4,
-        entries: pairs.iter().map(|(r, _)| (net(r), mark(r))).collect(),
-    });
-    let ours = net("10.200.0.0/16");
-    rs.mark_prefix_maps.push(MarkPrefixMap {
-        name: id("snat_pod"),
-        addr: AddrType::V4,
-        prefix_len: 16,
-        entries: pairs
-            .iter()
-            .map(|(remote, at_peer)| ((mark(remote), ours), net(at_peer)))
-            .collect(),
-    });
-    rs.mark_prefix_maps.push(MarkPrefixMap {
-        name: id("dnat_pod"),
-        addr: AddrType::V4,
-        prefix_len: 16,
-        entries: pairs
-            .iter()
-            .map(|(remote, at_peer)| ((mark(remote), net(at_peer)), ours))
-            .collect(),
-    });
+    let mut rs = gateway_like("dpt_gw", pairs);
     rs.maps.push(Map {
         name: id("views"),
         addr: AddrType::V4,
@@ -79,42 +27,17 @@ fn ruleset(pairs: &[(&str, &str)], views: &[(&str, &str)], local: &[&str]) -> Ru
         addr: AddrType::V4,
         prefixes: local.iter().map(|p| net(p)).collect(),
     });
-    let tun = || "tun0".parse().unwrap();
-    rs.chains.push(chain(
-        "pre",
-        ChainKind::Nat,
-        Hook::Prerouting,
-        -100,
-        vec![
-            Rule::new(vec![
-                Expr::Iif(tun()),
-                Expr::SetMarkMap(Field::Saddr, id("peer_ranges")),
-                Expr::DnatPrefixMarkMap(id("dnat_pod")),
-            ]),
-            Rule::new(vec![
-                Expr::InSet(Field::Daddr, id("views")),
-                Expr::DnatPrefixMap(id("views")),
-            ]),
-        ],
-    ));
-    rs.chains.push(chain(
-        "post",
-        ChainKind::Nat,
-        Hook::Postrouting,
-        100,
-        vec![Rule::new(vec![
-            Expr::Oif(tun()),
-            Expr::SetMarkMap(Field::Daddr, id("peer_ranges")),
-            Expr::SnatPrefixMarkMap(id("snat_pod")),
-        ])],
-    ));
+    rs.chains[0].rules.push(Rule::new(vec![
+        Expr::InSet(Field::Daddr, id("views")),
+        Expr::DnatPrefixMap(id("views")),
+    ]));
     rs.chains.push(chain(
         "from_peers",
         ChainKind::Filter,
         Hook::Forward,
         0,
         vec![Rule::new(vec![
-            Expr::Iif(tun()),
+            Expr::Iif("tun0".parse().unwrap()),
             Expr::NotInSet(Field::Daddr, id("local_pods")),
             Expr::Counter,
             Expr::Drop,

@@ -14,6 +14,8 @@ use std::{
 
 use dataplane::{Netlink, Netns, NetnsName, netns::require_root};
 
+pub mod gateway_nft;
+
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// A namespace that is deleted on drop.
