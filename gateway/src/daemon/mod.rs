@@ -19,63 +19,26 @@ use std::{
 };
 
 use dataplane::{
-    IfName, Netlink, Netns,
-    addr::AddressSpec,
+    Netlink, Netns,
     link::{LinkKind, LinkSpec},
-    nft,
-    route::RouteSpec,
-    rule::RuleSpec,
-    sysctl,
+    nft, sysctl,
     tun::{self, TunOptions},
 };
 use ipnet::IpNet;
+use liqo_daemon::{ApplyError, tasks::BoxError};
 
-use liqo_daemon::{ApplyError, RollbackFailed, tasks::BoxError};
+mod error;
+mod kernel;
+
+pub use error::GatewayError;
+use kernel::{Planned, ensure_address, remove, routes, rules, undone};
 
 use crate::{
     config::{Config, ConfigError, File},
-    keys::{KeyFileError, PrivateKey, PublicKey},
+    keys::{PrivateKey, PublicKey},
     plan,
     wg::Device,
 };
-
-/// Why the gateway could not start or apply a change.
-#[derive(Debug, thiserror::Error)]
-pub enum GatewayError {
-    /// The configuration is refused (nothing was changed).
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The private key file.
-    #[error(transparent)]
-    Key(#[from] KeyFileError),
-    /// A kernel request failed.
-    #[error(transparent)]
-    Netlink(#[from] dataplane::netlink::Error),
-    /// The namespace.
-    #[error(transparent)]
-    Netns(#[from] dataplane::netns::Error),
-    /// nftables.
-    #[error(transparent)]
-    Nft(#[from] nft::Error),
-    /// The TUN device.
-    #[error(transparent)]
-    Tun(#[from] tun::Error),
-    /// A sysctl.
-    #[error(transparent)]
-    Sysctl(#[from] sysctl::Error),
-    /// A change (or the start) failed, and undoing it failed too.
-    #[error(transparent)]
-    Rollback(#[from] RollbackFailed),
-    /// The UDP socket.
-    #[error("binding UDP port {port}")]
-    Bind {
-        /// The port.
-        port: u16,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-}
 
 /// A running gateway.
 pub struct Gateway {
@@ -89,26 +52,6 @@ pub struct Gateway {
     nat: Arc<Mutex<nft::Session>>,
     /// The routes and rules the last converge left in the kernel, if it succeeded.
     planned: Option<Planned>,
-}
-
-/// The routes and rules of a configuration, as [`plan`] makes them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Planned {
-    gateway: Vec<RouteSpec>,
-    gateway_rules: Vec<RuleSpec>,
-    host: Vec<RouteSpec>,
-    host_rules: Vec<RuleSpec>,
-}
-
-impl Planned {
-    fn of(cfg: &Config) -> Planned {
-        Planned {
-            gateway: plan::gateway_routes(cfg),
-            gateway_rules: plan::gateway_rules(),
-            host: plan::host_routes(cfg),
-            host_rules: plan::host_rules(cfg),
-        }
-    }
 }
 
 impl Gateway {
@@ -405,66 +348,4 @@ impl liqo_daemon::Daemon for Gateway {
             Err("a data-path thread stopped; exiting so that the gateway is restarted".into())
         }
     }
-}
-
-/// Makes `table` hold `want`: changed from `last` when that is what it holds, else reconciled
-/// against what the kernel reports.
-async fn routes(
-    nl: &Netlink,
-    table: u32,
-    last: Option<&[RouteSpec]>,
-    want: &[RouteSpec],
-) -> Result<(), GatewayError> {
-    match last {
-        Some(last) if last == want => {}
-        Some(last) => _ = nl.change_table(table, last, want).await?,
-        None => _ = nl.reconcile_table(table, want).await?,
-    }
-    Ok(())
-}
-
-/// Makes the rules at `priority` `want`, unless they are `last` (what the kernel holds).
-async fn rules(
-    nl: &Netlink,
-    priority: u32,
-    last: Option<&[RuleSpec]>,
-    want: &[RuleSpec],
-) -> Result<(), GatewayError> {
-    if last != Some(want) {
-        nl.reconcile_rules(priority, want).await?;
-    }
-    Ok(())
-}
-
-/// Removes the host rules and routes (one batch each), the veth pair and the namespace of `cfg`
-/// (with the tunnel and the NAT table); what is missing already is fine.
-async fn remove(host: &Netlink, cfg: &Config) -> Result<(), GatewayError> {
-    host.reconcile_rules(plan::HOST_TABLE, &[]).await?;
-    host.reconcile_table(plan::HOST_TABLE, &[]).await?;
-    host.delete_link(&cfg.host_link).await?;
-    Netns::delete(&cfg.namespace)?;
-    Ok(())
-}
-
-/// `e`, with the failure of undoing it if that failed too.
-fn undone(e: GatewayError, undo: Result<(), GatewayError>) -> GatewayError {
-    match undo {
-        Ok(()) => e,
-        Err(u) => RollbackFailed {
-            change: e.into(),
-            rollback: u.into(),
-        }
-        .into(),
-    }
-}
-
-async fn ensure_address(nl: &Netlink, link: &IfName, addr: IpNet) -> Result<(), GatewayError> {
-    let want = AddressSpec {
-        link: link.clone(),
-        addr,
-    };
-    if !nl.addresses().await?.contains(&want) {
-        nl.add_address(&want).await?;
-    }
-    Ok(())
 }
