@@ -1,1 +1,15 @@
-//! The peering controllers (skeleton; see the crate description).
+//! The peering controllers of liqo-controller-manager (§1.2–§1.4, §1.7 of the control-plane
+//! spec): the ForeignCluster controller (validation, identity at the peer, ResourceRequest,
+//! peering conditions and RoleBindings), the CRD replicator, the ResourceRequest controller
+//! (a provider's offers) and the ResourceOffer controller (a consumer's acceptance, with the
+//! virtual kubelet behind [`launcher::Launcher`]).
+//!
+//! Each controller is a pure decision function in [`decide`] plus thin kube-runtime I/O.
+//! It owns those decisions and their writes (server-side apply, field manager
+//! [`FIELD_MANAGER`]); it never serves the auth protocol, mints tokens or reads the cluster
+//! identity itself (crate `liqo-auth` does), and never touches the data plane.
+
+pub mod decide;
+
+/// The field manager of every server-side apply.
+pub const FIELD_MANAGER: &str = "liqo-controller-manager";

@@ -1,0 +1,199 @@
+//! The ForeignCluster controller's decisions (§1.2 step 3, §1.3, §1.7): whether a
+//! ForeignCluster can be processed, what to do about our identity at the peer, and, once
+//! authenticated, the ResourceRequest, the peering conditions and the peering RoleBindings.
+
+use std::collections::BTreeSet;
+
+use control::{
+    api::{
+        ClusterId,
+        discovery::{OfferState, PeeringEnabled},
+        sharing::VirtualKubeletStatus,
+    },
+    conditions::{Condition, Peering, Process},
+    phase::{PeeringPhase, RoleSet},
+};
+
+/// Whether a ForeignCluster can be processed: not our own cluster, and the oldest of the
+/// ForeignClusters naming its cluster ID (`older_duplicate`: another one was there first).
+pub fn process(fc_id: &ClusterId, local_id: &ClusterId, older_duplicate: bool) -> Process {
+    if fc_id == local_id {
+        Process::LocalCluster
+    } else if older_duplicate {
+        Process::ClusterIdRepetition
+    } else {
+        Process::Processable
+    }
+}
+
+/// Our identity at the peer, as the identity Secret in our tenant namespace says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentityState {
+    /// No identity Secret.
+    Missing,
+    /// A key and CSR, not signed yet (asked and refused, or never answered).
+    Unsigned,
+    /// Signed: the peer's tenant namespace for us.
+    Signed {
+        /// The peer's tenant namespace for us.
+        namespace: String,
+    },
+}
+
+/// What to do about our identity.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthStep {
+    /// Make a key and CSR, store them, then ask the peer to sign.
+    CreateAndRequest,
+    /// Ask the peer to sign the stored CSR.
+    Request,
+    /// Nothing: the identity is signed (`AuthenticationStatus=Established`).
+    Done,
+}
+
+/// The next step for our identity.
+pub fn auth_step(identity: &IdentityState) -> AuthStep {
+    match identity {
+        IdentityState::Missing => AuthStep::CreateAndRequest,
+        IdentityState::Unsigned => AuthStep::Request,
+        IdentityState::Signed { .. } => AuthStep::Done,
+    }
+}
+
+/// A ResourceRequest as the ForeignCluster controller sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RequestState {
+    /// Being deleted.
+    pub deleting: bool,
+    /// `spec.withdrawalTimestamp` is set.
+    pub withdrawing: bool,
+    /// `status.offerState`.
+    pub offer_state: OfferState,
+    /// `status.offerWithdrawalTimestamp` is set.
+    pub offer_withdrawn: bool,
+}
+
+/// What the ForeignCluster controller observes once the peer is processable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// The ForeignCluster is being deleted.
+    pub deleting: bool,
+    /// `spec.outgoingPeeringEnabled`.
+    pub outgoing_enabled: PeeringEnabled,
+    /// `status.tenantNamespace.remote` is known (we hold a signed identity).
+    pub remote_tenant_known: bool,
+    /// Our ResourceRequest to the peer (source, in our tenant namespace).
+    pub request: Option<RequestState>,
+    /// The peer's ResourceOffer to us (copy, `liqo.io/originID=<peer>`): its virtual kubelet
+    /// status.
+    pub offer_from_peer: Option<VirtualKubeletStatus>,
+    /// The peer's ResourceRequest to us (copy, `liqo.io/originID=<peer>`).
+    pub request_from_peer: Option<RequestState>,
+    /// Our ResourceOffer to the peer (source): its virtual kubelet status.
+    pub offer_to_peer: Option<VirtualKubeletStatus>,
+    /// The role sets bound now (a RoleBinding for each of their ClusterRoles).
+    pub bound: BTreeSet<RoleSet>,
+}
+
+/// One thing to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Create or update our ResourceRequest (no withdrawal timestamp).
+    ApplyRequest,
+    /// Stamp `spec.withdrawalTimestamp` on our ResourceRequest.
+    WithdrawRequest,
+    /// Delete our ResourceRequest (the peer withdrew its offer).
+    DeleteRequest,
+    /// Write a condition.
+    SetCondition(Condition),
+    /// Bind a role set's ClusterRoles to the peer's user in our tenant namespace.
+    Bind(RoleSet),
+    /// Delete the RoleBindings of a role set.
+    Unbind(RoleSet),
+}
+
+/// Whether we want to consume the peer: not deleting, its tenant namespace known, and
+/// outgoing `Yes` (`Auto` joins only LAN-discovered clusters, which we do not discover).
+pub fn outgoing_desired(o: &Observed) -> bool {
+    !o.deleting && o.remote_tenant_known && o.outgoing_enabled == PeeringEnabled::Yes
+}
+
+/// The condition of a direction from its request and its offer.
+fn direction(request: Option<&RequestState>, offer: Option<VirtualKubeletStatus>) -> Peering {
+    match (request, offer) {
+        (None, _) => Peering::None,
+        (Some(r), _) if r.deleting || r.withdrawing => Peering::Deleting,
+        (Some(_), None) => Peering::ResourceRequestPending,
+        (Some(_), Some(VirtualKubeletStatus::Created)) => Peering::Accepted,
+        (Some(_), Some(_)) => Peering::KubeletPending,
+    }
+}
+
+/// The decisions after authentication: the ResourceRequest (§1.2 f, §1.7 steps 2 and 7), the
+/// two peering conditions, and the RoleBindings of the outgoing and incoming sets for the
+/// phase those conditions make (the basic set is `liqo-auth`'s).
+pub fn decide(o: &Observed) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let outgoing = match (outgoing_desired(o), &o.request) {
+        (true, Some(r)) if !r.withdrawing && !r.deleting => {
+            // Keep it as it is; its offer decides the condition.
+            actions.push(Action::ApplyRequest);
+            if r.offer_state == OfferState::Created {
+                direction(Some(r), o.offer_from_peer)
+            } else {
+                Peering::ResourceRequestPending
+            }
+        }
+        (true, _) if o.request.is_some_and(|r| r.deleting) => Peering::Deleting,
+        (true, _) => {
+            // Missing, or withdrawn and wanted again: apply drops the withdrawal.
+            actions.push(Action::ApplyRequest);
+            Peering::ResourceRequestPending
+        }
+        (false, None) => Peering::None,
+        (false, Some(r)) if r.deleting => Peering::Deleting,
+        (false, Some(r))
+            if r.offer_withdrawn
+                || (r.withdrawing
+                    && o.offer_from_peer.is_none()
+                    && r.offer_state == OfferState::None) =>
+        {
+            actions.push(Action::DeleteRequest);
+            Peering::None
+        }
+        (false, Some(r)) => {
+            if !r.withdrawing {
+                actions.push(Action::WithdrawRequest);
+            }
+            Peering::Deleting
+        }
+    };
+    let incoming = direction(o.request_from_peer.as_ref(), o.offer_to_peer);
+    actions.push(Action::SetCondition(Condition::Outgoing(outgoing)));
+    actions.push(Action::SetCondition(Condition::Incoming(incoming)));
+    let phase = phase_of(outgoing, incoming);
+    for set in [RoleSet::Outgoing, RoleSet::Incoming] {
+        match (set.bound(phase), o.bound.contains(&set)) {
+            (true, false) => actions.push(Action::Bind(set)),
+            (false, true) => actions.push(Action::Unbind(set)),
+            _ => {}
+        }
+    }
+    actions
+}
+
+/// The phase two direction conditions make (authentication aside: it only matters when no
+/// direction is active, and binds nothing of ours).
+fn phase_of(outgoing: Peering, incoming: Peering) -> PeeringPhase {
+    let active = |p: Peering| p != Peering::None;
+    match (active(outgoing), active(incoming)) {
+        (true, true) => PeeringPhase::Bidirectional,
+        (true, false) => PeeringPhase::Outgoing,
+        (false, true) => PeeringPhase::Incoming,
+        (false, false) => PeeringPhase::None,
+    }
+}
+
+#[cfg(test)]
+#[path = "fc_tests.rs"]
+mod tests;

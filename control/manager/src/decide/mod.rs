@@ -1,0 +1,7 @@
+//! The controllers' decisions: pure functions of what a controller observed, returning what
+//! to do, tested without an apiserver.
+
+pub mod fc;
+pub mod offer;
+pub mod replicate;
+pub mod request;

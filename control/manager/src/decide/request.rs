@@ -1,0 +1,274 @@
+//! The ResourceRequest controller's decisions on a provider (§1.2 step 6, §1.4, §1.7 steps 3
+//! and 6), for a copy of a consumer's request: the incoming ForeignCluster, the request's
+//! phase, and the ResourceOffer made, refreshed or withdrawn.
+
+use std::collections::BTreeMap;
+
+use control::{
+    api::{discovery::PeeringEnabled, sharing::VirtualKubeletStatus},
+    offer::{self, Percent},
+    quantity::InvalidQuantity,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// What the provider does with a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestPhase {
+    /// Offer resources.
+    Allow,
+    /// Incoming peering refused: no offer.
+    Deny,
+    /// The request is deleted or withdrawn: withdraw the offer.
+    Deleting,
+}
+
+/// The phase: `Deleting` when the request goes away; else `Allow` when incoming peering is
+/// `Yes` (or `Auto` with `--enable-incoming-peering`), `Deny` otherwise.
+pub fn phase(
+    deleting_or_withdrawn: bool,
+    incoming: PeeringEnabled,
+    enable_incoming: bool,
+) -> RequestPhase {
+    if deleting_or_withdrawn {
+        return RequestPhase::Deleting;
+    }
+    match incoming {
+        PeeringEnabled::Yes => RequestPhase::Allow,
+        PeeringEnabled::No => RequestPhase::Deny,
+        PeeringEnabled::Auto if enable_incoming => RequestPhase::Allow,
+        PeeringEnabled::Auto => RequestPhase::Deny,
+    }
+}
+
+/// Our ResourceOffer for the consumer, as published.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PublishedOffer {
+    /// `spec.resourceQuota.hard`.
+    pub quota: BTreeMap<String, Quantity>,
+    /// `spec.withdrawalTimestamp` is set.
+    pub withdrawing: bool,
+    /// `status.virtualKubeletStatus` (from the consumer).
+    pub virtual_kubelet: VirtualKubeletStatus,
+}
+
+/// What the controller observes for one request copy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    /// The request's phase.
+    pub phase: RequestPhase,
+    /// Our offer, if any.
+    pub offer: Option<PublishedOffer>,
+    /// The offer computed now from our nodes and pods.
+    pub computed: BTreeMap<String, Quantity>,
+    /// Upstream's update threshold.
+    pub threshold: Percent,
+    /// `status.offerWithdrawalTimestamp` is set on the request.
+    pub offer_withdrawn: bool,
+}
+
+/// One thing to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Create or update the offer with this quota (no withdrawal timestamp).
+    ApplyOffer(BTreeMap<String, Quantity>),
+    /// Stamp `spec.withdrawalTimestamp` on the offer (its virtual kubelet must stop first).
+    WithdrawOffer,
+    /// Delete the offer.
+    DeleteOffer,
+    /// Write the request's status: `offerState` Created (true) or None, and whether
+    /// `offerWithdrawalTimestamp` is set (kept when already set).
+    RequestStatus {
+        /// `offerState=Created`.
+        created: bool,
+        /// `offerWithdrawalTimestamp` set.
+        withdrawn: bool,
+    },
+}
+
+/// The decisions for one request.
+pub fn decide(o: &Observed) -> Result<Vec<Action>, InvalidQuantity> {
+    let mut actions = Vec::new();
+    match o.phase {
+        RequestPhase::Allow => {
+            let quota = match &o.offer {
+                Some(old) if !offer::changed_beyond(&old.quota, &o.computed, o.threshold)? => {
+                    old.quota.clone()
+                }
+                _ => o.computed.clone(),
+            };
+            let unchanged = o
+                .offer
+                .as_ref()
+                .is_some_and(|old| old.quota == quota && !old.withdrawing);
+            if !unchanged {
+                actions.push(Action::ApplyOffer(quota));
+            }
+            actions.push(Action::RequestStatus {
+                created: true,
+                withdrawn: false,
+            });
+        }
+        RequestPhase::Deny | RequestPhase::Deleting => {
+            let withdrawn = o.phase == RequestPhase::Deleting;
+            match &o.offer {
+                None => actions.push(Action::RequestStatus {
+                    created: false,
+                    withdrawn: withdrawn || o.offer_withdrawn,
+                }),
+                Some(offer) if offer.virtual_kubelet == VirtualKubeletStatus::None => {
+                    actions.push(Action::DeleteOffer);
+                    actions.push(Action::RequestStatus {
+                        created: false,
+                        withdrawn: withdrawn || o.offer_withdrawn,
+                    });
+                }
+                Some(offer) => {
+                    if !offer.withdrawing {
+                        actions.push(Action::WithdrawOffer);
+                    }
+                }
+            }
+        }
+    }
+    Ok(actions)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> BTreeMap<String, Quantity> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+            .collect()
+    }
+
+    fn observed(phase: RequestPhase, offer: Option<PublishedOffer>) -> Observed {
+        Observed {
+            phase,
+            offer,
+            computed: q(&[("cpu", "1200m"), ("memory", "600M")]),
+            threshold: offer::DEFAULT_UPDATE_THRESHOLD,
+            offer_withdrawn: false,
+        }
+    }
+
+    #[test]
+    fn phase_table() {
+        use PeeringEnabled::*;
+        assert_eq!(phase(false, Yes, false), RequestPhase::Allow);
+        assert_eq!(phase(false, Auto, true), RequestPhase::Allow);
+        assert_eq!(phase(false, Auto, false), RequestPhase::Deny);
+        assert_eq!(phase(false, No, true), RequestPhase::Deny);
+        assert_eq!(phase(true, Yes, true), RequestPhase::Deleting);
+    }
+
+    #[test]
+    fn allow_creates_then_refreshes_beyond_the_threshold_only() {
+        let a = decide(&observed(RequestPhase::Allow, None)).unwrap();
+        assert_eq!(
+            a[0],
+            Action::ApplyOffer(q(&[("cpu", "1200m"), ("memory", "600M")]))
+        );
+        assert_eq!(
+            a[1],
+            Action::RequestStatus {
+                created: true,
+                withdrawn: false
+            }
+        );
+        // 4 % move: kept.
+        let near = PublishedOffer {
+            quota: q(&[("cpu", "1250m"), ("memory", "600M")]),
+            ..Default::default()
+        };
+        let a = decide(&observed(RequestPhase::Allow, Some(near))).unwrap();
+        assert_eq!(
+            a,
+            vec![Action::RequestStatus {
+                created: true,
+                withdrawn: false
+            }]
+        );
+        // 50 % move: refreshed.
+        let far = PublishedOffer {
+            quota: q(&[("cpu", "800m"), ("memory", "600M")]),
+            ..Default::default()
+        };
+        let a = decide(&observed(RequestPhase::Allow, Some(far))).unwrap();
+        assert_eq!(
+            a[0],
+            Action::ApplyOffer(q(&[("cpu", "1200m"), ("memory", "600M")]))
+        );
+    }
+
+    #[test]
+    fn allow_again_clears_a_withdrawal() {
+        let offer = PublishedOffer {
+            quota: q(&[("cpu", "1200m"), ("memory", "600M")]),
+            withdrawing: true,
+            virtual_kubelet: VirtualKubeletStatus::Created,
+        };
+        let a = decide(&observed(RequestPhase::Allow, Some(offer.clone()))).unwrap();
+        assert_eq!(a[0], Action::ApplyOffer(offer.quota));
+    }
+
+    /// §1.7 steps 3 and 6 from the provider's request controller.
+    #[test]
+    fn withdrawal_order() {
+        let running = PublishedOffer {
+            quota: q(&[("cpu", "1200m")]),
+            withdrawing: false,
+            virtual_kubelet: VirtualKubeletStatus::Created,
+        };
+        // 3. the VK runs: stamp the offer's withdrawal, nothing else yet.
+        let a = decide(&observed(RequestPhase::Deleting, Some(running.clone()))).unwrap();
+        assert_eq!(a, vec![Action::WithdrawOffer]);
+        let stamped = PublishedOffer {
+            withdrawing: true,
+            ..running.clone()
+        };
+        assert!(
+            decide(&observed(RequestPhase::Deleting, Some(stamped.clone())))
+                .unwrap()
+                .is_empty()
+        );
+        // 6. the consumer stopped its VK: delete the offer, stamp offerWithdrawalTimestamp.
+        let stopped = PublishedOffer {
+            virtual_kubelet: VirtualKubeletStatus::None,
+            ..stamped
+        };
+        let a = decide(&observed(RequestPhase::Deleting, Some(stopped))).unwrap();
+        assert_eq!(
+            a,
+            vec![
+                Action::DeleteOffer,
+                Action::RequestStatus {
+                    created: false,
+                    withdrawn: true
+                }
+            ]
+        );
+        let a = decide(&observed(RequestPhase::Deleting, None)).unwrap();
+        assert_eq!(
+            a,
+            vec![Action::RequestStatus {
+                created: false,
+                withdrawn: true
+            }]
+        );
+    }
+
+    #[test]
+    fn deny_offers_nothing() {
+        let a = decide(&observed(RequestPhase::Deny, None)).unwrap();
+        assert_eq!(
+            a,
+            vec![Action::RequestStatus {
+                created: false,
+                withdrawn: false
+            }]
+        );
+    }
+}
