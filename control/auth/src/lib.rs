@@ -1,1 +1,25 @@
-//! The identity side of peering (skeleton; see the crate description).
+//! The identity side of peering, as Kubernetes objects and as the `liqo-auth` service:
+//!
+//! - [`cluster`]: the local cluster's identity (ConfigMap `liqo-clusterid-configmap`);
+//! - [`tokens`]: the local auth token (Secret `auth-token`, made here when missing) and the
+//!   tokens of remote clusters (Secrets `remote-token-<id>`);
+//! - [`url`]: the URL at which peers reach this cluster's auth service;
+//! - [`client`]: the consumer's side of the protocol (`GET /ids`, `POST /identity/certificate`);
+//! - [`server`]: the provider's side: it checks the token, creates the tenant namespace, has the
+//!   apiserver sign the consumer's certificate, binds the basic peering roles and answers
+//!   with the identity;
+//! - [`metrics`]: the service's requests by outcome.
+//!
+//! It never creates the identity ConfigMap (the installer does), never binds the outgoing or
+//! incoming role sets (the controller-manager does, by peering phase) and never logs a token or
+//! a key.
+
+pub mod client;
+pub mod cluster;
+pub mod metrics;
+pub mod server;
+pub mod tokens;
+pub mod url;
+
+/// The field manager of this component's writes.
+pub const FIELD_MANAGER: &str = "liqo-auth";

@@ -1,0 +1,3 @@
+//! The `liqo-auth` daemon (in progress).
+
+fn main() {}

@@ -1,0 +1,74 @@
+//! The service's Prometheus metrics: requests by path and outcome.
+
+use std::sync::Arc;
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family},
+    registry::Registry,
+};
+
+/// A request's labels.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// `ids` or `certificate`.
+    pub path: &'static str,
+    /// The status class or error kind (`accepted`, `unauthorized`, `forbidden`, ...).
+    pub outcome: &'static str,
+}
+
+/// The metrics of one server.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    requests: Family<RequestLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let requests = Family::<RequestLabels, Counter>::default();
+        let mut registry = Registry::with_prefix("liqo_auth");
+        registry.register(
+            "requests",
+            "Requests to the auth service by path and outcome",
+            requests.clone(),
+        );
+        Metrics {
+            registry: Arc::new(registry),
+            requests,
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts a request.
+    pub fn request(&self, path: &'static str, outcome: &'static str) {
+        self.requests
+            .get_or_create(&RequestLabels { path, outcome })
+            .inc();
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_by_outcome() {
+        let m = Metrics::default();
+        m.request("certificate", "forbidden");
+        m.request("certificate", "forbidden");
+        let text = m.encode();
+        assert!(
+            text.contains(r#"liqo_auth_requests_total{path="certificate",outcome="forbidden"} 2"#),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,1 @@
+//! The auth service (in progress).
