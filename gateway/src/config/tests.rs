@@ -27,6 +27,12 @@ fn a_good_file_resolves_defaults() {
     assert_eq!(c.peers["milan"].keepalive, 10);
     assert_eq!(c.peers["milan"].allowed().len(), 2);
     assert_eq!(c.peers["turin"].endpoint, None);
+    assert!(c.pin_when_idle, "on by default");
+    let off = File::parse(&format!("pinWhenIdle: false\n{}", good()))
+        .unwrap()
+        .validate(None)
+        .unwrap();
+    assert!(!off.pin_when_idle);
     assert_eq!(
         (c.host_addr().to_string(), c.gateway_addr().to_string()),
         ("169.254.100.1/30".into(), "169.254.100.2/30".into())
@@ -42,6 +48,7 @@ fn every_bad_value_names_its_field() {
             "busyPollMicros",
             "more than 10 ms",
         ),
+        (format!("pinWhenIdle: sometimes\n{g}"), "pinWhenIdle", ""),
         (
             g.replace("10.71.0.0/16", "10.71.0.1/16"),
             "peers[0].remotePodCIDR",

@@ -142,6 +142,7 @@ impl Gateway {
         let device = Device::new(key, fd, udp).map_err(bind)?;
         device.set_peers(&cfg.peers);
         device.set_busy_poll(Duration::from_micros(cfg.busy_poll_micros.into()));
+        device.set_pin_when_idle(cfg.pin_when_idle);
         let threads = device.start().map_err(|e| {
             // The threads that did start end with the device.
             device.stop();
@@ -277,6 +278,7 @@ impl Gateway {
         self.device.set_peers(&cfg.peers);
         self.device
             .set_busy_poll(Duration::from_micros(cfg.busy_poll_micros.into()));
+        self.device.set_pin_when_idle(cfg.pin_when_idle);
         Ok(())
     }
 

@@ -21,6 +21,7 @@ use boringtun::noise::{TunnResult, rate_limiter::RateLimiter};
 use serde::{Deserialize, Serialize};
 
 use super::{
+    affinity::Affinity,
     handshake::{Handshake, QUEUE},
     peers::{Peer, Table},
     poller::Half,
@@ -129,6 +130,8 @@ pub struct Device {
     pub(super) queued: AtomicUsize,
     /// New peers (IDs) still to be sent their first handshake initiation.
     pending_calls: Mutex<VecDeque<String>>,
+    /// Where the data threads run.
+    pub(super) affinity: Affinity,
 }
 
 impl Device {
@@ -178,6 +181,7 @@ impl Device {
             busy_poll_us: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
             pending_calls: Mutex::default(),
+            affinity: Affinity::new(),
         }))
     }
 

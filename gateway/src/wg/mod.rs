@@ -3,8 +3,10 @@
 //! Four threads: TUN -> encrypt -> UDP ([`tx`]), UDP -> decrypt -> TUN ([`rx`], which also
 //! admits handshake messages: [`guard`]), the key exchanges ([`handshake`]) and the timers
 //! (handshake retries, keepalives, session expiry: [`timers`]). The peer table is swapped whole
-//! on reconfiguration; peers whose identity did not change keep their session.
+//! on reconfiguration; peers whose identity did not change keep their session. Lightly loaded,
+//! the two data threads share one CPU ([`affinity`]).
 
+mod affinity;
 mod device;
 pub mod guard;
 mod handshake;

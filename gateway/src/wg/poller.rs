@@ -55,7 +55,14 @@ impl Half {
 impl Device {
     /// Runs `own` until stopped or its descriptor fails.
     pub(super) fn run_half(&self, own: Half) {
+        self.affinity.register();
+        let mut placed = None;
         while !self.stopped() {
+            let epoch = self.affinity.epoch();
+            if placed != Some(epoch) {
+                self.affinity.apply(epoch);
+                placed = Some(epoch);
+            }
             match self.step(own, true) {
                 Some(Step::Worked) => continue,
                 Some(Step::Failed) => return,
@@ -75,6 +82,12 @@ impl Device {
                 return;
             }
         }
+    }
+
+    /// While lightly loaded, both data threads share one CPU (see `wg::affinity`); off: the
+    /// scheduler places them.
+    pub fn set_pin_when_idle(&self, on: bool) {
+        self.affinity.set_enabled(on);
     }
 
     /// How long a thread checks both halves after its last packet before sleeping.
