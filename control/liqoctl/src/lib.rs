@@ -1,1 +1,102 @@
-//! liqoctl (skeleton; see the crate description).
+//! liqoctl, the command line of liqo-rs (also `kubectl liqo`): `generate peer-command` prints
+//! what a different cluster runs to peer with this one; `peer out-of-band` stores the remote
+//! token, writes the ForeignCluster and follows the peering stage by stage; `peer` and
+//! `unpeer` switch the outgoing direction of an existing ForeignCluster; `status` shows the
+//! identity, the auth URL and the peerings; `version` and `completion`.
+//!
+//! It owns the command line ([`cli`]), the decision of where a peering stands ([`stages`], pure)
+//! and what is printed ([`render`], pure). It reads the identity, tokens and auth URL only
+//! through `liqo_auth`, writes only ForeignClusters and remote token Secrets, and never prints
+//! a token except in the peer command it is asked for, nor logs one.
+
+pub mod cli;
+pub mod client;
+pub mod info;
+pub mod peer;
+pub mod render;
+pub mod stages;
+
+use clap::CommandFactory;
+use cli::{Cli, Command, Generate, PeerMode, UnpeerMode};
+
+/// The field manager of liqoctl's writes.
+pub const FIELD_MANAGER: &str = "liqoctl";
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No Kubernetes client.
+    #[error("connecting to the cluster")]
+    Client(#[from] client::ClientError),
+    /// `generate peer-command`.
+    #[error("failed to retrieve the peering information")]
+    Generate(#[from] info::GenerateError),
+    /// `peer`, `unpeer`.
+    #[error(transparent)]
+    Peer(#[from] peer::PeerError),
+    /// `version`.
+    #[error("reading the server's version")]
+    Version(#[source] kube::Error),
+}
+
+/// Runs the parsed command; `program` is how to name ourselves in printed commands
+/// (`liqoctl` or `kubectl liqo`).
+pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
+    let ns = cli.namespace.as_str();
+    let connect = || client::client(cli.kubeconfig.as_deref(), cli.context.as_deref());
+    match &cli.command {
+        Command::Completion { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(
+                *shell,
+                &mut cmd,
+                program.replace(' ', "-"),
+                &mut std::io::stdout(),
+            );
+        }
+        Command::Version { client } => {
+            println!("Client version: {}", env!("CARGO_PKG_VERSION"));
+            if !client {
+                let v = info::server_version(&connect().await?)
+                    .await
+                    .map_err(Error::Version)?;
+                println!("Kubernetes API server version: {v}");
+            }
+        }
+        Command::Generate(Generate::PeerCommand { only_command }) => {
+            let command = info::peer_command(&connect().await?, ns, program).await?;
+            print!("{}", render::peer_command_output(&command, *only_command));
+        }
+        Command::Status => {
+            let report = info::status(&connect().await?, ns).await;
+            print!("{}", render::status(&report));
+        }
+        Command::Peer(args) => {
+            let client = connect().await?;
+            match (&args.mode, &args.name) {
+                (Some(PeerMode::OutOfBand(oob)), _) => {
+                    let oob = peer::OutOfBand {
+                        name: &oob.name,
+                        auth_url: &oob.auth_url,
+                        cluster_id: &oob.cluster_id,
+                        token: &oob.auth_token,
+                        timeout: oob.timeout,
+                    };
+                    peer::out_of_band(&client, ns, &oob).await?;
+                }
+                (None, Some(name)) => peer::enable(&client, name.as_str(), args.timeout).await?,
+                (None, None) => unreachable!("clap requires a name without a subcommand"),
+            }
+        }
+        Command::Unpeer(args) => {
+            let client = connect().await?;
+            let (name, timeout) = match (&args.mode, &args.name) {
+                (Some(UnpeerMode::OutOfBand { name, timeout }), _) => (name, *timeout),
+                (None, Some(name)) => (name, args.timeout),
+                (None, None) => unreachable!("clap requires a name without a subcommand"),
+            };
+            peer::disable(&client, name.as_str(), timeout).await?;
+        }
+    }
+    Ok(())
+}

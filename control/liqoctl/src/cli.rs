@@ -1,0 +1,292 @@
+//! The command line (clap derive): the global flags, the commands and their flags, each value
+//! validated while parsing, so a bad flag is refused with an error naming it (and its value,
+//! unless it is a token) before anything is read or written.
+
+use std::{fmt, path::PathBuf, str::FromStr, time::Duration};
+
+use clap::{
+    Arg, Args, Command as ClapCommand, Parser, Subcommand,
+    builder::TypedValueParser,
+    error::{Error as ClapError, ErrorKind},
+};
+use clap_complete::Shell;
+use control::{
+    api::{ClusterId, ClusterName},
+    consts::objects,
+    identity::AuthToken,
+    names::{NamespaceName, ObjectName},
+};
+
+/// The default of every `--timeout` (upstream's).
+pub const DEFAULT_TIMEOUT: &str = "120s";
+
+/// liqoctl: peer this cluster with other Liqo clusters (also `kubectl liqo`).
+#[derive(Debug, Parser)]
+#[command(name = "liqoctl", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the
+    /// in-cluster configuration).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// The namespace where Liqo is installed.
+    #[arg(short = 'n', long, global = true, default_value = objects::LIQO_NAMESPACE)]
+    pub namespace: NamespaceName,
+    /// More logs on stderr (-v: debug, -vv: trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Generate the commands to peer with this cluster.
+    #[command(subcommand)]
+    Generate(Generate),
+    /// Enable a peering with a remote cluster.
+    Peer(PeerArgs),
+    /// Disable a peering with a remote cluster.
+    Unpeer(UnpeerArgs),
+    /// Show this cluster's identity, its auth URL and its peerings.
+    Status,
+    /// Print the version.
+    Version {
+        /// Only the client's version (do not contact the cluster).
+        #[arg(long)]
+        client: bool,
+    },
+    /// Print a shell completion script.
+    Completion {
+        /// The shell.
+        shell: Shell,
+    },
+}
+
+/// `generate ...`.
+#[derive(Debug, Subcommand)]
+pub enum Generate {
+    /// Print the command a *different* cluster runs to peer with this one.
+    PeerCommand {
+        /// Print only the command (to pipe it to a shell).
+        #[arg(long)]
+        only_command: bool,
+    },
+}
+
+/// `peer <name>` or `peer out-of-band ...`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct PeerArgs {
+    /// Out-of-band peering (the remote cluster's auth service and API server are reachable).
+    #[command(subcommand)]
+    pub mode: Option<PeerMode>,
+    /// Enable the outgoing peering of an existing ForeignCluster (the reverse direction of a
+    /// peering the remote cluster established).
+    #[arg(required = true, value_name = "NAME")]
+    pub name: Option<ObjectName>,
+    /// How long to wait for the peering.
+    #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
+    pub timeout: Duration,
+}
+
+/// `peer` modes.
+#[derive(Debug, Subcommand)]
+pub enum PeerMode {
+    /// Peer with a remote cluster using the command `generate peer-command` printed there.
+    #[command(name = "out-of-band", visible_alias = "oob")]
+    OutOfBand(PeerOutOfBand),
+}
+
+/// `peer out-of-band <name> --auth-url --cluster-id --auth-token [--timeout]`.
+#[derive(Debug, Args)]
+pub struct PeerOutOfBand {
+    /// The remote cluster's name (the ForeignCluster's and the virtual node's).
+    #[arg(value_name = "NAME")]
+    pub name: ClusterName,
+    /// The remote cluster's auth service (https://host[:port]).
+    #[arg(long)]
+    pub auth_url: AuthUrl,
+    /// The remote cluster's ID.
+    #[arg(long)]
+    pub cluster_id: ClusterId,
+    /// The remote cluster's auth token (128 hex digits).
+    #[arg(long, value_parser = TokenParser)]
+    pub auth_token: AuthToken,
+    /// How long to wait for the peering.
+    #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
+    pub timeout: Duration,
+}
+
+/// `unpeer <name>` or `unpeer out-of-band <name>`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct UnpeerArgs {
+    /// Out-of-band unpeering.
+    #[command(subcommand)]
+    pub mode: Option<UnpeerMode>,
+    /// Disable the outgoing peering to this ForeignCluster.
+    #[arg(required = true, value_name = "NAME")]
+    pub name: Option<ObjectName>,
+    /// How long to wait for the teardown.
+    #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
+    pub timeout: Duration,
+}
+
+/// `unpeer` modes.
+#[derive(Debug, Subcommand)]
+pub enum UnpeerMode {
+    /// Disable an out-of-band peering (the reverse direction, if any, is kept).
+    #[command(name = "out-of-band", visible_alias = "oob")]
+    OutOfBand {
+        /// The ForeignCluster.
+        #[arg(value_name = "NAME")]
+        name: ObjectName,
+        /// How long to wait for the teardown.
+        #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
+        timeout: Duration,
+    },
+}
+
+/// A `--timeout` (`120s`, `2m`, `1m30s`); zero is refused.
+pub fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 120s, 2m, 1m30s)"))?;
+    if d.is_zero() {
+        return Err("must be more than zero".into());
+    }
+    Ok(d)
+}
+
+/// An auth service's URL: `https://` (or `http://` for an auth service without TLS), a host,
+/// an optional port and nothing else.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthUrl(String);
+
+impl AuthUrl {
+    /// The URL.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AuthUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a string is not an auth URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidAuthUrl {
+    /// Neither `https://` nor `http://`.
+    #[error("does not start with https:// (or http://)")]
+    Scheme,
+    /// No host.
+    #[error("has no host")]
+    NoHost,
+    /// A character a host cannot have.
+    #[error("has {0:?} in its host")]
+    HostChar(char),
+    /// A port that is not 1..=65535.
+    #[error("has port {0:?} (a port is 1 to 65535)")]
+    Port(String),
+    /// A path, query or fragment.
+    #[error("has something after the host and port ({0:?}); an auth URL is scheme://host[:port]")]
+    Trailing(String),
+}
+
+impl FromStr for AuthUrl {
+    type Err = InvalidAuthUrl;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let rest = s
+            .strip_prefix("https://")
+            .or_else(|| s.strip_prefix("http://"))
+            .ok_or(InvalidAuthUrl::Scheme)?;
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (authority, trailing) = rest.split_at(end);
+        if !trailing.is_empty() && trailing != "/" {
+            return Err(InvalidAuthUrl::Trailing(trailing.to_owned()));
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (addr, after) = v6.split_once(']').ok_or(InvalidAuthUrl::HostChar('['))?;
+            if addr.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(InvalidAuthUrl::HostChar('['));
+            }
+            (addr, after.strip_prefix(':'))
+        } else {
+            match authority.split_once(':') {
+                Some((h, p)) => (h, Some(p)),
+                None => (authority, None),
+            }
+        };
+        if host.is_empty() {
+            return Err(InvalidAuthUrl::NoHost);
+        }
+        if !authority.starts_with('[')
+            && let Some(c) = host
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '.'))
+        {
+            return Err(InvalidAuthUrl::HostChar(c));
+        }
+        if let Some(p) = port
+            && !matches!(p.parse::<u16>(), Ok(1..))
+        {
+            return Err(InvalidAuthUrl::Port(p.to_owned()));
+        }
+        Ok(Self(s.trim_end_matches('/').to_owned()))
+    }
+}
+
+/// Parses `--auth-token` without ever putting the token in the error (a mistyped token is
+/// still most of a secret).
+#[derive(Debug, Clone, Copy)]
+pub struct TokenParser;
+
+impl TypedValueParser for TokenParser {
+    type Value = AuthToken;
+
+    fn parse_ref(
+        &self,
+        cmd: &ClapCommand,
+        arg: Option<&Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<AuthToken, ClapError> {
+        let flag = arg.map_or_else(
+            || "--auth-token".to_owned(),
+            |a| format!("--{}", a.get_id()),
+        );
+        let bad = |why: String| {
+            ClapError::raw(
+                ErrorKind::ValueValidation,
+                format!("invalid value for '{}': {why}\n", flag.replace('_', "-")),
+            )
+            .with_cmd(cmd)
+        };
+        let text = value.to_str().ok_or_else(|| bad("is not UTF-8".into()))?;
+        AuthToken::from_str(text).map_err(|e| bad(e.to_string()))
+    }
+}
+
+/// The program name to print in commands: `kubectl liqo` when run as the kubectl plugin
+/// (`kubectl-liqo` on PATH), else `liqoctl`.
+pub fn program_name(argv0: Option<&std::ffi::OsStr>) -> &'static str {
+    let base = argv0
+        .map(std::path::Path::new)
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if base == "kubectl-liqo" || base.starts_with("kubectl-liqo.") {
+        "kubectl liqo"
+    } else {
+        "liqoctl"
+    }
+}
+
+#[cfg(test)]
+mod tests;

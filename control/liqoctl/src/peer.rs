@@ -1,0 +1,356 @@
+//! `peer out-of-band`, `peer` and `unpeer`: write the ForeignCluster (and the remote token),
+//! then watch the ForeignCluster and print each stage as [`crate::stages`] decides it, until
+//! done, failed or `--timeout`.
+
+use std::time::Duration;
+
+use control::{
+    api::{
+        ClusterId, ClusterName,
+        discovery::{ForeignCluster, ForeignClusterSpec, PeeringEnabled},
+    },
+    consts::labels,
+    identity::AuthToken,
+};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::{
+    Api, Client, Resource,
+    api::{ListParams, Patch, PatchParams},
+    runtime::{WatchStreamExt, watcher},
+};
+use serde_json::json;
+
+use crate::{
+    FIELD_MANAGER,
+    cli::AuthUrl,
+    stages::{self, NodeState, Outcome, Progress},
+};
+
+/// Why a peering command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    /// The remote cluster ID is ours.
+    #[error(
+        "--cluster-id {0} is the ID of this cluster: a cluster cannot peer with itself (run the \
+         command on a different cluster)"
+    )]
+    OwnCluster(ClusterId),
+    /// The local identity could not be read.
+    #[error("reading this cluster's identity")]
+    Identity(#[source] liqo_auth::cluster::IdentityError),
+    /// A ForeignCluster with this name speaks of another cluster.
+    #[error(
+        "ForeignCluster {name:?} exists for cluster ID {existing}, not {wanted}: choose another \
+         name"
+    )]
+    NameTaken {
+        /// The name.
+        name: String,
+        /// Its cluster ID.
+        existing: String,
+        /// The one asked for.
+        wanted: ClusterId,
+    },
+    /// No ForeignCluster with this name.
+    #[error("no ForeignCluster named {0:?} (to peer with a new cluster, use `peer out-of-band`)")]
+    NotFound(String),
+    /// The remote token could not be written.
+    #[error("writing the remote cluster's token")]
+    Token(#[source] liqo_auth::tokens::TokenError),
+    /// A call to the apiserver failed.
+    #[error("{what}")]
+    Kube {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// A stage failed (the line says which and why).
+    #[error("{0}")]
+    Stage(String),
+    /// `--timeout` passed (the line says while waiting for what).
+    #[error("{0}")]
+    Timeout(String),
+    /// The ForeignCluster was deleted while we waited.
+    #[error("ForeignCluster {0:?} was deleted while waiting for it")]
+    Deleted(String),
+}
+
+fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> PeerError {
+    let what = what.into();
+    move |source| PeerError::Kube { what, source }
+}
+
+/// The server-side apply body of `peer out-of-band`: identity, auth URL and outgoing `Yes`;
+/// incoming and `insecureSkipTLSVerify` kept from `existing`, else `Auto` and `true`; the
+/// cluster name kept from `existing`, else `name`.
+pub fn foreign_cluster_apply(
+    name: &str,
+    cluster_id: &ClusterId,
+    cluster_name: &ClusterName,
+    auth_url: &AuthUrl,
+    existing: Option<&ForeignClusterSpec>,
+) -> serde_json::Value {
+    let cluster_name = existing.map_or(cluster_name, |s| &s.cluster_identity.cluster_name);
+    let incoming = existing.map_or(PeeringEnabled::Auto, |s| s.incoming_peering_enabled);
+    let insecure = existing.is_none_or(|s| s.insecure_skip_tls_verify);
+    json!({
+        "apiVersion": ForeignCluster::api_version(&()),
+        "kind": ForeignCluster::kind(&()),
+        "metadata": {
+            "name": name,
+            "labels": { labels::CLUSTER_ID: cluster_id },
+        },
+        "spec": {
+            "clusterIdentity": { "clusterID": cluster_id, "clusterName": cluster_name },
+            "foreignAuthUrl": auth_url.as_str(),
+            "outgoingPeeringEnabled": PeeringEnabled::Yes,
+            "incomingPeeringEnabled": incoming,
+            "insecureSkipTLSVerify": insecure,
+        },
+    })
+}
+
+/// What `peer out-of-band` was given.
+#[derive(Debug)]
+pub struct OutOfBand<'a> {
+    /// The ForeignCluster's name (the remote cluster's name).
+    pub name: &'a ClusterName,
+    /// The remote auth URL.
+    pub auth_url: &'a AuthUrl,
+    /// The remote cluster ID.
+    pub cluster_id: &'a ClusterId,
+    /// The remote token.
+    pub token: &'a AuthToken,
+    /// How long to wait.
+    pub timeout: Duration,
+}
+
+/// `peer out-of-band`: checks everything before writing anything (own ID, name clash, the
+/// ForeignCluster by a server-side dry run), then the token, the ForeignCluster, and waits.
+pub async fn out_of_band(client: &Client, ns: &str, args: &OutOfBand<'_>) -> Result<(), PeerError> {
+    let local = liqo_auth::cluster::local_identity(client, ns)
+        .await
+        .map_err(PeerError::Identity)?;
+    if local.cluster_id == *args.cluster_id {
+        return Err(PeerError::OwnCluster(args.cluster_id.clone()));
+    }
+    let fcs: Api<ForeignCluster> = Api::all(client.clone());
+    let by_id = fcs
+        .list(&ListParams::default().labels(&format!("{}={}", labels::CLUSTER_ID, args.cluster_id)))
+        .await
+        .map_err(kube_err("listing ForeignClusters"))?;
+    let existing = match by_id.items.into_iter().next() {
+        Some(fc) => Some(fc),
+        None => fcs
+            .get_opt(args.name.as_str())
+            .await
+            .map_err(kube_err(format!("reading ForeignCluster {}", args.name)))?,
+    };
+    if let Some(fc) = &existing
+        && fc.spec.cluster_identity.cluster_id != *args.cluster_id
+    {
+        return Err(PeerError::NameTaken {
+            name: args.name.to_string(),
+            existing: fc.spec.cluster_identity.cluster_id.to_string(),
+            wanted: args.cluster_id.clone(),
+        });
+    }
+    let fc_name = existing
+        .as_ref()
+        .and_then(|fc| fc.metadata.name.clone())
+        .unwrap_or_else(|| args.name.to_string());
+    if fc_name != args.name.as_str() {
+        println!(
+            "ForeignCluster {fc_name:?} exists for cluster ID {}: updating it",
+            args.cluster_id
+        );
+    }
+    let body = foreign_cluster_apply(
+        &fc_name,
+        args.cluster_id,
+        args.name,
+        args.auth_url,
+        existing.as_ref().map(|fc| &fc.spec),
+    );
+    let what = format!("writing ForeignCluster {fc_name}");
+    let apply = PatchParams::apply(FIELD_MANAGER).force();
+    // The apiserver checks the object (schema, auth URL pattern) before anything is written.
+    fcs.patch(&fc_name, &apply.clone().dry_run(), &Patch::Apply(&body))
+        .await
+        .map_err(kube_err(what.clone()))?;
+    liqo_auth::tokens::write_remote_token(client, ns, args.cluster_id, args.token)
+        .await
+        .map_err(PeerError::Token)?;
+    let fc = fcs
+        .patch(&fc_name, &apply, &Patch::Apply(&body))
+        .await
+        .map_err(kube_err(what))?;
+    println!("Peering enabled: ForeignCluster {fc_name:?} has outgoing peering Yes");
+    wait_peering(client, &fc, args.timeout).await
+}
+
+/// `peer <name>`: outgoing `Yes` on an existing ForeignCluster, then waits.
+pub async fn enable(client: &Client, name: &str, timeout: Duration) -> Result<(), PeerError> {
+    let fc = set_outgoing(client, name, PeeringEnabled::Yes).await?;
+    println!("Peering enabled: ForeignCluster {name:?} has outgoing peering Yes");
+    wait_peering(client, &fc, timeout).await
+}
+
+/// `unpeer [out-of-band] <name>`: outgoing `No`, then waits for `OutgoingPeering` None.
+pub async fn disable(client: &Client, name: &str, timeout: Duration) -> Result<(), PeerError> {
+    let fc = set_outgoing(client, name, PeeringEnabled::No).await?;
+    println!("Peering disabled: ForeignCluster {name:?} has outgoing peering No");
+    let cluster = fc.spec.cluster_identity.cluster_name.to_string();
+    wait(
+        client,
+        name,
+        &cluster,
+        timeout,
+        |fc, _| stages::unpeering(fc.status.as_ref()),
+        false,
+    )
+    .await?;
+    println!("Peering with the remote cluster {cluster:?} removed");
+    Ok(())
+}
+
+async fn set_outgoing(
+    client: &Client,
+    name: &str,
+    enabled: PeeringEnabled,
+) -> Result<ForeignCluster, PeerError> {
+    let fcs: Api<ForeignCluster> = Api::all(client.clone());
+    if fcs
+        .get_opt(name)
+        .await
+        .map_err(kube_err(format!("reading ForeignCluster {name}")))?
+        .is_none()
+    {
+        return Err(PeerError::NotFound(name.to_owned()));
+    }
+    let patch = json!({ "spec": { "outgoingPeeringEnabled": enabled } });
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    fcs.patch(name, &pp, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(s) if s.code == 404 => PeerError::NotFound(name.to_owned()),
+            source => PeerError::Kube {
+                what: format!("writing ForeignCluster {name}"),
+                source,
+            },
+        })
+}
+
+async fn wait_peering(
+    client: &Client,
+    fc: &ForeignCluster,
+    timeout: Duration,
+) -> Result<(), PeerError> {
+    let name = fc.metadata.name.clone().unwrap_or_default();
+    let cluster = fc.spec.cluster_identity.cluster_name.to_string();
+    wait(
+        client,
+        &name,
+        &cluster,
+        timeout,
+        |fc, node| stages::peering(fc.status.as_ref(), node),
+        true,
+    )
+    .await?;
+    println!("Peering with the remote cluster {cluster:?} established");
+    Ok(())
+}
+
+/// The virtual node of a remote cluster (by its label), Ready or not.
+async fn node_state(client: &Client, cluster_id: &ClusterId) -> NodeState {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let lp = ListParams::default().labels(&format!("{}={cluster_id}", labels::REMOTE_CLUSTER_ID));
+    match nodes.list(&lp).await {
+        Ok(l) => match l.items.first() {
+            None => NodeState::Absent,
+            Some(n) => {
+                let ready = n
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+                if ready {
+                    NodeState::Ready
+                } else {
+                    NodeState::NotReady
+                }
+            }
+        },
+        Err(e) => {
+            // The node stage is not waited for: a failed look-up reads as no node.
+            tracing::debug!(error = %liqo_types::chain(&e), "listing virtual nodes");
+            NodeState::Absent
+        }
+    }
+}
+
+/// Watches ForeignCluster `name`, printing the stages `decide` passes, until done (Ok), failed
+/// or deleted or `timeout` (Err).
+async fn wait(
+    client: &Client,
+    name: &str,
+    cluster: &str,
+    timeout: Duration,
+    decide: impl Fn(&ForeignCluster, NodeState) -> Progress,
+    look_for_node: bool,
+) -> Result<(), PeerError> {
+    let fcs: Api<ForeignCluster> = Api::all(client.clone());
+    let mut stream = watcher::watch_object(fcs, name).default_backoff().boxed();
+    let mut printed = 0;
+    let mut last = Outcome::Waiting(stages::Stage::Authentication, None);
+    let deadline = tokio::time::Instant::now() + timeout;
+    let print = |progress: &Progress, printed: &mut usize| {
+        for p in progress.passed.iter().skip(*printed) {
+            println!("{}", p.line(cluster));
+        }
+        *printed = (*printed).max(progress.passed.len());
+    };
+    loop {
+        let event = match tokio::time::timeout_at(deadline, stream.next()).await {
+            Err(_elapsed) => break,
+            Ok(None) => break,
+            Ok(Some(event)) => event,
+        };
+        let fc = match event {
+            Ok(Some(fc)) => fc,
+            Ok(None) => return Err(PeerError::Deleted(name.to_owned())),
+            Err(e) => {
+                tracing::debug!(error = %liqo_types::chain(&e), "watching ForeignCluster {name}");
+                continue;
+            }
+        };
+        let mut progress = decide(&fc, NodeState::Absent);
+        if look_for_node && progress.outcome == Outcome::Done {
+            let node = node_state(client, &fc.spec.cluster_identity.cluster_id).await;
+            progress = decide(&fc, node);
+        }
+        print(&progress, &mut printed);
+        match progress.outcome {
+            Outcome::Done => return Ok(()),
+            Outcome::Failed(stage, seen) => {
+                return Err(PeerError::Stage(stages::failure_line(
+                    stage, &seen, cluster,
+                )));
+            }
+            waiting => last = waiting,
+        }
+    }
+    let timeout = humantime::format_duration(timeout).to_string();
+    Err(PeerError::Timeout(match last {
+        Outcome::Waiting(stage, seen) => {
+            stages::timeout_line(stage, seen.as_ref(), cluster, &timeout)
+        }
+        _ => format!("Timed out after {timeout} waiting for ForeignCluster {name:?}"),
+    }))
+}
