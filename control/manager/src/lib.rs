@@ -10,6 +10,25 @@
 //! identity itself (crate `liqo-auth` does), and never touches the data plane.
 
 pub mod decide;
+pub mod duration;
+pub mod identity;
 
 /// The field manager of every server-side apply.
 pub const FIELD_MANAGER: &str = "liqo-controller-manager";
+pub mod context;
+pub mod error;
+pub mod fc;
+pub mod launcher;
+pub mod metrics;
+pub mod offer;
+pub mod replicator;
+pub mod request;
+pub mod run;
+
+/// Label selectors the controllers watch with.
+mod consts_selectors {
+    /// Copies made by a peer's replicator.
+    pub(crate) const REPLICATED: &str = "liqo.io/replicated=true";
+    /// Our sources.
+    pub(crate) const SOURCE: &str = "liqo.io/replication=true";
+}

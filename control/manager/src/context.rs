@@ -1,0 +1,171 @@
+//! What every controller shares: settings, clients, the identity manager, the launcher, the
+//! metrics; and the small I/O helpers (server-side apply, the clock).
+
+use std::{sync::Arc, time::Duration};
+
+use control::{api::discovery::ClusterIdentity, offer::Percent};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{
+    Api, Client, Resource,
+    api::{Patch, PatchParams},
+};
+use liqo_auth::{client::AuthClient, url::Overrides};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::{
+    FIELD_MANAGER,
+    error::{Error, kube as kerr},
+    identity::Peers,
+    launcher::Launcher,
+    metrics::Metrics,
+};
+
+/// The controller-manager's configuration (its flags).
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The Liqo namespace.
+    pub namespace: String,
+    /// `--auth-service-address-override` / `--auth-service-port-override`.
+    pub auth_overrides: Overrides,
+    /// `--resource-sharing-percentage`.
+    pub sharing: Percent,
+    /// `--enable-incoming-peering`.
+    pub enable_incoming: bool,
+    /// `--resync-period`.
+    pub resync: Duration,
+}
+
+impl Settings {
+    /// The defaults of the flags.
+    pub fn new(namespace: impl Into<String>) -> Self {
+        Settings {
+            namespace: namespace.into(),
+            auth_overrides: Overrides::default(),
+            sharing: Percent::new(30).expect("30 is a percentage"),
+            enable_incoming: true,
+            resync: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Shared by the controllers.
+pub struct Context {
+    /// Our apiserver.
+    pub client: Client,
+    /// The flags.
+    pub settings: Settings,
+    /// Our cluster.
+    pub local: ClusterIdentity,
+    /// Clients for the peers.
+    pub peers: Peers,
+    /// Auth client verifying TLS.
+    pub auth_secure: AuthClient,
+    /// Auth client skipping TLS verification (`insecureSkipTLSVerify`).
+    pub auth_insecure: AuthClient,
+    /// Virtual kubelets.
+    pub launcher: Arc<dyn Launcher>,
+    /// Counters.
+    pub metrics: Metrics,
+}
+
+impl Context {
+    /// A context.
+    pub fn new(
+        client: Client,
+        settings: Settings,
+        local: ClusterIdentity,
+        launcher: Arc<dyn Launcher>,
+        metrics: Metrics,
+    ) -> Self {
+        Context {
+            client,
+            settings,
+            local,
+            peers: Peers::default(),
+            auth_secure: AuthClient::new(false),
+            auth_insecure: AuthClient::new(true),
+            launcher,
+            metrics,
+        }
+    }
+
+    /// The auth client for a ForeignCluster's `insecureSkipTLSVerify`.
+    pub fn auth(&self, insecure: bool) -> &AuthClient {
+        if insecure {
+            &self.auth_insecure
+        } else {
+            &self.auth_secure
+        }
+    }
+}
+
+/// Now, as the API's time.
+pub fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// Server-side applies an object (forced: the controller owns what it writes).
+pub async fn apply<K>(api: &Api<K>, name: &str, object: &Value) -> Result<K, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .map_err(kerr(format!("apply {} {name}", K::kind(&()))))
+}
+
+/// Server-side applies a status (`{apiVersion, kind, status}`).
+pub async fn apply_status<K>(api: &Api<K>, name: &str, status: &Value) -> Result<K, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let object = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .map_err(kerr(format!("apply status of {} {name}", K::kind(&()))))
+}
+
+/// Sets an object's finalizers to a new list, guarded by its resourceVersion.
+pub async fn set_finalizers<K>(
+    api: &Api<K>,
+    name: &str,
+    resource_version: Option<&str>,
+    finalizers: Vec<String>,
+) -> Result<(), Error>
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let patch = serde_json::json!({
+        "metadata": {"resourceVersion": resource_version, "finalizers": finalizers},
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(kerr(format!("finalizers of {name}")))
+}
+
+/// A controller reference to an object (for `ownerReferences`).
+pub fn controller_ref<K: Resource<DynamicType = ()>>(owner: &K) -> Option<Value> {
+    let meta = owner.meta();
+    Some(serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "name": meta.name.as_ref()?,
+        "uid": meta.uid.as_ref()?,
+        "controller": true,
+        "blockOwnerDeletion": true,
+    }))
+}

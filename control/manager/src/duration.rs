@@ -1,0 +1,49 @@
+//! Durations as the flags spell them (Go's `time.ParseDuration` subset: `500ms`, `30s`, `1m`,
+//! `1h`, and sums like `1m30s`).
+
+use std::time::Duration;
+
+/// Parses a duration; the error names the refused text.
+pub fn parse(text: &str) -> Result<Duration, String> {
+    let bad = || format!("bad duration {text:?}: expected e.g. 500ms, 30s, 1m, 1h30m");
+    let mut rest = text.trim();
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total = Duration::ZERO;
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+        let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        rest = &rest[digits..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(n),
+            "s" => Duration::from_secs(n),
+            "m" => Duration::from_secs(n * 60),
+            "h" => Duration::from_secs(n * 3600),
+            _ => return Err(bad()),
+        };
+        total += unit;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse("2h"), Ok(Duration::from_secs(7200)));
+        for bad in ["", "30", "s", "3x", "-1s", "1.5s"] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! The controllers' I/O errors (the decisions in [`crate::decide`] cannot fail but for a
+//! quantity).
+
+use crate::{identity::IdentityError, launcher::LaunchError};
+
+/// Why a reconcile failed (it is requeued).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An apiserver call failed.
+    #[error("{what}")]
+    Kube {
+        /// What was done (`apply ResourceRequest liqo-tenant-x/rome`).
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Our identity at a peer.
+    #[error("identity")]
+    Identity(#[source] IdentityError),
+    /// Our local token or a peer's.
+    #[error("token")]
+    Token(#[source] liqo_auth::tokens::TokenError),
+    /// Our own auth URL cannot be found (the ResourceRequest carries it).
+    #[error("our auth URL")]
+    AuthUrl(#[source] liqo_auth::url::UrlError),
+    /// A node or pod with a quantity that does not parse.
+    #[error("offer input")]
+    OfferInput(#[source] control::offer::BadInput),
+    /// A published offer with a quantity that does not parse.
+    #[error("published offer")]
+    Quantity(#[source] control::quantity::InvalidQuantity),
+    /// A peering ClusterRole whose name makes no RoleBinding name.
+    #[error("peering ClusterRole")]
+    Name(#[source] control::names::InvalidName),
+    /// The virtual kubelet launcher.
+    #[error("launcher")]
+    Launcher(#[source] LaunchError),
+    /// An object without a name or namespace (never from the apiserver).
+    #[error("object without {0}")]
+    Incomplete(&'static str),
+}
+
+/// Wraps a kube error with what was done.
+pub fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Kube { what, source }
+}

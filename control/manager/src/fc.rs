@@ -1,0 +1,460 @@
+//! The ForeignCluster controller's I/O (§1.2 step 3): reads what [`crate::decide::fc`] needs,
+//! talks to the peer's auth service, writes the decisions and the status.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use control::{
+    api::{
+        discovery::{ForeignCluster, ForeignClusterStatus, ResourceRequest, TenantNamespace},
+        sharing::ResourceOffer,
+    },
+    conditions::{self, Authentication, Condition, Process},
+    consts::{keys, labels, values},
+    identity::{CertificateIdentityRequest, authentication},
+    names,
+    phase::RoleSet,
+};
+use k8s_openapi::{
+    ByteString,
+    api::{
+        core::v1::Secret,
+        rbac::v1::{ClusterRole, RoleBinding},
+    },
+};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, ListParams, PostParams},
+    runtime::controller::Action as Requeue,
+};
+use serde_json::json;
+
+use crate::{
+    context::{Context, apply, apply_status, controller_ref, now},
+    decide::fc::{self as decide, Action, AuthStep, IdentityState, Observed, RequestState},
+    error::{Error, kube as kerr},
+    identity,
+};
+
+/// The controller's name in metrics and logs.
+pub const NAME: &str = "foreigncluster";
+
+/// One reconcile of a ForeignCluster.
+pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    ctx.metrics.reconcile(NAME);
+    let name = fc.name_any();
+    let api: Api<ForeignCluster> = Api::all(ctx.client.clone());
+    let now = now();
+    let peer = fc.spec.cluster_identity.clone();
+    let old = fc.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+
+    // a. Validation.
+    let all = api
+        .list(&ListParams::default())
+        .await
+        .map_err(kerr("list ForeignClusters"))?;
+    let key = |f: &ForeignCluster| (f.creation_timestamp().map(|t| t.0), f.name_any());
+    let older_duplicate = all.items.iter().any(|o| {
+        o.name_any() != name
+            && o.spec.cluster_identity.cluster_id == peer.cluster_id
+            && key(o) < key(&fc)
+    });
+    let process = decide::process(&peer.cluster_id, &ctx.local.cluster_id, older_duplicate);
+    conditions::set(
+        &mut status.peering_conditions,
+        Condition::Process(process),
+        &now,
+    );
+    if process != Process::Processable {
+        write_status(&api, &name, &old, &status).await?;
+        return Ok(Requeue::requeue(ctx.settings.resync));
+    }
+    if fc.labels().get(labels::CLUSTER_ID) != Some(&peer.cluster_id.to_string()) {
+        let patch = json!({
+            "apiVersion": ForeignCluster::api_version(&()), "kind": ForeignCluster::kind(&()),
+            "metadata": {"name": name, "labels": {labels::CLUSTER_ID: peer.cluster_id.as_str()}},
+        });
+        apply(&api, &name, &patch).await?;
+    }
+
+    // c. Our tenant namespace for the peer.
+    let tenant = names::tenant_namespace(&peer).to_string();
+    let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ctx.client.clone());
+    let ns = json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": tenant, "labels": {
+            labels::CLUSTER_ID: peer.cluster_id.as_str(),
+            labels::TENANT_NAMESPACE: values::TRUE,
+        }},
+    });
+    apply(&ns_api, &tenant, &ns).await?;
+    let tenants = status
+        .tenant_namespace
+        .get_or_insert_with(TenantNamespace::default);
+    tenants.local = Some(tenant.clone());
+
+    // d. Our identity at the peer; e. its tenant namespace for us.
+    let secret = identity::find(&ctx.client, &tenant, &peer.cluster_id)
+        .await
+        .map_err(Error::Identity)?;
+    let (auth, remote) = match identity::state(secret.as_ref()) {
+        IdentityState::Signed { namespace } => (Authentication::Accepted, Some(namespace)),
+        state => {
+            let step = decide::auth_step(&state);
+            authenticate(&ctx, &fc, &tenant, secret, step).await?
+        }
+    };
+    conditions::set(
+        &mut status.peering_conditions,
+        Condition::Authentication(auth),
+        &now,
+    );
+    status
+        .tenant_namespace
+        .get_or_insert_with(TenantNamespace::default)
+        .remote = remote.clone();
+
+    // f.–h. The peering.
+    let observed = observe(&ctx, &fc, &tenant, remote.is_some()).await?;
+    let roles = peering_roles(&ctx).await?;
+    let bound = bound_sets(&ctx, &tenant, &roles).await?;
+    let observed = Observed { bound, ..observed };
+    for action in decide::decide(&observed) {
+        match action {
+            Action::ApplyRequest => apply_request(&ctx, &fc, &tenant, None).await?,
+            Action::WithdrawRequest => apply_request(&ctx, &fc, &tenant, Some(&now)).await?,
+            Action::DeleteRequest => {
+                let rr_api: Api<ResourceRequest> = Api::namespaced(ctx.client.clone(), &tenant);
+                let rr = names::resource_request(&ctx.local.cluster_name);
+                rr_api
+                    .delete(rr.as_str(), &DeleteParams::default())
+                    .await
+                    .map(drop)
+                    .or_else(not_found)
+                    .map_err(kerr(format!("delete ResourceRequest {tenant}/{rr}")))?;
+            }
+            Action::SetCondition(c) => {
+                conditions::set(&mut status.peering_conditions, c, &now);
+            }
+            Action::Bind(set) => bind(&ctx, &fc, &tenant, roles.get(&set)).await?,
+            Action::Unbind(set) => unbind(&ctx, &tenant, roles.get(&set)).await?,
+        }
+    }
+    write_status(&api, &name, &old, &status).await?;
+    Ok(Requeue::requeue(ctx.settings.resync))
+}
+
+/// Errors other than 404 (a delete of something already gone is done).
+pub fn not_found(e: kube::Error) -> Result<(), kube::Error> {
+    match &e {
+        kube::Error::Api(s) if s.code == 404 => Ok(()),
+        _ => Err(e),
+    }
+}
+
+async fn write_status(
+    api: &Api<ForeignCluster>,
+    name: &str,
+    old: &ForeignClusterStatus,
+    new: &ForeignClusterStatus,
+) -> Result<(), Error> {
+    if old == new {
+        return Ok(());
+    }
+    let value = serde_json::to_value(new).expect("a status serializes");
+    apply_status(api, name, &value).await.map(drop)
+}
+
+/// Asks the peer to sign our identity (making the key and CSR first if needed); stores the
+/// answer. Returns the condition and, when signed, the peer's tenant namespace for us.
+async fn authenticate(
+    ctx: &Context,
+    fc: &ForeignCluster,
+    tenant: &str,
+    secret: Option<Secret>,
+    step: AuthStep,
+) -> Result<(Authentication, Option<String>), Error> {
+    let peer = &fc.spec.cluster_identity.cluster_id;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), tenant);
+    let secret = match (step, secret) {
+        (AuthStep::Request, Some(s)) => s,
+        _ => {
+            let new = identity::new_identity(&ctx.local.cluster_id).map_err(Error::Identity)?;
+            let expire = now().0.as_second() + 365 * 24 * 3600;
+            let s: Secret = serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {
+                    "generateName": control::consts::objects::IDENTITY_GENERATE_NAME,
+                    "namespace": tenant,
+                    "labels": {labels::LOCAL_IDENTITY: values::TRUE, labels::CLUSTER_ID: peer.as_str()},
+                    "annotations": {control::consts::annotations::CERTIFICATE_EXPIRE_TIME: expire.to_string()},
+                },
+                "stringData": {keys::PRIVATE_KEY: new.private_key_pem, keys::CSR: new.csr_pem},
+            }))
+            .expect("a Secret deserializes");
+            secrets
+                .create(&PostParams::default(), &s)
+                .await
+                .map_err(kerr(format!("create identity Secret in {tenant}")))?
+        }
+    };
+    let csr = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(keys::CSR))
+        .map(|b| b.0.clone())
+        .unwrap_or_default();
+    let ns = &ctx.settings.namespace;
+    let ours = liqo_auth::tokens::local_token(&ctx.client, ns)
+        .await
+        .map_err(Error::Token)?;
+    let theirs = liqo_auth::tokens::remote_token(&ctx.client, ns, peer)
+        .await
+        .map_err(Error::Token)?;
+    let request = CertificateIdentityRequest::new(ctx.local.clone(), &ours, theirs.as_ref(), csr);
+    let answer = ctx
+        .auth(fc.spec.insecure_skip_tls_verify)
+        .certificate(&fc.spec.foreign_auth_url, &request)
+        .await;
+    let response = match answer {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(peer = %peer, error = %e, "identity request failed");
+            return Ok((authentication(e.http_status(), theirs.is_some()), None));
+        }
+    };
+    let mut data = secret.data.clone().unwrap_or_default();
+    let mut put = |k: &str, v: Vec<u8>| {
+        data.insert(k.to_owned(), ByteString(v));
+    };
+    put(keys::CERTIFICATE, response.certificate.clone());
+    put(
+        keys::API_SERVER_URL,
+        response.api_server_url.clone().into_bytes(),
+    );
+    if let Some(ca) = &response.api_server_ca {
+        put(keys::API_SERVER_CA, ca.clone());
+    }
+    put(keys::NAMESPACE, response.namespace.to_string().into_bytes());
+    let mut updated = secret.clone();
+    updated.data = Some(data);
+    updated
+        .labels_mut()
+        .insert(labels::CERTIFICATE_AVAILABLE.into(), values::TRUE.into());
+    let secret_name = secret.name_any();
+    secrets
+        .replace(&secret_name, &PostParams::default(), &updated)
+        .await
+        .map_err(kerr(format!(
+            "store identity Secret {tenant}/{secret_name}"
+        )))?;
+    tracing::info!(peer = %peer, namespace = %response.namespace, "identity accepted");
+    Ok((
+        Authentication::Accepted,
+        Some(response.namespace.to_string()),
+    ))
+}
+
+fn request_state(rr: &ResourceRequest) -> RequestState {
+    let status = rr.status.clone().unwrap_or_default();
+    RequestState {
+        deleting: rr.meta().deletion_timestamp.is_some(),
+        withdrawing: rr.spec.withdrawal_timestamp.is_some(),
+        offer_state: status.offer_state,
+        offer_withdrawn: status.offer_withdrawal_timestamp.is_some(),
+    }
+}
+
+fn is(obj: &impl Resource, key: &str, value: &str) -> bool {
+    obj.meta()
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(key))
+        .is_some_and(|v| v == value)
+}
+
+/// The requests and offers of both directions, in our tenant namespace.
+async fn observe(
+    ctx: &Context,
+    fc: &ForeignCluster,
+    tenant: &str,
+    remote_tenant_known: bool,
+) -> Result<Observed, Error> {
+    let peer = &fc.spec.cluster_identity;
+    let rr_api: Api<ResourceRequest> = Api::namespaced(ctx.client.clone(), tenant);
+    let ro_api: Api<ResourceOffer> = Api::namespaced(ctx.client.clone(), tenant);
+    let ours = names::resource_request(&ctx.local.cluster_name);
+    let theirs = names::resource_request(&peer.cluster_name);
+    let get_rr = |n: String| {
+        let api = rr_api.clone();
+        async move {
+            api.get_opt(&n)
+                .await
+                .map_err(kerr(format!("get ResourceRequest {n}")))
+        }
+    };
+    let get_ro = |n: String| {
+        let api = ro_api.clone();
+        async move {
+            api.get_opt(&n)
+                .await
+                .map_err(kerr(format!("get ResourceOffer {n}")))
+        }
+    };
+    let request = get_rr(ours.to_string())
+        .await?
+        .filter(|r| is(r, labels::REPLICATION, values::TRUE));
+    let request_from_peer = get_rr(theirs.to_string()).await?.filter(|r| {
+        is(r, labels::REPLICATED, values::TRUE)
+            && is(r, labels::ORIGIN_ID, peer.cluster_id.as_str())
+    });
+    // The offer the peer made us is named after the peer; ours to it after us.
+    let offer_from_peer = get_ro(names::resource_offer(&peer.cluster_name).to_string())
+        .await?
+        .filter(|o| {
+            is(o, labels::REPLICATED, values::TRUE)
+                && is(o, labels::ORIGIN_ID, peer.cluster_id.as_str())
+        });
+    let offer_to_peer = get_ro(names::resource_offer(&ctx.local.cluster_name).to_string())
+        .await?
+        .filter(|o| is(o, labels::REPLICATION, values::TRUE));
+    let vk = |o: ResourceOffer| o.status.unwrap_or_default().virtual_kubelet_status;
+    Ok(Observed {
+        deleting: fc.meta().deletion_timestamp.is_some(),
+        outgoing_enabled: fc.spec.outgoing_peering_enabled,
+        remote_tenant_known,
+        request: request.as_ref().map(request_state),
+        offer_from_peer: offer_from_peer.map(vk),
+        request_from_peer: request_from_peer.as_ref().map(request_state),
+        offer_to_peer: offer_to_peer.map(vk),
+        bound: BTreeSet::new(),
+    })
+}
+
+/// Our ResourceRequest to the peer; `withdrawal` stamps `spec.withdrawalTimestamp`.
+async fn apply_request(
+    ctx: &Context,
+    fc: &ForeignCluster,
+    tenant: &str,
+    withdrawal: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+) -> Result<(), Error> {
+    let api: Api<ResourceRequest> = Api::namespaced(ctx.client.clone(), tenant);
+    let name = names::resource_request(&ctx.local.cluster_name).to_string();
+    let auth_url = liqo_auth::url::discover(
+        &ctx.client,
+        &ctx.settings.namespace,
+        &ctx.settings.auth_overrides,
+    )
+    .await
+    .map_err(Error::AuthUrl)?;
+    let mut spec = json!({"clusterIdentity": ctx.local, "authUrl": auth_url});
+    if let Some(t) = withdrawal {
+        spec["withdrawalTimestamp"] = serde_json::to_value(t).expect("a time serializes");
+    }
+    let object = json!({
+        "apiVersion": ResourceRequest::api_version(&()), "kind": ResourceRequest::kind(&()),
+        "metadata": {
+            "name": name, "namespace": tenant,
+            "labels": {
+                labels::REPLICATION: values::TRUE,
+                labels::REMOTE_ID: fc.spec.cluster_identity.cluster_id.as_str(),
+            },
+            "ownerReferences": controller_ref(fc).into_iter().collect::<Vec<_>>(),
+        },
+        "spec": spec,
+    });
+    apply(&api, &name, &object).await.map(drop)
+}
+
+/// The peering ClusterRoles by set (label `auth.liqo.io/remote-peering-permissions`).
+async fn peering_roles(ctx: &Context) -> Result<BTreeMap<RoleSet, Vec<String>>, Error> {
+    let api: Api<ClusterRole> = Api::all(ctx.client.clone());
+    let list = api
+        .list(&ListParams::default().labels(labels::REMOTE_PEERING_PERMISSIONS))
+        .await
+        .map_err(kerr("list peering ClusterRoles"))?;
+    let mut by_set = BTreeMap::new();
+    for role in list.items {
+        let value = role
+            .labels()
+            .get(labels::REMOTE_PEERING_PERMISSIONS)
+            .cloned();
+        if let Some(set) = RoleSet::ALL
+            .into_iter()
+            .find(|s| Some(s.label_value()) == value.as_deref())
+        {
+            by_set
+                .entry(set)
+                .or_insert_with(Vec::new)
+                .push(role.name_any());
+        }
+    }
+    Ok(by_set)
+}
+
+/// The sets whose ClusterRoles all have their RoleBinding in the tenant namespace.
+async fn bound_sets(
+    ctx: &Context,
+    tenant: &str,
+    roles: &BTreeMap<RoleSet, Vec<String>>,
+) -> Result<BTreeSet<RoleSet>, Error> {
+    let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), tenant);
+    let present: BTreeSet<String> = api
+        .list(&ListParams::default())
+        .await
+        .map_err(kerr(format!("list RoleBindings in {tenant}")))?
+        .items
+        .into_iter()
+        .map(|b| b.name_any())
+        .collect();
+    let mut bound = BTreeSet::new();
+    for (set, roles) in roles {
+        let mut all = !roles.is_empty();
+        for role in roles {
+            let binding = names::role_binding(role).map_err(Error::Name)?;
+            all &= present.contains(binding.as_str());
+        }
+        if all {
+            bound.insert(*set);
+        }
+    }
+    Ok(bound)
+}
+
+async fn bind(
+    ctx: &Context,
+    fc: &ForeignCluster,
+    tenant: &str,
+    roles: Option<&Vec<String>>,
+) -> Result<(), Error> {
+    let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), tenant);
+    for role in roles.into_iter().flatten() {
+        let name = names::role_binding(role).map_err(Error::Name)?.to_string();
+        let object = json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": tenant,
+                "labels": {labels::CLUSTER_ID: fc.spec.cluster_identity.cluster_id.as_str()}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                "name": fc.spec.cluster_identity.cluster_id.as_str()}],
+        });
+        apply(&api, &name, &object).await?;
+    }
+    Ok(())
+}
+
+async fn unbind(ctx: &Context, tenant: &str, roles: Option<&Vec<String>>) -> Result<(), Error> {
+    let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), tenant);
+    for role in roles.into_iter().flatten() {
+        let name = names::role_binding(role).map_err(Error::Name)?.to_string();
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .map(drop)
+            .or_else(not_found)
+            .map_err(kerr(format!("delete RoleBinding {tenant}/{name}")))?;
+    }
+    Ok(())
+}

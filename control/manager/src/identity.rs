@@ -1,0 +1,345 @@
+//! Our identity at a peer (§1.1, §1.2 d): the key and CSR we make (CN = our cluster ID,
+//! O = `liqo.io`), the identity Secret holding them and, once signed, the certificate and the
+//! peer's API server; and the identity manager ([`Peers`]): a kube client for each peer, built
+//! from that Secret and cached until the Secret changes.
+
+use std::{collections::HashMap, sync::Mutex};
+
+use base64::{Engine, engine::general_purpose::STANDARD};
+use control::{
+    api::ClusterId,
+    consts::{auth, keys, labels, values},
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::{
+    Api, Client, Config,
+    api::ListParams,
+    config::{KubeConfigOptions, Kubeconfig},
+};
+
+use crate::decide::fc::IdentityState;
+
+/// Why an identity could not be made or used.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// rcgen refused to make the key or the CSR.
+    #[error("cannot make the identity's key or CSR")]
+    Generate(#[source] rcgen::Error),
+    /// The identity Secret lacks a key.
+    #[error("identity Secret {secret}: no {key:?}")]
+    Missing {
+        /// The Secret.
+        secret: String,
+        /// The key.
+        key: &'static str,
+    },
+    /// The kube config built from the Secret was refused.
+    #[error("identity Secret {secret}: not a usable kube config")]
+    Config {
+        /// The Secret.
+        secret: String,
+        /// Why.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// The kube config did not take the Secret's values.
+    #[error("identity Secret {secret}: cannot shape a kube config")]
+    Shape {
+        /// The Secret.
+        secret: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The kube client could not be built.
+    #[error("identity Secret {secret}: cannot build a client")]
+    Client {
+        /// The Secret.
+        secret: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the identity Secrets failed.
+    #[error("cannot list the identity Secrets in {namespace}")]
+    List {
+        /// The tenant namespace.
+        namespace: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// A new key (PKCS#8 PEM) and its CSR (PEM).
+pub struct NewIdentity {
+    /// The private key, PEM.
+    pub private_key_pem: String,
+    /// The certificate signing request, PEM.
+    pub csr_pem: String,
+}
+
+impl std::fmt::Debug for NewIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewIdentity")
+            .field("csr_pem", &self.csr_pem)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Makes a key (ECDSA P-256) and a CSR with CN = our cluster ID, O = `liqo.io`.
+pub fn new_identity(local: &ClusterId) -> Result<NewIdentity, IdentityError> {
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+        .map_err(IdentityError::Generate)?;
+    let mut params =
+        rcgen::CertificateParams::new(Vec::<String>::new()).map_err(IdentityError::Generate)?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, local.as_str());
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, auth::CSR_ORGANIZATION);
+    let csr = params
+        .serialize_request(&key)
+        .map_err(IdentityError::Generate)?;
+    Ok(NewIdentity {
+        private_key_pem: key.serialize_pem(),
+        csr_pem: csr.pem().map_err(IdentityError::Generate)?,
+    })
+}
+
+/// The selector of our identity Secret for a peer.
+pub fn selector(peer: &ClusterId) -> String {
+    format!(
+        "{}={},{}={peer}",
+        labels::LOCAL_IDENTITY,
+        values::TRUE,
+        labels::CLUSTER_ID
+    )
+}
+
+fn data<'a>(secret: &'a Secret, key: &str) -> Option<&'a [u8]> {
+    secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .map(|b| b.0.as_slice())
+        .filter(|b| !b.is_empty())
+}
+
+/// What an identity Secret (if any) says.
+pub fn state(secret: Option<&Secret>) -> IdentityState {
+    let Some(secret) = secret else {
+        return IdentityState::Missing;
+    };
+    let signed = data(secret, keys::CERTIFICATE).is_some();
+    match data(secret, keys::NAMESPACE) {
+        Some(ns) if signed => IdentityState::Signed {
+            namespace: String::from_utf8_lossy(ns).into_owned(),
+        },
+        _ => IdentityState::Unsigned,
+    }
+}
+
+/// The identity Secret for a peer in our tenant namespace (the newest if several).
+pub async fn find(
+    client: &Client,
+    namespace: &str,
+    peer: &ClusterId,
+) -> Result<Option<Secret>, IdentityError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let list = api
+        .list(&ListParams::default().labels(&selector(peer)))
+        .await
+        .map_err(|source| IdentityError::List {
+            namespace: namespace.into(),
+            source,
+        })?;
+    Ok(list
+        .items
+        .into_iter()
+        .max_by_key(|s| s.metadata.creation_timestamp.clone()))
+}
+
+/// The kube config of a signed identity Secret: the peer's API server and CA, our certificate
+/// and key, the peer's tenant namespace for us as the default namespace.
+pub fn kubeconfig(secret: &Secret) -> Result<Kubeconfig, IdentityError> {
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let get = |key: &'static str| {
+        data(secret, key).ok_or(IdentityError::Missing {
+            secret: name.clone(),
+            key,
+        })
+    };
+    let server = String::from_utf8_lossy(get(keys::API_SERVER_URL)?).into_owned();
+    let namespace = String::from_utf8_lossy(get(keys::NAMESPACE)?).into_owned();
+    let cert = STANDARD.encode(get(keys::CERTIFICATE)?);
+    let key = STANDARD.encode(get(keys::PRIVATE_KEY)?);
+    let mut cluster = serde_json::json!({"server": server});
+    if let Some(ca) = data(secret, keys::API_SERVER_CA) {
+        cluster["certificate-authority-data"] = STANDARD.encode(ca).into();
+    }
+    let value = serde_json::json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "peer", "cluster": cluster}],
+        "users": [{"name": "peer", "user": {"client-certificate-data": cert, "client-key-data": key}}],
+        "contexts": [{"name": "peer", "context": {"cluster": "peer", "user": "peer", "namespace": namespace}}],
+        "current-context": "peer",
+    });
+    serde_json::from_value(value).map_err(|source| IdentityError::Shape {
+        secret: name,
+        source,
+    })
+}
+
+/// The identity manager: a client per peer, cached by the identity Secret's UID and
+/// resourceVersion.
+#[derive(Default)]
+pub struct Peers {
+    cache: Mutex<HashMap<ClusterId, (String, Client)>>,
+}
+
+impl Peers {
+    /// The client for a peer, from its signed identity Secret in our tenant namespace; `None`
+    /// while we hold no signed identity.
+    pub async fn client(
+        &self,
+        local: &Client,
+        tenant_namespace: &str,
+        peer: &ClusterId,
+    ) -> Result<Option<Client>, IdentityError> {
+        let Some(secret) = find(local, tenant_namespace, peer).await? else {
+            return Ok(None);
+        };
+        if !matches!(state(Some(&secret)), IdentityState::Signed { .. }) {
+            return Ok(None);
+        }
+        let version = format!(
+            "{}/{}",
+            secret.metadata.uid.as_deref().unwrap_or_default(),
+            secret
+                .metadata
+                .resource_version
+                .as_deref()
+                .unwrap_or_default()
+        );
+        if let Some((v, client)) = self.lock().get(peer)
+            && *v == version
+        {
+            return Ok(Some(client.clone()));
+        }
+        let name = secret.metadata.name.clone().unwrap_or_default();
+        let config =
+            Config::from_custom_kubeconfig(kubeconfig(&secret)?, &KubeConfigOptions::default())
+                .await
+                .map_err(|source| IdentityError::Config {
+                    secret: name.clone(),
+                    source,
+                })?;
+        let client = Client::try_from(config).map_err(|source| IdentityError::Client {
+            secret: name,
+            source,
+        })?;
+        self.lock().insert(peer.clone(), (version, client.clone()));
+        Ok(Some(client))
+    }
+
+    /// Forgets a peer's client.
+    pub fn forget(&self, peer: &ClusterId) {
+        self.lock().remove(peer);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ClusterId, (String, Client)>> {
+        // A panic while holding the lock leaves a consistent map (inserts and removes only).
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::ByteString;
+
+    use super::*;
+
+    fn secret(pairs: &[(&str, &[u8])]) -> Secret {
+        Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("liqo-identity-abc".into()),
+                ..Default::default()
+            },
+            data: Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), ByteString(v.to_vec())))
+                    .collect::<BTreeMap<_, _>>(),
+            ),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_csr_names_our_cluster_and_liqo() {
+        let id: ClusterId = "b07938e3-d241-460c-a77b-e286c0f733c7".parse().unwrap();
+        let new = new_identity(&id).unwrap();
+        assert!(
+            new.private_key_pem
+                .starts_with("-----BEGIN PRIVATE KEY-----")
+        );
+        assert!(
+            new.csr_pem
+                .starts_with("-----BEGIN CERTIFICATE REQUEST-----")
+        );
+        // The key never shows in Debug.
+        assert!(!format!("{new:?}").contains("PRIVATE KEY"));
+        // The subject is in the DER: CN and O as UTF-8 strings.
+        let b64: String = new
+            .csr_pem
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect();
+        let der = STANDARD.decode(b64).unwrap();
+        let has = |needle: &[u8]| der.windows(needle.len()).any(|w| w == needle);
+        assert!(has(id.as_str().as_bytes()));
+        assert!(has(b"liqo.io"));
+    }
+
+    #[test]
+    fn state_reads_the_secret() {
+        assert_eq!(state(None), IdentityState::Missing);
+        let unsigned = secret(&[(keys::PRIVATE_KEY, b"k"), (keys::CSR, b"c")]);
+        assert_eq!(state(Some(&unsigned)), IdentityState::Unsigned);
+        let signed = secret(&[
+            (keys::PRIVATE_KEY, b"k"),
+            (keys::CERTIFICATE, b"cert"),
+            (keys::NAMESPACE, b"liqo-tenant-rome-abcdef"),
+        ]);
+        assert_eq!(
+            state(Some(&signed)),
+            IdentityState::Signed {
+                namespace: "liqo-tenant-rome-abcdef".into()
+            }
+        );
+    }
+
+    #[test]
+    fn kubeconfig_needs_the_signed_fields() {
+        let unsigned = secret(&[(keys::PRIVATE_KEY, b"k")]);
+        let err = kubeconfig(&unsigned).unwrap_err().to_string();
+        assert!(err.contains("apiServerUrl"), "{err}");
+        let signed = secret(&[
+            (keys::PRIVATE_KEY, b"k"),
+            (keys::CERTIFICATE, b"cert"),
+            (keys::API_SERVER_URL, b"https://127.0.0.1:6443"),
+            (keys::API_SERVER_CA, b"ca"),
+            (keys::NAMESPACE, b"liqo-tenant-rome-abcdef"),
+        ]);
+        let kc = kubeconfig(&signed).unwrap();
+        assert_eq!(kc.current_context.as_deref(), Some("peer"));
+        let cluster = kc.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:6443"));
+        assert_eq!(cluster.certificate_authority_data.as_deref(), Some("Y2E="));
+    }
+}

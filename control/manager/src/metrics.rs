@@ -1,0 +1,109 @@
+//! Prometheus metrics: reconciles and errors per controller, served on `--metrics-listen`.
+
+use std::{net::SocketAddr, sync::Arc};
+
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family},
+    registry::Registry,
+};
+
+/// A controller's label.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ControllerLabels {
+    /// `foreigncluster`, `replicator`, `resourcerequest`, `resourceoffer`.
+    pub controller: &'static str,
+}
+
+/// The process's metrics.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    reconciles: Family<ControllerLabels, Counter>,
+    errors: Family<ControllerLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let reconciles = Family::<ControllerLabels, Counter>::default();
+        let errors = Family::<ControllerLabels, Counter>::default();
+        let mut registry = Registry::with_prefix("liqo_controller_manager");
+        registry.register("reconciles", "Reconciles by controller", reconciles.clone());
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles by controller",
+            errors.clone(),
+        );
+        Metrics {
+            registry: Arc::new(registry),
+            reconciles,
+            errors,
+        }
+    }
+}
+
+impl Metrics {
+    /// Counts a reconcile.
+    pub fn reconcile(&self, controller: &'static str) {
+        self.reconciles
+            .get_or_create(&ControllerLabels { controller })
+            .inc();
+    }
+
+    /// Counts a failed reconcile.
+    pub fn error(&self, controller: &'static str) {
+        self.errors
+            .get_or_create(&ControllerLabels { controller })
+            .inc();
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    /// Serves `GET /metrics` on an address until the process ends.
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let m = self.clone();
+                async move { m.encode() }
+            }),
+        );
+        axum::serve(listener, app).await
+    }
+}
+
+/// Binds the metrics address.
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_by_controller() {
+        let m = Metrics::default();
+        m.reconcile("foreigncluster");
+        m.reconcile("foreigncluster");
+        m.error("replicator");
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"liqo_controller_manager_reconciles_total{controller="foreigncluster"} 2"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"liqo_controller_manager_reconcile_errors_total{controller="replicator"} 1"#
+            ),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,312 @@
+//! The CRD replicator's I/O (§1.3): per ForeignCluster with both tenant namespaces known,
+//! for each kind, lists our sources and the peer's copies (through the peer client of the
+//! identity manager), runs [`crate::decide::replicate`], writes the result; keeps a watch on
+//! the peer's copies (`liqo.io/originID=<us>,liqo.io/replicated=true` in its tenant namespace
+//! for us) for each kind it replicates, feeding the controller's trigger.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{Arc, Mutex},
+};
+
+use control::{
+    api::{ClusterId, discovery::ForeignCluster},
+    consts::{finalizers, labels, values},
+    phase::{PeeringPhase, ReplicatedKind},
+};
+use futures::{StreamExt, channel::mpsc::UnboundedSender};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
+    core::ApiResource,
+    runtime::{WatchStreamExt, controller::Action as Requeue, watcher},
+};
+use serde_json::{Value, json};
+use tokio::task::AbortHandle;
+
+use crate::{
+    FIELD_MANAGER,
+    context::{Context, set_finalizers},
+    decide::replicate::{self, Action, Replica, Source},
+    error::{Error, kube as kerr},
+    fc::not_found,
+};
+
+/// The controller's name in metrics and logs.
+pub const NAME: &str = "replicator";
+
+/// The replicator's state: its watches on the peers.
+pub struct Replicator {
+    /// Shared context.
+    pub ctx: Arc<Context>,
+    watches: Mutex<HashMap<(ClusterId, ReplicatedKind), (String, AbortHandle)>>,
+    trigger: UnboundedSender<()>,
+}
+
+impl Replicator {
+    /// A replicator whose remote watches send to `trigger`.
+    pub fn new(ctx: Arc<Context>, trigger: UnboundedSender<()>) -> Self {
+        Replicator {
+            ctx,
+            watches: Mutex::new(HashMap::new()),
+            trigger,
+        }
+    }
+
+    fn watches(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<(ClusterId, ReplicatedKind), (String, AbortHandle)>>
+    {
+        // Inserts and removes only: a poisoned map is still consistent.
+        self.watches.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps one watch per (peer, kind) on `api` (keyed also by `version`, so a new identity
+    /// restarts it).
+    fn watch(
+        &self,
+        peer: &ClusterId,
+        kind: ReplicatedKind,
+        version: String,
+        api: Api<DynamicObject>,
+        selector: String,
+    ) {
+        let mut watches = self.watches();
+        if let Some((v, _)) = watches.get(&(peer.clone(), kind))
+            && *v == version
+        {
+            return;
+        }
+        let trigger = self.trigger.clone();
+        let task = tokio::spawn(async move {
+            let mut events = watcher(api, watcher::Config::default().labels(&selector))
+                .default_backoff()
+                .boxed();
+            while let Some(event) = events.next().await {
+                if let Err(e) = event {
+                    tracing::debug!(error = %e, "remote watch");
+                }
+                if trigger.unbounded_send(()).is_err() {
+                    return;
+                }
+            }
+        });
+        if let Some((_, old)) = watches.insert((peer.clone(), kind), (version, task.abort_handle()))
+        {
+            old.abort();
+        }
+    }
+
+    fn unwatch(&self, peer: &ClusterId, kind: ReplicatedKind) {
+        if let Some((_, task)) = self.watches().remove(&(peer.clone(), kind)) {
+            task.abort();
+        }
+    }
+}
+
+fn meta_map(m: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
+    m.cloned().unwrap_or_default()
+}
+
+fn field(o: &DynamicObject, key: &str) -> Option<Value> {
+    o.data.get(key).cloned().filter(|v| !v.is_null())
+}
+
+fn source(o: &DynamicObject) -> Source {
+    Source {
+        name: o.name_any(),
+        deleting: o.metadata.deletion_timestamp.is_some(),
+        has_finalizer: o
+            .finalizers()
+            .iter()
+            .any(|f| f == finalizers::CRD_REPLICATOR),
+        labels: meta_map(o.metadata.labels.as_ref()),
+        annotations: meta_map(o.metadata.annotations.as_ref()),
+        spec: field(o, "spec").unwrap_or(Value::Null),
+        status: field(o, "status"),
+    }
+}
+
+fn replica(o: &DynamicObject) -> Replica {
+    Replica {
+        name: o.name_any(),
+        labels: meta_map(o.metadata.labels.as_ref()),
+        annotations: meta_map(o.metadata.annotations.as_ref()),
+        spec: field(o, "spec").unwrap_or(Value::Null),
+        status: field(o, "status"),
+    }
+}
+
+/// One reconcile of a ForeignCluster: every kind replicated to (or withdrawn from) its peer.
+pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Requeue, Error> {
+    let ctx = &r.ctx;
+    ctx.metrics.reconcile(NAME);
+    let requeue = Requeue::requeue(ctx.settings.resync);
+    let peer = fc.spec.cluster_identity.cluster_id.clone();
+    let phase = PeeringPhase::of_status(fc.status.as_ref());
+    let tenants = fc.status.as_ref().and_then(|s| s.tenant_namespace.clone());
+    let (Some(local_ns), Some(remote_ns)) = tenants.map_or((None, None), |t| (t.local, t.remote))
+    else {
+        return Ok(requeue);
+    };
+    let Some(remote) = ctx
+        .peers
+        .client(&ctx.client, &local_ns, &peer)
+        .await
+        .map_err(Error::Identity)?
+    else {
+        return Ok(requeue);
+    };
+    let us = ctx.local.cluster_id.to_string();
+    for kind in ReplicatedKind::ALL {
+        let allowed = kind.replicated(phase, fc.spec.networking_enabled);
+        let ar = kind.api_resource();
+        let local: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &local_ns, &ar);
+        let sources = local
+            .list(&ListParams::default().labels(&format!(
+                "{}={},{}={peer}",
+                labels::REPLICATION,
+                values::TRUE,
+                labels::REMOTE_ID
+            )))
+            .await
+            .map_err(kerr(format!("list {} sources in {local_ns}", ar.kind)))?
+            .items;
+        if !allowed {
+            r.unwatch(&peer, kind);
+            if sources.is_empty() {
+                continue;
+            }
+        }
+        let remote_api: Api<DynamicObject> = Api::namespaced_with(remote.clone(), &remote_ns, &ar);
+        let selector = format!(
+            "{}={us},{}={}",
+            labels::ORIGIN_ID,
+            labels::REPLICATED,
+            values::TRUE
+        );
+        if allowed {
+            r.watch(
+                &peer,
+                kind,
+                remote_ns.clone(),
+                remote_api.clone(),
+                selector.clone(),
+            );
+        }
+        let replicas = remote_api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(kerr(format!(
+                "list {} copies at {peer} in {remote_ns}",
+                ar.kind
+            )))?
+            .items;
+        let by_name: HashMap<String, &DynamicObject> =
+            sources.iter().map(|o| (o.name_any(), o)).collect();
+        let observed: Vec<Source> = sources.iter().map(source).collect();
+        let copies: Vec<Replica> = replicas.iter().map(replica).collect();
+        for action in replicate::decide(allowed, &us, &observed, &copies) {
+            execute(&ar, &local, &remote_api, &remote_ns, &by_name, action).await?;
+        }
+    }
+    Ok(requeue)
+}
+
+async fn execute(
+    ar: &ApiResource,
+    local: &Api<DynamicObject>,
+    remote: &Api<DynamicObject>,
+    remote_ns: &str,
+    sources: &HashMap<String, &DynamicObject>,
+    action: Action,
+) -> Result<(), Error> {
+    let finalizer_list = |name: &str, add: bool| {
+        let o = sources[name];
+        let mut list: Vec<String> = o
+            .finalizers()
+            .iter()
+            .filter(|f| *f != finalizers::CRD_REPLICATOR)
+            .cloned()
+            .collect();
+        if add {
+            list.push(finalizers::CRD_REPLICATOR.into());
+        }
+        (o.resource_version(), list)
+    };
+    match action {
+        Action::AddFinalizer(name) | Action::RemoveFinalizer(name)
+            if !sources.contains_key(&name) =>
+        {
+            Ok(())
+        }
+        Action::AddFinalizer(name) => {
+            let (rv, list) = finalizer_list(&name, true);
+            set_finalizers(local, &name, rv.as_deref(), list).await
+        }
+        Action::RemoveFinalizer(name) => {
+            let (rv, list) = finalizer_list(&name, false);
+            set_finalizers(local, &name, rv.as_deref(), list)
+                .await
+                .or_else(|e| match e {
+                    Error::Kube {
+                        source: kube::Error::Api(s),
+                        ..
+                    } if s.code == 404 => Ok(()),
+                    e => Err(e),
+                })
+        }
+        Action::ApplyReplica(d) => {
+            let object = json!({
+                "apiVersion": ar.api_version, "kind": ar.kind,
+                "metadata": {"name": d.name, "namespace": remote_ns,
+                    "labels": d.labels, "annotations": d.annotations},
+                "spec": d.spec,
+            });
+            remote
+                .patch(
+                    &d.name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&object),
+                )
+                .await
+                .map(drop)
+                .map_err(kerr(format!(
+                    "apply {} copy {remote_ns}/{}",
+                    ar.kind, d.name
+                )))
+        }
+        Action::DeleteReplica(name) => remote
+            .delete(&name, &DeleteParams::default())
+            .await
+            .map(drop)
+            .or_else(not_found)
+            .map_err(kerr(format!("delete {} copy {remote_ns}/{name}", ar.kind))),
+        Action::StatusBack(name, status) => {
+            let object = json!({"apiVersion": ar.api_version, "kind": ar.kind, "status": status});
+            local
+                .patch_status(
+                    &name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&object),
+                )
+                .await
+                .map(drop)
+                .map_err(kerr(format!("status of {} {name}", ar.kind)))
+        }
+    }
+}
+
+/// Events of our sources of every kind (any namespace, `liqo.io/replication=true`), one `()`
+/// per event, for the controller's trigger.
+pub fn local_sources(client: Client) -> impl futures::Stream<Item = ()> + Send {
+    let streams = ReplicatedKind::ALL.into_iter().map(move |kind| {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &kind.api_resource());
+        let selector = format!("{}={}", labels::REPLICATION, values::TRUE);
+        watcher(api, watcher::Config::default().labels(&selector))
+            .default_backoff()
+            .map(|_| ())
+            .boxed()
+    });
+    futures::stream::select_all(streams)
+}

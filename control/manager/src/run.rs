@@ -1,0 +1,165 @@
+//! Runs the four controllers on one apiserver until shutdown: each a kube-runtime
+//! `Controller` whose error policy counts the error and requeues.
+
+use std::{sync::Arc, time::Duration};
+
+use control::api::{
+    discovery::{ForeignCluster, ResourceRequest},
+    sharing::ResourceOffer,
+};
+use futures::{FutureExt, Stream, StreamExt, future::BoxFuture};
+use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use kube::{
+    Api, Client, Resource,
+    runtime::{
+        Controller, WatchStreamExt,
+        controller::{Action as Requeue, Config as ControllerConfig},
+        watcher,
+    },
+};
+use serde::de::DeserializeOwned;
+
+use crate::{
+    consts_selectors::{REPLICATED, SOURCE},
+    context::Context,
+    error::Error,
+    fc, offer, replicator, request,
+};
+
+/// How soon a failed reconcile is retried.
+pub const RETRY: Duration = Duration::from_secs(2);
+
+/// Events of a kind (all namespaces, optional label selector), one `()` each.
+fn events<K>(client: &Client, selector: Option<&str>) -> impl Stream<Item = ()> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let api: Api<K> = Api::all(client.clone());
+    let mut config = watcher::Config::default();
+    if let Some(s) = selector {
+        config = config.labels(s);
+    }
+    watcher(api, config).default_backoff().map(|_| ())
+}
+
+fn policy<K>(name: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Requeue {
+    move |_, error, ctx| {
+        ctx.metrics.error(name);
+        tracing::warn!(controller = name, error = %error_chain(error), "reconcile failed");
+        Requeue::requeue(RETRY)
+    }
+}
+
+/// An error with its causes, `: `-separated.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+fn log<T, E: std::fmt::Debug>(
+    controller: &'static str,
+) -> impl FnMut(Result<T, E>) -> futures::future::Ready<()> {
+    move |r| {
+        if let Err(e) = r {
+            tracing::debug!(controller, error = ?e, "controller event");
+        }
+        futures::future::ready(())
+    }
+}
+
+/// The four controllers, to be awaited together until `shutdown`.
+pub fn controllers(
+    ctx: Arc<Context>,
+    shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
+) -> Vec<BoxFuture<'static, ()>> {
+    let client = ctx.client.clone();
+    let config = ControllerConfig::default().debounce(Duration::from_millis(100));
+    let fcs = || Api::<ForeignCluster>::all(client.clone());
+
+    // The ForeignCluster controller: its objects, plus any request, offer or identity event.
+    let fc_trigger = futures::stream::select_all([
+        events::<ResourceRequest>(&client, None).boxed(),
+        events::<ResourceOffer>(&client, None).boxed(),
+        events::<Secret>(&client, Some(control::consts::labels::LOCAL_IDENTITY)).boxed(),
+    ]);
+    let fc_controller = Controller::new(fcs(), watcher::Config::default())
+        .with_config(config.clone())
+        .reconcile_all_on(fc_trigger)
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            fc::reconcile,
+            policy::<ForeignCluster>(fc::NAME),
+            ctx.clone(),
+        )
+        .for_each(log(fc::NAME))
+        .boxed();
+
+    // The replicator: per ForeignCluster, on our sources' and the peers' copies' events.
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    let rep = Arc::new(replicator::Replicator::new(ctx.clone(), tx));
+    let rep_trigger = futures::stream::select(replicator::local_sources(client.clone()), rx);
+    let rep_policy = |_: Arc<ForeignCluster>, error: &Error, r: Arc<replicator::Replicator>| {
+        r.ctx.metrics.error(replicator::NAME);
+        tracing::warn!(controller = replicator::NAME, error = %error_chain(error), "reconcile failed");
+        Requeue::requeue(RETRY)
+    };
+    let rep_controller = Controller::new(fcs(), watcher::Config::default())
+        .with_config(config.clone())
+        .reconcile_all_on(rep_trigger)
+        .graceful_shutdown_on(shutdown.clone())
+        .run(replicator::reconcile, rep_policy, rep)
+        .for_each(log(replicator::NAME))
+        .boxed();
+
+    // The ResourceRequest controller on copies: also on nodes, pods, ForeignClusters and
+    // offers (the offer follows them).
+    let rr_trigger = futures::stream::select_all([
+        events::<Node>(&client, None).boxed(),
+        events::<Pod>(&client, None).boxed(),
+        events::<ForeignCluster>(&client, None).boxed(),
+        events::<ResourceOffer>(&client, Some(SOURCE)).boxed(),
+    ]);
+    let rr_controller = Controller::new(
+        Api::<ResourceRequest>::all(client.clone()),
+        watcher::Config::default().labels(REPLICATED),
+    )
+    .with_config(config.clone())
+    .reconcile_all_on(rr_trigger)
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        request::reconcile,
+        policy::<ResourceRequest>(request::NAME),
+        ctx.clone(),
+    )
+    .for_each(log(request::NAME))
+    .boxed();
+
+    // The ResourceOffer controller on copies.
+    let ro_controller = Controller::new(
+        Api::<ResourceOffer>::all(client.clone()),
+        watcher::Config::default().labels(REPLICATED),
+    )
+    .with_config(config)
+    .graceful_shutdown_on(shutdown)
+    .run(offer::reconcile, policy::<ResourceOffer>(offer::NAME), ctx)
+    .for_each(log(offer::NAME))
+    .boxed();
+
+    vec![fc_controller, rep_controller, rr_controller, ro_controller]
+}
+
+/// Runs the controllers until `shutdown`.
+pub async fn run(
+    ctx: Arc<Context>,
+    shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
+    futures::future::join_all(controllers(ctx, shutdown))
+        .map(drop)
+        .await
+}
