@@ -1,3 +1,119 @@
-//! The `liqo-auth` daemon (in progress).
+//! `liqo-auth`: the cluster's auth service (see the `liqo_auth` crate). Serves HTTPS (a
+//! self-signed certificate made at start; `--plain-http` for plain) until SIGINT or SIGTERM;
+//! ready when `GET /ids` answers 200. Prometheus metrics on `--metrics-listen`.
 
-fn main() {}
+use std::{net::SocketAddr, path::PathBuf};
+
+use anyhow::Context;
+use base64::Engine;
+use clap::Parser;
+use liqo_auth::{metrics::Metrics, server};
+
+/// The Liqo auth service: issues peering identities to clusters presenting this cluster's token.
+#[derive(Debug, Parser)]
+#[command(name = "liqo-auth", version)]
+struct Args {
+    /// Address to serve on.
+    #[arg(long, default_value = "0.0.0.0:8443")]
+    listen: SocketAddr,
+    /// The Liqo namespace.
+    #[arg(short = 'n', long, default_value = control::consts::objects::LIQO_NAMESPACE)]
+    namespace: String,
+    /// The apiserver URL given to peers (default: the server of this process's kube config).
+    #[arg(long)]
+    api_server_url: Option<String>,
+    /// The apiserver CA (PEM) given to peers (default: the CA of this process's kube config).
+    #[arg(long)]
+    api_server_ca_file: Option<PathBuf>,
+    /// Serve plain HTTP instead of HTTPS.
+    #[arg(long)]
+    plain_http: bool,
+    /// Extra names or addresses of the service's certificate (repeatable).
+    #[arg(long = "tls-san")]
+    tls_sans: Vec<String>,
+    /// Address of the Prometheus metrics endpoint (`/metrics`); none when absent.
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+}
+
+/// DER certificates as PEM.
+fn pem(ders: &[Vec<u8>]) -> Vec<u8> {
+    let mut out = String::new();
+    for der in ders {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(der);
+        out.push_str("-----BEGIN CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            out.push_str(std::str::from_utf8(line).expect("base64 is ASCII"));
+            out.push('\n');
+        }
+        out.push_str("-----END CERTIFICATE-----\n");
+    }
+    out.into_bytes()
+}
+
+async fn shutdown() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("installing the SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let kube_config = kube::Config::infer()
+        .await
+        .context("no kube config (KUBECONFIG, ~/.kube/config or in-cluster)")?;
+    let api_server_url = args.api_server_url.clone().unwrap_or_else(|| {
+        kube_config
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned()
+    });
+    let api_server_ca = match (&args.api_server_ca_file, &kube_config.root_cert_file) {
+        (Some(path), _) | (None, Some(path)) => {
+            Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        (None, None) => kube_config.root_cert.as_deref().map(pem),
+    };
+    let client = kube::Client::try_from(kube_config).context("building the kube client")?;
+
+    let metrics = Metrics::default();
+    if let Some(addr) = args.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("cannot listen on {addr} for metrics"))?;
+        let m = metrics.clone();
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let m = m.clone();
+                async move { m.encode() }
+            }),
+        );
+        tracing::info!("metrics on http://{addr}/metrics");
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::error!(error = %e, "the metrics server stopped");
+            }
+        });
+    }
+
+    let mut config =
+        server::Config::new(args.listen, args.namespace, api_server_url, api_server_ca);
+    config.plain_http = args.plain_http;
+    config.tls_sans = args.tls_sans;
+    config.metrics = metrics;
+    server::serve(config, client, shutdown())
+        .await
+        .map_err(|e| anyhow::anyhow!(liqo_types::chain::chain(&e)))
+}

@@ -1,0 +1,364 @@
+//! Issuing an identity to a validated request, against the apiserver: the tenant namespace,
+//! the refusal of a second identity, a real CertificateSigningRequest approved here and signed
+//! by the cluster's signer, the basic peering roles bound to the requesting cluster's user, its
+//! token, and last the record `liqo-remote-certificate`, whose creation commits the issuance
+//! (a retry after a crash before it converges; a request after it is refused).
+
+use std::{collections::BTreeMap, time::Duration};
+
+use control::{
+    consts::{auth, keys, labels, objects, values},
+    identity::CertificateIdentityResponse,
+    names::{self, NamespaceName},
+    phase::RoleSet,
+};
+use k8s_openapi::{
+    ByteString,
+    api::{
+        certificates::v1::{
+            CertificateSigningRequest, CertificateSigningRequestCondition,
+            CertificateSigningRequestSpec,
+        },
+        core::v1::{Namespace, Secret},
+        rbac::v1::{ClusterRole, RoleBinding, RoleRef, Subject},
+    },
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
+};
+
+use super::{AuthError, Config, validate::Validated};
+use crate::{FIELD_MANAGER, tokens};
+
+/// One year, the validity asked for the certificate.
+const EXPIRATION_SECONDS: i32 = 365 * 24 * 3600;
+/// How often the CSR is read while waiting for its certificate.
+const POLL: Duration = Duration::from_millis(200);
+
+fn post() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..Default::default()
+    }
+}
+
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Issues the identity of a validated request.
+pub(super) async fn issue(
+    client: &Client,
+    config: &Config,
+    request: Validated,
+) -> Result<CertificateIdentityResponse, AuthError> {
+    let id = request.cluster.cluster_id.to_string();
+    let namespace = names::tenant_namespace(&request.cluster);
+    ensure_namespace(client, &namespace, &id).await?;
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace.as_str());
+    let record = objects::REMOTE_CERTIFICATE_SECRET;
+    let already = |_| AuthError::AlreadyIssued {
+        cluster_id: id.clone(),
+        namespace: namespace.to_string(),
+    };
+    if secrets
+        .get_opt(record)
+        .await
+        .map_err(AuthError::kube(format!(
+            "reading Secret {namespace}/{record}"
+        )))?
+        .is_some()
+    {
+        return Err(already(()));
+    }
+
+    let certificate = sign(client, config, &id, &request.csr_pem).await?;
+    bind_basic_roles(client, &namespace, &id).await?;
+    if let Some(token) = &request.origin_token {
+        tokens::write_remote_token(
+            client,
+            &config.namespace,
+            &request.cluster.cluster_id,
+            token,
+        )
+        .await
+        .map_err(|source| AuthError::StoreToken {
+            cluster_id: id.clone(),
+            source: Box::new(source),
+        })?;
+    }
+
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(record.to_owned()),
+            namespace: Some(namespace.to_string()),
+            labels: Some(BTreeMap::from([(
+                labels::CLUSTER_ID.to_owned(),
+                id.clone(),
+            )])),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([
+            (keys::CSR.to_owned(), ByteString(request.csr_pem.clone())),
+            (
+                keys::CERTIFICATE.to_owned(),
+                ByteString(certificate.clone()),
+            ),
+        ])),
+        ..Default::default()
+    };
+    match secrets.create(&post(), &secret).await {
+        Ok(_) => {}
+        Err(e) if is_conflict(&e) => return Err(already(())),
+        Err(e) => {
+            return Err(AuthError::kube(format!(
+                "creating Secret {namespace}/{record}"
+            ))(e));
+        }
+    }
+    tracing::info!(cluster_id = %id, %namespace, "issued an identity");
+    Ok(CertificateIdentityResponse {
+        namespace,
+        certificate,
+        api_server_url: config.api_server_url.clone(),
+        api_server_ca: config.api_server_ca.clone(),
+    })
+}
+
+/// Creates the tenant namespace, or accepts it when it exists for this cluster.
+async fn ensure_namespace(
+    client: &Client,
+    namespace: &NamespaceName,
+    id: &str,
+) -> Result<(), AuthError> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(namespace.to_string()),
+            labels: Some(BTreeMap::from([
+                (labels::CLUSTER_ID.to_owned(), id.to_owned()),
+                (labels::TENANT_NAMESPACE.to_owned(), values::TRUE.to_owned()),
+            ])),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&post(), &ns).await {
+        Ok(_) => {
+            tracing::info!(%namespace, cluster_id = id, "created the tenant namespace");
+            Ok(())
+        }
+        Err(e) if is_conflict(&e) => {
+            let existing = api
+                .get(namespace.as_str())
+                .await
+                .map_err(AuthError::kube(format!("reading namespace {namespace}")))?;
+            let owner = existing
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::CLUSTER_ID));
+            if owner.map(String::as_str) == Some(id) {
+                Ok(())
+            } else {
+                Err(AuthError::NamespaceTaken {
+                    namespace: namespace.to_string(),
+                    cluster_id: id.to_owned(),
+                })
+            }
+        }
+        Err(e) => Err(AuthError::kube(format!("creating namespace {namespace}"))(
+            e,
+        )),
+    }
+}
+
+/// Files a CertificateSigningRequest for the cluster, approves it, waits for the signer and
+/// returns the certificate (PEM); the CSR object is deleted in the end, also on failure.
+async fn sign(
+    client: &Client,
+    config: &Config,
+    id: &str,
+    csr_pem: &[u8],
+) -> Result<Vec<u8>, AuthError> {
+    let api: Api<CertificateSigningRequest> = Api::all(client.clone());
+    let selector = format!(
+        "{}={},{}={id}",
+        labels::REMOTE_TENANT_CSR,
+        values::TRUE,
+        labels::CLUSTER_ID
+    );
+    // Leftovers of an attempt that crashed halfway.
+    let old = api
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(AuthError::kube("listing CertificateSigningRequests"))?;
+    for csr in old.items {
+        if let Some(name) = csr.metadata.name {
+            delete_csr(&api, &name).await;
+        }
+    }
+
+    let csr = CertificateSigningRequest {
+        metadata: ObjectMeta {
+            generate_name: Some(objects::IDENTITY_GENERATE_NAME.to_owned()),
+            labels: Some(BTreeMap::from([
+                (
+                    labels::REMOTE_TENANT_CSR.to_owned(),
+                    values::TRUE.to_owned(),
+                ),
+                (labels::CLUSTER_ID.to_owned(), id.to_owned()),
+            ])),
+            ..Default::default()
+        },
+        spec: CertificateSigningRequestSpec {
+            request: ByteString(csr_pem.to_vec()),
+            signer_name: auth::CSR_SIGNER.to_owned(),
+            usages: Some(
+                ["digital signature", "key encipherment", "client auth"]
+                    .map(String::from)
+                    .to_vec(),
+            ),
+            expiration_seconds: Some(EXPIRATION_SECONDS),
+            ..Default::default()
+        },
+        status: None,
+    };
+    let created = api
+        .create(&post(), &csr)
+        .await
+        .map_err(AuthError::kube(format!(
+            "creating a CertificateSigningRequest for cluster {id}"
+        )))?;
+    let name = created.metadata.name.clone().unwrap_or_default();
+    let result = approve_and_wait(&api, created, config.signing_timeout).await;
+    delete_csr(&api, &name).await;
+    result
+}
+
+async fn approve_and_wait(
+    api: &Api<CertificateSigningRequest>,
+    mut csr: CertificateSigningRequest,
+    timeout: Duration,
+) -> Result<Vec<u8>, AuthError> {
+    let name = csr.metadata.name.clone().unwrap_or_default();
+    csr.status.get_or_insert_default().conditions =
+        Some(vec![CertificateSigningRequestCondition {
+            type_: "Approved".into(),
+            status: "True".into(),
+            reason: Some("LiqoIdentity".into()),
+            message: Some(
+                "approved by liqo-auth: the cluster presented this cluster's auth token".into(),
+            ),
+            ..Default::default()
+        }]);
+    api.replace_subresource("approval", &name, &post(), &csr)
+        .await
+        .map_err(AuthError::kube(format!(
+            "approving CertificateSigningRequest {name}"
+        )))?;
+
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let current = api.get(&name).await.map_err(AuthError::kube(format!(
+            "reading CertificateSigningRequest {name}"
+        )))?;
+        let status = current.status.unwrap_or_default();
+        if let Some(cert) = status.certificate.filter(|c| !c.0.is_empty()) {
+            return Ok(cert.0);
+        }
+        if let Some(c) = status
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| (c.type_ == "Denied" || c.type_ == "Failed") && c.status == "True")
+        {
+            return Err(AuthError::Refused {
+                name,
+                condition: c.type_,
+                message: c.message.unwrap_or_default(),
+            });
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(AuthError::NotSigned {
+                name,
+                secs: timeout.as_secs(),
+            });
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+async fn delete_csr(api: &Api<CertificateSigningRequest>, name: &str) {
+    match api.delete(name, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        // Not fatal: a leftover CSR holds no secret and is deleted by the next attempt (or by
+        // the kcm's CSR cleaner after an hour).
+        Err(e) => tracing::warn!(
+            csr = name,
+            error = %liqo_types::chain::chain(&e),
+            "cannot delete a CertificateSigningRequest"
+        ),
+    }
+}
+
+/// Binds every ClusterRole of the basic set in the tenant namespace to User `<id>`
+/// (RoleBinding `liqo-binding-<ClusterRole>`); existing bindings are kept.
+async fn bind_basic_roles(
+    client: &Client,
+    namespace: &NamespaceName,
+    id: &str,
+) -> Result<(), AuthError> {
+    let selector = format!(
+        "{}={}",
+        labels::REMOTE_PEERING_PERMISSIONS,
+        RoleSet::Basic.label_value()
+    );
+    let roles = Api::<ClusterRole>::all(client.clone())
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(AuthError::kube("listing the basic peering ClusterRoles"))?;
+    if roles.items.is_empty() {
+        return Err(AuthError::NoBasicRoles);
+    }
+    let api: Api<RoleBinding> = Api::namespaced(client.clone(), namespace.as_str());
+    for role in roles.items {
+        let role_name = role.metadata.name.unwrap_or_default();
+        let name = names::role_binding(&role_name).map_err(AuthError::RoleName)?;
+        let binding = RoleBinding {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(namespace.to_string()),
+                labels: Some(BTreeMap::from([(
+                    labels::CLUSTER_ID.to_owned(),
+                    id.to_owned(),
+                )])),
+                ..Default::default()
+            },
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "ClusterRole".into(),
+                name: role_name.clone(),
+            },
+            subjects: Some(vec![Subject {
+                api_group: Some("rbac.authorization.k8s.io".into()),
+                kind: "User".into(),
+                name: id.to_owned(),
+                namespace: None,
+            }]),
+        };
+        match api.create(&post(), &binding).await {
+            Ok(_) => {}
+            Err(e) if is_conflict(&e) => {}
+            Err(e) => {
+                return Err(AuthError::kube(format!(
+                    "creating RoleBinding {namespace}/{name}"
+                ))(e));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,533 @@
+//! liqo-auth against a real apiserver (the `e2e::k8s` harness, one cluster, "milan" as its
+//! Liqo identity): the service runs in-process on 127.0.0.1:0, first with an admin client, then
+//! with the token of a ServiceAccount bound only by `chart/files/liqo-auth-ClusterRole.yaml`.
+//! A consumer asks for an identity with a real CSR; the certificate the kcm signs authenticates
+//! it as its cluster ID, with the basic peering permissions in its tenant namespace and nothing
+//! else; wrong tokens, bad CSRs and second requests are refused and leave nothing behind.
+
+use std::{
+    path::Path,
+    sync::atomic::{AtomicUsize, Ordering},
+    time::{Duration, Instant},
+};
+
+use base64::Engine;
+use control::{
+    api::discovery::{ClusterIdentity, ResourceRequest},
+    consts::{auth, keys, labels, objects},
+    identity::{AuthToken, CertificateIdentityRequest},
+    names,
+};
+use e2e::k8s::{self, Clusters, Options};
+use k8s_openapi::api::{
+    authentication::v1::SelfSubjectReview,
+    authentication::v1::TokenRequest,
+    certificates::v1::CertificateSigningRequest,
+    core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount},
+    rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding},
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use liqo_auth::{client::AuthClient, server, tokens};
+use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
+const ROME_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+const NAPLES_ID: &str = "f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9";
+
+fn options() -> Options {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    Options {
+        prefix: format!("au{n}x{}", std::process::id() % 100_000)
+            .parse()
+            .unwrap(),
+        clusters: 1,
+        nodes: 1,
+        overlapping: false,
+    }
+}
+
+fn repo(path: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn identity(id: &str, name: &str) -> ClusterIdentity {
+    ClusterIdentity {
+        cluster_id: id.parse().unwrap(),
+        cluster_name: name.parse().unwrap(),
+    }
+}
+
+/// A key and a CSR with subject CN=`cn`, O=`o` (PEM).
+fn csr(cn: &str, o: &str) -> (KeyPair, String) {
+    let key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, cn);
+    dn.push(DnType::OrganizationName, o);
+    params.distinguished_name = dn;
+    let pem = params.serialize_request(&key).unwrap().pem().unwrap();
+    (key, pem)
+}
+
+/// A client from a kubeconfig built from its parts.
+async fn client_of(server: &str, ca_pem: &[u8], user: &str) -> Client {
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    certificate-authority-data: {}\nusers:\n- name: u\n  user:\n{user}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n",
+        b64(ca_pem)
+    );
+    let kc = Kubeconfig::from_yaml(&text).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    Client::try_from(cfg).unwrap()
+}
+
+/// The cluster's CA (PEM), from its kubeconfig.
+fn cluster_ca(kubeconfig: &Path) -> Vec<u8> {
+    let kc = Kubeconfig::read_from(kubeconfig).unwrap();
+    let data = kc.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|c| c.certificate_authority_data.clone())
+        .unwrap();
+    base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap()
+}
+
+async fn apply_yaml_cluster_role(client: &Client, path: &str) -> String {
+    let text = std::fs::read_to_string(repo(path)).unwrap();
+    let role: ClusterRole = serde_saphyr::from_str(&text).unwrap();
+    let name = role.metadata.name.clone().unwrap();
+    Api::<ClusterRole>::all(client.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    name
+}
+
+/// Installs what the installer would: CRDs, the `liqo` namespace, the identity ConfigMap, the
+/// basic peering ClusterRole.
+async fn install(admin: &Client) {
+    k8s::install_crds(admin, &repo("chart/crds")).await.unwrap();
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some("liqo".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": objects::CLUSTER_ID_CONFIGMAP,
+            "namespace": "liqo",
+            "labels": {labels::APP_NAME: "clusterid-configmap"},
+        },
+        "data": {keys::CLUSTER_ID: MILAN_ID, keys::CLUSTER_NAME: "milan"},
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(admin.clone(), "liqo")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    let basic = apply_yaml_cluster_role(
+        admin,
+        "chart/files/liqo-remote-peering-basic-ClusterRole.yaml",
+    )
+    .await;
+    assert_eq!(basic, "liqo-remote-peering-basic");
+}
+
+struct Running {
+    url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            stop.send(()).unwrap();
+        }
+        (&mut self.task).await.unwrap();
+    }
+}
+
+async fn start(client: Client, api_server_url: &str, ca: &[u8]) -> Running {
+    let mut config = server::Config::new(
+        "127.0.0.1:0".parse().unwrap(),
+        "liqo",
+        api_server_url,
+        Some(ca.to_vec()),
+    );
+    config.token_check_period = Duration::from_millis(500);
+    let bound = server::bind(config, client).await.unwrap();
+    let url = format!("https://{}", bound.local_addr());
+    assert!(
+        bound
+            .certificate_pem()
+            .unwrap()
+            .contains("BEGIN CERTIFICATE")
+    );
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(bound.run(async move {
+        // A dropped sender stops the server too.
+        let _ = rx.await;
+    }));
+    Running {
+        url,
+        stop: Some(tx),
+        task,
+    }
+}
+
+fn request(
+    consumer: &ClusterIdentity,
+    ours: &AuthToken,
+    theirs: Option<&AuthToken>,
+    csr_pem: &str,
+) -> CertificateIdentityRequest {
+    CertificateIdentityRequest::new(consumer.clone(), ours, theirs, csr_pem.as_bytes().to_vec())
+}
+
+async fn remote_tenant_csrs(admin: &Client) -> usize {
+    Api::<CertificateSigningRequest>::all(admin.clone())
+        .list(&ListParams::default().labels(&format!("{}=true", labels::REMOTE_TENANT_CSR)))
+        .await
+        .unwrap()
+        .items
+        .len()
+}
+
+async fn namespace_exists(admin: &Client, name: &str) -> bool {
+    Api::<Namespace>::all(admin.clone())
+        .get_opt(name)
+        .await
+        .unwrap()
+        .is_some()
+}
+
+/// Refusals that must create nothing, then a good request whose certificate works, then a
+/// second request refused.
+async fn issue_and_check(
+    admin: &Client,
+    url: &str,
+    milan_token: &AuthToken,
+    consumer: &ClusterIdentity,
+    apiserver: &str,
+    ca: &[u8],
+) {
+    let http = AuthClient::new(true);
+    let tenant = names::tenant_namespace(consumer);
+    let consumer_token = AuthToken::generate().unwrap();
+    let id = consumer.cluster_id.as_str();
+
+    // Refusals: nothing created.
+    let (_, good_csr) = csr(id, auth::CSR_ORGANIZATION);
+    let wrong = AuthToken::generate().unwrap();
+    let e = http
+        .certificate(
+            url,
+            &request(consumer, &consumer_token, Some(&wrong), &good_csr),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.http_status(), Some(403), "{e}");
+    assert!(!e.to_string().contains(wrong.expose()));
+    let e = http
+        .certificate(url, &request(consumer, &consumer_token, None, &good_csr))
+        .await
+        .unwrap_err();
+    assert_eq!(e.http_status(), Some(401), "{e}");
+    let (_, other_cn) = csr(ROME_ID.replace('0', "1").as_str(), auth::CSR_ORGANIZATION);
+    let e = http
+        .certificate(
+            url,
+            &request(consumer, &consumer_token, Some(milan_token), &other_cn),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.http_status(), Some(400), "{e}");
+    assert!(e.to_string().contains("certificateSigningRequest"), "{e}");
+    let (_, masters) = csr(id, "system:masters");
+    let e = http
+        .certificate(
+            url,
+            &request(consumer, &consumer_token, Some(milan_token), &masters),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.http_status(), Some(400), "{e}");
+    assert!(
+        !namespace_exists(admin, tenant.as_str()).await,
+        "refusals made {tenant}"
+    );
+    assert_eq!(remote_tenant_csrs(admin).await, 0);
+    assert!(
+        tokens::remote_token(admin, "liqo", &consumer.cluster_id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A good request.
+    let (key, good_csr) = csr(id, auth::CSR_ORGANIZATION);
+    let t = Instant::now();
+    let resp = http
+        .certificate(
+            url,
+            &request(consumer, &consumer_token, Some(milan_token), &good_csr),
+        )
+        .await
+        .unwrap();
+    eprintln!(
+        "identity for {id} issued in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(resp.namespace, tenant);
+    assert_eq!(resp.api_server_url, apiserver);
+    assert_eq!(resp.api_server_ca.as_deref(), Some(ca));
+    let cert_pem = String::from_utf8(resp.certificate.clone()).unwrap();
+    assert!(cert_pem.contains("BEGIN CERTIFICATE"), "{cert_pem}");
+
+    // Side effects.
+    let ns = Api::<Namespace>::all(admin.clone())
+        .get(tenant.as_str())
+        .await
+        .unwrap();
+    let ns_labels = ns.metadata.labels.unwrap();
+    assert_eq!(
+        ns_labels.get(labels::CLUSTER_ID).map(String::as_str),
+        Some(id)
+    );
+    assert_eq!(
+        ns_labels.get(labels::TENANT_NAMESPACE).map(String::as_str),
+        Some("true")
+    );
+    let record = Api::<Secret>::namespaced(admin.clone(), tenant.as_str())
+        .get(objects::REMOTE_CERTIFICATE_SECRET)
+        .await
+        .unwrap();
+    let data = record.data.unwrap();
+    assert_eq!(data[keys::CSR].0, good_csr.as_bytes());
+    assert_eq!(data[keys::CERTIFICATE].0, resp.certificate);
+    let stored = tokens::remote_token(admin, "liqo", &consumer.cluster_id)
+        .await
+        .unwrap()
+        .expect("the origin token is stored");
+    assert_eq!(stored, consumer_token);
+    let rb = Api::<RoleBinding>::namespaced(admin.clone(), tenant.as_str())
+        .get("liqo-binding-liqo-remote-peering-basic")
+        .await
+        .unwrap();
+    assert_eq!(rb.role_ref.name, "liqo-remote-peering-basic");
+    let subject = &rb.subjects.unwrap()[0];
+    assert_eq!((subject.kind.as_str(), subject.name.as_str()), ("User", id));
+    assert_eq!(
+        remote_tenant_csrs(admin).await,
+        0,
+        "the CSR object is deleted"
+    );
+
+    // The certificate authenticates the consumer as its cluster ID, with the basic
+    // permissions in its tenant namespace and nothing else.
+    let user = format!(
+        "    client-certificate-data: {}\n    client-key-data: {}\n",
+        b64(&resp.certificate),
+        b64(key.serialize_pem().as_bytes())
+    );
+    let peer = client_of(
+        &resp.api_server_url,
+        resp.api_server_ca.as_deref().unwrap(),
+        &user,
+    )
+    .await;
+    let review = Api::<SelfSubjectReview>::all(peer.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .unwrap();
+    let info = review.status.unwrap().user_info.unwrap();
+    assert_eq!(info.username.as_deref(), Some(id));
+    assert!(
+        info.groups
+            .unwrap_or_default()
+            .contains(&"liqo.io".to_owned())
+    );
+    let rrs = Api::<ResourceRequest>::namespaced(peer.clone(), tenant.as_str())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(rrs.items.is_empty());
+    match Api::<Pod>::namespaced(peer.clone(), "default")
+        .list(&ListParams::default())
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{s:?}"),
+        other => panic!("listing pods in default: {other:?}"),
+    }
+    match Api::<ResourceRequest>::namespaced(peer, "liqo")
+        .list(&ListParams::default())
+        .await
+    {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 403, "{s:?}"),
+        other => panic!("listing ResourceRequests in liqo: {other:?}"),
+    }
+
+    // A second request for the same cluster ID is refused, and changes nothing.
+    let (_, again) = csr(id, auth::CSR_ORGANIZATION);
+    let e = http
+        .certificate(
+            url,
+            &request(consumer, &consumer_token, Some(milan_token), &again),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.http_status(), Some(403), "{e}");
+    let record = Api::<Secret>::namespaced(admin.clone(), tenant.as_str())
+        .get(objects::REMOTE_CERTIFICATE_SECRET)
+        .await
+        .unwrap();
+    assert_eq!(record.data.unwrap()[keys::CERTIFICATE].0, resp.certificate);
+    assert_eq!(remote_tenant_csrs(admin).await, 0);
+}
+
+async fn eventually<F, Fut, T>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what} after {secs} s");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_effects() {
+    let bins = k8s::binaries().unwrap();
+    let set = Clusters::up(&bins, &options()).await.unwrap();
+    let cluster = &set.clusters[0];
+    let admin = cluster.client().await.unwrap();
+    let ca = cluster_ca(&cluster.kubeconfig);
+    install(&admin).await;
+
+    // With an admin client.
+    let running = start(admin.clone(), &cluster.server, &ca).await;
+    let http = AuthClient::new(true);
+    let ids = http.ids(&running.url).await.unwrap();
+    assert_eq!(ids.cluster_id.as_str(), MILAN_ID);
+    assert_eq!(ids.cluster_name.as_str(), "milan");
+    // Verifying the self-signed certificate fails: the switch matters.
+    assert!(AuthClient::new(false).ids(&running.url).await.is_err());
+    let milan_token = tokens::local_token(&admin, "liqo").await.unwrap();
+    issue_and_check(
+        &admin,
+        &running.url,
+        &milan_token,
+        &identity(ROME_ID, "rome"),
+        &cluster.server,
+        &ca,
+    )
+    .await;
+
+    // The local token is made again when deleted (a new one).
+    Api::<Secret>::namespaced(admin.clone(), "liqo")
+        .delete(objects::AUTH_TOKEN_SECRET, &DeleteParams::default())
+        .await
+        .unwrap();
+    let renewed = eventually(10, "auth-token recreated", || {
+        let admin = admin.clone();
+        async move { tokens::local_token(&admin, "liqo").await.ok() }
+    })
+    .await;
+    assert_ne!(renewed, milan_token);
+    running.stop().await;
+
+    // Under the ServiceAccount bound only by the chart's ClusterRole.
+    let role = apply_yaml_cluster_role(&admin, "chart/files/liqo-auth-ClusterRole.yaml").await;
+    assert_eq!(role, "liqo-auth");
+    let sa = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some("liqo-auth".into()),
+            namespace: Some("liqo".into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    Api::<ServiceAccount>::namespaced(admin.clone(), "liqo")
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap();
+    let crb: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "liqo-auth"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "liqo-auth"},
+        "subjects": [{"kind": "ServiceAccount", "name": "liqo-auth", "namespace": "liqo"}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .unwrap();
+    let tr: TokenRequest = serde_json::from_value(serde_json::json!({
+        "spec": {"audiences": [], "expirationSeconds": 3600},
+    }))
+    .unwrap();
+    let tr = Api::<ServiceAccount>::namespaced(admin.clone(), "liqo")
+        .create_token_request("liqo-auth", &PostParams::default(), &tr)
+        .await
+        .unwrap();
+    let sa_token = tr.status.unwrap().token;
+    let sa_client = client_of(&cluster.server, &ca, &format!("    token: {sa_token}\n")).await;
+    // The ServiceAccount cannot do more than the role: e.g. no pods.
+    assert!(
+        Api::<Pod>::namespaced(sa_client.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .is_err()
+    );
+    let running = start(sa_client, &cluster.server, &ca).await;
+    let ids = http.ids(&running.url).await.unwrap();
+    assert_eq!(ids.cluster_name.as_str(), "milan");
+    let token = tokens::local_token(&admin, "liqo").await.unwrap();
+    issue_and_check(
+        &admin,
+        &running.url,
+        &token,
+        &identity(NAPLES_ID, "naples"),
+        &cluster.server,
+        &ca,
+    )
+    .await;
+    // Its token is made again under the role too.
+    Api::<Secret>::namespaced(admin.clone(), "liqo")
+        .delete(objects::AUTH_TOKEN_SECRET, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(10, "auth-token recreated by the ServiceAccount", || {
+        let admin = admin.clone();
+        async move { tokens::local_token(&admin, "liqo").await.ok() }
+    })
+    .await;
+    running.stop().await;
+    drop(set);
+}
