@@ -98,8 +98,13 @@ enum K8s {
         /// Give every cluster the same pod and service CIDRs.
         #[arg(long)]
         overlapping: bool,
+        /// Install Liqo on every cluster: the chart's objects, a ServiceAccount and token per
+        /// component, and liqo-ipam, liqo-auth and liqo-controller-manager as processes (built
+        /// beforehand: `cargo build -p ipam -p liqo-auth -p liqo-controller-manager -p liqoctl`).
+        #[arg(long)]
+        liqo: bool,
     },
-    /// Print the shell lines that point kubectl at them.
+    /// Print the shell lines that point kubectl (and liqoctl, with --liqo) at them.
     Env,
     /// Stop every process and remove every file (also after a crash).
     Down,
@@ -479,6 +484,7 @@ async fn k8s(prefix: Prefix, what: K8s) -> Result<()> {
             clusters,
             nodes,
             overlapping,
+            liqo,
         } => {
             let t = Instant::now();
             let bins = k8s::binaries()?;
@@ -500,10 +506,31 @@ async fn k8s(prefix: Prefix, what: K8s) -> Result<()> {
                 built.as_secs_f64(),
                 bins.dir.display()
             );
+            let installed = if liqo {
+                let t = Instant::now();
+                // On failure `set` drops: the clusters and whatever was started stop.
+                let l = e2e::liqo::install(&set, &bins, &e2e::liqo::Options::default()).await?;
+                println!(
+                    "Liqo installed and serving on {clusters} cluster(s) in {:.1} s",
+                    t.elapsed().as_secs_f64()
+                );
+                Some(l)
+            } else {
+                None
+            };
             print!("{}", set.env());
+            if let Some(l) = &installed {
+                print!("{}", e2e::liqo::env(l));
+            }
             set.detach();
         }
-        K8s::Env => print!("{}", k8s::load(&prefix)?.env()),
+        K8s::Env => {
+            let set = k8s::load(&prefix)?;
+            print!("{}", set.env());
+            if let Some(l) = e2e::liqo::load(&set)? {
+                print!("{}", e2e::liqo::env(&l));
+            }
+        }
         K8s::Down => {
             let d = k8s::down(&prefix)?;
             println!(

@@ -19,7 +19,9 @@ use std::path::{Path, PathBuf};
 pub use bins::{Binaries, binaries};
 pub use cluster::{Cluster, client};
 pub use crds::{MANAGER, install_crds};
+pub(crate) use pki::write as write_file;
 pub use procs::Proc;
+pub(crate) use procs::free_port;
 pub use state::{Clusters, Down, Options, ROOT, down, load};
 
 /// Names given to clusters, in order.

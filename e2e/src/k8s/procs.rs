@@ -61,8 +61,14 @@ pub(crate) const COMPONENTS: &[&str] = &[
     "kwok",
 ];
 
-/// Every running component (one of [`COMPONENTS`]) whose command line mentions `dir` (each component gets a path under
-/// its cluster's directory), named after its program.
+/// Whether `name` is a program of a cluster: one of [`COMPONENTS`] or of Liqo's
+/// ([`crate::liqo::COMPONENTS`]).
+fn is_component(name: &str) -> bool {
+    COMPONENTS.contains(&name) || crate::liqo::COMPONENTS.iter().any(|c| c.program == name)
+}
+
+/// Every running component (see [`is_component`]) whose command line or `KUBECONFIG` mentions
+/// `dir` (each component gets a path under its cluster's directory), named after its program.
 pub(crate) fn using(dir: &Path) -> Vec<Proc> {
     let needle = dir.display().to_string();
     let Ok(entries) = fs::read_dir("/proc") else {
@@ -80,11 +86,15 @@ pub(crate) fn using(dir: &Path) -> Vec<Proc> {
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        if !args
-            .iter()
-            .skip(1)
-            .any(|a| a.contains(&format!("{needle}/")))
-            || !supervisor::alive(pid)
+        let under = format!("{needle}/");
+        // A Liqo component may have the directory only in its environment (KUBECONFIG).
+        let in_env = || {
+            fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
+                env.split(|b| *b == 0)
+                    .any(|v| v.starts_with(format!("KUBECONFIG={under}").as_bytes()))
+            })
+        };
+        if !(args.iter().skip(1).any(|a| a.contains(&under)) || in_env()) || !supervisor::alive(pid)
         {
             continue;
         }
@@ -94,7 +104,7 @@ pub(crate) fn using(dir: &Path) -> Vec<Proc> {
             .unwrap_or_default();
         // Only the components themselves: never a `kubectl --kubeconfig <dir>/...` or a
         // `tail -f <dir>/logs/...` someone runs alongside.
-        if !COMPONENTS.contains(&name.as_str()) {
+        if !is_component(&name) {
             continue;
         }
         out.push(Proc {

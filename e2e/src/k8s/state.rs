@@ -240,13 +240,15 @@ pub fn down(prefix: &Prefix) -> Result<Down, K8sError> {
 fn teardown(prefix: &Prefix) -> Result<Down, K8sError> {
     let dir = dir_of(prefix);
     let mut found = procs::using(&dir);
-    // Stop in reverse start order: kwok, scheduler, controller-manager, apiserver, then etcd.
+    // Stop in reverse start order: Liqo's components, kwok, scheduler, controller-manager,
+    // apiserver, then etcd.
     let rank = |p: &Proc| match p.name.as_str() {
-        "kwok" => 0,
-        "kube-scheduler" => 1,
-        "kube-controller-manager" => 2,
-        "kube-apiserver" => 3,
-        _ => 4,
+        "kwok" => 1,
+        "kube-scheduler" => 2,
+        "kube-controller-manager" => 3,
+        "kube-apiserver" => 4,
+        "etcd" => 5,
+        _ => 0,
     };
     found.sort_by_key(rank);
     let killed = procs::stop(&found, GRACE);

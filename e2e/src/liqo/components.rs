@@ -1,0 +1,222 @@
+//! The components as processes: one table row per program (its package, ServiceAccount,
+//! command line and readiness check), started detached through [`dataplane::supervisor`] with
+//! `KUBECONFIG` set to the component's own kubeconfig, and waited on until they serve.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use dataplane::supervisor::Spec;
+
+use super::{LiqoError, NAMESPACE, READY_SECS, Running};
+use crate::k8s::Cluster;
+
+/// The program name of the auth service (its Service is made for it).
+pub(super) const AUTH: &str = "liqo-auth";
+
+/// What a component's command line is made from.
+pub(super) struct Ctx<'a> {
+    /// The cluster.
+    pub(super) cluster: &'a Cluster,
+    /// Liqo's files of that cluster.
+    pub(super) dir: &'a Path,
+    /// The cluster's CA.
+    pub(super) ca: &'a Path,
+    /// A free loopback port for its service.
+    pub(super) port: u16,
+    /// A free loopback port for its metrics.
+    pub(super) metrics: u16,
+}
+
+/// How to tell a component serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ready {
+    /// `GET http://127.0.0.1:<metrics><path>` answers 200.
+    Metrics(&'static str),
+    /// `GET https://127.0.0.1:<port><path>` answers 200 (any certificate: it is self-signed).
+    Https(&'static str),
+}
+
+/// One component.
+#[derive(Debug)]
+pub struct Component {
+    /// Its program.
+    pub program: &'static str,
+    /// The package that builds it.
+    pub package: &'static str,
+    /// Its ServiceAccount (and ClusterRole) in `liqo`, if it talks to the API server.
+    pub service_account: Option<&'static str>,
+    /// Its readiness check.
+    pub ready: Ready,
+    args: fn(&Ctx<'_>) -> Vec<String>,
+}
+
+fn s(x: impl std::fmt::Display) -> String {
+    x.to_string()
+}
+
+fn ipam_args(c: &Ctx<'_>) -> Vec<String> {
+    vec![
+        s("serve"),
+        s("--listen"),
+        format!("127.0.0.1:{}", c.port),
+        s("--metrics-listen"),
+        format!("127.0.0.1:{}", c.metrics),
+        s("--state"),
+        s(c.dir.join("ipam-state.json").display()),
+        s("--pod-cidr"),
+        s(c.cluster.pod_cidr),
+        s("--service-cidr"),
+        s(c.cluster.service_cidr),
+    ]
+}
+
+fn auth_args(c: &Ctx<'_>) -> Vec<String> {
+    vec![
+        s("--namespace"),
+        s(NAMESPACE),
+        s("--listen"),
+        format!("127.0.0.1:{}", c.port),
+        s("--api-server-url"),
+        s(&c.cluster.server),
+        s("--api-server-ca-file"),
+        s(c.ca.display()),
+    ]
+}
+
+fn manager_args(c: &Ctx<'_>) -> Vec<String> {
+    vec![
+        s("--namespace"),
+        s(NAMESPACE),
+        s("--metrics-listen"),
+        format!("127.0.0.1:{}", c.metrics),
+    ]
+}
+
+/// Every component, in start order. Adding one is one row.
+pub const COMPONENTS: &[Component] = &[
+    Component {
+        program: "liqo-ipam",
+        package: "ipam",
+        service_account: None,
+        ready: Ready::Metrics("/status"),
+        args: ipam_args,
+    },
+    Component {
+        program: AUTH,
+        package: "liqo-auth",
+        service_account: Some("liqo-auth"),
+        ready: Ready::Https(control::consts::auth::IDS_PATH),
+        args: auth_args,
+    },
+    Component {
+        program: "liqo-controller-manager",
+        package: "liqo-controller-manager",
+        service_account: Some("liqo-controller-manager"),
+        ready: Ready::Metrics("/metrics"),
+        args: manager_args,
+    },
+];
+
+impl Component {
+    /// Its binary ([`crate::lab::bin`]: `$LIQO_BIN_DIR`, else next to the running executable).
+    pub(super) fn binary(&self) -> Result<PathBuf, LiqoError> {
+        crate::lab::bin(self.program).map_err(|source| LiqoError::Binary {
+            program: self.program,
+            package: self.package,
+            source,
+        })
+    }
+
+    /// Starts it and waits until it serves.
+    pub(super) async fn start(
+        &'static self,
+        ctx: &Ctx<'_>,
+        program: &Path,
+        kubeconfig: Option<&PathBuf>,
+    ) -> Result<Running, LiqoError> {
+        let log = ctx.dir.join(format!("{}.log", self.program));
+        let mut spec = Spec::new(self.program, program, &log)
+            .args((self.args)(ctx))
+            .env("RUST_LOG", "info");
+        spec = match kubeconfig {
+            // The cluster's directory is in KUBECONFIG: teardown finds the process by it.
+            Some(k) => spec.env("KUBECONFIG", k),
+            None => spec.env_remove("KUBECONFIG"),
+        };
+        let proc = spec.detached().map_err(|source| LiqoError::Spawn {
+            program: self.program,
+            cluster: ctx.cluster.name.clone(),
+            source,
+        })?;
+        let url = match self.ready {
+            Ready::Metrics(p) => format!("http://127.0.0.1:{}{p}", ctx.metrics),
+            Ready::Https(p) => format!("https://127.0.0.1:{}{p}", ctx.port),
+        };
+        let deadline = Instant::now() + Duration::from_secs(READY_SECS);
+        loop {
+            let why = match probe(&url).await {
+                Ok(()) => break,
+                Err(why) => why,
+            };
+            let dead = !dataplane::supervisor::alive(proc.pid);
+            if dead || Instant::now() > deadline {
+                return Err(LiqoError::NotReady {
+                    program: self.program,
+                    cluster: ctx.cluster.name.clone(),
+                    secs: READY_SECS,
+                    why: if dead { "it exited".into() } else { why },
+                    log: proc.log.clone(),
+                    tail: dataplane::supervisor::tail(&log, 20),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(Running {
+            program: self.program.to_owned(),
+            proc,
+            url,
+        })
+    }
+}
+
+/// Whether `url` (`http://127.0.0.1:port/path`, or `https://...` with any certificate) answers
+/// 200; else why not.
+pub async fn probe(url: &str) -> Result<(), String> {
+    if let Some(rest) = url.strip_prefix("http://") {
+        let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let addr: SocketAddr = addr.parse().map_err(|e| format!("{url}: {e}"))?;
+        let path = if path.is_empty() { "/" } else { path };
+        return tokio::task::spawn_blocking({
+            let path = path.to_owned();
+            move || dataplane::localhttp::get(addr, &path)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    }
+    // HTTPS with a self-signed certificate: kube's client (rustls) told to accept any.
+    let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    let base: http::Uri = format!(
+        "https://{}",
+        uri.authority().map(|a| a.as_str()).unwrap_or_default()
+    )
+    .parse()
+    .map_err(|e| format!("{url}: {e}"))?;
+    let mut cfg = kube::Config::new(base);
+    cfg.accept_invalid_certs = true;
+    cfg.connect_timeout = Some(Duration::from_secs(2));
+    cfg.read_timeout = Some(Duration::from_secs(5));
+    let client = kube::Client::try_from(cfg).map_err(|e| e.to_string())?;
+    let req = http::Request::get(uri.path())
+        .body(Vec::new())
+        .map_err(|e| e.to_string())?;
+    client
+        .request_text(req)
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
