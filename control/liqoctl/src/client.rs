@@ -66,3 +66,20 @@ pub async fn client(
     };
     Client::try_from(config).map_err(ClientError::Build)
 }
+
+/// A failed apiserver call in one line: for a refused request the apiserver's message and
+/// code (kube's own text repeats the whole Status twice), else kube's error and its causes.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ApiFailure(String);
+
+impl From<kube::Error> for ApiFailure {
+    fn from(e: kube::Error) -> Self {
+        match e {
+            kube::Error::Api(s) if !s.message.is_empty() => {
+                Self(format!("{} (HTTP {} {})", s.message, s.code, s.reason))
+            }
+            e => Self(liqo_types::chain(&e)),
+        }
+    }
+}

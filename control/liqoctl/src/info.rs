@@ -6,7 +6,10 @@ use kube::{Api, Client, api::ListParams};
 use liqo_auth::url::Overrides;
 use liqo_types::chain;
 
-use crate::render::{self, StatusReport};
+use crate::{
+    client::ApiFailure,
+    render::{self, StatusReport},
+};
 
 /// Why `generate peer-command` failed.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +63,7 @@ pub async fn status(client: &Client, ns: &str) -> StatusReport {
         .list(&ListParams::default())
         .await
         .map(|l| l.items)
-        .map_err(|e| format!("listing ForeignClusters: {}", chain(&e)));
+        .map_err(|e| format!("listing ForeignClusters: {}", ApiFailure::from(e)));
     StatusReport {
         namespace: ns.to_owned(),
         identity,

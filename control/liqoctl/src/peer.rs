@@ -24,7 +24,8 @@ use serde_json::json;
 use crate::{
     FIELD_MANAGER,
     cli::AuthUrl,
-    stages::{self, NodeState, Outcome, Progress},
+    client::ApiFailure,
+    stages::{self, NodeState, Outcome, Progress, Stage},
 };
 
 /// Why a peering command failed.
@@ -65,7 +66,7 @@ pub enum PeerError {
         what: String,
         /// The cause.
         #[source]
-        source: kube::Error,
+        source: ApiFailure,
     },
     /// A stage failed (the line says which and why).
     #[error("{0}")]
@@ -80,7 +81,10 @@ pub enum PeerError {
 
 fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> PeerError {
     let what = what.into();
-    move |source| PeerError::Kube { what, source }
+    move |e| PeerError::Kube {
+        what,
+        source: e.into(),
+    }
 }
 
 /// The server-side apply body of `peer out-of-band`: identity, auth URL and outgoing `Yes`;
@@ -209,6 +213,7 @@ pub async fn disable(client: &Client, name: &str, timeout: Duration) -> Result<(
         name,
         &cluster,
         timeout,
+        Stage::OutgoingTeardown,
         |fc, _| stages::unpeering(fc.status.as_ref()),
         false,
     )
@@ -240,9 +245,9 @@ async fn set_outgoing(
         .await
         .map_err(|e| match e {
             kube::Error::Api(s) if s.code == 404 => PeerError::NotFound(name.to_owned()),
-            source => PeerError::Kube {
+            e => PeerError::Kube {
                 what: format!("writing ForeignCluster {name}"),
-                source,
+                source: e.into(),
             },
         })
 }
@@ -259,6 +264,7 @@ async fn wait_peering(
         &name,
         &cluster,
         timeout,
+        Stage::Authentication,
         |fc, node| stages::peering(fc.status.as_ref(), node),
         true,
     )
@@ -302,13 +308,15 @@ async fn wait(
     name: &str,
     cluster: &str,
     timeout: Duration,
+    first: Stage,
     decide: impl Fn(&ForeignCluster, NodeState) -> Progress,
     look_for_node: bool,
 ) -> Result<(), PeerError> {
     let fcs: Api<ForeignCluster> = Api::all(client.clone());
     let mut stream = watcher::watch_object(fcs, name).default_backoff().boxed();
     let mut printed = 0;
-    let mut last = Outcome::Waiting(stages::Stage::Authentication, None);
+    let mut last = Outcome::Waiting(first, None);
+    let mut watch_error = None;
     let deadline = tokio::time::Instant::now() + timeout;
     let print = |progress: &Progress, printed: &mut usize| {
         for p in progress.passed.iter().skip(*printed) {
@@ -326,7 +334,9 @@ async fn wait(
             Ok(Some(fc)) => fc,
             Ok(None) => return Err(PeerError::Deleted(name.to_owned())),
             Err(e) => {
-                tracing::debug!(error = %liqo_types::chain(&e), "watching ForeignCluster {name}");
+                let e = liqo_types::chain(&e);
+                tracing::debug!(error = %e, "watching ForeignCluster {name}");
+                watch_error = Some(e);
                 continue;
             }
         };
@@ -347,10 +357,16 @@ async fn wait(
         }
     }
     let timeout = humantime::format_duration(timeout).to_string();
-    Err(PeerError::Timeout(match last {
+    let mut line = match last {
         Outcome::Waiting(stage, seen) => {
             stages::timeout_line(stage, seen.as_ref(), cluster, &timeout)
         }
         _ => format!("Timed out after {timeout} waiting for ForeignCluster {name:?}"),
-    }))
+    };
+    if let Some(e) = watch_error {
+        line.push_str(&format!(
+            "; the last watch of ForeignCluster {name:?} failed: {e}"
+        ));
+    }
+    Err(PeerError::Timeout(line))
 }

@@ -281,6 +281,28 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
         .await;
     assert_eq!(bad.status.code(), Some(2));
     assert!(stderr(&bad).contains("Not-An-ID"), "{}", stderr(&bad));
+    // A URL the ForeignCluster's schema refuses (the CRD wants https): the apiserver's dry
+    // run refuses it before the token is written.
+    let http = ctl
+        .run(&[
+            "peer",
+            "out-of-band",
+            "milan",
+            "--auth-url",
+            "http://127.0.0.2:31443",
+            "--cluster-id",
+            MILAN_ID,
+            "--auth-token",
+            milan_token.expose(),
+        ])
+        .await;
+    assert_eq!(http.status.code(), Some(1));
+    assert!(
+        stderr(&http).contains("writing ForeignCluster milan")
+            && stderr(&http).contains("foreignAuthUrl"),
+        "{}",
+        stderr(&http)
+    );
     assert!(fc_names(&fcs).await.is_empty());
     let tokens = secrets
         .list(&ListParams::default().labels(labels::AUTH_TOKEN))
@@ -420,6 +442,37 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
     for (line, want) in lines.iter().zip(expected) {
         assert!(line.starts_with(want), "{line:?} is not {want:?}");
     }
+
+    // As the kubectl plugin, the printed command says so; version reaches the apiserver.
+    let out = ctl.run(&["version"]).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Kubernetes API server version: v1."),
+        "{}",
+        stdout(&out)
+    );
+    let dir = cluster.dir.join("liqoctl-plugin");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_liqoctl"), dir.join("kubectl-liqo")).unwrap();
+    let plugin = tokio::process::Command::new(dir.join("kubectl-liqo"))
+        .args(["--kubeconfig"])
+        .arg(&set.kubeconfig)
+        .args([
+            "--context",
+            &cluster.name,
+            "generate",
+            "peer-command",
+            "--only-command",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert!(plugin.status.success(), "{}", stderr(&plugin));
+    assert!(
+        stdout(&plugin).starts_with("kubectl liqo peer out-of-band rome --auth-url "),
+        "{}",
+        redact(&stdout(&plugin))
+    );
 
     // status: identity, auth URL, the peer.
     let out = ctl.run(&["status"]).await;
