@@ -69,9 +69,14 @@ fn identity(id: &str, name: &str) -> ClusterIdentity {
     }
 }
 
-/// A key and a CSR with subject CN=`cn`, O=`o` (PEM).
+/// A key and a CSR with subject CN=`cn`, O=`o` (PEM), ECDSA P-256.
 fn csr(cn: &str, o: &str) -> (KeyPair, String) {
-    let key = KeyPair::generate().unwrap();
+    csr_with(cn, o, &rcgen::PKCS_ECDSA_P256_SHA256)
+}
+
+/// The same with a key of the algorithm `alg` (upstream's consumers use Ed25519).
+fn csr_with(cn: &str, o: &str, alg: &'static rcgen::SignatureAlgorithm) -> (KeyPair, String) {
+    let key = KeyPair::generate_for(alg).unwrap();
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, cn);
@@ -232,6 +237,7 @@ async fn issue_and_check(
     consumer: &ClusterIdentity,
     apiserver: &str,
     ca: &[u8],
+    alg: &'static rcgen::SignatureAlgorithm,
 ) {
     let http = AuthClient::new(true);
     let tenant = names::tenant_namespace(consumer);
@@ -286,8 +292,28 @@ async fn issue_and_check(
             .is_none()
     );
 
+    // A leftover of an attempt that crashed before storing its record is cleaned up.
+    let (_, leftover) = csr(id, auth::CSR_ORGANIZATION);
+    let leftover: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "generateName": "liqo-identity-",
+            "labels": {labels::REMOTE_TENANT_CSR: "true", labels::CLUSTER_ID: id},
+        },
+        "spec": {
+            "request": b64(leftover.as_bytes()),
+            "signerName": auth::CSR_SIGNER,
+            "usages": ["digital signature", "key encipherment", "client auth"],
+        },
+    }))
+    .unwrap();
+    Api::<CertificateSigningRequest>::all(admin.clone())
+        .create(&PostParams::default(), &leftover)
+        .await
+        .unwrap();
+    assert_eq!(remote_tenant_csrs(admin).await, 1);
+
     // A good request.
-    let (key, good_csr) = csr(id, auth::CSR_ORGANIZATION);
+    let (key, good_csr) = csr_with(id, auth::CSR_ORGANIZATION, alg);
     let t = Instant::now();
     let resp = http
         .certificate(
@@ -447,6 +473,7 @@ async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_ef
         &identity(ROME_ID, "rome"),
         &cluster.server,
         &ca,
+        &rcgen::PKCS_ECDSA_P256_SHA256,
     )
     .await;
 
@@ -516,6 +543,7 @@ async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_ef
         &identity(NAPLES_ID, "naples"),
         &cluster.server,
         &ca,
+        &rcgen::PKCS_ED25519,
     )
     .await;
     // Its token is made again under the role too.
@@ -529,5 +557,112 @@ async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_ef
     })
     .await;
     running.stop().await;
+    drop(set);
+}
+
+/// Stops (SIGKILL) the child if the test fails before it stopped it.
+struct KillOnDrop(Option<std::process::Child>);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            // Best effort during a failed test's unwinding; the child may be gone already.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+/// A plain HTTP GET (the metrics endpoint).
+async fn http_get(addr: &str, path: &str) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    Some(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_with_its_kube_config_counts_requests_and_stops_on_sigterm() {
+    let bins = k8s::binaries().unwrap();
+    let set = Clusters::up(&bins, &options()).await.unwrap();
+    let cluster = &set.clusters[0];
+    let admin = cluster.client().await.unwrap();
+    let ca = cluster_ca(&cluster.kubeconfig);
+    install(&admin).await;
+
+    let (port, metrics_port) = (free_port(), free_port());
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_liqo-auth"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+        .args(["-n", "liqo"])
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .spawn()
+        .unwrap();
+    let mut guard = KillOnDrop(Some(child));
+    let url = format!("https://127.0.0.1:{port}");
+    let http = AuthClient::new(true);
+    let ids = eventually(30, "liqo-auth answers GET /ids", || {
+        let (http, url) = (http.clone(), url.clone());
+        async move { http.ids(&url).await.ok() }
+    })
+    .await;
+    assert_eq!(ids.cluster_name.as_str(), "milan");
+
+    // It made the local token; a wrong one is refused, a right one gets the identity with its
+    // kube config's apiserver URL and CA.
+    let milan_token = tokens::local_token(&admin, "liqo").await.unwrap();
+    let consumer = identity(ROME_ID, "rome");
+    let ours = AuthToken::generate().unwrap();
+    let (_, pem) = csr(ROME_ID, auth::CSR_ORGANIZATION);
+    let wrong = AuthToken::generate().unwrap();
+    let e = http
+        .certificate(&url, &request(&consumer, &ours, Some(&wrong), &pem))
+        .await
+        .unwrap_err();
+    assert_eq!(e.http_status(), Some(403), "{e}");
+    let resp = http
+        .certificate(&url, &request(&consumer, &ours, Some(&milan_token), &pem))
+        .await
+        .unwrap();
+    assert_eq!(resp.api_server_url, cluster.server);
+    assert_eq!(resp.api_server_ca.as_deref(), Some(&ca[..]));
+
+    let metrics = http_get(&format!("127.0.0.1:{metrics_port}"), "/metrics")
+        .await
+        .unwrap();
+    for line in [
+        r#"liqo_auth_requests_total{path="certificate",outcome="wrong_token"} 1"#,
+        r#"liqo_auth_requests_total{path="certificate",outcome="accepted"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+
+    let mut child = guard.0.take().unwrap();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            guard.0 = Some(child);
+            panic!("liqo-auth still running 10 s after SIGTERM");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(status.success(), "liqo-auth exited with {status}");
     drop(set);
 }
