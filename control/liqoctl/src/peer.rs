@@ -370,3 +370,6 @@ async fn wait(
     }
     Err(PeerError::Timeout(line))
 }
+
+#[cfg(test)]
+mod tests;

@@ -489,6 +489,63 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
         assert!(text.contains(&want), "{want:?} missing from:\n{text}");
     }
 
+    // The same cluster ID under another name updates the existing ForeignCluster (already
+    // established: every stage passes at once); another cluster ID under a taken name is
+    // refused before anything is written.
+    let out = ctl
+        .run(&[
+            "peer",
+            "out-of-band",
+            "milan2",
+            "--auth-url",
+            "https://127.0.0.2:31443",
+            "--cluster-id",
+            MILAN_ID,
+            "--auth-token",
+            milan_token.expose(),
+            "--timeout",
+            "10s",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("ForeignCluster \"milan\" exists for cluster ID")
+            && stdout(&out).contains("Peering with the remote cluster \"milan\" established"),
+        "{}",
+        stdout(&out)
+    );
+    const NAPLES_ID: &str = "0c7a9e4b-59d4-4b8e-8f0c-2a1b3c4d5e6f";
+    let out = ctl
+        .run(&[
+            "peer",
+            "out-of-band",
+            "milan",
+            "--auth-url",
+            "https://127.0.0.3:31443",
+            "--cluster-id",
+            NAPLES_ID,
+            "--auth-token",
+            milan_token.expose(),
+            "--timeout",
+            "3s",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("exists for cluster ID"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fc_names(&fcs).await, ["milan"]);
+    let naples_token = secrets
+        .get_opt(&format!("{}{NAPLES_ID}", objects::REMOTE_TOKEN_PREFIX))
+        .await
+        .unwrap();
+    assert!(
+        naples_token.is_none(),
+        "a token was written for a refused peering"
+    );
+
     // unpeer: an unknown ForeignCluster is an error; milan goes to outgoing No and the wait
     // ends once the controller reports OutgoingPeering None.
     let out = ctl
