@@ -152,11 +152,11 @@ pub fn decide(o: &Observed) -> Vec<Action> {
         }
         (false, None) => Peering::None,
         (false, Some(r)) if r.deleting => Peering::Deleting,
+        // The peer withdrew its offer (or never made one) and its copy here is gone: the
+        // peer needs our outgoing role until then, to delete that copy.
         (false, Some(r))
-            if r.offer_withdrawn
-                || (r.withdrawing
-                    && o.offer_from_peer.is_none()
-                    && r.offer_state == OfferState::None) =>
+            if o.offer_from_peer.is_none()
+                && (r.offer_withdrawn || (r.withdrawing && r.offer_state == OfferState::None)) =>
         {
             actions.push(Action::DeleteRequest);
             Peering::None

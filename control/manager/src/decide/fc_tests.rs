@@ -150,6 +150,15 @@ fn outgoing_table() {
             Some(Action::DeleteRequest),
             Peering::None,
         ),
+        // Withdrawn, but the offer's copy is still here: wait (the peer deletes it with our role).
+        (
+            PeeringEnabled::No,
+            true,
+            rr(true, OfferState::None, true),
+            Some(V::None),
+            None,
+            Peering::Deleting,
+        ),
         // Never answered: nothing to wait for.
         (
             PeeringEnabled::No,
