@@ -23,12 +23,12 @@ use k8s_openapi::api::{
     authentication::v1::SelfSubjectReview,
     authentication::v1::TokenRequest,
     certificates::v1::CertificateSigningRequest,
-    core::v1::{ConfigMap, Namespace, Pod, Secret, ServiceAccount},
+    core::v1::{ConfigMap, Namespace, Pod, Secret, Service, ServiceAccount},
     rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding},
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
+    api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
 use liqo_auth::{client::AuthClient, server, tokens};
@@ -616,6 +616,31 @@ async fn the_binary_serves_with_its_kube_config_counts_requests_and_stops_on_sig
     })
     .await;
     assert_eq!(ids.cluster_name.as_str(), "milan");
+
+    // Its URL as peers find it: Service liqo-auth, a LoadBalancer whose ingress is loopback (what
+    // the harness does for a local process).
+    let svc: Service = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": objects::AUTH_SERVICE, "namespace": "liqo"},
+        "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": port}]},
+    }))
+    .unwrap();
+    let services = Api::<Service>::namespaced(admin.clone(), "liqo");
+    services.create(&PostParams::default(), &svc).await.unwrap();
+    services
+        .patch_status(
+            objects::AUTH_SERVICE,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({
+                "status": {"loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]}},
+            })),
+        )
+        .await
+        .unwrap();
+    let discovered = liqo_auth::url::discover(&admin, "liqo", &Default::default())
+        .await
+        .unwrap();
+    assert_eq!(discovered, url);
+    assert_eq!(http.ids(&discovered).await.unwrap(), ids);
 
     // It made the local token; a wrong one is refused, a right one gets the identity with its
     // kube config's apiserver URL and CA.

@@ -107,6 +107,9 @@ pub enum ServeError {
     LocalIdentity(#[source] IdentityError),
 }
 
+/// How long a client may take to send a request's headers.
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 struct AppState {
     client: Client,
     config: Config,
@@ -230,6 +233,8 @@ where
 {
     let service = TowerToHyperService::new(router);
     if let Err(e) = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
         .serve_connection(TokioIo::new(io), service)
         .await
     {
