@@ -13,29 +13,29 @@ pub enum Error {
         what: String,
         /// The cause.
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     /// Our identity at a peer.
     #[error("identity")]
-    Identity(#[source] IdentityError),
+    Identity(#[source] Box<IdentityError>),
     /// Our local token or a peer's.
     #[error("token")]
-    Token(#[source] liqo_auth::tokens::TokenError),
+    Token(#[source] Box<liqo_auth::tokens::TokenError>),
     /// Our own auth URL cannot be found (the ResourceRequest carries it).
     #[error("our auth URL")]
-    AuthUrl(#[source] liqo_auth::url::UrlError),
+    AuthUrl(#[source] Box<liqo_auth::url::UrlError>),
     /// A node or pod with a quantity that does not parse.
     #[error("offer input")]
-    OfferInput(#[source] control::offer::BadInput),
+    OfferInput(#[source] Box<control::offer::BadInput>),
     /// A published offer with a quantity that does not parse.
     #[error("published offer")]
-    Quantity(#[source] control::quantity::InvalidQuantity),
+    Quantity(#[source] Box<control::quantity::InvalidQuantity>),
     /// A peering ClusterRole whose name makes no RoleBinding name.
     #[error("peering ClusterRole")]
-    Name(#[source] control::names::InvalidName),
+    Name(#[source] Box<control::names::InvalidName>),
     /// The virtual kubelet launcher.
     #[error("launcher")]
-    Launcher(#[source] LaunchError),
+    Launcher(#[source] Box<LaunchError>),
     /// An object without a name or namespace (never from the apiserver).
     #[error("object without {0}")]
     Incomplete(&'static str),
@@ -44,5 +44,15 @@ pub enum Error {
 /// Wraps a kube error with what was done.
 pub fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
     let what = what.into();
-    move |source| Error::Kube { what, source }
+    move |source| Error::Kube {
+        what,
+        source: Box::new(source),
+    }
+}
+
+impl Error {
+    /// The apiserver answered 404.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Kube { source, .. } if matches!(**source, kube::Error::Api(ref s) if s.code == 404))
+    }
 }

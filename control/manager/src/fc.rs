@@ -99,7 +99,7 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     // d. Our identity at the peer; e. its tenant namespace for us.
     let secret = identity::find(&ctx.client, &tenant, &peer.cluster_id)
         .await
-        .map_err(Error::Identity)?;
+        .map_err(|e| Error::Identity(Box::new(e)))?;
     let (auth, remote) = match identity::state(secret.as_ref()) {
         IdentityState::Signed { namespace } => (Authentication::Accepted, Some(namespace)),
         state => {
@@ -182,7 +182,8 @@ async fn authenticate(
     let secret = match (step, secret) {
         (AuthStep::Request, Some(s)) => s,
         _ => {
-            let new = identity::new_identity(&ctx.local.cluster_id).map_err(Error::Identity)?;
+            let new = identity::new_identity(&ctx.local.cluster_id)
+                .map_err(|e| Error::Identity(Box::new(e)))?;
             let expire = now().0.as_second() + 365 * 24 * 3600;
             let s: Secret = serde_json::from_value(json!({
                 "apiVersion": "v1", "kind": "Secret",
@@ -210,10 +211,10 @@ async fn authenticate(
     let ns = &ctx.settings.namespace;
     let ours = liqo_auth::tokens::local_token(&ctx.client, ns)
         .await
-        .map_err(Error::Token)?;
+        .map_err(|e| Error::Token(Box::new(e)))?;
     let theirs = liqo_auth::tokens::remote_token(&ctx.client, ns, peer)
         .await
-        .map_err(Error::Token)?;
+        .map_err(|e| Error::Token(Box::new(e)))?;
     let request = CertificateIdentityRequest::new(ctx.local.clone(), &ours, theirs.as_ref(), csr);
     let answer = ctx
         .auth(fc.spec.insecure_skip_tls_verify)
@@ -349,7 +350,7 @@ async fn apply_request(
         &ctx.settings.auth_overrides,
     )
     .await
-    .map_err(Error::AuthUrl)?;
+    .map_err(|e| Error::AuthUrl(Box::new(e)))?;
     let mut spec = json!({"clusterIdentity": ctx.local, "authUrl": auth_url});
     if let Some(t) = withdrawal {
         spec["withdrawalTimestamp"] = serde_json::to_value(t).expect("a time serializes");
@@ -414,7 +415,7 @@ async fn bound_sets(
     for (set, roles) in roles {
         let mut all = !roles.is_empty();
         for role in roles {
-            let binding = names::role_binding(role).map_err(Error::Name)?;
+            let binding = names::role_binding(role).map_err(|e| Error::Name(Box::new(e)))?;
             all &= present.contains(binding.as_str());
         }
         if all {
@@ -432,7 +433,9 @@ async fn bind(
 ) -> Result<(), Error> {
     let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), tenant);
     for role in roles.into_iter().flatten() {
-        let name = names::role_binding(role).map_err(Error::Name)?.to_string();
+        let name = names::role_binding(role)
+            .map_err(|e| Error::Name(Box::new(e)))?
+            .to_string();
         let object = json!({
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
             "metadata": {"name": name, "namespace": tenant,
@@ -449,7 +452,9 @@ async fn bind(
 async fn unbind(ctx: &Context, tenant: &str, roles: Option<&Vec<String>>) -> Result<(), Error> {
     let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), tenant);
     for role in roles.into_iter().flatten() {
-        let name = names::role_binding(role).map_err(Error::Name)?.to_string();
+        let name = names::role_binding(role)
+            .map_err(|e| Error::Name(Box::new(e)))?
+            .to_string();
         api.delete(&name, &DeleteParams::default())
             .await
             .map(drop)

@@ -92,8 +92,16 @@ pub async fn reconcile(ro: Arc<ResourceOffer>, ctx: Arc<Context>) -> Result<Requ
             Action::RemoveFinalizer => {
                 set_finalizers(&api, &name, ro.resource_version().as_deref(), others()).await?;
             }
-            Action::Start => ctx.launcher.start(&peer).await.map_err(Error::Launcher)?,
-            Action::Stop => ctx.launcher.stop(&peer).await.map_err(Error::Launcher)?,
+            Action::Start => ctx
+                .launcher
+                .start(&peer)
+                .await
+                .map_err(|e| Error::Launcher(Box::new(e)))?,
+            Action::Stop => ctx
+                .launcher
+                .stop(&peer)
+                .await
+                .map_err(|e| Error::Launcher(Box::new(e)))?,
             Action::Status(phase, vk) => {
                 if deleting {
                     continue;

@@ -153,7 +153,7 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
         .peers
         .client(&ctx.client, &local_ns, &peer)
         .await
-        .map_err(Error::Identity)?
+        .map_err(|e| Error::Identity(Box::new(e)))?
     else {
         return Ok(requeue);
     };
@@ -248,13 +248,7 @@ async fn execute(
             let (rv, list) = finalizer_list(&name, false);
             set_finalizers(local, &name, rv.as_deref(), list)
                 .await
-                .or_else(|e| match e {
-                    Error::Kube {
-                        source: kube::Error::Api(s),
-                        ..
-                    } if s.code == 404 => Ok(()),
-                    e => Err(e),
-                })
+                .or_else(|e| if e.is_not_found() { Ok(()) } else { Err(e) })
         }
         Action::ApplyReplica(d) => {
             let object = json!({

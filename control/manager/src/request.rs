@@ -89,7 +89,7 @@ pub async fn reconcile(rr: Arc<ResourceRequest>, ctx: Arc<Context>) -> Result<Re
         threshold: offer::DEFAULT_UPDATE_THRESHOLD,
         offer_withdrawn: status.offer_withdrawal_timestamp.is_some(),
     };
-    for action in decide::decide(&observed).map_err(Error::Quantity)? {
+    for action in decide::decide(&observed).map_err(|e| Error::Quantity(Box::new(e)))? {
         match action {
             Action::ApplyOffer(quota) => {
                 apply_offer(&ctx, &rr, &ns, &ro_name, &quota, false).await?
@@ -195,7 +195,7 @@ async fn compute(
         .iter()
         .map(NodeInput::from_node)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(Error::OfferInput)?;
+        .map_err(|e| Error::OfferInput(Box::new(e)))?;
     let pods = pods
         .list(&ListParams::default().fields("status.phase=Running"))
         .await
@@ -204,7 +204,7 @@ async fn compute(
         .iter()
         .map(PodInput::from_pod)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(Error::OfferInput)?;
+        .map_err(|e| Error::OfferInput(Box::new(e)))?;
     Ok(offer::offer(&nodes, &pods, consumer, ctx.settings.sharing))
 }
 

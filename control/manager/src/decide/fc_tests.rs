@@ -62,18 +62,21 @@ fn auth_steps_follow_the_identity_secret() {
     assert_eq!(auth_step(&signed), AuthStep::Done);
 }
 
+/// (outgoing enabled, remote tenant known, request, offer copy, request action, condition).
+type Case = (
+    PeeringEnabled,
+    bool,
+    Option<RequestState>,
+    Option<VirtualKubeletStatus>,
+    Option<Action>,
+    Peering,
+);
+
 #[test]
 fn outgoing_table() {
     use VirtualKubeletStatus as V;
     // (outgoing enabled, remote tenant known, request, offer copy) -> (request action, condition)
-    let cases: Vec<(
-        PeeringEnabled,
-        bool,
-        Option<RequestState>,
-        Option<V>,
-        Option<Action>,
-        Peering,
-    )> = vec![
+    let cases: Vec<Case> = vec![
         (
             PeeringEnabled::Yes,
             true,
