@@ -22,7 +22,7 @@ use e2e::{
 };
 use k8s_openapi::api::{
     authentication::v1::SelfSubjectReview,
-    core::v1::{ConfigMap, Secret},
+    core::v1::{ConfigMap, Secret, Service},
     rbac::v1::ClusterRole,
 };
 use kube::{
@@ -53,10 +53,6 @@ fn options(clusters: usize) -> Options {
         overlapping: true,
     }
 }
-
-/// The components started: those whose binaries serve so far (liqo-auth and
-/// liqo-controller-manager join when they do; then every row of `liqo::COMPONENTS`).
-const STARTED: &[&str] = &["liqo-ipam"];
 
 /// The names of the ClusterRoles in `chart/files/`.
 fn chart_cluster_roles() -> Vec<String> {
@@ -91,21 +87,19 @@ async fn install_runs_every_component_with_its_own_identity_and_real_rbac() {
     let bins = k8s::binaries().unwrap();
     let set = Clusters::up(&bins, &options(2)).await.unwrap();
     let _guard = DownOnDrop(set.prefix.clone());
-    let opts = liqo::Options {
-        start: STARTED.iter().map(|s| s.to_string()).collect(),
-        ..liqo::Options::default()
-    };
-    let installed = liqo::install(&set, &bins, &opts).await.unwrap();
+    let installed = liqo::install(&set, &bins, &liqo::Options::default())
+        .await
+        .unwrap();
     assert_eq!(installed.clusters.len(), 2);
 
     let mut ids = BTreeSet::new();
     for c in &set.clusters {
         let i = installed.get(&c.name).unwrap();
         // Every component runs and serves.
-        for program in STARTED {
+        for comp in liqo::COMPONENTS {
             let r = i
-                .get(program)
-                .unwrap_or_else(|| panic!("{program} not started on {}", c.name));
+                .get(comp.program)
+                .unwrap_or_else(|| panic!("{} not started on {}", comp.program, c.name));
             assert!(!gone(r.proc.pid), "{} of {} exited", r.program, c.name);
             liqo::probe(&r.url)
                 .await
@@ -139,6 +133,21 @@ async fn install_runs_every_component_with_its_own_identity_and_real_rbac() {
             "a re-run keeps the cluster ID"
         );
         ids.insert(id);
+
+        // The auth Service as a cloud load balancer leaves it.
+        let svc = Api::<Service>::namespaced(client.clone(), liqo::NAMESPACE)
+            .get(objects::AUTH_SERVICE)
+            .await
+            .unwrap();
+        let spec = svc.spec.unwrap();
+        assert_eq!(spec.type_.as_deref(), Some("LoadBalancer"));
+        let port = spec.ports.unwrap()[0].port;
+        assert_eq!(
+            i.auth_url.as_deref(),
+            Some(format!("https://127.0.0.1:{port}").as_str())
+        );
+        let ingress = svc.status.unwrap().load_balancer.unwrap().ingress.unwrap();
+        assert_eq!(ingress[0].ip.as_deref(), Some("127.0.0.1"));
 
         // Every ClusterRole of chart/files is there (the peering ones at least).
         let roles = chart_cluster_roles();
@@ -208,7 +217,7 @@ async fn install_runs_every_component_with_its_own_identity_and_real_rbac() {
         .iter()
         .flat_map(|i| i.running.iter().map(|r| r.proc.pid))
         .collect();
-    assert_eq!(pids.len(), 2 * STARTED.len());
+    assert_eq!(pids.len(), 2 * liqo::COMPONENTS.len());
     let (prefix, dir) = (set.prefix.clone(), set.dir.clone());
     set.detach();
     let d = k8s::down(&prefix).unwrap();
@@ -217,4 +226,212 @@ async fn install_runs_every_component_with_its_own_identity_and_real_rbac() {
     for pid in pids {
         assert!(gone(pid), "process {pid} still runs");
     }
+}
+
+/// Polls `f` every 200 ms until it is `Ok` or `secs` pass (then panics with its last error).
+async fn eventually<T, F, Fut>(secs: u64, what: &str, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    loop {
+        match f().await {
+            Ok(v) => return v,
+            Err(e) if std::time::Instant::now() > deadline => panic!("{what} after {secs} s: {e}"),
+            Err(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// The issue's acceptance 1 (control-plane.md §1.9, first item): the command milan's liqoctl
+/// generates, piped into bash with rome's kubeconfig, peers rome with milan; within 20 s rome's
+/// ForeignCluster for milan has AuthenticationStatus and OutgoingPeering Established, and
+/// `kubectl get foreignclusters` shows it as the seeds do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_command_generated_on_milan_and_run_on_rome_establishes_the_outgoing_peering() {
+    use std::{io::Write as _, process::Stdio};
+
+    use control::api::discovery::{PeeringConditionStatus as S, PeeringConditionType as T};
+
+    let bins = k8s::binaries().unwrap();
+    let set = Clusters::up(&bins, &options(2)).await.unwrap();
+    let _guard = DownOnDrop(set.prefix.clone());
+    let installed = liqo::install(&set, &bins, &liqo::Options::default())
+        .await
+        .unwrap();
+    let (rome, milan) = (set.get("rome").unwrap(), set.get("milan").unwrap());
+    let milan_id = installed.get("milan").unwrap().cluster_id.clone();
+    let path = format!(
+        "{}:{}",
+        installed.bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+
+    let out = std::process::Command::new(installed.bin.join("liqoctl"))
+        .args([
+            "--context",
+            "milan",
+            "generate",
+            "peer-command",
+            "--only-command",
+        ])
+        .env("KUBECONFIG", &set.kubeconfig)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    let command = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{command}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        command
+            .trim()
+            .starts_with("liqoctl peer out-of-band milan ")
+            && command.contains(&milan_id)
+            && command.contains("--auth-url")
+            && command.contains("--auth-token"),
+        "{command}"
+    );
+    assert_eq!(
+        command.trim().lines().count(),
+        1,
+        "only the command: {command}"
+    );
+    assert_ne!(milan.kubeconfig, rome.kubeconfig);
+
+    // Piped into bash on rome: its own kubeconfig, one context.
+    let started = std::time::Instant::now();
+    let mut bash = std::process::Command::new("bash")
+        .env("KUBECONFIG", &rome.kubeconfig)
+        .env("PATH", &path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    bash.stdin
+        .take()
+        .unwrap()
+        .write_all(command.as_bytes())
+        .unwrap();
+    let peer = bash.wait_with_output().unwrap();
+    assert!(
+        peer.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&peer.stdout),
+        String::from_utf8_lossy(&peer.stderr)
+    );
+
+    let fcs: Api<ForeignCluster> = Api::all(rome.client().await.unwrap());
+    let fc = eventually(20, "rome's ForeignCluster for milan Established", || {
+        let (fcs, id) = (fcs.clone(), milan_id.clone());
+        async move {
+            let l = fcs
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let fc = l
+                .items
+                .into_iter()
+                .find(|f| f.spec.cluster_identity.cluster_id.as_str() == id)
+                .ok_or("no ForeignCluster for milan yet")?;
+            let st = fc.status.clone().unwrap_or_default();
+            let (auth, out) = (
+                st.condition(T::AuthenticationStatus),
+                st.condition(T::OutgoingPeering),
+            );
+            if auth == S::Established && out == S::Established {
+                Ok(fc)
+            } else {
+                Err(format!("authentication {auth:?}, outgoing {out:?}"))
+            }
+        }
+    })
+    .await;
+    eprintln!("peered in {:.1} s", started.elapsed().as_secs_f64());
+    assert_eq!(fc.spec.cluster_identity.cluster_name.as_str(), "milan");
+
+    let out = std::process::Command::new(installed.bin.join("kubectl"))
+        .args(["--context", "rome", "get", "foreignclusters"])
+        .env("KUBECONFIG", &set.kubeconfig)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // By the header's columns: NETWORKING is empty while NetworkStatus is absent (the network
+    // issue adds it).
+    let row = columns(&text, "milan");
+    assert_eq!(row["OUTGOING PEERING"], "Established", "{text}");
+    assert_eq!(row["INCOMING PEERING"], "None", "{text}");
+    assert!(["", "None"].contains(&row["NETWORKING"].as_str()), "{text}");
+    assert_eq!(row["AUTHENTICATION"], "Established", "{text}");
+    eprintln!("{text}");
+
+    // milan sees rome's incoming peering.
+    let rome_id = installed.get("rome").unwrap().cluster_id.clone();
+    let on_milan: Api<ForeignCluster> = Api::all(milan.client().await.unwrap());
+    eventually(
+        20,
+        "milan's ForeignCluster for rome: incoming Established",
+        || {
+            let (fcs, id) = (on_milan.clone(), rome_id.clone());
+            async move {
+                let l = fcs
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let st = l
+                    .items
+                    .into_iter()
+                    .find(|f| f.spec.cluster_identity.cluster_id.as_str() == id)
+                    .ok_or("no ForeignCluster for rome yet")?
+                    .status
+                    .unwrap_or_default();
+                match st.condition(T::IncomingPeering) {
+                    S::Established => Ok(()),
+                    other => Err(format!("incoming {other:?}")),
+                }
+            }
+        },
+    )
+    .await;
+}
+
+/// The cells of the row of `name` in a kubectl table, by header title (cells may be empty).
+fn columns(table: &str, name: &str) -> std::collections::BTreeMap<String, String> {
+    let mut lines = table.lines();
+    let header = lines.next().unwrap_or_default();
+    let row = lines
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("no row {name}: {table}"));
+    let titles = [
+        "NAME",
+        "OUTGOING PEERING",
+        "INCOMING PEERING",
+        "NETWORKING",
+        "AUTHENTICATION",
+        "AGE",
+    ];
+    let starts: Vec<usize> = titles
+        .iter()
+        .map(|t| header.find(t).unwrap_or_else(|| panic!("no {t}: {header}")))
+        .collect();
+    let mut out = std::collections::BTreeMap::new();
+    for (k, t) in titles.iter().enumerate() {
+        let end = starts
+            .get(k + 1)
+            .copied()
+            .unwrap_or(row.len())
+            .min(row.len());
+        let cell = row.get(starts[k].min(end)..end).unwrap_or_default();
+        out.insert((*t).to_owned(), cell.trim().to_owned());
+    }
+    out
 }

@@ -83,6 +83,8 @@ fn auth_args(c: &Ctx<'_>) -> Vec<String> {
         s(&c.cluster.server),
         s("--api-server-ca-file"),
         s(c.ca.display()),
+        s("--metrics-listen"),
+        format!("127.0.0.1:{}", c.metrics),
     ]
 }
 
