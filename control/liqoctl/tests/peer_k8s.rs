@@ -1,225 +1,42 @@
-//! liqoctl against a real apiserver (the `e2e::k8s` harness, one cluster): the built binary is
-//! run with `--kubeconfig`/`--context` on a cluster prepared as the installer prepares it
-//! (namespace `liqo`, identity ConfigMap, `auth-token` Secret, LoadBalancer Service `liqo-auth`
-//! with ingress 127.0.0.1). No controller runs: the test writes the ForeignCluster's
-//! conditions itself, as the controller-manager would, to drive the success and failure paths.
+//! liqoctl against a real apiserver (the `e2e::k8s` harness, one cluster, see `common`): the
+//! built binary is run with `--kubeconfig`/`--context`. No controller runs: the test writes the
+//! ForeignCluster's conditions itself, as the controller-manager would, to drive the success
+//! and failure paths. Exit codes are checked before output.
 
-use std::{
-    collections::BTreeMap,
-    path::{Path, PathBuf},
-    process::{Output, Stdio},
-    sync::atomic::{AtomicUsize, Ordering},
-    time::Duration,
-};
+mod common;
+
+use std::{collections::BTreeMap, time::Duration};
 
 use clap::Parser;
+use common::{Ctx, MILAN_ID, ROME_ID, fc_names, redact, set_conditions, stderr, stdout};
 use control::{
-    api::discovery::{ForeignCluster, ForeignClusterStatus, PeeringEnabled},
-    conditions::{Authentication, Condition, Peering, set},
-    consts::{keys, labels, objects, values},
-    identity::AuthToken,
+    api::discovery::PeeringEnabled,
+    conditions::{Authentication, Condition, Peering},
+    consts::{keys, labels, objects},
 };
-use e2e::k8s::{self, Clusters, Options};
-use k8s_openapi::{
-    api::core::v1::{ConfigMap, Namespace, Secret, Service},
-    apimachinery::pkg::apis::meta::v1::Time,
-    jiff::Timestamp,
-};
-use kube::{
-    Api, Client,
-    api::{ListParams, Patch, PatchParams, PostParams},
-};
+use kube::api::ListParams;
 use liqoctl::cli::{Cli, Command, PeerArgs, PeerMode};
-use serde_json::json;
-
-static NEXT: AtomicUsize = AtomicUsize::new(0);
-
-const ROME_ID: &str = "3f1e7f52-6b8a-4d4c-9a0f-1c2d3e4f5a6b";
-const MILAN_ID: &str = "b07938e3-d241-460c-a77b-e286c0f733c7";
-const AUTH_PORT: i32 = 31443;
-
-/// Tears the clusters down even when the test fails.
-struct DownOnDrop(e2e::lab::Prefix);
-
-impl Drop for DownOnDrop {
-    fn drop(&mut self) {
-        // Already down when `Clusters` was dropped first; a failure here cannot be reported
-        // from a destructor and leaves nothing `Clusters`' own teardown did not log.
-        let _ = k8s::down(&self.0);
-    }
-}
-
-struct Ctl {
-    kubeconfig: PathBuf,
-    context: String,
-}
-
-impl Ctl {
-    fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(env!("CARGO_BIN_EXE_liqoctl"));
-        c.arg("--kubeconfig")
-            .arg(&self.kubeconfig)
-            .arg("--context")
-            .arg(&self.context)
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        c
-    }
-
-    async fn run(&self, args: &[&str]) -> Output {
-        let out = self.command(args).output().await.unwrap();
-        eprintln!(
-            "$ liqoctl {}\n-> {:?}\nstdout:\n{}stderr:\n{}",
-            redact(&args.join(" ")),
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out
-    }
-}
-
-/// Command lines in the test log without the tokens.
-fn redact(s: &str) -> String {
-    s.split(' ')
-        .map(|w| if w.len() == 128 { "<token>" } else { w })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-async fn prepare(client: &Client, token: &AuthToken) {
-    let nss: Api<Namespace> = Api::all(client.clone());
-    nss.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": objects::LIQO_NAMESPACE}})).unwrap(),
-    )
-    .await
-    .unwrap();
-    let ns = objects::LIQO_NAMESPACE;
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    cms.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({
-            "metadata": {
-                "name": objects::CLUSTER_ID_CONFIGMAP,
-                "labels": {labels::APP_NAME: values::CLUSTER_ID_CONFIGMAP_APP},
-            },
-            "data": {keys::CLUSTER_ID: ROME_ID, keys::CLUSTER_NAME: "rome"},
-        }))
-        .unwrap(),
-    )
-    .await
-    .unwrap();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    secrets
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": objects::AUTH_TOKEN_SECRET},
-                "stringData": {keys::TOKEN: token.expose()},
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    let services: Api<Service> = Api::namespaced(client.clone(), ns);
-    services
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": objects::AUTH_SERVICE},
-                "spec": {
-                    "type": "LoadBalancer",
-                    "selector": {"app": "liqo-auth"},
-                    "ports": [{"name": "https", "port": AUTH_PORT, "targetPort": AUTH_PORT}],
-                },
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
-    services
-        .patch_status(
-            objects::AUTH_SERVICE,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]}}})),
-        )
-        .await
-        .unwrap();
-}
-
-/// Writes the ForeignCluster's conditions, as its controller would.
-async fn set_conditions(fcs: &Api<ForeignCluster>, name: &str, conds: &[Condition]) {
-    let now = Time(Timestamp::now());
-    let mut status = ForeignClusterStatus::default();
-    for c in conds {
-        set(&mut status.peering_conditions, *c, &now);
-    }
-    fcs.patch_status(
-        name,
-        &PatchParams::default(),
-        &Patch::Merge(json!({"status": status})),
-    )
-    .await
-    .unwrap();
-}
-
-async fn fc_names(fcs: &Api<ForeignCluster>) -> Vec<String> {
-    let l = fcs.list(&ListParams::default()).await.unwrap();
-    l.items
-        .into_iter()
-        .filter_map(|f| f.metadata.name)
-        .collect()
-}
-
-fn crds_dir() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../chart/crds"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn generate_peer_and_unpeer_against_an_apiserver() {
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let prefix: e2e::lab::Prefix = format!("lq{n}x{}", std::process::id() % 100_000)
-        .parse()
-        .unwrap();
-    let _guard = DownOnDrop(prefix.clone());
-    let bins = k8s::binaries().unwrap();
-    let set = Clusters::up(
-        &bins,
-        &Options {
-            prefix,
-            clusters: 1,
-            nodes: 1,
-            overlapping: true,
-        },
-    )
-    .await
-    .unwrap();
-    let cluster = &set.clusters[0];
-    let client = cluster.client().await.unwrap();
-    k8s::install_crds(&client, crds_dir()).await.unwrap();
-    let rome_token = AuthToken::from_bytes(&[0x5a; 64]);
-    prepare(&client, &rome_token).await;
-    let ctl = Ctl {
-        kubeconfig: set.kubeconfig.clone(),
-        context: cluster.name.clone(),
-    };
-    let fcs: Api<ForeignCluster> = Api::all(client.clone());
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), objects::LIQO_NAMESPACE);
-    let auth_url = format!("https://127.0.0.1:{AUTH_PORT}");
+    let x = Ctx::up().await;
+    generate_peer_command(&x).await;
+    refusals_write_nothing(&x).await;
+    no_controller_times_out_at_authentication(&x).await;
+    stages_fail_and_succeed(&x).await;
+    plugin_version_and_status(&x).await;
+    existing_cluster_id_and_taken_name(&x).await;
+    unpeer(&x).await;
+}
 
+/// `generate peer-command`: the command parses back to this cluster's values.
+async fn generate_peer_command(x: &Ctx) {
+    let Ctx {
+        ctl,
+        auth_url,
+        rome_token,
+        ..
+    } = x;
     // generate peer-command: the command parses back to this cluster's values.
     let out = ctl
         .run(&["generate", "peer-command", "--only-command"])
@@ -238,14 +55,23 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
     assert_eq!(o.name.as_str(), "rome");
     assert_eq!(o.cluster_id.as_str(), ROME_ID);
     assert_eq!(o.auth_url.as_str(), auth_url);
-    assert_eq!(o.auth_token, rome_token);
+    assert_eq!(o.auth_token, *rome_token);
     let out = ctl.run(&["generate", "peer-command"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("on a *different* cluster"));
     assert!(stdout(&out).trim_end().ends_with(line.trim()));
+}
 
+/// Our own ID, a bad flag, a URL the schema refuses: nothing written.
+async fn refusals_write_nothing(x: &Ctx) {
+    let Ctx {
+        ctl,
+        fcs,
+        secrets,
+        milan_token,
+        ..
+    } = x;
     // Our own cluster ID: refused, nothing written.
-    let milan_token = AuthToken::from_bytes(&[0x17; 64]);
     let own = ctl
         .run(&[
             "peer",
@@ -303,26 +129,26 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
         "{}",
         stderr(&http)
     );
-    assert!(fc_names(&fcs).await.is_empty());
+    assert!(fc_names(fcs).await.is_empty());
     let tokens = secrets
         .list(&ListParams::default().labels(labels::AUTH_TOKEN))
         .await
         .unwrap();
     assert!(tokens.items.is_empty(), "a remote token was written");
+}
 
+/// No controller: the ForeignCluster and the token are written, the wait times out.
+async fn no_controller_times_out_at_authentication(x: &Ctx) {
+    let Ctx {
+        ctl,
+        fcs,
+        secrets,
+        milan_token,
+        ..
+    } = x;
+    let milan_args = x.milan_args();
     // Another cluster, no controller: the FC and the token are written, then the wait times
     // out at the authentication stage.
-    let milan_args = [
-        "peer",
-        "out-of-band",
-        "milan",
-        "--auth-url",
-        "https://127.0.0.2:31443",
-        "--cluster-id",
-        MILAN_ID,
-        "--auth-token",
-        milan_token.expose(),
-    ];
     let out = ctl
         .run(&[&milan_args[..], &["--timeout", "3s"]].concat())
         .await;
@@ -368,10 +194,15 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
         Some(MILAN_ID)
     );
     assert!(secret_labels.contains_key(labels::AUTH_TOKEN));
+}
 
+/// A failed stage, then the success path.
+async fn stages_fail_and_succeed(x: &Ctx) {
+    let Ctx { ctl, fcs, .. } = x;
+    let milan_args = x.milan_args();
     // Authentication refused: the stage fails with its reason, exit 1, before the timeout.
     set_conditions(
-        &fcs,
+        fcs,
         "milan",
         &[Condition::Authentication(Authentication::Denied)],
     )
@@ -387,7 +218,7 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
 
     // The success path: the controller's conditions arrive while liqoctl watches.
     set_conditions(
-        &fcs,
+        fcs,
         "milan",
         &[Condition::Authentication(Authentication::Pending)],
     )
@@ -398,14 +229,14 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(1500)).await;
     set_conditions(
-        &fcs,
+        fcs,
         "milan",
         &[Condition::Authentication(Authentication::Accepted)],
     )
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     set_conditions(
-        &fcs,
+        fcs,
         "milan",
         &[
             Condition::Authentication(Authentication::Accepted),
@@ -415,7 +246,7 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
     .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     set_conditions(
-        &fcs,
+        fcs,
         "milan",
         &[
             Condition::Authentication(Authentication::Accepted),
@@ -442,7 +273,13 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
     for (line, want) in lines.iter().zip(expected) {
         assert!(line.starts_with(want), "{line:?} is not {want:?}");
     }
+}
 
+/// The kubectl plugin, `version`, `status`.
+async fn plugin_version_and_status(x: &Ctx) {
+    let Ctx {
+        ctl, auth_url, dir, ..
+    } = x;
     // As the kubectl plugin, the printed command says so; version reaches the apiserver.
     let out = ctl.run(&["version"]).await;
     assert!(out.status.success(), "{}", stderr(&out));
@@ -451,15 +288,15 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
         "{}",
         stdout(&out)
     );
-    let dir = cluster.dir.join("liqoctl-plugin");
+    let dir = dir.join("liqoctl-plugin");
     std::fs::create_dir_all(&dir).unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_liqoctl"), dir.join("kubectl-liqo")).unwrap();
     let plugin = tokio::process::Command::new(dir.join("kubectl-liqo"))
         .args(["--kubeconfig"])
-        .arg(&set.kubeconfig)
+        .arg(&ctl.kubeconfig)
         .args([
             "--context",
-            &cluster.name,
+            &ctl.context,
             "generate",
             "peer-command",
             "--only-command",
@@ -488,7 +325,17 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
     ] {
         assert!(text.contains(&want), "{want:?} missing from:\n{text}");
     }
+}
 
+/// An existing cluster ID under another name; a taken name.
+async fn existing_cluster_id_and_taken_name(x: &Ctx) {
+    let Ctx {
+        ctl,
+        fcs,
+        secrets,
+        milan_token,
+        ..
+    } = x;
     // The same cluster ID under another name updates the existing ForeignCluster (already
     // established: every stage passes at once); another cluster ID under a taken name is
     // refused before anything is written.
@@ -536,7 +383,7 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
         "{}",
         stderr(&out)
     );
-    assert_eq!(fc_names(&fcs).await, ["milan"]);
+    assert_eq!(fc_names(fcs).await, ["milan"]);
     let naples_token = secrets
         .get_opt(&format!("{}{NAPLES_ID}", objects::REMOTE_TOKEN_PREFIX))
         .await
@@ -545,7 +392,11 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
         naples_token.is_none(),
         "a token was written for a refused peering"
     );
+}
 
+/// `unpeer`.
+async fn unpeer(x: &Ctx) {
+    let Ctx { ctl, fcs, .. } = x;
     // unpeer: an unknown ForeignCluster is an error; milan goes to outgoing No and the wait
     // ends once the controller reports OutgoingPeering None.
     let out = ctl
@@ -579,7 +430,7 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
     assert!(disabled, "outgoingPeeringEnabled never became No");
     tokio::time::sleep(Duration::from_millis(500)).await;
     set_conditions(
-        &fcs,
+        fcs,
         "milan",
         &[
             Condition::Authentication(Authentication::Accepted),
@@ -599,6 +450,5 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
         stdout(&out)
     );
     // The ForeignCluster stays (its identity is reused on re-peering).
-    assert_eq!(fc_names(&fcs).await, ["milan"]);
-    drop(set);
+    assert_eq!(fc_names(fcs).await, ["milan"]);
 }
