@@ -281,9 +281,11 @@ async fn peer_command_generated_on_milan_and_run_on_rome_establishes_the_outgoin
         .output()
         .unwrap();
     let command = String::from_utf8_lossy(&out.stdout).into_owned();
+    // What the asserts may print: the token is a secret.
+    let shown = redact(&command);
     assert!(
         out.status.success(),
-        "{command}{}",
+        "{shown}{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
@@ -293,12 +295,12 @@ async fn peer_command_generated_on_milan_and_run_on_rome_establishes_the_outgoin
             && command.contains(&milan_id)
             && command.contains("--auth-url")
             && command.contains("--auth-token"),
-        "{command}"
+        "{shown}"
     );
     assert_eq!(
         command.trim().lines().count(),
         1,
-        "only the command: {command}"
+        "only the command: {shown}"
     );
     assert_ne!(milan.kubeconfig, rome.kubeconfig);
 
@@ -402,6 +404,19 @@ async fn peer_command_generated_on_milan_and_run_on_rome_establishes_the_outgoin
         },
     )
     .await;
+}
+
+/// `text` with the value of `--auth-token` hidden.
+fn redact(text: &str) -> String {
+    let mut hide = false;
+    text.split(' ')
+        .map(|w| {
+            let out = if hide { "<token>" } else { w };
+            hide = w == "--auth-token";
+            out
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The cells of the row of `name` in a kubectl table, by header title (cells may be empty).

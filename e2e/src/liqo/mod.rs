@@ -106,9 +106,14 @@ pub enum LiqoError {
         /// The last lines of it.
         tail: String,
     },
-    /// Unknown component names were asked for.
-    #[error("unknown component {0:?}; known: liqo-ipam, liqo-auth, liqo-controller-manager")]
-    Unknown(String),
+    /// An unknown component was asked for.
+    #[error("unknown component {name:?}; known: {known}")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The programs of [`COMPONENTS`].
+        known: String,
+    },
     /// Randomness for the cluster ID was unavailable.
     #[error("no randomness for a cluster ID: {0}")]
     Random(String),
@@ -206,16 +211,7 @@ impl Liqo {
 /// directory. On failure the processes started so far keep running until the set is torn
 /// down (dropping `set`, or `liqo-lab k8s down`).
 pub async fn install(set: &Clusters, bins: &Binaries, opts: &Options) -> Result<Liqo, LiqoError> {
-    let wanted: Vec<&'static Component> = opts
-        .start
-        .iter()
-        .map(|n| {
-            COMPONENTS
-                .iter()
-                .find(|c| c.program == n)
-                .ok_or_else(|| LiqoError::Unknown(n.clone()))
-        })
-        .collect::<Result<_, _>>()?;
+    let wanted = selected(&opts.start)?;
     // Every binary first: a missing one fails before anything is started.
     let mut programs = BTreeMap::new();
     for c in &wanted {
@@ -236,6 +232,26 @@ pub async fn install(set: &Clusters, bins: &Binaries, opts: &Options) -> Result<
     })?;
     std::fs::write(&path, json).map_err(|e| LiqoError::io(&path, e))?;
     Ok(liqo)
+}
+
+/// The rows of [`COMPONENTS`] named in `start`.
+fn selected(start: &[String]) -> Result<Vec<&'static Component>, LiqoError> {
+    start
+        .iter()
+        .map(|n| {
+            COMPONENTS
+                .iter()
+                .find(|c| c.program == n)
+                .ok_or_else(|| LiqoError::Unknown {
+                    name: n.clone(),
+                    known: COMPONENTS
+                        .iter()
+                        .map(|c| c.program)
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })
+        })
+        .collect()
 }
 
 async fn install_one(
@@ -365,4 +381,66 @@ pub fn env(liqo: &Liqo) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_puts_the_tools_on_path_and_says_when_liqoctl_is_missing() {
+        let dir = std::env::temp_dir().join(format!("liqo-env-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let liqo = Liqo {
+            bin: dir.clone(),
+            clusters: vec![Installed {
+                cluster: "rome".into(),
+                cluster_id: "b07938e3-d241-460c-a77b-e286c0f733c7".into(),
+                dir: dir.clone(),
+                kubeconfigs: BTreeMap::new(),
+                auth_url: None,
+                running: vec![Running {
+                    program: "liqo-ipam".into(),
+                    proc: Proc {
+                        name: "liqo-ipam".into(),
+                        pid: 42,
+                        log: String::new(),
+                    },
+                    url: "http://127.0.0.1:9106/status".into(),
+                }],
+            }],
+        };
+        let text = env(&liqo);
+        assert!(
+            text.starts_with(&format!("export PATH={}:\"$PATH\"", dir.display())),
+            "{text}"
+        );
+        assert!(text.contains("liqoctl is not built yet"), "{text}");
+        assert!(
+            text.contains(
+                "# rome: cluster ID b07938e3-d241-460c-a77b-e286c0f733c7; liqo-ipam pid 42"
+            ),
+            "{text}"
+        );
+        std::fs::write(dir.join("liqoctl"), "").unwrap();
+        let text = env(&liqo);
+        assert!(text.contains("liqoctl, kubectl-liqo"), "{text}");
+        assert!(!text.contains("not built"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn unknown_components_are_named() {
+        let e = selected(&["liqo-ipam".into(), "liqo-proxy".into()])
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "unknown component \"liqo-proxy\"; known: liqo-ipam, liqo-auth, liqo-controller-manager"
+        );
+        let all = selected(&Options::default().start).unwrap();
+        assert_eq!(all.len(), COMPONENTS.len());
+        let names: Vec<&str> = COMPONENTS.iter().map(|c| c.program).collect();
+        assert_eq!(names, ["liqo-ipam", "liqo-auth", "liqo-controller-manager"]);
+    }
 }
