@@ -43,6 +43,14 @@ pub async fn client(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
 ) -> Result<Client, ClientError> {
+    Client::try_from(config(kubeconfig, context).await?).map_err(ClientError::Build)
+}
+
+/// The configuration of these flags (its `cluster_url` is the API server's address).
+pub async fn config(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Config, ClientError> {
     let opts = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..KubeConfigOptions::default()
@@ -64,7 +72,7 @@ pub async fn client(
         (None, Some(_)) => Config::from_kubeconfig(&opts).await.map_err(config_err)?,
         (None, None) => Config::infer().await.map_err(ClientError::Infer)?,
     };
-    Client::try_from(config).map_err(ClientError::Build)
+    Ok(config)
 }
 
 /// A failed apiserver call in one line: for a refused request the apiserver's message and

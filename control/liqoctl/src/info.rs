@@ -66,6 +66,7 @@ pub async fn status(client: &Client, ns: &str) -> StatusReport {
         .map_err(|e| format!("listing ForeignClusters: {}", ApiFailure::from(e)));
     StatusReport {
         namespace: ns.to_owned(),
+        api_server: None,
         identity,
         auth_url,
         peers,

@@ -68,7 +68,11 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
             print!("{}", render::peer_command_output(&command, *only_command));
         }
         Command::Status => {
-            let report = info::status(&connect().await?, ns).await;
+            let config = client::config(cli.kubeconfig.as_deref(), cli.context.as_deref()).await?;
+            let server = config.cluster_url.to_string();
+            let client = kube::Client::try_from(config).map_err(client::ClientError::Build)?;
+            let mut report = info::status(&client, ns).await;
+            report.api_server = Some(server);
             print!("{}", render::status(&report));
         }
         Command::Peer(args) => {

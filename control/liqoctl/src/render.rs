@@ -38,6 +38,8 @@ pub fn peer_command_output(command: &str, only_command: bool) -> String {
 pub struct StatusReport {
     /// The namespace looked in.
     pub namespace: String,
+    /// The API server's address, as the kubeconfig gives it.
+    pub api_server: Option<String>,
     /// The cluster identity: (ID, name).
     pub identity: Result<(String, String), String>,
     /// The auth URL.
@@ -49,6 +51,9 @@ pub struct StatusReport {
 /// The `status` report.
 pub fn status(report: &StatusReport) -> String {
     let mut out = format!("Liqo namespace: {}\n", report.namespace);
+    if let Some(server) = &report.api_server {
+        out.push_str(&format!("API server: {server}\n"));
+    }
     match &report.identity {
         Ok((id, name)) => out.push_str(&format!("Cluster ID: {id}\nCluster name: {name}\n")),
         Err(why) => out.push_str(&format!("Cluster identity: missing ({why})\n")),

@@ -316,6 +316,7 @@ async fn plugin_version_and_status(x: &Ctx) {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     for want in [
+        "API server: https://127.0.0.1:".into(),
         format!("Cluster ID: {ROME_ID}"),
         "Cluster name: rome".into(),
         format!("Auth URL: {auth_url}"),

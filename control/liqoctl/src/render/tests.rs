@@ -79,6 +79,7 @@ fn fc(name: &str, conds: &[C]) -> ForeignCluster {
 fn status_report() {
     let full = StatusReport {
         namespace: "liqo".into(),
+        api_server: Some("https://127.0.0.1:6443/".into()),
         identity: Ok((ID.into(), "rome".into())),
         auth_url: Ok("https://127.0.0.1:31000".into()),
         peers: Ok(vec![
@@ -91,6 +92,7 @@ fn status_report() {
     };
     let missing = StatusReport {
         namespace: "liqo".into(),
+        api_server: None,
         identity: Err("ConfigMap liqo/liqo-clusterid-configmap not found".into()),
         auth_url: Err("Service liqo/liqo-auth not found".into()),
         peers: Ok(vec![]),
