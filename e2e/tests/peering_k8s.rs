@@ -206,6 +206,24 @@ async fn install_runs_every_component_with_its_own_identity_and_real_rbac() {
     }
     assert_eq!(ids.len(), 2, "two clusters, two IDs: {ids:?}");
 
+    // Installing again replaces the components and keeps the identities.
+    let again = liqo::install(&set, &bins, &liqo::Options::default())
+        .await
+        .unwrap();
+    for (old, new) in installed.clusters.iter().zip(&again.clusters) {
+        assert_eq!(old.cluster_id, new.cluster_id);
+        for (o, n) in old.running.iter().zip(&new.running) {
+            assert!(
+                gone(o.proc.pid),
+                "{} of {} not replaced",
+                o.program,
+                old.cluster
+            );
+            liqo::probe(&n.url).await.unwrap();
+        }
+    }
+    let installed = again;
+
     // `liqo-lab k8s env` finds it again.
     let env = liqo::env(&liqo::load(&set).unwrap().unwrap());
     assert!(env.contains("export PATH="), "{env}");

@@ -21,7 +21,7 @@ pub use cluster::{Cluster, client};
 pub use crds::{MANAGER, install_crds};
 pub(crate) use pki::write as write_file;
 pub use procs::Proc;
-pub(crate) use procs::free_port;
+pub(crate) use procs::{free_port, stop as stop_procs, using as procs_using};
 pub use state::{Clusters, Down, Options, ROOT, down, load};
 
 /// Names given to clusters, in order.

@@ -31,6 +31,8 @@ use crate::k8s::{Binaries, Cluster, Clusters, K8sError, Proc};
 pub const NAMESPACE: &str = control::consts::objects::LIQO_NAMESPACE;
 /// How long a component may take to serve.
 const READY_SECS: u64 = 60;
+/// How long a component of an earlier install gets between SIGTERM and SIGKILL.
+const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 /// The file (in the set's directory) that records what was installed.
 const STATE: &str = "liqo.json";
 
@@ -208,8 +210,9 @@ impl Liqo {
 }
 
 /// Installs Liqo on every cluster of `set` (one after the other) and records it in the set's
-/// directory. On failure the processes started so far keep running until the set is torn
-/// down (dropping `set`, or `liqo-lab k8s down`).
+/// directory. Installing again replaces the components (the cluster IDs stay). On failure the
+/// processes started so far keep running until the set is torn down (dropping `set`, or
+/// `liqo-lab k8s down`).
 pub async fn install(set: &Clusters, bins: &Binaries, opts: &Options) -> Result<Liqo, LiqoError> {
     let wanted = selected(&opts.start)?;
     // Every binary first: a missing one fails before anything is started.
@@ -263,6 +266,12 @@ async fn install_one(
     let client = c.client().await?;
     let dir = c.dir.join("liqo");
     std::fs::create_dir_all(&dir).map_err(|e| LiqoError::io(&dir, e))?;
+    // A re-run replaces the components of an earlier one.
+    let earlier: Vec<Proc> = crate::k8s::procs_using(&c.dir)
+        .into_iter()
+        .filter(|p| COMPONENTS.iter().any(|x| x.program == p.name))
+        .collect();
+    crate::k8s::stop_procs(&earlier, STOP_GRACE);
     let cluster_id = objects::prepare(&client, c, chart).await?;
     let ca = objects::write_ca(c, &dir)?;
     let mut kubeconfigs = BTreeMap::new();
