@@ -158,6 +158,7 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
         return Ok(requeue);
     };
     let us = ctx.local.cluster_id.to_string();
+    let mut failed = None;
     for kind in ReplicatedKind::ALL {
         let allowed = kind.replicated(phase, fc.spec.networking_enabled);
         let ar = kind.api_resource();
@@ -185,6 +186,25 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
             labels::REPLICATED,
             values::TRUE
         );
+        let replicas = match remote_api
+            .list(&ListParams::default().labels(&selector))
+            .await
+        {
+            Ok(list) => list.items,
+            // The peer has not granted this kind yet (its phase lags ours) and we have
+            // nothing to copy: nothing to do until it does.
+            Err(kube::Error::Api(s)) if s.code == 403 && sources.is_empty() => {
+                r.unwatch(&peer, kind);
+                continue;
+            }
+            Err(e) => {
+                failed.get_or_insert(kerr(format!(
+                    "list {} copies at {peer} in {remote_ns}",
+                    ar.kind
+                ))(e));
+                continue;
+            }
+        };
         if allowed {
             r.watch(
                 &peer,
@@ -194,23 +214,19 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
                 selector.clone(),
             );
         }
-        let replicas = remote_api
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(kerr(format!(
-                "list {} copies at {peer} in {remote_ns}",
-                ar.kind
-            )))?
-            .items;
         let by_name: HashMap<String, &DynamicObject> =
             sources.iter().map(|o| (o.name_any(), o)).collect();
         let observed: Vec<Source> = sources.iter().map(source).collect();
         let copies: Vec<Replica> = replicas.iter().map(replica).collect();
         for action in replicate::decide(allowed, &us, &observed, &copies) {
-            execute(&ar, &local, &remote_api, &remote_ns, &by_name, action).await?;
+            if let Err(e) = execute(&ar, &local, &remote_api, &remote_ns, &by_name, action).await {
+                failed.get_or_insert(e);
+                break;
+            }
         }
     }
-    Ok(requeue)
+    // One kind failing does not hold the others back; the first error requeues.
+    failed.map_or(Ok(requeue), Err)
 }
 
 async fn execute(

@@ -29,8 +29,9 @@ use e2e::k8s::{self, Cluster, Clusters, Options};
 use futures::FutureExt;
 use k8s_openapi::{
     api::{
-        core::v1::{ConfigMap, Namespace, Node},
-        rbac::v1::ClusterRole,
+        authentication::v1::TokenRequest,
+        core::v1::{ConfigMap, Namespace, Node, ServiceAccount},
+        rbac::v1::{ClusterRole, ClusterRoleBinding},
     },
     apimachinery::pkg::api::resource::Quantity,
 };
@@ -157,6 +158,7 @@ async fn start(c: &Cluster, me: &ClusterIdentity) -> Side {
             .await
             .unwrap();
     }
+    let controllers_client = service_account_client(c, &client).await;
     let config = server::Config::new(
         "127.0.0.1:0".parse().unwrap(),
         "liqo",
@@ -176,12 +178,12 @@ async fn start(c: &Cluster, me: &ClusterIdentity) -> Side {
     };
     settings.sharing = Percent::new(SHARING).unwrap();
     settings.resync = Duration::from_secs(10);
-    let local = liqo_auth::cluster::local_identity(&client, "liqo")
+    let local = liqo_auth::cluster::local_identity(&controllers_client, "liqo")
         .await
         .unwrap();
     assert_eq!(&local, me);
     let ctx = Arc::new(Context::new(
-        client.clone(),
+        controllers_client,
         settings,
         local,
         Arc::new(NoopLauncher),
@@ -194,6 +196,70 @@ async fn start(c: &Cluster, me: &ClusterIdentity) -> Side {
         stop: Some(tx),
         tasks: vec![auth, controllers],
     }
+}
+
+/// A client of ServiceAccount `liqo-controller-manager` in `liqo`, bound to the chart's
+/// ClusterRole `liqo-controller-manager` (as the installer binds it): the controllers run with
+/// exactly those permissions, so a missing verb fails this test.
+async fn service_account_client(c: &Cluster, admin: &Client) -> Client {
+    let text =
+        std::fs::read_to_string(repo("chart/files/liqo-controller-manager-ClusterRole.yaml"))
+            .unwrap();
+    let role: ClusterRole = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(
+        role.metadata.name.as_deref(),
+        Some("liqo-controller-manager")
+    );
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "liqo-controller-manager", "namespace": "liqo"},
+    }))
+    .unwrap();
+    let sas = Api::<ServiceAccount>::namespaced(admin.clone(), "liqo");
+    sas.create(&PostParams::default(), &sa).await.unwrap();
+    let crb: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "liqo-controller-manager"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "liqo-controller-manager"},
+        "subjects": [{"kind": "ServiceAccount", "name": "liqo-controller-manager", "namespace": "liqo"}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .unwrap();
+    let tr: TokenRequest = serde_json::from_value(serde_json::json!({
+        "spec": {"audiences": [], "expirationSeconds": 3600},
+    }))
+    .unwrap();
+    let token = sas
+        .create_token_request("liqo-controller-manager", &PostParams::default(), &tr)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let ca = base64::engine::general_purpose::STANDARD.encode(cluster_ca(&c.kubeconfig));
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n",
+        c.server
+    );
+    let kc = Kubeconfig::from_yaml(&text).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    let client = Client::try_from(config).unwrap();
+    // Least privilege: e.g. no Deployments.
+    assert!(
+        Api::<k8s_openapi::api::apps::v1::Deployment>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .is_err()
+    );
+    client
 }
 
 impl Side {
@@ -272,6 +338,11 @@ async fn offer_is(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
+    // Another test of this binary may have installed it: then that one is used.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let bins = k8s::binaries().unwrap();
     let opts = options();
     let _down = DownOnDrop(opts.prefix.clone());
