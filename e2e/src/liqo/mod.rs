@@ -14,16 +14,16 @@
 
 mod components;
 mod objects;
+mod record;
 
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
 };
 
-use serde::{Deserialize, Serialize};
-
 pub use components::{COMPONENTS, Component, Ready, probe};
 pub use objects::{ensure_identity, new_cluster_id};
+pub use record::{Installed, Liqo, Running, env, load};
 
 use crate::k8s::{Binaries, Cluster, Clusters, K8sError, Proc};
 
@@ -33,8 +33,6 @@ pub const NAMESPACE: &str = control::consts::objects::LIQO_NAMESPACE;
 const READY_SECS: u64 = 60;
 /// How long a component of an earlier install gets between SIGTERM and SIGKILL.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-/// The file (in the set's directory) that records what was installed.
-const STATE: &str = "liqo.json";
 
 /// What went wrong.
 #[derive(Debug, thiserror::Error)]
@@ -155,60 +153,6 @@ impl Default for Options {
     }
 }
 
-/// A component running for a cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Running {
-    /// The program (one of [`COMPONENTS`]).
-    pub program: String,
-    /// The process.
-    pub proc: Proc,
-    /// Where it answered when it became ready.
-    pub url: String,
-}
-
-/// Liqo on one cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Installed {
-    /// The cluster's name (its context).
-    pub cluster: String,
-    /// Its cluster ID (the identity ConfigMap's).
-    pub cluster_id: String,
-    /// The files: kubeconfigs, the CA, the IPAM's state.
-    pub dir: PathBuf,
-    /// The kubeconfig of each ServiceAccount (by its name).
-    pub kubeconfigs: BTreeMap<String, PathBuf>,
-    /// The auth service's URL, if it runs.
-    pub auth_url: Option<String>,
-    /// The components started.
-    pub running: Vec<Running>,
-}
-
-impl Installed {
-    /// The component `program`, if it was started.
-    pub fn get(&self, program: &str) -> Option<&Running> {
-        self.running.iter().find(|r| r.program == program)
-    }
-}
-
-/// Liqo on every cluster of a set.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Liqo {
-    /// A directory with `kubectl`, `liqoctl` and `kubectl-liqo` (links), for `PATH`.
-    pub bin: PathBuf,
-    /// Per cluster, in the set's order.
-    pub clusters: Vec<Installed>,
-}
-
-impl Liqo {
-    /// The installation on cluster `name`.
-    pub fn get(&self, name: &str) -> Option<&Installed> {
-        self.clusters.iter().find(|c| c.cluster == name)
-    }
-}
-
 /// Installs Liqo on every cluster of `set` (one after the other) and records it in the set's
 /// directory. Installing again replaces the components (the cluster IDs stay). On failure the
 /// processes started so far keep running until the set is torn down (dropping `set`, or
@@ -225,15 +169,10 @@ pub async fn install(set: &Clusters, bins: &Binaries, opts: &Options) -> Result<
         out.push(install_one(c, &opts.chart, &wanted, &programs).await?);
     }
     let liqo = Liqo {
-        bin: link_tools(&set.dir, bins, &programs)?,
+        bin: record::link_tools(&set.dir, bins, &programs)?,
         clusters: out,
     };
-    let path = set.dir.join(STATE);
-    let json = serde_json::to_vec_pretty(&liqo).map_err(|e| LiqoError::Chart {
-        path: path.clone(),
-        problem: format!("encoding: {e}"),
-    })?;
-    std::fs::write(&path, json).map_err(|e| LiqoError::io(&path, e))?;
+    record::save(set, &liqo)?;
     Ok(liqo)
 }
 
@@ -309,134 +248,9 @@ async fn install_one(
     })
 }
 
-/// Makes `<set>/bin` with links to the cached `kubectl` and to `liqoctl` in the directory of
-/// our binaries (also as `kubectl-liqo`, the plugin name; a link made before `liqoctl` is built
-/// works once it is); returns it.
-fn link_tools(
-    set_dir: &Path,
-    bins: &Binaries,
-    programs: &BTreeMap<&'static str, PathBuf>,
-) -> Result<PathBuf, LiqoError> {
-    let bin = set_dir.join("bin");
-    std::fs::create_dir_all(&bin).map_err(|e| LiqoError::io(&bin, e))?;
-    let link = |target: &Path, name: &str| {
-        let at = bin.join(name);
-        match std::fs::remove_file(&at) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(LiqoError::io(&at, e)),
-        }
-        std::os::unix::fs::symlink(target, &at).map_err(|e| LiqoError::io(&at, e))
-    };
-    link(&bins.path("kubectl"), "kubectl")?;
-    let ours = programs
-        .values()
-        .next()
-        .cloned()
-        // Nothing started: where liqoctl is, if it is anywhere (a missing liqoctl is reported
-        // by `env`, not here).
-        .or_else(|| crate::lab::bin("liqoctl").ok());
-    if let Some(dir) = ours.as_deref().and_then(Path::parent) {
-        link(&dir.join("liqoctl"), "liqoctl")?;
-        link(&dir.join("liqoctl"), "kubectl-liqo")?;
-    }
-    Ok(bin)
-}
-
-/// What was installed on set `set` (by [`install`], possibly in another process), if anything.
-pub fn load(set: &Clusters) -> Result<Option<Liqo>, LiqoError> {
-    let path = set.dir.join(STATE);
-    match std::fs::read(&path) {
-        Ok(b) => serde_json::from_slice(&b)
-            .map(Some)
-            .map_err(|e| LiqoError::Chart {
-                path,
-                problem: format!("decoding: {e}"),
-            }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(LiqoError::io(&path, e)),
-    }
-}
-
-/// Shell lines that put `kubectl` and `liqoctl` on `PATH` (the set's `KUBECONFIG` line is
-/// [`Clusters::env`]'s), and what runs where.
-pub fn env(liqo: &Liqo) -> String {
-    let liqoctl = liqo.bin.join("liqoctl").is_file();
-    let mut out = format!(
-        "export PATH={}:\"$PATH\"  # kubectl (cached build){}\n",
-        liqo.bin.display(),
-        if liqoctl {
-            ", liqoctl, kubectl-liqo"
-        } else {
-            ""
-        }
-    );
-    if !liqoctl {
-        out.push_str(
-            "# liqoctl is not built yet: `cargo build -p liqoctl` (the link above then works)\n",
-        );
-    }
-    for i in &liqo.clusters {
-        let comps: Vec<String> = i
-            .running
-            .iter()
-            .map(|r| format!("{} pid {} ({})", r.program, r.proc.pid, r.url))
-            .collect();
-        out.push_str(&format!(
-            "# {}: cluster ID {}; {}\n",
-            i.cluster,
-            i.cluster_id,
-            comps.join(", ")
-        ));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn env_puts_the_tools_on_path_and_says_when_liqoctl_is_missing() {
-        let dir = std::env::temp_dir().join(format!("liqo-env-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let liqo = Liqo {
-            bin: dir.clone(),
-            clusters: vec![Installed {
-                cluster: "rome".into(),
-                cluster_id: "b07938e3-d241-460c-a77b-e286c0f733c7".into(),
-                dir: dir.clone(),
-                kubeconfigs: BTreeMap::new(),
-                auth_url: None,
-                running: vec![Running {
-                    program: "liqo-ipam".into(),
-                    proc: Proc {
-                        name: "liqo-ipam".into(),
-                        pid: 42,
-                        log: String::new(),
-                    },
-                    url: "http://127.0.0.1:9106/status".into(),
-                }],
-            }],
-        };
-        let text = env(&liqo);
-        assert!(
-            text.starts_with(&format!("export PATH={}:\"$PATH\"", dir.display())),
-            "{text}"
-        );
-        assert!(text.contains("liqoctl is not built yet"), "{text}");
-        assert!(
-            text.contains(
-                "# rome: cluster ID b07938e3-d241-460c-a77b-e286c0f733c7; liqo-ipam pid 42"
-            ),
-            "{text}"
-        );
-        std::fs::write(dir.join("liqoctl"), "").unwrap();
-        let text = env(&liqo);
-        assert!(text.contains("liqoctl, kubectl-liqo"), "{text}");
-        assert!(!text.contains("not built"), "{text}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
 
     #[test]
     fn unknown_components_are_named() {
