@@ -67,6 +67,14 @@ pub struct Context {
     pub launcher: Arc<dyn Launcher>,
     /// Counters.
     pub metrics: Metrics,
+    /// When each peer last refused (or did not answer) our identity request, and the
+    /// condition it left.
+    pub auth_failures: std::sync::Mutex<
+        std::collections::HashMap<
+            control::api::ClusterId,
+            (std::time::Instant, control::conditions::Authentication),
+        >,
+    >,
 }
 
 impl Context {
@@ -87,7 +95,22 @@ impl Context {
             auth_insecure: AuthClient::new(true),
             launcher,
             metrics,
+            auth_failures: Default::default(),
         }
+    }
+
+    /// The failed identity requests by peer.
+    pub fn auth_failures(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<
+            control::api::ClusterId,
+            (std::time::Instant, control::conditions::Authentication),
+        >,
+    > {
+        // Inserts and removes only: a poisoned map is still consistent.
+        self.auth_failures.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The auth client for a ForeignCluster's `insecureSkipTLSVerify`.

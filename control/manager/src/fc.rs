@@ -41,6 +41,10 @@ use crate::{
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "foreigncluster";
 
+/// How soon a refused or unanswered identity request is sent again (at most; the resync
+/// period when shorter).
+pub const AUTH_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// One reconcile of a ForeignCluster.
 pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Requeue, Error> {
     ctx.metrics.reconcile(NAME);
@@ -103,8 +107,31 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     let (auth, remote) = match identity::state(secret.as_ref()) {
         IdentityState::Signed { namespace } => (Authentication::Accepted, Some(namespace)),
         state => {
-            let step = decide::auth_step(&state);
-            authenticate(&ctx, &fc, &tenant, secret, step).await?
+            let last = ctx.auth_failures().get(&peer.cluster_id).copied();
+            match last {
+                Some((at, condition))
+                    if !decide::auth_retry_due(
+                        Some(at.elapsed()),
+                        AUTH_RETRY.min(ctx.settings.resync),
+                    ) =>
+                {
+                    (condition, None)
+                }
+                _ => {
+                    let step = decide::auth_step(&state);
+                    let (condition, remote) =
+                        authenticate(&ctx, &fc, &tenant, secret, step).await?;
+                    if remote.is_none() {
+                        ctx.auth_failures().insert(
+                            peer.cluster_id.clone(),
+                            (std::time::Instant::now(), condition),
+                        );
+                    } else {
+                        ctx.auth_failures().remove(&peer.cluster_id);
+                    }
+                    (condition, remote)
+                }
+            }
         }
     };
     conditions::set(

@@ -52,6 +52,7 @@ static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 const ROME_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
+const NAPLES_ID: &str = "f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9";
 const SHARING: u8 = 30;
 
 /// Tears the clusters down even when the test fails.
@@ -483,6 +484,72 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
         }
     })
     .await;
+
+    // Refusals: our own cluster ID is not processed; a wrong token is denied.
+    let bad = |name: &str, id: &str, url: &str| -> ForeignCluster {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+            "metadata": {"name": name},
+            "spec": {
+                "clusterIdentity": {"clusterID": id, "clusterName": name},
+                "foreignAuthUrl": url,
+                "outgoingPeeringEnabled": "Yes",
+            },
+        }))
+        .unwrap()
+    };
+    let fcs = Api::<ForeignCluster>::all(rome.client.clone());
+    fcs.create(&PostParams::default(), &bad("myself", ROME_ID, &milan.url))
+        .await
+        .unwrap();
+    let wrong = control::identity::AuthToken::generate().unwrap();
+    tokens::write_remote_token(&rome.client, "liqo", &NAPLES_ID.parse().unwrap(), &wrong)
+        .await
+        .unwrap();
+    fcs.create(
+        &PostParams::default(),
+        &bad("naples", NAPLES_ID, &milan.url),
+    )
+    .await
+    .unwrap();
+    eventually(20, "refusals", || async {
+        fc_conditions(
+            &rome.client,
+            "myself",
+            &[
+                (T::ProcessForeignClusterStatus, S::Error),
+                (T::AuthenticationStatus, S::None),
+            ],
+        )
+        .await?;
+        fc_conditions(
+            &rome.client,
+            "naples",
+            &[
+                (T::ProcessForeignClusterStatus, S::Success),
+                (T::AuthenticationStatus, S::Denied),
+                (T::OutgoingPeering, S::None),
+            ],
+        )
+        .await
+    })
+    .await;
+    let myself = fcs.get("myself").await.unwrap();
+    let process = control::conditions::get(
+        &myself.status.unwrap().peering_conditions,
+        T::ProcessForeignClusterStatus,
+    )
+    .cloned()
+    .unwrap();
+    assert_eq!(process.reason.as_deref(), Some("LocalCluster"));
+    let naples = fcs.get("naples").await.unwrap();
+    let auth = control::conditions::get(
+        &naples.status.unwrap().peering_conditions,
+        T::AuthenticationStatus,
+    )
+    .cloned()
+    .unwrap();
+    assert_eq!(auth.reason.as_deref(), Some("IdentityDenied"));
 
     // Unpeer: outgoing No.
     Api::<ForeignCluster>::all(rome.client.clone())

@@ -60,6 +60,16 @@ pub fn auth_step(identity: &IdentityState) -> AuthStep {
     }
 }
 
+/// Whether to ask the peer again after a failed identity request (`since_failure`: how long
+/// ago the last one failed, `None` if none did): at most once per resync period, so that a
+/// refusing peer is not asked on every event.
+pub fn auth_retry_due(
+    since_failure: Option<std::time::Duration>,
+    period: std::time::Duration,
+) -> bool {
+    since_failure.is_none_or(|d| d >= period)
+}
+
 /// A ResourceRequest as the ForeignCluster controller sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RequestState {

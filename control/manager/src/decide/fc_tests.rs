@@ -342,3 +342,12 @@ fn unpeer_order() {
     assert_eq!(conditions(&a), (Peering::None, Peering::None));
     assert_eq!(a.len(), 2);
 }
+
+#[test]
+fn a_failed_identity_request_is_retried_once_per_period() {
+    use std::time::Duration;
+    let period = Duration::from_secs(30);
+    assert!(auth_retry_due(None, period));
+    assert!(!auth_retry_due(Some(Duration::from_secs(1)), period));
+    assert!(auth_retry_due(Some(Duration::from_secs(30)), period));
+}
