@@ -1,0 +1,184 @@
+//! The `liqo-controller-manager` binary: bad flags are refused naming the value; on a real
+//! cluster it serves its metrics, reconciles, and stops on SIGTERM.
+
+use std::{
+    path::Path,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use control::{
+    api::discovery::{ForeignCluster, PeeringConditionStatus as S, PeeringConditionType as T},
+    consts::{keys, labels, objects},
+};
+use e2e::k8s::{self, Clusters, Options};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::{Api, api::PostParams};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const BIN: &str = env!("CARGO_BIN_EXE_liqo-controller-manager");
+const ROME_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+
+fn refused(args: &[&str], value: &str) {
+    let out = Command::new(BIN).args(args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(value), "{args:?}: {err}");
+}
+
+#[test]
+fn bad_flags_are_refused_naming_the_value() {
+    refused(&["--resource-sharing-percentage", "150"], "150");
+    refused(&["--resync-period", "3x"], "3x");
+    refused(&["--enable-incoming-peering=maybe"], "maybe");
+    refused(&["--metrics-listen", "nowhere"], "nowhere");
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    for flag in [
+        "--namespace",
+        "--auth-service-address-override",
+        "--auth-service-port-override",
+        "--resource-sharing-percentage",
+        "--enable-incoming-peering",
+        "--resync-period",
+        "--metrics-listen",
+    ] {
+        assert!(text.contains(flag), "{flag} missing from --help");
+    }
+}
+
+/// Kills the process if the test fails before it stops it.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        // Already exited when the test stopped it: the error says so and is of no interest.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct DownOnDrop(e2e::lab::Prefix);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        // Best effort in a destructor.
+        let _ = k8s::down(&self.0);
+    }
+}
+
+async fn metrics(port: u16) -> Option<String> {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .await
+        .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.ok()?;
+    out.starts_with("HTTP/1.0 200").then_some(out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_metrics_reconciles_and_stops_on_sigterm() {
+    let bins = k8s::binaries().unwrap();
+    let opts = Options {
+        prefix: format!("mgrb{}", std::process::id() % 100_000)
+            .parse()
+            .unwrap(),
+        clusters: 1,
+        nodes: 1,
+        overlapping: false,
+    };
+    let _down = DownOnDrop(opts.prefix.clone());
+    let set = Clusters::up(&bins, &opts).await.unwrap();
+    let c = &set.clusters[0];
+    let client = c.client().await.unwrap();
+    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../chart/crds");
+    k8s::install_crds(&client, &crds).await.unwrap();
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "liqo"}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": objects::CLUSTER_ID_CONFIGMAP, "namespace": "liqo",
+            "labels": {labels::APP_NAME: "clusterid-configmap"}},
+        "data": {keys::CLUSTER_ID: ROME_ID, keys::CLUSTER_NAME: "rome"},
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "liqo")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new(BIN)
+        .args([
+            "--metrics-listen",
+            &format!("127.0.0.1:{port}"),
+            "--resync-period",
+            "5s",
+        ])
+        .env("KUBECONFIG", &c.kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    // A ForeignCluster naming ourselves: reconciled to Error/LocalCluster.
+    let fc: ForeignCluster = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "myself"},
+        "spec": {
+            "clusterIdentity": {"clusterID": ROME_ID, "clusterName": "rome"},
+            "foreignAuthUrl": "https://rome.example.com",
+        },
+    }))
+    .unwrap();
+    let fcs = Api::<ForeignCluster>::all(client.clone());
+    fcs.create(&PostParams::default(), &fc).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status = fcs.get("myself").await.unwrap().status;
+        let text = metrics(port).await;
+        let done = status.is_some_and(|s| s.condition(T::ProcessForeignClusterStatus) == S::Error)
+            && text.as_deref().is_some_and(|t| {
+                t.contains(
+                    r#"liqo_controller_manager_reconciles_total{controller="foreigncluster"}"#,
+                )
+            });
+        if done {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not reconciled: metrics {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let pid = child.0.id();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "{status}");
+}
