@@ -1,10 +1,7 @@
 //! The ForeignCluster controller's I/O (§1.2 step 3): reads what [`crate::decide::fc`] needs,
 //! talks to the peer's auth service, writes the decisions and the status.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::Arc,
-};
+use std::{collections::BTreeSet, sync::Arc};
 
 use control::{
     api::{
@@ -15,15 +12,8 @@ use control::{
     consts::{keys, labels, values},
     identity::{CertificateIdentityRequest, authentication},
     names,
-    phase::RoleSet,
 };
-use k8s_openapi::{
-    ByteString,
-    api::{
-        core::v1::Secret,
-        rbac::v1::{ClusterRole, RoleBinding},
-    },
-};
+use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ListParams, PostParams},
@@ -35,7 +25,7 @@ use crate::{
     context::{Context, apply, apply_status, controller_ref, now},
     decide::fc::{self as decide, Action, AuthStep, IdentityState, Observed, RequestState},
     error::{Error, kube as kerr},
-    identity,
+    identity, roles,
 };
 
 /// The controller's name in metrics and logs.
@@ -146,8 +136,8 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
 
     // f.–h. The peering.
     let observed = observe(&ctx, &fc, &tenant, remote.is_some()).await?;
-    let roles = peering_roles(&ctx).await?;
-    let bound = bound_sets(&ctx, &tenant, &roles).await?;
+    let roles = roles::peering_roles(&ctx).await?;
+    let bound = roles::bound_sets(&ctx, &tenant, &roles).await?;
     let observed = Observed { bound, ..observed };
     for action in decide::decide(&observed) {
         match action {
@@ -166,8 +156,8 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
             Action::SetCondition(c) => {
                 conditions::set(&mut status.peering_conditions, c, &now);
             }
-            Action::Bind(set) => bind(&ctx, &fc, &tenant, roles.get(&set)).await?,
-            Action::Unbind(set) => unbind(&ctx, &tenant, roles.get(&set)).await?,
+            Action::Bind(set) => roles::bind(&ctx, &fc, &tenant, roles.get(&set)).await?,
+            Action::Unbind(set) => roles::unbind(&ctx, &tenant, roles.get(&set)).await?,
         }
     }
     write_status(&api, &name, &old, &status).await?;
@@ -395,98 +385,4 @@ async fn apply_request(
         "spec": spec,
     });
     apply(&api, &name, &object).await.map(drop)
-}
-
-/// The peering ClusterRoles by set (label `auth.liqo.io/remote-peering-permissions`).
-async fn peering_roles(ctx: &Context) -> Result<BTreeMap<RoleSet, Vec<String>>, Error> {
-    let api: Api<ClusterRole> = Api::all(ctx.client.clone());
-    let list = api
-        .list(&ListParams::default().labels(labels::REMOTE_PEERING_PERMISSIONS))
-        .await
-        .map_err(kerr("list peering ClusterRoles"))?;
-    let mut by_set = BTreeMap::new();
-    for role in list.items {
-        let value = role
-            .labels()
-            .get(labels::REMOTE_PEERING_PERMISSIONS)
-            .cloned();
-        if let Some(set) = RoleSet::ALL
-            .into_iter()
-            .find(|s| Some(s.label_value()) == value.as_deref())
-        {
-            by_set
-                .entry(set)
-                .or_insert_with(Vec::new)
-                .push(role.name_any());
-        }
-    }
-    Ok(by_set)
-}
-
-/// The sets whose ClusterRoles all have their RoleBinding in the tenant namespace.
-async fn bound_sets(
-    ctx: &Context,
-    tenant: &str,
-    roles: &BTreeMap<RoleSet, Vec<String>>,
-) -> Result<BTreeSet<RoleSet>, Error> {
-    let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), tenant);
-    let present: BTreeSet<String> = api
-        .list(&ListParams::default())
-        .await
-        .map_err(kerr(format!("list RoleBindings in {tenant}")))?
-        .items
-        .into_iter()
-        .map(|b| b.name_any())
-        .collect();
-    let mut bound = BTreeSet::new();
-    for (set, roles) in roles {
-        let mut all = !roles.is_empty();
-        for role in roles {
-            let binding = names::role_binding(role).map_err(|e| Error::Name(Box::new(e)))?;
-            all &= present.contains(binding.as_str());
-        }
-        if all {
-            bound.insert(*set);
-        }
-    }
-    Ok(bound)
-}
-
-async fn bind(
-    ctx: &Context,
-    fc: &ForeignCluster,
-    tenant: &str,
-    roles: Option<&Vec<String>>,
-) -> Result<(), Error> {
-    let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), tenant);
-    for role in roles.into_iter().flatten() {
-        let name = names::role_binding(role)
-            .map_err(|e| Error::Name(Box::new(e)))?
-            .to_string();
-        let object = json!({
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-            "metadata": {"name": name, "namespace": tenant,
-                "labels": {labels::CLUSTER_ID: fc.spec.cluster_identity.cluster_id.as_str()}},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
-                "name": fc.spec.cluster_identity.cluster_id.as_str()}],
-        });
-        apply(&api, &name, &object).await?;
-    }
-    Ok(())
-}
-
-async fn unbind(ctx: &Context, tenant: &str, roles: Option<&Vec<String>>) -> Result<(), Error> {
-    let api: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), tenant);
-    for role in roles.into_iter().flatten() {
-        let name = names::role_binding(role)
-            .map_err(|e| Error::Name(Box::new(e)))?
-            .to_string();
-        api.delete(&name, &DeleteParams::default())
-            .await
-            .map(drop)
-            .or_else(not_found)
-            .map_err(kerr(format!("delete RoleBinding {tenant}/{name}")))?;
-    }
-    Ok(())
 }

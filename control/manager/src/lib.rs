@@ -23,6 +23,7 @@ pub mod metrics;
 pub mod offer;
 pub mod replicator;
 pub mod request;
+pub mod roles;
 pub mod run;
 
 /// Label selectors the controllers watch with.

@@ -1,8 +1,10 @@
 //! The `liqo-controller-manager` binary: bad flags are refused naming the value; on a real
 //! cluster it serves its metrics, reconciles, and stops on SIGTERM.
 
+mod common;
+
+use common::{DownOnDrop, repo};
 use std::{
-    path::Path,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
@@ -59,15 +61,6 @@ impl Drop for KillOnDrop {
     }
 }
 
-struct DownOnDrop(e2e::lab::Prefix);
-
-impl Drop for DownOnDrop {
-    fn drop(&mut self) {
-        // Best effort in a destructor.
-        let _ = k8s::down(&self.0);
-    }
-}
-
 async fn metrics(port: u16) -> Option<String> {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
@@ -95,7 +88,7 @@ async fn the_binary_serves_metrics_reconciles_and_stops_on_sigterm() {
     let set = Clusters::up(&bins, &opts).await.unwrap();
     let c = &set.clusters[0];
     let client = c.client().await.unwrap();
-    let crds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../chart/crds");
+    let crds = repo("chart/crds");
     k8s::install_crds(&client, &crds).await.unwrap();
     let ns: Namespace =
         serde_json::from_value(serde_json::json!({"metadata": {"name": "liqo"}})).unwrap();
