@@ -8,7 +8,6 @@ use control::{
     identity::{self, AuthToken, CertificateIdentityRequest, TokenCheck},
 };
 use liqo_types::field::bad;
-use rcgen::{CertificateSigningRequestParams, DnType, DnValue};
 
 use super::AuthError;
 
@@ -51,39 +50,80 @@ pub fn validate(body: &[u8], ours: &AuthToken) -> Result<Validated, AuthError> {
 
 const CSR_FIELD: &str = "certificateSigningRequest";
 
-fn dn_text(value: &DnValue) -> Option<String> {
-    match value {
-        DnValue::Utf8String(s) => Some(s.clone()),
-        DnValue::PrintableString(s) => Some(s.as_str().to_owned()),
-        DnValue::Ia5String(s) => Some(s.as_str().to_owned()),
-        _ => None,
-    }
+fn csr_bad(reason: impl Into<String>) -> AuthError {
+    bad(CSR_FIELD, reason.into()).into()
 }
 
-/// The CSR is PEM, correctly signed, with subject CN = the cluster ID and O = liqo.io.
+/// The CSR is one PEM `CERTIFICATE REQUEST`, correctly signed, whose subject is exactly
+/// `CN=<the cluster ID>` and `O=liqo.io`: one attribute per RDN, no other attribute (the
+/// apiserver makes every O a group, every CN the user), and no CSR attribute at all (no
+/// extension request: the signer copies requested SANs; usages are set by us).
 fn check_csr(pem: &[u8], cluster: &ClusterIdentity) -> Result<(), AuthError> {
-    let text = std::str::from_utf8(pem).map_err(|_| bad(CSR_FIELD, "not PEM text"))?;
-    let csr = CertificateSigningRequestParams::from_pem(text)
-        .map_err(|e| bad(CSR_FIELD, format!("not a valid signed PEM CSR ({e})")))?;
-    let dn = &csr.params.distinguished_name;
-    let cn = dn.get(&DnType::CommonName).and_then(dn_text);
-    if cn.as_deref() != Some(cluster.cluster_id.as_str()) {
-        return Err(bad(
-            CSR_FIELD,
-            format!(
-                "subject CN is {cn:?}, expected the requesting cluster ID {:?} (cluster.clusterID)",
-                cluster.cluster_id.as_str()
-            ),
-        )
-        .into());
+    use x509_parser::{
+        certification_request::X509CertificationRequest, oid_registry, pem::parse_x509_pem,
+        prelude::FromDer,
+    };
+    let (rest, pem) =
+        parse_x509_pem(pem).map_err(|e| csr_bad(format!("not a valid signed PEM CSR ({e})")))?;
+    if pem.label != "CERTIFICATE REQUEST" {
+        return Err(csr_bad(format!(
+            "PEM block is {:?}, expected \"CERTIFICATE REQUEST\"",
+            pem.label
+        )));
     }
-    let o = dn.get(&DnType::OrganizationName).and_then(dn_text);
-    if o.as_deref() != Some(auth::CSR_ORGANIZATION) {
-        return Err(bad(
-            CSR_FIELD,
-            format!("subject O is {o:?}, expected {:?}", auth::CSR_ORGANIZATION),
-        )
-        .into());
+    if !rest.iter().all(u8::is_ascii_whitespace) {
+        return Err(csr_bad("data after the PEM block"));
+    }
+    let (rest, csr) = X509CertificationRequest::from_der(&pem.contents)
+        .map_err(|e| csr_bad(format!("not a valid signed PEM CSR ({e})")))?;
+    if !rest.is_empty() {
+        return Err(csr_bad("data after the CSR in the PEM block"));
+    }
+    csr.verify_signature()
+        .map_err(|e| csr_bad(format!("not a valid signed PEM CSR (signature: {e})")))?;
+    let info = &csr.certification_request_info;
+    if !info.attributes().is_empty() {
+        return Err(csr_bad(format!(
+            "has {} attribute(s) (e.g. an extension request): none is allowed",
+            info.attributes().len()
+        )));
+    }
+    let mut cn = Vec::new();
+    let mut o = Vec::new();
+    for rdn in info.subject.iter_rdn() {
+        let attrs: Vec<_> = rdn.iter().collect();
+        let [attr] = attrs.as_slice() else {
+            return Err(csr_bad(format!(
+                "subject has a multi-valued RDN ({} values): one attribute per RDN is allowed",
+                attrs.len()
+            )));
+        };
+        let oid = attr.attr_type();
+        let value = attr
+            .as_str()
+            .map_err(|_| csr_bad(format!("subject attribute {oid} is not a string")))?;
+        if *oid == oid_registry::OID_X509_COMMON_NAME {
+            cn.push(value);
+        } else if *oid == oid_registry::OID_X509_ORGANIZATION_NAME {
+            o.push(value);
+        } else {
+            return Err(csr_bad(format!(
+                "subject has attribute {oid} ({value:?}): only CN and O = {:?} are allowed",
+                auth::CSR_ORGANIZATION
+            )));
+        }
+    }
+    if cn != [cluster.cluster_id.as_str()] {
+        return Err(csr_bad(format!(
+            "subject CN is {cn:?}, expected exactly the requesting cluster ID {:?} (cluster.clusterID)",
+            cluster.cluster_id.as_str()
+        )));
+    }
+    if o != [auth::CSR_ORGANIZATION] {
+        return Err(csr_bad(format!(
+            "subject O is {o:?}, expected exactly [{:?}]",
+            auth::CSR_ORGANIZATION
+        )));
     }
     Ok(())
 }
@@ -91,7 +131,7 @@ fn check_csr(pem: &[u8], cluster: &ClusterIdentity) -> Result<(), AuthError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rcgen::{CertificateParams, DistinguishedName, KeyPair};
+    use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
 
     const ID: &str = "4c1b5b8e-8f0e-4d5c-9f8a-2b7d6c5e4f3a";
 
@@ -169,9 +209,9 @@ mod tests {
             "{m}"
         );
         let m = msg(err(&body(a, "", &csr("someone-else", "liqo.io"))));
-        assert!(m.contains("subject CN is Some(\"someone-else\")"), "{m}");
+        assert!(m.contains("subject CN is [\"someone-else\"]"), "{m}");
         let m = msg(err(&body(a, "", &csr(ID, "system:masters"))));
-        assert!(m.contains("subject O is Some(\"system:masters\")"), "{m}");
+        assert!(m.contains("subject O is [\"system:masters\"]"), "{m}");
         let m = msg(err(&body(a, "xyz", &csr(ID, "liqo.io"))));
         assert!(m.starts_with("bad request: originClusterToken:"), "{m}");
         assert!(!m.contains("xyz"), "{m}");
@@ -186,5 +226,63 @@ mod tests {
         // A wrong token is never echoed.
         let m = err(&body(&"f".repeat(128), "", "x")).to_string();
         assert!(!m.contains("ffff"), "{m}");
+    }
+
+    /// CSRs made with openssl (tests/fixtures, made once with `openssl req -new -newkey
+    /// ed25519 -subj ...`): every subject attribute counts, not the last of each type.
+    #[test]
+    fn every_subject_attribute_counts() {
+        let ours = token('a');
+        let fixture = |name: &str| {
+            std::fs::read_to_string(
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures")
+                    .join(name),
+            )
+            .unwrap()
+        };
+        let good = fixture("csr-good-openssl.pem");
+        validate(&body(ours.expose(), "", &good), &ours).unwrap();
+        for (name, expect) in [
+            (
+                "csr-two-orgs.pem",
+                "subject O is [\"kubeadm:cluster-admins\", \"liqo.io\"]",
+            ),
+            ("csr-two-cns.pem", "subject CN is [\""),
+            (
+                "csr-extra-ou.pem",
+                "subject has attribute 2.5.4.11 (\"admins\")",
+            ),
+            ("csr-multivalued-rdn.pem", "multi-valued RDN (2 values)"),
+            ("csr-san.pem", "has 1 attribute(s)"),
+        ] {
+            let e = validate(&body(ours.expose(), "", &fixture(name)), &ours).unwrap_err();
+            assert_eq!(e.status().as_u16(), 400, "{name}: {e}");
+            let m = e.to_string();
+            assert!(m.contains(expect), "{name}: {m}");
+        }
+        // A signature that does not match: the subject altered after signing.
+        let tampered = {
+            use base64::Engine;
+            let b64 = base64::engine::general_purpose::STANDARD;
+            let inner: String = good.lines().filter(|l| !l.starts_with("-----")).collect();
+            let der = b64.decode(inner).unwrap();
+            let at = der.windows(7).position(|w| w == b"liqo.io").unwrap();
+            let mut der = der;
+            der[at + 6] = b'O';
+            format!(
+                "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
+                b64.encode(der)
+            )
+        };
+        let e = validate(&body(ours.expose(), "", &tampered), &ours).unwrap_err();
+        assert_eq!(e.status().as_u16(), 400, "{e}");
+        assert!(e.to_string().contains("(signature:"), "{e}");
+        // Not a CSR block.
+        let cert = good.replace("CERTIFICATE REQUEST", "CERTIFICATE");
+        let m = validate(&body(ours.expose(), "", &cert), &ours)
+            .unwrap_err()
+            .to_string();
+        assert!(m.contains("PEM block is \"CERTIFICATE\""), "{m}");
     }
 }
