@@ -11,7 +11,10 @@ use control::{
     offer::{self, NodeInput, PodInput},
 };
 use k8s_openapi::{
-    api::core::v1::{Node, Pod},
+    api::{
+        core::v1::{Node, Pod},
+        storage::v1::StorageClass,
+    },
     apimachinery::pkg::api::resource::Quantity,
 };
 use kube::{
@@ -73,30 +76,44 @@ pub async fn reconcile(rr: Arc<ResourceRequest>, ctx: Arc<Context>) -> Result<Re
             .as_ref()
             .and_then(|q| q.hard.clone())
             .unwrap_or_default(),
+        storage_classes: o.spec.storage_classes.clone(),
         withdrawing: o.spec.withdrawal_timestamp.is_some(),
         virtual_kubelet: o.status.clone().unwrap_or_default().virtual_kubelet_status,
     });
-    let computed = if phase == RequestPhase::Allow {
-        compute(&ctx, &consumer.cluster_id).await?
+    let (computed, storage_classes) = if phase == RequestPhase::Allow {
+        (
+            compute(&ctx, &consumer.cluster_id).await?,
+            storage(&ctx).await?,
+        )
     } else {
-        BTreeMap::new()
+        (BTreeMap::new(), Vec::new())
     };
     let status = rr.status.clone().unwrap_or_default();
     let observed = Observed {
         phase,
         offer: published.clone(),
         computed,
+        storage_classes: storage_classes.clone(),
         threshold: offer::DEFAULT_UPDATE_THRESHOLD,
         offer_withdrawn: status.offer_withdrawal_timestamp.is_some(),
     };
     for action in decide::decide(&observed).map_err(|e| Error::Quantity(Box::new(e)))? {
         match action {
             Action::ApplyOffer(quota) => {
-                apply_offer(&ctx, &rr, &ns, &ro_name, &quota, false).await?
+                apply_offer(&ctx, &rr, &ns, &ro_name, &quota, &storage_classes, false).await?
             }
             Action::WithdrawOffer => {
-                let quota = published.clone().unwrap_or_default().quota;
-                apply_offer(&ctx, &rr, &ns, &ro_name, &quota, true).await?
+                let old = published.clone().unwrap_or_default();
+                apply_offer(
+                    &ctx,
+                    &rr,
+                    &ns,
+                    &ro_name,
+                    &old.quota,
+                    &old.storage_classes,
+                    true,
+                )
+                .await?
             }
             Action::DeleteOffer => ro_api
                 .delete(&ro_name, &DeleteParams::default())
@@ -180,6 +197,26 @@ async fn incoming_foreign_cluster(
         .map_err(kerr(format!("create ForeignCluster {name}")))
 }
 
+/// The annotation marking the cluster's default StorageClass.
+const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
+
+/// Our storage classes, for the offer.
+async fn storage(ctx: &Context) -> Result<Vec<control::api::sharing::StorageType>, Error> {
+    let api: Api<StorageClass> = Api::all(ctx.client.clone());
+    let classes: Vec<(String, bool)> = api
+        .list(&ListParams::default())
+        .await
+        .map_err(kerr("list StorageClasses"))?
+        .items
+        .iter()
+        .map(|c| {
+            let default = c.annotations().get(DEFAULT_CLASS).map(String::as_str) == Some("true");
+            (c.name_any(), default)
+        })
+        .collect();
+    Ok(decide::storage_classes(&classes, None))
+}
+
 /// The offer for a consumer from our nodes and pods.
 async fn compute(
     ctx: &Context,
@@ -214,11 +251,15 @@ async fn apply_offer(
     ns: &str,
     name: &str,
     quota: &BTreeMap<String, Quantity>,
+    storage_classes: &[control::api::sharing::StorageType],
     withdraw: bool,
 ) -> Result<(), Error> {
     let api: Api<control::api::sharing::ResourceOffer> = Api::namespaced(ctx.client.clone(), ns);
     let consumer = rr.spec.cluster_identity.cluster_id.as_str();
     let mut spec = json!({"clusterId": ctx.local.cluster_id, "resourceQuota": {"hard": quota}});
+    if !storage_classes.is_empty() {
+        spec["storageClasses"] = serde_json::to_value(storage_classes).expect("classes serialize");
+    }
     if withdraw {
         spec["withdrawalTimestamp"] = serde_json::to_value(now()).expect("a time serializes");
     }

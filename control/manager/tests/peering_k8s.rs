@@ -43,6 +43,19 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
     let rome = start(&set.clusters[0], &rome_id).await;
     let milan = start(&set.clusters[1], &milan_id).await;
 
+    // A default StorageClass on milan: the offer lists it.
+    let class: k8s_openapi::api::storage::v1::StorageClass =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "standard",
+                "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+            "provisioner": "kubernetes.io/no-provisioner",
+        }))
+        .unwrap();
+    Api::<k8s_openapi::api::storage::v1::StorageClass>::all(milan.client.clone())
+        .create(&PostParams::default(), &class)
+        .await
+        .unwrap();
+
     // What `liqoctl peer out-of-band milan --auth-url --cluster-id --auth-token` writes.
     let milan_token = tokens::local_token(&milan.client, "liqo").await.unwrap();
     tokens::write_remote_token(&rome.client, "liqo", &milan_id.cluster_id, &milan_token)
@@ -111,6 +124,26 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
         offer_is(&rome.client, &rome_tenant, &want)
     })
     .await;
+    let ro = Api::<ResourceOffer>::namespaced(rome.client.clone(), &rome_tenant)
+        .get("milan")
+        .await
+        .unwrap();
+    assert_eq!(ro.spec.cluster_id.as_str(), MILAN_ID);
+    assert_eq!(ro.spec.storage_classes.len(), 1);
+    assert_eq!(ro.spec.storage_classes[0].storage_class_name, "standard");
+    assert!(ro.spec.storage_classes[0].default);
+    let status = ro.status.unwrap();
+    assert_eq!(status.phase, control::api::sharing::OfferPhase::Accepted);
+    assert_eq!(
+        status.virtual_kubelet_status,
+        control::api::sharing::VirtualKubeletStatus::Created
+    );
+    assert!(
+        ro.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"liqo.io/virtualkubelet".to_owned())
+    );
 
     // Roles: milan lets rome write its own request only (basic); rome lets milan write offers.
     let bindings = |c: Client, ns: String| async move {

@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 
 use control::{
-    api::{discovery::PeeringEnabled, sharing::VirtualKubeletStatus},
+    api::{
+        discovery::PeeringEnabled,
+        sharing::{StorageType, VirtualKubeletStatus},
+    },
     offer::{self, Percent},
     quantity::InvalidQuantity,
 };
@@ -45,6 +48,8 @@ pub fn phase(
 pub struct PublishedOffer {
     /// `spec.resourceQuota.hard`.
     pub quota: BTreeMap<String, Quantity>,
+    /// `spec.storageClasses`.
+    pub storage_classes: Vec<StorageType>,
     /// `spec.withdrawalTimestamp` is set.
     pub withdrawing: bool,
     /// `status.virtualKubeletStatus` (from the consumer).
@@ -60,6 +65,8 @@ pub struct Observed {
     pub offer: Option<PublishedOffer>,
     /// The offer computed now from our nodes and pods.
     pub computed: BTreeMap<String, Quantity>,
+    /// Our storage classes now ([`storage_classes`]).
+    pub storage_classes: Vec<StorageType>,
     /// Upstream's update threshold.
     pub threshold: Percent,
     /// `status.offerWithdrawalTimestamp` is set on the request.
@@ -85,6 +92,25 @@ pub enum Action {
     },
 }
 
+/// The storage classes an offer lists: every local class (name, whether it is annotated as
+/// the default), by name; the default is the configured class when given and present, else
+/// the annotated one(s).
+pub fn storage_classes(classes: &[(String, bool)], configured: Option<&str>) -> Vec<StorageType> {
+    let configured = configured.filter(|c| classes.iter().any(|(n, _)| n == c));
+    let mut out: Vec<StorageType> = classes
+        .iter()
+        .map(|(name, annotated)| StorageType {
+            storage_class_name: name.clone(),
+            default: match configured {
+                Some(c) => c == name,
+                None => *annotated,
+            },
+        })
+        .collect();
+    out.sort_by(|a, b| a.storage_class_name.cmp(&b.storage_class_name));
+    out
+}
+
 /// The decisions for one request.
 pub fn decide(o: &Observed) -> Result<Vec<Action>, InvalidQuantity> {
     let mut actions = Vec::new();
@@ -96,10 +122,9 @@ pub fn decide(o: &Observed) -> Result<Vec<Action>, InvalidQuantity> {
                 }
                 _ => o.computed.clone(),
             };
-            let unchanged = o
-                .offer
-                .as_ref()
-                .is_some_and(|old| old.quota == quota && !old.withdrawing);
+            let unchanged = o.offer.as_ref().is_some_and(|old| {
+                old.quota == quota && old.storage_classes == o.storage_classes && !old.withdrawing
+            });
             if !unchanged {
                 actions.push(Action::ApplyOffer(quota));
             }
@@ -149,6 +174,7 @@ mod tests {
             phase,
             offer,
             computed: q(&[("cpu", "1200m"), ("memory", "600M")]),
+            storage_classes: Vec::new(),
             threshold: offer::DEFAULT_UPDATE_THRESHOLD,
             offer_withdrawn: false,
         }
@@ -209,6 +235,7 @@ mod tests {
             quota: q(&[("cpu", "1200m"), ("memory", "600M")]),
             withdrawing: true,
             virtual_kubelet: VirtualKubeletStatus::Created,
+            ..Default::default()
         };
         let a = decide(&observed(RequestPhase::Allow, Some(offer.clone()))).unwrap();
         assert_eq!(a[0], Action::ApplyOffer(offer.quota));
@@ -221,6 +248,7 @@ mod tests {
             quota: q(&[("cpu", "1200m")]),
             withdrawing: false,
             virtual_kubelet: VirtualKubeletStatus::Created,
+            ..Default::default()
         };
         // 3. the VK runs: stamp the offer's withdrawal, nothing else yet.
         let a = decide(&observed(RequestPhase::Deleting, Some(running.clone()))).unwrap();
@@ -258,6 +286,37 @@ mod tests {
                 withdrawn: true
             }]
         );
+    }
+
+    #[test]
+    fn storage_classes_and_their_default() {
+        let classes = [("standard".to_string(), true), ("fast".to_string(), false)];
+        let st = |n: &str, d: bool| StorageType {
+            storage_class_name: n.into(),
+            default: d,
+        };
+        assert_eq!(
+            storage_classes(&classes, None),
+            vec![st("fast", false), st("standard", true)]
+        );
+        assert_eq!(
+            storage_classes(&classes, Some("fast")),
+            vec![st("fast", true), st("standard", false)]
+        );
+        // A configured class that does not exist: the annotation decides.
+        assert_eq!(
+            storage_classes(&classes, Some("gone")),
+            vec![st("fast", false), st("standard", true)]
+        );
+        // A new class republishes an offer whose quota did not move.
+        let published = PublishedOffer {
+            quota: q(&[("cpu", "1200m"), ("memory", "600M")]),
+            ..Default::default()
+        };
+        let mut o = observed(RequestPhase::Allow, Some(published.clone()));
+        o.storage_classes = storage_classes(&classes, None);
+        let a = decide(&o).unwrap();
+        assert_eq!(a[0], Action::ApplyOffer(published.quota));
     }
 
     #[test]
