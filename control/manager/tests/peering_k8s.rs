@@ -331,6 +331,51 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
         ["liqo-binding-liqo-remote-peering-basic"]
     );
 
+    // Peering again reuses the identities (a second identity request would be refused).
+    let identities = |c: Client, ns: String| async move {
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(c, &ns)
+            .list(&ListParams::default().labels(&format!("{}=true", labels::LOCAL_IDENTITY)))
+            .await
+            .unwrap()
+            .items
+            .len()
+    };
+    assert_eq!(
+        identities(rome.client.clone(), rome_tenant.clone()).await,
+        1
+    );
+    Api::<ForeignCluster>::all(rome.client.clone())
+        .patch(
+            "milan",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"outgoingPeeringEnabled": "Yes"}})),
+        )
+        .await
+        .unwrap();
+    eventually(20, "peered again", || async {
+        fc_conditions(
+            &rome.client,
+            "milan",
+            &[(T::OutgoingPeering, S::Established)],
+        )
+        .await?;
+        fc_conditions(
+            &milan.client,
+            "rome",
+            &[(T::IncomingPeering, S::Established)],
+        )
+        .await
+    })
+    .await;
+    assert_eq!(
+        identities(rome.client.clone(), rome_tenant.clone()).await,
+        1
+    );
+    assert_eq!(
+        identities(milan.client.clone(), milan_tenant.clone()).await,
+        1
+    );
+
     rome.stop().await;
     milan.stop().await;
     drop(set);
