@@ -82,6 +82,22 @@ async fn issue_and_check(
         .await
         .unwrap_err();
     assert_eq!(e.http_status(), Some(400), "{e}");
+    // A request carrying the provider's own cluster ID.
+    let (_, own) = csr(MILAN_ID, auth::CSR_ORGANIZATION);
+    let e = http
+        .certificate(
+            url,
+            &request(
+                &identity(MILAN_ID, "milan"),
+                &consumer_token,
+                Some(milan_token),
+                &own,
+            ),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.http_status(), Some(400), "{e}");
+    assert!(e.to_string().contains("own ID"), "{e}");
     assert!(
         !namespace_exists(admin, tenant.as_str()).await,
         "refusals made {tenant}"
@@ -232,6 +248,34 @@ async fn issue_and_check(
         .await
         .unwrap();
     assert_eq!(record.data.unwrap()[keys::CERTIFICATE].0, resp.certificate);
+    assert_eq!(remote_tenant_csrs(admin).await, 0);
+
+    // The same cluster ID under another cluster name finds the same tenant namespace (by
+    // label): refused, its token not overwritten, no second namespace.
+    let renamed = identity(id, "othername");
+    let other_token = AuthToken::generate().unwrap();
+    let e = http
+        .certificate(
+            url,
+            &request(&renamed, &other_token, Some(milan_token), &again),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.http_status(), Some(403), "{e}");
+    let stored = tokens::remote_token(admin, "liqo", &consumer.cluster_id)
+        .await
+        .unwrap();
+    assert_eq!(
+        stored.as_ref(),
+        Some(&consumer_token),
+        "remote token overwritten"
+    );
+    let second = names::tenant_namespace(&renamed);
+    assert_ne!(second, tenant);
+    assert!(
+        !namespace_exists(admin, second.as_str()).await,
+        "a second tenant namespace {second}"
+    );
     assert_eq!(remote_tenant_csrs(admin).await, 0);
 }
 

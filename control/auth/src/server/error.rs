@@ -44,6 +44,16 @@ pub enum AuthError {
         /// The requesting cluster.
         cluster_id: String,
     },
+    /// An existing namespace's name is not a valid namespace name (cannot happen with a real
+    /// apiserver).
+    #[error("namespace name {namespace:?} is invalid")]
+    NamespaceName {
+        /// The name.
+        namespace: String,
+        /// Why.
+        #[source]
+        source: control::names::InvalidName,
+    },
     /// The local token cannot be read.
     #[error("the local auth token is unavailable")]
     LocalToken(#[source] Box<TokenError>),
@@ -116,6 +126,7 @@ impl AuthError {
             AuthError::WrongToken | AuthError::AlreadyIssued { .. } => StatusCode::FORBIDDEN,
             AuthError::NotSigned { .. } => StatusCode::GATEWAY_TIMEOUT,
             AuthError::NamespaceTaken { .. }
+            | AuthError::NamespaceName { .. }
             | AuthError::LocalToken(_)
             | AuthError::StoreToken { .. }
             | AuthError::RoleName(_)

@@ -54,8 +54,17 @@ pub(super) async fn issue(
     request: Validated,
 ) -> Result<CertificateIdentityResponse, AuthError> {
     let id = request.cluster.cluster_id.to_string();
-    let namespace = names::tenant_namespace(&request.cluster);
-    ensure_namespace(client, &namespace, &id).await?;
+    // The cluster's tenant namespace is found by its labels, whatever name it has (a request
+    // under another cluster name finds the same namespace, and its record); a new one is made
+    // only when the cluster has none.
+    let namespace = match find_namespace(client, &id).await? {
+        Some(namespace) => namespace,
+        None => {
+            let namespace = names::tenant_namespace(&request.cluster);
+            ensure_namespace(client, &namespace, &id).await?;
+            namespace
+        }
+    };
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace.as_str());
     let record = objects::REMOTE_CERTIFICATE_SECRET;
@@ -125,6 +134,40 @@ pub(super) async fn issue(
         api_server_url: config.api_server_url.clone(),
         api_server_ca: config.api_server_ca.clone(),
     })
+}
+
+/// The existing tenant namespace of cluster `id`, found by its labels
+/// (`discovery.liqo.io/cluster-id=<id>`, `discovery.liqo.io/tenant-namespace=true`, as upstream
+/// `tenantnamespace.GetNamespace`); the first by name when there are several.
+async fn find_namespace(client: &Client, id: &str) -> Result<Option<NamespaceName>, AuthError> {
+    let selector = format!(
+        "{}={id},{}={}",
+        labels::CLUSTER_ID,
+        labels::TENANT_NAMESPACE,
+        values::TRUE
+    );
+    let list = Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default().labels(&selector))
+        .await
+        .map_err(AuthError::kube(format!(
+            "listing the tenant namespaces of cluster {id}"
+        )))?;
+    let mut found: Vec<String> = list
+        .items
+        .into_iter()
+        .filter_map(|ns| ns.metadata.name)
+        .collect();
+    found.sort();
+    match found.into_iter().next() {
+        None => Ok(None),
+        Some(name) => name
+            .parse()
+            .map(Some)
+            .map_err(|source| AuthError::NamespaceName {
+                namespace: name,
+                source,
+            }),
+    }
 }
 
 /// Creates the tenant namespace, or accepts it when it exists for this cluster.

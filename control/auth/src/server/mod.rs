@@ -21,7 +21,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
-use control::{consts::auth, identity::ClusterInfo};
+use control::{api::discovery::ClusterIdentity, consts::auth, identity::ClusterInfo};
 use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use kube::Client;
 use tokio::{
@@ -113,6 +113,11 @@ const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 struct AppState {
     client: Client,
     config: Config,
+    /// The local identity, read at bind.
+    local: ClusterIdentity,
+    /// One issuance at a time: the check that no identity exists and the writes that follow
+    /// are not interleaved with another request's.
+    issuing: tokio::sync::Mutex<()>,
 }
 
 /// A bound service, not yet serving.
@@ -125,7 +130,7 @@ pub struct Server {
 /// Binds the service: reads the local identity and ensures the local token (so a
 /// misconfiguration fails at start), makes the TLS certificate, binds the address.
 pub async fn bind(config: Config, client: Client) -> Result<Server, ServeError> {
-    cluster::local_identity(&client, &config.namespace)
+    let local = cluster::local_identity(&client, &config.namespace)
         .await
         .map_err(ServeError::LocalIdentity)?;
     tokens::ensure_local_token(&client, &config.namespace)
@@ -147,7 +152,12 @@ pub async fn bind(config: Config, client: Client) -> Result<Server, ServeError> 
     Ok(Server {
         listener,
         tls,
-        state: Arc::new(AppState { client, config }),
+        state: Arc::new(AppState {
+            client,
+            config,
+            local,
+            issuing: tokio::sync::Mutex::new(()),
+        }),
     })
 }
 
@@ -274,7 +284,8 @@ async fn certificate(State(state): State<Arc<AppState>>, body: Bytes) -> Respons
         let ours = tokens::ensure_local_token(&state.client, &state.config.namespace)
             .await
             .map_err(|e| AuthError::LocalToken(Box::new(e)))?;
-        let request = validate::validate(&body, &ours)?;
+        let request = validate::validate(&body, &ours, &state.local.cluster_id)?;
+        let _one_at_a_time = state.issuing.lock().await;
         issue::issue(&state.client, &state.config, request).await
     }
     .await;

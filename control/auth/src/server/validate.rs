@@ -3,7 +3,7 @@
 //! requesting cluster ID>, O=liqo.io`, the origin token (if any) is well formed. Pure.
 
 use control::{
-    api::discovery::ClusterIdentity,
+    api::{ClusterId, discovery::ClusterIdentity},
     consts::auth,
     identity::{self, AuthToken, CertificateIdentityRequest, TokenCheck},
 };
@@ -22,13 +22,21 @@ pub struct Validated {
     pub origin_token: Option<AuthToken>,
 }
 
-/// Checks a request body against our token.
-pub fn validate(body: &[u8], ours: &AuthToken) -> Result<Validated, AuthError> {
+/// Checks a request body against our token and our cluster ID (`local`: a request carrying it
+/// is refused).
+pub fn validate(body: &[u8], ours: &AuthToken, local: &ClusterId) -> Result<Validated, AuthError> {
     let request: CertificateIdentityRequest = identity::decode(body)?;
     match request.destination_cluster_token.check(ours) {
         TokenCheck::Match => {}
         TokenCheck::Empty => return Err(AuthError::MissingToken),
         TokenCheck::Mismatch => return Err(AuthError::WrongToken),
+    }
+    if request.cluster.cluster_id == *local {
+        return Err(bad(
+            "cluster.clusterID",
+            format!("{local} is this cluster's own ID"),
+        )
+        .into());
     }
     check_csr(&request.certificate_signing_request, &request.cluster)?;
     let origin_token = if request.origin_cluster_token.is_empty() {
@@ -134,6 +142,11 @@ mod tests {
     use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
 
     const ID: &str = "4c1b5b8e-8f0e-4d5c-9f8a-2b7d6c5e4f3a";
+    const LOCAL: &str = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a";
+
+    fn validate(body: &[u8], ours: &AuthToken) -> Result<Validated, AuthError> {
+        super::validate(body, ours, &LOCAL.parse().unwrap())
+    }
 
     fn token(c: char) -> AuthToken {
         c.to_string().repeat(128).parse().unwrap()
@@ -174,6 +187,11 @@ mod tests {
         assert_eq!(v.origin_token, Some(token('b')));
         let v = validate(&body(ours.expose(), "", &good), &ours).unwrap();
         assert_eq!(v.origin_token, None);
+        // Our own cluster ID is refused.
+        let e = super::validate(&body(ours.expose(), "", &good), &ours, &ID.parse().unwrap())
+            .unwrap_err();
+        assert_eq!(e.status().as_u16(), 400, "{e}");
+        assert!(e.to_string().contains("this cluster's own ID"), "{e}");
     }
 
     #[test]
