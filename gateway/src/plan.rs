@@ -31,7 +31,8 @@
 //!
 //! A peer reaches our pods only as it sees them: the first packet of a connection from the
 //! tunnel that the ingress translation did not match is dropped in the NAT chain, and a packet
-//! conntrack cannot place (so never translated) is dropped in the filter. Without both, a peer
+//! conntrack cannot place (so never translated) is dropped in the filter, both ways (conntrack
+//! is liberal with out-of-window TCP, so that is only what it cannot track at all). Without both, a peer
 //! that sees our pods remapped could still reach them at their real addresses.
 
 use dataplane::{
@@ -164,6 +165,14 @@ pub fn nat(c: &Config) -> Ruleset {
                 Expr::Drop,
             ])
             .comment("untranslatable packets from peers"),
+            // Nor may ours leave untranslated (with our pods' real addresses).
+            Rule::new(vec![
+                Expr::Oif(tun()),
+                Expr::CtState(CtState::Invalid),
+                Expr::Counter,
+                Expr::Drop,
+            ])
+            .comment("untranslatable packets to peers"),
             Rule::new(vec![
                 Expr::Iif(tun()),
                 Expr::NotInSet(Field::Daddr, id("local_pods")),

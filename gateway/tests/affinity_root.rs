@@ -76,7 +76,7 @@ async fn data_threads_share_a_cpu_when_idle_and_spread_under_load() {
     let rates = run.rates();
     assert!(spread_seen, "under load: spread over {all}: seen {seen:?}");
     assert!(
-        iperf::median(&rates) > 100e6,
+        iperf::median(&rates) > 10e6,
         "bulk TCP: {:?} Mbit/s",
         iperf::mbit(&rates)
     );

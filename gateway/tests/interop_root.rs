@@ -3,7 +3,12 @@
 
 mod common;
 
-use std::{process::Command, time::Duration};
+use std::{
+    net::{Ipv4Addr, SocketAddrV4},
+    os::fd::AsRawFd,
+    process::Command,
+    time::Duration,
+};
 
 use common::{Site, Spaces, eventually, prefix, route, wire};
 use dataplane::{Netlink, route::RouteSpec, supervisor::Spec};
@@ -17,6 +22,47 @@ fn need(tool: &str) {
         found,
         "this test needs `{tool}` (Debian packages wireguard-go and wireguard-tools; .ci/install installs them)"
     );
+}
+
+/// Sends, from a raw socket in `ns` bound to `src`, a TCP segment to `dst` with SYN and FIN
+/// set: no connection has one, so conntrack calls it invalid (and no NAT chain sees it).
+fn send_syn_fin(ns: &dataplane::Netns, src: Ipv4Addr, dst: Ipv4Addr) {
+    use nix::sys::socket::{
+        AddressFamily, MsgFlags, SockFlag, SockProtocol, SockType, SockaddrIn, bind, sendto, socket,
+    };
+    let mut seg = [0u8; 20];
+    seg[0..2].copy_from_slice(&40_000u16.to_be_bytes());
+    seg[2..4].copy_from_slice(&7u16.to_be_bytes());
+    seg[4..8].copy_from_slice(&1u32.to_be_bytes());
+    seg[12] = 5 << 4; // header length: five words
+    seg[13] = 0x03; // SYN | FIN
+    seg[14..16].copy_from_slice(&1024u16.to_be_bytes());
+    // The checksum over the pseudo-header (addresses, protocol 6, length 20) and the segment.
+    let mut words: Vec<u16> = Vec::new();
+    for b in [src.octets(), dst.octets()] {
+        words.push(u16::from_be_bytes([b[0], b[1]]));
+        words.push(u16::from_be_bytes([b[2], b[3]]));
+    }
+    words.extend([6, 20]);
+    words.extend(seg.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])));
+    let mut sum: u32 = words.iter().map(|&w| u32::from(w)).sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    seg[16..18].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    ns.run(move || {
+        let fd = socket(
+            AddressFamily::Inet,
+            SockType::Raw,
+            SockFlag::empty(),
+            SockProtocol::Tcp,
+        )
+        .expect("a raw TCP socket");
+        bind(fd.as_raw_fd(), &SockaddrIn::from(SocketAddrV4::new(src, 0))).expect("bind");
+        let to = SockaddrIn::from(SocketAddrV4::new(dst, 0));
+        sendto(fd.as_raw_fd(), &seg, &to, MsgFlags::empty()).expect("sendto");
+    })
+    .expect("running in the namespace");
 }
 
 #[tokio::test]
@@ -244,8 +290,35 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
     // Two echo requests to each refused address; each is a new connection (the first was
     // dropped before conntrack kept it).
     assert!(
-        chain.contains("iifname \"liqo.tunnel\" counter packets 4"),
+        chain.contains("iifname \"liqo.tunnel\" counter packets 4 bytes"),
         "{chain}"
+    );
+    // Segments conntrack cannot place skip the NAT chains: sent to our pod's real address,
+    // they would be routed to it, and the filter drops them.
+    for _ in 0..2 {
+        send_syn_fin(
+            &host,
+            "10.90.0.1".parse().unwrap(),
+            "10.200.0.2".parse().unwrap(),
+        );
+    }
+    let from_peers = || {
+        String::from_utf8(
+            gw_ns
+                .command("nft")
+                .args(["list", "chain", "ip", "liqo_gateway", "from_peers"])
+                .output()
+                .unwrap()
+                .stdout,
+        )
+        .unwrap()
+    };
+    assert!(
+        eventually(5, || from_peers().contains(
+            "iifname \"liqo.tunnel\" ct state invalid counter packets 2 bytes"
+        )),
+        "{}",
+        from_peers()
     );
     wggo.kill().expect("stopping wireguard-go");
 }

@@ -1,5 +1,6 @@
-//! A table shaped like the gateway's NAT (`gateway::plan::nat`): a mark map of peer ranges and
-//! the two mark prefix maps over our pods (10.200.0.0/16), with the two NAT rules.
+//! The translation part of the gateway's NAT (`gateway::plan::nat`, without its filters): a
+//! mark map of peer ranges and the two mark prefix maps over our pods (10.200.0.0/16), with
+//! the two NAT rules.
 
 use dataplane::nft::{
     AddrType, BaseChain, Chain, ChainKind, Expr, Family, Field, Hook, Ident, MarkMap,

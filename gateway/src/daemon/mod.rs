@@ -77,8 +77,20 @@ impl Gateway {
         if let Err(e) = g.converge(&cfg).await {
             return Err(undone(e, g.shutdown().await));
         }
+        if let Err(e) = g.liberal_tcp() {
+            return Err(undone(e, g.shutdown().await));
+        }
         tracing::info!(namespace = %g.cfg.namespace, port = g.cfg.listen_port, peers = g.cfg.peers.len(), "gateway up");
         Ok(g)
+    }
+
+    /// Conntrack in the gateway namespace (loaded by the NAT table) accepts out-of-window TCP
+    /// segments (loss, reordering, a peer's conntrack lost), as kube-proxy has it: the filter's
+    /// drop of untranslatable packets then hits only what conntrack cannot place at all.
+    fn liberal_tcp(&self) -> Result<(), GatewayError> {
+        Netns::open(&self.cfg.namespace)?
+            .run(|| sysctl::set("net.netfilter.nf_conntrack_tcp_be_liberal", "1"))??;
+        Ok(())
     }
 
     /// The namespace, links, addresses and tunnel of `cfg`, and the data path running.

@@ -7,10 +7,13 @@
 //!
 //! So while the gateway is lightly loaded both data threads share one *home* CPU (the lowest
 //! the process may use, the same for every gateway of a host): a wake-up between them is a
-//! flag on a running CPU. Once the two threads ran for more than [`BUSY_PERMILLE`] of a timer
-//! tick (their run time, from `/proc/self/task/<tid>/schedstat`), they may use every allowed
-//! CPU again (the two halves run in parallel under load); they go home after [`QUIET_TICKS`]
-//! ticks below [`QUIET_PERMILLE`].
+//! flag on a running CPU. Once the two threads ran *or waited to run* for more than
+//! [`BUSY_PERMILLE`] of a timer tick, or waited alone for more than [`WAITING_PERMILLE`] (both
+//! from `/proc/self/task/<tid>/schedstat`: what they needed, not only what they got on a shared
+//! CPU), they may use every CPU again (the two halves run in parallel under load); they go
+//! home after [`QUIET_TICKS`] ticks below [`QUIET_PERMILLE`]. The home is recomputed every tick
+//! from the process's CPUs (a cgroup cpuset may change); spreading asks for every CPU and lets
+//! the kernel keep the allowed ones. If the run times cannot be read, the threads spread.
 //!
 //! The decision ([`decide`]) is pure; the timer thread feeds it each tick, and each data thread
 //! applies a new placement to itself before its next step.
@@ -18,7 +21,7 @@
 use std::{
     sync::{
         Mutex,
-        atomic::{AtomicBool, AtomicU32, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering},
     },
     time::Instant,
 };
@@ -28,9 +31,11 @@ use nix::{
     unistd::Pid,
 };
 
-/// Run time of the data threads, in thousandths of a tick, above which they spread.
+/// Run plus wait time of the data threads, in thousandths of a tick, above which they spread.
 pub(super) const BUSY_PERMILLE: u64 = 500;
-/// Run time below which a tick counts as quiet.
+/// Wait time (runnable, not running) above which they spread.
+pub(super) const WAITING_PERMILLE: u64 = 100;
+/// Run plus wait time below which a tick counts as quiet.
 pub(super) const QUIET_PERMILLE: u64 = 200;
 /// Quiet ticks in a row before the threads go home.
 pub(super) const QUIET_TICKS: u32 = 5;
@@ -44,82 +49,121 @@ pub(super) enum Placement {
     Spread,
 }
 
-/// The placement after a tick in which the data threads ran `load` thousandths of it, and the
-/// quiet ticks counted so far.
-pub(super) fn decide(now: Placement, quiet: u32, load: u64) -> (Placement, u32) {
+/// What the data threads did during a tick, in thousandths of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Load {
+    /// Running or waiting to run.
+    pub(super) demand: u64,
+    /// Waiting to run.
+    pub(super) waiting: u64,
+}
+
+/// The placement after a tick with `load`, and the quiet ticks counted so far.
+pub(super) fn decide(now: Placement, quiet: u32, load: Load) -> (Placement, u32) {
+    let busy = load.demand > BUSY_PERMILLE || load.waiting > WAITING_PERMILLE;
     match now {
-        Placement::Home if load > BUSY_PERMILLE => (Placement::Spread, 0),
+        Placement::Home if busy => (Placement::Spread, 0),
         Placement::Home => (Placement::Home, 0),
-        Placement::Spread if load >= QUIET_PERMILLE => (Placement::Spread, 0),
+        Placement::Spread if load.demand >= QUIET_PERMILLE => (Placement::Spread, 0),
         Placement::Spread if quiet + 1 >= QUIET_TICKS => (Placement::Home, 0),
         Placement::Spread => (Placement::Spread, quiet + 1),
+    }
+}
+
+/// One word the data threads load once per step: the placement (bit 0), whether pinning is
+/// on (bit 1) and a generation above them, so that any change is seen whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct State(u32);
+
+impl State {
+    const SPREAD: u32 = 1;
+    const ENABLED: u32 = 2;
+    const GENERATION: u32 = 4;
+
+    fn placement(self) -> Placement {
+        if self.0 & Self::SPREAD == 0 {
+            Placement::Home
+        } else {
+            Placement::Spread
+        }
+    }
+
+    fn enabled(self) -> bool {
+        self.0 & Self::ENABLED != 0
+    }
+
+    /// Where the threads go: home only when pinning is on and the placement says so.
+    fn target(self) -> Placement {
+        if self.enabled() {
+            self.placement()
+        } else {
+            Placement::Spread
+        }
+    }
+
+    fn with(self, placement: Placement, enabled: bool) -> State {
+        let mut bits = self.0.wrapping_add(Self::GENERATION) & !(Self::SPREAD | Self::ENABLED);
+        if placement == Placement::Spread {
+            bits |= Self::SPREAD;
+        }
+        if enabled {
+            bits |= Self::ENABLED;
+        }
+        State(bits)
     }
 }
 
 /// The placement of the data threads, shared by them and the timer thread.
 #[derive(Debug)]
 pub(super) struct Affinity {
-    /// The CPUs the process may use when the device was made.
-    allowed: CpuSet,
-    /// The lowest of them; `None` when there is only one (nothing to choose).
-    home: Option<usize>,
-    /// Whether the threads go home when idle ([`Device::set_pin_when_idle`]).
-    ///
-    /// [`Device::set_pin_when_idle`]: super::Device::set_pin_when_idle
-    enabled: AtomicBool,
-    /// Bumped on every change of placement; even = [`Placement::Home`].
-    epoch: AtomicU32,
-    /// The timer thread's view: the data threads' IDs and run time at the last tick, when it
+    /// See [`State`].
+    state: AtomicU32,
+    /// The lowest CPU the process may use; `usize::MAX` when it may use only one.
+    home: AtomicUsize,
+    /// The timer thread's view: the data threads' IDs, their times at the last tick, when it
     /// was, and the quiet ticks in a row.
     last: Mutex<Last>,
-    /// Set when the kernel refused a placement (logged once; the threads stay where they are).
-    failed: AtomicBool,
+    /// Whether a refused placement or unreadable run times were logged already.
+    warned: AtomicBool,
 }
 
 impl Affinity {
-    /// Reads the CPUs the calling thread may use; disabled until [`Affinity::set_enabled`].
+    /// Home placement, pinning off until [`Affinity::set_enabled`].
     pub(super) fn new() -> Affinity {
-        let allowed = sched_getaffinity(Pid::from_raw(0)).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "reading the CPU affinity; the data threads stay where the scheduler puts them");
-            CpuSet::new()
-        });
-        let cpus: Vec<usize> = (0..CpuSet::count())
-            .filter(|&c| allowed.is_set(c).unwrap_or(false))
-            .collect();
         Affinity {
-            allowed,
-            home: if cpus.len() > 1 {
-                cpus.first().copied()
-            } else {
-                None
-            },
-            enabled: AtomicBool::new(false),
-            epoch: AtomicU32::new(0),
+            state: AtomicU32::new(0),
+            home: AtomicUsize::new(home_cpu().unwrap_or(usize::MAX)),
             last: Mutex::new(Last {
                 tids: Vec::new(),
-                ran_ns: 0,
+                times: (0, 0),
                 at: Instant::now(),
                 quiet: 0,
             }),
-            failed: AtomicBool::new(false),
+            warned: AtomicBool::new(false),
         }
     }
 
-    /// The current placement, as an epoch a data thread compares with the one it applied.
-    pub(super) fn epoch(&self) -> u32 {
-        self.epoch.load(Ordering::Relaxed)
+    /// The current state, which a data thread compares with the one it applied.
+    pub(super) fn state(&self) -> State {
+        State(self.state.load(Ordering::Acquire))
     }
 
     /// Turns going home when idle on or off; the data threads re-place themselves before their
     /// next step.
     pub(super) fn set_enabled(&self, on: bool) {
-        if self.enabled.swap(on, Ordering::Relaxed) != on {
-            // Same placement, new epoch: every thread applies it again.
-            self.epoch.fetch_add(2, Ordering::Relaxed);
-        }
+        self.update(|s| (s.enabled() != on).then(|| s.with(s.placement(), on)));
     }
 
-    /// A data thread says who it is (its run time counts from now on).
+    fn update(&self, f: impl Fn(State) -> Option<State>) {
+        // `f` says None when there is nothing to change; the result is then not an error.
+        let _unchanged = self
+            .state
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
+                f(State(w)).map(|s| s.0)
+            });
+    }
+
+    /// A data thread says who it is (its times count from now on).
     pub(super) fn register(&self) {
         let tid = nix::unistd::gettid().as_raw();
         self.last
@@ -129,53 +173,66 @@ impl Affinity {
             .push(tid);
     }
 
-    /// The timer thread's tick: measures how long the data threads ran since the last one and
-    /// moves them if [`decide`] says so.
+    /// The timer thread's tick: finds the home again, measures how long the data threads ran
+    /// and waited since the last one, and moves them if [`decide`] says so.
     pub(super) fn tick(&self) {
-        if self.home.is_none() || !self.enabled.load(Ordering::Relaxed) {
-            return;
-        }
+        self.home
+            .store(home_cpu().unwrap_or(usize::MAX), Ordering::Relaxed);
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        let ran_ns: u64 = last.tids.iter().filter_map(|&t| run_ns(t)).sum();
+        let times: Option<Vec<(u64, u64)>> = last.tids.iter().map(|&t| sched_times(t)).collect();
         let now_at = Instant::now();
         let tick_ns = u64::try_from(now_at.duration_since(last.at).as_nanos()).unwrap_or(u64::MAX);
-        let load = ran_ns.saturating_sub(last.ran_ns).saturating_mul(1000) / tick_ns.max(1);
-        last.ran_ns = ran_ns;
         last.at = now_at;
-        let epoch = self.epoch();
-        let now = placement(epoch);
-        let (next, quiet) = decide(now, last.quiet, load);
+        let state = self.state();
+        let Some(times) = times else {
+            self.warn_once("the data threads' run times cannot be read; they use every CPU");
+            self.update(|s| {
+                (s.placement() == Placement::Home).then(|| s.with(Placement::Spread, s.enabled()))
+            });
+            return;
+        };
+        let sum = times.iter().fold((0, 0), |(r, w), (a, b)| (r + a, w + b));
+        let (ran, waited) = (
+            sum.0.saturating_sub(last.times.0),
+            sum.1.saturating_sub(last.times.1),
+        );
+        last.times = sum;
+        if !state.enabled() {
+            return;
+        }
+        let per_mille = |ns: u64| ns.saturating_mul(1000) / tick_ns.max(1);
+        let load = Load {
+            demand: per_mille(ran + waited),
+            waiting: per_mille(waited),
+        };
+        let (next, quiet) = decide(state.placement(), last.quiet, load);
         last.quiet = quiet;
-        if next != now {
-            self.epoch.store(epoch.wrapping_add(1), Ordering::Relaxed);
+        if next != state.placement() {
+            self.update(|s| (s.placement() != next).then(|| s.with(next, s.enabled())));
         }
     }
 
-    /// Places the calling data thread as `epoch` says.
-    pub(super) fn apply(&self, epoch: u32) {
-        let Some(home) = self.home else { return };
-        if self.failed.load(Ordering::Relaxed) {
-            return;
-        }
-        let on = self.enabled.load(Ordering::Relaxed);
-        let set = match if on {
-            placement(epoch)
-        } else {
-            Placement::Spread
-        } {
-            Placement::Spread => self.allowed,
-            Placement::Home => {
-                let mut one = CpuSet::new();
-                if one.set(home).is_err() {
-                    return;
-                }
-                one
+    /// Places the calling data thread as `state` says.
+    pub(super) fn apply(&self, state: State) {
+        let home = self.home.load(Ordering::Relaxed);
+        let mut set = CpuSet::new();
+        let all = state.target() == Placement::Spread || home == usize::MAX;
+        for cpu in 0..CpuSet::count() {
+            if (all || cpu == home) && set.set(cpu).is_err() {
+                break;
             }
-        };
-        if let Err(e) = sched_setaffinity(Pid::from_raw(0), &set)
-            && !self.failed.swap(true, Ordering::Relaxed)
-        {
-            tracing::warn!(error = %e, cpu = home, "placing a data thread; they stay where they are");
+        }
+        // Every CPU: the kernel keeps those of the cpuset. It refuses only a set with none.
+        if let Err(e) = sched_setaffinity(Pid::from_raw(0), &set) {
+            self.warn_once(&format!(
+                "placing a data thread on CPU {home}: {e}; retried at the next change"
+            ));
+        }
+    }
+
+    fn warn_once(&self, what: &str) {
+        if !self.warned.swap(true, Ordering::Relaxed) {
+            tracing::warn!("{what}");
         }
     }
 }
@@ -184,48 +241,100 @@ impl Affinity {
 #[derive(Debug)]
 struct Last {
     tids: Vec<i32>,
-    ran_ns: u64,
+    /// Run and wait nanoseconds of all data threads.
+    times: (u64, u64),
     at: Instant,
     quiet: u32,
 }
 
-/// How long thread `tid` of this process has run, in nanoseconds (the first field of its
-/// `schedstat`); `None` if the kernel does not say.
-fn run_ns(tid: i32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
-    text.split_whitespace().next()?.parse().ok()
+/// The lowest CPU the process's main thread may use (the data threads' own masks are ours to
+/// change); `None` when it may use only one or the mask cannot be read.
+fn home_cpu() -> Option<usize> {
+    let mask = sched_getaffinity(Pid::this()).ok()?;
+    let mut cpus = (0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap_or(false));
+    let first = cpus.next()?;
+    cpus.next().map(|_| first)
 }
 
-fn placement(epoch: u32) -> Placement {
-    if epoch.is_multiple_of(2) {
-        Placement::Home
-    } else {
-        Placement::Spread
-    }
+/// How long thread `tid` of this process has run and waited to run, in nanoseconds (the first
+/// two fields of its `schedstat`); `None` if the kernel does not say.
+fn sched_times(tid: i32) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+    let mut f = text.split_whitespace().map(|v| v.parse::<u64>().ok());
+    Some((f.next()??, f.next()??))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn load(demand: u64, waiting: u64) -> Load {
+        Load { demand, waiting }
+    }
+
     #[test]
     fn spreads_at_once_under_load_and_goes_home_after_quiet_ticks() {
         let (mut p, mut q) = (Placement::Home, 0);
-        for load in [0, 50, QUIET_PERMILLE, BUSY_PERMILLE] {
-            (p, q) = decide(p, q, load);
-            assert_eq!(p, Placement::Home, "{load}‰ keeps the threads home");
+        for d in [0, 50, QUIET_PERMILLE, BUSY_PERMILLE] {
+            (p, q) = decide(p, q, load(d, 0));
+            assert_eq!(p, Placement::Home, "{d}‰ keeps the threads home");
         }
-        (p, q) = decide(p, q, BUSY_PERMILLE + 1);
+        (p, q) = decide(p, q, load(BUSY_PERMILLE + 1, 0));
         assert_eq!((p, q), (Placement::Spread, 0));
         for i in 1..QUIET_TICKS {
-            (p, q) = decide(p, q, QUIET_PERMILLE - 1);
+            (p, q) = decide(p, q, load(QUIET_PERMILLE - 1, 0));
             assert_eq!((p, q), (Placement::Spread, i), "quiet tick {i}");
         }
         // A busy tick in between starts the count again.
-        let (p2, q2) = decide(p, q, QUIET_PERMILLE);
+        let (p2, q2) = decide(p, q, load(QUIET_PERMILLE, 0));
         assert_eq!((p2, q2), (Placement::Spread, 0));
-        (p, q) = decide(p, q, 0);
+        (p, q) = decide(p, q, load(0, 0));
         assert_eq!((p, q), (Placement::Home, 0));
+    }
+
+    #[test]
+    fn waiting_for_a_shared_cpu_spreads_even_when_little_ran() {
+        // Two gateways saturating one home CPU each run half of the tick and wait the rest.
+        assert_eq!(
+            decide(Placement::Home, 0, load(1000, 500)).0,
+            Placement::Spread
+        );
+        // A light gateway behind a busy neighbour on its home CPU.
+        assert_eq!(
+            decide(Placement::Home, 0, load(150, WAITING_PERMILLE + 1)).0,
+            Placement::Spread
+        );
+        assert_eq!(
+            decide(Placement::Home, 0, load(150, WAITING_PERMILLE)).0,
+            Placement::Home
+        );
+    }
+
+    #[test]
+    fn the_state_word_changes_whole_and_always_moves_on() {
+        let s = State(0);
+        assert_eq!(
+            (s.placement(), s.enabled(), s.target()),
+            (Placement::Home, false, Placement::Spread)
+        );
+        let on = s.with(Placement::Home, true);
+        assert_eq!(
+            (on.placement(), on.enabled(), on.target()),
+            (Placement::Home, true, Placement::Home)
+        );
+        let spread = on.with(Placement::Spread, true);
+        assert_eq!(spread.target(), Placement::Spread);
+        assert_ne!(on, s);
+        assert_ne!(
+            spread.with(Placement::Spread, true),
+            spread,
+            "a new generation each change"
+        );
+        let wrapped = State(u32::MAX).with(Placement::Home, true);
+        assert_eq!(
+            (wrapped.placement(), wrapped.enabled()),
+            (Placement::Home, true)
+        );
     }
 
     #[test]
@@ -236,22 +345,15 @@ mod tests {
             t.tv_sec() as i128 * 1_000_000_000 + t.tv_nsec() as i128
         };
         let tid = nix::unistd::gettid().as_raw();
-        let a = run_ns(tid).expect("schedstat of this thread");
+        let a = sched_times(tid).expect("schedstat of this thread");
         // 10 ms of this thread's own CPU time, however busy the machine is.
         let start = cpu();
         while cpu() - start < 10_000_000 {
             std::hint::spin_loop();
         }
-        let b = run_ns(tid).expect("schedstat of this thread");
-        assert!(b >= a + 10_000_000, "ran {a} then {b} ns");
-        assert_eq!(run_ns(-1), None);
-    }
-
-    #[test]
-    fn epochs_alternate_placements() {
-        assert_eq!(placement(0), Placement::Home);
-        assert_eq!(placement(1), Placement::Spread);
-        assert_eq!(placement(u32::MAX), Placement::Spread);
-        assert_eq!(placement(u32::MAX.wrapping_add(1)), Placement::Home);
+        let b = sched_times(tid).expect("schedstat of this thread");
+        assert!(b.0 >= a.0 + 10_000_000, "ran {a:?} then {b:?} ns");
+        assert!(b.1 >= a.1, "waited {a:?} then {b:?} ns");
+        assert_eq!(sched_times(-1), None);
     }
 }

@@ -58,10 +58,10 @@ impl Device {
         self.affinity.register();
         let mut placed = None;
         while !self.stopped() {
-            let epoch = self.affinity.epoch();
-            if placed != Some(epoch) {
-                self.affinity.apply(epoch);
-                placed = Some(epoch);
+            let state = self.affinity.state();
+            if placed != Some(state) {
+                self.affinity.apply(state);
+                placed = Some(state);
             }
             match self.step(own, true) {
                 Some(Step::Worked) => continue,
