@@ -143,43 +143,107 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
     ctx.metrics.reconcile(NAME);
     let requeue = Requeue::requeue(ctx.settings.resync);
     let peer = fc.spec.cluster_identity.cluster_id.clone();
-    let phase = PeeringPhase::of_status(fc.status.as_ref());
     let tenants = fc.status.as_ref().and_then(|s| s.tenant_namespace.clone());
-    let (Some(local_ns), Some(remote_ns)) = tenants.map_or((None, None), |t| (t.local, t.remote))
-    else {
-        return Ok(requeue);
+    let (local_ns, remote_ns) = tenants.map_or((None, None), |t| (t.local, t.remote));
+    let remote = match (&local_ns, &remote_ns) {
+        (Some(local_ns), Some(_)) => ctx
+            .peers
+            .client(&ctx.client, local_ns, &peer)
+            .await
+            .map_err(|e| Error::Identity(Box::new(e)))?,
+        _ => None,
     };
-    let Some(remote) = ctx
-        .peers
-        .client(&ctx.client, &local_ns, &peer)
-        .await
-        .map_err(|e| Error::Identity(Box::new(e)))?
-    else {
-        return Ok(requeue);
+    let (sources_left, failed) = match (&local_ns, &remote_ns, &remote) {
+        (Some(local_ns), Some(remote_ns), Some(remote)) => {
+            replicate_all(&r, &fc, local_ns, remote_ns, remote).await?
+        }
+        (Some(local_ns), _, _) => (count_sources(ctx, local_ns, &peer).await?, None),
+        _ => (0, None),
     };
+    let deleting = fc.metadata.deletion_timestamp.is_some();
+    let has = fc
+        .finalizers()
+        .iter()
+        .any(|f| f == finalizers::CRD_REPLICATOR);
+    if let Some(add) = replicate::fc_finalizer(deleting, has, remote.is_some(), sources_left) {
+        let mut list: Vec<String> = fc
+            .finalizers()
+            .iter()
+            .filter(|f| *f != finalizers::CRD_REPLICATOR)
+            .cloned()
+            .collect();
+        if add {
+            list.push(finalizers::CRD_REPLICATOR.into());
+        } else {
+            for kind in ReplicatedKind::ALL {
+                r.unwatch(&peer, kind);
+            }
+            ctx.peers.forget(&peer);
+        }
+        let api: Api<ForeignCluster> = Api::all(ctx.client.clone());
+        set_finalizers(&api, &fc.name_any(), fc.resource_version().as_deref(), list).await?;
+    }
+    // One kind failing does not hold the others back; the first error requeues.
+    failed.map_or(Ok(requeue), Err)
+}
+
+fn source_selector(peer: &ClusterId) -> String {
+    format!(
+        "{}={},{}={peer}",
+        labels::REPLICATION,
+        values::TRUE,
+        labels::REMOTE_ID
+    )
+}
+
+/// Our sources for a peer, of every kind.
+async fn count_sources(ctx: &Context, local_ns: &str, peer: &ClusterId) -> Result<usize, Error> {
+    let mut n = 0;
+    for kind in ReplicatedKind::ALL {
+        let ar = kind.api_resource();
+        let local: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), local_ns, &ar);
+        n += local
+            .list(&ListParams::default().labels(&source_selector(peer)))
+            .await
+            .map_err(kerr(format!("list {} sources in {local_ns}", ar.kind)))?
+            .items
+            .len();
+    }
+    Ok(n)
+}
+
+/// Every kind replicated to (or withdrawn from) the peer: how many sources there were, and
+/// the first error of a kind.
+async fn replicate_all(
+    r: &Replicator,
+    fc: &ForeignCluster,
+    local_ns: &str,
+    remote_ns: &str,
+    remote: &Client,
+) -> Result<(usize, Option<Error>), Error> {
+    let ctx = &r.ctx;
+    let peer = fc.spec.cluster_identity.cluster_id.clone();
+    let phase = PeeringPhase::of_status(fc.status.as_ref());
     let us = ctx.local.cluster_id.to_string();
     let mut failed = None;
+    let mut sources_left = 0;
     for kind in ReplicatedKind::ALL {
         let allowed = kind.replicated(phase, fc.spec.networking_enabled);
         let ar = kind.api_resource();
-        let local: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &local_ns, &ar);
+        let local: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), local_ns, &ar);
         let sources = local
-            .list(&ListParams::default().labels(&format!(
-                "{}={},{}={peer}",
-                labels::REPLICATION,
-                values::TRUE,
-                labels::REMOTE_ID
-            )))
+            .list(&ListParams::default().labels(&source_selector(&peer)))
             .await
             .map_err(kerr(format!("list {} sources in {local_ns}", ar.kind)))?
             .items;
+        sources_left += sources.len();
         if !allowed {
             r.unwatch(&peer, kind);
             if sources.is_empty() {
                 continue;
             }
         }
-        let remote_api: Api<DynamicObject> = Api::namespaced_with(remote.clone(), &remote_ns, &ar);
+        let remote_api: Api<DynamicObject> = Api::namespaced_with(remote.clone(), remote_ns, &ar);
         let selector = format!(
             "{}={us},{}={}",
             labels::ORIGIN_ID,
@@ -209,7 +273,7 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
             r.watch(
                 &peer,
                 kind,
-                remote_ns.clone(),
+                remote_ns.to_owned(),
                 remote_api.clone(),
                 selector.clone(),
             );
@@ -219,14 +283,13 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
         let observed: Vec<Source> = sources.iter().map(source).collect();
         let copies: Vec<Replica> = replicas.iter().map(replica).collect();
         for action in replicate::decide(allowed, &us, &observed, &copies) {
-            if let Err(e) = execute(&ar, &local, &remote_api, &remote_ns, &by_name, action).await {
+            if let Err(e) = execute(&ar, &local, &remote_api, remote_ns, &by_name, action).await {
                 failed.get_or_insert(e);
                 break;
             }
         }
     }
-    // One kind failing does not hold the others back; the first error requeues.
-    failed.map_or(Ok(requeue), Err)
+    Ok((sources_left, failed))
 }
 
 async fn execute(

@@ -375,6 +375,55 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
         identities(milan.client.clone(), milan_tenant.clone()).await,
         1
     );
+    let fc = Api::<ForeignCluster>::all(rome.client.clone())
+        .get("milan")
+        .await
+        .unwrap();
+    assert!(
+        fc.metadata
+            .finalizers
+            .unwrap_or_default()
+            .contains(&"crdReplicator.liqo.io".to_owned())
+    );
+
+    // Deleting the ForeignCluster unpeers first, then lets it go.
+    Api::<ForeignCluster>::all(rome.client.clone())
+        .delete("milan", &Default::default())
+        .await
+        .unwrap();
+    eventually(20, "the ForeignCluster deleted after the unpeer", || {
+        let (rome, milan) = (rome.client.clone(), milan.client.clone());
+        let (rt, mt) = (rome_tenant.clone(), milan_tenant.clone());
+        async move {
+            if Api::<ForeignCluster>::all(rome.clone())
+                .get_opt("milan")
+                .await
+                .map_err(|e| e.to_string())?
+                .is_some()
+            {
+                return Err("rome's ForeignCluster for milan still there".into());
+            }
+            for (c, ns, side) in [(&rome, &rt, "rome"), (&milan, &mt, "milan")] {
+                let rrs = Api::<ResourceRequest>::namespaced(c.clone(), ns)
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let ros = Api::<ResourceOffer>::namespaced(c.clone(), ns)
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if !rrs.items.is_empty() || !ros.items.is_empty() {
+                    return Err(format!(
+                        "{side}: {} ResourceRequests, {} ResourceOffers left",
+                        rrs.items.len(),
+                        ros.items.len()
+                    ));
+                }
+            }
+            Ok(())
+        }
+    })
+    .await;
 
     rome.stop().await;
     milan.stop().await;

@@ -72,6 +72,22 @@ pub enum Action {
     RemoveFinalizer(String),
 }
 
+/// The replicator's finalizer on a ForeignCluster: added once the peer can be reached
+/// (`Some(true)`), removed once the ForeignCluster is deleted and none of our sources for the
+/// peer is left (`Some(false)`), so that a deleted ForeignCluster waits for its copies to go.
+pub fn fc_finalizer(
+    deleting: bool,
+    has: bool,
+    reachable: bool,
+    sources_left: usize,
+) -> Option<bool> {
+    match (deleting, has) {
+        (false, false) if reachable => Some(true),
+        (true, true) if sources_left == 0 => Some(false),
+        _ => None,
+    }
+}
+
 /// The copy of a source.
 pub fn desired(source: &Source, local_id: &str) -> Desired {
     let mut labels = source.labels.clone();
@@ -246,6 +262,16 @@ mod tests {
         );
         // Never replicated: nothing.
         assert!(decide(false, "rome-id", &[source("x", false, false)], &[]).is_empty());
+    }
+
+    #[test]
+    fn the_foreign_cluster_waits_for_its_sources() {
+        assert_eq!(fc_finalizer(false, false, true, 0), Some(true));
+        assert_eq!(fc_finalizer(false, false, false, 0), None);
+        assert_eq!(fc_finalizer(false, true, true, 3), None);
+        assert_eq!(fc_finalizer(true, true, true, 1), None);
+        assert_eq!(fc_finalizer(true, true, false, 0), Some(false));
+        assert_eq!(fc_finalizer(true, false, true, 0), None);
     }
 
     #[test]
