@@ -1,7 +1,10 @@
-//! Two real clusters (the e2e harness), each running liqo-auth's server and these controllers
-//! in-process with admin clients: rome peers out of band with milan as `liqoctl peer
-//! out-of-band` would (remote token + ForeignCluster); both directions' conditions, the offer
-//! (the sharing percentage of milan's kwok nodes, raised by a new node), then the unpeer.
+//! Two real clusters (the e2e harness), each running liqo-auth's server (admin client) and
+//! these controllers in-process under the chart's ClusterRole (a ServiceAccount token): rome
+//! peers out of band with milan as `liqoctl peer out-of-band` would (remote token +
+//! ForeignCluster). Checked: both directions' conditions, the RoleBindings, the offer (the
+//! sharing percentage of milan's kwok nodes, raised by a new node, with milan's storage
+//! class), refusals (own ID, wrong token), the unpeer, peering again with the same
+//! identities, and deleting the ForeignCluster.
 
 mod common;
 
