@@ -150,14 +150,21 @@ pub async fn ensure_local_token(client: &Client, ns: &str) -> Result<AuthToken, 
 }
 
 /// Keeps the local token Secret existing: checks every `period` and recreates it (with a new
-/// token) when it was deleted. Never returns: a failed check is logged and retried.
-pub async fn keep_local_token(client: Client, ns: String, period: Duration) {
+/// token) when it was deleted, giving the current token to `current` each time. Never
+/// returns: a failed check is logged and retried.
+pub async fn keep_local_token(
+    client: Client,
+    ns: String,
+    period: Duration,
+    mut current: impl FnMut(AuthToken) + Send,
+) {
     loop {
-        if let Err(e) = ensure_local_token(&client, &ns).await {
-            tracing::warn!(
+        match ensure_local_token(&client, &ns).await {
+            Ok(token) => current(token),
+            Err(e) => tracing::warn!(
                 error = %liqo_types::chain::chain(&e),
                 "cannot ensure the local auth token"
-            );
+            ),
         }
         tokio::time::sleep(period).await;
     }

@@ -7,7 +7,7 @@ use axum::{
 use control::consts::{labels, objects};
 use liqo_types::FieldError;
 
-use crate::{cluster::IdentityError, tokens::TokenError};
+use crate::tokens::TokenError;
 
 /// Why a request failed. The message (never a token, a key or a cause's text) is the body of
 /// the answer; the causes are logged.
@@ -54,9 +54,6 @@ pub enum AuthError {
         #[source]
         source: control::names::InvalidName,
     },
-    /// The local token cannot be read.
-    #[error("the local auth token is unavailable")]
-    LocalToken(#[source] Box<TokenError>),
     /// The requesting cluster's token cannot be stored.
     #[error("storing the token of cluster {cluster_id}")]
     StoreToken {
@@ -69,9 +66,6 @@ pub enum AuthError {
     /// A basic ClusterRole whose name makes no RoleBinding name.
     #[error("a basic peering ClusterRole cannot be bound")]
     RoleName(#[source] control::names::InvalidName),
-    /// The local identity cannot be read.
-    #[error("the local cluster identity is unavailable")]
-    LocalIdentity(#[source] Box<IdentityError>),
     /// An apiserver call failed.
     #[error("{what}")]
     Kube {
@@ -127,10 +121,8 @@ impl AuthError {
             AuthError::NotSigned { .. } => StatusCode::GATEWAY_TIMEOUT,
             AuthError::NamespaceTaken { .. }
             | AuthError::NamespaceName { .. }
-            | AuthError::LocalToken(_)
             | AuthError::StoreToken { .. }
             | AuthError::RoleName(_)
-            | AuthError::LocalIdentity(_)
             | AuthError::Kube { .. }
             | AuthError::Refused { .. }
             | AuthError::NoBasicRoles => StatusCode::INTERNAL_SERVER_ERROR,

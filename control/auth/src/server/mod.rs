@@ -3,8 +3,14 @@
 //! cluster's token and answers 202 with a certificate signed by the cluster's
 //! `kubernetes.io/kube-apiserver-client` signer, the tenant namespace and the apiserver's URL and
 //! CA. Served over HTTPS with a certificate made in-process (self-signed, as upstream), or plain
-//! HTTP when configured. Nothing is created for a request that fails its checks
-//! ([`validate`]); errors become statuses in one place ([`AuthError::status`]).
+//! HTTP when configured. Errors become statuses in one place ([`AuthError::status`]).
+//!
+//! The identity and the local token are read at bind and kept in memory (the token refreshed by
+//! the loop that keeps its Secret existing), so `GET /ids` and the checks of a request
+//! ([`validate`]: body, token, CSR) make no apiserver call: a request that fails them causes no
+//! apiserver request and creates nothing. Against floods: a bounded number of connections (the
+//! excess closed at once), a TLS handshake timeout, a header timeout, one request per
+//! connection, a body limit and a timeout on handling a request.
 
 mod error;
 mod issue;
@@ -16,8 +22,9 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 use axum::{
     Json, Router,
     body::Bytes,
-    extract::State,
+    extract::{DefaultBodyLimit, Request, State},
     http::StatusCode,
+    middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::{get, post},
 };
@@ -27,6 +34,7 @@ use kube::Client;
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::TcpListener,
+    sync::{Semaphore, watch},
 };
 use tokio_rustls::TlsAcceptor;
 
@@ -37,6 +45,7 @@ use crate::{
     metrics::Metrics,
     tokens::{self, TokenError},
 };
+use control::identity::AuthToken;
 
 /// How the service runs.
 #[derive(Clone)]
@@ -56,14 +65,28 @@ pub struct Config {
     pub tls_sans: Vec<String>,
     /// How long to wait for the signer.
     pub signing_timeout: Duration,
-    /// How often the local token Secret is checked (and recreated when deleted).
+    /// How often the local token Secret is checked (and recreated when deleted); the token in
+    /// memory follows it.
     pub token_check_period: Duration,
+    /// How long a client may take for the TLS handshake.
+    pub handshake_timeout: Duration,
+    /// How long a client may take to send a request's headers.
+    pub header_timeout: Duration,
+    /// How long handling a request may take, from its headers to the answer (reading the body
+    /// included).
+    pub request_timeout: Duration,
+    /// The most connections served at once; more are closed at once.
+    pub max_connections: usize,
+    /// The largest request body (bytes); a larger one is answered 413.
+    pub max_body: usize,
     /// Where requests are counted.
     pub metrics: Metrics,
 }
 
 impl Config {
-    /// A configuration with the defaults: HTTPS, 30 s for the signer, the token checked every 5 s.
+    /// A configuration with the defaults: HTTPS, 30 s for the signer, the token checked every 5 s,
+    /// 10 s for the TLS handshake and for the headers, 45 s for a request, 256 connections,
+    /// bodies up to 64 KiB.
     pub fn new(
         listen: SocketAddr,
         namespace: impl Into<String>,
@@ -79,6 +102,11 @@ impl Config {
             tls_sans: Vec::new(),
             signing_timeout: Duration::from_secs(30),
             token_check_period: Duration::from_secs(5),
+            handshake_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(45),
+            max_connections: 256,
+            max_body: 64 * 1024,
             metrics: Metrics::default(),
         }
     }
@@ -107,14 +135,13 @@ pub enum ServeError {
     LocalIdentity(#[source] IdentityError),
 }
 
-/// How long a client may take to send a request's headers.
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-
 struct AppState {
     client: Client,
     config: Config,
     /// The local identity, read at bind.
     local: ClusterIdentity,
+    /// The local token, read (or made) at bind and refreshed by the token keeper.
+    token: watch::Receiver<AuthToken>,
     /// One issuance at a time: the check that no identity exists and the writes that follow
     /// are not interleaved with another request's.
     issuing: tokio::sync::Mutex<()>,
@@ -125,6 +152,7 @@ pub struct Server {
     listener: TcpListener,
     tls: Option<(TlsAcceptor, String)>,
     state: Arc<AppState>,
+    token: watch::Sender<AuthToken>,
 }
 
 /// Binds the service: reads the local identity and ensures the local token (so a
@@ -133,9 +161,10 @@ pub async fn bind(config: Config, client: Client) -> Result<Server, ServeError> 
     let local = cluster::local_identity(&client, &config.namespace)
         .await
         .map_err(ServeError::LocalIdentity)?;
-    tokens::ensure_local_token(&client, &config.namespace)
+    let token = tokens::ensure_local_token(&client, &config.namespace)
         .await
         .map_err(ServeError::LocalToken)?;
+    let (token, token_rx) = watch::channel(token);
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| ServeError::Bind {
@@ -156,8 +185,10 @@ pub async fn bind(config: Config, client: Client) -> Result<Server, ServeError> 
             client,
             config,
             local,
+            token: token_rx,
             issuing: tokio::sync::Mutex::new(()),
         }),
+        token,
     })
 }
 
@@ -190,11 +221,19 @@ impl Server {
             listener,
             tls,
             state,
+            token,
         } = self;
         let keeper = tokio::spawn(tokens::keep_local_token(
             state.client.clone(),
             state.config.namespace.clone(),
             state.config.token_check_period,
+            move |t| {
+                token.send_if_modified(|old| {
+                    let changed = *old != t;
+                    *old = t;
+                    changed
+                });
+            },
         ));
         let router = router(state.clone());
         let scheme = if tls.is_some() { "https" } else { "http" };
@@ -206,6 +245,12 @@ impl Server {
                 .unwrap_or_default()
         );
         let acceptor = tls.map(|(a, _)| a);
+        let slots = Arc::new(Semaphore::new(state.config.max_connections));
+        let limits = Limits {
+            handshake: state.config.handshake_timeout,
+            header: state.config.header_timeout,
+            request: state.config.request_timeout,
+        };
         tokio::pin!(shutdown);
         loop {
             let accepted = tokio::select! {
@@ -220,15 +265,27 @@ impl Server {
                     continue;
                 }
             };
+            let Ok(slot) = slots.clone().try_acquire_owned() else {
+                // Over the limit: the connection is closed at once (dropped).
+                tracing::debug!(%peer, "too many connections: closing");
+                continue;
+            };
             let router = router.clone();
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
+                let _slot = slot;
                 match acceptor {
-                    Some(acceptor) => match acceptor.accept(stream).await {
-                        Ok(tls) => connection(tls, router, peer).await,
-                        Err(e) => tracing::debug!(%peer, error = %e, "TLS handshake failed"),
-                    },
-                    None => connection(stream, router, peer).await,
+                    Some(acceptor) => {
+                        match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await
+                        {
+                            Ok(Ok(tls)) => connection(tls, router, peer, limits).await,
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                            }
+                            Err(_elapsed) => tracing::debug!(%peer, "TLS handshake timed out"),
+                        }
+                    }
+                    None => connection(stream, router, peer, limits).await,
                 }
             });
         }
@@ -237,18 +294,35 @@ impl Server {
     }
 }
 
-async fn connection<I>(io: I, router: Router, peer: SocketAddr)
+/// The time limits of a connection.
+#[derive(Clone, Copy)]
+struct Limits {
+    handshake: Duration,
+    header: Duration,
+    request: Duration,
+}
+
+/// Serves one request on a connection (no keep-alive), within the header and request limits.
+async fn connection<I>(io: I, router: Router, peer: SocketAddr, limits: Limits)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let service = TowerToHyperService::new(router);
-    if let Err(e) = hyper::server::conn::http1::Builder::new()
+    let serving = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT)
-        .serve_connection(TokioIo::new(io), service)
-        .await
+        .header_read_timeout(limits.header)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(io), service);
+    // The request's own timeout answers first; this one bounds writing the answer.
+    match tokio::time::timeout(
+        limits.header + limits.request + Duration::from_secs(5),
+        serving,
+    )
+    .await
     {
-        tracing::debug!(%peer, error = %e, "connection ended with an error");
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with an error"),
+        Err(_elapsed) => tracing::debug!(%peer, "connection timed out"),
     }
 }
 
@@ -256,34 +330,60 @@ fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route(auth::IDS_PATH, get(ids))
         .route(auth::CERTIFICATE_PATH, post(certificate))
+        .layer(DefaultBodyLimit::max(state.config.max_body))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            request_timeout,
+        ))
         .with_state(state)
 }
 
-async fn ids(State(state): State<Arc<AppState>>) -> Response {
-    let result = cluster::local_identity(&state.client, &state.config.namespace)
-        .await
-        .map_err(|e| AuthError::LocalIdentity(Box::new(e)));
-    match result {
-        Ok(id) => {
-            state.config.metrics.request("ids", "ok");
-            Json(ClusterInfo {
-                cluster_id: id.cluster_id,
-                cluster_name: id.cluster_name,
-            })
-            .into_response()
+/// Answers 503 when handling a request (reading its body included) takes longer than the
+/// configured limit; the handling is dropped.
+async fn request_timeout(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let path = match request.uri().path() {
+        auth::IDS_PATH => "ids",
+        auth::CERTIFICATE_PATH => "certificate",
+        _ => "other",
+    };
+    let limit = state.config.request_timeout;
+    match tokio::time::timeout(limit, next.run(request)).await {
+        Ok(response) => {
+            if response.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                state.config.metrics.request(path, "too_large");
+            }
+            response
         }
-        Err(e) => {
-            state.config.metrics.request("ids", e.outcome());
-            e.into_response()
+        Err(_elapsed) => {
+            state.config.metrics.request(path, "timeout");
+            tracing::warn!(path, "request not handled within {} s", limit.as_secs());
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("request not handled within {} s\n", limit.as_secs()),
+            )
+                .into_response()
         }
     }
 }
 
+/// The identity read at bind: no apiserver call.
+async fn ids(State(state): State<Arc<AppState>>) -> Response {
+    state.config.metrics.request("ids", "ok");
+    Json(ClusterInfo {
+        cluster_id: state.local.cluster_id.clone(),
+        cluster_name: state.local.cluster_name.clone(),
+    })
+    .into_response()
+}
+
 async fn certificate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let result = async {
-        let ours = tokens::ensure_local_token(&state.client, &state.config.namespace)
-            .await
-            .map_err(|e| AuthError::LocalToken(Box::new(e)))?;
+        // The token in memory: a request failing the checks makes no apiserver call.
+        let ours = state.token.borrow().clone();
         let request = validate::validate(&body, &ours, &state.local.cluster_id)?;
         let _one_at_a_time = state.issuing.lock().await;
         issue::issue(&state.client, &state.config, request).await
