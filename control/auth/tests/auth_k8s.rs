@@ -20,7 +20,7 @@ use k8s_openapi::api::{
     authentication::v1::{SelfSubjectReview, TokenRequest},
     certificates::v1::CertificateSigningRequest,
     core::v1::{Namespace, Pod, Secret, Service, ServiceAccount},
-    rbac::v1::{ClusterRoleBinding, RoleBinding},
+    rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding},
 };
 use kube::{
     Api, Client,
@@ -181,6 +181,16 @@ async fn issue_and_check(
         .await
         .unwrap();
     assert_eq!(rb.role_ref.name, "liqo-remote-peering-basic");
+    // Only the fixed basic role: another ClusterRole labelled basic is not bound.
+    let bound: Vec<_> = Api::<RoleBinding>::namespaced(admin.clone(), tenant.as_str())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|rb| rb.metadata.name)
+        .collect();
+    assert_eq!(bound, ["liqo-binding-liqo-remote-peering-basic"]);
     let subject = &rb.subjects.unwrap()[0];
     assert_eq!((subject.kind.as_str(), subject.name.as_str()), ("User", id));
     assert_eq!(
@@ -287,6 +297,20 @@ async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_ef
     let admin = cluster.client().await.unwrap();
     let ca = cluster_ca(&cluster.kubeconfig);
     install(&admin).await;
+    // A second ClusterRole labelled basic, which the service must not bind (under the
+    // ServiceAccount it could not: a failure after signing).
+    let extra: ClusterRole = serde_json::from_value(serde_json::json!({
+        "metadata": {
+            "name": "liqo-remote-peering-extra",
+            "labels": {labels::REMOTE_PEERING_PERMISSIONS: "basic"},
+        },
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}],
+    }))
+    .unwrap();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), &extra)
+        .await
+        .unwrap();
 
     // With an admin client.
     let running = start(admin.clone(), &cluster.server, &ca).await;

@@ -93,12 +93,15 @@ pub enum AuthError {
         /// Its message.
         message: String,
     },
-    /// No basic peering ClusterRole to bind.
+    /// A basic peering ClusterRole is missing (or lacks the label of the basic set).
     #[error(
-        "no ClusterRole labelled {label}=basic to bind",
+        "ClusterRole {name} labelled {label}=basic not found",
         label = labels::REMOTE_PEERING_PERMISSIONS
     )]
-    NoBasicRoles,
+    NoBasicRole {
+        /// Its name.
+        name: &'static str,
+    },
 }
 
 impl AuthError {
@@ -125,7 +128,7 @@ impl AuthError {
             | AuthError::RoleName(_)
             | AuthError::Kube { .. }
             | AuthError::Refused { .. }
-            | AuthError::NoBasicRoles => StatusCode::INTERNAL_SERVER_ERROR,
+            | AuthError::NoBasicRole { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -181,7 +184,12 @@ mod tests {
                 },
                 504,
             ),
-            (AuthError::NoBasicRoles, 500),
+            (
+                AuthError::NoBasicRole {
+                    name: "liqo-remote-peering-basic",
+                },
+                500,
+            ),
         ];
         for (e, status) in cases {
             assert_eq!(e.status().as_u16(), status, "{e}");

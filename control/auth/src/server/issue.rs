@@ -83,6 +83,8 @@ pub(super) async fn issue(
         return Err(already(()));
     }
 
+    // Before signing: what could fail afterwards for lack of configuration.
+    check_basic_roles(client).await?;
     let certificate = sign(client, config, &id, &request.csr_pem).await?;
     bind_basic_roles(client, &namespace, &id).await?;
     if let Some(token) = &request.origin_token {
@@ -348,29 +350,41 @@ async fn delete_csr(api: &Api<CertificateSigningRequest>, name: &str) {
     }
 }
 
-/// Binds every ClusterRole of the basic set in the tenant namespace to User `<id>`
-/// (RoleBinding `liqo-binding-<ClusterRole>`); existing bindings are kept.
+/// The basic peering ClusterRoles, bound to every issued identity: fixed names (the `bind`
+/// right of the service is on these names; a ClusterRole labelled `basic` by anyone else is
+/// never bound).
+const BASIC_CLUSTER_ROLES: [&str; 1] = ["liqo-remote-peering-basic"];
+
+/// Each basic ClusterRole exists and carries the label of the basic set.
+async fn check_basic_roles(client: &Client) -> Result<(), AuthError> {
+    let api = Api::<ClusterRole>::all(client.clone());
+    for name in BASIC_CLUSTER_ROLES {
+        let role = api
+            .get_opt(name)
+            .await
+            .map_err(AuthError::kube(format!("reading ClusterRole {name}")))?;
+        let labelled = role
+            .as_ref()
+            .and_then(|r| r.metadata.labels.as_ref())
+            .and_then(|l| l.get(labels::REMOTE_PEERING_PERMISSIONS))
+            .is_some_and(|v| v == RoleSet::Basic.label_value());
+        if !labelled {
+            return Err(AuthError::NoBasicRole { name });
+        }
+    }
+    Ok(())
+}
+
+/// Binds the basic ClusterRoles in the tenant namespace to User `<id>` (RoleBinding
+/// `liqo-binding-<ClusterRole>`); existing bindings are kept.
 async fn bind_basic_roles(
     client: &Client,
     namespace: &NamespaceName,
     id: &str,
 ) -> Result<(), AuthError> {
-    let selector = format!(
-        "{}={}",
-        labels::REMOTE_PEERING_PERMISSIONS,
-        RoleSet::Basic.label_value()
-    );
-    let roles = Api::<ClusterRole>::all(client.clone())
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(AuthError::kube("listing the basic peering ClusterRoles"))?;
-    if roles.items.is_empty() {
-        return Err(AuthError::NoBasicRoles);
-    }
     let api: Api<RoleBinding> = Api::namespaced(client.clone(), namespace.as_str());
-    for role in roles.items {
-        let role_name = role.metadata.name.unwrap_or_default();
-        let name = names::role_binding(&role_name).map_err(AuthError::RoleName)?;
+    for role_name in BASIC_CLUSTER_ROLES {
+        let name = names::role_binding(role_name).map_err(AuthError::RoleName)?;
         let binding = RoleBinding {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
@@ -384,7 +398,7 @@ async fn bind_basic_roles(
             role_ref: RoleRef {
                 api_group: "rbac.authorization.k8s.io".into(),
                 kind: "ClusterRole".into(),
-                name: role_name.clone(),
+                name: role_name.to_owned(),
             },
             subjects: Some(vec![Subject {
                 api_group: Some("rbac.authorization.k8s.io".into()),
