@@ -5,11 +5,14 @@ use std::{collections::BTreeSet, sync::Arc};
 
 use control::{
     api::{
-        discovery::{ForeignCluster, ForeignClusterStatus, ResourceRequest, TenantNamespace},
+        discovery::{
+            ForeignCluster, ForeignClusterStatus, PeeringConditionType, ResourceRequest,
+            TenantNamespace,
+        },
         sharing::ResourceOffer,
     },
-    conditions::{self, Authentication, Condition, Process},
-    consts::{keys, labels, values},
+    conditions::{self, Authentication, Condition, Peering, Process},
+    consts::{discovery_types, keys, labels, values},
     identity::{CertificateIdentityRequest, authentication},
     names,
 };
@@ -161,6 +164,31 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
         }
     }
     write_status(&api, &name, &old, &status).await?;
+    // i. A ForeignCluster made for an incoming peering goes once neither direction is left.
+    let discovered = fc.labels().get(labels::DISCOVERY_TYPE).map(String::as_str)
+        == Some(discovery_types::INCOMING_PEERING);
+    let direction = |t| {
+        conditions::get(&status.peering_conditions, t)
+            .and_then(Condition::read)
+            .and_then(|c| match c {
+                Condition::Outgoing(p) | Condition::Incoming(p) => Some(p),
+                _ => None,
+            })
+            .unwrap_or(Peering::None)
+    };
+    if decide::delete_discovered(
+        discovered,
+        observed.deleting,
+        direction(PeeringConditionType::OutgoingPeering),
+        direction(PeeringConditionType::IncomingPeering),
+    ) {
+        tracing::info!(%name, "no peering left with a cluster that peered with us: deleting its ForeignCluster");
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .map(drop)
+            .or_else(not_found)
+            .map_err(kerr(format!("delete ForeignCluster {name}")))?;
+    }
     Ok(Requeue::requeue(ctx.settings.resync))
 }
 
@@ -182,7 +210,11 @@ async fn write_status(
         return Ok(());
     }
     let value = serde_json::to_value(new).expect("a status serializes");
-    apply_status(api, name, &value).await.map(drop)
+    match apply_status(api, name, &value).await {
+        // Deleted meanwhile (its last finalizer gone): nothing to record.
+        Err(e) if e.is_not_found() => Ok(()),
+        other => other.map(drop),
+    }
 }
 
 /// Asks the peer to sign our identity (making the key and CSR first if needed); stores the

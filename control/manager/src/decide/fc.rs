@@ -192,6 +192,17 @@ pub fn decide(o: &Observed) -> Vec<Action> {
     actions
 }
 
+/// Whether to delete a ForeignCluster (§1.2 step 3 i): one the ResourceRequest controller made
+/// for a cluster that peered with us (`discovered`), with neither direction left.
+pub fn delete_discovered(
+    discovered: bool,
+    deleting: bool,
+    outgoing: Peering,
+    incoming: Peering,
+) -> bool {
+    discovered && !deleting && outgoing == Peering::None && incoming == Peering::None
+}
+
 /// The phase two direction conditions make (authentication aside: it only matters when no
 /// direction is active, and binds nothing of ours).
 fn phase_of(outgoing: Peering, incoming: Peering) -> PeeringPhase {

@@ -351,3 +351,18 @@ fn a_failed_identity_request_is_retried_once_per_period() {
     assert!(!auth_retry_due(Some(Duration::from_secs(1)), period));
     assert!(auth_retry_due(Some(Duration::from_secs(30)), period));
 }
+
+#[test]
+fn only_a_discovered_foreign_cluster_without_peering_is_deleted() {
+    use Peering as P;
+    assert!(delete_discovered(true, false, P::None, P::None));
+    assert!(!delete_discovered(false, false, P::None, P::None));
+    assert!(!delete_discovered(true, true, P::None, P::None));
+    assert!(!delete_discovered(true, false, P::None, P::Deleting));
+    assert!(!delete_discovered(
+        true,
+        false,
+        P::ResourceRequestPending,
+        P::None
+    ));
+}
