@@ -1,8 +1,14 @@
 //! The consumer's side of the auth protocol: `GET <url>/ids` and `POST
-//! <url>/identity/certificate` over HTTPS. The provider's certificate is self-signed, so, as
-//! upstream's `insecureSkipTLSVerify`, the client can skip verifying it (the token and the
-//! signed certificate are what authenticate the peering); otherwise it is verified against the
-//! platform's roots.
+//! <url>/identity/certificate` over HTTPS, the provider's certificate verified against the
+//! platform's roots, or not verified at all with `insecure_skip_tls_verify` (as upstream's
+//! `insecureSkipTLSVerify`, for the self-signed certificate liqo-auth makes by default).
+//!
+//! Without verification an active man-in-the-middle on the path to the provider can pose as it
+//! and capture both tokens the request carries (the provider's token, which lets it ask for an
+//! identity in our name, and ours, which lets it ask our cluster) and hand us a certificate of
+//! its choosing; upstream has the same property. To avoid it, serve liqo-auth with a
+//! certificate from a CA the consumers trust (e.g. behind a TLS-terminating load balancer) and
+//! keep verification on.
 
 use std::{sync::Arc, time::Duration};
 
@@ -43,11 +49,14 @@ pub enum ClientError {
         /// The URL.
         url: String,
         /// Why.
-        reason: String,
+        reason: &'static str,
+        /// The parser's error, if it failed.
+        #[source]
+        source: Option<http::uri::InvalidUri>,
     },
-    /// The TLS configuration could not be made (no platform roots).
-    #[error("cannot verify TLS certificates: {0}")]
-    Tls(String),
+    /// The TLS configuration could not be made (e.g. no platform roots).
+    #[error("cannot set up TLS certificate verification")]
+    Tls(#[source] rustls::Error),
     /// The request did not get an answer.
     #[error("{url} unreachable")]
     Transport {
@@ -57,13 +66,14 @@ pub enum ClientError {
         #[source]
         source: hyper_util::client::legacy::Error,
     },
-    /// Reading the answer failed.
-    #[error("{url}: reading the answer: {reason}")]
+    /// Reading the answer failed (or it is longer than 1 MiB).
+    #[error("{url}: reading the answer")]
     Body {
         /// The request's URL.
         url: String,
-        /// Why.
-        reason: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// No answer in time.
     #[error("{url}: no answer in {secs} s")]
@@ -108,7 +118,7 @@ impl ClientError {
 /// A client of auth services.
 #[derive(Clone)]
 pub struct AuthClient {
-    http: Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, String>,
+    http: Result<Client<HttpsConnector<HttpConnector>, Full<Bytes>>, rustls::Error>,
 }
 
 impl std::fmt::Debug for AuthClient {
@@ -119,7 +129,7 @@ impl std::fmt::Debug for AuthClient {
 
 impl AuthClient {
     /// A client; `insecure_skip_tls_verify` accepts any server certificate (the auth
-    /// service's is self-signed).
+    /// service's is self-signed), with the risk the module documentation states.
     pub fn new(insecure_skip_tls_verify: bool) -> Self {
         let http = tls_config(insecure_skip_tls_verify).map(|tls| {
             let https = HttpsConnectorBuilder::new()
@@ -172,16 +182,16 @@ impl AuthClient {
             .as_ref()
             .map_err(|e| ClientError::Tls(e.clone()))?;
         let url = format!("{}{path}", base.trim_end_matches('/'));
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| ClientError::Url {
-                url: base.to_owned(),
-                reason: e.to_string(),
-            })?;
+        let uri: http::Uri = url.parse().map_err(|e| ClientError::Url {
+            url: base.to_owned(),
+            reason: "not a URL",
+            source: Some(e),
+        })?;
         if !matches!(uri.scheme_str(), Some("https" | "http")) || uri.host().is_none() {
             return Err(ClientError::Url {
                 url: base.to_owned(),
-                reason: "expected https://host[:port]".into(),
+                reason: "expected https://host[:port]",
+                source: None,
             });
         }
         let mut req = Request::builder().method(method).uri(uri);
@@ -203,9 +213,9 @@ impl AuthClient {
             let bytes = Limited::new(resp.into_body(), MAX_BODY)
                 .collect()
                 .await
-                .map_err(|e| ClientError::Body {
+                .map_err(|source| ClientError::Body {
                     url: url.clone(),
-                    reason: e.to_string(),
+                    source,
                 })?
                 .to_bytes();
             Ok::<_, ClientError>((status, bytes))
@@ -240,11 +250,10 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn tls_config(insecure: bool) -> Result<ClientConfig, String> {
+fn tls_config(insecure: bool) -> Result<ClientConfig, rustls::Error> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?;
+        .with_safe_default_protocol_versions()?;
     let config = if insecure {
         builder
             .dangerous()
@@ -254,10 +263,7 @@ fn tls_config(insecure: bool) -> Result<ClientConfig, String> {
             .with_no_client_auth()
     } else {
         use rustls_platform_verifier::BuilderVerifierExt;
-        builder
-            .with_platform_verifier()
-            .map_err(|e| e.to_string())?
-            .with_no_client_auth()
+        builder.with_platform_verifier()?.with_no_client_auth()
     };
     Ok(config)
 }
@@ -326,8 +332,40 @@ mod tests {
         let c = AuthClient::new(true);
         let e = c.ids("ftp://host").await.unwrap_err();
         assert!(matches!(e, ClientError::Url { .. }), "{e}");
+        assert!(std::error::Error::source(&e).is_none());
         let e = c.ids("not a url").await.unwrap_err();
         assert!(e.to_string().contains("\"not a url\""), "{e}");
+        // The parser's error is the source, not part of the message.
+        assert!(std::error::Error::source(&e).is_some(), "{e:?}");
+    }
+
+    #[tokio::test]
+    async fn an_answer_over_the_limit_is_a_body_error_with_its_cause() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0);
+            let body = vec![b'x'; MAX_BODY + 1];
+            let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n", body.len());
+            s.write_all(head.as_bytes()).await.unwrap();
+            // The client may stop reading (and close) once over the limit.
+            let _ = s.write_all(&body).await;
+        });
+        let e = AuthClient::new(true)
+            .ids(&format!("http://{addr}"))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, ClientError::Body { .. }), "{e}");
+        assert!(std::error::Error::source(&e).is_some(), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!("http://{addr}/ids: reading the answer")
+        );
+        server.await.unwrap();
     }
 
     #[tokio::test]

@@ -11,9 +11,13 @@ use prometheus_client::{
 /// A request's labels.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct RequestLabels {
-    /// `ids` or `certificate`.
+    /// `ids`, `certificate`, or `other` (any other path: only `too_large` and `timeout`).
     pub path: &'static str,
-    /// The status class or error kind (`accepted`, `unauthorized`, `forbidden`, ...).
+    /// What happened: `ok` (`ids`), `accepted` (`certificate`, 202), or an error kind of
+    /// [`crate::server::AuthError::outcome`]: `bad_request` (400), `no_token` (401),
+    /// `wrong_token` and `already_issued` (403), `namespace_taken` (409), `not_signed` (504),
+    /// `error` (500); on any path, `too_large` (413, body over the limit) and `timeout` (503,
+    /// not handled in time).
     pub outcome: &'static str,
 }
 

@@ -32,6 +32,12 @@ pub enum UrlError {
     /// The Service has no port.
     #[error("Service {name} has no port", name = objects::AUTH_SERVICE)]
     NoPort,
+    /// The Service's port (or node port) is not a TCP port number.
+    #[error("Service {name} has port {port}, not in 1..=65535", name = objects::AUTH_SERVICE)]
+    BadPort {
+        /// The value.
+        port: i32,
+    },
     /// A NodePort Service without a node port allocated.
     #[error("NodePort Service {name} has no nodePort", name = objects::AUTH_SERVICE)]
     NoNodePort,
@@ -147,9 +153,13 @@ pub fn choose(
             });
         }
     };
-    let port = overrides
-        .port
-        .unwrap_or_else(|| u16::try_from(port).unwrap_or_default());
+    let port = match overrides.port {
+        Some(p) => p,
+        None => u16::try_from(port)
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or(UrlError::BadPort { port })?,
+    };
     Ok(format_url(&host, port))
 }
 
@@ -316,5 +326,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("type ClusterIP"), "{e}");
+        for bad in [70000, 0, -1] {
+            let svc = service(
+                "LoadBalancer",
+                bad,
+                None,
+                serde_json::json!([{"ip": "1.2.3.4"}]),
+            );
+            let e = choose(&none(), Some(&svc), &[], "liqo")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(&format!("port {bad}, not in")), "{e}");
+        }
     }
 }

@@ -51,12 +51,23 @@ fn pem(ders: &[Vec<u8>]) -> Vec<u8> {
     out.into_bytes()
 }
 
-async fn shutdown() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .expect("installing the SIGTERM handler");
+/// Completes on SIGINT (`interrupt`) or SIGTERM (`terminate`). When listening for SIGINT fails,
+/// the failure is logged and only SIGTERM stops the service (never a stop reported as clean
+/// without a signal).
+async fn shutdown(
+    interrupt: impl Future<Output = std::io::Result<()>>,
+    terminate: impl Future<Output = ()>,
+) {
+    tokio::pin!(terminate);
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+        result = interrupt => match result {
+            Ok(()) => tracing::info!("SIGINT: stopping"),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGINT; stopping on SIGTERM only");
+                terminate.await;
+            }
+        },
+        () = &mut terminate => {}
     }
 }
 
@@ -113,7 +124,36 @@ async fn main() -> anyhow::Result<()> {
     config.plain_http = args.plain_http;
     config.tls_sans = args.tls_sans;
     config.metrics = metrics;
-    server::serve(config, client, shutdown())
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("installing the SIGTERM handler")?;
+    let terminate = async move {
+        term.recv().await;
+        tracing::info!("SIGTERM: stopping");
+    };
+    server::serve(config, client, shutdown(tokio::signal::ctrl_c(), terminate))
         .await
         .map_err(|e| anyhow::anyhow!(liqo_types::chain::chain(&e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_failed_sigint_listener_does_not_stop_the_service() {
+        let failed = async { Err(std::io::Error::other("no signal handling")) };
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let terminate = async move {
+            // A dropped sender counts as SIGTERM too.
+            let _ = rx.await;
+        };
+        let stop = tokio::spawn(shutdown(failed, terminate));
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(!stop.is_finished(), "stopped without a signal");
+        tx.send(()).unwrap();
+        tokio::time::timeout(std::time::Duration::from_secs(5), stop)
+            .await
+            .unwrap()
+            .unwrap();
+    }
 }

@@ -115,15 +115,16 @@ impl AuthError {
     }
 
     /// The answer's status: 400 bad request, 401 no token, 403 wrong token or identity already
-    /// issued (as upstream), 504 not signed in time, 500 otherwise.
+    /// issued (as upstream), 409 tenant namespace name held by another cluster's namespace, 504
+    /// not signed in time, 500 otherwise.
     pub fn status(&self) -> StatusCode {
         match self {
             AuthError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AuthError::MissingToken => StatusCode::UNAUTHORIZED,
             AuthError::WrongToken | AuthError::AlreadyIssued { .. } => StatusCode::FORBIDDEN,
             AuthError::NotSigned { .. } => StatusCode::GATEWAY_TIMEOUT,
-            AuthError::NamespaceTaken { .. }
-            | AuthError::NamespaceName { .. }
+            AuthError::NamespaceTaken { .. } => StatusCode::CONFLICT,
+            AuthError::NamespaceName { .. }
             | AuthError::StoreToken { .. }
             | AuthError::RoleName(_)
             | AuthError::Kube { .. }
@@ -140,6 +141,7 @@ impl AuthError {
             AuthError::WrongToken => "wrong_token",
             AuthError::AlreadyIssued { .. } => "already_issued",
             AuthError::NotSigned { .. } => "not_signed",
+            AuthError::NamespaceTaken { .. } => "namespace_taken",
             _ => "error",
         }
     }
@@ -176,6 +178,13 @@ mod tests {
                     namespace: "liqo-tenant-a".into(),
                 },
                 403,
+            ),
+            (
+                AuthError::NamespaceTaken {
+                    namespace: "liqo-tenant-a".into(),
+                    cluster_id: "a".into(),
+                },
+                409,
             ),
             (
                 AuthError::NotSigned {
