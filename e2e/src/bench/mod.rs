@@ -29,6 +29,7 @@ mod measure;
 mod names;
 pub mod parse;
 pub mod path;
+pub mod peering;
 pub mod peers;
 pub mod render;
 pub mod report;
@@ -40,6 +41,7 @@ use std::{fmt, path::PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use path::path;
+pub use peering::peering;
 pub use peers::peers;
 pub use report::{Report, Spread};
 pub use run::tunnel;

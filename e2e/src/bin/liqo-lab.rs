@@ -123,6 +123,29 @@ enum Bench {
     /// times, rule and route counts, one TCP stream and 64-byte UDP packets/s through the real
     /// peer, as ratios to 1 peer, and whether the targets hold.
     Peers(PeersArgs),
+    /// Seconds from `liqoctl peer` to OutgoingPeering=Established (and the other conditions,
+    /// and unpeering) on two harness clusters with Liqo, the liqo-controller-managers' memory
+    /// and CPU, and the apiserver floor of the same clusters for comparison.
+    Peering(PeeringArgs),
+}
+
+#[derive(Args)]
+struct PeeringArgs {
+    /// Rounds of peer + unpeer (medians need at least 3).
+    #[arg(long, default_value_t = bench::peering::DEFAULT_REPEATS)]
+    repeats: u32,
+    /// Apiserver floor samples per round.
+    #[arg(long, default_value_t = bench::peering::DEFAULT_FLOOR_SAMPLES)]
+    floor_samples: u32,
+    /// Seconds to wait for each condition before failing.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+    /// Allow fewer rounds than medians need (smoke tests, not numbers).
+    #[arg(long)]
+    quick: bool,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 /// What every bench takes besides its own choices.
@@ -436,6 +459,23 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     eprintln!("  {f}");
                 }
                 return Ok(ExitCode::FAILURE);
+            }
+        }
+        Command::Bench {
+            what: Bench::Peering(a),
+        } => {
+            require_root()?;
+            let report = bench::peering(bench::peering::PeeringOptions {
+                prefix,
+                repeats: a.repeats,
+                floor_samples: a.floor_samples,
+                timeout_secs: a.timeout,
+                quick: a.quick,
+            })
+            .await?;
+            match a.output {
+                Format::Table => print!("{}", bench::peering::render(&report)),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
         }
         Command::Bench {
