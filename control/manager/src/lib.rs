@@ -27,9 +27,16 @@ pub mod roles;
 pub mod run;
 
 /// Label selectors the controllers watch with.
-mod consts_selectors {
+mod selectors {
+    use control::consts::{labels, values};
+
     /// Copies made by a peer's replicator.
-    pub(crate) const REPLICATED: &str = "liqo.io/replicated=true";
+    pub(crate) fn replicated() -> String {
+        format!("{}={}", labels::REPLICATED, values::TRUE)
+    }
+
     /// Our sources.
-    pub(crate) const SOURCE: &str = "liqo.io/replication=true";
+    pub(crate) fn source() -> String {
+        format!("{}={}", labels::REPLICATION, values::TRUE)
+    }
 }

@@ -5,7 +5,10 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use control::{
-    api::discovery::{ForeignCluster, OfferState, ResourceRequest},
+    api::{
+        discovery::{ForeignCluster, OfferState, ResourceRequest},
+        sharing::ResourceOffer,
+    },
     consts::{discovery_types, labels, values},
     names,
     offer::{self, NodeInput, PodInput},
@@ -264,7 +267,7 @@ async fn apply_offer(
         spec["withdrawalTimestamp"] = serde_json::to_value(now()).expect("a time serializes");
     }
     let object = json!({
-        "apiVersion": "sharing.liqo.io/v1alpha1", "kind": "ResourceOffer",
+        "apiVersion": ResourceOffer::api_version(&()), "kind": ResourceOffer::kind(&()),
         "metadata": {"name": name, "namespace": ns,
             "labels": {
                 labels::CLUSTER_ID: consumer,

@@ -20,10 +20,10 @@ use kube::{
 use serde::de::DeserializeOwned;
 
 use crate::{
-    consts_selectors::{REPLICATED, SOURCE},
     context::Context,
     error::Error,
     fc, offer, replicator, request,
+    selectors::{replicated, source},
 };
 
 /// How soon a failed reconcile is retried.
@@ -123,11 +123,11 @@ pub fn controllers(
         events::<Node>(&client, None).boxed(),
         events::<Pod>(&client, None).boxed(),
         events::<ForeignCluster>(&client, None).boxed(),
-        events::<ResourceOffer>(&client, Some(SOURCE)).boxed(),
+        events::<ResourceOffer>(&client, Some(&source())).boxed(),
     ]);
     let rr_controller = Controller::new(
         Api::<ResourceRequest>::all(client.clone()),
-        watcher::Config::default().labels(REPLICATED),
+        watcher::Config::default().labels(&replicated()),
     )
     .with_config(config.clone())
     .reconcile_all_on(rr_trigger)
@@ -143,7 +143,7 @@ pub fn controllers(
     // The ResourceOffer controller on copies.
     let ro_controller = Controller::new(
         Api::<ResourceOffer>::all(client.clone()),
-        watcher::Config::default().labels(REPLICATED),
+        watcher::Config::default().labels(&replicated()),
     )
     .with_config(config)
     .graceful_shutdown_on(shutdown)
