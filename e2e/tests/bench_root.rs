@@ -211,3 +211,73 @@ fn quick_peers_bench_has_every_figure_for_every_count_and_cleans_up() {
     assert_no_namespaces_left(&prefix);
     assert!(!PathBuf::from(format!("/run/liqo-lab/bench-{prefix}")).exists());
 }
+
+/// `bench peering` on two harness clusters with Liqo (needs the Kubernetes binaries cached and
+/// `liqo-auth`, `liqo-controller-manager`, `liqo-ipam` and `liqoctl` built next to `liqo-lab`
+/// or in `$LIQO_BIN_DIR`): two rounds, every condition timed on both clusters, the floor and
+/// the controller-managers' memory read, and the bench's clusters gone afterwards.
+#[test]
+fn quick_peering_bench_times_every_condition_and_stops_its_clusters() {
+    use e2e::bench::peering::{Metric, PeeringReport};
+
+    require_root();
+    let prefix = format!("bp{}", std::process::id() % 100_000);
+    let out = Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
+        .args(["--prefix", &prefix, "bench", "peering", "--quick"])
+        .args(["--repeats", "2", "--floor-samples", "3", "--timeout", "60"])
+        .args(["-o", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let report: PeeringReport = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+
+    assert_eq!(report.rounds.len(), 2, "{report:?}");
+    assert!(
+        report.rounds[0].auth_secs.is_some(),
+        "the first round authenticates: {:?}",
+        report.rounds[0]
+    );
+    for m in Metric::ALL {
+        let row = report.row(m).unwrap();
+        let s = row
+            .secs
+            .unwrap_or_else(|| panic!("{m:?} not measured: {row:?}"));
+        assert!(s.min > 0.0 && s.max < 60.0, "{m:?}: {s:?}");
+        assert!(row.over_floor.is_some_and(|x| x > 0.0), "{row:?}");
+    }
+    let out = report.row(Metric::Outgoing).unwrap().secs.unwrap();
+    let auth = report.row(Metric::Auth).unwrap().secs.unwrap();
+    assert!(
+        auth.min <= out.max,
+        "authenticated before peered: {report:?}"
+    );
+    let floor = report.floor_ms.unwrap();
+    assert!(floor.min > 0.0 && floor.max < 10_000.0, "{floor:?}");
+    let clusters: Vec<&str> = report.usage.iter().map(|u| u.cluster.as_str()).collect();
+    assert_eq!(clusters, ["rome", "milan"]);
+    for u in &report.usage {
+        let rss = u.rss_mib.unwrap();
+        assert!(rss.min > 1.0 && u.hwm_mib >= rss.max, "{u:?}");
+        assert!(u.cpu_secs > 0.0 && u.wall_secs > 0.0, "{u:?}");
+    }
+    assert!(
+        report.header.kubernetes.starts_with("v1."),
+        "{:?}",
+        report.header
+    );
+    assert!(!report.header.tools.is_empty());
+    // Its own clusters are gone, processes and files.
+    let dir = PathBuf::from(e2e::k8s::ROOT).join(format!("{prefix}pb"));
+    assert!(!dir.exists(), "{} left behind", dir.display());
+    let left = Command::new("pgrep")
+        .args(["-f", &dir.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "processes left: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
