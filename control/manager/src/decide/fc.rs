@@ -10,7 +10,7 @@ use control::{
         discovery::{OfferState, PeeringEnabled},
         sharing::VirtualKubeletStatus,
     },
-    conditions::{Condition, Peering, Process},
+    conditions::{Condition, Network, Peering, Process},
     phase::{PeeringPhase, RoleSet},
 };
 
@@ -181,6 +181,9 @@ pub fn decide(o: &Observed) -> Vec<Action> {
     let incoming = direction(o.request_from_peer.as_ref(), o.offer_to_peer);
     actions.push(Action::SetCondition(Condition::Outgoing(outgoing)));
     actions.push(Action::SetCondition(Condition::Incoming(incoming)));
+    // No TunnelEndpoint is made yet (the network manager is a later issue): say so, so that
+    // `kubectl get foreignclusters` reads NETWORKING None rather than nothing.
+    actions.push(Action::SetCondition(Condition::Network(Network::NotFound)));
     let phase = phase_of(outgoing, incoming);
     for set in [RoleSet::Outgoing, RoleSet::Incoming] {
         match (set.bound(phase), o.bound.contains(&set)) {

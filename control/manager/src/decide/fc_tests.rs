@@ -340,7 +340,9 @@ fn unpeer_order() {
     };
     let a = decide(&s4);
     assert_eq!(conditions(&a), (Peering::None, Peering::None));
-    assert_eq!(a.len(), 2);
+    // The two peering conditions and NetworkStatus (None until the network manager exists).
+    assert_eq!(a.len(), 3);
+    assert!(a.contains(&Action::SetCondition(Condition::Network(Network::NotFound))));
 }
 
 #[test]
