@@ -1,34 +1,52 @@
 //! liqo-auth against a real apiserver (the `e2e::k8s` harness, one cluster, "milan" as its
-//! Liqo identity): the service runs in-process on 127.0.0.1:0, first with an admin client, then
-//! with the token of a ServiceAccount bound only by `chart/files/liqo-auth-ClusterRole.yaml`.
+//! Liqo identity): the service runs in-process on 127.0.0.1:0, with an admin client, then with
+//! the token of a ServiceAccount bound only by `chart/files/liqo-auth-ClusterRole.yaml` (the
+//! binary: binary_k8s.rs; the limits: hardening_k8s.rs).
 //! A consumer asks for an identity with a real CSR; the certificate the kcm signs authenticates
 //! it as its cluster ID, with the basic peering permissions in its tenant namespace and nothing
 //! else; wrong tokens, bad CSRs and second requests are refused and leave nothing behind.
 
+#[allow(
+    dead_code,
+    reason = "helpers shared with the other test files, not all used here"
+)]
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use control::{
     api::discovery::{ClusterIdentity, ResourceRequest},
     consts::{auth, keys, labels, objects},
-    identity::AuthToken,
+    identity::{AuthToken, CertificateIdentityRequest},
     names,
 };
 use e2e::k8s::{self, Clusters};
 use k8s_openapi::api::{
-    authentication::v1::{SelfSubjectReview, TokenRequest},
+    authentication::v1::SelfSubjectReview,
     certificates::v1::CertificateSigningRequest,
-    core::v1::{Namespace, Pod, Secret, Service, ServiceAccount},
-    rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding},
+    core::v1::{Namespace, Pod, Secret},
+    rbac::v1::{ClusterRole, RoleBinding},
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, PostParams},
 };
-use liqo_auth::{client::AuthClient, tokens};
+use liqo_auth::{
+    client::{AuthClient, ClientError},
+    tokens,
+};
 
 use common::*;
+
+/// Sends a request that must be refused with `status`.
+async fn refused(url: &str, request: &CertificateIdentityRequest, status: u16) -> ClientError {
+    let e = AuthClient::new(true)
+        .certificate(url, request)
+        .await
+        .unwrap_err();
+    assert_eq!(e.http_status(), Some(status), "{e}");
+    e
+}
 
 /// Refusals that must create nothing, then a good request whose certificate works, then a
 /// second request refused.
@@ -49,54 +67,47 @@ async fn issue_and_check(
     // Refusals: nothing created.
     let (_, good_csr) = csr(id, auth::CSR_ORGANIZATION);
     let wrong = AuthToken::generate().unwrap();
-    let e = http
-        .certificate(
-            url,
-            &request(consumer, &consumer_token, Some(&wrong), &good_csr),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.http_status(), Some(403), "{e}");
+    let e = refused(
+        url,
+        &request(consumer, &consumer_token, Some(&wrong), &good_csr),
+        403,
+    )
+    .await;
     assert!(!e.to_string().contains(wrong.expose()));
-    let e = http
-        .certificate(url, &request(consumer, &consumer_token, None, &good_csr))
-        .await
-        .unwrap_err();
-    assert_eq!(e.http_status(), Some(401), "{e}");
+    refused(
+        url,
+        &request(consumer, &consumer_token, None, &good_csr),
+        401,
+    )
+    .await;
     let (_, other_cn) = csr(ROME_ID.replace('0', "1").as_str(), auth::CSR_ORGANIZATION);
-    let e = http
-        .certificate(
-            url,
-            &request(consumer, &consumer_token, Some(milan_token), &other_cn),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.http_status(), Some(400), "{e}");
+    let e = refused(
+        url,
+        &request(consumer, &consumer_token, Some(milan_token), &other_cn),
+        400,
+    )
+    .await;
     assert!(e.to_string().contains("certificateSigningRequest"), "{e}");
     let (_, masters) = csr(id, "system:masters");
-    let e = http
-        .certificate(
-            url,
-            &request(consumer, &consumer_token, Some(milan_token), &masters),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.http_status(), Some(400), "{e}");
+    refused(
+        url,
+        &request(consumer, &consumer_token, Some(milan_token), &masters),
+        400,
+    )
+    .await;
     // A request carrying the provider's own cluster ID.
     let (_, own) = csr(MILAN_ID, auth::CSR_ORGANIZATION);
-    let e = http
-        .certificate(
-            url,
-            &request(
-                &identity(MILAN_ID, "milan"),
-                &consumer_token,
-                Some(milan_token),
-                &own,
-            ),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.http_status(), Some(400), "{e}");
+    let e = refused(
+        url,
+        &request(
+            &identity(MILAN_ID, "milan"),
+            &consumer_token,
+            Some(milan_token),
+            &own,
+        ),
+        400,
+    )
+    .await;
     assert!(e.to_string().contains("own ID"), "{e}");
     assert!(
         !namespace_exists(admin, tenant.as_str()).await,
@@ -245,14 +256,12 @@ async fn issue_and_check(
 
     // A second request for the same cluster ID is refused, and changes nothing.
     let (_, again) = csr(id, auth::CSR_ORGANIZATION);
-    let e = http
-        .certificate(
-            url,
-            &request(consumer, &consumer_token, Some(milan_token), &again),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.http_status(), Some(403), "{e}");
+    refused(
+        url,
+        &request(consumer, &consumer_token, Some(milan_token), &again),
+        403,
+    )
+    .await;
     let record = Api::<Secret>::namespaced(admin.clone(), tenant.as_str())
         .get(objects::REMOTE_CERTIFICATE_SECRET)
         .await
@@ -264,14 +273,12 @@ async fn issue_and_check(
     // label): refused, its token not overwritten, no second namespace.
     let renamed = identity(id, "othername");
     let other_token = AuthToken::generate().unwrap();
-    let e = http
-        .certificate(
-            url,
-            &request(&renamed, &other_token, Some(milan_token), &again),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(e.http_status(), Some(403), "{e}");
+    refused(
+        url,
+        &request(&renamed, &other_token, Some(milan_token), &again),
+        403,
+    )
+    .await;
     let stored = tokens::remote_token(admin, "liqo", &consumer.cluster_id)
         .await
         .unwrap();
@@ -289,6 +296,8 @@ async fn issue_and_check(
     assert_eq!(remote_tenant_csrs(admin).await, 0);
 }
 
+/// The service run with an admin client, then under the ServiceAccount bound only by the
+/// chart's ClusterRole (which proves the role suffices), each issuing one consumer's identity.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_effects() {
     let bins = k8s::binaries().unwrap();
@@ -311,208 +320,54 @@ async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_ef
         .create(&PostParams::default(), &extra)
         .await
         .unwrap();
+    let sa = service_account_client(&admin, &cluster.server, &ca).await;
 
-    // With an admin client.
-    let running = start(admin.clone(), &cluster.server, &ca).await;
     let http = AuthClient::new(true);
-    let ids = http.ids(&running.url).await.unwrap();
-    assert_eq!(ids.cluster_id.as_str(), MILAN_ID);
-    assert_eq!(ids.cluster_name.as_str(), "milan");
-    // Verifying the self-signed certificate fails: the switch matters.
-    assert!(AuthClient::new(false).ids(&running.url).await.is_err());
-    let milan_token = tokens::local_token(&admin, "liqo").await.unwrap();
-    issue_and_check(
-        &admin,
-        &running.url,
-        &milan_token,
-        &identity(ROME_ID, "rome"),
-        &cluster.server,
-        &ca,
-        &rcgen::PKCS_ECDSA_P256_SHA256,
-    )
-    .await;
-
-    // The local token is made again when deleted (a new one).
-    Api::<Secret>::namespaced(admin.clone(), "liqo")
-        .delete(objects::AUTH_TOKEN_SECRET, &DeleteParams::default())
-        .await
-        .unwrap();
-    let renewed = eventually(10, "auth-token recreated", || {
-        let admin = admin.clone();
-        async move { tokens::local_token(&admin, "liqo").await.ok() }
-    })
-    .await;
-    assert_ne!(renewed, milan_token);
-    running.stop().await;
-
-    // Under the ServiceAccount bound only by the chart's ClusterRole.
-    let role = apply_yaml_cluster_role(&admin, "chart/files/liqo-auth-ClusterRole.yaml").await;
-    assert_eq!(role, "liqo-auth");
-    let sa = ServiceAccount {
-        metadata: ObjectMeta {
-            name: Some("liqo-auth".into()),
-            namespace: Some("liqo".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    Api::<ServiceAccount>::namespaced(admin.clone(), "liqo")
-        .create(&PostParams::default(), &sa)
-        .await
-        .unwrap();
-    let crb: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "liqo-auth"},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "liqo-auth"},
-        "subjects": [{"kind": "ServiceAccount", "name": "liqo-auth", "namespace": "liqo"}],
-    }))
-    .unwrap();
-    Api::<ClusterRoleBinding>::all(admin.clone())
-        .create(&PostParams::default(), &crb)
-        .await
-        .unwrap();
-    let tr: TokenRequest = serde_json::from_value(serde_json::json!({
-        "spec": {"audiences": [], "expirationSeconds": 3600},
-    }))
-    .unwrap();
-    let tr = Api::<ServiceAccount>::namespaced(admin.clone(), "liqo")
-        .create_token_request("liqo-auth", &PostParams::default(), &tr)
-        .await
-        .unwrap();
-    let sa_token = tr.status.unwrap().token;
-    let sa_client = client_of(&cluster.server, &ca, &format!("    token: {sa_token}\n")).await;
-    // The ServiceAccount cannot do more than the role: e.g. no pods.
-    assert!(
-        Api::<Pod>::namespaced(sa_client.clone(), "default")
-            .list(&ListParams::default())
-            .await
-            .is_err()
-    );
-    let running = start(sa_client, &cluster.server, &ca).await;
-    let ids = http.ids(&running.url).await.unwrap();
-    assert_eq!(ids.cluster_name.as_str(), "milan");
-    let token = tokens::local_token(&admin, "liqo").await.unwrap();
-    issue_and_check(
-        &admin,
-        &running.url,
-        &token,
-        &identity(NAPLES_ID, "naples"),
-        &cluster.server,
-        &ca,
-        &rcgen::PKCS_ED25519,
-    )
-    .await;
-    // Its token is made again under the role too.
-    Api::<Secret>::namespaced(admin.clone(), "liqo")
-        .delete(objects::AUTH_TOKEN_SECRET, &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually(10, "auth-token recreated by the ServiceAccount", || {
-        let admin = admin.clone();
-        async move { tokens::local_token(&admin, "liqo").await.ok() }
-    })
-    .await;
-    running.stop().await;
-    drop(set);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_binary_serves_with_its_kube_config_counts_requests_and_stops_on_sigterm() {
-    let bins = k8s::binaries().unwrap();
-    let set = Clusters::up(&bins, &options()).await.unwrap();
-    let cluster = &set.clusters[0];
-    let admin = cluster.client().await.unwrap();
-    let ca = cluster_ca(&cluster.kubeconfig);
-    install(&admin).await;
-
-    let (port, metrics_port) = (free_port(), free_port());
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_liqo-auth"))
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-        .args(["-n", "liqo"])
-        .env("KUBECONFIG", &cluster.kubeconfig)
-        .spawn()
-        .unwrap();
-    let mut guard = KillOnDrop(Some(child));
-    let url = format!("https://127.0.0.1:{port}");
-    let http = AuthClient::new(true);
-    let ids = eventually(30, "liqo-auth answers GET /ids", || {
-        let (http, url) = (http.clone(), url.clone());
-        async move { http.ids(&url).await.ok() }
-    })
-    .await;
-    assert_eq!(ids.cluster_name.as_str(), "milan");
-
-    // Its URL as peers find it: Service liqo-auth, a LoadBalancer whose ingress is loopback (what
-    // the harness does for a local process).
-    let svc: Service = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": objects::AUTH_SERVICE, "namespace": "liqo"},
-        "spec": {"type": "LoadBalancer", "ports": [{"name": "https", "port": port}]},
-    }))
-    .unwrap();
-    let services = Api::<Service>::namespaced(admin.clone(), "liqo");
-    services.create(&PostParams::default(), &svc).await.unwrap();
-    services
-        .patch_status(
-            objects::AUTH_SERVICE,
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({
-                "status": {"loadBalancer": {"ingress": [{"ip": "127.0.0.1"}]}},
-            })),
-        )
-        .await
-        .unwrap();
-    let discovered = liqo_auth::url::discover(&admin, "liqo", &Default::default())
-        .await
-        .unwrap();
-    assert_eq!(discovered, url);
-    assert_eq!(http.ids(&discovered).await.unwrap(), ids);
-
-    // It made the local token; a wrong one is refused, a right one gets the identity with its
-    // kube config's apiserver URL and CA.
-    let milan_token = tokens::local_token(&admin, "liqo").await.unwrap();
-    let consumer = identity(ROME_ID, "rome");
-    let ours = AuthToken::generate().unwrap();
-    let (_, pem) = csr(ROME_ID, auth::CSR_ORGANIZATION);
-    let wrong = AuthToken::generate().unwrap();
-    let e = http
-        .certificate(&url, &request(&consumer, &ours, Some(&wrong), &pem))
-        .await
-        .unwrap_err();
-    assert_eq!(e.http_status(), Some(403), "{e}");
-    let resp = http
-        .certificate(&url, &request(&consumer, &ours, Some(&milan_token), &pem))
-        .await
-        .unwrap();
-    assert_eq!(resp.api_server_url, cluster.server);
-    assert_eq!(resp.api_server_ca.as_deref(), Some(&ca[..]));
-
-    let metrics = http_get(&format!("127.0.0.1:{metrics_port}"), "/metrics")
-        .await
-        .unwrap();
-    for line in [
-        r#"liqo_auth_requests_total{path="certificate",outcome="wrong_token"} 1"#,
-        r#"liqo_auth_requests_total{path="certificate",outcome="accepted"} 1"#,
+    for (who, client, consumer, alg) in [
+        (
+            "admin",
+            admin.clone(),
+            identity(ROME_ID, "rome"),
+            &rcgen::PKCS_ECDSA_P256_SHA256,
+        ),
+        (
+            "ServiceAccount",
+            sa,
+            identity(NAPLES_ID, "naples"),
+            &rcgen::PKCS_ED25519,
+        ),
     ] {
-        assert!(metrics.contains(line), "{line} in\n{metrics}");
-    }
+        eprintln!("liqo-auth with the {who} client");
+        let running = start(client, &cluster.server, &ca).await;
+        let ids = http.ids(&running.url).await.unwrap();
+        assert_eq!(ids.cluster_id.as_str(), MILAN_ID);
+        assert_eq!(ids.cluster_name.as_str(), "milan");
+        // Verifying the self-signed certificate fails: the switch matters.
+        assert!(AuthClient::new(false).ids(&running.url).await.is_err());
+        let milan_token = tokens::local_token(&admin, "liqo").await.unwrap();
+        issue_and_check(
+            &admin,
+            &running.url,
+            &milan_token,
+            &consumer,
+            &cluster.server,
+            &ca,
+            alg,
+        )
+        .await;
 
-    let mut child = guard.0.take().unwrap();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            guard.0 = Some(child);
-            panic!("liqo-auth still running 10 s after SIGTERM");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert!(status.success(), "liqo-auth exited with {status}");
+        // The local token is made again when deleted (a new one).
+        Api::<Secret>::namespaced(admin.clone(), "liqo")
+            .delete(objects::AUTH_TOKEN_SECRET, &DeleteParams::default())
+            .await
+            .unwrap();
+        let renewed = eventually(10, "auth-token recreated", || {
+            let admin = admin.clone();
+            async move { tokens::local_token(&admin, "liqo").await.ok() }
+        })
+        .await;
+        assert_ne!(renewed, milan_token, "{who}");
+        running.stop().await;
+    }
     drop(set);
 }

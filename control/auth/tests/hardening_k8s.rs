@@ -4,7 +4,10 @@
 //! the handshake timeout; connections over the limit are closed at once; a body over the
 //! limit is answered 413.
 
-#[allow(dead_code, reason = "helpers shared with auth_k8s, not all used here")]
+#[allow(
+    dead_code,
+    reason = "helpers shared with the other test files, not all used here"
+)]
 mod common;
 
 use std::{

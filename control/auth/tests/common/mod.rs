@@ -15,9 +15,10 @@ use control::{
 };
 use e2e::k8s::{self, Options};
 use k8s_openapi::api::{
+    authentication::v1::TokenRequest,
     certificates::v1::CertificateSigningRequest,
-    core::v1::{ConfigMap, Namespace},
-    rbac::v1::ClusterRole,
+    core::v1::{ConfigMap, Namespace, Pod, ServiceAccount},
+    rbac::v1::{ClusterRole, ClusterRoleBinding},
 };
 use kube::{
     Api, Client,
@@ -268,4 +269,45 @@ pub(crate) async fn http_get(addr: &str, path: &str) -> Option<String> {
     let mut out = String::new();
     s.read_to_string(&mut out).await.ok()?;
     Some(out)
+}
+
+/// A client with the token of ServiceAccount liqo/liqo-auth, bound only by the chart's
+/// ClusterRole (what the installer does).
+pub(crate) async fn service_account_client(admin: &Client, server: &str, ca: &[u8]) -> Client {
+    let role = apply_yaml_cluster_role(admin, "chart/files/liqo-auth-ClusterRole.yaml").await;
+    assert_eq!(role, "liqo-auth");
+    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "liqo-auth", "namespace": "liqo"},
+    }))
+    .unwrap();
+    let sas = Api::<ServiceAccount>::namespaced(admin.clone(), "liqo");
+    sas.create(&PostParams::default(), &sa).await.unwrap();
+    let crb: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "liqo-auth"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "liqo-auth"},
+        "subjects": [{"kind": "ServiceAccount", "name": "liqo-auth", "namespace": "liqo"}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .unwrap();
+    let tr: TokenRequest = serde_json::from_value(serde_json::json!({
+        "spec": {"audiences": [], "expirationSeconds": 3600},
+    }))
+    .unwrap();
+    let tr = sas
+        .create_token_request("liqo-auth", &PostParams::default(), &tr)
+        .await
+        .unwrap();
+    let token = tr.status.unwrap().token;
+    let client = client_of(server, ca, &format!("    token: {token}\n")).await;
+    // The ServiceAccount cannot do more than the role: e.g. no pods.
+    assert!(
+        Api::<Pod>::namespaced(client.clone(), "default")
+            .list(&ListParams::default())
+            .await
+            .is_err()
+    );
+    client
 }
