@@ -196,7 +196,9 @@ fn peering_outcome(
     };
     match auth.status {
         S::Established => passed.push(Passed::Authenticated),
-        S::Denied | S::EmptyDenied | S::Error => {
+        // Refused: no retry will change that. Unreachable (`Error`) is retried by the
+        // controller, so it is waited for (the timeout line names it).
+        S::Denied | S::EmptyDenied => {
             return stop(Stage::Authentication)
                 .unwrap_or(Outcome::Failed(Stage::Authentication, auth));
         }

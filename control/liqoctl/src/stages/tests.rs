@@ -41,8 +41,8 @@ fn no_status_waits_for_authentication() {
 }
 
 #[test]
-fn authentication_failures_fail_the_first_stage() {
-    for a in [A::Denied, A::EmptyDenied, A::NotReachable] {
+fn authentication_refusals_fail_the_first_stage() {
+    for a in [A::Denied, A::EmptyDenied] {
         let p = progress(&[C::Authentication(a)], NodeState::Absent);
         let Outcome::Failed(Stage::Authentication, seen) = &p.outcome else {
             panic!("{a:?}: {:?}", p.outcome)
@@ -50,6 +50,20 @@ fn authentication_failures_fail_the_first_stage() {
         assert_eq!(seen.reason.as_deref(), Some(C::Authentication(a).reason()));
         assert!(p.passed.is_empty());
     }
+}
+
+#[test]
+fn an_unreachable_auth_service_is_waited_for_and_named_at_the_timeout() {
+    // A peer's auth service down for a moment (a restart, a load balancer coming up) is
+    // retried by the controller: keep waiting, as upstream; the timeout line says what was seen.
+    let p = progress(&[C::Authentication(A::NotReachable)], NodeState::Absent);
+    let Outcome::Waiting(Stage::Authentication, Some(seen)) = &p.outcome else {
+        panic!("{:?}", p.outcome)
+    };
+    assert_eq!(
+        seen.reason.as_deref(),
+        Some(C::Authentication(A::NotReachable).reason())
+    );
 }
 
 #[test]
