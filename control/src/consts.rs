@@ -73,6 +73,8 @@ pub mod discovery_types {
 pub mod annotations {
     /// On an identity Secret: when its certificate expires (unix seconds).
     pub const CERTIFICATE_EXPIRE_TIME: &str = "discovery.liqo.io/certificate-expire-time";
+    /// Kubernetes' mark of the default StorageClass (`"true"`).
+    pub const DEFAULT_STORAGE_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
 }
 
 /// Finalizers.

@@ -200,9 +200,6 @@ async fn incoming_foreign_cluster(
         .map_err(kerr(format!("create ForeignCluster {name}")))
 }
 
-/// The annotation marking the cluster's default StorageClass.
-const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
-
 /// Our storage classes, for the offer.
 async fn storage(ctx: &Context) -> Result<Vec<control::api::sharing::StorageType>, Error> {
     let api: Api<StorageClass> = Api::all(ctx.client.clone());
@@ -213,7 +210,11 @@ async fn storage(ctx: &Context) -> Result<Vec<control::api::sharing::StorageType
         .items
         .iter()
         .map(|c| {
-            let default = c.annotations().get(DEFAULT_CLASS).map(String::as_str) == Some("true");
+            let default = c
+                .annotations()
+                .get(control::consts::annotations::DEFAULT_STORAGE_CLASS)
+                .map(String::as_str)
+                == Some("true");
             (c.name_any(), default)
         })
         .collect();
