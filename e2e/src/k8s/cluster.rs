@@ -86,7 +86,7 @@ pub(crate) fn kubeconfig_text(
 
 /// Polls `ready` every 100 ms for up to `secs`; on timeout the error carries the end of `p`'s
 /// log. Fails at once if the process died.
-async fn wait<F, Fut>(p: &Proc, secs: u64, mut ready: F) -> Result<(), K8sError>
+pub(super) async fn wait<F, Fut>(p: &Proc, secs: u64, mut ready: F) -> Result<(), K8sError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
@@ -200,17 +200,7 @@ pub(crate) async fn start(
     let text = kubeconfig_text(s.name, &server, &pki)?;
     pki::write(&kubeconfig, &text, true)?; // It holds the admin key.
     let kc = client(&kubeconfig, s.name).await?;
-    wait(&api, 60, || {
-        let kc = kc.clone();
-        async move {
-            let req = http::Request::get("/readyz").body(Vec::new());
-            match req {
-                Ok(r) => kc.request_text(r).await.is_ok_and(|t| t.trim() == "ok"),
-                Err(_) => false,
-            }
-        }
-    })
-    .await?;
+    wait(&api, 60, || readyz(kc.clone())).await?;
 
     let kcm = procs::spawn(
         "kube-controller-manager",
@@ -317,6 +307,14 @@ pub(crate) async fn start(
         nodes,
         procs: started.clone(),
     })
+}
+
+/// Whether the apiserver behind `kc` answers `GET /readyz` with `ok`.
+pub(super) async fn readyz(kc: Client) -> bool {
+    match http::Request::get("/readyz").body(Vec::new()) {
+        Ok(r) => kc.request_text(r).await.is_ok_and(|t| t.trim() == "ok"),
+        Err(_) => false,
+    }
 }
 
 /// Whether a node reports Ready.

@@ -12,6 +12,7 @@ mod cluster;
 mod crds;
 mod pki;
 mod procs;
+mod restart;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -20,8 +21,9 @@ pub use bins::{Binaries, binaries};
 pub use cluster::{Cluster, client};
 pub use crds::{MANAGER, install_crds};
 pub(crate) use pki::write as write_file;
-pub use procs::Proc;
+pub use procs::{CommandLine, Proc, command_line, kill9};
 pub(crate) use procs::{free_port, stop as stop_procs, using as procs_using};
+pub use restart::Restarted;
 pub use state::{Clusters, Down, Options, ROOT, down, load};
 
 /// Names given to clusters, in order.
@@ -87,6 +89,9 @@ pub enum K8sError {
         #[source]
         source: kube::Error,
     },
+    /// A process that should run does not.
+    #[error("{0} is not running")]
+    NotRunning(String),
     /// Reading or writing a kubeconfig failed.
     #[error("kubeconfig {0}")]
     Kubeconfig(String),

@@ -2,7 +2,14 @@
 //! group, output to a log file), recorded by pid, stopped with SIGTERM in order and SIGKILL
 //! after a grace period; and finding them again without a state file.
 
-use std::{fs, net::TcpListener, path::Path, time::Duration};
+use std::{
+    ffi::OsString,
+    fs,
+    net::TcpListener,
+    os::unix::ffi::OsStringExt,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
 
 pub use dataplane::supervisor::Proc;
 use dataplane::supervisor::{self, Spec, Stopped};
@@ -50,6 +57,71 @@ pub(crate) fn stop(procs: &[Proc], grace: Duration) -> usize {
         .iter()
         .filter(|p| matches!(supervisor::stop(p, grace), Stopped::Killed | Stopped::Stuck))
         .count()
+}
+
+/// How a running process was started: its program, arguments and environment (from
+/// `/proc/<pid>/`), to start it again the same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandLine {
+    /// The program, as it was given (the harness gives absolute paths).
+    pub program: PathBuf,
+    /// Its arguments (without the program).
+    pub args: Vec<OsString>,
+    /// Its whole environment.
+    pub env: Vec<(OsString, OsString)>,
+}
+
+/// The command line of `pid` (`None` once it is gone).
+pub fn command_line(pid: u32) -> Option<CommandLine> {
+    let split = |raw: Vec<u8>| -> Vec<OsString> {
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| OsString::from_vec(a.to_vec()))
+            .collect()
+    };
+    let mut argv = split(fs::read(format!("/proc/{pid}/cmdline")).ok()?).into_iter();
+    let program = PathBuf::from(argv.next()?);
+    let env = split(fs::read(format!("/proc/{pid}/environ")).ok()?)
+        .into_iter()
+        .filter_map(|kv| {
+            let kv = kv.into_vec();
+            let eq = kv.iter().position(|b| *b == b'=')?;
+            Some((
+                OsString::from_vec(kv[..eq].to_vec()),
+                OsString::from_vec(kv[eq + 1..].to_vec()),
+            ))
+        })
+        .collect();
+    Some(CommandLine {
+        program,
+        args: argv.collect(),
+        env,
+    })
+}
+
+/// Sends SIGKILL to `p` (if it still runs its program) and waits up to `within` until it is
+/// gone (reaped if it is our child); whether it is gone.
+pub fn kill9(p: &Proc, within: Duration) -> bool {
+    if !alive(p.pid) || !supervisor::is_ours(p.pid, &p.name) {
+        return true;
+    }
+    if let Ok(raw) = i32::try_from(p.pid) {
+        // ESRCH (it exited meanwhile) is what we want; the wait below sees any other failure.
+        if let Err(e) = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(raw),
+            nix::sys::signal::Signal::SIGKILL,
+        ) {
+            tracing::warn!(pid = p.pid, error = %e, "SIGKILL");
+        }
+    }
+    let deadline = Instant::now() + within;
+    while alive(p.pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
 }
 
 /// The programs a cluster runs.

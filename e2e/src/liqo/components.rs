@@ -8,7 +8,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use dataplane::supervisor::Spec;
+use dataplane::supervisor::{Proc, Spec};
 
 use super::{LiqoError, NAMESPACE, READY_SECS, Running};
 use crate::k8s::Cluster;
@@ -157,30 +157,41 @@ impl Component {
             Ready::Metrics(p) => format!("http://127.0.0.1:{}{p}", ctx.metrics),
             Ready::Https(p) => format!("https://127.0.0.1:{}{p}", ctx.port),
         };
-        let deadline = Instant::now() + Duration::from_secs(READY_SECS);
-        loop {
-            let why = match probe(&url).await {
-                Ok(()) => break,
-                Err(why) => why,
-            };
-            let dead = !dataplane::supervisor::alive(proc.pid);
-            if dead || Instant::now() > deadline {
-                return Err(LiqoError::NotReady {
-                    program: self.program,
-                    cluster: ctx.cluster.name.clone(),
-                    secs: READY_SECS,
-                    why: if dead { "it exited".into() } else { why },
-                    log: proc.log.clone(),
-                    tail: dataplane::supervisor::tail(&log, 20),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        wait_ready(self.program, &ctx.cluster.name, &proc, &url).await?;
         Ok(Running {
             program: self.program.to_owned(),
             proc,
             url,
         })
+    }
+}
+
+/// Waits until `proc` (component `program` of `cluster`) answers at `url`; fails at once if it
+/// exits, else after [`READY_SECS`] with the end of its log.
+pub(super) async fn wait_ready(
+    program: &'static str,
+    cluster: &str,
+    proc: &Proc,
+    url: &str,
+) -> Result<(), LiqoError> {
+    let deadline = Instant::now() + Duration::from_secs(READY_SECS);
+    loop {
+        let why = match probe(url).await {
+            Ok(()) => return Ok(()),
+            Err(why) => why,
+        };
+        let dead = !dataplane::supervisor::alive(proc.pid);
+        if dead || Instant::now() > deadline {
+            return Err(LiqoError::NotReady {
+                program,
+                cluster: cluster.to_owned(),
+                secs: READY_SECS,
+                why: if dead { "it exited".into() } else { why },
+                log: proc.log.clone(),
+                tail: dataplane::supervisor::tail(Path::new(&proc.log), 20),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -15,6 +15,7 @@
 mod components;
 mod objects;
 mod record;
+mod restart;
 
 use std::{
     collections::BTreeMap,
@@ -24,6 +25,7 @@ use std::{
 pub use components::{COMPONENTS, Component, Ready, probe};
 pub use objects::{ensure_identity, new_cluster_id};
 pub use record::{Installed, Liqo, Running, env, load};
+pub use restart::{Killed, kill9_component, restart_component};
 
 use crate::k8s::{Binaries, Cluster, Clusters, K8sError, Proc};
 
@@ -113,6 +115,24 @@ pub enum LiqoError {
         name: String,
         /// The programs of [`COMPONENTS`].
         known: String,
+    },
+    /// A component that should run (by the record) does not.
+    #[error("{program} of {cluster} is not running")]
+    NotRunning {
+        /// The program.
+        program: String,
+        /// The cluster.
+        cluster: String,
+    },
+    /// A component survived SIGKILL.
+    #[error("{program} of {cluster} (pid {pid}) survived SIGKILL")]
+    Stuck {
+        /// The program.
+        program: &'static str,
+        /// The cluster.
+        cluster: String,
+        /// Its pid.
+        pid: u32,
     },
     /// Randomness for the cluster ID was unavailable.
     #[error("no randomness for a cluster ID: {0}")]
