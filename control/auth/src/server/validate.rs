@@ -1,6 +1,8 @@
 //! The checks of an identity request before anything is created: the body decodes, the
-//! destination token is ours, the CSR is a valid signed request whose subject is `CN=<the
-//! requesting cluster ID>, O=liqo.io`, the origin token (if any) is well formed. Pure.
+//! destination token is ours, the requesting cluster ID is not ours, the CSR is a valid signed
+//! request whose subject is exactly `CN=<the requesting cluster ID>, O=liqo.io` (every
+//! attribute read, none other allowed, no CSR attribute), the origin token (if any) is well
+//! formed. Pure.
 
 use control::{
     api::{ClusterId, discovery::ClusterIdentity},
