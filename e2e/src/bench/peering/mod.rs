@@ -163,7 +163,10 @@ async fn bench(
             .await
             .map_err(|e| BenchError::Step {
                 what: format!("round {repeat}"),
-                detail: e.to_string(),
+                detail: format!(
+                    "{e}\nthe end of each component's log (removed with the clusters):\n{}",
+                    ctx.log_tails()
+                ),
             })?;
         eprintln!("{} round {repeat}: {}", progress.step(), summary(&r));
         rounds.push(r);

@@ -38,6 +38,8 @@ struct Side {
     id: String,
     /// Its liqo-controller-manager.
     manager_pid: u32,
+    /// The logs of its components (program, path): their ends explain a failed round.
+    logs: Vec<(String, String)>,
 }
 
 /// What every round shares.
@@ -92,6 +94,11 @@ impl Ctx {
                 client,
                 id: i.cluster_id.clone(),
                 manager_pid: manager.proc.pid,
+                logs: i
+                    .running
+                    .iter()
+                    .map(|r| (r.program.clone(), r.proc.log.clone()))
+                    .collect(),
             })
         };
         let (rome, milan) = (side("rome").await?, side("milan").await?);
@@ -158,6 +165,26 @@ impl Ctx {
             .iter()
             .map(|s| Ok((s.name.clone(), probe::cpu_secs(s.manager_pid, self.hz)?)))
             .collect()
+    }
+
+    /// The last lines of every component's log on both clusters (the logs go with the
+    /// clusters, so a failure quotes them).
+    pub(super) fn log_tails(&self) -> String {
+        const LINES: usize = 8;
+        let mut out = String::new();
+        for s in [&self.rome, &self.milan] {
+            for (program, path) in &s.logs {
+                let text = std::fs::read_to_string(path).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(LINES)..];
+                out.push_str(&format!("--- {program} of {} ({path}):\n", s.name));
+                for l in tail {
+                    out.push_str(l);
+                    out.push('\n');
+                }
+            }
+        }
+        out
     }
 
     fn fcs(side: &Side) -> Api<ForeignCluster> {
