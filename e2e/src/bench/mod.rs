@@ -14,6 +14,8 @@
 //!
 //! `liqo-lab bench peers` ([`peers`]) runs our gateway on the same bed with 1 to 1,000 peers on
 //! gwA, and `liqo-lab bench path` ([`path`]) puts the gateway alone beside a real lab's paths.
+//! `liqo-lab bench peering` ([`mod@peering`]) is the control plane's: seconds from `liqoctl peer` to
+//! an established peering on two harness clusters with Liqo, against their apiserver floor.
 //!
 //! Everything lives in namespaces named `<prefix>-bench-*` (plus the UAPI sockets of the
 //! WireGuard daemons in `/var/run/wireguard/`); it is removed at the end, on failure, on

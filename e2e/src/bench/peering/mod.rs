@@ -9,7 +9,7 @@
 //!   both:  VmRSS/VmHWM of liqo-controller-manager; the apiserver floor on rome   (x repeats)
 //! ```
 //!
-//! The floor ([`probe::floor_sample`]) is measured on the same clusters in the same run: every
+//! The floor (`probe::floor_sample`) is measured on the same clusters in the same run: every
 //! time is also given as a multiple of it. The clusters are named `<prefix>pb` (a set of their
 //! own: a `liqo-lab k8s up` with the same prefix is left alone); they are stopped at the end,
 //! on failure and on Ctrl-C, and a set left by a crashed run is removed first.

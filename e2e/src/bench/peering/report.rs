@@ -1,6 +1,6 @@
 //! The results of `liqo-lab bench peering`: the rounds, their summary (median, min-max, ratio
 //! to the apiserver floor) and the notes. Pure: built from rounds, serialized for `-o json`,
-//! rendered by [`super::render`].
+//! rendered by [`mod@super::render`].
 
 use serde::{Deserialize, Serialize};
 
