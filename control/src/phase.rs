@@ -128,6 +128,17 @@ impl RoleSet {
         }
     }
 
+    /// The chart's ClusterRole of this set (`liqo-remote-peering-<value>`): bound by this
+    /// fixed name, so a ClusterRole someone else labels is never bound (and the components'
+    /// `bind` right names exactly these).
+    pub const fn cluster_role(self) -> &'static str {
+        match self {
+            RoleSet::Basic => "liqo-remote-peering-basic",
+            RoleSet::Outgoing => "liqo-remote-peering-outgoing",
+            RoleSet::Incoming => "liqo-remote-peering-incoming",
+        }
+    }
+
     /// Whether this set is bound in a phase (unbound otherwise).
     pub fn bound(self, phase: PeeringPhase) -> bool {
         match self {

@@ -139,7 +139,7 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
 
     // f.–h. The peering.
     let observed = observe(&ctx, &fc, &tenant, remote.is_some()).await?;
-    let roles = roles::peering_roles(&ctx).await?;
+    let roles = roles::peering_roles();
     let bound = roles::bound_sets(&ctx, &tenant, &roles).await?;
     let observed = Observed { bound, ..observed };
     for action in decide::decide(&observed) {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use control::{api::discovery::ForeignCluster, consts::labels, names, phase::RoleSet};
-use k8s_openapi::api::rbac::v1::{ClusterRole, RoleBinding};
+use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, ListParams},
@@ -17,30 +17,13 @@ use crate::{
     fc::not_found,
 };
 
-/// The peering ClusterRoles by set (label `auth.liqo.io/remote-peering-permissions`).
-pub async fn peering_roles(ctx: &Context) -> Result<BTreeMap<RoleSet, Vec<String>>, Error> {
-    let api: Api<ClusterRole> = Api::all(ctx.client.clone());
-    let list = api
-        .list(&ListParams::default().labels(labels::REMOTE_PEERING_PERMISSIONS))
-        .await
-        .map_err(kerr("list peering ClusterRoles"))?;
-    let mut by_set = BTreeMap::new();
-    for role in list.items {
-        let value = role
-            .labels()
-            .get(labels::REMOTE_PEERING_PERMISSIONS)
-            .cloned();
-        if let Some(set) = RoleSet::ALL
-            .into_iter()
-            .find(|s| Some(s.label_value()) == value.as_deref())
-        {
-            by_set
-                .entry(set)
-                .or_insert_with(Vec::new)
-                .push(role.name_any());
-        }
-    }
-    Ok(by_set)
+/// The peering ClusterRoles by set: the chart's, by their fixed names ([`RoleSet::cluster_role`];
+/// our `bind` right names exactly these).
+pub fn peering_roles() -> BTreeMap<RoleSet, Vec<String>> {
+    RoleSet::ALL
+        .into_iter()
+        .map(|set| (set, vec![set.cluster_role().to_owned()]))
+        .collect()
 }
 
 /// The sets whose ClusterRoles all have their RoleBinding in the tenant namespace.

@@ -353,7 +353,7 @@ async fn delete_csr(api: &Api<CertificateSigningRequest>, name: &str) {
 /// The basic peering ClusterRoles, bound to every issued identity: fixed names (the `bind`
 /// right of the service is on these names; a ClusterRole labelled `basic` by anyone else is
 /// never bound).
-const BASIC_CLUSTER_ROLES: [&str; 1] = ["liqo-remote-peering-basic"];
+const BASIC_CLUSTER_ROLES: [&str; 1] = [RoleSet::Basic.cluster_role()];
 
 /// Each basic ClusterRole exists and carries the label of the basic set.
 async fn check_basic_roles(client: &Client) -> Result<(), AuthError> {
