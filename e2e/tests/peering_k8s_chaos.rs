@@ -529,6 +529,12 @@ enum Moment {
     /// Rome has authenticated with milan (or made its ResourceRequest): rome's
     /// controller-manager is killed, milan's apiserver restarted.
     RomeAuthenticated,
+    /// Rome has made its identity Secret (key and CSR) but not stored the certificate yet:
+    /// rome's controller-manager is killed, milan's apiserver (which signs) restarted.
+    RomeRequestingIdentity,
+    /// Milan's liqo-auth has a CertificateSigningRequest for rome in flight (or, if that
+    /// window is missed, rome has authenticated): as [`Moment::RomeRequestingIdentity`].
+    MilanSigning,
     /// Milan has made its ResourceOffer, rome has not accepted it yet: milan's
     /// controller-manager is killed, rome's apiserver restarted.
     MilanOffered,
@@ -556,8 +562,27 @@ async fn peering_state(rome: &Client, milan: &Client, installed: &Liqo) -> Strin
     let ro = |c: &Client| Api::<ResourceOffer>::all(c.clone());
     let rr = |c: &Client| Api::<ResourceRequest>::all(c.clone());
     let lp = ListParams::default();
+    let identities: Vec<String> = Api::<Secret>::all(rome.clone())
+        .list(&ListParams::default().labels(labels::LOCAL_IDENTITY))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| {
+            let l = s.metadata.labels.unwrap_or_default();
+            format!(
+                "certificate-available={:?}",
+                l.get(labels::CERTIFICATE_AVAILABLE)
+            )
+        })
+        .collect();
+    let csrs = Api::<CertificateSigningRequest>::all(milan.clone())
+        .list(&lp)
+        .await
+        .map_or(0, |l| l.items.len());
     format!(
-        "rome FC(milan): {:?}; rome RRs {}; rome ROs {:?} | milan FC(rome): {:?}; milan RRs {}; milan ROs {:?}",
+        "rome identities {identities:?}; milan CSRs {csrs}; \
+         rome FC(milan): {:?}; rome RRs {}; rome ROs {:?} | milan FC(rome): {:?}; milan RRs {}; milan ROs {:?}",
         conds(fc_for(rome, &milan_id).await),
         rr(rome).list(&lp).await.map_or(0, |l| l.items.len()),
         phases(
@@ -595,6 +620,22 @@ async fn reached(moment: Moment, rome: &Client, milan: &Client, milan_id: &str) 
                 .await
                 .is_ok_and(|l| !l.items.is_empty())
         }
+        Moment::RomeRequestingIdentity => Api::<Secret>::all(rome.clone())
+            .list(&ListParams::default().labels(labels::LOCAL_IDENTITY))
+            .await
+            .is_ok_and(|l| !l.items.is_empty()),
+        Moment::MilanSigning => {
+            Api::<CertificateSigningRequest>::all(milan.clone())
+                .list(&lp)
+                .await
+                .is_ok_and(|l| !l.items.is_empty())
+                || fc_for(rome, milan_id).await.is_some_and(|f| {
+                    f.status
+                        .unwrap_or_default()
+                        .condition(T::AuthenticationStatus)
+                        == S::Established
+                })
+        }
         Moment::MilanOffered => Api::<ResourceOffer>::all(milan.clone())
             .list(&lp)
             .await
@@ -630,7 +671,9 @@ async fn chaos(moment: Moment) {
     let (rc, mc) = (rome.client().await.unwrap(), milan.client().await.unwrap());
     let milan_id = ids(&installed).1;
     let (victim, restarted) = match moment {
-        Moment::RomeAuthenticated => ("rome", "milan"),
+        Moment::RomeAuthenticated | Moment::RomeRequestingIdentity | Moment::MilanSigning => {
+            ("rome", "milan")
+        }
         Moment::MilanOffered => ("milan", "rome"),
     };
     let command = peer_command(&set, &installed);
@@ -706,4 +749,18 @@ async fn kill9_rome_manager_and_restart_milan_apiserver_after_authentication() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_milan_manager_and_restart_rome_apiserver_after_the_offer() {
     chaos(Moment::MilanOffered).await;
+}
+
+/// Rome's controller-manager killed and milan's apiserver restarted as soon as rome's identity
+/// Secret exists (the certificate request to milan in flight or about to be).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_rome_manager_and_restart_milan_apiserver_during_the_identity_request() {
+    chaos(Moment::RomeRequestingIdentity).await;
+}
+
+/// Rome's controller-manager killed and milan's apiserver restarted while milan's
+/// CertificateSigningRequest for rome exists (approved, being signed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill9_rome_manager_and_restart_milan_apiserver_while_milan_signs() {
+    chaos(Moment::MilanSigning).await;
 }
