@@ -435,53 +435,70 @@ fn count(fp: &[Entry], cluster: &str, kind: &str, pred: impl Fn(&Entry) -> bool)
 
 /// The brief's explicit duplicate checks on a fingerprint of a converged peering.
 fn assert_no_duplicates(fp: &[Entry]) {
-    let show = || {
+    let bad = duplicates(fp);
+    assert!(
+        bad.is_empty(),
+        "{}; the objects:\n{}",
+        bad.join("; "),
         fp.iter()
             .map(|e| format!("{e:?}"))
             .collect::<Vec<_>>()
             .join("\n")
-    };
-    let tenant = |e: &Entry| e.2.starts_with(objects::TENANT_NAMESPACE_PREFIX);
-    let identity = count(fp, "rome", "Secret", |e| {
-        tenant(e) && e.4.contains(labels::LOCAL_IDENTITY)
-    });
-    assert_eq!(identity, 1, "identity Secrets on rome:\n{}", show());
-    let cert = count(fp, "milan", "Secret", |e| {
-        e.3 == objects::REMOTE_CERTIFICATE_SECRET
-    });
-    assert_eq!(cert, 1, "liqo-remote-certificate on milan:\n{}", show());
-    assert_eq!(
-        count(fp, "milan", "CertificateSigningRequest", |_| true),
-        0,
-        "leftover CSRs on milan:\n{}",
-        show()
     );
+}
+
+/// What is not there exactly once (or, for CSRs, not gone) in a converged peering.
+fn duplicates(fp: &[Entry]) -> Vec<String> {
+    let tenant = |e: &Entry| e.2.starts_with(objects::TENANT_NAMESPACE_PREFIX);
+    let mut want = vec![
+        (
+            "identity Secrets on rome".to_owned(),
+            count(fp, "rome", "Secret", |e| {
+                tenant(e) && e.4.contains(labels::LOCAL_IDENTITY)
+            }),
+            1,
+        ),
+        (
+            "liqo-remote-certificate Secrets on milan".to_owned(),
+            count(fp, "milan", "Secret", |e| {
+                e.3 == objects::REMOTE_CERTIFICATE_SECRET
+            }),
+            1,
+        ),
+        (
+            "leftover CSRs on milan".to_owned(),
+            count(fp, "milan", "CertificateSigningRequest", |_| true),
+            0,
+        ),
+    ];
     for c in ["rome", "milan"] {
         for kind in ["ResourceRequest", "ResourceOffer", "ForeignCluster"] {
-            assert_eq!(
-                count(fp, c, kind, |_| true),
-                1,
-                "{kind} on {c}:\n{}",
-                show()
-            );
+            want.push((format!("{kind}s on {c}"), count(fp, c, kind, |_| true), 1));
         }
     }
     let mut bindings: Vec<&Entry> = fp.iter().filter(|e| e.1 == "RoleBinding").collect();
     let n = bindings.len();
     bindings.dedup_by(|a, b| (&a.0, &a.2, &a.3) == (&b.0, &b.2, &b.3));
-    assert_eq!(bindings.len(), n, "a RoleBinding twice:\n{}", show());
+    want.push(("RoleBindings named twice".to_owned(), n - bindings.len(), 0));
+    want.into_iter()
+        .filter(|(_, got, want)| got != want)
+        .map(|(what, got, want)| format!("{what}: {got}, want {want}"))
+        .collect()
 }
 
 fn diff(want: &[Entry], got: &[Entry]) -> String {
+    let mut keys: Vec<&Entry> = want.iter().chain(got).collect();
+    keys.sort();
+    keys.dedup();
     let mut out = String::new();
-    for e in want {
-        if got.iter().filter(|g| *g == e).count() < want.iter().filter(|w| *w == e).count() {
-            out.push_str(&format!("- {e:?}\n"));
-        }
-    }
-    for e in got {
-        if want.iter().filter(|w| *w == e).count() < got.iter().filter(|g| *g == e).count() {
-            out.push_str(&format!("+ {e:?}\n"));
+    for e in keys {
+        let (w, g) = (
+            want.iter().filter(|x| *x == e).count(),
+            got.iter().filter(|x| *x == e).count(),
+        );
+        let (sign, n) = if w > g { ('-', w - g) } else { ('+', g - w) };
+        for _ in 0..n {
+            out.push_str(&format!("{sign} {e:?}\n"));
         }
     }
     out
@@ -702,6 +719,12 @@ async fn chaos(moment: Moment) {
         r.new.pid,
         r.unavailable.as_secs_f64()
     );
+    let recorded = k8s::load(&set.prefix).unwrap();
+    let procs = &recorded.get(restarted).unwrap().procs;
+    assert!(
+        procs.contains(&r.new) && !procs.contains(&r.old),
+        "state.json records the new kube-apiserver: {procs:?}"
+    );
     let (now, took) = liqo::restart_component(&set, &mut installed, killed)
         .await
         .unwrap();
@@ -763,4 +786,46 @@ async fn kill9_rome_manager_and_restart_milan_apiserver_during_the_identity_requ
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill9_rome_manager_and_restart_milan_apiserver_while_milan_signs() {
     chaos(Moment::MilanSigning).await;
+}
+
+/// The checks themselves can fail: a second identity Secret (names normalized alike) is a
+/// duplicate and shows in the diff; tenant namespace hashes are normalized.
+#[test]
+fn a_duplicate_fails_the_checks_and_shows_in_the_diff() {
+    let e = |c: &str, k: &str, ns: &str, n: &str, key: &str| -> Entry {
+        (c.into(), k.into(), ns.into(), n.into(), key.into())
+    };
+    let identity = e(
+        "rome",
+        "Secret",
+        "liqo-tenant-milan-*",
+        "liqo-identity-*",
+        &format!("{{\"labels\":{{\"{}\":\"true\"}}}}", labels::LOCAL_IDENTITY),
+    );
+    let mut fp = vec![
+        e(
+            "milan",
+            "Secret",
+            "liqo-tenant-rome-*",
+            "liqo-remote-certificate",
+            "{}",
+        ),
+        identity.clone(),
+    ];
+    for c in ["rome", "milan"] {
+        for k in ["ResourceRequest", "ResourceOffer", "ForeignCluster"] {
+            fp.push(e(c, k, "", "x", "{}"));
+        }
+    }
+    fp.sort();
+    assert_eq!(duplicates(&fp), Vec::<String>::new());
+    let mut twice = fp.clone();
+    twice.push(identity.clone());
+    twice.sort();
+    assert_eq!(duplicates(&twice), ["identity Secrets on rome: 2, want 1"]);
+    assert_eq!(diff(&fp, &twice), format!("+ {identity:?}\n"));
+    assert_eq!(
+        tenant_namespaces("ns liqo-tenant-milan-995d4d, liqo-tenant-rome-91c341."),
+        "ns liqo-tenant-milan-*, liqo-tenant-rome-*."
+    );
 }
