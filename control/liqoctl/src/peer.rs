@@ -13,7 +13,7 @@ use control::{
     identity::AuthToken,
 };
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::apis::meta::v1::Time};
 use kube::{
     Api, Client, Resource,
     api::{ListParams, Patch, PatchParams},
@@ -180,6 +180,7 @@ pub async fn out_of_band(client: &Client, ns: &str, args: &OutOfBand<'_>) -> Res
         existing.as_ref().map(|fc| &fc.spec),
     );
     let what = format!("writing ForeignCluster {fc_name}");
+    let since = stages::since_now();
     let apply = PatchParams::apply(FIELD_MANAGER).force();
     // The apiserver checks the object (schema, auth URL pattern) before anything is written.
     fcs.patch(&fc_name, &apply.clone().dry_run(), &Patch::Apply(&body))
@@ -193,14 +194,15 @@ pub async fn out_of_band(client: &Client, ns: &str, args: &OutOfBand<'_>) -> Res
         .await
         .map_err(kube_err(what))?;
     println!("Peering enabled: ForeignCluster {fc_name:?} has outgoing peering Yes");
-    wait_peering(client, &fc, args.timeout).await
+    wait_peering(client, &fc, args.timeout, &since).await
 }
 
 /// `peer <name>`: outgoing `Yes` on an existing ForeignCluster, then waits.
 pub async fn enable(client: &Client, name: &str, timeout: Duration) -> Result<(), PeerError> {
+    let since = stages::since_now();
     let fc = set_outgoing(client, name, PeeringEnabled::Yes).await?;
     println!("Peering enabled: ForeignCluster {name:?} has outgoing peering Yes");
-    wait_peering(client, &fc, timeout).await
+    wait_peering(client, &fc, timeout, &since).await
 }
 
 /// `unpeer [out-of-band] <name>`: outgoing `No`, then waits for `OutgoingPeering` None.
@@ -256,16 +258,27 @@ async fn wait_peering(
     client: &Client,
     fc: &ForeignCluster,
     timeout: Duration,
+    since: &Time,
 ) -> Result<(), PeerError> {
     let name = fc.metadata.name.clone().unwrap_or_default();
     let cluster = fc.spec.cluster_identity.cluster_name.to_string();
+    let retried = std::cell::Cell::new(false);
     wait(
         client,
         &name,
         &cluster,
         timeout,
         Stage::Authentication,
-        |fc, node| stages::peering(fc.status.as_ref(), node),
+        |fc, node| {
+            if !stages::refused(fc.status.as_ref()) {
+                retried.set(true);
+            }
+            let since = stages::Since {
+                at: since,
+                retried: retried.get(),
+            };
+            stages::peering(fc.status.as_ref(), node, Some(since))
+        },
         true,
     )
     .await?;

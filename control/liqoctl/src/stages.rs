@@ -17,6 +17,7 @@ use control::{
     },
     conditions,
 };
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// A stage of the peering (or of its teardown).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,21 +176,64 @@ pub enum NodeState {
     Absent,
 }
 
-/// The peering's progress from the ForeignCluster's status and the virtual node.
-pub fn peering(status: Option<&ForeignClusterStatus>, node: NodeState) -> Progress {
+/// Now, to the second below (conditions' times have whole seconds): what [`peering`] compares
+/// a refusal's time with.
+pub fn since_now() -> Time {
+    let now = k8s_openapi::jiff::Timestamp::now();
+    Time(k8s_openapi::jiff::Timestamp::from_second(now.as_second()).unwrap_or(now))
+}
+
+/// Since when a refusal answers our write: `at` (when we wrote the token and the
+/// ForeignCluster, to the second) and whether the authentication was seen not refused since
+/// (the controller records every request as Pending first).
+#[derive(Debug, Clone, Copy)]
+pub struct Since<'a> {
+    /// When we wrote.
+    pub at: &'a Time,
+    /// Whether a state other than a refusal was seen since.
+    pub retried: bool,
+}
+
+/// Whether the authentication condition in `status` is a refusal (Denied or EmptyDenied).
+pub fn refused(status: Option<&ForeignClusterStatus>) -> bool {
+    let conds = status.map_or(&[][..], |s| &s.peering_conditions[..]);
+    matches!(
+        Seen::of(conds, T::AuthenticationStatus).status,
+        S::Denied | S::EmptyDenied
+    )
+}
+
+/// The peering's progress from the ForeignCluster's status and the virtual node. A refusal
+/// older than `since` answered an earlier attempt: it is waited past, not reported (times have
+/// whole seconds: one of the same second counts once a retry was seen).
+pub fn peering(
+    status: Option<&ForeignClusterStatus>,
+    node: NodeState,
+    since: Option<Since<'_>>,
+) -> Progress {
     let conds = status.map_or(&[][..], |s| &s.peering_conditions[..]);
     let mut passed = Vec::new();
-    let outcome = peering_outcome(conds, node, &mut passed);
+    let outcome = peering_outcome(conds, node, since, &mut passed);
     Progress { passed, outcome }
 }
 
 fn peering_outcome(
     conds: &[PeeringCondition],
     node: NodeState,
+    since: Option<Since<'_>>,
     passed: &mut Vec<Passed>,
 ) -> Outcome {
     let process = Seen::of(conds, T::ProcessForeignClusterStatus);
     let auth = Seen::of(conds, T::AuthenticationStatus);
+    let stale = |type_| {
+        let changed = conditions::get(conds, type_).and_then(|c| c.last_transition_time.as_ref());
+        match (since, changed) {
+            (Some(since), Some(changed)) => {
+                changed < since.at || (changed == since.at && !since.retried)
+            }
+            _ => false,
+        }
+    };
     // A ForeignCluster that cannot be processed fails whatever stage we are at.
     let stop = |stage: Stage| {
         (process.status == S::Error).then(|| Outcome::Failed(stage, process.clone()))
@@ -198,6 +242,10 @@ fn peering_outcome(
         S::Established => passed.push(Passed::Authenticated),
         // Refused: no retry will change that. Unreachable (`Error`) is retried by the
         // controller, so it is waited for (the timeout line names it).
+        S::Denied | S::EmptyDenied if stale(T::AuthenticationStatus) => {
+            return stop(Stage::Authentication)
+                .unwrap_or(Outcome::Waiting(Stage::Authentication, Some(auth)));
+        }
         S::Denied | S::EmptyDenied => {
             return stop(Stage::Authentication)
                 .unwrap_or(Outcome::Failed(Stage::Authentication, auth));

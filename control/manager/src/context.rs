@@ -67,14 +67,32 @@ pub struct Context {
     pub launcher: Arc<dyn Launcher>,
     /// Counters.
     pub metrics: Metrics,
-    /// When each peer last refused (or did not answer) our identity request, and the
-    /// condition it left.
-    pub auth_failures: std::sync::Mutex<
-        std::collections::HashMap<
-            control::api::ClusterId,
-            (std::time::Instant, control::conditions::Authentication),
-        >,
-    >,
+    /// Each peer's last refused (or unanswered) identity request.
+    pub auth_failures:
+        std::sync::Mutex<std::collections::HashMap<control::api::ClusterId, AuthFailure>>,
+}
+
+/// An identity request that failed: when, the condition it left, and what was sent.
+#[derive(Debug, Clone)]
+pub struct AuthFailure {
+    /// When.
+    pub at: std::time::Instant,
+    /// The condition it left.
+    pub condition: control::conditions::Authentication,
+    /// What it was made with.
+    pub attempt: Attempt,
+}
+
+/// What an identity request is made with: another ForeignCluster, auth URL or token is a new
+/// attempt, sent at once (a corrected token is not left waiting for the retry period).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    /// The ForeignCluster's UID.
+    pub uid: Option<String>,
+    /// Its auth URL.
+    pub url: String,
+    /// The peer's token we hold (compared in constant time).
+    pub token: Option<control::identity::AuthToken>,
 }
 
 impl Context {
@@ -102,13 +120,8 @@ impl Context {
     /// The failed identity requests by peer.
     pub fn auth_failures(
         &self,
-    ) -> std::sync::MutexGuard<
-        '_,
-        std::collections::HashMap<
-            control::api::ClusterId,
-            (std::time::Instant, control::conditions::Authentication),
-        >,
-    > {
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<control::api::ClusterId, AuthFailure>>
+    {
         // Inserts and removes only: a poisoned map is still consistent.
         self.auth_failures.lock().unwrap_or_else(|p| p.into_inner())
     }

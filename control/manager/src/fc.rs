@@ -25,7 +25,7 @@ use kube::{
 use serde_json::json;
 
 use crate::{
-    context::{Context, apply, apply_status, controller_ref, now},
+    context::{Attempt, AuthFailure, Context, apply, apply_status, controller_ref, now},
     decide::fc::{self as decide, Action, AuthStep, IdentityState, Observed, RequestState},
     error::{Error, kube as kerr},
     identity, roles,
@@ -45,7 +45,7 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     let api: Api<ForeignCluster> = Api::all(ctx.client.clone());
     let now = now();
     let peer = fc.spec.cluster_identity.clone();
-    let old = fc.status.clone().unwrap_or_default();
+    let mut old = fc.status.clone().unwrap_or_default();
     let mut status = old.clone();
 
     // a. Validation.
@@ -100,24 +100,50 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     let (auth, remote) = match identity::state(secret.as_ref()) {
         IdentityState::Signed { namespace } => (Authentication::Accepted, Some(namespace)),
         state => {
-            let last = ctx.auth_failures().get(&peer.cluster_id).copied();
+            let token = liqo_auth::tokens::remote_token(
+                &ctx.client,
+                &ctx.settings.namespace,
+                &peer.cluster_id,
+            )
+            .await
+            .map_err(|e| Error::Token(Box::new(e)))?;
+            let attempt = Attempt {
+                uid: fc.uid(),
+                url: fc.spec.foreign_auth_url.clone(),
+                token,
+            };
+            let last = ctx.auth_failures().get(&peer.cluster_id).cloned();
             match last {
-                Some((at, condition))
-                    if !decide::auth_retry_due(
-                        Some(at.elapsed()),
-                        AUTH_RETRY.min(ctx.settings.resync),
-                    ) =>
+                Some(f)
+                    if f.attempt == attempt
+                        && !decide::auth_retry_due(
+                            Some(f.at.elapsed()),
+                            AUTH_RETRY.min(ctx.settings.resync),
+                        ) =>
                 {
-                    (condition, None)
+                    (f.condition, None)
                 }
                 _ => {
+                    // Every request is first recorded as Pending: its answer is then a new
+                    // transition, which liqoctl tells from an answer to an earlier attempt.
+                    conditions::set(
+                        &mut status.peering_conditions,
+                        Condition::Authentication(Authentication::Pending),
+                        &now,
+                    );
+                    write_status(&api, &name, &old, &status).await?;
+                    old = status.clone();
                     let step = decide::auth_step(&state);
                     let (condition, remote) =
                         authenticate(&ctx, &fc, &tenant, secret, step).await?;
                     if remote.is_none() {
                         ctx.auth_failures().insert(
                             peer.cluster_id.clone(),
-                            (std::time::Instant::now(), condition),
+                            AuthFailure {
+                                at: std::time::Instant::now(),
+                                condition,
+                                attempt,
+                            },
                         );
                     } else {
                         ctx.auth_failures().remove(&peer.cluster_id);

@@ -87,6 +87,8 @@ pub fn controllers(
         events::<ResourceRequest>(&client, None).boxed(),
         events::<ResourceOffer>(&client, None).boxed(),
         events::<Secret>(&client, Some(control::consts::labels::LOCAL_IDENTITY)).boxed(),
+        // A peer's token written (again): a corrected token is tried at once.
+        events::<Secret>(&client, Some(control::consts::labels::AUTH_TOKEN)).boxed(),
     ]);
     let fc_controller = Controller::new(fcs(), watcher::Config::default())
         .with_config(config.clone())

@@ -18,7 +18,7 @@ fn status(conds: &[C]) -> ForeignClusterStatus {
 }
 
 fn progress(conds: &[C], node: NodeState) -> Progress {
-    peering(Some(&status(conds)), node)
+    peering(Some(&status(conds)), node, None)
 }
 
 fn waiting_for(p: &Progress) -> Option<Stage> {
@@ -29,8 +29,39 @@ fn waiting_for(p: &Progress) -> Option<Stage> {
 }
 
 #[test]
+fn a_refusal_older_than_our_write_answered_an_earlier_attempt() {
+    // The conditions were set at the epoch (see `status`).
+    let denied = status(&[C::Authentication(A::Denied)]);
+    let later = Time(Timestamp::from_second(1_000).unwrap());
+    let since = |at, retried| Some(Since { at, retried });
+    for retried in [false, true] {
+        let p = peering(Some(&denied), NodeState::Absent, since(&later, retried));
+        assert_eq!(
+            waiting_for(&p),
+            Some(Stage::Authentication),
+            "stale: waited past"
+        );
+    }
+    let same = Time(Timestamp::UNIX_EPOCH);
+    let p = peering(Some(&denied), NodeState::Absent, since(&same, false));
+    assert_eq!(
+        waiting_for(&p),
+        Some(Stage::Authentication),
+        "the second of our write, no retry seen yet: maybe the earlier answer"
+    );
+    let p = peering(Some(&denied), NodeState::Absent, since(&same, true));
+    assert!(
+        matches!(p.outcome, Outcome::Failed(Stage::Authentication, _)),
+        "the second of our write, after a retry: it answers it"
+    );
+    assert!(refused(Some(&denied)));
+    assert!(!refused(Some(&status(&[C::Authentication(A::Pending)]))));
+    assert!(!refused(None));
+}
+
+#[test]
 fn no_status_waits_for_authentication() {
-    let p = peering(None, NodeState::Absent);
+    let p = peering(None, NodeState::Absent, None);
     assert!(p.passed.is_empty());
     assert_eq!(waiting_for(&p), Some(Stage::Authentication));
     let p = progress(

@@ -164,12 +164,14 @@ pub fn decide(o: &Observed) -> Vec<Action> {
         (false, Some(r)) if r.deleting => Peering::Deleting,
         // The peer withdrew its offer (or never made one) and its copy here is gone: the
         // peer needs our outgoing role until then, to delete that copy.
+        // Disconnecting until the request is gone (its finalizer waits for the peer's copy):
+        // None before that would flap back, and `liqoctl unpeer` would return early.
         (false, Some(r))
             if o.offer_from_peer.is_none()
                 && (r.offer_withdrawn || (r.withdrawing && r.offer_state == OfferState::None)) =>
         {
             actions.push(Action::DeleteRequest);
-            Peering::None
+            Peering::Deleting
         }
         (false, Some(r)) => {
             if !r.withdrawing {

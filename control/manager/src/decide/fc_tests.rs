@@ -151,7 +151,7 @@ fn outgoing_table() {
             rr(true, OfferState::None, true),
             None,
             Some(Action::DeleteRequest),
-            Peering::None,
+            Peering::Deleting,
         ),
         // Withdrawn, but the offer's copy is still here: wait (the peer deletes it with our role).
         (
@@ -162,14 +162,14 @@ fn outgoing_table() {
             None,
             Peering::Deleting,
         ),
-        // Never answered: nothing to wait for.
+        // Never answered: nothing to wait for (Disconnecting until the request is gone).
         (
             PeeringEnabled::No,
             true,
             rr(true, OfferState::None, false),
             None,
             Some(Action::DeleteRequest),
-            Peering::None,
+            Peering::Deleting,
         ),
     ];
     for (i, (enabled, known, request, offer, action, cond)) in cases.into_iter().enumerate() {
@@ -330,9 +330,23 @@ fn unpeer_order() {
     };
     let a = decide(&s3);
     assert!(a.contains(&Action::DeleteRequest));
+    // Still Disconnecting while the request is terminating (no flapping through None).
+    assert_eq!(conditions(&a).0, Peering::Deleting);
+    let s3b = Observed {
+        request: Some(RequestState {
+            deleting: true,
+            ..s3.request.unwrap()
+        }),
+        ..s3.clone()
+    };
+    assert_eq!(conditions(&decide(&s3b)).0, Peering::Deleting);
+    // The RR is gone: None, the outgoing role unbound.
+    let a = decide(&Observed {
+        request: None,
+        ..s3.clone()
+    });
     assert_eq!(conditions(&a).0, Peering::None);
     assert!(a.contains(&Action::Unbind(RoleSet::Outgoing)));
-    // The RR is gone: None, nothing else.
     let s4 = Observed {
         request: None,
         bound: BTreeSet::new(),
