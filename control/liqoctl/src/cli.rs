@@ -114,8 +114,9 @@ pub struct PeerOutOfBand {
     /// The remote cluster's ID.
     #[arg(long)]
     pub cluster_id: ClusterId,
-    /// The remote cluster's auth token (128 hex digits).
-    #[arg(long, value_parser = TokenParser)]
+    /// The remote cluster's auth token (128 hex digits). On a shared machine prefer the
+    /// environment variable: a flag is visible to other users in the process list.
+    #[arg(long, env = "LIQO_AUTH_TOKEN", hide_env_values = true, value_parser = TokenParser)]
     pub auth_token: AuthToken,
     /// How long to wait for the peering.
     #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]

@@ -14,6 +14,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     while !rest.is_empty() {
         let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
         let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+        let too_long = || format!("duration {text:?} is too long");
         rest = &rest[digits..];
         let unit_len = rest
             .find(|c: char| c.is_ascii_digit())
@@ -21,14 +22,24 @@ pub fn parse(text: &str) -> Result<Duration, String> {
         let unit = match &rest[..unit_len] {
             "ms" => Duration::from_millis(n),
             "s" => Duration::from_secs(n),
-            "m" => Duration::from_secs(n * 60),
-            "h" => Duration::from_secs(n * 3600),
+            "m" => Duration::from_secs(n.checked_mul(60).ok_or_else(too_long)?),
+            "h" => Duration::from_secs(n.checked_mul(3600).ok_or_else(too_long)?),
             _ => return Err(bad()),
         };
-        total += unit;
+        total = total.checked_add(unit).ok_or_else(too_long)?;
         rest = &rest[unit_len..];
     }
     Ok(total)
+}
+
+/// A resync period: at least a second (a zero period would reconcile, and call the peers'
+/// auth services, in a loop).
+pub fn parse_period(text: &str) -> Result<Duration, String> {
+    let d = parse(text)?;
+    if d < Duration::from_secs(1) {
+        return Err(format!("{text:?} is shorter than 1s"));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -41,9 +52,20 @@ mod tests {
         assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse("2h"), Ok(Duration::from_secs(7200)));
-        for bad in ["", "30", "s", "3x", "-1s", "1.5s"] {
+        for bad in ["", "30", "s", "3x", "-1s", "1.5s", "99999999999999999999h"] {
             let e = parse(bad).unwrap_err();
             assert!(e.contains(&format!("{bad:?}")), "{e}");
+        }
+        let huge = format!("{}h", u64::MAX / 3600 + 1);
+        assert!(parse(&huge).unwrap_err().contains("too long"));
+        let sum = format!("{}s{}s", u64::MAX, u64::MAX);
+        assert!(parse(&sum).unwrap_err().contains("too long"));
+        assert_eq!(parse_period("30s"), Ok(Duration::from_secs(30)));
+        for short in ["0s", "999ms"] {
+            assert!(
+                parse_period(short).unwrap_err().contains("shorter than 1s"),
+                "{short}"
+            );
         }
     }
 }

@@ -1,5 +1,6 @@
-//! The peering RoleBindings (§1.3): the peering ClusterRoles found by their label, bound in
-//! a tenant namespace to the peer's user (its cluster ID) as `liqo-binding-<ClusterRole>`.
+//! The peering RoleBindings (§1.3): the chart's peering ClusterRoles, by their fixed names,
+//! bound in a tenant namespace to the peer's user (its cluster ID) as
+//! `liqo-binding-<ClusterRole>`.
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -34,8 +34,8 @@ struct Args {
     /// Accept incoming peerings whose ForeignCluster says Auto.
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
     enable_incoming_peering: bool,
-    /// How often every object is reconciled again (`30s`, `1m`, `500ms`).
-    #[arg(long, default_value = "30s", value_parser = liqo_controller_manager::duration::parse)]
+    /// How often every object is reconciled again (`30s`, `1m`; at least `1s`).
+    #[arg(long, default_value = "30s", value_parser = liqo_controller_manager::duration::parse_period)]
     resync_period: Duration,
     /// Where Prometheus metrics are served (`GET /metrics`).
     #[arg(long)]
