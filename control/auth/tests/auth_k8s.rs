@@ -4,7 +4,8 @@
 //! binary: binary_k8s.rs; the limits: hardening_k8s.rs).
 //! A consumer asks for an identity with a real CSR; the certificate the kcm signs authenticates
 //! it as its cluster ID, with the basic peering permissions in its tenant namespace and nothing
-//! else; wrong tokens, bad CSRs and second requests are refused and leave nothing behind.
+//! else; wrong tokens, bad CSRs and second requests with another CSR are refused and leave
+//! nothing behind; the same CSR again is answered the same certificate.
 
 #[allow(
     dead_code,
@@ -254,7 +255,41 @@ async fn issue_and_check(
         other => panic!("listing ResourceRequests in liqo: {other:?}"),
     }
 
-    // A second request for the same cluster ID is refused, and changes nothing.
+    // The same CSR again (its reply was lost): 202 with the same certificate, and nothing
+    // new (no CSR object, the record unchanged).
+    let before = Api::<Secret>::namespaced(admin.clone(), tenant.as_str())
+        .get(objects::REMOTE_CERTIFICATE_SECRET)
+        .await
+        .unwrap();
+    let replay = http
+        .certificate(
+            url,
+            &request(consumer, &consumer_token, Some(milan_token), &good_csr),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replay.certificate, resp.certificate);
+    assert_eq!(replay.namespace, tenant);
+    assert_eq!(replay.api_server_url, apiserver);
+    assert_eq!(replay.api_server_ca.as_deref(), Some(ca));
+    let after = Api::<Secret>::namespaced(admin.clone(), tenant.as_str())
+        .get(objects::REMOTE_CERTIFICATE_SECRET)
+        .await
+        .unwrap();
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the record is rewritten"
+    );
+    assert_eq!(after.data, before.data);
+    assert_eq!(remote_tenant_csrs(admin).await, 0, "a CSR object made");
+    let namespaces = Api::<Namespace>::all(admin.clone())
+        .list(&ListParams::default().labels(&format!("{}={id}", labels::CLUSTER_ID)))
+        .await
+        .unwrap();
+    assert_eq!(namespaces.items.len(), 1, "a second tenant namespace");
+
+    // A second request for the same cluster ID with another CSR is refused, and changes
+    // nothing.
     let (_, again) = csr(id, auth::CSR_ORGANIZATION);
     refused(
         url,

@@ -94,6 +94,12 @@ async fn the_binary_serves_with_its_kube_config_counts_requests_and_stops_on_sig
         .unwrap();
     assert_eq!(resp.api_server_url, cluster.server);
     assert_eq!(resp.api_server_ca.as_deref(), Some(&ca[..]));
+    // The same CSR again (a lost reply): the same certificate, counted as reissued.
+    let again = http
+        .certificate(&url, &request(&consumer, &ours, Some(&milan_token), &pem))
+        .await
+        .unwrap();
+    assert_eq!(again.certificate, resp.certificate);
 
     let metrics = http_get(&format!("127.0.0.1:{metrics_port}"), "/metrics")
         .await
@@ -101,6 +107,7 @@ async fn the_binary_serves_with_its_kube_config_counts_requests_and_stops_on_sig
     for line in [
         r#"liqo_auth_requests_total{path="certificate",outcome="wrong_token"} 1"#,
         r#"liqo_auth_requests_total{path="certificate",outcome="accepted"} 1"#,
+        r#"liqo_auth_requests_total{path="certificate",outcome="reissued"} 1"#,
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }

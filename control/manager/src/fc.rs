@@ -19,7 +19,7 @@ use control::{
 use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
     runtime::controller::Action as Requeue,
 };
 use serde_json::json;
@@ -302,7 +302,10 @@ async fn authenticate(
             return Ok((authentication(e.http_status(), theirs.is_some()), None));
         }
     };
-    let mut data = secret.data.clone().unwrap_or_default();
+    // A merge patch of the new keys and the label, without resourceVersion: a concurrent
+    // update of the Secret cannot make this write fail with a conflict and leave the
+    // certificate unsaved (the key and CSR it was requested with are not touched).
+    let mut data = std::collections::BTreeMap::new();
     let mut put = |k: &str, v: Vec<u8>| {
         data.insert(k.to_owned(), ByteString(v));
     };
@@ -315,14 +318,13 @@ async fn authenticate(
         put(keys::API_SERVER_CA, ca.clone());
     }
     put(keys::NAMESPACE, response.namespace.to_string().into_bytes());
-    let mut updated = secret.clone();
-    updated.data = Some(data);
-    updated
-        .labels_mut()
-        .insert(labels::CERTIFICATE_AVAILABLE.into(), values::TRUE.into());
+    let patch = json!({
+        "metadata": {"labels": {labels::CERTIFICATE_AVAILABLE: values::TRUE}},
+        "data": data,
+    });
     let secret_name = secret.name_any();
     secrets
-        .replace(&secret_name, &PostParams::default(), &updated)
+        .patch(&secret_name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(kerr(format!(
             "store identity Secret {tenant}/{secret_name}"

@@ -22,9 +22,9 @@ pub enum AuthError {
     /// A `destinationClusterToken` that is not ours.
     #[error("destinationClusterToken is not this cluster's auth token")]
     WrongToken,
-    /// An identity was already issued to this cluster ID.
+    /// An identity was already issued to this cluster ID for another CSR.
     #[error(
-        "an identity was already issued to cluster {cluster_id} (Secret {namespace}/{name} exists)",
+        "an identity was already issued to cluster {cluster_id} for another CSR (Secret {namespace}/{name} exists)",
         name = objects::REMOTE_CERTIFICATE_SECRET
     )]
     AlreadyIssued {

@@ -2,7 +2,9 @@
 //! the refusal of a second identity, a real CertificateSigningRequest approved here and signed
 //! by the cluster's signer, the basic peering roles bound to the requesting cluster's user, its
 //! token, and last the record `liqo-remote-certificate`, whose creation commits the issuance
-//! (a retry after a crash before it converges; a request after it is refused).
+//! (a retry after a crash before it converges). After it, a request with the very CSR of the
+//! record is answered the stored certificate again (its first reply may have been lost), a
+//! request with another CSR is refused.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -10,7 +12,6 @@ use control::{
     consts::{auth, keys, labels, objects, values},
     identity::CertificateIdentityResponse,
     names::{self, NamespaceName},
-    phase::RoleSet,
 };
 use k8s_openapi::{
     ByteString,
@@ -20,7 +21,6 @@ use k8s_openapi::{
             CertificateSigningRequestSpec,
         },
         core::v1::{Namespace, Secret},
-        rbac::v1::{ClusterRole, RoleBinding, RoleRef, Subject},
     },
 };
 use kube::{
@@ -28,7 +28,11 @@ use kube::{
     api::{DeleteParams, ListParams, ObjectMeta, PostParams},
 };
 
-use super::{AuthError, Config, validate::Validated};
+use super::{
+    AuthError, Config,
+    roles::{bind_basic_roles, check_basic_roles},
+    validate::Validated,
+};
 use crate::{FIELD_MANAGER, tokens};
 
 /// One year, the validity asked for the certificate.
@@ -36,14 +40,14 @@ const EXPIRATION_SECONDS: i32 = 365 * 24 * 3600;
 /// How often the CSR is read while waiting for its certificate.
 const POLL: Duration = Duration::from_millis(200);
 
-fn post() -> PostParams {
+pub(super) fn post() -> PostParams {
     PostParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
         ..Default::default()
     }
 }
 
-fn is_conflict(e: &kube::Error) -> bool {
+pub(super) fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
@@ -52,7 +56,7 @@ pub(super) async fn issue(
     client: &Client,
     config: &Config,
     request: Validated,
-) -> Result<CertificateIdentityResponse, AuthError> {
+) -> Result<Issued, AuthError> {
     let id = request.cluster.cluster_id.to_string();
     // The cluster's tenant namespace is found by its labels, whatever name it has (a request
     // under another cluster name finds the same namespace, and its record); a new one is made
@@ -72,15 +76,19 @@ pub(super) async fn issue(
         cluster_id: id.clone(),
         namespace: namespace.to_string(),
     };
-    if secrets
+    let existing = secrets
         .get_opt(record)
         .await
         .map_err(AuthError::kube(format!(
             "reading Secret {namespace}/{record}"
-        )))?
-        .is_some()
-    {
-        return Err(already(()));
+        )))?;
+    if let Some(existing) = existing {
+        // The same CSR again: the reply to it was lost; the same certificate is answered
+        // again (useless without the private key, which only the requester has).
+        let certificate =
+            stored_certificate(&existing, &request.csr_pem).ok_or_else(|| already(()))?;
+        tracing::info!(cluster_id = %id, %namespace, "answered an issued identity again");
+        return Ok(Issued::Again(response(config, namespace, certificate)));
     }
 
     // Before signing: what could fail afterwards for lack of configuration.
@@ -130,12 +138,42 @@ pub(super) async fn issue(
         }
     }
     tracing::info!(cluster_id = %id, %namespace, "issued an identity");
-    Ok(CertificateIdentityResponse {
+    Ok(Issued::New(response(config, namespace, certificate)))
+}
+
+/// The answer of an identity request.
+#[derive(Debug)]
+pub(super) enum Issued {
+    /// A new identity.
+    New(CertificateIdentityResponse),
+    /// The identity issued before to the same CSR, answered again.
+    Again(CertificateIdentityResponse),
+}
+
+fn response(
+    config: &Config,
+    namespace: NamespaceName,
+    certificate: Vec<u8>,
+) -> CertificateIdentityResponse {
+    CertificateIdentityResponse {
         namespace,
         certificate,
         api_server_url: config.api_server_url.clone(),
         api_server_ca: config.api_server_ca.clone(),
-    })
+    }
+}
+
+/// The certificate a record holds when it was issued to exactly `csr_pem` (byte-equal);
+/// `None` for another CSR, or a record without a certificate.
+pub(super) fn stored_certificate(record: &Secret, csr_pem: &[u8]) -> Option<Vec<u8>> {
+    let data = record.data.as_ref()?;
+    let stored_csr = data.get(keys::CSR)?;
+    if stored_csr.0.as_slice() != csr_pem {
+        return None;
+    }
+    data.get(keys::CERTIFICATE)
+        .filter(|c| !c.0.is_empty())
+        .map(|c| c.0.clone())
 }
 
 /// The existing tenant namespace of cluster `id`, found by its labels
@@ -350,72 +388,38 @@ async fn delete_csr(api: &Api<CertificateSigningRequest>, name: &str) {
     }
 }
 
-/// The basic peering ClusterRoles, bound to every issued identity: fixed names (the `bind`
-/// right of the service is on these names; a ClusterRole labelled `basic` by anyone else is
-/// never bound).
-const BASIC_CLUSTER_ROLES: [&str; 1] = [RoleSet::Basic.cluster_role()];
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Each basic ClusterRole exists and carries the label of the basic set.
-async fn check_basic_roles(client: &Client) -> Result<(), AuthError> {
-    let api = Api::<ClusterRole>::all(client.clone());
-    for name in BASIC_CLUSTER_ROLES {
-        let role = api
-            .get_opt(name)
-            .await
-            .map_err(AuthError::kube(format!("reading ClusterRole {name}")))?;
-        let labelled = role
-            .as_ref()
-            .and_then(|r| r.metadata.labels.as_ref())
-            .and_then(|l| l.get(labels::REMOTE_PEERING_PERMISSIONS))
-            .is_some_and(|v| v == RoleSet::Basic.label_value());
-        if !labelled {
-            return Err(AuthError::NoBasicRole { name });
+    fn record(data: &[(&str, &[u8])]) -> Secret {
+        Secret {
+            data: Some(
+                data.iter()
+                    .map(|(k, v)| ((*k).to_owned(), ByteString(v.to_vec())))
+                    .collect(),
+            ),
+            ..Default::default()
         }
     }
-    Ok(())
-}
 
-/// Binds the basic ClusterRoles in the tenant namespace to User `<id>` (RoleBinding
-/// `liqo-binding-<ClusterRole>`); existing bindings are kept.
-async fn bind_basic_roles(
-    client: &Client,
-    namespace: &NamespaceName,
-    id: &str,
-) -> Result<(), AuthError> {
-    let api: Api<RoleBinding> = Api::namespaced(client.clone(), namespace.as_str());
-    for role_name in BASIC_CLUSTER_ROLES {
-        let name = names::role_binding(role_name).map_err(AuthError::RoleName)?;
-        let binding = RoleBinding {
-            metadata: ObjectMeta {
-                name: Some(name.to_string()),
-                namespace: Some(namespace.to_string()),
-                labels: Some(BTreeMap::from([(
-                    labels::CLUSTER_ID.to_owned(),
-                    id.to_owned(),
-                )])),
-                ..Default::default()
-            },
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "ClusterRole".into(),
-                name: role_name.to_owned(),
-            },
-            subjects: Some(vec![Subject {
-                api_group: Some("rbac.authorization.k8s.io".into()),
-                kind: "User".into(),
-                name: id.to_owned(),
-                namespace: None,
-            }]),
-        };
-        match api.create(&post(), &binding).await {
-            Ok(_) => {}
-            Err(e) if is_conflict(&e) => {}
-            Err(e) => {
-                return Err(AuthError::kube(format!(
-                    "creating RoleBinding {namespace}/{name}"
-                ))(e));
-            }
-        }
+    #[test]
+    fn the_same_csr_gets_the_stored_certificate_another_csr_nothing() {
+        let r = record(&[(keys::CSR, b"csr-a"), (keys::CERTIFICATE, b"cert-a")]);
+        assert_eq!(stored_certificate(&r, b"csr-a"), Some(b"cert-a".to_vec()));
+        assert_eq!(stored_certificate(&r, b"csr-b"), None);
+        assert_eq!(stored_certificate(&r, b"csr-a\n"), None);
+        assert_eq!(stored_certificate(&r, b""), None);
     }
-    Ok(())
+
+    #[test]
+    fn an_incomplete_record_answers_nothing() {
+        let no_cert = record(&[(keys::CSR, b"csr-a")]);
+        assert_eq!(stored_certificate(&no_cert, b"csr-a"), None);
+        let empty_cert = record(&[(keys::CSR, b"csr-a"), (keys::CERTIFICATE, b"")]);
+        assert_eq!(stored_certificate(&empty_cert, b"csr-a"), None);
+        let no_csr = record(&[(keys::CERTIFICATE, b"cert-a")]);
+        assert_eq!(stored_certificate(&no_csr, b""), None);
+        assert_eq!(stored_certificate(&Secret::default(), b"csr-a"), None);
+    }
 }

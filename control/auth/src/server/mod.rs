@@ -14,6 +14,7 @@
 
 mod error;
 mod issue;
+mod roles;
 mod tls;
 pub mod validate;
 
@@ -390,8 +391,12 @@ async fn certificate(State(state): State<Arc<AppState>>, body: Bytes) -> Respons
     }
     .await;
     match result {
-        Ok(response) => {
-            state.config.metrics.request("certificate", "accepted");
+        Ok(issued) => {
+            let (outcome, response) = match issued {
+                issue::Issued::New(r) => ("accepted", r),
+                issue::Issued::Again(r) => ("reissued", r),
+            };
+            state.config.metrics.request("certificate", outcome);
             (StatusCode::ACCEPTED, Json(response)).into_response()
         }
         Err(e) => {
