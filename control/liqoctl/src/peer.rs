@@ -142,11 +142,22 @@ pub async fn out_of_band(client: &Client, ns: &str, args: &OutOfBand<'_>) -> Res
         return Err(PeerError::OwnCluster(args.cluster_id.clone()));
     }
     let fcs: Api<ForeignCluster> = Api::all(client.clone());
+    // By spec, not by the `discovery.liqo.io/cluster-id` label: the controller adds that label
+    // only on its first reconcile.
     let by_id = fcs
-        .list(&ListParams::default().labels(&format!("{}={}", labels::CLUSTER_ID, args.cluster_id)))
+        .list(&ListParams::default())
         .await
-        .map_err(kube_err("listing ForeignClusters"))?;
-    let existing = match by_id.items.into_iter().next() {
+        .map_err(kube_err("listing ForeignClusters"))?
+        .items
+        .into_iter()
+        .filter(|fc| fc.spec.cluster_identity.cluster_id == *args.cluster_id)
+        .min_by_key(|fc| {
+            (
+                fc.metadata.creation_timestamp.clone().map(|t| t.0),
+                fc.metadata.name.clone(),
+            )
+        });
+    let existing = match by_id {
         Some(fc) => Some(fc),
         None => fcs
             .get_opt(args.name.as_str())

@@ -7,12 +7,12 @@
 use std::sync::Arc;
 
 use control::{
-    api::{discovery::ForeignCluster, sharing::ResourceOffer},
+    api::sharing::ResourceOffer,
     consts::{finalizers, labels},
 };
 use kube::{
     Api, Resource, ResourceExt,
-    api::{ListParams, Patch, PatchParams},
+    api::{Patch, PatchParams},
     runtime::controller::Action as Requeue,
 };
 use serde_json::json;
@@ -35,6 +35,19 @@ pub async fn reconcile(ro: Arc<ResourceOffer>, ctx: Arc<Context>) -> Result<Requ
     let api: Api<ResourceOffer> = Api::namespaced(ctx.client.clone(), &ns);
     let deleting = ro.meta().deletion_timestamp.is_some();
     let status = ro.status.clone().unwrap_or_default();
+    let origin = ro.labels().get(labels::ORIGIN_ID).map(String::as_str);
+    if !crate::request::trusted(
+        &ctx,
+        "ResourceOffer",
+        &ro.metadata,
+        &ns,
+        origin,
+        &ro.spec.cluster_id,
+    )
+    .await?
+    {
+        return Ok(Requeue::await_change());
+    }
     let has_finalizer = ro
         .finalizers()
         .iter()
@@ -45,18 +58,7 @@ pub async fn reconcile(ro: Arc<ResourceOffer>, ctx: Arc<Context>) -> Result<Requ
             .iter()
             .any(|o| o.controller == Some(true))
     {
-        let fcs: Api<ForeignCluster> = Api::all(ctx.client.clone());
-        let fc = fcs
-            .list(&ListParams::default().labels(&format!(
-                "{}={}",
-                labels::CLUSTER_ID,
-                ro.spec.cluster_id
-            )))
-            .await
-            .map_err(kerr("list ForeignClusters"))?
-            .items
-            .into_iter()
-            .next();
+        let fc = crate::request::foreign_cluster(&ctx, &ro.spec.cluster_id).await?;
         if let Some(owner) = fc.as_ref().and_then(controller_ref) {
             let patch = json!({"metadata": {"ownerReferences": [owner]}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))

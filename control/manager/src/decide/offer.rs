@@ -4,6 +4,10 @@
 
 use control::api::sharing::{OfferPhase, VirtualKubeletStatus};
 
+/// An offer copy is trusted like a request copy: its tenant namespace's cluster ID, its
+/// `liqo.io/originID` and its `spec.clusterId` agree.
+pub use super::request::{Untrusted, origin};
+
 /// What the controller observes for one offer copy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Observed {
@@ -79,6 +83,38 @@ mod tests {
             has_finalizer,
             withdrawn,
         }
+    }
+
+    /// A provider may only offer as itself, from its own tenant namespace.
+    #[test]
+    fn an_offer_naming_another_provider_is_untrusted() {
+        use control::{
+            api::ClusterId,
+            consts::{labels, values},
+        };
+        use std::collections::BTreeMap;
+        let rome: ClusterId = "7a1b2c3d-0000-4e5f-8a9b-00000000000a".parse().unwrap();
+        let other: ClusterId = "7a1b2c3d-0000-4e5f-8a9b-00000000000b".parse().unwrap();
+        let tenant: BTreeMap<String, String> = [
+            (labels::TENANT_NAMESPACE, values::TRUE),
+            (labels::CLUSTER_ID, rome.as_str()),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(origin(Some(&tenant), Some(rome.as_str()), &rome), Ok(()));
+        assert!(matches!(
+            origin(Some(&tenant), Some(rome.as_str()), &other),
+            Err(Untrusted::Claimed { .. })
+        ));
+        assert!(matches!(
+            origin(Some(&tenant), Some(other.as_str()), &other),
+            Err(Untrusted::Origin { .. })
+        ));
+        assert_eq!(
+            origin(None, Some(rome.as_str()), &rome),
+            Err(Untrusted::NotTenantNamespace)
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use control::{
     api::{
+        ClusterId,
         discovery::PeeringEnabled,
         sharing::{StorageType, VirtualKubeletStatus},
     },
@@ -13,6 +14,63 @@ use control::{
     quantity::InvalidQuantity,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+/// Why a replicated copy (request or offer) is not trusted: the peer that wrote it is the one
+/// whose tenant namespace holds it, and it may not speak for another cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Untrusted {
+    /// The namespace is not one of our tenant namespaces (no
+    /// `discovery.liqo.io/tenant-namespace=true` or no `discovery.liqo.io/cluster-id`).
+    NotTenantNamespace,
+    /// The copy's `liqo.io/originID` label is missing or names another cluster than the
+    /// tenant namespace's.
+    Origin {
+        /// The tenant namespace's cluster ID.
+        tenant: String,
+        /// The `liqo.io/originID` label, if any.
+        origin: Option<String>,
+    },
+    /// The spec names another cluster than the tenant namespace's.
+    Claimed {
+        /// The tenant namespace's cluster ID.
+        tenant: String,
+        /// The cluster ID the spec names.
+        claimed: String,
+    },
+}
+
+/// Whether a replicated copy may be acted upon: its namespace is a tenant namespace (labels
+/// `namespace_labels`, `None` when the namespace is gone), and that namespace's
+/// `discovery.liqo.io/cluster-id`, the copy's `liqo.io/originID` and the cluster ID its spec
+/// names (`claimed`) are one and the same.
+pub fn origin(
+    namespace_labels: Option<&BTreeMap<String, String>>,
+    origin_label: Option<&str>,
+    claimed: &ClusterId,
+) -> Result<(), Untrusted> {
+    use control::consts::{labels, values};
+    let labels = namespace_labels.ok_or(Untrusted::NotTenantNamespace)?;
+    if labels.get(labels::TENANT_NAMESPACE).map(String::as_str) != Some(values::TRUE) {
+        return Err(Untrusted::NotTenantNamespace);
+    }
+    let tenant = labels
+        .get(labels::CLUSTER_ID)
+        .filter(|t| !t.is_empty())
+        .ok_or(Untrusted::NotTenantNamespace)?;
+    if origin_label != Some(tenant.as_str()) {
+        return Err(Untrusted::Origin {
+            tenant: tenant.clone(),
+            origin: origin_label.map(str::to_string),
+        });
+    }
+    if claimed.as_str() != tenant {
+        return Err(Untrusted::Claimed {
+            tenant: tenant.clone(),
+            claimed: claimed.to_string(),
+        });
+    }
+    Ok(())
+}
 
 /// What the provider does with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +236,71 @@ mod tests {
             threshold: offer::DEFAULT_UPDATE_THRESHOLD,
             offer_withdrawn: false,
         }
+    }
+
+    fn ns(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// The peer whose tenant namespace holds a copy is the only cluster it may speak for.
+    #[test]
+    fn origin_table() {
+        use control::consts::{labels, values};
+        let milan = "5c6a3e4f-1111-4c2d-9a9b-000000000001"
+            .parse::<ClusterId>()
+            .unwrap();
+        let third = "5c6a3e4f-3333-4c2d-9a9b-000000000003"
+            .parse::<ClusterId>()
+            .unwrap();
+        let tenant = ns(&[
+            (labels::TENANT_NAMESPACE, values::TRUE),
+            (labels::CLUSTER_ID, milan.as_str()),
+        ]);
+        let m = Some(milan.as_str());
+        assert_eq!(origin(Some(&tenant), m, &milan), Ok(()));
+        // The spec names a third cluster: refused.
+        assert_eq!(
+            origin(Some(&tenant), m, &third),
+            Err(Untrusted::Claimed {
+                tenant: milan.to_string(),
+                claimed: third.to_string()
+            })
+        );
+        // originID names a third cluster, or is missing: refused, even if the spec agrees.
+        assert!(matches!(
+            origin(Some(&tenant), Some(third.as_str()), &third),
+            Err(Untrusted::Origin { .. })
+        ));
+        assert_eq!(
+            origin(Some(&tenant), None, &milan),
+            Err(Untrusted::Origin {
+                tenant: milan.to_string(),
+                origin: None
+            })
+        );
+        // Not a tenant namespace: no tenant label, tenant label false, no cluster ID, gone.
+        let plain = ns(&[(labels::CLUSTER_ID, milan.as_str())]);
+        assert_eq!(
+            origin(Some(&plain), m, &milan),
+            Err(Untrusted::NotTenantNamespace)
+        );
+        let off = ns(&[
+            (labels::TENANT_NAMESPACE, values::FALSE),
+            (labels::CLUSTER_ID, milan.as_str()),
+        ]);
+        assert_eq!(
+            origin(Some(&off), m, &milan),
+            Err(Untrusted::NotTenantNamespace)
+        );
+        let no_id = ns(&[(labels::TENANT_NAMESPACE, values::TRUE)]);
+        assert_eq!(
+            origin(Some(&no_id), m, &milan),
+            Err(Untrusted::NotTenantNamespace)
+        );
+        assert_eq!(origin(None, m, &milan), Err(Untrusted::NotTenantNamespace));
     }
 
     #[test]
