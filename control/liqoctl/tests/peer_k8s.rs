@@ -200,20 +200,40 @@ async fn no_controller_times_out_at_authentication(x: &Ctx) {
 async fn stages_fail_and_succeed(x: &Ctx) {
     let Ctx { ctl, fcs, .. } = x;
     let milan_args = x.milan_args();
-    // Authentication refused: the stage fails with its reason, exit 1, before the timeout.
+    // A refusal from before the command answered an earlier attempt: liqoctl waits past it.
+    // The controller's retry (Pending, then refused again) fails the stage with its reason,
+    // exit 1, well before the timeout.
     set_conditions(
         fcs,
         "milan",
         &[Condition::Authentication(Authentication::Denied)],
     )
     .await;
-    let out = ctl.run(&["peer", "milan", "--timeout", "30s"]).await;
-    assert_eq!(out.status.code(), Some(1));
+    let started = std::time::Instant::now();
+    let child = ctl
+        .command(&["peer", "milan", "--timeout", "30s"])
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    for a in [Authentication::Pending, Authentication::Denied] {
+        set_conditions(fcs, "milan", &[Condition::Authentication(a)]).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("liqoctl peer did not finish")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("Authentication to the remote cluster \"milan\" failed")
             && stderr(&out).contains("IdentityDenied"),
         "{}",
         stderr(&out)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "failed at the retry's refusal, not at the timeout: {:?}",
+        started.elapsed()
     );
 
     // The success path: the controller's conditions arrive while liqoctl watches.
