@@ -835,9 +835,22 @@ async fn unpeer_tears_down_in_order_keeps_the_identity_and_the_reverse_direction
         },
     )
     .await;
-    // Let the watches see the last events.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let seen = log.lock().unwrap().clone();
+    // Until the watches delivered the last events (the API already shows the end state).
+    let delivered = Instant::now() + Duration::from_secs(WAIT);
+    let seen = loop {
+        let seen = log.lock().unwrap().clone();
+        let gone = |tag: &str| first(&seen, &[tag], |s| s.deleted).is_some();
+        let none = first(&seen, &["fc@rome"], |s| {
+            s.at > unpeer_at && outgoing(s) == Some(S::None)
+        });
+        let all = ["rr@rome", "rr@milan", "ro@rome", "ro@milan"]
+            .into_iter()
+            .all(gone);
+        if (all && none.is_some()) || Instant::now() > delivered {
+            break seen;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     let at = |d: Option<Duration>| d.map(|d| format!("{:.2}", d.as_secs_f64()));
     let rr_withdrawn = first(&seen, &["rr@rome", "rr@milan"], |s| {
         !s.deleted && !s.object["spec"]["withdrawalTimestamp"].is_null()
