@@ -136,6 +136,15 @@ impl Context {
     }
 }
 
+/// `current` finalizers without `name`, then with it at the end when `add`.
+pub fn with_finalizer(current: &[String], name: &str, add: bool) -> Vec<String> {
+    let mut list: Vec<String> = current.iter().filter(|f| *f != name).cloned().collect();
+    if add {
+        list.push(name.to_owned());
+    }
+    list
+}
+
 /// Now, as the API's time.
 pub fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
@@ -204,4 +213,17 @@ pub fn controller_ref<K: Resource<DynamicType = ()>>(owner: &K) -> Option<Value>
         "controller": true,
         "blockOwnerDeletion": true,
     }))
+}
+
+#[cfg(test)]
+mod finalizer_tests {
+    use super::with_finalizer;
+
+    #[test]
+    fn a_finalizer_is_added_once_and_removed_alone() {
+        let cur = vec!["a".to_owned(), "x".to_owned(), "b".to_owned()];
+        assert_eq!(with_finalizer(&cur, "x", true), ["a", "b", "x"]);
+        assert_eq!(with_finalizer(&cur, "x", false), ["a", "b"]);
+        assert_eq!(with_finalizer(&[], "x", true), ["x"]);
+    }
 }

@@ -26,7 +26,7 @@ use tokio::task::AbortHandle;
 
 use crate::{
     FIELD_MANAGER,
-    context::{Context, set_finalizers},
+    context::{Context, set_finalizers, with_finalizer},
     decide::replicate::{self, Action, Replica, Source},
     error::{Error, kube as kerr},
     fc::not_found,
@@ -166,15 +166,8 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
         .iter()
         .any(|f| f == finalizers::CRD_REPLICATOR);
     if let Some(add) = replicate::fc_finalizer(deleting, has, remote.is_some(), sources_left) {
-        let mut list: Vec<String> = fc
-            .finalizers()
-            .iter()
-            .filter(|f| *f != finalizers::CRD_REPLICATOR)
-            .cloned()
-            .collect();
-        if add {
-            list.push(finalizers::CRD_REPLICATOR.into());
-        } else {
+        let list = with_finalizer(fc.finalizers(), finalizers::CRD_REPLICATOR, add);
+        if !add {
             for kind in ReplicatedKind::ALL {
                 r.unwatch(&peer, kind);
             }
@@ -302,15 +295,7 @@ async fn execute(
 ) -> Result<(), Error> {
     let finalizer_list = |name: &str, add: bool| {
         let o = sources[name];
-        let mut list: Vec<String> = o
-            .finalizers()
-            .iter()
-            .filter(|f| *f != finalizers::CRD_REPLICATOR)
-            .cloned()
-            .collect();
-        if add {
-            list.push(finalizers::CRD_REPLICATOR.into());
-        }
+        let list = with_finalizer(o.finalizers(), finalizers::CRD_REPLICATOR, add);
         (o.resource_version(), list)
     };
     match action {
