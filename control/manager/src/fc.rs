@@ -19,7 +19,7 @@ use control::{
 use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, PostParams},
     runtime::controller::Action as Requeue,
 };
 use serde_json::json;
@@ -302,9 +302,9 @@ async fn authenticate(
             return Ok((authentication(e.http_status(), theirs.is_some()), None));
         }
     };
-    // A merge patch of the new keys and the label, without resourceVersion: a concurrent
-    // update of the Secret cannot make this write fail with a conflict and leave the
-    // certificate unsaved (the key and CSR it was requested with are not touched).
+    // Written on a fresh read, again on a conflict (a concurrent update of the Secret), so
+    // the certificate is never left unsaved for a stale copy (update, not patch: the chart's
+    // ClusterRole grants no patch on Secrets). The key and CSR are kept as read.
     let mut data = std::collections::BTreeMap::new();
     let mut put = |k: &str, v: Vec<u8>| {
         data.insert(k.to_owned(), ByteString(v));
@@ -318,17 +318,44 @@ async fn authenticate(
         put(keys::API_SERVER_CA, ca.clone());
     }
     put(keys::NAMESPACE, response.namespace.to_string().into_bytes());
-    let patch = json!({
-        "metadata": {"labels": {labels::CERTIFICATE_AVAILABLE: values::TRUE}},
-        "data": data,
-    });
     let secret_name = secret.name_any();
-    secrets
-        .patch(&secret_name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(kerr(format!(
-            "store identity Secret {tenant}/{secret_name}"
-        )))?;
+    let mut current = secret.clone();
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        current.data.get_or_insert_default().extend(data.clone());
+        current
+            .labels_mut()
+            .insert(labels::CERTIFICATE_AVAILABLE.into(), values::TRUE.into());
+        match secrets
+            .replace(&secret_name, &PostParams::default(), &current)
+            .await
+        {
+            Ok(_) => break,
+            Err(kube::Error::Api(s)) if s.code == 409 && attempts < 5 => {
+                current = secrets
+                    .get(&secret_name)
+                    .await
+                    .map_err(kerr(format!("read identity Secret {tenant}/{secret_name}")))?;
+                let same_csr = current
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get(keys::CSR))
+                    .is_some_and(|c| c.0 == request.certificate_signing_request);
+                if !same_csr {
+                    // A new key pair replaced the one the certificate was asked for: the
+                    // certificate is useless; the next reconcile asks for the new one.
+                    tracing::warn!(peer = %peer, "identity Secret changed its CSR meanwhile");
+                    return Ok((Authentication::Pending, None));
+                }
+            }
+            Err(e) => {
+                return Err(kerr(format!(
+                    "store identity Secret {tenant}/{secret_name}"
+                ))(e));
+            }
+        }
+    }
     tracing::info!(peer = %peer, namespace = %response.namespace, "identity accepted");
     Ok((
         Authentication::Accepted,
