@@ -13,7 +13,8 @@ use prometheus_client::{
 pub struct RequestLabels {
     /// `ids`, `certificate`, or `other` (any other path: only `too_large` and `timeout`).
     pub path: &'static str,
-    /// What happened: `ok` (`ids`), `accepted` (`certificate`, 202), or an error kind of
+    /// What happened: `ok` (`ids`), `accepted` (`certificate`, 202), `reissued` (202: the
+    /// same CSR again, the stored certificate answered once more), or an error kind of
     /// [`crate::server::AuthError::outcome`]: `bad_request` (400), `no_token` (401),
     /// `wrong_token` and `already_issued` (403), `namespace_taken` (409), `not_signed` (504),
     /// `error` (500); on any path, `too_large` (413, body over the limit) and `timeout` (503,
