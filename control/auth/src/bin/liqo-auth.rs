@@ -13,8 +13,10 @@ use liqo_auth::{metrics::Metrics, server};
 #[derive(Debug, Parser)]
 #[command(name = "liqo-auth", version)]
 struct Args {
-    /// Address to serve on.
-    #[arg(long, default_value = "0.0.0.0:8443")]
+    /// Address to serve on. Loopback by default: to be reached by peers, give the address
+    /// (e.g. `0.0.0.0:8443`, as the chart does); every identity request is then checked
+    /// against this cluster's auth token, over TLS.
+    #[arg(long, default_value = "127.0.0.1:8443")]
     listen: SocketAddr,
     /// The Liqo namespace.
     #[arg(short = 'n', long, default_value = control::consts::objects::LIQO_NAMESPACE)]
@@ -25,7 +27,8 @@ struct Args {
     /// The apiserver CA (PEM) given to peers (default: the CA of this process's kube config).
     #[arg(long)]
     api_server_ca_file: Option<PathBuf>,
-    /// Serve plain HTTP instead of HTTPS.
+    /// Serve plain HTTP instead of HTTPS (loopback only: tokens would cross the network in
+    /// clear).
     #[arg(long)]
     plain_http: bool,
     /// Extra names or addresses of the service's certificate (repeatable).
@@ -34,6 +37,18 @@ struct Args {
     /// Address of the Prometheus metrics endpoint (`/metrics`); none when absent.
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+}
+
+/// Refuses plain HTTP on an address other hosts can reach: the tokens of the identity requests
+/// would cross the network in clear.
+fn check_listen(listen: SocketAddr, plain_http: bool) -> Result<(), String> {
+    if plain_http && !listen.ip().is_loopback() {
+        return Err(format!(
+            "--plain-http with --listen {listen}: plain HTTP is served on loopback only (the \
+             peers' tokens would cross the network in clear); drop --plain-http to serve HTTPS"
+        ));
+    }
+    Ok(())
 }
 
 /// DER certificates as PEM.
@@ -80,6 +95,7 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
+    check_listen(args.listen, args.plain_http).map_err(anyhow::Error::msg)?;
     let kube_config = kube::Config::infer()
         .await
         .context("no kube config (KUBECONFIG, ~/.kube/config or in-cluster)")?;
@@ -138,6 +154,22 @@ async fn main() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_by_default_and_plain_http_only_there() {
+        let args = Args::try_parse_from(["liqo-auth"]).unwrap();
+        assert!(args.listen.ip().is_loopback(), "{}", args.listen);
+        assert!(check_listen(args.listen, true).is_ok());
+        let any: SocketAddr = "0.0.0.0:8443".parse().unwrap();
+        assert!(check_listen(any, false).is_ok(), "HTTPS anywhere");
+        let e = check_listen(any, true).unwrap_err();
+        assert!(
+            e.contains("--listen 0.0.0.0:8443") && e.contains("--plain-http"),
+            "{e}"
+        );
+        let v6: SocketAddr = "[::1]:8443".parse().unwrap();
+        assert!(check_listen(v6, true).is_ok());
+    }
 
     #[tokio::test]
     async fn a_failed_sigint_listener_does_not_stop_the_service() {
