@@ -116,6 +116,41 @@ pub mod objects {
     pub const ROLE_BINDING_PREFIX: &str = "liqo-binding-";
 }
 
+/// The network fabric's strings (network manager, gateway and route operators), as upstream
+/// Liqo v0.5 spells them where it has them.
+pub mod net {
+    /// On a TunnelEndpoint: the remote cluster ID it leads to.
+    pub const TEP_CLUSTER_ID_LABEL: &str = "clusterID";
+    /// On the Secret holding the gateway's WireGuard public key (value [`WIREGUARD`]).
+    pub const KEY_LABEL: &str = "net.liqo.io/key";
+    /// [`KEY_LABEL`]'s value, and a NetworkConfig's and TunnelEndpoint's `backendType`.
+    pub const WIREGUARD: &str = "wireguard";
+    /// The Secret with the gateway's public key (key [`PUBLIC_KEY`]); readable by the
+    /// network manager.
+    pub const PUBLIC_KEY_SECRET: &str = "wireguard-pubkey";
+    /// The Secret with the gateway's private key (key [`PRIVATE_KEY`]); only the gateway
+    /// operator reads it.
+    pub const PRIVATE_KEY_SECRET: &str = "wireguard-privkey";
+    /// `backend_config` and Secret key: the WireGuard public key (base64).
+    pub const PUBLIC_KEY: &str = "publicKey";
+    /// Secret key: the WireGuard private key (base64).
+    pub const PRIVATE_KEY: &str = "privateKey";
+    /// `backend_config` key: the gateway's UDP port.
+    pub const PORT: &str = "port";
+    /// On the gateway's Service (value [`super::values::TRUE`]): where peers reach the gateway.
+    pub const GATEWAY_SERVICE_LABEL: &str = "net.liqo.io/gateway";
+    /// On the gateway's Service of type NodePort: the address of the node the gateway runs on.
+    pub const GATEWAY_NODE_IP_ANNOTATION: &str = "net.liqo.io/gatewayNodeIP";
+    /// The Lease the gateway operator holds (holderIdentity: the node its gateway runs on).
+    pub const GATEWAY_LEASE: &str = "liqo-gateway";
+    /// On a ForeignCluster while the network manager still holds IPAM ranges or objects for it.
+    pub const NETWORK_MANAGER_FINALIZER: &str = "net.liqo.io/network-manager";
+    /// On a TunnelEndpoint until its gateway dropped the peer.
+    pub const GATEWAY_FINALIZER: &str = "net.liqo.io/gateway-operator";
+    /// On a TunnelEndpoint until the overlay of every node dropped its ranges.
+    pub const ROUTE_FINALIZER: &str = "net.liqo.io/route-operator";
+}
+
 /// Keys of ConfigMap and Secret data.
 pub mod keys {
     /// The cluster identity ConfigMap: the cluster ID (a UUIDv4 made at install).
@@ -249,6 +284,20 @@ mod tests {
                 auth::CERTIFICATE_PATH,
                 auth::CSR_SIGNER,
                 auth::CSR_ORGANIZATION,
+                net::TEP_CLUSTER_ID_LABEL,
+                net::KEY_LABEL,
+                net::WIREGUARD,
+                net::PUBLIC_KEY_SECRET,
+                net::PRIVATE_KEY_SECRET,
+                net::PUBLIC_KEY,
+                net::PRIVATE_KEY,
+                net::PORT,
+                net::GATEWAY_SERVICE_LABEL,
+                net::GATEWAY_NODE_IP_ANNOTATION,
+                net::GATEWAY_LEASE,
+                net::NETWORK_MANAGER_FINALIZER,
+                net::GATEWAY_FINALIZER,
+                net::ROUTE_FINALIZER,
             ])
             .collect();
         let unique: BTreeSet<&str> = all.iter().copied().collect();
