@@ -2,11 +2,22 @@
 //!
 //! Every error names the field by its path (`peers[1].remotePodCIDR: ...`), and a file that
 //! fails validation is never applied: the running state stays as it was.
+//!
+//! Endpoint mappings (`localExternalCIDR`, `endpoints`) are checked in [`endpoints`]; a mapping
+//! may list a peer the file does not configure (the IPAM keeps a mapping while its peer comes
+//! or goes): it takes effect when that peer is configured.
 
-use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf};
+mod endpoints;
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::{Ipv4Addr, SocketAddr},
+    path::PathBuf,
+};
 
 use dataplane::IfName;
 use ipnet::Ipv4Net;
+pub use liqo_types::EndpointMapping;
 pub use liqo_types::GatewayPeer as PeerFile;
 /// A refused configuration (names the field by its path).
 pub use liqo_types::field::FieldError as ConfigError;
@@ -54,8 +65,15 @@ pub struct File {
     /// Install routes to the peers' ranges in the host namespace (through the veth).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_routes: Option<bool>,
+    /// Our external CIDR (the IPAM's `List.external_cidr`): where our mapped endpoints live.
+    #[serde(rename = "localExternalCIDR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_external_cidr: Option<Cidr>,
     /// Peers.
     pub peers: Vec<PeerFile>,
+    /// Local addresses exposed to peers through our external CIDR (the IPAM's `List.endpoints`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointMapping>,
 }
 
 /// Defaults.
@@ -99,6 +117,8 @@ pub struct Peer {
     pub remote_external_cidr: Option<Ipv4Net>,
     /// Our pods there.
     pub local_pod_cidr_at_peer: Ipv4Net,
+    /// Our external CIDR there (the peer reaches our endpoints in it).
+    pub local_external_cidr_at_peer: Option<Ipv4Net>,
 }
 
 impl Peer {
@@ -108,6 +128,17 @@ impl Peer {
             .chain(self.remote_external_cidr)
             .collect()
     }
+}
+
+/// A validated endpoint mapping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The real address.
+    pub ip: Ipv4Addr,
+    /// Its address in our external CIDR.
+    pub external_ip: Ipv4Addr,
+    /// The peers allowed to reach it (some may not be configured).
+    pub peers: BTreeSet<String>,
 }
 
 /// A validated configuration.
@@ -131,8 +162,12 @@ pub struct Config {
     pub link_cidr: Ipv4Net,
     /// Install host routes.
     pub host_routes: bool,
+    /// Our external CIDR.
+    pub local_external_cidr: Option<Ipv4Net>,
     /// Peers by ID.
     pub peers: BTreeMap<String, Peer>,
+    /// Endpoint mappings, in the file's order (real and external addresses each unique).
+    pub endpoints: Vec<Endpoint>,
     /// Tunnel device name.
     pub tun: IfName,
     /// veth end in the host namespace.
@@ -242,6 +277,16 @@ impl File {
         let mut peers = BTreeMap::new();
         let mut taken: Vec<(String, Ipv4Net)> =
             vec![("localPodCIDR".into(), local), ("linkCIDR".into(), link)];
+        let external = self
+            .local_external_cidr
+            .map(|c| range("localExternalCIDR", c))
+            .transpose()?;
+        if let Some(n) = external {
+            if let Some((who, t)) = taken.iter().find(|(_, t)| overlaps(t, &n)) {
+                return Err(bad("localExternalCIDR", format!("{n} overlaps {who} {t}")));
+            }
+            taken.push(("localExternalCIDR".into(), n));
+        }
         let mut keys: Vec<(PublicKey, String)> = Vec::new();
         for (i, p) in self.peers.iter().enumerate() {
             let f = |name: &str| format!("peers[{i}].{name}");
@@ -300,6 +345,9 @@ impl File {
                     format!("{at_peer} must have the length of localPodCIDR {local}"),
                 ));
             }
+            let ext_at_peer = (p.local_external_cidr_at_peer)
+                .map(|c| endpoints::external_at_peer(&f, c, external, at_peer))
+                .transpose()?;
             peers.insert(
                 id.clone(),
                 Peer {
@@ -310,9 +358,11 @@ impl File {
                     remote_pod_cidr: remote_pod,
                     remote_external_cidr: remote_ext,
                     local_pod_cidr_at_peer: at_peer,
+                    local_external_cidr_at_peer: ext_at_peer,
                 },
             );
         }
+        let endpoints = endpoints::check(&self.endpoints, external, &taken)?;
         let ifname = |s: &str| s.parse::<IfName>().expect("constant names are valid");
         Ok(Config {
             namespace,
@@ -328,7 +378,9 @@ impl File {
             local_pod_cidr: local,
             link_cidr: link,
             host_routes: self.host_routes.unwrap_or(true),
+            local_external_cidr: external,
             peers,
+            endpoints,
             tun: ifname(defaults::TUN),
             host_link: ifname(defaults::HOST_LINK),
             gateway_link: ifname(defaults::GATEWAY_LINK),

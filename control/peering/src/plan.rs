@@ -144,6 +144,7 @@ pub fn gateway_peers(peerings: &Peerings) -> Vec<GatewayPeer> {
             remote_pod_cidr: p.view.remote_pods,
             remote_external_cidr: Some(p.view.remote_external),
             local_pod_cidr_at_peer: p.view.local_pods_at_peer,
+            local_external_cidr_at_peer: Some(p.view.local_external_at_peer),
         })
         .collect()
 }
@@ -283,6 +284,10 @@ mod tests {
         assert_eq!(peers[0].remote_pod_cidr, c("10.71.0.0/16"));
         assert_eq!(peers[0].remote_external_cidr, Some(c("10.72.0.0/16")));
         assert_eq!(peers[0].local_pod_cidr_at_peer, c("10.50.0.0/16"));
+        assert_eq!(
+            peers[0].local_external_cidr_at_peer,
+            Some(c("10.51.0.0/16"))
+        );
         assert_eq!(peers[0].endpoint.unwrap().to_string(), "198.18.0.2:51840");
         assert_eq!(peers[1].endpoint, None, "a peer behind NAT calls us");
         assert_eq!(peers[1].public_key, key(2));

@@ -9,7 +9,7 @@
 //! - [`FieldError`]: a refused value named by its field path, and YAML/JSON decoding that names
 //!   the field of every error ([`field`]);
 //! - [`chain()`]: an error and its causes on one line;
-//! - [`GatewayPeer`] and [`OverlayNode`]: the entries the control plane (or the lab) writes into
+//! - [`GatewayPeer`], [`EndpointMapping`] and [`OverlayNode`]: the entries the control plane (or the lab) writes into
 //!   the gateway's and the overlay agents' configurations ([`wire`]).
 //!
 //! This crate does no I/O and holds no policy: it only parses, validates and prints values.
@@ -29,4 +29,4 @@ pub use field::FieldError;
 pub use id::{ClusterId, ClusterName, InvalidId};
 pub use key::{InvalidKey, PublicKey};
 pub use view::PeerView;
-pub use wire::{GATEWAY_HOST_LINK, GatewayPeer, OverlayNode};
+pub use wire::{EndpointMapping, GATEWAY_HOST_LINK, GatewayPeer, OverlayNode};

@@ -36,6 +36,14 @@ pub struct GatewayPeer {
     /// Our pods as the peer sees them (the peer's IPAM's decision).
     #[serde(rename = "localPodCIDRAtPeer")]
     pub local_pod_cidr_at_peer: Cidr,
+    /// Our external CIDR as the peer sees it (the peer's IPAM's decision): the peer reaches our
+    /// mapped endpoints ([`EndpointMapping`]) at these addresses.
+    #[serde(
+        rename = "localExternalCIDRAtPeer",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub local_external_cidr_at_peer: Option<Cidr>,
 }
 
 impl GatewayPeer {
@@ -45,6 +53,24 @@ impl GatewayPeer {
             .chain(self.remote_external_cidr)
             .collect()
     }
+}
+
+/// A local address exposed to some peers through our external CIDR (an IPAM `MapIp` with
+/// direction `ENDPOINT`, listed by its `List` as an `Endpoint`): a node, a host-network pod, the
+/// API server. A listed peer reaches it at `external_ip` moved into its view of our external
+/// CIDR ([`GatewayPeer::local_external_cidr_at_peer`]); the gateway translates that address
+/// back to `ip`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointMapping {
+    /// The real address.
+    pub ip: Ipv4Addr,
+    /// Its address in our external CIDR.
+    #[serde(rename = "externalIP")]
+    pub external_ip: Ipv4Addr,
+    /// The peers allowed to reach it.
+    #[serde(default)]
+    pub peers: Vec<ClusterId>,
 }
 
 /// One node of a cluster, as the overlay agents know it.

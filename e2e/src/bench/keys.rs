@@ -125,6 +125,7 @@ impl Keys {
                     remote_external_cidr: None,
                     // Identity views: no remapping.
                     local_pod_cidr_at_peer: cidr(local)?,
+                    local_external_cidr_at_peer: None,
                 }],
                 ..GatewayFile::default()
             };

@@ -6,7 +6,8 @@
 use std::fs;
 
 use dataplane::Netns;
-use liqo_types::{Cidr, ClusterId, GatewayPeer, PublicKey};
+use ipam::service::proto;
+use liqo_types::{Cidr, ClusterId, EndpointMapping, GatewayPeer, PublicKey};
 
 use super::{
     Lab, LabError,
@@ -21,15 +22,67 @@ const HANDSHAKE_SECS: u64 = 30;
 /// How long a reload may take.
 const RELOAD_SECS: u64 = 20;
 
-/// `c`'s gateway configuration with these peers.
-pub(crate) fn config(lab: &Lab, c: &Cluster, peers: &[GatewayPeer]) -> gateway::config::File {
+/// What `c`'s IPAM says about its external CIDR: the CIDR and the endpoints mapped in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct External {
+    /// The external CIDR in use.
+    pub(crate) cidr: Cidr,
+    /// The endpoint mappings, as `List` gives them.
+    pub(crate) endpoints: Vec<EndpointMapping>,
+}
+
+/// Reads a `List` answer's external CIDR and endpoints, naming a bad field.
+pub(crate) fn external_of(l: &proto::ListResponse) -> Result<External, LabError> {
+    let bad = |field: String, e: &dyn std::fmt::Display| {
+        LabError::build("reading the IPAM's list", format!("{field} {e}"))
+    };
+    let cidr = l
+        .external_cidr
+        .parse()
+        .map_err(|e| bad("external_cidr".into(), &e))?;
+    let mut endpoints = Vec::with_capacity(l.endpoints.len());
+    for (i, e) in l.endpoints.iter().enumerate() {
+        let f = |name: &str| format!("endpoints[{i}].{name}");
+        endpoints.push(EndpointMapping {
+            ip: e.ip.parse().map_err(|x| bad(f("ip"), &x))?,
+            external_ip: e
+                .external_ip
+                .parse()
+                .map_err(|x| bad(f("external_ip"), &x))?,
+            peers: (e.peers.iter())
+                .map(|p| p.parse().map_err(|x| bad(f("peers"), &x)))
+                .collect::<Result<_, _>>()?,
+        });
+    }
+    Ok(External { cidr, endpoints })
+}
+
+/// Asks `c`'s IPAM for its external CIDR and endpoint mappings.
+pub(crate) async fn external(lab: &Lab, c: &Cluster) -> Result<External, LabError> {
+    let mut ipam = daemons::ipam_client(lab, c, 5).await?;
+    let l = ipam
+        .list(proto::Empty {})
+        .await
+        .map_err(|e| LabError::build(format!("listing {}'s IPAM", c.name), e))?;
+    external_of(&l.into_inner())
+}
+
+/// `c`'s gateway configuration with these peers and its external CIDR's mappings.
+pub(crate) fn config(
+    lab: &Lab,
+    c: &Cluster,
+    peers: &[GatewayPeer],
+    external: External,
+) -> gateway::config::File {
     let files = lab.files(c);
     gateway::config::File {
         namespace: Some(names::netns(&lab.prefix, &[c.name.as_str(), "gw"]).to_string()),
         private_key_file: Some(files.private_key().display().to_string()),
         local_pod_cidr: Some(Cidr::new(c.pod_cidr).expect("validated topology")),
         listen_port: Some(GATEWAY_PORT),
+        local_external_cidr: Some(external.cidr),
         peers: peers.to_vec(),
+        endpoints: external.endpoints,
         ..Default::default()
     }
 }
@@ -115,7 +168,8 @@ impl liqo_peering::Gateway for LabGateway {
     }
 
     async fn write(&mut self, peers: &[GatewayPeer]) -> Result<(), LabError> {
-        let file = config(&self.lab, &self.cluster, peers);
+        let ext = external(&self.lab, &self.cluster).await?;
+        let file = config(&self.lab, &self.cluster, peers, ext);
         let text = serde_saphyr::to_string(&file)
             .map_err(|e| LabError::build("encoding a gateway config", e))?;
         let path = self.lab.files(&self.cluster).gateway_config();

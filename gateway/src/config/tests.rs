@@ -152,3 +152,151 @@ fn own_key_is_refused_as_a_peer() {
         "peers[0].publicKey"
     );
 }
+
+/// `good()` with our external CIDR, milan's view of it, and three endpoint mappings.
+fn mapped() -> String {
+    good()
+        .replace(
+            "localPodCIDR: 10.200.0.0/16\n",
+            "localPodCIDR: 10.200.0.0/16\nlocalExternalCIDR: 10.70.0.0/16\n",
+        )
+        .replace(
+            "    localPodCIDRAtPeer: 10.50.0.0/16\n",
+            "    localPodCIDRAtPeer: 10.50.0.0/16\n    localExternalCIDRAtPeer: 10.51.0.0/16\n",
+        )
+        + "endpoints:\n  - ip: 192.168.1.10\n    externalIP: 10.70.0.1\n    peers: [milan, turin]\n  - ip: 192.168.1.11\n    externalIP: 10.70.0.2\n    peers: [milan, zurich]\n  - ip: 10.96.0.1\n    externalIP: 10.70.0.3\n    peers: []\n"
+}
+
+#[test]
+fn endpoint_mappings_are_read_and_may_name_peers_not_configured() {
+    let c = File::parse(&mapped()).unwrap().validate(None).unwrap();
+    assert_eq!(c.local_external_cidr.unwrap().to_string(), "10.70.0.0/16");
+    assert_eq!(
+        c.peers["milan"]
+            .local_external_cidr_at_peer
+            .unwrap()
+            .to_string(),
+        "10.51.0.0/16"
+    );
+    assert_eq!(c.peers["turin"].local_external_cidr_at_peer, None);
+    assert_eq!(c.endpoints.len(), 3);
+    assert_eq!(c.endpoints[1].ip.to_string(), "192.168.1.11");
+    assert_eq!(c.endpoints[1].external_ip.to_string(), "10.70.0.2");
+    let peers: Vec<&str> = c.endpoints[1].peers.iter().map(String::as_str).collect();
+    assert_eq!(peers, ["milan", "zurich"], "zurich is not configured: kept");
+    // The file reads back as written.
+    let f = File::parse(&mapped()).unwrap();
+    assert_eq!(
+        File::parse(&serde_saphyr::to_string(&f).unwrap()).unwrap(),
+        f
+    );
+}
+
+#[test]
+fn every_bad_endpoint_value_names_its_field() {
+    let m = mapped();
+    let cases = [
+        (
+            m.replace("externalIP: 10.70.0.3", "externalIP: 10.80.0.3"),
+            "endpoints[2].externalIP",
+            "10.80.0.3 not in localExternalCIDR 10.70.0.0/16",
+        ),
+        (
+            m.replace("externalIP: 10.70.0.3", "externalIP: 10.70.0.1"),
+            "endpoints[2].externalIP",
+            "taken already by endpoints[0]",
+        ),
+        (
+            m.replace("ip: 10.96.0.1", "ip: 192.168.1.10"),
+            "endpoints[2].ip",
+            "mapped already by endpoints[0]",
+        ),
+        (
+            m.replace("ip: 10.96.0.1", "ip: 10.71.3.4"),
+            "endpoints[2].ip",
+            "is in peers[0].remotePodCIDR 10.71.0.0/16",
+        ),
+        (
+            m.replace("ip: 10.96.0.1", "ip: 10.200.3.4"),
+            "endpoints[2].ip",
+            "is in localPodCIDR",
+        ),
+        (
+            m.replace("ip: 10.96.0.1", "ip: 10.70.9.9"),
+            "endpoints[2].ip",
+            "is in localExternalCIDR",
+        ),
+        (
+            m.replace("ip: 10.96.0.1", "ip: 127.0.0.1"),
+            "endpoints[2].ip",
+            "not a unicast address",
+        ),
+        (
+            m.replace("ip: 10.96.0.1", "ip: 10.96.0.1/32"),
+            "endpoints[2].ip",
+            "",
+        ),
+        (
+            m.replace("[milan, zurich]", "[milan, Zurich]"),
+            "endpoints[1].peers[1]",
+            "",
+        ),
+        (
+            m.replace("[milan, zurich]", "[milan, zurich, milan]"),
+            "endpoints[1].peers[2]",
+            "duplicate peer \"milan\"",
+        ),
+        (
+            m.replace("localExternalCIDR: 10.70.0.0/16\n", ""),
+            "peers[0].localExternalCIDRAtPeer",
+            "localExternalCIDR is not",
+        ),
+        (
+            m.replace(
+                "localExternalCIDRAtPeer: 10.51.0.0/16",
+                "localExternalCIDRAtPeer: 10.51.0.0/24",
+            ),
+            "peers[0].localExternalCIDRAtPeer",
+            "must have the length of localExternalCIDR",
+        ),
+        (
+            m.replace(
+                "localExternalCIDRAtPeer: 10.51.0.0/16",
+                "localExternalCIDRAtPeer: 10.50.0.0/16",
+            ),
+            "peers[0].localExternalCIDRAtPeer",
+            "overlaps peers[0].localPodCIDRAtPeer",
+        ),
+        (
+            m.replace(
+                "localExternalCIDR: 10.70.0.0/16",
+                "localExternalCIDR: 10.200.0.0/17",
+            ),
+            "localExternalCIDR",
+            "overlaps localPodCIDR",
+        ),
+        (
+            m.replace(
+                "remoteExternalCIDR: 10.72.0.0/16",
+                "remoteExternalCIDR: 10.70.0.0/16",
+            ),
+            "peers[0].remoteExternalCIDR",
+            "overlaps localExternalCIDR",
+        ),
+    ];
+    for (text, field, problem) in cases {
+        let e = err(&text);
+        assert_eq!(e.field, field, "{e}");
+        assert!(e.problem.contains(problem), "{e}");
+    }
+    // Endpoints without our external CIDR (and no peer view of it).
+    let text = m
+        .replace("localExternalCIDR: 10.70.0.0/16\n", "")
+        .replace("    localExternalCIDRAtPeer: 10.51.0.0/16\n", "");
+    let e = err(&text);
+    assert_eq!(e.field, "localExternalCIDR", "{e}");
+    assert!(
+        e.problem.contains("required when endpoints are mapped"),
+        "{e}"
+    );
+}

@@ -56,6 +56,7 @@ pub(crate) fn stand_in(i: u32, local: Cidr) -> PeerFile {
         remote_pod_cidr: stand_in_range(i),
         remote_external_cidr: None,
         local_pod_cidr_at_peer: local,
+        local_external_cidr_at_peer: None,
     }
 }
 
@@ -99,6 +100,7 @@ mod tests {
                 remote_pod_cidr: cidr("10.201.2.0/24"),
                 remote_external_cidr: None,
                 local_pod_cidr_at_peer: cidr("10.201.1.0/24"),
+                local_external_cidr_at_peer: None,
             }],
             ..GatewayFile::default()
         }

@@ -1,0 +1,122 @@
+//! Checks of the endpoint mappings: `localExternalCIDR`, each peer's
+//! `localExternalCIDRAtPeer` and the `endpoints` list (what the IPAM's `List` reports).
+//!
+//! Decisions, each refused with the field's path:
+//! - `localExternalCIDRAtPeer` needs `localExternalCIDR` (the translation has no source range
+//!   otherwise), has its length, and does not overlap `localPodCIDRAtPeer` (both are ranges of
+//!   the peer's address space: a destination in both would be ambiguous);
+//! - `endpoints` need `localExternalCIDR`; an `externalIP` lies in it, an `ip` lies in none of
+//!   the gateway's ranges (our pods are reached through `localPodCIDRAtPeer`, an external address
+//!   is not a real one, and the gateway does not forward a peer's packets to another peer) and is
+//!   a unicast address; real and external addresses are each mapped once; a mapping lists a peer
+//!   once;
+//! - a mapping may list a peer the file does not configure: it is kept and takes effect when the
+//!   peer is configured (the IPAM keeps mappings while peers come and go, and refusing them would
+//!   stop every other peer's update), and a mapping that lists no peer reaches no one.
+
+use std::{collections::BTreeSet, net::Ipv4Addr};
+
+use ipnet::Ipv4Net;
+use liqo_types::{Cidr, EndpointMapping, field::bad};
+
+use super::{ConfigError, Endpoint, overlaps, range};
+
+/// A peer's `localExternalCIDRAtPeer` (`f` names the peer's fields), checked against our
+/// external CIDR and the peer's view of our pods.
+pub(super) fn external_at_peer(
+    f: &dyn Fn(&str) -> String,
+    c: Cidr,
+    external: Option<Ipv4Net>,
+    pods_at_peer: Ipv4Net,
+) -> Result<Ipv4Net, ConfigError> {
+    let name = f("localExternalCIDRAtPeer");
+    let at_peer = range(&name, c)?;
+    let Some(external) = external else {
+        return Err(bad(
+            name,
+            format!("{at_peer} is given but localExternalCIDR is not"),
+        ));
+    };
+    if at_peer.prefix_len() != external.prefix_len() {
+        return Err(bad(
+            name,
+            format!("{at_peer} must have the length of localExternalCIDR {external}"),
+        ));
+    }
+    if overlaps(&at_peer, &pods_at_peer) {
+        return Err(bad(
+            name,
+            format!(
+                "{at_peer} overlaps {} {pods_at_peer}",
+                f("localPodCIDRAtPeer")
+            ),
+        ));
+    }
+    Ok(at_peer)
+}
+
+/// Whether `ip` can be a real endpoint (not unspecified, broadcast, multicast or loopback).
+fn unicast(ip: Ipv4Addr) -> bool {
+    !(ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() || ip.is_loopback())
+}
+
+/// The mappings of `file`, checked; `taken` are the gateway's ranges in our address space, by
+/// field path.
+pub(super) fn check(
+    file: &[EndpointMapping],
+    external: Option<Ipv4Net>,
+    taken: &[(String, Ipv4Net)],
+) -> Result<Vec<Endpoint>, ConfigError> {
+    if file.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(external) = external else {
+        return Err(bad(
+            "localExternalCIDR",
+            "is required when endpoints are mapped",
+        ));
+    };
+    let mut out: Vec<Endpoint> = Vec::with_capacity(file.len());
+    for (i, e) in file.iter().enumerate() {
+        let f = |name: &str| format!("endpoints[{i}].{name}");
+        if !unicast(e.ip) {
+            return Err(bad(f("ip"), format!("{}: not a unicast address", e.ip)));
+        }
+        if let Some((who, t)) = taken.iter().find(|(_, t)| t.contains(&e.ip)) {
+            return Err(bad(f("ip"), format!("{} is in {who} {t}", e.ip)));
+        }
+        if !external.contains(&e.external_ip) {
+            return Err(bad(
+                f("externalIP"),
+                format!("{} not in localExternalCIDR {external}", e.external_ip),
+            ));
+        }
+        if let Some(j) = out.iter().position(|o| o.ip == e.ip) {
+            return Err(bad(
+                f("ip"),
+                format!("{} is mapped already by endpoints[{j}]", e.ip),
+            ));
+        }
+        if let Some(j) = out.iter().position(|o| o.external_ip == e.external_ip) {
+            return Err(bad(
+                f("externalIP"),
+                format!("{} is taken already by endpoints[{j}]", e.external_ip),
+            ));
+        }
+        let mut peers = BTreeSet::new();
+        for (j, p) in e.peers.iter().enumerate() {
+            if !peers.insert(p.to_string()) {
+                return Err(bad(
+                    format!("endpoints[{i}].peers[{j}]"),
+                    format!("duplicate peer {:?}", p.as_str()),
+                ));
+            }
+        }
+        out.push(Endpoint {
+            ip: e.ip,
+            external_ip: e.external_ip,
+            peers,
+        });
+    }
+    Ok(out)
+}
