@@ -67,6 +67,8 @@ pub struct Context {
     pub launcher: Arc<dyn Launcher>,
     /// Counters.
     pub metrics: Metrics,
+    /// The network manager (`None` without `--ipam-address`: then no network is built).
+    pub network: Option<Arc<crate::network::Manager>>,
     /// Each peer's last refused (or unanswered) identity request.
     pub auth_failures:
         std::sync::Mutex<std::collections::HashMap<control::api::ClusterId, AuthFailure>>,
@@ -113,8 +115,15 @@ impl Context {
             auth_insecure: AuthClient::new(true),
             launcher,
             metrics,
+            network: None,
             auth_failures: Default::default(),
         }
+    }
+
+    /// This context with the network manager.
+    pub fn with_network(mut self, network: crate::network::Manager) -> Self {
+        self.network = Some(Arc::new(network));
+        self
     }
 
     /// The failed identity requests by peer.

@@ -36,6 +36,15 @@ pub enum Error {
     /// The virtual kubelet launcher.
     #[error("launcher")]
     Launcher(#[source] Box<LaunchError>),
+    /// A call to `liqo-ipam` failed (about a peer).
+    #[error("liqo-ipam, for peer {peer}")]
+    Ipam {
+        /// The peer.
+        peer: String,
+        /// The cause.
+        #[source]
+        source: Box<liqo_peering::grpc::GrpcError>,
+    },
     /// An object without a name or namespace (never from the apiserver).
     #[error("object without {0}")]
     Incomplete(&'static str),

@@ -26,7 +26,9 @@ use serde_json::json;
 
 use crate::{
     context::{Attempt, AuthFailure, Context, apply, apply_status, controller_ref, now},
-    decide::fc::{self as decide, Action, AuthStep, IdentityState, Observed, RequestState},
+    decide::fc::{
+        self as decide, Action, AuthStep, IdentityState, Observed, RequestState, TunnelState,
+    },
     error::{Error, kube as kerr},
     identity, roles,
 };
@@ -183,6 +185,9 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
                     .map_err(kerr(format!("delete ResourceRequest {tenant}/{rr}")))?;
             }
             Action::SetCondition(c) => {
+                conditions::set(&mut status.peering_conditions, c, &now);
+            }
+            Action::SetNetwork(c) => {
                 conditions::set(&mut status.peering_conditions, c, &now);
             }
             Action::Bind(set) => roles::bind(&ctx, &fc, &tenant, roles.get(&set)).await?,
@@ -427,6 +432,7 @@ async fn observe(
         .await?
         .filter(|o| is(o, labels::REPLICATION, values::TRUE));
     let vk = |o: ResourceOffer| o.status.unwrap_or_default().virtual_kubelet_status;
+    let tunnel = tunnel_state(ctx, tenant, peer).await?;
     Ok(Observed {
         deleting: fc.meta().deletion_timestamp.is_some(),
         outgoing_enabled: fc.spec.outgoing_peering_enabled,
@@ -436,7 +442,39 @@ async fn observe(
         request_from_peer: request_from_peer.as_ref().map(request_state),
         offer_to_peer: offer_to_peer.map(vk),
         bound: BTreeSet::new(),
+        tunnel,
     })
+}
+
+/// Our TunnelEndpoint's connection (the network manager's object, labelled with the peer).
+async fn tunnel_state(
+    ctx: &Context,
+    tenant: &str,
+    peer: &control::api::discovery::ClusterIdentity,
+) -> Result<Option<TunnelState>, Error> {
+    use control::api::net::{ConnectionStatus, TunnelEndpoint};
+    let name = crate::network::tunnel_name(peer);
+    let tep = Api::<TunnelEndpoint>::namespaced(ctx.client.clone(), tenant)
+        .get_opt(&name)
+        .await
+        .map_err(kerr(format!("get TunnelEndpoint {tenant}/{name}")))?
+        .filter(|t| {
+            is(
+                t,
+                control::consts::net::TEP_CLUSTER_ID_LABEL,
+                peer.cluster_id.as_str(),
+            )
+        });
+    Ok(tep.map(|t| {
+        let c = t.status.and_then(|s| s.connection).unwrap_or_default();
+        match c.status {
+            Some(ConnectionStatus::Connected) => TunnelState::Connected,
+            Some(ConnectionStatus::Error) => {
+                TunnelState::Error(c.status_message.unwrap_or_default())
+            }
+            Some(ConnectionStatus::Connecting) | None => TunnelState::Connecting,
+        }
+    }))
 }
 
 /// Our ResourceRequest to the peer; `withdrawal` stamps `spec.withdrawalTimestamp`.

@@ -20,6 +20,7 @@ pub mod error;
 pub mod fc;
 pub mod launcher;
 pub mod metrics;
+pub mod network;
 pub mod offer;
 pub mod replicator;
 pub mod request;

@@ -254,6 +254,13 @@ async fn replicate_all(
                 r.unwatch(&peer, kind);
                 continue;
             }
+            // Withdrawn on both sides: the peer revoked our right to its copies (its phase
+            // moved on as ours did), so it deletes them itself (the network manager deletes a
+            // peer's NetworkConfig copy on teardown); our sources are let go.
+            Err(kube::Error::Api(s)) if s.code == 403 && !allowed => {
+                r.unwatch(&peer, kind);
+                Vec::new()
+            }
             Err(e) => {
                 failed.get_or_insert(kerr(format!(
                     "list {} copies at {peer} in {remote_ns}",

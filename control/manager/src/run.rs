@@ -1,10 +1,12 @@
-//! Runs the four controllers on one apiserver until shutdown: each a kube-runtime
+//! Runs the controllers on one apiserver until shutdown (the network manager only with an
+//! IPAM): each a kube-runtime
 //! `Controller` whose error policy counts the error and requeues.
 
 use std::{sync::Arc, time::Duration};
 
 use control::api::{
     discovery::{ForeignCluster, ResourceRequest},
+    net::TunnelEndpoint,
     sharing::ResourceOffer,
 };
 use futures::{FutureExt, Stream, StreamExt, future::BoxFuture};
@@ -22,7 +24,7 @@ use serde::de::DeserializeOwned;
 use crate::{
     context::Context,
     error::Error,
-    fc, offer, replicator, request,
+    fc, network, offer, replicator, request,
     selectors::{replicated, source},
 };
 
@@ -73,7 +75,7 @@ fn log<T, E: std::fmt::Debug>(
     }
 }
 
-/// The four controllers, to be awaited together until `shutdown`.
+/// The controllers (four, five with the network manager), to be awaited together until `shutdown`.
 pub fn controllers(
     ctx: Arc<Context>,
     shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
@@ -89,6 +91,8 @@ pub fn controllers(
         events::<Secret>(&client, Some(control::consts::labels::LOCAL_IDENTITY)).boxed(),
         // A peer's token written (again): a corrected token is tried at once.
         events::<Secret>(&client, Some(control::consts::labels::AUTH_TOKEN)).boxed(),
+        // NETWORKING follows the TunnelEndpoints.
+        events::<TunnelEndpoint>(&client, None).boxed(),
     ]);
     let fc_controller = Controller::new(fcs(), watcher::Config::default())
         .with_config(config.clone())
@@ -147,13 +151,45 @@ pub fn controllers(
         Api::<ResourceOffer>::all(client.clone()),
         watcher::Config::default().labels(&replicated()),
     )
-    .with_config(config)
-    .graceful_shutdown_on(shutdown)
-    .run(offer::reconcile, policy::<ResourceOffer>(offer::NAME), ctx)
+    .with_config(config.clone())
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        offer::reconcile,
+        policy::<ResourceOffer>(offer::NAME),
+        ctx.clone(),
+    )
     .for_each(log(offer::NAME))
     .boxed();
 
-    vec![fc_controller, rep_controller, rr_controller, ro_controller]
+    let mut all = vec![fc_controller, rep_controller, rr_controller, ro_controller];
+    // The network manager, per ForeignCluster, when an IPAM is configured; its failures back
+    // off (an IPAM that is down is not asked every 2 s).
+    match ctx.network.clone() {
+        Some(m) => {
+            let trigger = network::controller_trigger(client.clone(), &ctx.settings.namespace, &m);
+            let net_policy = |fc: Arc<ForeignCluster>, error: &Error, ctx: Arc<Context>| {
+                ctx.metrics.error(network::NAME);
+                let delay = ctx.network.as_ref().map_or(RETRY, |m| {
+                    m.backoff(&kube::ResourceExt::name_any(fc.as_ref()))
+                });
+                tracing::warn!(controller = network::NAME, error = %error_chain(error), retry = ?delay, "reconcile failed");
+                Requeue::requeue(delay)
+            };
+            all.push(
+                Controller::new(fcs(), watcher::Config::default())
+                    .with_config(config)
+                    .reconcile_all_on(trigger)
+                    .graceful_shutdown_on(shutdown)
+                    .run(network::reconcile, net_policy, ctx)
+                    .for_each(log(network::NAME))
+                    .boxed(),
+            );
+        }
+        None => tracing::info!(
+            "no --ipam-address: the network manager is off (no NetworkConfig or TunnelEndpoint is made; NETWORKING stays None)"
+        ),
+    }
+    all
 }
 
 /// Runs the controllers until `shutdown`.

@@ -2,7 +2,12 @@
 //! ResourceRequest, ResourceOffer) against the apiserver of `KUBECONFIG` / in-cluster, with
 //! Prometheus metrics on `--metrics-listen`.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::{IpAddr, SocketAddr},
+    path::PathBuf,
+    sync::Arc,
+    time::Duration,
+};
 
 use anyhow::Context as _;
 use clap::{ArgAction, Parser};
@@ -13,7 +18,7 @@ use liqo_controller_manager::{
     context::{Context, Settings},
     launcher::NoopLauncher,
     metrics::{self, Metrics},
-    run,
+    network, run,
 };
 
 #[derive(Debug, Parser)]
@@ -40,6 +45,26 @@ struct Args {
     /// Where Prometheus metrics are served (`GET /metrics`).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// The liqo-ipam service (`http://host:port`, `https://` for TLS); without it the network
+    /// manager is off (no NetworkConfig or TunnelEndpoint; NETWORKING stays None).
+    #[arg(long)]
+    ipam_address: Option<String>,
+    /// The CA of liqo-ipam's certificate (an https address).
+    #[arg(long, requires = "ipam_address")]
+    ipam_ca_file: Option<PathBuf>,
+    /// A file holding the bearer token liqo-ipam requires.
+    #[arg(long, requires = "ipam_address")]
+    ipam_token_file: Option<PathBuf>,
+    /// The address peers use to reach our gateway (instead of the gateway Service's).
+    #[arg(long)]
+    gateway_address_override: Option<IpAddr>,
+    /// The UDP port peers use to reach our gateway.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    gateway_port_override: Option<u16>,
+    /// How long an unpeering waits for the peer to remove our NetworkConfig's copy (and for the
+    /// operators to drop the TunnelEndpoint) before releasing the IPAM ranges anyway.
+    #[arg(long, default_value = "5m", value_parser = liqo_controller_manager::duration::parse_period)]
+    network_release_grace: Duration,
 }
 
 #[tokio::main]
@@ -79,13 +104,30 @@ async fn main() -> anyhow::Result<()> {
         });
     }
     tracing::info!(cluster = %local.cluster_id, name = %local.cluster_name, "starting");
-    let ctx = Arc::new(Context::new(
-        client,
+    let mut ctx = Context::new(
+        client.clone(),
         settings,
         local,
         Arc::new(NoopLauncher),
         metrics,
-    ));
+    );
+    if let Some(address) = args.ipam_address {
+        let mut ipam = ipam::service::client::ClientOptions::new(address.clone());
+        ipam.ca_file = args.ipam_ca_file;
+        ipam.token_file = args.ipam_token_file;
+        let config = network::Config {
+            ipam,
+            gateway: network::endpoint::Overrides {
+                address: args.gateway_address_override,
+                port: args.gateway_port_override,
+            },
+            grace: args.network_release_grace,
+        };
+        let manager = network::Manager::new(client, config)
+            .with_context(|| format!("--ipam-address {address}"))?;
+        ctx = ctx.with_network(manager);
+    }
+    let ctx = Arc::new(ctx);
     let shutdown = async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .expect("a SIGTERM handler");

@@ -10,7 +10,7 @@ use control::{
         discovery::{OfferState, PeeringEnabled},
         sharing::VirtualKubeletStatus,
     },
-    conditions::{Condition, Network, Peering, Process},
+    conditions::{Condition, Network, NewCondition, Peering, Process},
     phase::{PeeringPhase, RoleSet},
 };
 
@@ -103,6 +103,33 @@ pub struct Observed {
     pub offer_to_peer: Option<VirtualKubeletStatus>,
     /// The role sets bound now (a RoleBinding for each of their ClusterRoles).
     pub bound: BTreeSet<RoleSet>,
+    /// Our TunnelEndpoint for the peer (the network manager's), if any.
+    pub tunnel: Option<TunnelState>,
+}
+
+/// A TunnelEndpoint's `status.connection`, as the gateway operator writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TunnelState {
+    /// No status yet, or `Connecting`.
+    Connecting,
+    /// `Connected`: the gateway saw a recent handshake.
+    Connected,
+    /// `Error`, with the operator's message.
+    Error(String),
+}
+
+/// NETWORKING from our TunnelEndpoint: missing → `None/TunnelEndpointNotFound`; connecting →
+/// `Pending`; connected → `Established`; an error → `None/TunnelEndpointError` with its message.
+pub fn network(tunnel: Option<&TunnelState>) -> NewCondition {
+    match tunnel {
+        None => Condition::Network(Network::NotFound).into(),
+        Some(TunnelState::Connecting) => Condition::Network(Network::Connecting).into(),
+        Some(TunnelState::Connected) => Condition::Network(Network::Available).into(),
+        Some(TunnelState::Error(m)) if !m.is_empty() => {
+            Condition::Network(Network::Error).with_message(m.clone())
+        }
+        Some(TunnelState::Error(_)) => Condition::Network(Network::Error).into(),
+    }
 }
 
 /// One thing to do.
@@ -116,6 +143,8 @@ pub enum Action {
     DeleteRequest,
     /// Write a condition.
     SetCondition(Condition),
+    /// Write NETWORKING (its message the TunnelEndpoint's on an error).
+    SetNetwork(NewCondition),
     /// Bind a role set's ClusterRoles to the peer's user in our tenant namespace.
     Bind(RoleSet),
     /// Delete the RoleBindings of a role set.
@@ -183,9 +212,8 @@ pub fn decide(o: &Observed) -> Vec<Action> {
     let incoming = direction(o.request_from_peer.as_ref(), o.offer_to_peer);
     actions.push(Action::SetCondition(Condition::Outgoing(outgoing)));
     actions.push(Action::SetCondition(Condition::Incoming(incoming)));
-    // No TunnelEndpoint is made yet (the network manager is a later issue): say so, so that
-    // `kubectl get foreignclusters` reads NETWORKING None rather than nothing.
-    actions.push(Action::SetCondition(Condition::Network(Network::NotFound)));
+    // Without a TunnelEndpoint NETWORKING reads None rather than nothing.
+    actions.push(Action::SetNetwork(network(o.tunnel.as_ref())));
     let phase = phase_of(outgoing, incoming);
     for set in [RoleSet::Outgoing, RoleSet::Incoming] {
         match (set.bound(phase), o.bound.contains(&set)) {

@@ -15,6 +15,7 @@ fn base() -> Observed {
         request_from_peer: None,
         offer_to_peer: None,
         bound: BTreeSet::new(),
+        tunnel: None,
     }
 }
 
@@ -354,9 +355,11 @@ fn unpeer_order() {
     };
     let a = decide(&s4);
     assert_eq!(conditions(&a), (Peering::None, Peering::None));
-    // The two peering conditions and NetworkStatus (None until the network manager exists).
+    // The two peering conditions and NetworkStatus (None without a TunnelEndpoint).
     assert_eq!(a.len(), 3);
-    assert!(a.contains(&Action::SetCondition(Condition::Network(Network::NotFound))));
+    assert!(a.contains(&Action::SetNetwork(
+        Condition::Network(Network::NotFound).into()
+    )));
 }
 
 #[test]
@@ -381,4 +384,50 @@ fn only_a_discovered_foreign_cluster_without_peering_is_deleted() {
         P::ResourceRequestPending,
         P::None
     ));
+}
+
+#[test]
+fn networking_follows_the_tunnel_endpoint() {
+    use control::api::discovery::PeeringConditionStatus as S;
+    let read = |t: Option<TunnelState>| {
+        let o = Observed {
+            tunnel: t,
+            ..base()
+        };
+        decide(&o)
+            .into_iter()
+            .find_map(|a| match a {
+                Action::SetNetwork(c) => Some(c),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let c = read(None);
+    assert_eq!(
+        (c.condition.status(), c.condition.reason()),
+        (S::None, "TunnelEndpointNotFound")
+    );
+    let c = read(Some(TunnelState::Connecting));
+    assert_eq!(
+        (c.condition.status(), c.condition.reason()),
+        (S::Pending, "TunnelEndpointConnecting")
+    );
+    let c = read(Some(TunnelState::Connected));
+    assert_eq!(
+        (c.condition.status(), c.condition.reason()),
+        (S::Established, "TunnelEndpointAvailable")
+    );
+    let c = read(Some(TunnelState::Error(
+        "handshake refused: bad key".into(),
+    )));
+    assert_eq!(
+        (c.condition.status(), c.condition.reason()),
+        (S::None, "TunnelEndpointError")
+    );
+    assert_eq!(c.message, "handshake refused: bad key");
+    let c = read(Some(TunnelState::Error(String::new())));
+    assert_eq!(
+        c.message,
+        Condition::Network(Network::Error).default_message()
+    );
 }

@@ -129,8 +129,14 @@ pub fn decide(
             actions.push(Action::AddFinalizer(source.name.clone()));
         }
         let want = desired(source, local_id);
+        // The peer may add annotations of its own to the copy (a refusal): only ours count.
         let same = replica.is_some_and(|r| {
-            r.spec == want.spec && r.labels == want.labels && r.annotations == want.annotations
+            r.spec == want.spec
+                && r.labels == want.labels
+                && want
+                    .annotations
+                    .iter()
+                    .all(|(k, v)| r.annotations.get(k) == Some(v))
         });
         if !same {
             actions.push(Action::ApplyReplica(want));
@@ -230,6 +236,21 @@ mod tests {
         r.spec = json!({"authUrl": "https://old.example"});
         let a = decide(true, "rome-id", std::slice::from_ref(&s), &[r]);
         assert_eq!(a, vec![Action::ApplyReplica(desired(&s, "rome-id"))]);
+    }
+
+    #[test]
+    fn annotations_the_peer_adds_to_a_copy_are_left_alone() {
+        let s = source("rome", false, true);
+        let mut r = replica_of(&s, None);
+        r.annotations
+            .insert("net.liqo.io/refused".into(), "spec.podCIDR: bad".into());
+        assert!(decide(true, "rome-id", std::slice::from_ref(&s), &[r.clone()]).is_empty());
+        // One of ours missing or changed is applied again.
+        r.annotations.insert("a".into(), "changed".into());
+        assert_eq!(
+            decide(true, "rome-id", std::slice::from_ref(&s), &[r]),
+            vec![Action::ApplyReplica(desired(&s, "rome-id"))]
+        );
     }
 
     #[test]

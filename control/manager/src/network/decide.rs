@@ -1,0 +1,391 @@
+//! The network manager's decisions for one peer (§1.5, §1.7 step 8 of the control-plane spec):
+//! a pure function of what was observed (the ForeignCluster, our NetworkConfig, the peer's
+//! copy, what the IPAM holds for the peer, the TunnelEndpoint, the time) returning the writes
+//! and IPAM calls, in order.
+
+use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
+
+use control::{
+    api::{
+        ClusterId,
+        cidr::NatCidr,
+        discovery::{ClusterIdentity, NetworkingEnabled},
+        net::{NetworkConfigSpec, NetworkConfigStatus, TunnelEndpointSpec},
+    },
+    consts::net,
+    phase::PeeringPhase,
+};
+use k8s_openapi::jiff::Timestamp;
+use liqo_peering::ipam::{IpamPeer, Ranges};
+use liqo_types::{Cidr, FieldError, PublicKey, field::bad};
+use serde_json::Value;
+
+use super::validate::{self, PeerConfig};
+
+/// What we announce: our ranges (from the IPAM) and our gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Local {
+    /// Our pod CIDR and external CIDR.
+    pub ranges: Ranges,
+    /// Our gateway's key (Secret `wireguard-pubkey`).
+    pub public_key: PublicKey,
+    /// Where peers reach our gateway.
+    pub endpoint: SocketAddr,
+}
+
+/// Our NetworkConfig for the peer (the replicator's source).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Own {
+    /// Its spec as stored.
+    pub spec: Value,
+    /// Since when it is being deleted.
+    pub deleting_since: Option<Timestamp>,
+    /// Its status as the peer wrote it (copied back by the replicator).
+    pub status: Option<Value>,
+}
+
+/// The peer's NetworkConfig for us (the copy its replicator keeps in our tenant namespace).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Copy {
+    /// Its spec as stored.
+    pub spec: Value,
+    /// Its status (ours to write).
+    pub status: Option<Value>,
+    /// Our refusal, as annotated on it.
+    pub refused: Option<String>,
+}
+
+/// Our TunnelEndpoint for the peer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tunnel {
+    /// Its spec as stored.
+    pub spec: Value,
+    /// Since when it is being deleted (the operators' finalizers hold it).
+    pub deleting_since: Option<Timestamp>,
+}
+
+/// Everything the decision needs about one peer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    /// Now.
+    pub now: Timestamp,
+    /// How long a teardown waits for the TunnelEndpoint and our NetworkConfig to go before it
+    /// releases the IPAM ranges anyway.
+    pub grace: Duration,
+    /// Our cluster ID.
+    pub local_id: ClusterId,
+    /// The peer.
+    pub peer: ClusterIdentity,
+    /// The ForeignCluster is being deleted.
+    pub fc_deleting: bool,
+    /// Its `spec.networkingEnabled`.
+    pub networking: NetworkingEnabled,
+    /// Its peering phase.
+    pub phase: PeeringPhase,
+    /// Our tenant namespace for the peer is known.
+    pub tenant_known: bool,
+    /// It carries `net.liqo.io/network-manager`.
+    pub has_finalizer: bool,
+    /// What we announce, or why we cannot yet.
+    pub local: Result<Local, String>,
+    /// Our NetworkConfig.
+    pub own: Option<Own>,
+    /// The peer's.
+    pub copy: Option<Copy>,
+    /// What the IPAM holds for the peer.
+    pub ipam: Option<IpamPeer>,
+    /// Our TunnelEndpoint.
+    pub tunnel: Option<Tunnel>,
+}
+
+/// One thing to do, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Put `net.liqo.io/network-manager` on the ForeignCluster.
+    AddFinalizer,
+    /// Create or update our NetworkConfig.
+    ApplyOwn(Box<NetworkConfigSpec>),
+    /// Refuse the peer's NetworkConfig: a Warning Event and the annotation, nothing else.
+    Refuse(String),
+    /// Drop the refusal annotation (the peer corrected its NetworkConfig).
+    ClearRefusal,
+    /// `Remap` the peer's announced ranges, then write the copy's status
+    /// ([`copy_status`]); the IPAM refusing them is a refusal of the copy.
+    Remap(Ranges),
+    /// Write the copy's status.
+    WriteCopyStatus(NetworkConfigStatus),
+    /// Record where the peer shows our ranges.
+    SetPeerView(Ranges),
+    /// Create or update the TunnelEndpoint.
+    ApplyTunnel(Box<TunnelEndpointSpec>),
+    /// Delete our NetworkConfig.
+    DeleteOwn,
+    /// Delete the TunnelEndpoint.
+    DeleteTunnel,
+    /// Delete the peer's copy in our tenant namespace (its replicator may not be allowed to
+    /// any more).
+    DeleteCopy,
+    /// Free the peer's ranges; `forced`: what was still there when the grace ran out.
+    Release {
+        /// Why the wait was cut short, if it was.
+        forced: Option<String>,
+    },
+    /// Drop `net.liqo.io/network-manager` from the ForeignCluster.
+    RemoveFinalizer,
+}
+
+/// Whether we keep a network with the peer: Liqo handles it, a direction is pending or
+/// established, the ForeignCluster is not being deleted and our tenant namespace exists.
+pub fn wanted(o: &Observed) -> bool {
+    !o.fc_deleting
+        && o.networking == NetworkingEnabled::Yes
+        && o.phase.established()
+        && o.tenant_known
+}
+
+/// `None` when `seen` is `announced` (not remapped), else `seen`.
+pub fn nat(announced: Cidr, seen: Cidr) -> NatCidr {
+    NatCidr((seen != announced).then_some(seen))
+}
+
+/// The status we write on the peer's copy once its ranges are remapped here.
+pub fn copy_status(announced: Ranges, seen_here: Ranges) -> NetworkConfigStatus {
+    NetworkConfigStatus {
+        processed: true,
+        pod_cidr_nat: Some(nat(announced.pods, seen_here.pods)),
+        external_cidr_nat: Some(nat(announced.external, seen_here.external)),
+    }
+}
+
+/// Our NetworkConfig's spec.
+pub fn own_spec(peer: &ClusterIdentity, local: &Local) -> NetworkConfigSpec {
+    NetworkConfigSpec {
+        cluster: peer.clone(),
+        pod_cidr: local.ranges.pods,
+        external_cidr: local.ranges.external,
+        endpoint_ip: local.endpoint.ip().to_string(),
+        backend_type: net::WIREGUARD.to_owned(),
+        backend_config: backend(&local.public_key, local.endpoint.port()),
+    }
+}
+
+fn backend(key: &PublicKey, port: u16) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (net::PUBLIC_KEY.to_owned(), key.to_string()),
+        (net::PORT.to_owned(), port.to_string()),
+    ])
+}
+
+/// Where the peer shows our ranges, from our NetworkConfig's status (`None` or missing:
+/// unchanged); `Ok(None)` until it is processed.
+pub fn at_peer(status: Option<&Value>, ours: Ranges) -> Result<Option<Ranges>, FieldError> {
+    let Some(s) = status else { return Ok(None) };
+    if s.get("processed").and_then(Value::as_bool) != Some(true) {
+        return Ok(None);
+    }
+    let field = |key: &str, own: Cidr| -> Result<Cidr, FieldError> {
+        match s.get(key) {
+            None | Some(Value::Null) => Ok(own),
+            Some(Value::String(t)) => t
+                .parse::<NatCidr>()
+                .map(|n| n.or(own))
+                .map_err(|e| bad(format!("status.{key}"), e.to_string())),
+            Some(other) => Err(bad(
+                format!("status.{key}"),
+                format!("{other} is not a string"),
+            )),
+        }
+    };
+    Ok(Some(Ranges {
+        pods: field("podCIDRNAT", ours.pods)?,
+        external: field("externalCIDRNAT", ours.external)?,
+    }))
+}
+
+/// The TunnelEndpoint of a peering: our ranges and where the peer shows them (`localNAT*`:
+/// the peer's decision), the peer's and where we show them (`remoteNAT*`: ours), the peer's
+/// gateway.
+pub fn tunnel_spec(
+    peer: &ClusterId,
+    ours: Ranges,
+    at_peer: Ranges,
+    theirs: &PeerConfig,
+    seen_here: Ranges,
+) -> TunnelEndpointSpec {
+    let remote = theirs.announced;
+    TunnelEndpointSpec {
+        cluster_id: peer.clone(),
+        local_pod_cidr: ours.pods,
+        local_nat_pod_cidr: nat(ours.pods, at_peer.pods),
+        local_external_cidr: ours.external,
+        local_nat_external_cidr: nat(ours.external, at_peer.external),
+        remote_pod_cidr: remote.pods,
+        remote_nat_pod_cidr: nat(remote.pods, seen_here.pods),
+        remote_external_cidr: remote.external,
+        remote_nat_external_cidr: nat(remote.external, seen_here.external),
+        endpoint_ip: theirs.endpoint.ip().to_string(),
+        backend_type: net::WIREGUARD.to_owned(),
+        backend_config: backend(&theirs.public_key, theirs.endpoint.port()),
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).expect("a spec serializes")
+}
+
+/// The decisions for one peer.
+pub fn decide(o: &Observed) -> Vec<Action> {
+    if wanted(o) { build(o) } else { teardown(o) }
+}
+
+fn build(o: &Observed) -> Vec<Action> {
+    let mut actions = Vec::new();
+    if !o.has_finalizer {
+        actions.push(Action::AddFinalizer);
+    }
+    // Our NetworkConfig (a deleted one is recreated once gone).
+    let local = o.local.as_ref().ok();
+    let own_current = match (local, &o.own) {
+        (Some(l), own) => {
+            let want = own_spec(&o.peer, l);
+            match own {
+                None => {
+                    actions.push(Action::ApplyOwn(Box::new(want)));
+                    false
+                }
+                Some(own) if own.deleting_since.is_some() => false,
+                Some(own) if own.spec != json(&want) => {
+                    actions.push(Action::ApplyOwn(Box::new(want)));
+                    false
+                }
+                Some(_) => true,
+            }
+        }
+        (None, _) => false,
+    };
+    // The peer's NetworkConfig: checked, then remapped here.
+    let Some(copy) = &o.copy else { return actions };
+    let theirs = match validate::peer_config(&copy.spec, &o.local_id) {
+        Err(e) => {
+            let message = e.to_string();
+            if copy.refused.as_deref() != Some(message.as_str()) {
+                actions.push(Action::Refuse(message));
+            }
+            return actions;
+        }
+        Ok(p) => p,
+    };
+    if copy.refused.is_some() {
+        actions.push(Action::ClearRefusal);
+    }
+    let held = match o.ipam {
+        Some(h) if h.announced == theirs.announced => h,
+        // Not held, or held for other ranges (then the IPAM refuses, naming them).
+        _ => {
+            actions.push(Action::Remap(theirs.announced));
+            return actions;
+        }
+    };
+    let status = copy_status(theirs.announced, held.seen_here);
+    let written = copy
+        .status
+        .clone()
+        .and_then(|s| serde_json::from_value::<NetworkConfigStatus>(s).ok());
+    if written.as_ref() != Some(&status) {
+        actions.push(Action::WriteCopyStatus(status));
+    }
+    // Our NetworkConfig processed by the peer: its decision recorded, then the tunnel.
+    let (Some(l), Some(own)) = (local, &o.own) else {
+        return actions;
+    };
+    if !own_current {
+        return actions;
+    }
+    let there = match at_peer(own.status.as_ref(), l.ranges) {
+        Ok(Some(t)) => t,
+        // Not processed yet; a bad status is logged by the caller ([`own_status_error`]).
+        _ => return actions,
+    };
+    if held.seen_there != Some(there) {
+        actions.push(Action::SetPeerView(there));
+    }
+    let want = tunnel_spec(&o.peer.cluster_id, l.ranges, there, &theirs, held.seen_here);
+    match &o.tunnel {
+        Some(t) if t.deleting_since.is_some() => {}
+        Some(t) if t.spec == json(&want) => {}
+        _ => actions.push(Action::ApplyTunnel(Box::new(want))),
+    }
+    actions
+}
+
+/// Whether `since` is more than the grace ago.
+fn overdue(o: &Observed, since: Option<Timestamp>) -> bool {
+    since.is_some_and(|s| {
+        o.now
+            .duration_since(s)
+            .try_into()
+            .is_ok_and(|d: Duration| d >= o.grace)
+    })
+}
+
+fn teardown(o: &Observed) -> Vec<Action> {
+    let mut actions = Vec::new();
+    let mut waiting = Vec::new();
+    let mut forced = Vec::new();
+    if let Some(own) = &o.own {
+        match own.deleting_since {
+            None => {
+                actions.push(Action::DeleteOwn);
+                waiting.push(());
+            }
+            s if overdue(o, s) => {
+                forced.push("our NetworkConfig (the peer did not remove its copy)")
+            }
+            Some(_) => waiting.push(()),
+        }
+    }
+    if let Some(t) = &o.tunnel {
+        match t.deleting_since {
+            None => {
+                actions.push(Action::DeleteTunnel);
+                waiting.push(());
+            }
+            s if overdue(o, s) => {
+                forced.push("the TunnelEndpoint (a gateway or route operator did not drop it)")
+            }
+            Some(_) => waiting.push(()),
+        }
+    }
+    if o.copy.is_some() {
+        actions.push(Action::DeleteCopy);
+    }
+    if !waiting.is_empty() {
+        return actions;
+    }
+    if o.ipam.is_some() {
+        let forced = (!forced.is_empty()).then(|| {
+            format!(
+                "released the IPAM ranges after the {} s grace with {} still present",
+                o.grace.as_secs(),
+                forced.join(" and ")
+            )
+        });
+        actions.push(Action::Release { forced });
+    }
+    if o.has_finalizer {
+        actions.push(Action::RemoveFinalizer);
+    }
+    actions
+}
+
+/// Why our NetworkConfig's status (written by the peer) cannot be used, if it cannot.
+pub fn own_status_error(o: &Observed) -> Option<FieldError> {
+    let (Ok(l), Some(own)) = (&o.local, &o.own) else {
+        return None;
+    };
+    at_peer(own.status.as_ref(), l.ranges).err()
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

@@ -1,0 +1,533 @@
+//! The network manager's I/O: reads what [`super::decide`] needs (the IPAM's `List`, the key
+//! Secret, the gateway Service, the NetworkConfigs and the TunnelEndpoint in the tenant
+//! namespace, all as raw objects so that a peer's bad value is refused by name rather than
+//! breaking a read), then carries out the actions in order.
+
+use std::sync::Arc;
+
+use control::{
+    api::{
+        discovery::ForeignCluster,
+        net::{NetworkConfig, TunnelEndpoint},
+    },
+    consts::{labels, net, values},
+    names::UniqueName,
+    phase::PeeringPhase,
+};
+use futures::{Stream, StreamExt};
+use ipam::service::proto;
+use k8s_openapi::api::core::v1::{ObjectReference, Secret, Service};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
+    core::ApiResource,
+    runtime::{
+        WatchStreamExt,
+        controller::Action as Requeue,
+        events::{Event, EventType},
+        watcher,
+    },
+};
+use liqo_peering::{
+    grpc::GrpcError,
+    ipam::{self as steps, Ipam, Ranges},
+};
+use liqo_types::{Cidr, ClusterId};
+use serde_json::{Value, json};
+
+use super::{
+    Manager, NAME, REFUSED_ANNOTATION,
+    decide::{self, Action, Copy, Local, Observed, Own, Tunnel},
+    endpoint,
+};
+use crate::{
+    FIELD_MANAGER,
+    context::{Context, now, set_finalizers, with_finalizer},
+    error::{Error, kube as kerr},
+    fc::not_found,
+};
+
+/// The name of our NetworkConfig and TunnelEndpoint for `peer`: its UniqueName.
+pub fn tunnel_name(peer: &control::api::discovery::ClusterIdentity) -> String {
+    UniqueName::new(peer).to_object_name().to_string()
+}
+
+fn ipam_error(peer: &ClusterId) -> impl FnOnce(GrpcError) -> Error {
+    let peer = peer.to_string();
+    move |source| Error::Ipam {
+        peer,
+        source: Box::new(source),
+    }
+}
+
+/// Events that may change a decision: NetworkConfigs (ours and the copies), TunnelEndpoints,
+/// the key Secret and, without both overrides, the gateway Services.
+pub fn controller_trigger(
+    client: Client,
+    namespace: &str,
+    m: &Manager,
+) -> impl Stream<Item = ()> + Send + 'static {
+    let dynamic = |ar: ApiResource| {
+        watcher(
+            Api::<DynamicObject>::all_with(client.clone(), &ar),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .map(|_| ())
+        .boxed()
+    };
+    let key = format!("{}={}", net::KEY_LABEL, net::WIREGUARD);
+    let mut streams = vec![
+        dynamic(ApiResource::erase::<NetworkConfig>(&())),
+        dynamic(ApiResource::erase::<TunnelEndpoint>(&())),
+        watcher(
+            Api::<Secret>::namespaced(client.clone(), namespace),
+            watcher::Config::default().labels(&key),
+        )
+        .default_backoff()
+        .map(|_| ())
+        .boxed(),
+    ];
+    let o = m.config.gateway;
+    if o.address.is_none() || o.port.is_none() {
+        let gw = format!("{}={}", net::GATEWAY_SERVICE_LABEL, values::TRUE);
+        streams.push(
+            watcher(
+                Api::<Service>::namespaced(client, namespace),
+                watcher::Config::default().labels(&gw),
+            )
+            .default_backoff()
+            .map(|_| ())
+            .boxed(),
+        );
+    }
+    futures::stream::select_all(streams)
+}
+
+/// One reconcile of a ForeignCluster's network.
+pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    let Some(m) = ctx.network.clone() else {
+        return Ok(Requeue::await_change());
+    };
+    ctx.metrics.reconcile(NAME);
+    let name = fc.name_any();
+    match run(&fc, &ctx, &m).await {
+        Ok(()) => {
+            m.succeeded(&name);
+            Ok(Requeue::requeue(ctx.settings.resync))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn dyn_api(client: &Client, ns: &str, ar: &ApiResource) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, ar)
+}
+
+fn field(o: &DynamicObject, key: &str) -> Option<Value> {
+    o.data.get(key).cloned().filter(|v| !v.is_null())
+}
+
+fn deleting_since(o: &DynamicObject) -> Option<k8s_openapi::jiff::Timestamp> {
+    o.metadata.deletion_timestamp.as_ref().map(|t| t.0)
+}
+
+fn reference(o: &DynamicObject, ar: &ApiResource) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(ar.api_version.clone()),
+        kind: Some(ar.kind.clone()),
+        name: o.metadata.name.clone(),
+        namespace: o.metadata.namespace.clone(),
+        uid: o.metadata.uid.clone(),
+        resource_version: o.metadata.resource_version.clone(),
+        field_path: None,
+    }
+}
+
+async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Error> {
+    let peer = fc.spec.cluster_identity.clone();
+    let tenant = fc
+        .status
+        .as_ref()
+        .and_then(|s| s.tenant_namespace.as_ref())
+        .and_then(|t| t.local.clone());
+    let name = tunnel_name(&peer);
+    let mut ipam = m.ipam.clone();
+    let list = ipam
+        .list(proto::Empty {})
+        .await
+        .map_err(|s| ipam_error(&peer.cluster_id)(call("list", &s)))?
+        .into_inner();
+    let cidr = |f: &'static str, v: &str| -> Result<Cidr, Error> {
+        v.parse().map_err(|source| {
+            ipam_error(&peer.cluster_id)(GrpcError::Answer {
+                call: "list",
+                field: f,
+                source,
+            })
+        })
+    };
+    let ours = Ranges {
+        pods: cidr("pod_cidr", &list.pod_cidr)?,
+        external: cidr("external_cidr", &list.external_cidr)?,
+    };
+    let held = Ipam::peer(&mut ipam, &peer.cluster_id)
+        .await
+        .map_err(ipam_error(&peer.cluster_id))?;
+    let nc_ar = ApiResource::erase::<NetworkConfig>(&());
+    let tep_ar = ApiResource::erase::<TunnelEndpoint>(&());
+    let (mut own, mut copy, mut tunnel) = (None, None, None);
+    if let Some(ns) = &tenant {
+        let ncs = dyn_api(&ctx.client, ns, &nc_ar);
+        own = ncs
+            .get_opt(&name)
+            .await
+            .map_err(kerr(format!("get NetworkConfig {ns}/{name}")))?
+            .filter(|o| {
+                o.labels().get(labels::REPLICATION).map(String::as_str) == Some(values::TRUE)
+            });
+        let selector = format!(
+            "{}={},{}={}",
+            labels::REPLICATED,
+            values::TRUE,
+            labels::ORIGIN_ID,
+            peer.cluster_id
+        );
+        let copies = ncs
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(kerr(format!("list NetworkConfig copies in {ns}")))?
+            .items;
+        if copies.len() > 1 {
+            tracing::warn!(namespace = %ns, n = copies.len(), "several NetworkConfigs from the peer; using the first");
+        }
+        copy = copies.into_iter().next();
+        tunnel = dyn_api(&ctx.client, ns, &tep_ar)
+            .get_opt(&name)
+            .await
+            .map_err(kerr(format!("get TunnelEndpoint {ns}/{name}")))?;
+    }
+    let local = local(ctx, m, ours).await?;
+    let observed = Observed {
+        now: now().0,
+        grace: m.config.grace,
+        local_id: ctx.local.cluster_id.clone(),
+        peer: peer.clone(),
+        fc_deleting: fc.meta().deletion_timestamp.is_some(),
+        networking: fc.spec.networking_enabled,
+        phase: PeeringPhase::of_status(fc.status.as_ref()),
+        tenant_known: tenant.is_some(),
+        has_finalizer: fc
+            .finalizers()
+            .iter()
+            .any(|f| f == net::NETWORK_MANAGER_FINALIZER),
+        local,
+        own: own.as_ref().map(|o| Own {
+            spec: field(o, "spec").unwrap_or(Value::Null),
+            deleting_since: deleting_since(o),
+            status: field(o, "status"),
+        }),
+        copy: copy.as_ref().map(|o| Copy {
+            spec: field(o, "spec").unwrap_or(Value::Null),
+            status: field(o, "status"),
+            refused: o.annotations().get(REFUSED_ANNOTATION).cloned(),
+        }),
+        ipam: held,
+        tunnel: tunnel.as_ref().map(|o| Tunnel {
+            spec: field(o, "spec").unwrap_or(Value::Null),
+            deleting_since: deleting_since(o),
+        }),
+    };
+    if let Some(e) = decide::own_status_error(&observed) {
+        tracing::warn!(peer = %peer.cluster_id, error = %e, "the peer's status on our NetworkConfig is unusable");
+    }
+    let actions = decide::decide(&observed);
+    if !actions.is_empty() {
+        tracing::debug!(peer = %peer.cluster_id, ?actions, "network");
+    }
+    let x = Exec {
+        ctx,
+        m,
+        fc,
+        ns: tenant.as_deref().unwrap_or_default(),
+        name: &name,
+        nc_ar: &nc_ar,
+        tep_ar: &tep_ar,
+        copy: copy.as_ref(),
+        ipam,
+        peer: peer.cluster_id.clone(),
+    };
+    x.run(actions).await
+}
+
+fn call(name: &'static str, s: &tonic::Status) -> GrpcError {
+    GrpcError::Call {
+        call: name,
+        code: s.code(),
+        message: s.message().to_owned(),
+    }
+}
+
+/// What we announce, or why not yet (no key, no endpoint).
+async fn local(ctx: &Context, m: &Manager, ranges: Ranges) -> Result<Result<Local, String>, Error> {
+    let ns = &ctx.settings.namespace;
+    let secret = Api::<Secret>::namespaced(ctx.client.clone(), ns)
+        .get_opt(net::PUBLIC_KEY_SECRET)
+        .await
+        .map_err(kerr(format!("get Secret {ns}/{}", net::PUBLIC_KEY_SECRET)))?;
+    let key = secret
+        .as_ref()
+        .and_then(|s| s.data.as_ref())
+        .and_then(|d| d.get(net::PUBLIC_KEY))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    let public_key = match key.map(|k| k.parse()) {
+        Some(Ok(k)) => k,
+        Some(Err(_)) => {
+            return Ok(Err(format!(
+                "Secret {ns}/{} key {} is not a WireGuard public key",
+                net::PUBLIC_KEY_SECRET,
+                net::PUBLIC_KEY
+            )));
+        }
+        None => {
+            return Ok(Err(format!(
+                "no Secret {ns}/{} with key {} yet (the gateway operator makes it)",
+                net::PUBLIC_KEY_SECRET,
+                net::PUBLIC_KEY
+            )));
+        }
+    };
+    let o = m.config.gateway;
+    let services = if o.address.is_some() && o.port.is_some() {
+        Vec::new()
+    } else {
+        let gw = format!("{}={}", net::GATEWAY_SERVICE_LABEL, values::TRUE);
+        Api::<Service>::namespaced(ctx.client.clone(), ns)
+            .list(&ListParams::default().labels(&gw))
+            .await
+            .map_err(kerr(format!("list gateway Services in {ns}")))?
+            .items
+    };
+    Ok(endpoint::choose(o, &services)
+        .map(|endpoint| Local {
+            ranges,
+            public_key,
+            endpoint,
+        })
+        .map_err(|e| e.to_string()))
+}
+
+/// Carries out the actions for one ForeignCluster.
+struct Exec<'a> {
+    ctx: &'a Context,
+    m: &'a Manager,
+    fc: &'a ForeignCluster,
+    ns: &'a str,
+    name: &'a str,
+    nc_ar: &'a ApiResource,
+    tep_ar: &'a ApiResource,
+    copy: Option<&'a DynamicObject>,
+    ipam: ipam::service::client::Client,
+    peer: ClusterId,
+}
+
+impl Exec<'_> {
+    async fn run(mut self, actions: Vec<Action>) -> Result<(), Error> {
+        let fcs: Api<ForeignCluster> = Api::all(self.ctx.client.clone());
+        for action in actions {
+            match action {
+                Action::AddFinalizer | Action::RemoveFinalizer => {
+                    let add = action == Action::AddFinalizer;
+                    let list =
+                        with_finalizer(self.fc.finalizers(), net::NETWORK_MANAGER_FINALIZER, add);
+                    set_finalizers(
+                        &fcs,
+                        &self.fc.name_any(),
+                        self.fc.resource_version().as_deref(),
+                        list,
+                    )
+                    .await?;
+                }
+                Action::ApplyOwn(spec) => {
+                    let object = json!({
+                        "apiVersion": self.nc_ar.api_version, "kind": self.nc_ar.kind,
+                        "metadata": {"name": self.name, "namespace": self.ns, "labels": {
+                            labels::REPLICATION: values::TRUE,
+                            labels::REMOTE_ID: self.peer.as_str(),
+                        }},
+                        "spec": spec,
+                    });
+                    self.apply(self.nc_ar, &object).await?;
+                    tracing::info!(peer = %self.peer, "our NetworkConfig applied");
+                }
+                Action::Refuse(message) => self.refuse(message).await?,
+                Action::ClearRefusal => self.annotate(None).await?,
+                Action::Remap(announced) => {
+                    match steps::decide(&mut self.ipam, &self.peer, announced).await {
+                        Ok(seen) => {
+                            tracing::info!(peer = %self.peer, pods = %seen.pods, external = %seen.external, "peer's ranges remapped");
+                            self.copy_status(decide::copy_status(announced, seen))
+                                .await?;
+                        }
+                        Err(GrpcError::Call {
+                            code: tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition,
+                            message,
+                            ..
+                        }) => {
+                            self.refuse(ipam_refusal(&message)).await?;
+                        }
+                        Err(e) => return Err(ipam_error(&self.peer)(e)),
+                    }
+                }
+                Action::WriteCopyStatus(status) => self.copy_status(status).await?,
+                Action::SetPeerView(there) => {
+                    Ipam::set_peer_view(&mut self.ipam, &self.peer, there)
+                        .await
+                        .map_err(ipam_error(&self.peer))?;
+                    tracing::info!(peer = %self.peer, pods = %there.pods, external = %there.external, "the peer's view of us recorded");
+                }
+                Action::ApplyTunnel(spec) => {
+                    let object = json!({
+                        "apiVersion": self.tep_ar.api_version, "kind": self.tep_ar.kind,
+                        "metadata": {"name": self.name, "namespace": self.ns, "labels": {
+                            net::TEP_CLUSTER_ID_LABEL: self.peer.as_str(),
+                        }},
+                        "spec": spec,
+                    });
+                    self.apply(self.tep_ar, &object).await?;
+                    tracing::info!(peer = %self.peer, "TunnelEndpoint applied");
+                }
+                Action::DeleteOwn => self.delete(self.nc_ar, self.name).await?,
+                Action::DeleteTunnel => self.delete(self.tep_ar, self.name).await?,
+                Action::DeleteCopy => {
+                    if let Some(c) = self.copy {
+                        self.delete(self.nc_ar, &c.name_any()).await?;
+                    }
+                }
+                Action::Release { forced } => {
+                    Ipam::release(&mut self.ipam, &self.peer)
+                        .await
+                        .map_err(ipam_error(&self.peer))?;
+                    tracing::info!(peer = %self.peer, forced = ?forced, "IPAM ranges released");
+                    if let Some(why) = forced {
+                        let fc_ref = self.fc.object_ref(&());
+                        self.event(&fc_ref, EventType::Warning, "ReleasedAfterGrace", why)
+                            .await;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn apply(&self, ar: &ApiResource, object: &Value) -> Result<(), Error> {
+        dyn_api(&self.ctx.client, self.ns, ar)
+            .patch(
+                self.name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(object),
+            )
+            .await
+            .map(drop)
+            .map_err(kerr(format!("apply {} {}/{}", ar.kind, self.ns, self.name)))
+    }
+
+    async fn delete(&self, ar: &ApiResource, name: &str) -> Result<(), Error> {
+        dyn_api(&self.ctx.client, self.ns, ar)
+            .delete(name, &DeleteParams::default())
+            .await
+            .map(drop)
+            .or_else(not_found)
+            .map_err(kerr(format!("delete {} {}/{name}", ar.kind, self.ns)))
+    }
+
+    async fn copy_status(
+        &self,
+        status: control::api::net::NetworkConfigStatus,
+    ) -> Result<(), Error> {
+        let Some(c) = self.copy else { return Ok(()) };
+        let object = json!({
+            "apiVersion": self.nc_ar.api_version, "kind": self.nc_ar.kind, "status": status,
+        });
+        let name = c.name_any();
+        dyn_api(&self.ctx.client, self.ns, self.nc_ar)
+            .patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&object),
+            )
+            .await
+            .map(drop)
+            .map_err(kerr(format!("status of NetworkConfig {}/{name}", self.ns)))
+    }
+
+    /// A Warning Event on the copy, then the annotation (which marks it told).
+    async fn refuse(&self, message: String) -> Result<(), Error> {
+        let Some(c) = self.copy else { return Ok(()) };
+        tracing::warn!(peer = %self.peer, name = %c.name_any(), refusal = %message, "peer's NetworkConfig refused");
+        let r = reference(c, self.nc_ar);
+        self.event(
+            &r,
+            EventType::Warning,
+            "NetworkConfigRefused",
+            message.clone(),
+        )
+        .await;
+        self.annotate(Some(message)).await
+    }
+
+    async fn annotate(&self, message: Option<String>) -> Result<(), Error> {
+        let Some(c) = self.copy else { return Ok(()) };
+        let name = c.name_any();
+        let patch = json!({"metadata": {"annotations": {REFUSED_ANNOTATION: message}}});
+        dyn_api(&self.ctx.client, self.ns, self.nc_ar)
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(drop)
+            .map_err(kerr(format!("annotate NetworkConfig {}/{name}", self.ns)))
+    }
+
+    async fn event(&self, r: &ObjectReference, kind: EventType, reason: &str, note: String) {
+        let ev = Event {
+            type_: kind,
+            reason: reason.into(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        // An Event is a courtesy on top of the annotation and the log: its failure is logged,
+        // never retried (a retry would repeat the writes it reports).
+        if let Err(e) = self.m.recorder.publish(&ev, r).await {
+            tracing::warn!(error = %e, reason, "publishing an Event failed");
+        }
+    }
+}
+
+/// The IPAM's refusal of a peer's ranges, naming the spec's field (`pod_cidr: ...` is
+/// `spec.podCIDR`; a refusal of both, like a change of announced ranges, names both).
+pub(crate) fn ipam_refusal(message: &str) -> String {
+    let field = if message.starts_with("pod_cidr") {
+        "spec.podCIDR"
+    } else if message.starts_with("external_cidr") {
+        "spec.externalCIDR"
+    } else {
+        "spec.podCIDR, spec.externalCIDR"
+    };
+    format!("{field}: liqo-ipam refused them: {message}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_ipam_refusal_names_the_spec_field() {
+        assert_eq!(
+            super::ipam_refusal("pod_cidr: \"x\" is not an IPv4 CIDR"),
+            "spec.podCIDR: liqo-ipam refused them: pod_cidr: \"x\" is not an IPv4 CIDR"
+        );
+        assert!(super::ipam_refusal("external_cidr: bad").starts_with("spec.externalCIDR: "));
+        assert!(
+            super::ipam_refusal("peer m already announced pod CIDR 10.0.0.0/16 and ...")
+                .starts_with("spec.podCIDR, spec.externalCIDR: liqo-ipam refused them: peer m")
+        );
+    }
+}
