@@ -1,0 +1,185 @@
+//! `liqo-gateway-operator`: renders the gateway's config file from every TunnelEndpoint (over
+//! `--base-config`), reads the gateway's `/status` and writes each TunnelEndpoint's connection
+//! back; keeps the gateway's key in Secrets and the Lease `liqo-gateway`. See
+//! [`liqo_netops::gateway_op`].
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+
+use anyhow::Context as _;
+use clap::Parser;
+use futures::FutureExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::{Api, api::DynamicObject, runtime::watcher};
+use liqo_netops::{
+    files::{self, StatusUrl},
+    gateway_op::{self, Ctx, Dataplane, MANAGER, Settings},
+    kube::{keys, lease, tep_resource},
+    metrics::Metrics,
+    runner,
+};
+
+#[derive(Debug, Parser)]
+#[command(name = "liqo-gateway-operator", version, about)]
+struct Args {
+    /// The Liqo namespace (the key Secrets, the Lease).
+    #[arg(short = 'n', long, default_value = "liqo")]
+    namespace: String,
+    /// The node the gateway runs on (the Lease's holder; its InternalIP is `status.gatewayIP`).
+    #[arg(long, env = "NODE_NAME")]
+    node_name: String,
+    /// The gateway's fixed settings (YAML of `liqo-gateway`'s config, without peers).
+    #[arg(long)]
+    base_config: PathBuf,
+    /// The gateway's config file, written atomically (the gateway reloads it).
+    #[arg(
+        long,
+        required_unless_present = "fake_dataplane",
+        conflicts_with = "fake_dataplane"
+    )]
+    config: Option<PathBuf>,
+    /// The gateway's status (`http://<ip>:<port>/status`).
+    #[arg(
+        long,
+        required_unless_present = "fake_dataplane",
+        conflicts_with = "fake_dataplane"
+    )]
+    gateway_status_url: Option<StatusUrl>,
+    /// Where the gateway's private key is written (0600); the config names it.
+    #[arg(long, conflicts_with = "fake_dataplane")]
+    private_key_file: Option<PathBuf>,
+    /// The IPAM service (`http://host:port`): our external CIDR and the endpoint mappings.
+    #[arg(long)]
+    ipam_address: Option<String>,
+    /// No data plane: no file is written and a rendered peer is Connected.
+    #[arg(long)]
+    fake_dataplane: bool,
+    /// Where Prometheus metrics are served (`GET /metrics`).
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let text = std::fs::read_to_string(&args.base_config)
+        .with_context(|| format!("--base-config {}", args.base_config.display()))?;
+    let base = gateway::config::File::parse(&text)
+        .with_context(|| format!("--base-config {}", args.base_config.display()))?;
+    let dataplane = match (args.config, args.gateway_status_url) {
+        (Some(config), Some(status)) => Dataplane::Files {
+            config,
+            status,
+            private_key_file: args.private_key_file,
+        },
+        _ => Dataplane::Fake,
+    };
+    let client = kube::Client::try_default()
+        .await
+        .context("kube config (KUBECONFIG or in-cluster)")?;
+    Api::<Node>::all(client.clone())
+        .get(&args.node_name)
+        .await
+        .with_context(|| format!("--node-name {}: reading its Node", args.node_name))?;
+    let key = keys::ensure(&client, &args.namespace, MANAGER)
+        .await
+        .context("the gateway's key")?;
+    if let Dataplane::Files {
+        private_key_file: Some(path),
+        ..
+    } = &dataplane
+    {
+        let text = format!("{}\n", key.to_base64());
+        if std::fs::read_to_string(path).ok().as_deref() != Some(text.as_str()) {
+            files::write_atomic_mode(path, text.as_bytes(), 0o600).context("--private-key-file")?;
+        }
+    }
+    let public_key = key.public();
+    drop(key);
+    let before = lease::take(&client, &args.namespace, &args.node_name, MANAGER)
+        .await
+        .context("the gateway Lease")?;
+    tracing::info!(node = %args.node_name, previous = ?before, %public_key, fake = matches!(dataplane, Dataplane::Fake), "gateway operator starting");
+    let metrics = Metrics::new("liqo_gateway_operator");
+    if let Some(addr) = args.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--metrics-listen {addr}"))?;
+        let m = metrics.clone();
+        tokio::spawn(async move {
+            if let Err(e) = m.serve(listener).await {
+                tracing::error!(error = %e, "metrics server stopped");
+            }
+        });
+    }
+    let settings = Settings {
+        namespace: args.namespace.clone(),
+        node_name: args.node_name.clone(),
+        base,
+        ipam: args.ipam_address,
+        dataplane,
+    };
+    // Validated once before anything runs: a bad base config is a bad flag.
+    liqo_netops::gateway_plan::render(
+        &settings.base,
+        None,
+        Some(public_key),
+        &Default::default(),
+        &Default::default(),
+    )
+    .with_context(|| format!("--base-config {}", args.base_config.display()))?;
+    let ctx = Arc::new(Ctx::new(
+        client.clone(),
+        settings,
+        public_key,
+        metrics.clone(),
+    ));
+    let lost = lease::keep(
+        client.clone(),
+        args.namespace.clone(),
+        args.node_name.clone(),
+        MANAGER.into(),
+    );
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        tokio::select! {
+            _ = runner::signalled() => {}
+            // Sent when the Lease was lost.
+            _ = stop_rx => {}
+        }
+    }
+    .boxed()
+    .shared();
+    let lease_task = tokio::spawn(async move {
+        let e = lost.await;
+        tracing::error!(error = %liqo_types::chain(&e), "the gateway Lease is lost; stopping");
+        // The receiver is gone only when the operator stopped already.
+        let _ = stop_tx.send(());
+        e
+    });
+    let teps = Api::<DynamicObject>::all_with(client.clone(), &tep_resource());
+    let trigger = runner::events(
+        teps,
+        watcher::Config::default().labels(control::consts::net::TEP_CLUSTER_ID_LABEL),
+    );
+    runner::run(
+        client,
+        &args.node_name,
+        trigger,
+        gateway_op::reconcile,
+        ctx,
+        metrics,
+        shutdown,
+    )
+    .await;
+    if lease_task.is_finished() {
+        let e = lease_task.await.context("the Lease task")?;
+        return Err(anyhow::Error::new(e).context("the gateway Lease"));
+    }
+    lease_task.abort();
+    Ok(())
+}

@@ -1,0 +1,142 @@
+//! `liqo-route-operator`: renders this node's overlay config file from the Nodes, the gateway's
+//! Lease and every TunnelEndpoint (over `--base-config`) and waits on the agent's `/status`.
+//! See [`liqo_netops::route_op`].
+
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+
+use anyhow::Context as _;
+use clap::Parser;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
+use kube::{Api, api::DynamicObject, runtime::watcher};
+use liqo_netops::{
+    files::StatusUrl,
+    kube::{KubeInventory, tep_resource},
+    metrics::Metrics,
+    route_op::{self, Ctx, Dataplane, Settings},
+    runner,
+};
+
+#[derive(Debug, Parser)]
+#[command(name = "liqo-route-operator", version, about)]
+struct Args {
+    /// The Liqo namespace (the Lease, the identity ConfigMap).
+    #[arg(short = 'n', long, default_value = "liqo")]
+    namespace: String,
+    /// This node.
+    #[arg(long, env = "NODE_NAME")]
+    node_name: String,
+    /// The agent's fixed settings (YAML of `liqo-overlay`'s config, without nodes or ranges;
+    /// `node` and `gateway` are filled in).
+    #[arg(long)]
+    base_config: PathBuf,
+    /// The agent's config file, written atomically (the agent reloads it).
+    #[arg(
+        long,
+        required_unless_present = "fake_dataplane",
+        conflicts_with = "fake_dataplane"
+    )]
+    config: Option<PathBuf>,
+    /// The agent's status (`http://<ip>:<port>/status`).
+    #[arg(
+        long,
+        required_unless_present = "fake_dataplane",
+        conflicts_with = "fake_dataplane"
+    )]
+    overlay_status_url: Option<StatusUrl>,
+    /// No data plane: no file is written.
+    #[arg(long)]
+    fake_dataplane: bool,
+    /// Where Prometheus metrics are served (`GET /metrics`).
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    let text = std::fs::read_to_string(&args.base_config)
+        .with_context(|| format!("--base-config {}", args.base_config.display()))?;
+    let base = overlay::config::File::parse(&text)
+        .with_context(|| format!("--base-config {}", args.base_config.display()))?;
+    if !base.nodes.is_empty() || !base.remote_cidrs.is_empty() {
+        anyhow::bail!(
+            "--base-config {}: nodes and remoteCIDRs come from the cluster; remove them",
+            args.base_config.display()
+        );
+    }
+    let dataplane = match (args.config, args.overlay_status_url) {
+        (Some(config), Some(status)) => Dataplane::Files { config, status },
+        _ => Dataplane::Fake,
+    };
+    let client = kube::Client::try_default()
+        .await
+        .context("kube config (KUBECONFIG or in-cluster)")?;
+    Api::<Node>::all(client.clone())
+        .get(&args.node_name)
+        .await
+        .with_context(|| format!("--node-name {}: reading its Node", args.node_name))?;
+    let inv = KubeInventory {
+        client: client.clone(),
+        namespace: args.namespace.clone(),
+        pod_cidr: None,
+        endpoint: None,
+    };
+    let cluster = inv.cluster_id().await.context("the cluster identity")?;
+    tracing::info!(node = %args.node_name, %cluster, fake = matches!(dataplane, Dataplane::Fake), "route operator starting");
+    let metrics = Metrics::new("liqo_route_operator");
+    if let Some(addr) = args.metrics_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("--metrics-listen {addr}"))?;
+        let m = metrics.clone();
+        tokio::spawn(async move {
+            if let Err(e) = m.serve(listener).await {
+                tracing::error!(error = %e, "metrics server stopped");
+            }
+        });
+    }
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        manager: route_op::manager(&args.node_name),
+        settings: Settings {
+            namespace: args.namespace.clone(),
+            node_name: args.node_name.clone(),
+            base,
+            dataplane,
+        },
+        cluster,
+        metrics: metrics.clone(),
+    });
+    let teps = Api::<DynamicObject>::all_with(client.clone(), &tep_resource());
+    let lease = control::consts::net::GATEWAY_LEASE;
+    let trigger = futures::stream::select_all([
+        runner::events(
+            teps,
+            watcher::Config::default().labels(control::consts::net::TEP_CLUSTER_ID_LABEL),
+        ),
+        runner::events(Api::<Node>::all(client.clone()), watcher::Config::default()),
+        runner::events(
+            Api::<Lease>::namespaced(client.clone(), &args.namespace),
+            watcher::Config::default().fields(&format!("metadata.name={lease}")),
+        ),
+    ])
+    .boxed();
+    let shutdown = runner::signalled().boxed().shared();
+    runner::run(
+        client,
+        &args.node_name,
+        trigger,
+        route_op::reconcile,
+        ctx,
+        metrics,
+        shutdown,
+    )
+    .await;
+    Ok(())
+}

@@ -1,0 +1,259 @@
+//! The gateway operator: every TunnelEndpoint → the gateway's config file (through
+//! [`gateway_plan::render`], i.e. the core's [`liqo_peering::plan::gateway_peers`]), written
+//! atomically; the gateway's `/status` → each TunnelEndpoint's `status.connection` and
+//! `status.gatewayIP`; finalizer `net.liqo.io/gateway-operator` on each until the gateway
+//! dropped its peer.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use control::{
+    api::net::{ConnectionStatus, TunnelEndpointStatus},
+    consts::net,
+};
+use gateway::config::File;
+use k8s_openapi::api::core::v1::Node;
+use kube::{Client, api::DynamicObject, runtime::controller::Action};
+use liqo_types::PublicKey;
+
+use crate::{
+    error::OpError,
+    files::{self, StatusUrl},
+    gateway_plan::{self, Endpoints, Observed},
+    kube::{self as k, KubeError},
+    metrics::Metrics,
+    runner,
+    tep::{self, Tep},
+};
+
+/// The field manager (and program) name.
+pub const MANAGER: &str = "liqo-gateway-operator";
+/// How soon to look again while a TunnelEndpoint waits on the gateway.
+pub const PENDING: Duration = Duration::from_secs(1);
+/// How soon to look again when all is settled (a handshake ages, the IPAM's endpoints change).
+pub const SETTLED: Duration = Duration::from_secs(10);
+
+/// Where the data plane is.
+#[derive(Debug, Clone)]
+pub enum Dataplane {
+    /// None: a TunnelEndpoint is Connected once rendered, and no file is written.
+    Fake,
+    /// The gateway's files.
+    Files {
+        /// Its config file (written).
+        config: PathBuf,
+        /// Its `/status`.
+        status: StatusUrl,
+        /// Its private key file (written, 0600), named in the config.
+        private_key_file: Option<PathBuf>,
+    },
+}
+
+/// What the operator is told.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The Liqo namespace (Secrets, Lease).
+    pub namespace: String,
+    /// The node the gateway runs on.
+    pub node_name: String,
+    /// The gateway's fixed settings (no peers).
+    pub base: File,
+    /// The IPAM service (`http://host:port`), for the endpoint mappings.
+    pub ipam: Option<String>,
+    /// The data plane.
+    pub dataplane: Dataplane,
+}
+
+/// The operator's state.
+pub struct Ctx {
+    /// Its client.
+    pub client: Client,
+    /// Its settings.
+    pub settings: Settings,
+    /// The gateway's public key.
+    pub public_key: PublicKey,
+    /// Its metrics.
+    pub metrics: Metrics,
+    ipam: tokio::sync::Mutex<Option<ipam::service::client::Client>>,
+}
+
+impl Ctx {
+    /// A context.
+    pub fn new(client: Client, settings: Settings, public_key: PublicKey, metrics: Metrics) -> Ctx {
+        Ctx {
+            client,
+            settings,
+            public_key,
+            metrics,
+            ipam: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    async fn endpoints(&self) -> Result<Endpoints, OpError> {
+        let Some(address) = &self.settings.ipam else {
+            return Ok(Endpoints::default());
+        };
+        let mut guard = self.ipam.lock().await;
+        let client = match guard.as_mut() {
+            Some(c) => c,
+            None => {
+                let opts = ipam::service::client::ClientOptions::new(address.clone());
+                let c = ipam::service::client::connect(&opts)
+                    .await
+                    .map_err(|source| OpError::IpamConnect {
+                        address: address.clone(),
+                        source,
+                    })?;
+                guard.insert(c)
+            }
+        };
+        match client.list(ipam::service::proto::Empty {}).await {
+            Ok(l) => Endpoints::from_list(&l.into_inner()).map_err(OpError::IpamAnswer),
+            Err(s) => {
+                // Connect again next time.
+                *guard = None;
+                Err(OpError::IpamCall(s.message().to_owned()))
+            }
+        }
+    }
+}
+
+/// One reconcile of the gateway of `node` (the operator's own Node).
+pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError> {
+    ctx.metrics.reconciles.inc();
+    let s = &ctx.settings;
+    let objs = k::list_teps(&ctx.client).await?;
+    let teps: Vec<Tep> = objs.iter().map(tep::read).collect();
+    let names = k::resolve(&teps).await;
+    let (peerings, left_out) = tep::peerings(&teps, |h, p| names.get(&(h.to_owned(), p)).copied());
+    let mut endpoints = ctx.endpoints().await?;
+    if endpoints.local_external_cidr.is_none() {
+        endpoints.local_external_cidr = tep::local_external(&teps);
+    }
+    let key_file = match &s.dataplane {
+        Dataplane::Files {
+            private_key_file: Some(p),
+            ..
+        } => Some(p.display().to_string()),
+        _ => None,
+    };
+    let rendered = gateway_plan::render(
+        &s.base,
+        key_file.as_deref(),
+        Some(ctx.public_key),
+        &peerings,
+        &endpoints,
+    )?;
+    let status;
+    let (written, seen) = match &s.dataplane {
+        Dataplane::Fake => (files::digest(&rendered.text), Observed::Fake),
+        Dataplane::Files {
+            config,
+            status: url,
+            ..
+        } => {
+            let before = std::fs::read_to_string(config).ok();
+            let d = files::ensure_config(config, &rendered.text)?;
+            if before.as_deref() != Some(rendered.text.as_str()) {
+                ctx.metrics.writes.inc();
+                tracing::info!(config = %config.display(), digest = %d, peers = rendered.peers.len(), "gateway config written");
+            }
+            status = files::fetch_async::<gateway::status::Status>(url)
+                .await
+                .map_err(|e| liqo_types::chain(&e));
+            let seen = match &status {
+                Ok(st) => Observed::Status(st),
+                Err(why) => Observed::Unreachable(why),
+            };
+            (d, seen)
+        }
+    };
+    let gateway_ip = runner::internal_ip(&node);
+    let mut pending = 0;
+    let mut refused = 0;
+    let mut first_error: Option<KubeError> = None;
+    for (obj, t) in objs.iter().zip(&teps) {
+        let r = one(
+            &ctx,
+            obj,
+            t,
+            &rendered,
+            &written,
+            seen,
+            gateway_ip.as_deref(),
+            &left_out,
+        )
+        .await;
+        match r {
+            Ok(Some(ConnectionStatus::Connected)) => {}
+            Ok(Some(ConnectionStatus::Error)) => refused += 1,
+            Ok(_) => pending += 1,
+            Err(e) => {
+                tracing::warn!(tep = %t.key(), error = %liqo_types::chain(&e), "writing a TunnelEndpoint");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    ctx.metrics
+        .peers
+        .set(rendered.peers.len().try_into().unwrap_or(i64::MAX));
+    ctx.metrics.refused.set(refused);
+    ctx.metrics.pending.set(pending);
+    if let Some(e) = first_error {
+        return Err(e.into());
+    }
+    Ok(Action::requeue(if pending > 0 { PENDING } else { SETTLED }))
+}
+
+/// Finalizer and status of one TunnelEndpoint; returns its connection (`None` while it is
+/// deleted and not yet released).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one call site; the reconcile's values"
+)]
+async fn one(
+    ctx: &Ctx,
+    obj: &DynamicObject,
+    t: &Tep,
+    rendered: &gateway_plan::Rendered,
+    written: &str,
+    seen: Observed<'_>,
+    gateway_ip: Option<&str>,
+    left_out: &std::collections::BTreeMap<String, liqo_types::FieldError>,
+) -> Result<Option<ConnectionStatus>, KubeError> {
+    let owns = k::owns_finalizer(&obj.metadata, MANAGER, net::GATEWAY_FINALIZER);
+    if t.deleting {
+        if !owns {
+            return Ok(Some(ConnectionStatus::Connected));
+        }
+        if gateway_plan::released(t, rendered, written, seen) {
+            k::hold_finalizer(&ctx.client, obj, MANAGER, net::GATEWAY_FINALIZER, false).await?;
+            tracing::info!(tep = %t.key(), "the gateway dropped the peer; finalizer released");
+            return Ok(Some(ConnectionStatus::Connected));
+        }
+        return Ok(None);
+    }
+    if !owns {
+        k::hold_finalizer(&ctx.client, obj, MANAGER, net::GATEWAY_FINALIZER, true).await?;
+    }
+    let left = left_out.get(&t.key()).or_else(|| {
+        t.parsed
+            .as_ref()
+            .ok()
+            .and_then(|p| rendered.refused.get(&p.peer))
+    });
+    let c = gateway_plan::connection(t, left, written, seen);
+    let state = c.status;
+    let want = TunnelEndpointStatus {
+        connection: Some(c.clone()),
+        gateway_ip: gateway_ip.map(str::to_owned),
+        ..TunnelEndpointStatus::default()
+    };
+    if t.status.connection != want.connection || t.status.gateway_ip != want.gateway_ip {
+        if state == Some(ConnectionStatus::Error) {
+            tracing::warn!(tep = %t.key(), message = c.status_message.as_deref().unwrap_or_default(), "TunnelEndpoint refused");
+        }
+        let status = serde_json::to_value(&want).expect("a status encodes");
+        k::apply_status(&ctx.client, obj, MANAGER, status).await?;
+    }
+    Ok(state)
+}

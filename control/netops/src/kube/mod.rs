@@ -1,0 +1,215 @@
+//! The operators' Kubernetes I/O, thin: TunnelEndpoints listed untyped and read with
+//! [`crate::tep`], finalizers and status written with server-side apply (each operator its own
+//! field manager), the gateway's key Secrets and Lease, and the peering core's
+//! [`liqo_peering::Records`] and [`liqo_peering::Inventory`] over those objects.
+
+pub mod keys;
+pub mod lease;
+mod records;
+
+use std::{collections::BTreeMap, net::SocketAddr};
+
+use control::{api::net::TunnelEndpoint, consts::net};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{
+    Api, Client, Resource,
+    api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
+};
+pub use records::{KubeInventory, TepRecords};
+
+use crate::tep::{Endpoint, Tep};
+
+/// Why a Kubernetes call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// An API call failed.
+    #[error("{what}")]
+    Api {
+        /// The call.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// An object is not what it must be.
+    #[error("{what}: {problem}")]
+    Object {
+        /// The object.
+        what: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The operators only read the record (the network manager writes TunnelEndpoints).
+    #[error("the operators do not write TunnelEndpoints; the network manager does")]
+    ReadOnly,
+}
+
+/// `what` failed with a kube error.
+pub fn api(what: impl Into<String>) -> impl FnOnce(kube::Error) -> KubeError {
+    let what = what.into();
+    move |source| KubeError::Api { what, source }
+}
+
+/// The TunnelEndpoint resource, for untyped access.
+pub fn tep_resource() -> ApiResource {
+    ApiResource::erase::<TunnelEndpoint>(&())
+}
+
+/// TunnelEndpoints of every namespace, untyped.
+pub fn tep_api(client: &Client) -> Api<DynamicObject> {
+    Api::all_with(client.clone(), &tep_resource())
+}
+
+/// Every TunnelEndpoint with the `clusterID` label, untyped (one bad object does not hide the
+/// others).
+pub async fn list_teps(client: &Client) -> Result<Vec<DynamicObject>, KubeError> {
+    let lp = ListParams::default().labels(net::TEP_CLUSTER_ID_LABEL);
+    Ok(tep_api(client)
+        .list(&lp)
+        .await
+        .map_err(api("listing TunnelEndpoints"))?
+        .items)
+}
+
+/// Whether field manager `manager` owns `finalizer` on the object (applied it).
+pub fn owns_finalizer(meta: &ObjectMeta, manager: &str, finalizer: &str) -> bool {
+    let key = format!("v:{}", serde_json::Value::from(finalizer));
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.manager.as_deref() == Some(manager)
+                && m.operation.as_deref() == Some("Apply")
+                && m.subresource.as_deref().is_none_or(str::is_empty)
+        })
+        .any(|m| {
+            m.fields_v1
+                .as_ref()
+                .and_then(|f| f.0.get("f:metadata")?.get("f:finalizers")?.get(&key))
+                .is_some()
+        })
+}
+
+fn identity(obj: &DynamicObject) -> serde_json::Value {
+    serde_json::json!({
+        "name": obj.metadata.name,
+        "namespace": obj.metadata.namespace,
+        // A precondition: never applied to a newer object of the same name.
+        "uid": obj.metadata.uid,
+    })
+}
+
+/// Makes field manager `manager` hold `finalizer` on the TunnelEndpoint (`hold`), or drop its
+/// hold (the finalizer goes once no manager holds it). Server-side apply: several managers may
+/// hold the same finalizer (every route operator holds the route finalizer).
+pub async fn hold_finalizer(
+    client: &Client,
+    obj: &DynamicObject,
+    manager: &str,
+    finalizer: &str,
+    hold: bool,
+) -> Result<(), KubeError> {
+    let mut meta = identity(obj);
+    if hold {
+        meta["finalizers"] = serde_json::json!([finalizer]);
+    }
+    let patch = serde_json::json!({
+        "apiVersion": TunnelEndpoint::api_version(&()),
+        "kind": TunnelEndpoint::kind(&()),
+        "metadata": meta,
+    });
+    let ns = obj.metadata.namespace.clone().unwrap_or_default();
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &tep_resource())
+        .patch(&name, &PatchParams::apply(manager), &Patch::Apply(patch))
+        .await
+        .map_err(api(format!(
+            "{} finalizer {finalizer} on TunnelEndpoint {ns}/{name}",
+            if hold { "adding" } else { "dropping" }
+        )))?;
+    Ok(())
+}
+
+/// Applies `status` (the fields `manager` owns) to the TunnelEndpoint's status.
+pub async fn apply_status(
+    client: &Client,
+    obj: &DynamicObject,
+    manager: &str,
+    status: serde_json::Value,
+) -> Result<(), KubeError> {
+    let patch = serde_json::json!({
+        "apiVersion": TunnelEndpoint::api_version(&()),
+        "kind": TunnelEndpoint::kind(&()),
+        "metadata": identity(obj),
+        "status": status,
+    });
+    let ns = obj.metadata.namespace.clone().unwrap_or_default();
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &tep_resource())
+        .patch_status(
+            &name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(patch),
+        )
+        .await
+        .map_err(api(format!(
+            "writing the status of TunnelEndpoint {ns}/{name}"
+        )))?;
+    Ok(())
+}
+
+/// The addresses of the endpoint names the TunnelEndpoints give (an IPv4 address each; a name
+/// that does not resolve is absent).
+pub async fn resolve(teps: &[Tep]) -> BTreeMap<(String, u16), SocketAddr> {
+    let mut out = BTreeMap::new();
+    for t in teps {
+        if let Ok(p) = &t.parsed
+            && let Endpoint::Name(host, port) = &p.endpoint
+            && !out.contains_key(&(host.clone(), *port))
+        {
+            match tokio::net::lookup_host((host.as_str(), *port)).await {
+                Ok(addrs) => {
+                    if let Some(a) = addrs.into_iter().find(SocketAddr::is_ipv4) {
+                        out.insert((host.clone(), *port), a);
+                    }
+                }
+                Err(e) => tracing::warn!(tep = %t.key(), %host, error = %e, "endpoint name"),
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_finalizer_is_owned_by_the_manager_that_applied_it() {
+        let meta: ObjectMeta = serde_json::from_value(serde_json::json!({
+            "finalizers": ["net.liqo.io/route-operator", "x"],
+            "managedFields": [
+                {"manager": "liqo-route-operator/n0", "operation": "Apply",
+                 "apiVersion": "net.liqo.io/v1alpha1", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:finalizers":
+                    {"v:\"net.liqo.io/route-operator\"": {}}}}},
+                {"manager": "liqo-gateway-operator", "operation": "Apply",
+                 "subresource": "status", "apiVersion": "net.liqo.io/v1alpha1",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}},
+                {"manager": "kubectl", "operation": "Update",
+                 "apiVersion": "net.liqo.io/v1alpha1", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:metadata": {"f:finalizers": {"v:\"x\"": {}}}}},
+            ],
+        }))
+        .unwrap();
+        let f = net::ROUTE_FINALIZER;
+        assert!(owns_finalizer(&meta, "liqo-route-operator/n0", f));
+        assert!(!owns_finalizer(&meta, "liqo-route-operator/n1", f));
+        assert!(!owns_finalizer(&meta, "liqo-gateway-operator", f));
+        assert!(
+            !owns_finalizer(&meta, "kubectl", "x"),
+            "an update is no hold"
+        );
+        assert!(!owns_finalizer(&ObjectMeta::default(), "m", f));
+    }
+}

@@ -1,0 +1,100 @@
+//! Prometheus metrics of an operator (prefix `liqo_gateway_operator` or `liqo_route_operator`),
+//! served on `--metrics-listen` at `/metrics`.
+
+use std::sync::Arc;
+
+use prometheus_client::{
+    encoding::text::encode,
+    metrics::{counter::Counter, gauge::Gauge},
+    registry::Registry,
+};
+
+/// The process's metrics.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    /// Reconciles.
+    pub reconciles: Counter,
+    /// Failed reconciles.
+    pub errors: Counter,
+    /// Config files written (a changed text).
+    pub writes: Counter,
+    /// Peers in the file written last.
+    pub peers: Gauge,
+    /// TunnelEndpoints left out of it (a bad field, a duplicate, a refusal).
+    pub refused: Gauge,
+    /// TunnelEndpoints waiting on the daemon (not connected yet, or deleted and not yet
+    /// dropped).
+    pub pending: Gauge,
+}
+
+impl Metrics {
+    /// Metrics under `prefix`.
+    pub fn new(prefix: &str) -> Metrics {
+        let mut registry = Registry::with_prefix(prefix);
+        let m = Metrics {
+            registry: Arc::new(Registry::default()),
+            reconciles: Counter::default(),
+            errors: Counter::default(),
+            writes: Counter::default(),
+            peers: Gauge::default(),
+            refused: Gauge::default(),
+            pending: Gauge::default(),
+        };
+        registry.register("reconciles", "Reconciles", m.reconciles.clone());
+        registry.register("reconcile_errors", "Failed reconciles", m.errors.clone());
+        registry.register("config_writes", "Config files written", m.writes.clone());
+        registry.register("peers", "Peers in the config written last", m.peers.clone());
+        registry.register(
+            "refused_tunnelendpoints",
+            "TunnelEndpoints left out (a bad field, a duplicate, a refusal)",
+            m.refused.clone(),
+        );
+        registry.register(
+            "pending_tunnelendpoints",
+            "TunnelEndpoints waiting on the daemon",
+            m.pending.clone(),
+        );
+        Metrics {
+            registry: Arc::new(registry),
+            ..m
+        }
+    }
+
+    /// The text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    /// Serves `GET /metrics` until the process ends.
+    pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+        let app = axum::Router::new().route(
+            "/metrics",
+            axum::routing::get(move || {
+                let m = self.clone();
+                async move { m.encode() }
+            }),
+        );
+        axum::serve(listener, app).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_show_under_the_prefix() {
+        let m = Metrics::new("liqo_gateway_operator");
+        m.reconciles.inc();
+        m.peers.set(2);
+        let text = m.encode();
+        assert!(
+            text.contains("liqo_gateway_operator_reconciles_total 1"),
+            "{text}"
+        );
+        assert!(text.contains("liqo_gateway_operator_peers 2"), "{text}");
+    }
+}

@@ -1,0 +1,173 @@
+//! The route operator, one per node: the Nodes, the gateway's Lease and every TunnelEndpoint →
+//! this node's overlay config file (through [`route_plan::render`], i.e. the core's
+//! [`liqo_peering::plan::overlay`] and `per_node`), written atomically; the agent's `/status`
+//! tells when it runs it.
+//!
+//! Finalizer `net.liqo.io/route-operator`: every route operator holds it on every
+//! TunnelEndpoint, each under its own field manager (`liqo-route-operator/<node>`), with
+//! server-side apply, which keeps a finalizer while any manager holds it. A deleted
+//! TunnelEndpoint's ranges leave this node's file at once; this operator drops its hold when
+//! the agent runs that file, so the TunnelEndpoint goes (and the IPAM may give its ranges to
+//! another peer) only once every node's agent dropped them. A node that is gone for good
+//! leaves its hold: deleting the operator's field manager entry (or the finalizer) by hand
+//! releases it.
+
+use std::{path::PathBuf, sync::Arc, time::Duration};
+
+use control::consts::net;
+use k8s_openapi::api::core::v1::Node;
+use kube::{Client, runtime::controller::Action};
+use liqo_types::ClusterId;
+use overlay::config::File;
+
+use crate::{
+    error::OpError,
+    files::{self, Look, StatusUrl},
+    kube::{self as k, KubeError, KubeInventory},
+    metrics::Metrics,
+    route_plan,
+    tep::{self, Tep},
+};
+
+/// The program name; the field manager is `liqo-route-operator/<node>`.
+pub const PROGRAM: &str = "liqo-route-operator";
+/// How soon to look again while the agent has not applied the file.
+pub const PENDING: Duration = Duration::from_secs(1);
+/// How soon to look again when all is settled.
+pub const SETTLED: Duration = Duration::from_secs(30);
+
+/// The field manager of the route operator of `node`.
+pub fn manager(node: &str) -> String {
+    format!("{PROGRAM}/{node}")
+}
+
+/// Where the data plane is.
+#[derive(Debug, Clone)]
+pub enum Dataplane {
+    /// None: no file; a deleted TunnelEndpoint is released once rendered without it.
+    Fake,
+    /// The agent's files.
+    Files {
+        /// Its config file (written).
+        config: PathBuf,
+        /// Its `/status`.
+        status: StatusUrl,
+    },
+}
+
+/// What the operator is told.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The Liqo namespace (the Lease, the identity).
+    pub namespace: String,
+    /// This node.
+    pub node_name: String,
+    /// The agent's fixed settings (no nodes, no ranges).
+    pub base: File,
+    /// The data plane.
+    pub dataplane: Dataplane,
+}
+
+/// The operator's state.
+pub struct Ctx {
+    /// Its client.
+    pub client: Client,
+    /// Its settings.
+    pub settings: Settings,
+    /// The cluster's ID (in the plan's messages).
+    pub cluster: ClusterId,
+    /// Its metrics.
+    pub metrics: Metrics,
+    /// Its field manager.
+    pub manager: String,
+}
+
+/// One reconcile of this node's agent.
+pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError> {
+    ctx.metrics.reconciles.inc();
+    let s = &ctx.settings;
+    let inv = KubeInventory {
+        client: ctx.client.clone(),
+        namespace: s.namespace.clone(),
+        pod_cidr: None,
+        endpoint: None,
+    };
+    let (nodes, skipped) = route_plan::overlay_nodes(&inv.node_objects().await?);
+    if !skipped.is_empty() {
+        tracing::debug!(?skipped, "Nodes not in the overlay");
+    }
+    let gateway_node = inv
+        .lease_holder()
+        .await?
+        .ok_or_else(|| OpError::NoGateway(format!("{}/{}", s.namespace, net::GATEWAY_LEASE)))?;
+    let objs = k::list_teps(&ctx.client).await?;
+    let teps: Vec<Tep> = objs.iter().map(tep::read).collect();
+    let names = k::resolve(&teps).await;
+    let (peerings, _) = tep::peerings(&teps, |h, p| names.get(&(h.to_owned(), p)).copied());
+    let rendered = route_plan::render(
+        &s.base,
+        &ctx.cluster,
+        &s.node_name,
+        &nodes,
+        &gateway_node,
+        &peerings,
+    )?;
+    for (peer, e) in &rendered.refused {
+        tracing::warn!(%peer, error = %e, "ranges left out of the overlay");
+    }
+    let applied = match &s.dataplane {
+        Dataplane::Fake => Look::Ready,
+        Dataplane::Files { config, status } => {
+            let before = std::fs::read_to_string(config).ok();
+            let d = files::ensure_config(config, &rendered.text)?;
+            if before.as_deref() != Some(rendered.text.as_str()) {
+                ctx.metrics.writes.inc();
+                tracing::info!(config = %config.display(), digest = %d, gateway = %gateway_node, ranges = rendered.file.remote_cidrs.len(), "overlay config written");
+            }
+            match files::fetch_async::<overlay::status::Status>(status).await {
+                Ok(st) => files::overlay_look(&st, &d),
+                Err(e) => Look::NotYet(liqo_types::chain(&e)),
+            }
+        }
+    };
+    if let Look::Refused(e) = &applied {
+        tracing::error!(error = %e, "the overlay agent refused its config");
+    }
+    let mut pending = 0;
+    let mut first_error: Option<KubeError> = None;
+    for (obj, t) in objs.iter().zip(&teps) {
+        let owns = k::owns_finalizer(&obj.metadata, &ctx.manager, net::ROUTE_FINALIZER);
+        let r = match (t.deleting, owns) {
+            (false, false) => {
+                k::hold_finalizer(&ctx.client, obj, &ctx.manager, net::ROUTE_FINALIZER, true).await
+            }
+            (true, true) if applied == Look::Ready => {
+                tracing::info!(tep = %t.key(), "the agent dropped its ranges; finalizer hold released");
+                k::hold_finalizer(&ctx.client, obj, &ctx.manager, net::ROUTE_FINALIZER, false).await
+            }
+            (true, true) => {
+                pending += 1;
+                Ok(())
+            }
+            _ => Ok(()),
+        };
+        if let Err(e) = r {
+            tracing::warn!(tep = %t.key(), error = %liqo_types::chain(&e), "a finalizer");
+            first_error.get_or_insert(e);
+        }
+    }
+    if applied != Look::Ready {
+        pending += 1;
+    }
+    ctx.metrics
+        .peers
+        .set(peerings.len().try_into().unwrap_or(i64::MAX));
+    ctx.metrics
+        .refused
+        .set(rendered.refused.len().try_into().unwrap_or(i64::MAX));
+    ctx.metrics.pending.set(pending);
+    if let Some(e) = first_error {
+        return Err(e.into());
+    }
+    Ok(Action::requeue(if pending > 0 { PENDING } else { SETTLED }))
+}
