@@ -24,7 +24,16 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Build the clusters of a topology (a preset or a YAML file).
-    Up(Source),
+    Up {
+        #[command(flatten)]
+        source: Source,
+        /// Give every cluster a real control plane (etcd, kube-apiserver, kcm, scheduler and
+        /// kwok as processes) whose Nodes are the lab's nodes, with Liqo, the gateway and route
+        /// operators, and the daemons started from what the operators render; peer with
+        /// `liqoctl` then (`liqo-lab k8s env` prints the shell lines).
+        #[arg(long)]
+        k8s: bool,
+    },
     /// Show the clusters, nodes, pods and their addresses.
     Status {
         /// Output format.
@@ -70,7 +79,24 @@ enum Command {
     /// Validate a topology and print its resolved plan without building anything.
     Plan(Source),
     /// The main demo: build two clusters with the same pod CIDR and show them working.
-    Quickstart,
+    Quickstart {
+        /// With real control planes, peered by `liqoctl` (see `up --k8s`).
+        #[arg(long)]
+        k8s: bool,
+    },
+    /// Relay TCP from inside a node's namespace to the root namespace (started by `up --k8s`).
+    #[command(hide = true)]
+    Relay {
+        /// The node's namespace.
+        #[arg(long)]
+        netns: dataplane::NetnsName,
+        /// `<listen inside>=<connect outside>`, repeated.
+        #[arg(long, required = true)]
+        forward: Vec<lab::k8s::relay::Forward>,
+        /// A path under the lab's directory (teardown finds the relay by it).
+        #[arg(long)]
+        tag: PathBuf,
+    },
     /// Real Kubernetes control planes (etcd, apiserver, controller-manager, scheduler, kwok
     /// nodes) as local processes, for the control plane.
     K8s {
@@ -283,6 +309,20 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if let Command::Relay {
+        netns,
+        forward,
+        tag: _,
+    } = &cli.command
+    {
+        return match lab::k8s::relay::serve(netns, forward) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {}", liqo_types::chain(&e));
+                ExitCode::FAILURE
+            }
+        };
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -297,6 +337,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// The lab's own `peer`, `unpeer` and `move-gateway` write the daemons' files: with control
+/// planes the operators do, from what `liqoctl` makes.
+fn refuse_k8s(prefix: &Prefix, what: &str) -> Result<()> {
+    if lab::k8s::is_k8s(prefix) {
+        bail!(
+            "lab {prefix} runs with control planes (up --k8s): `{what}` is liqoctl's there \
+             (`liqo-lab --prefix {prefix} k8s env` prints the shell lines; then \
+             `liqoctl --context milan generate peer-command` and run its output against rome)"
+        );
+    }
+    Ok(())
+}
+
 fn require_root() -> Result<()> {
     if !nix::unistd::geteuid().is_root() {
         bail!("liqo-lab needs root (it creates network namespaces); run it with sudo or as root");
@@ -308,11 +361,18 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     let prefix = cli.prefix;
     match cli.command {
         Command::Plan(src) => print!("{}", src.load()?.to_yaml()),
-        Command::Up(src) => {
-            let topo = src.load()?;
+        Command::Up { source, k8s } => {
+            let topo = source.load()?;
             require_root()?;
             let t = Instant::now();
-            let lab = lab::up(prefix, topo).await?;
+            let lab = if k8s {
+                let k = lab::k8s::up(prefix, topo, &lab::k8s::Options::default()).await?;
+                print!("{}", k.set.env());
+                print!("{}", e2e::liqo::env(&k.liqo));
+                k.lab
+            } else {
+                lab::up(prefix, topo).await?
+            };
             println!(
                 "lab {} is up in {:.2} s",
                 lab.prefix,
@@ -326,7 +386,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             match output {
                 Format::Table => {
                     print!("{}", status::render(&lab, &rows));
-                    print!("{}", status::render_peerings(&lab::peerings(&lab)?));
+                    let peerings = if lab::k8s::is_k8s(&prefix) {
+                        lab::k8s::views::peerings(&lab::k8s::K8sLab::load(&prefix)?).await?
+                    } else {
+                        lab::peerings(&lab)?
+                    };
+                    print!("{}", status::render_peerings(&peerings));
                 }
                 Format::Json => println!(
                     "{}",
@@ -355,8 +420,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             return Ok(ExitCode::from(status.code().map_or(1, |c| c as u8)));
         }
         Command::Check => {
-            let lab = Lab::load(&prefix)?;
-            let m = check::with_peerings(&lab)?;
+            let m = if lab::k8s::is_k8s(&prefix) {
+                lab::k8s::views::check(&lab::k8s::K8sLab::load(&prefix)?).await?
+            } else {
+                check::with_peerings(&Lab::load(&prefix)?)?
+            };
             print!("{}", m.render());
             if !m.failures().is_empty() {
                 return Ok(ExitCode::FAILURE);
@@ -364,6 +432,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Peer { a, b } => {
             require_root()?;
+            refuse_k8s(&prefix, "peer")?;
             let lab = Lab::load(&prefix)?;
             let t = Instant::now();
             let (va, vb) = lab::peer(&lab, &a, &b)?;
@@ -379,6 +448,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::MoveGateway { cluster, node } => {
             require_root()?;
+            refuse_k8s(&prefix, "move-gateway")?;
             let lab = Lab::load(&prefix)?;
             let from = lab::gateway_node(
                 &lab,
@@ -421,19 +491,31 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Unpeer { a, b } => {
             require_root()?;
+            refuse_k8s(&prefix, "unpeer")?;
             let lab = Lab::load(&prefix)?;
             lab::unpeer(&lab, &a, &b)?;
             println!("unpeered {a} and {b}");
         }
         Command::Down => {
             require_root()?;
-            let r = lab::down(&prefix)?;
+            let r = lab::k8s::down(&prefix)?;
             println!(
-                "lab {prefix} is down: removed {} namespaces, killed {} processes",
-                r.namespaces, r.processes
+                "lab {prefix} is down: removed {} namespaces, killed {} processes{}",
+                r.lab.namespaces,
+                r.lab.processes,
+                if r.k8s > 0 || r.relays > 0 {
+                    format!(
+                        ", stopped {} control-plane processes and {} relays",
+                        r.k8s, r.relays
+                    )
+                } else {
+                    String::new()
+                }
             );
         }
-        Command::Quickstart => return quickstart(prefix).await,
+        Command::Quickstart { k8s: false } => return quickstart(prefix).await,
+        Command::Quickstart { k8s: true } => return quickstart_k8s(prefix).await,
+        Command::Relay { .. } => unreachable!("handled before the runtime starts"),
         Command::K8s { what } => k8s(prefix, what).await?,
         Command::Bench {
             what: Bench::Tunnel(args),
@@ -614,6 +696,85 @@ async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
         "== Peered in {:.2} s: each cluster's IPAM remapped the other's identical pod CIDR",
         t.elapsed().as_secs_f64()
     );
+    let m = check::with_peerings(&lab)?;
+    report(&prefix, &lab, (&va, &vb), &m, started, false)
+}
+
+/// [`quickstart`] with control planes: the clusters come up with `up --k8s`, `liqoctl` peers
+/// them, and the views are the TunnelEndpoints'.
+async fn quickstart_k8s(prefix: Prefix) -> Result<ExitCode> {
+    require_root()?;
+    let started = Instant::now();
+    let r = lab::k8s::down(&prefix)?;
+    if r.lab.namespaces > 0 || r.k8s > 0 {
+        println!(
+            "removed the previous lab {prefix} ({} namespaces, {} control-plane processes)",
+            r.lab.namespaces, r.k8s
+        );
+    }
+    let t = Instant::now();
+    let k = lab::k8s::up(
+        prefix.clone(),
+        Topology::preset("two-clusters")?,
+        &lab::k8s::Options::default(),
+    )
+    .await?;
+    println!(
+        "== Two clusters, rome and milan, both with pod CIDR 10.200.0.0/16, built in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    println!(
+        "   each: a control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) whose \
+         Nodes are the lab's\n   2 nodes (x 2 pods, network namespaces); Liqo (liqo-ipam, liqo-auth, \
+         liqo-controller-manager);\n   the gateway operator and a userspace-WireGuard gateway on n0, \
+         a route operator and a VXLAN\n   overlay agent on every node\n"
+    );
+    let t = Instant::now();
+    let took = k.peer("rome", "milan")?;
+    let first = k.first_cross_probe("rome", "milan", t, 60).await?;
+    println!(
+        "== Peered with liqoctl: `liqoctl peer out-of-band milan` (the command milan's \
+         `liqoctl generate peer-command` printed,\n   run against rome) returned in {:.2} s; \
+         first TCP answer from a milan pod to a rome pod {:.2} s after it started",
+        took.as_secs_f64(),
+        first.as_secs_f64()
+    );
+    // Both TunnelEndpoints, and every probe: the reverse direction may lag a moment.
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    let (views, m) = loop {
+        let views = lab::k8s::views::peerings(&k).await?;
+        let m = lab::k8s::views::check(&k).await?;
+        if (views.len() >= 2 && m.failures().is_empty()) || Instant::now() > deadline {
+            break (views, m);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    };
+    let view = |from: &str, to: &str| {
+        views
+            .iter()
+            .find(|(f, t, _)| f == from && t == to)
+            .map(|(_, _, v)| *v)
+            .with_context(|| format!("no TunnelEndpoint for {to} on {from}"))
+    };
+    let (va, vb) = (view("rome", "milan")?, view("milan", "rome")?);
+    let code = report(&prefix, &k.lab, (&va, &vb), &m, started, true)?;
+    for c in ["rome", "milan"] {
+        println!("\n== kubectl --context {c} get foreignclusters\n");
+        print!("{}", k.foreign_clusters(c)?);
+    }
+    Ok(code)
+}
+
+/// The quickstart's report once peered: the pods and their addresses across, the matrix `m`,
+/// the speed, and how to explore.
+fn report(
+    prefix: &Prefix,
+    lab: &Lab,
+    (va, vb): (&liqo_types::PeerView, &liqo_types::PeerView),
+    m: &check::Matrix,
+    started: Instant,
+    k8s: bool,
+) -> Result<ExitCode> {
     println!(
         "   rome sees milan's pods at {}; milan sees rome's pods at {}\n",
         va.remote_pods, vb.remote_pods
@@ -625,9 +786,9 @@ async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
     );
     for c in &lab.topology.clusters {
         let (other, view) = if c.name.as_str() == "rome" {
-            ("milan", &vb)
+            ("milan", vb)
         } else {
-            ("rome", &va)
+            ("rome", va)
         };
         for (n, p) in c.pods() {
             println!(
@@ -636,19 +797,18 @@ async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
                 p.name,
                 n.name.as_str(),
                 p.addr.addr(),
-                check::translated(&lab, c.name.as_str(), &p.name, view)?
+                check::translated(lab, c.name.as_str(), &p.name, view)?
             );
         }
     }
     println!(
         "\n== Connectivity: real ping and TCP; each server reports the source address it sees\n"
     );
-    let m = check::with_peerings(&lab)?;
     print!("{}", m.render());
     println!(
         "\n== Speed: pod to pod, one TCP stream for 2 s (iperf3), RTT = average of 100 pings\n"
     );
-    for p in bench::path::paths(&lab)?
+    for p in bench::path::paths(lab)?
         .iter()
         .filter(|p| p.name != "within a node")
     {
@@ -672,17 +832,25 @@ async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
         "   (full figures: liqo-lab bench path; the gateway against other WireGuard \
          implementations: liqo-lab bench tunnel)"
     );
+    let more = if k8s {
+        format!(
+            "\x20          eval \"$(liqo-lab --prefix {prefix} k8s env)\"; \
+             kubectl --context rome get tunnelendpoints -A\n"
+        )
+    } else {
+        format!("\x20          liqo-lab --prefix {prefix} move-gateway rome n1\n")
+    };
     println!(
         "\nDone in {:.1} s.\n\n\
          Explore:   liqo-lab --prefix {prefix} status\n\
          \x20          liqo-lab --prefix {prefix} exec rome/n1-p0 -- ping -c1 {}\n\
          \x20          liqo-lab --prefix {prefix} exec rome/n0 -- liqo-gateway status\n\
          \x20          liqo-lab --prefix {prefix} exec rome/n1 -- liqo-overlay status\n\
-         \x20          liqo-lab --prefix {prefix} move-gateway rome n1\n\
+         {more}\
          \x20          liqo-lab --prefix {prefix} check\n\
          Tear down: liqo-lab --prefix {prefix} down",
         started.elapsed().as_secs_f64(),
-        check::translated(&lab, "milan", "n1-p0", &va)?
+        check::translated(lab, "milan", "n1-p0", va)?
     );
     Ok(if m.failures().is_empty() {
         ExitCode::SUCCESS

@@ -24,7 +24,7 @@ pub(crate) use pki::write as write_file;
 pub use procs::{CommandLine, Proc, command_line, kill9};
 pub(crate) use procs::{free_port, stop as stop_procs, using as procs_using};
 pub use restart::Restarted;
-pub use state::{Clusters, Down, Options, ROOT, down, load};
+pub use state::{Clusters, Down, Named, Options, ROOT, down, load};
 
 /// Names given to clusters, in order.
 pub const NAMES: &[&str] = &["rome", "milan", "turin", "naples", "venice", "genoa"];

@@ -90,11 +90,49 @@ impl Options {
     }
 }
 
+/// One cluster of [`Clusters::up_named`]: its name, CIDRs and how many kwok nodes the harness
+/// makes (0: the caller creates its own Node objects, annotated for kwok).
+#[derive(Debug, Clone)]
+pub struct Named {
+    /// Its name (a label; also its context).
+    pub name: String,
+    /// Its pod CIDR.
+    pub pod_cidr: Ipv4Net,
+    /// Its service CIDR.
+    pub service_cidr: Ipv4Net,
+    /// Simulated nodes the harness creates (`<name>-node-<i>`).
+    pub nodes: usize,
+}
+
 impl Clusters {
     /// Starts the clusters (one after the other; a failure stops everything started so far).
     pub async fn up(bins: &Binaries, opts: &Options) -> Result<Clusters, K8sError> {
         opts.check()?;
-        let dir = dir_of(&opts.prefix);
+        let named: Vec<Named> = NAMES
+            .iter()
+            .take(opts.clusters)
+            .enumerate()
+            .map(|(i, name)| {
+                let (pod_cidr, service_cidr) = opts.cidrs(i);
+                Named {
+                    name: (*name).to_owned(),
+                    pod_cidr,
+                    service_cidr,
+                    nodes: opts.nodes,
+                }
+            })
+            .collect();
+        Clusters::up_named(bins, &opts.prefix, &named).await
+    }
+
+    /// Starts clusters with the given names and CIDRs (the lab's `up --k8s`: one per lab
+    /// cluster), as [`Clusters::up`] does.
+    pub async fn up_named(
+        bins: &Binaries,
+        prefix: &Prefix,
+        named: &[Named],
+    ) -> Result<Clusters, K8sError> {
+        let dir = dir_of(prefix);
         fs::create_dir_all(ROOT).map_err(|e| K8sError::io(Path::new(ROOT), e))?;
         // Claimed atomically (two `up` with one prefix cannot both get it), private to root:
         // it holds admin keys, and etcd trusts whoever reaches it.
@@ -102,30 +140,29 @@ impl Clusters {
             return Err(if e.kind() == std::io::ErrorKind::AlreadyExists {
                 K8sError::Options(format!(
                     "clusters {} exist already ({}); run `liqo-lab --prefix {} k8s down` first",
-                    opts.prefix,
+                    prefix,
                     dir.display(),
-                    opts.prefix
+                    prefix
                 ))
             } else {
                 K8sError::io(&dir, e)
             });
         }
         let mut set = Clusters {
-            prefix: opts.prefix.clone(),
+            prefix: prefix.clone(),
             kubeconfig: dir.join("kubeconfig"),
             dir,
             clusters: Vec::new(),
             detached: false,
         };
-        for (i, name) in NAMES.iter().take(opts.clusters).enumerate() {
-            let (pod_cidr, service_cidr) = opts.cidrs(i);
+        for n in named {
             let mut started: Vec<Proc> = Vec::new();
             let spec = Spec {
-                name,
-                dir: &set.dir.join(name),
-                pod_cidr,
-                service_cidr,
-                nodes: opts.nodes,
+                name: &n.name,
+                dir: &set.dir.join(&n.name),
+                pod_cidr: n.pod_cidr,
+                service_cidr: n.service_cidr,
+                nodes: n.nodes,
             };
             match cluster::start(bins, &spec, &mut started).await {
                 Ok(c) => set.clusters.push(c),

@@ -23,6 +23,16 @@ use crate::topology::{Cluster, Topology};
 /// Builds the lab `topology` under `prefix`. Refuses if a lab with this prefix exists. On any
 /// failure, everything created so far is removed before the error is returned.
 pub async fn up(prefix: Prefix, topology: Topology) -> Result<Lab, LabError> {
+    up_with(prefix, topology, true).await
+}
+
+/// [`up`], with the per-cluster services (IPAM, gateway, overlay agents) started or not: the
+/// Kubernetes mode ([`super::k8s`]) starts its own.
+pub(crate) async fn up_with(
+    prefix: Prefix,
+    topology: Topology,
+    services: bool,
+) -> Result<Lab, LabError> {
     let existing = state::namespaces(&prefix)?;
     if !existing.is_empty() || state::exists(&prefix) {
         return Err(LabError::AlreadyUp {
@@ -31,7 +41,7 @@ pub async fn up(prefix: Prefix, topology: Topology) -> Result<Lab, LabError> {
         });
     }
     let lab = Lab { prefix, topology };
-    let built = Builder::default().build(&lab).await;
+    let built = Builder::default().build(&lab, services).await;
     match built.and_then(|()| state::save(&lab)) {
         Ok(()) => Ok(lab),
         Err(e) => {
@@ -97,7 +107,7 @@ impl Builder {
         &self.ns[name].1
     }
 
-    async fn build(mut self, lab: &Lab) -> Result<(), LabError> {
+    async fn build(mut self, lab: &Lab, services: bool) -> Result<(), LabError> {
         let p = &lab.prefix;
         let topo: &Topology = &lab.topology;
         let wan = names::netns(p, &[WAN]);
@@ -123,7 +133,7 @@ impl Builder {
             self.cluster(p, c, &wan, topo.wan_cidr).await?;
         }
         // The per-cluster services, once every namespace and link exists.
-        for c in &topo.clusters {
+        for c in topo.clusters.iter().filter(|_| services) {
             services::start(lab, c).await?;
         }
         Ok(())

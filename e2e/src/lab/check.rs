@@ -132,12 +132,18 @@ fn same_cluster_pairs(eps: &[Endpoint]) -> Vec<Pair> {
 /// every pod of the peer at its address in the source cluster's view; each server must see the
 /// client at its address in the server cluster's view.
 pub fn with_peerings(lab: &Lab) -> Result<Matrix, LabError> {
+    with_views(lab, &cluster::peerings(lab)?)
+}
+
+/// [`with_peerings`] over the given peerings `(cluster, peer, the cluster's view of the peer)`
+/// (the Kubernetes mode reads them from the TunnelEndpoints).
+pub fn with_views(lab: &Lab, views: &[(String, String, PeerView)]) -> Result<Matrix, LabError> {
     let eps = endpoints(lab);
     let mut pairs = same_cluster_pairs(&eps);
-    for (from, to, view) in cluster::peerings(lab)? {
-        let (cf, ct) = (known(lab, &from)?, known(lab, &to)?);
-        for (s, src) in eps.iter().enumerate().filter(|(_, e)| e.cluster == from) {
-            for (d, dst) in eps.iter().enumerate().filter(|(_, e)| e.cluster == to) {
+    for (from, to, view) in views {
+        let (cf, ct) = (known(lab, from)?, known(lab, to)?);
+        for (s, src) in eps.iter().enumerate().filter(|(_, e)| e.cluster == *from) {
+            for (d, dst) in eps.iter().enumerate().filter(|(_, e)| e.cluster == *to) {
                 pairs.push(Pair {
                     src: s,
                     dst: d,

@@ -30,9 +30,9 @@ const IPAM_METRICS: &str = "127.0.0.1:9106";
 /// WireGuard UDP port of the lab's gateways.
 pub const GATEWAY_PORT: u16 = 51840;
 /// Where a gateway serves `/status`, inside its node.
-const GATEWAY_STATUS: &str = "127.0.0.1:9107";
+pub(crate) const GATEWAY_STATUS: &str = "127.0.0.1:9107";
 /// Where each overlay agent serves `/status`, inside its node.
-const OVERLAY_STATUS: &str = "127.0.0.1:9108";
+pub(crate) const OVERLAY_STATUS: &str = "127.0.0.1:9108";
 /// How long a gateway may take to exit on SIGTERM (it removes what it created).
 const GATEWAY_GRACE: Duration = Duration::from_secs(10);
 

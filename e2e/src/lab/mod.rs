@@ -23,6 +23,7 @@ pub mod cluster;
 mod daemons;
 mod error;
 pub mod gateway;
+pub mod k8s;
 mod names;
 pub mod outage;
 pub mod overlay;

@@ -28,6 +28,8 @@ pub(super) struct Ctx<'a> {
     pub(super) port: u16,
     /// A free loopback port for its metrics.
     pub(super) metrics: u16,
+    /// Subnets the IPAM must never hand out.
+    pub(super) reserved: &'a [ipnet::Ipv4Net],
 }
 
 /// How to tell a component serves.
@@ -58,7 +60,7 @@ fn s(x: impl std::fmt::Display) -> String {
 }
 
 fn ipam_args(c: &Ctx<'_>) -> Vec<String> {
-    vec![
+    let mut args = vec![
         s("serve"),
         s("--listen"),
         format!("127.0.0.1:{}", c.port),
@@ -70,7 +72,12 @@ fn ipam_args(c: &Ctx<'_>) -> Vec<String> {
         s(c.cluster.pod_cidr),
         s("--service-cidr"),
         s(c.cluster.service_cidr),
-    ]
+    ];
+    if !c.reserved.is_empty() {
+        let r: Vec<String> = c.reserved.iter().map(ToString::to_string).collect();
+        args.extend([s("--reserved-subnets"), r.join(",")]);
+    }
+    args
 }
 
 fn auth_args(c: &Ctx<'_>) -> Vec<String> {
@@ -162,6 +169,7 @@ impl Component {
             program: self.program.to_owned(),
             proc,
             url,
+            listen: Some(format!("127.0.0.1:{}", ctx.port)),
         })
     }
 }

@@ -23,6 +23,7 @@ use std::{
 };
 
 pub use components::{COMPONENTS, Component, Ready, probe};
+pub(crate) use objects::service_account;
 pub use objects::{ensure_identity, new_cluster_id};
 pub use record::{Installed, Liqo, Running, env, load};
 pub use restart::{Killed, kill9_component, restart_component};
@@ -161,6 +162,8 @@ pub struct Options {
     /// The programs to start (names from [`COMPONENTS`]); ServiceAccounts, tokens and
     /// kubeconfigs are made for every component that has a ServiceAccount, started or not.
     pub start: Vec<String>,
+    /// Subnets the IPAM of a cluster (by name) must never hand out (`--reserved-subnets`).
+    pub reserved_subnets: BTreeMap<String, Vec<ipnet::Ipv4Net>>,
 }
 
 impl Default for Options {
@@ -169,6 +172,7 @@ impl Default for Options {
         Options {
             chart: Path::new(env!("CARGO_MANIFEST_DIR")).join("../chart"),
             start: COMPONENTS.iter().map(|c| c.program.to_owned()).collect(),
+            reserved_subnets: BTreeMap::new(),
         }
     }
 }
@@ -186,7 +190,11 @@ pub async fn install(set: &Clusters, bins: &Binaries, opts: &Options) -> Result<
     }
     let mut out = Vec::new();
     for c in &set.clusters {
-        out.push(install_one(c, &opts.chart, &wanted, &programs).await?);
+        let reserved = opts
+            .reserved_subnets
+            .get(&c.name)
+            .map_or(&[][..], Vec::as_slice);
+        out.push(install_one(c, &opts.chart, &wanted, &programs, reserved).await?);
     }
     let liqo = Liqo {
         bin: record::link_tools(&set.dir, bins, &programs)?,
@@ -221,6 +229,7 @@ async fn install_one(
     chart: &Path,
     wanted: &[&'static Component],
     programs: &BTreeMap<&'static str, PathBuf>,
+    reserved: &[ipnet::Ipv4Net],
 ) -> Result<Installed, LiqoError> {
     let client = c.client().await?;
     let dir = c.dir.join("liqo");
@@ -235,7 +244,7 @@ async fn install_one(
     let ca = objects::write_ca(c, &dir)?;
     let mut kubeconfigs = BTreeMap::new();
     for sa in COMPONENTS.iter().filter_map(|x| x.service_account) {
-        let path = objects::service_account(&client, c, sa, &dir).await?;
+        let path = objects::service_account(&client, c, sa, &dir, None).await?;
         kubeconfigs.insert(sa.to_owned(), path);
     }
     let mut running = Vec::new();
@@ -247,6 +256,7 @@ async fn install_one(
             ca: &ca,
             port: crate::k8s::free_port()?,
             metrics: crate::k8s::free_port()?,
+            reserved,
         };
         if comp.program == components::AUTH {
             objects::auth_service(&client, ctx.port).await?;

@@ -217,12 +217,15 @@ fn ca_pem(c: &Cluster) -> Result<Vec<u8>, LiqoError> {
 }
 
 /// ServiceAccount `name` in `liqo`, bound by ClusterRoleBinding `name` to ClusterRole `name`,
-/// and a kubeconfig (0600) with a fresh token of it: `<dir>/<name>.kubeconfig`.
-pub(super) async fn service_account(
+/// and a kubeconfig (0600) with a fresh token of it: `<dir>/<name>.kubeconfig`, pointing at
+/// `server` (default: the cluster's own address; the lab's node-side processes reach the API
+/// server through a relay).
+pub(crate) async fn service_account(
     client: &Client,
     c: &Cluster,
     name: &str,
     dir: &Path,
+    server: Option<&str>,
 ) -> Result<PathBuf, LiqoError> {
     let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
     let sa: ServiceAccount = typed(serde_json::json!({
@@ -262,7 +265,7 @@ pub(super) async fn service_account(
     let cluster = &c.name;
     let text = serde_json::to_string_pretty(&serde_json::json!({
         "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": cluster, "cluster": {"server": c.server, "certificate-authority-data": ca}}],
+        "clusters": [{"name": cluster, "cluster": {"server": server.unwrap_or(&c.server), "certificate-authority-data": ca}}],
         "users": [{"name": name, "user": {"token": token}}],
         "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": name, "namespace": NAMESPACE}}],
         "current-context": cluster,

@@ -25,6 +25,10 @@ pub struct Running {
     pub proc: Proc,
     /// Where it answered when it became ready.
     pub url: String,
+    /// The address its service listens on (`127.0.0.1:<port>`: the IPAM's gRPC, the auth
+    /// service), if it has one.
+    #[serde(default)]
+    pub listen: Option<String>,
 }
 
 /// Liqo on one cluster.
@@ -186,6 +190,7 @@ mod tests {
                         log: String::new(),
                     },
                     url: "http://127.0.0.1:9106/status".into(),
+                    listen: None,
                 }],
             }],
         };

@@ -93,6 +93,7 @@ pub async fn restart_component(
         program: killed.program.to_owned(),
         proc,
         url: killed.was.url,
+        listen: killed.was.listen,
     };
     let slot = liqo
         .clusters

@@ -1,0 +1,284 @@
+//! The lab with real control planes (`liqo-lab up --k8s`): every lab cluster gets a harness
+//! cluster ([`crate::k8s`]) of its name and pod CIDR whose Node objects are the lab's nodes
+//! (InternalIP = the node's LAN address, `spec.podCIDR` = its slice, kept Ready by kwok), Liqo
+//! installed by [`crate::liqo`] (its IPAM is the cluster's only one), the gateway's Service (a
+//! LoadBalancer whose ingress is the cluster's public address), and per node a relay to the API
+//! server and the IPAM ([`relay`]), the route operator and the overlay agent, plus the gateway
+//! operator and the gateway on the gateway node ([`fabric`]). The operators render the daemons'
+//! files from the Kubernetes objects; the lab writes no peer list. `check` reads the peer
+//! views from the TunnelEndpoints ([`views`]).
+//!
+//! Teardown ([`down`]) needs no state: the marker file says the lab has clusters, the harness
+//! finds its processes by directory, the relays are found by the lab directory in their
+//! command line, and everything in a node is killed with its namespace.
+
+pub mod fabric;
+pub mod nodes;
+mod peer;
+pub mod relay;
+pub mod views;
+
+use std::{
+    collections::BTreeMap,
+    fs,
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use super::{Lab, LabError, Prefix, error::STATE_DIR};
+use crate::{
+    k8s::{self, Binaries, Clusters, K8sError, Named},
+    liqo::{self, LiqoError},
+    topology::Topology,
+};
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum K8sLabError {
+    /// The lab's namespaces or daemons.
+    #[error(transparent)]
+    Lab(#[from] LabError),
+    /// The harness.
+    #[error(transparent)]
+    K8s(#[from] K8sError),
+    /// The Liqo install.
+    #[error(transparent)]
+    Liqo(#[from] LiqoError),
+    /// A Kubernetes API call.
+    #[error("{what}")]
+    Kube {
+        /// The call.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Anything else, with what was being done.
+    #[error("{what}")]
+    Other {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl K8sLabError {
+    pub(crate) fn lab(
+        what: impl Into<String>,
+        source: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> K8sLabError {
+        K8sLabError::Other {
+            what: what.into(),
+            source: source.into(),
+        }
+    }
+
+    pub(crate) fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> K8sLabError {
+        let what = what.into();
+        move |source| K8sLabError::Kube { what, source }
+    }
+}
+
+/// How to bring a lab up with control planes.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Start the gateway and route operators (which then render the daemons' files); without
+    /// them the daemons run their base files (no peers).
+    pub operators: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { operators: true }
+    }
+}
+
+/// The marker that says lab `prefix` has control planes (written before they start).
+fn marker(prefix: &Prefix) -> PathBuf {
+    Path::new(STATE_DIR)
+        .join(format!("{prefix}.d"))
+        .join("k8s.json")
+}
+
+/// Whether lab `prefix` runs with control planes.
+pub fn is_k8s(prefix: &Prefix) -> bool {
+    marker(prefix).is_file()
+}
+
+/// A lab that is up with control planes.
+pub struct K8sLab {
+    /// The lab.
+    pub lab: Lab,
+    /// Its clusters (detached: they outlive this value).
+    pub set: Clusters,
+    /// Liqo on them.
+    pub liqo: liqo::Liqo,
+}
+
+impl K8sLab {
+    /// The lab `prefix` brought up by [`up`] (in this or another process).
+    pub fn load(prefix: &Prefix) -> Result<K8sLab, K8sLabError> {
+        let lab = Lab::load(prefix)?;
+        if !is_k8s(prefix) {
+            return Err(K8sLabError::lab(
+                format!("lab {prefix}"),
+                "it has no control planes (it was brought up without --k8s)",
+            ));
+        }
+        let set = k8s::load(prefix)?;
+        let liqo = liqo::load(&set)?.ok_or_else(|| {
+            K8sLabError::lab(format!("lab {prefix}"), "Liqo is not installed on it")
+        })?;
+        Ok(K8sLab { lab, set, liqo })
+    }
+
+    /// The cluster name of a cluster ID, if it is one of the lab's.
+    pub fn name_of(&self, cluster_id: &str) -> Option<&str> {
+        self.liqo
+            .clusters
+            .iter()
+            .find(|i| i.cluster_id == cluster_id)
+            .map(|i| i.cluster.as_str())
+    }
+}
+
+/// Builds the lab `topology` under `prefix` with a control plane per cluster (see the module
+/// doc). On failure everything is torn down before the error is returned.
+pub async fn up(prefix: Prefix, topology: Topology, opts: &Options) -> Result<K8sLab, K8sLabError> {
+    // The binaries first: nothing is created if one is missing.
+    let bins = k8s::binaries()?;
+    let lab = super::build::up_with(prefix.clone(), topology, false).await?;
+    match bring_up(&lab, &bins, opts).await {
+        Ok((set, liqo)) => Ok(K8sLab { lab, set, liqo }),
+        Err(e) => {
+            if let Err(d) = down(&prefix) {
+                tracing::error!(error = %liqo_types::chain(&d), "tearing down after a failed up");
+            }
+            Err(e)
+        }
+    }
+}
+
+async fn bring_up(
+    lab: &Lab,
+    bins: &Binaries,
+    opts: &Options,
+) -> Result<(Clusters, liqo::Liqo), K8sLabError> {
+    let path = marker(&lab.prefix);
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)
+            .map_err(|e| K8sLabError::lab(format!("creating {}", dir.display()), e))?;
+    }
+    let text = serde_json::json!({"harness": lab.prefix.as_str(), "operators": opts.operators});
+    super::state::write_atomic(&path, &text.to_string())?;
+    let named: Vec<Named> = lab
+        .topology
+        .clusters
+        .iter()
+        .map(|c| Named {
+            name: c.name.to_string(),
+            pod_cidr: c.pod_cidr,
+            service_cidr: c.service_cidr,
+            nodes: 0,
+        })
+        .collect();
+    let set = Clusters::up_named(bins, &lab.prefix, &named).await?;
+    for c in &lab.topology.clusters {
+        let kc = set
+            .get(c.name.as_str())
+            .expect("one harness cluster per lab cluster");
+        nodes::create(&kc.client().await?, c).await?;
+    }
+    let reserved: BTreeMap<String, Vec<ipnet::Ipv4Net>> = lab
+        .topology
+        .clusters
+        .iter()
+        .map(|c| (c.name.to_string(), c.reserved_subnets.clone()))
+        .collect();
+    let installed = liqo::install(
+        &set,
+        bins,
+        &liqo::Options {
+            reserved_subnets: reserved,
+            ..liqo::Options::default()
+        },
+    )
+    .await?;
+    for c in &lab.topology.clusters {
+        let kc = set.get(c.name.as_str()).expect("one per lab cluster");
+        let i = installed.get(c.name.as_str()).expect("installed on each");
+        fabric::start(lab, c, kc, i, opts).await?;
+    }
+    set.detach();
+    Ok((k8s::load(&lab.prefix)?, installed))
+}
+
+/// How long a relay gets between SIGTERM and SIGKILL.
+const RELAY_GRACE: Duration = Duration::from_secs(2);
+
+/// What [`down`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Down {
+    /// The lab's namespaces and their processes.
+    pub lab: super::DownReport,
+    /// The harness's processes (0 without control planes).
+    pub k8s: usize,
+    /// The relays.
+    pub relays: usize,
+}
+
+/// Tears down lab `prefix` with its control planes, relays and every process (also after a
+/// crash; a lab without control planes is torn down as [`super::down`] does).
+pub fn down(prefix: &Prefix) -> Result<Down, K8sLabError> {
+    let k8s_mode = is_k8s(prefix);
+    let dir = Path::new(STATE_DIR).join(format!("{prefix}.d"));
+    let relays = relays_of(&dir);
+    let stopped = crate::k8s::stop_procs(&relays, RELAY_GRACE);
+    if stopped > 0 {
+        tracing::warn!(stopped, "relays needed SIGKILL");
+    }
+    let lab = super::down(prefix)?;
+    let k8s = if k8s_mode {
+        k8s::down(prefix)?.stopped
+    } else {
+        0
+    };
+    Ok(Down {
+        lab,
+        k8s,
+        relays: relays.len(),
+    })
+}
+
+/// The relay processes of the lab whose directory is `dir` (by their command line).
+fn relays_of(dir: &Path) -> Vec<dataplane::supervisor::Proc> {
+    let needle = format!("{}/", dir.display());
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = cmdline
+            .split(|b| *b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let is_relay = args.get(1).is_some_and(|a| a == "relay")
+            && args.iter().any(|a| a.starts_with(&needle));
+        if is_relay && dataplane::supervisor::alive(pid) {
+            out.push(dataplane::supervisor::Proc {
+                name: "liqo-lab".into(),
+                pid,
+                log: String::new(),
+            });
+        }
+    }
+    out
+}
