@@ -1,0 +1,233 @@
+//! What the harness tests of the operators share: a cluster with Liqo's objects installed
+//! (e2e::liqo, no component started), a kubeconfig per operator ServiceAccount bound to the
+//! chart's ClusterRole, the operators as processes, and fake daemons that serve the `/status`
+//! a daemon running the config file would.
+#![allow(dead_code, reason = "each test binary uses a part of these")]
+
+pub(crate) mod daemons;
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::atomic::{AtomicUsize, Ordering},
+    time::{Duration, Instant},
+};
+
+use e2e::k8s::{self, Cluster, Clusters, Options};
+use k8s_openapi::api::{
+    authentication::v1::TokenRequest,
+    core::v1::{Node, ServiceAccount},
+    rbac::v1::ClusterRoleBinding,
+};
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams, PostParams},
+    config::Kubeconfig,
+};
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// Tears the clusters down even when the test fails.
+pub(crate) struct DownOnDrop(pub(crate) e2e::lab::Prefix);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        // Best effort in a destructor: a failure here cannot be reported better than the
+        // test's own.
+        let _ = k8s::down(&self.0);
+    }
+}
+
+/// One cluster (one kwok node) with Liqo's namespace, identity, CRDs and chart files (the
+/// operators' ClusterRoles among them) installed; detached and torn down by the guard.
+pub(crate) async fn cluster() -> (Cluster, Client, DownOnDrop) {
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let opts = Options {
+        prefix: format!("ops{n}x{}", std::process::id() % 100_000)
+            .parse()
+            .unwrap(),
+        clusters: 1,
+        nodes: 1,
+        overlapping: true,
+    };
+    let bins = k8s::binaries().unwrap();
+    let set = Clusters::up(&bins, &opts).await.unwrap();
+    let guard = DownOnDrop(set.prefix.clone());
+    let liqo = e2e::liqo::Options {
+        start: Vec::new(),
+        ..e2e::liqo::Options::default()
+    };
+    e2e::liqo::install(&set, &bins, &liqo).await.unwrap();
+    let c = set.clusters[0].clone();
+    set.detach();
+    let client = c.client().await.unwrap();
+    (c, client, guard)
+}
+
+/// ServiceAccount `liqo/<name>` bound by ClusterRoleBinding `<name>` to the chart's ClusterRole
+/// `<name>` (as the installer binds them), and a kubeconfig with a token of it, in the cluster's
+/// directory (teardown finds the processes that use it).
+pub(crate) async fn service_account(c: &Cluster, admin: &Client, name: &str) -> PathBuf {
+    let apply = PatchParams::apply("liqo-netops-test").force();
+    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": "liqo"},
+    }))
+    .unwrap();
+    let sas = Api::<ServiceAccount>::namespaced(admin.clone(), "liqo");
+    sas.patch(name, &apply, &Patch::Apply(&sa)).await.unwrap();
+    let crb: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "liqo"}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .patch(name, &apply, &Patch::Apply(&crb))
+        .await
+        .unwrap();
+    let tr: TokenRequest = serde_json::from_value(serde_json::json!({
+        "spec": {"audiences": [], "expirationSeconds": 3600},
+    }))
+    .unwrap();
+    let token = sas
+        .create_token_request(name, &PostParams::default(), &tr)
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let kc = Kubeconfig::read_from(&c.kubeconfig).unwrap();
+    let ca = kc.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|x| x.certificate_authority_data.clone())
+        .unwrap();
+    let text = serde_json::to_string_pretty(&serde_json::json!({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": c.server, "certificate-authority-data": ca}}],
+        "users": [{"name": name, "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": name}}],
+        "current-context": "c",
+    }))
+    .unwrap();
+    let dir = c.dir.join("liqo");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(format!("{name}.kubeconfig"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Node `name` (not simulated: nothing else writes it) with this InternalIP and pod CIDR.
+pub(crate) async fn node(admin: &Client, name: &str, ip: &str, pod_cidr: &str) {
+    let api = Api::<Node>::all(admin.clone());
+    let n: Node = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+        "spec": {"podCIDR": pod_cidr, "podCIDRs": [pod_cidr],
+            "taints": [{"key": "liqo-netops-test", "effect": "NoSchedule"}]},
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &n).await.unwrap();
+    let status = serde_json::json!({"status": {"addresses": [
+        {"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name},
+    ]}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+}
+
+/// An operator process; SIGKILLed on drop if still running.
+pub(crate) struct Op {
+    pub(crate) name: String,
+    pub(crate) child: Child,
+    pub(crate) log: PathBuf,
+}
+
+impl Op {
+    /// Starts `program` with `args` and `KUBECONFIG=kubeconfig`, logging to `dir/<name>.log`.
+    pub(crate) fn start(program: &str, name: &str, kubeconfig: &Path, dir: &Path, args: &[String]) -> Op {
+        let log = dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).unwrap();
+        let child = Command::new(program)
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info,kube=warn")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap();
+        Op {
+            name: name.into(),
+            child,
+            log,
+        }
+    }
+
+    /// Its log so far.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, and its exit status (within 20 s).
+    pub(crate) fn stop(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let ok = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(ok.success());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not stop:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Whether it still runs.
+    pub(crate) fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            // Best effort: the process may have exited meanwhile.
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Waits until `f` is Ok, up to `secs`.
+pub(crate) async fn eventually<F, Fut>(secs: u64, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        match f().await {
+            Ok(()) => return,
+            Err(e) if Instant::now() > deadline => panic!("{what} after {secs} s: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+/// A free loopback port.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

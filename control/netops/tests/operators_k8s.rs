@@ -1,0 +1,472 @@
+//! The gateway and route operators as processes, each with its own ServiceAccount bound to the
+//! chart's ClusterRole, against a real API server of the harness: TunnelEndpoints made by
+//! hand; first without a data plane (`--fake-dataplane`), then with config files and fake
+//! daemons serving `/status` for the files' digests. The files must be what the peering core's
+//! plan gives, a bad TunnelEndpoint must get an Error naming its field while the others are
+//! rendered, and a deleted TunnelEndpoint must stay until the gateway and every node's agent
+//! dropped it.
+
+mod common;
+
+use std::{os::unix::fs::PermissionsExt, path::Path, time::Duration};
+
+use common::{Op, daemons::Fake, eventually, node, service_account};
+use control::{
+    api::net::{ConnectionStatus, TunnelEndpoint},
+    consts::{keys, net, objects},
+};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{ConfigMap, Namespace, Secret},
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, DynamicObject, PostParams},
+};
+use liqo_peering::{Peering, Peerings, plan};
+use liqo_types::{ClusterId, PeerView, PublicKey};
+
+const GW: &str = env!("CARGO_BIN_EXE_liqo-gateway-operator");
+const RT: &str = env!("CARGO_BIN_EXE_liqo-route-operator");
+const NODES: [&str; 2] = ["ops-gw", "ops-n1"];
+
+fn key(b: u8) -> PublicKey {
+    PublicKey([b; 32])
+}
+
+/// A TunnelEndpoint to `peer` in `liqo-tenant-<peer>`; `b` makes its ranges and key.
+fn tep(peer: &str, b: u8, public_key: &str) -> DynamicObject {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "net.liqo.io/v1alpha1", "kind": "TunnelEndpoint",
+        "metadata": {"name": peer, "namespace": format!("liqo-tenant-{peer}"),
+            "labels": {net::TEP_CLUSTER_ID_LABEL: peer}},
+        "spec": {
+            "clusterID": peer,
+            "localPodCIDR": "10.244.0.0/16", "localNATPodCIDR": "10.50.0.0/16",
+            "localExternalCIDR": "10.201.0.0/16", "localNATExternalCIDR": "None",
+            "remotePodCIDR": "10.244.0.0/16", "remoteNATPodCIDR": format!("10.{b}.0.0/16"),
+            "remoteExternalCIDR": "10.201.0.0/16",
+            "remoteNATExternalCIDR": format!("10.{}.0.0/16", u16::from(b) + 100),
+            "endpointIP": "198.18.0.2", "backendType": "wireguard",
+            "backend_config": {"publicKey": public_key, "port": "51840"},
+        },
+    }))
+    .unwrap()
+}
+
+/// The record milan's TunnelEndpoint stands for, written out by hand.
+fn milan_peering() -> Peerings {
+    let c = |s: &str| s.parse().unwrap();
+    Peerings::from([(
+        "milan".parse().unwrap(),
+        Peering {
+            view: PeerView {
+                remote_pods: c("10.71.0.0/16"),
+                remote_external: c("10.171.0.0/16"),
+                local_pods_at_peer: c("10.50.0.0/16"),
+                local_external_at_peer: c("10.201.0.0/16"),
+            },
+            public_key: key(71),
+            endpoint: Some("198.18.0.2:51840".parse().unwrap()),
+        },
+    )])
+}
+
+fn teps(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &liqo_netops::kube::tep_resource())
+}
+
+async fn create_tep(client: &Client, obj: &DynamicObject) {
+    let ns = obj.metadata.namespace.clone().unwrap();
+    teps(client, &ns)
+        .create(&PostParams::default(), obj)
+        .await
+        .unwrap();
+}
+
+/// The TunnelEndpoint's connection state and message, or why not yet.
+async fn connection(client: &Client, peer: &str) -> Result<(ConnectionStatus, String), String> {
+    let t = Api::<TunnelEndpoint>::namespaced(client.clone(), &format!("liqo-tenant-{peer}"))
+        .get(peer)
+        .await
+        .map_err(|e| e.to_string());
+    // A TunnelEndpoint with a bad field does not decode typed: read its status untyped.
+    let status = match t {
+        Ok(t) => serde_json::to_value(t.status).unwrap(),
+        Err(_) => teps(client, &format!("liqo-tenant-{peer}"))
+            .get(peer)
+            .await
+            .map_err(|e| e.to_string())?
+            .data["status"]
+            .clone(),
+    };
+    let c = &status["connection"];
+    let s: ConnectionStatus = serde_json::from_value(c["status"].clone())
+        .map_err(|_| format!("no connection: {status}"))?;
+    Ok((
+        s,
+        c["statusMessage"].as_str().unwrap_or_default().to_owned(),
+    ))
+}
+
+async fn want(client: &Client, peer: &str, state: ConnectionStatus, message: &str) {
+    eventually(30, &format!("{peer} {state:?} ({message})"), || async {
+        match connection(client, peer).await? {
+            (s, m) if s == state && m.contains(message) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+async fn finalizers(client: &Client, peer: &str) -> Option<Vec<String>> {
+    teps(client, &format!("liqo-tenant-{peer}"))
+        .get_opt(peer)
+        .await
+        .unwrap()
+        .map(|o| o.metadata.finalizers.unwrap_or_default())
+}
+
+async fn gone(client: &Client, peer: &str) {
+    eventually(30, &format!("TunnelEndpoint {peer} gone"), || async {
+        match finalizers(client, peer).await {
+            None => Ok(()),
+            Some(f) => Err(format!("still there, finalizers {f:?}")),
+        }
+    })
+    .await;
+}
+
+fn s(x: impl std::fmt::Display) -> String {
+    x.to_string()
+}
+
+fn gateway_args(base: &Path, files: Option<(&Path, &str, &Path)>, metrics: u16) -> Vec<String> {
+    let mut a = vec![
+        s("-n"),
+        s("liqo"),
+        s("--node-name"),
+        s(NODES[0]),
+        s("--base-config"),
+        s(base.display()),
+        s("--metrics-listen"),
+        format!("127.0.0.1:{metrics}"),
+    ];
+    match files {
+        None => a.push(s("--fake-dataplane")),
+        Some((config, url, key)) => a.extend([
+            s("--config"),
+            s(config.display()),
+            s("--gateway-status-url"),
+            s(url),
+            s("--private-key-file"),
+            s(key.display()),
+        ]),
+    }
+    a
+}
+
+fn route_args(node: &str, base: &Path, files: Option<(&Path, &str)>) -> Vec<String> {
+    let mut a = vec![
+        s("--node-name"),
+        s(node),
+        s("--base-config"),
+        s(base.display()),
+    ];
+    match files {
+        None => a.push(s("--fake-dataplane")),
+        Some((config, url)) => a.extend([
+            s("--config"),
+            s(config.display()),
+            s("--overlay-status-url"),
+            s(url),
+        ]),
+    }
+    a
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_finalizers() {
+    let (c, admin, _down) = common::cluster().await;
+    let gw_kc = service_account(&c, &admin, "liqo-gateway-operator").await;
+    let rt_kc = service_account(&c, &admin, "liqo-route-operator").await;
+    node(&admin, NODES[0], "172.30.0.1", "10.244.0.0/24").await;
+    node(&admin, NODES[1], "172.30.0.2", "10.244.1.0/24").await;
+    for peer in ["milan", "turin"] {
+        let ns: Namespace = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": format!("liqo-tenant-{peer}")}}),
+        )
+        .unwrap();
+        Api::<Namespace>::all(admin.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gw_base = dir.path().join("gateway-base.yaml");
+    std::fs::write(&gw_base, "localPodCIDR: 10.244.0.0/16\nlistenPort: 51840\n").unwrap();
+    let ov_base = dir.path().join("overlay-base.yaml");
+    std::fs::write(&ov_base, "underlayInterface: eth0\n").unwrap();
+    create_tep(&admin, &tep("milan", 71, &key(71).to_string())).await;
+    create_tep(&admin, &tep("turin", 73, "not-a-key")).await;
+
+    // Without a data plane.
+    let metrics = common::free_port();
+    let gw = Op::start(
+        GW,
+        "gw-fake",
+        &gw_kc,
+        dir.path(),
+        &gateway_args(&gw_base, None, metrics),
+    );
+    let rts: Vec<Op> = NODES
+        .iter()
+        .map(|n| {
+            Op::start(
+                RT,
+                &format!("rt-fake-{n}"),
+                &rt_kc,
+                dir.path(),
+                &route_args(n, &ov_base, None),
+            )
+        })
+        .collect();
+    want(
+        &admin,
+        "milan",
+        ConnectionStatus::Connected,
+        "fake-dataplane",
+    )
+    .await;
+    want(
+        &admin,
+        "turin",
+        ConnectionStatus::Error,
+        "spec.backend_config.publicKey",
+    )
+    .await;
+    let milan = Api::<TunnelEndpoint>::namespaced(admin.clone(), "liqo-tenant-milan")
+        .get("milan")
+        .await
+        .unwrap();
+    assert_eq!(
+        milan.status.unwrap().gateway_ip.as_deref(),
+        Some("172.30.0.1")
+    );
+    eventually(30, "both finalizers on milan", || async {
+        let f = finalizers(&admin, "milan").await.unwrap_or_default();
+        let all = [net::GATEWAY_FINALIZER, net::ROUTE_FINALIZER];
+        if all.iter().all(|x| f.iter().any(|y| y == x)) {
+            Ok(())
+        } else {
+            Err(format!("{f:?}"))
+        }
+    })
+    .await;
+    // Every node's route operator holds the route finalizer under its own field manager.
+    let obj = teps(&admin, "liqo-tenant-milan")
+        .get("milan")
+        .await
+        .unwrap();
+    for n in NODES {
+        let m = liqo_netops::route_op::manager(n);
+        assert!(
+            liqo_netops::kube::owns_finalizer(&obj.metadata, &m, net::ROUTE_FINALIZER),
+            "{m} holds it: {:?}",
+            obj.metadata.managed_fields
+        );
+    }
+    let lease = Api::<Lease>::namespaced(admin.clone(), "liqo")
+        .get(net::GATEWAY_LEASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity.as_deref(),
+        Some(NODES[0])
+    );
+    let secrets = Api::<Secret>::namespaced(admin.clone(), "liqo");
+    let data = |s: Secret, k: &str| String::from_utf8(s.data.unwrap()[k].0.clone()).unwrap();
+    let private = data(
+        secrets.get(net::PRIVATE_KEY_SECRET).await.unwrap(),
+        net::PRIVATE_KEY,
+    );
+    let public_secret = secrets.get(net::PUBLIC_KEY_SECRET).await.unwrap();
+    assert_eq!(
+        public_secret.metadata.labels.as_ref().unwrap()[net::KEY_LABEL],
+        net::WIREGUARD
+    );
+    let public = gateway::keys::PrivateKey::parse(&private).unwrap().public();
+    assert_eq!(data(public_secret, net::PUBLIC_KEY), public.to_string());
+    assert!(
+        !gw.log().contains(&private),
+        "the private key is never logged"
+    );
+    let m = e2e::liqo::probe(&format!("http://127.0.0.1:{metrics}/metrics")).await;
+    assert!(m.is_ok(), "{m:?}");
+    teps(&admin, "liqo-tenant-milan")
+        .delete("milan", &DeleteParams::default())
+        .await
+        .unwrap();
+    gone(&admin, "milan").await;
+    assert!(gw.stop().success());
+    for r in rts {
+        assert!(r.stop().success());
+    }
+
+    // With config files and daemons.
+    let gw_cfg = dir.path().join("gateway.yaml");
+    let key_file = dir.path().join("keys/private.key");
+    let fake_gw = Fake::gateway(gw_cfg.clone());
+    let ov: Vec<(std::path::PathBuf, Fake)> = NODES
+        .iter()
+        .map(|n| {
+            let p = dir.path().join(format!("overlay-{n}.yaml"));
+            (p.clone(), Fake::overlay(p))
+        })
+        .collect();
+    let files = Some((gw_cfg.as_path(), fake_gw.url.as_str(), key_file.as_path()));
+    let gw = Op::start(
+        GW,
+        "gw",
+        &gw_kc,
+        dir.path(),
+        &gateway_args(&gw_base, files, common::free_port()),
+    );
+    let rts: Vec<Op> = NODES
+        .iter()
+        .zip(&ov)
+        .map(|(n, (p, f))| {
+            let args = route_args(n, &ov_base, Some((p.as_path(), f.url.as_str())));
+            Op::start(RT, &format!("rt-{n}"), &rt_kc, dir.path(), &args)
+        })
+        .collect();
+    create_tep(&admin, &tep("milan", 71, &key(71).to_string())).await;
+    want(
+        &admin,
+        "milan",
+        ConnectionStatus::Connected,
+        "handshake seen recently",
+    )
+    .await;
+    want(
+        &admin,
+        "turin",
+        ConnectionStatus::Error,
+        "spec.backend_config.publicKey",
+    )
+    .await;
+    // The gateway's file: the base, the core's peer list for milan only, our external CIDR.
+    let file = gateway::config::File::parse(&std::fs::read_to_string(&gw_cfg).unwrap()).unwrap();
+    assert_eq!(file.peers, plan::gateway_peers(&milan_peering()));
+    assert_eq!(
+        file.local_external_cidr.unwrap().to_string(),
+        "10.201.0.0/16"
+    );
+    assert_eq!(file.listen_port, Some(51840));
+    assert_eq!(
+        file.private_key_file.as_deref(),
+        Some(key_file.to_str().unwrap())
+    );
+    let mode = std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let on_disk = std::fs::read_to_string(&key_file).unwrap();
+    assert_eq!(
+        gateway::keys::PrivateKey::parse(on_disk.trim())
+            .unwrap()
+            .public(),
+        public
+    );
+    // Each agent's file: the core's overlay plan for its node.
+    let cm = Api::<ConfigMap>::namespaced(admin.clone(), "liqo")
+        .get(objects::CLUSTER_ID_CONFIGMAP)
+        .await
+        .unwrap();
+    let cluster: ClusterId = cm.data.unwrap()[keys::CLUSTER_ID].parse().unwrap();
+    let all_nodes = Api::<k8s_openapi::api::core::v1::Node>::all(admin.clone())
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items;
+    let (nodes, _) = liqo_netops::route_plan::overlay_nodes(&all_nodes);
+    let plan = plan::overlay(&cluster, &nodes, NODES[0], &milan_peering()).unwrap();
+    for (p, _) in &ov {
+        eventually(30, "the overlay files", || async {
+            let f = overlay::config::File::parse(&std::fs::read_to_string(p).unwrap_or_default())
+                .map_err(|e| e.to_string())?;
+            let want = plan
+                .per_node()
+                .into_iter()
+                .find(|n| n.node == f.node)
+                .ok_or("node")?;
+            let ok = f.gateway == want.gateway_node
+                && f.nodes == want.nodes
+                && f.remote_cidrs == want.remote_cidrs
+                && f.underlay_interface.as_deref() == Some("eth0");
+            if ok {
+                Ok(())
+            } else {
+                Err(format!("{f:?} vs {want:?}"))
+            }
+        })
+        .await;
+    }
+    // Deletion waits for the gateway, then for every agent.
+    fake_gw.freeze();
+    ov[1].1.freeze();
+    teps(&admin, "liqo-tenant-milan")
+        .delete("milan", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(30, "milan out of every file", || async {
+        let g = std::fs::read_to_string(&gw_cfg).unwrap();
+        let o: Vec<String> = ov
+            .iter()
+            .map(|(p, _)| std::fs::read_to_string(p).unwrap())
+            .collect();
+        if g.contains("milan") || o.iter().any(|t| t.contains("10.71.0.0")) {
+            Err("still rendered".into())
+        } else {
+            Ok(())
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let f = finalizers(&admin, "milan")
+        .await
+        .expect("held while the gateway lists milan");
+    assert!(f.contains(&net::GATEWAY_FINALIZER.to_owned()), "{f:?}");
+    fake_gw.thaw();
+    eventually(30, "the gateway's hold released", || async {
+        let f = finalizers(&admin, "milan").await.ok_or("gone too early")?;
+        if f == [net::ROUTE_FINALIZER] {
+            Ok(())
+        } else {
+            Err(format!("{f:?}"))
+        }
+    })
+    .await;
+    ov[1].1.thaw();
+    gone(&admin, "milan").await;
+    want(
+        &admin,
+        "turin",
+        ConnectionStatus::Error,
+        "spec.backend_config.publicKey",
+    )
+    .await;
+
+    // A bad flag: a node that does not exist.
+    let args: Vec<String> = route_args("nope", &ov_base, None);
+    let out = std::process::Command::new(RT)
+        .args(&args)
+        .env("KUBECONFIG", &rt_kc)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--node-name nope"), "{err}");
+    assert!(gw.stop().success());
+    for r in rts {
+        assert!(r.stop().success());
+    }
+}
