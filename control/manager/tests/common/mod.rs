@@ -42,7 +42,7 @@ use liqo_controller_manager::{
     context::{Context, Settings},
     launcher::NoopLauncher,
     metrics::Metrics,
-    run,
+    network, run,
 };
 
 pub(crate) static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -115,11 +115,12 @@ where
     }
 }
 
-/// A running side: its admin client, auth URL, and the stop signal of its auth server and
-/// controllers.
+/// A running side: its admin client, auth URL, its IPAM's address (with the network manager),
+/// and the stop signal of its auth server, IPAM and controllers.
 pub(crate) struct Side {
     pub(crate) client: Client,
     pub(crate) url: String,
+    pub(crate) ipam: Option<String>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -127,6 +128,19 @@ pub(crate) struct Side {
 /// Installs what the installer would (CRDs, `liqo`, the identity ConfigMap, the peering
 /// ClusterRoles), then starts the auth server and the controllers.
 pub(crate) async fn start(c: &Cluster, me: &ClusterIdentity) -> Side {
+    start_with(c, me, None).await
+}
+
+/// The network of a side: its gateway's key (the gateway operator's Secret) and the port of
+/// its gateway override (address 127.0.0.1).
+pub(crate) struct Net {
+    pub(crate) public_key: &'static str,
+    pub(crate) port: u16,
+}
+
+/// [`start`], plus, with `net`, a `liqo-ipam` service in-process (the cluster's pod and service
+/// CIDRs, state in memory), the key Secret, and the network manager.
+pub(crate) async fn start_with(c: &Cluster, me: &ClusterIdentity, net: Option<Net>) -> Side {
     let client = c.client().await.unwrap();
     k8s::install_crds(&client, &repo("chart/crds"))
         .await
@@ -180,20 +194,76 @@ pub(crate) async fn start(c: &Cluster, me: &ClusterIdentity) -> Side {
         .await
         .unwrap();
     assert_eq!(&local, me);
-    let ctx = Arc::new(Context::new(
-        controllers_client,
+    let mut ctx = Context::new(
+        controllers_client.clone(),
         settings,
         local,
         Arc::new(NoopLauncher),
         Metrics::default(),
-    ));
-    let controllers = tokio::spawn(run::run(ctx, stop));
+    );
+    let mut tasks = vec![auth];
+    let mut ipam = None;
+    if let Some(net) = net {
+        let cfg = ipam::Config::new(c.pod_cidr, c.service_cidr);
+        let service = ipam::service::Service::open(
+            cfg,
+            ipam::service::Overrides::default(),
+            Box::new(ipam::store::MemStore::default()),
+        )
+        .unwrap();
+        let server = ipam::service::server::Server::bind(
+            "127.0.0.1:0".parse().unwrap(),
+            &ipam::service::server::Security::default(),
+        )
+        .await
+        .unwrap();
+        let address = format!("http://{}", server.local_addr());
+        let ipam_stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            server.run(&service, ipam_stop).await.unwrap();
+        }));
+        let secret: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": control::consts::net::PUBLIC_KEY_SECRET, "namespace": "liqo",
+                    "labels": {control::consts::net::KEY_LABEL: control::consts::net::WIREGUARD}},
+                "stringData": {control::consts::net::PUBLIC_KEY: net.public_key},
+            }))
+            .unwrap();
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), "liqo")
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+        let config = network::Config {
+            ipam: ipam::service::client::ClientOptions::new(address.clone()),
+            gateway: network::endpoint::Overrides {
+                address: Some("127.0.0.1".parse().unwrap()),
+                port: Some(net.port),
+            },
+            grace: network::DEFAULT_GRACE,
+        };
+        ctx = ctx.with_network(network::Manager::new(controllers_client, config).unwrap());
+        ipam = Some(address);
+    }
+    tasks.push(tokio::spawn(run::run(Arc::new(ctx), stop)));
     Side {
         client,
         url,
+        ipam,
         stop: Some(tx),
-        tasks: vec![auth, controllers],
+        tasks,
     }
+}
+
+/// The peers the IPAM at `address` holds.
+pub(crate) async fn ipam_peers(address: &str) -> Vec<ipam::service::proto::PeerInfo> {
+    let mut c = ipam::service::client::connect(&ipam::service::client::ClientOptions::new(address))
+        .await
+        .unwrap();
+    c.list(ipam::service::proto::Empty {})
+        .await
+        .unwrap()
+        .into_inner()
+        .peers
 }
 
 /// A client of ServiceAccount `liqo-controller-manager` in `liqo`, bound to the chart's
