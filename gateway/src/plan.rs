@@ -34,6 +34,24 @@
 //! conntrack cannot place (so never translated) is dropped in the filter, both ways (conntrack
 //! is liberal with out-of-window TCP, so that is only what it cannot track at all). Without both, a peer
 //! that sees our pods remapped could still reach them at their real addresses.
+//!
+//! ## Endpoints: our external CIDR
+//! A local address that is not a pod (a node, a host-network pod, the API server) is exposed to
+//! chosen peers at an address of our external CIDR (the IPAM's endpoint mapping, see
+//! [`crate::config::Endpoint`]); a peer reaches it at that address moved into its view of our
+//! external CIDR (`localExternalCIDRAtPeer`). A third rule, after the pods' one, translates it
+//! the same way, with exact keys again:
+//! - ingress: `meta mark set ip saddr map @peer_ranges dnat ip prefix to meta mark . ip daddr
+//!   map @dnat_endpoint`, entries `range . endpoint as the peer sees it : real address` (each
+//!   a `/32`), one per range of each peer the mapping lists, and none for a peer it does not
+//!   list: such a packet falls to the drop like any untranslated new connection.
+//!
+//! Adding or removing a mapping (or a peer it lists) changes elements only, like a peer. The
+//! filter lets peers reach the real addresses of `endpoint_ips` besides our pods (only what the
+//! translation led there: a new connection straight to a real address was dropped already), and
+//! [`gateway_routes`] sends each real address back to the host. Replies are translated back by
+//! conntrack. Our own pods reach a peer's external CIDR as they reach its pods: the peer's
+//! external range has its mark and its `snat_pod` entries, and the peer translates it.
 
 use dataplane::{
     nft::{
@@ -43,7 +61,7 @@ use dataplane::{
     route::RouteSpec,
     rule::RuleSpec,
 };
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net};
 
 use crate::config::Config;
 
@@ -75,10 +93,14 @@ pub fn nat(c: &Config) -> Ruleset {
             dnat.push(((mark, at_peer), local));
         }
     }
+    let (mut endpoints, mut reached) = endpoint_entries(c);
     // In address order, as the kernel keeps them: a change of a few is then found in one pass.
     ranges.sort_unstable();
     snat.sort_unstable();
     dnat.sort_unstable();
+    endpoints.sort_unstable();
+    reached.sort_unstable();
+    reached.dedup();
     rs.mark_maps.push(MarkMap {
         name: id("peer_ranges"),
         addr: AddrType::V4,
@@ -93,6 +115,12 @@ pub fn nat(c: &Config) -> Ruleset {
     };
     rs.mark_prefix_maps.push(pod_map("snat_pod", snat));
     rs.mark_prefix_maps.push(pod_map("dnat_pod", dnat));
+    rs.mark_prefix_maps.push(MarkPrefixMap {
+        name: id("dnat_endpoint"),
+        addr: AddrType::V4,
+        prefix_len: 32,
+        entries: endpoints,
+    });
     let base = |kind, hook, priority| {
         Some(BaseChain {
             kind,
@@ -112,6 +140,12 @@ pub fn nat(c: &Config) -> Ruleset {
                 Expr::DnatPrefixMarkMap(id("dnat_pod")),
             ])
             .comment("our pods as the peer sees them -> our pods"),
+            Rule::new(vec![
+                Expr::Iif(tun()),
+                Expr::SetMarkMap(Field::Saddr, id("peer_ranges")),
+                Expr::DnatPrefixMarkMap(id("dnat_endpoint")),
+            ])
+            .comment("our endpoints as the peer sees them -> their real addresses"),
             // The translation ends the chain; what is left was sent to an address that is not
             // our pods as that peer sees them (say our pods' real addresses, behind a remap).
             Rule::new(vec![Expr::Iif(tun()), Expr::Counter, Expr::Drop])
@@ -136,6 +170,11 @@ pub fn nat(c: &Config) -> Ruleset {
         name: id("local_pods"),
         addr: AddrType::V4,
         prefixes: vec![local],
+    });
+    rs.sets.push(Set {
+        name: id("endpoint_ips"),
+        addr: AddrType::V4,
+        prefixes: reached,
     });
     let filter = |hook, priority| {
         Some(BaseChain {
@@ -176,10 +215,11 @@ pub fn nat(c: &Config) -> Ruleset {
             Rule::new(vec![
                 Expr::Iif(tun()),
                 Expr::NotInSet(Field::Daddr, id("local_pods")),
+                Expr::NotInSet(Field::Daddr, id("endpoint_ips")),
                 Expr::Counter,
                 Expr::Drop,
             ])
-            .comment("peers reach our pods only"),
+            .comment("peers reach our pods and mapped endpoints only"),
         ],
     });
     rs.chains.push(Chain {
@@ -201,8 +241,38 @@ pub fn nat(c: &Config) -> Ruleset {
     rs
 }
 
+/// An entry of a [`MarkPrefixMap`]: `(mark, prefix) : translated prefix`.
+type MarkedEntry = ((u32, IpNet), IpNet);
+
+/// The `dnat_endpoint` entries of `c` (unsorted) and the real addresses they lead to: for each
+/// mapping, each peer it lists that is configured with a view of our external CIDR, each of
+/// that peer's ranges: `(range's mark, the endpoint as the peer sees it) : its real address`.
+fn endpoint_entries(c: &Config) -> (Vec<MarkedEntry>, Vec<IpNet>) {
+    let host = |ip| IpNet::V4(Ipv4Net::from(ip));
+    let (mut entries, mut reached) = (Vec::new(), Vec::new());
+    let Some(external) = c.local_external_cidr else {
+        return (entries, reached);
+    };
+    for e in &c.endpoints {
+        let real = host(e.ip);
+        for p in e.peers.iter().filter_map(|id| c.peers.get(id)) {
+            let Some(at_peer) = p.local_external_cidr_at_peer else {
+                continue;
+            };
+            // The same host bits in the peer's view (both have one length: validated).
+            let bits = u32::from(e.external_ip) & !u32::from(external.netmask());
+            let seen = host((u32::from(at_peer.network()) | bits).into());
+            for remote in p.allowed() {
+                entries.push(((u32::from(remote.network()), seen), real));
+            }
+            reached.push(real);
+        }
+    }
+    (entries, reached)
+}
+
 /// Routes of [`GATEWAY_TABLE`] in the gateway namespace: each peer's ranges into the tunnel, our
-/// pods back to the host.
+/// pods and the mapped endpoints' real addresses back to the host.
 pub fn gateway_routes(c: &Config) -> Vec<RouteSpec> {
     let mut routes: Vec<RouteSpec> = c
         .peers
@@ -214,12 +284,19 @@ pub fn gateway_routes(c: &Config) -> Vec<RouteSpec> {
             ..RouteSpec::to(IpNet::V4(n))
         })
         .collect();
-    routes.push(RouteSpec {
-        via: Some(c.host_addr().addr().into()),
-        dev: Some(c.gateway_link.clone()),
-        table: GATEWAY_TABLE,
-        ..RouteSpec::to(IpNet::V4(c.local_pod_cidr))
-    });
+    let (_, mut reached) = endpoint_entries(c);
+    reached.sort_unstable();
+    reached.dedup();
+    routes.extend(
+        std::iter::once(IpNet::V4(c.local_pod_cidr))
+            .chain(reached)
+            .map(|to| RouteSpec {
+                via: Some(c.host_addr().addr().into()),
+                dev: Some(c.gateway_link.clone()),
+                table: GATEWAY_TABLE,
+                ..RouteSpec::to(to)
+            }),
+    );
     routes
 }
 
@@ -284,74 +361,4 @@ pub fn host_rules(c: &Config) -> Vec<RuleSpec> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::File;
-
-    fn config() -> Config {
-        let text = "localPodCIDR: 10.200.0.0/16\npeers:\n  - id: milan\n    publicKey: xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=\n    remotePodCIDR: 10.71.0.0/16\n    remoteExternalCIDR: 10.72.0.0/16\n    localPodCIDRAtPeer: 10.50.0.0/16\n  - id: turin\n    publicKey: TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=\n    remotePodCIDR: 10.73.0.0/16\n    localPodCIDRAtPeer: 10.200.0.0/16\n";
-        File::parse(text).unwrap().validate(None).unwrap()
-    }
-
-    #[test]
-    fn nat_is_two_rules_and_three_maps() {
-        insta::assert_snapshot!(dataplane::nft::build::batch(&nat(&config())).unwrap());
-    }
-
-    #[test]
-    fn nat_entries_are_in_address_order_whatever_the_peer_ids() {
-        let text = "localPodCIDR: 10.200.0.0/16\npeers:\n  - id: aosta\n    publicKey: xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=\n    remotePodCIDR: 10.90.0.0/16\n    localPodCIDRAtPeer: 10.50.0.0/16\n  - id: zurich\n    publicKey: TrMvSoP4jYQlY6RIzBgbssQqY3vxI2Pi+y71lOWWXX0=\n    remotePodCIDR: 10.60.0.0/16\n    localPodCIDRAtPeer: 10.200.0.0/16\n";
-        let rs = nat(&File::parse(text).unwrap().validate(None).unwrap());
-        let ranges: Vec<String> = (rs.mark_maps[0].entries.iter())
-            .map(|(n, m)| format!("{n} {m:#x}"))
-            .collect();
-        assert_eq!(ranges, ["10.60.0.0/16 0xa3c0000", "10.90.0.0/16 0xa5a0000"]);
-        let dnat: Vec<String> = (rs.mark_prefix_maps[1].entries.iter())
-            .map(|((m, n), to)| format!("{m:#x} {n} {to}"))
-            .collect();
-        assert_eq!(
-            dnat,
-            [
-                "0xa3c0000 10.200.0.0/16 10.200.0.0/16",
-                "0xa5a0000 10.50.0.0/16 10.200.0.0/16"
-            ]
-        );
-    }
-
-    #[test]
-    fn routes_and_rules() {
-        let c = config();
-        let gw: Vec<String> = gateway_routes(&c).iter().map(ToString::to_string).collect();
-        assert_eq!(
-            gw,
-            [
-                "10.71.0.0/16 dev liqo.tunnel table 18952",
-                "10.72.0.0/16 dev liqo.tunnel table 18952",
-                "10.73.0.0/16 dev liqo.tunnel table 18952",
-                "10.200.0.0/16 via 169.254.100.1 dev liqo.gateway table 18952"
-            ]
-        );
-        let host: Vec<String> = host_routes(&c).iter().map(ToString::to_string).collect();
-        assert_eq!(
-            host,
-            [
-                "10.71.0.0/16 via 169.254.100.2 dev liqo.host mtu 1420 table 18951",
-                "10.72.0.0/16 via 169.254.100.2 dev liqo.host mtu 1420 table 18951",
-                "10.73.0.0/16 via 169.254.100.2 dev liqo.host mtu 1420 table 18951"
-            ]
-        );
-        let mut c = c;
-        c.mtu = 1380;
-        assert!(host_routes(&c).iter().all(|r| r.mtu == Some(1380)));
-        let rules: Vec<String> = host_rules(&c).iter().map(ToString::to_string).collect();
-        assert_eq!(
-            rules,
-            ["18951: lookup 18951"],
-            "one rule whatever the peers"
-        );
-        c.peers.clear();
-        assert!(host_rules(&c).is_empty(), "no peer, no rule");
-        c.host_routes = false;
-        assert!(host_rules(&c).is_empty() && host_routes(&c).is_empty());
-    }
-}
+mod tests;

@@ -1,0 +1,209 @@
+//! Endpoint mapping on the real kernel (needs root): peers reach a non-pod address of a site (an
+//! address on a link of its host namespace, as a node or a host-network pod has) through
+//! the site's external CIDR as each peer sees it, only where the mapping lists them; an unmapped
+//! address and a mapping that does not list the peer are refused, and removing mappings leaves
+//! no element, set entry or route behind.
+
+mod common;
+
+use common::{Site, Spaces, eventually, prefix, tcp_seen_raw};
+use liqo_daemon::digest;
+
+/// The site's non-pod addresses (on a veth of its host namespace).
+const NODE_IP: &str = "192.168.50.1";
+const OTHER_IP: &str = "192.168.50.2";
+
+/// Peer entries of the hub `a` for spokes b and c: b sees a's external CIDR (10.70/16) as
+/// 10.73/16, c as 10.83/16; their pods appear to a as 10.71/16 and 10.81/16.
+fn hub_peers(b: &Site, c: &Site) -> String {
+    b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16")
+        + "    localExternalCIDRAtPeer: 10.73.0.0/16\n"
+        + &c.as_peer(Some("198.18.0.3:51840"), "10.81.0.0/16", "10.82.0.0/16")
+        + "    localExternalCIDRAtPeer: 10.83.0.0/16\n"
+}
+
+/// The hub's settings with these endpoint mappings (YAML list items).
+fn hub_extra(endpoints: &str) -> String {
+    if endpoints.is_empty() {
+        "localExternalCIDR: 10.70.0.0/16\n".into()
+    } else {
+        format!("localExternalCIDR: 10.70.0.0/16\nendpoints:\n{endpoints}")
+    }
+}
+
+/// The handle of the hub's NAT table: a new one when the table is replaced whole.
+fn table_handle(a: &Site) -> String {
+    let ns = dataplane::Netns::open(&a.gw_ns.parse().unwrap()).unwrap();
+    let out = ns
+        .command("nft")
+        .args(["-a", "list", "table", "ip", "liqo_gateway"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    let first = text.lines().next().unwrap_or_default();
+    first
+        .split_once("# handle ")
+        .unwrap_or_else(|| panic!("no handle in {first:?}"))
+        .1
+        .trim()
+        .to_owned()
+}
+
+/// Writes the hub's configuration and waits until the gateway runs it; the NAT changed by
+/// elements only (the table was not replaced).
+fn reconfigure(a: &Site, peers: &str, endpoints: &str) {
+    let handle = table_handle(a);
+    let text = a.configure(peers, &hub_extra(endpoints));
+    let want = digest(&text);
+    a.wait_status("the new mappings applied", |s| {
+        s.reload.applied.as_ref().is_some_and(|x| x.digest == want)
+    });
+    assert_eq!(
+        table_handle(a),
+        handle,
+        "an element change, not a new table"
+    );
+}
+
+/// What `nft` lists in the hub's gateway namespace for `what` (`map dnat_endpoint`, ...).
+fn listed(a: &Site, what: &str) -> String {
+    let ns = dataplane::Netns::open(&a.gw_ns.parse().unwrap()).unwrap();
+    let mut args = vec!["list"];
+    args.extend(what.split(' '));
+    args.insert(2, "ip");
+    args.insert(3, "liqo_gateway");
+    let out = ns.command("nft").args(&args).output().unwrap();
+    assert!(out.status.success(), "nft {args:?}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The routes of the gateway table in the hub's gateway namespace.
+fn gateway_routes(a: &Site) -> String {
+    let ns = dataplane::Netns::open(&a.gw_ns.parse().unwrap()).unwrap();
+    let out = ns
+        .command("ip")
+        .args(["route", "show", "table", "18952"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn peers_reach_a_mapped_node_address_only_where_listed() {
+    let p = prefix("e");
+    let mut spaces = Spaces::new();
+    let wan = common::wan(&mut spaces, &p).await;
+    let mut a = Site::new(&mut spaces, &p, "a", &wan, "198.18.0.1/24").await;
+    let mut b = Site::new(&mut spaces, &p, "b", &wan, "198.18.0.2/24").await;
+    let mut c = Site::new(&mut spaces, &p, "c", &wan, "198.18.0.3/24").await;
+
+    // The hub's node addresses, with strict reverse-path filtering as many nodes have.
+    let sh = |ns: &dataplane::Netns, args: &[&str]| {
+        let out = ns.command("ip").args(args).output().unwrap();
+        assert!(out.status.success(), "ip {args:?}: {out:?}");
+    };
+    sh(
+        &a.host,
+        &["link", "add", "ep0", "type", "veth", "peer", "name", "ep1"],
+    );
+    sh(&a.host, &["link", "set", "ep0", "up"]);
+    sh(&a.host, &["link", "set", "ep1", "up"]);
+    for ip in [NODE_IP, OTHER_IP] {
+        sh(&a.host, &["addr", "add", &format!("{ip}/32"), "dev", "ep0"]);
+    }
+    a.host
+        .run(|| dataplane::sysctl::set("net.ipv4.conf.all.rp_filter", "1"))
+        .unwrap()
+        .unwrap();
+
+    // The spokes route the hub's external CIDR (as each sees it) into the tunnel.
+    let spoke = |s: &Site, pods_at_hub: &str, hub_pods: &str, hub_external: &str| {
+        let entry = a.as_peer(Some("198.18.0.1:51840"), hub_pods, pods_at_hub);
+        s.configure(
+            &format!("{entry}    remoteExternalCIDR: {hub_external}\n"),
+            "",
+        );
+    };
+    spoke(&b, "10.71.0.0/16", "10.72.0.0/16", "10.73.0.0/16");
+    spoke(&c, "10.81.0.0/16", "10.82.0.0/16", "10.83.0.0/16");
+    let peers = hub_peers(&b, &c);
+    // NODE_IP for both spokes, OTHER_IP for b only.
+    let both = "  - {ip: 192.168.50.1, externalIP: 10.70.0.1, peers: [b, c]}\n";
+    let b_only = "  - {ip: 192.168.50.2, externalIP: 10.70.0.2, peers: [b]}\n";
+    a.configure(&peers, &hub_extra(&format!("{both}{b_only}")));
+    a.start();
+    b.start();
+    c.start();
+
+    // Pods to pods still work, and each spoke reaches NODE_IP at its view of 10.70.0.1.
+    assert!(
+        eventually(10, || b.ping("10.72.0.2")),
+        "b -> a's pod\n{}",
+        a.log()
+    );
+    assert!(
+        eventually(10, || c.ping("10.82.0.2")),
+        "c -> a's pod\n{}",
+        a.log()
+    );
+    assert!(b.ping("10.73.0.1"), "b -> a's node\n{}", a.log());
+    assert!(c.ping("10.83.0.1"), "c -> a's node\n{}", a.log());
+    assert_eq!(
+        tcp_seen_raw(&b.pod, &a.host, "10.73.0.1", 7401),
+        "10.71.0.2",
+        "a's node sees b's pod as a sees it"
+    );
+    assert_eq!(
+        tcp_seen_raw(&c.pod, &a.host, "10.83.0.1", 7402),
+        "10.81.0.2"
+    );
+    assert!(b.ping("10.73.0.2"), "b -> OTHER_IP, mapped for b");
+
+    // Refused: a mapping that does not list c, an address mapped for no one, a real address.
+    assert!(!c.ping("10.83.0.2"), "OTHER_IP is not mapped for c");
+    assert!(!b.ping("10.73.0.9"), "nothing is mapped at 10.70.0.9");
+    assert!(!c.ping("10.83.0.9"));
+    let drops = listed(&a, "chain prerouting");
+    assert!(
+        drops.contains("counter packets") && !drops.contains("counter packets 0 "),
+        "the refusals were dropped in the NAT chain:\n{drops}"
+    );
+
+    // The map holds an entry per range of each listed peer (b and c have one range each at the
+    // hub: no external CIDR of theirs is configured here).
+    let map = listed(&a, "map dnat_endpoint");
+    for entry in [
+        "0x0a470000 . 10.73.0.1 : 192.168.50.1/32",
+        "0x0a470000 . 10.73.0.2 : 192.168.50.2/32",
+        "0x0a510000 . 10.83.0.1 : 192.168.50.1/32",
+    ] {
+        assert!(map.contains(entry), "{entry} in\n{map}");
+    }
+    assert!(!map.contains("10.83.0.2"), "{map}");
+
+    // Dropping c from NODE_IP's mapping: c is refused now, b still reaches it.
+    let b_first = "  - {ip: 192.168.50.1, externalIP: 10.70.0.1, peers: [b]}\n";
+    reconfigure(&a, &peers, &format!("{b_first}{b_only}"));
+    assert!(!c.ping("10.83.0.1"), "c was dropped from the mapping");
+    assert!(b.ping("10.73.0.1"));
+    assert!(!listed(&a, "map dnat_endpoint").contains("10.83.0.1"));
+
+    // Removing OTHER_IP's mapping: its entry, set element and route go.
+    reconfigure(&a, &peers, b_first);
+    assert!(!b.ping("10.73.0.2"), "OTHER_IP is no longer mapped");
+    assert!(!listed(&a, "set endpoint_ips").contains(OTHER_IP));
+    assert!(!gateway_routes(&a).contains(OTHER_IP));
+
+    // No mapping left: no element, no set entry, no route.
+    reconfigure(&a, &peers, "");
+    assert!(!b.ping("10.73.0.1"), "nothing is mapped any more");
+    let map = listed(&a, "map dnat_endpoint");
+    assert!(!map.contains("elements"), "no element left:\n{map}");
+    let set = listed(&a, "set endpoint_ips");
+    assert!(!set.contains("192.168."), "no address left:\n{set}");
+    let routes = gateway_routes(&a);
+    assert!(!routes.contains("192.168.50."), "no route left:\n{routes}");
+    assert!(b.ping("10.72.0.2"), "pods unaffected\n{}", a.log());
+}
