@@ -12,7 +12,15 @@ use control::{
 };
 use gateway::config::File;
 use k8s_openapi::api::core::v1::Node;
-use kube::{Client, api::DynamicObject, runtime::controller::Action};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::{
+    Client,
+    api::DynamicObject,
+    runtime::{
+        controller::Action,
+        events::{Event, EventType, Recorder, Reporter},
+    },
+};
 use liqo_types::PublicKey;
 
 use crate::{
@@ -74,12 +82,21 @@ pub struct Ctx {
     /// Its metrics.
     pub metrics: Metrics,
     ipam: tokio::sync::Mutex<Option<ipam::service::client::Client>>,
+    recorder: Recorder,
 }
 
 impl Ctx {
     /// A context.
     pub fn new(client: Client, settings: Settings, public_key: PublicKey, metrics: Metrics) -> Ctx {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: MANAGER.into(),
+                instance: Some(settings.node_name.clone()),
+            },
+        );
         Ctx {
+            recorder,
             client,
             settings,
             public_key,
@@ -250,10 +267,35 @@ async fn one(
     };
     if t.status.connection != want.connection || t.status.gateway_ip != want.gateway_ip {
         if state == Some(ConnectionStatus::Error) {
-            tracing::warn!(tep = %t.key(), message = c.status_message.as_deref().unwrap_or_default(), "TunnelEndpoint refused");
+            let note = c.status_message.clone().unwrap_or_default();
+            tracing::warn!(tep = %t.key(), message = %note, "TunnelEndpoint refused");
+            warn(ctx, obj, note).await;
         }
         let status = serde_json::to_value(&want).expect("a status encodes");
         k::apply_status(&ctx.client, obj, MANAGER, status).await?;
     }
     Ok(state)
+}
+
+/// A Warning Event on a refused TunnelEndpoint. A failure to record it is logged only: the
+/// status says the same.
+async fn warn(ctx: &Ctx, obj: &DynamicObject, note: String) {
+    let reference = ObjectReference {
+        api_version: Some("net.liqo.io/v1alpha1".into()),
+        kind: Some("TunnelEndpoint".into()),
+        name: obj.metadata.name.clone(),
+        namespace: obj.metadata.namespace.clone(),
+        uid: obj.metadata.uid.clone(),
+        ..ObjectReference::default()
+    };
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: "Refused".into(),
+        note: Some(note),
+        action: "Render".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &reference).await {
+        tracing::warn!(error = %e, "recording an Event");
+    }
 }

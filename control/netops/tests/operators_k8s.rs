@@ -313,9 +313,18 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
         assert!(r.stop().success());
     }
 
-    // With config files and daemons.
+    // With config files and daemons; the key the gateway used so far (its key file) is adopted
+    // when no Secret holds one.
     let gw_cfg = dir.path().join("gateway.yaml");
     let key_file = dir.path().join("keys/private.key");
+    for name in [net::PRIVATE_KEY_SECRET, net::PUBLIC_KEY_SECRET] {
+        secrets
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let adopted = gateway::keys::PrivateKey::load_or_create(&key_file).unwrap();
+    let public = adopted.public();
     let fake_gw = Fake::gateway(gw_cfg.clone());
     let ov: Vec<(std::path::PathBuf, Fake)> = NODES
         .iter()

@@ -70,6 +70,9 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
     let base = gateway::config::File::parse(&text)
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
+    // Checked before anything runs: a bad base config is a bad flag.
+    liqo_netops::gateway_plan::render(&base, None, None, &Default::default(), &Default::default())
+        .with_context(|| format!("--base-config {}", args.base_config.display()))?;
     let dataplane = match (args.config, args.gateway_status_url) {
         (Some(config), Some(status)) => Dataplane::Files {
             config,
@@ -85,7 +88,17 @@ async fn main() -> anyhow::Result<()> {
         .get(&args.node_name)
         .await
         .with_context(|| format!("--node-name {}: reading its Node", args.node_name))?;
-    let key = keys::ensure(&client, &args.namespace, MANAGER)
+    // A key file the gateway already uses is kept when no Secret holds a key yet.
+    let adopt = match &dataplane {
+        Dataplane::Files {
+            private_key_file: Some(path),
+            ..
+        } => std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| gateway::keys::PrivateKey::parse(t.trim()).ok()),
+        _ => None,
+    };
+    let key = keys::ensure(&client, &args.namespace, MANAGER, adopt)
         .await
         .context("the gateway's key")?;
     if let Dataplane::Files {
@@ -123,15 +136,6 @@ async fn main() -> anyhow::Result<()> {
         ipam: args.ipam_address,
         dataplane,
     };
-    // Validated once before anything runs: a bad base config is a bad flag.
-    liqo_netops::gateway_plan::render(
-        &settings.base,
-        None,
-        Some(public_key),
-        &Default::default(),
-        &Default::default(),
-    )
-    .with_context(|| format!("--base-config {}", args.base_config.display()))?;
     let ctx = Arc::new(Ctx::new(
         client.clone(),
         settings,

@@ -23,10 +23,16 @@ fn secret_value(s: &Secret, key: &str) -> Option<String> {
         .map(|t| t.trim().to_owned())
 }
 
-/// The gateway's private key: the one in Secret `wireguard-privkey`, else a new one stored
-/// there (a key made meanwhile by another operator wins). Then Secret `wireguard-pubkey` is
-/// made to hold its public half, applied by field manager `manager`.
-pub async fn ensure(client: &Client, ns: &str, manager: &str) -> Result<PrivateKey, KubeError> {
+/// The gateway's private key: the one in Secret `wireguard-privkey`, else `adopt` (the key the
+/// gateway has used so far, from its key file) or a new one, stored there (a key stored
+/// meanwhile by another operator wins). Then Secret `wireguard-pubkey` is made to hold its
+/// public half, applied by field manager `manager`.
+pub async fn ensure(
+    client: &Client,
+    ns: &str,
+    manager: &str,
+    adopt: Option<PrivateKey>,
+) -> Result<PrivateKey, KubeError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let what = format!("Secret {ns}/{}", net::PRIVATE_KEY_SECRET);
     let key = loop {
@@ -41,10 +47,13 @@ pub async fn ensure(client: &Client, ns: &str, manager: &str) -> Result<PrivateK
                 problem: "is not a base64 WireGuard key".into(),
             })?;
         }
-        let key = PrivateKey::generate().map_err(|e| KubeError::Object {
-            what: "a new WireGuard key".into(),
-            problem: e.to_string(),
-        })?;
+        let key = match adopt.clone() {
+            Some(k) => k,
+            None => PrivateKey::generate().map_err(|e| KubeError::Object {
+                what: "a new WireGuard key".into(),
+                problem: e.to_string(),
+            })?,
+        };
         let s = Secret {
             metadata: kube::api::ObjectMeta {
                 name: Some(net::PRIVATE_KEY_SECRET.into()),

@@ -147,7 +147,13 @@ pub(crate) struct Op {
 
 impl Op {
     /// Starts `program` with `args` and `KUBECONFIG=kubeconfig`, logging to `dir/<name>.log`.
-    pub(crate) fn start(program: &str, name: &str, kubeconfig: &Path, dir: &Path, args: &[String]) -> Op {
+    pub(crate) fn start(
+        program: &str,
+        name: &str,
+        kubeconfig: &Path,
+        dir: &Path,
+        args: &[String],
+    ) -> Op {
         let log = dir.join(format!("{name}.log"));
         let out = std::fs::File::create(&log).unwrap();
         let child = Command::new(program)
