@@ -12,7 +12,9 @@
 //!    host-bits CIDR, overlapping pod and external CIDRs, a bad key, a bad endpoint, a bad
 //!    port, another cluster's ID: each refused naming the field (Warning Event and
 //!    annotation), status unprocessed, no IPAM peer, no TunnelEndpoint; an IPv6 CIDR is
-//!    refused by the apiserver; a corrected one with our own pod CIDR is remapped.
+//!    refused by the apiserver; a corrected one with our own pod CIDR is remapped; a change
+//!    of its announced ranges is refused by the IPAM. Then a peer that never answers: after
+//!    the grace the ranges are released anyway (Warning Event) and the finalizer goes.
 //!
 //! The two tests take turns (one set of clusters at a time).
 
@@ -46,7 +48,10 @@ const MILAN_KEY: &str = "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8Dg=";
 const ROME_PORT: u16 = 51820;
 const MILAN_PORT: u16 = 51821;
 
-static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The teardown grace of the bad-input test's rome (its peer never answers).
+const GRACE: std::time::Duration = std::time::Duration::from_secs(4);
+
+static TURN: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn init_log() {
     // Another test of this binary may have installed it: then that one is used.
@@ -123,7 +128,7 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly() {
-    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = TURN.lock().await;
     init_log();
     let bins = k8s::binaries().unwrap();
     let opts = options();
@@ -133,7 +138,13 @@ async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly(
     let pod_cidr = set.clusters[0].pod_cidr.to_string();
     let rome_id = identity(ROME_ID, "rome");
     let milan_id = identity(MILAN_ID, "milan");
-    let net = |public_key, port| Some(Net { public_key, port });
+    let net = |public_key, port| {
+        Some(Net {
+            public_key,
+            port,
+            grace: liqo_controller_manager::network::DEFAULT_GRACE,
+        })
+    };
     let rome = start_with(&set.clusters[0], &rome_id, net(ROME_KEY, ROME_PORT)).await;
     let milan = start_with(&set.clusters[1], &milan_id, net(MILAN_KEY, MILAN_PORT)).await;
     let t = Instant::now();
@@ -336,7 +347,7 @@ fn good_spec(pod_cidr: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() {
-    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = TURN.lock().await;
     init_log();
     let bins = k8s::binaries().unwrap();
     let opts = options();
@@ -351,6 +362,7 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
         Some(Net {
             public_key: ROME_KEY,
             port: ROME_PORT,
+            grace: GRACE,
         }),
     )
     .await;
@@ -500,5 +512,91 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
     assert_eq!(peers[0].pod_cidr, pod_cidr);
     // Milan never processed ours (it is stopped): no TunnelEndpoint.
     assert_eq!(count::<TunnelEndpoint>(&rome.client).await, 0);
+
+    // The peer changing its announced ranges is refused by the IPAM, naming both fields; the
+    // ranges held stay.
+    ncs.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"podCIDR": "10.100.0.0/16"}})),
+    )
+    .await
+    .unwrap();
+    eventually(20, "the changed ranges refused", || async {
+        let o = ncs.get(&name).await.map_err(|e| e.to_string())?;
+        let a = o.metadata.annotations.unwrap_or_default();
+        match a.get(REFUSED_ANNOTATION) {
+            Some(r)
+                if r.starts_with("spec.podCIDR, spec.externalCIDR: liqo-ipam refused them: ") =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    let peers = ipam_peers(rome.ipam.as_ref().unwrap()).await;
+    assert_eq!(peers[0].pod_cidr, pod_cidr);
+
+    // A peer that never answers: our NetworkConfig cannot go (held here by a finalizer of the
+    // test's, as the replicator's would be by an unreachable peer); after the grace the
+    // ranges are released anyway, with a Warning Event on the ForeignCluster, and the
+    // network manager's finalizer goes.
+    let own = Api::<NetworkConfig>::namespaced(rome.client.clone(), &ns);
+    own.patch(
+        &rome_name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": ["test.liqo.io/hold"]}})),
+    )
+    .await
+    .unwrap();
+    let fcs = Api::<ForeignCluster>::all(rome.client.clone());
+    fcs.delete("milan", &DeleteParams::default()).await.unwrap();
+    let t = Instant::now();
+    eventually(30, "released after the grace", || async {
+        let fc = fcs.get("milan").await.map_err(|e| e.to_string())?;
+        let f = fc.metadata.finalizers.unwrap_or_default();
+        let peers = ipam_peers(rome.ipam.as_ref().unwrap()).await.len();
+        if peers == 0 && !f.contains(&net::NETWORK_MANAGER_FINALIZER.to_owned()) {
+            Ok(())
+        } else {
+            Err(format!("{peers} IPAM peers, finalizers {f:?}"))
+        }
+    })
+    .await;
+    let waited = t.elapsed();
+    assert!(
+        waited >= GRACE,
+        "released after {waited:?}, before the grace"
+    );
+    // Still there, deleting: the grace did not wait for it.
+    let held = own.get(&rome_name).await.unwrap();
+    assert!(held.metadata.deletion_timestamp.is_some());
+    eventually(10, "the ReleasedAfterGrace Event", || async {
+        let events = Api::<Event>::all(rome.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        events
+            .items
+            .iter()
+            .find(|e| {
+                e.reason.as_deref() == Some("ReleasedAfterGrace")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("our NetworkConfig"))
+            })
+            .map(drop)
+            .ok_or_else(|| "no Event".to_owned())
+    })
+    .await;
+    own.patch(
+        &rome_name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
     rome.stop().await;
 }

@@ -504,9 +504,12 @@ impl Exec<'_> {
 }
 
 /// The IPAM's refusal of a peer's ranges, naming the spec's field (`pod_cidr: ...` is
-/// `spec.podCIDR`; a refusal of both, like a change of announced ranges, names both).
+/// `spec.podCIDR`; a change of announced ranges names both).
 pub(crate) fn ipam_refusal(message: &str) -> String {
-    let field = if message.starts_with("pod_cidr") {
+    // A change of announced ranges names the pod CIDR first, but concerns both.
+    let field = if message.contains("already announced") {
+        "spec.podCIDR, spec.externalCIDR"
+    } else if message.starts_with("pod_cidr") {
         "spec.podCIDR"
     } else if message.starts_with("external_cidr") {
         "spec.externalCIDR"
@@ -526,8 +529,10 @@ mod tests {
         );
         assert!(super::ipam_refusal("external_cidr: bad").starts_with("spec.externalCIDR: "));
         assert!(
-            super::ipam_refusal("peer m already announced pod CIDR 10.0.0.0/16 and ...")
-                .starts_with("spec.podCIDR, spec.externalCIDR: liqo-ipam refused them: peer m")
+            super::ipam_refusal("pod_cidr: peer m already announced pod CIDR 10.0.0.0/16 and ...")
+                .starts_with(
+                    "spec.podCIDR, spec.externalCIDR: liqo-ipam refused them: pod_cidr: peer m"
+                )
         );
     }
 }

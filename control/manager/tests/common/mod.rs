@@ -136,6 +136,8 @@ pub(crate) async fn start(c: &Cluster, me: &ClusterIdentity) -> Side {
 pub(crate) struct Net {
     pub(crate) public_key: &'static str,
     pub(crate) port: u16,
+    /// How long a teardown waits for the peer.
+    pub(crate) grace: Duration,
 }
 
 /// [`start`], plus, with `net`, a `liqo-ipam` service in-process (the cluster's pod and service
@@ -239,7 +241,7 @@ pub(crate) async fn start_with(c: &Cluster, me: &ClusterIdentity, net: Option<Ne
                 address: Some("127.0.0.1".parse().unwrap()),
                 port: Some(net.port),
             },
-            grace: network::DEFAULT_GRACE,
+            grace: net.grace,
         };
         ctx = ctx.with_network(network::Manager::new(controllers_client, config).unwrap());
         ipam = Some(address);
