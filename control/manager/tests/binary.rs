@@ -34,6 +34,28 @@ fn bad_flags_are_refused_naming_the_value() {
     refused(&["--resync-period", "3x"], "3x");
     refused(&["--enable-incoming-peering=maybe"], "maybe");
     refused(&["--metrics-listen", "nowhere"], "nowhere");
+    refused(&["--ipam-address", "ftp://ipam.liqo"], "ftp://ipam.liqo");
+    refused(&["--gateway-address-override", "gw.example"], "gw.example");
+    refused(&["--gateway-port-override", "0"], "0");
+    refused(&["--network-release-grace", "0s"], "0s");
+    refused(&["--ipam-token-file", "/t"], "--ipam-address");
+    // A token in clear text to another host: refused before the apiserver is asked.
+    let out = Command::new(BIN)
+        .args([
+            "--ipam-address",
+            "http://10.0.0.1:6000",
+            "--ipam-token-file",
+            "/t",
+        ])
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--ipam-address http://10.0.0.1:6000") && err.contains("clear text"),
+        "{err}"
+    );
     let help = Command::new(BIN).arg("--help").output().unwrap();
     assert!(help.status.success());
     let text = String::from_utf8_lossy(&help.stdout);
@@ -45,6 +67,10 @@ fn bad_flags_are_refused_naming_the_value() {
         "--enable-incoming-peering",
         "--resync-period",
         "--metrics-listen",
+        "--ipam-address",
+        "--gateway-address-override",
+        "--gateway-port-override",
+        "--network-release-grace",
     ] {
         assert!(text.contains(flag), "{flag} missing from --help");
     }

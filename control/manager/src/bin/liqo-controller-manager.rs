@@ -47,7 +47,7 @@ struct Args {
     metrics_listen: Option<SocketAddr>,
     /// The liqo-ipam service (`http://host:port`, `https://` for TLS); without it the network
     /// manager is off (no NetworkConfig or TunnelEndpoint; NETWORKING stays None).
-    #[arg(long)]
+    #[arg(long, value_parser = ipam_address)]
     ipam_address: Option<String>,
     /// The CA of liqo-ipam's certificate (an https address).
     #[arg(long, requires = "ipam_address")]
@@ -67,6 +67,15 @@ struct Args {
     network_release_grace: Duration,
 }
 
+/// An `http://` or `https://` address, as liqo-ipam's client takes it.
+fn ipam_address(s: &str) -> Result<String, String> {
+    ipam::service::client::ClientOptions::new(s)
+        .prepare()
+        .map(drop)
+        .map_err(|e| e.to_string())?;
+    Ok(s.to_owned())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
@@ -75,6 +84,18 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
+    let ipam = args.ipam_address.clone().map(|address| {
+        let mut o = ipam::service::client::ClientOptions::new(address);
+        o.ca_file = args.ipam_ca_file.clone();
+        o.token_file = args.ipam_token_file.clone();
+        o
+    });
+    if let Some(o) = &ipam {
+        // Checked before anything else (the files read, the combination allowed); the
+        // network manager prepares its own connection from the same options.
+        o.prepare()
+            .with_context(|| format!("--ipam-address {}", o.server))?;
+    }
     let client = kube::Client::try_default()
         .await
         .context("kube config (KUBECONFIG or in-cluster)")?;
@@ -111,10 +132,8 @@ async fn main() -> anyhow::Result<()> {
         Arc::new(NoopLauncher),
         metrics,
     );
-    if let Some(address) = args.ipam_address {
-        let mut ipam = ipam::service::client::ClientOptions::new(address.clone());
-        ipam.ca_file = args.ipam_ca_file;
-        ipam.token_file = args.ipam_token_file;
+    if let Some(ipam) = ipam {
+        let address = ipam.server.clone();
         let config = network::Config {
             ipam,
             gateway: network::endpoint::Overrides {
