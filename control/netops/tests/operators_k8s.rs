@@ -141,7 +141,11 @@ fn s(x: impl std::fmt::Display) -> String {
     x.to_string()
 }
 
-fn gateway_args(base: &Path, files: Option<(&Path, &str, &Path)>, metrics: u16) -> Vec<String> {
+fn gateway_args(
+    base: &Path,
+    files: Option<(&Path, &str, &Path, &str)>,
+    metrics: u16,
+) -> Vec<String> {
     let mut a = vec![
         s("-n"),
         s("liqo"),
@@ -154,13 +158,15 @@ fn gateway_args(base: &Path, files: Option<(&Path, &str, &Path)>, metrics: u16) 
     ];
     match files {
         None => a.push(s("--fake-dataplane")),
-        Some((config, url, key)) => a.extend([
+        Some((config, url, key, ipam)) => a.extend([
             s("--config"),
             s(config.display()),
             s("--gateway-status-url"),
             s(url),
             s("--private-key-file"),
             s(key.display()),
+            s("--ipam-address"),
+            s(ipam),
         ]),
     }
     a
@@ -333,7 +339,39 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
             (p.clone(), Fake::overlay(p))
         })
         .collect();
-    let files = Some((gw_cfg.as_path(), fake_gw.url.as_str(), key_file.as_path()));
+    // The IPAM knows milan and exposes a node address to it (an endpoint mapping).
+    let (ipam_addr, mut ipam) = common::ipam::serve("10.244.0.0/16").await;
+    use ipam::service::proto;
+    ipam.remap(proto::RemapRequest {
+        cluster_id: "milan".into(),
+        pod_cidr: "10.244.0.0/16".into(),
+        external_cidr: "10.201.0.0/16".into(),
+    })
+    .await
+    .unwrap();
+    ipam.set_peer_view(proto::SetPeerViewRequest {
+        cluster_id: "milan".into(),
+        our_pod_view: "10.50.0.0/16".into(),
+        our_external_view: "10.201.0.0/16".into(),
+    })
+    .await
+    .unwrap();
+    let mapped = ipam
+        .map_ip(proto::MapIpRequest {
+            cluster_id: "milan".into(),
+            ip: "172.30.0.2".into(),
+            direction: proto::Direction::Endpoint.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let listed = ipam.list(proto::Empty {}).await.unwrap().into_inner();
+    let files = Some((
+        gw_cfg.as_path(),
+        fake_gw.url.as_str(),
+        key_file.as_path(),
+        ipam_addr.as_str(),
+    ));
     let gw = Op::start(
         GW,
         "gw",
@@ -367,9 +405,20 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
     // The gateway's file: the base, the core's peer list for milan only, our external CIDR.
     let file = gateway::config::File::parse(&std::fs::read_to_string(&gw_cfg).unwrap()).unwrap();
     assert_eq!(file.peers, plan::gateway_peers(&milan_peering()));
+    // Our external CIDR and the endpoint mappings: the IPAM's.
     assert_eq!(
         file.local_external_cidr.unwrap().to_string(),
-        "10.201.0.0/16"
+        listed.external_cidr
+    );
+    assert_eq!(file.endpoints.len(), 1, "{:?}", file.endpoints);
+    assert_eq!(file.endpoints[0].ip.to_string(), "172.30.0.2");
+    assert_eq!(
+        file.endpoints[0].external_ip.to_string(),
+        mapped.external_ip
+    );
+    assert_eq!(
+        file.endpoints[0].peers,
+        ["milan".parse::<ClusterId>().unwrap()]
     );
     assert_eq!(file.listen_port, Some(51840));
     assert_eq!(
@@ -432,7 +481,11 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
             .iter()
             .map(|(p, _)| std::fs::read_to_string(p).unwrap())
             .collect();
-        if g.contains("milan") || o.iter().any(|t| t.contains("10.71.0.0")) {
+        // (The IPAM's endpoint mapping for milan stays until the network manager releases it.)
+        let peers = gateway::config::File::parse(&g)
+            .map_err(|e| e.to_string())?
+            .peers;
+        if !peers.is_empty() || o.iter().any(|t| t.contains("10.71.0.0")) {
             Err("still rendered".into())
         } else {
             Ok(())

@@ -5,6 +5,7 @@
 #![allow(dead_code, reason = "each test binary uses a part of these")]
 
 pub(crate) mod daemons;
+pub(crate) mod ipam;
 
 use std::{
     path::{Path, PathBuf},
