@@ -93,7 +93,15 @@ pub const TARGET_SHARE: f64 = 0.5;
 
 /// The three paths of the lab `l` (two-clusters, peered).
 pub fn paths(l: &Lab) -> Result<Vec<Path>, lab::LabError> {
-    let views = lab::peerings(l)?;
+    paths_with(l, &lab::peerings(l)?)
+}
+
+/// [`paths`] with the given peerings `(cluster, peer, view)` (with control planes: the
+/// TunnelEndpoints').
+pub fn paths_with(
+    l: &Lab,
+    views: &[(String, String, liqo_types::PeerView)],
+) -> Result<Vec<Path>, lab::LabError> {
     let (_, _, view) = views
         .iter()
         .find(|(c, p, _)| c == "rome" && p == "milan")
@@ -235,6 +243,38 @@ pub async fn path(opts: Options) -> Result<PathReport, BenchError> {
     let down = lab::down(&l.prefix);
     let rows = measured?;
     down?;
+    with_gateway_alone(opts, rows).await
+}
+
+/// `liqo-lab bench path --k8s`: the same on a lab with control planes (`up --k8s`), peered by
+/// `liqoctl`, the cross-cluster address from rome's TunnelEndpoint.
+pub async fn path_k8s(opts: Options) -> Result<PathReport, BenchError> {
+    let opts = opts.validate()?;
+    let topo = Topology::preset("two-clusters")
+        .map_err(|e| fail("the two-clusters preset", e.to_string()))?;
+    let k = lab::k8s::up(opts.prefix.clone(), topo, &lab::k8s::Options::default())
+        .await
+        .map_err(|e| fail("up --k8s", liqo_types::chain(&e)))?;
+    let measured = measure_k8s(&k, &opts).await;
+    let down = lab::k8s::down(&k.lab.prefix);
+    let rows = measured?;
+    down.map_err(|e| fail("down", liqo_types::chain(&e)))?;
+    with_gateway_alone(opts, rows).await
+}
+
+async fn measure_k8s(k: &lab::k8s::K8sLab, opts: &Options) -> Result<Vec<PathRow>, BenchError> {
+    let k8s = |e: lab::k8s::K8sLabError| fail("peering with liqoctl", liqo_types::chain(&e));
+    let t = Instant::now();
+    k.peer("rome", "milan").map_err(k8s)?;
+    k.first_cross_probe("rome", "milan", t, 60)
+        .await
+        .map_err(k8s)?;
+    let views = lab::k8s::views::peerings(k).await.map_err(k8s)?;
+    measure_paths(paths_with(&k.lab, &views)?, opts)
+}
+
+/// The report of `rows` with our gateway alone measured after them.
+async fn with_gateway_alone(opts: Options, rows: Vec<PathRow>) -> Result<PathReport, BenchError> {
     let tunnel = run::tunnel(Options {
         variants: vec![Variant::Ours],
         profiles: vec![Profile::Shared],
@@ -261,7 +301,10 @@ pub async fn path(opts: Options) -> Result<PathReport, BenchError> {
 
 fn measure_lab(l: &Lab, opts: &Options) -> Result<Vec<PathRow>, BenchError> {
     lab::peer(l, "rome", "milan")?;
-    let paths = paths(l)?;
+    measure_paths(paths(l)?, opts)
+}
+
+fn measure_paths(paths: Vec<Path>, opts: &Options) -> Result<Vec<PathRow>, BenchError> {
     let mut figures: Vec<Vec<Figure>> = vec![Vec::new(); paths.len()];
     let mut errors: Vec<Vec<String>> = vec![Vec::new(); paths.len()];
     for repeat in 1..=opts.repeats {

@@ -238,6 +238,9 @@ struct PathArgs {
     /// Interleaved repeats (medians need at least 5).
     #[arg(long, default_value_t = 5)]
     repeats: u32,
+    /// On a lab with control planes (`up --k8s`), peered by `liqoctl`.
+    #[arg(long)]
+    k8s: bool,
     #[command(flatten)]
     run: BenchRun,
 }
@@ -564,7 +567,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             what: Bench::Path(a),
         } => {
             require_root()?;
-            let report = bench::path(a.run.ours_alone(prefix, a.repeats)).await?;
+            let opts = a.run.ours_alone(prefix, a.repeats);
+            let report = if a.k8s {
+                bench::path::path_k8s(opts).await?
+            } else {
+                bench::path(opts).await?
+            };
             match a.run.output {
                 Format::Table => print!("{}", bench::path::render(&report)),
                 Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
@@ -697,7 +705,8 @@ async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
         t.elapsed().as_secs_f64()
     );
     let m = check::with_peerings(&lab)?;
-    report(&prefix, &lab, (&va, &vb), &m, started, false)
+    let views = lab::peerings(&lab)?;
+    report(&prefix, &lab, (&va, &vb), &m, started, false, &views)
 }
 
 /// [`quickstart`] with control planes: the clusters come up with `up --k8s`, `liqoctl` peers
@@ -735,7 +744,7 @@ async fn quickstart_k8s(prefix: Prefix) -> Result<ExitCode> {
     println!(
         "== Peered with liqoctl: `liqoctl peer out-of-band milan` (the command milan's \
          `liqoctl generate peer-command` printed,\n   run against rome) returned in {:.2} s; \
-         first TCP answer from a milan pod to a rome pod {:.2} s after it started",
+         a rome pod's first TCP probe answered by a milan pod {:.2} s after it started",
         took.as_secs_f64(),
         first.as_secs_f64()
     );
@@ -757,7 +766,7 @@ async fn quickstart_k8s(prefix: Prefix) -> Result<ExitCode> {
             .with_context(|| format!("no TunnelEndpoint for {to} on {from}"))
     };
     let (va, vb) = (view("rome", "milan")?, view("milan", "rome")?);
-    let code = report(&prefix, &k.lab, (&va, &vb), &m, started, true)?;
+    let code = report(&prefix, &k.lab, (&va, &vb), &m, started, true, &views)?;
     for c in ["rome", "milan"] {
         println!("\n== kubectl --context {c} get foreignclusters\n");
         print!("{}", k.foreign_clusters(c)?);
@@ -774,6 +783,7 @@ fn report(
     m: &check::Matrix,
     started: Instant,
     k8s: bool,
+    views: &[(String, String, liqo_types::PeerView)],
 ) -> Result<ExitCode> {
     println!(
         "   rome sees milan's pods at {}; milan sees rome's pods at {}\n",
@@ -808,7 +818,7 @@ fn report(
     println!(
         "\n== Speed: pod to pod, one TCP stream for 2 s (iperf3), RTT = average of 100 pings\n"
     );
-    for p in bench::path::paths(lab)?
+    for p in bench::path::paths_with(lab, views)?
         .iter()
         .filter(|p| p.name != "within a node")
     {

@@ -30,6 +30,8 @@ pub(super) struct Ctx<'a> {
     pub(super) metrics: u16,
     /// Subnets the IPAM must never hand out.
     pub(super) reserved: &'a [ipnet::Ipv4Net],
+    /// The IPAM's gRPC address (`http://127.0.0.1:<port>`), if it was started before.
+    pub(super) ipam: Option<&'a str>,
 }
 
 /// How to tell a component serves.
@@ -96,12 +98,16 @@ fn auth_args(c: &Ctx<'_>) -> Vec<String> {
 }
 
 fn manager_args(c: &Ctx<'_>) -> Vec<String> {
-    vec![
+    let mut args = vec![
         s("--namespace"),
         s(NAMESPACE),
         s("--metrics-listen"),
         format!("127.0.0.1:{}", c.metrics),
-    ]
+    ];
+    if let Some(ipam) = c.ipam {
+        args.extend([s("--ipam-address"), s(ipam)]);
+    }
+    args
 }
 
 /// Every component, in start order. Adding one is one row.

@@ -30,6 +30,8 @@ pub use restart::{Killed, kill9_component, restart_component};
 
 use crate::k8s::{Binaries, Cluster, Clusters, K8sError, Proc};
 
+/// The IPAM's program (the controller-manager is given its address).
+pub const IPAM: &str = "liqo-ipam";
 /// The namespace Liqo runs in.
 pub const NAMESPACE: &str = control::consts::objects::LIQO_NAMESPACE;
 /// How long a component may take to serve.
@@ -164,6 +166,10 @@ pub struct Options {
     pub start: Vec<String>,
     /// Subnets the IPAM of a cluster (by name) must never hand out (`--reserved-subnets`).
     pub reserved_subnets: BTreeMap<String, Vec<ipnet::Ipv4Net>>,
+    /// Turn the controller-manager's network manager on (it is given the IPAM's address):
+    /// only where the gateway and route operators run (the lab's `up --k8s`), else the
+    /// TunnelEndpoints never connect.
+    pub network: bool,
 }
 
 impl Default for Options {
@@ -173,6 +179,7 @@ impl Default for Options {
             chart: Path::new(env!("CARGO_MANIFEST_DIR")).join("../chart"),
             start: COMPONENTS.iter().map(|c| c.program.to_owned()).collect(),
             reserved_subnets: BTreeMap::new(),
+            network: false,
         }
     }
 }
@@ -194,7 +201,7 @@ pub async fn install(set: &Clusters, bins: &Binaries, opts: &Options) -> Result<
             .reserved_subnets
             .get(&c.name)
             .map_or(&[][..], Vec::as_slice);
-        out.push(install_one(c, &opts.chart, &wanted, &programs, reserved).await?);
+        out.push(install_one(c, opts, &wanted, &programs, reserved).await?);
     }
     let liqo = Liqo {
         bin: record::link_tools(&set.dir, bins, &programs)?,
@@ -226,7 +233,7 @@ fn selected(start: &[String]) -> Result<Vec<&'static Component>, LiqoError> {
 
 async fn install_one(
     c: &Cluster,
-    chart: &Path,
+    opts: &Options,
     wanted: &[&'static Component],
     programs: &BTreeMap<&'static str, PathBuf>,
     reserved: &[ipnet::Ipv4Net],
@@ -240,16 +247,22 @@ async fn install_one(
         .filter(|p| COMPONENTS.iter().any(|x| x.program == p.name))
         .collect();
     crate::k8s::stop_procs(&earlier, STOP_GRACE);
-    let cluster_id = objects::prepare(&client, c, chart).await?;
+    let cluster_id = objects::prepare(&client, c, &opts.chart).await?;
     let ca = objects::write_ca(c, &dir)?;
     let mut kubeconfigs = BTreeMap::new();
     for sa in COMPONENTS.iter().filter_map(|x| x.service_account) {
         let path = objects::service_account(&client, c, sa, &dir, None).await?;
         kubeconfigs.insert(sa.to_owned(), path);
     }
-    let mut running = Vec::new();
+    let mut running: Vec<Running> = Vec::new();
     let mut auth_url = None;
     for comp in wanted {
+        let ipam = running
+            .iter()
+            .filter(|_| opts.network)
+            .find(|r| r.program == IPAM)
+            .and_then(|r| r.listen.as_ref())
+            .map(|l| format!("http://{l}"));
         let ctx = components::Ctx {
             cluster: c,
             dir: &dir,
@@ -257,6 +270,7 @@ async fn install_one(
             port: crate::k8s::free_port()?,
             metrics: crate::k8s::free_port()?,
             reserved,
+            ipam: ipam.as_deref(),
         };
         if comp.program == components::AUTH {
             objects::auth_service(&client, ctx.port).await?;

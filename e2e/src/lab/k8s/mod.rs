@@ -202,6 +202,7 @@ async fn bring_up(
         bins,
         &liqo::Options {
             reserved_subnets: reserved,
+            network: true,
             ..liqo::Options::default()
         },
     )
