@@ -2,12 +2,19 @@
 //! plus the peer list the core decided), its process on a node, and its `/status`, read typed.
 //! Every wait checks that the gateway runs the exact text written (`reload.applied.digest`), so
 //! a stale status is never taken for the new state, and a refusal is the error at once.
+//!
+//! The file also carries the cluster's external CIDR and its endpoint mappings, as its IPAM
+//! lists them when the file is written; [`endpoints`] maps and unmaps endpoints and rewrites it.
+
+mod endpoints;
+
+pub(crate) use endpoints::{External, external};
+pub use endpoints::{map_endpoint, unmap_endpoint};
 
 use std::fs;
 
 use dataplane::Netns;
-use ipam::service::proto;
-use liqo_types::{Cidr, ClusterId, EndpointMapping, GatewayPeer, PublicKey};
+use liqo_types::{Cidr, ClusterId, GatewayPeer, PublicKey};
 
 use super::{
     Lab, LabError,
@@ -21,51 +28,6 @@ use crate::topology::Cluster;
 const HANDSHAKE_SECS: u64 = 30;
 /// How long a reload may take.
 const RELOAD_SECS: u64 = 20;
-
-/// What `c`'s IPAM says about its external CIDR: the CIDR and the endpoints mapped in it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct External {
-    /// The external CIDR in use.
-    pub(crate) cidr: Cidr,
-    /// The endpoint mappings, as `List` gives them.
-    pub(crate) endpoints: Vec<EndpointMapping>,
-}
-
-/// Reads a `List` answer's external CIDR and endpoints, naming a bad field.
-pub(crate) fn external_of(l: &proto::ListResponse) -> Result<External, LabError> {
-    let bad = |field: String, e: &dyn std::fmt::Display| {
-        LabError::build("reading the IPAM's list", format!("{field} {e}"))
-    };
-    let cidr = l
-        .external_cidr
-        .parse()
-        .map_err(|e| bad("external_cidr".into(), &e))?;
-    let mut endpoints = Vec::with_capacity(l.endpoints.len());
-    for (i, e) in l.endpoints.iter().enumerate() {
-        let f = |name: &str| format!("endpoints[{i}].{name}");
-        endpoints.push(EndpointMapping {
-            ip: e.ip.parse().map_err(|x| bad(f("ip"), &x))?,
-            external_ip: e
-                .external_ip
-                .parse()
-                .map_err(|x| bad(f("external_ip"), &x))?,
-            peers: (e.peers.iter())
-                .map(|p| p.parse().map_err(|x| bad(f("peers"), &x)))
-                .collect::<Result<_, _>>()?,
-        });
-    }
-    Ok(External { cidr, endpoints })
-}
-
-/// Asks `c`'s IPAM for its external CIDR and endpoint mappings.
-pub(crate) async fn external(lab: &Lab, c: &Cluster) -> Result<External, LabError> {
-    let mut ipam = daemons::ipam_client(lab, c, 5).await?;
-    let l = ipam
-        .list(proto::Empty {})
-        .await
-        .map_err(|e| LabError::build(format!("listing {}'s IPAM", c.name), e))?;
-    external_of(&l.into_inner())
-}
 
 /// `c`'s gateway configuration with these peers and its external CIDR's mappings.
 pub(crate) fn config(
