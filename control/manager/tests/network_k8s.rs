@@ -415,7 +415,7 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
         ),
         (
             "endpointIP",
-            json!("gateway.milan.example"),
+            json!("gateway_milan.example"),
             "spec.endpointIP: ",
         ),
         (

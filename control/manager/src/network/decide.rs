@@ -3,7 +3,7 @@
 //! copy, what the IPAM holds for the peer, the TunnelEndpoint, the time) returning the writes
 //! and IPAM calls, in order.
 
-use std::{collections::BTreeMap, net::SocketAddr, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use control::{
     api::{
@@ -20,17 +20,20 @@ use liqo_peering::ipam::{IpamPeer, Ranges};
 use liqo_types::{Cidr, FieldError, PublicKey, field::bad};
 use serde_json::Value;
 
-use super::validate::{self, PeerConfig};
+use super::{
+    endpoint::Endpoint,
+    validate::{self, PeerConfig},
+};
 
 /// What we announce: our ranges (from the IPAM) and our gateway.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Local {
     /// Our pod CIDR and external CIDR.
     pub ranges: Ranges,
     /// Our gateway's key (Secret `wireguard-pubkey`).
     pub public_key: PublicKey,
     /// Where peers reach our gateway.
-    pub endpoint: SocketAddr,
+    pub endpoint: Endpoint,
 }
 
 /// Our NetworkConfig for the peer (the replicator's source).
@@ -163,9 +166,9 @@ pub fn own_spec(peer: &ClusterIdentity, local: &Local) -> NetworkConfigSpec {
         cluster: peer.clone(),
         pod_cidr: local.ranges.pods,
         external_cidr: local.ranges.external,
-        endpoint_ip: local.endpoint.ip().to_string(),
+        endpoint_ip: local.endpoint.host.clone(),
         backend_type: net::WIREGUARD.to_owned(),
-        backend_config: backend(&local.public_key, local.endpoint.port()),
+        backend_config: backend(&local.public_key, local.endpoint.port),
     }
 }
 
@@ -223,9 +226,9 @@ pub fn tunnel_spec(
         remote_nat_pod_cidr: nat(remote.pods, seen_here.pods),
         remote_external_cidr: remote.external,
         remote_nat_external_cidr: nat(remote.external, seen_here.external),
-        endpoint_ip: theirs.endpoint.ip().to_string(),
+        endpoint_ip: theirs.endpoint.host.clone(),
         backend_type: net::WIREGUARD.to_owned(),
-        backend_config: backend(&theirs.public_key, theirs.endpoint.port()),
+        backend_config: backend(&theirs.public_key, theirs.endpoint.port),
     }
 }
 

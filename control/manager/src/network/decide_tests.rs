@@ -18,7 +18,10 @@ fn local() -> Local {
     Local {
         ranges: r("10.244.0.0/16", "10.70.0.0/16"),
         public_key: KEY_A.parse().unwrap(),
-        endpoint: "127.0.0.1:51820".parse().unwrap(),
+        endpoint: Endpoint {
+            host: "127.0.0.1".into(),
+            port: 51820,
+        },
     }
 }
 
@@ -150,7 +153,7 @@ fn a_changed_endpoint_updates_our_network_config() {
     };
     assert!(decide(&o).is_empty());
     let mut l = local();
-    l.endpoint = "127.0.0.1:40000".parse().unwrap();
+    l.endpoint.port = 40000;
     o.local = Ok(l);
     assert!(
         matches!(&decide(&o)[..], [Action::ApplyOwn(s)] if s.backend_config["port"] == "40000")

@@ -2,9 +2,29 @@
 //! `--gateway-port-override`) first, else the Service in the Liqo namespace labelled
 //! `net.liqo.io/gateway=true`: a LoadBalancer's first ingress IP and the Service's port, or a
 //! NodePort and the node IP the gateway operator writes in annotation
-//! `net.liqo.io/gatewayNodeIP`. An IP address only: the gateway's peers are addressed by IP.
+//! `net.liqo.io/gatewayNodeIP`. A LoadBalancer's ingress hostname is used when it has no IP
+//! (the gateway operator of the peer resolves it).
 
-use std::net::{IpAddr, SocketAddr};
+use std::{fmt, net::IpAddr};
+
+/// A gateway endpoint: an IP address or a DNS name, and a UDP port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The IP address or DNS name (`endpointIP`).
+    pub host: String,
+    /// The port (`backend_config.port`).
+    pub port: u16,
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
 
 use control::consts::net;
 use k8s_openapi::api::core::v1::Service;
@@ -30,8 +50,8 @@ pub enum EndpointError {
     /// More than one Service.
     #[error("{0} Services labelled {label}=true: keep one", label = net::GATEWAY_SERVICE_LABEL)]
     Ambiguous(usize),
-    /// A LoadBalancer without an ingress IP yet.
-    #[error("gateway Service {0} has no LoadBalancer ingress IP yet")]
+    /// A LoadBalancer without an ingress IP or hostname yet.
+    #[error("gateway Service {0} has no LoadBalancer ingress IP or hostname yet")]
     NoIngress(String),
     /// A NodePort without the node annotation (the gateway operator writes it).
     #[error(
@@ -59,9 +79,12 @@ fn port(p: Option<i32>) -> Option<u16> {
 }
 
 /// The endpoint from the overrides and the gateway Services found (an override wins per part).
-pub fn choose(o: Overrides, services: &[Service]) -> Result<SocketAddr, EndpointError> {
+pub fn choose(o: Overrides, services: &[Service]) -> Result<Endpoint, EndpointError> {
     if let (Some(a), Some(p)) = (o.address, o.port) {
-        return Ok(SocketAddr::new(a, p));
+        return Ok(Endpoint {
+            host: a.to_string(),
+            port: p,
+        });
     }
     let service = match services {
         [] => return Err(EndpointError::NoService),
@@ -78,9 +101,18 @@ pub fn choose(o: Overrides, services: &[Service]) -> Result<SocketAddr, Endpoint
                 .status
                 .as_ref()
                 .and_then(|s| s.load_balancer.as_ref())
-                .and_then(|lb| lb.ingress.as_ref())
-                .and_then(|i| i.iter().find_map(|i| i.ip.as_deref()?.parse().ok()));
-            (ingress, first.and_then(|p| port(Some(p.port))))
+                .and_then(|lb| lb.ingress.clone())
+                .unwrap_or_default();
+            let ip = ingress
+                .iter()
+                .find_map(|i| i.ip.as_deref()?.parse::<IpAddr>().ok())
+                .map(|ip| ip.to_string());
+            let host = ip.or_else(|| {
+                ingress
+                    .iter()
+                    .find_map(|i| i.hostname.clone().filter(|h| !h.is_empty()))
+            });
+            (host, first.and_then(|p| port(Some(p.port))))
         }
         "NodePort" => {
             let node = service
@@ -88,7 +120,8 @@ pub fn choose(o: Overrides, services: &[Service]) -> Result<SocketAddr, Endpoint
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(net::GATEWAY_NODE_IP_ANNOTATION))
-                .and_then(|a| a.parse().ok());
+                .and_then(|a| a.parse::<IpAddr>().ok())
+                .map(|ip| ip.to_string());
             (node, first.and_then(|p| port(p.node_port)))
         }
         other => {
@@ -98,13 +131,14 @@ pub fn choose(o: Overrides, services: &[Service]) -> Result<SocketAddr, Endpoint
             });
         }
     };
-    let ip = match (o.address, ip) {
-        (Some(a), _) | (None, Some(a)) => a,
+    let host = match (o.address, ip) {
+        (Some(a), _) => a.to_string(),
+        (None, Some(h)) => h,
         (None, None) if kind == "LoadBalancer" => return Err(EndpointError::NoIngress(name)),
         (None, None) => return Err(EndpointError::NoNodeIp(name)),
     };
-    let p = o.port.or(p).ok_or(EndpointError::NoPort(name))?;
-    Ok(SocketAddr::new(ip, p))
+    let port = o.port.or(p).ok_or(EndpointError::NoPort(name))?;
+    Ok(Endpoint { host, port })
 }
 
 #[cfg(test)]
@@ -118,7 +152,13 @@ mod tests {
     }
 
     fn lb(ip: Option<&str>) -> Service {
-        let ingress: Vec<_> = ip.into_iter().map(|i| json!({"ip": i})).collect();
+        let ingress: Vec<_> = ip
+            .into_iter()
+            .map(|i| match i.parse::<IpAddr>() {
+                Ok(_) => json!({"ip": i}),
+                Err(_) => json!({"hostname": i}),
+            })
+            .collect();
         svc(json!({
             "metadata": {"name": "liqo-gateway"},
             "spec": {"type": "LoadBalancer", "ports": [{"port": 5871, "nodePort": 31000}]},
@@ -168,7 +208,14 @@ mod tests {
         );
         assert_eq!(
             choose(o, &[lb(None)]).unwrap_err().to_string(),
-            "gateway Service liqo-gateway has no LoadBalancer ingress IP yet"
+            "gateway Service liqo-gateway has no LoadBalancer ingress IP or hostname yet"
+        );
+        // A cloud's load balancer known by name only.
+        assert_eq!(
+            choose(o, &[lb(Some("gw.elb.example.com"))])
+                .unwrap()
+                .to_string(),
+            "gw.elb.example.com:5871"
         );
         assert_eq!(
             choose(o, &[lb(None), lb(None)]).unwrap_err(),

@@ -3,16 +3,18 @@
 //! be refused naming its field, not break the watch). What is refused: a spec naming another
 //! cluster, a CIDR that is not an IPv4 network without host bits of length /1 to /30, a pod
 //! CIDR overlapping the same spec's external CIDR, a backend other than WireGuard, a key that
-//! is not a WireGuard key, a port outside 1..=65535, an endpoint that is not a unicast IP
-//! address. A pod or external CIDR equal to ours or to another peer's is normal: the IPAM
+//! is not a WireGuard key, a port outside 1..=65535, an endpoint that is neither a unicast IP
+//! address nor a DNS name. A pod or external CIDR equal to ours or to another peer's is normal: the IPAM
 //! remaps it.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 
 use control::consts::net;
 use liqo_peering::ipam::Ranges;
 use liqo_types::{Cidr, ClusterId, FieldError, PublicKey, field::bad};
 use serde_json::Value;
+
+use super::endpoint::Endpoint;
 
 /// A peer's NetworkConfig that passed every check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +24,7 @@ pub struct PeerConfig {
     /// Its gateway's key.
     pub public_key: PublicKey,
     /// Its gateway's endpoint.
-    pub endpoint: SocketAddr,
+    pub endpoint: Endpoint,
 }
 
 fn text<'a>(spec: &'a Value, path: &[&str], field: &str) -> Result<&'a str, FieldError> {
@@ -89,28 +91,43 @@ pub fn peer_config(spec: &Value, local: &ClusterId) -> Result<PeerConfig, FieldE
             ));
         }
     };
-    let ip = text(spec, &["endpointIP"], "spec.endpointIP")?;
-    let ip: IpAddr = ip.parse().map_err(|_| {
-        bad(
-            "spec.endpointIP",
-            format!("{ip:?} is not an IP address (names are not supported)"),
-        )
-    })?;
-    let unicast = match ip {
-        IpAddr::V4(a) => !(a.is_unspecified() || a.is_multicast() || a.is_broadcast()),
-        IpAddr::V6(a) => !(a.is_unspecified() || a.is_multicast()),
-    };
-    if !unicast {
-        return Err(bad(
-            "spec.endpointIP",
-            format!("{ip} is not a unicast address"),
-        ));
+    let host = text(spec, &["endpointIP"], "spec.endpointIP")?;
+    match host.parse::<IpAddr>() {
+        Ok(ip) => {
+            let unicast = match ip {
+                IpAddr::V4(a) => !(a.is_unspecified() || a.is_multicast() || a.is_broadcast()),
+                IpAddr::V6(a) => !(a.is_unspecified() || a.is_multicast()),
+            };
+            if !unicast {
+                return Err(bad(
+                    "spec.endpointIP",
+                    format!("{ip} is not a unicast address"),
+                ));
+            }
+        }
+        // A name (the peer's load balancer by hostname): its gateway operator resolves it.
+        Err(_) if is_dns_name(host) => {}
+        Err(_) => {
+            return Err(bad(
+                "spec.endpointIP",
+                format!("{host:?} is neither an IP address nor a DNS name"),
+            ));
+        }
     }
     Ok(PeerConfig {
         announced: Ranges { pods, external },
         public_key,
-        endpoint: SocketAddr::new(ip, port),
+        endpoint: Endpoint {
+            host: host.to_owned(),
+            port,
+        },
     })
+}
+
+/// A DNS-1123 subdomain with a letter somewhere (so that a mistyped address such as
+/// `300.1.1.1` is not taken for a name).
+fn is_dns_name(s: &str) -> bool {
+    control::names::validate_subdomain(s).is_ok() && s.bytes().any(|b| b.is_ascii_alphabetic())
 }
 
 #[cfg(test)]
@@ -144,6 +161,8 @@ mod tests {
         assert_eq!(p.announced.pods.to_string(), "10.200.0.0/16");
         assert_eq!(p.announced.external.to_string(), "10.201.0.0/16");
         assert_eq!(p.endpoint.to_string(), "192.0.2.7:51820");
+        let p = check(|s| s["endpointIP"] = json!("gw.milan.example.com")).unwrap();
+        assert_eq!(p.endpoint.to_string(), "gw.milan.example.com:51820");
         assert_eq!(p.public_key.to_string(), KEY);
     }
 
@@ -195,8 +214,16 @@ mod tests {
                 "spec.backend_config.port: missing",
             ),
             (
-                Box::new(|s| s["endpointIP"] = json!("gw.example.com")),
-                "spec.endpointIP: \"gw.example.com\" is not an IP address (names are not supported)",
+                Box::new(|s| s["endpointIP"] = json!("gw_1.example.com")),
+                "spec.endpointIP: \"gw_1.example.com\" is neither an IP address nor a DNS name",
+            ),
+            (
+                Box::new(|s| s["endpointIP"] = json!("300.1.1.1")),
+                "spec.endpointIP: \"300.1.1.1\" is neither an IP address nor a DNS name",
+            ),
+            (
+                Box::new(|s| s["endpointIP"] = json!("")),
+                "spec.endpointIP: \"\" is neither an IP address nor a DNS name",
             ),
             (
                 Box::new(|s| s["endpointIP"] = json!("0.0.0.0")),
