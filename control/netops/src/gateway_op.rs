@@ -82,6 +82,8 @@ pub struct Ctx {
     /// Its metrics.
     pub metrics: Metrics,
     ipam: tokio::sync::Mutex<Option<ipam::service::client::Client>>,
+    /// The IPAM's answer last read: kept while the IPAM cannot be asked.
+    last_endpoints: std::sync::Mutex<Option<Endpoints>>,
     recorder: Recorder,
 }
 
@@ -102,6 +104,7 @@ impl Ctx {
             public_key,
             metrics,
             ipam: tokio::sync::Mutex::new(None),
+            last_endpoints: std::sync::Mutex::new(None),
         }
     }
 
@@ -138,11 +141,31 @@ impl Ctx {
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError> {
     ctx.metrics.reconciles.inc();
     let s = &ctx.settings;
-    let objs = k::list_teps(&ctx.client).await?;
-    let teps: Vec<Tep> = objs.iter().map(tep::read).collect();
-    let names = k::resolve(&teps).await;
-    let (peerings, left_out) = tep::peerings(&teps, |h, p| names.get(&(h.to_owned(), p)).copied());
-    let mut endpoints = ctx.endpoints().await?;
+    let k::Snapshot {
+        objects: objs,
+        teps,
+        peerings,
+        left_out,
+    } = k::TepRecords {
+        client: ctx.client.clone(),
+    }
+    .read()
+    .await?;
+    // The IPAM down must not stop peers from being rendered: its last answer is kept.
+    let mut endpoints = match ctx.endpoints().await {
+        Ok(e) => {
+            *ctx.last_endpoints.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+            e
+        }
+        Err(e) => {
+            tracing::warn!(error = %liqo_types::chain(&e), "asking the IPAM; its last answer is kept");
+            ctx.last_endpoints
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+                .unwrap_or_default()
+        }
+    };
     if endpoints.local_external_cidr.is_none() {
         endpoints.local_external_cidr = tep::local_external(&teps);
     }
@@ -160,6 +183,9 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
         &peerings,
         &endpoints,
     )?;
+    for (m, e) in &rendered.refused_endpoints {
+        tracing::warn!(ip = %m.ip, external_ip = %m.external_ip, error = %e, "endpoint mapping left out");
+    }
     let status;
     let (written, seen) = match &s.dataplane {
         Dataplane::Fake => (files::digest(&rendered.text), Observed::Fake),

@@ -67,6 +67,8 @@ pub struct Rendered {
     pub peers: Peerings,
     /// The peers left out, with the field the gateway would refuse.
     pub refused: BTreeMap<ClusterId, FieldError>,
+    /// The endpoint mappings left out (the IPAM's, refused by the gateway's checks).
+    pub refused_endpoints: Vec<(EndpointMapping, FieldError)>,
 }
 
 /// Why nothing could be rendered.
@@ -97,9 +99,9 @@ fn tep_field(peer_field: &str) -> &'static str {
     }
 }
 
-/// `peers[3].remotePodCIDR` → `(3, "remotePodCIDR")`.
-fn peer_index(field: &str) -> Option<(usize, &str)> {
-    let rest = field.strip_prefix("peers[")?;
+/// `peers[3].remotePodCIDR` → `(3, "remotePodCIDR")` (with `list` = `peers`).
+fn index<'a>(list: &str, field: &'a str) -> Option<(usize, &'a str)> {
+    let rest = field.strip_prefix(list)?.strip_prefix('[')?;
     let (i, rest) = rest.split_once(']')?;
     Some((i.parse().ok()?, rest.strip_prefix('.').unwrap_or(rest)))
 }
@@ -126,14 +128,21 @@ pub fn render(
     file.endpoints.clone_from(&endpoints.endpoints);
     let mut peers = peerings.clone();
     let mut refused = BTreeMap::new();
+    let mut refused_endpoints = Vec::new();
     loop {
         file.peers = plan::gateway_peers(&peers);
         let e = match file.validate(own_key) {
             Ok(_) => break,
             Err(e) => e,
         };
+        if let Some((i, _)) = index("endpoints", &e.field)
+            && i < file.endpoints.len()
+        {
+            refused_endpoints.push((file.endpoints.remove(i), e));
+            continue;
+        }
         // The peer entries are in the record's order.
-        let Some((i, field)) = peer_index(&e.field) else {
+        let Some((i, field)) = index("peers", &e.field) else {
             return Err(RenderError::Base(e));
         };
         let Some(id) = peers.keys().nth(i).cloned() else {
@@ -154,6 +163,7 @@ pub fn render(
         text,
         peers,
         refused,
+        refused_endpoints,
     })
 }
 

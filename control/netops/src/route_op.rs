@@ -17,16 +17,16 @@ use std::{path::PathBuf, sync::Arc, time::Duration};
 use control::consts::net;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Client, runtime::controller::Action};
+use liqo_peering::Inventory;
 use liqo_types::ClusterId;
 use overlay::config::File;
 
 use crate::{
     error::OpError,
     files::{self, Look, StatusUrl},
-    kube::{self as k, KubeError, KubeInventory},
+    kube::{self as k, KubeError, KubeInventory, TepRecords},
     metrics::Metrics,
     route_plan,
-    tep::{self, Tep},
 };
 
 /// The program name; the field manager is `liqo-route-operator/<node>`.
@@ -86,24 +86,35 @@ pub struct Ctx {
 pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError> {
     ctx.metrics.reconciles.inc();
     let s = &ctx.settings;
-    let inv = KubeInventory {
+    let mut inv = KubeInventory {
         client: ctx.client.clone(),
         namespace: s.namespace.clone(),
         pod_cidr: None,
         endpoint: None,
     };
-    let (nodes, skipped) = route_plan::overlay_nodes(&inv.node_objects().await?);
-    if !skipped.is_empty() {
-        tracing::debug!(?skipped, "Nodes not in the overlay");
+    // The core's inventory and record over the cluster's objects.
+    let nodes = inv.nodes().await?;
+    let gateway_node = match inv.gateway_node().await {
+        Ok(n) => n,
+        Err(KubeError::Object { .. }) => {
+            return Err(OpError::NoGateway(format!(
+                "{}/{}",
+                s.namespace,
+                net::GATEWAY_LEASE
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let k::Snapshot {
+        objects: objs,
+        teps,
+        peerings,
+        ..
+    } = TepRecords {
+        client: ctx.client.clone(),
     }
-    let gateway_node = inv
-        .lease_holder()
-        .await?
-        .ok_or_else(|| OpError::NoGateway(format!("{}/{}", s.namespace, net::GATEWAY_LEASE)))?;
-    let objs = k::list_teps(&ctx.client).await?;
-    let teps: Vec<Tep> = objs.iter().map(tep::read).collect();
-    let names = k::resolve(&teps).await;
-    let (peerings, _) = tep::peerings(&teps, |h, p| names.get(&(h.to_owned(), p)).copied());
+    .read()
+    .await?;
     let rendered = route_plan::render(
         &s.base,
         &ctx.cluster,

@@ -15,7 +15,7 @@ use kube::{
     Api, Client, Resource,
     api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
 };
-pub use records::{KubeInventory, TepRecords};
+pub use records::{KubeInventory, Snapshot, TepRecords};
 
 use crate::tep::{Endpoint, Tep};
 

@@ -2,16 +2,19 @@
 //! TunnelEndpoints (read only: the network manager writes them), the nodes are the Node objects
 //! and the gateway's node is the holder of the Lease `liqo-gateway`.
 
-use std::net::SocketAddr;
+use std::{collections::BTreeMap, net::SocketAddr};
 
 use control::consts::{keys, net, objects};
 use k8s_openapi::api::{
     coordination::v1::Lease,
     core::v1::{ConfigMap, Node},
 };
-use kube::{Api, Client, api::ListParams};
+use kube::{
+    Api, Client,
+    api::{DynamicObject, ListParams},
+};
 use liqo_peering::{ClusterInfo, Inventory, Peerings, Records};
-use liqo_types::{Cidr, OverlayNode};
+use liqo_types::{Cidr, FieldError, OverlayNode};
 
 use super::{KubeError, api, list_teps, resolve};
 use crate::{route_plan, tep};
@@ -24,14 +27,33 @@ pub struct TepRecords {
     pub client: Client,
 }
 
+/// The TunnelEndpoints as read at one moment, and the record they make.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The objects (for their finalizers and field managers).
+    pub objects: Vec<DynamicObject>,
+    /// Each read ([`tep::read`]), in the same order.
+    pub teps: Vec<tep::Tep>,
+    /// The record: those that parse and are not being deleted.
+    pub peerings: Peerings,
+    /// Why each other one is left out, by `namespace/name`.
+    pub left_out: BTreeMap<String, FieldError>,
+}
+
 impl TepRecords {
-    /// The TunnelEndpoints read, and the record they make.
-    pub async fn read(&self) -> Result<(Vec<tep::Tep>, Peerings), KubeError> {
-        let objs = list_teps(&self.client).await?;
-        let teps: Vec<tep::Tep> = objs.iter().map(tep::read).collect();
+    /// Every TunnelEndpoint, read (endpoint names resolved).
+    pub async fn read(&self) -> Result<Snapshot, KubeError> {
+        let objects = list_teps(&self.client).await?;
+        let teps: Vec<tep::Tep> = objects.iter().map(tep::read).collect();
         let names = resolve(&teps).await;
-        let (p, _) = tep::peerings(&teps, |h, port| names.get(&(h.to_owned(), port)).copied());
-        Ok((teps, p))
+        let (peerings, left_out) =
+            tep::peerings(&teps, |h, port| names.get(&(h.to_owned(), port)).copied());
+        Ok(Snapshot {
+            objects,
+            teps,
+            peerings,
+            left_out,
+        })
     }
 }
 
@@ -39,7 +61,7 @@ impl Records for TepRecords {
     type Error = KubeError;
 
     async fn load(&mut self) -> Result<Peerings, KubeError> {
-        Ok(self.read().await?.1)
+        Ok(self.read().await?.peerings)
     }
 
     async fn save(&mut self, _: &Peerings) -> Result<(), KubeError> {
