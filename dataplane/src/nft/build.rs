@@ -15,7 +15,8 @@ use ipnet::IpNet;
 use super::{
     AddrType, ChainKind, Expr, Family, Field, Hook, Ident, MarkPrefixMap, Policy, Ruleset,
     check::{
-        addr_type, check_map_entry, check_mark_entry, check_mark_prefix_entry, check_set_prefix,
+        addr_type, check_map_entry, check_mark_addr_entry, check_mark_addr_unique,
+        check_mark_entry, check_mark_prefix_entry, check_set_prefix,
     },
 };
 
@@ -233,6 +234,27 @@ pub fn batch(rs: &Ruleset) -> Result<String, BuildError> {
         ));
     }
 
+    for m in &rs.mark_addr_maps {
+        if lookups.insert(&m.name, ("mark addr map", m.addr)).is_some() {
+            return Err(dup(&m.name));
+        }
+        if !family_allows(rs.family, m.addr) {
+            return Err(wrong(format!("map {}", m.name), type_name(m.addr).into()));
+        }
+        check_mark_addr_unique(table, m)?;
+        let mut items = Vec::new();
+        for (mark, addr) in &m.entries {
+            check_mark_addr_entry(table, m, *mark, *addr)?;
+            items.push(format!("{mark:#x} : {addr}"));
+        }
+        out.push_str(&format!(
+            "add map {t} {} {{ type mark : {};{} }}\n",
+            m.name,
+            type_name(m.addr),
+            elements(&items)
+        ));
+    }
+
     let mut chains: HashMap<&Ident, ()> = HashMap::new();
     for c in &rs.chains {
         if lookups.contains_key(&c.name) || chains.insert(&c.name, ()).is_some() {
@@ -326,7 +348,10 @@ impl RuleCtx<'_> {
     /// map keyed by one prefix, else only of maps of that kind.
     fn lookup(&self, want: &'static str, name: &Ident) -> Result<AddrType, BuildError> {
         match self.lookups.get(name) {
-            Some((kind, t)) if *kind == want || (want == "set" && *kind != "mark prefix map") => {
+            Some((kind, t))
+                if *kind == want
+                    || (want == "set" && !matches!(*kind, "mark prefix map" | "mark addr map")) =>
+            {
                 Ok(*t)
             }
             _ => Err(self.unknown(want, name)),
@@ -392,6 +417,10 @@ impl RuleCtx<'_> {
             }
             Expr::SnatPrefixMarkMap(map) => self.mark_prefix_nat("snat", map, Field::Saddr)?,
             Expr::DnatPrefixMarkMap(map) => self.mark_prefix_nat("dnat", map, Field::Daddr)?,
+            Expr::SnatMarkMap(map) => {
+                let p = proto(self.lookup("mark addr map", map)?);
+                format!("snat {p} to meta mark map @{map}")
+            }
             Expr::ClampMssToPmtu => "tcp flags syn tcp option maxseg size set rt mtu".into(),
             Expr::SetMss(size) => format!("tcp flags syn tcp option maxseg size set {size}"),
             Expr::Notrack => "notrack".into(),

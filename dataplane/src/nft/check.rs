@@ -4,7 +4,7 @@
 
 use ipnet::IpNet;
 
-use super::{AddrType, Ident, Map, MarkMap, MarkPrefixMap, Set, build::BuildError};
+use super::{AddrType, Ident, Map, MarkAddrMap, MarkMap, MarkPrefixMap, Set, build::BuildError};
 
 /// The address type of `net`.
 pub(crate) fn addr_type(net: &IpNet) -> AddrType {
@@ -108,6 +108,42 @@ pub(crate) fn check_mark_prefix_entry(
         return Err(bad(
             "not of the map's prefix length; the lookup masks the address to it",
         ));
+    }
+    Ok(())
+}
+
+/// Whether `mark : addr` fits the mark address map `m` of `table`.
+pub(crate) fn check_mark_addr_entry(
+    table: &Ident,
+    m: &MarkAddrMap,
+    mark: u32,
+    addr: std::net::IpAddr,
+) -> Result<(), BuildError> {
+    let v4 = matches!(m.addr, AddrType::V4);
+    if addr.is_ipv4() != v4 {
+        return Err(BuildError::BadElement {
+            table: table.clone(),
+            what: "map",
+            name: m.name.clone(),
+            elem: format!("{mark:#x} : {addr}"),
+            problem: "wrong IP version",
+        });
+    }
+    Ok(())
+}
+
+/// Whether the marks of `m` are unique (a hash map holds one value per key).
+pub(crate) fn check_mark_addr_unique(table: &Ident, m: &MarkAddrMap) -> Result<(), BuildError> {
+    let mut marks: Vec<u32> = m.entries.iter().map(|(k, _)| *k).collect();
+    marks.sort_unstable();
+    if let Some(w) = marks.windows(2).find(|w| w[0] == w[1]) {
+        return Err(BuildError::BadElement {
+            table: table.clone(),
+            what: "map",
+            name: m.name.clone(),
+            elem: format!("{:#x}", w[0]),
+            problem: "the mark has two values",
+        });
     }
     Ok(())
 }

@@ -40,6 +40,8 @@ pub(crate) enum Kind {
     ZeroEnd { width: usize },
     /// An entry `mark . net : value` of a mark prefix map.
     Marked { mark: u32, net: IpNet, value: IpNet },
+    /// An entry `mark : addr` of a mark address map.
+    MarkTo { mark: u32, addr: IpAddr },
 }
 
 /// A map's value.
@@ -82,6 +84,7 @@ impl Elem {
             Kind::End { net } => ((after(net.broadcast()).map_or(0, num), 0), false),
             Kind::ZeroEnd { .. } => ((0, 0), false),
             Kind::Marked { mark, net, .. } => ((u128::from(mark), num(net.network())), true),
+            Kind::MarkTo { mark, .. } => ((u128::from(mark), 0), true),
         };
         Elem { order, start, kind }
     }
@@ -103,6 +106,7 @@ impl fmt::Display for Elem {
             } => write!(f, "{net} : {v}"),
             Kind::ZeroEnd { .. } => f.write_str("the interval end at address 0"),
             Kind::Marked { mark, net, value } => write!(f, "{mark:#x} . {net} : {value}"),
+            Kind::MarkTo { mark, addr } => write!(f, "{mark:#x} : {addr}"),
         }
     }
 }
@@ -136,8 +140,8 @@ struct Named {
     elems: Vec<Elem>,
 }
 
-/// The kernel elements of every set and map of a ruleset (sets, maps, mark maps, then mark
-/// prefix maps).
+/// The kernel elements of every set and map of a ruleset (sets, maps, mark maps, mark prefix
+/// maps, then mark address maps).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Elements(Vec<Named>);
 
@@ -217,6 +221,24 @@ pub(crate) fn of(rs: &Ruleset) -> Result<Elements, BuildError> {
             elems: sorted(elems),
         });
     }
+    for m in &rs.mark_addr_maps {
+        check::check_mark_addr_unique(t, m)?;
+        let mut elems = Vec::with_capacity(m.entries.len());
+        for (mark, addr) in &m.entries {
+            check::check_mark_addr_entry(t, m, *mark, *addr)?;
+            elems.push(Elem::new(Kind::MarkTo {
+                mark: *mark,
+                addr: *addr,
+            }));
+        }
+        out.push(Named {
+            name: m.name.clone(),
+            kind: "map",
+            zero_end: None,
+            starts_at_zero: false,
+            elems: sorted(elems),
+        });
+    }
     Ok(Elements(out))
 }
 
@@ -230,11 +252,14 @@ pub(crate) fn only_elements_differ(a: &Ruleset, b: &Ruleset) -> bool {
         && a.maps.len() == b.maps.len()
         && a.mark_maps.len() == b.mark_maps.len()
         && a.mark_prefix_maps.len() == b.mark_prefix_maps.len()
+        && a.mark_addr_maps.len() == b.mark_addr_maps.len()
         && (a.sets.iter().zip(&b.sets)).all(|(x, y)| x.name == y.name && x.addr == y.addr)
         && (a.maps.iter().zip(&b.maps)).all(|(x, y)| x.name == y.name && x.addr == y.addr)
         && (a.mark_maps.iter().zip(&b.mark_maps)).all(|(x, y)| x.name == y.name && x.addr == y.addr)
         && (a.mark_prefix_maps.iter().zip(&b.mark_prefix_maps))
             .all(|(x, y)| x.name == y.name && x.addr == y.addr && x.prefix_len == y.prefix_len)
+        && (a.mark_addr_maps.iter().zip(&b.mark_addr_maps))
+            .all(|(x, y)| x.name == y.name && x.addr == y.addr)
 }
 
 /// The element changes of one set or map.

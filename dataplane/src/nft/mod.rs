@@ -116,6 +116,8 @@ pub struct Ruleset {
     pub mark_maps: Vec<MarkMap>,
     /// Named maps from a mark and a prefix to a prefix.
     pub mark_prefix_maps: Vec<MarkPrefixMap>,
+    /// Named maps from a mark to an address.
+    pub mark_addr_maps: Vec<MarkAddrMap>,
     /// Chains with their rules, in order.
     pub chains: Vec<Chain>,
 }
@@ -130,6 +132,7 @@ impl Ruleset {
             maps: Vec::new(),
             mark_maps: Vec::new(),
             mark_prefix_maps: Vec::new(),
+            mark_addr_maps: Vec::new(),
             chains: Vec::new(),
         }
     }
@@ -196,6 +199,19 @@ pub struct MarkPrefixMap {
     pub prefix_len: u8,
     /// `((mark, prefix), to)` entries; `to` replaces `prefix` (host bits kept).
     pub entries: Vec<((u32, IpNet), IpNet)>,
+}
+
+/// A map from a mark to one address, looked up as `meta mark`: the source address a
+/// translation picks by a mark that a [`MarkMap`] set in the same rule (`snat ip to meta mark
+/// map @m`). Its keys are exact (a hash table, like a [`MarkPrefixMap`]'s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkAddrMap {
+    /// Its name.
+    pub name: Ident,
+    /// Element type of the values.
+    pub addr: AddrType,
+    /// `(mark, address)` entries; marks must be unique.
+    pub entries: Vec<(u32, std::net::IpAddr)>,
 }
 
 /// A chain; a base chain when `base` is set.
@@ -337,6 +353,9 @@ pub enum Expr {
     /// `dnat ip prefix to meta mark . (ip daddr & MASK) map @MAP` (a [`MarkPrefixMap`];
     /// translates the destination).
     DnatPrefixMarkMap(Ident),
+    /// `snat ip to meta mark map @MAP` (a [`MarkAddrMap`]; the source becomes the address of
+    /// the packet's mark).
+    SnatMarkMap(Ident),
     /// `tcp flags syn tcp option maxseg size set rt mtu`.
     ClampMssToPmtu,
     /// `tcp flags syn tcp option maxseg size set SIZE`.

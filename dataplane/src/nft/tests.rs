@@ -283,3 +283,72 @@ fn mark_maps_translate_by_two_addresses() {
             .contains("host bits set")
     );
 }
+
+#[test]
+fn mark_addr_maps_pick_a_source_by_mark() {
+    let net = |s: &str| s.parse::<IpNet>().unwrap();
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let mut rs = Ruleset::new(Family::Ip, id("gw"));
+    rs.mark_maps.push(MarkMap {
+        name: id("peers"),
+        addr: AddrType::V4,
+        entries: vec![(net("10.71.0.0/16"), 0x0a47_0000)],
+    });
+    rs.mark_addr_maps.push(MarkAddrMap {
+        name: id("snat_host"),
+        addr: AddrType::V4,
+        entries: vec![(0x0a47_0000, ip("10.51.0.0")), (7, ip("10.61.0.0"))],
+    });
+    rs.chains.push(Chain {
+        name: id("post"),
+        base: Some(BaseChain {
+            kind: ChainKind::Nat,
+            hook: Hook::Postrouting,
+            priority: 100,
+            policy: Policy::Accept,
+        }),
+        rules: vec![Rule::new(vec![
+            Expr::Oif("tun0".parse().unwrap()),
+            Expr::SetMarkMap(Field::Daddr, id("peers")),
+            Expr::SnatMarkMap(id("snat_host")),
+        ])],
+    });
+    let b = batch(&rs).unwrap();
+    assert!(
+        b.contains("add map ip gw snat_host { type mark : ipv4_addr; elements = { 0xa470000 : 10.51.0.0, 0x7 : 10.61.0.0 }; }"),
+        "{b}"
+    );
+    assert!(
+        b.contains("add rule ip gw post oifname \"tun0\" meta mark set ip daddr map @peers snat ip to meta mark map @snat_host"),
+        "{b}"
+    );
+    // Its keys are marks: no set of addresses; and only it serves `snat to meta mark map`.
+    rs.chains[0]
+        .rules
+        .push(Rule::new(vec![Expr::InSet(Field::Daddr, id("snat_host"))]));
+    assert!(matches!(
+        batch(&rs),
+        Err(BuildError::Unknown { what: "set", .. })
+    ));
+    rs.chains[0].rules[1] = Rule::new(vec![Expr::SnatMarkMap(id("peers"))]);
+    assert!(matches!(
+        batch(&rs),
+        Err(BuildError::Unknown {
+            what: "mark addr map",
+            ..
+        })
+    ));
+    rs.chains[0].rules.pop();
+    // One value per mark, of the map's IP version.
+    rs.mark_addr_maps[0].entries.push((7, ip("10.62.0.0")));
+    let e = batch(&rs).unwrap_err().to_string();
+    assert!(e.contains("0x7") && e.contains("two values"), "{e}");
+    rs.mark_addr_maps[0].entries.pop();
+    rs.mark_addr_maps[0].entries.push((8, ip("fd00::1")));
+    assert!(
+        batch(&rs)
+            .unwrap_err()
+            .to_string()
+            .contains("wrong IP version")
+    );
+}

@@ -6,7 +6,7 @@
 //! Each element is written as nft writes it: `NFTA_SET_ELEM_KEY` (for a mark prefix map the
 //! mark, in host byte order, then the address: fields of 4 bytes or more need no padding),
 //! `NFTA_SET_ELEM_FLAGS` for an interval end, `NFTA_SET_ELEM_DATA` for a map's value (an
-//! interval as its first and last address, or a mark), and nft's user data for an open
+//! interval as its first and last address, a mark, or an address), and nft's user data for an open
 //! interval. The transaction carries
 //! the generation it was computed against (`NFNL_BATCH_GENID`): if anything committed nftables
 //! changes in the namespace since, the kernel refuses it whole with `ERESTART`.
@@ -113,6 +113,12 @@ fn element(w: &mut Writer, e: &Elem, adding: bool) {
             nested_value(w, NFTA_SET_ELEM_KEY, &key);
             if adding {
                 nested_value(w, NFTA_SET_ELEM_DATA, &range(&value));
+            }
+        }
+        Kind::MarkTo { mark, addr } => {
+            nested_value(w, NFTA_SET_ELEM_KEY, &mark.to_ne_bytes());
+            if adding {
+                nested_value(w, NFTA_SET_ELEM_DATA, &bytes(addr));
             }
         }
     }

@@ -233,3 +233,35 @@ fn entries_are_checked_like_a_full_apply_checks_them() {
         })
     ));
 }
+
+#[test]
+fn a_mark_addr_map_entry_is_one_element_keyed_by_its_mark() {
+    let map = |entries: &[(u32, &str)]| {
+        let mut rs = Ruleset::new(Family::Ip, id("t"));
+        rs.mark_addr_maps.push(crate::nft::MarkAddrMap {
+            name: id("h"),
+            addr: AddrType::V4,
+            entries: entries
+                .iter()
+                .map(|(m, a)| (*m, a.parse().unwrap()))
+                .collect(),
+        });
+        rs
+    };
+    let empty = map(&[]);
+    let two = map(&[(2, "10.51.0.0"), (1, "10.61.0.0")]);
+    let d = diff_of(&empty, &two);
+    assert_eq!((d[0].name.as_str(), d[0].kind), ("h", "map"));
+    assert_eq!(
+        kinds(&d[0].add),
+        ["0x1 : 10.61.0.0", "0x2 : 10.51.0.0"],
+        "no end at 0"
+    );
+    let d = diff_of(&two, &map(&[(1, "10.61.0.0"), (2, "10.52.0.0")]));
+    assert_eq!(kinds(&d[0].del), ["0x2 : 10.51.0.0"]);
+    assert_eq!(kinds(&d[0].add), ["0x2 : 10.52.0.0"]);
+    assert_eq!(d[0].counts(), (1, 1));
+    let mut renamed = two.clone();
+    renamed.mark_addr_maps[0].name = id("other");
+    assert!(!only_elements_differ(&two, &renamed));
+}
