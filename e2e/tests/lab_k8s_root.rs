@@ -8,6 +8,8 @@
 //! Needs the binaries next to this test or in `$LIQO_BIN_DIR`: `cargo build -p e2e -p ipam -p
 //! liqo-auth -p liqo-controller-manager -p liqoctl -p gateway -p overlay -p liqo-netops --bins`.
 
+mod lab_k8s;
+
 use std::{
     net::{SocketAddr, TcpStream},
     time::{Duration, Instant},
@@ -15,81 +17,12 @@ use std::{
 
 use dataplane::Netns;
 use e2e::{
-    lab::{
-        Prefix,
-        k8s::{self, K8sLab, fabric::GATEWAY_SERVICE, nodes, relay},
-    },
+    lab::k8s::{self, K8sLab, fabric::GATEWAY_SERVICE, nodes, relay},
     topology::Topology,
 };
 use k8s_openapi::api::core::v1::{Node, Service};
 use kube::{Api, api::ListParams};
-
-/// One lab with control planes at a time (the machine is small).
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// Tears the lab down even when the test fails.
-struct DownOnDrop(Prefix);
-
-impl Drop for DownOnDrop {
-    fn drop(&mut self) {
-        if let Err(e) = k8s::down(&self.0) {
-            eprintln!("tearing down {}: {}", self.0, liqo_types::chain(&e));
-        }
-    }
-}
-
-fn prefix(tag: &str) -> Prefix {
-    format!("lk{tag}{}", std::process::id() % 100_000)
-        .parse()
-        .unwrap()
-}
-
-fn gone(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.is_empty() || stat.contains(") Z")
-}
-
-/// Every process whose command line mentions `needle`.
-fn procs_mentioning(needle: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmd).contains(needle) && !gone(pid) {
-            out.push(pid);
-        }
-    }
-    out
-}
-
-/// What must be gone after `down`: namespaces, the harness's directory, every process.
-fn assert_all_gone(p: &Prefix, pids: &[u32]) {
-    let left: Vec<String> = Netns::list()
-        .unwrap()
-        .into_iter()
-        .filter(|n| p.owns(n))
-        .map(|n| n.to_string())
-        .collect();
-    assert!(left.is_empty(), "namespaces left: {left:?}");
-    assert!(
-        !std::path::Path::new(e2e::k8s::ROOT)
-            .join(p.as_str())
-            .exists(),
-        "the harness's directory is left"
-    );
-    for pid in pids {
-        assert!(gone(*pid), "pid {pid} survived down");
-    }
-    let needle = format!("/run/liqo-lab/{p}.d/");
-    assert!(procs_mentioning(&needle).is_empty(), "relays left");
-    let needle = format!("{}/{p}/", e2e::k8s::ROOT);
-    assert!(
-        procs_mentioning(&needle).is_empty(),
-        "harness processes left"
-    );
-}
+use lab_k8s::{DownOnDrop, ONE_AT_A_TIME, assert_all_gone, fabric_state, gone, ipam_peers, prefix};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_k8s_gives_every_lab_cluster_a_control_plane_whose_nodes_are_the_lab_nodes() {
@@ -209,85 +142,6 @@ async fn up_k8s_gives_every_lab_cluster_a_control_plane_whose_nodes_are_the_lab_
     assert_eq!(d.relays, 4, "one relay per node");
     assert!(d.k8s >= 2 * 8, "{} control-plane processes", d.k8s);
     assert_all_gone(&p, &pids);
-}
-
-/// The kernel state the fabric owns in every node of the lab and in every gateway's own
-/// namespace: rules and routes of tables 18951/18952, and the gateway's nft ruleset (with
-/// counters blanked): what must be back as before once the peers are gone.
-fn fabric_state(k: &K8sLab) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let counters = |t: &str| {
-        t.lines()
-            .map(|l| match l.find("counter packets") {
-                Some(i) => {
-                    let rest = &l[i..];
-                    let end = rest.find(" bytes ").map_or(rest.len(), |b| {
-                        let after = &rest[b + 7..];
-                        b + 7 + after.find(' ').unwrap_or(after.len())
-                    });
-                    format!("{}counter{}", &l[..i], &rest[end..])
-                }
-                None => l.to_owned(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    };
-    for c in &k.lab.topology.clusters {
-        let mut names: Vec<String> = c
-            .nodes
-            .iter()
-            .map(|n| {
-                k.lab
-                    .node_netns(c.name.as_str(), n.name.as_str())
-                    .to_string()
-            })
-            .collect();
-        names.push(format!("{}-{}-gw", k.lab.prefix, c.name));
-        for ns in names {
-            let run = |args: &[&str]| {
-                let o = std::process::Command::new("ip")
-                    .args(["-n", &ns])
-                    .args(args)
-                    .output()
-                    .unwrap();
-                String::from_utf8_lossy(&o.stdout).into_owned()
-            };
-            out.push((format!("{ns} rules"), run(&["rule"])));
-            for t in ["18951", "18952"] {
-                out.push((
-                    format!("{ns} table {t}"),
-                    run(&["route", "show", "table", t]),
-                ));
-            }
-            let nft = std::process::Command::new("ip")
-                .args(["netns", "exec", &ns, "nft", "list", "ruleset"])
-                .output()
-                .unwrap();
-            out.push((
-                format!("{ns} nft"),
-                counters(&String::from_utf8_lossy(&nft.stdout)),
-            ));
-        }
-    }
-    out
-}
-
-/// The peers `liqo-ipam list` shows in `cluster` (asked through the relay of its first node).
-fn ipam_peers(k: &K8sLab, cluster: &str) -> Vec<serde_json::Value> {
-    let c = k.lab.topology.cluster(cluster).unwrap();
-    let ns = Netns::open(&k.lab.node_netns(cluster, c.nodes[0].name.as_str())).unwrap();
-    let out = ns
-        .command(e2e::lab::bin("liqo-ipam").unwrap())
-        .args(["list", "-o", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    v["peers"].as_array().cloned().unwrap_or_default()
 }
 
 /// Peers every pair (`consumer -> provider`) with liqoctl, then requires every probe of

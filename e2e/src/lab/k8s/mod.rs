@@ -16,6 +16,7 @@ pub mod fabric;
 pub mod nodes;
 mod peer;
 pub mod relay;
+pub mod restart;
 pub mod views;
 
 use std::{
