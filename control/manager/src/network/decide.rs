@@ -79,6 +79,9 @@ pub struct Observed {
     pub local_id: ClusterId,
     /// The peer.
     pub peer: ClusterIdentity,
+    /// The ForeignCluster can be processed (`ProcessForeignClusterStatus` Success): not our
+    /// own cluster, not a younger duplicate of another ForeignCluster for the same peer.
+    pub processable: bool,
     /// The ForeignCluster is being deleted.
     pub fc_deleting: bool,
     /// Its `spec.networkingEnabled`.
@@ -238,6 +241,15 @@ fn json<T: serde::Serialize>(v: &T) -> Value {
 
 /// The decisions for one peer.
 pub fn decide(o: &Observed) -> Vec<Action> {
+    if !o.processable {
+        // Another ForeignCluster owns this peer's network (or it names us): touch nothing of
+        // the peer's, only let this one go.
+        return if o.has_finalizer {
+            vec![Action::RemoveFinalizer]
+        } else {
+            Vec::new()
+        };
+    }
     if wanted(o) { build(o) } else { teardown(o) }
 }
 

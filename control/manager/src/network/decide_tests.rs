@@ -50,6 +50,7 @@ fn base() -> Observed {
         grace: Duration::from_secs(300),
         local_id: ROME.parse().unwrap(),
         peer: milan(),
+        processable: true,
         fc_deleting: false,
         networking: NetworkingEnabled::Yes,
         phase: PeeringPhase::Outgoing,
@@ -442,4 +443,22 @@ fn a_peer_gone_forever_is_released_after_the_grace_with_the_reason() {
         ..o
     };
     assert!(decide(&o).is_empty());
+}
+
+#[test]
+fn a_duplicate_foreign_cluster_never_touches_the_peers_network() {
+    // The IPAM holds the peer for the ForeignCluster that owns it: a younger duplicate (no
+    // tenant namespace of its own) must not release it.
+    let o = Observed {
+        processable: false,
+        tenant_known: false,
+        has_finalizer: false,
+        ..established()
+    };
+    assert!(decide(&o).is_empty());
+    let o = Observed {
+        has_finalizer: true,
+        ..o
+    };
+    assert_eq!(decide(&o), [Action::RemoveFinalizer]);
 }

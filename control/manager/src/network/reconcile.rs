@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use control::{
     api::{
-        discovery::ForeignCluster,
+        discovery::{ForeignCluster, PeeringConditionStatus, PeeringConditionType},
         net::{NetworkConfig, TunnelEndpoint},
     },
     consts::{labels, net, values},
@@ -213,6 +213,10 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
         grace: m.config.grace,
         local_id: ctx.local.cluster_id.clone(),
         peer: peer.clone(),
+        processable: fc.status.as_ref().is_some_and(|s| {
+            s.condition(PeeringConditionType::ProcessForeignClusterStatus)
+                == PeeringConditionStatus::Success
+        }),
         fc_deleting: fc.meta().deletion_timestamp.is_some(),
         networking: fc.spec.networking_enabled,
         phase: PeeringPhase::of_status(fc.status.as_ref()),
