@@ -1,7 +1,8 @@
 //! The daemons' side of the fabric, without Kubernetes: a config file written atomically (the
 //! daemon reloads it and names the text it runs by its [`digest`]), one look at a daemon's
 //! `/status` for that digest (and, for the gateway, for a peer), and the status fetched over
-//! plain HTTP. The operators and the lab share these; nothing here knows of Kubernetes.
+//! plain HTTP; and the peering core's gateway and overlay sinks over them ([`sinks`]). The
+//! operators and the lab share these; nothing here knows of Kubernetes.
 
 use std::{
     fmt, fs,
@@ -27,6 +28,15 @@ pub enum FilesError {
     /// Writing a file failed.
     #[error("writing {}", path.display())]
     Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// Reading a file failed.
+    #[error("reading {}", path.display())]
+    Read {
         /// The file.
         path: PathBuf,
         /// The cause.
@@ -267,6 +277,8 @@ pub async fn fetch_async<T: DeserializeOwned + Send + 'static>(
         }),
     }
 }
+
+pub mod sinks;
 
 #[cfg(test)]
 mod tests;

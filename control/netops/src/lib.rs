@@ -15,7 +15,8 @@
 //!   `net.liqo.io/route-operator` held by every node's operator until its agent dropped the
 //!   ranges.
 //! - [`files`]: the config file written atomically, its digest, one look at a daemon's status
-//!   for that digest or a peer; no Kubernetes (the lab uses it too).
+//!   for that digest or a peer, and the core's `Gateway` and `Overlay` sinks over files and
+//!   status ([`files::sinks`]); no Kubernetes (for the lab too).
 //! - [`tep`]: a TunnelEndpoint read untyped into the core's `Peering`, a bad field named.
 //! - [`kube`]: the thin I/O, and the core's `Records` (TunnelEndpoints) and `Inventory` (Nodes,
 //!   Lease, identity) over Kubernetes objects.

@@ -138,13 +138,7 @@ pub fn render(
                 node: me.into(),
                 why: "no Node of that name with an InternalIP and a pod CIDR".into(),
             })?;
-        let file = File {
-            node: mine.node,
-            gateway: mine.gateway_node,
-            nodes: mine.nodes,
-            remote_cidrs: mine.remote_cidrs,
-            ..base.clone()
-        };
+        let file = crate::files::sinks::overlay_file(base, &mine);
         let e = match file.validate() {
             Ok(_) => {
                 let text = serde_saphyr::to_string(&file).map_err(RenderError::Encode)?;

@@ -6,6 +6,7 @@
 
 pub(crate) mod daemons;
 pub(crate) mod ipam;
+pub(crate) mod objects;
 
 use std::{
     path::{Path, PathBuf},
