@@ -12,6 +12,7 @@
 
 pub mod decide;
 pub mod endpoint;
+mod exec;
 mod reconcile;
 pub mod validate;
 

@@ -1,7 +1,7 @@
 //! The network manager's I/O: reads what [`super::decide`] needs (the IPAM's `List`, the key
 //! Secret, the gateway Service, the NetworkConfigs and the TunnelEndpoint in the tenant
 //! namespace, all as raw objects so that a peer's bad value is refused by name rather than
-//! breaking a read), then carries out the actions in order.
+//! breaking a read), decides, and hands the actions to the executor (`exec`).
 
 use std::sync::Arc;
 
@@ -16,35 +16,28 @@ use control::{
 };
 use futures::{Stream, StreamExt};
 use ipam::service::proto;
-use k8s_openapi::api::core::v1::{ObjectReference, Secret, Service};
+use k8s_openapi::api::core::v1::{Secret, Service};
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
+    api::{DynamicObject, ListParams},
     core::ApiResource,
-    runtime::{
-        WatchStreamExt,
-        controller::Action as Requeue,
-        events::{Event, EventType},
-        watcher,
-    },
+    runtime::{WatchStreamExt, controller::Action as Requeue, watcher},
 };
 use liqo_peering::{
     grpc::GrpcError,
-    ipam::{self as steps, Ipam, Ranges},
+    ipam::{Ipam, Ranges},
 };
 use liqo_types::{Cidr, ClusterId};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{
     Manager, NAME, REFUSED_ANNOTATION,
-    decide::{self, Action, Copy, Local, Observed, Own, Tunnel},
+    decide::{self, Copy, Local, Observed, Own, Tunnel},
     endpoint,
 };
 use crate::{
-    FIELD_MANAGER,
-    context::{Context, now, set_finalizers, with_finalizer},
+    context::{Context, now},
     error::{Error, kube as kerr},
-    fc::not_found,
 };
 
 /// The name of our NetworkConfig and TunnelEndpoint for `peer`: its UniqueName.
@@ -52,7 +45,7 @@ pub fn tunnel_name(peer: &control::api::discovery::ClusterIdentity) -> String {
     UniqueName::new(peer).to_object_name().to_string()
 }
 
-fn ipam_error(peer: &ClusterId) -> impl FnOnce(GrpcError) -> Error {
+pub(super) fn ipam_error(peer: &ClusterId) -> impl FnOnce(GrpcError) -> Error {
     let peer = peer.to_string();
     move |source| Error::Ipam {
         peer,
@@ -120,7 +113,7 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     }
 }
 
-fn dyn_api(client: &Client, ns: &str, ar: &ApiResource) -> Api<DynamicObject> {
+pub(super) fn dyn_api(client: &Client, ns: &str, ar: &ApiResource) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), ns, ar)
 }
 
@@ -130,18 +123,6 @@ fn field(o: &DynamicObject, key: &str) -> Option<Value> {
 
 fn deleting_since(o: &DynamicObject) -> Option<k8s_openapi::jiff::Timestamp> {
     o.metadata.deletion_timestamp.as_ref().map(|t| t.0)
-}
-
-fn reference(o: &DynamicObject, ar: &ApiResource) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(ar.api_version.clone()),
-        kind: Some(ar.kind.clone()),
-        name: o.metadata.name.clone(),
-        namespace: o.metadata.namespace.clone(),
-        uid: o.metadata.uid.clone(),
-        resource_version: o.metadata.resource_version.clone(),
-        field_path: None,
-    }
 }
 
 async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Error> {
@@ -249,7 +230,7 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
     if !actions.is_empty() {
         tracing::debug!(peer = %peer.cluster_id, ?actions, "network");
     }
-    let x = Exec {
+    let x = super::exec::Exec {
         ctx,
         m,
         fc,
@@ -319,224 +300,4 @@ async fn local(ctx: &Context, m: &Manager, ranges: Ranges) -> Result<Result<Loca
             endpoint,
         })
         .map_err(|e| e.to_string()))
-}
-
-/// Carries out the actions for one ForeignCluster.
-struct Exec<'a> {
-    ctx: &'a Context,
-    m: &'a Manager,
-    fc: &'a ForeignCluster,
-    ns: &'a str,
-    name: &'a str,
-    nc_ar: &'a ApiResource,
-    tep_ar: &'a ApiResource,
-    copy: Option<&'a DynamicObject>,
-    ipam: ipam::service::client::Client,
-    peer: ClusterId,
-}
-
-impl Exec<'_> {
-    async fn run(mut self, actions: Vec<Action>) -> Result<(), Error> {
-        let fcs: Api<ForeignCluster> = Api::all(self.ctx.client.clone());
-        for action in actions {
-            match action {
-                Action::AddFinalizer | Action::RemoveFinalizer => {
-                    let add = action == Action::AddFinalizer;
-                    let list =
-                        with_finalizer(self.fc.finalizers(), net::NETWORK_MANAGER_FINALIZER, add);
-                    set_finalizers(
-                        &fcs,
-                        &self.fc.name_any(),
-                        self.fc.resource_version().as_deref(),
-                        list,
-                    )
-                    .await?;
-                }
-                Action::ApplyOwn(spec) => {
-                    let object = json!({
-                        "apiVersion": self.nc_ar.api_version, "kind": self.nc_ar.kind,
-                        "metadata": {"name": self.name, "namespace": self.ns, "labels": {
-                            labels::REPLICATION: values::TRUE,
-                            labels::REMOTE_ID: self.peer.as_str(),
-                        }},
-                        "spec": spec,
-                    });
-                    self.apply(self.nc_ar, &object).await?;
-                    tracing::info!(peer = %self.peer, "our NetworkConfig applied");
-                }
-                Action::Refuse(message) => self.refuse(message).await?,
-                Action::ClearRefusal => self.annotate(None).await?,
-                Action::Remap(announced) => {
-                    match steps::decide(&mut self.ipam, &self.peer, announced).await {
-                        Ok(seen) => {
-                            tracing::info!(peer = %self.peer, pods = %seen.pods, external = %seen.external, "peer's ranges remapped");
-                            self.copy_status(decide::copy_status(announced, seen))
-                                .await?;
-                        }
-                        Err(GrpcError::Call {
-                            code: tonic::Code::InvalidArgument | tonic::Code::FailedPrecondition,
-                            message,
-                            ..
-                        }) => {
-                            self.refuse(ipam_refusal(&message)).await?;
-                        }
-                        Err(e) => return Err(ipam_error(&self.peer)(e)),
-                    }
-                }
-                Action::WriteCopyStatus(status) => self.copy_status(status).await?,
-                Action::SetPeerView(there) => {
-                    Ipam::set_peer_view(&mut self.ipam, &self.peer, there)
-                        .await
-                        .map_err(ipam_error(&self.peer))?;
-                    tracing::info!(peer = %self.peer, pods = %there.pods, external = %there.external, "the peer's view of us recorded");
-                }
-                Action::ApplyTunnel(spec) => {
-                    let object = json!({
-                        "apiVersion": self.tep_ar.api_version, "kind": self.tep_ar.kind,
-                        "metadata": {"name": self.name, "namespace": self.ns, "labels": {
-                            net::TEP_CLUSTER_ID_LABEL: self.peer.as_str(),
-                        }},
-                        "spec": spec,
-                    });
-                    self.apply(self.tep_ar, &object).await?;
-                    tracing::info!(peer = %self.peer, "TunnelEndpoint applied");
-                }
-                Action::DeleteOwn => self.delete(self.nc_ar, self.name).await?,
-                Action::DeleteTunnel => self.delete(self.tep_ar, self.name).await?,
-                Action::DeleteCopy => {
-                    if let Some(c) = self.copy {
-                        self.delete(self.nc_ar, &c.name_any()).await?;
-                    }
-                }
-                Action::Release { forced } => {
-                    Ipam::release(&mut self.ipam, &self.peer)
-                        .await
-                        .map_err(ipam_error(&self.peer))?;
-                    tracing::info!(peer = %self.peer, forced = ?forced, "IPAM ranges released");
-                    if let Some(why) = forced {
-                        let fc_ref = self.fc.object_ref(&());
-                        self.event(&fc_ref, EventType::Warning, "ReleasedAfterGrace", why)
-                            .await;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn apply(&self, ar: &ApiResource, object: &Value) -> Result<(), Error> {
-        dyn_api(&self.ctx.client, self.ns, ar)
-            .patch(
-                self.name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(object),
-            )
-            .await
-            .map(drop)
-            .map_err(kerr(format!("apply {} {}/{}", ar.kind, self.ns, self.name)))
-    }
-
-    async fn delete(&self, ar: &ApiResource, name: &str) -> Result<(), Error> {
-        dyn_api(&self.ctx.client, self.ns, ar)
-            .delete(name, &DeleteParams::default())
-            .await
-            .map(drop)
-            .or_else(not_found)
-            .map_err(kerr(format!("delete {} {}/{name}", ar.kind, self.ns)))
-    }
-
-    async fn copy_status(
-        &self,
-        status: control::api::net::NetworkConfigStatus,
-    ) -> Result<(), Error> {
-        let Some(c) = self.copy else { return Ok(()) };
-        let object = json!({
-            "apiVersion": self.nc_ar.api_version, "kind": self.nc_ar.kind, "status": status,
-        });
-        let name = c.name_any();
-        dyn_api(&self.ctx.client, self.ns, self.nc_ar)
-            .patch_status(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&object),
-            )
-            .await
-            .map(drop)
-            .map_err(kerr(format!("status of NetworkConfig {}/{name}", self.ns)))
-    }
-
-    /// A Warning Event on the copy, then the annotation (which marks it told).
-    async fn refuse(&self, message: String) -> Result<(), Error> {
-        let Some(c) = self.copy else { return Ok(()) };
-        tracing::warn!(peer = %self.peer, name = %c.name_any(), refusal = %message, "peer's NetworkConfig refused");
-        let r = reference(c, self.nc_ar);
-        self.event(
-            &r,
-            EventType::Warning,
-            "NetworkConfigRefused",
-            message.clone(),
-        )
-        .await;
-        self.annotate(Some(message)).await
-    }
-
-    async fn annotate(&self, message: Option<String>) -> Result<(), Error> {
-        let Some(c) = self.copy else { return Ok(()) };
-        let name = c.name_any();
-        let patch = json!({"metadata": {"annotations": {REFUSED_ANNOTATION: message}}});
-        dyn_api(&self.ctx.client, self.ns, self.nc_ar)
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(drop)
-            .map_err(kerr(format!("annotate NetworkConfig {}/{name}", self.ns)))
-    }
-
-    async fn event(&self, r: &ObjectReference, kind: EventType, reason: &str, note: String) {
-        let ev = Event {
-            type_: kind,
-            reason: reason.into(),
-            note: Some(note),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        // An Event is a courtesy on top of the annotation and the log: its failure is logged,
-        // never retried (a retry would repeat the writes it reports).
-        if let Err(e) = self.m.recorder.publish(&ev, r).await {
-            tracing::warn!(error = %e, reason, "publishing an Event failed");
-        }
-    }
-}
-
-/// The IPAM's refusal of a peer's ranges, naming the spec's field (`pod_cidr: ...` is
-/// `spec.podCIDR`; a change of announced ranges names both).
-pub(crate) fn ipam_refusal(message: &str) -> String {
-    // A change of announced ranges names the pod CIDR first, but concerns both.
-    let field = if message.contains("already announced") {
-        "spec.podCIDR, spec.externalCIDR"
-    } else if message.starts_with("pod_cidr") {
-        "spec.podCIDR"
-    } else if message.starts_with("external_cidr") {
-        "spec.externalCIDR"
-    } else {
-        "spec.podCIDR, spec.externalCIDR"
-    };
-    format!("{field}: liqo-ipam refused them: {message}")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn an_ipam_refusal_names_the_spec_field() {
-        assert_eq!(
-            super::ipam_refusal("pod_cidr: \"x\" is not an IPv4 CIDR"),
-            "spec.podCIDR: liqo-ipam refused them: pod_cidr: \"x\" is not an IPv4 CIDR"
-        );
-        assert!(super::ipam_refusal("external_cidr: bad").starts_with("spec.externalCIDR: "));
-        assert!(
-            super::ipam_refusal("pod_cidr: peer m already announced pod CIDR 10.0.0.0/16 and ...")
-                .starts_with(
-                    "spec.podCIDR, spec.externalCIDR: liqo-ipam refused them: pod_cidr: peer m"
-                )
-        );
-    }
 }

@@ -2,6 +2,8 @@
 //! running liqo-auth's server and the controllers in-process, condition and offer checks.
 #![allow(dead_code, reason = "each test binary uses a part of these")]
 
+pub(crate) mod net;
+
 use std::{
     path::Path,
     sync::{
