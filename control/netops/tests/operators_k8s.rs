@@ -45,7 +45,7 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
     let rt_kc = service_account(&c, &admin, "liqo-route-operator").await;
     node(&admin, NODES[0], "172.30.0.1", "10.244.0.0/24").await;
     node(&admin, NODES[1], "172.30.0.2", "10.244.1.0/24").await;
-    for peer in ["milan", "turin"] {
+    for peer in ["milan", "turin", "naples"] {
         let ns: Namespace = serde_json::from_value(
             serde_json::json!({"metadata": {"name": format!("liqo-tenant-{peer}")}}),
         )
@@ -62,6 +62,10 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
     std::fs::write(&ov_base, "underlayInterface: eth0\n").unwrap();
     create_tep(&admin, &tep("milan", 71, &key(71).to_string())).await;
     create_tep(&admin, &tep("turin", 73, "not-a-key")).await;
+    // A CIDR with host bits passes the CRD's pattern but is no network.
+    let mut naples = tep("naples", 74, &key(74).to_string());
+    naples.data["spec"]["remotePodCIDR"] = "10.244.0.1/16".into();
+    create_tep(&admin, &naples).await;
 
     // Without a data plane.
     let metrics = common::free_port();
@@ -96,6 +100,13 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
         "turin",
         ConnectionStatus::Error,
         "spec.backend_config.publicKey",
+    )
+    .await;
+    want(
+        &admin,
+        "naples",
+        ConnectionStatus::Error,
+        "spec.remotePodCIDR: 10.244.0.1/16",
     )
     .await;
     let milan = Api::<TunnelEndpoint>::namespaced(admin.clone(), "liqo-tenant-milan")

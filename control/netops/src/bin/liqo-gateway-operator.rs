@@ -44,7 +44,8 @@ struct Args {
         conflicts_with = "fake_dataplane"
     )]
     gateway_status_url: Option<StatusUrl>,
-    /// Where the gateway's private key is written (0600); the config names it.
+    /// Where the gateway's private key is written (0600); the config names it. Default: the
+    /// base config's `privateKeyFile`, else the gateway's default.
     #[arg(long, conflicts_with = "fake_dataplane")]
     private_key_file: Option<PathBuf>,
     /// The IPAM service (`http://host:port`): our external CIDR and the endpoint mappings.
@@ -74,10 +75,17 @@ async fn main() -> anyhow::Result<()> {
     liqo_netops::gateway_plan::render(&base, None, None, &Default::default(), &Default::default())
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
     let dataplane = match (args.config, args.gateway_status_url) {
+        // The key goes where the gateway will read it: the gateway must run the Secret's key.
         (Some(config), Some(status)) => Dataplane::Files {
             config,
             status,
-            private_key_file: args.private_key_file,
+            private_key_file: Some(args.private_key_file.unwrap_or_else(|| {
+                PathBuf::from(
+                    base.private_key_file
+                        .as_deref()
+                        .unwrap_or(gateway::config::defaults::PRIVATE_KEY_FILE),
+                )
+            })),
         },
         _ => Dataplane::Fake,
     };
