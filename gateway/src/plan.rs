@@ -39,29 +39,37 @@
 //! A local address that is not a pod (a node, a host-network pod, the API server) is exposed to
 //! chosen peers at an address of our external CIDR (the IPAM's endpoint mapping, see
 //! [`crate::config::Endpoint`]); a peer reaches it at that address moved into its view of our
-//! external CIDR (`localExternalCIDRAtPeer`). A third rule, after the pods' one, translates it
-//! the same way, with exact keys again:
-//! - ingress: `meta mark set ip saddr map @peer_ranges dnat ip prefix to meta mark . ip daddr
-//!   map @dnat_endpoint`, entries `range . endpoint as the peer sees it : real address` (each
-//!   a `/32`), one per range of each peer the mapping lists, and none for a peer it does not
-//!   list: such a packet falls to the drop like any untranslated new connection.
+//! external CIDR (`localExternalCIDRAtPeer`). The translations use exact keys again (`/32`s),
+//! one entry per range of each peer a mapping lists (none for a peer it does not list):
+//! - ingress, after the pods' rule: `meta mark set ip saddr map @peer_ranges dnat ip prefix to
+//!   meta mark . ip daddr map @dnat_endpoint`, entries `range . endpoint as the peer sees it :
+//!   real address`; what no entry matches falls to the drop like any untranslated new
+//!   connection;
+//! - egress, after the pods' rule: a mapped endpoint that opens a connection to a peer it is
+//!   mapped for appears there at its own address (`snat_endpoint`, the same entries reversed),
+//!   and any other local source (a node, a host-network pod) at the first address of our
+//!   external CIDR as that peer sees it (`snat ip to meta mark map @snat_host`, one entry per
+//!   peer range; the IPAM never hands that address out). Without a view of our external CIDR a
+//!   peer gets no such entry, and what is not a pod leaves untranslated (the peer drops it).
 //!
 //! Adding or removing a mapping (or a peer it lists) changes elements only, like a peer. The
-//! filter lets peers reach the real addresses of `endpoint_ips` besides our pods (only what the
-//! translation led there: a new connection straight to a real address was dropped already), and
-//! [`gateway_routes`] sends each real address back to the host. Replies are translated back by
-//! conntrack. Our own pods reach a peer's external CIDR as they reach its pods: the peer's
-//! external range has its mark and its `snat_pod` entries, and the peer translates it.
+//! filter lets peers open connections to the real addresses of `endpoint_ips` besides our pods
+//! (only what the translation led there: a new connection straight to a real address was
+//! dropped already), and passes the replies of connections we opened; [`gateway_routes`] sends
+//! everything that is not a peer's back to the host once there is an external CIDR. Replies
+//! are translated back by conntrack. Our own pods reach a peer's external CIDR as they reach its
+//! pods: the peer's external range has its mark and its `snat_pod` entries, and the peer
+//! translates it.
 
 use dataplane::{
     nft::{
-        AddrType, BaseChain, Chain, ChainKind, CtState, Expr, Family, Field, Hook, Ident, MarkMap,
-        MarkPrefixMap, Policy, Rule, Ruleset, Set,
+        AddrType, BaseChain, Chain, ChainKind, CtState, Expr, Family, Field, Hook, Ident,
+        MarkAddrMap, MarkMap, MarkPrefixMap, Policy, Rule, Ruleset, Set,
     },
     route::RouteSpec,
     rule::RuleSpec,
 };
-use ipnet::{IpNet, Ipv4Net};
+use ipnet::IpNet;
 
 use crate::config::Config;
 
@@ -93,14 +101,11 @@ pub fn nat(c: &Config) -> Ruleset {
             dnat.push(((mark, at_peer), local));
         }
     }
-    let (mut endpoints, mut reached) = endpoint_entries(c);
+    let ep = endpoints::of(c);
     // In address order, as the kernel keeps them: a change of a few is then found in one pass.
     ranges.sort_unstable();
     snat.sort_unstable();
     dnat.sort_unstable();
-    endpoints.sort_unstable();
-    reached.sort_unstable();
-    reached.dedup();
     rs.mark_maps.push(MarkMap {
         name: id("peer_ranges"),
         addr: AddrType::V4,
@@ -115,11 +120,18 @@ pub fn nat(c: &Config) -> Ruleset {
     };
     rs.mark_prefix_maps.push(pod_map("snat_pod", snat));
     rs.mark_prefix_maps.push(pod_map("dnat_pod", dnat));
-    rs.mark_prefix_maps.push(MarkPrefixMap {
-        name: id("dnat_endpoint"),
+    let exact = |name, entries| MarkPrefixMap {
+        name: id(name),
         addr: AddrType::V4,
         prefix_len: 32,
-        entries: endpoints,
+        entries,
+    };
+    rs.mark_prefix_maps.push(exact("dnat_endpoint", ep.dnat));
+    rs.mark_prefix_maps.push(exact("snat_endpoint", ep.snat));
+    rs.mark_addr_maps.push(MarkAddrMap {
+        name: id("snat_host"),
+        addr: AddrType::V4,
+        entries: ep.hosts,
     });
     let base = |kind, hook, priority| {
         Some(BaseChain {
@@ -162,6 +174,18 @@ pub fn nat(c: &Config) -> Ruleset {
                 Expr::SnatPrefixMarkMap(id("snat_pod")),
             ])
             .comment("our pods -> our pods as the destination peer sees them"),
+            Rule::new(vec![
+                Expr::Oif(tun()),
+                Expr::SetMarkMap(Field::Daddr, id("peer_ranges")),
+                Expr::SnatPrefixMarkMap(id("snat_endpoint")),
+            ])
+            .comment("our endpoints -> their addresses as the destination peer sees them"),
+            Rule::new(vec![
+                Expr::Oif(tun()),
+                Expr::SetMarkMap(Field::Daddr, id("peer_ranges")),
+                Expr::SnatMarkMap(id("snat_host")),
+            ])
+            .comment("other local sources -> our external CIDR as the destination peer sees it"),
         ],
     });
     // A peer may reach our pods and nothing else: not this namespace, not the host behind it,
@@ -174,7 +198,7 @@ pub fn nat(c: &Config) -> Ruleset {
     rs.sets.push(Set {
         name: id("endpoint_ips"),
         addr: AddrType::V4,
-        prefixes: reached,
+        prefixes: ep.reached,
     });
     let filter = |hook, priority| {
         Some(BaseChain {
@@ -214,6 +238,7 @@ pub fn nat(c: &Config) -> Ruleset {
             .comment("untranslatable packets to peers"),
             Rule::new(vec![
                 Expr::Iif(tun()),
+                Expr::CtState(CtState::New),
                 Expr::NotInSet(Field::Daddr, id("local_pods")),
                 Expr::NotInSet(Field::Daddr, id("endpoint_ips")),
                 Expr::Counter,
@@ -241,38 +266,8 @@ pub fn nat(c: &Config) -> Ruleset {
     rs
 }
 
-/// An entry of a [`MarkPrefixMap`]: `(mark, prefix) : translated prefix`.
-type MarkedEntry = ((u32, IpNet), IpNet);
-
-/// The `dnat_endpoint` entries of `c` (unsorted) and the real addresses they lead to: for each
-/// mapping, each peer it lists that is configured with a view of our external CIDR, each of
-/// that peer's ranges: `(range's mark, the endpoint as the peer sees it) : its real address`.
-fn endpoint_entries(c: &Config) -> (Vec<MarkedEntry>, Vec<IpNet>) {
-    let host = |ip| IpNet::V4(Ipv4Net::from(ip));
-    let (mut entries, mut reached) = (Vec::new(), Vec::new());
-    let Some(external) = c.local_external_cidr else {
-        return (entries, reached);
-    };
-    for e in &c.endpoints {
-        let real = host(e.ip);
-        for p in e.peers.iter().filter_map(|id| c.peers.get(id)) {
-            let Some(at_peer) = p.local_external_cidr_at_peer else {
-                continue;
-            };
-            // The same host bits in the peer's view (both have one length: validated).
-            let bits = u32::from(e.external_ip) & !u32::from(external.netmask());
-            let seen = host((u32::from(at_peer.network()) | bits).into());
-            for remote in p.allowed() {
-                entries.push(((u32::from(remote.network()), seen), real));
-            }
-            reached.push(real);
-        }
-    }
-    (entries, reached)
-}
-
 /// Routes of [`GATEWAY_TABLE`] in the gateway namespace: each peer's ranges into the tunnel, our
-/// pods and the mapped endpoints' real addresses back to the host.
+/// pods back to the host, and with an external CIDR everything else back to the host too.
 pub fn gateway_routes(c: &Config) -> Vec<RouteSpec> {
     let mut routes: Vec<RouteSpec> = c
         .peers
@@ -284,19 +279,19 @@ pub fn gateway_routes(c: &Config) -> Vec<RouteSpec> {
             ..RouteSpec::to(IpNet::V4(n))
         })
         .collect();
-    let (_, mut reached) = endpoint_entries(c);
-    reached.sort_unstable();
-    reached.dedup();
-    routes.extend(
-        std::iter::once(IpNet::V4(c.local_pod_cidr))
-            .chain(reached)
-            .map(|to| RouteSpec {
-                via: Some(c.host_addr().addr().into()),
-                dev: Some(c.gateway_link.clone()),
-                table: GATEWAY_TABLE,
-                ..RouteSpec::to(to)
-            }),
-    );
+    // With an external CIDR, the real addresses behind it (mapped endpoints, and the local
+    // sources translated into it: nodes, host-network pods) are anywhere on the cluster's
+    // network: everything that is not a peer's goes back to the host.
+    let back = IpNet::V4(c.local_pod_cidr);
+    let default = c
+        .local_external_cidr
+        .map(|_| "0.0.0.0/0".parse().expect("literal"));
+    routes.extend(std::iter::once(back).chain(default).map(|to| RouteSpec {
+        via: Some(c.host_addr().addr().into()),
+        dev: Some(c.gateway_link.clone()),
+        table: GATEWAY_TABLE,
+        ..RouteSpec::to(to)
+    }));
     routes
 }
 
@@ -360,5 +355,6 @@ pub fn host_rules(c: &Config) -> Vec<RuleSpec> {
     }]
 }
 
+mod endpoints;
 #[cfg(test)]
 mod tests;

@@ -2,12 +2,22 @@
 //! address on a link of its host namespace, as a node or a host-network pod has) through
 //! the site's external CIDR as each peer sees it, only where the mapping lists them; an unmapped
 //! address and a mapping that does not list the peer are refused, and removing mappings leaves
-//! no element, set entry or route behind.
+//! no element, set entry or route behind. The other way, the site's node opens connections to
+//! the peers' pods from our external CIDR as each peer sees it: a mapped endpoint from its own
+//! address there (for the peers it is mapped for), anything else from the CIDR's first address.
 
 mod common;
 
+use std::{
+    io::{Read, Write},
+    net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream},
+    os::fd::OwnedFd,
+};
+
 use common::{Site, Spaces, eventually, prefix, tcp_seen_raw};
+use dataplane::Netns;
 use liqo_daemon::digest;
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
 
 /// The site's non-pod addresses (on a veth of its host namespace).
 const NODE_IP: &str = "192.168.50.1";
@@ -29,6 +39,50 @@ fn hub_extra(endpoints: &str) -> String {
     } else {
         format!("localExternalCIDR: 10.70.0.0/16\nendpoints:\n{endpoints}")
     }
+}
+
+/// Serves one TCP connection in `server` on `port`; dials `addr:port` from `client` (from
+/// `source` if given); returns the client address the server saw.
+fn tcp_seen_from(
+    client: &Netns,
+    source: Option<&str>,
+    server: &Netns,
+    addr: &str,
+    port: u16,
+) -> String {
+    let listener = server
+        .run(move || TcpListener::bind(("0.0.0.0", port)))
+        .unwrap()
+        .unwrap();
+    let serve = std::thread::spawn(move || {
+        let (mut s, peer) = listener.accept().unwrap();
+        s.write_all(peer.ip().to_string().as_bytes()).unwrap();
+    });
+    let to = SocketAddrV4::new(addr.parse().unwrap(), port);
+    let from = source.map(|s| SocketAddrV4::new(s.parse::<Ipv4Addr>().unwrap(), 0));
+    let mut c = client
+        .run(move || -> nix::Result<TcpStream> {
+            let fd: OwnedFd = socket(
+                AddressFamily::Inet,
+                SockType::Stream,
+                SockFlag::SOCK_CLOEXEC,
+                None,
+            )?;
+            if let Some(from) = from {
+                bind(
+                    std::os::fd::AsRawFd::as_raw_fd(&fd),
+                    &SockaddrIn::from(from),
+                )?;
+            }
+            connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &SockaddrIn::from(to))?;
+            Ok(TcpStream::from(fd))
+        })
+        .unwrap()
+        .unwrap_or_else(|e| panic!("connecting to {to} from {from:?}: {e}"));
+    let mut seen = String::new();
+    c.read_to_string(&mut seen).unwrap();
+    serve.join().unwrap();
+    seen
 }
 
 /// The handle of the hub's NAT table: a new one when the table is replaced whole.
@@ -183,6 +237,30 @@ async fn peers_reach_a_mapped_node_address_only_where_listed() {
     }
     assert!(!map.contains("10.83.0.2"), "{map}");
 
+    // The other way: the node opens connections to the spokes' pods. Unmapped, it appears at the
+    // first address of each spoke's view of a's external CIDR; a mapped endpoint at its own
+    // address there, for the spokes it is mapped for only.
+    assert_eq!(
+        tcp_seen_from(&a.host, None, &b.pod, "10.71.0.2", 7411),
+        "10.73.0.0",
+        "a's node, as b sees it\n{}",
+        a.log()
+    );
+    assert_eq!(
+        tcp_seen_from(&a.host, Some(NODE_IP), &b.pod, "10.71.0.2", 7412),
+        "10.73.0.1"
+    );
+    assert_eq!(
+        tcp_seen_from(&a.host, Some(NODE_IP), &c.pod, "10.81.0.2", 7413),
+        "10.83.0.1"
+    );
+    assert_eq!(
+        tcp_seen_from(&a.host, Some(OTHER_IP), &c.pod, "10.81.0.2", 7414),
+        "10.83.0.0",
+        "OTHER_IP is not mapped for c"
+    );
+    assert!(b.ping("10.72.0.2"), "pods still reach pods");
+
     // Dropping c from NODE_IP's mapping: c is refused now, b still reaches it.
     let b_first = "  - {ip: 192.168.50.1, externalIP: 10.70.0.1, peers: [b]}\n";
     reconfigure(&a, &peers, &format!("{b_first}{b_only}"));
@@ -194,7 +272,6 @@ async fn peers_reach_a_mapped_node_address_only_where_listed() {
     reconfigure(&a, &peers, b_first);
     assert!(!b.ping("10.73.0.2"), "OTHER_IP is no longer mapped");
     assert!(!listed(&a, "set endpoint_ips").contains(OTHER_IP));
-    assert!(!gateway_routes(&a).contains(OTHER_IP));
 
     // No mapping left: no element, no set entry, no route.
     reconfigure(&a, &peers, "");
@@ -203,7 +280,17 @@ async fn peers_reach_a_mapped_node_address_only_where_listed() {
     assert!(!map.contains("elements"), "no element left:\n{map}");
     let set = listed(&a, "set endpoint_ips");
     assert!(!set.contains("192.168."), "no address left:\n{set}");
-    let routes = gateway_routes(&a);
-    assert!(!routes.contains("192.168.50."), "no route left:\n{routes}");
+    let hosts = listed(&a, "map snat_host");
+    assert!(
+        hosts.contains("10.73.0.0"),
+        "b and c still see a's external CIDR:\n{hosts}"
+    );
+    let snat = listed(&a, "map snat_endpoint");
+    assert!(!snat.contains("elements"), "no element left:\n{snat}");
+    assert!(
+        gateway_routes(&a).contains("default via 169.254.100.1"),
+        "{}",
+        gateway_routes(&a)
+    );
     assert!(b.ping("10.72.0.2"), "pods unaffected\n{}", a.log());
 }

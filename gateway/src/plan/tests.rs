@@ -9,7 +9,7 @@ fn config() -> Config {
 }
 
 #[test]
-fn nat_is_three_translation_rules_and_four_maps() {
+fn nat_without_endpoints_snapshot() {
     insta::assert_snapshot!(dataplane::nft::build::batch(&nat(&config())).unwrap());
 }
 
@@ -97,7 +97,7 @@ fn endpoint_set(rs: &Ruleset) -> Vec<String> {
 }
 
 #[test]
-fn nat_with_endpoints_is_one_more_rule_and_map() {
+fn nat_with_endpoints_snapshot() {
     insta::assert_snapshot!(dataplane::nft::build::batch(&nat(&mapped())).unwrap());
 }
 
@@ -117,17 +117,42 @@ fn each_listed_peer_range_reaches_the_endpoint_at_its_view_of_our_external_cidr(
         ]
     );
     assert_eq!(endpoint_set(&rs), ["192.168.1.10/32", "192.168.1.11/32"]);
+    // The same entries reversed for the endpoints' own connections.
+    let snat = (rs.mark_prefix_maps.iter())
+        .find(|m| m.name.as_str() == "snat_endpoint")
+        .unwrap();
+    let snat: Vec<String> = (snat.entries.iter())
+        .map(|((mark, n), to)| format!("{mark:#x} . {n} : {to}"))
+        .collect();
+    assert_eq!(
+        snat,
+        [
+            "0xa470000 . 192.168.1.10/32 : 10.51.0.1/32",
+            "0xa470000 . 192.168.1.11/32 : 10.51.3.2/32",
+            "0xa480000 . 192.168.1.10/32 : 10.51.0.1/32",
+            "0xa480000 . 192.168.1.11/32 : 10.51.3.2/32",
+        ]
+    );
+    // Other local sources: the first address of milan's view, for each of milan's ranges.
+    let hosts: Vec<String> = (rs.mark_addr_maps[0].entries.iter())
+        .map(|(mark, a)| format!("{mark:#x} : {a}"))
+        .collect();
+    assert_eq!(hosts, ["0xa470000 : 10.51.0.0", "0xa480000 : 10.51.0.0"]);
     let gw: Vec<String> = gateway_routes(&mapped())
         .iter()
         .map(ToString::to_string)
         .collect();
     assert_eq!(
-        gw[gw.len() - 3..],
+        gw[gw.len() - 2..],
         [
             "10.200.0.0/16 via 169.254.100.1 dev liqo.gateway table 18952",
-            "192.168.1.10/32 via 169.254.100.1 dev liqo.gateway table 18952",
-            "192.168.1.11/32 via 169.254.100.1 dev liqo.gateway table 18952"
-        ]
+            "0.0.0.0/0 via 169.254.100.1 dev liqo.gateway table 18952",
+        ],
+        "with an external CIDR, what is not a peer's goes back to the host"
+    );
+    assert!(
+        !(gateway_routes(&config()).iter()).any(|r| r.to_string().starts_with("0.0.0.0/0")),
+        "without one, only our pods do"
     );
 }
 
@@ -148,6 +173,9 @@ fn a_mapping_added_or_removed_is_an_element_change() {
     let plain = nat(&config());
     assert_eq!(plain.chains, a.chains);
     assert!(endpoint_map(&plain).is_empty() && endpoint_set(&plain).is_empty());
+    assert!(plain.mark_addr_maps[0].entries.is_empty());
+    assert_eq!(plain.mark_prefix_maps.len(), a.mark_prefix_maps.len());
+    assert_eq!(plain.mark_addr_maps.len(), a.mark_addr_maps.len());
     // A peer dropped from a mapping loses its entries only.
     let mut fewer = with.clone();
     fewer.endpoints[0].peers.remove("milan");
