@@ -1,13 +1,16 @@
-//! The peering controllers of liqo-controller-manager (§1.2–§1.4, §1.7 of the control-plane
+//! The peering controllers of liqo-controller-manager (§1.2–§1.5, §1.7 of the control-plane
 //! spec): the ForeignCluster controller (validation, identity at the peer, ResourceRequest,
-//! peering conditions and RoleBindings), the CRD replicator, the ResourceRequest controller
-//! (a provider's offers) and the ResourceOffer controller (a consumer's acceptance, with the
-//! virtual kubelet behind [`launcher::Launcher`]).
+//! peering conditions, NETWORKING from the TunnelEndpoint, and RoleBindings), the CRD
+//! replicator, the ResourceRequest controller (a provider's offers), the ResourceOffer
+//! controller (a consumer's acceptance, with the virtual kubelet behind
+//! [`launcher::Launcher`]), and, given an IPAM, the network manager ([`network`]:
+//! NetworkConfigs, the IPAM exchange through `liqo-peering`, TunnelEndpoints).
 //!
-//! Each controller is a pure decision function in [`decide`] plus thin kube-runtime I/O.
-//! It owns those decisions and their writes (server-side apply, field manager
+//! Each controller is a pure decision function ([`decide`], [`network::decide`]) plus thin
+//! kube-runtime I/O. It owns those decisions and their writes (server-side apply, field manager
 //! [`FIELD_MANAGER`]); it never serves the auth protocol, mints tokens or reads the cluster
-//! identity itself (crate `liqo-auth` does), and never touches the data plane.
+//! identity itself (crate `liqo-auth` does), and never configures the data plane (the gateway
+//! and route operators render the TunnelEndpoints).
 
 pub mod decide;
 pub mod duration;

@@ -1,6 +1,6 @@
 //! `liqo-controller-manager`: the peering controllers (ForeignCluster, CRD replicator,
-//! ResourceRequest, ResourceOffer) against the apiserver of `KUBECONFIG` / in-cluster, with
-//! Prometheus metrics on `--metrics-listen`.
+//! ResourceRequest, ResourceOffer; the network manager with `--ipam-address`) against the
+//! apiserver of `KUBECONFIG` / in-cluster, with Prometheus metrics on `--metrics-listen`.
 
 use std::{
     net::{IpAddr, SocketAddr},
