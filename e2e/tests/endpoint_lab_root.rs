@@ -57,6 +57,48 @@ fn tcp_seen(client: &Netns, server: &Netns, addr: Ipv4Addr, port: u16) -> Result
     Ok(seen)
 }
 
+/// Like [`tcp_seen`], the client bound to `source` (a node address).
+fn tcp_seen_from_node(
+    client: &Netns,
+    source: Ipv4Addr,
+    server: &Netns,
+    addr: Ipv4Addr,
+    port: u16,
+) -> Result<String, String> {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
+    use std::os::fd::{AsRawFd, OwnedFd};
+    let listener = server
+        .run(move || TcpListener::bind(("0.0.0.0", port)))
+        .unwrap()
+        .unwrap();
+    let serve = std::thread::spawn(move || {
+        let (mut s, peer) = listener.accept().unwrap();
+        s.write_all(peer.ip().to_string().as_bytes()).unwrap();
+    });
+    let (from, to) = (
+        std::net::SocketAddrV4::new(source, 0),
+        std::net::SocketAddrV4::new(addr, port),
+    );
+    let mut c = client
+        .run(move || -> nix::Result<TcpStream> {
+            let fd: OwnedFd = socket(
+                AddressFamily::Inet,
+                SockType::Stream,
+                SockFlag::SOCK_CLOEXEC,
+                None,
+            )?;
+            bind(fd.as_raw_fd(), &SockaddrIn::from(from))?;
+            connect(fd.as_raw_fd(), &SockaddrIn::from(to))?;
+            Ok(TcpStream::from(fd))
+        })
+        .unwrap()
+        .map_err(|e| format!("connecting to {to} from {from}: {e}"))?;
+    let mut seen = String::new();
+    c.read_to_string(&mut seen).unwrap();
+    serve.join().unwrap();
+    Ok(seen)
+}
+
 /// `nft list <what>` in milan's gateway namespace.
 fn milan_nft(prefix: &lab::Prefix, what: &[&str]) -> String {
     let ns = Netns::open(&format!("{prefix}-milan-gw").parse().unwrap()).unwrap();
@@ -105,6 +147,19 @@ async fn a_rome_pod_reaches_a_milan_node_through_milans_external_cidr() {
     );
     let map = milan_nft(&g.0, &["map", "ip", "liqo_gateway", "dnat_endpoint"]);
     assert!(map.contains(&format!(" : {node_ip}/32")), "{map}");
+
+    // The other way: the node opens a connection to a rome pod (at milan's view of it). Mapped
+    // for rome, it appears at its own address there; the node running the gateway sees rome's
+    // pods through milan's host table.
+    let rome = lab.topology.cluster("rome").unwrap();
+    let rome_pod = rome.nodes[1].pods[0].addr.addr();
+    let rome_pods = liqo_types::Cidr::new(rome.pod_cidr).unwrap();
+    let at_view = rome_pods.translate(rome_pod, &at_milan.remote_pods);
+    assert_eq!(
+        tcp_seen_from_node(&node_ns, node_ip, &pod, at_view, 7504).unwrap(),
+        seen.to_string(),
+        "rome's pod sees milan's node at its mapped address"
+    );
 
     // An address of milan's external CIDR mapped for no one is refused.
     let unmapped = Ipv4Addr::from(u32::from(seen) + 100);
