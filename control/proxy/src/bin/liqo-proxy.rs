@@ -1,0 +1,42 @@
+//! `liqo-proxy`: the HTTP CONNECT proxy of in-band peering (see the library's doc).
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use clap::Parser;
+use liqo_proxy::Target;
+
+/// liqo-proxy: CONNECT only to the allowed targets (the API server), for in-band peering.
+#[derive(Debug, Parser)]
+#[command(name = "liqo-proxy", version, about)]
+struct Cli {
+    /// Where to listen.
+    #[arg(long, default_value = "0.0.0.0:8118")]
+    listen: SocketAddr,
+    /// An allowed CONNECT target, `host:port` (e.g. `kubernetes.default:443`), or
+    /// `host:port=dialhost:dialport` to dial another address for that name. Repeatable; at
+    /// least one.
+    #[arg(long = "allow", required = true, value_name = "TARGET")]
+    allow: Vec<Target>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let listener = tokio::net::TcpListener::bind(cli.listen)
+        .await
+        .with_context(|| format!("listening on --listen {}", cli.listen))?;
+    let targets: Vec<&str> = cli.allow.iter().map(|t| t.authority.as_str()).collect();
+    tracing::info!(listen = %cli.listen, allow = ?targets, "serving CONNECT");
+    tokio::select! {
+        r = liqo_proxy::serve(listener, cli.allow) => r.context("accepting connections")?,
+        r = tokio::signal::ctrl_c() => r.context("waiting for a signal")?,
+    }
+    Ok(())
+}
