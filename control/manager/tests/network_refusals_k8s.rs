@@ -1,7 +1,7 @@
 //! The network manager refusing bad input, on two real clusters (the e2e harness): rome runs
 //! liqo-auth, an in-process liqo-ipam and the controllers; milan peers without a network
 //! manager, then its controllers stop, and the test writes milan's NetworkConfig copies in
-//! rome. Each bad one (a host-bits CIDR, overlapping pod and external CIDRs, a bad key, a bad
+//! rome (rome's own NetworkConfig waits for the gateway's key Secret). Each bad one (a host-bits CIDR, overlapping pod and external CIDRs, a bad key, a bad
 //! endpoint, a bad port, another cluster's ID) is refused naming the field (Warning Event and
 //! annotation), status unprocessed, no IPAM peer, no TunnelEndpoint; an IPv6 CIDR is refused
 //! by the apiserver; a good one with rome's own pod CIDR is remapped; a change of its announced
@@ -82,6 +82,14 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
     .await;
     // Milan without a network manager: it makes no NetworkConfig; the test writes them.
     let milan = start(&set.clusters[1], &milan_id).await;
+    // The gateway operator has not made its key yet: no NetworkConfig until it does.
+    let secrets =
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(rome.client.clone(), "liqo");
+    let key = secrets.get(net::PUBLIC_KEY_SECRET).await.unwrap();
+    secrets
+        .delete(net::PUBLIC_KEY_SECRET, &DeleteParams::default())
+        .await
+        .unwrap();
     peer(&rome, &milan).await;
     eventually(30, "rome's outgoing peering", || {
         fc_conditions(
@@ -95,14 +103,28 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
     milan.stop().await;
     let ns = names::tenant_namespace(&milan_id).to_string();
     let rome_name = tunnel_name(&milan_id);
-    eventually(20, "rome's own NetworkConfig", || async {
-        Api::<NetworkConfig>::namespaced(rome.client.clone(), &ns)
-            .get_opt(&rome_name)
-            .await
-            .map_err(|e| e.to_string())?
-            .map(drop)
-            .ok_or_else(|| "none".to_owned())
-    })
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(count::<NetworkConfig>(&rome.client).await, 0);
+    let mut key = key;
+    key.metadata = kube::api::ObjectMeta {
+        name: key.metadata.name,
+        namespace: key.metadata.namespace,
+        labels: key.metadata.labels,
+        ..Default::default()
+    };
+    secrets.create(&PostParams::default(), &key).await.unwrap();
+    eventually(
+        20,
+        "rome's own NetworkConfig once the key exists",
+        || async {
+            Api::<NetworkConfig>::namespaced(rome.client.clone(), &ns)
+                .get_opt(&rome_name)
+                .await
+                .map_err(|e| e.to_string())?
+                .map(drop)
+                .ok_or_else(|| "none".to_owned())
+        },
+    )
     .await;
     let ar = ApiResource::erase::<NetworkConfig>(&());
     let ncs = Api::<DynamicObject>::namespaced_with(rome.client.clone(), &ns, &ar);

@@ -59,6 +59,8 @@ pub struct Manager {
     ipam: IpamClient,
     recorder: Recorder,
     failures: Mutex<HashMap<String, u32>>,
+    /// Per ForeignCluster, why we last could not announce ourselves (logged once).
+    waiting: Mutex<HashMap<String, String>>,
 }
 
 impl Manager {
@@ -80,6 +82,7 @@ impl Manager {
             ipam,
             recorder,
             failures: Mutex::new(HashMap::new()),
+            waiting: Mutex::new(HashMap::new()),
         })
     }
 
@@ -95,6 +98,24 @@ impl Manager {
         let n = f.entry(name.to_owned()).or_insert(0);
         *n = n.saturating_add(1);
         backoff(*n)
+    }
+
+    /// Records why `name` waits; whether that is new (then it is logged).
+    fn waiting(&self, name: &str, why: &str) -> bool {
+        self.waits()
+            .insert(name.to_owned(), why.to_owned())
+            .as_deref()
+            != Some(why)
+    }
+
+    /// `name` no longer waits.
+    fn announced(&self, name: &str) {
+        self.waits().remove(name);
+    }
+
+    fn waits(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        // Inserts and removes only: a poisoned map is still consistent.
+        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn succeeded(&self, name: &str) {

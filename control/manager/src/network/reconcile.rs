@@ -223,6 +223,14 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
             deleting_since: deleting_since(o),
         }),
     };
+    let fc_name = fc.name_any();
+    match (&observed.local, decide::wanted(&observed)) {
+        (Err(why), true) if m.waiting(&fc_name, why) => {
+            tracing::warn!(peer = %peer.cluster_id, reason = %why, "cannot announce our network yet");
+        }
+        (Ok(_), _) => m.announced(&fc_name),
+        _ => {}
+    }
     if let Some(e) = decide::own_status_error(&observed) {
         tracing::warn!(peer = %peer.cluster_id, error = %e, "the peer's status on our NetworkConfig is unusable");
     }
