@@ -17,7 +17,8 @@ const fn f(path: &'static str, kind: Kind, required: bool) -> Field {
     }
 }
 
-/// A gateway configuration with every field set and two peers (one learns its endpoint).
+/// A gateway configuration with every field set, two peers (one learns its endpoint) and an
+/// endpoint mapping (for milan and a peer not configured).
 pub fn gateway(namespace: &str, key_file: &str) -> Value {
     json!({
         "namespace": namespace,
@@ -28,6 +29,7 @@ pub fn gateway(namespace: &str, key_file: &str) -> Value {
         "localPodCIDR": "10.200.0.0/16",
         "linkCIDR": "169.254.100.0/30",
         "hostRoutes": true,
+        "localExternalCIDR": "10.70.0.0/16",
         "peers": [
             {
                 "id": "milan",
@@ -36,7 +38,8 @@ pub fn gateway(namespace: &str, key_file: &str) -> Value {
                 "keepalive": 5,
                 "remotePodCIDR": "10.71.0.0/16",
                 "remoteExternalCIDR": "10.72.0.0/16",
-                "localPodCIDRAtPeer": "10.50.0.0/16"
+                "localPodCIDRAtPeer": "10.50.0.0/16",
+                "localExternalCIDRAtPeer": "10.51.0.0/16"
             },
             {
                 "id": "turin",
@@ -44,6 +47,9 @@ pub fn gateway(namespace: &str, key_file: &str) -> Value {
                 "remotePodCIDR": "10.73.0.0/16",
                 "localPodCIDRAtPeer": "10.200.0.0/16"
             }
+        ],
+        "endpoints": [
+            {"ip": "172.18.0.9", "externalIP": "10.70.0.1", "peers": ["milan", "zurich"]}
         ]
     })
 }
@@ -65,6 +71,11 @@ pub const GATEWAY: &[Field] = &[
     f("peers[*].remotePodCIDR", Kind::Range, true),
     f("peers[*].remoteExternalCIDR", Kind::Range, false),
     f("peers[*].localPodCIDRAtPeer", Kind::Range, true),
+    f("localExternalCIDR", Kind::Range, false),
+    f("peers[*].localExternalCIDRAtPeer", Kind::Range, false),
+    f("endpoints[*].ip", Kind::NodeAddress, true),
+    f("endpoints[*].externalIP", Kind::NodeAddress, true),
+    f("endpoints[*].peers[*]", Kind::ClusterId, false),
 ];
 
 /// An overlay agent's configuration on n1 of three nodes, with every field set.

@@ -8,8 +8,9 @@
 //! - `endpoints` need `localExternalCIDR`; an `externalIP` lies in it, an `ip` lies in none of
 //!   the gateway's ranges (our pods are reached through `localPodCIDRAtPeer`, an external address
 //!   is not a real one, and the gateway does not forward a peer's packets to another peer) and is
-//!   a unicast address; real and external addresses are each mapped once; a mapping lists a peer
-//!   once;
+//!   an address a node could have (unicast, not link-local or reserved); an `externalIP` is
+//!   neither the first address of the CIDR (the shared source of our other traffic to peers) nor
+//!   its last; real and external addresses are each mapped once; a mapping lists a peer once;
 //! - a mapping may list a peer the file does not configure: it is kept and takes effect when the
 //!   peer is configured (the IPAM keeps mappings while peers come and go, and refusing them would
 //!   stop every other peer's update), and a mapping that lists no peer reaches no one.
@@ -55,9 +56,26 @@ pub(super) fn external_at_peer(
     Ok(at_peer)
 }
 
-/// Whether `ip` can be a real endpoint (not unspecified, broadcast, multicast or loopback).
-fn unicast(ip: Ipv4Addr) -> bool {
-    !(ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() || ip.is_loopback())
+/// Why `ip` cannot be a real endpoint, if it cannot: the gateway's host must be able to route
+/// to it as unicast on the cluster's network (the rules of a node's address).
+fn unusable(ip: Ipv4Addr) -> Option<&'static str> {
+    if ip.is_unspecified() {
+        Some("the unspecified address")
+    } else if ip.is_broadcast() {
+        Some("the broadcast address")
+    } else if ip.is_multicast() {
+        Some("a multicast address")
+    } else if ip.is_loopback() {
+        Some("a loopback address")
+    } else if ip.is_link_local() {
+        Some("a link-local address")
+    } else if ip.octets()[0] >= 240 {
+        Some("a reserved address (240.0.0.0/4)")
+    } else if ip.octets()[0] == 0 {
+        Some("an address of 0.0.0.0/8 (this network)")
+    } else {
+        None
+    }
 }
 
 /// The mappings of `file`, checked; `taken` are the gateway's ranges in our address space, by
@@ -79,8 +97,8 @@ pub(super) fn check(
     let mut out: Vec<Endpoint> = Vec::with_capacity(file.len());
     for (i, e) in file.iter().enumerate() {
         let f = |name: &str| format!("endpoints[{i}].{name}");
-        if !unicast(e.ip) {
-            return Err(bad(f("ip"), format!("{}: not a unicast address", e.ip)));
+        if let Some(why) = unusable(e.ip) {
+            return Err(bad(f("ip"), format!("{} is {why}", e.ip)));
         }
         if let Some((who, t)) = taken.iter().find(|(_, t)| t.contains(&e.ip)) {
             return Err(bad(f("ip"), format!("{} is in {who} {t}", e.ip)));
@@ -89,6 +107,16 @@ pub(super) fn check(
             return Err(bad(
                 f("externalIP"),
                 format!("{} not in localExternalCIDR {external}", e.external_ip),
+            ));
+        }
+        if e.external_ip == external.network() || e.external_ip == external.broadcast() {
+            return Err(bad(
+                f("externalIP"),
+                format!(
+                    "{} is the first or last address of localExternalCIDR {external} (the first \
+                     is the source of the cluster's other traffic to peers)",
+                    e.external_ip
+                ),
             ));
         }
         if let Some(j) = out.iter().position(|o| o.ip == e.ip) {

@@ -229,7 +229,27 @@ fn every_bad_endpoint_value_names_its_field() {
         (
             m.replace("ip: 10.96.0.1", "ip: 127.0.0.1"),
             "endpoints[2].ip",
-            "not a unicast address",
+            "a loopback address",
+        ),
+        (
+            m.replace("ip: 10.96.0.1", "ip: 169.254.3.4"),
+            "endpoints[2].ip",
+            "a link-local address",
+        ),
+        (
+            m.replace("ip: 10.96.0.1", "ip: 240.1.2.3"),
+            "endpoints[2].ip",
+            "reserved",
+        ),
+        (
+            m.replace("externalIP: 10.70.0.3", "externalIP: 10.70.0.0"),
+            "endpoints[2].externalIP",
+            "first or last address",
+        ),
+        (
+            m.replace("externalIP: 10.70.0.3", "externalIP: 10.70.255.255"),
+            "endpoints[2].externalIP",
+            "first or last address",
         ),
         (
             m.replace("ip: 10.96.0.1", "ip: 10.96.0.1/32"),
