@@ -22,12 +22,20 @@ use crate::{error::OpError, metrics::Metrics};
 /// How soon a failed reconcile is retried.
 pub const RETRY: Duration = Duration::from_secs(2);
 
-/// One `()` per event of the objects `api` lists with `config`.
-pub fn events<K>(api: Api<K>, config: watcher::Config) -> BoxStream<'static, ()>
+/// One `()` per event of the objects (`what`) `api` lists with `config`; a failed watch is
+/// logged (and retried with backoff).
+pub fn events<K>(api: Api<K>, config: watcher::Config, what: &'static str) -> BoxStream<'static, ()>
 where
     K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    watcher(api, config).default_backoff().map(|_| ()).boxed()
+    watcher(api, config)
+        .default_backoff()
+        .map(move |r| {
+            if let Err(e) = r {
+                tracing::warn!(what, error = %liqo_types::chain(&e), "watching");
+            }
+        })
+        .boxed()
 }
 
 /// Runs `reconcile` on node `node` until `shutdown`, and on every `trigger`.

@@ -172,6 +172,14 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
         .await
         .unwrap();
     gone(&admin, "milan").await;
+    for op in std::iter::once(&gw).chain(&rts) {
+        let log = op.log();
+        assert!(
+            !log.to_lowercase().contains("forbidden"),
+            "{}:\n{log}",
+            op.name
+        );
+    }
     assert!(gw.stop().success());
     for r in rts {
         assert!(r.stop().success());
@@ -385,6 +393,16 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--node-name nope"), "{err}");
+    // Least privilege is enough: no call (or watch) was forbidden.
+    for op in std::iter::once(&gw).chain(&rts) {
+        let log = op.log();
+        assert!(
+            !log.to_lowercase().contains("forbidden"),
+            "{}:\n{log}",
+            op.name
+        );
+        assert!(log.contains("starting"), "{}:\n{log}", op.name);
+    }
     assert!(gw.stop().success());
     for r in rts {
         assert!(r.stop().success());

@@ -174,6 +174,7 @@ async fn main() -> anyhow::Result<()> {
     let trigger = runner::events(
         teps,
         watcher::Config::default().labels(control::consts::net::TEP_CLUSTER_ID_LABEL),
+        "TunnelEndpoints",
     );
     runner::run(
         client,

@@ -116,11 +116,17 @@ async fn main() -> anyhow::Result<()> {
         runner::events(
             teps,
             watcher::Config::default().labels(control::consts::net::TEP_CLUSTER_ID_LABEL),
+            "TunnelEndpoints",
         ),
-        runner::events(Api::<Node>::all(client.clone()), watcher::Config::default()),
+        runner::events(
+            Api::<Node>::all(client.clone()),
+            watcher::Config::default(),
+            "Nodes",
+        ),
         runner::events(
             Api::<Lease>::namespaced(client.clone(), &args.namespace),
             watcher::Config::default().fields(&format!("metadata.name={lease}")),
+            "the gateway Lease",
         ),
     ])
     .boxed();
