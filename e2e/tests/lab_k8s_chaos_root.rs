@@ -3,7 +3,8 @@
 //! and the controller-manager one after the other, each started again with the same command
 //! line a second later (what a kubelet does); traffic recovers (the longest interruption of a
 //! TCP probe every 50 ms is printed) and the kernel state (rules, routes, nft ruleset) is
-//! identical to before.
+//! identical to before. Then a gateway move (its node cordoned, the gateway and its operator
+//! rescheduled by the lab on another node) keeps every probe passing.
 //!
 //! Needs the binaries next to this test or in `$LIQO_BIN_DIR` (see `lab_k8s_root.rs`) and
 //! iperf3.
@@ -191,5 +192,41 @@ async fn every_fabric_process_killed_under_iperf3_recovers_and_leaves_the_kernel
     }
     for (program, gap) in figures {
         eprintln!("{program}: {:.2} s", gap.as_secs_f64());
+    }
+
+    // A gateway move: rome's gateway node cordoned, the gateway rescheduled on n1.
+    let prober = Prober::start(
+        &k.lab.pod_netns("rome", "n1-p0"),
+        &k.lab.pod_netns("milan", "n1-p0"),
+        probe_to,
+    )
+    .unwrap();
+    let moved = k8s::move_gateway(&k, "rome", "n1").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let o = prober.finish().unwrap();
+    eprintln!(
+        "moved rome's gateway from {} to {}: drained in {:.2} s, ready after {:.2} s; longest \
+         interruption {:.2} s ({} of {} probes answered)",
+        moved.from,
+        moved.to,
+        moved.stopped.as_secs_f64(),
+        moved.ready.as_secs_f64(),
+        o.longest_gap.as_secs_f64(),
+        o.answered,
+        o.probes
+    );
+    assert!(o.up_at_end, "traffic not restored after the move");
+    assert_eq!(gateway_node(&k.lab, &rome).unwrap(), "n1");
+    let client = k.set.get("rome").unwrap().client().await.unwrap();
+    let n0: k8s_openapi::api::core::v1::Node = kube::Api::all(client).get(&gw).await.unwrap();
+    assert_eq!(n0.spec.unwrap().unschedulable, Some(true), "{gw} cordoned");
+    let t = Instant::now();
+    loop {
+        let m = k8s::views::check(&k).await.unwrap();
+        if m.failures().is_empty() {
+            break;
+        }
+        assert!(t.elapsed().as_secs() < 30, "{}", m.render());
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }

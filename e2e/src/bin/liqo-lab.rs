@@ -451,7 +451,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::MoveGateway { cluster, node } => {
             require_root()?;
-            refuse_k8s(&prefix, "move-gateway")?;
+            let k8s = if lab::k8s::is_k8s(&prefix) {
+                Some(lab::k8s::K8sLab::load(&prefix)?)
+            } else {
+                None
+            };
             let lab = Lab::load(&prefix)?;
             let from = lab::gateway_node(
                 &lab,
@@ -464,7 +468,15 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 Some((src, dst, addr, _)) => Some(lab::outage::Prober::start(src, dst, *addr)?),
                 None => None,
             };
-            let moved = lab::move_gateway(&lab, &cluster, &node).await;
+            let moved = match &k8s {
+                // Its node cordoned, the gateway and its operator rescheduled by the lab.
+                Some(k) => lab::k8s::move_gateway(k, &cluster, &node)
+                    .await
+                    .map_err(anyhow::Error::from),
+                None => lab::move_gateway(&lab, &cluster, &node)
+                    .await
+                    .map_err(anyhow::Error::from),
+            };
             // Keep probing briefly so that the first answers after the move are seen.
             if prober.is_some() {
                 std::thread::sleep(std::time::Duration::from_secs(1));

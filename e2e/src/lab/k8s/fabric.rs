@@ -327,7 +327,7 @@ fn operator_spec(
     )
 }
 
-fn spawn_gateway_operator(
+pub(crate) fn spawn_gateway_operator(
     lab: &Lab,
     c: &Cluster,
     node: &str,

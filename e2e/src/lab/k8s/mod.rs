@@ -13,11 +13,14 @@
 //! command line, and everything in a node is killed with its namespace.
 
 pub mod fabric;
+mod moving;
 pub mod nodes;
 mod peer;
 pub mod relay;
 pub mod restart;
 pub mod views;
+
+pub use moving::move_gateway;
 
 use std::{
     collections::BTreeMap,
