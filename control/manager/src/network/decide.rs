@@ -88,6 +88,10 @@ pub struct Observed {
     pub networking: NetworkingEnabled,
     /// Its peering phase.
     pub phase: PeeringPhase,
+    /// It is an in-band peering (`spec.foreignProxyUrl` set, as `liqoctl peer in-band`
+    /// writes it): the network comes first, before any direction is pending, since the
+    /// authentication and the API traffic go through the tunnel.
+    pub in_band: bool,
     /// Our tenant namespace for the peer is known.
     pub tenant_known: bool,
     /// It carries `net.liqo.io/network-manager`.
@@ -120,8 +124,13 @@ pub enum Action {
     Remap(Ranges),
     /// Write the copy's status.
     WriteCopyStatus(NetworkConfigStatus),
-    /// Record where the peer shows our ranges.
-    SetPeerView(Ranges),
+    /// Record where the peer shows our ranges (`liqo_peering::ipam::record`).
+    SetPeerView {
+        /// Where we show the peer's ranges.
+        here: Ranges,
+        /// Where the peer shows ours.
+        there: Ranges,
+    },
     /// Create or update the TunnelEndpoint.
     ApplyTunnel(Box<TunnelEndpointSpec>),
     /// Delete our NetworkConfig.
@@ -141,11 +150,12 @@ pub enum Action {
 }
 
 /// Whether we keep a network with the peer: Liqo handles it, a direction is pending or
-/// established, the ForeignCluster is not being deleted and our tenant namespace exists.
+/// established (or the peering is in-band), the ForeignCluster is not being deleted and our
+/// tenant namespace exists.
 pub fn wanted(o: &Observed) -> bool {
     !o.fc_deleting
         && o.networking == NetworkingEnabled::Yes
-        && o.phase.established()
+        && (o.phase.established() || o.in_band)
         && o.tenant_known
 }
 
@@ -322,7 +332,10 @@ fn build(o: &Observed) -> Vec<Action> {
         _ => return actions,
     };
     if held.seen_there != Some(there) {
-        actions.push(Action::SetPeerView(there));
+        actions.push(Action::SetPeerView {
+            here: held.seen_here,
+            there,
+        });
     }
     let want = tunnel_spec(&o.peer.cluster_id, l.ranges, there, &theirs, held.seen_here);
     match &o.tunnel {

@@ -54,6 +54,7 @@ fn base() -> Observed {
         fc_deleting: false,
         networking: NetworkingEnabled::Yes,
         phase: PeeringPhase::Outgoing,
+        in_band: false,
         tenant_known: true,
         has_finalizer: true,
         local: Ok(local()),
@@ -147,6 +148,40 @@ fn networking_no_or_no_direction_builds_nothing() {
 }
 
 #[test]
+fn an_in_band_peering_builds_the_network_before_any_direction() {
+    for phase in [PeeringPhase::None, PeeringPhase::Authenticated] {
+        let o = Observed {
+            phase,
+            in_band: true,
+            has_finalizer: false,
+            ..base()
+        };
+        let a = decide(&o);
+        assert_eq!(a[0], Action::AddFinalizer, "{phase}");
+        assert!(matches!(a[1], Action::ApplyOwn(_)), "{a:?}");
+    }
+    // Still not with networking off, nor without a tenant namespace.
+    for o in [
+        Observed {
+            networking: NetworkingEnabled::No,
+            ..base()
+        },
+        Observed {
+            tenant_known: false,
+            ..base()
+        },
+    ] {
+        let o = Observed {
+            phase: PeeringPhase::None,
+            in_band: true,
+            has_finalizer: false,
+            ..o
+        };
+        assert!(decide(&o).is_empty(), "{o:?}");
+    }
+}
+
+#[test]
 fn a_changed_endpoint_updates_our_network_config() {
     let mut o = Observed {
         own: Some(own(None)),
@@ -220,7 +255,13 @@ fn ours_processed_records_the_view_then_the_tunnel() {
     };
     let a = decide(&o);
     let there = r("10.81.0.0/16", "10.70.0.0/16");
-    assert_eq!(a[0], Action::SetPeerView(there));
+    assert_eq!(
+        a[0],
+        Action::SetPeerView {
+            here: r("10.71.0.0/16", "10.72.0.0/16"),
+            there
+        }
+    );
     let Action::ApplyTunnel(t) = &a[1] else {
         panic!("{a:?}")
     };

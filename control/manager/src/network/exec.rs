@@ -106,11 +106,11 @@ impl Exec<'_> {
                     }
                 }
                 Action::WriteCopyStatus(status) => self.copy_status(status).await?,
-                Action::SetPeerView(there) => {
-                    Ipam::set_peer_view(&mut self.ipam, &self.peer, there)
+                Action::SetPeerView { here, there } => {
+                    let view = steps::record(&mut self.ipam, &self.peer, here, there)
                         .await
                         .map_err(ipam_error(&self.peer))?;
-                    tracing::info!(peer = %self.peer, pods = %there.pods, external = %there.external, "the peer's view of us recorded");
+                    tracing::info!(peer = %self.peer, ?view, "the peer's view of us recorded");
                 }
                 Action::ApplyTunnel(spec) => {
                     let object = json!({
