@@ -3,8 +3,11 @@
 //! It owns the gateway namespace (a veth to the host namespace and the TUN device inside), the
 //! WireGuard data path (boringtun's `noise::Tunn` with our own I/O loop; the UDP socket stays in
 //! the host namespace), the routes and policy rules that bring the peers' ranges to it, and one
-//! nftables table with the prefix NAT between our pods and each peer's view of them. Desired state
-//! comes from a config file ([`config`]); every change is applied as a minimal diff.
+//! nftables table with the prefix NAT between our pods and each peer's view of them, and the
+//! translations through our external CIDR: mapped endpoints (nodes, host-network pods, the API
+//! server) reached by the peers they are mapped for, and our other sources seen by peers in it
+//! ([`plan`]). Desired state comes from a config file ([`config`]); every change is applied as a
+//! minimal diff.
 //!
 //! It never decides address mappings (the IPAM does; the config carries its answers) and never
 //! touches the cluster's CNI or any other nftables table.
