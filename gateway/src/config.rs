@@ -3,9 +3,9 @@
 //! Every error names the field by its path (`peers[1].remotePodCIDR: ...`), and a file that
 //! fails validation is never applied: the running state stays as it was.
 //!
-//! Endpoint mappings (`localExternalCIDR`, `endpoints`) are checked in `config/endpoints.rs`; a mapping
-//! may list a peer the file does not configure (the IPAM keeps a mapping while its peer comes
-//! or goes): it takes effect when that peer is configured.
+//! Endpoint mappings (`localExternalCIDR`, `endpoints`) are checked in `config/endpoints.rs`; a
+//! mapping may list a peer the file does not configure (the IPAM keeps a mapping while its peer
+//! comes or goes): it takes effect when that peer is configured.
 
 mod endpoints;
 
