@@ -403,7 +403,25 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
         );
         assert!(log.contains("starting"), "{}:\n{log}", op.name);
     }
-    assert!(gw.stop().success());
+    // Another gateway operator took the Lease: this one stops (within a renewal).
+    let mut gw = gw;
+    let taken = serde_json::json!({"spec": {"holderIdentity": NODES[1]}});
+    Api::<Lease>::namespaced(admin.clone(), "liqo")
+        .patch(
+            net::GATEWAY_LEASE,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&taken),
+        )
+        .await
+        .unwrap();
+    let status = gw.exited(25);
+    assert!(!status.success());
+    assert!(
+        gw.log()
+            .contains("another gateway operator replaced this one"),
+        "{}",
+        gw.log()
+    );
     for r in rts {
         assert!(r.stop().success());
     }

@@ -199,6 +199,23 @@ impl Op {
         }
     }
 
+    /// Its exit status, once it exits on its own (within `secs`).
+    pub(crate) fn exited(&mut self, secs: u64) -> std::process::ExitStatus {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} still runs:\n{}",
+                self.name,
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Whether it still runs.
     pub(crate) fn running(&mut self) -> bool {
         self.child.try_wait().unwrap().is_none()
