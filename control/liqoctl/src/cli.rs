@@ -100,6 +100,60 @@ pub enum PeerMode {
     /// Peer with a remote cluster using the command `generate peer-command` printed there.
     #[command(name = "out-of-band", visible_alias = "oob")]
     OutOfBand(PeerOutOfBand),
+    /// Peer with a remote cluster whose auth service and API server are reachable only through
+    /// the tunnel: liqoctl, holding both clusters' kubeconfigs, builds the tunnel first.
+    #[command(name = "in-band", visible_alias = "ib")]
+    InBand(PeerInBand),
+}
+
+/// The remote cluster of `peer in-band` and `unpeer in-band`, and both IPAMs.
+#[derive(Debug, Args)]
+pub struct Remote {
+    /// Path to the remote cluster's kubeconfig (default: as --kubeconfig).
+    #[arg(long, value_name = "PATH")]
+    pub remote_kubeconfig: Option<PathBuf>,
+    /// The remote kubeconfig context to use (default: its current context).
+    #[arg(long, value_name = "NAME")]
+    pub remote_context: Option<String>,
+    /// The namespace where Liqo is installed in the remote cluster.
+    #[arg(long, default_value = objects::LIQO_NAMESPACE)]
+    pub remote_namespace: NamespaceName,
+    /// The local cluster's IPAM (liqo-ipam's gRPC address, http://host:port), to map the
+    /// local auth service and proxy for the remote cluster.
+    #[arg(long, value_name = "URL", value_parser = parse_ipam_address)]
+    pub ipam_address: String,
+    /// The remote cluster's IPAM (as --ipam-address).
+    #[arg(long, value_name = "URL", value_parser = parse_ipam_address)]
+    pub remote_ipam_address: String,
+}
+
+/// `peer in-band --remote-kubeconfig ... [--bidirectional] [--timeout]`.
+#[derive(Debug, Args)]
+pub struct PeerInBand {
+    /// The remote cluster.
+    #[command(flatten)]
+    pub remote: Remote,
+    /// Also enable the peering from the remote cluster to this one.
+    #[arg(long)]
+    pub bidirectional: bool,
+    /// How long to wait for the peering.
+    #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
+    pub timeout: Duration,
+}
+
+/// An IPAM address: `http://host:port` or `https://host:port`.
+pub fn parse_ipam_address(s: &str) -> Result<String, String> {
+    let url: AuthUrl = s
+        .parse()
+        .map_err(|e: InvalidAuthUrl| format!("{e} (e.g. http://10.0.0.5:6000)"))?;
+    let has_port = url
+        .as_str()
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok());
+    if !has_port {
+        return Err("has no port (e.g. http://10.0.0.5:6000)".into());
+    }
+    Ok(url.as_str().to_owned())
 }
 
 /// `peer out-of-band <name> --auth-url --cluster-id --auth-token [--timeout]`.
@@ -147,6 +201,16 @@ pub enum UnpeerMode {
         /// The ForeignCluster.
         #[arg(value_name = "NAME")]
         name: ObjectName,
+        /// How long to wait for the teardown.
+        #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
+        timeout: Duration,
+    },
+    /// Disable an in-band peering on both clusters and tear its tunnel down.
+    #[command(name = "in-band", visible_alias = "ib")]
+    InBand {
+        /// The remote cluster.
+        #[command(flatten)]
+        remote: Remote,
         /// How long to wait for the teardown.
         #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
         timeout: Duration,

@@ -1,16 +1,21 @@
 //! liqoctl, the command line of liqo-rs (also `kubectl liqo`): `generate peer-command` prints
 //! what a different cluster runs to peer with this one; `peer out-of-band` stores the remote
 //! token, writes the ForeignCluster and follows the peering stage by stage; `peer` and
-//! `unpeer` switch the outgoing direction of an existing ForeignCluster; `status` shows the
-//! identity, the auth URL and the peerings; `version` and `completion`.
+//! `unpeer` switch the outgoing direction of an existing ForeignCluster; `peer in-band` and
+//! `unpeer in-band`, holding both clusters' kubeconfigs, build the tunnel first and send the
+//! authentication and API traffic through it ([`inband`]); `status` shows the identity, the
+//! auth URL and the peerings; `version` and `completion`.
 //!
 //! It owns the command line ([`cli`]), the decision of where a peering stands ([`stages`], pure)
 //! and what is printed ([`render`], pure). It reads the identity, tokens and auth URL only
-//! through `liqo_auth`, writes only ForeignClusters and remote token Secrets, and never prints
+//! through `liqo_auth`, writes only ForeignClusters and remote token Secrets (in-band also the
+//! NetworkConfig copies the replicator cannot make yet, and the IPAM's endpoint mappings of
+//! the auth service and the proxy), and never prints
 //! a token except in the peer command it is asked for, nor logs one.
 
 pub mod cli;
 pub mod client;
+pub mod inband;
 pub mod info;
 pub mod peer;
 pub mod render;
@@ -76,6 +81,11 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
             print!("{}", render::status(&report));
         }
         Command::Peer(args) => {
+            if let Some(PeerMode::InBand(ib)) = &args.mode {
+                let (local, remote) = in_band_sides(&cli, &ib.remote).await?;
+                inband::run::peer(local, remote, ib.bidirectional, ib.timeout).await?;
+                return Ok(());
+            }
             let client = connect().await?;
             match (&args.mode, &args.name) {
                 (Some(PeerMode::OutOfBand(oob)), _) => {
@@ -89,18 +99,52 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
                     peer::out_of_band(&client, ns, &oob).await?;
                 }
                 (None, Some(name)) => peer::enable(&client, name.as_str(), args.timeout).await?,
+                (Some(PeerMode::InBand(_)), _) => unreachable!("handled above"),
                 (None, None) => unreachable!("clap requires a name without a subcommand"),
             }
         }
         Command::Unpeer(args) => {
+            if let Some(UnpeerMode::InBand { remote, timeout }) = &args.mode {
+                let (local, remote) = in_band_sides(&cli, remote).await?;
+                inband::run::unpeer(local, remote, *timeout).await?;
+                return Ok(());
+            }
             let client = connect().await?;
             let (name, timeout) = match (&args.mode, &args.name) {
                 (Some(UnpeerMode::OutOfBand { name, timeout }), _) => (name, *timeout),
                 (None, Some(name)) => (name, args.timeout),
+                (Some(UnpeerMode::InBand { .. }), _) => unreachable!("handled above"),
                 (None, None) => unreachable!("clap requires a name without a subcommand"),
             };
             peer::disable(&client, name.as_str(), timeout).await?;
         }
     }
     Ok(())
+}
+
+/// Both sides of an in-band command: the global flags' cluster and the `--remote-*` one.
+async fn in_band_sides(
+    cli: &Cli,
+    remote: &cli::Remote,
+) -> Result<(inband::run::Side, inband::run::Side), Error> {
+    let local = client::client(cli.kubeconfig.as_deref(), cli.context.as_deref()).await?;
+    let remote_kubeconfig = remote
+        .remote_kubeconfig
+        .as_deref()
+        .or(cli.kubeconfig.as_deref());
+    let remote_client = client::client(remote_kubeconfig, remote.remote_context.as_deref()).await?;
+    Ok((
+        inband::run::Side {
+            label: "local",
+            client: local,
+            namespace: cli.namespace.to_string(),
+            ipam_address: remote.ipam_address.clone(),
+        },
+        inband::run::Side {
+            label: "remote",
+            client: remote_client,
+            namespace: remote.remote_namespace.to_string(),
+            ipam_address: remote.remote_ipam_address.clone(),
+        },
+    ))
 }

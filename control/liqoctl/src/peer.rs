@@ -74,6 +74,9 @@ pub enum PeerError {
     /// `--timeout` passed (the line says while waiting for what).
     #[error("{0}")]
     Timeout(String),
+    /// An in-band step failed (the line says which and why).
+    #[error("{0}")]
+    InBand(String),
     /// The ForeignCluster was deleted while we waited.
     #[error("ForeignCluster {0:?} was deleted while waiting for it")]
     Deleted(String),
@@ -265,7 +268,7 @@ async fn set_outgoing(
         })
 }
 
-async fn wait_peering(
+pub(crate) async fn wait_peering(
     client: &Client,
     fc: &ForeignCluster,
     timeout: Duration,

@@ -269,3 +269,86 @@ fn plugin_name() {
     assert_eq!(program_name(Some(OsStr::new("./liqoctl"))), "liqoctl");
     assert_eq!(program_name(None), "liqoctl");
 }
+
+#[test]
+fn peer_and_unpeer_in_band() {
+    let cli = parse(&[
+        "peer",
+        "in-band",
+        "--kubeconfig",
+        "/k/rome",
+        "--remote-kubeconfig",
+        "/k/milan",
+        "--ipam-address",
+        "http://10.0.0.5:6000",
+        "--remote-ipam-address",
+        "http://10.0.1.5:6000",
+        "--bidirectional",
+        "--timeout",
+        "3m",
+    ])
+    .unwrap();
+    assert_eq!(
+        cli.kubeconfig.as_deref(),
+        Some(std::path::Path::new("/k/rome"))
+    );
+    let Command::Peer(PeerArgs {
+        mode: Some(PeerMode::InBand(ib)),
+        ..
+    }) = cli.command
+    else {
+        panic!("{:?}", cli.command)
+    };
+    assert!(ib.bidirectional);
+    assert_eq!(ib.timeout, Duration::from_secs(180));
+    assert_eq!(ib.remote.remote_namespace.as_str(), "liqo");
+    assert_eq!(ib.remote.ipam_address, "http://10.0.0.5:6000");
+    assert_eq!(ib.remote.remote_ipam_address, "http://10.0.1.5:6000");
+
+    let cli = parse(&[
+        "unpeer",
+        "ib",
+        "--remote-context",
+        "milan",
+        "--remote-namespace",
+        "liqo-system",
+        "--ipam-address",
+        "http://a:1",
+        "--remote-ipam-address",
+        "https://b:2",
+    ])
+    .unwrap();
+    let Command::Unpeer(UnpeerArgs {
+        mode: Some(UnpeerMode::InBand { remote, timeout }),
+        ..
+    }) = cli.command
+    else {
+        panic!("{:?}", cli.command)
+    };
+    assert_eq!(remote.remote_context.as_deref(), Some("milan"));
+    assert_eq!(remote.remote_namespace.as_str(), "liqo-system");
+    assert_eq!(timeout, Duration::from_secs(120));
+}
+
+#[test]
+fn in_band_needs_both_ipams_and_good_addresses() {
+    let base = ["peer", "in-band", "--remote-context", "milan"];
+    let e = parse(&base).unwrap_err().to_string();
+    assert!(
+        e.contains("--ipam-address") && e.contains("--remote-ipam-address"),
+        "{e}"
+    );
+    for (bad, why) in [
+        ("10.0.0.5:6000", "does not start with https://"),
+        ("http://10.0.0.5", "has no port"),
+        ("http://10.0.0.5:6000/x", "something after the host"),
+    ] {
+        let mut args = base.to_vec();
+        args.extend(["--ipam-address", bad, "--remote-ipam-address", "http://b:2"]);
+        let e = parse(&args).unwrap_err().to_string();
+        assert!(
+            e.contains("--ipam-address") && e.contains(why),
+            "{bad}: {e}"
+        );
+    }
+}

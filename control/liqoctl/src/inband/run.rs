@@ -1,0 +1,489 @@
+//! The I/O of `peer in-band` and `unpeer in-band` (the order is in the parent module's doc).
+
+use std::time::Duration;
+
+use control::{
+    api::{
+        ClusterId,
+        discovery::{ClusterIdentity, ForeignCluster},
+        net::{NetworkConfig, TunnelEndpoint},
+    },
+    consts::{labels, values},
+    identity::AuthToken,
+    names::UniqueName,
+};
+use ipam::service::{
+    client::{Client as IpamClient, ClientOptions},
+    proto,
+};
+use k8s_openapi::api::{
+    core::v1::{Namespace, Service},
+    discovery::v1::EndpointSlice,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
+    core::ApiResource,
+};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::{
+    AUTH_PORT_NAME, Address, PROXY_PORT_NAME, PROXY_SERVICE, auth_url, foreign_cluster_apply,
+    network_config_copy, outgoing, processed, proxy_url, service_address,
+};
+use crate::{FIELD_MANAGER, client::ApiFailure, peer::PeerError};
+
+/// One side of an in-band peering.
+pub struct Side {
+    /// What to call it in messages (`local`, `remote`).
+    pub label: &'static str,
+    /// Its client.
+    pub client: Client,
+    /// Its Liqo namespace.
+    pub namespace: String,
+    /// Its IPAM (`--ipam-address`, `--remote-ipam-address`).
+    pub ipam_address: String,
+}
+
+/// A side as read.
+struct Cluster {
+    label: &'static str,
+    client: Client,
+    ns: String,
+    identity: ClusterIdentity,
+    token: AuthToken,
+    auth: Address,
+    proxy: Address,
+    ipam: IpamClient,
+}
+
+fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> PeerError {
+    let what = what.into();
+    move |e| PeerError::Kube {
+        what,
+        source: ApiFailure::from(e),
+    }
+}
+
+fn other(what: String) -> PeerError {
+    PeerError::InBand(what)
+}
+
+async fn address(
+    c: &Client,
+    ns: &str,
+    name: &str,
+    port: &'static str,
+) -> Result<Address, PeerError> {
+    let svc = Api::<Service>::namespaced(c.clone(), ns)
+        .get_opt(name)
+        .await
+        .map_err(kube_err(format!("reading Service {ns}/{name}")))?
+        .ok_or_else(|| other(format!("no Service {ns}/{name}")))?;
+    let slices = Api::<EndpointSlice>::namespaced(c.clone(), ns)
+        .list(&ListParams::default().labels(&format!("kubernetes.io/service-name={name}")))
+        .await
+        .map_err(kube_err(format!(
+            "listing the EndpointSlices of {ns}/{name}"
+        )))?
+        .items;
+    service_address(&svc, &slices, port).map_err(|e| other(e.to_string()))
+}
+
+async fn read(side: Side) -> Result<Cluster, PeerError> {
+    let (c, ns) = (&side.client, side.namespace.as_str());
+    let identity = liqo_auth::cluster::local_identity(c, ns)
+        .await
+        .map_err(PeerError::Identity)?;
+    let token = liqo_auth::tokens::local_token(c, ns)
+        .await
+        .map_err(PeerError::Token)?;
+    let auth = address(
+        c,
+        ns,
+        control::consts::objects::AUTH_SERVICE,
+        AUTH_PORT_NAME,
+    )
+    .await?;
+    let proxy = address(c, ns, PROXY_SERVICE, PROXY_PORT_NAME).await?;
+    let ipam = ipam::service::client::connect(&ClientOptions::new(side.ipam_address.clone()))
+        .await
+        .map_err(|e| {
+            other(format!(
+                "connecting to the {} IPAM at {}: {}",
+                side.label,
+                side.ipam_address,
+                liqo_types::chain(&e)
+            ))
+        })?;
+    println!(
+        "Cluster {} ({}): auth service at {}:{}, proxy at {}:{}",
+        identity.cluster_name, side.label, auth.ip, auth.port, proxy.ip, proxy.port
+    );
+    Ok(Cluster {
+        label: side.label,
+        client: side.client,
+        ns: side.namespace,
+        identity,
+        token,
+        auth,
+        proxy,
+        ipam,
+    })
+}
+
+/// The ForeignCluster for `peer` on `c`, found by the cluster ID in its spec.
+async fn find_fc(c: &Client, peer: &ClusterId) -> Result<Option<ForeignCluster>, PeerError> {
+    Ok(Api::<ForeignCluster>::all(c.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err("listing ForeignClusters"))?
+        .items
+        .into_iter()
+        .filter(|fc| fc.spec.cluster_identity.cluster_id == *peer)
+        .min_by_key(|fc| fc.metadata.creation_timestamp.clone().map(|t| t.0)))
+}
+
+/// Writes the ForeignCluster for `peer` on `on`; `urls` = (auth, proxy), `None`: the peer's
+/// in-cluster addresses unless the ForeignCluster already has a proxy URL.
+async fn write_fc(
+    on: &Cluster,
+    peer: &Cluster,
+    urls: Option<(String, String)>,
+    asked_outgoing: bool,
+) -> Result<ForeignCluster, PeerError> {
+    let existing = find_fc(&on.client, &peer.identity.cluster_id).await?;
+    let spec = existing.as_ref().map(|fc| &fc.spec);
+    let (auth, proxy) = match (urls, spec) {
+        (Some(u), _) => u,
+        (None, Some(s)) if s.foreign_proxy_url.is_some() => (
+            s.foreign_auth_url.clone(),
+            s.foreign_proxy_url.clone().unwrap_or_default(),
+        ),
+        (None, _) => (auth_url(peer.auth), proxy_url(peer.proxy)),
+    };
+    let name = existing
+        .as_ref()
+        .and_then(|fc| fc.metadata.name.clone())
+        .unwrap_or_else(|| peer.identity.cluster_name.to_string());
+    let body = foreign_cluster_apply(
+        &name,
+        &peer.identity,
+        &auth,
+        &proxy,
+        outgoing(asked_outgoing, spec),
+        spec,
+    );
+    liqo_auth::tokens::write_remote_token(
+        &on.client,
+        &on.ns,
+        &peer.identity.cluster_id,
+        &peer.token,
+    )
+    .await
+    .map_err(PeerError::Token)?;
+    Api::<ForeignCluster>::all(on.client.clone())
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .map_err(kube_err(format!(
+            "writing ForeignCluster {name} in the {} cluster",
+            on.label
+        )))
+}
+
+fn tenant(fc: &ForeignCluster) -> Option<String> {
+    fc.status
+        .as_ref()
+        .and_then(|s| s.tenant_namespace.as_ref())
+        .and_then(|t| t.local.clone())
+}
+
+/// Polls `check` every half second until it gives `Some` or the deadline passes.
+async fn poll<T, F, Fut>(deadline: Instant, waiting_for: &str, mut check: F) -> Result<T, PeerError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, PeerError>>,
+{
+    loop {
+        if let Some(t) = check().await? {
+            return Ok(t);
+        }
+        if Instant::now() >= deadline {
+            return Err(PeerError::Timeout(format!(
+                "Timed out waiting for {waiting_for}"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn nc_api(c: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(c.clone(), ns, &ApiResource::erase::<NetworkConfig>(&()))
+}
+
+/// One round of the NetworkConfig exchange from `a` to `b` (`a_ns`, `b_ns`: their tenant
+/// namespaces for each other): `a`'s NetworkConfig copied into `b`, `b`'s processing copied
+/// back. True once `a`'s TunnelEndpoint exists.
+async fn exchange(a: &Cluster, a_ns: &str, b: &Cluster, b_ns: &str) -> Result<bool, PeerError> {
+    let name = UniqueName::new(&b.identity).to_object_name().to_string();
+    let own = nc_api(&a.client, a_ns)
+        .get_opt(&name)
+        .await
+        .map_err(kube_err(format!("reading NetworkConfig {a_ns}/{name}")))?
+        .filter(|o| {
+            o.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::REPLICATION))
+                == Some(&values::TRUE.to_owned())
+        });
+    let Some(own) = own else { return Ok(false) };
+    let own = serde_json::to_value(&own).unwrap_or(Value::Null);
+    let copy = network_config_copy(&own, a.identity.cluster_id.as_str(), b_ns);
+    let copied = nc_api(&b.client, b_ns)
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&copy),
+        )
+        .await
+        .map_err(kube_err(format!(
+            "copying NetworkConfig {name} into {b_ns} of the {} cluster",
+            b.label
+        )))?;
+    let status = copied.data.get("status").filter(|s| !s.is_null());
+    if processed(status) && own.get("status") != status {
+        nc_api(&a.client, a_ns)
+            .patch_status(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({ "status": status })),
+            )
+            .await
+            .map_err(kube_err(format!(
+                "writing the status of NetworkConfig {a_ns}/{name}"
+            )))?;
+        println!(
+            "NetworkConfig of cluster {} processed by cluster {}",
+            a.identity.cluster_name, b.identity.cluster_name
+        );
+    }
+    let tep = Api::<DynamicObject>::namespaced_with(
+        a.client.clone(),
+        a_ns,
+        &ApiResource::erase::<TunnelEndpoint>(&()),
+    )
+    .get_opt(&name)
+    .await
+    .map_err(kube_err(format!("reading TunnelEndpoint {a_ns}/{name}")))?;
+    Ok(tep.is_some())
+}
+
+/// `MapIp` ENDPOINT of `ip` of `on` for `peer`: the address `peer` reaches it at.
+async fn map(
+    on: &Cluster,
+    peer: &ClusterId,
+    ip: std::net::Ipv4Addr,
+) -> Result<std::net::Ipv4Addr, PeerError> {
+    let mut ipam = on.ipam.clone();
+    let answer = ipam
+        .map_ip(proto::MapIpRequest {
+            cluster_id: peer.to_string(),
+            ip: ip.to_string(),
+            direction: proto::Direction::Endpoint as i32,
+        })
+        .await
+        .map_err(|s| {
+            other(format!(
+                "mapping {ip} of the {} cluster: {}",
+                on.label,
+                s.message()
+            ))
+        })?
+        .into_inner();
+    answer.ip.parse().map_err(|_| {
+        other(format!(
+            "the {} IPAM mapped {ip} to {:?}, not an IPv4 address",
+            on.label, answer.ip
+        ))
+    })
+}
+
+/// `peer in-band`.
+pub async fn peer(
+    local: Side,
+    remote: Side,
+    bidirectional: bool,
+    timeout: Duration,
+) -> Result<(), PeerError> {
+    let deadline = Instant::now() + timeout;
+    let a = read(local).await?;
+    let b = read(remote).await?;
+    if a.identity.cluster_id == b.identity.cluster_id {
+        return Err(PeerError::OwnCluster(b.identity.cluster_id.clone()));
+    }
+    let (an, bn) = (&a.identity.cluster_name, &b.identity.cluster_name);
+    // The ForeignClusters first: the network managers build the network from them.
+    let fc_a = write_fc(&a, &b, None, false).await?;
+    let fc_b = write_fc(&b, &a, None, bidirectional).await?;
+    println!("ForeignCluster for {bn} written in {an}, for {an} in {bn}");
+    let (fa, fb) = (
+        fc_a.metadata.name.clone().unwrap_or_default(),
+        fc_b.metadata.name.clone().unwrap_or_default(),
+    );
+    let a_ns = poll(deadline, "the tenant namespaces", || async {
+        let fc = Api::<ForeignCluster>::all(a.client.clone()).get(&fa).await;
+        Ok(fc.ok().as_ref().and_then(tenant))
+    })
+    .await?;
+    let b_ns = poll(deadline, "the tenant namespaces", || async {
+        let fc = Api::<ForeignCluster>::all(b.client.clone()).get(&fb).await;
+        Ok(fc.ok().as_ref().and_then(tenant))
+    })
+    .await?;
+    println!("Tenant namespaces {a_ns} in {an} and {b_ns} in {bn}");
+    poll(
+        deadline,
+        "the network configurations to be exchanged",
+        || async {
+            let ta = exchange(&a, &a_ns, &b, &b_ns).await?;
+            let tb = exchange(&b, &b_ns, &a, &a_ns).await?;
+            Ok((ta && tb).then_some(()))
+        },
+    )
+    .await?;
+    println!("TunnelEndpoints created in {an} and {bn}");
+    // The auth service and the proxy of each side, as the other side reaches them.
+    let a_auth = map(&a, &b.identity.cluster_id, a.auth.ip).await?;
+    let a_proxy = map(&a, &b.identity.cluster_id, a.proxy.ip).await?;
+    let b_auth = map(&b, &a.identity.cluster_id, b.auth.ip).await?;
+    let b_proxy = map(&b, &a.identity.cluster_id, b.proxy.ip).await?;
+    println!(
+        "Mapped for {bn}: auth {} -> {a_auth}, proxy {} -> {a_proxy}; for {an}: auth {} -> \
+         {b_auth}, proxy {} -> {b_proxy}",
+        a.auth.ip, a.proxy.ip, b.auth.ip, b.proxy.ip
+    );
+    let at = |ip, port| Address { ip, port };
+    let fc_a = write_fc(
+        &a,
+        &b,
+        Some((
+            auth_url(at(b_auth, b.auth.port)),
+            proxy_url(at(b_proxy, b.proxy.port)),
+        )),
+        true,
+    )
+    .await?;
+    let fc_b = write_fc(
+        &b,
+        &a,
+        Some((
+            auth_url(at(a_auth, a.auth.port)),
+            proxy_url(at(a_proxy, a.proxy.port)),
+        )),
+        bidirectional,
+    )
+    .await?;
+    println!("Peering enabled: ForeignCluster {fa:?} in {an} has outgoing peering Yes");
+    let left = deadline.saturating_duration_since(Instant::now());
+    crate::peer::wait_peering(&a.client, &fc_a, left, &crate::stages::since_now()).await?;
+    if bidirectional {
+        println!("Peering enabled: ForeignCluster {fb:?} in {bn} has outgoing peering Yes");
+        let left = deadline.saturating_duration_since(Instant::now());
+        crate::peer::wait_peering(&b.client, &fc_b, left, &crate::stages::since_now()).await?;
+    }
+    Ok(())
+}
+
+/// `unpeer in-band`: outgoing `No` on both sides (waited for), the mappings dropped, the
+/// ForeignClusters deleted (their network torn down by the network managers) and waited
+/// for, then the tenant namespaces.
+pub async fn unpeer(local: Side, remote: Side, timeout: Duration) -> Result<(), PeerError> {
+    let deadline = Instant::now() + timeout;
+    let a = read(local).await?;
+    let b = read(remote).await?;
+    let mut names = Vec::new();
+    for (on, peer) in [(&a, &b), (&b, &a)] {
+        let Some(fc) = find_fc(&on.client, &peer.identity.cluster_id).await? else {
+            println!(
+                "No ForeignCluster for {} in {}",
+                peer.identity.cluster_name, on.identity.cluster_name
+            );
+            continue;
+        };
+        let name = fc.metadata.name.clone().unwrap_or_default();
+        let left = deadline.saturating_duration_since(Instant::now());
+        crate::peer::disable(&on.client, &name, left).await?;
+        names.push((on, peer, name));
+    }
+    for (on, peer) in [(&a, &b), (&b, &a)] {
+        for ip in [on.auth.ip, on.proxy.ip] {
+            let mut ipam = on.ipam.clone();
+            let request = proto::MapIpRequest {
+                cluster_id: peer.identity.cluster_id.to_string(),
+                ip: ip.to_string(),
+                direction: proto::Direction::Endpoint as i32,
+            };
+            if let Err(s) = ipam.unmap_endpoint(request).await {
+                // Not mapped (already unpeered, or a peer the IPAM released): nothing to undo.
+                println!(
+                    "{ip} of {} not unmapped: {}",
+                    on.identity.cluster_name,
+                    s.message()
+                );
+            }
+        }
+    }
+    for (on, peer, name) in &names {
+        let fcs = Api::<ForeignCluster>::all(on.client.clone());
+        let tenant = fcs
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()
+            .as_ref()
+            .and_then(tenant);
+        match fcs.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(kube_err(format!("deleting ForeignCluster {name}"))(e)),
+        }
+        poll(
+            deadline,
+            &format!("ForeignCluster {name} to be deleted"),
+            || async {
+                let gone = fcs
+                    .get_opt(name)
+                    .await
+                    .map_err(kube_err(format!("reading ForeignCluster {name}")))?
+                    .is_none();
+                Ok(gone.then_some(()))
+            },
+        )
+        .await?;
+        if let Some(ns) = tenant {
+            match Api::<Namespace>::all(on.client.clone())
+                .delete(&ns, &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(kube_err(format!("deleting namespace {ns}"))(e)),
+            }
+        }
+        println!(
+            "ForeignCluster {name} for {} deleted in {}",
+            peer.identity.cluster_name, on.identity.cluster_name
+        );
+    }
+    println!(
+        "In-band peering between {} and {} removed",
+        a.identity.cluster_name, b.identity.cluster_name
+    );
+    Ok(())
+}
