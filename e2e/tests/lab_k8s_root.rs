@@ -299,3 +299,48 @@ async fn three_clusters_in_a_full_mesh_reach_every_pod_and_unpeer_leaves_nothing
     )
     .await;
 }
+
+/// `liqo-lab down` after `liqo-lab up --k8s` was killed in the middle (its control planes
+/// started, the rest not): nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn down_after_a_crash_in_the_middle_of_up_k8s_leaves_nothing() {
+    dataplane::netns::require_root();
+    let _one = ONE_AT_A_TIME.lock().await;
+    let p = prefix("d");
+    let _guard = DownOnDrop(p.clone());
+    let lab = e2e::lab::bin("liqo-lab").unwrap();
+    let mut up = std::process::Command::new(&lab)
+        .args(["--prefix", p.as_str(), "up", "--k8s"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Until the second cluster's API server has its kubeconfig: mid-way.
+    let milan = std::path::Path::new(e2e::k8s::ROOT)
+        .join(p.as_str())
+        .join("milan")
+        .join("kubeconfig");
+    let reached = lab_k8s::eventually(60, || milan.is_file()).await;
+    up.kill().unwrap();
+    up.wait().unwrap();
+    assert!(reached, "up --k8s never reached milan's API server");
+    let left = Netns::list()
+        .unwrap()
+        .into_iter()
+        .filter(|n| p.owns(n))
+        .count();
+    assert!(left > 0, "the crash left the lab's namespaces");
+    let out = std::process::Command::new(&lab)
+        .args(["--prefix", p.as_str(), "down"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{text}");
+    assert!(text.contains("control-plane processes"), "{text}");
+    assert_all_gone(&p, &[]);
+}

@@ -718,7 +718,7 @@ async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
     );
     let m = check::with_peerings(&lab)?;
     let views = lab::peerings(&lab)?;
-    report(&prefix, &lab, (&va, &vb), &m, started, false, &views)
+    report(&prefix, &lab, (&va, &vb), &m, started, "", &views)
 }
 
 /// [`quickstart`] with control planes: the clusters come up with `up --k8s`, `liqoctl` peers
@@ -778,23 +778,25 @@ async fn quickstart_k8s(prefix: Prefix) -> Result<ExitCode> {
             .with_context(|| format!("no TunnelEndpoint for {to} on {from}"))
     };
     let (va, vb) = (view("rome", "milan")?, view("milan", "rome")?);
-    let code = report(&prefix, &k.lab, (&va, &vb), &m, started, true, &views)?;
+    let mut fcs = String::new();
     for c in ["rome", "milan"] {
-        println!("\n== kubectl --context {c} get foreignclusters\n");
-        print!("{}", k.foreign_clusters(c)?);
+        fcs.push_str(&format!(
+            "\n== kubectl --context {c} get foreignclusters\n\n{}",
+            k.foreign_clusters(c)?
+        ));
     }
-    Ok(code)
+    report(&prefix, &k.lab, (&va, &vb), &m, started, &fcs, &views)
 }
 
 /// The quickstart's report once peered: the pods and their addresses across, the matrix `m`,
-/// the speed, and how to explore.
+/// the speed, what the control planes show (`k8s`: empty without them), and how to explore.
 fn report(
     prefix: &Prefix,
     lab: &Lab,
     (va, vb): (&liqo_types::PeerView, &liqo_types::PeerView),
     m: &check::Matrix,
     started: Instant,
-    k8s: bool,
+    k8s: &str,
     views: &[(String, String, liqo_types::PeerView)],
 ) -> Result<ExitCode> {
     println!(
@@ -854,7 +856,8 @@ fn report(
         "   (full figures: liqo-lab bench path; the gateway against other WireGuard \
          implementations: liqo-lab bench tunnel)"
     );
-    let more = if k8s {
+    print!("{k8s}");
+    let more = if !k8s.is_empty() {
         format!(
             "\x20          eval \"$(liqo-lab --prefix {prefix} k8s env)\"; \
              kubectl --context rome get tunnelendpoints -A\n"
