@@ -323,6 +323,10 @@ async fn authenticate(
         put(keys::API_SERVER_CA, ca.clone());
     }
     put(keys::NAMESPACE, response.namespace.to_string().into_bytes());
+    // In-band: the API server is reached through the peer's liqo-proxy.
+    if let Some(proxy) = fc.spec.foreign_proxy_url.as_ref().filter(|p| !p.is_empty()) {
+        put(keys::PROXY_URL, proxy.clone().into_bytes());
+    }
     let secret_name = secret.name_any();
     let mut current = secret.clone();
     let mut attempts = 0;

@@ -163,7 +163,8 @@ pub async fn find(
 }
 
 /// The kube config of a signed identity Secret: the peer's API server and CA, our certificate
-/// and key, the peer's tenant namespace for us as the default namespace.
+/// and key, the peer's tenant namespace for us as the default namespace, and the proxy to the
+/// peer's API server of an in-band peering (`proxyURL`).
 pub fn kubeconfig(secret: &Secret) -> Result<Kubeconfig, IdentityError> {
     let name = secret.metadata.name.clone().unwrap_or_default();
     let get = |key: &'static str| {
@@ -179,6 +180,11 @@ pub fn kubeconfig(secret: &Secret) -> Result<Kubeconfig, IdentityError> {
     let mut cluster = serde_json::json!({"server": server});
     if let Some(ca) = data(secret, keys::API_SERVER_CA) {
         cluster["certificate-authority-data"] = STANDARD.encode(ca).into();
+    }
+    // In-band: the peer's API server is reached through its liqo-proxy (HTTP CONNECT), so
+    // its certificate still verifies against the API server's own name.
+    if let Some(proxy) = data(secret, keys::PROXY_URL).filter(|p| !p.is_empty()) {
+        cluster["proxy-url"] = String::from_utf8_lossy(proxy).into_owned().into();
     }
     let value = serde_json::json!({
         "apiVersion": "v1", "kind": "Config",
@@ -341,5 +347,31 @@ mod tests {
         let cluster = kc.clusters[0].cluster.as_ref().unwrap();
         assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:6443"));
         assert_eq!(cluster.certificate_authority_data.as_deref(), Some("Y2E="));
+        assert_eq!(cluster.proxy_url, None);
+    }
+
+    #[tokio::test]
+    async fn an_in_band_identity_reaches_the_api_server_through_the_proxy() {
+        let made = rcgen::generate_simple_self_signed(vec!["rome".to_owned()]).unwrap();
+        let (cert, key) = (made.cert.pem(), made.signing_key.serialize_pem());
+        let signed = secret(&[
+            (keys::PRIVATE_KEY, key.as_bytes()),
+            (keys::CERTIFICATE, cert.as_bytes()),
+            (keys::API_SERVER_URL, b"https://kubernetes.default:443"),
+            (keys::NAMESPACE, b"liqo-tenant-rome-abcdef"),
+            (keys::PROXY_URL, b"http://10.70.0.4:8118"),
+        ]);
+        let kc = kubeconfig(&signed).unwrap();
+        let cluster = kc.clusters[0].cluster.as_ref().unwrap();
+        assert_eq!(cluster.proxy_url.as_deref(), Some("http://10.70.0.4:8118"));
+        let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(
+            config.proxy_url.as_ref().map(ToString::to_string).as_deref(),
+            Some("http://10.70.0.4:8118/")
+        );
+        // kube is built with its `http-proxy` feature: the client accepts the proxy.
+        Client::try_from(config).unwrap();
     }
 }

@@ -32,7 +32,7 @@ use kube::{
     api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams},
     core::ApiResource,
 };
-use liqo_controller_manager::network::{REFUSED_ANNOTATION, tunnel_name};
+use liqo_controller_manager::network::{self, REFUSED_ANNOTATION, tunnel_name};
 use serde_json::{Value, json};
 
 /// Milan's NetworkConfig for rome, as its copy in rome's tenant namespace.
@@ -201,7 +201,7 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
                 .iter()
                 .find(|e| {
                     e.type_.as_deref() == Some("Warning")
-                        && e.reason.as_deref() == Some("NetworkConfigRefused")
+                        && e.reason.as_deref() == Some(network::REASON_REFUSED)
                         && e.note.as_deref() == Some(msg.as_str())
                         && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&name)
                 })
@@ -317,7 +317,7 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
             .items
             .iter()
             .find(|e| {
-                e.reason.as_deref() == Some("ReleasedAfterGrace")
+                e.reason.as_deref() == Some(network::REASON_RELEASED_AFTER_GRACE)
                     && e.type_.as_deref() == Some("Warning")
                     && e.note
                         .as_deref()

@@ -20,7 +20,7 @@ use liqo_types::ClusterId;
 use serde_json::{Value, json};
 
 use super::{
-    Manager, REFUSED_ANNOTATION,
+    Manager, REASON_REFUSED, REASON_RELEASED_AFTER_GRACE, REFUSED_ANNOTATION,
     decide::{self, Action},
     reconcile::{dyn_api, ipam_error},
 };
@@ -137,8 +137,13 @@ impl Exec<'_> {
                     tracing::info!(peer = %self.peer, forced = ?forced, "IPAM ranges released");
                     if let Some(why) = forced {
                         let fc_ref = self.fc.object_ref(&());
-                        self.event(&fc_ref, EventType::Warning, "ReleasedAfterGrace", why)
-                            .await;
+                        self.event(
+                            &fc_ref,
+                            EventType::Warning,
+                            REASON_RELEASED_AFTER_GRACE,
+                            why,
+                        )
+                        .await;
                     }
                 }
             }
@@ -192,13 +197,8 @@ impl Exec<'_> {
         let Some(c) = self.copy else { return Ok(()) };
         tracing::warn!(peer = %self.peer, name = %c.name_any(), refusal = %message, "peer's NetworkConfig refused");
         let r = reference(c, self.nc_ar);
-        self.event(
-            &r,
-            EventType::Warning,
-            "NetworkConfigRefused",
-            message.clone(),
-        )
-        .await;
+        self.event(&r, EventType::Warning, REASON_REFUSED, message.clone())
+            .await;
         self.annotate(Some(message)).await
     }
 

@@ -34,6 +34,13 @@ pub const NAME: &str = "network";
 /// no place for it). [ask the lead: `control::consts::net`]
 pub const REFUSED_ANNOTATION: &str = "net.liqo.io/refused";
 
+/// The reason of the Warning Event on a peer's NetworkConfig we refused.
+pub const REASON_REFUSED: &str = "NetworkConfigRefused";
+
+/// The reason of the Warning Event on a ForeignCluster whose ranges were released after the
+/// grace, with its network objects still present.
+pub const REASON_RELEASED_AFTER_GRACE: &str = "ReleasedAfterGrace";
+
 /// The default of `--network-release-grace`.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(300);
 
