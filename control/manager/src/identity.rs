@@ -368,7 +368,11 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            config.proxy_url.as_ref().map(ToString::to_string).as_deref(),
+            config
+                .proxy_url
+                .as_ref()
+                .map(ToString::to_string)
+                .as_deref(),
             Some("http://10.70.0.4:8118/")
         );
         // kube is built with its `http-proxy` feature: the client accepts the proxy.
