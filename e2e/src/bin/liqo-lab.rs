@@ -463,7 +463,16 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                     .cluster(&cluster)
                     .with_context(|| format!("no cluster {cluster:?} in lab {prefix}"))?,
             )?;
-            let pair = lab::outage::pair_across(&lab, &cluster, &[from.as_str(), node.as_str()])?;
+            let avoid = [from.as_str(), node.as_str()];
+            let pair = match &k8s {
+                Some(k) => lab::outage::pair_across_views(
+                    &lab,
+                    &lab::k8s::views::peerings(k).await?,
+                    &cluster,
+                    &avoid,
+                )?,
+                None => lab::outage::pair_across(&lab, &cluster, &avoid)?,
+            };
             let prober = match &pair {
                 Some((src, dst, addr, _)) => Some(lab::outage::Prober::start(src, dst, *addr)?),
                 None => None,

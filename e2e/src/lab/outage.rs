@@ -139,10 +139,18 @@ pub fn pair_across(
     cluster: &str,
     avoid: &[&str],
 ) -> Result<Option<(NetnsName, NetnsName, Ipv4Addr, String)>, LabError> {
-    let Some((_, peer, view)) = super::cluster::peerings(lab)?
-        .into_iter()
-        .find(|(c, _, _)| c == cluster)
-    else {
+    pair_across_views(lab, &super::cluster::peerings(lab)?, cluster, avoid)
+}
+
+/// [`pair_across`] over the given peerings `(cluster, peer, view)` (with control planes: the
+/// TunnelEndpoints').
+pub fn pair_across_views(
+    lab: &super::Lab,
+    views: &[(String, String, liqo_types::PeerView)],
+    cluster: &str,
+    avoid: &[&str],
+) -> Result<Option<(NetnsName, NetnsName, Ipv4Addr, String)>, LabError> {
+    let Some((_, peer, view)) = views.iter().find(|(c, _, _)| c == cluster).cloned() else {
         return Ok(None);
     };
     let op = format!("probing from {cluster}");
