@@ -149,6 +149,8 @@ pub mod net {
     pub const GATEWAY_FINALIZER: &str = "net.liqo.io/gateway-operator";
     /// On a TunnelEndpoint until the overlay of every node dropped its ranges.
     pub const ROUTE_FINALIZER: &str = "net.liqo.io/route-operator";
+    /// On a peer's NetworkConfig copy the network manager refused: why, naming the field.
+    pub const REFUSED_ANNOTATION: &str = "net.liqo.io/refused";
 }
 
 /// Keys of ConfigMap and Secret data.
@@ -298,6 +300,7 @@ mod tests {
                 net::NETWORK_MANAGER_FINALIZER,
                 net::GATEWAY_FINALIZER,
                 net::ROUTE_FINALIZER,
+                net::REFUSED_ANNOTATION,
             ])
             .collect();
         let unique: BTreeSet<&str> = all.iter().copied().collect();

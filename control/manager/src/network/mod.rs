@@ -30,9 +30,7 @@ pub use reconcile::{controller_trigger, reconcile, tunnel_name};
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "network";
 
-/// The annotation on a peer's NetworkConfig that we refused, saying why (the v0.5 status has
-/// no place for it). [ask the lead: `control::consts::net`]
-pub const REFUSED_ANNOTATION: &str = "net.liqo.io/refused";
+pub use control::consts::net::REFUSED_ANNOTATION;
 
 /// The reason of the Warning Event on a peer's NetworkConfig we refused.
 pub const REASON_REFUSED: &str = "NetworkConfigRefused";
