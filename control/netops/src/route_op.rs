@@ -8,9 +8,9 @@
 //! server-side apply, which keeps a finalizer while any manager holds it. A deleted
 //! TunnelEndpoint's ranges leave this node's file at once; this operator drops its hold when
 //! the agent runs that file, so the TunnelEndpoint goes (and the IPAM may give its ranges to
-//! another peer) only once every node's agent dropped them. A node that is gone for good
-//! leaves its hold: deleting the operator's field manager entry (or the finalizer) by hand
-//! releases it.
+//! another peer) only once every node's agent dropped them. The hold of a node that is gone
+//! for good (no Node object) is forgotten by the gateway node's operator (the Lease holder):
+//! its managedFields entry is removed, and the finalizer with it when no one else holds it.
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
@@ -169,6 +169,27 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
     }
     if applied != Look::Ready {
         pending += 1;
+    }
+    // The gateway node's operator forgets the holds of nodes that are gone for good (their
+    // operators will never release them), so a deleted TunnelEndpoint does not wait forever.
+    if s.node_name == gateway_node && teps.iter().any(|t| t.deleting) {
+        let names: Vec<String> = inv
+            .node_objects()
+            .await?
+            .iter()
+            .filter_map(|n| n.metadata.name.clone())
+            .collect();
+        let prefix = manager("");
+        for (obj, t) in objs.iter().zip(&teps).filter(|(_, t)| t.deleting) {
+            let dead = k::dead_holds(&obj.metadata, net::ROUTE_FINALIZER, &prefix, &names);
+            if dead.is_empty() {
+                continue;
+            }
+            tracing::warn!(tep = %t.key(), gone = ?dead.iter().map(|d| &d.1).collect::<Vec<_>>(), "forgetting the route holds of nodes that are gone");
+            if let Err(e) = k::prune_holds(&ctx.client, obj, net::ROUTE_FINALIZER, &dead).await {
+                first_error.get_or_insert(e);
+            }
+        }
     }
     ctx.metrics
         .peers

@@ -167,11 +167,44 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
     );
     let m = e2e::liqo::probe(&format!("http://127.0.0.1:{metrics}/metrics")).await;
     assert!(m.is_ok(), "{m:?}");
+    // A third node's route operator holds milan too, then its node goes for good (the
+    // operator with it): the gateway node's operator forgets that hold, so milan still goes.
+    node(&admin, "ops-n2", "172.30.0.3", "10.244.2.0/24").await;
+    let n2 = Op::start(
+        RT,
+        "rt-fake-ops-n2",
+        &rt_kc,
+        dir.path(),
+        &route_args("ops-n2", &ov_base, None),
+    );
+    let n2_manager = liqo_netops::route_op::manager("ops-n2");
+    eventually(30, "ops-n2's hold on milan", || async {
+        let o = teps(&admin, "liqo-tenant-milan")
+            .get("milan")
+            .await
+            .map_err(|e| e.to_string())?;
+        liqo_netops::kube::owns_finalizer(&o.metadata, &n2_manager, net::ROUTE_FINALIZER)
+            .then_some(())
+            .ok_or_else(|| "not yet".to_owned())
+    })
+    .await;
+    drop(n2); // SIGKILL: it never releases its hold.
+    Api::<k8s_openapi::api::core::v1::Node>::all(admin.clone())
+        .delete("ops-n2", &DeleteParams::default())
+        .await
+        .unwrap();
     teps(&admin, "liqo-tenant-milan")
         .delete("milan", &DeleteParams::default())
         .await
         .unwrap();
     gone(&admin, "milan").await;
+    assert!(
+        rts[0]
+            .log()
+            .contains("forgetting the route holds of nodes that are gone"),
+        "{}",
+        rts[0].log()
+    );
     for op in std::iter::once(&gw).chain(&rts) {
         let log = op.log();
         assert!(

@@ -90,6 +90,81 @@ pub fn owns_finalizer(meta: &ObjectMeta, manager: &str, finalizer: &str) -> bool
         })
 }
 
+/// The field managers named `<prefix><node>` that hold `finalizer` (applied it), with the index
+/// of their managedFields entry, whose node is not in `nodes` (gone for good: nothing will
+/// release their hold).
+pub fn dead_holds(
+    meta: &ObjectMeta,
+    finalizer: &str,
+    prefix: &str,
+    nodes: &[String],
+) -> Vec<(usize, String)> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            let manager = m.manager.as_deref()?;
+            let node = manager.strip_prefix(prefix)?;
+            (!nodes.iter().any(|n| n == node) && owns_finalizer(meta, manager, finalizer))
+                .then(|| (i, manager.to_owned()))
+        })
+        .collect()
+}
+
+/// Forgets the holds of `dead` (from [`dead_holds`]) on `finalizer`, and drops the finalizer
+/// itself when no other manager holds it. A merge patch of the whole lists with the object's
+/// resourceVersion: it fails (and is retried) if the object changed meanwhile.
+pub async fn prune_holds(
+    client: &Client,
+    obj: &DynamicObject,
+    finalizer: &str,
+    dead: &[(usize, String)],
+) -> Result<(), KubeError> {
+    let is_dead = |m: Option<&str>| dead.iter().any(|(_, d)| Some(d.as_str()) == m);
+    let entries = obj.metadata.managed_fields.clone().unwrap_or_default();
+    let others = entries
+        .iter()
+        .filter(|m| !is_dead(m.manager.as_deref()))
+        .filter_map(|m| m.manager.as_deref())
+        .any(|m| owns_finalizer(&obj.metadata, m, finalizer));
+    let kept: Vec<_> = entries
+        .into_iter()
+        .filter(|m| !is_dead(m.manager.as_deref()))
+        .collect();
+    let mut meta = serde_json::json!({
+        "resourceVersion": obj.metadata.resource_version,
+        "managedFields": kept,
+    });
+    if !others {
+        let finalizers: Vec<&String> = obj
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| *f != finalizer)
+            .collect();
+        meta["finalizers"] = serde_json::json!(finalizers);
+    }
+    let ns = obj.metadata.namespace.clone().unwrap_or_default();
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &tep_resource())
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": meta})),
+        )
+        .await
+        .map_err(api(format!(
+            "forgetting the holds of gone nodes ({}) on TunnelEndpoint {ns}/{name}",
+            dead.iter()
+                .map(|(_, m)| m.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))?;
+    Ok(())
+}
+
 fn identity(obj: &DynamicObject) -> serde_json::Value {
     serde_json::json!({
         "name": obj.metadata.name,
@@ -211,5 +286,9 @@ mod tests {
             "an update is no hold"
         );
         assert!(!owns_finalizer(&ObjectMeta::default(), "m", f));
+        let dead = dead_holds(&meta, f, "liqo-route-operator/", &["n1".into()]);
+        assert_eq!(dead, [(0, "liqo-route-operator/n0".to_owned())]);
+        assert!(dead_holds(&meta, f, "liqo-route-operator/", &["n0".into()]).is_empty());
+        assert!(dead_holds(&meta, "x", "liqo-route-operator/", &[]).is_empty());
     }
 }
