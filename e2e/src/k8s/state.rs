@@ -188,7 +188,7 @@ impl Clusters {
         self.detached = true;
     }
 
-    pub(super) fn save(&self) -> Result<(), K8sError> {
+    pub(crate) fn save(&self) -> Result<(), K8sError> {
         let path = state_path(&self.prefix);
         let json = serde_json::to_vec_pretty(self)
             .map_err(|e| K8sError::Options(format!("encoding the state: {e}")))?;

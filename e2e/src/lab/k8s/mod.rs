@@ -188,13 +188,12 @@ async fn bring_up(
             nodes: 0,
         })
         .collect();
-    let set = Clusters::up_named(bins, &lab.prefix, &named).await?;
-    for c in &lab.topology.clusters {
-        let kc = set
-            .get(c.name.as_str())
-            .expect("one harness cluster per lab cluster");
+    let mut set = Clusters::up_named(bins, &lab.prefix, &named).await?;
+    for (c, kc) in lab.topology.clusters.iter().zip(&mut set.clusters) {
         nodes::create(&kc.client().await?, c).await?;
+        kc.nodes = c.nodes.iter().map(|n| n.name.to_string()).collect();
     }
+    set.save()?;
     let reserved: BTreeMap<String, Vec<ipnet::Ipv4Net>> = lab
         .topology
         .clusters
