@@ -5,7 +5,9 @@
 //! - `localExternalCIDRAtPeer` needs `localExternalCIDR` (the translation has no source range
 //!   otherwise), has its length, and does not overlap `localPodCIDRAtPeer` (both are ranges of
 //!   the peer's address space: a destination in both would be ambiguous);
-//! - `endpoints` need `localExternalCIDR`; an `externalIP` lies in it, an `ip` lies in none of
+//! - an `externalIP` lies in `localExternalCIDR` (without it the mappings are inert: no peer has
+//!   a view of our external CIDR then, and a writer that learns the mappings before the CIDR,
+//!   say while its last peer goes, is not refused whole); an `ip` lies in none of
 //!   the gateway's ranges (our pods are reached through `localPodCIDRAtPeer`, an external address
 //!   is not a real one, and the gateway does not forward a peer's packets to another peer) and is
 //!   an address a node could have (unicast, not link-local or reserved); an `externalIP` is
@@ -85,15 +87,6 @@ pub(super) fn check(
     external: Option<Ipv4Net>,
     taken: &[(String, Ipv4Net)],
 ) -> Result<Vec<Endpoint>, ConfigError> {
-    if file.is_empty() {
-        return Ok(Vec::new());
-    }
-    let Some(external) = external else {
-        return Err(bad(
-            "localExternalCIDR",
-            "is required when endpoints are mapped",
-        ));
-    };
     let mut out: Vec<Endpoint> = Vec::with_capacity(file.len());
     for (i, e) in file.iter().enumerate() {
         let f = |name: &str| format!("endpoints[{i}].{name}");
@@ -103,21 +96,25 @@ pub(super) fn check(
         if let Some((who, t)) = taken.iter().find(|(_, t)| t.contains(&e.ip)) {
             return Err(bad(f("ip"), format!("{} is in {who} {t}", e.ip)));
         }
-        if !external.contains(&e.external_ip) {
-            return Err(bad(
-                f("externalIP"),
-                format!("{} not in localExternalCIDR {external}", e.external_ip),
-            ));
-        }
-        if e.external_ip == external.network() || e.external_ip == external.broadcast() {
-            return Err(bad(
-                f("externalIP"),
-                format!(
-                    "{} is the first or last address of localExternalCIDR {external} (the first \
-                     is the source of the cluster's other traffic to peers)",
-                    e.external_ip
-                ),
-            ));
+        // Without our external CIDR no peer has a view of it: the mapping is inert (kept, so
+        // that a writer that knows the mappings before the CIDR is not refused whole).
+        if let Some(external) = external {
+            if !external.contains(&e.external_ip) {
+                return Err(bad(
+                    f("externalIP"),
+                    format!("{} not in localExternalCIDR {external}", e.external_ip),
+                ));
+            }
+            if e.external_ip == external.network() || e.external_ip == external.broadcast() {
+                return Err(bad(
+                    f("externalIP"),
+                    format!(
+                        "{} is the first or last address of localExternalCIDR {external} (the first \
+                         is the source of the cluster's other traffic to peers)",
+                        e.external_ip
+                    ),
+                ));
+            }
         }
         if let Some(j) = out.iter().position(|o| o.ip == e.ip) {
             return Err(bad(

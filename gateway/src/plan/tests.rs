@@ -187,3 +187,16 @@ fn a_mapping_added_or_removed_is_an_element_change() {
         ]
     );
 }
+
+#[test]
+fn endpoints_without_our_external_cidr_translate_nothing() {
+    let mut c = mapped();
+    c.local_external_cidr = None;
+    for p in c.peers.values_mut() {
+        p.local_external_cidr_at_peer = None;
+    }
+    let rs = nat(&c);
+    assert!(endpoint_map(&rs).is_empty() && endpoint_set(&rs).is_empty());
+    assert!(rs.mark_addr_maps[0].entries.is_empty());
+    assert_eq!(rs.chains, nat(&mapped()).chains, "the same rules");
+}
