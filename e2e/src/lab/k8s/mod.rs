@@ -153,6 +153,19 @@ impl K8sLab {
 pub async fn up(prefix: Prefix, topology: Topology, opts: &Options) -> Result<K8sLab, K8sLabError> {
     // The binaries first: nothing is created if one is missing.
     let bins = k8s::binaries()?;
+    // Clusters of `liqo-lab k8s up` with this prefix are not ours to take (nor to tear down
+    // if this fails).
+    let harness = Path::new(k8s::ROOT).join(prefix.as_str());
+    if harness.exists() && !is_k8s(&prefix) {
+        return Err(K8sLabError::lab(
+            format!("lab {prefix} with control planes"),
+            format!(
+                "clusters {prefix} exist already ({}); use another --prefix or run \
+                 `liqo-lab --prefix {prefix} k8s down` first",
+                harness.display()
+            ),
+        ));
+    }
     let lab = super::build::up_with(prefix.clone(), topology, false).await?;
     match bring_up(&lab, &bins, opts).await {
         Ok((set, liqo)) => Ok(K8sLab { lab, set, liqo }),
