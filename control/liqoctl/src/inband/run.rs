@@ -314,6 +314,12 @@ async fn map(
     })
 }
 
+/// What is left until `deadline`, in whole seconds (at least one), as timeouts are printed.
+fn whole_seconds(deadline: Instant) -> Duration {
+    let left = deadline.saturating_duration_since(Instant::now());
+    Duration::from_secs(left.as_secs().max(1))
+}
+
 /// `peer in-band`.
 pub async fn peer(
     local: Side,
@@ -390,11 +396,11 @@ pub async fn peer(
     )
     .await?;
     println!("Peering enabled: ForeignCluster {fa:?} in {an} has outgoing peering Yes");
-    let left = deadline.saturating_duration_since(Instant::now());
+    let left = whole_seconds(deadline);
     crate::peer::wait_peering(&a.client, &fc_a, left, &crate::stages::since_now()).await?;
     if bidirectional {
         println!("Peering enabled: ForeignCluster {fb:?} in {bn} has outgoing peering Yes");
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = whole_seconds(deadline);
         crate::peer::wait_peering(&b.client, &fc_b, left, &crate::stages::since_now()).await?;
     }
     Ok(())
@@ -417,7 +423,7 @@ pub async fn unpeer(local: Side, remote: Side, timeout: Duration) -> Result<(), 
             continue;
         };
         let name = fc.metadata.name.clone().unwrap_or_default();
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = whole_seconds(deadline);
         crate::peer::disable(&on.client, &name, left).await?;
         names.push((on, peer, name));
     }
