@@ -214,6 +214,19 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
     let mut pending = 0;
     let mut refused = 0;
     let mut first_error: Option<KubeError> = None;
+    // Where peers reach a NodePort gateway: its node (the network manager reads it).
+    if let Some(ip) = gateway_ip.as_deref() {
+        match k::service::annotate_node_ip(&ctx.client, &s.namespace, ip, MANAGER).await {
+            Ok(names) if !names.is_empty() => {
+                tracing::info!(services = ?names, %ip, "gateway Service annotated with its node's address");
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %liqo_types::chain(&e), "annotating the gateway Service");
+                first_error = Some(e);
+            }
+        }
+    }
     for (obj, t) in objs.iter().zip(&teps) {
         let r = one(
             &ctx,

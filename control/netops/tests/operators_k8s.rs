@@ -26,7 +26,7 @@ use control::{
 };
 use k8s_openapi::api::{
     coordination::v1::Lease,
-    core::v1::{ConfigMap, Namespace, Secret},
+    core::v1::{ConfigMap, Namespace, Secret, Service},
 };
 use kube::{
     Api,
@@ -60,6 +60,19 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
     std::fs::write(&gw_base, "localPodCIDR: 10.244.0.0/16\nlistenPort: 51840\n").unwrap();
     let ov_base = dir.path().join("overlay-base.yaml");
     std::fs::write(&ov_base, "underlayInterface: eth0\n").unwrap();
+    // The gateway's NodePort Service: the operator writes its node's address on it.
+    let svc: Service = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "liqo-gateway", "namespace": "liqo",
+            "labels": {net::GATEWAY_SERVICE_LABEL: "true"}},
+        "spec": {"type": "NodePort", "selector": {"app": "liqo-gateway"},
+            "ports": [{"name": "wireguard", "protocol": "UDP", "port": 5871}]},
+    }))
+    .unwrap();
+    Api::<Service>::namespaced(admin.clone(), "liqo")
+        .create(&PostParams::default(), &svc)
+        .await
+        .unwrap();
     create_tep(&admin, &tep("milan", 71, &key(71).to_string())).await;
     create_tep(&admin, &tep("turin", 73, "not-a-key")).await;
     // A CIDR with host bits passes the CRD's pattern but is no network.
@@ -108,6 +121,18 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
         ConnectionStatus::Error,
         "spec.remotePodCIDR: 10.244.0.1/16",
     )
+    .await;
+    eventually(30, "the gateway Service annotated with its node's address", || async {
+        let s = Api::<Service>::namespaced(admin.clone(), "liqo")
+            .get("liqo-gateway")
+            .await
+            .map_err(|e| e.to_string())?;
+        let a = s.metadata.annotations.unwrap_or_default();
+        match a.get(net::GATEWAY_NODE_IP_ANNOTATION).map(String::as_str) {
+            Some("172.30.0.1") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
     .await;
     let milan = Api::<TunnelEndpoint>::namespaced(admin.clone(), "liqo-tenant-milan")
         .get("milan")

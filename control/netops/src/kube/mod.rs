@@ -1,11 +1,13 @@
 //! The operators' Kubernetes I/O, thin: TunnelEndpoints listed untyped and read with
 //! [`crate::tep`], finalizers and status written with server-side apply (each operator its own
-//! field manager), the gateway's key Secrets and Lease, and the peering core's
+//! field manager), the gateway's key Secrets and Lease, the node address on the gateway's
+//! Service, and the peering core's
 //! [`liqo_peering::Records`] and [`liqo_peering::Inventory`] over those objects.
 
 pub mod keys;
 pub mod lease;
 mod records;
+pub mod service;
 
 use std::{collections::BTreeMap, net::SocketAddr};
 
