@@ -185,9 +185,29 @@ pub fn controllers(
                     .boxed(),
             );
         }
-        None => tracing::info!(
-            "no --ipam-address: the network manager is off (no NetworkConfig or TunnelEndpoint is made; NETWORKING stays None)"
-        ),
+        None => {
+            tracing::info!(
+                "no --ipam-address: the network manager is off (no NetworkConfig or TunnelEndpoint is made; NETWORKING stays None)"
+            );
+            // A ForeignCluster still holding the network finalizer (from a run with an IPAM)
+            // is let go when deleted, with an Event.
+            let u = Arc::new(network::abandon::Unmanaged::new(ctx.clone()));
+            let policy = |_: Arc<ForeignCluster>,
+                          error: &Error,
+                          u: Arc<network::abandon::Unmanaged>| {
+                u.ctx.metrics.error(network::NAME);
+                tracing::warn!(controller = network::NAME, error = %error_chain(error), "reconcile failed");
+                Requeue::requeue(RETRY)
+            };
+            all.push(
+                Controller::new(fcs(), watcher::Config::default())
+                    .with_config(config)
+                    .graceful_shutdown_on(shutdown)
+                    .run(network::abandon::reconcile_unmanaged, policy, u)
+                    .for_each(log(network::NAME))
+                    .boxed(),
+            );
+        }
     }
     all
 }

@@ -5,7 +5,9 @@
 //! endpoint, a bad port, another cluster's ID) is refused naming the field (Warning Event and
 //! annotation), status unprocessed, no IPAM peer, no TunnelEndpoint; an IPv6 CIDR is refused
 //! by the apiserver; a good one with rome's own pod CIDR is remapped; a change of its announced
-//! ranges is refused by the IPAM. Then a peer that never answers: after the grace the ranges
+//! ranges is refused by the IPAM, once (the copy left unwritten, one Event), and its earlier
+//! decision withdrawn (unprocessed, no NAT). Milan, without a network manager, lets a deleted
+//! ForeignCluster holding the network finalizer go (Event). Then a peer that never answers: after the grace the ranges
 //! are released anyway (Warning Event) and the finalizer goes.
 
 mod common;
@@ -97,6 +99,62 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
             "milan",
             &[(T::OutgoingPeering, S::Established)],
         )
+    })
+    .await;
+    // Milan runs without a network manager: a ForeignCluster still holding the network
+    // finalizer (from a run with an IPAM) is let go when deleted, with an Event saying the
+    // ranges were not released.
+    let milan_fcs = Api::<ForeignCluster>::all(milan.client.clone());
+    let naples: ForeignCluster = serde_json::from_value(json!({
+        "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+        "metadata": {"name": "naples", "labels": {labels::CLUSTER_ID: NAPLES_ID},
+            "finalizers": [net::NETWORK_MANAGER_FINALIZER]},
+        "spec": {
+            "clusterIdentity": {"clusterID": NAPLES_ID, "clusterName": "naples"},
+            "foreignAuthUrl": "https://127.0.0.1:1",
+            "outgoingPeeringEnabled": "No",
+            "incomingPeeringEnabled": "No",
+            "networkingEnabled": "Yes",
+        },
+    }))
+    .unwrap();
+    milan_fcs
+        .create(&PostParams::default(), &naples)
+        .await
+        .unwrap();
+    milan_fcs
+        .delete("naples", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(20, "naples let go without a network manager", || async {
+        match milan_fcs
+            .get_opt("naples")
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            None => Ok(()),
+            Some(fc) => Err(format!("finalizers {:?}", fc.metadata.finalizers)),
+        }
+    })
+    .await;
+    eventually(10, "the NetworkNotReleased Event", || async {
+        let events = Api::<Event>::all(milan.client.clone())
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
+        events
+            .items
+            .iter()
+            .find(|e| {
+                e.reason.as_deref() == Some(network::abandon::REASON_NOT_RELEASED)
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("naples")
+                    && e.note
+                        .as_deref()
+                        .is_some_and(|n| n.contains("not released"))
+            })
+            .map(drop)
+            .ok_or_else(|| "no Event".to_owned())
     })
     .await;
     // Milan's controllers stop (its replicator would delete copies it has no source for).
@@ -273,6 +331,41 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
     .await;
     let peers = ipam_peers(rome.ipam.as_ref().unwrap()).await;
     assert_eq!(peers[0].pod_cidr, pod_cidr);
+    // The decision taken for the earlier spec is withdrawn: unprocessed, no NAT fields (the
+    // peer must not record them for its new spec).
+    let o = ncs.get(&name).await.unwrap();
+    let status = o.data.get("status").cloned().unwrap_or_default();
+    assert_eq!(status.get("processed"), Some(&json!(false)), "{status}");
+    assert!(status.get("podCIDRNAT").is_none(), "{status}");
+    assert!(status.get("externalCIDRNAT").is_none(), "{status}");
+    // The refusal holds while the spec stays: no retry, no new Event, no write for 5 s.
+    let refusal = o.metadata.annotations.clone().unwrap_or_default()[REFUSED_ANNOTATION].clone();
+    let version = o.metadata.resource_version.clone();
+    tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    let o = ncs.get(&name).await.unwrap();
+    assert_eq!(
+        o.metadata.resource_version, version,
+        "the refused copy was written again: {:?}",
+        o.metadata.annotations
+    );
+    let events = Api::<Event>::namespaced(rome.client.clone(), &ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let matching: Vec<&Event> = events
+        .items
+        .iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(network::REASON_REFUSED)
+                && e.note.as_deref() == Some(refusal.as_str())
+        })
+        .collect();
+    assert_eq!(matching.len(), 1, "{matching:?}");
+    assert!(
+        matching[0].series.as_ref().is_none_or(|s| s.count <= 1),
+        "refused again and again: {:?}",
+        matching[0].series
+    );
 
     // A peer that never answers: our NetworkConfig cannot go (held here by a finalizer of the
     // test's, as the replicator's would be by an unreachable peer); after the grace the

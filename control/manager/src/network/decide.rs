@@ -56,6 +56,18 @@ pub struct Copy {
     pub status: Option<Value>,
     /// Our refusal, as annotated on it.
     pub refused: Option<String>,
+    /// The digest ([`spec_digest`]) of the spec we refused, as annotated on it.
+    pub refused_spec: Option<String>,
+}
+
+/// A digest of a spec (FNV-1a over its JSON text, hex): marks which spec a refusal was for,
+/// so that the same spec is not tried and refused again on every pass.
+pub fn spec_digest(spec: &Value) -> String {
+    let text = spec.to_string();
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 /// Our TunnelEndpoint for the peer.
@@ -115,12 +127,15 @@ pub enum Action {
     AddFinalizer,
     /// Create or update our NetworkConfig.
     ApplyOwn(Box<NetworkConfigSpec>),
-    /// Refuse the peer's NetworkConfig: a Warning Event and the annotation, nothing else.
+    /// Refuse the peer's NetworkConfig: a Warning Event, the annotations (the message and the
+    /// [`spec_digest`] of the refused spec) and status `{processed: false}` (no NAT fields:
+    /// a decision taken for an earlier spec is withdrawn), nothing else.
     Refuse(String),
-    /// Drop the refusal annotation (the peer corrected its NetworkConfig).
+    /// Drop the refusal annotations (the peer corrected its NetworkConfig).
     ClearRefusal,
     /// `Remap` the peer's announced ranges, then write the copy's status
-    /// ([`copy_status`]); the IPAM refusing them is a refusal of the copy.
+    /// ([`copy_status`]); the IPAM refusing them is a refusal of the copy, and ends the pass
+    /// (the actions after it are not carried out).
     Remap(Ranges),
     /// Write the copy's status.
     WriteCopyStatus(NetworkConfigStatus),
@@ -290,24 +305,36 @@ fn build(o: &Observed) -> Vec<Action> {
     };
     // The peer's NetworkConfig: checked, then remapped here.
     let Some(copy) = &o.copy else { return actions };
+    let digest = spec_digest(&copy.spec);
+    let refused_this = copy.refused.is_some() && copy.refused_spec.as_deref() == Some(&digest);
     let theirs = match validate::peer_config(&copy.spec, &o.local_id) {
         Err(e) => {
             let message = e.to_string();
-            if copy.refused.as_deref() != Some(message.as_str()) {
+            if !refused_this || copy.refused.as_deref() != Some(message.as_str()) {
                 actions.push(Action::Refuse(message));
             }
             return actions;
         }
         Ok(p) => p,
     };
-    if copy.refused.is_some() {
-        actions.push(Action::ClearRefusal);
-    }
     let held = match o.ipam {
-        Some(h) if h.announced == theirs.announced => h,
-        // Not held, or held for other ranges (then the IPAM refuses, naming them).
+        Some(h) if h.announced == theirs.announced => {
+            // Held for these ranges: any refusal is for an earlier spec.
+            if copy.refused.is_some() {
+                actions.push(Action::ClearRefusal);
+            }
+            h
+        }
+        // This very spec was refused (by the IPAM): kept until the spec changes, never asked
+        // again (each try would be a new refusal, Event and write).
+        _ if refused_this => return actions,
+        // Not held, or held for other ranges (then the IPAM refuses, naming them); a refusal
+        // of an earlier spec goes once the remap succeeded.
         _ => {
             actions.push(Action::Remap(theirs.announced));
+            if copy.refused.is_some() {
+                actions.push(Action::ClearRefusal);
+            }
             return actions;
         }
     };

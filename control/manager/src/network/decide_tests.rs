@@ -78,6 +78,7 @@ fn copy(status: Option<Value>) -> Copy {
         spec: copy_spec(),
         status,
         refused: None,
+        refused_spec: None,
     }
 }
 
@@ -313,23 +314,93 @@ fn a_bad_peer_config_is_refused_once_and_nothing_else_happens() {
         m.starts_with("spec.podCIDR: 10.244.0.1/16 has host bits"),
         "{m}"
     );
-    // Annotated already: no second Event.
+    // Annotated already, for this spec: no second Event.
     c.refused = Some(m.clone());
+    c.refused_spec = Some(spec_digest(&c.spec));
     let o = Observed {
         copy: Some(c.clone()),
         ..o
     };
     assert!(decide(&o).is_empty());
-    // Corrected: the refusal goes, the remap follows.
+    // Corrected: the remap, then (once it succeeded) the refusal goes.
     c.spec = copy_spec();
     let o = Observed { copy: Some(c), ..o };
     assert_eq!(
         decide(&o),
         [
+            Action::Remap(r("10.244.0.0/16", "10.70.0.0/16")),
             Action::ClearRefusal,
-            Action::Remap(r("10.244.0.0/16", "10.70.0.0/16"))
         ]
     );
+}
+
+#[test]
+fn ranges_the_ipam_refused_are_not_tried_again_until_the_spec_changes() {
+    // The IPAM holds milan's first ranges; milan announces others: remapped for the IPAM to
+    // judge (it refuses: the executor annotates the copy with the message and the digest).
+    let mut c = copy(None);
+    c.spec["podCIDR"] = json!("10.100.0.0/16");
+    let o = Observed {
+        copy: Some(c.clone()),
+        ipam: Some(held(None)),
+        own: Some(own(None)),
+        ..base()
+    };
+    assert_eq!(
+        decide(&o),
+        [Action::Remap(r("10.100.0.0/16", "10.70.0.0/16"))]
+    );
+    // Refused for this spec: nothing more (no ClearRefusal/Remap/refusal loop).
+    c.refused = Some("spec.podCIDR, spec.externalCIDR: liqo-ipam refused them: x".into());
+    c.refused_spec = Some(spec_digest(&c.spec));
+    let o = Observed {
+        copy: Some(c.clone()),
+        ..o
+    };
+    assert_eq!(decide(&o), []);
+    // A refusal without a digest (or of another spec) is tried once more.
+    let mut older = c.clone();
+    older.refused_spec = None;
+    let a = decide(&Observed {
+        copy: Some(older),
+        ..o.clone()
+    });
+    assert_eq!(
+        a,
+        [
+            Action::Remap(r("10.100.0.0/16", "10.70.0.0/16")),
+            Action::ClearRefusal
+        ]
+    );
+    // The spec changes (back to the ranges held): the refusal goes, the status follows.
+    c.spec = copy_spec();
+    let a = decide(&Observed {
+        copy: Some(c.clone()),
+        ..o.clone()
+    });
+    assert!(
+        matches!(&a[..], [Action::ClearRefusal, Action::WriteCopyStatus(s), ..] if s.processed),
+        "{a:?}"
+    );
+    // Another change of ranges: tried again.
+    c.spec["externalCIDR"] = json!("10.90.0.0/16");
+    assert_eq!(
+        decide(&Observed { copy: Some(c), ..o }),
+        [
+            Action::Remap(r("10.244.0.0/16", "10.90.0.0/16")),
+            Action::ClearRefusal
+        ]
+    );
+}
+
+#[test]
+fn the_spec_digest_follows_the_spec() {
+    let a = copy_spec();
+    let mut b = copy_spec();
+    assert_eq!(spec_digest(&a), spec_digest(&b));
+    assert_eq!(spec_digest(&a).len(), 16);
+    b["endpointIP"] = json!("127.0.0.3");
+    assert_ne!(spec_digest(&a), spec_digest(&b));
 }
 
 #[test]

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use super::{
     Manager, REASON_REFUSED, REASON_RELEASED_AFTER_GRACE, REFUSED_ANNOTATION,
+    REFUSED_SPEC_ANNOTATION,
     decide::{self, Action},
     reconcile::{dyn_api, ipam_error},
 };
@@ -87,7 +88,7 @@ impl Exec<'_> {
                     tracing::info!(peer = %self.peer, "our NetworkConfig applied");
                 }
                 Action::Refuse(message) => self.refuse(message).await?,
-                Action::ClearRefusal => self.annotate(None).await?,
+                Action::ClearRefusal => self.annotate(None, None).await?,
                 Action::Remap(announced) => {
                     match steps::decide(&mut self.ipam, &self.peer, announced).await {
                         Ok(seen) => {
@@ -101,6 +102,9 @@ impl Exec<'_> {
                             ..
                         }) => {
                             self.refuse(ipam_refusal(&message)).await?;
+                            // Refused: the rest (a refusal of an earlier spec cleared) is not
+                            // for this spec.
+                            return Ok(());
                         }
                         Err(e) => return Err(ipam_error(&self.peer)(e)),
                     }
@@ -176,6 +180,11 @@ impl Exec<'_> {
         &self,
         status: control::api::net::NetworkConfigStatus,
     ) -> Result<(), Error> {
+        self.write_status(json!(status)).await
+    }
+
+    /// Server-side applies the copy's status (fields we wrote before and not now go).
+    async fn write_status(&self, status: Value) -> Result<(), Error> {
         let Some(c) = self.copy else { return Ok(()) };
         let object = json!({
             "apiVersion": self.nc_ar.api_version, "kind": self.nc_ar.kind, "status": status,
@@ -192,20 +201,27 @@ impl Exec<'_> {
             .map_err(kerr(format!("status of NetworkConfig {}/{name}", self.ns)))
     }
 
-    /// A Warning Event on the copy, then the annotation (which marks it told).
+    /// A Warning Event on the copy, its status unprocessed (an earlier decision withdrawn),
+    /// then the annotations (which mark it told, for this spec).
     async fn refuse(&self, message: String) -> Result<(), Error> {
         let Some(c) = self.copy else { return Ok(()) };
         tracing::warn!(peer = %self.peer, name = %c.name_any(), refusal = %message, "peer's NetworkConfig refused");
         let r = reference(c, self.nc_ar);
         self.event(&r, EventType::Warning, REASON_REFUSED, message.clone())
             .await;
-        self.annotate(Some(message)).await
+        self.write_status(json!({"processed": false})).await?;
+        let spec = c.data.get("spec").cloned().unwrap_or(Value::Null);
+        self.annotate(Some(message), Some(decide::spec_digest(&spec)))
+            .await
     }
 
-    async fn annotate(&self, message: Option<String>) -> Result<(), Error> {
+    async fn annotate(&self, message: Option<String>, digest: Option<String>) -> Result<(), Error> {
         let Some(c) = self.copy else { return Ok(()) };
         let name = c.name_any();
-        let patch = json!({"metadata": {"annotations": {REFUSED_ANNOTATION: message}}});
+        let patch = json!({"metadata": {"annotations": {
+            REFUSED_ANNOTATION: message,
+            REFUSED_SPEC_ANNOTATION: digest,
+        }}});
         dyn_api(&self.ctx.client, self.ns, self.nc_ar)
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await

@@ -10,6 +10,7 @@
 //! the gateway or the overlay (the operators render TunnelEndpoints) and never writes the
 //! ForeignCluster's status (its controller turns the TunnelEndpoint into NETWORKING).
 
+pub mod abandon;
 pub mod decide;
 pub mod endpoint;
 mod exec;
@@ -23,6 +24,7 @@ use std::{
 };
 
 use ipam::service::client::{Client as IpamClient, ClientError, ClientOptions};
+use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::{Recorder, Reporter};
 
 pub use reconcile::{controller_trigger, reconcile, tunnel_name};
@@ -31,6 +33,11 @@ pub use reconcile::{controller_trigger, reconcile, tunnel_name};
 pub const NAME: &str = "network";
 
 pub use control::consts::net::REFUSED_ANNOTATION;
+
+/// The annotation next to [`REFUSED_ANNOTATION`]: the [`decide::spec_digest`] of the spec
+/// refused (the same spec is never tried again; a changed one is). To move to
+/// `control::consts::net` (the lead's).
+pub const REFUSED_SPEC_ANNOTATION: &str = "net.liqo.io/refused-spec";
 
 /// The reason of the Warning Event on a peer's NetworkConfig we refused.
 pub const REASON_REFUSED: &str = "NetworkConfigRefused";
@@ -66,6 +73,8 @@ pub struct Manager {
     failures: Mutex<HashMap<String, u32>>,
     /// Per ForeignCluster, why we last could not announce ourselves (logged once).
     waiting: Mutex<HashMap<String, String>>,
+    /// Per ForeignCluster, since when its reconciles fail on the IPAM.
+    ipam_down: Mutex<HashMap<String, Timestamp>>,
 }
 
 impl Manager {
@@ -88,6 +97,7 @@ impl Manager {
             recorder,
             failures: Mutex::new(HashMap::new()),
             waiting: Mutex::new(HashMap::new()),
+            ipam_down: Mutex::new(HashMap::new()),
         })
     }
 
@@ -125,6 +135,24 @@ impl Manager {
 
     fn succeeded(&self, name: &str) {
         self.failures().remove(name);
+        self.ipam_down().remove(name);
+    }
+
+    fn ipam_down(&self) -> std::sync::MutexGuard<'_, HashMap<String, Timestamp>> {
+        // Inserts and removes only: a poisoned map is still consistent.
+        self.ipam_down.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Since when `name`'s reconciles fail on the IPAM (`now` if this is the first).
+    fn ipam_failed(&self, name: &str, now: Timestamp) -> Timestamp {
+        *self.ipam_down().entry(name.to_owned()).or_insert(now)
+    }
+
+    /// `name` is gone: nothing kept about it.
+    fn forget(&self, name: &str) {
+        self.failures().remove(name);
+        self.waits().remove(name);
+        self.ipam_down().remove(name);
     }
 }
 

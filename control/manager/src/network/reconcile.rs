@@ -31,7 +31,7 @@ use liqo_types::{Cidr, ClusterId};
 use serde_json::Value;
 
 use super::{
-    Manager, NAME, REFUSED_ANNOTATION,
+    Manager, NAME, REFUSED_ANNOTATION, REFUSED_SPEC_ANNOTATION, abandon,
     decide::{self, Copy, Local, Observed, Own, Tunnel},
     endpoint,
 };
@@ -104,10 +104,40 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     };
     ctx.metrics.reconcile(NAME);
     let name = fc.name_any();
+    let deleting = fc.meta().deletion_timestamp.is_some();
+    let has_finalizer = fc
+        .finalizers()
+        .iter()
+        .any(|f| f == net::NETWORK_MANAGER_FINALIZER);
     match run(&fc, &ctx, &m).await {
         Ok(()) => {
-            m.succeeded(&name);
+            if deleting {
+                m.forget(&name);
+            } else {
+                m.succeeded(&name);
+            }
             Ok(Requeue::requeue(ctx.settings.resync))
+        }
+        Err(e @ Error::Ipam { .. }) => {
+            // The teardown needs the IPAM: one failing for longer than the grace does not
+            // hold the ForeignCluster's deletion forever.
+            let now = now().0;
+            let since = m.ipam_failed(&name, now);
+            match abandon::abandon(
+                deleting,
+                has_finalizer,
+                true,
+                Some(since),
+                now,
+                m.config.grace,
+            ) {
+                Some(why) => {
+                    abandon::drop_finalizer(&ctx, &m.recorder, &fc, why).await?;
+                    m.forget(&name);
+                    Ok(Requeue::await_change())
+                }
+                None => Err(e),
+            }
         }
         Err(e) => Err(e),
     }
@@ -221,6 +251,7 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
             spec: field(o, "spec").unwrap_or(Value::Null),
             status: field(o, "status"),
             refused: o.annotations().get(REFUSED_ANNOTATION).cloned(),
+            refused_spec: o.annotations().get(REFUSED_SPEC_ANNOTATION).cloned(),
         }),
         ipam: held,
         tunnel: tunnel.as_ref().map(|o| Tunnel {
