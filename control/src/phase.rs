@@ -88,6 +88,22 @@ impl PeeringPhase {
     }
 }
 
+/// Whether a peering needs a network with the peer: a direction is pending or established,
+/// or it is in-band (its authentication and API traffic go through the tunnel, so the network
+/// comes before any direction). With neither, the network and the peer's NetworkConfig copy go.
+pub fn network_needed(phase: PeeringPhase, in_band: bool) -> bool {
+    phase.established() || in_band
+}
+
+/// Whether we keep a network with the peer (our NetworkConfig, the TunnelEndpoint): Liqo
+/// handles the network (`networkingEnabled` Yes) and the peering [needs one](network_needed).
+/// The one definition, for the network manager and (with `in_band` false: an in-band
+/// peering's NetworkConfigs are exchanged by liqoctl until a direction is granted) the
+/// replicator.
+pub fn network_wanted(phase: PeeringPhase, networking: NetworkingEnabled, in_band: bool) -> bool {
+    networking == NetworkingEnabled::Yes && network_needed(phase, in_band)
+}
+
 impl fmt::Display for PeeringPhase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(match self {
@@ -189,9 +205,7 @@ impl ReplicatedKind {
         match self {
             ReplicatedKind::ResourceRequest => phase != PeeringPhase::None,
             ReplicatedKind::ResourceOffer => phase.incoming(),
-            ReplicatedKind::NetworkConfig => {
-                phase.established() && networking == NetworkingEnabled::Yes
-            }
+            ReplicatedKind::NetworkConfig => network_wanted(phase, networking, false),
             ReplicatedKind::NamespaceMap => phase.outgoing(),
         }
     }

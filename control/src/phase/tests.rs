@@ -109,6 +109,20 @@ fn roles_per_phase() {
 }
 
 #[test]
+fn the_network_is_wanted_with_networking_and_a_direction_or_in_band() {
+    use NetworkingEnabled::{No, Yes};
+    use PeeringPhase as Ph;
+    assert!(!network_wanted(Ph::None, Yes, false));
+    assert!(!network_wanted(Ph::Authenticated, Yes, false));
+    assert!(network_wanted(Ph::Authenticated, Yes, true));
+    assert!(network_wanted(Ph::Incoming, Yes, false));
+    assert!(!network_wanted(Ph::Bidirectional, No, true));
+    assert!(network_needed(Ph::Outgoing, false));
+    assert!(network_needed(Ph::None, true));
+    assert!(!network_needed(Ph::Authenticated, false));
+}
+
+#[test]
 fn replicated_kinds_per_phase() {
     use NetworkingEnabled::{No, Yes};
     use PeeringPhase as Ph;

@@ -13,7 +13,7 @@ use control::{
         net::{NetworkConfigSpec, NetworkConfigStatus, TunnelEndpointSpec},
     },
     consts::net,
-    phase::PeeringPhase,
+    phase::{PeeringPhase, network_needed, network_wanted},
 };
 use k8s_openapi::jiff::Timestamp;
 use liqo_peering::ipam::{IpamPeer, Ranges};
@@ -58,6 +58,8 @@ pub struct Copy {
     pub refused: Option<String>,
     /// The digest ([`spec_digest`]) of the spec we refused, as annotated on it.
     pub refused_spec: Option<String>,
+    /// It is being deleted.
+    pub deleting: bool,
 }
 
 /// A digest of a spec (FNV-1a over its JSON text, hex): marks which spec a refusal was for,
@@ -168,10 +170,7 @@ pub enum Action {
 /// established (or the peering is in-band), the ForeignCluster is not being deleted and our
 /// tenant namespace exists.
 pub fn wanted(o: &Observed) -> bool {
-    !o.fc_deleting
-        && o.networking == NetworkingEnabled::Yes
-        && (o.phase.established() || o.in_band)
-        && o.tenant_known
+    !o.fc_deleting && network_wanted(o.phase, o.networking, o.in_band) && o.tenant_known
 }
 
 /// `None` when `seen` is `announced` (not remapped), else `seen`.
@@ -411,7 +410,11 @@ fn teardown(o: &Observed) -> Vec<Action> {
             Some(_) => waiting.push(()),
         }
     }
-    if o.copy.is_some() {
+    // The peer's copy goes with the peering (the FC deleted, no direction left), once: while
+    // only we do not handle the network (ours No, the peer's Yes), deleting it would only
+    // have the peer's replicator make it again.
+    let peering_gone = o.fc_deleting || !network_needed(o.phase, o.in_band);
+    if o.copy.as_ref().is_some_and(|c| !c.deleting) && peering_gone {
         actions.push(Action::DeleteCopy);
     }
     if !waiting.is_empty() {

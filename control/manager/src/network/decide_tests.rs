@@ -79,6 +79,7 @@ fn copy(status: Option<Value>) -> Copy {
         status,
         refused: None,
         refused_spec: None,
+        deleting: false,
     }
 }
 
@@ -573,4 +574,36 @@ fn a_duplicate_foreign_cluster_never_touches_the_peers_network() {
         ..o
     };
     assert_eq!(decide(&o), [Action::RemoveFinalizer]);
+}
+
+#[test]
+fn the_peers_copy_goes_with_the_peering_only_and_once() {
+    // Ours No, the peer's Yes: our network goes, the peer's copy stays (deleting it would
+    // only have the peer's replicator make it again).
+    let o = Observed {
+        networking: NetworkingEnabled::No,
+        ..established()
+    };
+    assert!(!wanted(&o));
+    assert_eq!(decide(&o), [Action::DeleteOwn, Action::DeleteTunnel]);
+    // No direction left, or the ForeignCluster deleted: it goes, once.
+    for o in [
+        Observed {
+            phase: PeeringPhase::Authenticated,
+            ..o.clone()
+        },
+        Observed {
+            fc_deleting: true,
+            ..o.clone()
+        },
+    ] {
+        assert!(decide(&o).contains(&Action::DeleteCopy), "{o:?}");
+        let mut c = o.copy.clone().unwrap();
+        c.deleting = true;
+        let again = decide(&Observed {
+            copy: Some(c),
+            ..o.clone()
+        });
+        assert!(!again.contains(&Action::DeleteCopy), "{again:?}");
+    }
 }

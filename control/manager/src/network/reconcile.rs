@@ -252,6 +252,7 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
             status: field(o, "status"),
             refused: o.annotations().get(REFUSED_ANNOTATION).cloned(),
             refused_spec: o.annotations().get(REFUSED_SPEC_ANNOTATION).cloned(),
+            deleting: o.metadata.deletion_timestamp.is_some(),
         }),
         ipam: held,
         tunnel: tunnel.as_ref().map(|o| Tunnel {
