@@ -470,6 +470,9 @@ async fn tunnel_state(
             )
         });
     Ok(tep.map(|t| {
+        if t.metadata.deletion_timestamp.is_some() {
+            return TunnelState::Deleting;
+        }
         let c = t.status.and_then(|s| s.connection).unwrap_or_default();
         match c.status {
             Some(ConnectionStatus::Connected) => TunnelState::Connected,

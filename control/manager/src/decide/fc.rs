@@ -116,12 +116,21 @@ pub enum TunnelState {
     Connected,
     /// `Error`, with the operator's message.
     Error(String),
+    /// Being deleted (whatever its status says): the tunnel is going, never Established.
+    Deleting,
 }
 
+/// NETWORKING's message while the TunnelEndpoint is being deleted.
+pub const TUNNEL_DELETING: &str = "the TunnelEndpoint is being deleted";
+
 /// NETWORKING from our TunnelEndpoint: missing → `None/TunnelEndpointNotFound`; connecting →
-/// `Pending`; connected → `Established`; an error → `None/TunnelEndpointError` with its message.
+/// `Pending`; connected → `Established`; an error → `None/TunnelEndpointError` with its message;
+/// being deleted → `Pending` saying so.
 pub fn network(tunnel: Option<&TunnelState>) -> NewCondition {
     match tunnel {
+        Some(TunnelState::Deleting) => {
+            Condition::Network(Network::Connecting).with_message(TUNNEL_DELETING)
+        }
         None => Condition::Network(Network::NotFound).into(),
         Some(TunnelState::Connecting) => Condition::Network(Network::Connecting).into(),
         Some(TunnelState::Connected) => Condition::Network(Network::Available).into(),

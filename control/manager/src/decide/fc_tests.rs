@@ -429,5 +429,11 @@ fn networking_follows_the_tunnel_endpoint() {
     assert_eq!(
         c.message,
         Condition::Network(Network::Error).default_message()
+    ); // Being deleted: never Established, whatever its last status.
+    let c = read(Some(TunnelState::Deleting));
+    assert_eq!(
+        (c.condition.status(), c.condition.reason()),
+        (S::Pending, "TunnelEndpointConnecting")
     );
+    assert_eq!(c.message, crate::decide::fc::TUNNEL_DELETING);
 }
