@@ -12,13 +12,12 @@ use control::{
 };
 use gateway::config::File;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{
     Client,
     api::DynamicObject,
     runtime::{
         controller::Action,
-        events::{Event, EventType, Recorder, Reporter},
+        events::{Recorder, Reporter},
     },
 };
 use liqo_types::PublicKey;
@@ -29,6 +28,7 @@ use crate::{
     gateway_plan::{self, Endpoints, Observed},
     kube::{self as k, KubeError},
     metrics::Metrics,
+    release::{self, Release},
     runner,
     tep::{self, Tep},
 };
@@ -69,6 +69,9 @@ pub struct Settings {
     pub ipam: Option<String>,
     /// The data plane.
     pub dataplane: Dataplane,
+    /// How long a deleted TunnelEndpoint waits for a gateway that cannot be read or refuses its
+    /// file before its finalizer is released anyway (with a Warning Event).
+    pub release_grace: Duration,
 }
 
 /// The operator's state.
@@ -286,6 +289,16 @@ async fn one(
             tracing::info!(tep = %t.key(), "the gateway dropped the peer; finalizer released");
             return Ok(Some(ConnectionStatus::Connected));
         }
+        let why = gateway_plan::failing(seen, written);
+        let now = k8s_openapi::jiff::Timestamp::now();
+        if let Release::Forced(note) =
+            release::unconfirmed(t, why.as_deref(), now, ctx.settings.release_grace)
+        {
+            tracing::warn!(tep = %t.key(), %note, "finalizer released without the gateway");
+            k::warning(&ctx.recorder, obj, "ReleasedUnconfirmed", "Release", note).await;
+            k::hold_finalizer(&ctx.client, obj, MANAGER, net::GATEWAY_FINALIZER, false).await?;
+            return Ok(Some(ConnectionStatus::Connected));
+        }
         return Ok(None);
     }
     if !owns {
@@ -308,33 +321,10 @@ async fn one(
         if state == Some(ConnectionStatus::Error) {
             let note = c.status_message.clone().unwrap_or_default();
             tracing::warn!(tep = %t.key(), message = %note, "TunnelEndpoint refused");
-            warn(ctx, obj, note).await;
+            k::warning(&ctx.recorder, obj, "Refused", "Render", note).await;
         }
         let status = serde_json::to_value(&want).expect("a status encodes");
         k::apply_status(&ctx.client, obj, MANAGER, status).await?;
     }
     Ok(state)
-}
-
-/// A Warning Event on a refused TunnelEndpoint. A failure to record it is logged only: the
-/// status says the same.
-async fn warn(ctx: &Ctx, obj: &DynamicObject, note: String) {
-    let reference = ObjectReference {
-        api_version: Some("net.liqo.io/v1alpha1".into()),
-        kind: Some("TunnelEndpoint".into()),
-        name: obj.metadata.name.clone(),
-        namespace: obj.metadata.namespace.clone(),
-        uid: obj.metadata.uid.clone(),
-        ..ObjectReference::default()
-    };
-    let ev = Event {
-        type_: EventType::Warning,
-        reason: "Refused".into(),
-        note: Some(note),
-        action: "Render".into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, &reference).await {
-        tracing::warn!(error = %e, "recording an Event");
-    }
 }

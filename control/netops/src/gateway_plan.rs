@@ -257,5 +257,18 @@ pub fn released(tep: &Tep, rendered: &Rendered, written: &str, seen: Observed<'_
     }
 }
 
+/// Why the gateway cannot confirm anything (its `/status` cannot be read, or it refuses the
+/// text written); `None` when it only has not caught up yet.
+pub fn failing(seen: Observed<'_>, written: &str) -> Option<String> {
+    match seen {
+        Observed::Fake => None,
+        Observed::Unreachable(why) => Some(format!("the gateway's status cannot be read ({why})")),
+        Observed::Status(s) => match runs(&s.reload, written) {
+            Look::Refused(e) => Some(format!("the gateway refuses its config ({e})")),
+            _ => None,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,8 @@
 //! - [`files`]: the config file written atomically, its digest, one look at a daemon's status
 //!   for that digest or a peer, and the core's `Gateway` and `Overlay` sinks over files and
 //!   status ([`files::sinks`]); no Kubernetes (for the lab too).
+//! - [`release`]: when a hold on a deleted TunnelEndpoint goes without the daemon's word (a
+//!   grace), and which nodes' route holds stand.
 //! - [`tep`]: a TunnelEndpoint read untyped into the core's `Peering`, a bad field named.
 //! - [`kube`]: the thin I/O, and the core's `Records` (TunnelEndpoints) and `Inventory` (Nodes,
 //!   Lease, identity) over Kubernetes objects.
@@ -33,6 +35,7 @@ pub mod gateway_op;
 pub mod gateway_plan;
 pub mod kube;
 pub mod metrics;
+pub mod release;
 pub mod route_op;
 pub mod route_plan;
 pub mod runner;

@@ -9,14 +9,21 @@
 //! TunnelEndpoint's ranges leave this node's file at once; this operator drops its hold when
 //! the agent runs that file, so the TunnelEndpoint goes (and the IPAM may give its ranges to
 //! another peer) only once every node's agent dropped them. The hold of a node that is gone
-//! for good (no Node object) is forgotten by the gateway node's operator (the Lease holder):
-//! its managedFields entry is removed, and the finalizer with it when no one else holds it.
+//! for good (no Node object, or NotReady for longer than `--release-grace`) is forgotten by the
+//! gateway node's operator (the Lease holder): its managedFields entry is removed, and the
+//! finalizer with it when no one else holds it. An agent that cannot be read or refuses its
+//! file for longer than the grace since the deletion does not hold the deletion: the hold is
+//! released with a Warning Event ([`crate::release`]). With no gateway (the Lease has no
+//! holder) nothing is routed to one: holds on deleted TunnelEndpoints are released at once.
 
 use std::{path::PathBuf, sync::Arc, time::Duration};
 
 use control::consts::net;
 use k8s_openapi::api::core::v1::Node;
-use kube::{Client, runtime::controller::Action};
+use kube::{
+    Client,
+    runtime::{controller::Action, events::Recorder},
+};
 use liqo_peering::Inventory;
 use liqo_types::ClusterId;
 use overlay::config::File;
@@ -26,6 +33,7 @@ use crate::{
     files::{self, Look, StatusUrl},
     kube::{self as k, KubeError, KubeInventory, TepRecords},
     metrics::Metrics,
+    release::{self, Release},
     route_plan,
 };
 
@@ -66,6 +74,9 @@ pub struct Settings {
     pub base: File,
     /// The data plane.
     pub dataplane: Dataplane,
+    /// How long a deleted TunnelEndpoint waits for an agent that cannot be read or refuses its
+    /// file, and how long a node may be NotReady before its holds are forgotten.
+    pub release_grace: Duration,
 }
 
 /// The operator's state.
@@ -80,6 +91,8 @@ pub struct Ctx {
     pub metrics: Metrics,
     /// Its field manager.
     pub manager: String,
+    /// Its Warning Events.
+    pub recorder: Recorder,
 }
 
 /// One reconcile of this node's agent.
@@ -94,17 +107,6 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
     };
     // The core's inventory and record over the cluster's objects.
     let nodes = inv.nodes().await?;
-    let gateway_node = match inv.gateway_node().await {
-        Ok(n) => n,
-        Err(KubeError::Object { .. }) => {
-            return Err(OpError::NoGateway(format!(
-                "{}/{}",
-                s.namespace,
-                net::GATEWAY_LEASE
-            )));
-        }
-        Err(e) => return Err(e.into()),
-    };
     let k::Snapshot {
         objects: objs,
         teps,
@@ -115,6 +117,36 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
     }
     .read()
     .await?;
+    let gateway_node = match inv.gateway_node().await {
+        Ok(n) => n,
+        Err(KubeError::Object { .. }) => {
+            // No gateway: nothing is routed to one, so no deleted TunnelEndpoint waits on
+            // this node; holds are still taken first on the others.
+            for (obj, t) in objs.iter().zip(&teps) {
+                let owns = k::owns_finalizer(&obj.metadata, &ctx.manager, net::ROUTE_FINALIZER);
+                if t.deleting != owns {
+                    continue;
+                }
+                if t.deleting {
+                    tracing::info!(tep = %t.key(), "no gateway runs; finalizer hold released");
+                }
+                k::hold_finalizer(
+                    &ctx.client,
+                    obj,
+                    &ctx.manager,
+                    net::ROUTE_FINALIZER,
+                    !t.deleting,
+                )
+                .await?;
+            }
+            return Err(OpError::NoGateway(format!(
+                "{}/{}",
+                s.namespace,
+                net::GATEWAY_LEASE
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let rendered = route_plan::render(
         &s.base,
         &ctx.cluster,
@@ -126,6 +158,7 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
     for (peer, e) in &rendered.refused {
         tracing::warn!(%peer, error = %e, "ranges left out of the overlay");
     }
+    let mut unreachable = false;
     let applied = match &s.dataplane {
         Dataplane::Fake => Look::Ready,
         Dataplane::Files { config, status } => {
@@ -137,7 +170,10 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
             }
             match files::fetch_async::<overlay::status::Status>(status).await {
                 Ok(st) => files::overlay_look(&st, &d),
-                Err(e) => Look::NotYet(liqo_types::chain(&e)),
+                Err(e) => {
+                    unreachable = true;
+                    Look::NotYet(liqo_types::chain(&e))
+                }
             }
         }
     };
@@ -146,6 +182,15 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
     }
     let mut pending = 0;
     let mut first_error: Option<KubeError> = None;
+    // Why the agent cannot confirm (unreadable, or refusing the file); `None`: only slow.
+    let failing = match (&s.dataplane, &applied) {
+        (_, Look::Refused(e)) => Some(format!("the overlay agent refuses its config ({e})")),
+        (Dataplane::Files { .. }, Look::NotYet(why)) if unreachable => {
+            Some(format!("the overlay agent's status cannot be read ({why})"))
+        }
+        _ => None,
+    };
+    let now = k8s_openapi::jiff::Timestamp::now();
     for (obj, t) in objs.iter().zip(&teps) {
         let owns = k::owns_finalizer(&obj.metadata, &ctx.manager, net::ROUTE_FINALIZER);
         let r = match (t.deleting, owns) {
@@ -156,10 +201,19 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
                 tracing::info!(tep = %t.key(), "the agent dropped its ranges; finalizer hold released");
                 k::hold_finalizer(&ctx.client, obj, &ctx.manager, net::ROUTE_FINALIZER, false).await
             }
-            (true, true) => {
-                pending += 1;
-                Ok(())
-            }
+            (true, true) => match release::unconfirmed(t, failing.as_deref(), now, s.release_grace)
+            {
+                Release::Forced(note) => {
+                    tracing::warn!(tep = %t.key(), %note, "finalizer hold released without the agent");
+                    k::warning(&ctx.recorder, obj, "ReleasedUnconfirmed", "Release", note).await;
+                    k::hold_finalizer(&ctx.client, obj, &ctx.manager, net::ROUTE_FINALIZER, false)
+                        .await
+                }
+                _ => {
+                    pending += 1;
+                    Ok(())
+                }
+            },
             _ => Ok(()),
         };
         if let Err(e) = r {
@@ -173,19 +227,14 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
     // The gateway node's operator forgets the holds of nodes that are gone for good (their
     // operators will never release them), so a deleted TunnelEndpoint does not wait forever.
     if s.node_name == gateway_node && teps.iter().any(|t| t.deleting) {
-        let names: Vec<String> = inv
-            .node_objects()
-            .await?
-            .iter()
-            .filter_map(|n| n.metadata.name.clone())
-            .collect();
+        let names = release::standing_nodes(&inv.node_objects().await?, now, s.release_grace);
         let prefix = manager("");
         for (obj, t) in objs.iter().zip(&teps).filter(|(_, t)| t.deleting) {
             let dead = k::dead_holds(&obj.metadata, net::ROUTE_FINALIZER, &prefix, &names);
             if dead.is_empty() {
                 continue;
             }
-            tracing::warn!(tep = %t.key(), gone = ?dead.iter().map(|d| &d.1).collect::<Vec<_>>(), "forgetting the route holds of nodes that are gone");
+            tracing::warn!(tep = %t.key(), gone = ?dead.iter().map(|d| &d.1).collect::<Vec<_>>(), "forgetting the route holds of nodes that are gone (or NotReady past the grace)");
             if let Err(e) = k::prune_holds(&ctx.client, obj, net::ROUTE_FINALIZER, &dead).await {
                 first_error.get_or_insert(e);
             }

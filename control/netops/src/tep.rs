@@ -66,6 +66,8 @@ pub struct Tep {
     pub name: String,
     /// Being deleted.
     pub deleting: bool,
+    /// When its deletion was asked.
+    pub deleted_at: Option<k8s_openapi::jiff::Timestamp>,
     /// Its finalizers.
     pub finalizers: Vec<String>,
     /// Its fields, or the first bad one.
@@ -98,6 +100,7 @@ pub fn read(obj: &DynamicObject) -> Tep {
         namespace: obj.metadata.namespace.clone().unwrap_or_default(),
         name: obj.metadata.name.clone().unwrap_or_default(),
         deleting: obj.metadata.deletion_timestamp.is_some(),
+        deleted_at: obj.metadata.deletion_timestamp.as_ref().map(|t| t.0),
         finalizers: obj.metadata.finalizers.clone().unwrap_or_default(),
         parsed: parse(obj),
         status,

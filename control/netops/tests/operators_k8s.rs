@@ -122,17 +122,21 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
         "spec.remotePodCIDR: 10.244.0.1/16",
     )
     .await;
-    eventually(30, "the gateway Service annotated with its node's address", || async {
-        let s = Api::<Service>::namespaced(admin.clone(), "liqo")
-            .get("liqo-gateway")
-            .await
-            .map_err(|e| e.to_string())?;
-        let a = s.metadata.annotations.unwrap_or_default();
-        match a.get(net::GATEWAY_NODE_IP_ANNOTATION).map(String::as_str) {
-            Some("172.30.0.1") => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    eventually(
+        30,
+        "the gateway Service annotated with its node's address",
+        || async {
+            let s = Api::<Service>::namespaced(admin.clone(), "liqo")
+                .get("liqo-gateway")
+                .await
+                .map_err(|e| e.to_string())?;
+            let a = s.metadata.annotations.unwrap_or_default();
+            match a.get(net::GATEWAY_NODE_IP_ANNOTATION).map(String::as_str) {
+                Some("172.30.0.1") => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
     let milan = Api::<TunnelEndpoint>::namespaced(admin.clone(), "liqo-tenant-milan")
         .get("milan")
@@ -192,28 +196,46 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
     );
     let m = e2e::liqo::probe(&format!("http://127.0.0.1:{metrics}/metrics")).await;
     assert!(m.is_ok(), "{m:?}");
-    // A third node's route operator holds milan too, then its node goes for good (the
-    // operator with it): the gateway node's operator forgets that hold, so milan still goes.
+    // A third and a fourth node's route operators hold milan too, then the third node goes for
+    // good and the fourth is NotReady for longer than the grace (their operators with them):
+    // the gateway node's operator forgets both holds, so milan still goes.
     node(&admin, "ops-n2", "172.30.0.3", "10.244.2.0/24").await;
-    let n2 = Op::start(
-        RT,
-        "rt-fake-ops-n2",
-        &rt_kc,
-        dir.path(),
-        &route_args("ops-n2", &ov_base, None),
-    );
-    let n2_manager = liqo_netops::route_op::manager("ops-n2");
-    eventually(30, "ops-n2's hold on milan", || async {
-        let o = teps(&admin, "liqo-tenant-milan")
-            .get("milan")
-            .await
-            .map_err(|e| e.to_string())?;
-        liqo_netops::kube::owns_finalizer(&o.metadata, &n2_manager, net::ROUTE_FINALIZER)
-            .then_some(())
-            .ok_or_else(|| "not yet".to_owned())
-    })
-    .await;
-    drop(n2); // SIGKILL: it never releases its hold.
+    node(&admin, "ops-n3", "172.30.0.4", "10.244.3.0/24").await;
+    let mut dead = Vec::new();
+    for n in ["ops-n2", "ops-n3"] {
+        let op = Op::start(
+            RT,
+            &format!("rt-fake-{n}"),
+            &rt_kc,
+            dir.path(),
+            &route_args(n, &ov_base, None),
+        );
+        let m = liqo_netops::route_op::manager(n);
+        eventually(30, &format!("{n}'s hold on milan"), || async {
+            let o = teps(&admin, "liqo-tenant-milan")
+                .get("milan")
+                .await
+                .map_err(|e| e.to_string())?;
+            liqo_netops::kube::owns_finalizer(&o.metadata, &m, net::ROUTE_FINALIZER)
+                .then_some(())
+                .ok_or_else(|| "not yet".to_owned())
+        })
+        .await;
+        dead.push(op);
+    }
+    drop(dead); // SIGKILL: they never release their holds.
+    let not_ready = serde_json::json!({"status": {"conditions": [{"type": "Ready",
+        "status": "Unknown", "reason": "NodeStatusUnknown", "message": "test",
+        "lastHeartbeatTime": "2020-01-01T00:00:00Z",
+        "lastTransitionTime": "2020-01-01T00:00:00Z"}]}});
+    Api::<k8s_openapi::api::core::v1::Node>::all(admin.clone())
+        .patch_status(
+            "ops-n3",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&not_ready),
+        )
+        .await
+        .unwrap();
     Api::<k8s_openapi::api::core::v1::Node>::all(admin.clone())
         .delete("ops-n2", &DeleteParams::default())
         .await

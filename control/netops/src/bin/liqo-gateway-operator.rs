@@ -54,6 +54,11 @@ struct Args {
     /// No data plane: no file is written and a rendered peer is Connected.
     #[arg(long)]
     fake_dataplane: bool,
+    /// How long a deleted TunnelEndpoint waits for a gateway that cannot be read or refuses its
+    /// config before the finalizer is released anyway, with a Warning Event
+    /// (`300s`, `5m`).
+    #[arg(long, default_value = "5m", value_parser = liqo_netops::release::parse_grace)]
+    release_grace: std::time::Duration,
     /// Where Prometheus metrics are served (`GET /metrics`).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
@@ -140,6 +145,7 @@ async fn main() -> anyhow::Result<()> {
         base,
         ipam: args.ipam_address,
         dataplane,
+        release_grace: args.release_grace,
     };
     let ctx = Arc::new(Ctx::new(
         client.clone(),
@@ -163,12 +169,16 @@ async fn main() -> anyhow::Result<()> {
     }
     .boxed()
     .shared();
+    // Why the Lease was lost, set before the stop is sent (so the exit status never depends
+    // on whether the task has finished when the controller stops).
+    let lost_why = Arc::new(std::sync::Mutex::new(None::<liqo_netops::kube::KubeError>));
+    let lost_slot = lost_why.clone();
     let lease_task = tokio::spawn(async move {
         let e = lost.await;
         tracing::error!(error = %liqo_types::chain(&e), "the gateway Lease is lost; stopping");
+        *lost_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
         // The receiver is gone only when the operator stopped already.
         let _ = stop_tx.send(());
-        e
     });
     let teps = Api::<DynamicObject>::all_with(client.clone(), &tep_resource());
     let trigger = runner::events(
@@ -186,10 +196,9 @@ async fn main() -> anyhow::Result<()> {
         shutdown,
     )
     .await;
-    if lease_task.is_finished() {
-        let e = lease_task.await.context("the Lease task")?;
+    lease_task.abort();
+    if let Some(e) = lost_why.lock().unwrap_or_else(|p| p.into_inner()).take() {
         return Err(anyhow::Error::new(e).context("the gateway Lease"));
     }
-    lease_task.abort();
     Ok(())
 }

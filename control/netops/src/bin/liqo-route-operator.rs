@@ -47,6 +47,11 @@ struct Args {
     /// No data plane: no file is written.
     #[arg(long)]
     fake_dataplane: bool,
+    /// How long a deleted TunnelEndpoint waits for an agent that cannot be read or refuses its
+    /// config before the finalizer is released anyway, with a Warning Event, and how long a Node may be NotReady before its holds are forgotten
+    /// (`300s`, `5m`).
+    #[arg(long, default_value = "5m", value_parser = liqo_netops::release::parse_grace)]
+    release_grace: std::time::Duration,
     /// Where Prometheus metrics are served (`GET /metrics`).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
@@ -106,9 +111,17 @@ async fn main() -> anyhow::Result<()> {
             node_name: args.node_name.clone(),
             base,
             dataplane,
+            release_grace: args.release_grace,
         },
         cluster,
         metrics: metrics.clone(),
+        recorder: kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter {
+                controller: route_op::PROGRAM.into(),
+                instance: Some(args.node_name.clone()),
+            },
+        ),
     });
     let teps = Api::<DynamicObject>::all_with(client.clone(), &tep_resource());
     let lease = control::consts::net::GATEWAY_LEASE;

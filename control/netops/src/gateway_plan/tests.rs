@@ -255,3 +255,31 @@ fn the_ipams_list_gives_the_endpoints_and_a_bad_value_is_named() {
         Endpoints::default()
     );
 }
+
+#[test]
+fn the_gateway_fails_when_unreadable_or_refusing_the_text_written_not_when_only_slow() {
+    assert_eq!(failing(Observed::Fake, "d2"), None);
+    let why = failing(Observed::Unreachable("connection refused"), "d2").unwrap();
+    assert!(why.contains("connection refused"), "{why}");
+    assert_eq!(
+        failing(Observed::Status(&status("d1", &[])), "d2"),
+        None,
+        "slow"
+    );
+    let mut refused = status("d1", &[]);
+    refused.reload.refused = Some(Refused {
+        digest: "d2".into(),
+        field: "peers[0].endpoint".into(),
+        problem: "bad".into(),
+    });
+    let why = failing(Observed::Status(&refused), "d2").unwrap();
+    assert!(
+        why.contains("refuses") && why.contains("peers[0].endpoint"),
+        "{why}"
+    );
+    assert_eq!(
+        failing(Observed::Status(&refused), "d3"),
+        None,
+        "another text refused"
+    );
+}

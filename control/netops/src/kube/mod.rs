@@ -12,10 +12,11 @@ pub mod service;
 use std::{collections::BTreeMap, net::SocketAddr};
 
 use control::{api::net::TunnelEndpoint, consts::net};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{api::core::v1::ObjectReference, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::{
     Api, Client, Resource,
     api::{ApiResource, DynamicObject, ListParams, Patch, PatchParams},
+    runtime::events::{Event, EventType, Recorder},
 };
 pub use records::{KubeInventory, Snapshot, TepRecords};
 
@@ -165,6 +166,35 @@ pub async fn prune_holds(
                 .join(", ")
         )))?;
     Ok(())
+}
+
+/// A Warning Event on a TunnelEndpoint. A failure to record it is logged only (the log and
+/// the status say the same).
+pub async fn warning(
+    recorder: &Recorder,
+    obj: &DynamicObject,
+    reason: &str,
+    action: &str,
+    note: String,
+) {
+    let reference = ObjectReference {
+        api_version: Some(TunnelEndpoint::api_version(&()).into_owned()),
+        kind: Some(TunnelEndpoint::kind(&()).into_owned()),
+        name: obj.metadata.name.clone(),
+        namespace: obj.metadata.namespace.clone(),
+        uid: obj.metadata.uid.clone(),
+        ..ObjectReference::default()
+    };
+    let ev = Event {
+        type_: EventType::Warning,
+        reason: reason.into(),
+        note: Some(note),
+        action: action.into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&ev, &reference).await {
+        tracing::warn!(error = %e, "recording an Event");
+    }
 }
 
 fn identity(obj: &DynamicObject) -> serde_json::Value {
