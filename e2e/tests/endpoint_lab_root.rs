@@ -3,13 +3,11 @@
 //! as rome sees it (ICMP and TCP, the node seeing the pod in milan's view of rome), an address
 //! mapped for no one is refused, and unmapping removes every trace from milan's gateway.
 //!
-//! The node reached is the one running milan's gateway. A node that does not run it also needs
-//! the gateway node to send it the translated packets over the overlay (so that they arrive
-//! where its strict reverse-path filter expects packets from remote ranges, and its replies
-//! come back the same way): the overlay agent of the gateway node must route every other node's
-//! address, like its pod CIDR, via that node's overlay address in table 18952 (the rule `iif
-//! liqo.host` already selects only what comes from the gateway). The second test shows it and
-//! is ignored until the overlay does.
+//! The first test reaches the node running milan's gateway; the second a node that does not run
+//! it: the gateway node sends it the translated packets over the overlay (its agent routes every
+//! other node's address, like its pod CIDR, via that node's overlay address in table 18952), so
+//! they arrive where the node's strict reverse-path filter expects packets from remote ranges,
+//! and its replies come back the same way.
 
 mod common;
 
@@ -200,10 +198,6 @@ async fn a_rome_pod_reaches_a_milan_node_through_milans_external_cidr() {
 }
 
 #[tokio::test]
-#[ignore = "needs the overlay: on the gateway node, table 18952 must route each other node's \
-            address (/32) via its overlay address, as it does its pod CIDR; without it the \
-            node's strict reverse-path filter drops the request (it arrives on eth0, while the \
-            node routes remote ranges over liqo.vxlan)"]
 async fn a_rome_pod_reaches_a_milan_node_that_does_not_run_the_gateway() {
     let g = LabGuard::new('d');
     let lab = lab::up(g.0.clone(), Topology::preset("two-clusters").unwrap())

@@ -84,9 +84,18 @@ pub fn routes(c: &Config, table: u32) -> Vec<RouteSpec> {
     if c.is_gateway() {
         // Only needed (and only reachable through the rules) while there are remote ranges.
         // What comes from the tunnel fits it, and so the overlay: no MTU of its own.
+        // Each other node's pods and the node itself (a peer reaching a node or a host-network
+        // pod through our external CIDR): over the overlay, so the node sees the remote source
+        // arrive on the device it routes remote ranges through (its reverse-path check).
         c.others()
             .filter(|_| !c.remote_cidrs.is_empty())
-            .map(|n| via(n.overlay_ip(), n.pod_cidr, None))
+            .flat_map(|n| {
+                let node = Ipv4Net::new(n.address, 32).expect("a /32 is always valid");
+                [
+                    via(n.overlay_ip(), n.pod_cidr, None),
+                    via(n.overlay_ip(), node, None),
+                ]
+            })
             .collect()
     } else {
         c.remote_cidrs
@@ -189,7 +198,9 @@ mod tests {
             show(&routes(&c, 18952)),
             [
                 "10.200.1.0/24 via 240.18.0.2 dev liqo.vxlan onlink table 18952",
-                "10.200.2.0/24 via 240.18.0.3 dev liqo.vxlan onlink table 18952"
+                "172.18.0.2/32 via 240.18.0.2 dev liqo.vxlan onlink table 18952",
+                "10.200.2.0/24 via 240.18.0.3 dev liqo.vxlan onlink table 18952",
+                "172.18.0.3/32 via 240.18.0.3 dev liqo.vxlan onlink table 18952"
             ]
         );
         assert_eq!(
