@@ -145,8 +145,16 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
     let peer = fc.spec.cluster_identity.cluster_id.clone();
     let tenants = fc.status.as_ref().and_then(|s| s.tenant_namespace.clone());
     let (local_ns, remote_ns) = tenants.map_or((None, None), |t| (t.local, t.remote));
+    // A deleted ForeignCluster with no source left has nothing to ask the peer: its finalizer
+    // goes without a call that may hang on a peer already out of reach (an in-band peer
+    // whose tunnel is gone).
+    let done = fc.metadata.deletion_timestamp.is_some()
+        && match &local_ns {
+            Some(ns) => count_sources(ctx, ns, &peer).await? == 0,
+            None => true,
+        };
     let remote = match (&local_ns, &remote_ns) {
-        (Some(local_ns), Some(_)) => ctx
+        (Some(local_ns), Some(_)) if !done => ctx
             .peers
             .client(&ctx.client, local_ns, &peer)
             .await
