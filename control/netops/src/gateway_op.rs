@@ -65,8 +65,8 @@ pub struct Settings {
     pub node_name: String,
     /// The gateway's fixed settings (no peers).
     pub base: File,
-    /// The IPAM service (`http://host:port`), for the endpoint mappings.
-    pub ipam: Option<String>,
+    /// The IPAM service, for the endpoint mappings (checked: [`crate::cli::Ipam::options`]).
+    pub ipam: Option<ipam::service::client::ClientOptions>,
     /// The data plane.
     pub dataplane: Dataplane,
     /// How long a deleted TunnelEndpoint waits for a gateway that cannot be read or refuses its
@@ -112,18 +112,17 @@ impl Ctx {
     }
 
     async fn endpoints(&self) -> Result<Endpoints, OpError> {
-        let Some(address) = &self.settings.ipam else {
+        let Some(opts) = &self.settings.ipam else {
             return Ok(Endpoints::default());
         };
         let mut guard = self.ipam.lock().await;
         let client = match guard.as_mut() {
             Some(c) => c,
             None => {
-                let opts = ipam::service::client::ClientOptions::new(address.clone());
-                let c = ipam::service::client::connect(&opts)
+                let c = ipam::service::client::connect(opts)
                     .await
                     .map_err(|source| OpError::IpamConnect {
-                        address: address.clone(),
+                        address: opts.server.clone(),
                         source,
                     })?;
                 guard.insert(c)

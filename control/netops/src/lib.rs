@@ -29,6 +29,7 @@
 //! never log a private key. `--fake-dataplane` runs them without daemons (tests, harness
 //! clusters): nothing is written and a rendered peer counts as connected.
 
+pub mod cli;
 pub mod error;
 pub mod files;
 pub mod gateway_op;

@@ -140,3 +140,73 @@ fn a_base_config_with_peers_or_nodes_or_a_bad_field_is_refused_naming_it() {
         "{err}"
     );
 }
+
+#[test]
+fn a_bad_ipam_flag_is_refused_at_start_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path().join("base.yaml");
+    std::fs::write(&base, "localPodCIDR: 10.244.0.0/16\n").unwrap();
+    let base = base.to_str().unwrap();
+    let gw = |extra: &[&str]| {
+        let mut a = vec![
+            "--node-name",
+            "n0",
+            "--base-config",
+            base,
+            "--fake-dataplane",
+        ];
+        a.extend(extra);
+        run(GW, &a)
+    };
+    // Not a URL the IPAM client takes: refused by clap, naming the flag and the value.
+    let (code, err) = gw(&["--ipam-address", "liqo-ipam:6000"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--ipam-address") && err.contains("liqo-ipam:6000"),
+        "{err}"
+    );
+    // A CA with a clear-text address, a token sent in clear text to another host, a CA file
+    // that cannot be read: refused at start, naming the address, before any API call.
+    let (code, err) = gw(&[
+        "--ipam-address",
+        "http://liqo-ipam:6000",
+        "--ipam-ca-file",
+        "/nonexistent/ca.pem",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--ipam-address http://liqo-ipam:6000"),
+        "{err}"
+    );
+    assert!(err.contains("https"), "{err}");
+    let token = dir.path().join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    let (code, err) = gw(&[
+        "--ipam-address",
+        "http://liqo-ipam:6000",
+        "--ipam-token-file",
+        token.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--ipam-address http://liqo-ipam:6000"),
+        "{err}"
+    );
+    assert!(!err.contains("s3cret"), "the token is never printed: {err}");
+    let (code, err) = gw(&[
+        "--ipam-address",
+        "https://liqo-ipam:6000",
+        "--ipam-ca-file",
+        "/nonexistent/ca.pem",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("/nonexistent/ca.pem"), "{err}");
+    // The file flags need the address.
+    let (code, err) = gw(&["--ipam-token-file", token.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--ipam-address"), "{err}");
+    // A good address passes the flags (and fails later, at the cluster).
+    let (code, err) = gw(&["--ipam-address", "http://127.0.0.1:6000"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("kube config"), "{err}");
+}

@@ -3,7 +3,7 @@
 //! back; keeps the gateway's key in Secrets and the Lease `liqo-gateway`. See
 //! [`liqo_netops::gateway_op`].
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -11,6 +11,7 @@ use futures::FutureExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, api::DynamicObject, runtime::watcher};
 use liqo_netops::{
+    cli,
     files::{self, StatusUrl},
     gateway_op::{self, Ctx, Dataplane, MANAGER, Settings},
     kube::{keys, lease, tep_resource},
@@ -21,22 +22,8 @@ use liqo_netops::{
 #[derive(Debug, Parser)]
 #[command(name = "liqo-gateway-operator", version, about)]
 struct Args {
-    /// The Liqo namespace (the key Secrets, the Lease).
-    #[arg(short = 'n', long, default_value = "liqo")]
-    namespace: String,
-    /// The node the gateway runs on (the Lease's holder; its InternalIP is `status.gatewayIP`).
-    #[arg(long, env = "NODE_NAME")]
-    node_name: String,
-    /// The gateway's fixed settings (YAML of `liqo-gateway`'s config, without peers).
-    #[arg(long)]
-    base_config: PathBuf,
-    /// The gateway's config file, written atomically (the gateway reloads it).
-    #[arg(
-        long,
-        required_unless_present = "fake_dataplane",
-        conflicts_with = "fake_dataplane"
-    )]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    common: cli::Common,
     /// The gateway's status (`http://<ip>:<port>/status`).
     #[arg(
         long,
@@ -48,27 +35,22 @@ struct Args {
     /// base config's `privateKeyFile`, else the gateway's default.
     #[arg(long, conflicts_with = "fake_dataplane")]
     private_key_file: Option<PathBuf>,
-    /// The IPAM service (`http://host:port`): our external CIDR and the endpoint mappings.
-    #[arg(long)]
-    ipam_address: Option<String>,
-    /// No data plane: no file is written and a rendered peer is Connected.
-    #[arg(long)]
-    fake_dataplane: bool,
-    /// How long a deleted TunnelEndpoint waits for a gateway that cannot be read or refuses its
-    /// config before the finalizer is released anyway, with a Warning Event
-    /// (`300s`, `5m`).
-    #[arg(long, default_value = "5m", value_parser = liqo_netops::release::parse_grace)]
-    release_grace: std::time::Duration,
-    /// Where Prometheus metrics are served (`GET /metrics`).
-    #[arg(long)]
-    metrics_listen: Option<SocketAddr>,
+    #[command(flatten)]
+    ipam: cli::Ipam,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
     liqo_daemon::logging::init();
-    let args = Args::parse();
+    let Args {
+        common: args,
+        gateway_status_url,
+        private_key_file,
+        ipam,
+    } = Args::parse();
+    // Checked before anything runs: a bad IPAM flag is named.
+    let ipam = ipam.options()?;
     let text = std::fs::read_to_string(&args.base_config)
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
     let base = gateway::config::File::parse(&text)
@@ -76,12 +58,12 @@ async fn main() -> anyhow::Result<()> {
     // Checked before anything runs: a bad base config is a bad flag.
     liqo_netops::gateway_plan::render(&base, None, None, &Default::default(), &Default::default())
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
-    let dataplane = match (args.config, args.gateway_status_url) {
+    let dataplane = match (args.config, gateway_status_url) {
         // The key goes where the gateway will read it: the gateway must run the Secret's key.
         (Some(config), Some(status)) => Dataplane::Files {
             config,
             status,
-            private_key_file: Some(args.private_key_file.unwrap_or_else(|| {
+            private_key_file: Some(private_key_file.unwrap_or_else(|| {
                 PathBuf::from(
                     base.private_key_file
                         .as_deref()
@@ -143,7 +125,7 @@ async fn main() -> anyhow::Result<()> {
         namespace: args.namespace.clone(),
         node_name: args.node_name.clone(),
         base,
-        ipam: args.ipam_address,
+        ipam,
         dataplane,
         release_grace: args.release_grace,
     };

@@ -2,7 +2,7 @@
 //! Lease and every TunnelEndpoint (over `--base-config`) and waits on the agent's `/status`.
 //! See [`liqo_netops::route_op`].
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -10,6 +10,7 @@ use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
 use kube::{Api, api::DynamicObject, runtime::watcher};
 use liqo_netops::{
+    cli,
     files::StatusUrl,
     kube::{KubeInventory, tep_resource},
     metrics::Metrics,
@@ -20,23 +21,8 @@ use liqo_netops::{
 #[derive(Debug, Parser)]
 #[command(name = "liqo-route-operator", version, about)]
 struct Args {
-    /// The Liqo namespace (the Lease, the identity ConfigMap).
-    #[arg(short = 'n', long, default_value = "liqo")]
-    namespace: String,
-    /// This node.
-    #[arg(long, env = "NODE_NAME")]
-    node_name: String,
-    /// The agent's fixed settings (YAML of `liqo-overlay`'s config, without nodes or ranges;
-    /// `node` and `gateway` are filled in).
-    #[arg(long)]
-    base_config: PathBuf,
-    /// The agent's config file, written atomically (the agent reloads it).
-    #[arg(
-        long,
-        required_unless_present = "fake_dataplane",
-        conflicts_with = "fake_dataplane"
-    )]
-    config: Option<PathBuf>,
+    #[command(flatten)]
+    common: cli::Common,
     /// The agent's status (`http://<ip>:<port>/status`).
     #[arg(
         long,
@@ -44,24 +30,16 @@ struct Args {
         conflicts_with = "fake_dataplane"
     )]
     overlay_status_url: Option<StatusUrl>,
-    /// No data plane: no file is written.
-    #[arg(long)]
-    fake_dataplane: bool,
-    /// How long a deleted TunnelEndpoint waits for an agent that cannot be read or refuses its
-    /// config before the finalizer is released anyway, with a Warning Event, and how long a Node may be NotReady before its holds are forgotten
-    /// (`300s`, `5m`).
-    #[arg(long, default_value = "5m", value_parser = liqo_netops::release::parse_grace)]
-    release_grace: std::time::Duration,
-    /// Where Prometheus metrics are served (`GET /metrics`).
-    #[arg(long)]
-    metrics_listen: Option<SocketAddr>,
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
     liqo_daemon::logging::init();
-    let args = Args::parse();
+    let Args {
+        common: args,
+        overlay_status_url,
+    } = Args::parse();
     let text = std::fs::read_to_string(&args.base_config)
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
     let base = overlay::config::File::parse(&text)
@@ -72,7 +50,7 @@ async fn main() -> anyhow::Result<()> {
             args.base_config.display()
         );
     }
-    let dataplane = match (args.config, args.overlay_status_url) {
+    let dataplane = match (args.config, overlay_status_url) {
         (Some(config), Some(status)) => Dataplane::Files { config, status },
         _ => Dataplane::Fake,
     };
