@@ -445,20 +445,24 @@ pub async fn unpeer(local: Side, remote: Side, timeout: Duration) -> Result<(), 
             }
         }
     }
-    for (on, peer, name) in &names {
+    // Both ForeignClusters deleted before either is waited for: each side's teardown (and
+    // its replicator) still finds the tunnel up for what it must tell the peer.
+    let mut tenants = Vec::new();
+    for (on, _, name) in &names {
         let fcs = Api::<ForeignCluster>::all(on.client.clone());
-        let tenant = fcs
+        let fc = fcs
             .get_opt(name)
             .await
-            .ok()
-            .flatten()
-            .as_ref()
-            .and_then(tenant);
+            .map_err(kube_err(format!("reading ForeignCluster {name}")))?;
+        tenants.push(fc.as_ref().and_then(tenant));
         match fcs.delete(name, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(kube_err(format!("deleting ForeignCluster {name}"))(e)),
         }
+    }
+    for ((on, peer, name), tenant) in names.iter().zip(tenants) {
+        let fcs = Api::<ForeignCluster>::all(on.client.clone());
         poll(
             deadline,
             &format!("ForeignCluster {name} to be deleted"),
