@@ -3,7 +3,9 @@
 //! election: one gateway runs (a Deployment of one replica, strategy Recreate), and the
 //! operator that starts beside it takes the Lease at once (a move must not wait for the old
 //! one to expire). An operator that finds another holder on renewal has been replaced: it
-//! stops renewing and reports it.
+//! stops renewing and reports it. A renewal replaces the Lease it read (its resourceVersion is
+//! the precondition), so it never overwrites a holder that took the Lease meanwhile: a conflict
+//! (409) counts as lost.
 
 use std::time::Duration;
 
@@ -13,7 +15,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{Patch, PatchParams},
+    api::{Patch, PatchParams, PostParams},
 };
 
 use super::{KubeError, api};
@@ -83,6 +85,39 @@ pub async fn keep(client: Client, ns: String, holder: String, manager: String) -
     }
 }
 
+/// The Lease read, renewed by `holder` at `now` (same resourceVersion: the precondition of the
+/// replace); `Err(other)` when `other` holds it.
+pub fn renewed(mut lease: Lease, holder: &str, now: Timestamp) -> Result<Lease, String> {
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    if let Some(other) = spec.holder_identity.as_ref().filter(|h| *h != holder) {
+        return Err(other.clone());
+    }
+    spec.holder_identity = Some(holder.to_owned());
+    spec.lease_duration_seconds = Some(DURATION_SECS);
+    spec.renew_time = Some(MicroTime(now));
+    lease.metadata.managed_fields = None;
+    Ok(lease)
+}
+
+/// The Lease `what` is lost: `by` took it, or it changed since read (a conflict).
+fn lost(what: String, by: &str) -> KubeError {
+    KubeError::Object {
+        what,
+        problem: format!("taken by {by}: another gateway operator replaced this one"),
+    }
+}
+
+/// A failed renewal: a conflict (the Lease changed since read) means the Lease is lost.
+pub fn renewal_failed(what: String, e: kube::Error) -> KubeError {
+    match e {
+        kube::Error::Api(s) if s.code == 409 => lost(what, "a change since it was read (409)"),
+        source => KubeError::Api {
+            what: format!("renewing {what}"),
+            source,
+        },
+    }
+}
+
 async fn take_if_ours(
     client: &Client,
     ns: &str,
@@ -91,17 +126,64 @@ async fn take_if_ours(
 ) -> Result<(), KubeError> {
     let leases: Api<Lease> = Api::namespaced(client.clone(), ns);
     let what = format!("Lease {ns}/{}", net::GATEWAY_LEASE);
-    let now = leases
+    let Some(read) = leases
         .get_opt(net::GATEWAY_LEASE)
         .await
         .map_err(api(format!("reading {what}")))?
-        .as_ref()
-        .and_then(crate::route_plan::lease_holder);
-    if let Some(other) = now.filter(|h| h != holder) {
-        return Err(KubeError::Object {
-            what,
-            problem: format!("taken by {other}: another gateway operator replaced this one"),
-        });
+    else {
+        // Deleted: taken again (created).
+        return take(client, ns, holder, manager).await.map(drop);
+    };
+    let lease =
+        renewed(read, holder, Timestamp::now()).map_err(|other| lost(what.clone(), &other))?;
+    let pp = PostParams {
+        field_manager: Some(manager.to_owned()),
+        ..PostParams::default()
+    };
+    leases
+        .replace(net::GATEWAY_LEASE, &pp, &lease)
+        .await
+        .map_err(|e| renewal_failed(what, e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(holder: Option<&str>) -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "liqo-gateway", "namespace": "liqo", "resourceVersion": "42"},
+            "spec": {"holderIdentity": holder, "renewTime": "2026-01-01T00:00:00.000000Z"},
+        }))
+        .unwrap()
     }
-    take(client, ns, holder, manager).await.map(drop)
+
+    #[test]
+    fn a_renewal_keeps_the_resource_version_read_and_never_takes_another_holders_lease() {
+        let now: Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
+        let l = renewed(read(Some("n0")), "n0", now).unwrap();
+        assert_eq!(l.metadata.resource_version.as_deref(), Some("42"));
+        let spec = l.spec.unwrap();
+        assert_eq!(spec.holder_identity.as_deref(), Some("n0"));
+        assert_eq!(spec.renew_time, Some(MicroTime(now)));
+        assert_eq!(spec.lease_duration_seconds, Some(DURATION_SECS));
+        assert_eq!(renewed(read(Some("n1")), "n0", now).unwrap_err(), "n1");
+        let free = renewed(read(None), "n0", now).unwrap();
+        assert_eq!(free.spec.unwrap().holder_identity.as_deref(), Some("n0"));
+    }
+
+    #[test]
+    fn a_conflict_on_renewal_means_the_lease_is_lost() {
+        let status = |code: u16| {
+            kube::Error::Api(Box::new(
+                serde_json::from_value(serde_json::json!({"code": code, "message": "m"})).unwrap(),
+            ))
+        };
+        let e = renewal_failed("Lease liqo/liqo-gateway".into(), status(409));
+        assert!(matches!(e, KubeError::Object { .. }), "{e:?}");
+        assert!(e.to_string().contains("replaced"), "{e}");
+        let e = renewal_failed("Lease liqo/liqo-gateway".into(), status(500));
+        assert!(matches!(e, KubeError::Api { .. }), "{e:?}");
+    }
 }
