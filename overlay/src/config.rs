@@ -155,27 +155,7 @@ pub const OVERLAY_RANGE: Ipv4Net = match Ipv4Net::new(Ipv4Addr::new(240, 0, 0, 0
     Err(_) => panic!("valid"),
 };
 
-/// Why `a` cannot be a node's underlay address, if it cannot: VXLAN packets must be able to
-/// leave for it and come back from it as unicast on the cluster network.
-pub fn unusable_node_address(a: Ipv4Addr) -> Option<&'static str> {
-    if a.is_unspecified() {
-        Some("the unspecified address")
-    } else if a.is_broadcast() {
-        Some("the broadcast address")
-    } else if a.is_multicast() {
-        Some("a multicast address")
-    } else if a.is_loopback() {
-        Some("a loopback address")
-    } else if a.is_link_local() {
-        Some("a link-local address")
-    } else if a.octets()[0] >= 240 {
-        Some("a reserved address (240.0.0.0/4 holds the overlay's own addresses)")
-    } else if a.octets()[0] == 0 {
-        Some("an address of 0.0.0.0/8 (this network)")
-    } else {
-        None
-    }
-}
+pub use liqo_types::addr::unusable_node_address;
 
 impl File {
     /// Parses YAML.

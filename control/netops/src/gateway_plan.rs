@@ -29,29 +29,13 @@ pub struct Endpoints {
 
 impl Endpoints {
     /// What the IPAM's `List` answer says: its external CIDR (empty: none yet) and its
-    /// endpoint mappings; a value that does not parse is named by its field.
+    /// endpoint mappings; a value that does not parse is named by its field (read by
+    /// [`liqo_peering::grpc::external_of`]).
     pub fn from_list(l: &ipam::service::proto::ListResponse) -> Result<Endpoints, FieldError> {
-        let local_external_cidr = match l.external_cidr.as_str() {
-            "" => None,
-            c => Some(liqo_types::field::parse("external_cidr", c)?),
-        };
-        let mut endpoints = Vec::new();
-        for (i, e) in l.endpoints.iter().enumerate() {
-            let f = |x: &str| format!("endpoints[{i}].{x}");
-            endpoints.push(EndpointMapping {
-                ip: liqo_types::field::parse(&f("ip"), &e.ip)?,
-                external_ip: liqo_types::field::parse(&f("external_ip"), &e.external_ip)?,
-                peers: e
-                    .peers
-                    .iter()
-                    .enumerate()
-                    .map(|(j, p)| liqo_types::field::parse(&f(&format!("peers[{j}]")), p))
-                    .collect::<Result<_, _>>()?,
-            });
-        }
+        let e = liqo_peering::grpc::external_of(l)?;
         Ok(Endpoints {
-            local_external_cidr,
-            endpoints,
+            local_external_cidr: e.cidr,
+            endpoints: e.endpoints,
         })
     }
 }

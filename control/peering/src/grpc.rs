@@ -1,7 +1,9 @@
 //! [`Ipam`] over the typed gRPC client of `liqo-ipam`, whatever its transport (a plain
-//! channel, a channel with a token interceptor, a channel dialled inside a network namespace).
+//! channel, a channel with a token interceptor, a channel dialled inside a network namespace),
+//! and [`external_of`], the one reader of the service's `List` answer about our external CIDR
+//! and its endpoint mappings.
 
-use liqo_types::{Cidr, ClusterId};
+use liqo_types::{Cidr, ClusterId, EndpointMapping, FieldError, field};
 use tonic::{
     Code,
     client::GrpcService,
@@ -151,9 +153,75 @@ where
     }
 }
 
+/// What the IPAM's `List` says of our external CIDR: the CIDR (`None`: not allocated yet) and
+/// the endpoints mapped in it (a real address, its external address, the peers that reach it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct External {
+    /// `List.external_cidr`.
+    pub cidr: Option<Cidr>,
+    /// `List.endpoints`.
+    pub endpoints: Vec<EndpointMapping>,
+}
+
+/// Reads a `List` answer's external CIDR and endpoint mappings, typed: a value that does not
+/// parse is named by its field (`external_cidr`, `endpoints[i].ip`, ...). The one reader of
+/// that answer (the gateway operator and the lab use it).
+pub fn external_of(l: &proto::ListResponse) -> Result<External, FieldError> {
+    let cidr = match l.external_cidr.as_str() {
+        "" => None,
+        c => Some(field::parse("external_cidr", c)?),
+    };
+    let mut endpoints = Vec::with_capacity(l.endpoints.len());
+    for (i, e) in l.endpoints.iter().enumerate() {
+        let f = |x: &str| format!("endpoints[{i}].{x}");
+        endpoints.push(EndpointMapping {
+            ip: field::parse(&f("ip"), &e.ip)?,
+            external_ip: field::parse(&f("external_ip"), &e.external_ip)?,
+            peers: (e.peers.iter().enumerate())
+                .map(|(j, p)| field::parse(&f(&format!("peers[{j}]")), p))
+                .collect::<Result<_, _>>()?,
+        });
+    }
+    Ok(External { cidr, endpoints })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_list_answer_is_read_typed_naming_a_bad_field() {
+        let mut l = proto::ListResponse {
+            external_cidr: "10.70.0.0/16".into(),
+            endpoints: vec![proto::Endpoint {
+                ip: "172.18.1.2".into(),
+                external_ip: "10.70.0.1".into(),
+                peers: vec!["rome".into()],
+            }],
+            ..Default::default()
+        };
+        let got = external_of(&l).unwrap();
+        assert_eq!(got.cidr.unwrap().to_string(), "10.70.0.0/16");
+        assert_eq!(got.endpoints[0].ip.to_string(), "172.18.1.2");
+        assert_eq!(got.endpoints[0].peers[0].as_str(), "rome");
+        l.endpoints[0].peers[0] = "Rome!".into();
+        assert_eq!(external_of(&l).unwrap_err().field, "endpoints[0].peers[0]");
+        l.endpoints[0].external_ip = "10.70.0".into();
+        assert_eq!(
+            external_of(&l).unwrap_err().field,
+            "endpoints[0].external_ip"
+        );
+        l.external_cidr = "10.70.0.1/16".into();
+        let e = external_of(&l).unwrap_err();
+        assert!(
+            e.field == "external_cidr" && e.problem.contains("host bits"),
+            "{e}"
+        );
+        assert_eq!(
+            external_of(&proto::ListResponse::default()).unwrap(),
+            External::default()
+        );
+    }
 
     #[test]
     fn peer_info_is_read_typed_and_a_bad_answer_names_its_field() {

@@ -3,20 +3,25 @@
 //! - [`ClusterId`] and [`ClusterName`]: RFC 1123 labels ([`id`]);
 //! - [`Cidr`]: an IPv4 network written without host bits, the one CIDR parser of the tree
 //!   ([`cidr`]);
+//! - [`dns::is_dns_name`]: a DNS name where an address may be given (a gateway endpoint);
 //! - [`PeerView`]: how a cluster sees a peer and how the peer sees it, with address translation
 //!   ([`view`]);
 //! - [`PublicKey`]: a WireGuard public key ([`key`]);
 //! - [`FieldError`]: a refused value named by its field path, and YAML/JSON decoding that names
 //!   the field of every error ([`field`]);
 //! - [`chain()`]: an error and its causes on one line;
+//! - [`addr::unusable_node_address`]: why an address cannot be a node's (the overlay's node
+//!   addresses and the gateway's endpoints share it);
 //! - [`GatewayPeer`], [`EndpointMapping`] and [`OverlayNode`]: the entries the control plane (or the lab) writes into
 //!   the gateway's and the overlay agents' configurations ([`wire`]).
 //!
 //! This crate does no I/O and holds no policy: it only parses, validates and prints values.
 //! With the `schemars` feature the identifiers and CIDRs carry JSON schemas for the CRDs.
 
+pub mod addr;
 pub mod chain;
 pub mod cidr;
+pub mod dns;
 pub mod field;
 pub mod id;
 pub mod key;

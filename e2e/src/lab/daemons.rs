@@ -1,7 +1,8 @@
 //! The lab's per-cluster daemons as real processes, started through [`dataplane::supervisor`]
 //! detached (so they outlive `liqo-lab`): `liqo-ipam serve` and `liqo-gateway run` on a node,
-//! `liqo-overlay run` on every node. Their `/status` is read typed, and the IPAM is spoken to
-//! with its typed gRPC client, dialled inside the node's namespace. `down` kills them with
+//! `liqo-overlay run` on every node. Their files are written and their `/status` is read typed
+//! with [`liqo_netops::files`] (shared with the operators), and the IPAM is spoken to with its
+//! typed gRPC client, dialled inside the node's namespace. `down` kills them with
 //! everything else in the lab's namespaces.
 
 use std::{
@@ -18,6 +19,7 @@ use dataplane::{
 };
 use ipam::service::client::{Client, ClientOptions};
 use liqo_daemon::status::ReloadStatus;
+use liqo_netops::files::{self, Look};
 use tonic::transport::Uri;
 
 use super::{Lab, LabError, state::write_atomic};
@@ -95,32 +97,29 @@ pub(crate) async fn wait_for<T>(
     }
 }
 
-/// Whether the daemon whose reload state is `r` runs the file text of digest `want`: an error
-/// if it refused that text (with the field and the problem); not yet while it runs another or
-/// failed to apply it (retried; the failure is the reason given).
-pub(crate) fn runs(r: &ReloadStatus, want: &str) -> Poll<()> {
-    if let Some(refused) = r.refused.as_ref().filter(|x| x.digest == want) {
-        return Poll::Failed(LabError::build(
+/// One look of [`files`] as a step of [`wait_for`]: a refusal of the text of digest `want`
+/// fails the wait at once (naming the field and the problem).
+pub(crate) fn poll(look: Look, want: &str) -> Poll<()> {
+    match look {
+        Look::Ready => Poll::Ready(()),
+        Look::NotYet(why) => Poll::NotYet(why),
+        Look::Refused(e) => Poll::Failed(LabError::build(
             format!("configuration {want} was refused"),
-            format!("{}: {}", refused.field, refused.problem),
-        ));
-    }
-    if r.applied.as_ref().is_some_and(|a| a.digest == want) {
-        return Poll::Ready(());
-    }
-    match r.problem() {
-        Some(p) => Poll::NotYet(p),
-        None => Poll::NotYet(format!(
-            "running {} instead of {want}",
-            r.applied.as_ref().map_or("nothing", |a| a.digest.as_str())
+            e,
         )),
     }
 }
 
-/// Writes a daemon's config file atomically and returns the digest of the text written.
+/// Whether the daemon whose reload state is `r` runs the file text of digest `want`
+/// ([`files::runs`], as a step of [`wait_for`]).
+pub(crate) fn runs(r: &ReloadStatus, want: &str) -> Poll<()> {
+    poll(files::runs(r, want), want)
+}
+
+/// Writes a daemon's config file atomically and returns the digest of the text written
+/// ([`files::write_config`]).
 pub(crate) fn write_config(path: &Path, text: &str) -> Result<String, LabError> {
-    write_atomic(path, text)?;
-    Ok(liqo_daemon::digest(text))
+    Ok(files::write_config(path, text)?)
 }
 
 fn get(ns: &Netns, addr: &str, what: &str) -> Result<String, LabError> {
@@ -129,20 +128,22 @@ fn get(ns: &Netns, addr: &str, what: &str) -> Result<String, LabError> {
         .map_err(|e| LabError::build(format!("asking the {what} in {}", ns.name()), e))
 }
 
-/// Decodes a `/status` body, typed: a body that lacks a field is an error, never a default.
-fn decode<T: serde::de::DeserializeOwned>(body: &str, what: &str) -> Result<T, LabError> {
-    serde_json::from_str(body)
-        .map_err(|e| LabError::build(format!("decoding the {what} status"), e))
-}
-
 /// What the gateway in `ns` reports.
 pub(crate) fn gateway_status(ns: &Netns) -> Result<gateway::status::Status, LabError> {
-    decode(&get(ns, GATEWAY_STATUS, "gateway")?, "gateway")
+    let body = get(ns, GATEWAY_STATUS, "gateway")?;
+    Ok(files::decode(
+        &body,
+        &format!("the gateway in {}", ns.name()),
+    )?)
 }
 
 /// What the overlay agent in `ns` reports.
 pub fn overlay_status(ns: &Netns) -> Result<overlay::status::Status, LabError> {
-    decode(&get(ns, OVERLAY_STATUS, "overlay agent")?, "overlay")
+    let body = get(ns, OVERLAY_STATUS, "overlay agent")?;
+    Ok(files::decode(
+        &body,
+        &format!("the overlay agent in {}", ns.name()),
+    )?)
 }
 
 /// Starts the IPAM service of `c` on `nodes[0]` (it stays there when the gateway moves).

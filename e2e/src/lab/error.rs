@@ -46,6 +46,9 @@ pub enum LabError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// Writing a daemon's file or reading its status failed.
+    #[error(transparent)]
+    Files(#[from] liqo_netops::files::FilesError),
     /// A namespace operation failed.
     #[error(transparent)]
     Netns(#[from] dataplane::netns::Error),

@@ -1,25 +1,28 @@
 //! The peering core's gateway sink in the lab: the gateway's config file (its fixed settings
 //! plus the peer list the core decided), its process on a node, and its `/status`, read typed.
 //! Every wait checks that the gateway runs the exact text written (`reload.applied.digest`), so
-//! a stale status is never taken for the new state, and a refusal is the error at once.
+//! a stale status is never taken for the new state, and a refusal is the error at once (one look
+//! is [`liqo_netops::files::gateway_look`], the operators' too).
 //!
 //! The file also carries the cluster's external CIDR and its endpoint mappings, as its IPAM
 //! lists them when the file is written; [`endpoints`] maps and unmaps endpoints and rewrites it.
 
 mod endpoints;
 
-pub(crate) use endpoints::{External, external};
+pub(crate) use endpoints::external;
 pub use endpoints::{map_endpoint, unmap_endpoint};
 
 use std::fs;
 
 use dataplane::Netns;
+use liqo_netops::files::{Want, gateway_look};
+use liqo_peering::grpc::External;
 use liqo_types::{Cidr, ClusterId, GatewayPeer, PublicKey};
 
 use super::{
     Lab, LabError,
     cluster::gateway_node,
-    daemons::{self, GATEWAY_PORT, Poll, runs, wait_for},
+    daemons::{self, GATEWAY_PORT, Poll, wait_for},
     names, wan,
 };
 use crate::topology::Cluster;
@@ -42,7 +45,7 @@ pub(crate) fn config(
         private_key_file: Some(files.private_key().display().to_string()),
         local_pod_cidr: Some(Cidr::new(c.pod_cidr).expect("validated topology")),
         listen_port: Some(GATEWAY_PORT),
-        local_external_cidr: Some(external.cidr),
+        local_external_cidr: external.cidr,
         peers: peers.to_vec(),
         endpoints: external.endpoints,
         ..Default::default()
@@ -57,44 +60,6 @@ pub(crate) struct LabGateway {
     pub(crate) written: Option<String>,
 }
 
-/// What to wait for in the gateway's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Want {
-    /// A session with the peer.
-    Session,
-    /// No entry for the peer.
-    Gone,
-}
-
-/// One look at a gateway's `/status` body: whether it runs `written` (if known) and has (or no
-/// longer has) `peer`. The body is decoded typed: one that lacks a field is never read as "the
-/// peer is gone".
-pub(crate) fn look(
-    body: Result<gateway::status::Status, LabError>,
-    written: Option<&str>,
-    peer: &ClusterId,
-    want: Want,
-) -> Poll<()> {
-    let s = match body {
-        Ok(s) => s,
-        Err(e) => return Poll::NotYet(liqo_types::chain(&e)),
-    };
-    if let Some(d) = written {
-        match runs(&s.reload, d) {
-            Poll::Ready(()) => {}
-            other => return other,
-        }
-    }
-    let entry = s.peers.iter().find(|p| p.id == peer.as_str());
-    match (want, entry) {
-        (Want::Session, Some(p)) if p.handshake_age_secs.is_some() => Poll::Ready(()),
-        (Want::Session, Some(_)) => Poll::NotYet(format!("no handshake with {peer} yet")),
-        (Want::Session, None) => Poll::NotYet(format!("no peer {peer}")),
-        (Want::Gone, Some(_)) => Poll::NotYet(format!("{peer} still listed")),
-        (Want::Gone, None) => Poll::Ready(()),
-    }
-}
-
 impl LabGateway {
     fn node(&self) -> Result<Netns, LabError> {
         self.lab
@@ -106,14 +71,18 @@ impl LabGateway {
         let what = match want {
             Want::Session => format!("{}'s gateway to handshake with {peer}", self.cluster.name),
             Want::Gone => format!("{}'s gateway to drop {peer}", self.cluster.name),
+            Want::Fresh => format!(
+                "{}'s gateway to have a fresh handshake with {peer}",
+                self.cluster.name
+            ),
         };
-        wait_for(secs, &what, || {
-            look(
-                daemons::gateway_status(&ns),
-                self.written.as_deref(),
-                peer,
-                want,
-            )
+        let written = self.written.as_deref();
+        wait_for(secs, &what, || match daemons::gateway_status(&ns) {
+            Ok(s) => daemons::poll(
+                gateway_look(&s, written, peer, want),
+                written.unwrap_or("?"),
+            ),
+            Err(e) => Poll::NotYet(liqo_types::chain(&e)),
         })
         .await
     }
@@ -187,52 +156,24 @@ impl liqo_peering::Gateway for LabGateway {
 mod tests {
     use super::*;
 
-    fn status(json: &str) -> Result<gateway::status::Status, LabError> {
-        serde_json::from_str(json).map_err(|e| LabError::build("decoding", e))
-    }
-
-    const RUNS_D1: &str = r#""reload":{"source":"g.yaml","applied":{"digest":"d1","count":1}}"#;
-
-    #[test]
-    fn a_status_without_the_peers_key_is_not_a_removed_peer() {
-        let milan: ClusterId = "milan".parse().unwrap();
-        // The old lab read `peers` as an untyped JSON value: a missing key meant "gone".
-        let body = format!(r#"{{"publicKey":"k","listenPort":1,"noRoute":0,{RUNS_D1}}}"#);
-        assert!(matches!(
-            look(status(&body), Some("d1"), &milan, Want::Gone),
-            Poll::NotYet(_)
-        ));
-        let body =
-            format!(r#"{{"publicKey":"k","listenPort":1,"noRoute":0,"peers":[],{RUNS_D1}}}"#);
-        assert!(matches!(
-            look(status(&body), Some("d1"), &milan, Want::Gone),
-            Poll::Ready(())
-        ));
-        // Gone from a status that still runs the previous text is not gone yet.
-        assert!(matches!(
-            look(status(&body), Some("d2"), &milan, Want::Gone),
-            Poll::NotYet(_)
-        ));
-    }
-
     #[test]
     fn a_refused_text_fails_the_wait_at_once_naming_the_field() {
         let milan: ClusterId = "milan".parse().unwrap();
         let body = r#"{"publicKey":"k","listenPort":1,"noRoute":0,"peers":[],
             "reload":{"source":"g.yaml","applied":{"digest":"d1","count":1},
             "refused":{"digest":"d2","field":"peers[0].remotePodCIDR","problem":"overlaps"}}}"#;
-        let Poll::Failed(e) = look(status(body), Some("d2"), &milan, Want::Session) else {
+        let s: gateway::status::Status = serde_json::from_str(body).unwrap();
+        let look = gateway_look(&s, Some("d2"), &milan, Want::Session);
+        let Poll::Failed(e) = daemons::poll(look, "d2") else {
             panic!("not failed")
         };
         let e = liqo_types::chain(&e);
-        assert!(e.contains("peers[0].remotePodCIDR: overlaps"), "{e}");
-        let body = r#"{"publicKey":"k","listenPort":1,"noRoute":0,
-            "peers":[{"id":"milan","publicKey":"x","endpoint":null,"handshakeAgeSecs":3,
-            "txPackets":0,"txBytes":0,"rxPackets":0,"rxBytes":0,"dropped":0}],
-            "reload":{"source":"g.yaml","applied":{"digest":"d2","count":2}}}"#;
-        assert!(matches!(
-            look(status(body), Some("d2"), &milan, Want::Session),
-            Poll::Ready(())
-        ));
+        assert!(
+            e.contains("configuration d2 was refused") && e.contains("peers[0].remotePodCIDR"),
+            "{e}"
+        );
+        assert!(e.contains("overlaps"), "{e}");
+        let look = gateway_look(&s, Some("d1"), &milan, Want::Gone);
+        assert!(matches!(daemons::poll(look, "d1"), Poll::Ready(())));
     }
 }

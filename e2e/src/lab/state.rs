@@ -5,8 +5,7 @@
 //! prefix, so it also cleans up after a crash in the middle of `up`.
 
 use std::{
-    fs,
-    io::{self, Write as _},
+    fs, io,
     path::{Path, PathBuf},
 };
 
@@ -135,32 +134,10 @@ fn state_err(prefix: &Prefix) -> impl FnOnce(Box<dyn std::error::Error + Send + 
     move |source| LabError::State { path, source }
 }
 
-/// Writes `text` to `path` atomically (a temporary file, synced, renamed over it, the directory
-/// synced): a daemon watching the file or a crash never sees half of it.
+/// Writes `text` to `path` atomically ([`liqo_netops::files::write_atomic`]): a daemon watching
+/// the file or a crash never sees half of it.
 pub(crate) fn write_atomic(path: &Path, text: &str) -> Result<(), LabError> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(format!(".{}.tmp", std::process::id()));
-    let tmp = PathBuf::from(tmp);
-    let write = || -> io::Result<()> {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent() {
-            fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
-    };
-    write().map_err(|e| {
-        // The write error is what is returned; a temporary file left behind is only logged.
-        match fs::remove_file(&tmp) {
-            Err(r) if r.kind() != std::io::ErrorKind::NotFound => {
-                tracing::warn!(file = %tmp.display(), error = %r, "removing a temporary file");
-            }
-            _ => {}
-        }
-        LabError::build(format!("writing {}", path.display()), e)
-    })
+    Ok(liqo_netops::files::write_atomic(path, text)?)
 }
 
 /// Records a lab that is up.

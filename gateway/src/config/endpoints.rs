@@ -17,10 +17,10 @@
 //!   peer is configured (the IPAM keeps mappings while peers come and go, and refusing them would
 //!   stop every other peer's update), and a mapping that lists no peer reaches no one.
 
-use std::{collections::BTreeSet, net::Ipv4Addr};
+use std::collections::BTreeSet;
 
 use ipnet::Ipv4Net;
-use liqo_types::{Cidr, EndpointMapping, field::bad};
+use liqo_types::{Cidr, EndpointMapping, addr::unusable_node_address, field::bad};
 
 use super::{ConfigError, Endpoint, overlaps, range};
 
@@ -58,28 +58,6 @@ pub(super) fn external_at_peer(
     Ok(at_peer)
 }
 
-/// Why `ip` cannot be a real endpoint, if it cannot: the gateway's host must be able to route
-/// to it as unicast on the cluster's network (the rules of a node's address).
-fn unusable(ip: Ipv4Addr) -> Option<&'static str> {
-    if ip.is_unspecified() {
-        Some("the unspecified address")
-    } else if ip.is_broadcast() {
-        Some("the broadcast address")
-    } else if ip.is_multicast() {
-        Some("a multicast address")
-    } else if ip.is_loopback() {
-        Some("a loopback address")
-    } else if ip.is_link_local() {
-        Some("a link-local address")
-    } else if ip.octets()[0] >= 240 {
-        Some("a reserved address (240.0.0.0/4)")
-    } else if ip.octets()[0] == 0 {
-        Some("an address of 0.0.0.0/8 (this network)")
-    } else {
-        None
-    }
-}
-
 /// The mappings of `file`, checked; `taken` are the gateway's ranges in our address space, by
 /// field path.
 pub(super) fn check(
@@ -90,7 +68,7 @@ pub(super) fn check(
     let mut out: Vec<Endpoint> = Vec::with_capacity(file.len());
     for (i, e) in file.iter().enumerate() {
         let f = |name: &str| format!("endpoints[{i}].{name}");
-        if let Some(why) = unusable(e.ip) {
+        if let Some(why) = unusable_node_address(e.ip) {
             return Err(bad(f("ip"), format!("{} is {why}", e.ip)));
         }
         if let Some((who, t)) = taken.iter().find(|(_, t)| t.contains(&e.ip)) {

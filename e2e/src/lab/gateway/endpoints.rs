@@ -7,8 +7,11 @@
 use std::net::Ipv4Addr;
 
 use ipam::service::proto;
-use liqo_peering::{Gateway as _, plan};
-use liqo_types::{Cidr, EndpointMapping};
+use liqo_peering::{
+    Gateway as _,
+    grpc::{External, external_of},
+    plan,
+};
 
 use super::LabGateway;
 use crate::{
@@ -25,49 +28,21 @@ const IPAM_SECS: u64 = 20;
 /// How long a reload may take.
 const RELOAD_SECS: u64 = 20;
 
-/// What `c`'s IPAM says about its external CIDR: the CIDR and the endpoints mapped in it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct External {
-    /// The external CIDR in use.
-    pub(crate) cidr: Cidr,
-    /// The endpoint mappings, as `List` gives them.
-    pub(crate) endpoints: Vec<EndpointMapping>,
-}
-
-/// Reads a `List` answer's external CIDR and endpoints, naming a bad field.
-pub(crate) fn external_of(l: &proto::ListResponse) -> Result<External, LabError> {
-    let bad = |field: String, e: &dyn std::fmt::Display| {
-        LabError::build("reading the IPAM's list", format!("{field}: {e}"))
-    };
-    let cidr = l
-        .external_cidr
-        .parse()
-        .map_err(|e| bad("external_cidr".into(), &e))?;
-    let mut endpoints = Vec::with_capacity(l.endpoints.len());
-    for (i, e) in l.endpoints.iter().enumerate() {
-        let f = |name: &str| format!("endpoints[{i}].{name}");
-        endpoints.push(EndpointMapping {
-            ip: e.ip.parse().map_err(|x| bad(f("ip"), &x))?,
-            external_ip: e
-                .external_ip
-                .parse()
-                .map_err(|x| bad(f("external_ip"), &x))?,
-            peers: (e.peers.iter())
-                .map(|p| p.parse().map_err(|x| bad(f("peers"), &x)))
-                .collect::<Result<_, _>>()?,
-        });
-    }
-    Ok(External { cidr, endpoints })
-}
-
-/// Asks `c`'s IPAM for its external CIDR and endpoint mappings.
+/// Asks `c`'s IPAM for its external CIDR and endpoint mappings (read by
+/// [`liqo_peering::grpc::external_of`]); an IPAM without an external CIDR is an error here (the
+/// lab's IPAM allocates it when it starts).
 pub(crate) async fn external(lab: &Lab, c: &Cluster) -> Result<External, LabError> {
     let mut ipam = daemons::ipam_client(lab, c, IPAM_SECS).await?;
     let l = ipam
         .list(proto::Empty {})
         .await
         .map_err(|e| LabError::build(format!("listing {}'s IPAM", c.name), e))?;
-    external_of(&l.into_inner())
+    let what = || format!("reading {}'s IPAM list", c.name);
+    let e = external_of(&l.into_inner()).map_err(|e| LabError::build(what(), e))?;
+    if e.cidr.is_none() {
+        return Err(LabError::build(what(), "it has no external CIDR"));
+    }
+    Ok(e)
 }
 
 /// Rewrites `c`'s gateway file from its recorded peerings and its IPAM's current list, and
@@ -146,35 +121,4 @@ pub fn unmap_endpoint(lab: &Lab, cluster: &str, peer: &str, ip: Ipv4Addr) -> Res
             .map_err(|e| LabError::build(op.clone(), e))?;
         rewrite(lab, c).await
     })?
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_list_answer_is_read_typed_naming_a_bad_field() {
-        let mut l = proto::ListResponse {
-            external_cidr: "10.70.0.0/16".into(),
-            endpoints: vec![proto::Endpoint {
-                ip: "172.18.1.2".into(),
-                external_ip: "10.70.0.1".into(),
-                peers: vec!["rome".into()],
-            }],
-            ..Default::default()
-        };
-        let got = external_of(&l).unwrap();
-        assert_eq!(got.cidr.to_string(), "10.70.0.0/16");
-        assert_eq!(got.endpoints[0].ip.to_string(), "172.18.1.2");
-        assert_eq!(got.endpoints[0].peers[0].as_str(), "rome");
-        l.endpoints[0].external_ip = "10.70.0".into();
-        let e = liqo_types::chain(&external_of(&l).unwrap_err());
-        assert!(e.contains("endpoints[0].external_ip"), "{e}");
-        l.external_cidr = "10.70.0.1/16".into();
-        let e = liqo_types::chain(&external_of(&l).unwrap_err());
-        assert!(
-            e.contains("external_cidr") && e.contains("host bits"),
-            "{e}"
-        );
-    }
 }
