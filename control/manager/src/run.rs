@@ -175,8 +175,9 @@ pub fn controllers(
                 tracing::warn!(controller = network::NAME, error = %error_chain(error), retry = ?delay, "reconcile failed");
                 Requeue::requeue(delay)
             };
+            let controller = Controller::new(fcs(), watcher::Config::default());
             all.push(
-                Controller::new(fcs(), watcher::Config::default())
+                network::watch::watch_peers(controller, &client)
                     .with_config(config)
                     .reconcile_all_on(trigger)
                     .graceful_shutdown_on(shutdown)

@@ -16,6 +16,7 @@ pub mod endpoint;
 mod exec;
 mod reconcile;
 pub mod validate;
+pub mod watch;
 
 use std::{
     collections::HashMap,

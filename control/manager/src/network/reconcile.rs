@@ -53,26 +53,16 @@ pub(super) fn ipam_error(peer: &ClusterId) -> impl FnOnce(GrpcError) -> Error {
     }
 }
 
-/// Events that may change a decision: NetworkConfigs (ours and the copies), TunnelEndpoints,
-/// the key Secret and, without both overrides, the gateway Services.
+/// Events that may change the decision for every peer: the key Secret and, without both
+/// overrides, the gateway Services (NetworkConfigs and TunnelEndpoints wake their peer's
+/// ForeignCluster only: [`super::watch`]).
 pub fn controller_trigger(
     client: Client,
     namespace: &str,
     m: &Manager,
 ) -> impl Stream<Item = ()> + Send + 'static {
-    let dynamic = |ar: ApiResource| {
-        watcher(
-            Api::<DynamicObject>::all_with(client.clone(), &ar),
-            watcher::Config::default(),
-        )
-        .default_backoff()
-        .map(|_| ())
-        .boxed()
-    };
     let key = format!("{}={}", net::KEY_LABEL, net::WIREGUARD);
     let mut streams = vec![
-        dynamic(ApiResource::erase::<NetworkConfig>(&())),
-        dynamic(ApiResource::erase::<TunnelEndpoint>(&())),
         watcher(
             Api::<Secret>::namespaced(client.clone(), namespace),
             watcher::Config::default().labels(&key),
@@ -164,27 +154,6 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
         .and_then(|t| t.local.clone());
     let name = tunnel_name(&peer);
     let mut ipam = m.ipam.clone();
-    let list = ipam
-        .list(proto::Empty {})
-        .await
-        .map_err(|s| ipam_error(&peer.cluster_id)(call("list", &s)))?
-        .into_inner();
-    let cidr = |f: &'static str, v: &str| -> Result<Cidr, Error> {
-        v.parse().map_err(|source| {
-            ipam_error(&peer.cluster_id)(GrpcError::Answer {
-                call: "list",
-                field: f,
-                source,
-            })
-        })
-    };
-    let ours = Ranges {
-        pods: cidr("pod_cidr", &list.pod_cidr)?,
-        external: cidr("external_cidr", &list.external_cidr)?,
-    };
-    let held = Ipam::peer(&mut ipam, &peer.cluster_id)
-        .await
-        .map_err(ipam_error(&peer.cluster_id))?;
     let nc_ar = ApiResource::erase::<NetworkConfig>(&());
     let tep_ar = ApiResource::erase::<TunnelEndpoint>(&());
     let (mut own, mut copy, mut tunnel) = (None, None, None);
@@ -218,8 +187,7 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
             .await
             .map_err(kerr(format!("get TunnelEndpoint {ns}/{name}")))?;
     }
-    let local = local(ctx, m, ours).await?;
-    let observed = Observed {
+    let mut observed = Observed {
         now: now().0,
         grace: m.config.grace,
         local_id: ctx.local.cluster_id.clone(),
@@ -241,7 +209,7 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
             .finalizers()
             .iter()
             .any(|f| f == net::NETWORK_MANAGER_FINALIZER),
-        local,
+        local: Err("not asked (no network with the peer)".to_owned()),
         own: own.as_ref().map(|o| Own {
             spec: field(o, "spec").unwrap_or(Value::Null),
             deleting_since: deleting_since(o),
@@ -254,12 +222,19 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
             refused_spec: o.annotations().get(REFUSED_SPEC_ANNOTATION).cloned(),
             deleting: o.metadata.deletion_timestamp.is_some(),
         }),
-        ipam: held,
+        ipam: None,
         tunnel: tunnel.as_ref().map(|o| Tunnel {
             spec: field(o, "spec").unwrap_or(Value::Null),
             deleting_since: deleting_since(o),
         }),
     };
+    // The IPAM is asked only about a network wanted or held (the finalizer comes before
+    // any network object and the IPAM's ranges, and goes after them).
+    if decide::wanted(&observed) || observed.has_finalizer {
+        let (ours, held) = ipam_state(&mut ipam, &peer.cluster_id).await?;
+        observed.local = local(ctx, m, ours).await?;
+        observed.ipam = held;
+    }
     let fc_name = fc.name_any();
     match (&observed.local, decide::wanted(&observed)) {
         (Err(why), true) if m.waiting(&fc_name, why) => {
@@ -288,6 +263,33 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
         peer: peer.cluster_id.clone(),
     };
     x.run(actions).await
+}
+
+/// Our ranges and what the IPAM holds for `peer`.
+async fn ipam_state(
+    ipam: &mut ipam::service::client::Client,
+    peer: &ClusterId,
+) -> Result<(Ranges, Option<liqo_peering::ipam::IpamPeer>), Error> {
+    let list = ipam
+        .list(proto::Empty {})
+        .await
+        .map_err(|s| ipam_error(peer)(call("list", &s)))?
+        .into_inner();
+    let cidr = |f: &'static str, v: &str| -> Result<Cidr, Error> {
+        v.parse().map_err(|source| {
+            ipam_error(peer)(GrpcError::Answer {
+                call: "list",
+                field: f,
+                source,
+            })
+        })
+    };
+    let ours = Ranges {
+        pods: cidr("pod_cidr", &list.pod_cidr)?,
+        external: cidr("external_cidr", &list.external_cidr)?,
+    };
+    let held = Ipam::peer(ipam, peer).await.map_err(ipam_error(peer))?;
+    Ok((ours, held))
 }
 
 fn call(name: &'static str, s: &tonic::Status) -> GrpcError {
