@@ -173,15 +173,15 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
             labels::ORIGIN_ID,
             peer.cluster_id
         );
-        let copies = ncs
+        let mut copies = ncs
             .list(&ListParams::default().labels(&selector))
             .await
             .map_err(kerr(format!("list NetworkConfig copies in {ns}")))?
             .items;
         if copies.len() > 1 {
-            tracing::warn!(namespace = %ns, n = copies.len(), "several NetworkConfigs from the peer; using the first");
+            tracing::warn!(namespace = %ns, n = copies.len(), "several NetworkConfigs from the peer; using the oldest");
         }
-        copy = copies.into_iter().next();
+        copy = oldest(&mut copies);
         tunnel = dyn_api(&ctx.client, ns, &tep_ar)
             .get_opt(&name)
             .await
@@ -263,6 +263,20 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
         peer: peer.cluster_id.clone(),
     };
     x.run(actions).await
+}
+
+/// The oldest object (by creation, then name): the same one on every pass.
+fn oldest(objects: &mut Vec<DynamicObject>) -> Option<DynamicObject> {
+    objects.sort_by(|a, b| {
+        let key = |o: &DynamicObject| {
+            (
+                o.metadata.creation_timestamp.as_ref().map(|t| t.0),
+                o.name_any(),
+            )
+        };
+        key(a).cmp(&key(b))
+    });
+    (!objects.is_empty()).then(|| objects.swap_remove(0))
 }
 
 /// Our ranges and what the IPAM holds for `peer`.
@@ -347,4 +361,29 @@ async fn local(ctx: &Context, m: &Manager, ranges: Ranges) -> Result<Result<Loca
             endpoint,
         })
         .map_err(|e| e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::DynamicObject;
+
+    fn o(name: &str, created: Option<&str>) -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "net.liqo.io/v1alpha1", "kind": "NetworkConfig",
+            "metadata": {"name": name, "creationTimestamp": created},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn of_several_copies_the_oldest_is_used() {
+        use kube::ResourceExt;
+        let mut v = vec![
+            o("c", Some("2026-11-23T08:02:00Z")),
+            o("b", Some("2026-11-23T08:01:00Z")),
+            o("a", Some("2026-11-23T08:01:00Z")),
+        ];
+        assert_eq!(super::oldest(&mut v).unwrap().name_any(), "a");
+        assert!(super::oldest(&mut Vec::new()).is_none());
+    }
 }
