@@ -160,7 +160,9 @@ pub fn parse(obj: &DynamicObject) -> Result<Parsed, FieldError> {
         }
         match spec.endpoint_ip.parse::<IpAddr>() {
             Ok(ip) => Endpoint::Addr(SocketAddr::new(ip, port)),
-            Err(_) if is_dns_name(&spec.endpoint_ip) => Endpoint::Name(spec.endpoint_ip, port),
+            Err(_) if liqo_types::dns::is_dns_name(&spec.endpoint_ip) => {
+                Endpoint::Name(spec.endpoint_ip, port)
+            }
             Err(_) => {
                 return Err(bad(
                     "spec.endpointIP",
@@ -194,18 +196,6 @@ pub fn local_external(teps: &[Tep]) -> Option<liqo_types::Cidr> {
     sorted
         .into_iter()
         .find_map(|t| t.parsed.as_ref().ok().map(|p| p.local_external))
-}
-
-fn is_dns_name(s: &str) -> bool {
-    s.len() <= 253
-        && s.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-        })
-        && s.bytes().any(|b| b.is_ascii_alphabetic())
 }
 
 /// The TunnelEndpoints to render (not being deleted, parsed, endpoint resolved), as the core's

@@ -106,7 +106,7 @@ pub fn peer_config(spec: &Value, local: &ClusterId) -> Result<PeerConfig, FieldE
             }
         }
         // A name (the peer's load balancer by hostname): its gateway operator resolves it.
-        Err(_) if is_dns_name(host) => {}
+        Err(_) if liqo_types::dns::is_dns_name(host) => {}
         Err(_) => {
             return Err(bad(
                 "spec.endpointIP",
@@ -122,12 +122,6 @@ pub fn peer_config(spec: &Value, local: &ClusterId) -> Result<PeerConfig, FieldE
             port,
         },
     })
-}
-
-/// A DNS-1123 subdomain with a letter somewhere (so that a mistyped address such as
-/// `300.1.1.1` is not taken for a name).
-fn is_dns_name(s: &str) -> bool {
-    control::names::validate_subdomain(s).is_ok() && s.bytes().any(|b| b.is_ascii_alphabetic())
 }
 
 #[cfg(test)]

@@ -66,6 +66,13 @@ fn every_bad_field_is_named() {
             "spec.endpointIP",
             "neither",
         ),
+        // As the network manager checks it (one function): names are lowercase.
+        (
+            "endpointIP",
+            "GW.Milan.Example".into(),
+            "spec.endpointIP",
+            "neither",
+        ),
         (
             "backend_config",
             serde_json::json!({"publicKey": "short", "port": "51840"}),
