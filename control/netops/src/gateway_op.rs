@@ -4,7 +4,7 @@
 //! `status.gatewayIP`; finalizer `net.liqo.io/gateway-operator` on each until the gateway
 //! dropped its peer.
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use control::{
     api::net::{ConnectionStatus, TunnelEndpointStatus},
@@ -24,7 +24,7 @@ use liqo_types::PublicKey;
 
 use crate::{
     error::OpError,
-    files::{self, StatusUrl},
+    files,
     gateway_plan::{self, Endpoints, Observed},
     kube::{self as k, KubeError},
     metrics::Metrics,
@@ -40,21 +40,7 @@ pub const PENDING: Duration = Duration::from_secs(1);
 /// How soon to look again when all is settled (a handshake ages, the IPAM's endpoints change).
 pub const SETTLED: Duration = Duration::from_secs(10);
 
-/// Where the data plane is.
-#[derive(Debug, Clone)]
-pub enum Dataplane {
-    /// None: a TunnelEndpoint is Connected once rendered, and no file is written.
-    Fake,
-    /// The gateway's files.
-    Files {
-        /// Its config file (written).
-        config: PathBuf,
-        /// Its `/status`.
-        status: StatusUrl,
-        /// Its private key file (written, 0600), named in the config.
-        private_key_file: Option<PathBuf>,
-    },
-}
+pub use crate::runner::Dataplane;
 
 /// What the operator is told.
 #[derive(Debug, Clone)]
@@ -146,13 +132,23 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
     let k::Snapshot {
         objects: objs,
         teps,
-        peerings,
+        mut peerings,
         left_out,
     } = k::TepRecords {
         client: ctx.client.clone(),
     }
     .read()
     .await?;
+    // The finalizer first: a peer is rendered only once its deletion waits for the gateway.
+    let mut first_error = k::hold_first(
+        &ctx.client,
+        &objs,
+        &teps,
+        &mut peerings,
+        MANAGER,
+        net::GATEWAY_FINALIZER,
+    )
+    .await;
     // The IPAM down must not stop peers from being rendered: its last answer is kept.
     let mut endpoints = match ctx.endpoints().await {
         Ok(e) => {
@@ -215,7 +211,6 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
     let gateway_ip = runner::internal_ip(&node);
     let mut pending = 0;
     let mut refused = 0;
-    let mut first_error: Option<KubeError> = None;
     // Where peers reach a NodePort gateway: its node (the network manager reads it).
     if let Some(ip) = gateway_ip.as_deref() {
         match k::service::annotate_node_ip(&ctx.client, &s.namespace, ip, MANAGER).await {
@@ -225,7 +220,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(error = %liqo_types::chain(&e), "annotating the gateway Service");
-                first_error = Some(e);
+                first_error.get_or_insert(e);
             }
         }
     }
@@ -299,9 +294,6 @@ async fn one(
             return Ok(Some(ConnectionStatus::Connected));
         }
         return Ok(None);
-    }
-    if !owns {
-        k::hold_finalizer(&ctx.client, obj, MANAGER, net::GATEWAY_FINALIZER, true).await?;
     }
     let left = left_out.get(&t.key()).or_else(|| {
         t.parsed

@@ -16,7 +16,7 @@
 //! released with a Warning Event ([`crate::release`]). With no gateway (the Lease has no
 //! holder) nothing is routed to one: holds on deleted TunnelEndpoints are released at once.
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use control::consts::net;
 use k8s_openapi::api::core::v1::Node;
@@ -30,7 +30,7 @@ use overlay::config::File;
 
 use crate::{
     error::OpError,
-    files::{self, Look, StatusUrl},
+    files::{self, Look},
     kube::{self as k, KubeError, KubeInventory, TepRecords},
     metrics::Metrics,
     release::{self, Release},
@@ -49,19 +49,7 @@ pub fn manager(node: &str) -> String {
     format!("{PROGRAM}/{node}")
 }
 
-/// Where the data plane is.
-#[derive(Debug, Clone)]
-pub enum Dataplane {
-    /// None: no file; a deleted TunnelEndpoint is released once rendered without it.
-    Fake,
-    /// The agent's files.
-    Files {
-        /// Its config file (written).
-        config: PathBuf,
-        /// Its `/status`.
-        status: StatusUrl,
-    },
-}
+pub use crate::runner::Dataplane;
 
 /// What the operator is told.
 #[derive(Debug, Clone)]
@@ -110,34 +98,36 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
     let k::Snapshot {
         objects: objs,
         teps,
-        peerings,
+        mut peerings,
         ..
     } = TepRecords {
         client: ctx.client.clone(),
     }
     .read()
     .await?;
+    // The hold first: ranges are routed only once their deletion waits for this node's agent.
+    let mut first_error = k::hold_first(
+        &ctx.client,
+        &objs,
+        &teps,
+        &mut peerings,
+        &ctx.manager,
+        net::ROUTE_FINALIZER,
+    )
+    .await;
     let gateway_node = match inv.gateway_node().await {
         Ok(n) => n,
         Err(KubeError::Object { .. }) => {
             // No gateway: nothing is routed to one, so no deleted TunnelEndpoint waits on
-            // this node; holds are still taken first on the others.
+            // this node (holds on the others are taken above).
             for (obj, t) in objs.iter().zip(&teps) {
                 let owns = k::owns_finalizer(&obj.metadata, &ctx.manager, net::ROUTE_FINALIZER);
-                if t.deleting != owns {
+                if !(t.deleting && owns) {
                     continue;
                 }
-                if t.deleting {
-                    tracing::info!(tep = %t.key(), "no gateway runs; finalizer hold released");
-                }
-                k::hold_finalizer(
-                    &ctx.client,
-                    obj,
-                    &ctx.manager,
-                    net::ROUTE_FINALIZER,
-                    !t.deleting,
-                )
-                .await?;
+                tracing::info!(tep = %t.key(), "no gateway runs; finalizer hold released");
+                k::hold_finalizer(&ctx.client, obj, &ctx.manager, net::ROUTE_FINALIZER, false)
+                    .await?;
             }
             return Err(OpError::NoGateway(format!(
                 "{}/{}",
@@ -161,7 +151,7 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
     let mut unreachable = false;
     let applied = match &s.dataplane {
         Dataplane::Fake => Look::Ready,
-        Dataplane::Files { config, status } => {
+        Dataplane::Files { config, status, .. } => {
             let before = std::fs::read_to_string(config).ok();
             let d = files::ensure_config(config, &rendered.text)?;
             if before.as_deref() != Some(rendered.text.as_str()) {
@@ -181,7 +171,6 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
         tracing::error!(error = %e, "the overlay agent refused its config");
     }
     let mut pending = 0;
-    let mut first_error: Option<KubeError> = None;
     // Why the agent cannot confirm (unreadable, or refusing the file); `None`: only slow.
     let failing = match (&s.dataplane, &applied) {
         (_, Look::Refused(e)) => Some(format!("the overlay agent refuses its config ({e})")),
@@ -194,9 +183,6 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
     for (obj, t) in objs.iter().zip(&teps) {
         let owns = k::owns_finalizer(&obj.metadata, &ctx.manager, net::ROUTE_FINALIZER);
         let r = match (t.deleting, owns) {
-            (false, false) => {
-                k::hold_finalizer(&ctx.client, obj, &ctx.manager, net::ROUTE_FINALIZER, true).await
-            }
             (true, true) if applied == Look::Ready => {
                 tracing::info!(tep = %t.key(), "the agent dropped its ranges; finalizer hold released");
                 k::hold_finalizer(&ctx.client, obj, &ctx.manager, net::ROUTE_FINALIZER, false).await

@@ -3,7 +3,7 @@
 //! event of what it renders from (TunnelEndpoints, Nodes, the Lease), debounced; a failed
 //! reconcile is counted and requeued.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{future::Future, path::PathBuf, sync::Arc, time::Duration};
 
 use futures::{StreamExt, stream::BoxStream};
 use k8s_openapi::api::core::v1::Node;
@@ -17,7 +17,25 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::{error::OpError, metrics::Metrics};
+use crate::{error::OpError, files::StatusUrl, metrics::Metrics};
+
+/// Where an operator's data plane is.
+#[derive(Debug, Clone)]
+pub enum Dataplane {
+    /// None (`--fake-dataplane`): no file is written; the gateway operator reports a rendered
+    /// peer Connected, and a deleted TunnelEndpoint is released once rendered without it.
+    Fake,
+    /// The daemon's files.
+    Files {
+        /// Its config file (written).
+        config: PathBuf,
+        /// Its `/status`.
+        status: StatusUrl,
+        /// The gateway's private key file (written, 0600), named in its config; `None` for an
+        /// overlay agent.
+        private_key_file: Option<PathBuf>,
+    },
+}
 
 /// How soon a failed reconcile is retried.
 pub const RETRY: Duration = Duration::from_secs(2);

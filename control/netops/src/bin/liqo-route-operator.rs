@@ -51,7 +51,11 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     let dataplane = match (args.config, overlay_status_url) {
-        (Some(config), Some(status)) => Dataplane::Files { config, status },
+        (Some(config), Some(status)) => Dataplane::Files {
+            config,
+            status,
+            private_key_file: None,
+        },
         _ => Dataplane::Fake,
     };
     let client = kube::Client::try_default()

@@ -237,6 +237,34 @@ pub async fn hold_finalizer(
     Ok(())
 }
 
+/// Makes `manager` hold `finalizer` on every TunnelEndpoint of `objs` (read as `teps`) not being
+/// deleted that it does not hold yet, before anything of it is rendered (so that its deletion
+/// waits for the daemon). One whose hold fails is taken out of `peerings` (rendered once held);
+/// returns the first failure.
+pub async fn hold_first(
+    client: &Client,
+    objs: &[DynamicObject],
+    teps: &[Tep],
+    peerings: &mut liqo_peering::Peerings,
+    manager: &str,
+    finalizer: &str,
+) -> Option<KubeError> {
+    let mut first = None;
+    for (obj, t) in objs.iter().zip(teps) {
+        if t.deleting || owns_finalizer(&obj.metadata, manager, finalizer) {
+            continue;
+        }
+        if let Err(e) = hold_finalizer(client, obj, manager, finalizer, true).await {
+            tracing::warn!(tep = %t.key(), error = %liqo_types::chain(&e), "holding the finalizer; not rendered yet");
+            if let Ok(p) = &t.parsed {
+                peerings.remove(&p.peer);
+            }
+            first.get_or_insert(e);
+        }
+    }
+    first
+}
+
 /// Applies `status` (the fields `manager` owns) to the TunnelEndpoint's status.
 pub async fn apply_status(
     client: &Client,
