@@ -49,6 +49,10 @@ pub enum LabError {
     /// Writing a daemon's file or reading its status failed.
     #[error(transparent)]
     Files(#[from] liqo_netops::files::FilesError),
+    /// The gateway's or the overlay agents' files or status (the shared sinks) failed (boxed:
+    /// a refusal carries the field and the problem).
+    #[error(transparent)]
+    Sink(Box<liqo_netops::files::sinks::SinkError>),
     /// A namespace operation failed.
     #[error(transparent)]
     Netns(#[from] dataplane::netns::Error),
@@ -61,6 +65,12 @@ pub enum LabError {
 impl From<liqo_peering::Error> for LabError {
     fn from(e: liqo_peering::Error) -> LabError {
         LabError::Peering(Box::new(e))
+    }
+}
+
+impl From<liqo_netops::files::sinks::SinkError> for LabError {
+    fn from(e: liqo_netops::files::sinks::SinkError) -> LabError {
+        LabError::Sink(Box::new(e))
     }
 }
 

@@ -1,8 +1,8 @@
-//! The peering core's gateway sink in the lab: the gateway's config file (its fixed settings
-//! plus the peer list the core decided), its process on a node, and its `/status`, read typed.
-//! Every wait checks that the gateway runs the exact text written (`reload.applied.digest`), so
-//! a stale status is never taken for the new state, and a refusal is the error at once (one look
-//! is [`liqo_netops::files::gateway_look`], the operators' too).
+//! The peering core's gateway sink in the lab: the shared
+//! [`FileGateway`](liqo_netops::files::sinks::FileGateway) (the gateway's config file, its fixed
+//! settings plus the peer list the core decided; every wait checks that the gateway runs the
+//! exact text written, and a refusal is the error at once) on the lab's [`LabHost`]: its process
+//! on a node, its `/status` read typed inside that node, the IPAM's mappings.
 //!
 //! The file also carries the cluster's external CIDR and its endpoint mappings, as its IPAM
 //! lists them when the file is written; [`endpoints`] maps and unmaps endpoints and rewrites it.
@@ -12,17 +12,15 @@ mod endpoints;
 pub(crate) use endpoints::external;
 pub use endpoints::{map_endpoint, unmap_endpoint};
 
-use std::fs;
-
 use dataplane::Netns;
-use liqo_netops::files::{Want, gateway_look};
+use liqo_netops::files::sinks::{FileGateway, GatewayHost};
 use liqo_peering::grpc::External;
-use liqo_types::{Cidr, ClusterId, GatewayPeer, PublicKey};
+use liqo_types::{Cidr, EndpointMapping, GatewayPeer};
 
 use super::{
     Lab, LabError,
     cluster::gateway_node,
-    daemons::{self, GATEWAY_PORT, Poll, wait_for},
+    daemons::{self, GATEWAY_PORT},
     names, wan,
 };
 use crate::topology::Cluster;
@@ -52,75 +50,43 @@ pub(crate) fn config(
     }
 }
 
-/// The gateway of a lab cluster.
-pub(crate) struct LabGateway {
-    pub(crate) lab: Lab,
-    pub(crate) cluster: Cluster,
-    /// The digest of the text last written (or found when started).
-    pub(crate) written: Option<String>,
+/// The gateway of a lab cluster: the shared sink over files and status
+/// ([`liqo_netops::files::sinks::FileGateway`]) on the lab's host.
+pub(crate) type LabGateway = FileGateway<LabHost>;
+
+/// `c`'s gateway as the peering core drives it (nothing written yet).
+pub(crate) fn lab_gateway(lab: &Lab, c: &Cluster) -> LabGateway {
+    let files = lab.files(c);
+    FileGateway {
+        base: config(lab, c, &[], External::default()),
+        config: files.gateway_config(),
+        key_file: files.private_key(),
+        host: LabHost {
+            lab: lab.clone(),
+            cluster: c.clone(),
+        },
+        handshake_secs: HANDSHAKE_SECS,
+        reload_secs: RELOAD_SECS,
+        written: None,
+    }
 }
 
-impl LabGateway {
-    fn node(&self) -> Result<Netns, LabError> {
+/// Where a lab cluster's gateway runs: a process in one of its nodes' namespaces (the one
+/// recorded in its `gateway-node` file), its status read inside it, its external CIDR's
+/// mappings asked of the cluster's IPAM.
+pub(crate) struct LabHost {
+    lab: Lab,
+    cluster: Cluster,
+}
+
+impl LabHost {
+    /// The namespace of the node the gateway runs on.
+    pub(crate) fn node(&self) -> Result<Netns, LabError> {
         self.lab
             .node(&self.cluster, &gateway_node(&self.lab, &self.cluster)?)
     }
 
-    async fn wait(&self, peer: &ClusterId, want: Want, secs: u64) -> Result<(), LabError> {
-        let ns = self.node()?;
-        let what = match want {
-            Want::Session => format!("{}'s gateway to handshake with {peer}", self.cluster.name),
-            Want::Gone => format!("{}'s gateway to drop {peer}", self.cluster.name),
-            Want::Fresh => format!(
-                "{}'s gateway to have a fresh handshake with {peer}",
-                self.cluster.name
-            ),
-        };
-        let written = self.written.as_deref();
-        wait_for(secs, &what, || match daemons::gateway_status(&ns) {
-            Ok(s) => daemons::poll(
-                gateway_look(&s, written, peer, want),
-                written.unwrap_or("?"),
-            ),
-            Err(e) => Poll::NotYet(liqo_types::chain(&e)),
-        })
-        .await
-    }
-}
-
-impl liqo_peering::Gateway for LabGateway {
-    type Error = LabError;
-
-    async fn public_key(&mut self) -> Result<PublicKey, LabError> {
-        let path = self.lab.files(&self.cluster).private_key();
-        gateway::keys::PrivateKey::load_or_create(&path)
-            .map(|k| k.public())
-            .map_err(|e| LabError::build(format!("reading {}'s key", self.cluster.name), e))
-    }
-
-    async fn write(&mut self, peers: &[GatewayPeer]) -> Result<(), LabError> {
-        let ext = external(&self.lab, &self.cluster).await?;
-        let file = config(&self.lab, &self.cluster, peers, ext);
-        let text = serde_saphyr::to_string(&file)
-            .map_err(|e| LabError::build("encoding a gateway config", e))?;
-        let path = self.lab.files(&self.cluster).gateway_config();
-        self.written = Some(daemons::write_config(&path, &text)?);
-        Ok(())
-    }
-
-    async fn wait_handshaken(&mut self, peer: &ClusterId) -> Result<(), LabError> {
-        self.wait(peer, Want::Session, HANDSHAKE_SECS).await
-    }
-
-    async fn wait_gone(&mut self, peer: &ClusterId) -> Result<(), LabError> {
-        self.wait(peer, Want::Gone, RELOAD_SECS).await
-    }
-
-    async fn stop(&mut self) -> Result<(), LabError> {
-        daemons::stop_gateway(&self.lab, &self.cluster)
-    }
-
-    async fn start(&mut self, node: &str) -> Result<(), LabError> {
+    async fn start_on(&self, node: &str) -> Result<(), LabError> {
         let (lab, c) = (&self.lab, &self.cluster);
         let to = lab.node(c, node)?;
         // The public link follows the gateway: find it and bring it along.
@@ -141,20 +107,44 @@ impl liqo_peering::Gateway for LabGateway {
             })?;
             wan::relocate(lab, c, &from, &to).await?;
         }
-        let files = lab.files(c);
-        let text = fs::read_to_string(files.gateway_config()).map_err(|e| {
-            LabError::build(format!("reading {}", files.gateway_config().display()), e)
-        })?;
         let p = daemons::spawn_gateway(lab, c, node)?;
-        super::state::write_atomic(&files.gateway_node(), node)?;
-        self.written = Some(liqo_daemon::digest(&text));
+        super::state::write_atomic(&lab.files(c).gateway_node(), node)?;
         daemons::gateway_up(lab, c, &to, &p).await
+    }
+}
+
+/// A lab error as the shared sink carries a host's failure (the whole chain on one line).
+fn said(e: LabError) -> String {
+    liqo_types::chain(&e)
+}
+
+impl GatewayHost for LabHost {
+    fn status(&mut self) -> Result<gateway::status::Status, String> {
+        self.node()
+            .and_then(|ns| daemons::gateway_status(&ns))
+            .map_err(said)
+    }
+
+    async fn external(&mut self) -> Result<Option<(Cidr, Vec<EndpointMapping>)>, String> {
+        let e = external(&self.lab, &self.cluster).await.map_err(said)?;
+        Ok(e.cidr.map(|cidr| (cidr, e.endpoints)))
+    }
+
+    async fn stop(&mut self) -> Result<(), String> {
+        daemons::stop_gateway(&self.lab, &self.cluster).map_err(said)
+    }
+
+    async fn start(&mut self, node: &str) -> Result<(), String> {
+        self.start_on(node).await.map_err(said)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use liqo_netops::files::{Want, gateway_look};
+    use liqo_types::ClusterId;
+
+    use crate::lab::daemons::{self, Poll};
 
     #[test]
     fn a_refused_text_fails_the_wait_at_once_naming_the_field() {

@@ -12,8 +12,9 @@
 //!
 //! Peering, unpeering and moving a gateway are `liqo-peering`'s: the lab implements its traits
 //! ([`cluster`]: inventory and recorded peerings; [`gateway`] and [`overlay`]: the daemons'
-//! files, processes and typed status; the IPAM through its typed gRPC client) and [`peering`]
-//! wires them. The modules form no cycle: `names` <- `error` <- `state` <- `wan`, `daemons` <-
+//! processes, with their files and typed status through `liqo_netops::files` and its sinks,
+//! shared with the operators; the IPAM through its typed gRPC client) and [`peering`] wires
+//! them. The modules form no cycle: `names` <- `error` <- `state` <- `wan`, `daemons` <-
 //! `cluster`, `gateway`, `overlay` <- `services` <- `build`; `peering`, `check` <- `outage`;
 //! `status`.
 

@@ -11,8 +11,8 @@ use super::{
     Lab, LabError,
     cluster::{LabInventory, LabRecords, find},
     daemons,
-    gateway::LabGateway,
-    overlay::LabOverlay,
+    gateway::{LabGateway, lab_gateway},
+    overlay::{LabOverlay, lab_overlay},
 };
 use crate::topology::Cluster;
 
@@ -22,15 +22,8 @@ type LabSide<I> = Side<I, LabGateway, LabOverlay, LabInventory, LabRecords>;
 fn side<I>(lab: &Lab, c: &Cluster, ipam: I) -> LabSide<I> {
     Side {
         ipam,
-        gateway: LabGateway {
-            lab: lab.clone(),
-            cluster: c.clone(),
-            written: None,
-        },
-        overlay: LabOverlay {
-            lab: lab.clone(),
-            cluster: c.clone(),
-        },
+        gateway: lab_gateway(lab, c),
+        overlay: lab_overlay(lab, c),
         inventory: LabInventory {
             lab: lab.clone(),
             cluster: c.clone(),

@@ -9,7 +9,7 @@ use super::{
     Lab, LabError,
     cluster::{self, overlay_nodes},
     daemons,
-    gateway::LabGateway,
+    gateway::lab_gateway,
     overlay,
 };
 use crate::topology::Cluster;
@@ -22,11 +22,7 @@ pub(crate) async fn start(lab: &Lab, c: &Cluster) -> Result<(), LabError> {
     daemons::start_ipam(lab, c)?;
 
     let node = c.gateway().name.to_string();
-    let mut gw = LabGateway {
-        lab: lab.clone(),
-        cluster: c.clone(),
-        written: None,
-    };
+    let mut gw = lab_gateway(lab, c);
     gw.write(&[]).await?;
     gw.start(&node).await?;
 

@@ -13,7 +13,7 @@ use liqo_peering::{
     plan,
 };
 
-use super::LabGateway;
+use super::lab_gateway;
 use crate::{
     lab::{
         Lab, LabError,
@@ -49,14 +49,10 @@ pub(crate) async fn external(lab: &Lab, c: &Cluster) -> Result<External, LabErro
 /// waits until the gateway runs it (a refusal is the error).
 async fn rewrite(lab: &Lab, c: &Cluster) -> Result<(), LabError> {
     let peers = plan::gateway_peers(&LabRecords::of(lab, c).read()?);
-    let mut gw = LabGateway {
-        lab: lab.clone(),
-        cluster: c.clone(),
-        written: None,
-    };
+    let mut gw = lab_gateway(lab, c);
     gw.write(&peers).await?;
     let written = gw.written.clone().expect("written just now");
-    let ns = gw.node()?;
+    let ns = gw.host.node()?;
     wait_for(
         RELOAD_SECS,
         &format!("{}'s gateway to run its new endpoint mappings", c.name),
