@@ -260,3 +260,7 @@ fn phase_of(outgoing: Peering, incoming: Peering) -> PeeringPhase {
 #[cfg(test)]
 #[path = "fc_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "fc_network_tests.rs"]
+mod network_tests;

@@ -15,6 +15,7 @@ pub mod decide;
 pub mod endpoint;
 mod exec;
 mod reconcile;
+pub mod specs;
 pub mod validate;
 pub mod watch;
 
