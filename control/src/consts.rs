@@ -103,6 +103,8 @@ pub mod objects {
     pub const REMOTE_CERTIFICATE_SECRET: &str = "liqo-remote-certificate";
     /// The auth service's Service.
     pub const AUTH_SERVICE: &str = "liqo-auth";
+    /// The Service of `liqo-proxy` (in-band peering: the peer's API traffic enters through it).
+    pub const PROXY_SERVICE: &str = "liqo-proxy";
     /// `generateName` of the consumer's identity Secret and of the provider's
     /// CertificateSigningRequest.
     pub const IDENTITY_GENERATE_NAME: &str = "liqo-identity-";
@@ -267,6 +269,7 @@ mod tests {
                 objects::AUTH_TOKEN_SECRET,
                 objects::REMOTE_CERTIFICATE_SECRET,
                 objects::AUTH_SERVICE,
+                objects::PROXY_SERVICE,
                 objects::IDENTITY_GENERATE_NAME,
                 objects::REMOTE_TOKEN_PREFIX,
                 objects::TENANT_NAMESPACE_PREFIX,

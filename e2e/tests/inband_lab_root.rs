@@ -30,9 +30,7 @@ use lab_k8s::{DownOnDrop, ONE_AT_A_TIME, prefix};
 use serde_json::{Value, json};
 
 const CLUSTERS: [&str; 2] = ["rome", "milan"];
-/// `liqoctl::inband::PROXY_SERVICE` (e2e does not depend on liqoctl). [ask the lead:
-/// `control::consts::objects`]
-const PROXY_SERVICE: &str = "liqo-proxy";
+use control::consts::objects::PROXY_SERVICE;
 
 fn bin(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_BIN_EXE_liqo-lab")).parent().unwrap();

@@ -30,8 +30,8 @@ use k8s_openapi::api::{core::v1::Service, discovery::v1::EndpointSlice};
 use kube::Resource;
 use serde_json::{Value, json};
 
-/// The Service of `liqo-proxy` in the Liqo namespace. [ask the lead: `control::consts::objects`]
-pub const PROXY_SERVICE: &str = "liqo-proxy";
+/// The Service of `liqo-proxy` in the Liqo namespace.
+pub use control::consts::objects::PROXY_SERVICE;
 
 /// The Service port names upstream looks for (`https` for the auth service, `http` for the
 /// proxy); a Service with a single port is used whatever its name.
