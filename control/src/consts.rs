@@ -153,6 +153,9 @@ pub mod net {
     pub const ROUTE_FINALIZER: &str = "net.liqo.io/route-operator";
     /// On a peer's NetworkConfig copy the network manager refused: why, naming the field.
     pub const REFUSED_ANNOTATION: &str = "net.liqo.io/refused";
+    /// Next to [`REFUSED_ANNOTATION`]: a digest of the spec refused (the same spec is never
+    /// tried again; a changed one is).
+    pub const REFUSED_SPEC_ANNOTATION: &str = "net.liqo.io/refused-spec";
 }
 
 /// Keys of ConfigMap and Secret data.
@@ -304,6 +307,7 @@ mod tests {
                 net::GATEWAY_FINALIZER,
                 net::ROUTE_FINALIZER,
                 net::REFUSED_ANNOTATION,
+                net::REFUSED_SPEC_ANNOTATION,
             ])
             .collect();
         let unique: BTreeSet<&str> = all.iter().copied().collect();

@@ -36,10 +36,8 @@ pub const NAME: &str = "network";
 
 pub use control::consts::net::REFUSED_ANNOTATION;
 
-/// The annotation next to [`REFUSED_ANNOTATION`]: the [`decide::spec_digest`] of the spec
-/// refused (the same spec is never tried again; a changed one is). To move to
-/// `control::consts::net` (the lead's).
-pub const REFUSED_SPEC_ANNOTATION: &str = "net.liqo.io/refused-spec";
+/// Next to [`REFUSED_ANNOTATION`]: the [`decide::spec_digest`] of the spec refused.
+pub use control::consts::net::REFUSED_SPEC_ANNOTATION;
 
 /// The reason of the Warning Event on a peer's NetworkConfig we refused.
 pub const REASON_REFUSED: &str = "NetworkConfigRefused";
