@@ -406,9 +406,9 @@ pub async fn peer(
     Ok(())
 }
 
-/// `unpeer in-band`: outgoing `No` on both sides (waited for), the mappings dropped, the
-/// ForeignClusters deleted (their network torn down by the network managers) and waited
-/// for, then the tenant namespaces.
+/// `unpeer in-band`: outgoing `No` on both sides (waited for), the ForeignClusters deleted
+/// (their network torn down by the network managers) and waited for, then the tenant
+/// namespaces, and last any auth/proxy mapping the IPAM still holds.
 pub async fn unpeer(local: Side, remote: Side, timeout: Duration) -> Result<(), PeerError> {
     let deadline = Instant::now() + timeout;
     let a = read(local).await?;
@@ -426,24 +426,6 @@ pub async fn unpeer(local: Side, remote: Side, timeout: Duration) -> Result<(), 
         let left = whole_seconds(deadline);
         crate::peer::disable(&on.client, &name, left).await?;
         names.push((on, peer, name));
-    }
-    for (on, peer) in [(&a, &b), (&b, &a)] {
-        for ip in [on.auth.ip, on.proxy.ip] {
-            let mut ipam = on.ipam.clone();
-            let request = proto::MapIpRequest {
-                cluster_id: peer.identity.cluster_id.to_string(),
-                ip: ip.to_string(),
-                direction: proto::Direction::Endpoint as i32,
-            };
-            if let Err(s) = ipam.unmap_endpoint(request).await {
-                // Not mapped (already unpeered, or a peer the IPAM released): nothing to undo.
-                println!(
-                    "{ip} of {} not unmapped: {}",
-                    on.identity.cluster_name,
-                    s.message()
-                );
-            }
-        }
     }
     // Both ForeignClusters deleted before either is waited for: each side's teardown (and
     // its replicator) still finds the tunnel up for what it must tell the peer.
@@ -490,6 +472,37 @@ pub async fn unpeer(local: Side, remote: Side, timeout: Duration) -> Result<(), 
             "ForeignCluster {name} for {} deleted in {}",
             peer.identity.cluster_name, on.identity.cluster_name
         );
+    }
+    // Only now, with both ForeignClusters gone, the auth and proxy mappings: dropped earlier,
+    // each controller-manager would lose the peer's API server in the middle of its teardown.
+    // The network manager's `Release` of the peer normally dropped them already (NotFound).
+    let mut left = Vec::new();
+    for (on, peer) in [(&a, &b), (&b, &a)] {
+        for ip in [on.auth.ip, on.proxy.ip] {
+            let mut ipam = on.ipam.clone();
+            let request = proto::MapIpRequest {
+                cluster_id: peer.identity.cluster_id.to_string(),
+                ip: ip.to_string(),
+                direction: proto::Direction::Endpoint as i32,
+            };
+            match ipam.unmap_endpoint(request).await {
+                Ok(_) => {}
+                // The peer released by the IPAM (or already unpeered): nothing left to undo.
+                Err(s) if s.code() == tonic::Code::NotFound => {}
+                Err(s) => left.push(format!(
+                    "{ip} of {} still mapped for {}: {}",
+                    on.identity.cluster_name,
+                    peer.identity.cluster_name,
+                    s.message()
+                )),
+            }
+        }
+    }
+    if !left.is_empty() {
+        return Err(other(format!(
+            "ForeignClusters deleted, but endpoint mappings are left: {}",
+            left.join("; ")
+        )));
     }
     println!(
         "In-band peering between {} and {} removed",
