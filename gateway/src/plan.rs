@@ -50,7 +50,9 @@
 //!   and any other local source (a node, a host-network pod) at the first address of our
 //!   external CIDR as that peer sees it (`snat ip to meta mark map @snat_host`, one entry per
 //!   peer range; the IPAM never hands that address out). Without a view of our external CIDR a
-//!   peer gets no such entry, and what is not a pod leaves untranslated (the peer drops it).
+//!   peer gets no such entry: the first packet of a connection to it from what is not a pod is
+//!   dropped (and counted) at the end of the NAT chain, as on the way in, so our real internal
+//!   addresses never leave through the tunnel.
 //!
 //! Adding or removing a mapping (or a peer it lists) changes elements only, like a peer. The
 //! filter lets peers open connections to the real addresses of `endpoint_ips` besides our pods
@@ -186,6 +188,10 @@ pub fn nat(c: &Config) -> Ruleset {
                 Expr::SnatMarkMap(id("snat_host")),
             ])
             .comment("other local sources -> our external CIDR as the destination peer sees it"),
+            // The translation ends the chain; what is left is a source that is not a pod, to a
+            // peer without a view of our external CIDR: it would show our real addresses.
+            Rule::new(vec![Expr::Oif(tun()), Expr::Counter, Expr::Drop])
+                .comment("new connections to peers leave translated"),
         ],
     });
     // A peer may reach our pods and nothing else: not this namespace, not the host behind it,

@@ -1,10 +1,12 @@
 //! Endpoint mapping on the real kernel (needs root): peers reach a non-pod address of a site (an
 //! address on a link of its host namespace, as a node or a host-network pod has) through
 //! the site's external CIDR as each peer sees it, only where the mapping lists them; an unmapped
-//! address and a mapping that does not list the peer are refused, and removing mappings leaves
-//! no element, set entry or route behind. The other way, the site's node opens connections to
+//! address, a mapping that does not list the peer, a real address, the address the site's other
+//! local sources appear at and the site's gateway namespace are refused (dropped and counted),
+//! and removing mappings leaves no element, set entry or route behind. The other way, the site's node opens connections to
 //! the peers' pods from our external CIDR as each peer sees it: a mapped endpoint from its own
-//! address there (for the peers it is mapped for), anything else from the CIDR's first address.
+//! address there (for the peers it is mapped for), anything else from the CIDR's first address;
+//! to a peer without a view of our external CIDR, what is not a pod is dropped and counted.
 
 mod common;
 
@@ -23,13 +25,44 @@ use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, conn
 const NODE_IP: &str = "192.168.50.1";
 const OTHER_IP: &str = "192.168.50.2";
 
-/// Peer entries of the hub `a` for spokes b and c: b sees a's external CIDR (10.70/16) as
-/// 10.73/16, c as 10.83/16; their pods appear to a as 10.71/16 and 10.81/16.
-fn hub_peers(b: &Site, c: &Site) -> String {
+/// Peer entries of the hub `a` for spokes b, c and d: b sees a's external CIDR (10.70/16) as
+/// 10.73/16, c as 10.83/16, d not at all (no `localExternalCIDRAtPeer`); their pods appear to a
+/// as 10.71/16, 10.81/16 and 10.91/16.
+fn hub_peers(b: &Site, c: &Site, d: &Site) -> String {
     b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16")
         + "    localExternalCIDRAtPeer: 10.73.0.0/16\n"
         + &c.as_peer(Some("198.18.0.3:51840"), "10.81.0.0/16", "10.82.0.0/16")
         + "    localExternalCIDRAtPeer: 10.83.0.0/16\n"
+        + &d.as_peer(Some("198.18.0.4:51840"), "10.91.0.0/16", "10.92.0.0/16")
+}
+
+/// The packets counted by the (only) counting rule of `chain` in the hub's NAT table: the
+/// final drop of `prerouting` and `postrouting`.
+fn dropped(a: &Site, chain: &str) -> u64 {
+    let text = listed(a, &format!("chain {chain}"));
+    let counted: Vec<u64> = text
+        .lines()
+        .filter_map(|l| {
+            l.split_once("counter packets ")?
+                .1
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(counted.len(), 1, "one counter in {chain}:\n{text}");
+    counted[0]
+}
+
+/// Whether `ip` answers one ping sent from `ns`.
+fn ping_from(ns: &Netns, ip: &str) -> bool {
+    let out = ns
+        .command("ping")
+        .args(["-c1", "-W2", "-q", ip])
+        .output()
+        .unwrap();
+    out.status.success()
 }
 
 /// The hub's settings with these endpoint mappings (YAML list items).
@@ -152,6 +185,7 @@ async fn peers_reach_a_mapped_node_address_only_where_listed() {
     let mut a = Site::new(&mut spaces, &p, "a", &wan, "198.18.0.1/24").await;
     let mut b = Site::new(&mut spaces, &p, "b", &wan, "198.18.0.2/24").await;
     let mut c = Site::new(&mut spaces, &p, "c", &wan, "198.18.0.3/24").await;
+    let mut d = Site::new(&mut spaces, &p, "d", &wan, "198.18.0.4/24").await;
 
     // The hub's node addresses, with strict reverse-path filtering as many nodes have.
     let sh = |ns: &dataplane::Netns, args: &[&str]| {
@@ -182,7 +216,15 @@ async fn peers_reach_a_mapped_node_address_only_where_listed() {
     };
     spoke(&b, "10.71.0.0/16", "10.72.0.0/16", "10.73.0.0/16");
     spoke(&c, "10.81.0.0/16", "10.82.0.0/16", "10.83.0.0/16");
-    let peers = hub_peers(&b, &c);
+    // d has no view of the hub's external CIDR (the hub gives it none); it routes the hub's
+    // link range into the tunnel instead (its own link elsewhere), to probe the hub's gateway
+    // namespace.
+    d.configure(
+        &(a.as_peer(Some("198.18.0.1:51840"), "10.92.0.0/16", "10.91.0.0/16")
+            + "    remoteExternalCIDR: 169.254.100.0/30\n"),
+        "linkCIDR: 169.254.200.0/30\n",
+    );
+    let peers = hub_peers(&b, &c, &d);
     // NODE_IP for both spokes, OTHER_IP for b only.
     let both = "  - {ip: 192.168.50.1, externalIP: 10.70.0.1, peers: [b, c]}\n";
     let b_only = "  - {ip: 192.168.50.2, externalIP: 10.70.0.2, peers: [b]}\n";
@@ -190,6 +232,7 @@ async fn peers_reach_a_mapped_node_address_only_where_listed() {
     a.start();
     b.start();
     c.start();
+    d.start();
 
     // Pods to pods still work, and each spoke reaches NODE_IP at its view of 10.70.0.1.
     assert!(
@@ -215,15 +258,32 @@ async fn peers_reach_a_mapped_node_address_only_where_listed() {
     );
     assert!(b.ping("10.73.0.2"), "b -> OTHER_IP, mapped for b");
 
-    // Refused: a mapping that does not list c, an address mapped for no one, a real address.
-    assert!(!c.ping("10.83.0.2"), "OTHER_IP is not mapped for c");
-    assert!(!b.ping("10.73.0.9"), "nothing is mapped at 10.70.0.9");
-    assert!(!c.ping("10.83.0.9"));
-    let drops = listed(&a, "chain prerouting");
-    assert!(
-        drops.contains("counter packets") && !drops.contains("counter packets 0 "),
-        "the refusals were dropped in the NAT chain:\n{drops}"
-    );
+    // Refused, each dropped and counted in the NAT chain: a mapping that does not list c, an
+    // address mapped for no one, the address the hub's other local sources appear at (the first
+    // of the spoke's view of the external CIDR: it is a source, never a destination).
+    for (spoke, addr, why) in [
+        (&c, "10.83.0.2", "OTHER_IP is not mapped for c"),
+        (&b, "10.73.0.9", "nothing is mapped at 10.70.0.9"),
+        (&c, "10.83.0.9", "nothing is mapped at 10.70.0.9"),
+        (
+            &b,
+            "10.73.0.0",
+            "the hub's other local sources as b sees them",
+        ),
+        (
+            &c,
+            "10.83.0.0",
+            "the hub's other local sources as c sees them",
+        ),
+    ] {
+        let before = dropped(&a, "prerouting");
+        assert!(!spoke.ping(addr), "{} -> {addr}: {why}", spoke.name);
+        assert!(
+            dropped(&a, "prerouting") > before,
+            "{} -> {addr} dropped in the NAT chain ({why})",
+            spoke.name
+        );
+    }
 
     // The map holds an entry per range of each listed peer (b and c have one range each at the
     // hub: no external CIDR of theirs is configured here).
@@ -261,6 +321,49 @@ async fn peers_reach_a_mapped_node_address_only_where_listed() {
     );
     assert!(b.ping("10.72.0.2"), "pods still reach pods");
 
+    // d has no view of the hub's external CIDR: pods reach pods both ways, but the hub's node
+    // (not a pod, so no translation for d) must not leave with its real address: its new
+    // connection is dropped and counted at the end of the NAT chain.
+    assert!(
+        eventually(10, || d.ping("10.92.0.2")),
+        "d -> a's pod\n{}",
+        a.log()
+    );
+    assert!(ping_from(&a.pod, "10.91.0.2"), "a's pod -> d's pod");
+    assert_eq!(
+        tcp_seen_raw(&a.pod, &d.pod, "10.91.0.2", 7415),
+        "10.92.0.2",
+        "a's pod as d sees it"
+    );
+    let before = dropped(&a, "postrouting");
+    assert!(
+        !ping_from(&a.host, "10.91.0.2"),
+        "a's node -> d untranslated"
+    );
+    let after = dropped(&a, "postrouting");
+    assert!(
+        after > before,
+        "a's node -> d dropped ({before} -> {after})"
+    );
+    // Mapped endpoints and pods still leave translated, with nothing more dropped.
+    assert_eq!(
+        tcp_seen_from(&a.host, Some(NODE_IP), &b.pod, "10.71.0.2", 7416),
+        "10.73.0.1"
+    );
+    assert!(ping_from(&a.pod, "10.71.0.2"), "a's pod -> b's pod");
+    assert_eq!(dropped(&a, "postrouting"), after, "nothing else dropped");
+
+    // The hub's gateway namespace is not reachable from a peer.
+    let before = dropped(&a, "prerouting");
+    assert!(
+        !ping_from(&d.pod, "169.254.100.2"),
+        "d -> a's gateway namespace"
+    );
+    assert!(
+        dropped(&a, "prerouting") > before,
+        "d -> a's gateway namespace dropped"
+    );
+
     // Dropping c from NODE_IP's mapping: c is refused now, b still reaches it.
     let b_first = "  - {ip: 192.168.50.1, externalIP: 10.70.0.1, peers: [b]}\n";
     reconfigure(&a, &peers, &format!("{b_first}{b_only}"));
@@ -291,6 +394,27 @@ async fn peers_reach_a_mapped_node_address_only_where_listed() {
         gateway_routes(&a).contains("default via 169.254.100.1"),
         "{}",
         gateway_routes(&a)
+    );
+    assert!(b.ping("10.72.0.2"), "pods unaffected\n{}", a.log());
+
+    // A real endpoint address is refused, even mapped: b routes it into the tunnel (seeing the
+    // hub's external CIDR as the endpoints' real range) and the hub drops it in the NAT chain.
+    reconfigure(&a, &peers, b_first);
+    assert!(b.ping("10.73.0.1"), "NODE_IP mapped for b again");
+    let text = b.configure(
+        &(a.as_peer(Some("198.18.0.1:51840"), "10.72.0.0/16", "10.71.0.0/16")
+            + "    remoteExternalCIDR: 192.168.50.0/24\n"),
+        "",
+    );
+    let want = digest(&text);
+    b.wait_status("b routes the real range to a", |s| {
+        s.reload.applied.as_ref().is_some_and(|x| x.digest == want)
+    });
+    let before = dropped(&a, "prerouting");
+    assert!(!b.ping(NODE_IP), "b -> a's node at its real address");
+    assert!(
+        dropped(&a, "prerouting") > before,
+        "b -> a's node at its real address dropped in the NAT chain"
     );
     assert!(b.ping("10.72.0.2"), "pods unaffected\n{}", a.log());
 }
