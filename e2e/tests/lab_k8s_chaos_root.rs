@@ -164,7 +164,14 @@ async fn every_fabric_process_killed_under_iperf3_recovers_and_leaves_the_kernel
     // The server serves one test per run; it is ours to stop.
     let _ = server.kill();
     let _ = server.wait();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "iperf3 report (exit {:?}): {e}: {}\n{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
     let gbps = report
         .pointer("/end/sum_received/bits_per_second")
         .and_then(serde_json::Value::as_f64)
@@ -179,6 +186,10 @@ async fn every_fabric_process_killed_under_iperf3_recovers_and_leaves_the_kernel
         "iperf3 failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+    assert!(
+        gbps.is_some(),
+        "no received rate in the iperf3 report: {report}"
+    );
 
     // Every probe passes again and the kernel state is as before.
     let m = k8s::views::check(&k).await.unwrap();
@@ -186,6 +197,11 @@ async fn every_fabric_process_killed_under_iperf3_recovers_and_leaves_the_kernel
     let same = lab_k8s::eventually(30, || fabric_state(&k) == before).await;
     if !same {
         let now = fabric_state(&k);
+        assert_eq!(
+            before.iter().map(|(w, _)| w).collect::<Vec<_>>(),
+            now.iter().map(|(w, _)| w).collect::<Vec<_>>(),
+            "the same places are read before and after"
+        );
         for ((what, a), (_, b)) in before.iter().zip(&now) {
             assert_eq!(a, b, "{what}: before the kills, then after");
         }

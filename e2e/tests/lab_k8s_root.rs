@@ -233,6 +233,11 @@ async fn peer_check_unpeer(k: &K8sLab, pairs: &[(&str, &str)]) {
             .iter()
             .all(|c| ipam_peers(k, c.name.as_str()).is_empty());
         if (now == before && ipams_empty) || t.elapsed().as_secs() > 30 {
+            assert_eq!(
+                before.iter().map(|(w, _)| w).collect::<Vec<_>>(),
+                now.iter().map(|(w, _)| w).collect::<Vec<_>>(),
+                "the same places are read before and after"
+            );
             for ((what, a), (_, b)) in before.iter().zip(&now) {
                 assert_eq!(a, b, "{what}: before peering, then after unpeering");
             }

@@ -117,6 +117,8 @@ pub(crate) fn fabric_state(k: &K8sLab) -> Vec<(String, String)> {
                     .args(args)
                     .output()
                     .unwrap();
+                // A missing namespace must not read as the same empty state twice.
+                assert!(o.status.success(), "ip -n {ns} {args:?}: {o:?}");
                 String::from_utf8_lossy(&o.stdout).into_owned()
             };
             out.push((format!("{ns} rules"), run(&["rule"])));
@@ -130,6 +132,7 @@ pub(crate) fn fabric_state(k: &K8sLab) -> Vec<(String, String)> {
                 .args(["netns", "exec", &ns, "nft", "list", "ruleset"])
                 .output()
                 .unwrap();
+            assert!(nft.status.success(), "nft list ruleset in {ns}: {nft:?}");
             out.push((
                 format!("{ns} nft"),
                 counters(&String::from_utf8_lossy(&nft.stdout)),
