@@ -20,6 +20,7 @@ use std::{
 };
 
 use control::api::{discovery::ForeignCluster, net::TunnelEndpoint};
+use e2e::lab::WAN0;
 use k8s_openapi::api::core::v1::{Namespace, Service};
 use kube::{
     Api, Client, Config,
@@ -150,6 +151,8 @@ async fn in_band_peering_goes_through_the_tunnel() {
     std::fs::create_dir_all(&tags).unwrap();
     let kc = Kubeconfig::read_from(&kubeconfig).unwrap();
 
+    // Per cluster: (auth ClusterIP, its port, liqo-proxy's ClusterIP).
+    let mut cluster_ips = Vec::new();
     for c in CLUSTERS {
         let netns = format!("{p}-{c}-n0");
         let kube = client(&kubeconfig, c).await;
@@ -185,6 +188,18 @@ async fn in_band_peering_goes_through_the_tunnel() {
             ]));
             assert_eq!(out.status.code(), Some(0));
         }
+        // What kube-proxy gives: ClusterIPs reachable in the cluster (and through the
+        // tunnel), never from the WAN.
+        let out = nft_in(
+            &netns,
+            &format!(
+                "table ip inband-kube-proxy {{\n  chain input {{\n    type filter hook input \
+                 priority 0; policy accept;\n    iifname \"{WAN0}\" ip daddr {{ {auth_ip}, \
+                 {proxy_ip} }} drop\n  }}\n}}\n"
+            ),
+        );
+        assert_eq!(out.status.code(), Some(0));
+        cluster_ips.push((auth_ip.clone(), auth_port, proxy_ip.clone()));
         let auth_listen = running(&liqo, c, "liqo-auth")["listen"].as_str().unwrap();
         let relay = Command::new(lab)
             .args([
@@ -204,13 +219,7 @@ async fn in_band_peering_goes_through_the_tunnel() {
             .spawn()
             .unwrap();
         children.0.push(relay);
-        let server = kc
-            .clusters
-            .iter()
-            .find(|n| n.name == c)
-            .and_then(|n| n.cluster.as_ref())
-            .and_then(|x| x.server.clone())
-            .unwrap();
+        let server = server_of(&kc, c);
         let authority = server.trim_start_matches("https://");
         let child = spawn_in(
             &netns,
@@ -263,26 +272,55 @@ async fn in_band_peering_goes_through_the_tunnel() {
         );
         children.0.push(child);
     }
-    // Neither auth service nor API server is reachable from the peer's gateway node but
-    // through the tunnel (the WAN address of rome's host loopback services).
-    let rome_auth = running(&liqo, "rome", "liqo-auth")["listen"]
-        .as_str()
-        .unwrap();
-    let out = run(Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &format!("{p}-milan-n0"),
-            "timeout",
-            "3",
-            "bash",
-            "-c",
-        ])
-        .arg(format!("echo > /dev/tcp/198.18.0.1/{}", port(rome_auth))));
-    assert_ne!(
-        out.status.code(),
-        Some(0),
-        "rome's auth service answers on the WAN"
+    // What rome exposes in its gateway node (the auth relay and liqo-proxy on ClusterIPs) is
+    // not reachable from the WAN, even by a neighbour routing those ClusterIPs to rome's WAN
+    // address; nor is rome's API server on that address. Reachable inside rome's node.
+    let topology = e2e::topology::Topology::preset("two-clusters").unwrap();
+    let rome_wan = topology
+        .clusters
+        .iter()
+        .find(|x| x.name.as_str() == "rome")
+        .unwrap()
+        .wan_addr
+        .addr()
+        .to_string();
+    let (rome_n0, milan_n0) = (format!("{p}-rome-n0"), format!("{p}-milan-n0"));
+    let (auth_ip, auth_port, proxy_ip) = cluster_ips[0].clone();
+    let milan_ips = [&cluster_ips[1].0, &cluster_ips[1].2];
+    assert!(
+        !milan_ips.contains(&&auth_ip) && !milan_ips.contains(&&proxy_ip),
+        "the ClusterIPs of rome {:?} and milan {milan_ips:?} collide: the WAN check would \
+         dial milan's own",
+        (&auth_ip, &proxy_ip)
+    );
+    assert!(
+        connects(&rome_n0, &auth_ip, auth_port),
+        "positive control: auth in rome's node"
+    );
+    assert!(
+        connects(&rome_n0, &proxy_ip, 8118),
+        "positive control: proxy in rome's node"
+    );
+    for ip in [&auth_ip, &proxy_ip] {
+        let out = run(Command::new("ip").args([
+            "netns", "exec", &milan_n0, "ip", "route", "add", ip, "via", &rome_wan,
+        ]));
+        assert_eq!(out.status.code(), Some(0));
+    }
+    let from_wan = [
+        connects(&milan_n0, &auth_ip, auth_port),
+        connects(&milan_n0, &proxy_ip, 8118),
+        connects(&milan_n0, &rome_wan, port(&server_of(&kc, "rome"))),
+    ];
+    for ip in [&auth_ip, &proxy_ip] {
+        let out = run(Command::new("ip").args([
+            "netns", "exec", &milan_n0, "ip", "route", "del", ip, "via", &rome_wan,
+        ]));
+        assert_eq!(out.status.code(), Some(0));
+    }
+    assert_eq!(
+        from_wan, [false; 3],
+        "from milan's node over the WAN: [auth, proxy, API server] of rome connect"
     );
 
     let ipam = |c: &str| {
@@ -393,10 +431,23 @@ async fn in_band_peering_goes_through_the_tunnel() {
         );
     }
 
+    // The auth and proxy mappings exist while peered (what unpeer must leave none of).
+    for (c, address) in [("rome", &ri), ("milan", &mi)] {
+        let mapped = endpoints(address).await;
+        assert!(mapped.len() >= 2, "{c}: endpoint mappings {mapped:?}");
+    }
     let started = Instant::now();
     let out = ctl(&[&["unpeer", "in-band"][..], &common[..]].concat());
     assert_eq!(out.status.code(), Some(0));
     eprintln!("unpeer in-band: {:.1} s", started.elapsed().as_secs_f64());
+    // No endpoint mapping left in either IPAM (the auth and proxy ones of the peering).
+    for (c, address) in [("rome", &ri), ("milan", &mi)] {
+        let left = endpoints(address).await;
+        assert!(
+            left.is_empty(),
+            "{c}: endpoint mappings left after unpeer: {left:?}"
+        );
+    }
     for c in CLUSTERS {
         let kube = client(&kubeconfig, c).await;
         assert!(
@@ -427,4 +478,59 @@ async fn in_band_peering_goes_through_the_tunnel() {
             "{c}: {tenants:?}"
         );
     }
+}
+
+/// The endpoint mappings the IPAM at `address` holds (its `List`).
+async fn endpoints(address: &str) -> Vec<ipam::service::proto::Endpoint> {
+    let options = ipam::service::client::ClientOptions::new(address.to_owned());
+    let mut client = ipam::service::client::connect(&options).await.unwrap();
+    client
+        .list(ipam::service::proto::Empty {})
+        .await
+        .unwrap()
+        .into_inner()
+        .endpoints
+}
+
+/// `nft -f -` with `rules` inside `netns`.
+fn nft_in(netns: &str, rules: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", netns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rules.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    eprintln!(
+        "$ nft -f - in {netns}:\n{rules}-> {:?}\n{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Whether a TCP connect to `ip`:`port` succeeds from inside `netns` (3 s at most).
+fn connects(netns: &str, ip: &str, port: impl std::fmt::Display) -> bool {
+    let out = run(Command::new("ip")
+        .args(["netns", "exec", netns, "timeout", "3", "bash", "-c"])
+        .arg(format!("echo > /dev/tcp/{ip}/{port}")));
+    out.status.code() == Some(0)
+}
+
+/// The API server URL of `cluster` in the kubeconfig.
+fn server_of(kc: &Kubeconfig, cluster: &str) -> String {
+    kc.clusters
+        .iter()
+        .find(|n| n.name == cluster)
+        .and_then(|n| n.cluster.as_ref())
+        .and_then(|x| x.server.clone())
+        .unwrap()
 }

@@ -42,3 +42,4 @@ pub use liqo_peering::Moved;
 pub use names::{BadTarget, Prefix, Target};
 pub use peering::{move_gateway, peer, unpeer};
 pub use state::{DownReport, Lab, down};
+pub use wan::WAN0;

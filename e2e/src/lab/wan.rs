@@ -9,7 +9,7 @@ use super::{Lab, LabError};
 use crate::topology::Cluster;
 
 /// The public link's name.
-pub(crate) const WAN0: &str = "wan0";
+pub const WAN0: &str = "wan0";
 
 /// The NAT router's side of its LAN to the gateway node.
 const NAT_LAN_ROUTER: &str = "192.168.77.1/24";
