@@ -10,10 +10,12 @@
 //!   by the gateway's namespace from its link address (169.254.100.2), which this node's
 //!   reverse-path filter drops (no route back to it here): the packet would vanish.
 //! - The gateway node: `iif liqo.host lookup 18952` (one rule), and in table 18952 each other node's
-//!   pod CIDR via that node's overlay address, so traffic from remote clusters reaches pods on
-//!   other nodes over the overlay, the way their replies come back (symmetric routing; strict
-//!   reverse-path filters stay happy). Traffic *to* remote ranges on the gateway node is the
-//!   gateway's business (its own table into its namespace).
+//!   pod CIDR and the node's own address (a `/32`, a peer reaching a node or a host-network pod
+//!   through our external CIDR) via that node's overlay address, so traffic from remote clusters
+//!   reaches pods and nodes on other nodes over the overlay, the way their replies come back
+//!   (symmetric routing; strict reverse-path filters stay happy). Only while there are remote
+//!   ranges. Traffic *to* remote ranges on the gateway node is the gateway's business (its own
+//!   table into its namespace).
 
 use std::net::IpAddr;
 
