@@ -77,6 +77,15 @@ pub enum PeerError {
     /// An in-band step failed (the line says which and why).
     #[error("{0}")]
     InBand(String),
+    /// An object read from the apiserver could not be turned into JSON.
+    #[error("{what}")]
+    Json {
+        /// Which object.
+        what: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
     /// The ForeignCluster was deleted while we waited.
     #[error("ForeignCluster {0:?} was deleted while waiting for it")]
     Deleted(String),

@@ -25,7 +25,7 @@ use kube::{
     api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
     core::ApiResource,
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
@@ -243,7 +243,14 @@ async fn exchange(a: &Cluster, a_ns: &str, b: &Cluster, b_ns: &str) -> Result<bo
                 == Some(&values::TRUE.to_owned())
         });
     let Some(own) = own else { return Ok(false) };
-    let own = serde_json::to_value(&own).unwrap_or(Value::Null);
+    let own = serde_json::to_value(&own).map_err(|source| PeerError::Json {
+        what: format!(
+            "NetworkConfig {a_ns}/{name} of the {} cluster as JSON",
+            a.label
+        ),
+        source,
+    })?;
+
     let copy = network_config_copy(&own, a.identity.cluster_id.as_str(), b_ns);
     let copied = nc_api(&b.client, b_ns)
         .patch(
@@ -343,13 +350,21 @@ pub async fn peer(
         fc_b.metadata.name.clone().unwrap_or_default(),
     );
     let a_ns = poll(deadline, "the tenant namespaces", || async {
-        let fc = Api::<ForeignCluster>::all(a.client.clone()).get(&fa).await;
-        Ok(fc.ok().as_ref().and_then(tenant))
+        // Only "not there yet" is waited for; a refusal or a lost connection is an error.
+        let fc = Api::<ForeignCluster>::all(a.client.clone())
+            .get_opt(&fa)
+            .await
+            .map_err(kube_err(format!("reading ForeignCluster {fa}")))?;
+        Ok(fc.as_ref().and_then(tenant))
     })
     .await?;
     let b_ns = poll(deadline, "the tenant namespaces", || async {
-        let fc = Api::<ForeignCluster>::all(b.client.clone()).get(&fb).await;
-        Ok(fc.ok().as_ref().and_then(tenant))
+        // Only "not there yet" is waited for; a refusal or a lost connection is an error.
+        let fc = Api::<ForeignCluster>::all(b.client.clone())
+            .get_opt(&fb)
+            .await
+            .map_err(kube_err(format!("reading ForeignCluster {fb}")))?;
+        Ok(fc.as_ref().and_then(tenant))
     })
     .await?;
     println!("Tenant namespaces {a_ns} in {an} and {b_ns} in {bn}");
