@@ -13,7 +13,7 @@ pub(crate) use endpoints::external;
 pub use endpoints::{map_endpoint, unmap_endpoint};
 
 use dataplane::Netns;
-use liqo_netops::files::sinks::{FileGateway, GatewayHost};
+use liqo_netops::files::sinks::{FileGateway, GatewayHost, HostError};
 use liqo_peering::grpc::External;
 use liqo_types::{Cidr, EndpointMapping, GatewayPeer};
 
@@ -113,7 +113,7 @@ impl LabHost {
     }
 }
 
-/// A lab error as the shared sink carries a host's failure (the whole chain on one line).
+/// A lab error as a status look's reason (the whole chain on one line).
 fn said(e: LabError) -> String {
     liqo_types::chain(&e)
 }
@@ -125,17 +125,17 @@ impl GatewayHost for LabHost {
             .map_err(said)
     }
 
-    async fn external(&mut self) -> Result<Option<(Cidr, Vec<EndpointMapping>)>, String> {
-        let e = external(&self.lab, &self.cluster).await.map_err(said)?;
+    async fn external(&mut self) -> Result<Option<(Cidr, Vec<EndpointMapping>)>, HostError> {
+        let e = external(&self.lab, &self.cluster).await?;
         Ok(e.cidr.map(|cidr| (cidr, e.endpoints)))
     }
 
-    async fn stop(&mut self) -> Result<(), String> {
-        daemons::stop_gateway(&self.lab, &self.cluster).map_err(said)
+    async fn stop(&mut self) -> Result<(), HostError> {
+        Ok(daemons::stop_gateway(&self.lab, &self.cluster)?)
     }
 
-    async fn start(&mut self, node: &str) -> Result<(), String> {
-        self.start_on(node).await.map_err(said)
+    async fn start(&mut self, node: &str) -> Result<(), HostError> {
+        Ok(self.start_on(node).await?)
     }
 }
 

@@ -16,6 +16,9 @@ use liqo_types::{Cidr, ClusterId, EndpointMapping, FieldError, GatewayPeer, Publ
 
 use super::{FilesError, Look, Want, gateway_look, overlay_look, write_config};
 
+/// How a [`GatewayHost`] failed: its own error, kept whole (the chain of causes).
+pub type HostError = Box<dyn std::error::Error + Send + Sync>;
+
 /// Why a sink failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SinkError {
@@ -56,8 +59,14 @@ pub enum SinkError {
     #[error("the gateway's key")]
     Key(#[source] gateway::keys::KeyFileError),
     /// The gateway's host failed (its IPAM, starting or stopping it).
-    #[error("{0}")]
-    Host(String),
+    #[error("the gateway's host, {what}")]
+    Host {
+        /// What the host was doing.
+        what: String,
+        /// The host's error.
+        #[source]
+        source: HostError,
+    },
     /// A plan names a node whose agent's config file is not known.
     #[error("no config file is known for the overlay agent on {0}")]
     UnknownNode(String),
@@ -176,11 +185,11 @@ pub trait GatewayHost: Send {
     /// base's are kept).
     fn external(
         &mut self,
-    ) -> impl Future<Output = Result<Option<(Cidr, Vec<EndpointMapping>)>, String>> + Send;
+    ) -> impl Future<Output = Result<Option<(Cidr, Vec<EndpointMapping>)>, HostError>> + Send;
     /// Stops it (it removes what it created); an error if it had to be killed.
-    fn stop(&mut self) -> impl Future<Output = Result<(), String>> + Send;
+    fn stop(&mut self) -> impl Future<Output = Result<(), HostError>> + Send;
     /// Starts it on `node` with its config file, and waits until it serves.
-    fn start(&mut self, node: &str) -> impl Future<Output = Result<(), String>> + Send;
+    fn start(&mut self, node: &str) -> impl Future<Output = Result<(), HostError>> + Send;
 }
 
 /// A gateway: its config file (over a base), its key file, and its host.
@@ -236,7 +245,15 @@ impl<H: GatewayHost> liqo_peering::Gateway for FileGateway<H> {
             peers: peers.to_vec(),
             ..self.base.clone()
         };
-        if let Some((cidr, endpoints)) = self.host.external().await.map_err(SinkError::Host)? {
+        let external = self
+            .host
+            .external()
+            .await
+            .map_err(|source| SinkError::Host {
+                what: "listing our external CIDR and its endpoint mappings".into(),
+                source,
+            })?;
+        if let Some((cidr, endpoints)) = external {
             file.local_external_cidr = Some(cidr);
             file.endpoints = endpoints;
         }
@@ -257,7 +274,10 @@ impl<H: GatewayHost> liqo_peering::Gateway for FileGateway<H> {
     }
 
     async fn stop(&mut self) -> Result<(), SinkError> {
-        self.host.stop().await.map_err(SinkError::Host)
+        self.host.stop().await.map_err(|source| SinkError::Host {
+            what: "stopping the gateway".into(),
+            source,
+        })
     }
 
     async fn start(&mut self, node: &str) -> Result<(), SinkError> {
@@ -266,7 +286,13 @@ impl<H: GatewayHost> liqo_peering::Gateway for FileGateway<H> {
             source,
         })?;
         self.written = Some(super::digest(&text));
-        self.host.start(node).await.map_err(SinkError::Host)
+        self.host
+            .start(node)
+            .await
+            .map_err(|source| SinkError::Host {
+                what: format!("starting the gateway on {node}"),
+                source,
+            })
     }
 }
 

@@ -129,15 +129,18 @@ impl GatewayHost for Host {
             "noRoute": 0, "peers": peers, "reload": reload(&text, false)}))
         .map_err(|e| e.to_string())
     }
-    async fn external(&mut self) -> Result<Option<(Cidr, Vec<EndpointMapping>)>, String> {
+    async fn external(&mut self) -> Result<Option<(Cidr, Vec<EndpointMapping>)>, HostError> {
         Ok(Some(("10.70.0.0/16".parse().unwrap(), Vec::new())))
     }
-    async fn stop(&mut self) -> Result<(), String> {
+    async fn stop(&mut self) -> Result<(), HostError> {
         self.calls.lock().unwrap().push("stop".into());
         Ok(())
     }
-    async fn start(&mut self, node: &str) -> Result<(), String> {
+    async fn start(&mut self, node: &str) -> Result<(), HostError> {
         self.calls.lock().unwrap().push(format!("start {node}"));
+        if node == "broken" {
+            return Err(std::io::Error::other("no such node").into());
+        }
         Ok(())
     }
 }
@@ -184,4 +187,18 @@ async fn the_gateway_sink_writes_the_peers_over_the_base_and_waits_on_the_status
     sink.stop().await.unwrap();
     sink.start("n1").await.unwrap();
     assert_eq!(*host.calls.lock().unwrap(), ["stop", "start n1"]);
+
+    // The host's own error is kept whole, as the source.
+    let e = sink.start("broken").await.unwrap_err();
+    assert!(matches!(e, SinkError::Host { .. }), "{e:?}");
+    assert_eq!(
+        e.to_string(),
+        "the gateway's host, starting the gateway on broken"
+    );
+    let source = std::error::Error::source(&e).expect("a source");
+    assert_eq!(source.to_string(), "no such node");
+    assert!(
+        source.downcast_ref::<std::io::Error>().is_some(),
+        "{source:?}"
+    );
 }
