@@ -142,19 +142,44 @@ pub fn refusal_response(status: u16) -> String {
 /// The response of an open tunnel.
 pub const ESTABLISHED: &str = "HTTP/1.1 200 Connection established\r\n\r\n";
 
-/// Reads the request head; `Ok(None)` when the connection closed or sent too much first.
-async fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
+/// How many clients are served at once by default (`--max-connections`); the next ones wait
+/// in the listen backlog.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+
+/// How long `serve` waits after a failed accept (e.g. out of file descriptors) before the next.
+pub const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// A request head and what the client sent after it (the start of the tunnel).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Head {
+    /// The bytes up to and including the blank line.
+    pub head: Vec<u8>,
+    /// The bytes read past the blank line, to be sent to the target first.
+    pub rest: Vec<u8>,
+}
+
+/// Reads the request head from `stream`, a buffer at a time; `Ok(None)` when the connection
+/// closed or sent over [`MAX_HEAD`] bytes without a blank line.
+pub async fn read_head<R: tokio::io::AsyncRead + Unpin>(
+    stream: &mut R,
+) -> std::io::Result<Option<Head>> {
     let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
+    let mut chunk = [0u8; 4096];
     loop {
-        // Byte-exact: stop at the blank line so nothing of the tunnel is read here.
-        let n = stream.read(&mut chunk[..1]).await?;
+        let n = stream.read(&mut chunk).await?;
         if n == 0 {
             return Ok(None);
         }
-        buf.push(chunk[0]);
-        if buf.ends_with(b"\r\n\r\n") {
-            return Ok(Some(buf));
+        // The blank line may straddle two reads: look from 3 bytes before the new ones.
+        let from = buf.len().saturating_sub(3);
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(at) = buf[from..].windows(4).position(|w| w == b"\r\n\r\n") {
+            let end = from + at + 4;
+            if end > MAX_HEAD {
+                return Ok(None);
+            }
+            let rest = buf.split_off(end);
+            return Ok(Some(Head { head: buf, rest }));
         }
         if buf.len() > MAX_HEAD {
             return Ok(None);
@@ -164,7 +189,8 @@ async fn read_head(stream: &mut TcpStream) -> std::io::Result<Option<Vec<u8>>> {
 
 /// Handles one client: reads its head, answers, relays.
 pub async fn handle(mut client: TcpStream, from: SocketAddr, allow: &[Target]) {
-    let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
+    let Head { head, rest } = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await
+    {
         Ok(Ok(Some(h))) => h,
         Ok(Ok(None)) => {
             tracing::info!(%from, "refused: no request head (closed, or over {MAX_HEAD} bytes)");
@@ -211,19 +237,40 @@ pub async fn handle(mut client: TcpStream, from: SocketAddr, allow: &[Target]) {
         return;
     }
     let mut upstream = upstream;
+    // What the client sent right after its head belongs to the tunnel.
+    if let Err(e) = upstream.write_all(&rest).await {
+        tracing::info!(%from, target = %authority, error = %e, "tunnel ended");
+        return;
+    }
     match tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
         Ok((up, down)) => tracing::debug!(%from, target = %authority, up, down, "closed"),
         Err(e) => tracing::debug!(%from, target = %authority, error = %e, "tunnel ended"),
     }
 }
 
-/// Serves CONNECT on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, allow: Vec<Target>) -> std::io::Result<()> {
+/// Serves CONNECT on `listener` until the task is dropped, at most `max_connections` clients
+/// at once. A failed accept (out of file descriptors, a reset in the backlog) is logged and
+/// retried after [`ACCEPT_BACKOFF`]: it never stops the proxy.
+pub async fn serve(listener: TcpListener, allow: Vec<Target>, max_connections: usize) {
     let allow = Arc::new(allow);
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections.max(1)));
     loop {
-        let (stream, from) = listener.accept().await?;
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            unreachable!("the semaphore is never closed");
+        };
+        let (stream, from) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "accepting a connection (retrying)");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
         let allow = Arc::clone(&allow);
-        tokio::spawn(async move { handle(stream, from, &allow).await });
+        tokio::spawn(async move {
+            handle(stream, from, &allow).await;
+            drop(slot);
+        });
     }
 }
 

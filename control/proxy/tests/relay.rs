@@ -34,7 +34,11 @@ async fn echo() -> (String, tokio::task::JoinHandle<u32>) {
 async fn proxy(allow: Vec<liqo_proxy::Target>) -> String {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap().to_string();
-    tokio::spawn(liqo_proxy::serve(l, allow));
+    tokio::spawn(liqo_proxy::serve(
+        l,
+        allow,
+        liqo_proxy::DEFAULT_MAX_CONNECTIONS,
+    ));
     addr
 }
 
@@ -122,4 +126,44 @@ fn the_binary_refuses_bad_flags() {
         err.contains("\"kubernetes.default\" is not host:port"),
         "{err}"
     );
+}
+
+#[test]
+fn the_binary_refuses_no_connections_and_stops_on_sigterm() {
+    let bin = env!("CARGO_BIN_EXE_liqo-proxy");
+    let out = std::process::Command::new(bin)
+        .args(["--allow", "a:1", "--max-connections", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--max-connections"),
+        "{out:?}"
+    );
+    let mut child = std::process::Command::new(bin)
+        .args(["--listen", "127.0.0.1:0", "--allow", "a:1"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Time to install its handlers (a SIGTERM before that also ends it, by default action).
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            // The test fails below; do not leave the process behind.
+            let _ = child.kill();
+            panic!("liqo-proxy still running 5 s after SIGTERM");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    // Handled (exit 0), not killed by the signal.
+    assert_eq!(status.code(), Some(0), "{status:?}");
 }

@@ -18,6 +18,9 @@ struct Cli {
     /// least one.
     #[arg(long = "allow", required = true, value_name = "TARGET")]
     allow: Vec<Target>,
+    /// How many clients are served at once (the next ones wait); at least 1.
+    #[arg(long, default_value_t = liqo_proxy::DEFAULT_MAX_CONNECTIONS, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_connections: usize,
 }
 
 #[tokio::main]
@@ -35,9 +38,12 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("listening on --listen {}", cli.listen))?;
     let targets: Vec<&str> = cli.allow.iter().map(|t| t.authority.as_str()).collect();
     tracing::info!(listen = %cli.listen, allow = ?targets, "serving CONNECT");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .context("waiting for SIGTERM")?;
     tokio::select! {
-        r = liqo_proxy::serve(listener, cli.allow) => r.context("accepting connections")?,
+        () = liqo_proxy::serve(listener, cli.allow, cli.max_connections) => {}
         r = tokio::signal::ctrl_c() => r.context("waiting for a signal")?,
+        _ = term.recv() => tracing::info!("SIGTERM: stopping"),
     }
     Ok(())
 }
