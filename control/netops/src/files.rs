@@ -124,12 +124,29 @@ pub fn write_config(path: &Path, text: &str) -> Result<String, FilesError> {
     Ok(digest(text))
 }
 
+/// What [`ensure_config`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ensured {
+    /// The [`digest`] of the text the file holds now.
+    pub digest: String,
+    /// Whether it had to be written (it was missing, unreadable or held another text).
+    pub written: bool,
+}
+
 /// Writes a daemon's config file only if its text differs (a restart of the writer does not
-/// touch a file that holds what it would write); returns the digest of `text` either way.
-pub fn ensure_config(path: &Path, text: &str) -> Result<String, FilesError> {
+/// touch a file that holds what it would write).
+pub fn ensure_config(path: &Path, text: &str) -> Result<Ensured, FilesError> {
     match fs::read_to_string(path) {
-        Ok(old) if old == text => Ok(digest(text)),
-        _ => write_config(path, text),
+        Ok(old) if old == text => Ok(Ensured {
+            digest: digest(text),
+            written: false,
+        }),
+        // Missing, unreadable or different: written over; a cause that also stops the write
+        // (a bad directory, no permission) is the write's error.
+        _ => Ok(Ensured {
+            digest: write_config(path, text)?,
+            written: true,
+        }),
     }
 }
 

@@ -192,9 +192,9 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
             status: url,
             ..
         } => {
-            let before = std::fs::read_to_string(config).ok();
-            let d = files::ensure_config(config, &rendered.text)?;
-            if before.as_deref() != Some(rendered.text.as_str()) {
+            let files::Ensured { digest: d, written } =
+                files::ensure_config(config, &rendered.text)?;
+            if written {
                 ctx.metrics.writes.inc();
                 tracing::info!(config = %config.display(), digest = %d, peers = rendered.peers.len(), "gateway config written");
             }

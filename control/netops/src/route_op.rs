@@ -152,9 +152,9 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
     let applied = match &s.dataplane {
         Dataplane::Fake => Look::Ready,
         Dataplane::Files { config, status, .. } => {
-            let before = std::fs::read_to_string(config).ok();
-            let d = files::ensure_config(config, &rendered.text)?;
-            if before.as_deref() != Some(rendered.text.as_str()) {
+            let files::Ensured { digest: d, written } =
+                files::ensure_config(config, &rendered.text)?;
+            if written {
                 ctx.metrics.writes.inc();
                 tracing::info!(config = %config.display(), digest = %d, gateway = %gateway_node, ranges = rendered.file.remote_cidrs.len(), "overlay config written");
             }

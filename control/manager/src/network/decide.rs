@@ -183,6 +183,8 @@ fn build(o: &Observed) -> Vec<Action> {
         actions.push(Action::AddFinalizer);
     }
     // Our NetworkConfig (a deleted one is recreated once gone).
+    // Why we cannot announce yet (no key Secret, no gateway endpoint) is reported by the
+    // reconciler, once per reason (`Manager::waiting`); here it only means: nothing of ours yet.
     let local = o.local.as_ref().ok();
     let own_current = match (local, &o.own) {
         (Some(l), own) => {

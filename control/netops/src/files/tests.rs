@@ -104,10 +104,12 @@ fn files_are_replaced_whole_and_secrets_are_0600() {
     assert_eq!(mode & 0o600, 0o600);
     // Same text: not rewritten (same inode), same digest.
     let before = fs::metadata(&path).unwrap().modified().unwrap();
-    assert_eq!(ensure_config(&path, "peers: []\n").unwrap(), d);
+    let same = ensure_config(&path, "peers: []\n").unwrap();
+    assert_eq!((same.digest.as_str(), same.written), (d.as_str(), false));
     assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), before);
-    let d2 = ensure_config(&path, "peers: [x]\n").unwrap();
-    assert_ne!(d2, d);
+    let other = ensure_config(&path, "peers: [x]\n").unwrap();
+    assert!(other.written);
+    assert_ne!(other.digest, d);
     let key = dir.path().join("private.key");
     write_atomic_mode(&key, b"secret\n", 0o600).unwrap();
     assert_eq!(

@@ -10,8 +10,11 @@ use liqo_proxy::Target;
 #[derive(Debug, Parser)]
 #[command(name = "liqo-proxy", version, about)]
 struct Cli {
-    /// Where to listen.
-    #[arg(long, default_value = "0.0.0.0:8118")]
+    /// Where to listen: loopback unless given (the chart gives the pod's address, which peers
+    /// reach through the tunnel). The proxy itself authenticates no one: it only opens tunnels to
+    /// the allowed targets, and the API server behind them authenticates every caller (the
+    /// peer's client certificate over the tunnelled TLS).
+    #[arg(long, default_value = "127.0.0.1:8118")]
     listen: SocketAddr,
     /// An allowed CONNECT target, `host:port` (e.g. `kubernetes.default:443`), or
     /// `host:port=dialhost:dialport` to dial another address for that name. Repeatable; at

@@ -116,10 +116,17 @@ pub async fn move_gateway(k: &K8sLab, cluster: &str, to: &str) -> Result<Moved, 
             }
             for n in &c.nodes {
                 let path = files.overlay_config(n.name.as_str());
-                let text = std::fs::read_to_string(&path).unwrap_or_default();
-                let file: Option<::overlay::config::File> = serde_saphyr::from_str(&text).ok();
-                if file.as_ref().is_none_or(|f| f.gateway != to) {
-                    return daemons::Poll::NotYet(format!("{} still routes to {from}", n.name));
+                // The route operator rewrites the file; until it holds the new gateway, say why.
+                let text = match std::fs::read_to_string(&path) {
+                    Ok(t) => t,
+                    Err(e) => return daemons::Poll::NotYet(format!("{}: {e}", path.display())),
+                };
+                match serde_saphyr::from_str::<::overlay::config::File>(&text) {
+                    Ok(f) if f.gateway == to => {}
+                    Ok(_) => {
+                        return daemons::Poll::NotYet(format!("{} still routes to {from}", n.name));
+                    }
+                    Err(e) => return daemons::Poll::NotYet(format!("{}: {e}", path.display())),
                 }
                 let ns = match lab.node(c, n.name.as_str()) {
                     Ok(ns) => ns,
