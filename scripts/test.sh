@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
 export CARGO_TERM_COLOR=never
+# One build from scratch: incremental caches would only double the target directory's size.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

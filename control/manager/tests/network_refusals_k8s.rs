@@ -2,11 +2,11 @@
 //! liqo-auth, an in-process liqo-ipam and the controllers; milan peers without a network
 //! manager, then its controllers stop, and the test writes milan's NetworkConfig copies in
 //! rome (rome's own NetworkConfig waits for the gateway's key Secret). Each bad one (a host-bits CIDR, overlapping pod and external CIDRs, a bad key, a bad
-//! endpoint, a bad port, another cluster's ID) is refused naming the field (Warning Event and
-//! annotation), status unprocessed, no IPAM peer, no TunnelEndpoint; an IPv6 CIDR is refused
+//! endpoint, a bad port, another cluster's ID) is refused naming the field (Warning Event,
+//! `status.refused` and annotation), status unprocessed, no IPAM peer, no TunnelEndpoint; an IPv6 CIDR is refused
 //! by the apiserver; a good one with rome's own pod CIDR is remapped; a change of its announced
 //! ranges is refused by the IPAM, once (the copy left unwritten, one Event), and its earlier
-//! decision withdrawn (unprocessed, no NAT). Milan, without a network manager, lets a deleted
+//! decision withdrawn (unprocessed, no NAT); going back clears the refusal. Milan, without a network manager, lets a deleted
 //! ForeignCluster holding the network finalizer go (Event). Then a peer that never answers: after the grace the ranges
 //! are released anyway (Warning Event) and the finalizer goes.
 
@@ -49,6 +49,25 @@ fn copy(ns: &str, name: &str, spec: Value) -> Value {
         }},
         "spec": spec,
     })
+}
+
+/// The refusal of a copy, from its status (what the peer sees) and its annotation, which must
+/// agree (an error while they differ: one is being written); `None` when neither holds one.
+fn refusal(o: &DynamicObject) -> Result<Option<String>, String> {
+    let status = o.data.get("status").and_then(|s| s.get("refused"));
+    let status = status.map(|v| v.as_str().expect("status.refused is a string").to_owned());
+    let annotated = o
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(REFUSED_ANNOTATION).cloned());
+    if status == annotated {
+        Ok(status)
+    } else {
+        Err(format!(
+            "status.refused {status:?}, annotation {annotated:?}"
+        ))
+    }
 }
 
 fn good_spec(pod_cidr: &str) -> Value {
@@ -137,24 +156,14 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
         }
     })
     .await;
-    eventually(10, "the NetworkNotReleased Event", || async {
-        let events = Api::<Event>::all(milan.client.clone())
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        events
-            .items
-            .iter()
-            .find(|e| {
-                e.reason.as_deref() == Some(network::abandon::REASON_NOT_RELEASED)
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("naples")
-                    && e.note
-                        .as_deref()
-                        .is_some_and(|n| n.contains("not released"))
-            })
-            .map(drop)
-            .ok_or_else(|| "no Event".to_owned())
+    eventually(10, "the NetworkNotReleased Event", || {
+        warning_event(
+            &milan.client,
+            None,
+            network::abandon::REASON_NOT_RELEASED,
+            "naples",
+            |n| n.contains("not released"),
+        )
     })
     .await;
     // Milan's controllers stop (its replicator would delete copies it has no source for).
@@ -234,41 +243,30 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
         let obj: DynamicObject = serde_json::from_value(copy(&ns, &name, spec)).unwrap();
         ncs.create(&PostParams::default(), &obj).await.unwrap();
         eventually(20, &format!("{field} refused"), || async {
-            let o = ncs.get(&name).await.map_err(|e| e.to_string())?;
-            let a = o.metadata.annotations.unwrap_or_default();
-            a.contains_key(REFUSED_ANNOTATION)
-                .then_some(())
-                .ok_or_else(|| "not annotated yet".to_owned())
+            refusal(&ncs.get(&name).await.map_err(|e| e.to_string())?)?
+                .map(drop)
+                .ok_or_else(|| "not refused yet".to_owned())
         })
         .await;
-        let refusal =
-            ncs.get(&name).await.unwrap().metadata.annotations.unwrap()[REFUSED_ANNOTATION].clone();
+        // The status (reflected to the peer) and the annotation name the field.
+        let o = ncs.get(&name).await.unwrap();
+        let msg = refusal(&o).unwrap().unwrap();
         assert!(
-            refusal.starts_with(want),
-            "{refusal:?} does not start with {want:?}"
+            msg.starts_with(want),
+            "{msg:?} does not start with {want:?}"
         );
         // The Warning Event names the field too.
-        let msg = refusal.clone();
-        eventually(20, "the Warning Event", || async {
-            let events = Api::<Event>::namespaced(rome.client.clone(), &ns)
-                .list(&ListParams::default())
-                .await
-                .map_err(|e| e.to_string())?;
-            events
-                .items
-                .iter()
-                .find(|e| {
-                    e.type_.as_deref() == Some("Warning")
-                        && e.reason.as_deref() == Some(network::REASON_REFUSED)
-                        && e.note.as_deref() == Some(msg.as_str())
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(&name)
-                })
-                .map(drop)
-                .ok_or_else(|| format!("no Event {msg:?}"))
+        eventually(20, "the Warning Event", || {
+            warning_event(
+                &rome.client,
+                Some(&ns),
+                network::REASON_REFUSED,
+                &name,
+                |n| n == msg,
+            )
         })
         .await;
         // Nothing else changed: unprocessed, no IPAM peer, no TunnelEndpoint.
-        let o = ncs.get(&name).await.unwrap();
         let processed = o.data.get("status").and_then(|s| s.get("processed"));
         assert!(processed.is_none_or(|p| p == false), "{processed:?}");
         assert!(ipam_peers(rome.ipam.as_ref().unwrap()).await.is_empty());
@@ -294,7 +292,7 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
             .map_err(|e| e.to_string())?;
         let s = o.status.unwrap_or_default();
         let pods = s.pod_cidr_nat.and_then(|n| n.0).ok_or("not processed")?;
-        if s.processed && pods.to_string() != pod_cidr {
+        if s.processed && pods.to_string() != pod_cidr && s.refused.is_none() {
             Ok(())
         } else {
             Err(format!("{s:?}"))
@@ -318,8 +316,7 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
     .unwrap();
     eventually(20, "the changed ranges refused", || async {
         let o = ncs.get(&name).await.map_err(|e| e.to_string())?;
-        let a = o.metadata.annotations.unwrap_or_default();
-        match a.get(REFUSED_ANNOTATION) {
+        match refusal(&o)? {
             Some(r)
                 if r.starts_with("spec.podCIDR, spec.externalCIDR: liqo-ipam refused them: ") =>
             {
@@ -339,7 +336,7 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
     assert!(status.get("podCIDRNAT").is_none(), "{status}");
     assert!(status.get("externalCIDRNAT").is_none(), "{status}");
     // The refusal holds while the spec stays: no retry, no new Event, no write for 5 s.
-    let refusal = o.metadata.annotations.clone().unwrap_or_default()[REFUSED_ANNOTATION].clone();
+    let refused = refusal(&o).unwrap().unwrap();
     let version = o.metadata.resource_version.clone();
     tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     let o = ncs.get(&name).await.unwrap();
@@ -357,7 +354,7 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
         .iter()
         .filter(|e| {
             e.reason.as_deref() == Some(network::REASON_REFUSED)
-                && e.note.as_deref() == Some(refusal.as_str())
+                && e.note.as_deref() == Some(refused.as_str())
         })
         .collect();
     assert_eq!(matching.len(), 1, "{matching:?}");
@@ -366,6 +363,30 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
         "refused again and again: {:?}",
         matching[0].series
     );
+    // The peer going back to the ranges held: accepted again, the refusal cleared from the
+    // status and the annotations.
+    ncs.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"podCIDR": pod_cidr}})),
+    )
+    .await
+    .unwrap();
+    eventually(20, "the refusal cleared", || async {
+        let o = ncs.get(&name).await.map_err(|e| e.to_string())?;
+        let a = o.metadata.annotations.clone().unwrap_or_default();
+        let status = o.data.get("status").cloned().unwrap_or_default();
+        if refusal(&o)?.is_none()
+            && !a.contains_key(REFUSED_ANNOTATION)
+            && status.get("refused").is_none()
+            && status.get("processed") == Some(&json!(true))
+        {
+            Ok(())
+        } else {
+            Err(format!("{a:?} {status}"))
+        }
+    })
+    .await;
 
     // A peer that never answers: our NetworkConfig cannot go (held here by a finalizer of the
     // test's, as the replicator's would be by an unreachable peer); after the grace the
@@ -401,23 +422,14 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
     // Still there, deleting: the grace did not wait for it.
     let held = own.get(&rome_name).await.unwrap();
     assert!(held.metadata.deletion_timestamp.is_some());
-    eventually(10, "the ReleasedAfterGrace Event", || async {
-        let events = Api::<Event>::all(rome.client.clone())
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        events
-            .items
-            .iter()
-            .find(|e| {
-                e.reason.as_deref() == Some(network::REASON_RELEASED_AFTER_GRACE)
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.note
-                        .as_deref()
-                        .is_some_and(|n| n.contains("our NetworkConfig"))
-            })
-            .map(drop)
-            .ok_or_else(|| "no Event".to_owned())
+    eventually(10, "the ReleasedAfterGrace Event", || {
+        warning_event(
+            &rome.client,
+            None,
+            network::REASON_RELEASED_AFTER_GRACE,
+            "milan",
+            |n| n.contains("our NetworkConfig"),
+        )
     })
     .await;
     own.patch(

@@ -71,6 +71,11 @@ pub struct NetworkConfigStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub external_cidr_nat: Option<NatCidr>,
+    /// Why the receiving cluster refused this config, naming the bad field (for example
+    /// `spec.podCIDR: 10.0.0.1/16 has host bits set`). Absent while the config is accepted;
+    /// removed as soon as a corrected spec is processed. Not in upstream Liqo, which only logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
 }
 
 /// TunnelEndpointSpec defines the desired state of TunnelEndpoint.

@@ -116,8 +116,8 @@ pub enum Action {
     /// Create or update our NetworkConfig.
     ApplyOwn(Box<NetworkConfigSpec>),
     /// Refuse the peer's NetworkConfig: a Warning Event, the annotations (the message and the
-    /// [`spec_digest`] of the refused spec) and status `{processed: false}` (no NAT fields:
-    /// a decision taken for an earlier spec is withdrawn), nothing else.
+    /// [`spec_digest`] of the refused spec) and status `{processed: false, refused: message}`
+    /// (no NAT fields: a decision taken for an earlier spec is withdrawn), nothing else.
     Refuse(String),
     /// Drop the refusal annotations (the peer corrected its NetworkConfig).
     ClearRefusal,

@@ -217,8 +217,16 @@ fn the_peer_config_is_remapped_then_its_status_written() {
         processed: true,
         pod_cidr_nat: Some("10.71.0.0/16".parse().unwrap()),
         external_cidr_nat: Some("10.72.0.0/16".parse().unwrap()),
+        refused: None,
     };
     assert_eq!(decide(&o), [Action::WriteCopyStatus(status.clone())]);
+    // A status still carrying an earlier refusal is rewritten without it.
+    let stale = json!({"processed": false, "refused": "spec.podCIDR: x"});
+    let o2 = Observed {
+        copy: Some(copy(Some(stale))),
+        ..o.clone()
+    };
+    assert_eq!(decide(&o2), [Action::WriteCopyStatus(status.clone())]);
     // Written: nothing more until ours comes back processed.
     let o = Observed {
         copy: Some(copy(Some(serde_json::to_value(&status).unwrap()))),

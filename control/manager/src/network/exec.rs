@@ -201,15 +201,16 @@ impl Exec<'_> {
             .map_err(kerr(format!("status of NetworkConfig {}/{name}", self.ns)))
     }
 
-    /// A Warning Event on the copy, its status unprocessed (an earlier decision withdrawn),
-    /// then the annotations (which mark it told, for this spec).
+    /// A Warning Event on the copy, its status unprocessed (an earlier decision withdrawn) with
+    /// the refusal (the peer sees it: the status is reflected back), then the annotations (which mark it told, for this spec).
     async fn refuse(&self, message: String) -> Result<(), Error> {
         let Some(c) = self.copy else { return Ok(()) };
         tracing::warn!(peer = %self.peer, name = %c.name_any(), refusal = %message, "peer's NetworkConfig refused");
         let r = reference(c, self.nc_ar);
         self.event(&r, EventType::Warning, REASON_REFUSED, message.clone())
             .await;
-        self.write_status(json!({"processed": false})).await?;
+        self.write_status(json!({"processed": false, "refused": message}))
+            .await?;
         let spec = c.data.get("spec").cloned().unwrap_or(Value::Null);
         self.annotate(Some(message), Some(decide::spec_digest(&spec)))
             .await

@@ -41,6 +41,7 @@ pub fn copy_status(announced: Ranges, seen_here: Ranges) -> NetworkConfigStatus 
         processed: true,
         pod_cidr_nat: Some(nat(announced.pods, seen_here.pods)),
         external_cidr_nat: Some(nat(announced.external, seen_here.external)),
+        refused: None,
     }
 }
 

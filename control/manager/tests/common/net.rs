@@ -92,3 +92,34 @@ where
         .items
         .len()
 }
+
+/// A Warning Event with `reason` about the object `name` (any namespace when `ns` is `None`)
+/// whose note passes `note`.
+pub(crate) async fn warning_event(
+    c: &Client,
+    ns: Option<&str>,
+    reason: &str,
+    name: &str,
+    note: impl Fn(&str) -> bool,
+) -> Result<(), String> {
+    use k8s_openapi::api::events::v1::Event;
+    let api = match ns {
+        Some(ns) => Api::<Event>::namespaced(c.clone(), ns),
+        None => Api::<Event>::all(c.clone()),
+    };
+    let events = api
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    events
+        .items
+        .iter()
+        .find(|e| {
+            e.type_.as_deref() == Some("Warning")
+                && e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.note.as_deref().is_some_and(&note)
+        })
+        .map(drop)
+        .ok_or_else(|| format!("no Warning Event {reason} about {name}"))
+}
