@@ -6,15 +6,14 @@
 mod common;
 
 use common::{
-    Op, eventually, node,
-    objects::{NODES, create_tep, finalizers, gone, key, route_args, s, tep, teps},
-    service_account,
+    Op, Setup, eventually, none_forbidden,
+    objects::{NODES, create_tep, gone, held, key, route_args, s, tep, teps},
 };
 use control::consts::net;
-use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace, events::v1::Event};
+use k8s_openapi::api::{coordination::v1::Lease, events::v1::Event};
 use kube::{
     Api,
-    api::{DeleteParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams},
 };
 
 const GW: &str = env!("CARGO_BIN_EXE_liqo-gateway-operator");
@@ -22,36 +21,19 @@ const RT: &str = env!("CARGO_BIN_EXE_liqo-route-operator");
 /// Nothing listens there.
 const DEAD_STATUS: &str = "http://127.0.0.1:1/status";
 
-async fn both_held(admin: &kube::Client, which: &[&str]) {
-    eventually(30, "the finalizers on milan", || async {
-        let f = finalizers(admin, "milan").await.unwrap_or_default();
-        if which.iter().all(|x| f.iter().any(|y| y == x)) {
-            Ok(())
-        } else {
-            Err(format!("{f:?}"))
-        }
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deleted_tunnelendpoint_goes_without_an_unreachable_daemon_or_a_gateway() {
-    let (c, admin, _down) = common::cluster().await;
-    let gw_kc = service_account(&c, &admin, "liqo-gateway-operator").await;
-    let rt_kc = service_account(&c, &admin, "liqo-route-operator").await;
-    node(&admin, NODES[0], "172.30.0.1", "10.244.0.0/24").await;
-    let ns: Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "liqo-tenant-milan"}}))
-            .unwrap();
-    Api::<Namespace>::all(admin.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let gw_base = dir.path().join("gateway-base.yaml");
-    std::fs::write(&gw_base, "localPodCIDR: 10.244.0.0/16\nlistenPort: 51840\n").unwrap();
-    let ov_base = dir.path().join("overlay-base.yaml");
-    std::fs::write(&ov_base, "underlayInterface: eth0\n").unwrap();
+    let set = common::setup(1, &["milan"]).await;
+    let Setup {
+        admin,
+        gw_kc,
+        rt_kc,
+        dir,
+        gw_base,
+        ov_base,
+        ..
+    } = &set;
+    let admin = admin.clone();
 
     // Daemons that cannot be read, a short grace.
     let gw_args = vec![
@@ -68,13 +50,18 @@ async fn a_deleted_tunnelendpoint_goes_without_an_unreachable_daemon_or_a_gatewa
         s("--release-grace"),
         s("2s"),
     ];
-    let gw = Op::start(GW, "gw-dead", &gw_kc, dir.path(), &gw_args);
+    let gw = Op::start(GW, "gw-dead", gw_kc, dir.path(), &gw_args);
     let ov_cfg = dir.path().join("overlay.yaml");
-    let mut rt_args = route_args(NODES[0], &ov_base, Some((&ov_cfg, DEAD_STATUS)));
+    let mut rt_args = route_args(NODES[0], ov_base, Some((&ov_cfg, DEAD_STATUS)));
     rt_args.extend([s("--release-grace"), s("2s")]);
-    let rt = Op::start(RT, "rt-dead", &rt_kc, dir.path(), &rt_args);
+    let rt = Op::start(RT, "rt-dead", rt_kc, dir.path(), &rt_args);
     create_tep(&admin, &tep("milan", 71, &key(71).to_string())).await;
-    both_held(&admin, &[net::GATEWAY_FINALIZER, net::ROUTE_FINALIZER]).await;
+    held(
+        &admin,
+        "milan",
+        &[net::GATEWAY_FINALIZER, net::ROUTE_FINALIZER],
+    )
+    .await;
     teps(&admin, "liqo-tenant-milan")
         .delete("milan", &DeleteParams::default())
         .await
@@ -112,14 +99,7 @@ async fn a_deleted_tunnelendpoint_goes_without_an_unreachable_daemon_or_a_gatewa
     })
     .await;
     // Least privilege is enough for Events too.
-    for op in [&gw, &rt] {
-        let log = op.log();
-        assert!(
-            !log.to_lowercase().contains("forbidden"),
-            "{}:\n{log}",
-            op.name
-        );
-    }
+    none_forbidden([&gw, &rt]);
     assert!(gw.stop().success());
     assert!(rt.stop().success());
 
@@ -128,12 +108,12 @@ async fn a_deleted_tunnelendpoint_goes_without_an_unreachable_daemon_or_a_gatewa
     let rt = Op::start(
         RT,
         "rt-fake",
-        &rt_kc,
+        rt_kc,
         dir.path(),
-        &route_args(NODES[0], &ov_base, None),
+        &route_args(NODES[0], ov_base, None),
     );
     create_tep(&admin, &tep("milan", 71, &key(71).to_string())).await;
-    both_held(&admin, &[net::ROUTE_FINALIZER]).await;
+    held(&admin, "milan", &[net::ROUTE_FINALIZER]).await;
     let no_holder = serde_json::json!({"spec": {"holderIdentity": null}});
     Api::<Lease>::namespaced(admin.clone(), "liqo")
         .patch(
@@ -154,7 +134,6 @@ async fn a_deleted_tunnelendpoint_goes_without_an_unreachable_daemon_or_a_gatewa
         "{}",
         rt.log()
     );
-    let log = rt.log();
-    assert!(!log.to_lowercase().contains("forbidden"), "{log}");
+    none_forbidden([&rt]);
     assert!(rt.stop().success());
 }

@@ -256,3 +256,68 @@ pub(crate) fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// What every operator test starts from: one cluster, a kubeconfig per operator
+/// ServiceAccount, the first node(s), tenant namespaces and the operators' base configs.
+pub(crate) struct Setup {
+    pub(crate) admin: Client,
+    pub(crate) gw_kc: PathBuf,
+    pub(crate) rt_kc: PathBuf,
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) gw_base: PathBuf,
+    pub(crate) ov_base: PathBuf,
+    // Last: the cluster goes down after everything above is dropped.
+    _down: DownOnDrop,
+}
+
+/// [`Setup`] with `nodes` of [`objects::NODES`] and a tenant namespace per peer.
+pub(crate) async fn setup(nodes: usize, peers: &[&str]) -> Setup {
+    let (c, admin, down) = cluster().await;
+    let gw_kc = service_account(&c, &admin, "liqo-gateway-operator").await;
+    let rt_kc = service_account(&c, &admin, "liqo-route-operator").await;
+    for (i, n) in objects::NODES.iter().take(nodes).enumerate() {
+        node(
+            &admin,
+            n,
+            &format!("172.30.0.{}", i + 1),
+            &format!("10.244.{i}.0/24"),
+        )
+        .await;
+    }
+    for peer in peers {
+        let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": format!("liqo-tenant-{peer}")}}),
+        )
+        .unwrap();
+        Api::all(admin.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let gw_base = dir.path().join("gateway-base.yaml");
+    std::fs::write(&gw_base, "localPodCIDR: 10.244.0.0/16\nlistenPort: 51840\n").unwrap();
+    let ov_base = dir.path().join("overlay-base.yaml");
+    std::fs::write(&ov_base, "underlayInterface: eth0\n").unwrap();
+    Setup {
+        admin,
+        gw_kc,
+        rt_kc,
+        dir,
+        gw_base,
+        ov_base,
+        _down: down,
+    }
+}
+
+/// Least privilege is enough: no call (or watch) of these operators was forbidden.
+pub(crate) fn none_forbidden<'a>(ops: impl IntoIterator<Item = &'a Op>) {
+    for op in ops {
+        let log = op.log();
+        assert!(
+            !log.to_lowercase().contains("forbidden"),
+            "{}:\n{log}",
+            op.name
+        );
+    }
+}

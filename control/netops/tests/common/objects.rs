@@ -182,3 +182,16 @@ pub(crate) fn route_args(node: &str, base: &Path, files: Option<(&Path, &str)>) 
     }
     a
 }
+
+/// Waits until every finalizer of `which` is on `peer`'s TunnelEndpoint.
+pub(crate) async fn held(client: &Client, peer: &str, which: &[&str]) {
+    super::eventually(30, &format!("the finalizers on {peer}"), || async {
+        let f = finalizers(client, peer).await.unwrap_or_default();
+        if which.iter().all(|x| f.iter().any(|y| y == x)) {
+            Ok(())
+        } else {
+            Err(format!("{f:?}"))
+        }
+    })
+    .await;
+}
