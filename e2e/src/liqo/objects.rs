@@ -220,7 +220,7 @@ fn ca_pem(c: &Cluster) -> Result<Vec<u8>, LiqoError> {
 /// and a kubeconfig (0600) with a fresh token of it: `<dir>/<name>.kubeconfig`, pointing at
 /// `server` (default: the cluster's own address; the lab's node-side processes reach the API
 /// server through a relay).
-pub(crate) async fn service_account(
+pub async fn service_account(
     client: &Client,
     c: &Cluster,
     name: &str,

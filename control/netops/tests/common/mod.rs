@@ -16,15 +16,10 @@ use std::{
 };
 
 use e2e::k8s::{self, Cluster, Clusters, Options};
-use k8s_openapi::api::{
-    authentication::v1::TokenRequest,
-    core::v1::{Node, ServiceAccount},
-    rbac::v1::ClusterRoleBinding,
-};
+use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
-    config::Kubeconfig,
 };
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
@@ -66,59 +61,15 @@ pub(crate) async fn cluster() -> (Cluster, Client, DownOnDrop) {
     (c, client, guard)
 }
 
-/// ServiceAccount `liqo/<name>` bound by ClusterRoleBinding `<name>` to the chart's ClusterRole
-/// `<name>` (as the installer binds them), and a kubeconfig with a token of it, in the cluster's
-/// directory (teardown finds the processes that use it).
+/// ServiceAccount `liqo/<name>` bound to the chart's ClusterRole `<name>` (as the installer
+/// binds them) and a kubeconfig with a token of it, in the cluster's directory (teardown finds
+/// the processes that use it).
 pub(crate) async fn service_account(c: &Cluster, admin: &Client, name: &str) -> PathBuf {
-    let apply = PatchParams::apply("liqo-netops-test").force();
-    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "ServiceAccount",
-        "metadata": {"name": name, "namespace": "liqo"},
-    }))
-    .unwrap();
-    let sas = Api::<ServiceAccount>::namespaced(admin.clone(), "liqo");
-    sas.patch(name, &apply, &Patch::Apply(&sa)).await.unwrap();
-    let crb: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": "liqo"}],
-    }))
-    .unwrap();
-    Api::<ClusterRoleBinding>::all(admin.clone())
-        .patch(name, &apply, &Patch::Apply(&crb))
-        .await
-        .unwrap();
-    let tr: TokenRequest = serde_json::from_value(serde_json::json!({
-        "spec": {"audiences": [], "expirationSeconds": 3600},
-    }))
-    .unwrap();
-    let token = sas
-        .create_token_request(name, &PostParams::default(), &tr)
-        .await
-        .unwrap()
-        .status
-        .unwrap()
-        .token;
-    let kc = Kubeconfig::read_from(&c.kubeconfig).unwrap();
-    let ca = kc.clusters[0]
-        .cluster
-        .as_ref()
-        .and_then(|x| x.certificate_authority_data.clone())
-        .unwrap();
-    let text = serde_json::to_string_pretty(&serde_json::json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": c.server, "certificate-authority-data": ca}}],
-        "users": [{"name": name, "user": {"token": token}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": name}}],
-        "current-context": "c",
-    }))
-    .unwrap();
     let dir = c.dir.join("liqo");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join(format!("{name}.kubeconfig"));
-    std::fs::write(&path, text).unwrap();
-    path
+    e2e::liqo::service_account(admin, c, name, &dir, None)
+        .await
+        .unwrap()
 }
 
 /// Node `name` (not simulated: nothing else writes it) with this InternalIP and pod CIDR.
