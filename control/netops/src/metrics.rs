@@ -68,16 +68,9 @@ impl Metrics {
         out
     }
 
-    /// Serves `GET /metrics` until the process ends.
-    pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-        let app = axum::Router::new().route(
-            "/metrics",
-            axum::routing::get(move || {
-                let m = self.clone();
-                async move { m.encode() }
-            }),
-        );
-        axum::serve(listener, app).await
+    /// The registry, for [`liqo_daemon::server::spawn_metrics`].
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.clone()
     }
 }
 

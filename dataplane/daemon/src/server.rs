@@ -2,7 +2,7 @@
 //! each built on request by a closure the daemon gives. Nothing else: no endpoint changes state.
 //! It binds a loopback address by default; a daemon that binds another one is warned about.
 
-use std::{future::Future, io, net::SocketAddr};
+use std::{future::Future, io, net::SocketAddr, sync::Arc};
 
 use axum::{
     http::{StatusCode, header},
@@ -89,6 +89,32 @@ impl StatusServer {
                 .map_err(|source| ServerError::Serve { addr, source })
         }
     }
+}
+
+/// Serves `GET /metrics` alone from `registry` on `addr` in the background, for the daemons
+/// whose status lives elsewhere (the Kubernetes components write theirs in their objects);
+/// `None`: no metrics server. Binding fails the start; a later failure is logged (metrics are
+/// not worth stopping a controller for). Returns the address bound.
+pub async fn spawn_metrics(
+    addr: Option<SocketAddr>,
+    registry: Arc<Registry>,
+) -> Result<Option<SocketAddr>, ServerError> {
+    let Some(addr) = addr else { return Ok(None) };
+    let StatusServer { listener, addr } = StatusServer::bind(addr).await?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        get(move || {
+            let r = registry.clone();
+            async move { prometheus(&r) }
+        }),
+    );
+    tokio::spawn(async move {
+        if let Err(source) = axum::serve(listener, app).await {
+            let e = ServerError::Serve { addr, source };
+            tracing::error!(error = %e, "the metrics server stopped");
+        }
+    });
+    Ok(Some(addr))
 }
 
 fn json(s: &impl Serialize) -> Response {
@@ -179,6 +205,29 @@ mod tests {
         assert!(post.starts_with("HTTP/1.1 405"), "{post}");
         assert!(other.starts_with("HTTP/1.1 404"), "{other}");
         task.abort();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn metrics_alone_are_served_from_the_shared_registry() {
+        assert_eq!(spawn_metrics(None, Arc::default()).await.unwrap(), None);
+        let mut r = Registry::with_prefix("m");
+        let g: Gauge = Gauge::default();
+        r.register("n", "N", g.clone());
+        let addr = spawn_metrics(Some("127.0.0.1:0".parse().unwrap()), Arc::new(r))
+            .await
+            .unwrap()
+            .unwrap();
+        g.set(3); // Read on each request: later changes show.
+        let (metrics, status) = tokio::task::spawn_blocking(move || {
+            (
+                request(addr, "GET /metrics HTTP/1.1"),
+                request(addr, "GET /status HTTP/1.1"),
+            )
+        })
+        .await
+        .unwrap();
+        assert!(metrics.contains("m_n 3"), "{metrics}");
+        assert!(status.starts_with("HTTP/1.1 404"), "{status}");
     }
 
     #[tokio::test]

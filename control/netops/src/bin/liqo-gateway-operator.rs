@@ -110,17 +110,9 @@ async fn main() -> anyhow::Result<()> {
         .context("the gateway Lease")?;
     tracing::info!(node = %args.node_name, previous = ?before, %public_key, fake = matches!(dataplane, Dataplane::Fake), "gateway operator starting");
     let metrics = Metrics::new("liqo_gateway_operator");
-    if let Some(addr) = args.metrics_listen {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("--metrics-listen {addr}"))?;
-        let m = metrics.clone();
-        tokio::spawn(async move {
-            if let Err(e) = m.serve(listener).await {
-                tracing::error!(error = %e, "metrics server stopped");
-            }
-        });
-    }
+    liqo_daemon::server::spawn_metrics(args.metrics_listen, metrics.registry())
+        .await
+        .context("--metrics-listen")?;
     let settings = Settings {
         namespace: args.namespace.clone(),
         node_name: args.node_name.clone(),

@@ -74,17 +74,9 @@ async fn main() -> anyhow::Result<()> {
     let cluster = inv.cluster_id().await.context("the cluster identity")?;
     tracing::info!(node = %args.node_name, %cluster, fake = matches!(dataplane, Dataplane::Fake), "route operator starting");
     let metrics = Metrics::new("liqo_route_operator");
-    if let Some(addr) = args.metrics_listen {
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("--metrics-listen {addr}"))?;
-        let m = metrics.clone();
-        tokio::spawn(async move {
-            if let Err(e) = m.serve(listener).await {
-                tracing::error!(error = %e, "metrics server stopped");
-            }
-        });
-    }
+    liqo_daemon::server::spawn_metrics(args.metrics_listen, metrics.registry())
+        .await
+        .context("--metrics-listen")?;
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         manager: route_op::manager(&args.node_name),
