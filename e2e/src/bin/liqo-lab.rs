@@ -36,6 +36,12 @@ enum Command {
         /// `liqoctl` then (`liqo-lab k8s env` prints the shell lines).
         #[arg(long)]
         k8s: bool,
+        /// With `--k8s`: each cluster's API server and auth service are reachable only from
+        /// inside it (their ClusterIPs local in the gateway node, liqo-proxy there, the
+        /// controller-manager moved there, the WAN dropped), so the clusters can only be
+        /// peered with `liqoctl peer in-band`.
+        #[arg(long, requires = "k8s")]
+        in_band: bool,
     },
     /// Show the clusters, nodes, pods and their addresses.
     Status {
@@ -346,12 +352,35 @@ fn main() -> ExitCode {
 /// The lab's own `peer`, `unpeer` and `move-gateway` write the daemons' files: with control
 /// planes the operators do, from what `liqoctl` makes.
 fn refuse_k8s(prefix: &Prefix, what: &str) -> Result<()> {
+    if lab::k8s::is_in_band(prefix) {
+        bail!(
+            "lab {prefix} is in-band (up --k8s --in-band): `{what}` is liqoctl's there \
+             (`liqo-lab --prefix {prefix} k8s env` prints the shell lines; then \
+             `liqoctl peer in-band`, as `liqo-lab --prefix {prefix} status` prints it)"
+        );
+    }
     if lab::k8s::is_k8s(prefix) {
         bail!(
             "lab {prefix} runs with control planes (up --k8s): `{what}` is liqoctl's there \
              (`liqo-lab --prefix {prefix} k8s env` prints the shell lines; then \
              `liqoctl --context milan generate peer-command` and run its output against rome)"
         );
+    }
+    Ok(())
+}
+
+/// What an in-band lab exposes where, and the `liqoctl` line that peers its first two
+/// clusters (nothing for a lab that is not in-band).
+fn print_in_band(k: &lab::k8s::K8sLab) -> Result<()> {
+    let Some(record) = lab::k8s::inband::load(&k.lab.prefix)? else {
+        return Ok(());
+    };
+    print!("{}", lab::k8s::inband::render(&record));
+    let names: Vec<&str> = record.iter().map(|r| r.cluster.as_str()).collect();
+    if let [a, b, ..] = names[..]
+        && let Some(line) = lab::k8s::inband::peer_command(k, a, b)
+    {
+        println!("peer them: {line}");
     }
     Ok(())
 }
@@ -367,14 +396,23 @@ async fn run(cli: Cli) -> Result<ExitCode> {
     let prefix = cli.prefix;
     match cli.command {
         Command::Plan(src) => print!("{}", src.load()?.to_yaml()),
-        Command::Up { source, k8s } => {
+        Command::Up {
+            source,
+            k8s,
+            in_band,
+        } => {
             let topo = source.load()?;
             require_root()?;
             let t = Instant::now();
             let lab = if k8s {
-                let k = lab::k8s::up(prefix, topo, &lab::k8s::Options::default()).await?;
+                let k = if in_band {
+                    lab::k8s::up_in_band(prefix, topo).await?
+                } else {
+                    lab::k8s::up(prefix, topo, &lab::k8s::Options::default()).await?
+                };
                 print!("{}", k.set.env());
                 print!("{}", e2e::liqo::env(&k.liqo));
+                print_in_band(&k)?;
                 k.lab
             } else {
                 lab::up(prefix, topo).await?
@@ -392,6 +430,9 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             match output {
                 Format::Table => {
                     print!("{}", status::render(&lab, &rows));
+                    if lab::k8s::is_in_band(&prefix) {
+                        print_in_band(&lab::k8s::K8sLab::load(&prefix)?)?;
+                    }
                     let peerings = if lab::k8s::is_k8s(&prefix) {
                         lab::k8s::views::peerings(&lab::k8s::K8sLab::load(&prefix)?).await?
                     } else {
@@ -426,6 +467,12 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             return Ok(ExitCode::from(status.code().map_or(1, |c| c as u8)));
         }
         Command::Check => {
+            if lab::k8s::is_in_band(&prefix) {
+                println!(
+                    "lab {prefix} is in-band: the probes cross the tunnel made by \
+                     `liqoctl peer in-band` (the API servers are not reachable from the WAN)"
+                );
+            }
             let m = if lab::k8s::is_k8s(&prefix) {
                 lab::k8s::views::check(&lab::k8s::K8sLab::load(&prefix)?).await?
             } else {

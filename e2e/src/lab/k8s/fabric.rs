@@ -262,9 +262,21 @@ async fn wait_listening(
     p: &Proc,
     addr: &str,
 ) -> Result<(), K8sLabError> {
-    let ns = lab.node(c, node)?;
+    let what = format!("the relay of {}/{node}", c.name);
     let addr: SocketAddr = addr.parse().expect("literal");
-    let deadline = Instant::now() + Duration::from_secs(10);
+    listening(&lab.node(c, node)?, p, addr, Duration::from_secs(10), &what).await
+}
+
+/// Waits up to `within` until something listens at `addr` inside `ns`, or `p` (`what`)
+/// exited.
+pub(crate) async fn listening(
+    ns: &dataplane::Netns,
+    p: &Proc,
+    addr: SocketAddr,
+    within: Duration,
+    what: &str,
+) -> Result<(), K8sLabError> {
+    let deadline = Instant::now() + within;
     loop {
         let ok = ns
             .run(|| TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok())
@@ -274,10 +286,7 @@ async fn wait_listening(
         }
         if !supervisor::alive(p.pid) || Instant::now() > deadline {
             return Err(K8sLabError::lab(
-                format!(
-                    "the relay of {}/{node} at {addr}; the end of {}",
-                    c.name, p.log
-                ),
+                format!("{what} at {addr}; the end of {}", p.log),
                 supervisor::tail(Path::new(&p.log), 10),
             ));
         }

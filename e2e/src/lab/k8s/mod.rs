@@ -8,11 +8,16 @@
 //! files from the Kubernetes objects; the lab writes no peer list. `check` reads the peer
 //! views from the TunnelEndpoints ([`views`]).
 //!
+//! Brought up with [`up_in_band`], the clusters can only be peered in-band ([`inband`]); the
+//! marker records it.
+//!
 //! Teardown ([`down`]) needs no state: the marker file says the lab has clusters, the harness
-//! finds its processes by directory, the relays are found by the lab directory in their
-//! command line, and everything in a node is killed with its namespace.
+//! finds its processes by directory, the relays (also those started by hand with
+//! `liqo-lab --prefix <p> relay --tag <lab dir>/...`) are found by the lab directory in their
+//! `--tag`, and everything in a node is killed with its namespace.
 
 pub mod fabric;
+pub mod inband;
 mod moving;
 pub mod nodes;
 mod peer;
@@ -111,6 +116,14 @@ pub fn is_k8s(prefix: &Prefix) -> bool {
     marker(prefix).is_file()
 }
 
+/// Whether lab `prefix` was brought up in-band (`up --k8s --in-band`).
+pub fn is_in_band(prefix: &Prefix) -> bool {
+    fs::read(marker(prefix))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v["inBand"] == true)
+}
+
 /// A lab that is up with control planes.
 pub struct K8sLab {
     /// The lab.
@@ -151,8 +164,29 @@ impl K8sLab {
 /// Builds the lab `topology` under `prefix` with a control plane per cluster (see the module
 /// doc). On failure everything is torn down before the error is returned.
 pub async fn up(prefix: Prefix, topology: Topology, opts: &Options) -> Result<K8sLab, K8sLabError> {
+    up_mode(prefix, topology, opts, false).await
+}
+
+/// As [`up`] with the operators, then makes every cluster reachable only in-band
+/// ([`inband::setup`]): `liqo-lab up --k8s --in-band`.
+pub async fn up_in_band(prefix: Prefix, topology: Topology) -> Result<K8sLab, K8sLabError> {
+    up_mode(prefix, topology, &Options::default(), true).await
+}
+
+async fn up_mode(
+    prefix: Prefix,
+    topology: Topology,
+    opts: &Options,
+    in_band: bool,
+) -> Result<K8sLab, K8sLabError> {
     // The binaries first: nothing is created if one is missing.
     let bins = k8s::binaries()?;
+    if in_band {
+        for program in ["liqo-proxy", "liqo-controller-manager"] {
+            crate::lab::bin(program)
+                .map_err(|e| K8sLabError::lab(format!("lab {prefix} in-band"), e))?;
+        }
+    }
     // Clusters of `liqo-lab k8s up` with this prefix are not ours to take (nor to tear down
     // if this fails).
     let harness = Path::new(k8s::ROOT).join(prefix.as_str());
@@ -167,8 +201,16 @@ pub async fn up(prefix: Prefix, topology: Topology, opts: &Options) -> Result<K8
         ));
     }
     let lab = super::build::up_with(prefix.clone(), topology, false).await?;
-    match bring_up(&lab, &bins, opts).await {
-        Ok((set, liqo)) => Ok(K8sLab { lab, set, liqo }),
+    let up = async {
+        let (set, liqo) = bring_up(&lab, &bins, opts, in_band).await?;
+        let k = K8sLab { lab, set, liqo };
+        if in_band {
+            inband::setup(&k).await?;
+        }
+        Ok::<_, K8sLabError>(k)
+    };
+    match up.await {
+        Ok(k) => Ok(k),
         Err(e) => {
             if let Err(d) = down(&prefix) {
                 tracing::error!(error = %liqo_types::chain(&d), "tearing down after a failed up");
@@ -182,13 +224,16 @@ async fn bring_up(
     lab: &Lab,
     bins: &Binaries,
     opts: &Options,
+    in_band: bool,
 ) -> Result<(Clusters, liqo::Liqo), K8sLabError> {
     let path = marker(&lab.prefix);
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir)
             .map_err(|e| K8sLabError::lab(format!("creating {}", dir.display()), e))?;
     }
-    let text = serde_json::json!({"harness": lab.prefix.as_str(), "operators": opts.operators});
+    let text = serde_json::json!({
+        "harness": lab.prefix.as_str(), "operators": opts.operators, "inBand": in_band,
+    });
     super::state::write_atomic(&path, &text.to_string())?;
     let named: Vec<Named> = lab
         .topology
@@ -269,6 +314,23 @@ pub fn down(prefix: &Prefix) -> Result<Down, K8sLabError> {
     })
 }
 
+/// Whether `args` (a command line, the program first) is a `liqo-lab relay` whose `--tag`
+/// is under `needle` (whatever global flags, such as `--prefix`, come before `relay`).
+fn is_relay_of(args: &[String], needle: &str) -> bool {
+    let tagged = args
+        .windows(2)
+        .any(|w| w[0] == "--tag" && w[1].starts_with(needle))
+        || args.iter().any(|a| {
+            a.strip_prefix("--tag=")
+                .is_some_and(|t| t.starts_with(needle))
+        });
+    let program = args
+        .first()
+        .and_then(|p| Path::new(p).file_name())
+        .is_some_and(|n| n == "liqo-lab");
+    program && tagged && args.iter().skip(1).any(|a| a == "relay")
+}
+
 /// The relay processes of the lab whose directory is `dir` (by their command line).
 fn relays_of(dir: &Path) -> Vec<dataplane::supervisor::Proc> {
     let needle = format!("{}/", dir.display());
@@ -287,9 +349,7 @@ fn relays_of(dir: &Path) -> Vec<dataplane::supervisor::Proc> {
             .split(|b| *b == 0)
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        let is_relay = args.get(1).is_some_and(|a| a == "relay")
-            && args.iter().any(|a| a.starts_with(&needle));
-        if is_relay && dataplane::supervisor::alive(pid) {
+        if is_relay_of(&args, &needle) && dataplane::supervisor::alive(pid) {
             out.push(dataplane::supervisor::Proc {
                 name: "liqo-lab".into(),
                 pid,
@@ -298,4 +358,34 @@ fn relays_of(dir: &Path) -> Vec<dataplane::supervisor::Proc> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split(' ').map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn relays_are_found_by_their_tag_whatever_flags_come_first() {
+        let n = "/run/liqo-lab/ib1.d/";
+        for yes in [
+            "/x/liqo-lab relay --netns ib1-rome-n0 --tag /run/liqo-lab/ib1.d/rome/relay-n0",
+            "/x/liqo-lab --prefix ib1 relay --netns a --forward 1=2 --tag /run/liqo-lab/ib1.d/t",
+            "liqo-lab relay --tag=/run/liqo-lab/ib1.d/t --netns a",
+        ] {
+            assert!(is_relay_of(&args(yes), n), "{yes}");
+        }
+        for no in [
+            // Another lab's, one without a tag, another program, not a relay.
+            "/x/liqo-lab relay --netns a --tag /run/liqo-lab/ib10.d/t",
+            "/x/liqo-lab --prefix ib1 relay --netns a /run/liqo-lab/ib1.d/t",
+            "/usr/bin/tail --tag /run/liqo-lab/ib1.d/t relay",
+            "/x/liqo-lab --prefix ib1 down --tag /run/liqo-lab/ib1.d/t",
+        ] {
+            assert!(!is_relay_of(&args(no), n), "{no}");
+        }
+    }
 }
