@@ -22,12 +22,8 @@ pub mod run;
 
 use std::net::Ipv4Addr;
 
-use control::{
-    api::discovery::{ClusterIdentity, ForeignCluster, ForeignClusterSpec, PeeringEnabled},
-    consts::labels,
-};
+use control::api::discovery::{ForeignClusterSpec, PeeringEnabled};
 use k8s_openapi::api::{core::v1::Service, discovery::v1::EndpointSlice};
-use kube::Resource;
 use serde_json::{Value, json};
 
 /// The Service of `liqo-proxy` in the Liqo namespace.
@@ -153,39 +149,6 @@ pub fn auth_url(a: Address) -> String {
 /// The proxy URL of an address (`http://ip:port`).
 pub fn proxy_url(a: Address) -> String {
     format!("http://{}:{}", a.ip, a.port)
-}
-
-/// The server-side apply body of an in-band ForeignCluster: identity, the auth and proxy
-/// URLs, networking `Yes`, outgoing as given; incoming kept from `existing`, else `Auto`;
-/// `insecureSkipTLSVerify` kept, else `true` (the auth service's certificate is
-/// self-signed, and its address is a mapped one).
-pub fn foreign_cluster_apply(
-    name: &str,
-    peer: &ClusterIdentity,
-    auth_url: &str,
-    proxy_url: &str,
-    outgoing: PeeringEnabled,
-    existing: Option<&ForeignClusterSpec>,
-) -> Value {
-    let incoming = existing.map_or(PeeringEnabled::Auto, |s| s.incoming_peering_enabled);
-    let insecure = existing.is_none_or(|s| s.insecure_skip_tls_verify);
-    json!({
-        "apiVersion": ForeignCluster::api_version(&()),
-        "kind": ForeignCluster::kind(&()),
-        "metadata": {
-            "name": name,
-            "labels": { labels::CLUSTER_ID: peer.cluster_id },
-        },
-        "spec": {
-            "clusterIdentity": peer,
-            "foreignAuthUrl": auth_url,
-            "foreignProxyUrl": proxy_url,
-            "networkingEnabled": "Yes",
-            "outgoingPeeringEnabled": outgoing,
-            "incomingPeeringEnabled": incoming,
-            "insecureSkipTLSVerify": insecure,
-        },
-    })
 }
 
 /// The outgoing setting of the ForeignCluster on one side: `Yes` when asked (the local side

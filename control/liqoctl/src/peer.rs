@@ -7,7 +7,9 @@ use std::time::Duration;
 use control::{
     api::{
         ClusterId, ClusterName,
-        discovery::{ForeignCluster, ForeignClusterSpec, PeeringEnabled},
+        discovery::{
+            ClusterIdentity, ForeignCluster, ForeignClusterSpec, NetworkingEnabled, PeeringEnabled,
+        },
     },
     consts::labels,
     identity::AuthToken,
@@ -99,34 +101,49 @@ fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> PeerError {
     }
 }
 
-/// The server-side apply body of `peer out-of-band`: identity, auth URL and outgoing `Yes`;
-/// incoming and `insecureSkipTLSVerify` kept from `existing`, else `Auto` and `true`; the
-/// cluster name kept from `existing`, else `name`.
+/// How the peer is reached: its auth service, and in-band also the proxy to its API server.
+#[derive(Debug, Clone, Copy)]
+pub struct Reach<'a> {
+    /// `spec.foreignAuthUrl`.
+    pub auth_url: &'a str,
+    /// `spec.foreignProxyUrl` (in-band only).
+    pub proxy_url: Option<&'a str>,
+}
+
+/// The server-side apply body of a ForeignCluster, for `peer out-of-band` and `peer in-band`:
+/// the identity, the URLs and outgoing as given; incoming kept from `existing`, else `Auto`;
+/// `insecureSkipTLSVerify` kept, else `true` (the auth service's certificate is self-signed,
+/// and in-band its address is a mapped one). In-band (a proxy URL) also sets networking `Yes`:
+/// the API traffic needs the tunnel.
 pub fn foreign_cluster_apply(
     name: &str,
-    cluster_id: &ClusterId,
-    cluster_name: &ClusterName,
-    auth_url: &AuthUrl,
+    peer: &ClusterIdentity,
+    reach: Reach<'_>,
+    outgoing: PeeringEnabled,
     existing: Option<&ForeignClusterSpec>,
 ) -> serde_json::Value {
-    let cluster_name = existing.map_or(cluster_name, |s| &s.cluster_identity.cluster_name);
     let incoming = existing.map_or(PeeringEnabled::Auto, |s| s.incoming_peering_enabled);
     let insecure = existing.is_none_or(|s| s.insecure_skip_tls_verify);
-    json!({
+    let mut body = json!({
         "apiVersion": ForeignCluster::api_version(&()),
         "kind": ForeignCluster::kind(&()),
         "metadata": {
             "name": name,
-            "labels": { labels::CLUSTER_ID: cluster_id },
+            "labels": { labels::CLUSTER_ID: peer.cluster_id },
         },
         "spec": {
-            "clusterIdentity": { "clusterID": cluster_id, "clusterName": cluster_name },
-            "foreignAuthUrl": auth_url.as_str(),
-            "outgoingPeeringEnabled": PeeringEnabled::Yes,
+            "clusterIdentity": peer,
+            "foreignAuthUrl": reach.auth_url,
+            "outgoingPeeringEnabled": outgoing,
             "incomingPeeringEnabled": incoming,
             "insecureSkipTLSVerify": insecure,
         },
-    })
+    });
+    if let Some(proxy) = reach.proxy_url {
+        body["spec"]["foreignProxyUrl"] = json!(proxy);
+        body["spec"]["networkingEnabled"] = json!(NetworkingEnabled::Yes);
+    }
+    body
 }
 
 /// What `peer out-of-band` was given.
@@ -195,13 +212,19 @@ pub async fn out_of_band(client: &Client, ns: &str, args: &OutOfBand<'_>) -> Res
             args.cluster_id
         );
     }
-    let body = foreign_cluster_apply(
-        &fc_name,
-        args.cluster_id,
-        args.name,
-        args.auth_url,
-        existing.as_ref().map(|fc| &fc.spec),
-    );
+    let spec = existing.as_ref().map(|fc| &fc.spec);
+    // The cluster name is kept from an existing ForeignCluster.
+    let peer = ClusterIdentity {
+        cluster_id: args.cluster_id.clone(),
+        cluster_name: spec
+            .map_or(args.name, |s| &s.cluster_identity.cluster_name)
+            .clone(),
+    };
+    let reach = Reach {
+        auth_url: args.auth_url.as_str(),
+        proxy_url: None,
+    };
+    let body = foreign_cluster_apply(&fc_name, &peer, reach, PeeringEnabled::Yes, spec);
     let what = format!("writing ForeignCluster {fc_name}");
     let since = stages::since_now();
     let apply = PatchParams::apply(FIELD_MANAGER).force();

@@ -27,10 +27,14 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::{
-    AUTH_PORT_NAME, Address, PROXY_PORT_NAME, PROXY_SERVICE, auth_url, foreign_cluster_apply,
-    network_config_copy, outgoing, processed, proxy_url, service_address,
+    AUTH_PORT_NAME, Address, PROXY_PORT_NAME, PROXY_SERVICE, auth_url, network_config_copy,
+    outgoing, processed, proxy_url, service_address,
 };
-use crate::{FIELD_MANAGER, client::ApiFailure, peer::PeerError};
+use crate::{
+    FIELD_MANAGER,
+    client::ApiFailure,
+    peer::{PeerError, Reach, foreign_cluster_apply},
+};
 
 mod unpeer;
 pub use unpeer::unpeer;
@@ -168,11 +172,14 @@ async fn write_fc(
         .as_ref()
         .and_then(|fc| fc.metadata.name.clone())
         .unwrap_or_else(|| peer.identity.cluster_name.to_string());
+    let reach = Reach {
+        auth_url: &auth,
+        proxy_url: Some(&proxy),
+    };
     let body = foreign_cluster_apply(
         &name,
         &peer.identity,
-        &auth,
-        &proxy,
+        reach,
         outgoing(asked_outgoing, spec),
         spec,
     );

@@ -5,6 +5,11 @@ use k8s_openapi::api::{
 use kube::api::ObjectMeta;
 
 use super::*;
+use crate::peer::{Reach, foreign_cluster_apply};
+use control::{
+    api::discovery::{ClusterIdentity, ForeignCluster},
+    consts::labels,
+};
 
 const ROME: &str = "b07938e3-d241-460c-a77b-e286c0f733c7";
 const MILAN: &str = "46b4df88-5b7b-4ef2-9d34-31fe7ed5ae6c";
@@ -147,8 +152,10 @@ fn the_foreign_cluster_is_in_band_with_networking_and_keeps_incoming() {
     let b = foreign_cluster_apply(
         "milan",
         &milan(),
-        "https://10.70.0.3",
-        "http://10.70.0.4:8118",
+        Reach {
+            auth_url: "https://10.70.0.3",
+            proxy_url: Some("http://10.70.0.4:8118"),
+        },
         PeeringEnabled::No,
         None,
     );
@@ -175,8 +182,10 @@ fn the_foreign_cluster_is_in_band_with_networking_and_keeps_incoming() {
     let b = foreign_cluster_apply(
         "m",
         &milan(),
-        "https://x",
-        "http://y:1",
+        Reach {
+            auth_url: "https://x",
+            proxy_url: Some("http://y:1"),
+        },
         PeeringEnabled::Yes,
         Some(&existing),
     );
@@ -192,8 +201,10 @@ fn outgoing_is_yes_when_asked_else_kept_else_no() {
     let fc: ForeignCluster = serde_json::from_value(foreign_cluster_apply(
         "m",
         &milan(),
-        "https://x",
-        "http://y:1",
+        Reach {
+            auth_url: "https://x",
+            proxy_url: Some("http://y:1"),
+        },
         PeeringEnabled::Yes,
         None,
     ))

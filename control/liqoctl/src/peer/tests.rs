@@ -3,13 +3,18 @@ use super::*;
 const ID: &str = "b07938e3-d241-460c-a77b-e286c0f733c7";
 
 fn body(existing: Option<&ForeignClusterSpec>) -> serde_json::Value {
-    foreign_cluster_apply(
-        "milan",
-        &ID.parse().unwrap(),
-        &"milan".parse().unwrap(),
-        &"https://10.0.0.1:31443".parse().unwrap(),
-        existing,
-    )
+    // What `peer out-of-band` gives: the existing cluster name kept, outgoing Yes.
+    let peer = ClusterIdentity {
+        cluster_id: ID.parse().unwrap(),
+        cluster_name: existing.map_or("milan".parse().unwrap(), |s| {
+            s.cluster_identity.cluster_name.clone()
+        }),
+    };
+    let reach = Reach {
+        auth_url: "https://10.0.0.1:31443",
+        proxy_url: None,
+    };
+    foreign_cluster_apply("milan", &peer, reach, PeeringEnabled::Yes, existing)
 }
 
 /// A new ForeignCluster: incoming Auto, TLS not verified (upstream's defaults); the body is
