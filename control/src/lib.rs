@@ -10,7 +10,12 @@
 //! - [`phase`]: the peering phase, the role sets it binds and the kinds it replicates;
 //! - [`identity`]: the auth service's wire types and the auth token;
 //! - [`quantity`]: Kubernetes quantities, parsed exactly;
-//! - [`offer`]: the ResourceOffer computed from nodes and pods, and its update threshold.
+//! - [`offer`]: the ResourceOffer computed from nodes and pods, and its update threshold;
+//! - [`selector`]: node selectors with Kubernetes' semantics (matching, kubectl parsing, the
+//!   cartesian merge of an imposed selector into a pod's);
+//! - [`offloading`]: namespace offloading's decisions (NamespaceOffloading status and
+//!   mappings, the provider's remote namespaces, the pod and NamespaceOffloading webhooks);
+//! - [`forge`]: objects built whole from their inputs (the virtual node).
 //!
 //! It owns the shape of the objects and these decisions; it never talks to an apiserver or
 //! the network, reads no file and no clock (time is an input). The kernel's random source,
@@ -22,6 +27,9 @@ pub mod consts;
 pub mod crdgen;
 pub mod identity;
 pub mod names;
+pub mod forge;
 pub mod offer;
+pub mod offloading;
 pub mod phase;
 pub mod quantity;
+pub mod selector;

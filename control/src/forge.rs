@@ -1,0 +1,3 @@
+//! Objects built whole from their inputs (being written).
+
+pub mod node;

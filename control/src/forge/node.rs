@@ -1,0 +1,1 @@
+//! The virtual node object (being written).

@@ -1,0 +1,1 @@
+//! Node selectors with Kubernetes' semantics (being written).
