@@ -14,7 +14,7 @@ mod lab_k8s;
 
 use std::{
     path::{Path, PathBuf},
-    process::{Command, Output},
+    process::{Command, Output, Stdio},
     time::{Duration, Instant},
 };
 
@@ -254,11 +254,29 @@ async fn in_band_peering_goes_through_the_tunnel() {
             "{c}: the root-namespace controller-manager runs"
         );
     }
-    let tagged = procs_mentioning(&format!("/run/liqo-lab/{p}.d/"));
+    // A relay started by hand with the lab's directory as its tag (and `--prefix` before
+    // `relay`) is the lab's too: `down` stops it.
+    let mut by_hand = Command::new(LAB)
+        .args(["--prefix", p.as_str(), "relay", "--netns", &record[0].netns])
+        .args(["--forward", "127.0.0.1:7999=127.0.0.1:9", "--tag"])
+        .arg(format!("/run/liqo-lab/{p}.d/by-hand"))
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
-        tagged.len() >= 2,
-        "the relays (also the auth relays): {tagged:?}"
+        by_hand.try_wait().unwrap().is_none(),
+        "the relay by hand exited"
     );
+    let tagged: Vec<u32> = procs_mentioning(&format!("/run/liqo-lab/{p}.d/"))
+        .into_iter()
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            cmd.split(|b| *b == 0).any(|a| a == b"relay")
+        })
+        .collect();
+    // Per cluster, one per node (2) and the auth relay; and the one by hand.
+    assert_eq!(tagged.len(), 7, "the relays: {tagged:?}");
     pids.extend(tagged);
     only_in_band(&record[0], &record[1]);
 
@@ -339,6 +357,10 @@ async fn in_band_peering_goes_through_the_tunnel() {
     let out = lab(p.as_str(), &["down"]);
     assert_eq!(out.status.code(), Some(0));
     assert_all_gone(&p, &pids);
+    assert!(
+        by_hand.wait().unwrap().code().is_none(),
+        "the relay by hand was killed"
+    );
     assert!(
         procs_mentioning(p.as_str()).is_empty(),
         "processes of {p} left after down"

@@ -92,6 +92,10 @@ enum Command {
         /// With real control planes, peered by `liqoctl` (see `up --k8s`).
         #[arg(long)]
         k8s: bool,
+        /// With `--k8s`: the clusters reachable only in-band (see `up --in-band`), peered by
+        /// `liqoctl peer in-band`.
+        #[arg(long, requires = "k8s")]
+        in_band: bool,
     },
     /// Relay TCP from inside a node's namespace to the root namespace (started by `up --k8s`).
     #[command(hide = true)]
@@ -587,8 +591,10 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 }
             );
         }
-        Command::Quickstart { k8s: false } => return quickstart::quickstart(prefix).await,
-        Command::Quickstart { k8s: true } => return quickstart::quickstart_k8s(prefix).await,
+        Command::Quickstart { k8s: false, .. } => return quickstart::quickstart(prefix).await,
+        Command::Quickstart { k8s: true, in_band } => {
+            return quickstart::quickstart_k8s(prefix, in_band).await;
+        }
         Command::Relay { .. } => unreachable!("handled before the runtime starts"),
         Command::K8s { what } => k8s(prefix, what).await?,
         Command::Bench {

@@ -44,7 +44,9 @@ pub(crate) async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
 
 /// [`quickstart`] with control planes: the clusters come up with `up --k8s`, `liqoctl` peers
 /// them, and the views are the TunnelEndpoints'.
-pub(crate) async fn quickstart_k8s(prefix: Prefix) -> Result<ExitCode> {
+/// `in_band`: the clusters come up with `up --k8s --in-band` and `liqoctl peer in-band` peers
+/// them.
+pub(crate) async fn quickstart_k8s(prefix: Prefix, in_band: bool) -> Result<ExitCode> {
     require_root()?;
     let started = Instant::now();
     let r = lab::k8s::down(&prefix)?;
@@ -55,12 +57,12 @@ pub(crate) async fn quickstart_k8s(prefix: Prefix) -> Result<ExitCode> {
         );
     }
     let t = Instant::now();
-    let k = lab::k8s::up(
-        prefix.clone(),
-        Topology::preset("two-clusters")?,
-        &lab::k8s::Options::default(),
-    )
-    .await?;
+    let topology = Topology::preset("two-clusters")?;
+    let k = if in_band {
+        lab::k8s::up_in_band(prefix.clone(), topology).await?
+    } else {
+        lab::k8s::up(prefix.clone(), topology, &lab::k8s::Options::default()).await?
+    };
     println!(
         "== Two clusters, rome and milan, both with pod CIDR 10.200.0.0/16, built in {:.2} s",
         t.elapsed().as_secs_f64()
@@ -71,16 +73,36 @@ pub(crate) async fn quickstart_k8s(prefix: Prefix) -> Result<ExitCode> {
          liqo-controller-manager);\n   the gateway operator and a userspace-WireGuard gateway on n0, \
          a route operator and a VXLAN\n   overlay agent on every node\n"
     );
+    if in_band {
+        println!(
+            "   in-band: each API server and auth service reachable only inside its cluster \
+             (liqo-proxy and the\n   controller-manager on n0, the WAN dropped)\n"
+        );
+    }
     let t = Instant::now();
-    let took = k.peer("rome", "milan")?;
+    let took = if in_band {
+        k.peer_in_band("rome", "milan")?
+    } else {
+        k.peer("rome", "milan")?
+    };
     let first = k.first_cross_probe("rome", "milan", t, 60).await?;
-    println!(
-        "== Peered with liqoctl: `liqoctl peer out-of-band milan` (the command milan's \
+    if in_band {
+        println!(
+            "== Peered in-band with liqoctl: `liqoctl peer in-band --bidirectional` returned in \
+             {:.2} s;\n   a rome pod's first TCP probe answered by a milan pod {:.2} s after it \
+             started",
+            took.as_secs_f64(),
+            first.as_secs_f64()
+        );
+    } else {
+        println!(
+            "== Peered with liqoctl: `liqoctl peer out-of-band milan` (the command milan's \
          `liqoctl generate peer-command` printed,\n   run against rome) returned in {:.2} s; \
          a rome pod's first TCP probe answered by a milan pod {:.2} s after it started",
-        took.as_secs_f64(),
-        first.as_secs_f64()
-    );
+            took.as_secs_f64(),
+            first.as_secs_f64()
+        );
+    }
     // Both TunnelEndpoints, and every probe: the reverse direction may lag a moment.
     let deadline = Instant::now() + std::time::Duration::from_secs(30);
     let (views, m) = loop {

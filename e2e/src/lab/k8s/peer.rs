@@ -1,5 +1,6 @@
 //! Peering lab clusters the way a user does: `liqoctl generate peer-command` on the provider,
-//! its output run by bash with the consumer's kubeconfig, `liqoctl unpeer out-of-band`; and
+//! its output run by bash with the consumer's kubeconfig, `liqoctl unpeer out-of-band`, or
+//! `liqoctl peer in-band` on an in-band lab; and
 //! how long until the first packet crosses (one TCP probe, repeated, from a pod of one cluster
 //! to a pod of the other at the address the TunnelEndpoint gives).
 
@@ -87,6 +88,45 @@ impl K8sLab {
         if !out.status.success() {
             return Err(K8sLabError::lab(
                 format!("liqoctl peer out-of-band {provider} on {consumer}"),
+                failed(&out),
+            ));
+        }
+        Ok(started.elapsed())
+    }
+
+    /// `liqoctl --context <a> peer in-band --bidirectional --remote-context <b>` with both
+    /// IPAM services (the lab's in-band mode, [`super::inband`]); returns how long it took.
+    pub fn peer_in_band(&self, a: &str, b: &str) -> Result<Duration, K8sLabError> {
+        let ipam = |c: &str| {
+            self.liqo
+                .get(c)
+                .and_then(|i| i.get("liqo-ipam"))
+                .and_then(|r| r.listen.as_deref())
+                .map(|l| format!("http://{l}"))
+                .ok_or_else(|| K8sLabError::lab(format!("the IPAM of {c}"), "not running"))
+        };
+        let (ia, ib) = (ipam(a)?, ipam(b)?);
+        let started = Instant::now();
+        let out = self.tool(
+            "liqoctl",
+            a,
+            &[
+                "peer",
+                "in-band",
+                "--bidirectional",
+                "--remote-context",
+                b,
+                "--ipam-address",
+                &ia,
+                "--remote-ipam-address",
+                &ib,
+                "--timeout",
+                "120s",
+            ],
+        )?;
+        if !out.status.success() {
+            return Err(K8sLabError::lab(
+                format!("liqoctl peer in-band {b} on {a}"),
                 failed(&out),
             ));
         }
