@@ -243,6 +243,12 @@ async fn in_band_peering_goes_through_the_tunnel() {
         for program in ["liqo-proxy", "liqo-controller-manager"] {
             pids.push(restart::find(&k.lab, c, &node, program).unwrap().pid);
         }
+        let r = record.iter().find(|r| r.cluster == c).unwrap();
+        assert_eq!(
+            Some(&r.manager_pid),
+            pids.last(),
+            "{c}: the recorded controller-manager"
+        );
         let old = k
             .liqo
             .get(c)

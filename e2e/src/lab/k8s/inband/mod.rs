@@ -76,6 +76,8 @@ pub struct InBand {
     pub proxy_log: PathBuf,
     /// The log of the moved controller-manager.
     pub manager_log: PathBuf,
+    /// The moved controller-manager's pid (the one `liqo.json` records is the stopped one).
+    pub manager_pid: u32,
 }
 
 /// Makes every cluster of `k` reachable only in-band (see the module doc) and records it.
@@ -184,7 +186,8 @@ async fn cluster(k: &K8sLab, c: &Cluster) -> Result<InBand, K8sLabError> {
         .map_err(|e| K8sLabError::lab(format!("starting liqo-proxy in {netns}"), e))?;
     wait_listening(&ns, &p, proxy).await?;
 
-    let manager_log = move_manager(k, c, &ns, &paths.log(MANAGER_PROGRAM, &node)).await?;
+    let manager_log = paths.log(MANAGER_PROGRAM, &node);
+    let manager_pid = move_manager(k, c, &ns, &manager_log).await?;
     Ok(InBand {
         cluster: name.to_owned(),
         netns: netns.to_string(),
@@ -193,18 +196,14 @@ async fn cluster(k: &K8sLab, c: &Cluster) -> Result<InBand, K8sLabError> {
         api_server: kc.server.clone(),
         proxy_log,
         manager_log,
+        manager_pid,
     })
 }
 
 /// Stops the controller-manager the install started and starts it again, same flags, in the
 /// gateway node `ns`: its kubeconfig pointed at the node's relay of the API server, its IPAM
-/// at the node's relay of the IPAM.
-async fn move_manager(
-    k: &K8sLab,
-    c: &Cluster,
-    ns: &Netns,
-    log: &Path,
-) -> Result<PathBuf, K8sLabError> {
+/// at the node's relay of the IPAM; returns its pid.
+async fn move_manager(k: &K8sLab, c: &Cluster, ns: &Netns, log: &Path) -> Result<u32, K8sLabError> {
     let name = c.name.as_str();
     let kc = k.set.get(name).expect("checked by the caller");
     let was = k
@@ -290,7 +289,7 @@ async fn move_manager(
             }
         }
     }
-    Ok(log.to_owned())
+    Ok(p.pid)
 }
 
 /// The ClusterIP and first port of `svc`.
