@@ -166,10 +166,11 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
         .remote = remote.clone();
 
     // f.–h. The peering.
-    let observed = observe(&ctx, &fc, &tenant, remote.is_some()).await?;
+    let observed = observe(&ctx, &fc, &tenant, remote.is_some(), now.0).await?;
     let roles = roles::peering_roles();
     let bound = roles::bound_sets(&ctx, &tenant, &roles).await?;
     let observed = Observed { bound, ..observed };
+    let mut requeue = ctx.settings.resync;
     for action in decide::decide(&observed) {
         match action {
             Action::ApplyRequest => apply_request(&ctx, &fc, &tenant, None).await?,
@@ -190,6 +191,7 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
             Action::SetNetwork(c) => {
                 conditions::set(&mut status.peering_conditions, c, &now);
             }
+            Action::RecheckAfter(d) => requeue = requeue.min(d),
             Action::Bind(set) => roles::bind(&ctx, &fc, &tenant, roles.get(&set)).await?,
             Action::Unbind(set) => roles::unbind(&ctx, &tenant, roles.get(&set)).await?,
         }
@@ -220,7 +222,7 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
             .or_else(not_found)
             .map_err(kerr(format!("delete ForeignCluster {name}")))?;
     }
-    Ok(Requeue::requeue(ctx.settings.resync))
+    Ok(Requeue::requeue(requeue))
 }
 
 /// Errors other than 404 (a delete of something already gone is done).
@@ -396,6 +398,7 @@ async fn observe(
     fc: &ForeignCluster,
     tenant: &str,
     remote_tenant_known: bool,
+    now: k8s_openapi::jiff::Timestamp,
 ) -> Result<Observed, Error> {
     let peer = &fc.spec.cluster_identity;
     let rr_api: Api<ResourceRequest> = Api::namespaced(ctx.client.clone(), tenant);
@@ -447,6 +450,7 @@ async fn observe(
         offer_to_peer: offer_to_peer.map(vk),
         bound: BTreeSet::new(),
         tunnel,
+        now,
     })
 }
 
@@ -469,18 +473,19 @@ async fn tunnel_state(
                 peer.cluster_id.as_str(),
             )
         });
-    Ok(tep.map(|t| {
-        if t.metadata.deletion_timestamp.is_some() {
-            return TunnelState::Deleting;
+    let Some(t) = tep else {
+        return Ok(None);
+    };
+    if t.metadata.deletion_timestamp.is_some() {
+        return Ok(Some(TunnelState::Deleting));
+    }
+    let c = t.status.and_then(|s| s.connection).unwrap_or_default();
+    Ok(Some(match c.status {
+        Some(ConnectionStatus::Connected) => {
+            TunnelState::Connected(crate::gateway_lease::read(ctx).await?)
         }
-        let c = t.status.and_then(|s| s.connection).unwrap_or_default();
-        match c.status {
-            Some(ConnectionStatus::Connected) => TunnelState::Connected,
-            Some(ConnectionStatus::Error) => {
-                TunnelState::Error(c.status_message.unwrap_or_default())
-            }
-            Some(ConnectionStatus::Connecting) | None => TunnelState::Connecting,
-        }
+        Some(ConnectionStatus::Error) => TunnelState::Error(c.status_message.unwrap_or_default()),
+        Some(ConnectionStatus::Connecting) | None => TunnelState::Connecting,
     }))
 }
 

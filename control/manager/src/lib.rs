@@ -21,6 +21,8 @@ pub const FIELD_MANAGER: &str = "liqo-controller-manager";
 pub mod context;
 pub mod error;
 pub mod fc;
+pub mod gateway_lease;
+pub mod inflight;
 pub mod launcher;
 pub mod metrics;
 pub mod network;

@@ -30,6 +30,7 @@ use crate::{
     decide::replicate::{self, Action, Replica, Source},
     error::{Error, kube as kerr},
     fc::not_found,
+    identity::PeerClient,
 };
 
 /// The controller's name in metrics and logs.
@@ -220,7 +221,7 @@ async fn replicate_all(
     fc: &ForeignCluster,
     local_ns: &str,
     remote_ns: &str,
-    remote: &Client,
+    remote: &PeerClient,
 ) -> Result<(usize, Option<Error>), Error> {
     let ctx = &r.ctx;
     let peer = fc.spec.cluster_identity.cluster_id.clone();
@@ -244,7 +245,8 @@ async fn replicate_all(
                 continue;
             }
         }
-        let remote_api: Api<DynamicObject> = Api::namespaced_with(remote.clone(), remote_ns, &ar);
+        let remote_api: Api<DynamicObject> =
+            Api::namespaced_with(remote.api.clone(), remote_ns, &ar);
         let selector = format!(
             "{}={us},{}={}",
             labels::ORIGIN_ID,
@@ -282,7 +284,7 @@ async fn replicate_all(
                 &peer,
                 kind,
                 remote_ns.to_owned(),
-                remote_api.clone(),
+                Api::namespaced_with(remote.watch.clone(), remote_ns, &ar),
                 selector.clone(),
             );
         }

@@ -1,6 +1,9 @@
 //! Runs the controllers on one apiserver until shutdown (the network manager only with an
 //! IPAM): each a kube-runtime
-//! `Controller` whose error policy counts the error and requeues.
+//! `Controller` whose error policy counts the error and requeues. A shutdown is bounded
+//! ([`run_bounded`]): the controllers stop taking work, the reconciles under way get a grace,
+//! then the ones still running (e.g. waiting on a peer that never answers) are dropped and
+//! named ([`crate::inflight::InFlight`]).
 
 use std::{sync::Arc, time::Duration};
 
@@ -24,12 +27,46 @@ use serde::de::DeserializeOwned;
 use crate::{
     context::Context,
     error::Error,
-    fc, network, offer, replicator, request,
+    fc,
+    inflight::InFlight,
+    network, offer, replicator, request,
     selectors::{replicated, source},
 };
 
 /// How soon a failed reconcile is retried.
 pub const RETRY: Duration = Duration::from_secs(2);
+
+/// How long the reconciles under way may take to finish after a shutdown signal (the
+/// default of `--shutdown-grace`).
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// A reconciler whose runs are recorded in `inflight`.
+fn tracked<K, C, F, Fut>(
+    controller: &'static str,
+    inflight: &InFlight,
+    reconcile: F,
+) -> impl FnMut(Arc<K>, Arc<C>) -> BoxFuture<'static, Result<Requeue, Error>> + use<K, C, F, Fut>
+where
+    K: Resource,
+    F: Fn(Arc<K>, Arc<C>) -> Fut,
+    Fut: futures::Future<Output = Result<Requeue, Error>> + Send + 'static,
+{
+    let inflight = inflight.clone();
+    move |obj, ctx| {
+        let name = match obj.meta().namespace.as_deref() {
+            Some(ns) => format!("{ns}/{}", obj.meta().name.as_deref().unwrap_or_default()),
+            None => obj.meta().name.clone().unwrap_or_default(),
+        };
+        let running = inflight.start(controller, name);
+        let fut = reconcile(obj, ctx);
+        async move {
+            let out = fut.await;
+            drop(running);
+            out
+        }
+        .boxed()
+    }
+}
 
 /// Events of a kind (all namespaces, optional label selector), one `()` each.
 fn events<K>(client: &Client, selector: Option<&str>) -> impl Stream<Item = ()> + Send + 'static
@@ -79,6 +116,7 @@ fn log<T, E: std::fmt::Debug>(
 pub fn controllers(
     ctx: Arc<Context>,
     shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
+    inflight: &InFlight,
 ) -> Vec<BoxFuture<'static, ()>> {
     let client = ctx.client.clone();
     let config = ControllerConfig::default().debounce(Duration::from_millis(100));
@@ -91,15 +129,17 @@ pub fn controllers(
         events::<Secret>(&client, Some(control::consts::labels::LOCAL_IDENTITY)).boxed(),
         // A peer's token written (again): a corrected token is tried at once.
         events::<Secret>(&client, Some(control::consts::labels::AUTH_TOKEN)).boxed(),
-        // NETWORKING follows the TunnelEndpoints.
+        // NETWORKING follows the TunnelEndpoints...
         events::<TunnelEndpoint>(&client, None).boxed(),
+        // ... while the gateway Lease is fresh: its expiry is a requeue, its return an event.
+        crate::gateway_lease::returns(&client, &ctx.settings.namespace).boxed(),
     ]);
     let fc_controller = Controller::new(fcs(), watcher::Config::default())
         .with_config(config.clone())
         .reconcile_all_on(fc_trigger)
         .graceful_shutdown_on(shutdown.clone())
         .run(
-            fc::reconcile,
+            tracked(fc::NAME, inflight, fc::reconcile),
             policy::<ForeignCluster>(fc::NAME),
             ctx.clone(),
         )
@@ -119,7 +159,11 @@ pub fn controllers(
         .with_config(config.clone())
         .reconcile_all_on(rep_trigger)
         .graceful_shutdown_on(shutdown.clone())
-        .run(replicator::reconcile, rep_policy, rep)
+        .run(
+            tracked(replicator::NAME, inflight, replicator::reconcile),
+            rep_policy,
+            rep,
+        )
         .for_each(log(replicator::NAME))
         .boxed();
 
@@ -139,7 +183,7 @@ pub fn controllers(
     .reconcile_all_on(rr_trigger)
     .graceful_shutdown_on(shutdown.clone())
     .run(
-        request::reconcile,
+        tracked(request::NAME, inflight, request::reconcile),
         policy::<ResourceRequest>(request::NAME),
         ctx.clone(),
     )
@@ -154,7 +198,7 @@ pub fn controllers(
     .with_config(config.clone())
     .graceful_shutdown_on(shutdown.clone())
     .run(
-        offer::reconcile,
+        tracked(offer::NAME, inflight, offer::reconcile),
         policy::<ResourceOffer>(offer::NAME),
         ctx.clone(),
     )
@@ -181,7 +225,11 @@ pub fn controllers(
                     .with_config(config)
                     .reconcile_all_on(trigger)
                     .graceful_shutdown_on(shutdown)
-                    .run(network::reconcile, net_policy, ctx)
+                    .run(
+                        tracked(network::NAME, inflight, network::reconcile),
+                        net_policy,
+                        ctx,
+                    )
                     .for_each(log(network::NAME))
                     .boxed(),
             );
@@ -204,7 +252,15 @@ pub fn controllers(
                 Controller::new(fcs(), watcher::Config::default())
                     .with_config(config)
                     .graceful_shutdown_on(shutdown)
-                    .run(network::abandon::reconcile_unmanaged, policy, u)
+                    .run(
+                        tracked(
+                            network::NAME,
+                            inflight,
+                            network::abandon::reconcile_unmanaged,
+                        ),
+                        policy,
+                        u,
+                    )
                     .for_each(log(network::NAME))
                     .boxed(),
             );
@@ -213,12 +269,50 @@ pub fn controllers(
     all
 }
 
-/// Runs the controllers until `shutdown`.
+/// How a run of the controllers ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// Every controller stopped (within the grace after a shutdown signal).
+    Clean,
+    /// The grace passed: these reconciles were still running and were dropped.
+    Abandoned(Vec<String>),
+}
+
+/// Runs the controllers until `shutdown`, then gives the reconciles under way `grace` to
+/// finish; past it they are dropped (the in-flight calls cancelled) and named in the result.
+pub async fn run_bounded(
+    ctx: Arc<Context>,
+    shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
+    grace: Duration,
+) -> Stopped {
+    let inflight = InFlight::default();
+    let all = futures::future::join_all(controllers(ctx, shutdown.clone(), &inflight));
+    tokio::pin!(all);
+    tokio::select! {
+        _ = &mut all => return Stopped::Clean,
+        () = shutdown => {}
+    }
+    let running = inflight.describe();
+    if !running.is_empty() {
+        tracing::info!(grace = ?grace, running = ?running, "shutting down: waiting for the reconciles under way");
+    }
+    match tokio::time::timeout(grace, all).await {
+        Ok(_) => Stopped::Clean,
+        Err(_elapsed) => {
+            let running = inflight.describe();
+            for r in &running {
+                tracing::warn!(reconcile = %r, "still running after the shutdown grace: dropped");
+            }
+            Stopped::Abandoned(running)
+        }
+    }
+}
+
+/// Runs the controllers until `shutdown` (with the default grace; see [`run_bounded`]).
 pub async fn run(
     ctx: Arc<Context>,
     shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
 ) {
-    futures::future::join_all(controllers(ctx, shutdown))
-        .map(drop)
-        .await
+    // Abandoned reconciles were logged by run_bounded; the caller only needs it over.
+    drop(run_bounded(ctx, shutdown, DEFAULT_SHUTDOWN_GRACE).await);
 }

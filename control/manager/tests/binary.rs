@@ -1,9 +1,11 @@
 //! The `liqo-controller-manager` binary: bad flags are refused naming the value; on a real
-//! cluster it serves its metrics, reconciles, and stops on SIGTERM.
+//! cluster, under its own ServiceAccount token bound by the chart's ClusterRole, it serves its
+//! metrics, reconciles, and stops on SIGTERM, also when a reconcile waits on a peer that never
+//! answers (bounded by `--shutdown-grace`).
 
 mod common;
 
-use common::{DownOnDrop, repo};
+use common::{DownOnDrop, repo, service_account_kubeconfig};
 use std::{
     process::{Command, Stdio},
     time::{Duration, Instant},
@@ -38,6 +40,7 @@ fn bad_flags_are_refused_naming_the_value() {
     refused(&["--gateway-address-override", "gw.example"], "gw.example");
     refused(&["--gateway-port-override", "0"], "0");
     refused(&["--network-release-grace", "0s"], "0s");
+    refused(&["--shutdown-grace", "10"], "10");
     refused(&["--ipam-token-file", "/t"], "--ipam-address");
     // A token in clear text to another host: refused before the apiserver is asked.
     let out = Command::new(BIN)
@@ -71,6 +74,7 @@ fn bad_flags_are_refused_naming_the_value() {
         "--gateway-address-override",
         "--gateway-port-override",
         "--network-release-grace",
+        "--shutdown-grace",
     ] {
         assert!(text.contains(flag), "{flag} missing from --help");
     }
@@ -85,6 +89,58 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A private directory holding the ServiceAccount's kubeconfig (0600), removed on drop.
+struct Scratch {
+    dir: std::path::PathBuf,
+    path: std::path::PathBuf,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // Best effort in a destructor: a leftover file in /tmp is reported by nothing better.
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// What the installer makes (CRDs, `liqo`, the identity ConfigMap, our token, the
+/// ServiceAccount bound by the chart's ClusterRole); the ServiceAccount's kubeconfig.
+async fn install(c: &k8s::Cluster, client: &kube::Client, prefix: &str) -> Scratch {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let crds = repo("chart/crds");
+    k8s::install_crds(client, &crds).await.unwrap();
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "liqo"}})).unwrap();
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap();
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": objects::CLUSTER_ID_CONFIGMAP, "namespace": "liqo",
+            "labels": {labels::APP_NAME: "clusterid-configmap"}},
+        "data": {keys::CLUSTER_ID: ROME_ID, keys::CLUSTER_NAME: "rome"},
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), "liqo")
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    liqo_auth::tokens::ensure_local_token(client, "liqo")
+        .await
+        .unwrap();
+    let text = service_account_kubeconfig(c, client).await;
+    let dir = std::env::temp_dir().join(format!("liqo-cm-{prefix}"));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+    let path = dir.join("kubeconfig");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+    Scratch { dir, path }
 }
 
 async fn metrics(port: u16) -> Option<String> {
@@ -114,24 +170,7 @@ async fn the_binary_serves_metrics_reconciles_and_stops_on_sigterm() {
     let set = Clusters::up(&bins, &opts).await.unwrap();
     let c = &set.clusters[0];
     let client = c.client().await.unwrap();
-    let crds = repo("chart/crds");
-    k8s::install_crds(&client, &crds).await.unwrap();
-    let ns: Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "liqo"}})).unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": objects::CLUSTER_ID_CONFIGMAP, "namespace": "liqo",
-            "labels": {labels::APP_NAME: "clusterid-configmap"}},
-        "data": {keys::CLUSTER_ID: ROME_ID, keys::CLUSTER_NAME: "rome"},
-    }))
-    .unwrap();
-    Api::<ConfigMap>::namespaced(client.clone(), "liqo")
-        .create(&PostParams::default(), &cm)
-        .await
-        .unwrap();
+    let kubeconfig = install(c, &client, &opts.prefix.to_string()).await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -144,7 +183,7 @@ async fn the_binary_serves_metrics_reconciles_and_stops_on_sigterm() {
             "--resync-period",
             "5s",
         ])
-        .env("KUBECONFIG", &c.kubeconfig)
+        .env("KUBECONFIG", &kubeconfig.path)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -200,4 +239,119 @@ async fn the_binary_serves_metrics_reconciles_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(status.success(), "{status}");
+}
+
+/// Sends SIGTERM to `child`; waits for its exit up to `limit`: its status and how long it took.
+fn terminate(child: &mut std::process::Child, limit: Duration) -> (std::process::ExitStatus, f64) {
+    let t = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return (s, t.elapsed().as_secs_f64());
+        }
+        assert!(t.elapsed() < limit, "still running {limit:?} after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_within_the_grace_while_a_reconcile_waits_on_a_silent_peer() {
+    const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
+    let grace = 4;
+    let bins = k8s::binaries().unwrap();
+    let opts = Options {
+        prefix: format!("mgrs{}", std::process::id() % 100_000)
+            .parse()
+            .unwrap(),
+        clusters: 1,
+        nodes: 1,
+        overlapping: false,
+    };
+    let _down = DownOnDrop(opts.prefix.clone());
+    let set = Clusters::up(&bins, &opts).await.unwrap();
+    let c = &set.clusters[0];
+    let client = c.client().await.unwrap();
+    let kubeconfig = install(c, &client, opts.prefix.as_str()).await;
+    // The peer's auth service: accepts connections and never answers (a blackholed peer
+    // whose SYNs are answered, e.g. by a load balancer in front of nothing).
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = accepted.clone();
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = silent.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(s);
+        }
+    });
+    // Its log (tracing writes to stdout).
+    let log = kubeconfig.dir.join("log");
+    let child = Command::new(BIN)
+        .args(["--shutdown-grace", &format!("{grace}s")])
+        .env("KUBECONFIG", &kubeconfig.path)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let fc: ForeignCluster = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "milan"},
+        "spec": {
+            "clusterIdentity": {"clusterID": MILAN_ID, "clusterName": "milan"},
+            "foreignAuthUrl": format!("https://127.0.0.1:{silent_port}"),
+            "outgoingPeeringEnabled": "Yes",
+            "insecureSkipTLSVerify": true,
+        },
+    }))
+    .unwrap();
+    let fcs = Api::<ForeignCluster>::all(client.clone());
+    fcs.create(&PostParams::default(), &fc).await.unwrap();
+    // The identity request is under way: recorded Pending, its connection accepted.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = fcs.get("milan").await.unwrap().status;
+        let pending = status.is_some_and(|s| s.condition(T::AuthenticationStatus) == S::Pending);
+        if pending && accepted.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the identity request never reached the silent peer: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Still waiting a second later (the auth client's own limit is a minute).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(child.0.try_wait().unwrap().is_none());
+    let (status, secs) = terminate(&mut child.0, Duration::from_secs(grace + 5));
+    let text = std::fs::read_to_string(&log).unwrap();
+    eprintln!("exit {status} {secs:.2} s after SIGTERM (--shutdown-grace {grace}s)");
+    for line in text
+        .lines()
+        .filter(|l| l.contains("shut") || l.contains("still running"))
+    {
+        eprintln!("  log: {line}");
+    }
+    assert!(status.success(), "{status}: {text}");
+    // It waited for the reconcile (the grace), no more than a margin past it.
+    assert!(
+        secs >= grace as f64 - 0.5 && secs < grace as f64 + 3.0,
+        "{secs:.2} s: {text}"
+    );
+    assert!(
+        text.contains("still running after the shutdown grace")
+            && text.contains("foreigncluster milan"),
+        "the stuck reconcile is not named: {text}"
+    );
+    holder.abort();
 }

@@ -1,10 +1,12 @@
 //! The network manager on two real clusters (the e2e harness) with the SAME pod CIDR, each
 //! running liqo-auth, an in-process liqo-ipam and the controllers under the chart's
 //! ClusterRole. No gateway operator runs: the test plays it (it sets the TunnelEndpoints'
-//! `status.connection`). Peering out of band: both NetworkConfigs processed, TunnelEndpoints
+//! `status.connection` and renews its Lease `liqo-gateway`). Peering out of band: both NetworkConfigs processed, TunnelEndpoints
 //! with the peer's pod CIDR remapped to a distinct range, each side's `localNAT*` = the
 //! other's `remoteNAT*`, keys and endpoints crossed; NETWORKING Pending, then Established
-//! (Connected) and None/TunnelEndpointError with the message (Error); unpeering on both sides
+//! (Connected) and None/TunnelEndpointError with the message (Error); a Connected whose
+//! gateway Lease is no longer renewed goes Pending (naming the Lease) at its expiry, and
+//! Established again as soon as it is renewed; unpeering on both sides
 //! removes the NetworkConfigs, TunnelEndpoints, the IPAM peers and the finalizer; peering
 //! again builds the same TunnelEndpoint.
 
@@ -12,7 +14,7 @@ mod common;
 
 use common::{net::*, *};
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use control::{
     api::{
@@ -123,7 +125,10 @@ async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly(
             .contains(&net::NETWORK_MANAGER_FINALIZER.to_owned())
     );
 
-    // NETWORKING follows the TunnelEndpoint's connection, as the gateway operator writes it.
+    // NETWORKING follows the TunnelEndpoint's connection, as the gateway operator writes it,
+    // while the operator renews its Lease (here every second, valid LEASE_SECS).
+    let mut rome_renewer = Some(renewer(rome.client.clone()));
+    let _milan_renewer = Renewer(renewer(milan.client.clone()));
     eventually(20, "NETWORKING Pending on both", || async {
         fc_conditions(&rome.client, "milan", &[(T::NetworkStatus, S::Pending)]).await?;
         fc_conditions(&milan.client, "rome", &[(T::NetworkStatus, S::Pending)]).await
@@ -179,6 +184,55 @@ async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly(
         fc_conditions(&milan.client, "rome", &[(T::NetworkStatus, S::Established)])
     })
     .await;
+
+    // Rome's gateway operator dies: its Connected stays, its Lease is no longer renewed.
+    // NETWORKING goes Pending at the Lease's expiry (a requeue: nothing else happens), naming
+    // the Lease; renewed again, Established at once (the Lease is watched).
+    rome_renewer.take().unwrap().abort();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let last = renew(&rome.client).await;
+    eventually(
+        LEASE_SECS + 10,
+        "NETWORKING Pending on rome (stale Lease)",
+        || async {
+            let (status, message) = networking(&rome.client, "milan").await?;
+            match status {
+                S::Pending if message.contains("liqo/liqo-gateway") && message.contains("ago") => {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}: {message}")),
+            }
+        },
+    )
+    .await;
+    let stale = last.elapsed().as_secs_f64();
+    eprintln!(
+        "NETWORKING Pending {stale:.1} s after the last renewal (Lease valid {LEASE_SECS} s)"
+    );
+    // At the expiry, not at the next resync (10 s) nor on another event.
+    assert!(
+        stale >= LEASE_SECS as f64 && stale < LEASE_SECS as f64 + 3.0,
+        "{stale:.1} s"
+    );
+    let (_, message) = networking(&rome.client, "milan").await.unwrap();
+    eprintln!("NETWORKING message: {message}");
+    // Still Connected in the TunnelEndpoint: only the Lease changed NETWORKING.
+    let conn = tep(&rome.client, &rome_ns, &rome_tep)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.connection)
+        .and_then(|c| c.status);
+    assert_eq!(conn, Some(control::api::net::ConnectionStatus::Connected));
+    let back = Instant::now();
+    let _rome_renewer = Renewer(renewer(rome.client.clone()));
+    eventually(10, "NETWORKING Established on rome (Lease renewed)", || {
+        fc_conditions(&rome.client, "milan", &[(T::NetworkStatus, S::Established)])
+    })
+    .await;
+    let fresh = back.elapsed().as_secs_f64();
+    eprintln!("NETWORKING Established {fresh:.1} s after the Lease was renewed");
+    assert!(fresh < 3.0, "{fresh:.1} s");
 
     // Unpeer on both sides: the network goes on both, the IPAMs release.
     let t = Instant::now();
@@ -241,4 +295,68 @@ async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly(
     .await;
     rome.stop().await;
     milan.stop().await;
+}
+
+/// How long the test's gateway Lease is valid without renewal.
+const LEASE_SECS: u64 = 5;
+
+/// Renews (creates) the gateway Lease in `liqo` as the gateway operator does; when.
+async fn renew(c: &kube::Client) -> Instant {
+    use k8s_openapi::{
+        api::coordination::v1::Lease, apimachinery::pkg::apis::meta::v1::MicroTime, jiff::Timestamp,
+    };
+    let at = Instant::now();
+    let lease = json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": net::GATEWAY_LEASE, "namespace": "liqo"},
+        "spec": {
+            "holderIdentity": "n0",
+            "leaseDurationSeconds": LEASE_SECS,
+            "renewTime": MicroTime(Timestamp::now()),
+        },
+    });
+    Api::<Lease>::namespaced(c.clone(), "liqo")
+        .patch(
+            net::GATEWAY_LEASE,
+            &PatchParams::apply("test-gateway-operator").force(),
+            &Patch::Apply(lease),
+        )
+        .await
+        .unwrap();
+    at
+}
+
+/// Renews the Lease every second until aborted.
+fn renewer(c: kube::Client) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            renew(&c).await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    })
+}
+
+/// Stops a renewer when dropped.
+struct Renewer(tokio::task::JoinHandle<()>);
+
+impl Drop for Renewer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// NETWORKING of a ForeignCluster: status and message.
+async fn networking(c: &kube::Client, fc: &str) -> Result<(S, String), String> {
+    let fc = Api::<ForeignCluster>::all(c.clone())
+        .get(fc)
+        .await
+        .map_err(|e| e.to_string())?;
+    let c = fc
+        .status
+        .unwrap_or_default()
+        .peering_conditions
+        .into_iter()
+        .find(|c| c.type_ == T::NetworkStatus)
+        .ok_or("no NetworkStatus")?;
+    Ok((c.status, c.message.unwrap_or_default()))
 }

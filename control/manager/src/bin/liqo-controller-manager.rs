@@ -65,6 +65,10 @@ struct Args {
     /// operators to drop the TunnelEndpoint) before releasing the IPAM ranges anyway.
     #[arg(long, default_value = "5m", value_parser = liqo_controller_manager::duration::parse_period)]
     network_release_grace: Duration,
+    /// On SIGTERM or ctrl-c, how long the reconciles under way may take to finish (e.g. one
+    /// waiting on a peer that does not answer); then the process exits 0 anyway, naming them.
+    #[arg(long, default_value = "10s", value_parser = liqo_controller_manager::duration::parse)]
+    shutdown_grace: Duration,
 }
 
 /// An `http://` or `https://` address, as liqo-ipam's client takes it.
@@ -157,6 +161,23 @@ async fn main() -> anyhow::Result<()> {
     }
     .boxed()
     .shared();
-    run::run(ctx, shutdown).await;
-    Ok(())
+    let started = std::time::Instant::now();
+    let stopped = run::run_bounded(ctx, shutdown.clone(), args.shutdown_grace).await;
+    match stopped {
+        run::Stopped::Clean => {
+            tracing::info!("stopped");
+            Ok(())
+        }
+        run::Stopped::Abandoned(running) => {
+            tracing::warn!(
+                grace = ?args.shutdown_grace,
+                uptime = ?started.elapsed(),
+                abandoned = running.len(),
+                "stopped with reconciles still running (named above): exiting"
+            );
+            // Not through the runtime's shutdown: a call blocked in a blocking thread
+            // (a name lookup of an unreachable peer) would hold it.
+            std::process::exit(0)
+        }
+    }
 }

@@ -13,6 +13,7 @@ use control::{
     conditions::{Condition, Network, NewCondition, Peering, Process},
     phase::{PeeringPhase, RoleSet},
 };
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 
 /// Whether a ForeignCluster can be processed: not our own cluster, and the oldest of the
 /// ForeignClusters naming its cluster ID (`older_duplicate`: another one was there first).
@@ -105,6 +106,8 @@ pub struct Observed {
     pub bound: BTreeSet<RoleSet>,
     /// Our TunnelEndpoint for the peer (the network manager's), if any.
     pub tunnel: Option<TunnelState>,
+    /// Now (the gateway Lease's freshness is judged at this time).
+    pub now: Timestamp,
 }
 
 /// A TunnelEndpoint's `status.connection`, as the gateway operator writes it.
@@ -112,32 +115,105 @@ pub struct Observed {
 pub enum TunnelState {
     /// No status yet, or `Connecting`.
     Connecting,
-    /// `Connected`: the gateway saw a recent handshake.
-    Connected,
+    /// `Connected`: the gateway saw a recent handshake, when the operator wrote it (it writes
+    /// only on change): current only while the operator's Lease is fresh.
+    Connected(GatewayLease),
     /// `Error`, with the operator's message.
     Error(String),
     /// Being deleted (whatever its status says): the tunnel is going, never Established.
     Deleting,
 }
 
+/// The gateway operator's Lease (`liqo-gateway` in the Liqo namespace) as read beside a
+/// `Connected` TunnelEndpoint: the operator renews it while it runs, so a `Connected` it wrote
+/// is current only while the Lease is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayLease {
+    /// `<namespace>/<name>`, for the message.
+    pub name: String,
+    /// Its renewal, `None` when there is no Lease.
+    pub held: Option<LeaseTimes>,
+}
+
+/// When a Lease was last renewed and for how long.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseTimes {
+    /// `spec.renewTime`.
+    pub renewed: Option<Timestamp>,
+    /// `spec.leaseDurationSeconds`.
+    pub duration_secs: Option<i32>,
+}
+
 /// NETWORKING's message while the TunnelEndpoint is being deleted.
 pub const TUNNEL_DELETING: &str = "the TunnelEndpoint is being deleted";
 
-/// NETWORKING from our TunnelEndpoint: missing → `None/TunnelEndpointNotFound`; connecting →
-/// `Pending`; connected → `Established`; an error → `None/TunnelEndpointError` with its message;
-/// being deleted → `Pending` saying so.
-pub fn network(tunnel: Option<&TunnelState>) -> NewCondition {
-    match tunnel {
+/// NETWORKING and, when it holds only until a moment, how long until then.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Networking {
+    /// The condition.
+    pub condition: NewCondition,
+    /// `Established` lasts until the gateway Lease expires: reconcile again after this long.
+    pub recheck: Option<std::time::Duration>,
+}
+
+/// Whether a Lease is fresh at `now` (`Ok`: how long it stays so) or why not (`Err`).
+pub fn lease_freshness(
+    lease: &GatewayLease,
+    now: Timestamp,
+) -> Result<std::time::Duration, String> {
+    let name = &lease.name;
+    let Some(held) = lease.held else {
+        return Err(format!("no Lease {name}: no gateway operator runs"));
+    };
+    let Some(renewed) = held.renewed else {
+        return Err(format!("the Lease {name} was never renewed (no renewTime)"));
+    };
+    let Some(secs) = held.duration_secs.filter(|s| *s > 0) else {
+        return Err(format!("the Lease {name} has no leaseDurationSeconds"));
+    };
+    let age = renewed.duration_until(now);
+    let left = SignedDuration::from_secs(secs.into()).saturating_sub(age);
+    if left.is_negative() {
+        let ago = age.as_secs();
+        return Err(format!(
+            "the gateway operator's Lease {name} was last renewed {ago}s ago (valid for {secs}s): its Connected is not current"
+        ));
+    }
+    Ok(left.unsigned_abs())
+}
+
+/// NETWORKING from our TunnelEndpoint at `now`: missing → `None/TunnelEndpointNotFound`;
+/// connecting → `Pending`; connected → `Established` while the gateway operator's Lease is
+/// fresh (rechecked when it expires), else `Pending` saying why; an error →
+/// `None/TunnelEndpointError` with its message; being deleted → `Pending` saying so.
+pub fn network(tunnel: Option<&TunnelState>, now: Timestamp) -> Networking {
+    let condition = match tunnel {
         Some(TunnelState::Deleting) => {
             Condition::Network(Network::Connecting).with_message(TUNNEL_DELETING)
         }
         None => Condition::Network(Network::NotFound).into(),
         Some(TunnelState::Connecting) => Condition::Network(Network::Connecting).into(),
-        Some(TunnelState::Connected) => Condition::Network(Network::Available).into(),
+        Some(TunnelState::Connected(lease)) => {
+            return match lease_freshness(lease, now) {
+                Ok(left) => Networking {
+                    condition: Condition::Network(Network::Available).into(),
+                    // Just past the expiry, so that the recheck finds it expired.
+                    recheck: Some(left + std::time::Duration::from_millis(500)),
+                },
+                Err(why) => Networking {
+                    condition: Condition::Network(Network::Connecting).with_message(why),
+                    recheck: None,
+                },
+            };
+        }
         Some(TunnelState::Error(m)) if !m.is_empty() => {
             Condition::Network(Network::Error).with_message(m.clone())
         }
         Some(TunnelState::Error(_)) => Condition::Network(Network::Error).into(),
+    };
+    Networking {
+        condition,
+        recheck: None,
     }
 }
 
@@ -154,6 +230,9 @@ pub enum Action {
     SetCondition(Condition),
     /// Write NETWORKING (its message the TunnelEndpoint's on an error).
     SetNetwork(NewCondition),
+    /// Reconcile again after this long at the latest (NETWORKING is `Established` until the
+    /// gateway Lease expires).
+    RecheckAfter(std::time::Duration),
     /// Bind a role set's ClusterRoles to the peer's user in our tenant namespace.
     Bind(RoleSet),
     /// Delete the RoleBindings of a role set.
@@ -222,7 +301,9 @@ pub fn decide(o: &Observed) -> Vec<Action> {
     actions.push(Action::SetCondition(Condition::Outgoing(outgoing)));
     actions.push(Action::SetCondition(Condition::Incoming(incoming)));
     // Without a TunnelEndpoint NETWORKING reads None rather than nothing.
-    actions.push(Action::SetNetwork(network(o.tunnel.as_ref())));
+    let networking = network(o.tunnel.as_ref(), o.now);
+    actions.push(Action::SetNetwork(networking.condition));
+    actions.extend(networking.recheck.map(Action::RecheckAfter));
     let phase = phase_of(outgoing, incoming);
     for set in [RoleSet::Outgoing, RoleSet::Incoming] {
         match (set.bound(phase), o.bound.contains(&set)) {

@@ -1,23 +1,57 @@
-//! NETWORKING from the TunnelEndpoint.
+//! NETWORKING from the TunnelEndpoint and the gateway operator's Lease.
+
+use std::time::Duration;
 
 use super::{tests::base, *};
+use control::api::discovery::PeeringConditionStatus as S;
+
+fn at(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+/// A Lease renewed at `renewed`, valid for `secs`.
+fn lease(renewed: Option<&str>, secs: Option<i32>) -> GatewayLease {
+    GatewayLease {
+        name: "liqo/liqo-gateway".into(),
+        held: Some(LeaseTimes {
+            renewed: renewed.map(at),
+            duration_secs: secs,
+        }),
+    }
+}
+
+fn fresh() -> TunnelState {
+    TunnelState::Connected(lease(Some("2026-01-01T00:00:00Z"), Some(40)))
+}
+
+/// The NETWORKING decision and the recheck for `tunnel` at `now` (through `decide`).
+fn read_at(t: Option<TunnelState>, now: &str) -> (NewCondition, Option<Duration>) {
+    let o = Observed {
+        tunnel: t,
+        now: at(now),
+        ..base()
+    };
+    let actions = decide(&o);
+    let c = actions
+        .iter()
+        .find_map(|a| match a {
+            Action::SetNetwork(c) => Some(c.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let recheck = actions.iter().find_map(|a| match a {
+        Action::RecheckAfter(d) => Some(*d),
+        _ => None,
+    });
+    (c, recheck)
+}
+
+fn read(t: Option<TunnelState>) -> NewCondition {
+    read_at(t, "2026-01-01T00:00:10Z").0
+}
 
 #[test]
 fn networking_follows_the_tunnel_endpoint() {
-    use control::api::discovery::PeeringConditionStatus as S;
-    let read = |t: Option<TunnelState>| {
-        let o = Observed {
-            tunnel: t,
-            ..base()
-        };
-        decide(&o)
-            .into_iter()
-            .find_map(|a| match a {
-                Action::SetNetwork(c) => Some(c),
-                _ => None,
-            })
-            .unwrap()
-    };
     let c = read(None);
     assert_eq!(
         (c.condition.status(), c.condition.reason()),
@@ -28,7 +62,7 @@ fn networking_follows_the_tunnel_endpoint() {
         (c.condition.status(), c.condition.reason()),
         (S::Pending, "TunnelEndpointConnecting")
     );
-    let c = read(Some(TunnelState::Connected));
+    let c = read(Some(fresh()));
     assert_eq!(
         (c.condition.status(), c.condition.reason()),
         (S::Established, "TunnelEndpointAvailable")
@@ -45,11 +79,80 @@ fn networking_follows_the_tunnel_endpoint() {
     assert_eq!(
         c.message,
         Condition::Network(Network::Error).default_message()
-    ); // Being deleted: never Established, whatever its last status.
+    );
+    // Being deleted: never Established, whatever its last status.
     let c = read(Some(TunnelState::Deleting));
     assert_eq!(
         (c.condition.status(), c.condition.reason()),
         (S::Pending, "TunnelEndpointConnecting")
     );
     assert_eq!(c.message, crate::decide::fc::TUNNEL_DELETING);
+}
+
+#[test]
+fn connected_is_established_only_while_the_gateway_lease_is_fresh() {
+    // Renewed at 00:00:00 for 40 s: fresh at 10 s, rechecked just after it expires.
+    let (c, recheck) = read_at(Some(fresh()), "2026-01-01T00:00:10Z");
+    assert_eq!(c.condition.status(), S::Established);
+    let recheck = recheck.expect("a recheck at the expiry");
+    assert!(
+        recheck > Duration::from_secs(30) && recheck <= Duration::from_secs(31),
+        "{recheck:?}"
+    );
+    // At the expiry itself: still fresh (expired only once past).
+    let (c, _) = read_at(Some(fresh()), "2026-01-01T00:00:40Z");
+    assert_eq!(c.condition.status(), S::Established);
+    // Past it: Pending, naming the Lease and how long since it was renewed; no recheck
+    // (a renewal is an event of the Lease).
+    let (c, recheck) = read_at(Some(fresh()), "2026-01-01T00:01:13Z");
+    assert_eq!(
+        (c.condition.status(), c.condition.reason()),
+        (S::Pending, "TunnelEndpointConnecting")
+    );
+    assert!(c.message.contains("liqo/liqo-gateway"), "{}", c.message);
+    assert!(c.message.contains("73s ago"), "{}", c.message);
+    assert!(c.message.contains("valid for 40s"), "{}", c.message);
+    assert_eq!(recheck, None);
+    // No Lease: no gateway operator runs.
+    let none = TunnelState::Connected(GatewayLease {
+        name: "liqo/liqo-gateway".into(),
+        held: None,
+    });
+    let (c, recheck) = read_at(Some(none), "2026-01-01T00:00:10Z");
+    assert_eq!(c.condition.status(), S::Pending);
+    assert!(
+        c.message.contains("no Lease liqo/liqo-gateway"),
+        "{}",
+        c.message
+    );
+    assert_eq!(recheck, None);
+    // A Lease never renewed, or with no (or a zero) duration, is not fresh.
+    for (l, says) in [
+        (lease(None, Some(40)), "never renewed"),
+        (
+            lease(Some("2026-01-01T00:00:00Z"), None),
+            "no leaseDurationSeconds",
+        ),
+        (
+            lease(Some("2026-01-01T00:00:00Z"), Some(0)),
+            "no leaseDurationSeconds",
+        ),
+    ] {
+        let (c, _) = read_at(Some(TunnelState::Connected(l)), "2026-01-01T00:00:10Z");
+        assert_eq!(c.condition.status(), S::Pending);
+        assert!(c.message.contains(says), "{}", c.message);
+    }
+    // A renewal stamped ahead of our clock (skew) is fresh until its own expiry.
+    let ahead = TunnelState::Connected(lease(Some("2026-01-01T00:00:05Z"), Some(40)));
+    let (c, recheck) = read_at(Some(ahead), "2026-01-01T00:00:00Z");
+    assert_eq!(c.condition.status(), S::Established);
+    assert!(recheck.unwrap() > Duration::from_secs(45));
+    // Only NETWORKING is rechecked: the other states ask for nothing.
+    for t in [
+        None,
+        Some(TunnelState::Connecting),
+        Some(TunnelState::Deleting),
+    ] {
+        assert_eq!(read_at(t, "2026-01-01T00:00:10Z").1, None);
+    }
 }

@@ -77,12 +77,21 @@ pub struct Manager {
     ipam_down: Mutex<HashMap<String, Timestamp>>,
 }
 
+/// How long one call to `liqo-ipam` may take.
+pub const IPAM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl Manager {
     /// A manager whose IPAM connection is made on first use (and again after a failure), so
     /// that it starts before `liqo-ipam` serves.
     pub fn new(client: kube::Client, config: Config) -> Result<Self, ClientError> {
         let prepared = config.ipam.prepare()?;
-        let channel = prepared.endpoint.connect_lazy();
+        // Every call has a deadline: an IPAM that accepts and never answers fails the
+        // reconcile (which backs off) instead of holding it.
+        let channel = prepared
+            .endpoint
+            .clone()
+            .timeout(IPAM_TIMEOUT)
+            .connect_lazy();
         let ipam = prepared.client(channel);
         let recorder = Recorder::new(
             client,

@@ -274,6 +274,26 @@ pub(crate) async fn ipam_peers(address: &str) -> Vec<ipam::service::proto::PeerI
 /// ClusterRole `liqo-controller-manager` (as the installer binds it): the controllers run with
 /// exactly those permissions, so a missing verb fails this test.
 pub(crate) async fn service_account_client(c: &Cluster, admin: &Client) -> Client {
+    let text = service_account_kubeconfig(c, admin).await;
+    let kc = Kubeconfig::from_yaml(&text).unwrap();
+    let config =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .unwrap();
+    let client = Client::try_from(config).unwrap();
+    // Least privilege: e.g. no Deployments.
+    assert!(
+        Api::<k8s_openapi::api::apps::v1::Deployment>::all(client.clone())
+            .list(&ListParams::default())
+            .await
+            .is_err()
+    );
+    client
+}
+
+/// The kubeconfig (text, holding a token) of ServiceAccount `liqo-controller-manager` in
+/// `liqo`, bound to the chart's ClusterRole (made here, as the installer makes them).
+pub(crate) async fn service_account_kubeconfig(c: &Cluster, admin: &Client) -> String {
     let text =
         std::fs::read_to_string(repo("chart/files/liqo-controller-manager-ClusterRole.yaml"))
             .unwrap();
@@ -318,20 +338,7 @@ pub(crate) async fn service_account_client(c: &Cluster, admin: &Client) -> Clien
         "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n",
         c.server
     );
-    let kc = Kubeconfig::from_yaml(&text).unwrap();
-    let config =
-        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-            .await
-            .unwrap();
-    let client = Client::try_from(config).unwrap();
-    // Least privilege: e.g. no Deployments.
-    assert!(
-        Api::<k8s_openapi::api::apps::v1::Deployment>::all(client.clone())
-            .list(&ListParams::default())
-            .await
-            .is_err()
-    );
-    client
+    text
 }
 
 impl Side {
