@@ -199,6 +199,32 @@ async fn connects_from_peer(kube: &Client, r: &InBand, peer: &str) -> usize {
     sources.len()
 }
 
+/// The pids of the `liqo-controller-manager` processes whose kubeconfig is the lab's.
+fn managers_of(prefix: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        // A process may exit between the listing and these reads: then it is not running.
+        let (Ok(cmdline), Ok(environ)) = (
+            std::fs::read(entry.path().join("cmdline")),
+            std::fs::read(entry.path().join("environ")),
+        ) else {
+            continue;
+        };
+        let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
+        let ours = environ.split(|b| *b == 0).any(|v| {
+            let v = String::from_utf8_lossy(v);
+            v.starts_with("KUBECONFIG=") && v.contains(prefix)
+        });
+        if program.ends_with(b"liqo-controller-manager") && ours {
+            out.push(pid);
+        }
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_band_peering_goes_through_the_tunnel() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -210,7 +236,7 @@ async fn in_band_peering_goes_through_the_tunnel() {
         &["up", "--k8s", "--in-band", "--preset", "two-clusters"],
     );
     assert_eq!(out.status.code(), Some(0));
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         text.contains("peer them: liqoctl --context rome peer in-band"),
         "{text}"
@@ -249,17 +275,21 @@ async fn in_band_peering_goes_through_the_tunnel() {
             pids.last(),
             "{c}: the recorded controller-manager"
         );
-        let old = k
+        // The install's record names the moved one; the one it started is gone.
+        let recorded = k
             .liqo
             .get(c)
             .unwrap()
             .get("liqo-controller-manager")
             .unwrap();
-        assert!(
-            lab_k8s::gone(old.proc.pid),
-            "{c}: the root-namespace controller-manager runs"
-        );
+        assert_eq!(recorded.proc.pid, r.manager_pid, "{c}: liqo.json");
     }
+    // The controller-managers of this lab that run are the moved ones (the install's stopped).
+    let mut managers = managers_of(p.as_str());
+    managers.sort_unstable();
+    let mut moved: Vec<u32> = record.iter().map(|r| r.manager_pid).collect();
+    moved.sort_unstable();
+    assert_eq!(managers, moved, "controller-managers running for the lab");
     // A relay started by hand with the lab's directory as its tag (and `--prefix` before
     // `relay`) is the lab's too: `down` stops it.
     let mut by_hand = Command::new(LAB)

@@ -25,6 +25,7 @@ use std::{
 pub use components::{COMPONENTS, Component, Ready, probe};
 pub use objects::service_account;
 pub use objects::{ensure_identity, new_cluster_id};
+pub(crate) use record::save;
 pub use record::{Installed, Liqo, Running, env, load};
 pub use restart::{Killed, kill9_component, restart_component};
 

@@ -74,7 +74,7 @@ impl Liqo {
 }
 
 /// Writes the record of `liqo` into the directory of `set`.
-pub(super) fn save(set: &Clusters, liqo: &Liqo) -> Result<(), LiqoError> {
+pub(crate) fn save(set: &Clusters, liqo: &Liqo) -> Result<(), LiqoError> {
     let path = set.dir.join(STATE);
     let json = serde_json::to_vec_pretty(liqo).map_err(|e| LiqoError::Chart {
         path: path.clone(),

@@ -29,7 +29,7 @@ use std::{
 use control::consts::objects::{AUTH_SERVICE, PROXY_SERVICE};
 use dataplane::{
     Netns,
-    supervisor::{self, Spec},
+    supervisor::{self, Proc, Spec},
 };
 use k8s_openapi::api::core::v1::Service;
 use kube::{
@@ -76,23 +76,37 @@ pub struct InBand {
     pub proxy_log: PathBuf,
     /// The log of the moved controller-manager.
     pub manager_log: PathBuf,
-    /// The moved controller-manager's pid (the one `liqo.json` records is the stopped one).
+    /// The moved controller-manager's pid (`liqo.json` records it too).
     pub manager_pid: u32,
 }
 
 /// Makes every cluster of `k` reachable only in-band (see the module doc) and records it.
 pub async fn setup(k: &K8sLab) -> Result<Vec<InBand>, K8sLabError> {
     let mut out = Vec::new();
+    let mut liqo = k.liqo.clone();
     for c in &k.lab.topology.clusters {
-        out.push(cluster(k, c).await?);
+        let (made, manager) = cluster(k, c).await?;
+        // The install's record names the moved controller-manager, not the stopped one.
+        let running = liqo
+            .clusters
+            .iter_mut()
+            .filter(|i| i.cluster == made.cluster)
+            .flat_map(|i| i.running.iter_mut())
+            .find(|r| r.program == MANAGER_PROGRAM);
+        if let Some(r) = running {
+            r.proc = manager;
+        }
+        out.push(made);
     }
+    crate::liqo::save(&k.set, &liqo)
+        .map_err(|e| K8sLabError::lab("recording the moved controller-managers", e))?;
     let text = serde_json::to_string_pretty(&out)
         .map_err(|e| K8sLabError::lab("encoding the in-band record", e))?;
     crate::lab::state::write_atomic(&report::record(&k.lab.prefix), &text)?;
     Ok(out)
 }
 
-async fn cluster(k: &K8sLab, c: &Cluster) -> Result<InBand, K8sLabError> {
+async fn cluster(k: &K8sLab, c: &Cluster) -> Result<(InBand, Proc), K8sLabError> {
     let name = c.name.as_str();
     let kc = k
         .set
@@ -187,8 +201,8 @@ async fn cluster(k: &K8sLab, c: &Cluster) -> Result<InBand, K8sLabError> {
     wait_listening(&ns, &p, proxy).await?;
 
     let manager_log = paths.log(MANAGER_PROGRAM, &node);
-    let manager_pid = move_manager(k, c, &ns, &manager_log).await?;
-    Ok(InBand {
+    let manager = move_manager(k, c, &ns, &manager_log).await?;
+    let made = InBand {
         cluster: name.to_owned(),
         netns: netns.to_string(),
         auth,
@@ -196,14 +210,20 @@ async fn cluster(k: &K8sLab, c: &Cluster) -> Result<InBand, K8sLabError> {
         api_server: kc.server.clone(),
         proxy_log,
         manager_log,
-        manager_pid,
-    })
+        manager_pid: manager.pid,
+    };
+    Ok((made, manager))
 }
 
 /// Stops the controller-manager the install started and starts it again, same flags, in the
 /// gateway node `ns`: its kubeconfig pointed at the node's relay of the API server, its IPAM
-/// at the node's relay of the IPAM; returns its pid.
-async fn move_manager(k: &K8sLab, c: &Cluster, ns: &Netns, log: &Path) -> Result<u32, K8sLabError> {
+/// at the node's relay of the IPAM; returns its process.
+async fn move_manager(
+    k: &K8sLab,
+    c: &Cluster,
+    ns: &Netns,
+    log: &Path,
+) -> Result<Proc, K8sLabError> {
     let name = c.name.as_str();
     let kc = k.set.get(name).expect("checked by the caller");
     let was = k
@@ -289,7 +309,7 @@ async fn move_manager(k: &K8sLab, c: &Cluster, ns: &Netns, log: &Path) -> Result
             }
         }
     }
-    Ok(p.pid)
+    Ok(p)
 }
 
 /// The ClusterIP and first port of `svc`.

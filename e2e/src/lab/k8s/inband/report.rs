@@ -64,7 +64,7 @@ pub fn render(record: &[InBand]) -> String {
     for r in record {
         s.push_str(&format!(
             "  {}: in {}: liqo-auth {}, liqo-proxy {} (CONNECT to {} only), \
-             liqo-controller-manager pid {} (moved here: the pid above is the stopped one)\n",
+             liqo-controller-manager pid {} (moved here)\n",
             r.cluster, r.netns, r.auth, r.proxy, r.api_server, r.manager_pid
         ));
     }
