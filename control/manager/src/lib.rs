@@ -1,10 +1,11 @@
 //! The peering controllers of liqo-controller-manager (§1.2–§1.5, §1.7 of the control-plane
 //! spec): the ForeignCluster controller (validation, identity at the peer, ResourceRequest,
-//! peering conditions, NETWORKING from the TunnelEndpoint, and RoleBindings), the CRD
-//! replicator, the ResourceRequest controller (a provider's offers), the ResourceOffer
-//! controller (a consumer's acceptance, with the virtual kubelet behind
-//! [`launcher::Launcher`]), and, given an IPAM, the network manager ([`network`]:
-//! NetworkConfigs, the IPAM exchange through `liqo-peering`, TunnelEndpoints).
+//! peering conditions, NETWORKING from the TunnelEndpoint while the gateway operator's Lease is
+//! fresh ([`gateway_lease`]), and RoleBindings), the CRD replicator, the ResourceRequest
+//! controller (a provider's offers), the ResourceOffer controller (a consumer's acceptance, with
+//! the virtual kubelet behind [`launcher::Launcher`]), and, given an IPAM, the network manager
+//! ([`network`]: NetworkConfigs, the IPAM exchange through `liqo-peering`, TunnelEndpoints). A
+//! shutdown is bounded ([`run::run_bounded`], [`inflight`]).
 //!
 //! Each controller is a pure decision function ([`decide`], [`network::decide`]) plus thin
 //! kube-runtime I/O. It owns those decisions and their writes (server-side apply, field manager
