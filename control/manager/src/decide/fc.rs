@@ -174,9 +174,10 @@ pub fn lease_freshness(
     let age = renewed.duration_until(now);
     let left = SignedDuration::from_secs(secs.into()).saturating_sub(age);
     if left.is_negative() {
-        let ago = age.as_secs();
+        // The renewal time, not its age: the message (and the status) stays the same while
+        // the Lease stays expired, so a resync does not rewrite it.
         return Err(format!(
-            "the gateway operator's Lease {name} was last renewed {ago}s ago (valid for {secs}s): its Connected is not current"
+            "the gateway operator's Lease {name} was last renewed at {renewed:.0} (valid for {secs}s): its Connected is not current"
         ));
     }
     Ok(left.unsigned_abs())

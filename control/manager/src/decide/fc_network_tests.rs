@@ -110,9 +110,16 @@ fn connected_is_established_only_while_the_gateway_lease_is_fresh() {
         (S::Pending, "TunnelEndpointConnecting")
     );
     assert!(c.message.contains("liqo/liqo-gateway"), "{}", c.message);
-    assert!(c.message.contains("73s ago"), "{}", c.message);
+    assert!(
+        c.message.contains("last renewed at 2026-01-01T00:00:00Z"),
+        "{}",
+        c.message
+    );
     assert!(c.message.contains("valid for 40s"), "{}", c.message);
     assert_eq!(recheck, None);
+    // Later, still expired: the same message (no status rewrite per resync).
+    let (later, _) = read_at(Some(fresh()), "2026-01-01T00:05:00Z");
+    assert_eq!(later.message, c.message);
     // No Lease: no gateway operator runs.
     let none = TunnelState::Connected(GatewayLease {
         name: "liqo/liqo-gateway".into(),
