@@ -1,6 +1,6 @@
 //! Prometheus metrics: reconciles and errors per controller, served on `--metrics-listen`.
 
-use std::{net::SocketAddr, sync::Arc};
+use std::sync::Arc;
 
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
@@ -64,22 +64,10 @@ impl Metrics {
         out
     }
 
-    /// Serves `GET /metrics` on an address until the process ends.
-    pub async fn serve(self, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-        let app = axum::Router::new().route(
-            "/metrics",
-            axum::routing::get(move || {
-                let m = self.clone();
-                async move { m.encode() }
-            }),
-        );
-        axum::serve(listener, app).await
+    /// The registry, for [`liqo_daemon::server::spawn_metrics`].
+    pub fn registry(&self) -> Arc<Registry> {
+        self.registry.clone()
     }
-}
-
-/// Binds the metrics address.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
-    tokio::net::TcpListener::bind(addr).await
 }
 
 #[cfg(test)]

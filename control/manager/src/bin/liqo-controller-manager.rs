@@ -17,7 +17,7 @@ use liqo_auth::url::Overrides;
 use liqo_controller_manager::{
     context::{Context, Settings},
     launcher::NoopLauncher,
-    metrics::{self, Metrics},
+    metrics::Metrics,
     network, run,
 };
 
@@ -117,17 +117,9 @@ async fn main() -> anyhow::Result<()> {
         resync: args.resync_period,
     };
     let metrics = Metrics::default();
-    if let Some(addr) = args.metrics_listen {
-        let listener = metrics::bind(addr)
-            .await
-            .with_context(|| format!("--metrics-listen {addr}"))?;
-        let m = metrics.clone();
-        tokio::spawn(async move {
-            if let Err(e) = m.serve(listener).await {
-                tracing::error!(error = %e, "metrics server stopped");
-            }
-        });
-    }
+    liqo_daemon::server::spawn_metrics(args.metrics_listen, metrics.registry())
+        .await
+        .context("--metrics-listen")?;
     tracing::info!(cluster = %local.cluster_id, name = %local.cluster_name, "starting");
     let mut ctx = Context::new(
         client.clone(),
