@@ -196,6 +196,32 @@ pub mod auth {
     pub const CSR_ORGANIZATION: &str = "liqo.io";
 }
 
+// ---- namespace offloading (issue 15; helper OFFLOAD-CORE) ----
+
+/// Namespace offloading: the consumer's NamespaceOffloading controller and the provider's
+/// NamespaceMap controller (upstream `pkg/consts/namespace_mapping.go`).
+pub mod offloading {
+    /// On a local namespace whose pods the webhook mutates (`"true"`): set for the `Remote`
+    /// and `LocalAndRemote` pod strategies, removed for `Local` and on unoffload.
+    pub const SCHEDULING_ENABLED: &str = "liqo.io/scheduling-enabled";
+    /// On a remote namespace and its RoleBinding: `<map namespace>/<map name>` of the
+    /// NamespaceMap copy that asked for it (the provider deletes only what carries it).
+    pub const MANAGED_BY_NAMESPACE_MAP: &str = "liqo.io/managed-by-namespace-map";
+    /// On a remote namespace: the consumer's local namespace name.
+    pub const ORIGINAL_NAME: &str = "liqo.io/original-name";
+    /// On a NamespaceOffloading until its remote namespaces are released.
+    pub const NAMESPACE_OFFLOADING_FINALIZER: &str =
+        "namespaceoffloading-controller.liqo.io/finalizer";
+    /// On the provider's NamespaceMap copy until its remote namespaces are deleted.
+    pub const NAMESPACE_MAP_FINALIZER: &str = "namespacemap-controller.liqo.io/finalizer";
+    /// On a virtual node until its NamespaceMaps are gone.
+    pub const VIRTUAL_NODE_CONTROLLER_FINALIZER: &str = "virtualnode-controller.liqo.io/finalizer";
+    /// The ClusterRole bound to the consumer in each remote namespace.
+    pub const VIRTUAL_KUBELET_REMOTE_CLUSTER_ROLE: &str = "liqo-virtual-kubelet-remote";
+}
+
+// ---- end of namespace offloading ----
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -226,6 +252,12 @@ mod tests {
         finalizers::CRD_REPLICATOR,
         finalizers::VIRTUAL_KUBELET,
         finalizers::VIRTUAL_NODE,
+        offloading::SCHEDULING_ENABLED,
+        offloading::MANAGED_BY_NAMESPACE_MAP,
+        offloading::ORIGINAL_NAME,
+        offloading::NAMESPACE_OFFLOADING_FINALIZER,
+        offloading::NAMESPACE_MAP_FINALIZER,
+        offloading::VIRTUAL_NODE_CONTROLLER_FINALIZER,
     ];
 
     /// A qualified name as Kubernetes checks label keys, annotation keys and finalizers:
@@ -308,6 +340,7 @@ mod tests {
                 net::ROUTE_FINALIZER,
                 net::REFUSED_ANNOTATION,
                 net::REFUSED_SPEC_ANNOTATION,
+                offloading::VIRTUAL_KUBELET_REMOTE_CLUSTER_ROLE,
             ])
             .collect();
         let unique: BTreeSet<&str> = all.iter().copied().collect();
