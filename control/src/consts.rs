@@ -222,6 +222,56 @@ pub mod offloading {
 
 // ---- end of namespace offloading ----
 
+// ---- pod webhook and virtual node (issue 15; helper SEL-WEBHOOK) ----
+
+/// The webhooks of the controller-manager (chart v0.5.4 `templates/webhooks`).
+pub mod webhook {
+    /// The MutatingWebhookConfiguration and the ValidatingWebhookConfiguration (same name).
+    pub const CONFIGURATION: &str = "liqo-webhook";
+    /// The pod mutating webhook, in [`CONFIGURATION`].
+    pub const POD_WEBHOOK: &str = "pod.mutate.liqo.io";
+    /// The NamespaceOffloading validating webhook, in [`CONFIGURATION`].
+    pub const NSOFF_WEBHOOK: &str = "nsoff.validate.liqo.io";
+    /// The pod webhook's path.
+    pub const POD_PATH: &str = "/mutate/pod";
+    /// The NamespaceOffloading webhook's path.
+    pub const NSOFF_PATH: &str = "/validate/namespace-offloading";
+    /// The Secret (Liqo namespace) holding the webhook's CA and serving certificate.
+    pub const CERTS_SECRET: &str = "liqo-webhook-certs";
+}
+
+/// The virtual node's labels and taint (upstream `liqoNodeProvider/setup.go`).
+pub mod virtual_node {
+    /// The taint key of every virtual node (`=true:NoExecute`), tolerated by offloaded pods.
+    pub const NOT_ALLOWED_TAINT: &str = "virtual-node.liqo.io/not-allowed";
+    /// Whether the provider offers storage (`true`/`false`).
+    pub const STORAGE_AVAILABLE: &str = "storage.liqo.io/available";
+    /// Kubernetes' hostname label.
+    pub const HOSTNAME: &str = "kubernetes.io/hostname";
+    /// The node role label (value [`ROLE_AGENT`]).
+    pub const ROLE: &str = "kubernetes.io/role";
+    /// The role of a virtual node.
+    pub const ROLE_AGENT: &str = "agent";
+    /// Kubernetes' OS label (value [`OS_LINUX`]).
+    pub const OS: &str = "kubernetes.io/os";
+    /// The OS label's value.
+    pub const OS_LINUX: &str = "linux";
+    /// `nodeInfo.operatingSystem` of a virtual node.
+    pub const OPERATING_SYSTEM: &str = "Linux";
+    /// Kubernetes' architecture label (value [`ARCH_AMD64`], also `nodeInfo.architecture`).
+    pub const ARCH: &str = "kubernetes.io/arch";
+    /// The architecture a virtual node declares.
+    pub const ARCH_AMD64: &str = "amd64";
+    /// Keeps the node out of external load balancers (`true`).
+    pub const EXCLUDE_FROM_EXTERNAL_LB: &str =
+        "node.kubernetes.io/exclude-from-external-load-balancers";
+    /// The alpha spelling of [`EXCLUDE_FROM_EXTERNAL_LB`] (`true`).
+    pub const EXCLUDE_BALANCER_ALPHA: &str =
+        "alpha.service-controller.kubernetes.io/exclude-balancer";
+}
+
+// ---- end of pod webhook and virtual node ----
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -258,6 +308,14 @@ mod tests {
         offloading::NAMESPACE_OFFLOADING_FINALIZER,
         offloading::NAMESPACE_MAP_FINALIZER,
         offloading::VIRTUAL_NODE_CONTROLLER_FINALIZER,
+        virtual_node::NOT_ALLOWED_TAINT,
+        virtual_node::STORAGE_AVAILABLE,
+        virtual_node::HOSTNAME,
+        virtual_node::ROLE,
+        virtual_node::OS,
+        virtual_node::ARCH,
+        virtual_node::EXCLUDE_FROM_EXTERNAL_LB,
+        virtual_node::EXCLUDE_BALANCER_ALPHA,
     ];
 
     /// A qualified name as Kubernetes checks label keys, annotation keys and finalizers:
@@ -341,6 +399,12 @@ mod tests {
                 net::REFUSED_ANNOTATION,
                 net::REFUSED_SPEC_ANNOTATION,
                 offloading::VIRTUAL_KUBELET_REMOTE_CLUSTER_ROLE,
+                webhook::CONFIGURATION,
+                webhook::POD_WEBHOOK,
+                webhook::NSOFF_WEBHOOK,
+                webhook::POD_PATH,
+                webhook::NSOFF_PATH,
+                webhook::CERTS_SECRET,
             ])
             .collect();
         let unique: BTreeSet<&str> = all.iter().copied().collect();
