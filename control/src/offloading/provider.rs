@@ -59,7 +59,8 @@ pub struct Observed<'a> {
     /// By remote namespace: whether this map's RoleBinding exists there with the right roleRef
     /// and subject.
     pub bindings: &'a BTreeMap<String, bool>,
-    /// Names never created nor deleted (`kube-*`, `default`, Liqo's and tenant namespaces).
+    /// Names never created nor deleted beyond [`is_reserved`]'s (Liqo's own namespace, which
+    /// is configurable).
     pub reserved: &'a BTreeSet<String>,
 }
 
@@ -111,6 +112,19 @@ pub const CONFLICT: &str = "NamespaceConflict";
 /// Event reason: a namespace to release is not this map's (left alone).
 pub const NOT_OURS: &str = "NamespaceNotManaged";
 
+/// Names no consumer may have created or deleted, whatever the map says: `default`,
+/// `kube-*` (`kube-system`, `kube-public`, `kube-node-lease`) and tenant namespaces
+/// (`liqo-tenant-*`).
+pub fn is_reserved(name: &str) -> bool {
+    name == "default"
+        || name.starts_with("kube-")
+        || name.starts_with(crate::consts::objects::TENANT_NAMESPACE_PREFIX)
+}
+
+fn reserved(o: &Observed<'_>, name: &str) -> bool {
+    is_reserved(name) || o.reserved.contains(name)
+}
+
 fn entry(remote: &str, phase: MappingPhase) -> RemoteNamespaceStatus {
     RemoteNamespaceStatus {
         remote_namespace: Some(remote.to_owned()),
@@ -148,7 +162,7 @@ pub fn decide(o: &Observed<'_>) -> Vec<Action> {
         };
         let phase = if let Err(e) = validate_label(remote) {
             backoff(INVALID_NAME, format!("refusing namespace {local:?}: {e}"))
-        } else if o.reserved.contains(remote) {
+        } else if reserved(o, remote) {
             let why = format!("namespace {remote:?} is reserved on this cluster");
             backoff(RESERVED_NAME, why)
         } else {
@@ -207,7 +221,7 @@ fn release(
     events: &mut Vec<Action>,
 ) -> Option<MappingPhase> {
     let ns = o.namespaces.get(remote)?;
-    if ns.managed_by.as_deref() != Some(o.key) || o.reserved.contains(remote) {
+    if ns.managed_by.as_deref() != Some(o.key) || reserved(o, remote) {
         events.push(Action::Event {
             reason: NOT_OURS,
             message: format!(

@@ -18,9 +18,7 @@ impl World {
     fn new() -> Self {
         Self {
             has_finalizer: true,
-            reserved: ["default", "kube-system", "liqo", "liqo-tenant-rome-7881be"]
-                .map(String::from)
-                .into(),
+            reserved: ["liqo".to_owned()].into(),
             ..Self::default()
         }
     }
@@ -184,7 +182,10 @@ fn reserved_and_invalid_names_are_refused() {
     for (remote, reason) in [
         ("default", RESERVED_NAME),
         ("kube-system", RESERVED_NAME),
+        ("kube-node-lease", RESERVED_NAME),
+        ("liqo", RESERVED_NAME),
         ("liqo-tenant-rome-7881be", RESERVED_NAME),
+        ("liqo-tenant-other-123456", RESERVED_NAME),
         ("Bad_Name", INVALID_NAME),
         ("", INVALID_NAME),
     ] {
@@ -331,4 +332,22 @@ fn forged_objects() {
     let other: ClusterId = "4858caa2-7848-4aab-a6b4-6984389bac56".parse().unwrap();
     assert!(!binding_is_right(&rb, &other));
     insta::assert_json_snapshot!((ns, rb));
+}
+
+#[test]
+fn a_reserved_namespace_is_never_deleted_even_if_annotated() {
+    for name in ["default", "kube-system", "liqo", "liqo-tenant-rome-7881be"] {
+        let w = World::new()
+            .ours(name, false, true)
+            .has("x", name, Some(MappingPhase::Accepted));
+        let actions = w.decide();
+        assert!(
+            !actions
+                .iter()
+                .any(|a| matches!(a, Action::DeleteNamespace { .. })),
+            "{name}: {actions:?}"
+        );
+        assert_eq!(actions[0], Action::Status(BTreeMap::new()), "{name}");
+    }
+    assert!(is_reserved("kube-public") && !is_reserved("kubernetes") && !is_reserved("liqo-demo"));
 }
