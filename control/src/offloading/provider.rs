@@ -54,7 +54,9 @@ pub struct Observed<'a> {
     pub deleting: bool,
     /// Whether the map carries the NamespaceMap controller's finalizer.
     pub has_finalizer: bool,
-    /// The namespaces named in `desired` ∪ `current`, by name, when they exist.
+    /// The namespaces named in `desired` ∪ `current`, and every namespace annotated with this
+    /// map's key (listed by `liqo.io/remote-cluster-id=<origin>`, then filtered on the
+    /// annotation), by name.
     pub namespaces: &'a BTreeMap<String, NsView>,
     /// By remote namespace: whether this map's RoleBinding exists there with the right roleRef
     /// and subject.
@@ -132,7 +134,8 @@ fn entry(remote: &str, phase: MappingPhase) -> RemoteNamespaceStatus {
     }
 }
 
-/// The decisions for one map.
+/// The decisions for one map. `RemoveFinalizer` (deleting) waits until `currentMapping` is
+/// empty and no namespace of this map is observed any more.
 pub fn decide(o: &Observed<'_>) -> Vec<Action> {
     let mut actions = Vec::new();
     if !o.deleting && !o.has_finalizer {
@@ -140,11 +143,14 @@ pub fn decide(o: &Observed<'_>) -> Vec<Action> {
     }
     let mut events = Vec::new();
     let mut next = BTreeMap::new();
+    // Remote names this pass accounts for; any other namespace of ours is an orphan.
+    let mut seen: BTreeSet<&str> = BTreeSet::new();
     let locals: BTreeSet<&String> = o.desired.keys().chain(o.current.keys()).collect();
     for local in locals {
         let want = o.desired.get(local).filter(|_| !o.deleting);
         let had = o.current.get(local);
         let had_remote = had.and_then(|h| h.remote_namespace.as_deref());
+        seen.extend(had_remote);
         // A namespace reported under another name is released first.
         if let Some(old) = had_remote.filter(|old| want.is_none_or(|w| w != old))
             && let Some(phase) = release(o, old, &mut actions, &mut events)
@@ -153,6 +159,7 @@ pub fn decide(o: &Observed<'_>) -> Vec<Action> {
             continue;
         }
         let Some(remote) = want else { continue };
+        seen.insert(remote);
         let was_backoff = had.and_then(|h| h.phase) == Some(MappingPhase::CreationLoopBackOff);
         let mut backoff = |reason, message: String| {
             if !was_backoff {
@@ -197,7 +204,21 @@ pub fn decide(o: &Observed<'_>) -> Vec<Action> {
             next.insert(local.clone(), phase);
         }
     }
-    if o.deleting && next.is_empty() {
+    // Ours but named by no entry (asked for, then withdrawn before it was reported).
+    for (name, ns) in o.namespaces {
+        let ours = ns.managed_by.as_deref() == Some(o.key);
+        if ours && !ns.terminating && !seen.contains(name.as_str()) && !reserved(o, name) {
+            actions.push(Action::DeleteNamespace {
+                name: name.clone(),
+                uid: ns.uid.clone(),
+            });
+        }
+    }
+    let any_ours = o
+        .namespaces
+        .iter()
+        .any(|(name, ns)| ns.managed_by.as_deref() == Some(o.key) && !reserved(o, name));
+    if o.deleting && next.is_empty() && !any_ours {
         actions.extend(events);
         if o.has_finalizer {
             actions.push(Action::RemoveFinalizer);

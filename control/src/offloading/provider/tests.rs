@@ -244,9 +244,14 @@ fn no_longer_desired_is_deleted_with_its_uid() {
     // Gone: the entry is dropped.
     let w = World::new().has("demo", "demo", Some(MappingPhase::Terminating));
     assert_eq!(w.decide(), [Action::Status(BTreeMap::new())]);
-    // A namespace deleted before it was ever reported (desired removed while creating).
+    // Withdrawn before it was ever reported (created, not yet bound): still deleted.
     let w = World::new().ours("demo", false, false);
-    assert_eq!(w.decide(), []);
+    let delete = Action::DeleteNamespace {
+        name: "demo".into(),
+        uid: "uid-demo".into(),
+    };
+    assert_eq!(w.decide(), [delete]);
+    assert_eq!(World::new().ours("demo", true, false).decide(), []);
 }
 
 #[test]
@@ -312,6 +317,18 @@ fn deleting_map_releases_everything_then_its_finalizer() {
     ));
     assert_eq!(actions.len(), 3);
     assert!(!actions.contains(&Action::RemoveFinalizer));
+    // Entries gone but a namespace of ours still observed (never reported): deleted, and the
+    // finalizer waits for it.
+    let mut w = World::new().want("a", "a").ours("a", false, false);
+    w.deleting = true;
+    let delete = Action::DeleteNamespace {
+        name: "a".into(),
+        uid: "uid-a".into(),
+    };
+    assert_eq!(w.decide(), [delete]);
+    let mut w = World::new().ours("a", true, false);
+    w.deleting = true;
+    assert_eq!(w.decide(), []);
     // Everything gone: the finalizer goes, no status write (the object is going).
     let mut w = World::new()
         .want("a", "a")
