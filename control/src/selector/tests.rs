@@ -1,3 +1,5 @@
+//! The selector semantics, validation, kubectl parsing and merge, against hand-checked cases.
+
 use serde_json::json;
 
 use super::*;
