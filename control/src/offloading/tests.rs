@@ -1,3 +1,6 @@
+//! Tests of the remote namespace name (`remote_namespace`): both strategies and the
+//! 63-character limit.
+
 use super::*;
 
 fn cluster(id: &str, name: &str) -> ClusterIdentity {

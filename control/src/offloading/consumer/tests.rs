@@ -1,3 +1,6 @@
+//! Fixtures for the NamespaceOffloading controller's decisions (peers milan/center and
+//! turin/south, as in the seed); the cases are in `cases.rs`.
+
 use std::fmt::Write;
 
 use k8s_openapi::{

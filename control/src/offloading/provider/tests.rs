@@ -1,3 +1,6 @@
+//! Tests of the provider's NamespaceMap decisions, one per rule, and of the forged Namespace and
+//! RoleBinding (insta).
+
 use super::*;
 
 const KEY: &str = "liqo-tenant-rome-7881be/turin-539f8b";

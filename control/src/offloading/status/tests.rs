@@ -1,3 +1,6 @@
+//! Tests of the NamespaceOffloading status: the seed's example reproduced exactly, the condition
+//! table, the phase table, lastTransitionTime, deletion.
+
 use std::fmt::Write;
 
 use k8s_openapi::jiff::Timestamp;
