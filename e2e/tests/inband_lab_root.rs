@@ -216,7 +216,14 @@ fn managers_of(prefix: &str) -> Vec<u32> {
         let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
         let ours = environ.split(|b| *b == 0).any(|v| {
             let v = String::from_utf8_lossy(v);
-            v.starts_with("KUBECONFIG=") && v.contains(prefix)
+            // A path component that is the prefix itself or starts with it and a separator
+            // (`lkib1` must not match another run's `lkib12`).
+            v.strip_prefix("KUBECONFIG=").is_some_and(|path| {
+                path.split('/').any(|c| {
+                    c.strip_prefix(prefix)
+                        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-']))
+                })
+            })
         });
         if program.ends_with(b"liqo-controller-manager") && ours {
             out.push(pid);

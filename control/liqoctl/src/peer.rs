@@ -111,9 +111,9 @@ pub struct Reach<'a> {
 }
 
 /// The server-side apply body of a ForeignCluster, for `peer out-of-band` and `peer in-band`:
-/// the identity, the URLs and outgoing as given; incoming kept from `existing`, else `Auto`;
-/// `insecureSkipTLSVerify` kept, else `true` (the auth service's certificate is self-signed,
-/// and in-band its address is a mapped one). In-band (a proxy URL) also sets networking `Yes`:
+/// the cluster ID, the URLs and outgoing as given; the cluster name (else `peer`'s), incoming
+/// (else `Auto`) and `insecureSkipTLSVerify` (else `true`: the auth service's certificate is
+/// self-signed, and in-band its address is a mapped one) kept from `existing`. In-band (a proxy URL) also sets networking `Yes`:
 /// the API traffic needs the tunnel.
 pub fn foreign_cluster_apply(
     name: &str,
@@ -122,6 +122,12 @@ pub fn foreign_cluster_apply(
     outgoing: PeeringEnabled,
     existing: Option<&ForeignClusterSpec>,
 ) -> serde_json::Value {
+    let peer = ClusterIdentity {
+        cluster_id: peer.cluster_id.clone(),
+        cluster_name: existing
+            .map_or(&peer.cluster_name, |s| &s.cluster_identity.cluster_name)
+            .clone(),
+    };
     let incoming = existing.map_or(PeeringEnabled::Auto, |s| s.incoming_peering_enabled);
     let insecure = existing.is_none_or(|s| s.insecure_skip_tls_verify);
     let mut body = json!({
@@ -213,12 +219,9 @@ pub async fn out_of_band(client: &Client, ns: &str, args: &OutOfBand<'_>) -> Res
         );
     }
     let spec = existing.as_ref().map(|fc| &fc.spec);
-    // The cluster name is kept from an existing ForeignCluster.
     let peer = ClusterIdentity {
         cluster_id: args.cluster_id.clone(),
-        cluster_name: spec
-            .map_or(args.name, |s| &s.cluster_identity.cluster_name)
-            .clone(),
+        cluster_name: args.name.clone(),
     };
     let reach = Reach {
         auth_url: args.auth_url.as_str(),

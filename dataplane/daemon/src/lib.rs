@@ -1,5 +1,6 @@
 //! The daemons' shared runtime, used by `liqo-gateway run`, `liqo-overlay run` and
-//! `liqo-ipam serve` alike.
+//! `liqo-ipam serve` alike; the Kubernetes components (controller-manager, operators) use its
+//! logging and its metrics-only server ([`server::spawn_metrics`]).
 //!
 //! It owns, once for every daemon:
 //! - the config source ([`source::ConfigFile`]): a watched file (inotify on its directory, so an

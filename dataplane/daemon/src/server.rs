@@ -25,6 +25,15 @@ pub enum ServerError {
         #[source]
         source: io::Error,
     },
+    /// Binding the address of [`spawn_metrics`].
+    #[error("binding {addr} for /metrics")]
+    MetricsBind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
     /// Serving failed.
     #[error("serving /status and /metrics on {addr}")]
     Serve {
@@ -100,7 +109,10 @@ pub async fn spawn_metrics(
     registry: Arc<Registry>,
 ) -> Result<Option<SocketAddr>, ServerError> {
     let Some(addr) = addr else { return Ok(None) };
-    let StatusServer { listener, addr } = StatusServer::bind(addr).await?;
+    // A pod serves its metrics on every address (0.0.0.0): no warning here, unlike /status.
+    let bind = |source| ServerError::MetricsBind { addr, source };
+    let listener = TcpListener::bind(addr).await.map_err(bind)?;
+    let addr = listener.local_addr().map_err(bind)?;
     let app = axum::Router::new().route(
         "/metrics",
         get(move || {
@@ -109,9 +121,8 @@ pub async fn spawn_metrics(
         }),
     );
     tokio::spawn(async move {
-        if let Err(source) = axum::serve(listener, app).await {
-            let e = ServerError::Serve { addr, source };
-            tracing::error!(error = %e, "the metrics server stopped");
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::error!(error = %e, %addr, "the metrics server stopped");
         }
     });
     Ok(Some(addr))
@@ -228,6 +239,10 @@ mod tests {
         .unwrap();
         assert!(metrics.contains("m_n 3"), "{metrics}");
         assert!(status.starts_with("HTTP/1.1 404"), "{status}");
+        // A busy address is named as the metrics' own.
+        let e = spawn_metrics(Some(addr), Arc::default()).await.unwrap_err();
+        assert!(matches!(e, ServerError::MetricsBind { .. }), "{e}");
+        assert_eq!(e.to_string(), format!("binding {addr} for /metrics"));
     }
 
     #[tokio::test]

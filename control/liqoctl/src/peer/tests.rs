@@ -3,12 +3,10 @@ use super::*;
 const ID: &str = "b07938e3-d241-460c-a77b-e286c0f733c7";
 
 fn body(existing: Option<&ForeignClusterSpec>) -> serde_json::Value {
-    // What `peer out-of-band` gives: the existing cluster name kept, outgoing Yes.
+    // What `peer out-of-band` gives: the name asked, outgoing Yes.
     let peer = ClusterIdentity {
         cluster_id: ID.parse().unwrap(),
-        cluster_name: existing.map_or("milan".parse().unwrap(), |s| {
-            s.cluster_identity.cluster_name.clone()
-        }),
+        cluster_name: "milan".parse().unwrap(),
     };
     let reach = Reach {
         auth_url: "https://10.0.0.1:31443",

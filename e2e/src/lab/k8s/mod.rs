@@ -203,9 +203,9 @@ async fn up_mode(
     let lab = super::build::up_with(prefix.clone(), topology, false).await?;
     let up = async {
         let (set, liqo) = bring_up(&lab, &bins, opts, in_band).await?;
-        let k = K8sLab { lab, set, liqo };
+        let mut k = K8sLab { lab, set, liqo };
         if in_band {
-            inband::setup(&k).await?;
+            inband::setup(&mut k).await?;
         }
         Ok::<_, K8sLabError>(k)
     };

@@ -81,7 +81,8 @@ pub struct InBand {
 }
 
 /// Makes every cluster of `k` reachable only in-band (see the module doc) and records it.
-pub async fn setup(k: &K8sLab) -> Result<Vec<InBand>, K8sLabError> {
+/// `k.liqo` (and `liqo.json`) then name the moved controller-managers.
+pub async fn setup(k: &mut K8sLab) -> Result<Vec<InBand>, K8sLabError> {
     let mut out = Vec::new();
     let mut liqo = k.liqo.clone();
     for c in &k.lab.topology.clusters {
@@ -100,6 +101,7 @@ pub async fn setup(k: &K8sLab) -> Result<Vec<InBand>, K8sLabError> {
     }
     crate::liqo::save(&k.set, &liqo)
         .map_err(|e| K8sLabError::lab("recording the moved controller-managers", e))?;
+    k.liqo = liqo;
     let text = serde_json::to_string_pretty(&out)
         .map_err(|e| K8sLabError::lab("encoding the in-band record", e))?;
     crate::lab::state::write_atomic(&report::record(&k.lab.prefix), &text)?;
@@ -256,12 +258,9 @@ async fn move_manager(
         ));
     }
     let moved_path = own.with_file_name("inband-controller-manager.kubeconfig");
-    crate::lab::state::write_atomic(&moved_path, &moved)?;
-    std::fs::set_permissions(
-        &moved_path,
-        std::os::unix::fs::PermissionsExt::from_mode(0o600),
-    )
-    .map_err(|e| K8sLabError::lab(format!("securing {}", moved_path.display()), e))?;
+    // It holds the ServiceAccount's token: 0600 from its creation.
+    k8s::write_file(&moved_path, &moved, true)
+        .map_err(|e| K8sLabError::lab(format!("writing {}", moved_path.display()), e))?;
     let mut args = command.args.clone();
     match args.iter().position(|a| a == "--ipam-address") {
         Some(i) if i + 1 < args.len() => args[i + 1] = format!("http://{IPAM_LISTEN}").into(),
