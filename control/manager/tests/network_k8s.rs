@@ -153,17 +153,7 @@ async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly(
         "NETWORKING Established on rome, Error on milan",
         || async {
             fc_conditions(&rome.client, "milan", &[(T::NetworkStatus, S::Established)]).await?;
-            let fc = Api::<ForeignCluster>::all(milan.client.clone())
-                .get("rome")
-                .await
-                .map_err(|e| e.to_string())?;
-            let c = fc
-                .status
-                .unwrap_or_default()
-                .peering_conditions
-                .into_iter()
-                .find(|c| c.type_ == T::NetworkStatus)
-                .ok_or("no NetworkStatus")?;
+            let c = network_condition(&milan.client, "rome").await?;
             match (c.status, c.reason.as_deref(), c.message.as_deref()) {
                 (S::None, Some("TunnelEndpointError"), Some("gateway refused the peer: test")) => {
                     Ok(())
@@ -197,7 +187,10 @@ async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly(
         || async {
             let (status, message) = networking(&rome.client, "milan").await?;
             match status {
-                S::Pending if message.contains("liqo/liqo-gateway") && message.contains("ago") => {
+                S::Pending
+                    if message.contains("liqo/liqo-gateway")
+                        && message.contains("last renewed at") =>
+                {
                     Ok(())
                 }
                 other => Err(format!("{other:?}: {message}")),
@@ -216,6 +209,26 @@ async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly(
     );
     let (_, message) = networking(&rome.client, "milan").await.unwrap();
     eprintln!("NETWORKING message: {message}");
+    // While the Lease stays stale the status does not churn: read more than one resync (10 s)
+    // apart, the ForeignCluster is the same object (same resourceVersion, same message).
+    let version = |c: kube::Client| async move {
+        Api::<ForeignCluster>::all(c)
+            .get("milan")
+            .await
+            .unwrap()
+            .metadata
+            .resource_version
+            .expect("a resourceVersion")
+    };
+    let before = version(rome.client.clone()).await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let after = version(rome.client.clone()).await;
+    let (status, again) = networking(&rome.client, "milan").await.unwrap();
+    assert_eq!((status, &again), (S::Pending, &message));
+    assert_eq!(
+        before, after,
+        "the ForeignCluster was rewritten while its Lease stayed stale"
+    );
     // Still Connected in the TunnelEndpoint: only the Lease changed NETWORKING.
     let conn = tep(&rome.client, &rome_ns, &rome_tep)
         .await
@@ -345,18 +358,26 @@ impl Drop for Renewer {
     }
 }
 
-/// NETWORKING of a ForeignCluster: status and message.
-async fn networking(c: &kube::Client, fc: &str) -> Result<(S, String), String> {
+/// NETWORKING of a ForeignCluster.
+async fn network_condition(
+    c: &kube::Client,
+    fc: &str,
+) -> Result<control::api::discovery::PeeringCondition, String> {
     let fc = Api::<ForeignCluster>::all(c.clone())
         .get(fc)
         .await
         .map_err(|e| e.to_string())?;
-    let c = fc
+    Ok(fc
         .status
         .unwrap_or_default()
         .peering_conditions
         .into_iter()
         .find(|c| c.type_ == T::NetworkStatus)
-        .ok_or("no NetworkStatus")?;
+        .ok_or("no NetworkStatus")?)
+}
+
+/// NETWORKING of a ForeignCluster: status and message.
+async fn networking(c: &kube::Client, fc: &str) -> Result<(S, String), String> {
+    let c = network_condition(c, fc).await?;
     Ok((c.status, c.message.unwrap_or_default()))
 }
