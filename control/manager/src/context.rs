@@ -69,6 +69,8 @@ pub struct Context {
     pub metrics: Metrics,
     /// The network manager (`None` without `--ipam-address`: then no network is built).
     pub network: Option<Arc<crate::network::Manager>>,
+    /// When we last saw the gateway Lease renewed (our clock).
+    pub gateway_lease: crate::gateway_lease::SharedObservations,
     /// Each peer's last refused (or unanswered) identity request.
     pub auth_failures:
         std::sync::Mutex<std::collections::HashMap<control::api::ClusterId, AuthFailure>>,
@@ -111,6 +113,7 @@ impl Context {
             settings,
             local,
             peers: Peers::default(),
+            gateway_lease: Default::default(),
             auth_secure: AuthClient::new(false),
             auth_insecure: AuthClient::new(true),
             launcher,

@@ -439,7 +439,13 @@ async fn observe(
         .await?
         .filter(|o| is(o, labels::REPLICATION, values::TRUE));
     let vk = |o: ResourceOffer| o.status.unwrap_or_default().virtual_kubelet_status;
-    let tunnel = tunnel_state(ctx, tenant, peer).await?;
+    let tunnel = crate::fc_network::tunnel_state(ctx, tenant, peer).await?;
+    let own_refused = match tunnel {
+        None | Some(TunnelState::Connecting) => {
+            crate::fc_network::own_refused(ctx, tenant, peer).await?
+        }
+        _ => None,
+    };
     Ok(Observed {
         deleting: fc.meta().deletion_timestamp.is_some(),
         outgoing_enabled: fc.spec.outgoing_peering_enabled,
@@ -450,43 +456,9 @@ async fn observe(
         offer_to_peer: offer_to_peer.map(vk),
         bound: BTreeSet::new(),
         tunnel,
+        own_refused,
         now,
     })
-}
-
-/// Our TunnelEndpoint's connection (the network manager's object, labelled with the peer).
-async fn tunnel_state(
-    ctx: &Context,
-    tenant: &str,
-    peer: &control::api::discovery::ClusterIdentity,
-) -> Result<Option<TunnelState>, Error> {
-    use control::api::net::{ConnectionStatus, TunnelEndpoint};
-    let name = crate::network::tunnel_name(peer);
-    let tep = Api::<TunnelEndpoint>::namespaced(ctx.client.clone(), tenant)
-        .get_opt(&name)
-        .await
-        .map_err(kerr(format!("get TunnelEndpoint {tenant}/{name}")))?
-        .filter(|t| {
-            is(
-                t,
-                control::consts::net::TEP_CLUSTER_ID_LABEL,
-                peer.cluster_id.as_str(),
-            )
-        });
-    let Some(t) = tep else {
-        return Ok(None);
-    };
-    if t.metadata.deletion_timestamp.is_some() {
-        return Ok(Some(TunnelState::Deleting));
-    }
-    let c = t.status.and_then(|s| s.connection).unwrap_or_default();
-    Ok(Some(match c.status {
-        Some(ConnectionStatus::Connected) => {
-            TunnelState::Connected(crate::gateway_lease::read(ctx).await?)
-        }
-        Some(ConnectionStatus::Error) => TunnelState::Error(c.status_message.unwrap_or_default()),
-        Some(ConnectionStatus::Connecting) | None => TunnelState::Connecting,
-    }))
 }
 
 /// Our ResourceRequest to the peer; `withdrawal` stamps `spec.withdrawalTimestamp`.

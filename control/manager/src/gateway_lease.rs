@@ -3,8 +3,13 @@
 //! only while it is fresh, [`crate::decide::fc::network`]), and watched so that a renewal after
 //! an expiry is noticed at once (its expiry is the controller's requeue).
 
+use std::sync::{Arc, Mutex};
+
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::{
+    api::coordination::v1::{Lease, LeaseSpec},
+    jiff::Timestamp,
+};
 use kube::{
     Api, Client,
     runtime::{WatchStreamExt, watcher},
@@ -13,42 +18,96 @@ use kube::{
 use crate::{
     context::{Context, now},
     decide::fc::{GatewayLease, LeaseTimes},
-    error::{Error, kube as kerr},
 };
 
-/// The gateway operator's Lease in the Liqo namespace (read only beside a Connected
-/// TunnelEndpoint: it says whether that Connected is current).
-pub async fn read(ctx: &Context) -> Result<GatewayLease, Error> {
-    use control::consts::net::GATEWAY_LEASE;
-    let ns = &ctx.settings.namespace;
-    let name = format!("{ns}/{GATEWAY_LEASE}");
-    let lease = Api::<Lease>::namespaced(ctx.client.clone(), ns)
-        .get_opt(GATEWAY_LEASE)
-        .await
-        .map_err(kerr(format!("get Lease {name}")))?;
-    Ok(of(ns, lease.as_ref()))
+/// When we last saw the gateway Lease renewed, on OUR clock (as client-go's leader election
+/// records `observedTime`): its `renewTime` is the holder's clock, which may be skewed. Fed by
+/// the watch ([`returns`]) and by each read ([`read`]).
+#[derive(Debug, Default)]
+pub struct Observations {
+    /// The last spec seen and our time when it was first seen so.
+    last: Option<(LeaseSpec, Timestamp)>,
 }
 
-/// The gateway Lease `liqo-gateway` in `ns` as read (`None`: there is none).
-pub fn of(ns: &str, lease: Option<&Lease>) -> GatewayLease {
+/// Shared by the watch and the ForeignCluster controller.
+pub type SharedObservations = Arc<Mutex<Observations>>;
+
+impl Observations {
+    /// Records the Lease as seen at `now` (`None`: there is none); returns our time when its
+    /// spec was last seen to change (`now` if it just did, or on first sight).
+    pub fn see(&mut self, lease: Option<&Lease>, now: Timestamp) -> Option<Timestamp> {
+        let Some(lease) = lease else {
+            self.last = None;
+            return None;
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        match &self.last {
+            Some((seen, at)) if *seen == spec => Some(*at),
+            _ => {
+                self.last = Some((spec, now));
+                Some(now)
+            }
+        }
+    }
+
+    /// Our time when the last spec seen was first seen.
+    pub fn observed(&self) -> Option<Timestamp> {
+        self.last.as_ref().map(|(_, at)| *at)
+    }
+}
+
+fn lock(seen: &Mutex<Observations>) -> std::sync::MutexGuard<'_, Observations> {
+    // A panic while holding the lock leaves a consistent value (whole replacements only).
+    seen.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The gateway operator's Lease in the Liqo namespace (read only beside a Connected
+/// TunnelEndpoint: it says whether that Connected is current). A read error is part of the
+/// answer (NETWORKING says it), not a failure of the reconcile.
+pub async fn read(ctx: &Context) -> GatewayLease {
+    use control::consts::net::GATEWAY_LEASE;
+    let ns = &ctx.settings.namespace;
+    match Api::<Lease>::namespaced(ctx.client.clone(), ns)
+        .get_opt(GATEWAY_LEASE)
+        .await
+    {
+        Ok(lease) => {
+            let observed = lock(&ctx.gateway_lease).see(lease.as_ref(), now().0);
+            of(ns, lease.as_ref(), observed.unwrap_or(now().0))
+        }
+        Err(e) => GatewayLease {
+            name: format!("{ns}/{GATEWAY_LEASE}"),
+            held: Err(e.to_string()),
+        },
+    }
+}
+
+/// The gateway Lease `liqo-gateway` in `ns` as read (`None`: there is none), last seen
+/// renewed at `observed` (our clock).
+pub fn of(ns: &str, lease: Option<&Lease>, observed: Timestamp) -> GatewayLease {
     let held = lease.map(|l| {
         let spec = l.spec.clone().unwrap_or_default();
         LeaseTimes {
             renewed: spec.renew_time.map(|t| t.0),
             duration_secs: spec.lease_duration_seconds,
+            observed,
         }
     });
     GatewayLease {
         name: format!("{ns}/{}", control::consts::net::GATEWAY_LEASE),
-        held,
+        held: Ok(held),
     }
 }
 
 /// Events of the gateway operator's Lease that may make a stale `Connected` current again:
 /// one `()` when it appears, goes, changes holder, or is renewed after it had expired (a
 /// renewal of a fresh Lease, every few seconds, changes nothing NETWORKING says; its expiry
-/// is the ForeignCluster controller's requeue).
-pub fn returns(client: &Client, ns: &str) -> impl Stream<Item = ()> + Send + 'static {
+/// is the ForeignCluster controller's requeue). Each event is recorded in `seen`.
+pub fn returns(
+    client: &Client,
+    ns: &str,
+    seen: SharedObservations,
+) -> impl Stream<Item = ()> + Send + 'static {
     use control::consts::net::GATEWAY_LEASE;
     let api: Api<Lease> = Api::namespaced(client.clone(), ns);
     let config = watcher::Config::default().fields(&format!("metadata.name={GATEWAY_LEASE}"));
@@ -66,8 +125,15 @@ pub fn returns(client: &Client, ns: &str) -> impl Stream<Item = ()> + Send + 'st
                 }
             };
             let fire = current.map(|cur| {
+                let at = now().0;
+                let observed = {
+                    let mut seen = lock(&seen);
+                    let before = seen.observed();
+                    seen.see(cur.as_ref(), at);
+                    before
+                };
                 let before = last.replace(cur.clone());
-                returned(&ns, before.as_ref(), cur.as_ref(), now().0)
+                returned(&ns, before.as_ref(), cur.as_ref(), observed, at)
             });
             futures::future::ready(Some(fire))
         })
@@ -76,12 +142,14 @@ pub fn returns(client: &Client, ns: &str) -> impl Stream<Item = ()> + Send + 'st
 
 /// Whether a Lease event (`before` → `now_seen`, `None`: absent; `before` `None`: the first
 /// seen) may change NETWORKING: the first, an appearance or a removal, a new holder, or any
-/// change of a Lease that had expired (judged as [`crate::decide::fc::lease_freshness`] does).
+/// change of a Lease that had expired at `now` (judged as [`crate::decide::fc::lease_freshness`]
+/// does, `observed`: our time when `before` was last seen renewed).
 pub fn returned(
     ns: &str,
     before: Option<&Option<Lease>>,
     now_seen: Option<&Lease>,
-    now: k8s_openapi::jiff::Timestamp,
+    observed: Option<Timestamp>,
+    now: Timestamp,
 ) -> bool {
     let Some(before) = before else {
         return true;
@@ -91,7 +159,8 @@ pub fn returned(
         (None, None) => false,
         (None, Some(_)) | (Some(_), None) => true,
         (Some(b), Some(n)) => {
-            let expired = crate::decide::fc::lease_freshness(&of(ns, Some(b)), now).is_err();
+            let was = of(ns, Some(b), observed.unwrap_or(now));
+            let expired = crate::decide::fc::lease_freshness(&was, now).is_err();
             holder(b) != holder(n) || (expired && b.spec != n.spec)
         }
     }
@@ -111,23 +180,66 @@ mod tests {
 
     #[test]
     fn only_lease_events_that_may_change_networking_wake_the_foreign_clusters() {
-        let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        let t = |s: &str| -> Timestamp { s.parse().unwrap() };
+        let now = t("2026-01-01T00:01:00Z");
         let fresh = lease("n0", "2026-01-01T00:00:50.000000Z");
         let renewed = lease("n0", "2026-01-01T00:01:00.000000Z");
         let stale = lease("n0", "2026-01-01T00:00:10.000000Z");
         let moved = lease("n1", "2026-01-01T00:01:00.000000Z");
-        let r = |b: Option<Option<Lease>>, n: Option<&Lease>| returned("liqo", b.as_ref(), n, now);
+        // `before` last seen renewed 10 s ago (fresh) or 50 s ago (expired: valid 40 s).
+        let (recent, old) = (
+            Some(t("2026-01-01T00:00:50Z")),
+            Some(t("2026-01-01T00:00:10Z")),
+        );
+        let r = |b: Option<Option<Lease>>, n: Option<&Lease>, seen: Option<Timestamp>| {
+            returned("liqo", b.as_ref(), n, seen, now)
+        };
         // The renewal of a fresh Lease: nothing.
-        assert!(!r(Some(Some(fresh.clone())), Some(&renewed)));
+        assert!(!r(Some(Some(fresh.clone())), Some(&renewed), recent));
         // The renewal of an expired one: its Connected is current again.
-        assert!(r(Some(Some(stale.clone())), Some(&renewed)));
+        assert!(r(Some(Some(stale.clone())), Some(&renewed), old));
+        // Expiry is judged by when WE saw it renewed, not by its renewTime: a renewTime far
+        // in the past (the holder's clock behind ours) seen renewing 10 s ago is fresh...
+        assert!(!r(Some(Some(stale.clone())), Some(&renewed), recent));
+        // ... and one stamped "now" but not seen to change for 50 s has expired.
+        assert!(r(Some(Some(fresh.clone())), Some(&renewed), old));
         // A new holder, an appearance, a removal, the first seen.
-        assert!(r(Some(Some(fresh.clone())), Some(&moved)));
-        assert!(r(Some(None), Some(&renewed)));
-        assert!(r(Some(Some(fresh)), None));
-        assert!(r(None, Some(&stale)));
-        assert!(!r(Some(None), None));
+        assert!(r(Some(Some(fresh.clone())), Some(&moved), recent));
+        assert!(r(Some(None), Some(&renewed), None));
+        assert!(r(Some(Some(fresh)), None, recent));
+        assert!(r(None, Some(&stale), None));
+        assert!(!r(Some(None), None, None));
         // The same expired Lease seen again (a relist): nothing.
-        assert!(!r(Some(Some(stale.clone())), Some(&stale)));
+        assert!(!r(Some(Some(stale.clone())), Some(&stale), old));
+    }
+
+    #[test]
+    fn a_lease_is_observed_renewed_when_its_spec_changes_on_our_clock() {
+        let t = |s: &str| -> Timestamp { s.parse().unwrap() };
+        let mut seen = Observations::default();
+        // First sight: now (fresh for one duration after a start), whatever its renewTime.
+        let a = lease("n0", "2020-01-01T00:00:00.000000Z");
+        assert_eq!(
+            seen.see(Some(&a), t("2026-01-01T00:00:00Z")),
+            Some(t("2026-01-01T00:00:00Z"))
+        );
+        // Seen again unchanged: still when first seen.
+        assert_eq!(
+            seen.see(Some(&a), t("2026-01-01T00:00:30Z")),
+            Some(t("2026-01-01T00:00:00Z"))
+        );
+        // Renewed (even to a renewTime in the future by skew): now.
+        let b = lease("n0", "2030-01-01T00:00:00.000000Z");
+        assert_eq!(
+            seen.see(Some(&b), t("2026-01-01T00:00:35Z")),
+            Some(t("2026-01-01T00:00:35Z"))
+        );
+        assert_eq!(seen.observed(), Some(t("2026-01-01T00:00:35Z")));
+        // Gone, then back: first sight again.
+        assert_eq!(seen.see(None, t("2026-01-01T00:00:40Z")), None);
+        assert_eq!(
+            seen.see(Some(&b), t("2026-01-01T00:00:45Z")),
+            Some(t("2026-01-01T00:00:45Z"))
+        );
     }
 }

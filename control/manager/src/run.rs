@@ -132,7 +132,12 @@ pub fn controllers(
         // NETWORKING follows the TunnelEndpoints...
         events::<TunnelEndpoint>(&client, None).boxed(),
         // ... while the gateway Lease is fresh: its expiry is a requeue, its return an event.
-        crate::gateway_lease::returns(&client, &ctx.settings.namespace).boxed(),
+        crate::gateway_lease::returns(
+            &client,
+            &ctx.settings.namespace,
+            ctx.gateway_lease.clone(),
+        )
+        .boxed(),
     ]);
     let fc_controller = Controller::new(fcs(), watcher::Config::default())
         .with_config(config.clone())

@@ -106,6 +106,8 @@ pub struct Observed {
     pub bound: BTreeSet<RoleSet>,
     /// Our TunnelEndpoint for the peer (the network manager's), if any.
     pub tunnel: Option<TunnelState>,
+    /// The peer refused our NetworkConfig.
+    pub own_refused: Option<OwnRefused>,
     /// Now (the gateway Lease's freshness is judged at this time).
     pub now: Timestamp,
 }
@@ -131,17 +133,22 @@ pub enum TunnelState {
 pub struct GatewayLease {
     /// `<namespace>/<name>`, for the message.
     pub name: String,
-    /// Its renewal, `None` when there is no Lease.
-    pub held: Option<LeaseTimes>,
+    /// Its renewal (`Ok(None)`: there is no Lease; `Err`: it could not be read, why).
+    pub held: Result<Option<LeaseTimes>, String>,
 }
 
-/// When a Lease was last renewed and for how long.
+/// When a Lease was last renewed and for how long. Its freshness is judged as client-go's
+/// leader election does, on OUR clock: by when we last saw it change (`observed`), never by
+/// its `renewTime` (written with the gateway node's clock, which may be skewed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LeaseTimes {
-    /// `spec.renewTime`.
+    /// `spec.renewTime` (the holder's clock: only for the message).
     pub renewed: Option<Timestamp>,
     /// `spec.leaseDurationSeconds`.
     pub duration_secs: Option<i32>,
+    /// Our time when its spec (its renewal) was last seen to change; the first time we saw it
+    /// after a start.
+    pub observed: Timestamp,
 }
 
 /// NETWORKING's message while the TunnelEndpoint is being deleted.
@@ -156,14 +163,17 @@ pub struct Networking {
     pub recheck: Option<std::time::Duration>,
 }
 
-/// Whether a Lease is fresh at `now` (`Ok`: how long it stays so) or why not (`Err`).
+/// Whether a Lease is fresh at `now` (`Ok`: how long it stays so) or why not (`Err`): fresh
+/// until `leaseDurationSeconds` after we last saw it renewed (both times ours).
 pub fn lease_freshness(
     lease: &GatewayLease,
     now: Timestamp,
 ) -> Result<std::time::Duration, String> {
     let name = &lease.name;
-    let Some(held) = lease.held else {
-        return Err(format!("no Lease {name}: no gateway operator runs"));
+    let held = match &lease.held {
+        Err(e) => return Err(format!("cannot read Lease {name}: {e}")),
+        Ok(None) => return Err(format!("no Lease {name}: no gateway operator runs")),
+        Ok(Some(held)) => held,
     };
     let Some(renewed) = held.renewed else {
         return Err(format!("the Lease {name} was never renewed (no renewTime)"));
@@ -171,8 +181,8 @@ pub fn lease_freshness(
     let Some(secs) = held.duration_secs.filter(|s| *s > 0) else {
         return Err(format!("the Lease {name} has no leaseDurationSeconds"));
     };
-    let age = renewed.duration_until(now);
-    let left = SignedDuration::from_secs(secs.into()).saturating_sub(age);
+    let since = held.observed.duration_until(now);
+    let left = SignedDuration::from_secs(secs.into()).saturating_sub(since);
     if left.is_negative() {
         // The renewal time, not its age: the message (and the status) stays the same while
         // the Lease stays expired, so a resync does not rewrite it.
@@ -183,17 +193,37 @@ pub fn lease_freshness(
     Ok(left.unsigned_abs())
 }
 
+/// The peer refused our NetworkConfig (its `status.refused`, copied back by the replicator).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnRefused {
+    /// The peer's cluster name.
+    pub peer: String,
+    /// Its message, naming the bad field.
+    pub why: String,
+}
+
 /// NETWORKING from our TunnelEndpoint at `now`: missing → `None/TunnelEndpointNotFound`;
 /// connecting → `Pending`; connected → `Established` while the gateway operator's Lease is
 /// fresh (rechecked when it expires), else `Pending` saying why; an error →
 /// `None/TunnelEndpointError` with its message; being deleted → `Pending` saying so.
-pub fn network(tunnel: Option<&TunnelState>, now: Timestamp) -> Networking {
+/// While there is no tunnel (none, or connecting), a refusal of our NetworkConfig by the
+/// peer is the message ("milan refused our NetworkConfig: spec.podCIDR: ...").
+pub fn network(
+    tunnel: Option<&TunnelState>,
+    refused: Option<&OwnRefused>,
+    now: Timestamp,
+) -> Networking {
+    let refusal = |n: Network| match refused {
+        Some(r) => Condition::Network(n)
+            .with_message(format!("{} refused our NetworkConfig: {}", r.peer, r.why)),
+        None => Condition::Network(n).into(),
+    };
     let condition = match tunnel {
         Some(TunnelState::Deleting) => {
             Condition::Network(Network::Connecting).with_message(TUNNEL_DELETING)
         }
-        None => Condition::Network(Network::NotFound).into(),
-        Some(TunnelState::Connecting) => Condition::Network(Network::Connecting).into(),
+        None => refusal(Network::NotFound),
+        Some(TunnelState::Connecting) => refusal(Network::Connecting),
         Some(TunnelState::Connected(lease)) => {
             return match lease_freshness(lease, now) {
                 Ok(left) => Networking {
@@ -302,7 +332,7 @@ pub fn decide(o: &Observed) -> Vec<Action> {
     actions.push(Action::SetCondition(Condition::Outgoing(outgoing)));
     actions.push(Action::SetCondition(Condition::Incoming(incoming)));
     // Without a TunnelEndpoint NETWORKING reads None rather than nothing.
-    let networking = network(o.tunnel.as_ref(), o.now);
+    let networking = network(o.tunnel.as_ref(), o.own_refused.as_ref(), o.now);
     actions.push(Action::SetNetwork(networking.condition));
     actions.extend(networking.recheck.map(Action::RecheckAfter));
     let phase = phase_of(outgoing, incoming);

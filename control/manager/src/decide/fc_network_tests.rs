@@ -9,14 +9,21 @@ fn at(s: &str) -> Timestamp {
     s.parse().unwrap()
 }
 
-/// A Lease renewed at `renewed`, valid for `secs`.
+/// A Lease renewed at `renewed`, valid for `secs`, seen renewed at that time on our clock
+/// (no skew; at 00:00:00 if never renewed).
 fn lease(renewed: Option<&str>, secs: Option<i32>) -> GatewayLease {
+    seen(renewed, secs, renewed.unwrap_or("2026-01-01T00:00:00Z"))
+}
+
+/// A Lease stamped `renewed` by its holder's clock, last seen renewed at `observed` (ours).
+fn seen(renewed: Option<&str>, secs: Option<i32>, observed: &str) -> GatewayLease {
     GatewayLease {
         name: "liqo/liqo-gateway".into(),
-        held: Some(LeaseTimes {
+        held: Ok(Some(LeaseTimes {
             renewed: renewed.map(at),
             duration_secs: secs,
-        }),
+            observed: at(observed),
+        })),
     }
 }
 
@@ -123,7 +130,7 @@ fn connected_is_established_only_while_the_gateway_lease_is_fresh() {
     // No Lease: no gateway operator runs.
     let none = TunnelState::Connected(GatewayLease {
         name: "liqo/liqo-gateway".into(),
-        held: None,
+        held: Ok(None),
     });
     let (c, recheck) = read_at(Some(none), "2026-01-01T00:00:10Z");
     assert_eq!(c.condition.status(), S::Pending);
@@ -149,11 +156,20 @@ fn connected_is_established_only_while_the_gateway_lease_is_fresh() {
         assert_eq!(c.condition.status(), S::Pending);
         assert!(c.message.contains(says), "{}", c.message);
     }
-    // A renewal stamped ahead of our clock (skew) is fresh until its own expiry.
-    let ahead = TunnelState::Connected(lease(Some("2026-01-01T00:00:05Z"), Some(40)));
-    let (c, recheck) = read_at(Some(ahead), "2026-01-01T00:00:00Z");
-    assert_eq!(c.condition.status(), S::Established);
-    assert!(recheck.unwrap() > Duration::from_secs(45));
+    // A Lease that cannot be read (e.g. Forbidden): Pending, saying why; no recheck.
+    let unreadable = TunnelState::Connected(GatewayLease {
+        name: "liqo/liqo-gateway".into(),
+        held: Err("leases.coordination.k8s.io is forbidden".into()),
+    });
+    let (c, recheck) = read_at(Some(unreadable), "2026-01-01T00:00:10Z");
+    assert_eq!(
+        (c.condition.status(), c.message.as_str()),
+        (
+            S::Pending,
+            "cannot read Lease liqo/liqo-gateway: leases.coordination.k8s.io is forbidden"
+        )
+    );
+    assert_eq!(recheck, None);
     // Only NETWORKING is rechecked: the other states ask for nothing.
     for t in [
         None,
@@ -162,4 +178,82 @@ fn connected_is_established_only_while_the_gateway_lease_is_fresh() {
     ] {
         assert_eq!(read_at(t, "2026-01-01T00:00:10Z").1, None);
     }
+}
+
+#[test]
+fn lease_freshness_is_judged_on_our_clock_whatever_the_holders_clock_says() {
+    // The holder's clock far behind or far ahead of ours: seen renewing 10 s ago (our clock),
+    // Established, rechecked at the expiry of OUR observation.
+    for stamped in ["2020-01-01T00:00:00Z", "2031-06-01T00:00:00Z"] {
+        let l = seen(Some(stamped), Some(40), "2026-01-01T00:00:00Z");
+        let (c, recheck) = read_at(Some(TunnelState::Connected(l)), "2026-01-01T00:00:10Z");
+        assert_eq!(c.condition.status(), S::Established, "{stamped}");
+        let recheck = recheck.expect("a recheck at the expiry");
+        assert!(
+            recheck > Duration::from_secs(30) && recheck <= Duration::from_secs(31),
+            "{stamped}: {recheck:?}"
+        );
+        // Not seen renewed for longer than its duration: Pending, whatever its renewTime
+        // says, naming the renewTime (stable while it stays so).
+        let l = seen(Some(stamped), Some(40), "2026-01-01T00:00:00Z");
+        let (c, recheck) = read_at(Some(TunnelState::Connected(l)), "2026-01-01T00:00:41Z");
+        assert_eq!(c.condition.status(), S::Pending, "{stamped}");
+        assert!(
+            c.message.contains(&format!("last renewed at {stamped}")),
+            "{}",
+            c.message
+        );
+        assert_eq!(recheck, None);
+    }
+}
+
+#[test]
+fn a_refusal_of_our_network_config_is_what_networking_says_while_there_is_no_tunnel() {
+    let refused = OwnRefused {
+        peer: "milan".into(),
+        why: "spec.podCIDR: 10.0.0.0/33 is not a CIDR".into(),
+    };
+    let with = |tunnel: Option<TunnelState>| {
+        let o = Observed {
+            tunnel,
+            own_refused: Some(refused.clone()),
+            ..base()
+        };
+        decide(&o)
+            .into_iter()
+            .find_map(|a| match a {
+                Action::SetNetwork(c) => Some(c),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let says = "milan refused our NetworkConfig: spec.podCIDR: 10.0.0.0/33 is not a CIDR";
+    let c = with(None);
+    assert_eq!(
+        (
+            c.condition.status(),
+            c.condition.reason(),
+            c.message.as_str()
+        ),
+        (S::None, "TunnelEndpointNotFound", says)
+    );
+    let c = with(Some(TunnelState::Connecting));
+    assert_eq!(
+        (
+            c.condition.status(),
+            c.condition.reason(),
+            c.message.as_str()
+        ),
+        (S::Pending, "TunnelEndpointConnecting", says)
+    );
+    // A tunnel in error or being deleted says its own.
+    let c = with(Some(TunnelState::Error("handshake".into())));
+    assert_eq!(c.message, "handshake");
+    let c = with(Some(TunnelState::Deleting));
+    assert_eq!(c.message, crate::decide::fc::TUNNEL_DELETING);
+    // No refusal: the condition's own message.
+    assert_eq!(
+        read(None).message,
+        "No TunnelEndpoint for the remote cluster"
+    );
 }

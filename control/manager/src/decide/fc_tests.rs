@@ -16,6 +16,7 @@ pub(super) fn base() -> Observed {
         offer_to_peer: None,
         bound: BTreeSet::new(),
         tunnel: None,
+        own_refused: None,
         now: "2026-01-01T00:00:00Z".parse().unwrap(),
     }
 }
