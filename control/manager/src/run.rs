@@ -132,12 +132,8 @@ pub fn controllers(
         // NETWORKING follows the TunnelEndpoints...
         events::<TunnelEndpoint>(&client, None).boxed(),
         // ... while the gateway Lease is fresh: its expiry is a requeue, its return an event.
-        crate::gateway_lease::returns(
-            &client,
-            &ctx.settings.namespace,
-            ctx.gateway_lease.clone(),
-        )
-        .boxed(),
+        crate::gateway_lease::returns(&client, &ctx.settings.namespace, ctx.gateway_lease.clone())
+            .boxed(),
     ]);
     let fc_controller = Controller::new(fcs(), watcher::Config::default())
         .with_config(config.clone())
@@ -279,6 +275,9 @@ pub fn controllers(
 pub enum Stopped {
     /// Every controller stopped (within the grace after a shutdown signal).
     Clean,
+    /// The controllers ended on their own, with no shutdown signal: a failure (the process
+    /// exits non-zero).
+    Ended,
     /// The grace passed: these reconciles were still running and were dropped.
     Abandoned(Vec<String>),
 }
@@ -294,7 +293,10 @@ pub async fn run_bounded(
     let all = futures::future::join_all(controllers(ctx, shutdown.clone(), &inflight));
     tokio::pin!(all);
     tokio::select! {
-        _ = &mut all => return Stopped::Clean,
+        _ = &mut all => {
+            tracing::error!("the controllers ended without a shutdown signal");
+            return Stopped::Ended;
+        }
         () = shutdown => {}
     }
     let running = inflight.describe();
@@ -318,6 +320,7 @@ pub async fn run(
     ctx: Arc<Context>,
     shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
 ) {
-    // Abandoned reconciles were logged by run_bounded; the caller only needs it over.
+    // Abandoned reconciles and an end without a signal were logged by run_bounded; the
+    // caller only needs it over.
     drop(run_bounded(ctx, shutdown, DEFAULT_SHUTDOWN_GRACE).await);
 }

@@ -5,18 +5,16 @@
 
 mod common;
 
-use common::{DownOnDrop, repo, service_account_kubeconfig};
+use common::{DownOnDrop, service_account_kubeconfig};
 use std::{
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
-use control::{
-    api::discovery::{ForeignCluster, PeeringConditionStatus as S, PeeringConditionType as T},
-    consts::{keys, labels, objects},
+use control::api::discovery::{
+    ForeignCluster, PeeringConditionStatus as S, PeeringConditionType as T,
 };
 use e2e::k8s::{self, Clusters, Options};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::{Api, api::PostParams};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -91,48 +89,27 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// A private directory holding the ServiceAccount's kubeconfig (0600), removed on drop.
+/// A private directory (0700) holding the ServiceAccount's kubeconfig (0600), removed on drop.
 struct Scratch {
-    dir: std::path::PathBuf,
+    dir: tempfile::TempDir,
     path: std::path::PathBuf,
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        // Best effort in a destructor: a leftover file in /tmp is reported by nothing better.
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// What the installer makes (CRDs, `liqo`, the identity ConfigMap, our token, the
 /// ServiceAccount bound by the chart's ClusterRole); the ServiceAccount's kubeconfig.
 async fn install(c: &k8s::Cluster, client: &kube::Client, prefix: &str) -> Scratch {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    let crds = repo("chart/crds");
-    k8s::install_crds(client, &crds).await.unwrap();
-    let ns: Namespace =
-        serde_json::from_value(serde_json::json!({"metadata": {"name": "liqo"}})).unwrap();
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": objects::CLUSTER_ID_CONFIGMAP, "namespace": "liqo",
-            "labels": {labels::APP_NAME: "clusterid-configmap"}},
-        "data": {keys::CLUSTER_ID: ROME_ID, keys::CLUSTER_NAME: "rome"},
-    }))
-    .unwrap();
-    Api::<ConfigMap>::namespaced(client.clone(), "liqo")
-        .create(&PostParams::default(), &cm)
-        .await
-        .unwrap();
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    common::install_base(client, ROME_ID, "rome").await;
     liqo_auth::tokens::ensure_local_token(client, "liqo")
         .await
         .unwrap();
     let text = service_account_kubeconfig(c, client).await;
-    let dir = std::env::temp_dir().join(format!("liqo-cm-{prefix}"));
-    std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
-    let path = dir.join("kubeconfig");
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("liqo-cm-{prefix}-"))
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
+        .unwrap();
+    let path = dir.path().join("kubeconfig");
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -292,7 +269,7 @@ async fn sigterm_exits_within_the_grace_while_a_reconcile_waits_on_a_silent_peer
         }
     });
     // Its log (tracing writes to stdout).
-    let log = kubeconfig.dir.join("log");
+    let log = kubeconfig.dir.path().join("log");
     let child = Command::new(BIN)
         .args(["--shutdown-grace", &format!("{grace}s")])
         .env("KUBECONFIG", &kubeconfig.path)
@@ -352,6 +329,55 @@ async fn sigterm_exits_within_the_grace_while_a_reconcile_waits_on_a_silent_peer
         text.contains("still running after the shutdown grace")
             && text.contains("foreigncluster milan"),
         "the stuck reconcile is not named: {text}"
+    );
+
+    // Again with a long grace: a second SIGTERM during it exits at once, status 1, saying so.
+    let before = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    let log = kubeconfig.dir.path().join("log2");
+    let child = Command::new(BIN)
+        .args(["--shutdown-grace", "60s"])
+        .env("KUBECONFIG", &kubeconfig.path)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while accepted.load(std::sync::atomic::Ordering::SeqCst) == before {
+        assert!(
+            Instant::now() < deadline,
+            "the identity request never reached the silent peer again: {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let kill = |pid: u32| {
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+    kill(child.0.id());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        child.0.try_wait().unwrap().is_none(),
+        "exited before the grace: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let (status, secs) = terminate(&mut child.0, Duration::from_secs(5));
+    let text = std::fs::read_to_string(&log).unwrap();
+    eprintln!("exit {status} {secs:.2} s after the second SIGTERM (--shutdown-grace 60s)");
+    assert_eq!(status.code(), Some(1), "{text}");
+    assert!(secs < 2.0, "{secs:.2} s");
+    assert!(
+        text.contains("a second signal during the shutdown grace"),
+        "{text}"
     );
     holder.abort();
 }

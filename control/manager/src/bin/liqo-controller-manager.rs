@@ -67,6 +67,7 @@ struct Args {
     network_release_grace: Duration,
     /// On SIGTERM or ctrl-c, how long the reconciles under way may take to finish (e.g. one
     /// waiting on a peer that does not answer); then the process exits 0 anyway, naming them.
+    /// A second signal during it exits at once (status 1).
     #[arg(long, default_value = "10s", value_parser = liqo_controller_manager::duration::parse)]
     shutdown_grace: Duration,
 }
@@ -143,22 +144,18 @@ async fn main() -> anyhow::Result<()> {
         ctx = ctx.with_network(manager);
     }
     let ctx = Arc::new(ctx);
-    let shutdown = async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("a SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    .boxed()
-    .shared();
+    let shutdown = signals()?;
     let started = std::time::Instant::now();
     let stopped = run::run_bounded(ctx, shutdown.clone(), args.shutdown_grace).await;
     match stopped {
         run::Stopped::Clean => {
             tracing::info!("stopped");
             Ok(())
+        }
+        run::Stopped::Ended => {
+            // Not through the runtime's shutdown either (see below); run_bounded logged it.
+            eprintln!("Error: the controllers ended without a shutdown signal");
+            std::process::exit(1)
         }
         run::Stopped::Abandoned(running) => {
             tracing::warn!(
@@ -172,4 +169,40 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(0)
         }
     }
+}
+
+/// The shutdown: the first SIGTERM or ctrl-c. A second one during the shutdown grace exits at
+/// once, with status 1.
+fn signals() -> anyhow::Result<futures::future::Shared<futures::future::BoxFuture<'static, ()>>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("a SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("a SIGINT handler")?;
+    let (tx, mut rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let mut first = true;
+        loop {
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            if first {
+                tracing::info!(signal = name, "shutting down");
+                tx.send_replace(true);
+                first = false;
+            } else {
+                tracing::warn!(
+                    signal = name,
+                    "a second signal during the shutdown grace: exiting at once"
+                );
+                std::process::exit(1);
+            }
+        }
+    });
+    Ok(async move {
+        // The sender lives as long as the signal task, i.e. the process: an error (it went)
+        // cannot happen, and would mean no signal can come, so nothing to wait for.
+        let _ = rx.wait_for(|got| *got).await;
+    }
+    .boxed()
+    .shared())
 }

@@ -142,11 +142,10 @@ pub(crate) struct Net {
     pub(crate) grace: Duration,
 }
 
-/// [`start`], plus, with `net`, a `liqo-ipam` service in-process (the cluster's pod and service
-/// CIDRs, state in memory), the key Secret, and the network manager.
-pub(crate) async fn start_with(c: &Cluster, me: &ClusterIdentity, net: Option<Net>) -> Side {
-    let client = c.client().await.unwrap();
-    k8s::install_crds(&client, &repo("chart/crds"))
+/// What the installer makes first: the CRDs, the namespace `liqo` and the identity ConfigMap
+/// (cluster `id`, named `name`).
+pub(crate) async fn install_base(client: &Client, id: &str, name: &str) {
+    k8s::install_crds(client, &repo("chart/crds"))
         .await
         .unwrap();
     let ns: Namespace =
@@ -158,13 +157,20 @@ pub(crate) async fn start_with(c: &Cluster, me: &ClusterIdentity, net: Option<Ne
     let cm: ConfigMap = serde_json::from_value(serde_json::json!({
         "metadata": {"name": objects::CLUSTER_ID_CONFIGMAP, "namespace": "liqo",
             "labels": {labels::APP_NAME: "clusterid-configmap"}},
-        "data": {keys::CLUSTER_ID: me.cluster_id.as_str(), keys::CLUSTER_NAME: me.cluster_name.as_str()},
+        "data": {keys::CLUSTER_ID: id, keys::CLUSTER_NAME: name},
     }))
     .unwrap();
     Api::<ConfigMap>::namespaced(client.clone(), "liqo")
         .create(&PostParams::default(), &cm)
         .await
         .unwrap();
+}
+
+/// [`start`], plus, with `net`, a `liqo-ipam` service in-process (the cluster's pod and service
+/// CIDRs, state in memory), the key Secret, and the network manager.
+pub(crate) async fn start_with(c: &Cluster, me: &ClusterIdentity, net: Option<Net>) -> Side {
+    let client = c.client().await.unwrap();
+    install_base(&client, me.cluster_id.as_str(), me.cluster_name.as_str()).await;
     for set in ["basic", "incoming", "outgoing"] {
         let path = format!("chart/files/liqo-remote-peering-{set}-ClusterRole.yaml");
         let role: ClusterRole =
