@@ -34,20 +34,23 @@ pub type SharedObservations = Arc<Mutex<Observations>>;
 
 impl Observations {
     /// Records the Lease as seen at `now` (`None`: there is none); returns our time when its
-    /// spec was last seen to change (`now` if it just did, or on first sight).
+    /// spec was last seen to change: `now` if it just did. On first sight the Lease's own
+    /// `renewTime` if that is earlier (a Lease of a dead operator stays stale across our
+    /// restarts; a live holder whose clock is behind renews within seconds, and that change
+    /// counts at our time).
     pub fn see(&mut self, lease: Option<&Lease>, now: Timestamp) -> Option<Timestamp> {
         let Some(lease) = lease else {
             self.last = None;
             return None;
         };
         let spec = lease.spec.clone().unwrap_or_default();
-        match &self.last {
-            Some((seen, at)) if *seen == spec => Some(*at),
-            _ => {
-                self.last = Some((spec, now));
-                Some(now)
-            }
-        }
+        let at = match &self.last {
+            Some((seen, at)) if *seen == spec => return Some(*at),
+            Some(_) => now,
+            None => spec.renew_time.as_ref().map_or(now, |t| t.0.min(now)),
+        };
+        self.last = Some((spec, at));
+        Some(at)
     }
 
     /// Our time when the last spec seen was first seen.
@@ -77,7 +80,11 @@ pub async fn read(ctx: &Context) -> GatewayLease {
         }
         Err(e) => GatewayLease {
             name: format!("{ns}/{GATEWAY_LEASE}"),
-            held: Err(e.to_string()),
+            held: Err(match &e {
+                // The apiserver's own words (the Debug of its Status would be noise here).
+                kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+                other => crate::run::error_chain(other),
+            }),
         },
     }
 }
@@ -114,29 +121,31 @@ pub fn returns(
     let ns = ns.to_owned();
     watcher(api, config)
         .default_backoff()
-        .scan(None, move |last: &mut Option<Option<Lease>>, event| {
-            let current = match event {
-                Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => Some(Some(l)),
-                Ok(watcher::Event::Delete(_)) => Some(None),
-                Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
-                Err(e) => {
-                    tracing::debug!(error = %e, "watching the gateway Lease");
-                    None
-                }
-            };
-            let fire = current.map(|cur| {
-                let at = now().0;
-                let observed = {
-                    let mut seen = lock(&seen);
-                    let before = seen.observed();
-                    seen.see(cur.as_ref(), at);
-                    before
+        // The watch judges each change with its own observations: a read by a ForeignCluster
+        // reconcile may have recorded the new spec in the shared ones already.
+        .scan(
+            (None, Observations::default()),
+            move |(last, own): &mut (Option<Option<Lease>>, Observations), event| {
+                let current = match event {
+                    Ok(watcher::Event::Apply(l) | watcher::Event::InitApply(l)) => Some(Some(l)),
+                    Ok(watcher::Event::Delete(_)) => Some(None),
+                    Ok(watcher::Event::Init | watcher::Event::InitDone) => None,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "watching the gateway Lease");
+                        None
+                    }
                 };
-                let before = last.replace(cur.clone());
-                returned(&ns, before.as_ref(), cur.as_ref(), observed, at)
-            });
-            futures::future::ready(Some(fire))
-        })
+                let fire = current.map(|cur| {
+                    let at = now().0;
+                    let observed = own.observed();
+                    own.see(cur.as_ref(), at);
+                    lock(&seen).see(cur.as_ref(), at);
+                    let before = last.replace(cur.clone());
+                    returned(&ns, before.as_ref(), cur.as_ref(), observed, at)
+                });
+                futures::future::ready(Some(fire))
+            },
+        )
         .filter_map(|fire| futures::future::ready((fire == Some(true)).then_some(())))
 }
 
@@ -217,15 +226,23 @@ mod tests {
     fn a_lease_is_observed_renewed_when_its_spec_changes_on_our_clock() {
         let t = |s: &str| -> Timestamp { s.parse().unwrap() };
         let mut seen = Observations::default();
-        // First sight: now (fresh for one duration after a start), whatever its renewTime.
+        // First sight: its renewTime if earlier than now (the Lease of a dead operator stays
+        // stale across our restarts)...
         let a = lease("n0", "2020-01-01T00:00:00.000000Z");
         assert_eq!(
             seen.see(Some(&a), t("2026-01-01T00:00:00Z")),
-            Some(t("2026-01-01T00:00:00Z"))
+            Some(t("2020-01-01T00:00:00Z"))
         );
-        // Seen again unchanged: still when first seen.
+        // Seen again unchanged: still that.
         assert_eq!(
             seen.see(Some(&a), t("2026-01-01T00:00:30Z")),
+            Some(t("2020-01-01T00:00:00Z"))
+        );
+        // ... and now if its renewTime is ahead of our clock.
+        let mut ahead = Observations::default();
+        let future = lease("n0", "2030-01-01T00:00:00.000000Z");
+        assert_eq!(
+            ahead.see(Some(&future), t("2026-01-01T00:00:00Z")),
             Some(t("2026-01-01T00:00:00Z"))
         );
         // Renewed (even to a renewTime in the future by skew): now.
@@ -235,7 +252,7 @@ mod tests {
             Some(t("2026-01-01T00:00:35Z"))
         );
         assert_eq!(seen.observed(), Some(t("2026-01-01T00:00:35Z")));
-        // Gone, then back: first sight again.
+        // Gone, then back: first sight again (renewTime ahead of us: now).
         assert_eq!(seen.see(None, t("2026-01-01T00:00:40Z")), None);
         assert_eq!(
             seen.see(Some(&b), t("2026-01-01T00:00:45Z")),

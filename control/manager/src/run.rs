@@ -292,8 +292,14 @@ pub async fn run_bounded(
     let inflight = InFlight::default();
     let all = futures::future::join_all(controllers(ctx, shutdown.clone(), &inflight));
     tokio::pin!(all);
+    let signalled = shutdown.clone();
     tokio::select! {
         _ = &mut all => {
+            // The controllers end as soon as they see the signal: if it has come (the signal
+            // task runs on another thread), this is a clean stop, not an unexpected end.
+            if futures::FutureExt::now_or_never(signalled).is_some() {
+                return Stopped::Clean;
+            }
             tracing::error!("the controllers ended without a shutdown signal");
             return Stopped::Ended;
         }

@@ -233,7 +233,12 @@ pub fn network(
                 },
                 Err(why) => Networking {
                     condition: Condition::Network(Network::Connecting).with_message(why),
-                    recheck: None,
+                    // A Lease we could not read is read again soon (an apiserver blip must not
+                    // hold Pending for a whole resync); an expired one waits for its renewal.
+                    recheck: lease
+                        .held
+                        .is_err()
+                        .then_some(std::time::Duration::from_secs(2)),
                 },
             };
         }

@@ -156,7 +156,7 @@ fn connected_is_established_only_while_the_gateway_lease_is_fresh() {
         assert_eq!(c.condition.status(), S::Pending);
         assert!(c.message.contains(says), "{}", c.message);
     }
-    // A Lease that cannot be read (e.g. Forbidden): Pending, saying why; no recheck.
+    // A Lease that cannot be read (e.g. Forbidden): Pending, saying why; read again soon.
     let unreadable = TunnelState::Connected(GatewayLease {
         name: "liqo/liqo-gateway".into(),
         held: Err("leases.coordination.k8s.io is forbidden".into()),
@@ -169,7 +169,7 @@ fn connected_is_established_only_while_the_gateway_lease_is_fresh() {
             "cannot read Lease liqo/liqo-gateway: leases.coordination.k8s.io is forbidden"
         )
     );
-    assert_eq!(recheck, None);
+    assert_eq!(recheck, Some(Duration::from_secs(2)));
     // Only NETWORKING is rechecked: the other states ask for nothing.
     for t in [
         None,
