@@ -129,8 +129,14 @@ pub fn controllers(
         events::<Secret>(&client, Some(control::consts::labels::LOCAL_IDENTITY)).boxed(),
         // A peer's token written (again): a corrected token is tried at once.
         events::<Secret>(&client, Some(control::consts::labels::AUTH_TOKEN)).boxed(),
-        // NETWORKING follows the TunnelEndpoints...
+        // NETWORKING follows the TunnelEndpoints, and says when the peer refused our
+        // NetworkConfig (its status.refused, reflected back on our own, replicated, copy)...
         events::<TunnelEndpoint>(&client, None).boxed(),
+        events::<control::api::net::NetworkConfig>(
+            &client,
+            Some(&format!("{}=true", control::consts::labels::REPLICATION)),
+        )
+        .boxed(),
         // ... while the gateway Lease is fresh: its expiry is a requeue, its return an event.
         crate::gateway_lease::returns(&client, &ctx.settings.namespace, ctx.gateway_lease.clone())
             .boxed(),

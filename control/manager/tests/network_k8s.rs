@@ -358,24 +358,6 @@ impl Drop for Renewer {
     }
 }
 
-/// NETWORKING of a ForeignCluster.
-async fn network_condition(
-    c: &kube::Client,
-    fc: &str,
-) -> Result<control::api::discovery::PeeringCondition, String> {
-    let fc = Api::<ForeignCluster>::all(c.clone())
-        .get(fc)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(fc
-        .status
-        .unwrap_or_default()
-        .peering_conditions
-        .into_iter()
-        .find(|c| c.type_ == T::NetworkStatus)
-        .ok_or("no NetworkStatus")?)
-}
-
 /// NETWORKING of a ForeignCluster: status and message.
 async fn networking(c: &kube::Client, fc: &str) -> Result<(S, String), String> {
     let c = network_condition(c, fc).await?;

@@ -193,6 +193,30 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
         },
     )
     .await;
+    // The peer refusing OUR NetworkConfig (its status.refused, as milan's replicator would
+    // reflect it back): NETWORKING says so.
+    let own = Api::<NetworkConfig>::namespaced(rome.client.clone(), &ns);
+    own.patch_status(
+        &rome_name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"processed": false, "refused": "spec.podCIDR: test"}})),
+    )
+    .await
+    .unwrap();
+    eventually(20, "NETWORKING names the peer's refusal", || async {
+        let c = network_condition(&rome.client, "milan").await?;
+        (c.message.as_deref() == Some("milan refused our NetworkConfig: spec.podCIDR: test"))
+            .then_some(())
+            .ok_or_else(|| format!("{:?}", c.message))
+    })
+    .await;
+    own.patch_status(
+        &rome_name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"refused": null}})),
+    )
+    .await
+    .unwrap();
     let ar = ApiResource::erase::<NetworkConfig>(&());
     let ncs = Api::<DynamicObject>::namespaced_with(rome.client.clone(), &ns, &ar);
     let name = tunnel_name(&rome_id);

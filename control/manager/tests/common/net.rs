@@ -123,3 +123,21 @@ pub(crate) async fn warning_event(
         .map(drop)
         .ok_or_else(|| format!("no Warning Event {reason} about {name}"))
 }
+
+/// NETWORKING of a ForeignCluster.
+pub(crate) async fn network_condition(
+    c: &kube::Client,
+    fc: &str,
+) -> Result<control::api::discovery::PeeringCondition, String> {
+    let fc = Api::<control::api::discovery::ForeignCluster>::all(c.clone())
+        .get(fc)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(fc
+        .status
+        .unwrap_or_default()
+        .peering_conditions
+        .into_iter()
+        .find(|c| c.type_ == control::api::discovery::PeeringConditionType::NetworkStatus)
+        .ok_or("no NetworkStatus")?)
+}
