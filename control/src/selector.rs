@@ -223,6 +223,25 @@ pub fn label_value_problem(value: &str) -> Result<(), String> {
     name_problem(value, true).map_err(|p| format!("is not a label value: it {p}"))
 }
 
+/// Parses a `k=v,k2=v2` label list (`--cluster-labels`): each key a qualified name, each
+/// value a label value, no key twice. The error names the entry at fault. An empty string is
+/// no labels.
+pub fn parse_labels(input: &str) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    for part in input.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("label {part:?} is not key=value"))?;
+        let (k, v) = (k.trim(), v.trim());
+        label_key_problem(k).map_err(|p| format!("label {part:?}: key {k:?} {p}"))?;
+        label_value_problem(v).map_err(|p| format!("label {part:?}: value {v:?} {p}"))?;
+        if out.insert(k.to_owned(), v.to_owned()).is_some() {
+            return Err(format!("label key {k:?} is given twice"));
+        }
+    }
+    Ok(out)
+}
+
 fn name_problem(s: &str, empty_ok: bool) -> Result<(), &'static str> {
     if s.is_empty() {
         return if empty_ok { Ok(()) } else { Err("is empty") };

@@ -34,6 +34,9 @@ pub struct Settings {
     pub enable_incoming: bool,
     /// `--resync-period`.
     pub resync: Duration,
+    /// `--cluster-labels`: the labels our ResourceOffers carry (`spec.labels`), which the
+    /// consumers' virtual nodes get and NamespaceOffloading selectors match.
+    pub cluster_labels: std::collections::BTreeMap<String, String>,
 }
 
 impl Settings {
@@ -45,6 +48,7 @@ impl Settings {
             sharing: Percent::new(30).expect("30 is a percentage"),
             enable_incoming: true,
             resync: Duration::from_secs(30),
+            cluster_labels: Default::default(),
         }
     }
 }

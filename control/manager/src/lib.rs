@@ -29,10 +29,12 @@ pub mod launcher;
 pub mod metrics;
 pub mod network;
 pub mod offer;
+pub mod offloading;
 pub mod replicator;
 pub mod request;
 pub mod roles;
 pub mod run;
+pub mod webhook;
 
 /// Label selectors the controllers watch with.
 mod selectors {

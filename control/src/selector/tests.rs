@@ -320,3 +320,20 @@ fn merged_matches_exactly_both() {
         );
     }
 }
+
+#[test]
+fn label_lists_parse_and_bad_entries_are_named() {
+    let l = parse_labels("topology.liqo.io/region=south, tier=gold,").unwrap();
+    assert_eq!(l.len(), 2);
+    assert_eq!(l["topology.liqo.io/region"], "south");
+    assert_eq!(l["tier"], "gold");
+    assert!(parse_labels("").unwrap().is_empty());
+    let e = parse_labels("a=1,oops").unwrap_err();
+    assert!(e.contains("\"oops\" is not key=value"), "{e}");
+    let e = parse_labels("bad key=1").unwrap_err();
+    assert!(e.contains("key \"bad key\""), "{e}");
+    let e = parse_labels("k=-x").unwrap_err();
+    assert!(e.contains("value \"-x\""), "{e}");
+    let e = parse_labels("k=1,k=2").unwrap_err();
+    assert!(e.contains("\"k\" is given twice"), "{e}");
+}

@@ -32,6 +32,8 @@ pub(super) struct Ctx<'a> {
     pub(super) reserved: &'a [ipnet::Ipv4Net],
     /// The IPAM's gRPC address (`http://127.0.0.1:<port>`), if it was started before.
     pub(super) ipam: Option<&'a str>,
+    /// The controller-manager's `--cluster-labels`, if any.
+    pub(super) cluster_labels: Option<&'a str>,
 }
 
 /// How to tell a component serves.
@@ -106,6 +108,9 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
     ];
     if let Some(ipam) = c.ipam {
         args.extend([s("--ipam-address"), s(ipam)]);
+    }
+    if let Some(labels) = c.cluster_labels {
+        args.extend([s("--cluster-labels"), s(labels)]);
     }
     args
 }

@@ -171,6 +171,8 @@ pub struct Options {
     /// only where the gateway and route operators run (the lab's `up --k8s`), else the
     /// TunnelEndpoints never connect.
     pub network: bool,
+    /// The controller-manager's `--cluster-labels` of a cluster (by name), `k=v,k2=v2`.
+    pub cluster_labels: BTreeMap<String, String>,
 }
 
 impl Default for Options {
@@ -181,6 +183,7 @@ impl Default for Options {
             start: COMPONENTS.iter().map(|c| c.program.to_owned()).collect(),
             reserved_subnets: BTreeMap::new(),
             network: false,
+            cluster_labels: BTreeMap::new(),
         }
     }
 }
@@ -272,6 +275,7 @@ async fn install_one(
             metrics: crate::k8s::free_port()?,
             reserved,
             ipam: ipam.as_deref(),
+            cluster_labels: opts.cluster_labels.get(&c.name).map(String::as_str),
         };
         if comp.program == components::AUTH {
             objects::auth_service(&client, ctx.port).await?;

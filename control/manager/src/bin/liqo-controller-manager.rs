@@ -42,6 +42,10 @@ struct Args {
     /// How often every object is reconciled again (`30s`, `1m`; at least `1s`).
     #[arg(long, default_value = "30s", value_parser = liqo_controller_manager::duration::parse_period)]
     resync_period: Duration,
+    /// Labels of this cluster (`k=v,k2=v2`), carried by the ResourceOffers we make: the
+    /// consumers' virtual nodes get them, and NamespaceOffloading cluster selectors match them.
+    #[arg(long, default_value = "", value_parser = control::selector::parse_labels)]
+    cluster_labels: std::collections::BTreeMap<String, String>,
     /// Where Prometheus metrics are served (`GET /metrics`).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
@@ -116,6 +120,7 @@ async fn main() -> anyhow::Result<()> {
         sharing: args.resource_sharing_percentage,
         enable_incoming: args.enable_incoming_peering,
         resync: args.resync_period,
+        cluster_labels: args.cluster_labels.clone(),
     };
     let metrics = Metrics::default();
     liqo_daemon::server::spawn_metrics(args.metrics_listen, metrics.registry())
