@@ -196,7 +196,7 @@ pub mod auth {
     pub const CSR_ORGANIZATION: &str = "liqo.io";
 }
 
-// ---- namespace offloading (issue 15; helper OFFLOAD-CORE) ----
+// ---- namespace offloading ----
 
 /// Namespace offloading: the consumer's NamespaceOffloading controller and the provider's
 /// NamespaceMap controller (upstream `pkg/consts/namespace_mapping.go`).
@@ -222,7 +222,7 @@ pub mod offloading {
 
 // ---- end of namespace offloading ----
 
-// ---- pod webhook and virtual node (issue 15; helper SEL-WEBHOOK) ----
+// ---- pod webhook and virtual node ----
 
 /// The webhooks of the controller-manager (chart v0.5.4 `templates/webhooks`).
 pub mod webhook {

@@ -1,3 +1,4 @@
-//! Objects built whole from their inputs (being written).
+//! Objects built whole from their inputs, as the components write them: the virtual node of
+//! a peering ([`node`]). Pure: it never reads an apiserver or a clock (time is an input).
 
 pub mod node;
