@@ -8,7 +8,9 @@
 //! - [`server`]: the provider's side: it checks the token, creates the tenant namespace, has the
 //!   apiserver sign the consumer's certificate, binds the basic peering roles and answers
 //!   with the identity;
-//! - [`metrics`]: the service's requests by outcome.
+//! - [`metrics`]: the service's requests by outcome;
+//! - [`https`]: the serving loop (TLS, connection limits, timeouts) shared with the
+//!   controller-manager's webhooks.
 //!
 //! It never creates the identity ConfigMap (the installer does), never binds the outgoing or
 //! incoming role sets (the controller-manager does, by peering phase) and never logs a token or
@@ -16,6 +18,7 @@
 
 pub mod client;
 pub mod cluster;
+pub mod https;
 pub mod metrics;
 pub mod server;
 pub mod tokens;

@@ -1,4 +1,5 @@
-//! Prometheus metrics: reconciles and errors per controller, served on `--metrics-listen`.
+//! Prometheus metrics: reconciles and errors per controller, admission reviews by webhook and
+//! outcome, served on `--metrics-listen`.
 
 use std::sync::Arc;
 
@@ -15,12 +16,22 @@ pub struct ControllerLabels {
     pub controller: &'static str,
 }
 
+/// A webhook review's labels.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct ReviewLabels {
+    /// `pod.mutate.liqo.io`, `nsoff.validate.liqo.io`.
+    pub webhook: &'static str,
+    /// `patched`, `allowed`, `warned`, `denied`, `error`, `bad_request`, `too_large`, `timeout`.
+    pub outcome: &'static str,
+}
+
 /// The process's metrics.
 #[derive(Clone)]
 pub struct Metrics {
     registry: Arc<Registry>,
     reconciles: Family<ControllerLabels, Counter>,
     errors: Family<ControllerLabels, Counter>,
+    reviews: Family<ReviewLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -34,10 +45,17 @@ impl Default for Metrics {
             "Failed reconciles by controller",
             errors.clone(),
         );
+        let reviews = Family::<ReviewLabels, Counter>::default();
+        registry.register(
+            "webhook_reviews",
+            "Admission reviews by webhook and outcome",
+            reviews.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             reconciles,
             errors,
+            reviews,
         }
     }
 }
@@ -54,6 +72,13 @@ impl Metrics {
     pub fn error(&self, controller: &'static str) {
         self.errors
             .get_or_create(&ControllerLabels { controller })
+            .inc();
+    }
+
+    /// Counts an admission review.
+    pub fn review(&self, webhook: &'static str, outcome: &'static str) {
+        self.reviews
+            .get_or_create(&ReviewLabels { webhook, outcome })
             .inc();
     }
 

@@ -10,7 +10,7 @@
 //! ([`validate`]: body, token, CSR) make no apiserver call: a request that fails them causes no
 //! apiserver request and creates nothing. Against floods: a bounded number of connections (the
 //! excess closed at once), a TLS handshake timeout, a header timeout, one request per
-//! connection, a body limit and a timeout on handling a request.
+//! connection, a body limit and a timeout on handling a request (the loop is [`crate::https`]'s).
 
 mod error;
 mod issue;
@@ -30,19 +30,15 @@ use axum::{
     routing::{get, post},
 };
 use control::{api::discovery::ClusterIdentity, consts::auth, identity::ClusterInfo};
-use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use kube::Client;
-use tokio::{
-    io::{AsyncRead, AsyncWrite},
-    net::TcpListener,
-    sync::{Semaphore, watch},
-};
+use tokio::{net::TcpListener, sync::watch};
 use tokio_rustls::TlsAcceptor;
 
 pub use error::AuthError;
 
 use crate::{
     cluster::{self, IdentityError},
+    https,
     metrics::Metrics,
     tokens::{self, TokenError},
 };
@@ -237,93 +233,22 @@ impl Server {
             },
         ));
         let router = router(state.clone());
-        let scheme = if tls.is_some() { "https" } else { "http" };
-        tracing::info!(
-            "liqo-auth serving on {scheme}://{}",
-            listener
-                .local_addr()
-                .map(|a| a.to_string())
-                .unwrap_or_default()
-        );
-        let acceptor = tls.map(|(a, _)| a);
-        let slots = Arc::new(Semaphore::new(state.config.max_connections));
-        let limits = Limits {
+        let limits = https::Limits {
             handshake: state.config.handshake_timeout,
             header: state.config.header_timeout,
             request: state.config.request_timeout,
+            max_connections: state.config.max_connections,
         };
-        tokio::pin!(shutdown);
-        loop {
-            let accepted = tokio::select! {
-                () = &mut shutdown => break,
-                accepted = listener.accept() => accepted,
-            };
-            let (stream, peer) = match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accepting a connection");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
-                // Over the limit: the connection is closed at once (dropped).
-                tracing::debug!(%peer, "too many connections: closing");
-                continue;
-            };
-            let router = router.clone();
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let _slot = slot;
-                match acceptor {
-                    Some(acceptor) => {
-                        match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await
-                        {
-                            Ok(Ok(tls)) => connection(tls, router, peer, limits).await,
-                            Ok(Err(e)) => {
-                                tracing::debug!(%peer, error = %e, "TLS handshake failed");
-                            }
-                            Err(_elapsed) => tracing::debug!(%peer, "TLS handshake timed out"),
-                        }
-                    }
-                    None => connection(stream, router, peer, limits).await,
-                }
-            });
-        }
+        https::serve(
+            "liqo-auth",
+            listener,
+            tls.map(|(a, _)| a),
+            router,
+            limits,
+            shutdown,
+        )
+        .await;
         keeper.abort();
-        tracing::info!("liqo-auth stopped");
-    }
-}
-
-/// The time limits of a connection.
-#[derive(Clone, Copy)]
-struct Limits {
-    handshake: Duration,
-    header: Duration,
-    request: Duration,
-}
-
-/// Serves one request on a connection (no keep-alive), within the header and request limits.
-async fn connection<I>(io: I, router: Router, peer: SocketAddr, limits: Limits)
-where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let service = TowerToHyperService::new(router);
-    let serving = hyper::server::conn::http1::Builder::new()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.header)
-        .keep_alive(false)
-        .serve_connection(TokioIo::new(io), service);
-    // The request's own timeout answers first; this one bounds writing the answer.
-    match tokio::time::timeout(
-        limits.header + limits.request + Duration::from_secs(5),
-        serving,
-    )
-    .await
-    {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with an error"),
-        Err(_elapsed) => tracing::debug!(%peer, "connection timed out"),
     }
 }
 

@@ -1,12 +1,9 @@
 //! The service's TLS certificate: self-signed, made in-process at start (as upstream's), for
 //! `localhost`, `127.0.0.1`, the listen address and any extra names.
 
-use std::{net::IpAddr, sync::Arc};
+use std::net::IpAddr;
 
-use rustls::{
-    ServerConfig,
-    pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer},
-};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio_rustls::TlsAcceptor;
 
 /// Why the certificate or the TLS configuration cannot be made.
@@ -51,14 +48,8 @@ pub(super) fn self_signed(
         certified.signing_key.serialize_der(),
     ));
     let cert: CertificateDer<'static> = certified.cert.der().clone();
-    let config =
-        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .map_err(TlsError::Config)?
-            .with_no_client_auth()
-            .with_single_cert(vec![cert], key)
-            .map_err(TlsError::Config)?;
-    Ok((TlsAcceptor::from(Arc::new(config)), certified.cert.pem()))
+    let acceptor = crate::https::acceptor(vec![cert], key).map_err(TlsError::Config)?;
+    Ok((acceptor, certified.cert.pem()))
 }
 
 #[cfg(test)]

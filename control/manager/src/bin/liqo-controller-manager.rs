@@ -1,6 +1,7 @@
 //! `liqo-controller-manager`: the peering controllers (ForeignCluster, CRD replicator,
 //! ResourceRequest, ResourceOffer; the network manager with `--ipam-address`) against the
-//! apiserver of `KUBECONFIG` / in-cluster, with Prometheus metrics on `--metrics-listen`.
+//! apiserver of `KUBECONFIG` / in-cluster, with Prometheus metrics on `--metrics-listen` and the
+//! admission webhooks on `--webhook-listen` (off with `--disable-webhooks`).
 
 use std::{
     net::{IpAddr, SocketAddr},
@@ -18,7 +19,7 @@ use liqo_controller_manager::{
     context::{Context, Settings},
     launcher::NoopLauncher,
     metrics::Metrics,
-    network, run,
+    network, run, webhook,
 };
 
 #[derive(Debug, Parser)]
@@ -74,6 +75,16 @@ struct Args {
     /// A second signal during it exits at once (status 1).
     #[arg(long, default_value = "10s", value_parser = liqo_controller_manager::duration::parse)]
     shutdown_grace: Duration,
+    /// Where the admission webhooks are served (HTTPS).
+    #[arg(long, default_value = "0.0.0.0:9443")]
+    webhook_listen: SocketAddr,
+    /// Do not serve the admission webhooks (nor make their certificates or set their caBundle).
+    #[arg(long)]
+    disable_webhooks: bool,
+    /// Names and IP addresses of the webhook certificate besides the Service's DNS names
+    /// (repeatable, or comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    webhook_cert_names: Vec<String>,
 }
 
 /// An `http://` or `https://` address, as liqo-ipam's client takes it.
@@ -127,6 +138,24 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("--metrics-listen")?;
     tracing::info!(cluster = %local.cluster_id, name = %local.cluster_name, "starting");
+    let shutdown = signals()?;
+    let webhooks = if args.disable_webhooks {
+        tracing::info!("webhooks disabled");
+        None
+    } else {
+        let mut config = webhook::Config::new(args.webhook_listen, args.namespace.clone());
+        config.extra_sans = args.webhook_cert_names.clone();
+        let serving = webhook::start(
+            client.clone(),
+            config,
+            local.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+        )
+        .await
+        .context("the admission webhooks")?;
+        Some(tokio::spawn(serving))
+    };
     let mut ctx = Context::new(
         client.clone(),
         settings,
@@ -149,9 +178,12 @@ async fn main() -> anyhow::Result<()> {
         ctx = ctx.with_network(manager);
     }
     let ctx = Arc::new(ctx);
-    let shutdown = signals()?;
     let started = std::time::Instant::now();
     let stopped = run::run_bounded(ctx, shutdown.clone(), args.shutdown_grace).await;
+    if let Some(w) = webhooks {
+        // The server stops on the same signal; its end (or panic) changes nothing now.
+        w.abort();
+    }
     match stopped {
         run::Stopped::Clean => {
             tracing::info!("stopped");

@@ -1,0 +1,130 @@
+//! The HTTPS (or plain HTTP) serving loop shared by liqo-auth's service and the
+//! controller-manager's admission webhooks: an axum [`Router`] behind a bounded number of
+//! connections (the excess closed at once), a TLS handshake timeout, a header timeout and one
+//! request per connection. It owns the accept loop and the rustls configuration; it never
+//! decides what a request means (the router does) nor where a certificate comes from.
+
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+
+use axum::Router;
+use hyper_util::{rt::TokioIo, service::TowerToHyperService};
+use rustls::{
+    ServerConfig,
+    pki_types::{CertificateDer, PrivateKeyDer},
+};
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    net::TcpListener,
+    sync::Semaphore,
+};
+use tokio_rustls::TlsAcceptor;
+
+/// The time and size limits of the connections.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// How long a client may take for the TLS handshake.
+    pub handshake: Duration,
+    /// How long a client may take to send a request's headers.
+    pub header: Duration,
+    /// How long handling a request may take (the router's own timeout answers first; this one
+    /// bounds the whole connection with `header`, plus 5 s to write the answer).
+    pub request: Duration,
+    /// The most connections served at once; more are closed at once.
+    pub max_connections: usize,
+}
+
+/// A TLS acceptor serving `chain` (leaf first) with `key`, ring only.
+pub fn acceptor(
+    chain: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<TlsAcceptor, rustls::Error> {
+    let config =
+        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Serves `router` on `listener` (over TLS when `tls` is set) until `shutdown` completes;
+/// connections in flight are dropped with the runtime. `name` names the service in the logs.
+pub async fn serve(
+    name: &str,
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    router: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send,
+) {
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(
+        "{name} serving on {scheme}://{}",
+        listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default()
+    );
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "{name}: accepting a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            // Over the limit: the connection is closed at once (dropped).
+            tracing::debug!(%peer, "{name}: too many connections: closing");
+            continue;
+        };
+        let router = router.clone();
+        let acceptor = tls.clone();
+        tokio::spawn(async move {
+            let _slot = slot;
+            match acceptor {
+                Some(acceptor) => {
+                    match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => connection(tls, router, peer, limits).await,
+                        Ok(Err(e)) => {
+                            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+                        }
+                        Err(_elapsed) => tracing::debug!(%peer, "TLS handshake timed out"),
+                    }
+                }
+                None => connection(stream, router, peer, limits).await,
+            }
+        });
+    }
+    tracing::info!("{name} stopped");
+}
+
+/// Serves one request on a connection (no keep-alive), within the header and request limits.
+async fn connection<I>(io: I, router: Router, peer: SocketAddr, limits: Limits)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = TowerToHyperService::new(router);
+    let serving = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(io), service);
+    // The request's own timeout answers first; this one bounds writing the answer.
+    match tokio::time::timeout(
+        limits.header + limits.request + Duration::from_secs(5),
+        serving,
+    )
+    .await
+    {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with an error"),
+        Err(_elapsed) => tracing::debug!(%peer, "connection timed out"),
+    }
+}
