@@ -3,26 +3,29 @@
 //! token, writes the ForeignCluster and follows the peering stage by stage; `peer` and
 //! `unpeer` switch the outgoing direction of an existing ForeignCluster; `peer in-band` and
 //! `unpeer in-band`, holding both clusters' kubeconfigs, build the tunnel first and send the
-//! authentication and API traffic through it ([`inband`]); `status` shows the identity, the
-//! auth URL and the peerings; `version` and `completion`.
+//! authentication and API traffic through it ([`inband`]); `offload namespace` and
+//! `unoffload namespace` write or delete a namespace's NamespaceOffloading and follow its
+//! phase ([`offload`]); `status` shows the identity, the auth URL and the peerings; `version`
+//! and `completion`.
 //!
 //! It owns the command line ([`cli`]), the decision of where a peering stands ([`stages`], pure)
 //! and what is printed ([`render`], pure). It reads the identity, tokens and auth URL only
 //! through `liqo_auth`, writes only ForeignClusters and remote token Secrets (in-band also the
 //! NetworkConfig copies the replicator cannot make yet, and the IPAM's endpoint mappings of
-//! the auth service and the proxy), and never prints
+//! the auth service and the proxy, and the NamespaceOffloadings of `offload`), and never prints
 //! a token except in the peer command it is asked for, nor logs one.
 
 pub mod cli;
 pub mod client;
 pub mod inband;
 pub mod info;
+pub mod offload;
 pub mod peer;
 pub mod render;
 pub mod stages;
 
 use clap::CommandFactory;
-use cli::{Cli, Command, Generate, PeerMode, UnpeerMode};
+use cli::{Cli, Command, Generate, Offload, PeerMode, Unoffload, UnpeerMode};
 
 /// The field manager of liqoctl's writes.
 pub const FIELD_MANAGER: &str = "liqoctl";
@@ -39,6 +42,9 @@ pub enum Error {
     /// `peer`, `unpeer`.
     #[error(transparent)]
     Peer(#[from] peer::PeerError),
+    /// `offload namespace`, `unoffload namespace`.
+    #[error(transparent)]
+    Offload(#[from] offload::OffloadError),
     /// `version`.
     #[error("reading the server's version")]
     Version(#[source] kube::Error),
@@ -71,6 +77,24 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
         Command::Generate(Generate::PeerCommand { only_command }) => {
             let command = info::peer_command(&connect().await?, ns, program).await?;
             print!("{}", render::peer_command_output(&command, *only_command));
+        }
+        Command::Offload(Offload::Namespace(args)) => {
+            let obj = offload::decide::namespace_offloading(
+                args.name.as_str(),
+                args.namespace_mapping_strategy,
+                args.pod_offloading_strategy,
+                &args.selectors,
+            );
+            if let Some(format) = args.output {
+                let text =
+                    offload::decide::render(&obj, format).map_err(offload::OffloadError::from)?;
+                print!("{text}");
+                return Ok(());
+            }
+            offload::offload(&connect().await?, &obj, args.timeout).await?;
+        }
+        Command::Unoffload(Unoffload::Namespace { name, timeout }) => {
+            offload::unoffload(&connect().await?, name.as_str(), *timeout).await?;
         }
         Command::Status => {
             let config = client::config(cli.kubeconfig.as_deref(), cli.context.as_deref()).await?;

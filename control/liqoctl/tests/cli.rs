@@ -147,3 +147,95 @@ fn as_a_kubectl_plugin() {
     assert!(o.status.success(), "{}", err(&o));
     assert!(out(&o).contains("kubectl liqo"), "{}", out(&o));
 }
+
+/// `offload namespace -o yaml|json` prints the object and contacts no cluster (the
+/// kubeconfig does not exist); the seed's command line runs unmodified.
+#[test]
+fn offload_output_needs_no_cluster() {
+    let seed = [
+        "offload",
+        "namespace",
+        "liqo-demo",
+        "--namespace-mapping-strategy",
+        "EnforceSameName",
+        "--pod-offloading-strategy",
+        "LocalAndRemote",
+        "--selector",
+        "topology.liqo.io/region=south",
+    ];
+    let o = liqoctl(&[&seed[..], &["-o", "yaml"]].concat());
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(
+        out(&o),
+        "apiVersion: offloading.liqo.io/v1alpha1
+kind: NamespaceOffloading
+metadata:
+  name: offloading
+  namespace: liqo-demo
+spec:
+  namespaceMappingStrategy: EnforceSameName
+  podOffloadingStrategy: LocalAndRemote
+  clusterSelector:
+    nodeSelectorTerms:
+    - matchExpressions:
+      - key: topology.liqo.io/region
+        operator: In
+        values:
+        - south
+"
+    );
+    let o = liqoctl(&["offload", "ns", "foo", "--output", "json"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let v: serde_json::Value = serde_json::from_str(&out(&o)).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({
+            "apiVersion": "offloading.liqo.io/v1alpha1",
+            "kind": "NamespaceOffloading",
+            "metadata": {"name": "offloading", "namespace": "foo"},
+            "spec": {
+                "namespaceMappingStrategy": "DefaultName",
+                "podOffloadingStrategy": "LocalAndRemote",
+                "clusterSelector": {"nodeSelectorTerms": []},
+            },
+        })
+    );
+    // Without -o the command gets to the (missing) kubeconfig: exit 1 naming it.
+    let o = liqoctl(&seed);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("/nonexistent/kubeconfig"), "{}", err(&o));
+    let o = liqoctl(&["unoffload", "namespace", "liqo-demo"]);
+    assert_eq!(o.status.code(), Some(1), "{}", err(&o));
+    assert!(err(&o).contains("/nonexistent/kubeconfig"), "{}", err(&o));
+}
+
+#[test]
+fn offload_bad_flags_exit_2_naming_the_value() {
+    let cases: [(&[&str], &[&str]); 5] = [
+        (
+            &["--namespace-mapping-strategy", "Same"],
+            &["'Same'", "DefaultName, EnforceSameName"],
+        ),
+        (
+            &["--pod-offloading-strategy", "Both"],
+            &["'Both'", "LocalAndRemote, Local, Remote"],
+        ),
+        (
+            &["-l", "a=b", "-l", "x in (1,2),!y=z"],
+            &["\"!y=z\"", "mixes", "--selector"],
+        ),
+        (&["-o", "xml"], &["'xml'", "yaml, json"]),
+        (&["--timeout", "soon"], &["soon", "--timeout"]),
+    ];
+    for (flags, named) in cases {
+        let o = liqoctl(&[&["offload", "namespace", "foo"][..], flags, &["-o", "yaml"]].concat());
+        assert_eq!(o.status.code(), Some(2), "{flags:?}: {}", err(&o));
+        for n in named {
+            assert!(err(&o).contains(n), "{flags:?}: {n:?} not in {}", err(&o));
+        }
+        assert!(out(&o).is_empty());
+    }
+    let o = liqoctl(&["unoffload", "namespace", "Not_A_Namespace"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(err(&o).contains("Not_A_Namespace"), "{}", err(&o));
+}
