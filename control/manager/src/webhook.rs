@@ -232,9 +232,9 @@ fn lookup(client: Client) -> server::Lookup {
     })
 }
 
-/// Makes or reuses the certificates, binds, and returns the future serving the webhooks and
-/// keeping the caBundle until `shutdown` completes (so a bad certificate or address fails the
-/// start).
+/// Makes or reuses the certificates, binds, sets the caBundle once, and returns the future
+/// serving the webhooks and keeping the caBundle until `shutdown` completes (so a bad
+/// certificate or address fails the start).
 pub async fn start(
     client: Client,
     config: Config,

@@ -73,6 +73,9 @@ fn bad_flags_are_refused_naming_the_value() {
         "--gateway-port-override",
         "--network-release-grace",
         "--shutdown-grace",
+        "--webhook-listen",
+        "--disable-webhooks",
+        "--webhook-cert-names",
     ] {
         assert!(text.contains(flag), "{flag} missing from --help");
     }
@@ -159,6 +162,9 @@ async fn the_binary_serves_metrics_reconciles_and_stops_on_sigterm() {
             &format!("127.0.0.1:{port}"),
             "--resync-period",
             "5s",
+            // Any free port: the tests run in parallel (the default is 0.0.0.0:9443).
+            "--webhook-listen",
+            "127.0.0.1:0",
         ])
         .env("KUBECONFIG", &kubeconfig.path)
         .stdout(Stdio::null())
@@ -271,7 +277,12 @@ async fn sigterm_exits_within_the_grace_while_a_reconcile_waits_on_a_silent_peer
     // Its log (tracing writes to stdout).
     let log = kubeconfig.dir.path().join("log");
     let child = Command::new(BIN)
-        .args(["--shutdown-grace", &format!("{grace}s")])
+        .args([
+            "--shutdown-grace",
+            &format!("{grace}s"),
+            "--webhook-listen",
+            "127.0.0.1:0",
+        ])
         .env("KUBECONFIG", &kubeconfig.path)
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
@@ -335,7 +346,7 @@ async fn sigterm_exits_within_the_grace_while_a_reconcile_waits_on_a_silent_peer
     let before = accepted.load(std::sync::atomic::Ordering::SeqCst);
     let log = kubeconfig.dir.path().join("log2");
     let child = Command::new(BIN)
-        .args(["--shutdown-grace", "60s"])
+        .args(["--shutdown-grace", "60s", "--webhook-listen", "127.0.0.1:0"])
         .env("KUBECONFIG", &kubeconfig.path)
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")

@@ -34,6 +34,9 @@ pub(super) struct Ctx<'a> {
     pub(super) ipam: Option<&'a str>,
     /// The controller-manager's `--cluster-labels`, if any.
     pub(super) cluster_labels: Option<&'a str>,
+    /// The loopback port of the controller-manager's webhooks (the chart's webhook
+    /// configurations are rewritten to it).
+    pub(super) webhook: u16,
 }
 
 /// How to tell a component serves.
@@ -105,6 +108,10 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
         s(NAMESPACE),
         s("--metrics-listen"),
         format!("127.0.0.1:{}", c.metrics),
+        s("--webhook-listen"),
+        format!("127.0.0.1:{}", c.webhook),
+        s("--webhook-cert-names"),
+        s("127.0.0.1,localhost"),
     ];
     if let Some(ipam) = c.ipam {
         args.extend([s("--ipam-address"), s(ipam)]);

@@ -173,6 +173,10 @@ pub struct Options {
     pub network: bool,
     /// The controller-manager's `--cluster-labels` of a cluster (by name), `k=v,k2=v2`.
     pub cluster_labels: BTreeMap<String, String>,
+    /// The pod webhook's failurePolicy (`Fail`, as the chart, or `Ignore`). The chart's webhook
+    /// configurations are applied even when the controller-manager is not started: then pod
+    /// creation fails (with `Fail`) in namespaces labelled `liqo.io/scheduling-enabled=true`.
+    pub pod_webhook_failure_policy: String,
 }
 
 impl Default for Options {
@@ -184,6 +188,7 @@ impl Default for Options {
             reserved_subnets: BTreeMap::new(),
             network: false,
             cluster_labels: BTreeMap::new(),
+            pod_webhook_failure_policy: "Fail".to_owned(),
         }
     }
 }
@@ -251,7 +256,11 @@ async fn install_one(
         .filter(|p| COMPONENTS.iter().any(|x| x.program == p.name))
         .collect();
     crate::k8s::stop_procs(&earlier, STOP_GRACE);
-    let cluster_id = objects::prepare(&client, c, &opts.chart).await?;
+    let hooks = objects::Webhooks {
+        port: crate::k8s::free_port()?,
+        pod_failure_policy: opts.pod_webhook_failure_policy.clone(),
+    };
+    let cluster_id = objects::prepare(&client, c, &opts.chart, &hooks).await?;
     let ca = objects::write_ca(c, &dir)?;
     let mut kubeconfigs = BTreeMap::new();
     for sa in COMPONENTS.iter().filter_map(|x| x.service_account) {
@@ -276,6 +285,7 @@ async fn install_one(
             reserved,
             ipam: ipam.as_deref(),
             cluster_labels: opts.cluster_labels.get(&c.name).map(String::as_str),
+            webhook: hooks.port,
         };
         if comp.program == components::AUTH {
             objects::auth_service(&client, ctx.port).await?;

@@ -17,9 +17,10 @@ use futures::FutureExt;
 use liqo_auth::url::Overrides;
 use liqo_controller_manager::{
     context::{Context, Settings},
-    launcher::NoopLauncher,
     metrics::Metrics,
-    network, run, webhook,
+    network,
+    offloading::node::NodeLauncher,
+    run, webhook,
 };
 
 #[derive(Debug, Parser)]
@@ -134,9 +135,6 @@ async fn main() -> anyhow::Result<()> {
         cluster_labels: args.cluster_labels.clone(),
     };
     let metrics = Metrics::default();
-    liqo_daemon::server::spawn_metrics(args.metrics_listen, metrics.registry())
-        .await
-        .context("--metrics-listen")?;
     tracing::info!(cluster = %local.cluster_id, name = %local.cluster_name, "starting");
     let shutdown = signals()?;
     let webhooks = if args.disable_webhooks {
@@ -156,11 +154,15 @@ async fn main() -> anyhow::Result<()> {
         .context("the admission webhooks")?;
         Some(tokio::spawn(serving))
     };
+    // After the webhooks: serving metrics means the webhooks serve too.
+    liqo_daemon::server::spawn_metrics(args.metrics_listen, metrics.registry())
+        .await
+        .context("--metrics-listen")?;
     let mut ctx = Context::new(
         client.clone(),
         settings,
         local,
-        Arc::new(NoopLauncher),
+        Arc::new(NodeLauncher::new(client.clone())),
         metrics,
     );
     if let Some(ipam) = ipam {

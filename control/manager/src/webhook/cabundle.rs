@@ -1,7 +1,7 @@
 //! The CA in the configurations: [`patch`] (pure) is the strategic merge patch setting `caBundle` on every
 //! webhook of a configuration that lacks it or has another; [`keep`] applies it to the
 //! MutatingWebhookConfiguration and the ValidatingWebhookConfiguration `liqo-webhook` at start
-//! and every period after (the ClusterRole grants get and patch by name, not watch: a reset is
+//! and every period after ([`set`], [`keep`]) (the ClusterRole grants get and patch by name, not watch: a reset is
 //! undone within a period). It never creates or deletes a configuration or webhook.
 
 use std::time::Duration;
@@ -92,25 +92,31 @@ fn validating(c: &ValidatingWebhookConfiguration) -> Vec<(String, Option<Vec<u8>
         .collect()
 }
 
-/// Sets the CA now and every `period` after (absent configurations are skipped and checked
-/// again; errors logged and retried at the next period). Runs until dropped.
-pub async fn keep(client: Client, ca: Vec<u8>, period: Duration) {
+/// Sets the CA in both configurations where missing (absent configurations are skipped;
+/// errors logged, to be tried again by the caller).
+pub async fn set(client: &Client, ca: &[u8]) {
     let m: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let v: Api<ValidatingWebhookConfiguration> = Api::all(client);
-    loop {
-        for r in [
-            one(m.clone(), "MutatingWebhookConfiguration", &ca, mutating).await,
-            one(v.clone(), "ValidatingWebhookConfiguration", &ca, validating).await,
-        ] {
-            match r {
-                Ok(true) => tracing::info!("set the webhook CA in a configuration"),
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(error = %e, source = %std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_default(), "caBundle")
-                }
+    let v: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    for r in [
+        one(m, "MutatingWebhookConfiguration", ca, mutating).await,
+        one(v, "ValidatingWebhookConfiguration", ca, validating).await,
+    ] {
+        match r {
+            Ok(true) => tracing::info!("set the webhook CA in a configuration"),
+            Ok(false) => {}
+            Err(e) => {
+                let cause = std::error::Error::source(&e).map(ToString::to_string);
+                tracing::warn!(error = %e, cause = cause.unwrap_or_default(), "caBundle not set");
             }
         }
+    }
+}
+
+/// [`set`] every `period` (the first after one period). Runs until dropped.
+pub async fn keep(client: Client, ca: Vec<u8>, period: Duration) {
+    loop {
         tokio::time::sleep(period).await;
+        set(&client, &ca).await;
     }
 }
 

@@ -254,3 +254,6 @@ pub fn make(
         key: key.serialize_pem(),
     })
 }
+
+#[cfg(test)]
+mod tests;

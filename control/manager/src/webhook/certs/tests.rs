@@ -1,0 +1,130 @@
+use super::*;
+
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+fn now() -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+}
+
+fn sans() -> Vec<String> {
+    vec![
+        "liqo-controller-manager.liqo.svc".to_owned(),
+        "127.0.0.1".to_owned(),
+    ]
+}
+
+fn inspected(ca_days: u32, cert_days: u32, cert_sans: Vec<String>) -> Inspected {
+    Inspected {
+        ca_not_after: now() + DAY * ca_days,
+        cert_not_after: now() + DAY * cert_days,
+        cert_sans,
+        consistent: true,
+    }
+}
+
+#[test]
+fn nothing_stored_means_new() {
+    assert_eq!(plan(None, &sans(), now()), Plan::New);
+}
+
+#[test]
+fn valid_for_the_names_and_far_from_expiry_is_reused() {
+    let mut names = sans();
+    names.push("extra.example".to_owned());
+    assert_eq!(
+        plan(Some(&inspected(3000, 200, names)), &sans(), now()),
+        Plan::Reuse
+    );
+}
+
+#[test]
+fn a_missing_name_or_near_expiry_reissues_with_the_same_ca() {
+    let s = inspected(3000, 200, vec!["127.0.0.1".to_owned()]);
+    assert_eq!(plan(Some(&s), &sans(), now()), Plan::Reissue);
+    let s = inspected(3000, 29, sans());
+    assert_eq!(plan(Some(&s), &sans(), now()), Plan::Reissue);
+    let s = inspected(3000, 0, sans());
+    assert_eq!(plan(Some(&s), &sans(), now() + DAY * 10), Plan::Reissue);
+}
+
+#[test]
+fn a_ca_near_expiry_or_inconsistent_material_is_replaced() {
+    let s = inspected(300, 200, sans());
+    assert_eq!(plan(Some(&s), &sans(), now()), Plan::New);
+    let mut s = inspected(3000, 200, sans());
+    s.consistent = false;
+    assert_eq!(plan(Some(&s), &sans(), now()), Plan::New);
+}
+
+#[test]
+fn made_material_reads_back_and_is_reused_then_reissued_with_its_ca() {
+    let t = SystemTime::now();
+    let m = make(Plan::New, None, &sans(), t).unwrap();
+    let i = inspect(&m).unwrap();
+    assert!(i.consistent);
+    assert_eq!(i.cert_sans, sans());
+    let left = i.cert_not_after.duration_since(t).unwrap();
+    assert!(
+        left > CERT_VALIDITY - DAY && left <= CERT_VALIDITY,
+        "{left:?}"
+    );
+    assert!(i.ca_not_after.duration_since(t).unwrap() > CA_VALIDITY - DAY);
+    assert_eq!(plan(Some(&i), &sans(), t), Plan::Reuse);
+    assert_eq!(make(Plan::Reuse, Some(&m), &sans(), t).unwrap(), m);
+
+    let mut more = sans();
+    more.push("localhost".to_owned());
+    assert_eq!(plan(Some(&i), &more, t), Plan::Reissue);
+    let again = make(Plan::Reissue, Some(&m), &more, t).unwrap();
+    assert_eq!((&again.ca_cert, &again.ca_key), (&m.ca_cert, &m.ca_key));
+    assert_ne!(again.cert, m.cert);
+    let i = inspect(&again).unwrap();
+    assert!(
+        i.consistent,
+        "the reissued certificate is signed by the same CA"
+    );
+    assert_eq!(i.cert_sans, more);
+}
+
+#[test]
+fn a_certificate_of_another_ca_is_inconsistent() {
+    let t = SystemTime::now();
+    let a = make(Plan::New, None, &sans(), t).unwrap();
+    let b = make(Plan::New, None, &sans(), t).unwrap();
+    let mixed = Material {
+        cert: b.cert.clone(),
+        key: b.key.clone(),
+        ..a.clone()
+    };
+    assert!(!inspect(&mixed).unwrap().consistent);
+    let wrong_key = Material {
+        key: a.ca_key.clone(),
+        ..a.clone()
+    };
+    assert!(!inspect(&wrong_key).unwrap().consistent);
+}
+
+#[test]
+fn unreadable_material_is_an_error_naming_the_part() {
+    let t = SystemTime::now();
+    let m = make(Plan::New, None, &sans(), t).unwrap();
+    let bad = Material {
+        cert: "garbage".to_owned(),
+        ..m.clone()
+    };
+    let e = inspect(&bad).unwrap_err().to_string();
+    assert!(e.contains("serving certificate"), "{e}");
+    let bad = Material {
+        ca_key: "garbage".to_owned(),
+        ..m
+    };
+    assert!(inspect(&bad).unwrap_err().to_string().contains("CA key"));
+}
+
+#[test]
+fn debug_never_shows_a_key() {
+    let m = make(Plan::New, None, &sans(), SystemTime::now()).unwrap();
+    let d = format!("{m:?}");
+    assert!(!d.contains("PRIVATE KEY"), "{d}");
+    assert!(d.contains("BEGIN CERTIFICATE"));
+}
