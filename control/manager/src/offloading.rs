@@ -1,4 +1,7 @@
-//! Namespace offloading's controllers (issue 15; being written): the virtual node of an
-//! accepted offer, the virtual-node controller (its NamespaceMap), the NamespaceOffloading
-//! controller on the consumer and the NamespaceMap controller on the provider. Their decisions
-//! are `control::offloading`'s; this module only observes and carries them out.
+//! Namespace offloading's I/O in the controller-manager (issue 15): [`node`], the virtual
+//! node of an accepted offer (applied, kept Ready by its Lease) until the virtual kubelet
+//! takes it over. The decisions of the offloading controllers are `control::offloading`'s;
+//! this module only observes and carries them out, and never serves admission reviews
+//! (`crate::webhook` does).
+
+pub mod node;

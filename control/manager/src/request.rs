@@ -96,6 +96,7 @@ pub async fn reconcile(rr: Arc<ResourceRequest>, ctx: Arc<Context>) -> Result<Re
             .and_then(|q| q.hard.clone())
             .unwrap_or_default(),
         storage_classes: o.spec.storage_classes.clone(),
+        labels: o.spec.labels.clone(),
         withdrawing: o.spec.withdrawal_timestamp.is_some(),
         virtual_kubelet: o.status.clone().unwrap_or_default().virtual_kubelet_status,
     });
@@ -113,26 +114,21 @@ pub async fn reconcile(rr: Arc<ResourceRequest>, ctx: Arc<Context>) -> Result<Re
         offer: published.clone(),
         computed,
         storage_classes: storage_classes.clone(),
+        labels: ctx.settings.cluster_labels.clone(),
         threshold: offer::DEFAULT_UPDATE_THRESHOLD,
         offer_withdrawn: status.offer_withdrawal_timestamp.is_some(),
     };
     for action in decide::decide(&observed).map_err(|e| Error::Quantity(Box::new(e)))? {
         match action {
             Action::ApplyOffer(quota) => {
-                apply_offer(&ctx, &rr, &ns, &ro_name, &quota, &storage_classes, false).await?
+                let labels = &ctx.settings.cluster_labels;
+                let offer = (&quota, storage_classes.as_slice(), labels);
+                apply_offer(&ctx, &rr, &ns, &ro_name, offer, false).await?
             }
             Action::WithdrawOffer => {
                 let old = published.clone().unwrap_or_default();
-                apply_offer(
-                    &ctx,
-                    &rr,
-                    &ns,
-                    &ro_name,
-                    &old.quota,
-                    &old.storage_classes,
-                    true,
-                )
-                .await?
+                let offer = (&old.quota, old.storage_classes.as_slice(), &old.labels);
+                apply_offer(&ctx, &rr, &ns, &ro_name, offer, true).await?
             }
             Action::DeleteOffer => ro_api
                 .delete(&ro_name, &DeleteParams::default())
@@ -316,8 +312,11 @@ async fn apply_offer(
     rr: &ResourceRequest,
     ns: &str,
     name: &str,
-    quota: &BTreeMap<String, Quantity>,
-    storage_classes: &[control::api::sharing::StorageType],
+    (quota, storage_classes, offer_labels): (
+        &BTreeMap<String, Quantity>,
+        &[control::api::sharing::StorageType],
+        &BTreeMap<String, String>,
+    ),
     withdraw: bool,
 ) -> Result<(), Error> {
     let api: Api<control::api::sharing::ResourceOffer> = Api::namespaced(ctx.client.clone(), ns);
@@ -325,6 +324,9 @@ async fn apply_offer(
     let mut spec = json!({"clusterId": ctx.local.cluster_id, "resourceQuota": {"hard": quota}});
     if !storage_classes.is_empty() {
         spec["storageClasses"] = serde_json::to_value(storage_classes).expect("classes serialize");
+    }
+    if !offer_labels.is_empty() {
+        spec["labels"] = json!(offer_labels);
     }
     if withdraw {
         spec["withdrawalTimestamp"] = serde_json::to_value(now()).expect("a time serializes");

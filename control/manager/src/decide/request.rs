@@ -108,6 +108,8 @@ pub struct PublishedOffer {
     pub quota: BTreeMap<String, Quantity>,
     /// `spec.storageClasses`.
     pub storage_classes: Vec<StorageType>,
+    /// `spec.labels` (our `--cluster-labels` when published).
+    pub labels: BTreeMap<String, String>,
     /// `spec.withdrawalTimestamp` is set.
     pub withdrawing: bool,
     /// `status.virtualKubeletStatus` (from the consumer).
@@ -125,6 +127,8 @@ pub struct Observed {
     pub computed: BTreeMap<String, Quantity>,
     /// Our storage classes now ([`storage_classes`]).
     pub storage_classes: Vec<StorageType>,
+    /// Our `--cluster-labels` now (the offer's `spec.labels`).
+    pub labels: BTreeMap<String, String>,
     /// Upstream's update threshold.
     pub threshold: Percent,
     /// `status.offerWithdrawalTimestamp` is set on the request.
@@ -181,7 +185,10 @@ pub fn decide(o: &Observed) -> Result<Vec<Action>, InvalidQuantity> {
                 _ => o.computed.clone(),
             };
             let unchanged = o.offer.as_ref().is_some_and(|old| {
-                old.quota == quota && old.storage_classes == o.storage_classes && !old.withdrawing
+                old.quota == quota
+                    && old.storage_classes == o.storage_classes
+                    && old.labels == o.labels
+                    && !old.withdrawing
             });
             if !unchanged {
                 actions.push(Action::ApplyOffer(quota));
@@ -233,6 +240,7 @@ mod tests {
             offer,
             computed: q(&[("cpu", "1200m"), ("memory", "600M")]),
             storage_classes: Vec::new(),
+            labels: BTreeMap::new(),
             threshold: offer::DEFAULT_UPDATE_THRESHOLD,
             offer_withdrawn: false,
         }
@@ -362,6 +370,31 @@ mod tests {
         };
         let a = decide(&observed(RequestPhase::Allow, Some(offer.clone()))).unwrap();
         assert_eq!(a[0], Action::ApplyOffer(offer.quota));
+    }
+
+    /// `--cluster-labels` are the offer's `spec.labels`: a change re-applies the offer even
+    /// when the quota stays within the threshold; equal labels change nothing.
+    #[test]
+    fn cluster_labels_changes_reapply_the_offer() {
+        let quota = q(&[("cpu", "1200m"), ("memory", "600M")]);
+        let published = PublishedOffer {
+            quota: quota.clone(),
+            labels: ns(&[("topology.liqo.io/region", "center")]),
+            ..Default::default()
+        };
+        let mut o = observed(RequestPhase::Allow, Some(published.clone()));
+        o.labels = ns(&[("topology.liqo.io/region", "south")]);
+        let a = decide(&o).unwrap();
+        assert_eq!(a[0], Action::ApplyOffer(quota.clone()));
+        o.labels = published.labels.clone();
+        let a = decide(&o).unwrap();
+        assert!(
+            !a.iter().any(|x| matches!(x, Action::ApplyOffer(_))),
+            "{a:?}"
+        );
+        o.labels = BTreeMap::new();
+        let a = decide(&o).unwrap();
+        assert_eq!(a[0], Action::ApplyOffer(quota));
     }
 
     /// §1.7 steps 3 and 6 from the provider's request controller.

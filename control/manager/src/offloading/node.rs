@@ -1,0 +1,289 @@
+//! The virtual node of an accepted offer (§2.2), until the virtual kubelet takes it over:
+//! [`NodeLauncher`] applies the Node built by `control::forge::node` from the offer copy and
+//! the peer's ForeignCluster (capacity = allocatable = the offer's quota, so a new offer
+//! re-applies it), writes its status Ready, and renews its Lease `kube-node-lease/<node>` in a
+//! task per node; `stop` ends the task and deletes the Node (its Lease goes with it, owned).
+//!
+//! It never decides when a node should exist (the ResourceOffer controller does) and never
+//! runs pods on it.
+
+use std::{collections::HashMap, sync::Mutex, time::Duration};
+
+use control::{
+    api::{discovery::ForeignCluster, sharing::ResourceOffer},
+    forge::node::{NodeInput, node_name, virtual_node, virtual_node_status},
+};
+use futures::future::BoxFuture;
+use k8s_openapi::{
+    api::{
+        coordination::v1::Lease,
+        core::v1::{Node, NodeCondition},
+    },
+    apimachinery::pkg::apis::meta::v1::{MicroTime, Time},
+};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+};
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+use crate::{
+    FIELD_MANAGER,
+    context::now,
+    launcher::{LaunchError, Launcher, Peer},
+};
+
+/// The namespace of the nodes' Leases.
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+/// A Lease's duration, in seconds.
+pub const LEASE_SECONDS: i32 = 40;
+/// How often a Lease is renewed.
+pub const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// The port the node announces for its kubelet.
+pub const KUBELET_PORT: u16 = 10250;
+
+/// Applies virtual nodes and keeps them Ready.
+pub struct NodeLauncher {
+    client: Client,
+    leases: Mutex<HashMap<String, JoinHandle<()>>>,
+}
+
+impl NodeLauncher {
+    /// A launcher writing to our apiserver.
+    pub fn new(client: Client) -> Self {
+        NodeLauncher {
+            client,
+            leases: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<String, JoinHandle<()>>> {
+        // Inserts and removes only: a poisoned map is still consistent.
+        self.leases.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    async fn start_node(&self, peer: &Peer) -> Result<(), LaunchError> {
+        let fail = |what: String| LaunchError {
+            peer: peer.cluster_id.clone(),
+            message: what,
+        };
+        let offers: Api<ResourceOffer> = Api::namespaced(self.client.clone(), &peer.namespace);
+        let offer = offers
+            .get(&peer.offer)
+            .await
+            .map_err(|e| fail(format!("get ResourceOffer {}: {e}", peer.offer)))?;
+        let fcs: Api<ForeignCluster> = Api::all(self.client.clone());
+        let fc = fcs
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| fail(format!("list ForeignClusters: {e}")))?
+            .items
+            .into_iter()
+            .filter(|f| f.spec.cluster_identity.cluster_id == peer.cluster_id)
+            .min_by_key(|f| (f.creation_timestamp().map(|t| t.0), f.name_any()))
+            .ok_or_else(|| fail("no ForeignCluster names this peer".into()))?;
+        let version = self
+            .client
+            .apiserver_version()
+            .await
+            .map_err(|e| fail(format!("apiserver version: {e}")))?;
+        let capacity = offer
+            .spec
+            .resource_quota
+            .as_ref()
+            .and_then(|q| q.hard.clone())
+            .unwrap_or_default();
+        let input = NodeInput {
+            remote: &fc.spec.cluster_identity,
+            offer_labels: &offer.spec.labels,
+            capacity: &capacity,
+            storage: !offer.spec.storage_classes.is_empty(),
+            kubelet_version: &version.git_version,
+            address: None,
+            port: KUBELET_PORT,
+        };
+        for rejected in control::forge::node::rejected_offer_labels(&input) {
+            tracing::warn!(peer = %peer.cluster_id, "{rejected}");
+        }
+        let name = node_name(&input).to_string();
+        let mut node = serde_json::to_value(virtual_node(&input))
+            .map_err(|e| fail(format!("node {name}: {e}")))?;
+        node["apiVersion"] = json!("v1");
+        node["kind"] = json!("Node");
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let applied = nodes
+            .patch(&name, &params, &Patch::Apply(&node))
+            .await
+            .map_err(|e| fail(format!("apply Node {name}: {e}")))?;
+        let since = applied.creation_timestamp().unwrap_or_else(now);
+        let status = ready_status(&input, &since);
+        let status = json!({"apiVersion": "v1", "kind": "Node", "status": status});
+        nodes
+            .patch_status(&name, &params, &Patch::Apply(&status))
+            .await
+            .map_err(|e| fail(format!("apply status of Node {name}: {e}")))?;
+        let uid = applied
+            .uid()
+            .ok_or_else(|| fail(format!("Node {name} without a UID")))?;
+        let mut leases = self.leases();
+        let running = leases.get(&name).is_some_and(|t| !t.is_finished());
+        if !running {
+            let task = tokio::spawn(renew(self.client.clone(), name.clone(), uid));
+            leases.insert(name, task);
+        }
+        Ok(())
+    }
+
+    async fn stop_node(&self, peer: &Peer) -> Result<(), LaunchError> {
+        let fail = |what: String| LaunchError {
+            peer: peer.cluster_id.clone(),
+            message: what,
+        };
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        let list = nodes
+            .list(&ListParams::default().labels(&format!(
+                "{}={},{}={}",
+                control::consts::labels::NODE_TYPE,
+                control::consts::values::VIRTUAL_NODE,
+                control::consts::labels::REMOTE_CLUSTER_ID,
+                peer.cluster_id.as_str()
+            )))
+            .await
+            .map_err(|e| fail(format!("list virtual nodes: {e}")))?;
+        for node in list.items {
+            let name = node.name_any();
+            if let Some(task) = self.leases().remove(&name) {
+                task.abort();
+            }
+            match nodes.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(fail(format!("delete Node {name}: {e}"))),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The node's status with the conditions of a healthy kubelet: Ready True, the pressures and
+/// NetworkUnavailable False, since `since` (the same on every apply: nothing changes).
+pub fn ready_status(i: &NodeInput<'_>, since: &Time) -> k8s_openapi::api::core::v1::NodeStatus {
+    let mut status = virtual_node_status(i, since);
+    status.conditions = Some(
+        control::forge::node::CONDITION_TYPES
+            .iter()
+            .map(|t| {
+                let ready = *t == "Ready";
+                NodeCondition {
+                    type_: (*t).to_owned(),
+                    status: if ready { "True" } else { "False" }.to_owned(),
+                    last_heartbeat_time: Some(since.clone()),
+                    last_transition_time: Some(since.clone()),
+                    reason: Some(
+                        if ready {
+                            "KubeletReady"
+                        } else {
+                            "KubeletHasNoIssue"
+                        }
+                        .into(),
+                    ),
+                    message: Some(if ready {
+                        "The Liqo virtual node is ready".into()
+                    } else {
+                        format!("{t} False on the Liqo virtual node")
+                    }),
+                }
+            })
+            .collect(),
+    );
+    status
+}
+
+/// The node's Lease as applied: holder = the node, 40 s, renewed `at`, owned by the node.
+pub fn lease(node: &str, uid: &str, at: MicroTime) -> serde_json::Value {
+    json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": node, "namespace": LEASE_NAMESPACE,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid}]},
+        "spec": {"holderIdentity": node, "leaseDurationSeconds": LEASE_SECONDS, "renewTime": at},
+    })
+}
+
+/// Renews a node's Lease every [`RENEW_EVERY`] until aborted.
+async fn renew(client: Client, node: String, uid: String) {
+    let api: Api<Lease> = Api::namespaced(client, LEASE_NAMESPACE);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    loop {
+        let at = MicroTime(now().0);
+        if let Err(e) = api
+            .patch(&node, &params, &Patch::Apply(&lease(&node, &uid, at)))
+            .await
+        {
+            // Retried at the next tick: a missed renewal is one of four within the duration.
+            tracing::warn!(%node, error = %e, "renewing the virtual node's Lease");
+        }
+        tokio::time::sleep(RENEW_EVERY).await;
+    }
+}
+
+impl Launcher for NodeLauncher {
+    fn start<'a>(&'a self, peer: &'a Peer) -> BoxFuture<'a, Result<(), LaunchError>> {
+        Box::pin(self.start_node(peer))
+    }
+
+    fn stop<'a>(&'a self, peer: &'a Peer) -> BoxFuture<'a, Result<(), LaunchError>> {
+        Box::pin(self.stop_node(peer))
+    }
+}
+
+impl Drop for NodeLauncher {
+    fn drop(&mut self) {
+        for task in self.leases().values() {
+            task.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ready_status_is_ready_and_pressure_free_with_the_offer_as_capacity() {
+        let remote = control::api::discovery::ClusterIdentity {
+            cluster_id: "5c6a3e4f-1111-4c2d-9a9b-000000000001".parse().unwrap(),
+            cluster_name: "milan".parse().unwrap(),
+        };
+        let capacity = [(
+            "cpu".to_string(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("2".into()),
+        )]
+        .into_iter()
+        .collect();
+        let labels = Default::default();
+        let i = NodeInput {
+            remote: &remote,
+            offer_labels: &labels,
+            capacity: &capacity,
+            storage: false,
+            kubelet_version: "v1.30.0",
+            address: None,
+            port: KUBELET_PORT,
+        };
+        let s = ready_status(&i, &now());
+        assert_eq!(s.capacity.as_ref(), Some(&capacity));
+        assert_eq!(s.allocatable.as_ref(), Some(&capacity));
+        let conds = s.conditions.unwrap();
+        assert_eq!(conds.len(), 5);
+        for c in conds {
+            let want = if c.type_ == "Ready" { "True" } else { "False" };
+            assert_eq!(c.status, want, "{}", c.type_);
+        }
+        let l = lease("liqo-milan", "u", MicroTime(now().0));
+        assert_eq!(l["spec"]["leaseDurationSeconds"], 40);
+        assert_eq!(l["spec"]["holderIdentity"], "liqo-milan");
+        assert_eq!(l["metadata"]["ownerReferences"][0]["uid"], "u");
+    }
+}
