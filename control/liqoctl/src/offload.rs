@@ -20,6 +20,7 @@ use kube::{
 
 use crate::{FIELD_MANAGER, client::ApiFailure};
 
+pub mod args;
 pub mod decide;
 
 #[cfg(test)]

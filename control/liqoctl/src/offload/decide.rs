@@ -62,32 +62,40 @@ pub fn render(obj: &NamespaceOffloading, format: OutputFormat) -> Result<String,
     }
 }
 
-/// The selector terms as given on the command line, for the applied line (`all clusters`
-/// without any).
+/// The selector terms in kubectl's syntax, for the applied line: one term as is, several as
+/// `[term] OR [term]`; `all clusters` without any.
 pub fn describe_terms(terms: &[NodeSelectorTerm]) -> String {
-    if terms.is_empty() {
-        return "all clusters".to_owned();
+    let term = |t: &NodeSelectorTerm| {
+        t.match_expressions
+            .iter()
+            .flatten()
+            .map(|r| {
+                let values = r.values.as_deref().unwrap_or_default();
+                let joined = values.join(",");
+                match (r.operator.as_str(), values) {
+                    ("In", [v]) => format!("{}={v}", r.key),
+                    ("NotIn", [v]) => format!("{}!={v}", r.key),
+                    ("In", _) => format!("{} in ({joined})", r.key),
+                    ("NotIn", _) => format!("{} notin ({joined})", r.key),
+                    ("Exists", _) => r.key.clone(),
+                    ("DoesNotExist", _) => format!("!{}", r.key),
+                    ("Gt", _) => format!("{}>{joined}", r.key),
+                    ("Lt", _) => format!("{}<{joined}", r.key),
+                    (op, _) => format!("{} {op} ({joined})", r.key),
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    match terms {
+        [] => "all clusters".to_owned(),
+        [one] => term(one),
+        many => many
+            .iter()
+            .map(|t| format!("[{}]", term(t)))
+            .collect::<Vec<_>>()
+            .join(" OR "),
     }
-    terms
-        .iter()
-        .map(|t| {
-            t.match_expressions
-                .iter()
-                .flatten()
-                .map(|r| {
-                    let values = r.values.as_deref().unwrap_or_default().join(",");
-                    match r.operator.as_str() {
-                        "Exists" => r.key.clone(),
-                        "DoesNotExist" => format!("!{}", r.key),
-                        op => format!("{} {op} ({values})", r.key),
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .map(|t| format!("[{t}]"))
-        .collect::<Vec<_>>()
-        .join(" OR ")
 }
 
 /// Where an offloading stands.

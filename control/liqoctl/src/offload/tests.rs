@@ -121,8 +121,12 @@ fn repeated_selectors_are_ored_terms_in_order() {
     assert_eq!(sel.node_selector_terms[0], terms[0]);
     assert_eq!(
         describe_terms(&sel.node_selector_terms),
-        "[region In (europe,us-west), !staging] OR [!staging]"
+        "[region in (europe,us-west),!staging] OR [!staging]"
     );
+    let one = [parse_term("a=b,c!=d,e notin (f,g),h,n>1").unwrap()];
+    // One term reads back as itself.
+    assert_eq!(describe_terms(&one), "a=b,c!=d,e notin (f,g),h,n>1");
+    assert_eq!(parse_term(&describe_terms(&one)).unwrap(), one[0]);
     assert_eq!(describe_terms(&[]), "all clusters");
 }
 
