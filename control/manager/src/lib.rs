@@ -49,4 +49,9 @@ mod selectors {
     pub(crate) fn source() -> String {
         format!("{}={}", labels::REPLICATION, values::TRUE)
     }
+
+    /// Virtual nodes.
+    pub(crate) fn virtual_nodes() -> String {
+        format!("{}={}", labels::NODE_TYPE, values::VIRTUAL_NODE)
+    }
 }

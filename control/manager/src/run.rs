@@ -29,8 +29,10 @@ use crate::{
     error::Error,
     fc,
     inflight::InFlight,
-    network, offer, replicator, request,
-    selectors::{replicated, source},
+    network, offer,
+    offloading::vnode,
+    replicator, request,
+    selectors::{replicated, source, virtual_nodes},
 };
 
 /// How soon a failed reconcile is retried.
@@ -212,7 +214,32 @@ pub fn controllers(
     .for_each(log(offer::NAME))
     .boxed();
 
-    let mut all = vec![fc_controller, rep_controller, rr_controller, ro_controller];
+    let vnode_trigger = futures::stream::select_all([
+        events::<ForeignCluster>(&client, None).boxed(),
+        events::<control::api::virtualkubelet::NamespaceMap>(&client, Some(&source())).boxed(),
+    ]);
+    let vnode_controller = Controller::new(
+        Api::<Node>::all(client.clone()),
+        watcher::Config::default().labels(&virtual_nodes()),
+    )
+    .with_config(config.clone())
+    .reconcile_all_on(vnode_trigger)
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        tracked(vnode::NAME, inflight, vnode::reconcile),
+        policy::<Node>(vnode::NAME),
+        ctx.clone(),
+    )
+    .for_each(log(vnode::NAME))
+    .boxed();
+
+    let mut all = vec![
+        fc_controller,
+        rep_controller,
+        rr_controller,
+        ro_controller,
+        vnode_controller,
+    ];
     // The network manager, per ForeignCluster, when an IPAM is configured; its failures back
     // off (an IPAM that is down is not asked every 2 s).
     match ctx.network.clone() {
