@@ -263,6 +263,7 @@ pub async fn start(
         request: config.review_timeout,
         max_connections: 256,
     };
+    cabundle::set(&client, m.ca_cert.as_bytes()).await;
     let keeper = cabundle::keep(
         client,
         m.ca_cert.clone().into_bytes(),
