@@ -10,7 +10,9 @@ use std::{sync::Arc, time::Duration};
 use control::api::{
     discovery::{ForeignCluster, ResourceRequest},
     net::TunnelEndpoint,
+    offloading::NamespaceOffloading,
     sharing::ResourceOffer,
+    virtualkubelet::NamespaceMap,
 };
 use futures::{FutureExt, Stream, StreamExt, future::BoxFuture};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
@@ -30,7 +32,7 @@ use crate::{
     fc,
     inflight::InFlight,
     network, offer,
-    offloading::vnode,
+    offloading::{consumer, provider, vnode},
     replicator, request,
     selectors::{replicated, source, virtual_nodes},
 };
@@ -216,7 +218,7 @@ pub fn controllers(
 
     let vnode_trigger = futures::stream::select_all([
         events::<ForeignCluster>(&client, None).boxed(),
-        events::<control::api::virtualkubelet::NamespaceMap>(&client, Some(&source())).boxed(),
+        events::<NamespaceMap>(&client, Some(&source())).boxed(),
     ]);
     let vnode_controller = Controller::new(
         Api::<Node>::all(client.clone()),
@@ -233,12 +235,52 @@ pub fn controllers(
     .for_each(log(vnode::NAME))
     .boxed();
 
+    let nsof_trigger = futures::stream::select_all([
+        events::<Node>(&client, Some(&virtual_nodes())).boxed(),
+        events::<NamespaceMap>(&client, Some(&source())).boxed(),
+    ]);
+    let nsof_controller = Controller::new(
+        Api::<NamespaceOffloading>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(config.clone())
+    .reconcile_all_on(nsof_trigger)
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        tracked(consumer::NAME, inflight, consumer::reconcile),
+        policy::<NamespaceOffloading>(consumer::NAME),
+        ctx.clone(),
+    )
+    .for_each(log(consumer::NAME))
+    .boxed();
+
+    let nsmap_trigger = events::<k8s_openapi::api::core::v1::Namespace>(
+        &client,
+        Some(control::consts::labels::REMOTE_CLUSTER_ID),
+    );
+    let nsmap_controller = Controller::new(
+        Api::<NamespaceMap>::all(client.clone()),
+        watcher::Config::default().labels(&replicated()),
+    )
+    .with_config(config.clone())
+    .reconcile_all_on(nsmap_trigger)
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        tracked(provider::NAME, inflight, provider::reconcile),
+        policy::<NamespaceMap>(provider::NAME),
+        ctx.clone(),
+    )
+    .for_each(log(provider::NAME))
+    .boxed();
+
     let mut all = vec![
         fc_controller,
         rep_controller,
         rr_controller,
         ro_controller,
         vnode_controller,
+        nsof_controller,
+        nsmap_controller,
     ];
     // The network manager, per ForeignCluster, when an IPAM is configured; its failures back
     // off (an IPAM that is down is not asked every 2 s).

@@ -1,0 +1,225 @@
+//! The NamespaceMap controller on a provider (§3): for each trusted copy of a consumer's
+//! NamespaceMap (`liqo.io/replicated=true`, trusted as `crate::request::trusted` says),
+//! observes the namespaces it names or manages and their RoleBindings, and carries out
+//! `control::offloading::provider::decide`: namespaces created by POST (never adopted),
+//! RoleBindings to `liqo-virtual-kubelet-remote` server-side applied, deletions with a UID
+//! precondition, `status.currentMapping` (back to the consumer through its replicator),
+//! Warning Events, finalizer `namespacemap-controller.liqo.io/finalizer`. The first failing
+//! action stops the others but the status is written anyway.
+//!
+//! It never decides which namespaces a consumer wants (the consumer's NamespaceOffloading
+//! controller does) and never touches a namespace another map or nobody manages.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
+
+use control::{
+    api::{ClusterId, virtualkubelet::NamespaceMap},
+    consts::{
+        labels,
+        offloading::{MANAGED_BY_NAMESPACE_MAP, NAMESPACE_MAP_FINALIZER as FINALIZER},
+    },
+    offloading::provider::{
+        Action, NsView, Observed, binding_is_right, decide, namespace, role_binding,
+    },
+};
+use k8s_openapi::api::{core::v1::Namespace, rbac::v1::RoleBinding};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, ListParams, PostParams, Preconditions},
+    runtime::controller::Action as Requeue,
+};
+
+use crate::{
+    context::{Context, apply, apply_status, set_finalizers, with_finalizer},
+    error::{Error, kube as kerr},
+};
+
+/// The controller's name in metrics and logs.
+pub const NAME: &str = "namespacemap";
+
+/// The namespaces of a consumer this controller may have made.
+pub fn namespaces_selector(origin: &ClusterId) -> String {
+    format!("{}={}", labels::REMOTE_CLUSTER_ID, origin.as_str())
+}
+
+fn view(n: &Namespace) -> NsView {
+    NsView {
+        uid: n.metadata.uid.clone().unwrap_or_default(),
+        managed_by: n.annotations().get(MANAGED_BY_NAMESPACE_MAP).cloned(),
+        terminating: n.meta().deletion_timestamp.is_some(),
+    }
+}
+
+/// One reconcile of a NamespaceMap copy.
+pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+    ctx.metrics.reconcile(NAME);
+    let ns = map.namespace().ok_or(Error::Incomplete("namespace"))?;
+    let name = map.name_any();
+    let origin_label = map.labels().get(labels::ORIGIN_ID).map(String::as_str);
+    let Some(origin) = origin_label.and_then(|o| o.parse::<ClusterId>().ok()) else {
+        tracing::warn!(namespace = %ns, name, "NamespaceMap copy without a valid {}", labels::ORIGIN_ID);
+        return Ok(Requeue::await_change());
+    };
+    if !crate::request::trusted(
+        &ctx,
+        "NamespaceMap",
+        &map.metadata,
+        &ns,
+        origin_label,
+        &origin,
+    )
+    .await?
+    {
+        return Ok(Requeue::await_change());
+    }
+    let key = format!("{ns}/{name}");
+    let client = ctx.client.clone();
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    let mut namespaces: BTreeMap<String, NsView> = ns_api
+        .list(&ListParams::default().labels(&namespaces_selector(&origin)))
+        .await
+        .map_err(kerr(format!("list the namespaces of {origin}")))?
+        .items
+        .iter()
+        .filter(|n| n.annotations().get(MANAGED_BY_NAMESPACE_MAP) == Some(&key))
+        .map(|n| (n.name_any(), view(n)))
+        .collect();
+    let status = map.status.clone().unwrap_or_default();
+    let named: BTreeSet<String> = map
+        .spec
+        .desired_mapping
+        .values()
+        .cloned()
+        .chain(
+            status
+                .current_mapping
+                .values()
+                .filter_map(|c| c.remote_namespace.clone()),
+        )
+        .filter(|n| control::names::validate_label(n).is_ok())
+        .collect();
+    for n in named {
+        if namespaces.contains_key(&n) {
+            continue;
+        }
+        if let Some(found) = ns_api
+            .get_opt(&n)
+            .await
+            .map_err(kerr(format!("get Namespace {n}")))?
+        {
+            namespaces.insert(n, view(&found));
+        }
+    }
+    let mut bindings = BTreeMap::new();
+    for (n, v) in &namespaces {
+        if v.managed_by.as_deref() != Some(key.as_str()) {
+            continue;
+        }
+        let found = Api::<RoleBinding>::namespaced(client.clone(), n)
+            .get_opt(&ns)
+            .await
+            .map_err(kerr(format!("get RoleBinding {n}/{ns}")))?;
+        bindings.insert(
+            n.clone(),
+            found.is_some_and(|b| binding_is_right(&b, &origin)),
+        );
+    }
+    let reserved = BTreeSet::from([ctx.settings.namespace.clone()]);
+    let observed = Observed {
+        key: &key,
+        desired: &map.spec.desired_mapping,
+        current: &status.current_mapping,
+        deleting: map.meta().deletion_timestamp.is_some(),
+        has_finalizer: map.finalizers().iter().any(|f| f == FINALIZER),
+        namespaces: &namespaces,
+        bindings: &bindings,
+        reserved: &reserved,
+    };
+    let api: Api<NamespaceMap> = Api::namespaced(client.clone(), &ns);
+    let mut failed = None;
+    let mut new_status = None;
+    for action in decide(&observed) {
+        if let Action::Status(s) = action {
+            new_status = Some(s);
+            continue;
+        }
+        if failed.is_some() {
+            continue;
+        }
+        if let Err(e) = execute(&ctx, &map, &key, &origin, &api, action).await {
+            failed = Some(e);
+        }
+    }
+    if let Some(current) = new_status {
+        let value = serde_json::json!({ "currentMapping": current });
+        apply_status(&api, &name, &value).await?;
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(Requeue::requeue(ctx.settings.resync)),
+    }
+}
+
+async fn execute(
+    ctx: &Context,
+    map: &NamespaceMap,
+    key: &str,
+    origin: &ClusterId,
+    api: &Api<NamespaceMap>,
+    action: Action,
+) -> Result<(), Error> {
+    let name = map.name_any();
+    let map_ns = map.namespace().unwrap_or_default();
+    let ns_api: Api<Namespace> = Api::all(ctx.client.clone());
+    match action {
+        Action::AddFinalizer | Action::RemoveFinalizer => {
+            let add = action == Action::AddFinalizer;
+            let list = with_finalizer(map.finalizers(), FINALIZER, add);
+            set_finalizers(api, &name, map.resource_version().as_deref(), list).await
+        }
+        Action::CreateNamespace {
+            name: remote,
+            original,
+        } => {
+            let object = namespace(&remote, &original, key, origin);
+            match ns_api.create(&PostParams::default(), &object).await {
+                Ok(_) => Ok(()),
+                // Someone made it first: the next pass observes whose it is (never adopted).
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                Err(e) => Err(kerr(format!("create Namespace {remote}"))(e)),
+            }
+        }
+        Action::ApplyBinding { namespace: remote } => {
+            let binding = role_binding(&remote, key, &map_ns, origin);
+            let mut value =
+                serde_json::to_value(&binding).map_err(|_| Error::Incomplete("a RoleBinding"))?;
+            value["apiVersion"] = "rbac.authorization.k8s.io/v1".into();
+            value["kind"] = "RoleBinding".into();
+            let rb: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &remote);
+            apply(&rb, &map_ns, &value).await.map(drop)
+        }
+        Action::DeleteNamespace { name: remote, uid } => {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match ns_api.delete(&remote, &params).await {
+                Ok(_) => Ok(()),
+                // Gone, or another namespace of that name now: the next pass observes.
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+                Err(e) => Err(kerr(format!("delete Namespace {remote}"))(e)),
+            }
+        }
+        Action::Event { reason, message } => {
+            super::event(ctx, &map.object_ref(&()), true, reason, message).await;
+            Ok(())
+        }
+        Action::Status(_) => Ok(()),
+    }
+}
