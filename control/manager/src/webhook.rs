@@ -283,3 +283,53 @@ pub async fn start(
         keeper.abort();
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_names_are_the_services_then_the_extra_ones_once() {
+        let mut c = Config::new("127.0.0.1:0".parse().unwrap(), "liqo-x");
+        c.extra_sans = vec![
+            "127.0.0.1".into(),
+            "liqo-controller-manager.liqo-x.svc".into(),
+        ];
+        assert_eq!(
+            c.sans(),
+            [
+                "liqo-controller-manager.liqo-x.svc",
+                "liqo-controller-manager.liqo-x.svc.cluster.local",
+                "127.0.0.1",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_secret_missing_a_key_holds_no_material() {
+        let m = certs::make(
+            certs::Plan::New,
+            None,
+            &["a".into()],
+            std::time::SystemTime::now(),
+        )
+        .unwrap();
+        let mut data: std::collections::BTreeMap<String, ByteString> = [
+            (certs::CA_CERT, &m.ca_cert),
+            (certs::CA_KEY, &m.ca_key),
+            (certs::TLS_CERT, &m.cert),
+            (certs::TLS_KEY, &m.key),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), ByteString(v.clone().into_bytes())))
+        .collect();
+        let secret = |data| Secret {
+            data: Some(data),
+            ..Default::default()
+        };
+        assert_eq!(material(&secret(data.clone())), Some(m.clone()));
+        assert!(acceptor(&m).is_ok());
+        data.remove(certs::TLS_KEY);
+        assert_eq!(material(&secret(data)), None);
+    }
+}

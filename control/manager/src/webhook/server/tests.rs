@@ -79,7 +79,7 @@ async fn post(router: Router, path: &str, body: Vec<u8>) -> (StatusCode, Value) 
 #[tokio::test]
 async fn a_pod_is_patched_with_the_namespaces_strategy() {
     let m = Metrics::default();
-    let r = router(hooks(Ok(Some(nsoff("offloading", "Local"))), &m));
+    let r = router(hooks(Ok(Some(nsoff("offloading", "Remote"))), &m));
     let (status, v) = post(r, webhook::POD_PATH, review(pod())).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(v["kind"], "AdmissionReview");
