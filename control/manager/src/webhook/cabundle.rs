@@ -19,6 +19,9 @@ use kube::{
 };
 use serde_json::{Value, json};
 
+/// The webhooks of a configuration: each name and its caBundle.
+pub type Bundles = Vec<(String, Option<Vec<u8>>)>;
+
 /// The strategic merge patch setting `ca` on the webhooks that lack it or have another (the
 /// `webhooks` list merges by `name`); `None` when all have it.
 pub fn patch(webhooks: &[(String, Option<Vec<u8>>)], ca: &[u8]) -> Option<Value> {
@@ -44,7 +47,7 @@ async fn one<K>(
     api: Api<K>,
     kind: &'static str,
     ca: &[u8],
-    webhooks: fn(&K) -> Vec<(String, Option<Vec<u8>>)>,
+    webhooks: fn(&K) -> Bundles,
 ) -> Result<bool, CaBundleError>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -66,7 +69,7 @@ where
     Ok(true)
 }
 
-fn mutating(c: &MutatingWebhookConfiguration) -> Vec<(String, Option<Vec<u8>>)> {
+fn mutating(c: &MutatingWebhookConfiguration) -> Bundles {
     c.webhooks
         .iter()
         .flatten()
@@ -79,7 +82,7 @@ fn mutating(c: &MutatingWebhookConfiguration) -> Vec<(String, Option<Vec<u8>>)> 
         .collect()
 }
 
-fn validating(c: &ValidatingWebhookConfiguration) -> Vec<(String, Option<Vec<u8>>)> {
+fn validating(c: &ValidatingWebhookConfiguration) -> Bundles {
     c.webhooks
         .iter()
         .flatten()
