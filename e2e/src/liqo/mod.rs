@@ -1,7 +1,9 @@
 //! Liqo installed on the harness's clusters ([`crate::k8s`]) as a user would have it from the
 //! chart, with the components run as local processes: per cluster the namespace `liqo` (PSA
 //! `enforce=privileged`), the identity ConfigMap (a UUIDv4 kept across re-runs), the CRDs of
-//! `chart/crds/` and every object of `chart/files/` (the ClusterRoles), a ServiceAccount per
+//! `chart/crds/` and every object of `chart/files/` (the ClusterRoles; the webhook
+//! configurations rewritten to call the controller-manager at `https://127.0.0.1:<port>`, with
+//! the pod webhook's failurePolicy of [`Options`]), a ServiceAccount per
 //! component bound to the ClusterRole of its name, a token per ServiceAccount (TokenRequest) in
 //! a kubeconfig per component (0600), so the components run with exactly the chart's RBAC; then
 //! `liqo-ipam serve`, `liqo-auth` and `liqo-controller-manager` started through
