@@ -1,0 +1,457 @@
+//! Namespace offloading on real apiservers (control-plane.md §3.5): three clusters, the
+//! controller-manager run as a process by `e2e::liqo::install` under the chart's RBAC; rome
+//! consumes milan (`topology.liqo.io/region=center`) and turin (`=south`), peered by liqoctl's
+//! own commands. Checks the virtual nodes, the seed's NamespaceOffloading example (§3.3),
+//! the remote namespace with its annotations and RoleBinding, a pre-existing unmanaged
+//! namespace (never deleted), restarts of the controller-manager and of a provider's
+//! apiserver mid-offload, and the deletion. Prints the timings it measures.
+
+mod common;
+
+use std::{collections::BTreeMap, io::Write as _, process::Stdio, time::Instant};
+
+use common::{DownOnDrop, eventually};
+use control::{
+    api::{
+        offloading::{NamespaceOffloading, NamespaceOffloadingStatus, OffloadingPhase},
+        sharing::ResourceOffer,
+    },
+    consts::{labels, offloading as off},
+};
+use e2e::{
+    k8s::{self, Clusters},
+    liqo,
+};
+use k8s_openapi::api::{
+    core::v1::{Namespace, Node},
+    rbac::v1::RoleBinding,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, PostParams},
+};
+use serde_json::{Value, json};
+
+const REGION: &str = "topology.liqo.io/region";
+
+/// `liqoctl generate peer-command` on `provider`, piped into bash with `consumer`'s kubeconfig.
+fn peer(set: &Clusters, installed: &liqo::Liqo, consumer: &str, provider: &str) {
+    let path = format!(
+        "{}:{}",
+        installed.bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new(installed.bin.join("liqoctl"))
+        .args([
+            "--context",
+            provider,
+            "generate",
+            "peer-command",
+            "--only-command",
+        ])
+        .env("KUBECONFIG", &set.kubeconfig)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    // stdout holds a token: only stderr is shown.
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut bash = std::process::Command::new("bash")
+        .env("KUBECONFIG", &set.get(consumer).unwrap().kubeconfig)
+        .env("PATH", &path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    bash.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let done = bash.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "peer {consumer} -> {provider}: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+/// What `liqoctl offload namespace <ns> --namespace-mapping-strategy EnforceSameName
+/// --pod-offloading-strategy LocalAndRemote [--selector <region>=<value>]` creates.
+async fn offload(client: &Client, ns: &str, region: Option<&str>) {
+    // The namespace may exist already: the offloading is what counts.
+    let _ = Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await;
+    let mut spec = json!({
+        "namespaceMappingStrategy": "EnforceSameName",
+        "podOffloadingStrategy": "LocalAndRemote",
+    });
+    if let Some(r) = region {
+        spec["clusterSelector"] = json!({"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": REGION, "operator": "In", "values": [r]}]}]});
+    }
+    let o: NamespaceOffloading = serde_json::from_value(json!({
+        "apiVersion": "offloading.liqo.io/v1alpha1", "kind": "NamespaceOffloading",
+        "metadata": {"name": "offloading", "namespace": ns}, "spec": spec,
+    }))
+    .unwrap();
+    Api::<NamespaceOffloading>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &o)
+        .await
+        .unwrap();
+}
+
+async fn status(client: &Client, ns: &str) -> Result<NamespaceOffloadingStatus, String> {
+    Api::<NamespaceOffloading>::namespaced(client.clone(), ns)
+        .get("offloading")
+        .await
+        .map_err(|e| e.to_string())
+        .map(|o| o.status.unwrap_or_default())
+}
+
+/// The conditions as (type, status, reason, message), by map name.
+fn conditions(s: &NamespaceOffloadingStatus) -> BTreeMap<String, Vec<[String; 4]>> {
+    s.remote_namespaces_conditions
+        .iter()
+        .map(|(k, v)| {
+            let v = serde_json::to_value(v).unwrap();
+            let rows = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    ["type", "status", "reason", "message"]
+                        .map(|f| c[f].as_str().unwrap_or_default().to_owned())
+                })
+                .collect();
+            (k.clone(), rows)
+        })
+        .collect()
+}
+
+fn row(t: &str, s: &str, r: &str, m: &str) -> [String; 4] {
+    [t, s, r, m].map(str::to_owned)
+}
+
+async fn ns_exists(client: &Client, name: &str) -> bool {
+    Api::<Namespace>::all(client.clone())
+        .get_opt(name)
+        .await
+        .unwrap()
+        .is_some()
+}
+
+/// The namespaces on a provider made for rome.
+async fn made_for(client: &Client, rome: &str) -> Vec<String> {
+    Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("{}={rome}", labels::REMOTE_CLUSTER_ID)))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offloading_across_three_clusters() {
+    let bins = k8s::binaries().unwrap();
+    let mut options = common::options();
+    options.clusters = 3;
+    options.nodes = 1;
+    let mut set = Clusters::up(&bins, &options).await.unwrap();
+    let _guard = DownOnDrop(set.prefix.clone());
+    let mut opts = liqo::Options::default();
+    opts.cluster_labels
+        .insert("milan".into(), format!("{REGION}=center"));
+    opts.cluster_labels
+        .insert("turin".into(), format!("{REGION}=south"));
+    let mut installed = liqo::install(&set, &bins, &opts).await.unwrap();
+    let id = |c: &str| installed.get(c).unwrap().cluster_id.clone();
+    let (rome_id, milan_id, turin_id) = (id("rome"), id("milan"), id("turin"));
+    let rome = set.get("rome").unwrap().client().await.unwrap();
+    let milan = set.get("milan").unwrap().client().await.unwrap();
+    let turin = set.get("turin").unwrap().client().await.unwrap();
+
+    let started = Instant::now();
+    peer(&set, &installed, "rome", "milan");
+    peer(&set, &installed, "rome", "turin");
+
+    // The virtual nodes: name, labels (the provider's region), taint, capacity = the offer.
+    for (name, pid, region) in [
+        ("milan", &milan_id, "center"),
+        ("turin", &turin_id, "south"),
+    ] {
+        let node_name = format!("liqo-{name}");
+        let (rome, pid) = (rome.clone(), pid.clone());
+        eventually(90, &format!("virtual node {node_name} as its offer says"), || {
+            let (rome, pid, node_name) = (rome.clone(), pid.clone(), node_name.clone());
+            async move {
+                let node = Api::<Node>::all(rome.clone())
+                    .get_opt(&node_name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or("no node yet")?;
+                let l = node.metadata.labels.clone().unwrap_or_default();
+                let want = [
+                    (REGION, region),
+                    (labels::NODE_TYPE, "virtual-node"),
+                    (labels::REMOTE_CLUSTER_ID, pid.as_str()),
+                ];
+                for (k, v) in want {
+                    if l.get(k).map(String::as_str) != Some(v) {
+                        return Err(format!("label {k}: {:?}", l.get(k)));
+                    }
+                }
+                let taints = serde_json::to_value(node.spec.clone().unwrap().taints).unwrap();
+                assert_eq!(
+                    taints,
+                    json!([{"key": "virtual-node.liqo.io/not-allowed", "value": "true", "effect": "NoExecute"}])
+                );
+                let offers = Api::<ResourceOffer>::all(rome.clone())
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let offer = offers
+                    .items
+                    .iter()
+                    .find(|o| o.spec.cluster_id.as_str() == pid)
+                    .ok_or("no offer")?;
+                assert_eq!(offer.spec.labels.get(REGION).map(String::as_str), Some(region));
+                let quota = offer.spec.resource_quota.clone().unwrap().hard.unwrap();
+                let st = node.status.clone().unwrap_or_default();
+                if st.capacity.as_ref() != Some(&quota) || st.allocatable.as_ref() != Some(&quota) {
+                    return Err(format!("capacity {:?} != offer {quota:?}", st.capacity));
+                }
+                let ready = st.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
+                ready.then_some(()).ok_or_else(|| "not Ready".to_owned())
+            }
+        })
+        .await;
+    }
+    println!(
+        "TIMING peering of rome with milan and turin to both virtual nodes: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    // The seed's example: selector region=south, EnforceSameName.
+    let t0 = Instant::now();
+    offload(&rome, "liqo-demo", Some("south")).await;
+    let c = rome.clone();
+    eventually(60, "liqo-demo Ready", || {
+        let c = c.clone();
+        async move {
+            let s = status(&c, "liqo-demo").await?;
+            (s.offloading_phase == Some(OffloadingPhase::Ready))
+                .then_some(())
+                .ok_or(format!("{s:?}"))
+        }
+    })
+    .await;
+    println!(
+        "TIMING liqo-demo offloaded to turin (Ready): {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let s = status(&rome, "liqo-demo").await.unwrap();
+    assert_eq!(s.remote_namespace_name.as_deref(), Some("liqo-demo"));
+    let conds = conditions(&s);
+    let key = |c: &str| {
+        conds
+            .keys()
+            .find(|k| k.starts_with(&format!("{c}-")))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(conds.len(), 2, "{conds:?}");
+    assert_eq!(
+        conds[&key("milan")],
+        [row(
+            "OffloadingRequired",
+            "False",
+            "ClusterNotSelected",
+            "You have not selected this cluster through ClusterSelector fields"
+        )]
+    );
+    assert_eq!(
+        conds[&key("turin")],
+        [
+            row(
+                "OffloadingRequired",
+                "True",
+                "ClusterSelected",
+                "The remote cluster has been selected through the ClusterSelector field"
+            ),
+            row(
+                "Ready",
+                "True",
+                "RemoteNamespaceCreated",
+                "Namespace correctly offloaded on this cluster"
+            ),
+        ]
+    );
+    // On turin only, with the annotations and the RoleBinding.
+    let ns = Api::<Namespace>::all(turin.clone())
+        .get("liqo-demo")
+        .await
+        .unwrap();
+    let ann = ns.metadata.annotations.unwrap_or_default();
+    assert_eq!(
+        ann.get(off::ORIGINAL_NAME).map(String::as_str),
+        Some("liqo-demo")
+    );
+    let managed = ann.get(off::MANAGED_BY_NAMESPACE_MAP).cloned().unwrap();
+    let (tenant, map) = managed.split_once('/').unwrap();
+    assert!(
+        tenant.starts_with("liqo-tenant-rome-") && map.starts_with("turin-"),
+        "{managed}"
+    );
+    let rb = Api::<RoleBinding>::namespaced(turin.clone(), "liqo-demo")
+        .get(tenant)
+        .await
+        .unwrap();
+    assert_eq!(rb.role_ref.name, "liqo-virtual-kubelet-remote");
+    let subjects = serde_json::to_value(rb.subjects).unwrap();
+    assert_eq!(subjects[0]["kind"], "User");
+    assert_eq!(subjects[0]["name"], Value::from(rome_id.clone()));
+    assert!(!ns_exists(&milan, "liqo-demo").await, "liqo-demo on milan");
+    let label = |c: Client, n: &'static str| async move {
+        Api::<Namespace>::all(c)
+            .get(n)
+            .await
+            .unwrap()
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(off::SCHEDULING_ENABLED)
+            .cloned()
+    };
+    assert_eq!(
+        label(rome.clone(), "liqo-demo").await.as_deref(),
+        Some("true")
+    );
+
+    // A namespace that exists on turin, unmanaged: CreationLoopBackOff, AllFailed, never deleted.
+    Api::<Namespace>::all(turin.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "liqo-clash"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    offload(&rome, "liqo-clash", Some("south")).await;
+    let c = rome.clone();
+    eventually(60, "liqo-clash AllFailed", || {
+        let c = c.clone();
+        async move {
+            let s = status(&c, "liqo-clash").await?;
+            let conds = conditions(&s);
+            let turin = conds
+                .iter()
+                .find(|(k, _)| k.starts_with("turin-"))
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default();
+            let backoff = turin
+                .iter()
+                .any(|r| r[0] == "Ready" && r[1] == "False" && r[2] == "CreationLoopBackOff");
+            (s.offloading_phase == Some(OffloadingPhase::AllFailed) && backoff)
+                .then_some(())
+                .ok_or(format!("{s:?}"))
+        }
+    })
+    .await;
+    Api::<NamespaceOffloading>::namespaced(rome.clone(), "liqo-clash")
+        .delete("offloading", &DeleteParams::default())
+        .await
+        .unwrap();
+    let c = rome.clone();
+    eventually(30, "liqo-clash's offloading gone", || {
+        let c = c.clone();
+        async move {
+            match status(&c, "liqo-clash").await {
+                Err(e) if e.contains("404") || e.contains("not found") => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    let clash = Api::<Namespace>::all(turin.clone())
+        .get("liqo-clash")
+        .await
+        .unwrap();
+    assert!(
+        clash.metadata.deletion_timestamp.is_none(),
+        "the unmanaged namespace was deleted"
+    );
+
+    // Restarts mid-offload: the controller-manager of rome, then turin's apiserver.
+    let t0 = Instant::now();
+    offload(&rome, "liqo-restart", None).await;
+    let killed = liqo::kill9_component(&installed, "rome", "liqo-controller-manager").unwrap();
+    let (_, took) = liqo::restart_component(&set, &mut installed, killed)
+        .await
+        .unwrap();
+    println!(
+        "TIMING rome's controller-manager restarted in {:.1} s",
+        took.as_secs_f64()
+    );
+    let r = set.restart_apiserver("turin").await.unwrap();
+    println!(
+        "TIMING turin's apiserver unavailable {:.1} s",
+        r.unavailable.as_secs_f64()
+    );
+    let turin = set.get("turin").unwrap().client().await.unwrap();
+    let c = rome.clone();
+    eventually(120, "liqo-restart Ready on both", || {
+        let c = c.clone();
+        async move {
+            let s = status(&c, "liqo-restart").await?;
+            (s.offloading_phase == Some(OffloadingPhase::Ready))
+                .then_some(())
+                .ok_or(format!("{s:?}"))
+        }
+    })
+    .await;
+    println!(
+        "TIMING liqo-restart Ready on milan and turin across the restarts: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    let mut on_milan = made_for(&milan, &rome_id).await;
+    on_milan.sort();
+    assert_eq!(on_milan, ["liqo-restart"]);
+    let mut on_turin = made_for(&turin, &rome_id).await;
+    on_turin.sort();
+    assert_eq!(on_turin, ["liqo-demo", "liqo-restart"]);
+
+    // Deleting liqo-demo's offloading: the remote namespace and the label go within 30 s.
+    let t0 = Instant::now();
+    Api::<NamespaceOffloading>::namespaced(rome.clone(), "liqo-demo")
+        .delete("offloading", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (c, t) = (rome.clone(), turin.clone());
+    eventually(30, "liqo-demo released", || {
+        let (c, t) = (c.clone(), t.clone());
+        async move {
+            if ns_exists(&t, "liqo-demo").await {
+                return Err("liqo-demo still on turin".into());
+            }
+            match label(c, "liqo-demo").await {
+                None => Ok(()),
+                Some(v) => Err(format!("label still {v}")),
+            }
+        }
+    })
+    .await;
+    println!(
+        "TIMING liqo-demo's remote namespace and label gone in {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(
+        ns_exists(&turin, "liqo-clash").await,
+        "the unmanaged namespace survived"
+    );
+}
