@@ -11,6 +11,8 @@ use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use rustls::{
     ServerConfig,
     pki_types::{CertificateDer, PrivateKeyDer},
+    server::{ClientHello, ResolvesServerCert},
+    sign::CertifiedKey,
 };
 use tokio::{
     io::{AsyncRead, AsyncWrite},
@@ -43,6 +45,62 @@ pub fn acceptor(
             .with_safe_default_protocol_versions()?
             .with_no_client_auth()
             .with_single_cert(chain, key)?;
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// A serving certificate that can be replaced while serving (new connections get the new one).
+#[derive(Debug)]
+pub struct Replaceable(std::sync::RwLock<Arc<CertifiedKey>>);
+
+fn provider() -> rustls::crypto::CryptoProvider {
+    rustls::crypto::ring::default_provider()
+}
+
+impl Replaceable {
+    /// `chain` (leaf first) with `key`; refused when the key is not the leaf's.
+    pub fn new(
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<Arc<Self>, rustls::Error> {
+        let certified = CertifiedKey::from_der(chain, key, &provider())?;
+        Ok(Arc::new(Replaceable(std::sync::RwLock::new(Arc::new(
+            certified,
+        )))))
+    }
+
+    /// Serves `chain` with `key` from now on (unchanged when they are refused).
+    pub fn replace(
+        &self,
+        chain: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+    ) -> Result<(), rustls::Error> {
+        let certified = Arc::new(CertifiedKey::from_der(chain, key, &provider())?);
+        // A writer panicking mid-assignment cannot leave a half-written Arc: take it anyway.
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = certified;
+        Ok(())
+    }
+}
+
+impl ResolvesServerCert for Replaceable {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(
+            self.0
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone(),
+        )
+    }
+}
+
+/// A TLS acceptor serving whatever `cert` holds at each handshake, ring only.
+pub fn replaceable_acceptor(cert: Arc<Replaceable>) -> Result<TlsAcceptor, rustls::Error> {
+    let config = ServerConfig::builder_with_provider(Arc::new(provider()))
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_cert_resolver(cert);
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
@@ -126,5 +184,35 @@ where
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with an error"),
         Err(_elapsed) => tracing::debug!(%peer, "connection timed out"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::pki_types::PrivatePkcs8KeyDer;
+
+    fn pair(name: &str) -> (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>) {
+        let c = rcgen::generate_simple_self_signed(vec![name.to_owned()]).unwrap();
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(c.signing_key.serialize_der()));
+        (vec![c.cert.der().clone()], key)
+    }
+
+    fn served(r: &Replaceable) -> CertificateDer<'static> {
+        r.0.read().unwrap().cert[0].clone()
+    }
+
+    #[test]
+    fn a_replaceable_certificate_is_replaced_only_by_a_matching_key() {
+        let (a, ka) = pair("a.example");
+        let r = Replaceable::new(a.clone(), ka).unwrap();
+        assert!(replaceable_acceptor(r.clone()).is_ok());
+        assert_eq!(served(&r), a[0]);
+        let (b, kb) = pair("b.example");
+        let (_, other) = pair("c.example");
+        assert!(r.replace(b.clone(), other).is_err());
+        assert_eq!(served(&r), a[0], "unchanged when refused");
+        r.replace(b.clone(), kb).unwrap();
+        assert_eq!(served(&r), b[0]);
     }
 }

@@ -2,7 +2,7 @@
 //! mutation (`pod.mutate.liqo.io`) and the NamespaceOffloading validation
 //! (`nsoff.validate.liqo.io`), over HTTPS with a CA and serving certificate it makes itself and
 //! keeps in the Secret `liqo-webhook-certs` ([`certs`]: reused across restarts while valid for
-//! the names), whose CA it patches into the `caBundle` of every webhook of the two
+//! the names, checked hourly and renewed near expiry without a restart), whose CA it patches into the `caBundle` of every webhook of the two
 //! configurations named `liqo-webhook` (and again when something resets it, [`cabundle`]).
 //!
 //! Their decisions are `control::offloading::webhook`'s; the serving loop is
@@ -40,6 +40,8 @@ pub struct Config {
     pub extra_sans: Vec<String>,
     /// How often the configurations' caBundle is checked.
     pub ca_check_period: Duration,
+    /// How often the Secret's certificates are checked while serving (renewed near expiry).
+    pub renew_check_period: Duration,
     /// The largest review body (bytes).
     pub max_body: usize,
     /// How long a review may take.
@@ -47,7 +49,7 @@ pub struct Config {
 }
 
 impl Config {
-    /// The defaults: the CA checked every 5 s, bodies up to 4 MiB (a pod with large
+    /// The defaults: the CA checked every 5 s, the certificates every hour, bodies up to 4 MiB (a pod with large
     /// annotations), 8 s per review (within the configurations' 10 s).
     pub fn new(listen: SocketAddr, namespace: impl Into<String>) -> Self {
         Config {
@@ -55,6 +57,7 @@ impl Config {
             namespace: namespace.into(),
             extra_sans: vec![],
             ca_check_period: Duration::from_secs(5),
+            renew_check_period: Duration::from_secs(3600),
             max_body: 4 << 20,
             review_timeout: Duration::from_secs(8),
         }
@@ -194,7 +197,10 @@ pub async fn ensure_certs(
     Ok(m)
 }
 
-fn acceptor(m: &certs::Material) -> Result<tokio_rustls::TlsAcceptor, WebhookError> {
+/// The serving chain (the certificate, then the CA) and key of `m`, for rustls.
+fn tls_parts(
+    m: &certs::Material,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), WebhookError> {
     let key = rcgen::KeyPair::from_pem(&m.key).map_err(|source| {
         WebhookError::Certs(certs::CertError::Key {
             what: "serving key",
@@ -216,7 +222,47 @@ fn acceptor(m: &certs::Material) -> Result<tokio_rustls::TlsAcceptor, WebhookErr
         der("serving certificate", &m.cert)?,
         der("CA certificate", &m.ca_cert)?,
     ];
-    liqo_auth::https::acceptor(chain, key).map_err(WebhookError::Tls)
+    Ok((chain, key))
+}
+
+/// Keeps the caBundle (every `ca_check_period`) and the serving certificate (every
+/// `renew_check_period` the Secret is checked as at start: a renewed certificate is served
+/// from then on; a new CA is added to the caBundle, next to the old one, before it is served).
+async fn keep(
+    client: Client,
+    config: Config,
+    cert: Arc<liqo_auth::https::Replaceable>,
+    mut m: certs::Material,
+) {
+    let mut bundle = m.ca_cert.clone();
+    let mut checked = tokio::time::Instant::now();
+    loop {
+        tokio::time::sleep(config.ca_check_period).await;
+        if checked.elapsed() >= config.renew_check_period {
+            checked = tokio::time::Instant::now();
+            match ensure_certs(&client, &config).await {
+                Ok(new) if new != m => {
+                    if new.ca_cert != m.ca_cert {
+                        bundle = format!("{}{}", new.ca_cert, m.ca_cert);
+                        cabundle::set(&client, bundle.as_bytes()).await;
+                    }
+                    let replaced = tls_parts(&new).and_then(|(chain, key)| {
+                        cert.replace(chain, key).map_err(WebhookError::Tls)
+                    });
+                    match replaced {
+                        Ok(()) => {
+                            tracing::info!("serving the renewed webhook certificate");
+                            m = new;
+                        }
+                        Err(e) => tracing::warn!(error = %e, "the renewed webhook certificate"),
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "checking the webhook certificates"),
+            }
+        }
+        cabundle::set(&client, bundle.as_bytes()).await;
+    }
 }
 
 /// The pod webhook's lookup against the apiserver.
@@ -243,7 +289,9 @@ pub async fn start(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<impl Future<Output = ()> + Send + 'static, WebhookError> {
     let m = ensure_certs(&client, &config).await?;
-    let tls = acceptor(&m)?;
+    let (chain, key) = tls_parts(&m)?;
+    let cert = liqo_auth::https::Replaceable::new(chain, key).map_err(WebhookError::Tls)?;
+    let tls = liqo_auth::https::replaceable_acceptor(cert.clone()).map_err(WebhookError::Tls)?;
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| WebhookError::Bind {
@@ -264,11 +312,7 @@ pub async fn start(
         max_connections: 256,
     };
     cabundle::set(&client, m.ca_cert.as_bytes()).await;
-    let keeper = cabundle::keep(
-        client,
-        m.ca_cert.clone().into_bytes(),
-        config.ca_check_period,
-    );
+    let keeper = keep(client, config, cert, m);
     Ok(async move {
         let keeper = tokio::spawn(keeper);
         liqo_auth::https::serve(
@@ -328,7 +372,9 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(material(&secret(data.clone())), Some(m.clone()));
-        assert!(acceptor(&m).is_ok());
+        let (chain, key) = tls_parts(&m).unwrap();
+        assert_eq!(chain.len(), 2);
+        assert!(liqo_auth::https::Replaceable::new(chain, key).is_ok());
         data.remove(certs::TLS_KEY);
         assert_eq!(material(&secret(data)), None);
     }

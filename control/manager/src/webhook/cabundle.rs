@@ -1,10 +1,9 @@
-//! The CA in the configurations: [`patch`] (pure) is the strategic merge patch setting `caBundle` on every
-//! webhook of a configuration that lacks it or has another; [`keep`] applies it to the
-//! MutatingWebhookConfiguration and the ValidatingWebhookConfiguration `liqo-webhook` at start
-//! and every period after ([`set`], [`keep`]) (the ClusterRole grants get and patch by name, not watch: a reset is
-//! undone within a period). It never creates or deletes a configuration or webhook.
-
-use std::time::Duration;
+//! The CA in the configurations: [`patch`] (pure) is the strategic merge patch setting
+//! `caBundle` on every webhook of a configuration that lacks it or has another; [`set`] applies
+//! it to the MutatingWebhookConfiguration and the ValidatingWebhookConfiguration
+//! `liqo-webhook`, at start and every period after (the webhooks' keeper calls it: the
+//! ClusterRole grants get and patch by name, not watch, so a reset is undone within a period).
+//! It never creates or deletes a configuration or webhook.
 
 use control::consts::webhook;
 use k8s_openapi::{
@@ -112,14 +111,6 @@ pub async fn set(client: &Client, ca: &[u8]) {
                 tracing::warn!(error = %e, cause = cause.unwrap_or_default(), "caBundle not set");
             }
         }
-    }
-}
-
-/// [`set`] every `period` (the first after one period). Runs until dropped.
-pub async fn keep(client: Client, ca: Vec<u8>, period: Duration) {
-    loop {
-        tokio::time::sleep(period).await;
-        set(&client, &ca).await;
     }
 }
 
