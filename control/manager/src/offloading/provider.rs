@@ -40,6 +40,9 @@ use crate::{
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "namespacemap";
 
+/// How soon a map is observed again after a write (its outcome is then reported).
+pub const AGAIN: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// The namespaces of a consumer this controller may have made.
 pub fn namespaces_selector(origin: &ClusterId) -> String {
     format!("{}={}", labels::REMOTE_CLUSTER_ID, origin.as_str())
@@ -141,11 +144,14 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
     let api: Api<NamespaceMap> = Api::namespaced(client.clone(), &ns);
     let mut failed = None;
     let mut new_status = None;
+    // A write whose outcome nothing watched reports (a RoleBinding) is observed again soon.
+    let mut wrote = false;
     for action in decide(&observed) {
         if let Action::Status(s) = action {
             new_status = Some(s);
             continue;
         }
+        wrote |= !matches!(action, Action::Event { .. });
         if failed.is_some() {
             continue;
         }
@@ -159,6 +165,7 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
     }
     match failed {
         Some(e) => Err(e),
+        None if wrote => Ok(Requeue::requeue(AGAIN)),
         None => Ok(Requeue::requeue(ctx.settings.resync)),
     }
 }
