@@ -227,6 +227,15 @@ async fn offloading_across_three_clusters() {
                 if st.capacity.as_ref() != Some(&quota) || st.allocatable.as_ref() != Some(&quota) {
                     return Err(format!("capacity {:?} != offer {quota:?}", st.capacity));
                 }
+                let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(rome.clone(), "kube-node-lease")
+                    .get_opt(&node_name)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or("no Lease yet")?
+                    .spec
+                    .unwrap_or_default();
+                assert_eq!(lease.holder_identity.as_deref(), Some(node_name.as_str()));
+                assert_eq!(lease.lease_duration_seconds, Some(40));
                 let ready = st.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
                 ready.then_some(()).ok_or_else(|| "not Ready".to_owned())
             }
@@ -334,7 +343,9 @@ async fn offloading_across_three_clusters() {
         Some("true")
     );
 
-    // A namespace that exists on turin, unmanaged: CreationLoopBackOff, AllFailed, never deleted.
+    // A namespace that exists on turin, unmanaged: CreationLoopBackOff, AllFailed, and never
+    // deleted. (Both providers, SomeFailed, would leave milan's map empty once released: see
+    // the report on the replicator's server-side apply of an emptied map.)
     Api::<Namespace>::all(turin.clone())
         .create(
             &PostParams::default(),
@@ -367,6 +378,7 @@ async fn offloading_across_three_clusters() {
         .delete("offloading", &DeleteParams::default())
         .await
         .unwrap();
+    let t0 = Instant::now();
     let c = rome.clone();
     eventually(30, "liqo-clash's offloading gone", || {
         let c = c.clone();
@@ -378,6 +390,10 @@ async fn offloading_across_three_clusters() {
         }
     })
     .await;
+    println!(
+        "TIMING liqo-clash's offloading released: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     let clash = Api::<Namespace>::all(turin.clone())
         .get("liqo-clash")
         .await
