@@ -181,11 +181,31 @@ async fn main() -> anyhow::Result<()> {
     }
     let ctx = Arc::new(ctx);
     let started = std::time::Instant::now();
-    let stopped = run::run_bounded(ctx, shutdown.clone(), args.shutdown_grace).await;
-    if let Some(w) = webhooks {
-        // The server stops on the same signal; its end (or panic) changes nothing now.
-        w.abort();
-    }
+    let controllers = run::run_bounded(ctx, shutdown.clone(), args.shutdown_grace);
+    let stopped = match webhooks {
+        None => controllers.await,
+        Some(mut server) => {
+            tokio::pin!(controllers);
+            tokio::select! {
+                stopped = &mut controllers => {
+                    // The server stops on the same signal; its end changes nothing now.
+                    server.abort();
+                    stopped
+                }
+                ended = &mut server => {
+                    if shutdown.clone().now_or_never().is_none() {
+                        // Pods of labelled namespaces are refused while the webhooks are down
+                        // (failurePolicy Fail): exit so the process is restarted.
+                        let why = ended.err().map_or("it returned".to_owned(), |e| e.to_string());
+                        tracing::error!(why = %why, "the webhook server ended without a shutdown signal");
+                        eprintln!("Error: the webhook server ended without a shutdown signal ({why})");
+                        std::process::exit(1)
+                    }
+                    controllers.await
+                }
+            }
+        }
+    };
     match stopped {
         run::Stopped::Clean => {
             tracing::info!("stopped");
