@@ -109,6 +109,27 @@ fn meta_map(m: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
     m.cloned().unwrap_or_default()
 }
 
+/// The merge patch removing from `old` the keys `new` lacks (nested objects included), if any.
+fn removed(old: &Value, new: &Value) -> Option<Value> {
+    let (Value::Object(old), Value::Object(new)) = (old, new) else {
+        return None;
+    };
+    let mut out = serde_json::Map::new();
+    for (k, v) in old {
+        match new.get(k) {
+            None => {
+                out.insert(k.clone(), Value::Null);
+            }
+            Some(n) => {
+                if let Some(inner) = removed(v, n) {
+                    out.insert(k.clone(), inner);
+                }
+            }
+        }
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
 fn field(o: &DynamicObject, key: &str) -> Option<Value> {
     o.data.get(key).cloned().filter(|v| !v.is_null())
 }
@@ -332,6 +353,22 @@ async fn execute(
                 .or_else(|e| if e.is_not_found() { Ok(()) } else { Err(e) })
         }
         Action::ApplyReplica(d) => {
+            // Keys the copy loses go first by a merge patch: a server-side apply that empties
+            // an object it owned leaves it null, which the CRD's schema refuses.
+            let old = remote
+                .get_opt(&d.name)
+                .await
+                .map_err(kerr(format!("get {} copy {remote_ns}/{}", ar.kind, d.name)))?;
+            if let Some(gone) = old.and_then(|o| removed(o.data.get("spec")?, &d.spec)) {
+                let patch = json!({ "spec": gone });
+                remote
+                    .patch(&d.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(kerr(format!(
+                        "prune {} copy {remote_ns}/{}",
+                        ar.kind, d.name
+                    )))?;
+            }
             let object = json!({
                 "apiVersion": ar.api_version, "kind": ar.kind,
                 "metadata": {"name": d.name, "namespace": remote_ns,
@@ -358,6 +395,15 @@ async fn execute(
             .or_else(not_found)
             .map_err(kerr(format!("delete {} copy {remote_ns}/{name}", ar.kind))),
         Action::StatusBack(name, status) => {
+            // As for a copy's spec: what the status loses goes by a merge patch first.
+            let had = sources.get(&name).and_then(|o| o.data.get("status"));
+            if let Some(gone) = had.and_then(|old| removed(old, &status)) {
+                let patch = json!({ "status": gone });
+                local
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(kerr(format!("prune status of {} {name}", ar.kind)))?;
+            }
             let object = json!({"apiVersion": ar.api_version, "kind": ar.kind, "status": status});
             local
                 .patch_status(
@@ -384,4 +430,24 @@ pub fn local_sources(client: Client) -> impl futures::Stream<Item = ()> + Send {
             .boxed()
     });
     futures::stream::select_all(streams)
+}
+
+#[cfg(test)]
+mod removed_tests {
+    use serde_json::json;
+
+    #[test]
+    fn keys_the_new_value_lacks_are_nulled_nested_ones_too() {
+        let old = json!({"desiredMapping": {"a": "a", "b": "b"}, "x": 1});
+        let new = json!({"desiredMapping": {"b": "b"}, "x": 1});
+        assert_eq!(
+            super::removed(&old, &new),
+            Some(json!({"desiredMapping": {"a": null}}))
+        );
+        assert_eq!(super::removed(&new, &new), None);
+        assert_eq!(
+            super::removed(&old, &json!({})),
+            Some(json!({"desiredMapping": null, "x": null}))
+        );
+    }
 }

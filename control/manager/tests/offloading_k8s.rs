@@ -343,9 +343,8 @@ async fn offloading_across_three_clusters() {
         Some("true")
     );
 
-    // A namespace that exists on turin, unmanaged: CreationLoopBackOff, AllFailed, and never
-    // deleted. (Both providers, SomeFailed, would leave milan's map empty once released: see
-    // the report on the replicator's server-side apply of an emptied map.)
+    // A namespace that exists on turin, unmanaged, asked of both providers: turin's entry in
+    // CreationLoopBackOff, milan's Ready, SomeFailed; released, milan's goes, turin's stays.
     Api::<Namespace>::all(turin.clone())
         .create(
             &PostParams::default(),
@@ -353,27 +352,33 @@ async fn offloading_across_three_clusters() {
         )
         .await
         .unwrap();
-    offload(&rome, "liqo-clash", Some("south")).await;
+    offload(&rome, "liqo-clash", None).await;
     let c = rome.clone();
-    eventually(60, "liqo-clash AllFailed", || {
+    eventually(60, "liqo-clash SomeFailed", || {
         let c = c.clone();
         async move {
             let s = status(&c, "liqo-clash").await?;
             let conds = conditions(&s);
-            let turin = conds
-                .iter()
-                .find(|(k, _)| k.starts_with("turin-"))
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default();
-            let backoff = turin
+            let of = |p: &str| {
+                conds
+                    .iter()
+                    .find(|(k, _)| k.starts_with(p))
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            let backoff = of("turin-")
                 .iter()
                 .any(|r| r[0] == "Ready" && r[1] == "False" && r[2] == "CreationLoopBackOff");
-            (s.offloading_phase == Some(OffloadingPhase::AllFailed) && backoff)
+            let ready = of("milan-")
+                .iter()
+                .any(|r| r[0] == "Ready" && r[1] == "True");
+            (s.offloading_phase == Some(OffloadingPhase::SomeFailed) && backoff && ready)
                 .then_some(())
                 .ok_or(format!("{s:?}"))
         }
     })
     .await;
+    assert!(ns_exists(&milan, "liqo-clash").await);
     Api::<NamespaceOffloading>::namespaced(rome.clone(), "liqo-clash")
         .delete("offloading", &DeleteParams::default())
         .await
@@ -390,6 +395,10 @@ async fn offloading_across_three_clusters() {
         }
     })
     .await;
+    assert!(
+        !ns_exists(&milan, "liqo-clash").await,
+        "milan's liqo-clash left"
+    );
     println!(
         "TIMING liqo-clash's offloading released: {:.1} s",
         t0.elapsed().as_secs_f64()

@@ -28,7 +28,7 @@ use control::{
 use k8s_openapi::api::{core::v1::Namespace, rbac::v1::RoleBinding};
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, ListParams, PostParams, Preconditions},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions},
     runtime::controller::Action as Requeue,
 };
 
@@ -160,6 +160,20 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
         }
     }
     if let Some(current) = new_status {
+        // Entries that go are removed by a merge patch first: a server-side apply that
+        // empties the map it owned would leave it null, which the schema refuses.
+        let gone: serde_json::Map<String, serde_json::Value> = status
+            .current_mapping
+            .keys()
+            .filter(|k| !current.contains_key(*k))
+            .map(|k| (k.clone(), serde_json::Value::Null))
+            .collect();
+        if !gone.is_empty() {
+            let patch = serde_json::json!({"status": {"currentMapping": gone}});
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(kerr(format!("currentMapping of NamespaceMap {key}")))?;
+        }
         let value = serde_json::json!({ "currentMapping": current });
         apply_status(&api, &name, &value).await?;
     }
