@@ -4,8 +4,10 @@
 //! fresh ([`gateway_lease`]), and RoleBindings), the CRD replicator, the ResourceRequest
 //! controller (a provider's offers), the ResourceOffer controller (a consumer's acceptance, with
 //! the virtual kubelet behind [`launcher::Launcher`]), and, given an IPAM, the network manager
-//! ([`network`]: NetworkConfigs, the IPAM exchange through `liqo-peering`, TunnelEndpoints). A
-//! shutdown is bounded ([`run::run_bounded`], [`inflight`]).
+//! ([`network`]: NetworkConfigs, the IPAM exchange through `liqo-peering`, TunnelEndpoints);
+//! namespace offloading ([`offloading`]: the virtual node of an accepted offer, the
+//! virtual-node, NamespaceOffloading and NamespaceMap controllers). A shutdown is bounded
+//! ([`run::run_bounded`], [`inflight`]).
 //!
 //! Each controller is a pure decision function ([`decide`], [`network::decide`]) plus thin
 //! kube-runtime I/O. It owns those decisions and their writes (server-side apply, field manager
