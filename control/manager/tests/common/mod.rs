@@ -3,6 +3,7 @@
 #![allow(dead_code, reason = "each test binary uses a part of these")]
 
 pub(crate) mod net;
+pub(crate) mod offloading;
 
 use std::{
     path::Path,

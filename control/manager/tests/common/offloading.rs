@@ -1,0 +1,141 @@
+//! What the offloading harness test shares: peering by liqoctl's own commands, the
+//! NamespaceOffloading `liqoctl offload namespace` makes, its status read back as rows.
+
+use std::{collections::BTreeMap, io::Write as _, process::Stdio};
+
+use control::{
+    api::offloading::{NamespaceOffloading, NamespaceOffloadingStatus},
+    consts::labels,
+};
+use e2e::{k8s::Clusters, liqo};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{
+    Api, Client,
+    api::{ListParams, PostParams},
+};
+use serde_json::json;
+
+pub(crate) const REGION: &str = "topology.liqo.io/region";
+
+/// `liqoctl generate peer-command` on `provider`, piped into bash with `consumer`'s kubeconfig.
+pub(crate) fn peer(set: &Clusters, installed: &liqo::Liqo, consumer: &str, provider: &str) {
+    let path = format!(
+        "{}:{}",
+        installed.bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new(installed.bin.join("liqoctl"))
+        .args([
+            "--context",
+            provider,
+            "generate",
+            "peer-command",
+            "--only-command",
+        ])
+        .env("KUBECONFIG", &set.kubeconfig)
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    // stdout holds a token: only stderr is shown.
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut bash = std::process::Command::new("bash")
+        .env("KUBECONFIG", &set.get(consumer).unwrap().kubeconfig)
+        .env("PATH", &path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    bash.stdin.take().unwrap().write_all(&out.stdout).unwrap();
+    let done = bash.wait_with_output().unwrap();
+    assert!(
+        done.status.success(),
+        "peer {consumer} -> {provider}: {}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+}
+
+/// What `liqoctl offload namespace <ns> --namespace-mapping-strategy EnforceSameName
+/// --pod-offloading-strategy LocalAndRemote [--selector <region>=<value>]` creates.
+pub(crate) async fn offload(client: &Client, ns: &str, region: Option<&str>) {
+    // The namespace may exist already: the offloading is what counts.
+    let _ = Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
+        )
+        .await;
+    let mut spec = json!({
+        "namespaceMappingStrategy": "EnforceSameName",
+        "podOffloadingStrategy": "LocalAndRemote",
+    });
+    if let Some(r) = region {
+        spec["clusterSelector"] = json!({"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": REGION, "operator": "In", "values": [r]}]}]});
+    }
+    let o: NamespaceOffloading = serde_json::from_value(json!({
+        "apiVersion": "offloading.liqo.io/v1alpha1", "kind": "NamespaceOffloading",
+        "metadata": {"name": "offloading", "namespace": ns}, "spec": spec,
+    }))
+    .unwrap();
+    Api::<NamespaceOffloading>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &o)
+        .await
+        .unwrap();
+}
+
+pub(crate) async fn status(client: &Client, ns: &str) -> Result<NamespaceOffloadingStatus, String> {
+    Api::<NamespaceOffloading>::namespaced(client.clone(), ns)
+        .get("offloading")
+        .await
+        .map_err(|e| e.to_string())
+        .map(|o| o.status.unwrap_or_default())
+}
+
+/// The conditions as (type, status, reason, message), by map name.
+pub(crate) fn conditions(s: &NamespaceOffloadingStatus) -> BTreeMap<String, Vec<[String; 4]>> {
+    s.remote_namespaces_conditions
+        .iter()
+        .map(|(k, v)| {
+            let v = serde_json::to_value(v).unwrap();
+            let rows = v
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    ["type", "status", "reason", "message"]
+                        .map(|f| c[f].as_str().unwrap_or_default().to_owned())
+                })
+                .collect();
+            (k.clone(), rows)
+        })
+        .collect()
+}
+
+pub(crate) fn row(t: &str, s: &str, r: &str, m: &str) -> [String; 4] {
+    [t, s, r, m].map(str::to_owned)
+}
+
+pub(crate) async fn ns_exists(client: &Client, name: &str) -> bool {
+    Api::<Namespace>::all(client.clone())
+        .get_opt(name)
+        .await
+        .unwrap()
+        .is_some()
+}
+
+/// The namespaces on a provider made for rome.
+pub(crate) async fn made_for(client: &Client, rome: &str) -> Vec<String> {
+    Api::<Namespace>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("{}={rome}", labels::REMOTE_CLUSTER_ID)))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect()
+}
