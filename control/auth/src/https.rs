@@ -3,6 +3,12 @@
 //! connections (the excess closed at once), a TLS handshake timeout, a header timeout and one
 //! request per connection. It owns the accept loop and the rustls configuration; it never
 //! decides what a request means (the router does) nor where a certificate comes from.
+//!
+//! Keep-alive is off: every request (every admission review) costs a new TCP connection and TLS
+//! handshake. That is the price of a simple bound: a connection holds a slot for one request
+//! only, so `max_connections` and the timeouts bound the work per client, an idle kept-alive
+//! connection never pins a slot, and a replaced certificate reaches every client at its next
+//! request. The volumes (admissions, peering requests) are small.
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
@@ -40,11 +46,10 @@ pub fn acceptor(
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
 ) -> Result<TlsAcceptor, rustls::Error> {
-    let config =
-        ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()?
-            .with_no_client_auth()
-            .with_single_cert(chain, key)?;
+    let config = ServerConfig::builder_with_provider(Arc::new(provider()))
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
@@ -52,6 +57,7 @@ pub fn acceptor(
 #[derive(Debug)]
 pub struct Replaceable(std::sync::RwLock<Arc<CertifiedKey>>);
 
+/// The crypto provider of every configuration here: ring only.
 fn provider() -> rustls::crypto::CryptoProvider {
     rustls::crypto::ring::default_provider()
 }

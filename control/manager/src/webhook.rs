@@ -2,8 +2,20 @@
 //! mutation (`pod.mutate.liqo.io`) and the NamespaceOffloading validation
 //! (`nsoff.validate.liqo.io`), over HTTPS with a CA and serving certificate it makes itself and
 //! keeps in the Secret `liqo-webhook-certs` ([`certs`]: reused across restarts while valid for
-//! the names, checked hourly and renewed near expiry without a restart), whose CA it patches into the `caBundle` of every webhook of the two
-//! configurations named `liqo-webhook` (and again when something resets it, [`cabundle`]).
+//! the names, checked hourly and renewed near expiry without a restart), whose CA it patches
+//! into the `caBundle` of every webhook of the two configurations named `liqo-webhook` (and
+//! again when something resets it, [`cabundle`]). The start fails when the caBundle cannot be
+//! set within [`CA_START_DEADLINE`].
+//!
+//! After a CA rotation the bundle becomes new CA + old CA, and the certificate signed by the new
+//! CA is served only once that bundle has been read back from both configurations and
+//! [`CA_SETTLE`] more has passed: the apiserver learns configurations through an informer, so a
+//! bundle just written may not yet be the one it verifies with.
+//!
+//! One replica serves the webhooks (the chart runs one). With several, each keeper writes the
+//! bundle of the Secret it last read: they agree, except during a rotation, when a replica
+//! still holding the old material puts back the old CA alone until its own hourly check reads
+//! the new Secret (the bundles are replaced, not merged).
 //!
 //! Their decisions are `control::offloading::webhook`'s; the serving loop is
 //! `liqo_auth::https`'s. It never creates the configurations (the chart does), never writes a
@@ -11,6 +23,7 @@
 
 pub mod cabundle;
 pub mod certs;
+mod keeper;
 pub mod server;
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
@@ -28,6 +41,13 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
+
+/// How long the start tries to set the caBundle before failing.
+pub const CA_START_DEADLINE: Duration = Duration::from_secs(30);
+/// How long a new CA's bundle must have been read back before its certificate is served.
+pub const CA_SETTLE: Duration = Duration::from_secs(10);
+/// The same failure of the keeper is logged at most this often.
+pub(crate) const LOG_EVERY: Duration = Duration::from_secs(300);
 
 /// How the webhooks run.
 #[derive(Clone)]
@@ -91,6 +111,9 @@ pub enum WebhookError {
         #[source]
         source: kube::Error,
     },
+    /// The caBundle could not be set before [`CA_START_DEADLINE`].
+    #[error("the webhook CA was not set within {:?}", CA_START_DEADLINE)]
+    CaBundle(#[source] cabundle::CaBundleError),
     /// rustls refused the certificate.
     #[error("configuring TLS with the webhook certificate")]
     Tls(#[source] rustls::Error),
@@ -117,6 +140,19 @@ fn material(secret: &Secret) -> Option<certs::Material> {
         cert: get(certs::TLS_CERT)?,
         key: get(certs::TLS_KEY)?,
     })
+}
+
+/// The Secret's data holding `m` (what [`material`] reads back).
+fn secret_data(m: &certs::Material) -> std::collections::BTreeMap<String, ByteString> {
+    [
+        (certs::CA_CERT, &m.ca_cert),
+        (certs::CA_KEY, &m.ca_key),
+        (certs::TLS_CERT, &m.cert),
+        (certs::TLS_KEY, &m.key),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), ByteString(v.clone().into_bytes())))
+    .collect()
 }
 
 /// Reads the Secret, reuses or replaces its certificates (creating it when absent) and returns
@@ -154,15 +190,7 @@ pub async fn ensure_certs(
         );
         return Ok(m);
     }
-    let data = [
-        (certs::CA_CERT, &m.ca_cert),
-        (certs::CA_KEY, &m.ca_key),
-        (certs::TLS_CERT, &m.cert),
-        (certs::TLS_KEY, &m.key),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), ByteString(v.clone().into_bytes())))
-    .collect();
+    let data = secret_data(&m);
     let mut secret = Secret {
         metadata: ObjectMeta {
             name: Some(webhook::CERTS_SECRET.to_owned()),
@@ -225,46 +253,6 @@ fn tls_parts(
     Ok((chain, key))
 }
 
-/// Keeps the caBundle (every `ca_check_period`) and the serving certificate (every
-/// `renew_check_period` the Secret is checked as at start: a renewed certificate is served
-/// from then on; a new CA is added to the caBundle, next to the old one, before it is served).
-async fn keep(
-    client: Client,
-    config: Config,
-    cert: Arc<liqo_auth::https::Replaceable>,
-    mut m: certs::Material,
-) {
-    let mut bundle = m.ca_cert.clone();
-    let mut checked = tokio::time::Instant::now();
-    loop {
-        tokio::time::sleep(config.ca_check_period).await;
-        if checked.elapsed() >= config.renew_check_period {
-            checked = tokio::time::Instant::now();
-            match ensure_certs(&client, &config).await {
-                Ok(new) if new != m => {
-                    if new.ca_cert != m.ca_cert {
-                        bundle = format!("{}{}", new.ca_cert, m.ca_cert);
-                        cabundle::set(&client, bundle.as_bytes()).await;
-                    }
-                    let replaced = tls_parts(&new).and_then(|(chain, key)| {
-                        cert.replace(chain, key).map_err(WebhookError::Tls)
-                    });
-                    match replaced {
-                        Ok(()) => {
-                            tracing::info!("serving the renewed webhook certificate");
-                            m = new;
-                        }
-                        Err(e) => tracing::warn!(error = %e, "the renewed webhook certificate"),
-                    }
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "checking the webhook certificates"),
-            }
-        }
-        cabundle::set(&client, bundle.as_bytes()).await;
-    }
-}
-
 /// The pod webhook's lookup against the apiserver.
 fn lookup(client: Client) -> server::Lookup {
     Arc::new(move |namespace: String| {
@@ -278,7 +266,25 @@ fn lookup(client: Client) -> server::Lookup {
     })
 }
 
-/// Makes or reuses the certificates, binds, sets the caBundle once, and returns the future
+/// Sets the caBundle, tried every second until [`CA_START_DEADLINE`].
+async fn set_at_start(client: &Client, ca: &[u8]) -> Result<(), WebhookError> {
+    let deadline = tokio::time::Instant::now() + CA_START_DEADLINE;
+    loop {
+        match cabundle::set(client, ca).await {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(WebhookError::CaBundle(e));
+            }
+            Err(e) => {
+                tracing::debug!(error = %keeper::chain(&e), "caBundle not set yet: trying again")
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// Makes or reuses the certificates, binds, sets the caBundle (failing after
+/// [`CA_START_DEADLINE`]), and returns the future
 /// serving the webhooks and keeping the caBundle until `shutdown` completes (so a bad
 /// certificate or address fails the start).
 pub async fn start(
@@ -311,8 +317,8 @@ pub async fn start(
         request: config.review_timeout,
         max_connections: 256,
     };
-    cabundle::set(&client, m.ca_cert.as_bytes()).await;
-    let keeper = keep(client, config, cert, m);
+    set_at_start(&client, m.ca_cert.as_bytes()).await?;
+    let keeper = keeper::keep(client, config, cert, m);
     Ok(async move {
         let keeper = tokio::spawn(keeper);
         liqo_auth::https::serve(
@@ -358,15 +364,7 @@ mod tests {
             std::time::SystemTime::now(),
         )
         .unwrap();
-        let mut data: std::collections::BTreeMap<String, ByteString> = [
-            (certs::CA_CERT, &m.ca_cert),
-            (certs::CA_KEY, &m.ca_key),
-            (certs::TLS_CERT, &m.cert),
-            (certs::TLS_KEY, &m.key),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), ByteString(v.clone().into_bytes())))
-        .collect();
+        let mut data = secret_data(&m);
         let secret = |data| Secret {
             data: Some(data),
             ..Default::default()

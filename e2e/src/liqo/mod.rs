@@ -18,6 +18,7 @@ mod components;
 mod objects;
 mod record;
 mod restart;
+mod webhooks;
 
 use std::{
     collections::BTreeMap,

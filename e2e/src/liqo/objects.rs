@@ -1,7 +1,8 @@
 //! The objects Liqo needs on a cluster before its components start, applied with server-side
 //! apply by field manager [`MANAGER`]: the namespace, the identity ConfigMap, the chart's CRDs
 //! and files, a ServiceAccount per component with its ClusterRoleBinding and token, and the
-//! `liqo-auth` Service with its load-balancer status.
+//! `liqo-auth` Service with its load-balancer status. The webhook configurations are rewritten
+//! for the harness by [`Webhooks`] (module `webhooks`).
 
 use std::{
     fs,
@@ -24,6 +25,7 @@ use kube::{
 use liqo_types::ClusterId;
 use serde::{Serialize, de::DeserializeOwned};
 
+pub(super) use super::webhooks::Webhooks;
 use super::{LiqoError, NAMESPACE};
 use crate::k8s::{Cluster, MANAGER};
 
@@ -172,47 +174,12 @@ pub(super) async fn apply_dir(
     Ok(done)
 }
 
-/// How the chart's webhook configurations are rewritten for the harness: the apiserver reaches
-/// the controller-manager's webhooks at `https://127.0.0.1:<port><path>` (there is no Service
-/// network), and the pod webhook's failurePolicy is the test's.
-#[derive(Debug, Clone)]
-pub(super) struct Webhooks {
-    /// The controller-manager's `--webhook-listen` port.
-    pub(super) port: u16,
-    /// The pod webhook's failurePolicy (`Fail`, `Ignore`).
-    pub(super) pod_failure_policy: String,
-}
-
-impl Webhooks {
-    /// Rewrites `obj` when it is a webhook configuration: each webhook's `clientConfig.service`
-    /// becomes `clientConfig.url` with the service's path; the pod webhook's failurePolicy is
-    /// set. Other objects are left alone.
-    pub(super) fn rewrite(&self, kind: &str, obj: &mut DynamicObject) {
-        if kind != "MutatingWebhookConfiguration" && kind != "ValidatingWebhookConfiguration" {
-            return;
-        }
-        let Some(hooks) = obj.data.get_mut("webhooks").and_then(|w| w.as_array_mut()) else {
-            return;
-        };
-        for h in hooks {
-            let path = h
-                .pointer("/clientConfig/service/path")
-                .and_then(|p| p.as_str())
-                .unwrap_or("/")
-                .to_owned();
-            h["clientConfig"] = serde_json::json!({
-                "url": format!("https://127.0.0.1:{}{path}", self.port),
-            });
-            if h["name"] == control::consts::webhook::POD_WEBHOOK {
-                h["failurePolicy"] = serde_json::json!(self.pod_failure_policy);
-            }
-        }
-    }
-}
-
 /// The objects of a YAML file of one or more documents (empty documents skipped), each with
 /// its kind and a name.
-fn documents(path: &Path, text: &str) -> Result<Vec<(GroupVersionKind, DynamicObject)>, LiqoError> {
+pub(super) fn documents(
+    path: &Path,
+    text: &str,
+) -> Result<Vec<(GroupVersionKind, DynamicObject)>, LiqoError> {
     let bad = |problem: String| LiqoError::Chart {
         path: path.to_owned(),
         problem,
@@ -377,58 +344,6 @@ mod tests {
         let e = documents(p, "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n").unwrap_err();
         assert!(e.to_string().contains("ConfigMap without a name"), "{e}");
         assert!(documents(p, "").unwrap().is_empty());
-    }
-
-    #[test]
-    fn the_charts_webhooks_are_rewritten_to_the_loopback_port_and_policy() {
-        let hooks = Webhooks {
-            port: 40123,
-            pod_failure_policy: "Ignore".into(),
-        };
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../chart/files");
-        let mut seen = 0;
-        for f in [
-            "MutatingWebhookConfiguration",
-            "ValidatingWebhookConfiguration",
-        ] {
-            let path = dir.join(format!("liqo-webhook-{f}.yaml"));
-            let text = fs::read_to_string(&path).unwrap();
-            for (gvk, mut obj) in documents(&path, &text).unwrap() {
-                assert_eq!(gvk.kind, f);
-                hooks.rewrite(&gvk.kind, &mut obj);
-                for h in obj.data["webhooks"].as_array().unwrap() {
-                    seen += 1;
-                    let (url, policy) = match h["name"].as_str().unwrap() {
-                        "pod.mutate.liqo.io" => ("https://127.0.0.1:40123/mutate/pod", "Ignore"),
-                        "nsoff.validate.liqo.io" => (
-                            "https://127.0.0.1:40123/validate/namespace-offloading",
-                            "Ignore",
-                        ),
-                        other => panic!("unexpected webhook {other}"),
-                    };
-                    assert_eq!(h["clientConfig"], serde_json::json!({"url": url}));
-                    assert_eq!(h["failurePolicy"], policy);
-                }
-            }
-        }
-        assert_eq!(seen, 2);
-        let fail = Webhooks {
-            port: 1,
-            pod_failure_policy: "Fail".into(),
-        };
-        let path = dir.join("liqo-webhook-ValidatingWebhookConfiguration.yaml");
-        let text = fs::read_to_string(&path).unwrap();
-        let (gvk, mut obj) = documents(&path, &text).unwrap().remove(0);
-        fail.rewrite(&gvk.kind, &mut obj);
-        assert_eq!(
-            obj.data["webhooks"][0]["failurePolicy"], "Ignore",
-            "not the pod webhook"
-        );
-        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\nwebhooks: []\n";
-        let (gvk, mut obj) = documents(Path::new("x.yaml"), text).unwrap().remove(0);
-        let before = obj.clone();
-        fail.rewrite(&gvk.kind, &mut obj);
-        assert_eq!(obj.data, before.data);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! it to the MutatingWebhookConfiguration and the ValidatingWebhookConfiguration
 //! `liqo-webhook`, at start and every period after (the webhooks' keeper calls it: the
 //! ClusterRole grants get and patch by name, not watch, so a reset is undone within a period).
-//! It never creates or deletes a configuration or webhook.
+//! It never creates or deletes a configuration or webhook, and never logs (the caller does, rate
+//! limited).
 
 use control::consts::webhook;
 use k8s_openapi::{
@@ -42,75 +43,97 @@ pub struct CaBundleError {
     source: kube::Error,
 }
 
-async fn one<K>(
-    api: Api<K>,
-    kind: &'static str,
-    ca: &[u8],
-    webhooks: fn(&K) -> Bundles,
-) -> Result<bool, CaBundleError>
+/// What [`set`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Both configurations (those present) were read back already holding the CA.
+    ReadBack,
+    /// At least one was patched (it holds the CA once the patch is read back).
+    Patched,
+}
+
+/// A configuration's webhooks, each with its name and caBundle (both kinds have the same
+/// `webhooks[].{name, clientConfig.caBundle}`).
+trait Hooks {
+    fn bundles(&self) -> Bundles;
+}
+
+impl Hooks for MutatingWebhookConfiguration {
+    fn bundles(&self) -> Bundles {
+        bundles(
+            self.webhooks
+                .iter()
+                .flatten()
+                .map(|w| (&w.name, &w.client_config)),
+        )
+    }
+}
+
+impl Hooks for ValidatingWebhookConfiguration {
+    fn bundles(&self) -> Bundles {
+        bundles(
+            self.webhooks
+                .iter()
+                .flatten()
+                .map(|w| (&w.name, &w.client_config)),
+        )
+    }
+}
+
+fn bundles<'a>(
+    hooks: impl Iterator<
+        Item = (
+            &'a String,
+            &'a k8s_openapi::api::admissionregistration::v1::WebhookClientConfig,
+        ),
+    >,
+) -> Bundles {
+    hooks
+        .map(|(name, c)| (name.clone(), c.ca_bundle.clone().map(|b| b.0)))
+        .collect()
+}
+
+/// Sets `ca` in the configuration `liqo-webhook` of kind `K` where missing: `Ok(true)` when
+/// patched, `Ok(false)` when absent or already holding it.
+async fn one<K>(client: &Client, ca: &[u8]) -> Result<bool, CaBundleError>
 where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: k8s_openapi::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + k8s_openapi::Metadata<Ty = kube::api::ObjectMeta>
+        + Hooks
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
 {
+    let kind = K::KIND;
+    let api: Api<K> = Api::all(client.clone());
     let err = |source| CaBundleError { kind, source };
     let Some(obj) = api.get_opt(webhook::CONFIGURATION).await.map_err(err)? else {
         return Ok(false);
     };
-    let Some(p) = patch(&webhooks(&obj), ca) else {
+    let Some(p) = patch(&obj.bundles(), ca) else {
         return Ok(false);
     };
-    api.patch(
-        webhook::CONFIGURATION,
-        &PatchParams::default(),
-        &Patch::Strategic(p),
-    )
-    .await
-    .map_err(err)?;
+    let params = PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    api.patch(webhook::CONFIGURATION, &params, &Patch::Strategic(p))
+        .await
+        .map_err(err)?;
     Ok(true)
 }
 
-fn mutating(c: &MutatingWebhookConfiguration) -> Bundles {
-    c.webhooks
-        .iter()
-        .flatten()
-        .map(|w| {
-            (
-                w.name.clone(),
-                w.client_config.ca_bundle.clone().map(|b| b.0),
-            )
-        })
-        .collect()
-}
-
-fn validating(c: &ValidatingWebhookConfiguration) -> Bundles {
-    c.webhooks
-        .iter()
-        .flatten()
-        .map(|w| {
-            (
-                w.name.clone(),
-                w.client_config.ca_bundle.clone().map(|b| b.0),
-            )
-        })
-        .collect()
-}
-
-/// Sets the CA in both configurations where missing (absent configurations are skipped;
-/// errors logged, to be tried again by the caller).
-pub async fn set(client: &Client, ca: &[u8]) {
-    let m: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let v: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    for r in [
-        one(m, "MutatingWebhookConfiguration", ca, mutating).await,
-        one(v, "ValidatingWebhookConfiguration", ca, validating).await,
-    ] {
-        match r {
-            Ok(true) => tracing::info!("set the webhook CA in a configuration"),
-            Ok(false) => {}
-            Err(e) => {
-                let cause = std::error::Error::source(&e).map(ToString::to_string);
-                tracing::warn!(error = %e, cause = cause.unwrap_or_default(), "caBundle not set");
-            }
-        }
+/// Sets the CA in both configurations where missing (absent configurations are skipped). Both
+/// are tried; the first error is returned (the caller tries again).
+pub async fn set(client: &Client, ca: &[u8]) -> Result<Outcome, CaBundleError> {
+    let m = one::<MutatingWebhookConfiguration>(client, ca).await;
+    let v = one::<ValidatingWebhookConfiguration>(client, ca).await;
+    let (m, v) = (m?, v?);
+    if m || v {
+        tracing::info!("set the webhook CA in the configurations");
+        Ok(Outcome::Patched)
+    } else {
+        Ok(Outcome::ReadBack)
     }
 }
 

@@ -1,6 +1,10 @@
 //! The webhook's CA and serving certificate: what the Secret `liqo-webhook-certs` holds, the
 //! decision to reuse, reissue or replace it ([`plan`], pure, time as input), and making them
 //! (rcgen). It never reads or writes the Secret (the caller does) and never logs a key.
+//!
+//! The Secret is `Opaque`, not `kubernetes.io/tls`: besides `tls.crt`/`tls.key` it holds the
+//! CA's certificate and private key (`ca.crt`, `ca.key`), which the TLS type does not describe
+//! and which tools reading TLS Secrets must not take for the serving pair.
 
 use std::time::{Duration, SystemTime};
 
@@ -59,8 +63,12 @@ impl std::fmt::Debug for Material {
 /// What a stored Material is, as read from its certificates.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inspected {
+    /// When the CA becomes valid.
+    pub ca_not_before: SystemTime,
     /// When the CA expires.
     pub ca_not_after: SystemTime,
+    /// When the serving certificate becomes valid.
+    pub cert_not_before: SystemTime,
     /// When the serving certificate expires.
     pub cert_not_after: SystemTime,
     /// The serving certificate's DNS names and IP addresses.
@@ -106,14 +114,15 @@ pub enum CertError {
     },
 }
 
-/// The decision: `stored` is `None` when there is nothing (or nothing readable) stored.
+/// The decision: `stored` is `None` when there is nothing (or nothing readable) stored. A
+/// certificate not yet valid at `now` (made by a clock ahead of ours) counts as expired.
 pub fn plan(stored: Option<&Inspected>, sans: &[String], now: SystemTime) -> Plan {
     let Some(s) = stored else { return Plan::New };
-    if !s.consistent || left(s.ca_not_after, now) < CA_RENEW_BEFORE {
+    if !s.consistent || s.ca_not_before > now || left(s.ca_not_after, now) < CA_RENEW_BEFORE {
         return Plan::New;
     }
     let covers = sans.iter().all(|n| s.cert_sans.contains(n));
-    if !covers || left(s.cert_not_after, now) < CERT_RENEW_BEFORE {
+    if !covers || s.cert_not_before > now || left(s.cert_not_after, now) < CERT_RENEW_BEFORE {
         return Plan::Reissue;
     }
     Plan::Reuse
@@ -142,9 +151,8 @@ fn parse<'a>(
     })
 }
 
-fn not_after(cert: &x509_parser::certificate::X509Certificate<'_>) -> SystemTime {
-    let secs = cert.validity().not_after.timestamp();
-    SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).unwrap_or(0))
+fn time(t: x509_parser::time::ASN1Time) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(t.timestamp()).unwrap_or(0))
 }
 
 /// Reads what `m` holds.
@@ -185,8 +193,10 @@ pub fn inspect(m: &Material) -> Result<Inspected, CertError> {
         && ca.public_key().raw == ca_key.subject_public_key_info()
         && cert.public_key().raw == key.subject_public_key_info();
     Ok(Inspected {
-        ca_not_after: not_after(&ca),
-        cert_not_after: not_after(&cert),
+        ca_not_before: time(ca.validity().not_before),
+        ca_not_after: time(ca.validity().not_after),
+        cert_not_before: time(cert.validity().not_before),
+        cert_not_after: time(cert.validity().not_after),
         cert_sans,
         consistent,
     })

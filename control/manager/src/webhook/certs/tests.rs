@@ -15,7 +15,9 @@ fn sans() -> Vec<String> {
 
 fn inspected(ca_days: u32, cert_days: u32, cert_sans: Vec<String>) -> Inspected {
     Inspected {
+        ca_not_before: now() - DAY,
         ca_not_after: now() + DAY * ca_days,
+        cert_not_before: now() - DAY,
         cert_not_after: now() + DAY * cert_days,
         cert_sans,
         consistent: true,
@@ -45,6 +47,16 @@ fn a_missing_name_or_near_expiry_reissues_with_the_same_ca() {
     assert_eq!(plan(Some(&s), &sans(), now()), Plan::Reissue);
     let s = inspected(3000, 0, sans());
     assert_eq!(plan(Some(&s), &sans(), now() + DAY * 10), Plan::Reissue);
+}
+
+#[test]
+fn a_certificate_not_yet_valid_is_reissued_and_a_ca_not_yet_valid_replaced() {
+    let mut s = inspected(3000, 200, sans());
+    s.cert_not_before = now() + DAY;
+    assert_eq!(plan(Some(&s), &sans(), now()), Plan::Reissue);
+    let mut s = inspected(3000, 200, sans());
+    s.ca_not_before = now() + Duration::from_secs(1);
+    assert_eq!(plan(Some(&s), &sans(), now()), Plan::New);
 }
 
 #[test]
