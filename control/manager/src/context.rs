@@ -161,6 +161,14 @@ pub fn with_finalizer(current: &[String], name: &str, add: bool) -> Vec<String> 
     list
 }
 
+/// The parameters of a merge patch, under our field manager (the fields it sets are ours).
+pub fn merge_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(crate::FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    }
+}
+
 /// Now, as the API's time.
 pub fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())

@@ -6,10 +6,29 @@
 //! `control::offloading`'s; this module only observes and carries them out, and never serves
 //! admission reviews (`crate::webhook` does).
 
-use k8s_openapi::api::core::v1::ObjectReference;
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use std::sync::Arc;
 
-use crate::context::Context;
+use control::api::{
+    discovery::ForeignCluster, offloading::NamespaceOffloading, virtualkubelet::NamespaceMap,
+};
+use futures::{FutureExt, StreamExt, future::BoxFuture};
+use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference};
+use kube::{
+    Api,
+    runtime::{
+        Controller,
+        controller::Config as ControllerConfig,
+        events::{Event, EventType, Recorder, Reporter},
+        watcher,
+    },
+};
+
+use crate::{
+    context::Context,
+    inflight::InFlight,
+    run::{events, log, policy, tracked},
+    selectors::{replicated, source, virtual_nodes},
+};
 
 pub mod consumer;
 pub mod node;
@@ -46,4 +65,72 @@ pub(crate) async fn event(
     if let Err(e) = recorder.publish(&ev, object).await {
         tracing::warn!(error = %e, reason, "publishing an Event failed");
     }
+}
+
+/// The offloading controllers (virtual node, NamespaceOffloading, NamespaceMap), to be awaited
+/// with the others until `shutdown`.
+pub fn controllers(
+    ctx: &Arc<Context>,
+    shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
+    inflight: &InFlight,
+    config: &ControllerConfig,
+) -> Vec<BoxFuture<'static, ()>> {
+    let vnode_trigger = futures::stream::select_all([
+        events::<ForeignCluster>(&ctx.client, None).boxed(),
+        events::<NamespaceMap>(&ctx.client, Some(&source())).boxed(),
+    ]);
+    let vnode_controller = Controller::new(
+        Api::<Node>::all(ctx.client.clone()),
+        watcher::Config::default().labels(&virtual_nodes()),
+    )
+    .with_config(config.clone())
+    .reconcile_all_on(vnode_trigger)
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        tracked(vnode::NAME, inflight, vnode::reconcile),
+        policy::<Node>(vnode::NAME),
+        ctx.clone(),
+    )
+    .for_each(log(vnode::NAME))
+    .boxed();
+
+    let nsof_trigger = futures::stream::select_all([
+        events::<Node>(&ctx.client, Some(&virtual_nodes())).boxed(),
+        events::<NamespaceMap>(&ctx.client, Some(&source())).boxed(),
+    ]);
+    let nsof_controller = Controller::new(
+        Api::<NamespaceOffloading>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .with_config(config.clone())
+    .reconcile_all_on(nsof_trigger)
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        tracked(consumer::NAME, inflight, consumer::reconcile),
+        policy::<NamespaceOffloading>(consumer::NAME),
+        ctx.clone(),
+    )
+    .for_each(log(consumer::NAME))
+    .boxed();
+
+    let nsmap_trigger = events::<Namespace>(
+        &ctx.client,
+        Some(control::consts::labels::REMOTE_CLUSTER_ID),
+    );
+    let nsmap_controller = Controller::new(
+        Api::<NamespaceMap>::all(ctx.client.clone()),
+        watcher::Config::default().labels(&replicated()),
+    )
+    .with_config(config.clone())
+    .reconcile_all_on(nsmap_trigger)
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        tracked(provider::NAME, inflight, provider::reconcile),
+        policy::<NamespaceMap>(provider::NAME),
+        ctx.clone(),
+    )
+    .for_each(log(provider::NAME))
+    .boxed();
+
+    vec![vnode_controller, nsof_controller, nsmap_controller]
 }

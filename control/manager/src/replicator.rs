@@ -5,7 +5,7 @@
 //! for us) for each kind it replicates, feeding the controller's trigger.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::HashMap,
     sync::{Arc, Mutex},
 };
 
@@ -21,7 +21,7 @@ use kube::{
     core::ApiResource,
     runtime::{WatchStreamExt, controller::Action as Requeue, watcher},
 };
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::task::AbortHandle;
 
 use crate::{
@@ -32,6 +32,9 @@ use crate::{
     fc::not_found,
     identity::PeerClient,
 };
+
+mod objects;
+use objects::{removed, replica, source};
 
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "replicator";
@@ -102,60 +105,6 @@ impl Replicator {
         if let Some((_, task)) = self.watches().remove(&(peer.clone(), kind)) {
             task.abort();
         }
-    }
-}
-
-fn meta_map(m: Option<&BTreeMap<String, String>>) -> BTreeMap<String, String> {
-    m.cloned().unwrap_or_default()
-}
-
-/// The merge patch removing from `old` the keys `new` lacks (nested objects included), if any.
-fn removed(old: &Value, new: &Value) -> Option<Value> {
-    let (Value::Object(old), Value::Object(new)) = (old, new) else {
-        return None;
-    };
-    let mut out = serde_json::Map::new();
-    for (k, v) in old {
-        match new.get(k) {
-            None => {
-                out.insert(k.clone(), Value::Null);
-            }
-            Some(n) => {
-                if let Some(inner) = removed(v, n) {
-                    out.insert(k.clone(), inner);
-                }
-            }
-        }
-    }
-    (!out.is_empty()).then_some(Value::Object(out))
-}
-
-fn field(o: &DynamicObject, key: &str) -> Option<Value> {
-    o.data.get(key).cloned().filter(|v| !v.is_null())
-}
-
-fn source(o: &DynamicObject) -> Source {
-    Source {
-        name: o.name_any(),
-        deleting: o.metadata.deletion_timestamp.is_some(),
-        has_finalizer: o
-            .finalizers()
-            .iter()
-            .any(|f| f == finalizers::CRD_REPLICATOR),
-        labels: meta_map(o.metadata.labels.as_ref()),
-        annotations: meta_map(o.metadata.annotations.as_ref()),
-        spec: field(o, "spec").unwrap_or(Value::Null),
-        status: field(o, "status"),
-    }
-}
-
-fn replica(o: &DynamicObject) -> Replica {
-    Replica {
-        name: o.name_any(),
-        labels: meta_map(o.metadata.labels.as_ref()),
-        annotations: meta_map(o.metadata.annotations.as_ref()),
-        spec: field(o, "spec").unwrap_or(Value::Null),
-        status: field(o, "status"),
     }
 }
 
@@ -362,7 +311,11 @@ async fn execute(
             if let Some(gone) = old.and_then(|o| removed(o.data.get("spec")?, &d.spec)) {
                 let patch = json!({ "spec": gone });
                 remote
-                    .patch(&d.name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .patch(
+                        &d.name,
+                        &crate::context::merge_params(),
+                        &Patch::Merge(&patch),
+                    )
                     .await
                     .map_err(kerr(format!(
                         "prune {} copy {remote_ns}/{}",
@@ -400,7 +353,11 @@ async fn execute(
             if let Some(gone) = had.and_then(|old| removed(old, &status)) {
                 let patch = json!({ "status": gone });
                 local
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .patch_status(
+                        &name,
+                        &crate::context::merge_params(),
+                        &Patch::Merge(&patch),
+                    )
                     .await
                     .map_err(kerr(format!("prune status of {} {name}", ar.kind)))?;
             }
@@ -430,24 +387,4 @@ pub fn local_sources(client: Client) -> impl futures::Stream<Item = ()> + Send {
             .boxed()
     });
     futures::stream::select_all(streams)
-}
-
-#[cfg(test)]
-mod removed_tests {
-    use serde_json::json;
-
-    #[test]
-    fn keys_the_new_value_lacks_are_nulled_nested_ones_too() {
-        let old = json!({"desiredMapping": {"a": "a", "b": "b"}, "x": 1});
-        let new = json!({"desiredMapping": {"b": "b"}, "x": 1});
-        assert_eq!(
-            super::removed(&old, &new),
-            Some(json!({"desiredMapping": {"a": null}}))
-        );
-        assert_eq!(super::removed(&new, &new), None);
-        assert_eq!(
-            super::removed(&old, &json!({})),
-            Some(json!({"desiredMapping": null, "x": null}))
-        );
-    }
 }

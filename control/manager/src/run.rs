@@ -10,9 +10,7 @@ use std::{sync::Arc, time::Duration};
 use control::api::{
     discovery::{ForeignCluster, ResourceRequest},
     net::TunnelEndpoint,
-    offloading::NamespaceOffloading,
     sharing::ResourceOffer,
-    virtualkubelet::NamespaceMap,
 };
 use futures::{FutureExt, Stream, StreamExt, future::BoxFuture};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
@@ -31,10 +29,8 @@ use crate::{
     error::Error,
     fc,
     inflight::InFlight,
-    network, offer,
-    offloading::{consumer, provider, vnode},
-    replicator, request,
-    selectors::{replicated, source, virtual_nodes},
+    network, offer, replicator, request,
+    selectors::{replicated, source},
 };
 
 /// How soon a failed reconcile is retried.
@@ -45,7 +41,7 @@ pub const RETRY: Duration = Duration::from_secs(2);
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// A reconciler whose runs are recorded in `inflight`.
-fn tracked<K, C, F, Fut>(
+pub(crate) fn tracked<K, C, F, Fut>(
     controller: &'static str,
     inflight: &InFlight,
     reconcile: F,
@@ -73,7 +69,10 @@ where
 }
 
 /// Events of a kind (all namespaces, optional label selector), one `()` each.
-fn events<K>(client: &Client, selector: Option<&str>) -> impl Stream<Item = ()> + Send + 'static
+pub(crate) fn events<K>(
+    client: &Client,
+    selector: Option<&str>,
+) -> impl Stream<Item = ()> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
@@ -85,7 +84,7 @@ where
     watcher(api, config).default_backoff().map(|_| ())
 }
 
-fn policy<K>(name: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Requeue {
+pub(crate) fn policy<K>(name: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Requeue {
     move |_, error, ctx| {
         ctx.metrics.error(name);
         tracing::warn!(controller = name, error = %error_chain(error), "reconcile failed");
@@ -105,7 +104,7 @@ pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     out
 }
 
-fn log<T, E: std::fmt::Debug>(
+pub(crate) fn log<T, E: std::fmt::Debug>(
     controller: &'static str,
 ) -> impl FnMut(Result<T, E>) -> futures::future::Ready<()> {
     move |r| {
@@ -116,7 +115,7 @@ fn log<T, E: std::fmt::Debug>(
     }
 }
 
-/// The controllers (four, five with the network manager), to be awaited together until `shutdown`.
+/// The controllers (seven, eight with the network manager; three are `crate::offloading`'s), to be awaited together until `shutdown`.
 pub fn controllers(
     ctx: Arc<Context>,
     shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
@@ -216,72 +215,13 @@ pub fn controllers(
     .for_each(log(offer::NAME))
     .boxed();
 
-    let vnode_trigger = futures::stream::select_all([
-        events::<ForeignCluster>(&client, None).boxed(),
-        events::<NamespaceMap>(&client, Some(&source())).boxed(),
-    ]);
-    let vnode_controller = Controller::new(
-        Api::<Node>::all(client.clone()),
-        watcher::Config::default().labels(&virtual_nodes()),
-    )
-    .with_config(config.clone())
-    .reconcile_all_on(vnode_trigger)
-    .graceful_shutdown_on(shutdown.clone())
-    .run(
-        tracked(vnode::NAME, inflight, vnode::reconcile),
-        policy::<Node>(vnode::NAME),
-        ctx.clone(),
-    )
-    .for_each(log(vnode::NAME))
-    .boxed();
-
-    let nsof_trigger = futures::stream::select_all([
-        events::<Node>(&client, Some(&virtual_nodes())).boxed(),
-        events::<NamespaceMap>(&client, Some(&source())).boxed(),
-    ]);
-    let nsof_controller = Controller::new(
-        Api::<NamespaceOffloading>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .with_config(config.clone())
-    .reconcile_all_on(nsof_trigger)
-    .graceful_shutdown_on(shutdown.clone())
-    .run(
-        tracked(consumer::NAME, inflight, consumer::reconcile),
-        policy::<NamespaceOffloading>(consumer::NAME),
-        ctx.clone(),
-    )
-    .for_each(log(consumer::NAME))
-    .boxed();
-
-    let nsmap_trigger = events::<k8s_openapi::api::core::v1::Namespace>(
-        &client,
-        Some(control::consts::labels::REMOTE_CLUSTER_ID),
-    );
-    let nsmap_controller = Controller::new(
-        Api::<NamespaceMap>::all(client.clone()),
-        watcher::Config::default().labels(&replicated()),
-    )
-    .with_config(config.clone())
-    .reconcile_all_on(nsmap_trigger)
-    .graceful_shutdown_on(shutdown.clone())
-    .run(
-        tracked(provider::NAME, inflight, provider::reconcile),
-        policy::<NamespaceMap>(provider::NAME),
-        ctx.clone(),
-    )
-    .for_each(log(provider::NAME))
-    .boxed();
-
-    let mut all = vec![
-        fc_controller,
-        rep_controller,
-        rr_controller,
-        ro_controller,
-        vnode_controller,
-        nsof_controller,
-        nsmap_controller,
-    ];
+    let mut all = vec![fc_controller, rep_controller, rr_controller, ro_controller];
+    all.extend(crate::offloading::controllers(
+        &ctx,
+        shutdown.clone(),
+        inflight,
+        &config,
+    ));
     // The network manager, per ForeignCluster, when an IPAM is configured; its failures back
     // off (an IPAM that is down is not asked every 2 s).
     match ctx.network.clone() {

@@ -27,7 +27,7 @@ use control::{
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::{
     Api, Resource, ResourceExt,
-    api::{ListParams, Patch, PatchParams},
+    api::{ListParams, Patch},
     runtime::controller::Action as Requeue,
 };
 use serde_json::json;
@@ -161,7 +161,7 @@ async fn execute(
             let value = (action == Action::Label).then_some(values::TRUE);
             let patch = json!({"metadata": {"labels": {SCHEDULING_ENABLED: value}}});
             Api::<Namespace>::all(client)
-                .patch(ns, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(ns, &crate::context::merge_params(), &Patch::Merge(&patch))
                 .await
                 .map(drop)
                 .map_err(kerr(format!("label Namespace {ns} {SCHEDULING_ENABLED}")))
@@ -195,7 +195,7 @@ async fn patch_desired(
 ) -> Result<(), Error> {
     let patch = json!({"spec": {"desiredMapping": {local: remote}}});
     Api::<NamespaceMap>::namespaced(ctx.client.clone(), map_ns)
-        .patch(map, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(map, &crate::context::merge_params(), &Patch::Merge(&patch))
         .await
         .map(drop)
         .map_err(kerr(format!(

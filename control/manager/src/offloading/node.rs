@@ -2,7 +2,9 @@
 //! [`NodeLauncher`] applies the Node built by `control::forge::node` from the offer copy and
 //! the peer's ForeignCluster (capacity = allocatable = the offer's quota, so a new offer
 //! re-applies it), writes its status Ready, and renews its Lease `kube-node-lease/<node>` in a
-//! task per node; `stop` ends the task and deletes the Node (its Lease goes with it, owned).
+//! task per node (restarted when the Node is re-created under a new UID); `stop` ends the task
+//! and deletes the Node (its Lease goes with it, owned). A Node of that name that is not this
+//! peer's virtual node ([`claim`]) is neither written nor deleted: the launch fails naming it.
 //!
 //! It never decides when a node should exist (the ResourceOffer controller does) and never
 //! runs pods on it.
@@ -23,7 +25,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions},
 };
 use serde_json::json;
 use tokio::task::JoinHandle;
@@ -46,7 +48,38 @@ pub const KUBELET_PORT: u16 = 10250;
 /// Applies virtual nodes and keeps them Ready.
 pub struct NodeLauncher {
     client: Client,
-    leases: Mutex<HashMap<String, JoinHandle<()>>>,
+    /// Per node name: the UID its task writes in the Lease's ownerReference, and the task.
+    leases: Mutex<HashMap<String, (String, JoinHandle<()>)>>,
+}
+
+/// Whether the Node named for `peer`'s virtual node may be written or deleted by it: when
+/// absent, or when it is a virtual node (`liqo.io/type=virtual-node`) of that peer
+/// (`liqo.io/remote-cluster-id=<peer>`). Otherwise the error says whose Node it is.
+pub fn claim(node: Option<&Node>, peer: &str) -> Result<(), String> {
+    let Some(node) = node else { return Ok(()) };
+    let labels = node.labels();
+    let virtual_node = labels
+        .get(control::consts::labels::NODE_TYPE)
+        .map(String::as_str)
+        == Some(control::consts::values::VIRTUAL_NODE);
+    if !virtual_node {
+        return Err(format!(
+            "Node {} exists and is not a virtual node",
+            node.name_any()
+        ));
+    }
+    match labels.get(control::consts::labels::REMOTE_CLUSTER_ID) {
+        Some(owner) if owner == peer => Ok(()),
+        Some(owner) => Err(format!(
+            "Node {} is the virtual node of cluster {owner}",
+            node.name_any()
+        )),
+        None => Err(format!(
+            "Node {} is a virtual node without a {} label",
+            node.name_any(),
+            control::consts::labels::REMOTE_CLUSTER_ID
+        )),
+    }
 }
 
 impl NodeLauncher {
@@ -58,7 +91,7 @@ impl NodeLauncher {
         }
     }
 
-    fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<String, JoinHandle<()>>> {
+    fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, JoinHandle<()>)>> {
         // Inserts and removes only: a poisoned map is still consistent.
         self.leases.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -112,6 +145,11 @@ impl NodeLauncher {
         node["apiVersion"] = json!("v1");
         node["kind"] = json!("Node");
         let nodes: Api<Node> = Api::all(self.client.clone());
+        let existing = nodes
+            .get_opt(&name)
+            .await
+            .map_err(|e| fail(format!("get Node {name}: {e}")))?;
+        claim(existing.as_ref(), peer.cluster_id.as_str()).map_err(fail)?;
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let applied = nodes
             .patch(&name, &params, &Patch::Apply(&node))
@@ -128,10 +166,15 @@ impl NodeLauncher {
             .uid()
             .ok_or_else(|| fail(format!("Node {name} without a UID")))?;
         let mut leases = self.leases();
-        let running = leases.get(&name).is_some_and(|t| !t.is_finished());
+        let running = leases
+            .get(&name)
+            .is_some_and(|(u, t)| *u == uid && !t.is_finished());
         if !running {
-            let task = tokio::spawn(renew(self.client.clone(), name.clone(), uid));
-            leases.insert(name, task);
+            let task = tokio::spawn(renew(self.client.clone(), name.clone(), uid.clone()));
+            if let Some((_, old)) = leases.insert(name, (uid, task)) {
+                // The Node was re-created: the old task names the old UID in the Lease's owner.
+                old.abort();
+            }
         }
         Ok(())
     }
@@ -154,12 +197,22 @@ impl NodeLauncher {
             .map_err(|e| fail(format!("list virtual nodes: {e}")))?;
         for node in list.items {
             let name = node.name_any();
-            if let Some(task) = self.leases().remove(&name) {
+            claim(Some(&node), peer.cluster_id.as_str()).map_err(fail)?;
+            if let Some((_, task)) = self.leases().remove(&name) {
                 task.abort();
             }
-            match nodes.delete(&name, &DeleteParams::default()).await {
+            // Deletes the Node listed, not one re-created since under the same name.
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: node.uid(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match nodes.delete(&name, &params).await {
                 Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                // Gone, or re-created since (the UID precondition fails: 409), not ours to delete.
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
                 Err(e) => return Err(fail(format!("delete Node {name}: {e}"))),
             }
         }
@@ -240,7 +293,7 @@ impl Launcher for NodeLauncher {
 
 impl Drop for NodeLauncher {
     fn drop(&mut self) {
-        for task in self.leases().values() {
+        for (_, task) in self.leases().values() {
             task.abort();
         }
     }
@@ -285,5 +338,41 @@ mod tests {
         assert_eq!(l["spec"]["leaseDurationSeconds"], 40);
         assert_eq!(l["spec"]["holderIdentity"], "liqo-milan");
         assert_eq!(l["metadata"]["ownerReferences"][0]["uid"], "u");
+    }
+
+    fn node(name: &str, labels: &[(&str, &str)]) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = Some(name.into());
+        n.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        n
+    }
+
+    #[test]
+    fn only_an_absent_node_or_this_peers_virtual_node_is_claimed() {
+        use control::consts::{labels::*, values::VIRTUAL_NODE};
+        let me = "5c6a3e4f-1111-4c2d-9a9b-000000000001";
+        let other = "5c6a3e4f-1111-4c2d-9a9b-000000000002";
+        assert_eq!(claim(None, me), Ok(()));
+        let mine = node(
+            "liqo-milan",
+            &[(NODE_TYPE, VIRTUAL_NODE), (REMOTE_CLUSTER_ID, me)],
+        );
+        assert_eq!(claim(Some(&mine), me), Ok(()));
+        let theirs = node(
+            "liqo-milan",
+            &[(NODE_TYPE, VIRTUAL_NODE), (REMOTE_CLUSTER_ID, other)],
+        );
+        let e = claim(Some(&theirs), me).unwrap_err();
+        assert!(e.contains("liqo-milan") && e.contains(other), "{e}");
+        let real = node("liqo-milan", &[(REMOTE_CLUSTER_ID, me)]);
+        let e = claim(Some(&real), me).unwrap_err();
+        assert!(e.contains("not a virtual node"), "{e}");
+        let unlabelled = node("liqo-milan", &[(NODE_TYPE, VIRTUAL_NODE)]);
+        assert!(claim(Some(&unlabelled), me).is_err());
     }
 }

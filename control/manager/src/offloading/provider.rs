@@ -28,7 +28,7 @@ use control::{
 use k8s_openapi::api::{core::v1::Namespace, rbac::v1::RoleBinding};
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions},
+    api::{DeleteParams, ListParams, Patch, PostParams, Preconditions},
     runtime::controller::Action as Requeue,
 };
 
@@ -170,9 +170,13 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
             .collect();
         if !gone.is_empty() {
             let patch = serde_json::json!({"status": {"currentMapping": gone}});
-            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(kerr(format!("currentMapping of NamespaceMap {key}")))?;
+            api.patch_status(
+                &name,
+                &crate::context::merge_params(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(kerr(format!("currentMapping of NamespaceMap {key}")))?;
         }
         let value = serde_json::json!({ "currentMapping": current });
         apply_status(&api, &name, &value).await?;
