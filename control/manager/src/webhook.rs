@@ -69,8 +69,8 @@ pub struct Config {
 }
 
 impl Config {
-    /// The defaults: the CA checked every 5 s, the certificates every hour, bodies up to 4 MiB (a pod with large
-    /// annotations), 8 s per review (within the configurations' 10 s).
+    /// The defaults: the CA checked every 5 s, the certificates every hour, bodies up to 4 MiB
+    /// (a pod with large annotations), 8 s per review (within the configurations' 10 s).
     pub fn new(listen: SocketAddr, namespace: impl Into<String>) -> Self {
         Config {
             listen,
@@ -174,7 +174,10 @@ pub async fn ensure_certs(
     let inspected = match stored.as_ref().map(certs::inspect) {
         Some(Ok(i)) => Some(i),
         Some(Err(e)) => {
-            tracing::warn!(error = %e, "the stored webhook certificates are unreadable: replacing them");
+            tracing::warn!(
+                error = %crate::run::error_chain(&e),
+                "the stored webhook certificates are unreadable: replacing them"
+            );
             None
         }
         None => None,
@@ -275,18 +278,18 @@ async fn set_at_start(client: &Client, ca: &[u8]) -> Result<(), WebhookError> {
             Err(e) if tokio::time::Instant::now() >= deadline => {
                 return Err(WebhookError::CaBundle(e));
             }
-            Err(e) => {
-                tracing::debug!(error = %keeper::chain(&e), "caBundle not set yet: trying again")
-            }
+            Err(e) => tracing::warn!(
+                error = %crate::run::error_chain(&e),
+                "caBundle not set yet: trying again every second"
+            ),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
-/// Makes or reuses the certificates, binds, sets the caBundle (failing after
-/// [`CA_START_DEADLINE`]), and returns the future
-/// serving the webhooks and keeping the caBundle until `shutdown` completes (so a bad
-/// certificate or address fails the start).
+/// Makes or reuses the certificates, binds, sets the caBundle, and returns the future serving
+/// the webhooks and keeping the caBundle until `shutdown` completes (so a bad certificate or
+/// address, or a caBundle not set within [`CA_START_DEADLINE`], fails the start).
 pub async fn start(
     client: Client,
     config: Config,

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use kube::Client;
 
+use crate::run::error_chain;
+
 use super::{CA_SETTLE, Config, LOG_EVERY, WebhookError, cabundle, certs, ensure_certs, tls_parts};
 
 /// Rate-limits a repeated log line: the same message at most once per [`LOG_EVERY`], a new one
@@ -33,23 +35,27 @@ impl Throttle {
     }
 }
 
-/// An error and its causes, one line.
-pub(super) fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
-}
-
 /// A renewed certificate whose new CA is in the bundle but not yet served.
 struct Pending {
     new: certs::Material,
     /// When the bundle holding the new CA was first read back from both configurations.
     read_back: Option<tokio::time::Instant>,
+}
+
+/// A pending new CA at a tick where [`cabundle::set`] found `outcome`: when its bundle was first
+/// read back from both configurations (`read_back`, reset by a patch: something had changed it)
+/// and whether its certificate may be served now (read back at least [`CA_SETTLE`] ago, so at
+/// least one tick after the first read-back).
+fn settle(
+    read_back: Option<tokio::time::Instant>,
+    outcome: cabundle::Outcome,
+    now: tokio::time::Instant,
+) -> (Option<tokio::time::Instant>, bool) {
+    match (outcome, read_back) {
+        (cabundle::Outcome::Patched, _) => (None, false),
+        (cabundle::Outcome::ReadBack, None) => (Some(now), false),
+        (cabundle::Outcome::ReadBack, Some(at)) => (Some(at), now.duration_since(at) >= CA_SETTLE),
+    }
 }
 
 /// Keeps the caBundle (every `ca_check_period`) and the serving certificate (every
@@ -87,10 +93,14 @@ pub(super) async fn keep(
                         tracing::info!("serving the renewed webhook certificate");
                         m = new;
                     }
-                    Err(e) => tracing::warn!(error = %chain(&e), "the renewed webhook certificate"),
+                    Err(e) => {
+                        tracing::warn!(error = %error_chain(&e), "the renewed webhook certificate")
+                    }
                 },
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %chain(&e), "checking the webhook certificates"),
+                Err(e) => {
+                    tracing::warn!(error = %error_chain(&e), "checking the webhook certificates")
+                }
             }
         }
         let now = tokio::time::Instant::now();
@@ -98,29 +108,25 @@ pub(super) async fn keep(
             Ok(outcome) => {
                 failures.clear();
                 if let Some(p) = pending.as_mut() {
-                    if outcome != cabundle::Outcome::ReadBack {
-                        p.read_back = None;
-                    } else if let Some(at) = p.read_back {
-                        if now.duration_since(at) >= CA_SETTLE {
-                            match serve(&p.new) {
-                                Ok(()) => {
-                                    tracing::info!("serving the certificate of the new webhook CA");
-                                    m = p.new.clone();
-                                }
-                                Err(e) => tracing::warn!(
-                                    error = %chain(&e),
-                                    "the certificate of the new webhook CA"
-                                ),
+                    let ready;
+                    (p.read_back, ready) = settle(p.read_back, outcome, now);
+                    if ready {
+                        match serve(&p.new) {
+                            Ok(()) => {
+                                tracing::info!("serving the certificate of the new webhook CA");
+                                m = p.new.clone();
                             }
-                            pending = None;
+                            Err(e) => tracing::warn!(
+                                error = %error_chain(&e),
+                                "the certificate of the new webhook CA"
+                            ),
                         }
-                    } else {
-                        p.read_back = Some(now);
+                        pending = None;
                     }
                 }
             }
             Err(e) => {
-                let msg = chain(&e);
+                let msg = error_chain(&e);
                 if failures.should_log(&msg, now) {
                     tracing::warn!(error = %msg, "caBundle not set (tried again every period)");
                 }
@@ -147,5 +153,28 @@ mod tests {
         assert!(t.should_log("b", t0 + Duration::from_secs(10) + LOG_EVERY));
         t.clear();
         assert!(t.should_log("b", t0 + Duration::from_secs(10) + LOG_EVERY));
+    }
+
+    #[test]
+    fn a_new_ca_is_served_only_after_its_bundle_is_read_back_and_settled() {
+        use cabundle::Outcome::{Patched, ReadBack};
+        let t0 = tokio::time::Instant::now();
+        let tick = Duration::from_secs(5);
+        // Patched: not yet read back.
+        assert_eq!(settle(None, Patched, t0), (None, false));
+        // First read back: not served at once.
+        assert_eq!(settle(None, ReadBack, t0 + tick), (Some(t0 + tick), false));
+        // One tick later, before CA_SETTLE: still not.
+        assert_eq!(
+            settle(Some(t0 + tick), ReadBack, t0 + 2 * tick),
+            (Some(t0 + tick), false)
+        );
+        // Something reset the bundle (patched again): start over.
+        assert_eq!(
+            settle(Some(t0 + tick), Patched, t0 + 3 * tick),
+            (None, false)
+        );
+        // Read back CA_SETTLE ago: served.
+        assert_eq!(settle(Some(t0), ReadBack, t0 + CA_SETTLE), (Some(t0), true));
     }
 }
