@@ -44,6 +44,129 @@ pub const CONDITION_TYPES: [&str; 5] = [
     "NetworkUnavailable",
 ];
 
+/// The reasons of the reported conditions (upstream Liqo's virtual kubelet, control-plane.md
+/// §2.2), shared by whoever reports them (the controller-manager's node launcher, the virtual
+/// kubelet).
+pub mod reasons {
+    /// Ready True: the offer has resources (and the network is not down).
+    pub const KUBELET_READY: &str = "KubeletReady";
+    /// Ready False: the offer's quota is empty or all zero (or the network is down).
+    pub const KUBELET_NOT_READY: &str = "KubeletNotReady";
+    /// MemoryPressure False.
+    pub const NO_MEMORY_PRESSURE: &str = "RemoteClusterHasNoMemoryPressure";
+    /// MemoryPressure True (no resources offered).
+    pub const MEMORY_PRESSURE: &str = "RemoteClusterHasMemoryPressure";
+    /// DiskPressure False.
+    pub const NO_DISK_PRESSURE: &str = "RemoteClusterHasNoDiskPressure";
+    /// DiskPressure True (no resources offered).
+    pub const DISK_PRESSURE: &str = "RemoteClusterHasDiskPressure";
+    /// PIDPressure False.
+    pub const NO_PID_PRESSURE: &str = "RemoteClusterHasNoPIDPressure";
+    /// PIDPressure True (no resources offered).
+    pub const PID_PRESSURE: &str = "RemoteClusterHasPIDPressure";
+    /// NetworkUnavailable False: the peer's TunnelEndpoint is connected.
+    pub const NETWORKING_UP: &str = "LiqoNetworkingUp";
+    /// NetworkUnavailable True: the peer's TunnelEndpoint is not connected.
+    pub const NETWORKING_DOWN: &str = "LiqoNetworkingDown";
+}
+
+/// Whether an offer's quota has resources: some quantity whose number is not zero (an empty
+/// or all-zero quota is not).
+pub fn has_resources(quota: &BTreeMap<String, Quantity>) -> bool {
+    quota.values().any(|q| {
+        let number: String =
+            q.0.trim_start_matches(['+', '-'])
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '.')
+                .collect();
+        number.chars().any(|c| ('1'..='9').contains(&c))
+    })
+}
+
+/// The conditions a virtual node's owner reports since `since`: the pressures True exactly
+/// when the offer has no resources ([`has_resources`]); NetworkUnavailable only when the
+/// network is known (`network_up`), from the peer's TunnelEndpoint; Ready True when there are
+/// resources and the network is not known down.
+pub fn reported_conditions(
+    resources: bool,
+    network_up: Option<bool>,
+    since: &Time,
+) -> Vec<NodeCondition> {
+    let cond = |type_: &str, status: bool, reason: &str, message: &str| NodeCondition {
+        type_: type_.to_owned(),
+        status: if status { "True" } else { "False" }.to_owned(),
+        last_heartbeat_time: Some(since.clone()),
+        last_transition_time: Some(since.clone()),
+        reason: Some(reason.to_owned()),
+        message: Some(message.to_owned()),
+    };
+    let ready = resources && network_up != Some(false);
+    let pressure = !resources;
+    let mut out = vec![if ready {
+        cond(
+            "Ready",
+            true,
+            reasons::KUBELET_READY,
+            "The Liqo virtual node is ready",
+        )
+    } else if !resources {
+        cond(
+            "Ready",
+            false,
+            reasons::KUBELET_NOT_READY,
+            "The remote cluster offers no resources",
+        )
+    } else {
+        cond(
+            "Ready",
+            false,
+            reasons::KUBELET_NOT_READY,
+            "The network to the remote cluster is down",
+        )
+    }];
+    for (type_, yes, no) in [
+        (
+            "MemoryPressure",
+            reasons::MEMORY_PRESSURE,
+            reasons::NO_MEMORY_PRESSURE,
+        ),
+        (
+            "DiskPressure",
+            reasons::DISK_PRESSURE,
+            reasons::NO_DISK_PRESSURE,
+        ),
+        (
+            "PIDPressure",
+            reasons::PID_PRESSURE,
+            reasons::NO_PID_PRESSURE,
+        ),
+    ] {
+        out.push(if pressure {
+            cond(type_, true, yes, "The remote cluster offers no resources")
+        } else {
+            cond(type_, false, no, "The remote cluster offers resources")
+        });
+    }
+    if let Some(up) = network_up {
+        out.push(if up {
+            cond(
+                "NetworkUnavailable",
+                false,
+                reasons::NETWORKING_UP,
+                "The network to the remote cluster is up",
+            )
+        } else {
+            cond(
+                "NetworkUnavailable",
+                true,
+                reasons::NETWORKING_DOWN,
+                "The network to the remote cluster is down",
+            )
+        });
+    }
+    out
+}
+
 /// What the virtual node of one provider is made of.
 #[derive(Debug, Clone, Copy)]
 pub struct NodeInput<'a> {

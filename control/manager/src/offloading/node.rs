@@ -13,14 +13,13 @@ use std::{collections::HashMap, sync::Mutex, time::Duration};
 
 use control::{
     api::{discovery::ForeignCluster, sharing::ResourceOffer},
-    forge::node::{NodeInput, node_name, virtual_node, virtual_node_status},
+    forge::node::{
+        NodeInput, has_resources, node_name, reported_conditions, virtual_node, virtual_node_status,
+    },
 };
 use futures::future::BoxFuture;
 use k8s_openapi::{
-    api::{
-        coordination::v1::Lease,
-        core::v1::{Node, NodeCondition},
-    },
+    api::{coordination::v1::Lease, core::v1::Node},
     apimachinery::pkg::apis::meta::v1::{MicroTime, Time},
 };
 use kube::{
@@ -220,37 +219,13 @@ impl NodeLauncher {
     }
 }
 
-/// The node's status with the conditions of a healthy kubelet: Ready True, the pressures and
-/// NetworkUnavailable False, since `since` (the same on every apply: nothing changes).
+/// The node's status with the conditions its owner reports (`control::forge::node::
+/// reported_conditions`): Ready when the offer has resources, the pressures when it has none;
+/// NetworkUnavailable left out (the network is not this launcher's to observe). `since` is the
+/// same on every apply: nothing changes until the offer does.
 pub fn ready_status(i: &NodeInput<'_>, since: &Time) -> k8s_openapi::api::core::v1::NodeStatus {
     let mut status = virtual_node_status(i, since);
-    status.conditions = Some(
-        control::forge::node::CONDITION_TYPES
-            .iter()
-            .map(|t| {
-                let ready = *t == "Ready";
-                NodeCondition {
-                    type_: (*t).to_owned(),
-                    status: if ready { "True" } else { "False" }.to_owned(),
-                    last_heartbeat_time: Some(since.clone()),
-                    last_transition_time: Some(since.clone()),
-                    reason: Some(
-                        if ready {
-                            "KubeletReady"
-                        } else {
-                            "KubeletHasNoIssue"
-                        }
-                        .into(),
-                    ),
-                    message: Some(if ready {
-                        "The Liqo virtual node is ready".into()
-                    } else {
-                        format!("{t} False on the Liqo virtual node")
-                    }),
-                }
-            })
-            .collect(),
-    );
+    status.conditions = Some(reported_conditions(has_resources(i.capacity), None, since));
     status
 }
 
@@ -304,7 +279,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ready_status_is_ready_and_pressure_free_with_the_offer_as_capacity() {
+    fn ready_status_is_ready_with_resources_and_not_ready_under_pressure_without() {
         let remote = control::api::discovery::ClusterIdentity {
             cluster_id: "5c6a3e4f-1111-4c2d-9a9b-000000000001".parse().unwrap(),
             cluster_name: "milan".parse().unwrap(),
@@ -329,11 +304,57 @@ mod tests {
         assert_eq!(s.capacity.as_ref(), Some(&capacity));
         assert_eq!(s.allocatable.as_ref(), Some(&capacity));
         let conds = s.conditions.unwrap();
-        assert_eq!(conds.len(), 5);
-        for c in conds {
-            let want = if c.type_ == "Ready" { "True" } else { "False" };
-            assert_eq!(c.status, want, "{}", c.type_);
-        }
+        let got: Vec<_> = conds
+            .iter()
+            .map(|c| {
+                (
+                    c.type_.as_str(),
+                    c.status.as_str(),
+                    c.reason.as_deref().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("Ready", "True", "KubeletReady"),
+                (
+                    "MemoryPressure",
+                    "False",
+                    "RemoteClusterHasNoMemoryPressure"
+                ),
+                ("DiskPressure", "False", "RemoteClusterHasNoDiskPressure"),
+                ("PIDPressure", "False", "RemoteClusterHasNoPIDPressure"),
+            ]
+        );
+        let zero = [(
+            "cpu".to_string(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity("0m".into()),
+        )]
+        .into_iter()
+        .collect();
+        let empty = ready_status(
+            &NodeInput {
+                capacity: &zero,
+                ..i
+            },
+            &now(),
+        );
+        let conds = empty.conditions.unwrap();
+        assert_eq!(
+            (conds[0].status.as_str(), conds[0].reason.as_deref()),
+            ("False", Some("KubeletNotReady"))
+        );
+        assert!(conds[1..].iter().all(|c| c.status == "True"), "{conds:?}");
+        let none = Default::default();
+        let empty = ready_status(
+            &NodeInput {
+                capacity: &none,
+                ..i
+            },
+            &now(),
+        );
+        assert_eq!(empty.conditions.unwrap()[0].status, "False");
         let l = lease("liqo-milan", "u", MicroTime(now().0));
         assert_eq!(l["spec"]["leaseDurationSeconds"], 40);
         assert_eq!(l["spec"]["holderIdentity"], "liqo-milan");
