@@ -113,16 +113,17 @@ pub fn controllers(
     .for_each(log(consumer::NAME))
     .boxed();
 
-    let nsmap_trigger = events::<Namespace>(
-        &ctx.client,
-        Some(control::consts::labels::REMOTE_CLUSTER_ID),
-    );
     let nsmap_controller = Controller::new(
         Api::<NamespaceMap>::all(ctx.client.clone()),
         watcher::Config::default().labels(&replicated()),
     )
+    // A namespace's event concerns the map that manages it (its annotation), no other.
+    .watches(
+        Api::<Namespace>::all(ctx.client.clone()),
+        watcher::Config::default().labels(control::consts::labels::REMOTE_CLUSTER_ID),
+        |n| provider::map_of(&n),
+    )
     .with_config(config.clone())
-    .reconcile_all_on(nsmap_trigger)
     .graceful_shutdown_on(shutdown.clone())
     .run(
         tracked(provider::NAME, inflight, provider::reconcile),

@@ -1,7 +1,8 @@
 //! Namespace offloading on real apiservers (control-plane.md §3.5): three clusters, the
 //! controller-manager run as a process by `e2e::liqo::install` under the chart's RBAC; rome
 //! consumes milan (`topology.liqo.io/region=center`) and turin (`=south`), peered by liqoctl's
-//! own commands. Checks the virtual nodes, the seed's NamespaceOffloading example (§3.3),
+//! own commands. Checks the virtual nodes, the seed's NamespaceOffloading example (§3.3) made
+//! and removed by `liqoctl offload/unoffload namespace`,
 //! the remote namespace with its annotations and RoleBinding, a pre-existing unmanaged
 //! namespace (never deleted), restarts of the controller-manager and of a provider's
 //! apiserver mid-offload, and the deletion. Prints the timings it measures.
@@ -12,7 +13,10 @@ use std::time::Instant;
 
 use common::{
     DownOnDrop, eventually,
-    offloading::{REGION, conditions, made_for, ns_exists, offload, peer, row, status},
+    offloading::{
+        REGION, conditions, create_namespace, liqoctl, made_for, ns_exists, offload, peer, row,
+        status,
+    },
 };
 use control::{
     api::{
@@ -86,10 +90,10 @@ async fn offloading_across_three_clusters() {
                     }
                 }
                 let taints = serde_json::to_value(node.spec.clone().unwrap().taints).unwrap();
-                assert_eq!(
-                    taints,
-                    json!([{"key": "virtual-node.liqo.io/not-allowed", "value": "true", "effect": "NoExecute"}])
-                );
+                let want = json!([{"key": "virtual-node.liqo.io/not-allowed", "value": "true", "effect": "NoExecute"}]);
+                if taints != want {
+                    return Err(format!("taints {taints}"));
+                }
                 let offers = Api::<ResourceOffer>::all(rome.clone())
                     .list(&ListParams::default())
                     .await
@@ -99,7 +103,9 @@ async fn offloading_across_three_clusters() {
                     .iter()
                     .find(|o| o.spec.cluster_id.as_str() == pid)
                     .ok_or("no offer")?;
-                assert_eq!(offer.spec.labels.get(REGION).map(String::as_str), Some(region));
+                if offer.spec.labels.get(REGION).map(String::as_str) != Some(region) {
+                    return Err(format!("offer labels {:?}", offer.spec.labels));
+                }
                 let quota = offer.spec.resource_quota.clone().unwrap().hard.unwrap();
                 let st = node.status.clone().unwrap_or_default();
                 if st.capacity.as_ref() != Some(&quota) || st.allocatable.as_ref() != Some(&quota) {
@@ -112,8 +118,11 @@ async fn offloading_across_three_clusters() {
                     .ok_or("no Lease yet")?
                     .spec
                     .unwrap_or_default();
-                assert_eq!(lease.holder_identity.as_deref(), Some(node_name.as_str()));
-                assert_eq!(lease.lease_duration_seconds, Some(40));
+                if lease.holder_identity.as_deref() != Some(node_name.as_str())
+                    || lease.lease_duration_seconds != Some(40)
+                {
+                    return Err(format!("Lease {lease:?}"));
+                }
                 let ready = st.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
                 ready.then_some(()).ok_or_else(|| "not Ready".to_owned())
             }
@@ -125,9 +134,35 @@ async fn offloading_across_three_clusters() {
         started.elapsed().as_secs_f64()
     );
 
-    // The seed's example: selector region=south, EnforceSameName.
+    // The seed's example, by liqoctl: selector region=south, EnforceSameName; it waits for
+    // the controller's verdict.
     let t0 = Instant::now();
-    offload(&rome, "liqo-demo", Some("south")).await;
+    create_namespace(&rome, "liqo-demo").await;
+    let (ok, out, err) = liqoctl(
+        &set,
+        &installed,
+        "rome",
+        &[
+            "offload",
+            "namespace",
+            "liqo-demo",
+            "--namespace-mapping-strategy",
+            "EnforceSameName",
+            "--pod-offloading-strategy",
+            "LocalAndRemote",
+            "--selector",
+            "topology.liqo.io/region=south",
+        ],
+    );
+    assert!(ok, "liqoctl offload namespace: {out}{err}");
+    assert!(
+        out.contains("Namespace \"liqo-demo\" offloaded to") && out.contains("turin"),
+        "{out}"
+    );
+    println!(
+        "TIMING liqoctl offload namespace liqo-demo returned: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     let c = rome.clone();
     eventually(60, "liqo-demo Ready", || {
         let c = c.clone();
@@ -329,12 +364,23 @@ async fn offloading_across_three_clusters() {
     on_turin.sort();
     assert_eq!(on_turin, ["liqo-demo", "liqo-restart"]);
 
-    // Deleting liqo-demo's offloading: the remote namespace and the label go within 30 s.
+    // liqoctl unoffload namespace liqo-demo: the remote namespace and the label go within 30 s.
     let t0 = Instant::now();
-    Api::<NamespaceOffloading>::namespaced(rome.clone(), "liqo-demo")
-        .delete("offloading", &DeleteParams::default())
-        .await
-        .unwrap();
+    let (ok, out, err) = liqoctl(
+        &set,
+        &installed,
+        "rome",
+        &["unoffload", "namespace", "liqo-demo"],
+    );
+    assert!(ok, "liqoctl unoffload namespace: {out}{err}");
+    assert!(
+        out.contains("Offloading of namespace \"liqo-demo\" removed"),
+        "{out}"
+    );
+    println!(
+        "TIMING liqoctl unoffload namespace liqo-demo returned: {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
     let (c, t) = (rome.clone(), turin.clone());
     eventually(30, "liqo-demo released", || {
         let (c, t) = (c.clone(), t.clone());

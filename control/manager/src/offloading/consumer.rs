@@ -55,7 +55,10 @@ pub async fn reconcile(no: Arc<NamespaceOffloading>, ctx: Arc<Context>) -> Resul
         .get_opt(&ns)
         .await
         .map_err(kerr(format!("get Namespace {ns}")))?
-        .is_some_and(|n| n.labels().contains_key(SCHEDULING_ENABLED));
+        .is_some_and(|n| {
+            // `liqo.io/scheduling-enabled=false` is not labelled: the webhook selects `=true`.
+            n.labels().get(SCHEDULING_ENABLED).map(String::as_str) == Some("true")
+        });
     let maps = Api::<NamespaceMap>::all(client.clone())
         .list(&ListParams::default().labels(&source()))
         .await
@@ -133,7 +136,9 @@ pub async fn reconcile(no: Arc<NamespaceOffloading>, ctx: Arc<Context>) -> Resul
         }
     }
     if let Some(s) = new_status {
-        let value = serde_json::to_value(&s).map_err(|_| Error::Incomplete("a status"))?;
+        let value = serde_json::to_value(&s).map_err(|e| {
+            kerr("serialize the NamespaceOffloading status")(kube::Error::SerdeError(e))
+        })?;
         apply_status(&api, &name, &value).await?;
     }
     match failed {

@@ -29,13 +29,17 @@ use k8s_openapi::api::{core::v1::Namespace, rbac::v1::RoleBinding};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PostParams, Preconditions},
-    runtime::controller::Action as Requeue,
+    runtime::{controller::Action as Requeue, reflector::ObjectRef},
 };
 
 use crate::{
     context::{Context, apply, apply_status, set_finalizers, with_finalizer},
     error::{Error, kube as kerr},
 };
+
+/// The chart's namespace of the virtual storage class's volumes: reserved like Liqo's own, never
+/// made, bound or deleted for a consumer.
+pub const STORAGE_NAMESPACE: &str = "liqo-storage";
 
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "namespacemap";
@@ -46,6 +50,17 @@ pub const AGAIN: std::time::Duration = std::time::Duration::from_millis(500);
 /// The namespaces of a consumer this controller may have made.
 pub fn namespaces_selector(origin: &ClusterId) -> String {
     format!("{}={}", labels::REMOTE_CLUSTER_ID, origin.as_str())
+}
+
+/// The NamespaceMap managing namespace `n` (its `liqo.io/managed-by-namespace-map`
+/// annotation, `<map namespace>/<map name>`), the one map its events concern; none without it.
+pub fn map_of(n: &Namespace) -> Option<ObjectRef<NamespaceMap>> {
+    let (ns, name) = n
+        .annotations()
+        .get(MANAGED_BY_NAMESPACE_MAP)?
+        .split_once('/')?;
+    (!ns.is_empty() && !name.is_empty() && !name.contains('/'))
+        .then(|| ObjectRef::new(name).within(ns))
 }
 
 fn view(n: &Namespace) -> NsView {
@@ -130,7 +145,7 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
             found.is_some_and(|b| binding_is_right(&b, &origin)),
         );
     }
-    let reserved = BTreeSet::from([ctx.settings.namespace.clone()]);
+    let reserved = BTreeSet::from([ctx.settings.namespace.clone(), STORAGE_NAMESPACE.to_owned()]);
     let observed = Observed {
         key: &key,
         desired: &map.spec.desired_mapping,
@@ -219,8 +234,8 @@ async fn execute(
         }
         Action::ApplyBinding { namespace: remote } => {
             let binding = role_binding(&remote, key, &map_ns, origin);
-            let mut value =
-                serde_json::to_value(&binding).map_err(|_| Error::Incomplete("a RoleBinding"))?;
+            let mut value = serde_json::to_value(&binding)
+                .map_err(|e| kerr("serialize a RoleBinding")(kube::Error::SerdeError(e)))?;
             value["apiVersion"] = "rbac.authorization.k8s.io/v1".into();
             value["kind"] = "RoleBinding".into();
             let rb: Api<RoleBinding> = Api::namespaced(ctx.client.clone(), &remote);
@@ -246,5 +261,36 @@ async fn execute(
             Ok(())
         }
         Action::Status(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(annotation: Option<&str>) -> Namespace {
+        let mut n = Namespace::default();
+        n.metadata.name = Some("liqo-demo".into());
+        n.metadata.annotations =
+            annotation.map(|a| [(MANAGED_BY_NAMESPACE_MAP.to_owned(), a.to_owned())].into());
+        n
+    }
+
+    #[test]
+    fn a_namespace_event_concerns_the_map_its_annotation_names_only() {
+        let r = map_of(&ns(Some("liqo-tenant-rome-1/turin-2"))).unwrap();
+        assert_eq!(
+            (r.namespace.as_deref(), r.name.as_str()),
+            (Some("liqo-tenant-rome-1"), "turin-2")
+        );
+        for bad in [
+            None,
+            Some("turin-2"),
+            Some("/turin-2"),
+            Some("t/"),
+            Some("a/b/c"),
+        ] {
+            assert!(map_of(&ns(bad)).is_none(), "{bad:?}");
+        }
     }
 }

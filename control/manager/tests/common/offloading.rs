@@ -59,16 +59,46 @@ pub(crate) fn peer(set: &Clusters, installed: &liqo::Liqo, consumer: &str, provi
     );
 }
 
-/// What `liqoctl offload namespace <ns> --namespace-mapping-strategy EnforceSameName
-/// --pod-offloading-strategy LocalAndRemote [--selector <region>=<value>]` creates.
-pub(crate) async fn offload(client: &Client, ns: &str, region: Option<&str>) {
-    // The namespace may exist already: the offloading is what counts.
-    let _ = Api::<Namespace>::all(client.clone())
+/// Creates namespace `ns`; one that exists already is fine (the offloading is what counts),
+/// any other failure is not.
+pub(crate) async fn create_namespace(client: &Client, ns: &str) {
+    match Api::<Namespace>::all(client.clone())
         .create(
             &PostParams::default(),
             &serde_json::from_value(json!({"metadata": {"name": ns}})).unwrap(),
         )
-        .await;
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("create namespace {ns}: {e}"),
+    }
+}
+
+/// Runs the harness's `liqoctl` with `cluster`'s kubeconfig: (success, stdout, stderr).
+pub(crate) fn liqoctl(
+    set: &Clusters,
+    installed: &liqo::Liqo,
+    cluster: &str,
+    args: &[&str],
+) -> (bool, String, String) {
+    let out = std::process::Command::new(installed.bin.join("liqoctl"))
+        .args(args)
+        .env("KUBECONFIG", &set.get(cluster).unwrap().kubeconfig)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// What `liqoctl offload namespace <ns> --namespace-mapping-strategy EnforceSameName
+/// --pod-offloading-strategy LocalAndRemote [--selector <region>=<value>]` creates, made
+/// directly (no wait for the controller's verdict, e.g. to restart it mid-offload).
+pub(crate) async fn offload(client: &Client, ns: &str, region: Option<&str>) {
+    create_namespace(client, ns).await;
     let mut spec = json!({
         "namespaceMappingStrategy": "EnforceSameName",
         "podOffloadingStrategy": "LocalAndRemote",
