@@ -111,9 +111,15 @@ pub enum WebhookError {
         #[source]
         source: kube::Error,
     },
-    /// The caBundle could not be set before [`CA_START_DEADLINE`].
-    #[error("the webhook CA was not set within {:?}", CA_START_DEADLINE)]
-    CaBundle(#[source] cabundle::CaBundleError),
+    /// The caBundle could not be set within the start's deadline ([`CA_START_DEADLINE`]).
+    #[error("the webhook CA was not set in the configurations within {within:?}")]
+    CaBundle {
+        /// The deadline.
+        within: Duration,
+        /// The last failure.
+        #[source]
+        source: cabundle::CaBundleError,
+    },
     /// rustls refused the certificate.
     #[error("configuring TLS with the webhook certificate")]
     Tls(#[source] rustls::Error),
@@ -269,14 +275,14 @@ fn lookup(client: Client) -> server::Lookup {
     })
 }
 
-/// Sets the caBundle, tried every second until [`CA_START_DEADLINE`].
-async fn set_at_start(client: &Client, ca: &[u8]) -> Result<(), WebhookError> {
-    let deadline = tokio::time::Instant::now() + CA_START_DEADLINE;
+/// Sets the caBundle, tried every second until `within` has passed.
+async fn set_at_start(client: &Client, ca: &[u8], within: Duration) -> Result<(), WebhookError> {
+    let deadline = tokio::time::Instant::now() + within;
     loop {
         match cabundle::set(client, ca).await {
             Ok(_) => return Ok(()),
             Err(e) if tokio::time::Instant::now() >= deadline => {
-                return Err(WebhookError::CaBundle(e));
+                return Err(WebhookError::CaBundle { within, source: e });
             }
             Err(e) => tracing::warn!(
                 error = %crate::run::error_chain(&e),
@@ -320,7 +326,7 @@ pub async fn start(
         request: config.review_timeout,
         max_connections: 256,
     };
-    set_at_start(&client, m.ca_cert.as_bytes()).await?;
+    set_at_start(&client, m.ca_cert.as_bytes(), CA_START_DEADLINE).await?;
     let keeper = keeper::keep(client, config, cert, m);
     Ok(async move {
         let keeper = tokio::spawn(keeper);
@@ -338,45 +344,4 @@ pub async fn start(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_names_are_the_services_then_the_extra_ones_once() {
-        let mut c = Config::new("127.0.0.1:0".parse().unwrap(), "liqo-x");
-        c.extra_sans = vec![
-            "127.0.0.1".into(),
-            "liqo-controller-manager.liqo-x.svc".into(),
-        ];
-        assert_eq!(
-            c.sans(),
-            [
-                "liqo-controller-manager.liqo-x.svc",
-                "liqo-controller-manager.liqo-x.svc.cluster.local",
-                "127.0.0.1",
-            ]
-        );
-    }
-
-    #[test]
-    fn a_secret_missing_a_key_holds_no_material() {
-        let m = certs::make(
-            certs::Plan::New,
-            None,
-            &["a".into()],
-            std::time::SystemTime::now(),
-        )
-        .unwrap();
-        let mut data = secret_data(&m);
-        let secret = |data| Secret {
-            data: Some(data),
-            ..Default::default()
-        };
-        assert_eq!(material(&secret(data.clone())), Some(m.clone()));
-        let (chain, key) = tls_parts(&m).unwrap();
-        assert_eq!(chain.len(), 2);
-        assert!(liqo_auth::https::Replaceable::new(chain, key).is_ok());
-        data.remove(certs::TLS_KEY);
-        assert_eq!(material(&secret(data)), None);
-    }
-}
+mod tests;
