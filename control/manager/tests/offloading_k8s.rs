@@ -15,27 +15,21 @@ use common::{
     DownOnDrop, eventually,
     offloading::{
         REGION, conditions, create_namespace, liqoctl, made_for, ns_exists, offload, peer, row,
-        status,
+        status, virtual_node_as_offered,
     },
 };
 use control::{
-    api::{
-        offloading::{NamespaceOffloading, OffloadingPhase},
-        sharing::ResourceOffer,
-    },
-    consts::{labels, offloading as off},
+    api::offloading::{NamespaceOffloading, OffloadingPhase},
+    consts::offloading as off,
 };
 use e2e::{
     k8s::{self, Clusters},
     liqo,
 };
-use k8s_openapi::api::{
-    core::v1::{Namespace, Node},
-    rbac::v1::RoleBinding,
-};
+use k8s_openapi::api::{core::v1::Namespace, rbac::v1::RoleBinding};
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, PostParams},
 };
 use serde_json::{Value, json};
 
@@ -70,63 +64,14 @@ async fn offloading_across_three_clusters() {
     ] {
         let node_name = format!("liqo-{name}");
         let (rome, pid) = (rome.clone(), pid.clone());
-        eventually(90, &format!("virtual node {node_name} as its offer says"), || {
-            let (rome, pid, node_name) = (rome.clone(), pid.clone(), node_name.clone());
-            async move {
-                let node = Api::<Node>::all(rome.clone())
-                    .get_opt(&node_name)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .ok_or("no node yet")?;
-                let l = node.metadata.labels.clone().unwrap_or_default();
-                let want = [
-                    (REGION, region),
-                    (labels::NODE_TYPE, "virtual-node"),
-                    (labels::REMOTE_CLUSTER_ID, pid.as_str()),
-                ];
-                for (k, v) in want {
-                    if l.get(k).map(String::as_str) != Some(v) {
-                        return Err(format!("label {k}: {:?}", l.get(k)));
-                    }
-                }
-                let taints = serde_json::to_value(node.spec.clone().unwrap().taints).unwrap();
-                let want = json!([{"key": "virtual-node.liqo.io/not-allowed", "value": "true", "effect": "NoExecute"}]);
-                if taints != want {
-                    return Err(format!("taints {taints}"));
-                }
-                let offers = Api::<ResourceOffer>::all(rome.clone())
-                    .list(&ListParams::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let offer = offers
-                    .items
-                    .iter()
-                    .find(|o| o.spec.cluster_id.as_str() == pid)
-                    .ok_or("no offer")?;
-                if offer.spec.labels.get(REGION).map(String::as_str) != Some(region) {
-                    return Err(format!("offer labels {:?}", offer.spec.labels));
-                }
-                let quota = offer.spec.resource_quota.clone().unwrap().hard.unwrap();
-                let st = node.status.clone().unwrap_or_default();
-                if st.capacity.as_ref() != Some(&quota) || st.allocatable.as_ref() != Some(&quota) {
-                    return Err(format!("capacity {:?} != offer {quota:?}", st.capacity));
-                }
-                let lease = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(rome.clone(), "kube-node-lease")
-                    .get_opt(&node_name)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .ok_or("no Lease yet")?
-                    .spec
-                    .unwrap_or_default();
-                if lease.holder_identity.as_deref() != Some(node_name.as_str())
-                    || lease.lease_duration_seconds != Some(40)
-                {
-                    return Err(format!("Lease {lease:?}"));
-                }
-                let ready = st.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True");
-                ready.then_some(()).ok_or_else(|| "not Ready".to_owned())
-            }
-        })
+        eventually(
+            90,
+            &format!("virtual node {node_name} as its offer says"),
+            || {
+                let (rome, pid, node_name) = (rome.clone(), pid.clone(), node_name.clone());
+                async move { virtual_node_as_offered(&rome, &node_name, &pid, region).await }
+            },
+        )
         .await;
     }
     println!(

@@ -4,11 +4,17 @@
 use std::{collections::BTreeMap, io::Write as _, process::Stdio};
 
 use control::{
-    api::offloading::{NamespaceOffloading, NamespaceOffloadingStatus},
+    api::{
+        offloading::{NamespaceOffloading, NamespaceOffloadingStatus},
+        sharing::ResourceOffer,
+    },
     consts::labels,
 };
 use e2e::{k8s::Clusters, liqo};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{Namespace, Node},
+};
 use kube::{
     Api, Client,
     api::{ListParams, PostParams},
@@ -168,4 +174,70 @@ pub(crate) async fn made_for(client: &Client, rome: &str) -> Vec<String> {
         .into_iter()
         .filter_map(|n| n.metadata.name)
         .collect()
+}
+
+/// Node `node_name` on `client` as the offer of provider `pid` says (labels with its region,
+/// taint, capacity = allocatable = the quota), its Lease held (40 s) and Ready True.
+pub(crate) async fn virtual_node_as_offered(
+    client: &Client,
+    node_name: &str,
+    pid: &str,
+    region: &str,
+) -> Result<(), String> {
+    let node = Api::<Node>::all(client.clone())
+        .get_opt(node_name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("no node yet")?;
+    let l = node.metadata.labels.clone().unwrap_or_default();
+    let want = [
+        (REGION, region),
+        (labels::NODE_TYPE, "virtual-node"),
+        (labels::REMOTE_CLUSTER_ID, pid),
+    ];
+    for (k, v) in want {
+        if l.get(k).map(String::as_str) != Some(v) {
+            return Err(format!("label {k}: {:?}", l.get(k)));
+        }
+    }
+    let taints = serde_json::to_value(node.spec.clone().unwrap().taints).unwrap();
+    let want = json!([{"key": "virtual-node.liqo.io/not-allowed", "value": "true", "effect": "NoExecute"}]);
+    if taints != want {
+        return Err(format!("taints {taints}"));
+    }
+    let offers = Api::<ResourceOffer>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let offer = offers
+        .items
+        .iter()
+        .find(|o| o.spec.cluster_id.as_str() == pid)
+        .ok_or("no offer")?;
+    if offer.spec.labels.get(REGION).map(String::as_str) != Some(region) {
+        return Err(format!("offer labels {:?}", offer.spec.labels));
+    }
+    let quota = offer.spec.resource_quota.clone().unwrap().hard.unwrap();
+    let st = node.status.clone().unwrap_or_default();
+    if st.capacity.as_ref() != Some(&quota) || st.allocatable.as_ref() != Some(&quota) {
+        return Err(format!("capacity {:?} != offer {quota:?}", st.capacity));
+    }
+    let lease = Api::<Lease>::namespaced(client.clone(), "kube-node-lease")
+        .get_opt(node_name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("no Lease yet")?
+        .spec
+        .unwrap_or_default();
+    if lease.holder_identity.as_deref() != Some(node_name)
+        || lease.lease_duration_seconds != Some(40)
+    {
+        return Err(format!("Lease {lease:?}"));
+    }
+    let ready = st
+        .conditions
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    ready.then_some(()).ok_or_else(|| "not Ready".to_owned())
 }
