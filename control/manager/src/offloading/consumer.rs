@@ -107,6 +107,21 @@ pub async fn reconcile(no: Arc<NamespaceOffloading>, ctx: Arc<Context>) -> Resul
             })
         })
         .collect();
+    // A live virtual node whose NamespaceMap is not there yet would be judged "not
+    // selected" (and `NoClusterSelected` reported as final): wait for the map, which the
+    // virtual-node controller makes at once (upstream: #virtual nodes = #NamespaceMaps).
+    let unmapped = nodes.iter().find(|n| {
+        let id = n
+            .labels()
+            .get(labels::REMOTE_CLUSTER_ID)
+            .map(String::as_str);
+        n.meta().deletion_timestamp.is_none()
+            && !ids.iter().flatten().any(|i| Some(i.as_str()) == id)
+    });
+    if let Some(n) = unmapped.filter(|_| no.meta().deletion_timestamp.is_none()) {
+        tracing::debug!(node = %n.name_any(), "a virtual node without its NamespaceMap yet: retrying");
+        return Ok(Requeue::requeue(std::time::Duration::from_secs(1)));
+    }
     let status = no.status.clone().unwrap_or_default();
     let observed = Observed {
         namespace: &namespace,
