@@ -162,7 +162,7 @@ async fn the_binary_serves_metrics_reconciles_and_stops_on_sigterm() {
             &format!("127.0.0.1:{port}"),
             "--resync-period",
             "5s",
-            // Any free port: the tests run in parallel (the default is 0.0.0.0:9443).
+            // Any free port: the tests run in parallel (the default is 127.0.0.1:9443).
             "--webhook-listen",
             "127.0.0.1:0",
         ])

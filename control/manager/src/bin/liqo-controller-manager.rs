@@ -77,7 +77,10 @@ struct Args {
     #[arg(long, default_value = "10s", value_parser = liqo_controller_manager::duration::parse)]
     shutdown_grace: Duration,
     /// Where the admission webhooks are served (HTTPS).
-    #[arg(long, default_value = "0.0.0.0:9443")]
+    /// Loopback by default: only what runs on this host reaches it. In a cluster the chart
+    /// sets the pod's address (`0.0.0.0:9443`) so the apiserver can call it through the
+    /// Service; the reviews answer with a patch or a verdict and change no state themselves.
+    #[arg(long, default_value = "127.0.0.1:9443")]
     webhook_listen: SocketAddr,
     /// Do not serve the admission webhooks (nor make their certificates or set their caBundle).
     #[arg(long)]
