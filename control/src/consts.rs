@@ -272,6 +272,31 @@ pub mod virtual_node {
 
 // ---- end of pod webhook and virtual node ----
 
+// ---- virtual kubelet and pod reflection ----
+
+/// The virtual kubelet's pod reflection and the provider's ShadowPod controller (upstream
+/// `pkg/consts/{reflection,shadowpod}.go`).
+pub mod reflection {
+    /// On every remote object a virtual kubelet writes: the home (consumer) cluster's ID.
+    pub const ORIGIN: &str = super::labels::OFFLOADED_ORIGIN;
+    /// On every remote object a virtual kubelet writes: the provider's cluster ID.
+    pub const DESTINATION: &str = "virtualkubelet.liqo.io/destination";
+    /// The field manager of everything the virtual kubelet writes remotely.
+    pub const FIELD_MANAGER: &str = "reflection.liqo.io";
+    /// On a pod the provider's ShadowPod controller made (value [`MANAGED_BY_SHADOWPOD`]).
+    pub const MANAGED_BY: &str = "liqo.io/managed-by";
+    /// The value of [`MANAGED_BY`] on pods made from ShadowPods.
+    pub const MANAGED_BY_SHADOWPOD: &str = "shadowpod";
+    /// Pod status reason: a pod on a virtual node in a namespace not offloaded there, never
+    /// started (it stays Pending).
+    pub const OFFLOADING_BACK_OFF: &str = "OffloadingBackOff";
+    /// Pod status reason: a pod that ran remotely and whose namespace is no longer offloaded
+    /// (Failed, so that its controller replaces it).
+    pub const OFFLOADING_ABORTED: &str = "OffloadingAborted";
+}
+
+// ---- end of virtual kubelet and pod reflection ----
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -298,6 +323,8 @@ mod tests {
         labels::REMOTE_CLUSTER_ID,
         labels::OFFLOADED_ORIGIN,
         labels::SHADOW_POD,
+        reflection::DESTINATION,
+        reflection::MANAGED_BY,
         annotations::CERTIFICATE_EXPIRE_TIME,
         finalizers::CRD_REPLICATOR,
         finalizers::VIRTUAL_KUBELET,

@@ -1,4 +1,6 @@
 //! Objects built whole from their inputs, as the components write them: the virtual node of
-//! a peering ([`node`]). Pure: it never reads an apiserver or a clock (time is an input).
+//! a peering ([`node`]), the ShadowPod of an offloaded pod and the status it reports back
+//! ([`pod`]). Pure: it never reads an apiserver or a clock (time is an input).
 
 pub mod node;
+pub mod pod;

@@ -9,6 +9,7 @@
 //!   apiserver sign the consumer's certificate, binds the basic peering roles and answers
 //!   with the identity;
 //! - [`metrics`]: the service's requests by outcome;
+//! - [`peer_client`]: the clients of a peer's API server, with timeouts;
 //! - [`https`]: the serving loop (TLS, connection limits, timeouts) shared with the
 //!   controller-manager's webhooks.
 //!
@@ -20,6 +21,7 @@ pub mod client;
 pub mod cluster;
 pub mod https;
 pub mod metrics;
+pub mod peer_client;
 pub mod server;
 pub mod tokens;
 pub mod url;

@@ -180,6 +180,32 @@ pub struct Options {
     /// configurations are applied even when the controller-manager is not started: then pod
     /// creation fails (with `Fail`) in namespaces labelled `liqo.io/scheduling-enabled=true`.
     pub pod_webhook_failure_policy: String,
+    /// How the controller-manager runs the virtual kubelets (`--virtual-kubelet-mode`).
+    pub virtual_kubelet: VkMode,
+    /// The controller-manager's `--resource-sharing-percentage` of a cluster (by name; default 30).
+    pub sharing_percentage: BTreeMap<String, u8>,
+}
+
+/// How the controller-manager runs the virtual kubelets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum VkMode {
+    /// A child process per peering (`liqo-virtual-kubelet`), with the token of ServiceAccount
+    /// `liqo-virtual-kubelet-local` (the chart's RBAC for it) and its own pid (its memory and
+    /// CPU can be measured).
+    #[default]
+    Process,
+    /// A task of the controller-manager (its identity).
+    InProcess,
+}
+
+impl VkMode {
+    /// The value of `--virtual-kubelet-mode`.
+    pub fn flag(self) -> &'static str {
+        match self {
+            VkMode::Process => "process",
+            VkMode::InProcess => "in-process",
+        }
+    }
 }
 
 impl Default for Options {
@@ -192,6 +218,8 @@ impl Default for Options {
             network: false,
             cluster_labels: BTreeMap::new(),
             pod_webhook_failure_policy: "Fail".to_owned(),
+            virtual_kubelet: VkMode::default(),
+            sharing_percentage: BTreeMap::new(),
         }
     }
 }

@@ -1,0 +1,162 @@
+//! `liqo-virtual-kubelet`: the virtual kubelet of one peering, as its own process (the
+//! controller-manager's process launcher, or the chart's Deployment). The home API server is
+//! `KUBECONFIG` / in-cluster; the provider's is `--foreign-kubeconfig` (a file made from the
+//! identity Secret, mode 0600). Flags as upstream's (`cmd/virtual-kubelet/root/flag.go`).
+
+use std::{net::IpAddr, path::PathBuf, time::Duration};
+
+use anyhow::Context as _;
+use clap::Parser;
+use control::api::{ClusterId, discovery::ClusterIdentity};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use liqo_virtual_kubelet::{VkConfig, config};
+
+#[derive(Debug, Parser)]
+#[command(name = "liqo-virtual-kubelet", version, about)]
+struct Args {
+    /// The provider's cluster ID.
+    #[arg(long)]
+    foreign_cluster_id: ClusterId,
+    /// The provider's cluster name (the node is `liqo-<name>`).
+    #[arg(long)]
+    foreign_cluster_name: String,
+    /// The home cluster's ID.
+    #[arg(long)]
+    home_cluster_id: ClusterId,
+    /// The home cluster's name.
+    #[arg(long)]
+    home_cluster_name: String,
+    /// Our tenant namespace for the provider.
+    #[arg(long)]
+    tenant_namespace: String,
+    /// The accepted ResourceOffer (in the tenant namespace).
+    #[arg(long)]
+    resource_offer: String,
+    /// The kubeconfig of the provider's API server (our identity there).
+    #[arg(long)]
+    foreign_kubeconfig: PathBuf,
+    /// The node's InternalIP: where the home API server reaches the kubelet API.
+    #[arg(long, default_value = "127.0.0.1")]
+    node_ip: IpAddr,
+    /// The kubelet API's port.
+    #[arg(long, default_value_t = config::DEFAULT_PORT)]
+    listen_port: u16,
+    /// The address the kubelet API binds (default: the node IP).
+    #[arg(long)]
+    listen_address: Option<IpAddr>,
+    /// The CA of the client certificates the kubelet API accepts (the home API server's
+    /// `--kubelet-client-certificate`); without it only `/healthz` is served.
+    #[arg(long)]
+    client_ca_file: Option<PathBuf>,
+    /// The home liqo-ipam (`http://host:port`, `https://`); without it pod IPs are reported
+    /// as the provider sees them and no NetworkUnavailable condition is kept.
+    #[arg(long)]
+    ipam_server: Option<String>,
+    /// The CA of liqo-ipam's certificate.
+    #[arg(long, requires = "ipam_server")]
+    ipam_ca_file: Option<PathBuf>,
+    /// A file holding liqo-ipam's bearer token.
+    #[arg(long, requires = "ipam_server")]
+    ipam_token_file: Option<PathBuf>,
+    /// Pod reflection workers.
+    #[arg(long, default_value_t = config::DEFAULT_POD_WORKERS)]
+    pod_reflection_workers: usize,
+    /// The node Lease's duration (`40s`).
+    #[arg(long, default_value = "40s", value_parser = humantime::parse_duration)]
+    node_lease_duration: Duration,
+    /// How often the Lease is renewed and the provider pinged (`10s`).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    node_ping_interval: Duration,
+    /// How long a ping of the provider may take (`1s`).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    node_ping_timeout: Duration,
+    /// Extra labels of the node (`k=v,k2=v2`).
+    #[arg(long, default_value = "", value_parser = control::selector::parse_labels)]
+    node_extra_labels: std::collections::BTreeMap<String, String>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = Args::parse();
+    if args.pod_reflection_workers == 0 {
+        anyhow::bail!("--pod-reflection-workers 0: at least one worker is needed");
+    }
+    let name = |flag: &str, v: &str| {
+        v.parse()
+            .map_err(|e| anyhow::anyhow!("--{flag} {v:?}: {e}"))
+    };
+    let foreign = ClusterIdentity {
+        cluster_id: args.foreign_cluster_id.clone(),
+        cluster_name: name("foreign-cluster-name", &args.foreign_cluster_name)?,
+    };
+    let home = ClusterIdentity {
+        cluster_id: args.home_cluster_id.clone(),
+        cluster_name: name("home-cluster-name", &args.home_cluster_name)?,
+    };
+    let ipam = args.ipam_server.clone().map(|server| {
+        let mut o = ipam::service::client::ClientOptions::new(server);
+        o.ca_file = args.ipam_ca_file.clone();
+        o.token_file = args.ipam_token_file.clone();
+        o
+    });
+    if let Some(o) = &ipam {
+        o.prepare()
+            .with_context(|| format!("--ipam-server {}", o.server))?;
+    }
+    let kubeconfig = Kubeconfig::read_from(&args.foreign_kubeconfig)
+        .with_context(|| format!("--foreign-kubeconfig {}", args.foreign_kubeconfig.display()))?;
+    let remote_config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .with_context(|| {
+                format!("--foreign-kubeconfig {}", args.foreign_kubeconfig.display())
+            })?;
+    let remote = config::Remote::from_config(remote_config).context("the provider's client")?;
+    let local = kube::Client::try_default()
+        .await
+        .context("kube config (KUBECONFIG or in-cluster)")?;
+    let cfg = VkConfig {
+        local,
+        remote,
+        home,
+        foreign,
+        tenant_namespace: args.tenant_namespace,
+        offer: args.resource_offer,
+        node_ip: args.node_ip,
+        listen: (
+            args.listen_address.unwrap_or(args.node_ip),
+            args.listen_port,
+        )
+            .into(),
+        client_ca: args.client_ca_file,
+        ipam,
+        pod_workers: args.pod_reflection_workers,
+        lease_duration: args.node_lease_duration,
+        ping_interval: args.node_ping_interval,
+        ping_timeout: args.node_ping_timeout,
+        extra_labels: args.node_extra_labels,
+    };
+    liqo_virtual_kubelet::run(cfg, shutdown()?)
+        .await
+        .context("the virtual kubelet")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// The first SIGTERM or ctrl-c.
+fn shutdown() -> anyhow::Result<impl std::future::Future<Output = ()> + Send> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("a SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("a SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!(signal = "SIGTERM", "shutting down"),
+            _ = int.recv() => tracing::info!(signal = "SIGINT", "shutting down"),
+        }
+    })
+}

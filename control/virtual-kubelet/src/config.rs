@@ -1,0 +1,68 @@
+//! What one virtual kubelet runs with: the two API servers, the two clusters, the names of
+//! its node and tenant namespace, its kubelet endpoint, the IPAM, and the tunables (upstream
+//! `cmd/virtual-kubelet/root/flag.go`).
+
+use std::{collections::BTreeMap, net::IpAddr, net::SocketAddr, path::PathBuf, time::Duration};
+
+use control::{api::discovery::ClusterIdentity, names};
+use kube::Client;
+
+/// The clients of the provider's API server: `api` for requests (with a read timeout),
+/// `watch` for watches (whose read timeout is above the server's watch timeout).
+pub use liqo_auth::peer_client::PeerClient as Remote;
+
+/// The configuration of one virtual kubelet.
+#[derive(Clone)]
+pub struct VkConfig {
+    /// The home (local) API server, with the virtual kubelet's own identity.
+    pub local: Client,
+    /// The provider's API server, with our identity there.
+    pub remote: Remote,
+    /// The home cluster.
+    pub home: ClusterIdentity,
+    /// The provider.
+    pub foreign: ClusterIdentity,
+    /// Our tenant namespace for the provider (its ResourceOffer and NamespaceMap live there).
+    pub tenant_namespace: String,
+    /// The accepted ResourceOffer's name (in [`Self::tenant_namespace`]).
+    pub offer: String,
+    /// The virtual node's InternalIP: the address the home API server reaches the kubelet API
+    /// at, and every offloaded pod's `hostIP`.
+    pub node_ip: IpAddr,
+    /// Where the kubelet API listens (its port is the node's kubelet endpoint).
+    pub listen: SocketAddr,
+    /// The CA of the client certificates the kubelet API accepts (the home API server's
+    /// `--kubelet-client-certificate`); without it only `/healthz` is served.
+    pub client_ca: Option<PathBuf>,
+    /// The home IPAM (`MapIp` of the remote pods' IPs); without it the network is not Liqo's:
+    /// no `NetworkUnavailable` condition, pod IPs reported as the provider sees them.
+    pub ipam: Option<ipam::service::client::ClientOptions>,
+    /// Pod reflection workers (`--pod-reflection-workers`).
+    pub pod_workers: usize,
+    /// The node Lease's duration (`--node-lease-duration`).
+    pub lease_duration: Duration,
+    /// How often the Lease is renewed and the provider pinged (`--node-ping-interval`).
+    pub ping_interval: Duration,
+    /// How long a ping may take (`--node-ping-timeout`).
+    pub ping_timeout: Duration,
+    /// Extra labels of the node (`--node-extra-labels`).
+    pub extra_labels: BTreeMap<String, String>,
+}
+
+/// Pod reflection workers by default.
+pub const DEFAULT_POD_WORKERS: usize = 10;
+/// The Lease duration by default.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(40);
+/// The ping and renewal interval by default.
+pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(10);
+/// The ping timeout by default.
+pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// The kubelet API's port by default.
+pub const DEFAULT_PORT: u16 = 10250;
+
+impl VkConfig {
+    /// The virtual node's name: `liqo-<provider name>`.
+    pub fn node_name(&self) -> String {
+        names::virtual_node(&self.foreign.cluster_name).to_string()
+    }
+}
