@@ -2,17 +2,20 @@
 //! node of an accepted offer (applied, kept Ready by its Lease) until the virtual kubelet
 //! takes it over; [`vnode`], the virtual-node controller (a NamespaceMap per virtual node);
 //! [`consumer`], the NamespaceOffloading controller; [`provider`], the NamespaceMap
-//! controller on a provider. The decisions of the offloading controllers are
-//! `control::offloading`'s; this module only observes and carries them out, and never serves
-//! admission reviews (`crate::webhook` does).
+//! controller on a provider; [`shadowpod`], the ShadowPod controller on a provider (the pods
+//! of the consumers' ShadowPods). The decisions of the offloading controllers are
+//! `control::offloading`'s (the ShadowPod controller's its own); this module only observes
+//! and carries them out, and never serves admission reviews (`crate::webhook` does).
 
 use std::sync::Arc;
 
 use control::api::{
-    discovery::ForeignCluster, offloading::NamespaceOffloading, virtualkubelet::NamespaceMap,
+    discovery::ForeignCluster,
+    offloading::NamespaceOffloading,
+    virtualkubelet::{NamespaceMap, ShadowPod},
 };
 use futures::{FutureExt, StreamExt, future::BoxFuture};
-use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference};
+use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
 use kube::{
     Api,
     runtime::{
@@ -33,6 +36,7 @@ use crate::{
 pub mod consumer;
 pub mod node;
 pub mod provider;
+pub mod shadowpod;
 pub mod vnode;
 
 /// Publishes an Event about `object`. An Event is a courtesy on top of the status: its failure
@@ -133,5 +137,29 @@ pub fn controllers(
     .for_each(log(provider::NAME))
     .boxed();
 
-    vec![vnode_controller, nsof_controller, nsmap_controller]
+    // A provider's ShadowPods: their pods re-created when deleted (the owned pods' events).
+    let shadowpod_controller = Controller::new(
+        Api::<ShadowPod>::all(ctx.client.clone()),
+        watcher::Config::default(),
+    )
+    .owns(
+        Api::<Pod>::all(ctx.client.clone()),
+        watcher::Config::default().labels(&shadowpod::pods_selector()),
+    )
+    .with_config(config.clone())
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        tracked(shadowpod::NAME, inflight, shadowpod::reconcile),
+        policy::<ShadowPod>(shadowpod::NAME),
+        ctx.clone(),
+    )
+    .for_each(log(shadowpod::NAME))
+    .boxed();
+
+    vec![
+        vnode_controller,
+        nsof_controller,
+        nsmap_controller,
+        shadowpod_controller,
+    ]
 }
