@@ -1,19 +1,134 @@
-//! Pod reflection (§2.3, §2.6): STUB, owned by the reflection helper.
+//! Pod reflection (§2.3, §2.6 of the control-plane spec): the pods scheduled on the virtual
+//! node become ShadowPods in the remote namespaces our NamespaceMaps map (the provider's
+//! ShadowPod controller runs them); their status comes back (IPs through the home IPAM,
+//! restarts carried over); pods in namespaces not offloaded here are rejected.
+//!
+//! * [`watch`]: one watch of the local pods on the node (field selector), one of our
+//!   NamespaceMaps, and per mapped namespace two remote watches (ShadowPods, Pods, with the
+//!   reflection labels; RBAC on the provider is per namespace: never cluster-wide), started
+//!   and stopped as the mapping changes; each into a reflector store, every event queuing the
+//!   local `namespace/name`.
+//! * [`queue`]: the keyed dedup queue; `cfg.pod_workers` workers run [`worker`]: read the
+//!   stores, map the IPs ([`ips`]), [`decide`] (pure), perform the actions.
+//!
+//! It never polls a pod, never writes a remote object without the reflection labels (a
+//! Warning Event on the local pod says so), never watches the provider cluster-wide, and
+//! never creates the remote Pod itself (the provider's ShadowPod controller does).
 
-use std::sync::Arc;
+pub mod decide;
+pub mod ips;
+pub mod queue;
+pub mod watch;
+pub mod worker;
+
+#[cfg(test)]
+mod decide_tests;
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{Arc, Mutex, RwLock},
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{
+    events::{Recorder, Reporter},
+    reflector::Store,
+};
+use tokio::task::JoinSet;
 
 use crate::VkConfig;
 
 /// Why pod reflection failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReflectionError {
-    /// Placeholder.
-    #[error("not built yet")]
-    Todo,
+    /// The IPAM options are unusable.
+    #[error("the IPAM client")]
+    Ipam(#[source] ipam::service::client::ClientError),
+    /// One of its loops ended.
+    #[error("pod reflection's {0} ended")]
+    Ended(&'static str),
+    /// One of its loops panicked or was cancelled.
+    #[error("pod reflection task")]
+    Task(#[source] tokio::task::JoinError),
 }
 
-/// Reflects the pods on the virtual node until dropped.
+/// A local pod: the key of the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// Its (local) namespace.
+    pub namespace: String,
+    /// Its name (the same remotely).
+    pub name: String,
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What the watches and the workers share.
+pub struct Shared {
+    /// The configuration.
+    pub cfg: Arc<VkConfig>,
+    /// The work queue.
+    pub queue: Arc<queue::Queue<Key>>,
+    /// The local pods on the node.
+    pub local: Store<Pod>,
+    /// Per local namespace offloaded here, its remote namespace and stores.
+    pub namespaces: RwLock<HashMap<String, watch::Namespace>>,
+    /// The remote pods each local pod saw replaced.
+    pub restarts: Mutex<HashMap<Key, decide::Restarts>>,
+    /// The IP mapping.
+    pub ips: ips::Mapper,
+    /// Consecutive failures per key (for the retry delay).
+    pub failures: Mutex<HashMap<Key, u32>>,
+    /// Events on local pods.
+    pub recorder: Recorder,
+}
+
+impl Shared {
+    /// The remote namespace of `local` and its stores, if it is mapped.
+    pub fn namespace(&self, local: &str) -> Option<watch::NamespaceView> {
+        let map = self.namespaces.read().unwrap_or_else(|p| p.into_inner());
+        map.get(local).map(watch::Namespace::view)
+    }
+}
+
+/// Reflects the pods on the virtual node until dropped (every task it starts ends with it).
 pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
-    let _ = cfg; // stub
-    futures::future::pending().await
+    let ips = ips::Mapper::new(&cfg).map_err(ReflectionError::Ipam)?;
+    let queue = Arc::new(queue::Queue::default());
+    let (local_store, local_writer) = kube::runtime::reflector::store();
+    let recorder = Recorder::new(
+        cfg.local.clone(),
+        Reporter {
+            controller: control::consts::reflection::FIELD_MANAGER.into(),
+            instance: Some(cfg.node_name()),
+        },
+    );
+    let shared = Arc::new(Shared {
+        cfg: cfg.clone(),
+        queue: queue.clone(),
+        local: local_store,
+        namespaces: RwLock::new(HashMap::new()),
+        restarts: Mutex::new(HashMap::new()),
+        ips,
+        failures: Mutex::new(HashMap::new()),
+        recorder,
+    });
+    let (mapped_tx, mapped_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = JoinSet::new();
+    tasks.spawn(watch::local_pods(cfg.clone(), local_writer, queue.clone()));
+    tasks.spawn(watch::namespace_maps(shared.clone(), mapped_tx));
+    for _ in 0..cfg.pod_workers.max(1) {
+        tasks.spawn(worker::run(shared.clone(), mapped_rx.clone()));
+    }
+    tracing::info!(node = %cfg.node_name(), workers = cfg.pod_workers, "pod reflection started");
+    match tasks.join_next().await {
+        Some(Ok(what)) => Err(ReflectionError::Ended(what)),
+        Some(Err(e)) => Err(ReflectionError::Task(e)),
+        None => Err(ReflectionError::Ended("set of tasks")),
+    }
 }

@@ -1,0 +1,238 @@
+//! The watches of pod reflection, each into a reflector store, each event queuing the local
+//! key: the local pods on the node, our NamespaceMaps (the mapping, whose changes start and
+//! stop the per-namespace remote watches), and per mapped namespace the remote ShadowPods and
+//! Pods with the reflection labels.
+//!
+//! After a watch re-lists, the keys it held before are queued too: an object deleted while
+//! the watch was down has no event of its own.
+
+use std::sync::Arc;
+
+use control::{
+    api::virtualkubelet::{NamespaceMap, ShadowPod},
+    forge::pod::reflection_selector,
+};
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::{
+    Api, Resource,
+    runtime::{
+        WatchStreamExt,
+        reflector::{self, Store, store::Writer},
+        watcher,
+    },
+};
+use tokio::{
+    sync::watch::Sender,
+    task::{AbortHandle, JoinHandle},
+};
+
+use super::{Key, Shared, queue::Queue};
+use crate::{VkConfig, namespaces};
+
+/// A mapped namespace: its remote name, the remote stores, whether both are listed, and the
+/// tasks that fill them (aborted on drop).
+pub struct Namespace {
+    remote: String,
+    shadows: Store<ShadowPod>,
+    pods: Store<Pod>,
+    ready: Arc<std::sync::atomic::AtomicBool>,
+    tasks: Vec<AbortHandle>,
+}
+
+/// What a worker reads of a [`Namespace`].
+pub struct NamespaceView {
+    /// The remote namespace.
+    pub remote: String,
+    /// Its ShadowPods (ours), once listed.
+    pub shadows: Store<ShadowPod>,
+    /// Its Pods (ours), once listed.
+    pub pods: Store<Pod>,
+    /// Whether both stores are listed.
+    pub ready: bool,
+}
+
+impl Namespace {
+    /// What a worker reads.
+    pub fn view(&self) -> NamespaceView {
+        NamespaceView {
+            remote: self.remote.clone(),
+            shadows: self.shadows.clone(),
+            pods: self.pods.clone(),
+            ready: self.ready.load(std::sync::atomic::Ordering::Acquire),
+        }
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Feeds `writer` from `events`, queuing `key(name)` for every object touched, and after a
+/// re-list the keys the store held before.
+async fn feed<K, S>(events: S, writer: Writer<K>, queue: Arc<Queue<Key>>, key: impl Fn(&K) -> Key)
+where
+    K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+    S: Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
+{
+    let reader = writer.as_reader();
+    let mut before: Vec<Key> = Vec::new();
+    let mut events = std::pin::pin!(reflector::reflector(writer, events));
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::Init) => before = reader.state().iter().map(|o| key(o)).collect(),
+            Ok(watcher::Event::InitDone) => {
+                for k in before.drain(..) {
+                    queue.add(k);
+                }
+            }
+            Ok(
+                watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o),
+            ) => {
+                queue.add(key(&o));
+            }
+            // The watcher retries with its backoff; the store keeps what it had.
+            Err(e) => tracing::warn!(error = %e, kind = %K::kind(&()), "watch failed, retrying"),
+        }
+    }
+}
+
+fn key_of<K: Resource>(namespace: &str) -> impl Fn(&K) -> Key + use<K> {
+    let namespace = namespace.to_owned();
+    move |o: &K| Key {
+        namespace: namespace.clone(),
+        name: o.meta().name.clone().unwrap_or_default(),
+    }
+}
+
+/// The local pods on the node (all namespaces, field selector `spec.nodeName`).
+pub async fn local_pods(
+    cfg: Arc<VkConfig>,
+    writer: Writer<Pod>,
+    queue: Arc<Queue<Key>>,
+) -> &'static str {
+    let api: Api<Pod> = Api::all(cfg.local.clone());
+    let config = watcher::Config::default().fields(&format!("spec.nodeName={}", cfg.node_name()));
+    let events = watcher(api, config).default_backoff();
+    feed(events, writer, queue, |p: &Pod| Key {
+        namespace: p.metadata.namespace.clone().unwrap_or_default(),
+        name: p.metadata.name.clone().unwrap_or_default(),
+    })
+    .await;
+    "local pod watch"
+}
+
+/// Our NamespaceMaps: after each change, the mapping applied to the per-namespace watches;
+/// `mapped` set once the first listing is applied (workers wait for it: before, every pod
+/// would look unmapped).
+pub async fn namespace_maps(shared: Arc<Shared>, mapped: Sender<bool>) -> &'static str {
+    let cfg = &shared.cfg;
+    let api: Api<NamespaceMap> = Api::namespaced(cfg.local.clone(), &cfg.tenant_namespace);
+    let config = watcher::Config::default().labels(&namespaces::selector(cfg));
+    let (reader, writer) = reflector::store();
+    let mut events = std::pin::pin!(watcher(api, config).default_backoff().reflect(writer));
+    let mut listed = false;
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(watcher::Event::InitDone) => listed = true,
+            Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) if listed => {}
+            Ok(_) => continue,
+            Err(e) => {
+                tracing::warn!(error = %e, "NamespaceMap watch failed, retrying");
+                continue;
+            }
+        }
+        let state = reader.state();
+        let mapping = namespaces::accepted(state.iter().map(|m| m.as_ref()));
+        sync(&shared, &mapping);
+        mapped.send_replace(true);
+    }
+    "NamespaceMap watch"
+}
+
+/// Starts the watches of newly mapped namespaces (and of those mapped elsewhere now), stops
+/// those no longer mapped and queues their local pods (the fallback rejects them).
+fn sync(shared: &Shared, mapping: &namespaces::Mapping) {
+    let mut unmapped = Vec::new();
+    {
+        let mut map = shared.namespaces.write().unwrap_or_else(|p| p.into_inner());
+        map.retain(|local, ns| {
+            let keep = mapping.get(local) == Some(&ns.remote);
+            if !keep {
+                unmapped.push(local.clone());
+            }
+            keep
+        });
+        for (local, remote) in mapping {
+            if !map.contains_key(local) {
+                tracing::info!(local = %local, remote = %remote, "reflecting pods of namespace");
+                map.insert(local.clone(), start(shared, local, remote));
+            }
+        }
+    }
+    for local in unmapped {
+        tracing::info!(local = %local, "namespace no longer reflected");
+        queue_namespace(&shared.local, &shared.queue, &local);
+    }
+}
+
+fn queue_namespace(local: &Store<Pod>, queue: &Queue<Key>, namespace: &str) {
+    for p in local.state() {
+        if p.metadata.namespace.as_deref() == Some(namespace) {
+            queue.add(Key {
+                namespace: namespace.to_owned(),
+                name: p.metadata.name.clone().unwrap_or_default(),
+            });
+        }
+    }
+}
+
+/// The remote watches of one mapped namespace, and the task that marks it ready (then queues
+/// its local pods).
+fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
+    let cfg = &shared.cfg;
+    let selector = reflection_selector(&cfg.home.cluster_id, &cfg.foreign.cluster_id);
+    let config = watcher::Config::default().labels(&selector);
+    let (shadows, shadow_writer) = reflector::store();
+    let (pods, pod_writer) = reflector::store();
+    let shadow_api: Api<ShadowPod> = Api::namespaced(cfg.remote.watch.clone(), remote);
+    let pod_api: Api<Pod> = Api::namespaced(cfg.remote.watch.clone(), remote);
+    let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let t1: JoinHandle<()> = tokio::spawn(feed(
+        watcher(shadow_api, config.clone()).default_backoff(),
+        shadow_writer,
+        shared.queue.clone(),
+        key_of::<ShadowPod>(local),
+    ));
+    let t2: JoinHandle<()> = tokio::spawn(feed(
+        watcher(pod_api, config).default_backoff(),
+        pod_writer,
+        shared.queue.clone(),
+        key_of::<Pod>(local),
+    ));
+    let t3 = tokio::spawn({
+        let (shadows, pods, ready) = (shadows.clone(), pods.clone(), ready.clone());
+        let (local_pods, queue, local) =
+            (shared.local.clone(), shared.queue.clone(), local.to_owned());
+        async move {
+            // The writers live in the tasks above, aborted together with this one.
+            if shadows.wait_until_ready().await.is_err() || pods.wait_until_ready().await.is_err() {
+                return;
+            }
+            ready.store(true, std::sync::atomic::Ordering::Release);
+            tracing::debug!(namespace = %local, "remote stores listed");
+            queue_namespace(&local_pods, &queue, &local);
+        }
+    });
+    Namespace {
+        remote: remote.to_owned(),
+        shadows,
+        pods,
+        ready,
+        tasks: vec![t1.abort_handle(), t2.abort_handle(), t3.abort_handle()],
+    }
+}
