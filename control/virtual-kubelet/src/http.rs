@@ -1,19 +1,182 @@
-//! The kubelet API (§2.5): STUB, owned by the kubelet-API helper.
+//! The kubelet API (§2.5): the HTTPS server the home API server calls for `pods/log`,
+//! `pods/exec` and `pods/attach` of the pods on the virtual node, relayed to the same pod on
+//! the provider (its remote namespace per the NamespaceMap, its name and container names kept).
+//!
+//! * TLS ([`tls`]): a self-signed serving certificate; client certificates required and
+//!   verified against `cfg.client_ca` (the CA of the apiserver's kubelet client certificate).
+//!   Without a client CA only `/healthz` is served (a warning at start).
+//! * Routes ([`query`]): `/healthz`, `/pods`, `/containerLogs/{ns}/{pod}/{container}` (logs
+//!   streamed chunk by chunk, [`logs`]), `/exec/{ns}/{pod}[/{uid}]/{container}` and
+//!   `/attach/…` (a WebSocket `v4`/`v5.channel.k8s.io` bridged to the provider's exec, [`exec`]).
+//! * Bounds: at most [`MAX_CONNECTIONS`] connections (the excess closed at once), a TLS
+//!   handshake timeout and a header timeout; streams (follow, exec) last as long as both ends.
+//!
+//! It never serves a pod the provider's copy of which does not carry our origin label, never
+//! writes anything on either cluster, and never logs a request's content.
 
-use std::sync::Arc;
+mod exec;
+mod logs;
+pub mod query;
+pub mod tls;
+
+use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
+
+use http_body_util::{BodyExt as _, Full, combinators::UnsyncBoxBody};
+use hyper::{Request, Response, StatusCode, body::Bytes, service::service_fn};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::{net::TcpListener, sync::Semaphore};
+use tokio_rustls::TlsAcceptor;
 
 use crate::VkConfig;
+use query::Route;
+
+/// The most connections served at once.
+pub const MAX_CONNECTIONS: usize = 512;
+/// How long a client may take for the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client may take to send a request's headers.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why the kubelet API server failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
-    /// Placeholder.
-    #[error("not built yet")]
-    Todo,
+    /// The TLS configuration could not be made.
+    #[error("the kubelet API's TLS")]
+    Tls(#[source] tls::TlsError),
+    /// The listening address could not be bound.
+    #[error("listening on {addr}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A response body: whole or streamed.
+pub(crate) type Body = UnsyncBoxBody<Bytes, std::io::Error>;
+
+/// A plain-text response.
+pub(crate) fn text(status: StatusCode, msg: impl Into<String>) -> Response<Body> {
+    let mut r = Response::new(
+        Full::new(Bytes::from(msg.into()))
+            .map_err(|never| match never {})
+            .boxed_unsync(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
 }
 
 /// Serves the kubelet API on `cfg.listen` until dropped.
 pub async fn serve(cfg: Arc<VkConfig>) -> Result<(), HttpError> {
-    let _ = cfg; // stub
-    futures::future::pending().await
+    let listener = TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| HttpError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+    serve_on(cfg, listener).await
+}
+
+/// Serves the kubelet API on `listener` until dropped (tests bind port 0 themselves).
+pub async fn serve_on(cfg: Arc<VkConfig>, listener: TcpListener) -> Result<(), HttpError> {
+    let config = tls::server_config(&cfg.node_name(), cfg.node_ip, cfg.client_ca.as_deref())
+        .map_err(HttpError::Tls)?;
+    let authenticated = cfg.client_ca.is_some();
+    if !authenticated {
+        tracing::warn!(
+            "the kubelet API has no client CA: serving /healthz only (no logs, no exec)"
+        );
+    }
+    let acceptor = TlsAcceptor::from(Arc::new(config));
+    tracing::info!(
+        addr = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        "kubelet API serving"
+    );
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(a) => a,
+            Err(e) => {
+                tracing::warn!(error = %e, "kubelet API: accepting a connection");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            tracing::debug!(%peer, "kubelet API: too many connections: closing");
+            continue;
+        };
+        let (cfg, acceptor) = (cfg.clone(), acceptor.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "kubelet API: TLS handshake failed");
+                    return;
+                }
+                Err(_elapsed) => {
+                    tracing::debug!(%peer, "kubelet API: TLS handshake timed out");
+                    return;
+                }
+            };
+            let service = service_fn(move |req| {
+                let cfg = cfg.clone();
+                async move { Ok::<_, Infallible>(handle(cfg, authenticated, req).await) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(tls), service)
+                .with_upgrades();
+            if let Err(e) = conn.await {
+                tracing::debug!(%peer, error = %e, "kubelet API: connection ended with an error");
+            }
+        });
+    }
+}
+
+/// Answers one request. `authenticated`: the client presented a certificate the client CA
+/// signed (the TLS layer refused any other client); `false` when there is no client CA.
+async fn handle(
+    cfg: Arc<VkConfig>,
+    authenticated: bool,
+    req: Request<hyper::body::Incoming>,
+) -> Response<Body> {
+    let route = match query::route(req.uri().path()) {
+        Ok(r) => r,
+        Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let pairs = query::pairs(req.uri().query());
+    match route {
+        Route::Healthz => text(StatusCode::OK, "ok"),
+        _ if !authenticated => text(
+            StatusCode::FORBIDDEN,
+            "the kubelet API of this virtual node has no client CA: only /healthz is served",
+        ),
+        Route::NotFound => text(StatusCode::NOT_FOUND, "404 page not found"),
+        Route::Pods => pods(),
+        Route::Logs(t) => logs::handle(&cfg, &t, &pairs).await,
+        Route::Exec(t) => exec::handle(cfg, t, &pairs, true, req).await,
+        Route::Attach(t) => exec::handle(cfg, t, &pairs, false, req).await,
+    }
+}
+
+/// `/pods`: an empty PodList (the pods are the home cluster's; nothing asks the kubelet).
+fn pods() -> Response<Body> {
+    let mut r = text(
+        StatusCode::OK,
+        r#"{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[]}"#,
+    );
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
 }

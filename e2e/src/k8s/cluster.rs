@@ -1,5 +1,11 @@
 //! Starting one cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
 //! with `nodes` simulated nodes, each step waiting for the previous one to serve.
+//!
+//! kwok also serves the kubelet API of its nodes (their `kubeletEndpoint` port, on
+//! 127.0.0.1): the apiserver calls it, with its kubelet client certificate, for `pods/log` and
+//! `pods/exec`. Every container's log is [`Cluster::container_log`] (CRI format, one
+//! `<RFC 3339 time> stdout F <line>` per line); an exec runs its command on this host in
+//! [`Cluster::exec_dir`].
 
 use std::{
     net::SocketAddr,
@@ -49,6 +55,41 @@ impl Cluster {
     pub async fn client(&self) -> Result<Client, K8sError> {
         client(&self.kubeconfig, &self.name).await
     }
+
+    /// The cluster CA: it signed the apiserver's kubelet client certificate, so a kubelet
+    /// (a virtual kubelet) accepts the clients this CA signed.
+    pub fn ca_crt(&self) -> PathBuf {
+        self.dir.join("pki").join("ca.crt")
+    }
+
+    /// The log file kwok serves as every container's log (and previous log) on this
+    /// cluster's kwok nodes, in CRI format: append `<RFC 3339 time> stdout F <line>\n`.
+    pub fn container_log(&self) -> PathBuf {
+        self.dir.join("kwok").join(CONTAINER_LOG)
+    }
+
+    /// The working directory of the commands kwok runs for an exec into any of its pods.
+    pub fn exec_dir(&self) -> PathBuf {
+        self.dir.join("kwok")
+    }
+}
+
+/// The name of [`Cluster::container_log`] in the kwok directory.
+const CONTAINER_LOG: &str = "containers.log";
+
+/// kwok's extra configuration: every pod's containers log [`Cluster::container_log`], and an
+/// exec into any of them runs locally in `dir`.
+fn kwok_debugging(dir: &Path) -> Result<PathBuf, K8sError> {
+    std::fs::create_dir_all(dir).map_err(|e| K8sError::io(dir, e))?;
+    let log = dir.join(CONTAINER_LOG);
+    pki::write(&log, "", false)?;
+    let path = dir.join("debugging.yaml");
+    let (log, dir) = (log.display(), dir.display());
+    let text = format!(
+        "apiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterLogs\nmetadata:\n  name: all-pods\nspec:\n  logs:\n  - logsFile: {log:?}\n    previousLogsFile: {log:?}\n---\napiVersion: kwok.x-k8s.io/v1alpha1\nkind: ClusterExec\nmetadata:\n  name: all-pods\nspec:\n  execs:\n  - local:\n      workDir: {dir:?}\n"
+    );
+    pki::write(&path, &text, false)?;
+    Ok(path)
 }
 
 /// A client for `context` of the kubeconfig at `path`.
@@ -192,6 +233,8 @@ pub(crate) async fn start(
             arg("allow-privileged", true),
             arg("endpoint-reconciler-type", "none"),
             arg("cert-dir", path(&s.dir.join("apiserver-certs"))),
+            arg("kubelet-client-certificate", path(&pki.kubelet_client_crt)),
+            arg("kubelet-client-key", path(&pki.kubelet_client_key)),
         ],
         &log("kube-apiserver"),
     )?;
@@ -230,12 +273,17 @@ pub(crate) async fn start(
         &log("kube-scheduler"),
     )?;
     started.push(sched.clone());
+    let debugging = kwok_debugging(&s.dir.join("kwok"))?;
+    let kubelet_port = free_port()?;
     let kwok = procs::spawn(
         "kwok",
         &bins.path("kwok"),
         &[
             arg("kubeconfig", path(&kubeconfig)),
             arg("config", path(&bins.path("kwok-stage-fast.yaml"))),
+            arg("config", path(&debugging)),
+            arg("node-port", kubelet_port),
+            arg("server-address", format!("127.0.0.1:{kubelet_port}")),
             arg("manage-all-nodes", false),
             arg(
                 "manage-nodes-with-annotation-selector",

@@ -1,6 +1,8 @@
 //! The certificates and keys of one test cluster, made in-process (rcgen, ECDSA P-256): a CA, the
 //! apiserver's serving certificate (SANs: 127.0.0.1, the first service IP, the `kubernetes`
-//! names), an admin client certificate in `system:masters`, and the service-account key pair.
+//! names), an admin client certificate in `system:masters`, the apiserver's kubelet client
+//! certificate (`kube-apiserver-kubelet-client`, in `system:masters`: it calls kubelets for logs
+//! and exec; a kubelet checks it against the CA), and the service-account key pair.
 
 use std::{
     fs,
@@ -31,6 +33,10 @@ pub(crate) struct Pki {
     pub(crate) admin_crt: PathBuf,
     /// Its key.
     pub(crate) admin_key: PathBuf,
+    /// The apiserver's client certificate towards kubelets.
+    pub(crate) kubelet_client_crt: PathBuf,
+    /// Its key.
+    pub(crate) kubelet_client_key: PathBuf,
     /// Service-account signing key.
     pub(crate) sa_key: PathBuf,
     /// Service-account public key.
@@ -78,6 +84,8 @@ pub(crate) fn create(dir: &Path, service_ip: Ipv4Addr) -> Result<Pki, K8sError> 
         serving_key: p("apiserver.key"),
         admin_crt: p("admin.crt"),
         admin_key: p("admin.key"),
+        kubelet_client_crt: p("apiserver-kubelet-client.crt"),
+        kubelet_client_key: p("apiserver-kubelet-client.key"),
         sa_key: p("sa.key"),
         sa_pub: p("sa.pub"),
     };
@@ -126,25 +134,46 @@ pub(crate) fn create(dir: &Path, service_ip: Ipv4Addr) -> Result<Pki, K8sError> 
     write(&pki.serving_crt, &cert.pem(), false)?;
     write(&pki.serving_key, &key.serialize_pem(), true)?;
 
-    let mut admin =
-        CertificateParams::new(Vec::<String>::new()).map_err(pki_err("the admin cert"))?;
-    admin
-        .distinguished_name
-        .push(DnType::CommonName, "kubernetes-admin");
-    admin
-        .distinguished_name
-        .push(DnType::OrganizationName, "system:masters");
-    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    admin.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    let key = KeyPair::generate().map_err(pki_err("the admin key"))?;
-    let cert = admin
-        .signed_by(&key, &ca)
-        .map_err(pki_err("the admin cert"))?;
-    write(&pki.admin_crt, &cert.pem(), false)?;
-    write(&pki.admin_key, &key.serialize_pem(), true)?;
+    client_cert(
+        &ca,
+        "kubernetes-admin",
+        &pki.admin_crt,
+        &pki.admin_key,
+        "the admin",
+    )?;
+    client_cert(
+        &ca,
+        "kube-apiserver-kubelet-client",
+        &pki.kubelet_client_crt,
+        &pki.kubelet_client_key,
+        "the kubelet client",
+    )?;
 
     let sa = KeyPair::generate().map_err(pki_err("the service-account key"))?;
     write(&pki.sa_key, &sa.serialize_pem(), true)?;
     write(&pki.sa_pub, &sa.public_key_pem(), false)?;
     Ok(pki)
+}
+
+/// A client certificate `cn` in `system:masters` signed by `ca`, written to `crt` and `key`.
+fn client_cert(
+    ca: &CertifiedIssuer<'_, KeyPair>,
+    cn: &str,
+    crt: &Path,
+    key_path: &Path,
+    what: &str,
+) -> Result<(), K8sError> {
+    let cert_what = format!("{what} cert");
+    let mut params = CertificateParams::new(Vec::<String>::new()).map_err(pki_err(&cert_what))?;
+    params.distinguished_name.push(DnType::CommonName, cn);
+    params
+        .distinguished_name
+        .push(DnType::OrganizationName, "system:masters");
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    let key_what = format!("{what} key");
+    let key = KeyPair::generate().map_err(pki_err(&key_what))?;
+    let cert = params.signed_by(&key, ca).map_err(pki_err(&cert_what))?;
+    write(crt, &cert.pem(), false)?;
+    write(key_path, &key.serialize_pem(), true)
 }
