@@ -29,6 +29,7 @@ pub mod install;
 mod keys;
 mod measure;
 mod names;
+pub mod offload;
 pub mod parse;
 pub mod path;
 pub mod peering;

@@ -166,6 +166,33 @@ enum Bench {
     /// and unpeering) on two harness clusters with Liqo, the liqo-controller-managers' memory
     /// and CPU, and the apiserver floor of the same clusters for comparison.
     Peering(PeeringArgs),
+    /// Seconds until all pods of a `Remote` Deployment offloaded from rome to milan are
+    /// Running, against the same Deployment on milan's own kwok nodes in the same run; per-pod
+    /// p50/p99; the controller-managers' and the virtual kubelet's memory and CPU at 0, 100
+    /// and all pods; and the targets.
+    Offload(OffloadArgs),
+}
+
+#[derive(Args)]
+struct OffloadArgs {
+    /// Replicas of the Deployment.
+    #[arg(long, default_value_t = bench::offload::DEFAULT_PODS)]
+    pods: u32,
+    /// milan's kwok nodes (110 pods each).
+    #[arg(long, default_value_t = bench::offload::DEFAULT_PROVIDER_NODES)]
+    provider_nodes: usize,
+    /// rome's kwok nodes.
+    #[arg(long, default_value_t = 1)]
+    consumer_nodes: usize,
+    /// Timed runs per side (the median is reported).
+    #[arg(long, default_value_t = 1)]
+    repeats: u32,
+    /// Seconds each wait (all Running, a cleanup, a setup step) may take.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 #[derive(Args)]
@@ -637,6 +664,24 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             .await?;
             match a.output {
                 Format::Table => print!("{}", bench::peering::render(&report)),
+                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            }
+        }
+        Command::Bench {
+            what: Bench::Offload(a),
+        } => {
+            require_root()?;
+            let report = bench::offload::offload(bench::offload::OffloadOptions {
+                prefix,
+                pods: a.pods,
+                provider_nodes: a.provider_nodes,
+                consumer_nodes: a.consumer_nodes,
+                repeats: a.repeats,
+                timeout_secs: a.timeout,
+            })
+            .await?;
+            match a.output {
+                Format::Table => print!("{}", bench::offload::render(&report)),
                 Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
             }
         }

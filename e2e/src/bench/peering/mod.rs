@@ -14,7 +14,7 @@
 //! own: a `liqo-lab k8s up` with the same prefix is left alone); they are stopped at the end,
 //! on failure and on Ctrl-C, and a set left by a crashed run is removed first.
 
-mod probe;
+pub(crate) mod probe;
 pub mod render;
 pub mod report;
 mod round;

@@ -1,0 +1,504 @@
+//! The results of `liqo-lab bench offload`: the timed runs of both sides, their summary, the
+//! ratio and the targets, the processes' memory and CPU at each pod count, and the notes.
+//! Pure: built from the measurements, serialized for `-o json`, rendered by
+//! [`mod@super::render`].
+
+use serde::{Deserialize, Serialize};
+
+pub use super::track::Latency;
+use crate::bench::{Spread, report::Tool};
+
+/// The time target: Liqo's seconds ≤ `TIME_FACTOR` × vanilla + [`TIME_SLACK_SECS`].
+pub const TIME_FACTOR: f64 = 1.5;
+/// See [`TIME_FACTOR`].
+pub const TIME_SLACK_SECS: f64 = 10.0;
+/// The virtual kubelet's resident memory target at the full pod count, MiB.
+pub const VK_RSS_TARGET_MIB: f64 = 100.0;
+/// The controller-manager's resident memory target at the full pod count, MiB (control-plane
+/// spec §9, "to confirm").
+pub const CM_RSS_TARGET_MIB: f64 = 80.0;
+
+const KIB_PER_MIB: f64 = 1024.0;
+
+/// Where the Deployment runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Side {
+    /// On the provider's own kwok nodes, without Liqo.
+    Vanilla,
+    /// On the consumer, offloaded (`Remote`) to the provider through the virtual node.
+    Liqo,
+}
+
+impl Side {
+    /// The row's label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Side::Vanilla => "vanilla (milan's kwok nodes)",
+            Side::Liqo => "Liqo (rome -> liqo-milan -> milan)",
+        }
+    }
+}
+
+/// CPU seconds of one process over a span.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcCpu {
+    /// Which process (program and cluster).
+    pub process: String,
+    /// user + system seconds.
+    pub cpu_secs: f64,
+}
+
+/// One timed run: the Deployment created with every replica, until all are Running.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Phase {
+    /// Which side.
+    pub side: Side,
+    /// Which repeat (1-based).
+    pub repeat: u32,
+    /// Replicas.
+    pub pods: u32,
+    /// Seconds from the create request to the watch showing every pod Running.
+    pub secs: f64,
+    /// Per pod: first seen → first seen Running.
+    pub created_to_running: Option<Latency>,
+    /// Per pod: first seen scheduled → first seen Ready.
+    pub scheduled_to_ready: Option<Latency>,
+    /// CPU of Liqo's processes during the run.
+    pub cpu: Vec<ProcCpu>,
+    /// Background CPU load when it started, percent.
+    pub background_load_pct: f64,
+}
+
+/// One process's memory and CPU at one pod count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcUsage {
+    /// Which process (program and cluster).
+    pub process: String,
+    /// Its pid.
+    pub pid: u32,
+    /// `VmRSS`, KiB.
+    pub rss_kib: u64,
+    /// `VmHWM` (peak resident set so far), KiB.
+    pub hwm_kib: u64,
+    /// user + system seconds since it started.
+    pub cpu_secs: f64,
+}
+
+impl ProcUsage {
+    /// `VmRSS`, MiB.
+    pub fn rss_mib(&self) -> f64 {
+        self.rss_kib as f64 / KIB_PER_MIB
+    }
+
+    /// `VmHWM`, MiB.
+    pub fn hwm_mib(&self) -> f64 {
+        self.hwm_kib as f64 / KIB_PER_MIB
+    }
+}
+
+/// The processes once the offloaded Deployment was scaled to `pods` and all were Running.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Level {
+    /// Home pods Running.
+    pub pods: u32,
+    /// Seconds from the scale request to all Running (0 for the first level).
+    pub secs: f64,
+    /// Each process measured.
+    pub processes: Vec<ProcUsage>,
+}
+
+/// One side over the repeats.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SideSummary {
+    /// Which side.
+    pub side: Side,
+    /// Seconds to all Running over the repeats.
+    pub secs: Option<Spread>,
+    /// Per-pod first seen → Running: the median over the repeats of each percentile (the
+    /// largest max).
+    pub created_to_running: Option<Latency>,
+    /// Per-pod scheduled → Ready, the same way.
+    pub scheduled_to_ready: Option<Latency>,
+}
+
+fn merge(l: &[Latency]) -> Option<Latency> {
+    let med = |f: fn(&Latency) -> f64| Spread::of(l.iter().map(f)).map(|s| s.median);
+    Some(Latency {
+        pods: l.iter().map(|x| x.pods).sum(),
+        p50_ms: med(|x| x.p50_ms)?,
+        p99_ms: med(|x| x.p99_ms)?,
+        max_ms: l.iter().map(|x| x.max_ms).fold(f64::MIN, f64::max),
+    })
+}
+
+impl SideSummary {
+    /// The summary of `side`'s runs among `phases`.
+    pub fn new(side: Side, phases: &[Phase]) -> SideSummary {
+        let mine: Vec<&Phase> = phases.iter().filter(|p| p.side == side).collect();
+        let lat = |f: fn(&Phase) -> Option<Latency>| {
+            merge(&mine.iter().filter_map(|p| f(p)).collect::<Vec<_>>())
+        };
+        SideSummary {
+            side,
+            secs: Spread::of(mine.iter().map(|p| p.secs)),
+            created_to_running: lat(|p| p.created_to_running),
+            scheduled_to_ready: lat(|p| p.scheduled_to_ready),
+        }
+    }
+}
+
+/// A target and whether it holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    /// What is compared.
+    pub what: String,
+    /// The measured value (`None`: not measured).
+    pub value: Option<f64>,
+    /// The limit it must not exceed.
+    pub limit: Option<f64>,
+    /// `value <= limit` (`None` when either is missing).
+    pub met: Option<bool>,
+}
+
+impl Target {
+    fn new(what: impl Into<String>, value: Option<f64>, limit: Option<f64>) -> Target {
+        Target {
+            what: what.into(),
+            value,
+            limit,
+            met: value.zip(limit).map(|(v, l)| v <= l),
+        }
+    }
+}
+
+/// How and on what the run was done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Header {
+    /// When it started (UTC).
+    pub date: String,
+    /// `uname -r`.
+    pub kernel: String,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// CPU model.
+    pub cpu_model: String,
+    /// The Kubernetes version the apiservers report.
+    pub kubernetes: String,
+    /// Our binaries, with their `--version`.
+    pub tools: Vec<Tool>,
+    /// Whether our binaries are debug builds (their figures are not final).
+    pub debug_build: bool,
+    /// Replicas of the Deployment.
+    pub pods: u32,
+    /// milan's kwok nodes.
+    pub provider_nodes: usize,
+    /// rome's kwok nodes.
+    pub consumer_nodes: usize,
+    /// Timed runs per side.
+    pub repeats: u32,
+    /// Seconds to start the clusters, to install Liqo, to peer (liqoctl peer → virtual node
+    /// Ready) and to offload the namespace (`liqoctl offload namespace`).
+    pub clusters_up_secs: f64,
+    /// See `clusters_up_secs`.
+    pub install_secs: f64,
+    /// See `clusters_up_secs`.
+    pub peering_secs: f64,
+    /// See `clusters_up_secs`.
+    pub offload_secs: f64,
+    /// The virtual node's allocatable pods when the first Liqo run started.
+    pub virtual_node_pods: Option<u64>,
+    /// The highest background CPU load at the start of a timed run, percent.
+    pub background_load_max_pct: f64,
+    /// Time spent waiting for it to drop, seconds.
+    pub background_wait_secs: f64,
+}
+
+/// Everything one `liqo-lab bench offload` run measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OffloadReport {
+    /// How and on what.
+    pub header: Header,
+    /// The Deployment on milan without Liqo.
+    pub vanilla: SideSummary,
+    /// The Deployment on rome, offloaded to milan.
+    pub liqo: SideSummary,
+    /// Liqo's median seconds / vanilla's.
+    pub ratio: Option<f64>,
+    /// The time target, the virtual kubelet's and the controller-managers' memory.
+    pub targets: Vec<Target>,
+    /// The processes at 0, 100 and all pods.
+    pub levels: Vec<Level>,
+    /// Every timed run.
+    pub phases: Vec<Phase>,
+    /// How to read the figures.
+    pub notes: Vec<String>,
+}
+
+/// The process name of the virtual kubelet in [`ProcUsage::process`].
+pub const VK: &str = "liqo-virtual-kubelet (rome -> milan)";
+/// The process name of a cluster's controller-manager.
+pub fn manager(cluster: &str) -> String {
+    format!("liqo-controller-manager ({cluster})")
+}
+
+impl OffloadReport {
+    /// Summarizes the runs and checks the targets.
+    pub fn new(header: Header, phases: Vec<Phase>, levels: Vec<Level>) -> OffloadReport {
+        let vanilla = SideSummary::new(Side::Vanilla, &phases);
+        let liqo = SideSummary::new(Side::Liqo, &phases);
+        let (v, l) = (vanilla.secs.map(|s| s.median), liqo.secs.map(|s| s.median));
+        let ratio = crate::bench::report::ratio(l, v);
+        let full = levels.iter().find(|x| x.pods == header.pods);
+        let rss = |process: &str| {
+            full.and_then(|x| x.processes.iter().find(|p| p.process == process))
+                .map(ProcUsage::rss_mib)
+        };
+        let pods = header.pods;
+        let mut targets = vec![
+            Target::new(
+                format!(
+                    "Liqo seconds <= {TIME_FACTOR} x vanilla + {TIME_SLACK_SECS:.0} s ({pods} pods)"
+                ),
+                l,
+                v.map(|v| TIME_FACTOR * v + TIME_SLACK_SECS),
+            ),
+            Target::new(
+                format!("liqo-virtual-kubelet VmRSS MiB at {pods} pods"),
+                rss(VK),
+                Some(VK_RSS_TARGET_MIB),
+            ),
+        ];
+        for c in ["rome", "milan"] {
+            targets.push(Target::new(
+                format!(
+                    "liqo-controller-manager ({c}) VmRSS MiB at {pods} pods (spec: to confirm)"
+                ),
+                rss(&manager(c)),
+                Some(CM_RSS_TARGET_MIB),
+            ));
+        }
+        let notes = notes(&header, &levels);
+        OffloadReport {
+            header,
+            vanilla,
+            liqo,
+            ratio,
+            targets,
+            levels,
+            phases,
+            notes,
+        }
+    }
+
+    /// Both sides reached every pod Running in every repeat.
+    pub fn complete(&self) -> bool {
+        let runs = |s: Side| self.phases.iter().filter(|p| p.side == s).count();
+        runs(Side::Vanilla) == self.header.repeats as usize
+            && runs(Side::Liqo) == self.header.repeats as usize
+    }
+}
+
+/// What the figures are and are not.
+fn notes(h: &Header, levels: &[Level]) -> Vec<String> {
+    let mut out = vec![
+        format!(
+            "timed run: a Deployment of {} replicas (one container, requests cpu 1m and \
+             memory 1Mi, so the capacity is bound by pods) is created; the clock starts just \
+             before the create request and stops when a pod watch (opened before) shows all \
+             of them Running. Vanilla: on milan, scheduled on its {} kwok nodes. Liqo: on \
+             rome, in a namespace offloaded with `liqoctl offload namespace \
+             --pod-offloading-strategy Remote`: rome's scheduler binds every pod to the \
+             virtual node liqo-milan, the virtual kubelet writes a ShadowPod on milan, milan's \
+             controller-manager creates the pod, milan's scheduler and kwok run it, and the \
+             virtual kubelet copies its status back to the home pod, which is what is timed",
+            h.pods, h.provider_nodes
+        ),
+        "both sides in the same run on the same clusters (one machine): pods are created by \
+         each cluster's kube-controller-manager (ReplicaSet controller, client limit 20 qps / \
+         burst 30 by default), so the same creation floor bounds both; between runs every \
+         pod is deleted (grace 0) and the next run waits until milan has none of them left"
+            .into(),
+        "per-pod latencies are times at which the bench's own watch first saw each state \
+         (first seen → Running; scheduled → Ready), not the conditions' timestamps: those \
+         have one-second resolution, and a home pod's are copied from the remote pod"
+            .into(),
+        "memory and CPU: VmRSS and VmHWM from /proc/<pid>/status, CPU user+system from \
+         /proc/<pid>/stat, of both liqo-controller-managers and rome's liqo-virtual-kubelet \
+         (a child process of rome's controller-manager), sampled after the timed runs while \
+         a second offloaded Deployment is scaled 0 -> 100 -> all, each level once all its \
+         home pods are Running"
+            .into(),
+    ];
+    if levels
+        .iter()
+        .any(|l| !l.processes.iter().any(|p| p.process == VK))
+    {
+        out.push(
+            "no liqo-virtual-kubelet child process of rome's controller-manager was found at \
+             some level (virtual kubelet in-process?): its rows are missing there"
+                .into(),
+        );
+    }
+    if h.debug_build {
+        out.push(
+            "our binaries are DEBUG builds: the figures are not final (build with --release \
+             and set LIQO_BIN_DIR to target/release)"
+                .into(),
+        );
+    }
+    if h.repeats < 3 {
+        out.push(format!(
+            "{} timed run(s) per side: no median of 3 (use --repeats 3 for the spec's figure)",
+            h.repeats
+        ));
+    }
+    if h.background_load_max_pct > 15.0 {
+        out.push(format!(
+            "background CPU load reached {:.0}% at the start of a timed run (this counts the \
+             bench's own clusters and anything else on the machine): figures may be high",
+            h.background_load_max_pct
+        ));
+    }
+    out.push(
+        "upstream Liqo cannot run here (no container runtime); the seed's ballpark for it \
+         (Go v0.5): < 0.5 CPU transient and < 200 MB RAM at 100 pods"
+            .into(),
+    );
+    out
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn header(pods: u32, repeats: u32) -> Header {
+        Header {
+            date: "2026-11-23 20:00:00 UTC".into(),
+            kernel: "6.1".into(),
+            cpus: 2,
+            cpu_model: "cpu".into(),
+            kubernetes: "v1.36.0".into(),
+            tools: vec![],
+            debug_build: true,
+            pods,
+            provider_nodes: 12,
+            consumer_nodes: 1,
+            repeats,
+            clusters_up_secs: 30.0,
+            install_secs: 5.0,
+            peering_secs: 3.0,
+            offload_secs: 1.0,
+            virtual_node_pods: Some(1320),
+            background_load_max_pct: 5.0,
+            background_wait_secs: 0.0,
+        }
+    }
+
+    fn lat(p50: f64, p99: f64) -> Option<Latency> {
+        Some(Latency {
+            pods: 1000,
+            p50_ms: p50,
+            p99_ms: p99,
+            max_ms: p99 + 1.0,
+        })
+    }
+
+    pub(crate) fn phase(side: Side, repeat: u32, secs: f64) -> Phase {
+        Phase {
+            side,
+            repeat,
+            pods: 1000,
+            secs,
+            created_to_running: lat(secs * 100.0, secs * 900.0),
+            scheduled_to_ready: lat(secs * 10.0, secs * 90.0),
+            cpu: vec![ProcCpu {
+                process: manager("rome"),
+                cpu_secs: 1.0,
+            }],
+            background_load_pct: 3.0,
+        }
+    }
+
+    pub(crate) fn level(pods: u32, vk_mib: u64) -> Level {
+        let usage = |process: String, mib: u64| ProcUsage {
+            process,
+            pid: 7,
+            rss_kib: mib * 1024,
+            hwm_kib: mib * 1024 + 512,
+            cpu_secs: f64::from(pods) / 100.0,
+        };
+        Level {
+            pods,
+            secs: f64::from(pods) / 20.0,
+            processes: vec![
+                usage(manager("rome"), 30),
+                usage(manager("milan"), 90),
+                usage(VK.into(), vk_mib),
+            ],
+        }
+    }
+
+    #[test]
+    fn medians_ratio_and_targets() {
+        let phases = vec![
+            phase(Side::Vanilla, 1, 50.0),
+            phase(Side::Liqo, 1, 80.0),
+            phase(Side::Vanilla, 2, 60.0),
+            phase(Side::Liqo, 2, 100.0),
+            phase(Side::Vanilla, 3, 55.0),
+            phase(Side::Liqo, 3, 90.0),
+        ];
+        let levels = vec![level(0, 10), level(100, 20), level(1000, 120)];
+        let r = OffloadReport::new(header(1000, 3), phases, levels);
+        assert!(r.complete());
+        assert_eq!(r.vanilla.secs.unwrap().median, 55.0);
+        assert_eq!(r.liqo.secs.unwrap().median, 90.0);
+        let s2r = r.liqo.scheduled_to_ready.unwrap();
+        assert_eq!(
+            (s2r.p50_ms, s2r.p99_ms, s2r.max_ms),
+            (900.0, 8100.0, 9001.0)
+        );
+        assert_eq!(s2r.pods, 3000);
+        assert!((r.ratio.unwrap() - 90.0 / 55.0).abs() < 1e-9);
+        let t = &r.targets[0];
+        assert_eq!(
+            (t.value, t.limit, t.met),
+            (Some(90.0), Some(92.5), Some(true))
+        );
+        let vk = &r.targets[1];
+        assert_eq!((vk.value, vk.met), (Some(120.0), Some(false)), "{vk:?}");
+        assert_eq!(r.targets[2].met, Some(true), "rome 30 MiB");
+        assert_eq!(r.targets[3].met, Some(false), "milan 90 MiB");
+        assert!(r.notes.iter().any(|n| n.contains("DEBUG")));
+        assert!(!r.notes.iter().any(|n| n.contains("in-process")));
+    }
+
+    #[test]
+    fn a_missing_side_or_process_is_not_met_but_not_measured() {
+        let r = OffloadReport::new(
+            header(1000, 1),
+            vec![phase(Side::Vanilla, 1, 50.0)],
+            vec![Level {
+                pods: 1000,
+                secs: 1.0,
+                processes: vec![],
+            }],
+        );
+        assert!(!r.complete());
+        assert_eq!(r.ratio, None);
+        assert_eq!(r.targets[0].met, None);
+        assert_eq!(r.targets[0].limit, Some(85.0));
+        assert_eq!(r.targets[1].value, None);
+        assert!(r.notes.iter().any(|n| n.contains("in-process")));
+        assert!(r.notes.iter().any(|n| n.contains("no median of 3")));
+    }
+}
