@@ -17,25 +17,25 @@
 //! are named `<prefix>ob` (a set of their own); they are stopped at the end, on failure and on
 //! Ctrl-C, and a set left by a crashed run is removed first.
 
+mod bed;
 pub mod render;
 pub mod report;
 mod setup;
 mod track;
 mod workload;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use kube::Client;
+use bed::Bed;
 pub use render::render;
 pub use report::{Latency, Level, OffloadReport, Phase, Side};
 
-use super::{BenchError, measure::LoadTracker, report::Tool, run};
+use super::{BenchError, report::Tool, run};
 use crate::{
     k8s::{self, Clusters, Named},
     lab::Prefix,
     liqo,
 };
-use setup::{Procs, Setup};
 
 /// Pods a harness kwok node takes.
 pub const PODS_PER_NODE: u32 = 110;
@@ -65,6 +65,8 @@ pub struct OffloadOptions {
     pub repeats: u32,
     /// Seconds each wait (all Running, a cleanup, a setup step) may take.
     pub timeout_secs: u64,
+    /// Only the vanilla side: no Liqo is installed (the harness's own floor).
+    pub vanilla_only: bool,
 }
 
 impl OffloadOptions {
@@ -140,25 +142,12 @@ pub async fn offload(opts: OffloadOptions) -> Result<OffloadReport, BenchError> 
     r
 }
 
-/// The clusters, Liqo on them, and what the runs share.
-struct Bed {
-    /// Held so that the clusters live as long as the bed (dropping it stops them).
-    _set: Clusters,
-    installed: liqo::Liqo,
-    rome: Client,
-    milan: Client,
-    remote_ns: String,
-    procs: Procs,
-    timeout: Duration,
-}
-
 async fn bench(
     opts: OffloadOptions,
     prefix: Prefix,
     date: String,
 ) -> Result<OffloadReport, BenchError> {
     let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let timeout = Duration::from_secs(opts.timeout_secs);
     let bins = k8s::binaries().map_err(|e| BenchError::step("the Kubernetes binaries", &e))?;
     eprintln!(
         "bench: starting clusters {prefix} (rome {} kwok node(s), milan {})",
@@ -182,81 +171,20 @@ async fn bench(
     .await
     .map_err(|e| BenchError::step("starting the clusters", &e))?;
     let clusters_up_secs = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let mut lopts = liqo::Options {
-        virtual_kubelet: liqo::VkMode::Process,
-        ..liqo::Options::default()
-    };
-    lopts.sharing_percentage.insert("milan".into(), 100);
-    let installed = liqo::install(&set, &bins, &lopts)
-        .await
-        .map_err(|e| BenchError::step("installing Liqo", &e))?;
-    let install_secs = t.elapsed().as_secs_f64();
-    let client = |name: &'static str| {
-        let c = set.get(name).map(|c| c.client());
-        async move {
-            match c {
-                Some(f) => f
-                    .await
-                    .map_err(|e| BenchError::step(format!("a client of {name}"), &e)),
-                None => Err(BenchError::Options(format!("no cluster {name}"))),
-            }
-        }
-    };
-    let (rome, milan) = (client("rome").await?, client("milan").await?);
-    let manager = |name: &str| {
-        installed
-            .get(name)
-            .and_then(|i| i.get("liqo-controller-manager"))
-            .map(|r| r.proc.pid)
-            .ok_or_else(|| BenchError::Options(format!("no liqo-controller-manager on {name}")))
-    };
-    let procs = Procs::new(manager("rome")?, manager("milan")?);
-    eprintln!(
-        "bench: clusters up in {clusters_up_secs:.1} s, Liqo installed in {install_secs:.1} s"
-    );
-
-    let rome_kubeconfig = set
-        .get("rome")
-        .map(|c| c.kubeconfig.clone())
-        .unwrap_or_default();
-    let s = Setup {
-        liqoctl: installed.bin.join("liqoctl"),
-        kubeconfig: &set.kubeconfig,
-        rome_kubeconfig: &rome_kubeconfig,
-        timeout,
-    };
-    let t = Instant::now();
-    s.peer().await?;
-    let vnode_pods = setup::virtual_node_pods(&rome, u64::from(opts.pods), timeout).await?;
-    let peering_secs = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let remote_ns = s.offload(&rome, OFFLOADED).await?;
-    let offload_secs = t.elapsed().as_secs_f64();
-    eprintln!(
-        "bench: peered in {peering_secs:.1} s ({setup_vn} with {vnode_pods} pods), {OFFLOADED} \
-         offloaded to milan's {remote_ns} in {offload_secs:.1} s",
-        setup_vn = setup::VIRTUAL_NODE
-    );
-    workload::create_namespace(&milan, VANILLA).await?;
-    workload::service_account(&rome, OFFLOADED, timeout).await?;
-    workload::service_account(&milan, VANILLA, timeout).await?;
-    let kubernetes = rome
+    eprintln!("bench: clusters up in {clusters_up_secs:.1} s");
+    let (bed, setup) = Bed::new(set, &bins, &opts).await?;
+    let kubernetes = bed
+        .rome()
         .apiserver_version()
         .await
         .map(|v| v.git_version)
         .map_err(|e| BenchError::step("the apiserver's version", &e))?;
-    let bed = Bed {
-        _set: set,
-        installed,
-        rome,
-        milan,
-        remote_ns,
-        procs,
-        timeout,
-    };
-    let tools = tools(&bed.installed);
-    let (phases, levels, load) = measure(&bed, &opts).await.map_err(|e| match e {
+    let tools = bed
+        .liqo
+        .as_ref()
+        .map(|l| tools(&l.installed))
+        .unwrap_or_default();
+    let (phases, levels, load) = bed.measure(&opts).await.map_err(|e| match e {
         BenchError::Step { what, detail } => BenchError::Step {
             what,
             detail: format!(
@@ -280,161 +208,17 @@ async fn bench(
         provider_nodes: opts.provider_nodes,
         consumer_nodes: opts.consumer_nodes,
         repeats: opts.repeats,
+        vanilla_only: opts.vanilla_only,
         clusters_up_secs,
-        install_secs,
-        peering_secs,
-        offload_secs,
-        virtual_node_pods: Some(vnode_pods),
+        install_secs: setup.install,
+        peering_secs: setup.peering,
+        offload_secs: setup.offload,
+        virtual_node_pods: setup.virtual_node_pods,
         background_load_max_pct: load.max_pct,
         background_wait_secs: load.waited.as_secs_f64(),
     };
     drop(bed);
     Ok(OffloadReport::new(header, phases, levels))
-}
-
-/// The ladder, then the timed runs.
-async fn measure(
-    bed: &Bed,
-    opts: &OffloadOptions,
-) -> Result<(Vec<Phase>, Vec<Level>, LoadTracker), BenchError> {
-    let levels = bed.ladder(&opts.ladder()).await?;
-    let mut load = LoadTracker::default();
-    let mut phases = Vec::new();
-    let mut progress = run::Progress::new(2 * opts.repeats as usize);
-    for repeat in 1..=opts.repeats {
-        let order = if repeat % 2 == 1 {
-            [Side::Vanilla, Side::Liqo]
-        } else {
-            [Side::Liqo, Side::Vanilla]
-        };
-        for side in order {
-            let p = bed.timed(side, repeat, opts.pods, &mut load).await?;
-            eprintln!(
-                "{} {} run {repeat}: {:.2} s to {} Running, scheduled->Ready p50 {} ms p99 {} ms",
-                progress.step(),
-                side.label(),
-                p.secs,
-                p.pods,
-                p.scheduled_to_ready.map_or(0.0, |l| l.p50_ms).round(),
-                p.scheduled_to_ready.map_or(0.0, |l| l.p99_ms).round(),
-            );
-            phases.push(p);
-        }
-    }
-    Ok((phases, levels, load))
-}
-
-impl Bed {
-    /// The client and namespace of `side`'s Deployment, and the remote side of its pods.
-    fn place(&self, side: Side) -> (&Client, &str, Option<(&Client, &str)>) {
-        match side {
-            Side::Vanilla => (&self.milan, VANILLA, None),
-            Side::Liqo => (
-                &self.rome,
-                OFFLOADED,
-                Some((&self.milan, self.remote_ns.as_str())),
-            ),
-        }
-    }
-
-    /// The offloaded Deployment scaled through `counts`, the processes sampled at each.
-    async fn ladder(&self, counts: &[u32]) -> Result<Vec<Level>, BenchError> {
-        let (client, ns, remote) = self.place(Side::Liqo);
-        let mut watch = workload::PodWatch::open(client, ns).await?;
-        workload::create(client, ns, 0).await?;
-        let mut levels = Vec::new();
-        for &n in counts {
-            let secs = if n == 0 {
-                0.0
-            } else {
-                setup::virtual_node_pods(client, u64::from(n), self.timeout).await?;
-                watch.restart_clock();
-                workload::scale(client, ns, n).await?;
-                watch.until_running(n as usize, self.timeout).await?
-            };
-            let processes = self.procs.usage()?;
-            eprintln!(
-                "bench: ladder at {n} pods ({secs:.1} s): {}",
-                usage_line(&processes)
-            );
-            levels.push(Level {
-                pods: n,
-                secs,
-                processes,
-            });
-        }
-        workload::clear(client, ns, remote, self.timeout).await?;
-        Ok(levels)
-    }
-
-    /// One timed run of `side`; every pod is deleted afterwards.
-    async fn timed(
-        &self,
-        side: Side,
-        repeat: u32,
-        pods: u32,
-        load: &mut LoadTracker,
-    ) -> Result<Phase, BenchError> {
-        let (client, ns, remote) = self.place(side);
-        if side == Side::Liqo {
-            // milan's offer counts its free pods: after a vanilla run it takes a moment to grow.
-            setup::virtual_node_pods(client, u64::from(pods), self.timeout).await?;
-        }
-        let background_load_pct = load.quiet().await?;
-        let mut watch = workload::PodWatch::open(client, ns).await?;
-        let cpu0 = self.procs.cpu()?;
-        watch.restart_clock();
-        workload::create(client, ns, pods).await?;
-        let secs = watch.until_running(pods as usize, self.timeout).await?;
-        let cpu = setup::cpu_delta(&cpu0, &self.procs.cpu()?);
-        let t = watch.tracker();
-        let phase = Phase {
-            side,
-            repeat,
-            pods,
-            secs,
-            created_to_running: t.created_to_running(),
-            scheduled_to_ready: t.scheduled_to_ready(),
-            cpu,
-            background_load_pct,
-        };
-        workload::clear(client, ns, remote, self.timeout).await?;
-        Ok(phase)
-    }
-
-    /// The last lines of both controller-managers' logs (they go with the clusters).
-    fn log_tails(&self) -> String {
-        let mut out = String::new();
-        for i in &self.installed.clusters {
-            if let Some(r) = i.get("liqo-controller-manager") {
-                let text = std::fs::read_to_string(&r.proc.log).unwrap_or_default();
-                let lines: Vec<&str> = text.lines().collect();
-                out.push_str(&format!(
-                    "--- liqo-controller-manager of {} ({}):\n",
-                    i.cluster, r.proc.log
-                ));
-                for l in &lines[lines.len().saturating_sub(10)..] {
-                    out.push_str(l);
-                    out.push('\n');
-                }
-            }
-        }
-        out
-    }
-}
-
-fn usage_line(ps: &[report::ProcUsage]) -> String {
-    ps.iter()
-        .map(|p| {
-            format!(
-                "{} {:.1} MiB, {:.1} CPU s",
-                p.process,
-                p.rss_mib(),
-                p.cpu_secs
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// The CPU model from `/proc/cpuinfo`.
@@ -483,6 +267,7 @@ mod tests {
             consumer_nodes: 1,
             repeats: 1,
             timeout_secs: 600,
+            vanilla_only: false,
         }
     }
 

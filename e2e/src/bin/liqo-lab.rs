@@ -190,6 +190,9 @@ struct OffloadArgs {
     /// Seconds each wait (all Running, a cleanup, a setup step) may take.
     #[arg(long, default_value_t = 600)]
     timeout: u64,
+    /// Only the vanilla side, without installing Liqo (the harness's own floor).
+    #[arg(long)]
+    vanilla_only: bool,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -678,6 +681,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 consumer_nodes: a.consumer_nodes,
                 repeats: a.repeats,
                 timeout_secs: a.timeout,
+                vanilla_only: a.vanilla_only,
             })
             .await?;
             match a.output {

@@ -95,7 +95,11 @@ fn usage_rows(levels: &[Level]) -> Vec<Vec<String>> {
                 } else {
                     String::new()
                 },
-                l.pods.to_string(),
+                if l.after_timed {
+                    format!("{} after timed", l.pods)
+                } else {
+                    l.pods.to_string()
+                },
                 format!("{:.1}", p.rss_mib()),
                 format!("{:.1}", p.hwm_mib()),
                 format!("{:.2}", p.cpu_secs),
@@ -231,7 +235,9 @@ mod tests {
     #[test]
     fn the_tables_show_both_sides_the_targets_and_the_levels() {
         let phases = vec![phase(Side::Vanilla, 1, 50.0), phase(Side::Liqo, 1, 80.0)];
-        let levels = vec![level(0, 10), level(100, 20), level(1000, 120)];
+        let mut after = level(0, 90);
+        after.after_timed = true;
+        let levels = vec![level(0, 10), level(100, 20), level(1000, 120), after];
         let text = render(&OffloadReport::new(h(1000, 1), phases, levels));
         let line = |start: &str| {
             text.lines()
@@ -267,6 +273,16 @@ mod tests {
             .split_whitespace()
             .collect();
         assert_eq!(next, ["1000", "120.0", "120.5", "10.00", "9.00"]);
+        let last: Vec<&str> = text
+            .lines()
+            .nth(i + 3)
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            last,
+            ["0", "after", "timed", "90.0", "90.5", "0.00", "-10.00"]
+        );
         let cpu: Vec<&str> = text
             .lines()
             .filter(|l| l.starts_with("liqo-controller-manager (rome)") && l.contains('('))

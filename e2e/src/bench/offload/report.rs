@@ -108,6 +108,9 @@ pub struct Level {
     pub pods: u32,
     /// Seconds from the scale request to all Running (0 for the first level).
     pub secs: f64,
+    /// Sampled after the timed runs (every pod deleted again), not on the ladder.
+    #[serde(default)]
+    pub after_timed: bool,
     /// Each process measured.
     pub processes: Vec<ProcUsage>,
 }
@@ -204,6 +207,9 @@ pub struct Header {
     pub consumer_nodes: usize,
     /// Timed runs per side.
     pub repeats: u32,
+    /// Only the vanilla side ran (`--vanilla-only`).
+    #[serde(default)]
+    pub vanilla_only: bool,
     /// Seconds to start the clusters, to install Liqo, to peer (liqoctl peer → virtual node
     /// Ready) and to offload the namespace (`liqoctl offload namespace`).
     pub clusters_up_secs: f64,
@@ -257,7 +263,9 @@ impl OffloadReport {
         let liqo = SideSummary::new(Side::Liqo, &phases);
         let (v, l) = (vanilla.secs.map(|s| s.median), liqo.secs.map(|s| s.median));
         let ratio = crate::bench::report::ratio(l, v);
-        let full = levels.iter().find(|x| x.pods == header.pods);
+        let full = levels
+            .iter()
+            .find(|x| x.pods == header.pods && !x.after_timed);
         let rss = |process: &str| {
             full.and_then(|x| x.processes.iter().find(|p| p.process == process))
                 .map(ProcUsage::rss_mib)
@@ -299,11 +307,16 @@ impl OffloadReport {
         }
     }
 
-    /// Both sides reached every pod Running in every repeat.
+    /// Every side that ran (both, or vanilla alone with `--vanilla-only`) reached every pod
+    /// Running in every repeat.
     pub fn complete(&self) -> bool {
         let runs = |s: Side| self.phases.iter().filter(|p| p.side == s).count();
-        runs(Side::Vanilla) == self.header.repeats as usize
-            && runs(Side::Liqo) == self.header.repeats as usize
+        let liqo = if self.header.vanilla_only {
+            0
+        } else {
+            self.header.repeats as usize
+        };
+        runs(Side::Vanilla) == self.header.repeats as usize && runs(Side::Liqo) == liqo
     }
 }
 
@@ -338,6 +351,21 @@ fn notes(h: &Header, levels: &[Level]) -> Vec<String> {
          home pods are Running"
             .into(),
     ];
+    if h.vanilla_only {
+        out.push(
+            "--vanilla-only: Liqo was not installed; only the vanilla side ran (the harness's \
+             own floor), so no ratio, no target and no process is measured"
+                .into(),
+        );
+    }
+    if levels.iter().any(|l| l.after_timed) {
+        out.push(
+            "the last row of each process (\"0 after timed\") was sampled after the timed \
+             runs, once every pod was deleted: its VmHWM is the peak over the whole run, its \
+             CPU since previous the timed runs' (both sides)"
+                .into(),
+        );
+    }
     if levels
         .iter()
         .any(|l| !l.processes.iter().any(|p| p.process == VK))
@@ -377,128 +405,4 @@ fn notes(h: &Header, levels: &[Level]) -> Vec<String> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    pub(crate) fn header(pods: u32, repeats: u32) -> Header {
-        Header {
-            date: "2026-11-23 20:00:00 UTC".into(),
-            kernel: "6.1".into(),
-            cpus: 2,
-            cpu_model: "cpu".into(),
-            kubernetes: "v1.36.0".into(),
-            tools: vec![],
-            debug_build: true,
-            pods,
-            provider_nodes: 12,
-            consumer_nodes: 1,
-            repeats,
-            clusters_up_secs: 30.0,
-            install_secs: 5.0,
-            peering_secs: 3.0,
-            offload_secs: 1.0,
-            virtual_node_pods: Some(1320),
-            background_load_max_pct: 5.0,
-            background_wait_secs: 0.0,
-        }
-    }
-
-    fn lat(p50: f64, p99: f64) -> Option<Latency> {
-        Some(Latency {
-            pods: 1000,
-            p50_ms: p50,
-            p99_ms: p99,
-            max_ms: p99 + 1.0,
-        })
-    }
-
-    pub(crate) fn phase(side: Side, repeat: u32, secs: f64) -> Phase {
-        Phase {
-            side,
-            repeat,
-            pods: 1000,
-            secs,
-            created_to_running: lat(secs * 100.0, secs * 900.0),
-            scheduled_to_ready: lat(secs * 10.0, secs * 90.0),
-            cpu: vec![ProcCpu {
-                process: manager("rome"),
-                cpu_secs: 1.0,
-            }],
-            background_load_pct: 3.0,
-        }
-    }
-
-    pub(crate) fn level(pods: u32, vk_mib: u64) -> Level {
-        let usage = |process: String, mib: u64| ProcUsage {
-            process,
-            pid: 7,
-            rss_kib: mib * 1024,
-            hwm_kib: mib * 1024 + 512,
-            cpu_secs: f64::from(pods) / 100.0,
-        };
-        Level {
-            pods,
-            secs: f64::from(pods) / 20.0,
-            processes: vec![
-                usage(manager("rome"), 30),
-                usage(manager("milan"), 90),
-                usage(VK.into(), vk_mib),
-            ],
-        }
-    }
-
-    #[test]
-    fn medians_ratio_and_targets() {
-        let phases = vec![
-            phase(Side::Vanilla, 1, 50.0),
-            phase(Side::Liqo, 1, 80.0),
-            phase(Side::Vanilla, 2, 60.0),
-            phase(Side::Liqo, 2, 100.0),
-            phase(Side::Vanilla, 3, 55.0),
-            phase(Side::Liqo, 3, 90.0),
-        ];
-        let levels = vec![level(0, 10), level(100, 20), level(1000, 120)];
-        let r = OffloadReport::new(header(1000, 3), phases, levels);
-        assert!(r.complete());
-        assert_eq!(r.vanilla.secs.unwrap().median, 55.0);
-        assert_eq!(r.liqo.secs.unwrap().median, 90.0);
-        let s2r = r.liqo.scheduled_to_ready.unwrap();
-        assert_eq!(
-            (s2r.p50_ms, s2r.p99_ms, s2r.max_ms),
-            (900.0, 8100.0, 9001.0)
-        );
-        assert_eq!(s2r.pods, 3000);
-        assert!((r.ratio.unwrap() - 90.0 / 55.0).abs() < 1e-9);
-        let t = &r.targets[0];
-        assert_eq!(
-            (t.value, t.limit, t.met),
-            (Some(90.0), Some(92.5), Some(true))
-        );
-        let vk = &r.targets[1];
-        assert_eq!((vk.value, vk.met), (Some(120.0), Some(false)), "{vk:?}");
-        assert_eq!(r.targets[2].met, Some(true), "rome 30 MiB");
-        assert_eq!(r.targets[3].met, Some(false), "milan 90 MiB");
-        assert!(r.notes.iter().any(|n| n.contains("DEBUG")));
-        assert!(!r.notes.iter().any(|n| n.contains("in-process")));
-    }
-
-    #[test]
-    fn a_missing_side_or_process_is_not_met_but_not_measured() {
-        let r = OffloadReport::new(
-            header(1000, 1),
-            vec![phase(Side::Vanilla, 1, 50.0)],
-            vec![Level {
-                pods: 1000,
-                secs: 1.0,
-                processes: vec![],
-            }],
-        );
-        assert!(!r.complete());
-        assert_eq!(r.ratio, None);
-        assert_eq!(r.targets[0].met, None);
-        assert_eq!(r.targets[0].limit, Some(85.0));
-        assert_eq!(r.targets[1].value, None);
-        assert!(r.notes.iter().any(|n| n.contains("in-process")));
-        assert!(r.notes.iter().any(|n| n.contains("no median of 3")));
-    }
-}
+pub(crate) mod tests;
