@@ -1,8 +1,12 @@
 //! The virtual kubelet launcher: what the ResourceOffer controller calls to run or stop the
-//! virtual kubelet of an accepted offer. [`NoopLauncher`] runs nothing (the virtual kubelet
-//! issue plugs the real one in); the controller still records `virtualKubeletStatus`.
+//! virtual kubelet of an accepted offer. [`vk::VkLauncher`] runs them (a task or a child
+//! process each); [`NoopLauncher`] runs nothing (the controller still records
+//! `virtualKubeletStatus`).
 
 use futures::future::BoxFuture;
+
+pub mod args;
+pub mod vk;
 
 use control::api::ClusterId;
 

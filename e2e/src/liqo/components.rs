@@ -37,6 +37,12 @@ pub(super) struct Ctx<'a> {
     /// The loopback port of the controller-manager's webhooks (the chart's webhook
     /// configurations are rewritten to it).
     pub(super) webhook: u16,
+    /// How the controller-manager runs the virtual kubelets.
+    pub(super) vk_mode: super::VkMode,
+    /// The kubeconfig of ServiceAccount `liqo-virtual-kubelet-local` (process mode).
+    pub(super) vk_kubeconfig: Option<&'a Path>,
+    /// The controller-manager's `--resource-sharing-percentage`.
+    pub(super) sharing: Option<u8>,
 }
 
 /// How to tell a component serves.
@@ -119,8 +125,39 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
     if let Some(labels) = c.cluster_labels {
         args.extend([s("--cluster-labels"), s(labels)]);
     }
+    if let Some(p) = c.sharing {
+        args.extend([s("--resource-sharing-percentage"), s(p)]);
+    }
+    // Virtual kubelets: a free kubelet port each (several on this host), the cluster's CA
+    // (which signed the API server's kubelet client certificate) for the kubelet API.
+    args.extend([
+        s("--virtual-kubelet-mode"),
+        s(c.vk_mode.flag()),
+        s("--virtual-kubelet-port"),
+        s(0),
+        s("--virtual-kubelet-client-ca-file"),
+        s(c.ca.display()),
+    ]);
+    if c.vk_mode == super::VkMode::Process {
+        // Next to the controller-manager's binary (both from $LIQO_BIN_DIR or the build).
+        if let Ok(bin) = crate::lab::bin(VIRTUAL_KUBELET) {
+            args.extend([s("--virtual-kubelet-binary"), s(bin.display())]);
+        }
+        args.extend([
+            s("--virtual-kubelet-state-dir"),
+            s(c.dir.join("virtual-kubelets").display()),
+        ]);
+        if let Some(k) = c.vk_kubeconfig {
+            args.extend([s("--virtual-kubelet-kubeconfig"), s(k.display())]);
+        }
+    }
     args
 }
+
+/// The virtual kubelet's program (started by the controller-manager, not here).
+pub(super) const VIRTUAL_KUBELET: &str = "liqo-virtual-kubelet";
+/// Its ServiceAccount and ClusterRole (the chart's `liqo-virtual-kubelet-local`).
+pub(super) const VIRTUAL_KUBELET_SA: &str = "liqo-virtual-kubelet-local";
 
 /// Every component, in start order. Adding one is one row.
 pub const COMPONENTS: &[Component] = &[

@@ -294,7 +294,8 @@ async fn install_one(
     let cluster_id = objects::prepare(&client, c, &opts.chart, &hooks).await?;
     let ca = objects::write_ca(c, &dir)?;
     let mut kubeconfigs = BTreeMap::new();
-    for sa in COMPONENTS.iter().filter_map(|x| x.service_account) {
+    let sas = COMPONENTS.iter().filter_map(|x| x.service_account);
+    for sa in sas.chain([components::VIRTUAL_KUBELET_SA]) {
         let path = objects::service_account(&client, c, sa, &dir, None).await?;
         kubeconfigs.insert(sa.to_owned(), path);
     }
@@ -317,6 +318,11 @@ async fn install_one(
             ipam: ipam.as_deref(),
             cluster_labels: opts.cluster_labels.get(&c.name).map(String::as_str),
             webhook: hooks.port,
+            vk_mode: opts.virtual_kubelet,
+            vk_kubeconfig: kubeconfigs
+                .get(components::VIRTUAL_KUBELET_SA)
+                .map(PathBuf::as_path),
+            sharing: opts.sharing_percentage.get(&c.name).copied(),
         };
         if comp.program == components::AUTH {
             objects::auth_service(&client, ctx.port).await?;

@@ -19,7 +19,7 @@ use liqo_controller_manager::{
     context::{Context, Settings},
     metrics::Metrics,
     network,
-    offloading::node::NodeLauncher,
+    launcher::{self, vk::VkLauncher},
     run, webhook,
 };
 
@@ -89,6 +89,8 @@ struct Args {
     /// (repeatable, or comma-separated).
     #[arg(long, value_delimiter = ',')]
     webhook_cert_names: Vec<String>,
+    #[command(flatten)]
+    virtual_kubelet: launcher::args::VkArgs,
 }
 
 /// An `http://` or `https://` address, as liqo-ipam's client takes it.
@@ -120,6 +122,10 @@ async fn main() -> anyhow::Result<()> {
         o.prepare()
             .with_context(|| format!("--ipam-address {}", o.server))?;
     }
+    let vk_settings = args
+        .virtual_kubelet
+        .settings(ipam.clone())
+        .context("the virtual kubelet flags")?;
     let client = kube::Client::try_default()
         .await
         .context("kube config (KUBECONFIG or in-cluster)")?;
@@ -164,8 +170,8 @@ async fn main() -> anyhow::Result<()> {
     let mut ctx = Context::new(
         client.clone(),
         settings,
-        local,
-        Arc::new(NodeLauncher::new(client.clone())),
+        local.clone(),
+        Arc::new(VkLauncher::new(client.clone(), local, vk_settings)),
         metrics,
     );
     if let Some(ipam) = ipam {

@@ -83,6 +83,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let args = Args::parse();
+    exit_with_parent()?;
     if args.pod_reflection_workers == 0 {
         anyhow::bail!("--pod-reflection-workers 0: at least one worker is needed");
     }
@@ -145,6 +146,27 @@ async fn main() -> anyhow::Result<()> {
         .await
         .context("the virtual kubelet")?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// The launcher's environment variable naming its pid: the child dies with it (SIGKILL on
+/// the parent's death), so a controller-manager killed outright never leaves a second writer
+/// of the node behind for its successor.
+pub const PARENT_PID_ENV: &str = "LIQO_VK_PARENT_PID";
+
+fn exit_with_parent() -> anyhow::Result<()> {
+    let Ok(pid) = std::env::var(PARENT_PID_ENV) else {
+        return Ok(());
+    };
+    let pid: i32 = pid
+        .parse()
+        .with_context(|| format!("{PARENT_PID_ENV}={pid:?} is not a pid"))?;
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+        .context("asking to die with the launcher")?;
+    // The launcher may have died before the request: then we are someone else's child now.
+    if nix::unistd::getppid().as_raw() != pid {
+        anyhow::bail!("the launcher (pid {pid}) is gone");
+    }
     Ok(())
 }
 

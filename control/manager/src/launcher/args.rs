@@ -1,0 +1,126 @@
+//! The controller-manager's `--virtual-kubelet-*` flags and the [`Settings`] they make.
+
+use std::{net::IpAddr, path::PathBuf};
+
+use clap::{Args, ValueEnum};
+
+use super::vk::{Mode, Settings};
+
+/// How virtual kubelets run (`--virtual-kubelet-mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeFlag {
+    /// A task of the controller-manager, with its identity.
+    InProcess,
+    /// A child process `liqo-virtual-kubelet` each, with `--virtual-kubelet-kubeconfig`.
+    Process,
+}
+
+/// The flags.
+#[derive(Debug, Clone, Args)]
+pub struct VkArgs {
+    /// How virtual kubelets run.
+    #[arg(long = "virtual-kubelet-mode", value_enum, default_value = "in-process")]
+    pub mode: ModeFlag,
+    /// The `liqo-virtual-kubelet` binary (process mode; default: next to this one).
+    #[arg(long = "virtual-kubelet-binary")]
+    pub binary: Option<PathBuf>,
+    /// The kubeconfig the children use for the home API server (process mode; default: ours).
+    #[arg(long = "virtual-kubelet-kubeconfig")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Where the children's provider kubeconfigs are written, 0600 (process mode).
+    #[arg(long = "virtual-kubelet-state-dir")]
+    pub state_dir: Option<PathBuf>,
+    /// The virtual nodes' InternalIP: where the API server reaches their kubelet API (the
+    /// pod's IP in a cluster).
+    #[arg(long = "virtual-kubelet-node-ip", default_value = "127.0.0.1")]
+    pub node_ip: IpAddr,
+    /// The kubelet API's port; 0 picks a free one per virtual kubelet.
+    #[arg(long = "virtual-kubelet-port", default_value_t = liqo_virtual_kubelet::config::DEFAULT_PORT)]
+    pub port: u16,
+    /// The CA of the client certificates the kubelet API accepts (the API server's
+    /// `--kubelet-client-certificate`); without it only `/healthz` is served (no logs, no exec).
+    #[arg(long = "virtual-kubelet-client-ca-file")]
+    pub client_ca: Option<PathBuf>,
+    /// Pod reflection workers per virtual kubelet.
+    #[arg(long = "virtual-kubelet-pod-workers", default_value_t = liqo_virtual_kubelet::config::DEFAULT_POD_WORKERS,
+          value_parser = workers)]
+    pub pod_workers: usize,
+}
+
+/// A worker count: at least 1.
+fn workers(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("at least one worker is needed".into()),
+        Ok(n) => Ok(n),
+        Err(e) => Err(format!("{s:?}: {e}")),
+    }
+}
+
+/// Why the flags make no settings.
+#[derive(Debug, thiserror::Error)]
+pub enum ArgsError {
+    /// The default binary could not be located.
+    #[error("--virtual-kubelet-binary: no default (the path of this program is unknown)")]
+    NoBinary(#[source] std::io::Error),
+    /// A process-mode file that does not exist.
+    #[error("{flag} {}: not found", path.display())]
+    Missing {
+        /// The flag.
+        flag: &'static str,
+        /// Its value.
+        path: PathBuf,
+    },
+}
+
+impl VkArgs {
+    /// The launcher's settings; `ipam` is the controller-manager's own.
+    pub fn settings(
+        &self,
+        ipam: Option<ipam::service::client::ClientOptions>,
+    ) -> Result<Settings, ArgsError> {
+        let exists = |flag: &'static str, p: &PathBuf| {
+            if p.exists() {
+                Ok(())
+            } else {
+                Err(ArgsError::Missing {
+                    flag,
+                    path: p.clone(),
+                })
+            }
+        };
+        if let Some(ca) = &self.client_ca {
+            exists("--virtual-kubelet-client-ca-file", ca)?;
+        }
+        let mode = match self.mode {
+            ModeFlag::InProcess => Mode::InProcess,
+            ModeFlag::Process => {
+                let binary = match &self.binary {
+                    Some(b) => b.clone(),
+                    None => std::env::current_exe()
+                        .map_err(ArgsError::NoBinary)?
+                        .with_file_name("liqo-virtual-kubelet"),
+                };
+                exists("--virtual-kubelet-binary", &binary)?;
+                if let Some(k) = &self.kubeconfig {
+                    exists("--virtual-kubelet-kubeconfig", k)?;
+                }
+                Mode::Process {
+                    binary,
+                    kubeconfig: self.kubeconfig.clone(),
+                    state_dir: self
+                        .state_dir
+                        .clone()
+                        .unwrap_or_else(|| std::env::temp_dir().join("liqo-virtual-kubelet")),
+                }
+            }
+        };
+        Ok(Settings {
+            mode,
+            node_ip: self.node_ip,
+            port: self.port,
+            client_ca: self.client_ca.clone(),
+            ipam,
+            pod_workers: self.pod_workers,
+        })
+    }
+}

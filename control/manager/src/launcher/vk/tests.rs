@@ -1,0 +1,100 @@
+use std::path::Path;
+
+use super::*;
+
+fn identity(id: &str, name: &str) -> ClusterIdentity {
+    ClusterIdentity {
+        cluster_id: id.parse().unwrap(),
+        cluster_name: name.parse().unwrap(),
+    }
+}
+
+fn settings(ipam: bool, ca: bool) -> Settings {
+    Settings {
+        mode: Mode::InProcess,
+        node_ip: "127.0.0.1".parse().unwrap(),
+        port: 0,
+        client_ca: ca.then(|| PathBuf::from("/etc/ca.crt")),
+        ipam: ipam.then(|| {
+            let mut o = ipam::service::client::ClientOptions::new("https://ipam:6000");
+            o.token_file = Some("/run/token".into());
+            o
+        }),
+        pod_workers: 10,
+    }
+}
+
+const ROME: &str = "b07938e3-d241-460c-a77b-e286c0f733c7";
+const MILAN: &str = "8f1b7a2e-5c3d-4e6f-9a0b-1c2d3e4f5a6b";
+
+#[test]
+fn the_child_gets_both_identities_its_offer_and_only_the_options_set() {
+    let peer = Peer {
+        cluster_id: MILAN.parse().unwrap(),
+        namespace: "liqo-tenant-milan".into(),
+        offer: "milan".into(),
+    };
+    let home = identity(ROME, "rome");
+    let foreign = identity(MILAN, "milan");
+    let a = child_args(
+        &home,
+        &foreign,
+        &peer,
+        &settings(false, false),
+        Path::new("/state/m/foreign.kubeconfig"),
+        10251,
+    );
+    let pairs: Vec<(&str, &str)> = a
+        .chunks(2)
+        .map(|c| (c[0].as_str(), c[1].as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("--foreign-cluster-id", MILAN),
+            ("--foreign-cluster-name", "milan"),
+            ("--home-cluster-id", ROME),
+            ("--home-cluster-name", "rome"),
+            ("--tenant-namespace", "liqo-tenant-milan"),
+            ("--resource-offer", "milan"),
+            ("--foreign-kubeconfig", "/state/m/foreign.kubeconfig"),
+            ("--node-ip", "127.0.0.1"),
+            ("--listen-port", "10251"),
+            ("--pod-reflection-workers", "10"),
+        ]
+    );
+    let a = child_args(
+        &home,
+        &foreign,
+        &peer,
+        &settings(true, true),
+        Path::new("/k"),
+        1,
+    );
+    let tail = a[20..].join(" ");
+    assert_eq!(
+        tail,
+        "--client-ca-file /etc/ca.crt --ipam-server https://ipam:6000 --ipam-token-file /run/token"
+    );
+}
+
+#[test]
+fn a_free_port_is_picked_when_none_is_set_and_the_set_one_is_kept() {
+    let mut s = settings(false, false);
+    let p = port(&s).unwrap();
+    assert_ne!(p, 0);
+    s.port = 10250;
+    assert_eq!(port(&s).unwrap(), 10250);
+}
+
+#[test]
+fn the_provider_kubeconfig_is_written_0600() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("peer");
+    let file = sub.join("foreign.kubeconfig");
+    write_private(&sub, &file, &serde_json::json!({"a": 1})).unwrap();
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), r#"{"a":1}"#);
+}
