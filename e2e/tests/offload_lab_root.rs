@@ -30,8 +30,8 @@ use kube::{
 use lab_k8s::{DownOnDrop, ONE_AT_A_TIME, ipam_peers, prefix};
 use nix::sys::signal::Signal;
 use offload_lab::{
-    NS, apiserver_pid, client, deployment, pods, restarts, run, running_on, signal, uids,
-    until, vk_pid,
+    NS, apiserver_pid, client, deployment, pods, restarts, run, running_on, signal, uids, until,
+    vk_pid,
 };
 use serde_json::json;
 
@@ -177,7 +177,11 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         assert_eq!(host(ip, view), host(rip, cidr), "host bits of {name}");
         let labels = remote.metadata.labels.unwrap_or_default();
         assert_eq!(labels.get(reflection::ORIGIN), Some(&rome_id), "{name}");
-        assert_eq!(labels.get(reflection::DESTINATION), Some(&milan_id), "{name}");
+        assert_eq!(
+            labels.get(reflection::DESTINATION),
+            Some(&milan_id),
+            "{name}"
+        );
         assert_eq!(
             labels.get(reflection::MANAGED_BY).map(String::as_str),
             Some(reflection::MANAGED_BY_SHADOWPOD)
@@ -219,7 +223,11 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         async move {
             let p = Api::<Pod>::namespaced(rome, NS).get(&victim).await.unwrap();
             let r = restarts(&p);
-            if r == [1] { Ok(()) } else { Err(format!("{r:?}")) }
+            if r == [1] {
+                Ok(())
+            } else {
+                Err(format!("{r:?}"))
+            }
         }
     })
     .await;
@@ -257,9 +265,16 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
     until(90, "rome's second pod shows one restart", || {
         let (rome, victim2) = (rome.clone(), victim2.clone());
         async move {
-            let p = Api::<Pod>::namespaced(rome, NS).get(&victim2).await.unwrap();
+            let p = Api::<Pod>::namespaced(rome, NS)
+                .get(&victim2)
+                .await
+                .unwrap();
             let r = restarts(&p);
-            if r == [1] { Ok(()) } else { Err(format!("{r:?}")) }
+            if r == [1] {
+                Ok(())
+            } else {
+                Err(format!("{r:?}"))
+            }
         }
     })
     .await;
@@ -277,7 +292,10 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         let first = remote_gone_first.clone();
         async move {
             let remote = remote_pod(&milan, &gone).await;
-            let local = Api::<Pod>::namespaced(rome, NS).get_opt(&gone).await.unwrap();
+            let local = Api::<Pod>::namespaced(rome, NS)
+                .get_opt(&gone)
+                .await
+                .unwrap();
             match (local, remote) {
                 (None, _) => Ok(()),
                 (Some(_), None) => {
@@ -337,22 +355,34 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         let rome = rome.clone();
         async move {
             match node(&rome).await {
-                Some(n) if ready_status(&n).as_deref() == Some("Unknown") && tainted_unreachable(&n) => {
+                Some(n)
+                    if ready_status(&n).as_deref() == Some("Unknown")
+                        && tainted_unreachable(&n) =>
+                {
                     Ok(())
                 }
-                Some(n) => Err(format!("Ready {:?}, unreachable taint {}", ready_status(&n), tainted_unreachable(&n))),
+                Some(n) => Err(format!(
+                    "Ready {:?}, unreachable taint {}",
+                    ready_status(&n),
+                    tainted_unreachable(&n)
+                )),
                 None => Err("no node".into()),
             }
         }
     })
     .await;
     let unknown_after = secs(t);
-    println!("TIMING virtual kubelet frozen -> node Unknown + unreachable taint: {unknown_after:.1} s");
+    println!(
+        "TIMING virtual kubelet frozen -> node Unknown + unreachable taint: {unknown_after:.1} s"
+    );
     assert!(unknown_after <= 60.0, "within 60 s ({unknown_after:.1} s)");
     signal(vk, Signal::SIGKILL);
     let t = Instant::now();
     until(60, "liqo-milan Ready again", || node_ready(&rome)).await;
-    println!("TIMING virtual kubelet killed -> restarted, node Ready: {:.1} s", secs(t));
+    println!(
+        "TIMING virtual kubelet killed -> restarted, node Ready: {:.1} s",
+        secs(t)
+    );
     let again = vk_pid("rome", "milan").expect("restarted");
     assert_ne!(again, vk, "a new process");
     until(60, "the orphan ShadowPod removed", || {
@@ -377,7 +407,9 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
 
     // 5. Logs of a home pod: milan's answer, relayed.
     let name = pods(&rome).await[0].metadata.name.clone().unwrap();
-    let out = k.tool("kubectl", "rome", &["logs", "-n", NS, &name, "--tail", "2"]).unwrap();
+    let out = k
+        .tool("kubectl", "rome", &["logs", "-n", NS, &name, "--tail", "2"])
+        .unwrap();
     println!(
         "kubectl logs {name} --tail 2 on rome: exit {:?}\n{}{}",
         out.status.code(),
@@ -388,10 +420,16 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
     // 6. Unpeer with 50 pods: evicted, the node and the remote namespace gone, milan -> rome
     // still up.
     deployment(&rome, 50).await;
-    until(180, "50 pods Running on liqo-milan", || running_on(&rome, NODE, 50)).await;
+    until(180, "50 pods Running on liqo-milan", || {
+        running_on(&rome, NODE, 50)
+    })
+    .await;
     let t = Instant::now();
     k.unpeer("rome", "milan").unwrap();
-    println!("TIMING liqoctl unpeer with 50 offloaded pods: {:.1} s", secs(t));
+    println!(
+        "TIMING liqoctl unpeer with 50 offloaded pods: {:.1} s",
+        secs(t)
+    );
     until(120, "liqo-milan gone, no pod bound to it", || {
         let rome = rome.clone();
         async move {
@@ -417,7 +455,10 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         }
     })
     .await;
-    println!("TIMING unpeer -> node and remote namespace gone: {:.1} s", secs(t));
+    println!(
+        "TIMING unpeer -> node and remote namespace gone: {:.1} s",
+        secs(t)
+    );
     let reverse = Api::<Node>::all(milan.clone())
         .get_opt("liqo-rome")
         .await

@@ -17,10 +17,9 @@ use futures::FutureExt;
 use liqo_auth::url::Overrides;
 use liqo_controller_manager::{
     context::{Context, Settings},
-    metrics::Metrics,
-    network,
     launcher::{self, vk::VkLauncher},
-    run, webhook,
+    metrics::Metrics,
+    network, run, webhook,
 };
 
 #[derive(Debug, Parser)]

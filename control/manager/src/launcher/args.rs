@@ -19,7 +19,11 @@ pub enum ModeFlag {
 #[derive(Debug, Clone, Args)]
 pub struct VkArgs {
     /// How virtual kubelets run.
-    #[arg(long = "virtual-kubelet-mode", value_enum, default_value = "in-process")]
+    #[arg(
+        long = "virtual-kubelet-mode",
+        value_enum,
+        default_value = "in-process"
+    )]
     pub mode: ModeFlag,
     /// The `liqo-virtual-kubelet` binary (process mode; default: next to this one).
     #[arg(long = "virtual-kubelet-binary")]

@@ -213,7 +213,10 @@ async fn foreign_cluster(
 
 /// The providers of the virtual nodes labelled for `peer`, named after the nodes (those whose
 /// name is not `liqo-<cluster name>` are skipped: not ours to delete).
-async fn orphan_nodes(client: &Client, peer: &ClusterId) -> Result<Vec<ClusterIdentity>, kube::Error> {
+async fn orphan_nodes(
+    client: &Client,
+    peer: &ClusterId,
+) -> Result<Vec<ClusterIdentity>, kube::Error> {
     use control::consts::{labels, objects, values};
     use kube::{Api, ResourceExt, api::ListParams};
     let api: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
@@ -230,7 +233,10 @@ async fn orphan_nodes(client: &Client, peer: &ClusterId) -> Result<Vec<ClusterId
         .iter()
         .filter_map(|n| {
             let name = n.name_any();
-            let cluster = name.strip_prefix(objects::VIRTUAL_NODE_PREFIX)?.parse().ok()?;
+            let cluster = name
+                .strip_prefix(objects::VIRTUAL_NODE_PREFIX)?
+                .parse()
+                .ok()?;
             Some(ClusterIdentity {
                 cluster_id: peer.clone(),
                 cluster_name: cluster,
