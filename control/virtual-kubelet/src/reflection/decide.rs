@@ -16,6 +16,14 @@ use k8s_openapi::{
 /// that is not ours.
 pub const REASON_NOT_OURS: &str = "FailedReflection";
 
+/// The note of the Warning Event [`REASON_NOT_OURS`].
+pub fn not_ours_note(kind: &str, namespace: &str, name: &str) -> String {
+    format!(
+        "remote {kind} {namespace}/{name} exists and is not managed by Liqo's reflection from \
+         this cluster: left untouched"
+    )
+}
+
 /// Who we are and what the caller resolved for this pod.
 #[derive(Debug, Clone)]
 pub struct Context<'a> {
@@ -71,8 +79,12 @@ pub enum Action {
     },
     /// Label the local pod `liqo.io/shadowPod=true`.
     LabelLocal,
-    /// Create or update the remote ShadowPod (server-side apply).
-    ApplyShadow(Box<ShadowPod>),
+    /// Create the remote ShadowPod (a create, not an apply: the stores only hold our objects,
+    /// and an object of that name that is not ours must fail the create, never be taken
+    /// over).
+    CreateShadow(Box<ShadowPod>),
+    /// Update our remote ShadowPod (server-side apply).
+    UpdateShadow(Box<ShadowPod>),
     /// Write the local pod's status subresource.
     WriteStatus(Box<PodStatus>),
     /// Drop what is remembered about the pod (restarts, IPs).
@@ -169,10 +181,7 @@ fn mapped(
         let name = local.metadata.name.as_deref().unwrap_or_default();
         return vec![Action::Warn {
             reason: REASON_NOT_OURS,
-            note: format!(
-                "remote {what} {namespace}/{name} exists and is not managed by Liqo's reflection \
-                 from this cluster: left untouched"
-            ),
+            note: not_ours_note(what, namespace, name),
         }];
     }
     // 2. Local gone: the ShadowPod goes (the provider's GC removes the pod).
@@ -227,13 +236,13 @@ fn mapped(
     let forged = forge::shadow_pod(local, namespace, ctx.home, ctx.foreign);
     match shadow {
         None => {
-            actions.push(Action::ApplyShadow(Box::new(forged)));
+            actions.push(Action::CreateShadow(Box::new(forged)));
             // Its status comes with the remote pod's events.
             return actions;
         }
         // A ShadowPod of a previous pod of this name still going: wait for its deletion.
         Some(s) if terminating(&s.metadata) => return actions,
-        Some(s) if !same_shadow(s, &forged) => actions.push(Action::ApplyShadow(Box::new(forged))),
+        Some(s) if !same_shadow(s, &forged) => actions.push(Action::UpdateShadow(Box::new(forged))),
         Some(_) => {}
     }
     // 7. The status back.

@@ -98,7 +98,7 @@ fn a_new_pod_is_labelled_and_gets_its_shadow_pod() {
     let got = decide(Some(&l), mapped(None, None), &ctx(&ids, &[]));
     assert_eq!(got.len(), 2, "{got:?}");
     assert_eq!(got[0], Action::LabelLocal);
-    let Action::ApplyShadow(s) = &got[1] else {
+    let Action::CreateShadow(s) = &got[1] else {
         panic!("{got:?}")
     };
     assert_eq!(s.metadata.namespace.as_deref(), Some(NS));
@@ -130,7 +130,7 @@ fn an_up_to_date_shadow_pod_is_left_alone_and_a_stale_one_is_applied() {
     changed.spec.as_mut().unwrap().containers[0].image = Some("nginx:2".into());
     let got = decide(Some(&changed), mapped(Some(&s), None), &ctx(&ids, &[]));
     assert!(
-        matches!(&got[..], [Action::ApplyShadow(n)] if n.spec.pod.containers[0].image.as_deref() == Some("nginx:2")),
+        matches!(&got[..], [Action::UpdateShadow(n)] if n.spec.pod.containers[0].image.as_deref() == Some("nginx:2")),
         "{got:?}"
     );
     let mut relabelled = l.clone();
@@ -141,7 +141,7 @@ fn an_up_to_date_shadow_pod_is_left_alone_and_a_stale_one_is_applied() {
         .unwrap()
         .insert("tier".into(), "front".into());
     let got = decide(Some(&relabelled), mapped(Some(&s), None), &ctx(&ids, &[]));
-    assert!(matches!(&got[..], [Action::ApplyShadow(_)]), "{got:?}");
+    assert!(matches!(&got[..], [Action::UpdateShadow(_)]), "{got:?}");
 }
 
 #[test]

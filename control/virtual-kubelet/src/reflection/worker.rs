@@ -7,6 +7,7 @@ use std::{sync::Arc, time::Duration};
 use control::{
     api::virtualkubelet::ShadowPod,
     consts::{labels, reflection::FIELD_MANAGER, values},
+    forge::pod::is_reflected,
 };
 use k8s_openapi::{
     api::core::v1::{Pod, PodStatus},
@@ -15,7 +16,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Resource,
-    api::{DeleteParams, Patch, PatchParams, Preconditions},
+    api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
     runtime::{
         events::{Event, EventType},
         reflector::ObjectRef,
@@ -50,6 +51,14 @@ pub enum HandleError {
     /// An IP could not be mapped.
     #[error("pod IP")]
     Ip(#[source] IpError),
+    /// The remote name is taken by an object that is not ours.
+    #[error("remote ShadowPod {namespace}/{name} exists and is not ours")]
+    NotOurs {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
 }
 
 fn kerr(what: impl Into<String>) -> impl FnOnce(kube::Error) -> HandleError {
@@ -169,6 +178,27 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     Ok(())
 }
 
+/// A Warning Event on the local pod (logged too).
+async fn warn(shared: &Shared, key: &Key, local: Option<&Pod>, reason: &str, note: String) {
+    tracing::warn!(pod = %key, %note, "reflection skipped");
+    let Some(local) = local else { return };
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reflect".into(),
+        secondary: None,
+    };
+    // An Event is a courtesy: failing to publish it is logged, not retried.
+    if let Err(e) = shared
+        .recorder
+        .publish(&event, &local.object_ref(&()))
+        .await
+    {
+        tracing::warn!(pod = %key, error = %e, "publishing an event");
+    }
+}
+
 fn precondition(uid: String) -> DeleteParams {
     DeleteParams {
         preconditions: Some(Preconditions {
@@ -199,25 +229,7 @@ async fn perform(
     let local_api: Api<Pod> = Api::namespaced(cfg.local.clone(), &key.namespace);
     let shadows = |ns: &str| -> Api<ShadowPod> { Api::namespaced(cfg.remote.api.clone(), ns) };
     match action {
-        Action::Warn { reason, note } => {
-            let Some(local) = local else { return Ok(()) };
-            tracing::warn!(pod = %key, %note, "reflection skipped");
-            let event = Event {
-                type_: EventType::Warning,
-                reason: reason.into(),
-                note: Some(note),
-                action: "Reflect".into(),
-                secondary: None,
-            };
-            // An Event is a courtesy: failing to publish it is logged, not retried.
-            if let Err(e) = shared
-                .recorder
-                .publish(&event, &local.object_ref(&()))
-                .await
-            {
-                tracing::warn!(pod = %key, error = %e, "publishing an event");
-            }
-        }
+        Action::Warn { reason, note } => warn(shared, key, local, reason, note).await,
         Action::DeleteShadow { uid } => {
             let Some(ns) = remote_ns else { return Ok(()) };
             let r = shadows(ns)
@@ -250,7 +262,43 @@ async fn perform(
                 .await
                 .map_err(kerr(format!("labelling pod {key}")))?;
         }
-        Action::ApplyShadow(shadow) => {
+        Action::CreateShadow(shadow) => {
+            let Some(ns) = remote_ns else { return Ok(()) };
+            let pp = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            match shadows(ns).create(&pp, &shadow).await {
+                Ok(_) => tracing::info!(pod = %key, remote = %ns, "ShadowPod created"),
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    // Ours but not yet in the store: its event comes. Not ours: never
+                    // touched, retried (it may go away).
+                    let existing = shadows(ns)
+                        .get_opt(&key.name)
+                        .await
+                        .map_err(kerr(format!("reading ShadowPod {ns}/{}", key.name)))?;
+                    let cfg = &shared.cfg;
+                    if let Some(e) = existing
+                        && !is_reflected(
+                            e.metadata.labels.as_ref(),
+                            &cfg.home.cluster_id,
+                            &cfg.foreign.cluster_id,
+                        )
+                    {
+                        let note = decide::not_ours_note("ShadowPod", ns, &key.name);
+                        warn(shared, key, local, decide::REASON_NOT_OURS, note).await;
+                        return Err(HandleError::NotOurs {
+                            namespace: ns.to_owned(),
+                            name: key.name.clone(),
+                        });
+                    }
+                }
+                Err(e) => {
+                    return Err(kerr(format!("creating ShadowPod {ns}/{}", key.name))(e));
+                }
+            }
+        }
+        Action::UpdateShadow(shadow) => {
             let Some(ns) = remote_ns else { return Ok(()) };
             shadows(ns)
                 .patch(
@@ -260,7 +308,7 @@ async fn perform(
                 )
                 .await
                 .map_err(kerr(format!("applying ShadowPod {ns}/{}", key.name)))?;
-            tracing::info!(pod = %key, remote = %ns, "ShadowPod applied");
+            tracing::info!(pod = %key, remote = %ns, "ShadowPod updated");
         }
         Action::WriteStatus(status) => {
             let current = local.and_then(|l| l.status.clone()).unwrap_or_default();
