@@ -15,16 +15,17 @@ fn header(r: &OffloadReport) -> String {
     );
     out.push_str(&format!(
         "  kubernetes {} (harness: etcd, kube-apiserver, kcm, scheduler, kwok; rome {} kwok \
-         node(s), milan {} kwok nodes, both on this machine); clusters up in {:.1} s, Liqo \
-         installed in {:.1} s, peered in {:.1} s, namespace offloaded in {:.1} s\n",
-        h.kubernetes,
-        h.consumer_nodes,
-        h.provider_nodes,
-        h.clusters_up_secs,
-        h.install_secs,
-        h.peering_secs,
-        h.offload_secs
+         node(s), milan {} kwok nodes, both on this machine); clusters up in {:.1} s",
+        h.kubernetes, h.consumer_nodes, h.provider_nodes, h.clusters_up_secs,
     ));
+    if h.vanilla_only {
+        out.push_str("; Liqo not installed (--vanilla-only)\n");
+    } else {
+        out.push_str(&format!(
+            ", Liqo installed in {:.1} s, peered in {:.1} s, namespace offloaded in {:.1} s\n",
+            h.install_secs, h.peering_secs, h.offload_secs
+        ));
+    }
     if let Some(p) = h.virtual_node_pods {
         out.push_str(&format!(
             "  virtual node liqo-milan: {p} allocatable pods\n"
@@ -206,13 +207,15 @@ pub fn tables(r: &OffloadReport) -> String {
         ],
     ];
     cpu.extend(cpu_rows(r));
-    format!(
-        "{}\n{}\n{}\n{}",
-        table(&times),
-        table(&targets),
-        table(&usage),
-        table(&cpu)
-    )
+    let mut out = format!("{}\n{}", table(&times), table(&targets));
+    // Without Liqo (--vanilla-only) no process is measured.
+    for t in [usage, cpu] {
+        if t.len() > 2 {
+            out.push('\n');
+            out.push_str(&table(&t));
+        }
+    }
+    out
 }
 
 /// The whole report as text.

@@ -346,9 +346,9 @@ fn notes(h: &Header, levels: &[Level]) -> Vec<String> {
             .into(),
         "memory and CPU: VmRSS and VmHWM from /proc/<pid>/status, CPU user+system from \
          /proc/<pid>/stat, of both liqo-controller-managers and rome's liqo-virtual-kubelet \
-         (a child process of rome's controller-manager), sampled after the timed runs while \
-         a second offloaded Deployment is scaled 0 -> 100 -> all, each level once all its \
-         home pods are Running"
+         (a child process of rome's controller-manager), sampled before the timed runs while \
+         the offloaded Deployment is scaled 0 -> 100 -> all, each level once all its home \
+         pods are Running (then it is deleted)"
             .into(),
     ];
     if h.vanilla_only {
