@@ -9,6 +9,9 @@
 //! marking the node Unknown with the unreachable taint, resumed ⇒ Ready again; the drain and
 //! the delete. Prints the timings it measures.
 
+#[path = "node_k8s/support.rs"]
+mod support;
+
 use std::{
     sync::Arc,
     time::{Duration, Instant},
@@ -22,209 +25,15 @@ use e2e::{
 use k8s_openapi::api::{
     coordination::v1::Lease,
     core::v1::{Namespace, Node, Pod},
+    policy::v1::PodDisruptionBudget,
 };
 use kube::{
     Api, Client,
     api::{DeleteParams, Patch, PatchParams, PostParams},
-    config::{KubeConfigOptions, Kubeconfig},
 };
 use liqo_virtual_kubelet::{VkConfig, config::Remote, node};
-use serde_json::{Value, json};
-
-const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
-const TENANT: &str = "liqo-tenant-milan";
-const NODE: &str = "liqo-milan";
-const INTERVAL: Duration = Duration::from_secs(3);
-
-/// Tears the clusters down even when the test fails.
-struct DownOnDrop(e2e::lab::Prefix);
-
-impl Drop for DownOnDrop {
-    fn drop(&mut self) {
-        // Best effort in a destructor: a failure here cannot be reported better than the
-        // test's own.
-        let _ = k8s::down(&self.0);
-    }
-}
-
-/// Resumes a process stopped by SIGSTOP, even when the test fails.
-struct Frozen(u32);
-
-fn signal(pid: u32, sig: &str) {
-    let ok = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "kill {sig} {pid}");
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        signal(self.0, "-CONT");
-    }
-}
-
-async fn eventually<F, Fut, T>(secs: u64, what: &str, mut f: F) -> Duration
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, String>>,
-{
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(secs);
-    loop {
-        match f().await {
-            Ok(_) => return started.elapsed(),
-            Err(e) if Instant::now() > deadline => panic!("{what} after {secs} s: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(250)).await,
-        }
-    }
-}
-
-async fn client_of(path: &std::path::Path, context: Option<&str>) -> kube::Config {
-    let kc = Kubeconfig::read_from(path).unwrap();
-    let opts = KubeConfigOptions {
-        context: context.map(str::to_owned),
-        ..KubeConfigOptions::default()
-    };
-    kube::Config::from_custom_kubeconfig(kc, &opts)
-        .await
-        .unwrap()
-}
-
-async fn apply(client: &Client, api_version: &str, kind: &str, plural: &str, v: Value) {
-    let gvk = kube::api::GroupVersionKind::try_from(&kube::api::TypeMeta {
-        api_version: api_version.into(),
-        kind: kind.into(),
-    })
-    .unwrap();
-    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
-    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), TENANT, &ar);
-    let name = v["metadata"]["name"].as_str().unwrap().to_owned();
-    let mut v = v;
-    v["apiVersion"] = json!(api_version);
-    v["kind"] = json!(kind);
-    let params = PatchParams::apply("node-k8s-test").force();
-    api.patch(&name, &params, &Patch::Apply(&v)).await.unwrap();
-    if v.get("status").is_some() {
-        api.patch_status(&name, &params, &Patch::Apply(&v))
-            .await
-            .unwrap();
-    }
-}
-
-async fn offer(client: &Client, cpu: &str) {
-    let v = json!({
-        "metadata": {"name": "milan", "namespace": TENANT},
-        "spec": {"clusterId": MILAN_ID,
-            "resourceQuota": {"hard": {"cpu": cpu, "memory": "8Gi", "pods": "110"}},
-            "labels": {"topology.liqo.io/region": "center"}},
-    });
-    apply(
-        client,
-        "sharing.liqo.io/v1alpha1",
-        "ResourceOffer",
-        "resourceoffers",
-        v,
-    )
-    .await;
-}
-
-async fn tunnel(client: &Client, status: &str) {
-    let v = json!({
-        "metadata": {"name": "milan", "namespace": TENANT, "labels": {"clusterID": MILAN_ID}},
-        "spec": {"clusterID": MILAN_ID, "localPodCIDR": "10.244.0.0/16",
-            "localExternalCIDR": "10.201.0.0/16", "remotePodCIDR": "10.244.0.0/16",
-            "remoteExternalCIDR": "10.201.0.0/16", "endpointIP": "127.0.0.1",
-            "backendType": "wireguard", "backend_config": {}},
-        "status": {"connection": {"status": status}},
-    });
-    apply(
-        client,
-        "net.liqo.io/v1alpha1",
-        "TunnelEndpoint",
-        "tunnelendpoints",
-        v,
-    )
-    .await;
-}
-
-async fn get_node(client: &Client) -> Result<Node, String> {
-    Api::<Node>::all(client.clone())
-        .get_opt(NODE)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| "no node".to_owned())
-}
-
-/// (status, reason) of condition `t`.
-fn condition(n: &Node, t: &str) -> (String, String) {
-    n.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == t))
-        .map(|c| (c.status.clone(), c.reason.clone().unwrap_or_default()))
-        .unwrap_or_default()
-}
-
-fn has_taint(n: &Node, key: &str, effect: &str) -> bool {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key && t.effect == effect))
-}
-
-/// The node: shape, capacity `cpu`, Ready `ready`.
-async fn node_is(client: &Client, cpu: &str, ready: &str, net: &str) -> Result<Node, String> {
-    let n = get_node(client).await?;
-    let labels = n.metadata.labels.clone().unwrap_or_default();
-    for (k, v) in [
-        ("liqo.io/type", "virtual-node"),
-        ("liqo.io/remote-cluster-id", MILAN_ID),
-        ("kubernetes.io/hostname", NODE),
-        ("topology.liqo.io/region", "center"),
-        ("example.com/extra", "yes"),
-        ("storage.liqo.io/available", "false"),
-    ] {
-        if labels.get(k).map(String::as_str) != Some(v) {
-            return Err(format!("label {k}: {labels:?}"));
-        }
-    }
-    if !has_taint(&n, "virtual-node.liqo.io/not-allowed", "NoExecute") {
-        return Err(format!("taints {:?}", n.spec));
-    }
-    let s = n.status.clone().unwrap_or_default();
-    let cap = s.capacity.clone().unwrap_or_default();
-    if cap.get("cpu").map(|q| q.0.as_str()) != Some(cpu) || s.allocatable != s.capacity {
-        return Err(format!("capacity {cap:?}, allocatable {:?}", s.allocatable));
-    }
-    let addr = s.addresses.clone().unwrap_or_default();
-    if addr.len() != 1 || addr[0].type_ != "InternalIP" || addr[0].address != "127.0.0.1" {
-        return Err(format!("addresses {addr:?}"));
-    }
-    let port = s
-        .daemon_endpoints
-        .as_ref()
-        .and_then(|d| d.kubelet_endpoint.as_ref());
-    if port.map(|p| p.port) != Some(10250) {
-        return Err(format!("port {port:?}"));
-    }
-    if condition(&n, "Ready").0 != ready || condition(&n, "NetworkUnavailable").0 != net {
-        return Err(format!("conditions {:?}", s.conditions));
-    }
-    Ok(n)
-}
-
-async fn lease(client: &Client) -> Result<Lease, String> {
-    Api::<Lease>::namespaced(client.clone(), node::LEASE_NAMESPACE)
-        .get_opt(NODE)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| "no lease".to_owned())
-}
-
-fn renew_time(l: &Lease) -> Option<k8s_openapi::jiff::Timestamp> {
-    l.spec.as_ref()?.renew_time.as_ref().map(|t| t.0)
-}
+use serde_json::json;
+use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_virtual_node_follows_its_offer_tunnel_and_provider() {
@@ -415,28 +224,70 @@ async fn the_virtual_node_follows_its_offer_tunnel_and_provider() {
         took.as_secs_f64()
     );
 
-    // The drain: cordoned, the pod evicted (it stays Terminating: no pod reflection here to
-    // finalize it), one left; the delete: pods forced, the node and its Lease gone.
+    // The drain: cordoned; the pod, Running and Ready under a PodDisruptionBudget that allows
+    // no disruption, is refused (429) until the timeout and stays; the budget gone, it is
+    // evicted (it stays Terminating: no pod reflection here to finalize it), one left; the
+    // delete: pods forced, the node and its Lease gone.
     let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "on-vnode", "namespace": "default"},
+        "metadata": {"name": "on-vnode", "namespace": "default", "labels": {"app": "drain"}},
         "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "registry.example/a:1"}],
             "tolerations": [{"key": "virtual-node.liqo.io/not-allowed", "operator": "Exists"}]},
     }))
     .unwrap();
     let pods = Api::<Pod>::namespaced(rome.clone(), "default");
     pods.create(&PostParams::default(), &pod).await.unwrap();
+    let running = json!({"status": {"phase": "Running", "podIP": "10.244.9.9",
+        "conditions": [{"type": "Ready", "status": "True"}]}});
+    pods.patch_status("on-vnode", &PatchParams::default(), &Patch::Merge(&running))
+        .await
+        .unwrap();
+    let pdbs = Api::<PodDisruptionBudget>::namespaced(rome.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "metadata": {"name": "drain"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "drain"}}},
+    }))
+    .unwrap();
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
+    eventually(30, "the budget allowing no disruption", || async {
+        let p = pdbs.get("drain").await.map_err(|e| e.to_string())?;
+        let st = p.status.unwrap_or_default();
+        if st.current_healthy == 1 && st.disruptions_allowed == 0 {
+            Ok(())
+        } else {
+            Err(format!("{st:?}"))
+        }
+    })
+    .await;
+    let started = Instant::now();
     let left = node::drain(&local, NODE, Duration::from_secs(3))
         .await
         .unwrap();
     assert_eq!(left, 1);
-    let n = get_node(&rome).await.unwrap();
-    assert_eq!(n.spec.and_then(|s| s.unschedulable), Some(true));
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    let p = pods.get("on-vnode").await.unwrap();
+    assert!(
+        p.metadata.deletion_timestamp.is_none(),
+        "evicted despite the budget"
+    );
+    pdbs.delete("drain", &DeleteParams::default())
+        .await
+        .unwrap();
+    let left = node::drain(&local, NODE, Duration::from_secs(3))
+        .await
+        .unwrap();
+    assert_eq!(left, 1);
     let p = pods.get("on-vnode").await.unwrap();
     assert!(
         p.metadata.deletion_timestamp.is_some(),
         "not evicted: {:?}",
         p.metadata
     );
+    let n = get_node(&rome).await.unwrap();
+    assert_eq!(n.spec.and_then(|s| s.unschedulable), Some(true));
     // Still running, the node loop does not undo the cordon.
     tokio::time::sleep(INTERVAL).await;
     assert_eq!(
@@ -485,13 +336,4 @@ async fn the_virtual_node_follows_its_offer_tunnel_and_provider() {
         .unwrap_err();
     assert!(e.to_string().contains("someone-else"), "{e}");
     assert!(get_node(&rome).await.is_ok());
-}
-
-/// Aborts the node loop when the test ends, even on failure.
-struct AbortOnDrop(tokio::task::JoinHandle<Result<(), node::NodeError>>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
