@@ -33,7 +33,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams},
 };
 use liqo_virtual_kubelet::{VkConfig, config, reflection};
 use serde_json::json;
@@ -303,6 +303,31 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
     // The reflection restarts: it adopts the ShadowPod (same UID) and infers the restart.
     drop(vk);
     let vk = start(&cfg);
+    // A label change the new reflection must carry to the ShadowPod: once there, it has seen
+    // the current remote pod (its first sighting, where the restarts are inferred).
+    rome_pods("demo")
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"round": "2"}}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        60,
+        "ShadowPod web relabelled by the restarted reflection",
+        || {
+            let shadows = shadows.clone();
+            async move {
+                let s = shadows.get("web").await.map_err(|e| e.to_string())?;
+                let l = s.metadata.labels.unwrap_or_default();
+                (l.get("round").map(String::as_str) == Some("2"))
+                    .then_some(())
+                    .ok_or(format!("{l:?}"))
+            }
+        },
+    )
+    .await;
     let ip = kill_remote(&milan, "web", &kwok_node).await;
     local_status(
         &rome,
