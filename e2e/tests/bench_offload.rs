@@ -60,6 +60,11 @@ fn small_offload_bench_runs_both_sides_measures_every_figure_and_stops_its_clust
         }
     }
     let liqo = r.phases.iter().find(|p| p.side == Side::Liqo).unwrap();
+    let b = liqo.breakdown.unwrap();
+    for part in [b.to_remote, b.remote_running, b.back_home] {
+        let part = part.unwrap_or_else(|| panic!("a part not measured: {b:?}"));
+        assert_eq!(part.pods, PODS as usize, "every pod matched by name: {b:?}");
+    }
     assert!(
         liqo.cpu.iter().any(|c| c.process == VK && c.cpu_secs > 0.0),
         "the virtual kubelet worked during the Liqo run: {:?}",

@@ -10,7 +10,7 @@ use super::{
     OFFLOADED, OffloadOptions, VANILLA,
     report::{Level, Phase, ProcUsage, Side},
     setup::{self, Procs, Setup},
-    workload,
+    track, workload,
 };
 use crate::{
     bench::{BenchError, measure::LoadTracker, run},
@@ -231,12 +231,30 @@ impl Bed {
         }
         let background_load_pct = load.quiet().await?;
         let mut watch = workload::PodWatch::open(client, ns).await?;
+        // The offloaded pods on milan, watched at the same time on the same clock.
+        let mut remote_watch = match remote {
+            Some((c, rns)) => Some(workload::PodWatch::open_all(c, rns).await?),
+            None => None,
+        };
         let cpu0 = procs.map(Procs::cpu).transpose()?.unwrap_or_default();
-        watch.restart_clock();
+        let t0 = Instant::now();
+        watch.restart_clock_at(t0);
+        if let Some(r) = remote_watch.as_mut() {
+            r.restart_clock_at(t0);
+        }
         workload::create(client, ns, pods).await?;
-        let secs = watch.until_running(pods as usize, self.timeout).await?;
+        let n = pods as usize;
+        let (secs, _) = tokio::try_join!(watch.until_running(n, self.timeout), async {
+            match remote_watch.as_mut() {
+                Some(r) => r.until_running(n, self.timeout).await.map(Some),
+                None => Ok(None),
+            }
+        })?;
         let cpu1 = procs.map(Procs::cpu).transpose()?.unwrap_or_default();
         let t = watch.tracker();
+        let breakdown = remote_watch
+            .as_ref()
+            .map(|r| track::breakdown(t, r.tracker()));
         let phase = Phase {
             side,
             repeat,
@@ -244,6 +262,7 @@ impl Bed {
             secs,
             created_to_running: t.created_to_running(),
             scheduled_to_ready: t.scheduled_to_ready(),
+            breakdown,
             cpu: setup::cpu_delta(&cpu0, &cpu1),
             background_load_pct,
         };

@@ -141,6 +141,41 @@ fn cpu_rows(r: &OffloadReport) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Where an offloaded pod's time goes (empty without a Liqo run).
+fn breakdown_rows(r: &OffloadReport) -> Vec<Vec<String>> {
+    let Some(b) = r.liqo.breakdown else {
+        return Vec::new();
+    };
+    let mut rows = vec![vec![
+        "Liqo, per pod (ms)".to_owned(),
+        "p50".into(),
+        "p99".into(),
+        "max".into(),
+    ]];
+    for (what, l) in [
+        (
+            "home scheduled -> remote pod seen (VK ShadowPod, ShadowPod controller)",
+            b.to_remote,
+        ),
+        (
+            "remote pod seen -> remote Running (milan's scheduler, kwok)",
+            b.remote_running,
+        ),
+        (
+            "remote Running -> home Running (VK status reflection)",
+            b.back_home,
+        ),
+    ] {
+        rows.push(vec![
+            what.to_owned(),
+            ms(l.map(|l| l.p50_ms)),
+            ms(l.map(|l| l.p99_ms)),
+            ms(l.map(|l| l.max_ms)),
+        ]);
+    }
+    rows
+}
+
 /// Every table.
 pub fn tables(r: &OffloadReport) -> String {
     let n = r.header.pods;
@@ -207,7 +242,14 @@ pub fn tables(r: &OffloadReport) -> String {
         ],
     ];
     cpu.extend(cpu_rows(r));
-    let mut out = format!("{}\n{}", table(&times), table(&targets));
+    let mut out = table(&times);
+    let parts = breakdown_rows(r);
+    if !parts.is_empty() {
+        out.push('\n');
+        out.push_str(&table(&parts));
+    }
+    out.push('\n');
+    out.push_str(&table(&targets));
     // Without Liqo (--vanilla-only) no process is measured.
     for t in [usage, cpu] {
         if t.len() > 2 {
@@ -259,6 +301,14 @@ mod tests {
             "Liqo (rome -> liqo-milan -> milan) 80.00 (80.00-80.00) 8000 72000 800 7200"
         );
         assert_eq!(line("ratio"), "ratio Liqo / vanilla (medians) 1.60x");
+        assert_eq!(
+            line("home scheduled -> remote pod seen"),
+            "home scheduled -> remote pod seen (VK ShadowPod, ShadowPod controller) 80 160 161"
+        );
+        assert_eq!(
+            line("remote Running -> home Running"),
+            "remote Running -> home Running (VK status reflection) 400 480 481"
+        );
         assert_eq!(
             line("Liqo seconds"),
             "Liqo seconds <= 1.5 x vanilla + 10 s (1000 pods) 80.0 85.0 yes"

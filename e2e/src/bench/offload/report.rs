@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use super::track::Latency;
+pub use super::track::{Breakdown, Latency};
 use crate::bench::{Spread, report::Tool};
 
 /// The time target: Liqo's seconds ≤ `TIME_FACTOR` × vanilla + [`TIME_SLACK_SECS`].
@@ -66,6 +66,9 @@ pub struct Phase {
     pub created_to_running: Option<Latency>,
     /// Per pod: first seen scheduled → first seen Ready.
     pub scheduled_to_ready: Option<Latency>,
+    /// Where an offloaded pod's time goes (the Liqo side).
+    #[serde(default)]
+    pub breakdown: Option<Breakdown>,
     /// CPU of Liqo's processes during the run.
     pub cpu: Vec<ProcCpu>,
     /// Background CPU load when it started, percent.
@@ -128,6 +131,9 @@ pub struct SideSummary {
     pub created_to_running: Option<Latency>,
     /// Per-pod scheduled → Ready, the same way.
     pub scheduled_to_ready: Option<Latency>,
+    /// Where an offloaded pod's time goes, the same way (the Liqo side).
+    #[serde(default)]
+    pub breakdown: Option<Breakdown>,
 }
 
 fn merge(l: &[Latency]) -> Option<Latency> {
@@ -147,11 +153,20 @@ impl SideSummary {
         let lat = |f: fn(&Phase) -> Option<Latency>| {
             merge(&mine.iter().filter_map(|p| f(p)).collect::<Vec<_>>())
         };
+        let parts: Vec<Breakdown> = mine.iter().filter_map(|p| p.breakdown).collect();
+        let part = |f: fn(&Breakdown) -> Option<Latency>| {
+            merge(&parts.iter().filter_map(f).collect::<Vec<_>>())
+        };
         SideSummary {
             side,
             secs: Spread::of(mine.iter().map(|p| p.secs)),
             created_to_running: lat(|p| p.created_to_running),
             scheduled_to_ready: lat(|p| p.scheduled_to_ready),
+            breakdown: (!parts.is_empty()).then(|| Breakdown {
+                to_remote: part(|b| b.to_remote),
+                remote_running: part(|b| b.remote_running),
+                back_home: part(|b| b.back_home),
+            }),
         }
     }
 }
@@ -343,6 +358,10 @@ fn notes(h: &Header, levels: &[Level]) -> Vec<String> {
         "per-pod latencies are times at which the bench's own watch first saw each state \
          (first seen → Running; scheduled → Ready), not the conditions' timestamps: those \
          have one-second resolution, and a home pod's are copied from the remote pod"
+            .into(),
+        "Liqo, per pod: a second watch, on milan's remote namespace, runs on the same clock, \
+         and each home pod is matched to its remote pod by name: home scheduled -> remote pod \
+         first seen, remote first seen -> remote Running, remote Running -> home Running"
             .into(),
         "memory and CPU: VmRSS and VmHWM from /proc/<pid>/status, CPU user+system from \
          /proc/<pid>/stat, of both liqo-controller-managers and rome's liqo-virtual-kubelet \

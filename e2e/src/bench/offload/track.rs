@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 /// The facts of one pod that the bench times.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PodView {
+    /// Its name (a home pod and its remote pod share it).
+    pub(crate) name: String,
     /// Its UID (a pod re-created under the same name is another pod).
     pub(crate) uid: String,
     /// `PodScheduled=True` (or bound to a node).
@@ -35,6 +37,7 @@ impl PodView {
         };
         let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
         Some(PodView {
+            name: pod.metadata.name.clone().unwrap_or_default(),
             uid,
             scheduled: bound || cond("PodScheduled"),
             running: status.and_then(|s| s.phase.as_deref()) == Some("Running"),
@@ -45,8 +48,9 @@ impl PodView {
 }
 
 /// When (seconds on the bench's clock) a pod was first seen in each state.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Times {
+    name: String,
     seen: f64,
     scheduled: Option<f64>,
     running: Option<f64>,
@@ -103,6 +107,7 @@ impl Tracker {
     /// Records `pod` as seen at `at` seconds.
     pub(crate) fn observe(&mut self, pod: &PodView, at: f64) {
         let t = self.pods.entry(pod.uid.clone()).or_insert(Times {
+            name: pod.name.clone(),
             seen: at,
             ..Times::default()
         });
@@ -173,12 +178,50 @@ impl Tracker {
     }
 }
 
+/// Where an offloaded pod's time goes, per pod (matched by name), milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Breakdown {
+    /// Home pod scheduled → its remote pod first seen on the provider (the virtual kubelet's
+    /// ShadowPod and the provider's ShadowPod controller).
+    pub to_remote: Option<Latency>,
+    /// Remote pod first seen → Running (the provider's scheduler and kwok).
+    pub remote_running: Option<Latency>,
+    /// Remote pod Running → home pod Running (the virtual kubelet's status reflection).
+    pub back_home: Option<Latency>,
+}
+
+/// The [`Breakdown`] of the pods of `home` whose remote pods `remote` saw (both on one clock).
+pub(crate) fn breakdown(home: &Tracker, remote: &Tracker) -> Breakdown {
+    let remote: BTreeMap<&str, &Times> =
+        remote.pods.values().map(|t| (t.name.as_str(), t)).collect();
+    let pairs: Vec<(&Times, &Times)> = home
+        .pods
+        .values()
+        .filter_map(|h| Some((h, *remote.get(h.name.as_str())?)))
+        .collect();
+    let ms = |f: &dyn Fn(&Times, &Times) -> Option<f64>| {
+        Latency::of(
+            pairs
+                .iter()
+                .filter_map(|(h, r)| f(h, r))
+                .map(|s| s.max(0.0) * 1000.0),
+        )
+    };
+    Breakdown {
+        to_remote: ms(&|h, r| Some(r.seen - h.scheduled?)),
+        remote_running: ms(&|_, r| Some(r.running? - r.seen)),
+        back_home: ms(&|h, r| Some(h.running? - r.running?)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn view(uid: &str, scheduled: bool, running: bool, ready: bool) -> PodView {
         PodView {
+            name: format!("pod-{uid}"),
             uid: uid.into(),
             scheduled,
             running,
@@ -235,6 +278,32 @@ mod tests {
     }
 
     #[test]
+    fn an_offloaded_pods_time_split_at_the_remote_pod() {
+        let (mut home, mut remote) = (Tracker::default(), Tracker::default());
+        home.observe(&view("h1", true, false, false), 1.0);
+        home.observe(&view("h2", true, false, false), 1.0);
+        home.observe(&view("h3", true, false, false), 1.0);
+        // The remote pods have the home pods' names and their own UIDs.
+        let mut r1 = view("r1", false, false, false);
+        r1.name = "pod-h1".into();
+        remote.observe(&r1, 1.5);
+        r1.running = true;
+        remote.observe(&r1, 3.5);
+        let mut r2 = view("r2", false, false, false);
+        r2.name = "pod-h2".into();
+        remote.observe(&r2, 2.0);
+        home.observe(&view("h1", true, true, true), 4.0);
+        let b = breakdown(&home, &remote);
+        let to = b.to_remote.unwrap();
+        assert_eq!((to.pods, to.p50_ms, to.max_ms), (2, 500.0, 1000.0));
+        let run = b.remote_running.unwrap();
+        assert_eq!((run.pods, run.p50_ms), (1, 2000.0));
+        let back = b.back_home.unwrap();
+        assert_eq!((back.pods, back.p50_ms), (1, 500.0));
+        assert_eq!(breakdown(&home, &Tracker::default()), Breakdown::default());
+    }
+
+    #[test]
     fn a_pod_read_from_the_apiserver() {
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "uid": "u1"},
@@ -244,7 +313,9 @@ mod tests {
                 {"type": "PodScheduled", "status": "True"}]},
         }))
         .unwrap();
-        assert_eq!(PodView::of(&pod), Some(view("u1", true, true, true)));
+        let mut want = view("u1", true, true, true);
+        want.name = "p".into();
+        assert_eq!(PodView::of(&pod), Some(want));
         let pending: Pod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "uid": "u2", "deletionTimestamp": "2026-01-01T00:00:00Z"},
             "status": {"phase": "Pending"},

@@ -223,18 +223,35 @@ pub(crate) async fn clear(
 pub(crate) struct PodWatch {
     api: Api<Pod>,
     what: String,
+    /// A label selector (none: every pod of the namespace).
+    labels: Option<String>,
     t0: Instant,
     tracker: Tracker,
     events: Option<BoxStream<'static, kube::Result<WatchEvent<Pod>>>>,
 }
 
 impl PodWatch {
-    /// Lists the pods and opens the watch; times count from now until
+    /// Lists the Deployment's pods and opens the watch; times count from now until
     /// [`PodWatch::restart_clock`].
     pub(crate) async fn open(client: &Client, ns: &str) -> Result<PodWatch, BenchError> {
+        PodWatch::open_with(client, ns, Some(selector())).await
+    }
+
+    /// [`PodWatch::open`] for every pod of `ns` (a provider's namespace: only the
+    /// offloaded pods are there, whatever labels the ShadowPods give them).
+    pub(crate) async fn open_all(client: &Client, ns: &str) -> Result<PodWatch, BenchError> {
+        PodWatch::open_with(client, ns, None).await
+    }
+
+    async fn open_with(
+        client: &Client,
+        ns: &str,
+        labels: Option<String>,
+    ) -> Result<PodWatch, BenchError> {
         let mut w = PodWatch {
             api: Api::namespaced(client.clone(), ns),
             what: format!("the pods of {ns}"),
+            labels,
             t0: Instant::now(),
             tracker: Tracker::default(),
             events: None,
@@ -245,9 +262,14 @@ impl PodWatch {
 
     /// Times count from now on (what was seen so far keeps its times, now negative).
     pub(crate) fn restart_clock(&mut self) {
-        let shift = self.t0.elapsed().as_secs_f64();
+        self.restart_clock_at(Instant::now());
+    }
+
+    /// Times count from `t0` (two watches on one clock).
+    pub(crate) fn restart_clock_at(&mut self, t0: Instant) {
+        let shift = t0.saturating_duration_since(self.t0).as_secs_f64();
         self.tracker.shift(shift);
-        self.t0 = Instant::now();
+        self.t0 = t0;
     }
 
     /// What was seen.
@@ -260,10 +282,14 @@ impl PodWatch {
     }
 
     async fn relist(&mut self) -> Result<(), BenchError> {
-        let sel = selector();
+        let (mut lp, mut wp) = (ListParams::default(), WatchParams::default().timeout(290));
+        if let Some(sel) = &self.labels {
+            lp = lp.labels(sel);
+            wp = wp.labels(sel);
+        }
         let list = self
             .api
-            .list(&ListParams::default().labels(&sel))
+            .list(&lp)
             .await
             .map_err(|e| BenchError::step(format!("listing {}", self.what), &e))?;
         let at = self.now();
@@ -276,7 +302,6 @@ impl PodWatch {
         }
         self.tracker.retain(&uids);
         let rv = list.metadata.resource_version.unwrap_or_default();
-        let wp = WatchParams::default().labels(&sel).timeout(290);
         let events = self
             .api
             .watch(&wp, &rv)

@@ -43,6 +43,11 @@ pub(crate) fn phase(side: Side, repeat: u32, secs: f64) -> Phase {
         secs,
         created_to_running: lat(secs * 100.0, secs * 900.0),
         scheduled_to_ready: lat(secs * 10.0, secs * 90.0),
+        breakdown: (side == Side::Liqo).then(|| Breakdown {
+            to_remote: lat(secs, secs * 2.0),
+            remote_running: lat(secs * 3.0, secs * 4.0),
+            back_home: lat(secs * 5.0, secs * 6.0),
+        }),
         cpu: vec![ProcCpu {
             process: manager("rome"),
             cpu_secs: 1.0,
