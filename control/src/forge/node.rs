@@ -44,6 +44,12 @@ pub const CONDITION_TYPES: [&str; 5] = [
     "NetworkUnavailable",
 ];
 
+/// The node's `status.declaredFeatures` (Kubernetes 1.36 NodeDeclaredFeatures; not in
+/// `k8s-openapi`'s `NodeStatus` yet, so written next to it): `ExtendWebSocketsToKubelet`
+/// makes the API server proxy `pods/exec|attach` to the virtual kubelet over WebSocket
+/// (`v5.channel.k8s.io`) instead of SPDY.
+pub const DECLARED_FEATURES: [&str; 1] = ["ExtendWebSocketsToKubelet"];
+
 /// The reasons of the reported conditions (upstream Liqo's virtual kubelet, control-plane.md
 /// §2.2), shared by whoever reports them (the controller-manager's node launcher, the virtual
 /// kubelet).

@@ -1,6 +1,6 @@
 //! The virtual node `liqo-<provider>` (§2.2, §2.4 of the control-plane spec): [`run`] keeps
-//! it applied (labels, taint, InternalIP, kubelet port; capacity = allocatable = the offer's
-//! `spec.resourceQuota.hard`), its conditions current (the offer's resources and, when the
+//! it applied (labels, taint, InternalIP, kubelet port, the declared WebSocket exec feature;
+//! capacity = allocatable = the offer's `spec.resourceQuota.hard`), its conditions current (the offer's resources and, when the
 //! network is Liqo's, the TunnelEndpoint `clusterID=<provider>`), and its Lease
 //! `kube-node-lease/<node>` renewed every ping interval while the provider's API server
 //! answers `GET /livez`. When the ping fails neither the Lease nor the status is written, so
@@ -339,7 +339,8 @@ impl NodeLoop {
             uid = applied.uid();
         }
         if let Some(status) = status {
-            let value = json!({"apiVersion": "v1", "kind": "Node", "status": status});
+            let mut value = json!({"apiVersion": "v1", "kind": "Node", "status": status});
+            value["status"]["declaredFeatures"] = json!(control::forge::node::DECLARED_FEATURES);
             let written = api
                 .patch_status(name, &params, &Patch::Apply(&value))
                 .await

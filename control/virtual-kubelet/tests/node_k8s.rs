@@ -107,6 +107,16 @@ async fn the_virtual_node_follows_its_offer_tunnel_and_provider() {
     println!("TIMING virtual node Ready: {:.2} s", took.as_secs_f64());
     let n = node_is(&rome, "4", "True", "False").await.unwrap();
     assert_eq!(condition(&n, "NetworkUnavailable").1, "LiqoNetworkingUp");
+    // WebSocket exec declared (not in k8s-openapi's NodeStatus yet: read untyped).
+    let ar = kube::api::ApiResource::erase::<Node>(&());
+    let raw = Api::<kube::api::DynamicObject>::all_with(rome.clone(), &ar)
+        .get(NODE)
+        .await
+        .unwrap();
+    assert_eq!(
+        raw.data["status"]["declaredFeatures"],
+        json!(["ExtendWebSocketsToKubelet"])
+    );
 
     // The Lease: holder, duration, owner; renewed within the interval.
     eventually(10, "the Lease", || async { lease(&rome).await.map(drop) }).await;
