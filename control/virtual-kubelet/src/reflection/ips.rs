@@ -9,7 +9,7 @@ use std::{
 };
 
 use ipam::service::{
-    client::{Client, ClientError},
+    client::{Client, ClientError, ClientOptions},
     proto::{Direction, MapIpRequest},
 };
 use k8s_openapi::api::core::v1::PodStatus;
@@ -54,7 +54,13 @@ pub fn remote_ips(status: &PodStatus) -> Vec<String> {
 impl Mapper {
     /// The mapper of `cfg` (its IPAM connection made on first use).
     pub fn new(cfg: &VkConfig) -> Result<Mapper, ClientError> {
-        let client = match &cfg.ipam {
+        Mapper::with(cfg.ipam.as_ref(), cfg.foreign.cluster_id.to_string())
+    }
+
+    /// The mapper of the provider `cluster` through the IPAM at `options` (none: the
+    /// provider's IPs as they are).
+    pub fn with(options: Option<&ClientOptions>, cluster: String) -> Result<Mapper, ClientError> {
+        let client = match options {
             Some(options) => {
                 let prepared = options.prepare()?;
                 let channel = prepared
@@ -68,7 +74,7 @@ impl Mapper {
         };
         Ok(Mapper {
             client,
-            cluster: cfg.foreign.cluster_id.to_string(),
+            cluster,
             cache: Mutex::new(HashMap::new()),
         })
     }
@@ -121,5 +127,101 @@ impl Mapper {
     /// Forgets the local pod `key`.
     pub fn forget(&self, key: &Key) {
         self.cache().remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ipam::service::{
+        proto::RemapRequest,
+        server::{Security, Server},
+    };
+
+    use super::*;
+
+    const PEER: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
+
+    fn key() -> Key {
+        Key {
+            namespace: "demo".into(),
+            name: "web".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn without_an_ipam_the_providers_ips_are_kept() {
+        let m = Mapper::with(None, PEER.into()).unwrap();
+        let ips = vec!["10.244.0.9".to_owned()];
+        assert_eq!(m.map(&key(), &ips).await.unwrap(), ips);
+    }
+
+    #[tokio::test]
+    async fn remote_ips_are_mapped_by_the_ipam_and_cached() {
+        let cfg = ipam::Config::new(
+            "10.244.0.0/16".parse().unwrap(),
+            "10.96.0.0/16".parse().unwrap(),
+        );
+        let service = ipam::service::Service::open(
+            cfg,
+            ipam::service::Overrides::default(),
+            Box::new(ipam::store::MemStore::default()),
+        )
+        .unwrap();
+        let server = Server::bind("127.0.0.1:0".parse().unwrap(), &Security::default())
+            .await
+            .unwrap();
+        let options = ClientOptions::new(format!("http://{}", server.local_addr()));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let serving = tokio::spawn(async move {
+            server
+                .run(&service, async {
+                    // A dropped sender stops the server too.
+                    stopped.await.ok();
+                })
+                .await
+        });
+        let mut admin = ipam::service::client::connect(&options).await.unwrap();
+        // The peer's pod CIDR overlaps ours: it is remapped.
+        let peer = admin
+            .remap(RemapRequest {
+                cluster_id: PEER.into(),
+                pod_cidr: "10.244.0.0/16".into(),
+                external_cidr: "10.245.0.0/16".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let (net, len) = peer.pod_view.split_once('/').unwrap();
+        assert_eq!(len, "16", "{peer:?}");
+        assert_ne!(net, "10.244.0.0", "{peer:?}");
+        let net: std::net::Ipv4Addr = net.parse().unwrap();
+
+        let m = Mapper::with(Some(&options), PEER.into()).unwrap();
+        let got = m.map(&key(), &["10.244.3.9".to_owned()]).await.unwrap();
+        let ip: std::net::Ipv4Addr = got[0].parse().unwrap();
+        assert_eq!(ip.octets()[..2], net.octets()[..2], "{ip} outside {peer:?}");
+        assert_eq!(ip.octets()[2..], [3, 9], "host bits kept");
+
+        // An unknown provider: the IPAM's refusal is the error (the key is retried).
+        let other = Mapper::with(
+            Some(&options),
+            "f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9".into(),
+        )
+        .unwrap();
+        let err = other
+            .map(&key(), &["10.244.3.9".to_owned()])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("10.244.3.9"), "{err}");
+
+        // Cached: answered with the IPAM stopped; a forgotten pod asks again and fails.
+        stop.send(()).unwrap();
+        serving.await.unwrap().unwrap();
+        assert_eq!(
+            m.map(&key(), &["10.244.3.9".to_owned()]).await.unwrap(),
+            got
+        );
+        m.forget(&key());
+        assert!(m.map(&key(), &["10.244.3.9".to_owned()]).await.is_err());
     }
 }
