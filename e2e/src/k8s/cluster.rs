@@ -62,6 +62,16 @@ impl Cluster {
         self.dir.join("pki").join("ca.crt")
     }
 
+    /// The apiserver's kubelet client certificate and key (for a test that calls a kubelet
+    /// as the apiserver does).
+    pub fn kubelet_client(&self) -> (PathBuf, PathBuf) {
+        let pki = self.dir.join("pki");
+        (
+            pki.join("apiserver-kubelet-client.crt"),
+            pki.join("apiserver-kubelet-client.key"),
+        )
+    }
+
     /// The log file kwok serves as every container's log (and previous log) on this
     /// cluster's kwok nodes, in CRI format: append `<RFC 3339 time> stdout F <line>\n`.
     pub fn container_log(&self) -> PathBuf {

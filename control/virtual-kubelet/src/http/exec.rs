@@ -22,7 +22,11 @@ use kube::api::{AttachedProcess, TerminalSize};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 use tokio_tungstenite::{
     WebSocketStream,
-    tungstenite::{Message, handshake::derive_accept_key, protocol::Role},
+    tungstenite::{
+        Message,
+        handshake::derive_accept_key,
+        protocol::{CloseFrame, Role, frame::coding::CloseCode},
+    },
 };
 
 use super::{
@@ -260,6 +264,14 @@ where
     if let Some(frame) = final_frame {
         // The home side may have gone meanwhile: then there is no one to tell.
         let _ = tx.send(Message::binary(frame)).await;
+        // A normal close (1000): the client reads it as the end of every stream, where a
+        // close without a code is an error that hides the status just sent.
+        let _ = tx
+            .send(Message::Close(Some(CloseFrame {
+                code: CloseCode::Normal,
+                reason: "".into(),
+            })))
+            .await;
         let _ = tx.close().await;
     }
     drop(status);

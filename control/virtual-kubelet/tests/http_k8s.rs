@@ -1,0 +1,396 @@
+//! The kubelet API on real apiservers (control-plane.md §2.5): two plain clusters, rome (home)
+//! and milan (provider); `liqo_virtual_kubelet::http::serve_on` in a task, its client CA
+//! rome's CA (which signed rome's `--kubelet-client-certificate`); the virtual node written by
+//! the test (InternalIP 127.0.0.1, kubelet port = the server's, `declaredFeatures:
+//! [ExtendWebSocketsToKubelet]`); a home pod bound to it and its copy on milan (created by the
+//! test with our origin label, on milan's kwok node, which serves milan's container log file
+//! and runs execs locally). Checks, through rome's apiserver: logs (whole, `tailLines`,
+//! `follow` streaming a line appended later), 404s for a namespace not offloaded and a remote
+//! pod not ours, exec (stdout, stderr, exit code, stdin) with kubectl; directly: a bad query
+//! value is a 400 naming it, a client without a certificate is refused.
+
+mod common;
+
+use std::{collections::BTreeMap, io::Write as _, process::Stdio, sync::Arc, time::Duration};
+
+use common::{AbortOnDrop, DownOnDrop, create, eventually, patch_status};
+use control::api::{discovery::ClusterIdentity, virtualkubelet::NamespaceMap};
+use e2e::k8s::{self, Cluster, Clusters};
+use futures::{AsyncBufReadExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
+use kube::{Api, api::LogParams};
+use liqo_virtual_kubelet::{VkConfig, config, http};
+use serde_json::json;
+
+const ROME_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
+const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
+const TENANT: &str = "liqo-tenant-milan";
+const NODE: &str = "liqo-milan";
+const REMOTE_NS: &str = "demo-rome";
+
+fn identity(id: &str, name: &str) -> ClusterIdentity {
+    ClusterIdentity {
+        cluster_id: id.parse().unwrap(),
+        cluster_name: name.parse().unwrap(),
+    }
+}
+
+/// Appends `lines` to the container log kwok serves on `c`, in CRI format.
+fn append_log(c: &Cluster, lines: &[&str]) {
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(c.container_log())
+        .unwrap();
+    for l in lines {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        writeln!(f, "{now} stdout F {l}").unwrap();
+    }
+}
+
+/// A pod bound to the virtual node (tolerating the taints of a node that never reports).
+fn local_pod(name: &str, ns: &str) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "busybox"}],
+                 "tolerations": [{"operator": "Exists"}]}
+    })
+}
+
+/// The provider's copy of a pod: on milan's kwok node, with `labels`.
+fn remote_pod(name: &str, kwok_node: &str, labels: &BTreeMap<String, String>) -> serde_json::Value {
+    json!({
+        "metadata": {"name": name, "namespace": REMOTE_NS, "labels": labels},
+        "spec": {"nodeName": kwok_node, "containers": [{"name": "c", "image": "busybox"}]}
+    })
+}
+
+/// kubectl against rome with `args`, `stdin` fed; (exit code, stdout, stderr). On a blocking
+/// thread: the runtime's workers keep serving the kubelet API meanwhile.
+async fn kubectl(
+    bins: &k8s::Binaries,
+    rome: &Cluster,
+    args: &[&str],
+    stdin: &str,
+) -> (i32, String, String) {
+    let (kubectl, kubeconfig, context) = (
+        bins.path("kubectl"),
+        rome.kubeconfig.clone(),
+        rome.name.clone(),
+    );
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let stdin = stdin.to_owned();
+    tokio::task::spawn_blocking(move || {
+        kubectl_blocking(&kubectl, &kubeconfig, &context, &args, &stdin)
+    })
+    .await
+    .unwrap()
+}
+
+fn kubectl_blocking(
+    kubectl: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    context: &str,
+    args: &[String],
+    stdin: &str,
+) -> (i32, String, String) {
+    let mut child = std::process::Command::new(kubectl)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--context")
+        .arg(context)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).unwrap();
+    drop(input);
+    // kubectl must end by itself within 60 s: killed after, the test then fails on its output.
+    let pid = child.id();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let killer = std::thread::spawn(move || {
+        if done_rx.recv_timeout(Duration::from_secs(60)).is_err() {
+            eprintln!("kubectl {pid} still running after 60 s: killing it");
+            // It may have ended meanwhile: then there is nothing to kill.
+            let _ = std::process::Command::new("kill")
+                .arg(pid.to_string())
+                .status();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    // The killer may have given up already (then it killed kubectl): nothing to tell.
+    let _ = done_tx.send(());
+    killer.join().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// curl to the kubelet API at `port` with `args`; (exit code, body then the status code on
+/// its own line). On a blocking thread, as [`kubectl`].
+async fn curl(port: u16, path: &str, args: &[&str]) -> (i32, String) {
+    let path = path.to_owned();
+    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    tokio::task::spawn_blocking(move || curl_blocking(port, &path, &args))
+        .await
+        .unwrap()
+}
+
+fn curl_blocking(port: u16, path: &str, args: &[String]) -> (i32, String) {
+    let out = std::process::Command::new("curl")
+        .args(["-sk", "--max-time", "10", "-w", "\n%{http_code}"])
+        .args(args)
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .expect("curl must be installed");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_and_exec_of_offloaded_pods_are_relayed_to_the_provider() {
+    let bins = k8s::binaries().unwrap();
+    let set = Clusters::up(&bins, &common::options(2)).await.unwrap();
+    let _down = DownOnDrop(set.prefix.clone());
+    let (rome_c, milan_c) = (set.get("rome").unwrap(), set.get("milan").unwrap());
+    let rome = rome_c.client().await.unwrap();
+    let milan = milan_c.client().await.unwrap();
+    let kwok_node = milan_c.nodes[0].clone();
+    k8s::install_crds(&rome, &common::repo("chart/crds"))
+        .await
+        .unwrap();
+    let ns_api = |c: &kube::Client| Api::<Namespace>::all(c.clone());
+    for ns in [TENANT, "demo", "plain"] {
+        create(&ns_api(&rome), json!({"metadata": {"name": ns}})).await;
+    }
+    create(&ns_api(&milan), json!({"metadata": {"name": REMOTE_NS}})).await;
+    for (c, ns) in [(&rome, "demo"), (&rome, "plain"), (&milan, REMOTE_NS)] {
+        let sa: Api<ServiceAccount> = Api::namespaced(c.clone(), ns);
+        eventually(60, &format!("ServiceAccount default in {ns}"), || {
+            let sa = sa.clone();
+            async move { sa.get("default").await.map(drop).map_err(|e| e.to_string()) }
+        })
+        .await;
+    }
+    let maps: Api<NamespaceMap> = Api::namespaced(rome.clone(), TENANT);
+    create(
+        &maps,
+        json!({"apiVersion": "virtualkubelet.liqo.io/v1alpha1", "kind": "NamespaceMap",
+               "metadata": {"name": "milan", "namespace": TENANT,
+                            "labels": {"liqo.io/remote-cluster-id": MILAN_ID}},
+               "spec": {}}),
+    )
+    .await;
+    patch_status(
+        &maps,
+        "milan",
+        json!({"currentMapping": {"demo": {"remoteNamespace": REMOTE_NS, "phase": "Accepted"}}}),
+    )
+    .await;
+
+    // The kubelet API, on a port of its own; the virtual node points at it.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let nodes: Api<Node> = Api::all(rome.clone());
+    create(&nodes, json!({"metadata": {"name": NODE}})).await;
+    nodes
+        .patch_status(
+            NODE,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {
+                "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+                "declaredFeatures": ["ExtendWebSocketsToKubelet"],
+            }})),
+        )
+        .await
+        .unwrap();
+
+    let rome_pods = |ns: &str| Api::<Pod>::namespaced(rome.clone(), ns);
+    create(&rome_pods("demo"), local_pod("web", "demo")).await;
+    create(&rome_pods("demo"), local_pod("stranger", "demo")).await;
+    create(&rome_pods("plain"), local_pod("alone", "plain")).await;
+    let milan_pods: Api<Pod> = Api::namespaced(milan.clone(), REMOTE_NS);
+    let ours = BTreeMap::from([(
+        control::consts::labels::OFFLOADED_ORIGIN.to_owned(),
+        ROME_ID.to_owned(),
+    )]);
+    create(&milan_pods, remote_pod("web", &kwok_node, &ours)).await;
+    let theirs = BTreeMap::from([(
+        control::consts::labels::OFFLOADED_ORIGIN.to_owned(),
+        "someone-else".to_owned(),
+    )]);
+    create(&milan_pods, remote_pod("stranger", &kwok_node, &theirs)).await;
+    eventually(60, "remote pod web running", || {
+        let pods = milan_pods.clone();
+        async move {
+            let p = pods.get("web").await.map_err(|e| e.to_string())?;
+            match p.status.and_then(|s| s.phase).as_deref() {
+                Some("Running") => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    append_log(milan_c, &["first line", "second line", "third line"]);
+
+    let cfg = Arc::new(VkConfig {
+        local: rome.clone(),
+        remote: config::Remote::from_config(common::config(milan_c).await).unwrap(),
+        home: identity(ROME_ID, "rome"),
+        foreign: identity(MILAN_ID, "milan"),
+        tenant_namespace: TENANT.into(),
+        offer: "milan".into(),
+        node_ip: "127.0.0.1".parse().unwrap(),
+        listen: "127.0.0.1:0".parse().unwrap(),
+        client_ca: Some(rome_c.ca_crt()),
+        ipam: None,
+        pod_workers: 4,
+        lease_duration: config::DEFAULT_LEASE_DURATION,
+        ping_interval: config::DEFAULT_PING_INTERVAL,
+        ping_timeout: config::DEFAULT_PING_TIMEOUT,
+        extra_labels: BTreeMap::new(),
+    });
+    let _server = AbortOnDrop(tokio::spawn(http::serve_on(cfg.clone(), listener)));
+
+    // Logs through rome's apiserver.
+    let web = rome_pods("demo");
+    let lp = |tail: Option<i64>| LogParams {
+        container: Some("c".into()),
+        tail_lines: tail,
+        ..LogParams::default()
+    };
+    let all = eventually(30, "the log through the home apiserver", || {
+        let web = web.clone();
+        let lp = lp(None);
+        async move { web.logs("web", &lp).await.map_err(|e| e.to_string()) }
+    })
+    .await;
+    assert_eq!(all, "first line\nsecond line\nthird line\n");
+    assert_eq!(web.logs("web", &lp(Some(1))).await.unwrap(), "third line\n");
+    let (code, out, err) = kubectl(
+        &bins,
+        rome_c,
+        &["logs", "-n", "demo", "web", "--tail=2"],
+        "",
+    )
+    .await;
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "second line\nthird line\n"),
+        "{err}"
+    );
+
+    // follow: the lines so far, then one appended later, streamed.
+    let follow = LogParams {
+        follow: true,
+        ..lp(Some(1))
+    };
+    let mut lines = Box::pin(web.log_stream("web", &follow).await.unwrap().lines());
+    let within = Duration::from_secs(20);
+    let line = tokio::time::timeout(within, lines.try_next()).await;
+    assert_eq!(line.unwrap().unwrap().as_deref(), Some("third line"));
+    append_log(milan_c, &["fourth line"]);
+    let line = tokio::time::timeout(within, lines.try_next()).await;
+    assert_eq!(line.unwrap().unwrap().as_deref(), Some("fourth line"));
+    drop(lines);
+
+    // Not ours: 404s (the apiserver keeps the code, not a kubelet's 404 message: that one is
+    // checked directly below).
+    for (ns, pod) in [("demo", "stranger"), ("plain", "alone")] {
+        match rome_pods(ns).logs(pod, &lp(None)).await {
+            Err(kube::Error::Api(s)) => assert_eq!(s.code, 404, "{s:?}"),
+            other => panic!("the log of {ns}/{pod}: expected a 404, got {other:?}"),
+        }
+    }
+
+    // Directly, as the apiserver: a bad value is a 400 naming it; no certificate, no answer.
+    let (crt, key) = rome_c.kubelet_client();
+    let (crt, key) = (crt.display().to_string(), key.display().to_string());
+    let (code, body) = curl(
+        port,
+        "/containerLogs/demo/web/c?tailLines=minus",
+        &["--cert", &crt, "--key", &key],
+    )
+    .await;
+    assert_eq!(code, 0, "{body}");
+    assert!(body.ends_with("\n400"), "{body}");
+    assert!(
+        body.contains("\"minus\"") && body.contains("tailLines"),
+        "{body}"
+    );
+    let (code, body) = curl(port, "/healthz", &["--cert", &crt, "--key", &key]).await;
+    assert_eq!((code, body.as_str()), (0, "ok\n200"));
+    let (code, body) = curl(
+        port,
+        "/containerLogs/demo/stranger/c",
+        &["--cert", &crt, "--key", &key],
+    )
+    .await;
+    assert_eq!(code, 0, "{body}");
+    assert!(body.ends_with("\n404"), "{body}");
+    assert!(body.contains("was not offloaded by this cluster"), "{body}");
+    let (code, body) = curl(
+        port,
+        "/containerLogs/plain/alone/c",
+        &["--cert", &crt, "--key", &key],
+    )
+    .await;
+    assert!(body.ends_with("\n404"), "{code} {body}");
+    assert!(body.contains("is not offloaded to cluster"), "{body}");
+    let (code, body) = curl(port, "/containerLogs/demo/web/c", &[]).await;
+    assert_ne!(code, 0, "a client without a certificate got {body:?}");
+
+    // Exec through rome's apiserver (kwok runs the command on this host).
+    let (code, out, err) = kubectl(
+        &bins,
+        rome_c,
+        &[
+            "exec",
+            "-n",
+            "demo",
+            "web",
+            "-c",
+            "c",
+            "--",
+            "sh",
+            "-c",
+            "echo out; echo err >&2; exit 3",
+        ],
+        "",
+    )
+    .await;
+    // kwok reports a non-zero exit as an error Status naming it (kubectl exits 1, directly
+    // against kwok too): the Status relayed is the provider's.
+    assert_eq!((code, out.as_str()), (1, "out\n"), "stderr: {err}");
+    assert!(err.starts_with("err\n"), "{err}");
+    assert!(err.contains("exit status 3"), "{err}");
+    // stdin: kwok never closes a local command's stdin (`cat` would wait forever, directly
+    // against kwok too), so the command ends by itself after one line.
+    let (code, out, err) = kubectl(
+        &bins,
+        rome_c,
+        &["exec", "-i", "-n", "demo", "web", "--", "head", "-n1"],
+        "to stdin and back\nnot read\n",
+    )
+    .await;
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "to stdin and back\n"),
+        "stderr: {err}"
+    );
+    let (code, _, err) = kubectl(
+        &bins,
+        rome_c,
+        &["exec", "-n", "demo", "stranger", "--", "true"],
+        "",
+    )
+    .await;
+    assert_ne!(code, 0, "an exec into a pod that is not ours: {err}");
+}
