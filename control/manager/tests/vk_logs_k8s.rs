@@ -49,7 +49,7 @@ fn kubectl(set: &Clusters, installed: &liqo::Liqo, cluster: &str, args: &[&str])
 fn append(path: &std::path::Path, lines: &[&str]) {
     let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
     for l in lines {
-        writeln!(f, "{} stdout F {l}", "2026-11-23T10:00:00.000000000Z").unwrap();
+        writeln!(f, "2026-11-23T10:00:00.000000000Z stdout F {l}").unwrap();
     }
 }
 
