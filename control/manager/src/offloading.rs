@@ -1,6 +1,5 @@
-//! Namespace offloading's I/O in the controller-manager (issue 15): [`node`], the virtual
-//! node of an accepted offer (applied, kept Ready by its Lease) until the virtual kubelet
-//! takes it over; [`vnode`], the virtual-node controller (a NamespaceMap per virtual node);
+//! Namespace offloading's I/O in the controller-manager: [`vnode`], the virtual-node
+//! controller (a NamespaceMap per virtual node);
 //! [`consumer`], the NamespaceOffloading controller; [`provider`], the NamespaceMap
 //! controller on a provider; [`shadowpod`], the ShadowPod controller on a provider (the pods
 //! of the consumers' ShadowPods). The decisions of the offloading controllers are
@@ -34,7 +33,6 @@ use crate::{
 };
 
 pub mod consumer;
-pub mod node;
 pub mod provider;
 pub mod shadowpod;
 pub mod vnode;
