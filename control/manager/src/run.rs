@@ -115,7 +115,7 @@ pub(crate) fn log<T, E: std::fmt::Debug>(
     }
 }
 
-/// The controllers (seven, eight with the network manager; three are `crate::offloading`'s), to be awaited together until `shutdown`.
+/// The controllers (eight, nine with the network manager; four are `crate::offloading`'s), to be awaited together until `shutdown`.
 pub fn controllers(
     ctx: Arc<Context>,
     shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
