@@ -5,6 +5,9 @@
 //! * TLS ([`tls`]): a self-signed serving certificate; client certificates required and
 //!   verified against `cfg.client_ca` (the CA of the apiserver's kubelet client certificate).
 //!   Without a client CA only `/healthz` is served (a warning at start).
+//! * Authorization ([`authz`]): every route but `/healthz` needs the certificate's subject
+//!   allowed `nodes/proxy` of this node by the home API server (a SubjectAccessReview), as a
+//!   kubelet in webhook mode.
 //! * Routes ([`query`]): `/healthz`, `/pods`, `/containerLogs/{ns}/{pod}/{container}` (logs
 //!   streamed chunk by chunk, [`logs`]), `/exec/{ns}/{pod}[/{uid}]/{container}` and
 //!   `/attach/…` (a WebSocket `v4`/`v5.channel.k8s.io` bridged to the provider's exec, [`exec`]).
@@ -14,6 +17,7 @@
 //! It never serves a pod the provider's copy of which does not carry our origin label, never
 //! writes anything on either cluster, and never logs a request's content.
 
+pub mod authz;
 mod exec;
 mod logs;
 pub mod query;
@@ -126,9 +130,16 @@ pub async fn serve_on(cfg: Arc<VkConfig>, listener: TcpListener) -> Result<(), H
                     return;
                 }
             };
+            let who = tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(|c| authz::subject(c));
+            let who = Arc::new(who);
             let service = service_fn(move |req| {
-                let cfg = cfg.clone();
-                async move { Ok::<_, Infallible>(handle(cfg, authenticated, req).await) }
+                let (cfg, who) = (cfg.clone(), who.clone());
+                async move { Ok::<_, Infallible>(handle(cfg, authenticated, &who, req).await) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -143,10 +154,12 @@ pub async fn serve_on(cfg: Arc<VkConfig>, listener: TcpListener) -> Result<(), H
 }
 
 /// Answers one request. `authenticated`: the client presented a certificate the client CA
-/// signed (the TLS layer refused any other client); `false` when there is no client CA.
+/// signed (the TLS layer refused any other client), whose subject is `who`; `false` when there
+/// is no client CA.
 async fn handle(
     cfg: Arc<VkConfig>,
     authenticated: bool,
+    who: &Option<authz::Subject>,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     let route = match query::route(req.uri().path()) {
@@ -160,11 +173,56 @@ async fn handle(
             StatusCode::FORBIDDEN,
             "the kubelet API of this virtual node has no client CA: only /healthz is served",
         ),
-        Route::NotFound => text(StatusCode::NOT_FOUND, "404 page not found"),
+        _ => match authorize(&cfg, who, req.method()).await {
+            Some(refused) => refused,
+            None => serve_route(cfg, route, &pairs, req).await,
+        },
+    }
+}
+
+/// `None` when `who` may call the kubelet API with `method`; else the response saying why not.
+async fn authorize(
+    cfg: &VkConfig,
+    who: &Option<authz::Subject>,
+    method: &hyper::Method,
+) -> Option<Response<Body>> {
+    let Some(who) = who else {
+        return Some(text(
+            StatusCode::FORBIDDEN,
+            "the client certificate has no subject common name",
+        ));
+    };
+    let verb = authz::verb(method);
+    let node = cfg.node_name();
+    match authz::allowed(&cfg.local, who, verb, &node).await {
+        Ok(true) => None,
+        Ok(false) => Some(text(
+            StatusCode::FORBIDDEN,
+            format!(
+                "Forbidden (user={}, verb={verb}, resource=nodes, subresource=proxy, name={node})",
+                who.user
+            ),
+        )),
+        Err(e) => Some(logs::relay(
+            "asking the home API server (SubjectAccessReview)",
+            &e,
+        )),
+    }
+}
+
+/// Answers an authorized request for `route`.
+async fn serve_route(
+    cfg: Arc<VkConfig>,
+    route: Route,
+    pairs: &[(String, String)],
+    req: Request<hyper::body::Incoming>,
+) -> Response<Body> {
+    match route {
+        Route::Healthz | Route::NotFound => text(StatusCode::NOT_FOUND, "404 page not found"),
         Route::Pods => pods(),
-        Route::Logs(t) => logs::handle(&cfg, &t, &pairs).await,
-        Route::Exec(t) => exec::handle(cfg, t, &pairs, true, req).await,
-        Route::Attach(t) => exec::handle(cfg, t, &pairs, false, req).await,
+        Route::Logs(t) => logs::handle(&cfg, &t, pairs).await,
+        Route::Exec(t) => exec::handle(cfg, t, pairs, true, req).await,
+        Route::Attach(t) => exec::handle(cfg, t, pairs, false, req).await,
     }
 }
 

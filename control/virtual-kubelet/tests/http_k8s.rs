@@ -7,7 +7,9 @@
 //! and runs execs locally). Checks, through rome's apiserver: logs (whole, `tailLines`,
 //! `follow` streaming a line appended later), 404s for a namespace not offloaded and a remote
 //! pod not ours, exec (stdout, stderr, exit code, stdin) with kubectl; directly: a bad query
-//! value is a 400 naming it, a client without a certificate is refused.
+//! value is a 400 naming it, a client without a certificate is refused, a certificate of the
+//! same CA without `nodes/proxy` is a 403; without a client
+//! CA, only `/healthz` answers.
 
 mod common;
 
@@ -150,6 +152,31 @@ fn curl_blocking(port: u16, path: &str, args: &[String]) -> (i32, String) {
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// A client certificate of user `nobody` (no group) signed by `c`'s CA, in `c`'s directory
+/// (removed with the cluster); (certificate path, key path).
+fn nobody_cert(c: &Cluster) -> (String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key =
+        KeyPair::from_pem(&std::fs::read_to_string(c.dir.join("pki/ca.key")).unwrap()).unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.distinguished_name
+        .push(DnType::CommonName, "liqo-lab-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let issuer = Issuer::new(ca, ca_key);
+    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
+    p.distinguished_name.push(DnType::CommonName, "nobody");
+    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let key = KeyPair::generate().unwrap();
+    let cert = p.signed_by(&key, &issuer).unwrap();
+    let (crt_path, key_path) = (c.dir.join("nobody.crt"), c.dir.join("nobody.key"));
+    std::fs::write(&crt_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    (
+        crt_path.display().to_string(),
+        key_path.display().to_string(),
     )
 }
 
@@ -344,6 +371,17 @@ async fn logs_and_exec_of_offloaded_pods_are_relayed_to_the_provider() {
     .await;
     assert!(body.ends_with("\n404"), "{code} {body}");
     assert!(body.contains("is not offloaded to cluster"), "{body}");
+    // A user whose certificate the same CA signed, without nodes/proxy: 403 naming them.
+    let (crt, key) = nobody_cert(rome_c);
+    let (code, body) = curl(
+        port,
+        "/containerLogs/demo/web/c",
+        &["--cert", &crt, "--key", &key],
+    )
+    .await;
+    assert_eq!(code, 0, "{body}");
+    assert!(body.ends_with("\n403"), "{body}");
+    assert!(body.contains("user=nobody"), "{body}");
     let (code, body) = curl(port, "/containerLogs/demo/web/c", &[]).await;
     assert_ne!(code, 0, "a client without a certificate got {body:?}");
 
@@ -393,4 +431,19 @@ async fn logs_and_exec_of_offloaded_pods_are_relayed_to_the_provider() {
     )
     .await;
     assert_ne!(code, 0, "an exec into a pod that is not ours: {err}");
+
+    // Without a client CA: /healthz only, anything else refused.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let open_port = listener.local_addr().unwrap().port();
+    let open = Arc::new(VkConfig {
+        client_ca: None,
+        ..(*cfg).clone()
+    });
+    let _open = AbortOnDrop(tokio::spawn(http::serve_on(open, listener)));
+    let (code, body) = curl(open_port, "/healthz", &[]).await;
+    assert_eq!((code, body.as_str()), (0, "ok\n200"));
+    let (code, body) = curl(open_port, "/containerLogs/demo/web/c", &[]).await;
+    assert_eq!(code, 0, "{body}");
+    assert!(body.ends_with("\n403"), "{body}");
+    assert!(body.contains("only /healthz"), "{body}");
 }
