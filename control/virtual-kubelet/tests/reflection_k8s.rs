@@ -288,6 +288,11 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
         expect_running(ip, 0),
     )
     .await;
+    // Written once: with nothing changing, the local pod stays as it is (no write loop).
+    let rv = |p: Pod| p.metadata.resource_version;
+    let before = rv(rome_pods("demo").get("web").await.unwrap());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(rv(rome_pods("demo").get("web").await.unwrap()), before);
 
     // The provider replaces the remote pod: one restart.
     let ip = kill_remote(&milan, "web", &kwok_node).await;

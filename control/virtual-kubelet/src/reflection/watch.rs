@@ -225,7 +225,21 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
             }
             ready.store(true, std::sync::atomic::Ordering::Release);
             tracing::debug!(namespace = %local, "remote stores listed");
+            // Every key seen while the namespace was not ready was skipped: the local pods,
+            // and the remote objects (an orphan ShadowPod has no local pod to queue it).
             queue_namespace(&local_pods, &queue, &local);
+            let names = shadows
+                .state()
+                .iter()
+                .map(|s| s.metadata.name.clone())
+                .chain(pods.state().iter().map(|p| p.metadata.name.clone()))
+                .collect::<Vec<_>>();
+            for name in names.into_iter().flatten() {
+                queue.add(Key {
+                    namespace: local.clone(),
+                    name,
+                });
+            }
         }
     });
     Namespace {
