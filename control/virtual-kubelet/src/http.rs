@@ -15,7 +15,8 @@
 //!   handshake timeout and a header timeout; streams (follow, exec) last as long as both ends.
 //!
 //! It never serves a pod the provider's copy of which does not carry our origin label, never
-//! writes anything on either cluster, and never logs a request's content.
+//! changes an object on either cluster (a SubjectAccessReview is a question, not stored), and
+//! never logs a request's content.
 
 pub mod authz;
 mod exec;
