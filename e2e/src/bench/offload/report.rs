@@ -342,7 +342,7 @@ fn notes(h: &Header, levels: &[Level]) -> Vec<String> {
             "timed run: a Deployment of {} replicas (one container, requests cpu 1m and \
              memory 1Mi, so the capacity is bound by pods) is created; the clock starts just \
              before the create request and stops when a pod watch (opened before) shows all \
-             of them Running. Vanilla: on milan, scheduled on its {} kwok nodes. Liqo: on \
+             of them Running. Vanilla: on milan, scheduled on its {} kwok node(s). Liqo: on \
              rome, in a namespace offloaded with `liqoctl offload namespace \
              --pod-offloading-strategy Remote`: rome's scheduler binds every pod to the \
              virtual node liqo-milan, the virtual kubelet writes a ShadowPod on milan, milan's \
