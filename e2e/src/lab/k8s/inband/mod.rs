@@ -262,6 +262,18 @@ async fn move_manager(
     k8s::write_file(&moved_path, &moved, true)
         .map_err(|e| K8sLabError::lab(format!("writing {}", moved_path.display()), e))?;
     let mut args = command.args.clone();
+    // Its virtual kubelets run beside it, in the node: their kubeconfig too.
+    if let Some(i) = args.iter().position(|a| a == "--virtual-kubelet-kubeconfig")
+        && let Some(vk) = args.get(i + 1).map(PathBuf::from)
+    {
+        let text = std::fs::read_to_string(&vk)
+            .map_err(|e| K8sLabError::lab(format!("reading {}", vk.display()), e))?;
+        let path = vk.with_file_name("inband-virtual-kubelet.kubeconfig");
+        let moved = text.replace(&kc.server, &format!("https://{API_LISTEN}"));
+        k8s::write_file(&path, &moved, true)
+            .map_err(|e| K8sLabError::lab(format!("writing {}", path.display()), e))?;
+        args[i + 1] = path.into();
+    }
     match args.iter().position(|a| a == "--ipam-address") {
         Some(i) if i + 1 < args.len() => args[i + 1] = format!("http://{IPAM_LISTEN}").into(),
         _ => args.extend([
