@@ -126,7 +126,7 @@ where
             Ok(_) => Seen::Changed,
             Err(e) => {
                 // The watcher retries with a backoff; the store keeps its last state.
-                tracing::debug!(error = %e, "virtual node: a watch failed");
+                tracing::warn!(error = %e, "virtual node: a watch failed (retried with a backoff)");
                 Seen::Changed
             }
         })

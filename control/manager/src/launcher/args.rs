@@ -31,15 +31,20 @@ pub struct VkArgs {
     /// The kubeconfig the children use for the home API server (process mode; default: ours).
     #[arg(long = "virtual-kubelet-kubeconfig")]
     pub kubeconfig: Option<PathBuf>,
-    /// Where the children's provider kubeconfigs are written, 0600 (process mode).
-    #[arg(long = "virtual-kubelet-state-dir")]
-    pub state_dir: Option<PathBuf>,
+    /// Where the children's provider kubeconfigs are written (process mode): a directory per
+    /// peer, 0700, files 0600, removed when the virtual kubelet stops.
+    #[arg(
+        long = "virtual-kubelet-state-dir",
+        default_value = "/var/lib/liqo/virtual-kubelet"
+    )]
+    pub state_dir: PathBuf,
     /// The virtual nodes' InternalIP: where the API server reaches their kubelet API (the
     /// pod's IP in a cluster).
     #[arg(long = "virtual-kubelet-node-ip", default_value = "127.0.0.1")]
     pub node_ip: IpAddr,
-    /// The kubelet API's port; 0 picks a free one per virtual kubelet.
-    #[arg(long = "virtual-kubelet-port", default_value_t = liqo_virtual_kubelet::config::DEFAULT_PORT)]
+    /// The kubelet API's port; 0 (the default) picks a free one per virtual kubelet, as
+    /// several share the node IP (one per peering).
+    #[arg(long = "virtual-kubelet-port", default_value_t = 0)]
     pub port: u16,
     /// The CA of the client certificates the kubelet API accepts (the API server's
     /// `--kubelet-client-certificate`); without it only `/healthz` is served (no logs, no exec).
@@ -111,10 +116,7 @@ impl VkArgs {
                 Mode::Process {
                     binary,
                     kubeconfig: self.kubeconfig.clone(),
-                    state_dir: self
-                        .state_dir
-                        .clone()
-                        .unwrap_or_else(|| std::env::temp_dir().join("liqo-virtual-kubelet")),
+                    state_dir: self.state_dir.clone(),
                 }
             }
         };

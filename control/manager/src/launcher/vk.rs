@@ -25,7 +25,7 @@ use liqo_virtual_kubelet::{VkConfig, config as vkc, node};
 use tokio::task::JoinHandle;
 
 use super::{LaunchError, Launcher, Peer};
-use crate::identity::{self, Peers};
+use crate::identity::Peers;
 
 /// How long `stop` waits for the node's pods to be evicted before deleting the node.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(60);
@@ -69,11 +69,16 @@ pub struct Settings {
     pub pod_workers: usize,
 }
 
-/// A running virtual kubelet: its supervisor and the provider it stands for.
+/// A running virtual kubelet: its supervisor, the provider it stands for, and the pid of its
+/// current child (process mode).
 struct Running {
     foreign: ClusterIdentity,
     supervisor: JoinHandle<()>,
+    child: ChildPid,
 }
+
+/// The pid of a supervisor's current child, if one runs.
+type ChildPid = Arc<Mutex<Option<u32>>>;
 
 /// Runs virtual kubelets.
 pub struct VkLauncher {
@@ -125,17 +130,20 @@ impl VkLauncher {
             peer: peer.clone(),
             settings: self.settings.clone(),
             peers: self.peers.clone(),
+            child: ChildPid::default(),
         };
+        let child = job.child.clone();
         let supervisor = tokio::spawn(supervise(job));
         let old = self.running().insert(
             peer.cluster_id.clone(),
             Running {
                 foreign: fc,
                 supervisor,
+                child,
             },
         );
         if let Some(old) = old {
-            old.supervisor.abort();
+            ended(old).await;
         }
         Ok(())
     }
@@ -167,6 +175,12 @@ impl VkLauncher {
         };
         let name = control::names::virtual_node(&foreign.cluster_name).to_string();
         if self.running().contains_key(&peer.cluster_id) {
+            // Never cordon or evict on a node that is not this peer's virtual node.
+            let existing = kube::Api::<k8s_openapi::api::core::v1::Node>::all(self.client.clone())
+                .get_opt(&name)
+                .await
+                .map_err(|e| fail(format!("get Node {name}: {e}")))?;
+            node::claim(existing.as_ref(), peer.cluster_id.as_str()).map_err(&fail)?;
             let left = node::drain(&self.client, &name, DRAIN_TIMEOUT)
                 .await
                 .map_err(|e| fail(format!("drain {name}: {}", chain(&e))))?;
@@ -174,14 +188,57 @@ impl VkLauncher {
                 tracing::warn!(node = %name, pods = left, "pods still on the virtual node after the drain: force-deleted");
             }
         }
-        if let Some(r) = self.running().remove(&peer.cluster_id) {
-            // Aborting the supervisor drops the task or the child (killed on drop).
-            r.supervisor.abort();
+        let running = self.running().remove(&peer.cluster_id);
+        if let Some(r) = running {
+            // Gone before the node is deleted: else it would apply the node again.
+            ended(r).await;
+        }
+        // The provider kubeconfig (our private key at the peer) is not left behind.
+        if let Mode::Process { state_dir, .. } = &self.settings.mode {
+            let dir = state_dir.join(peer.cluster_id.as_str());
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(fail(format!("removing {}: {e}", dir.display()))),
+            }
         }
         node::delete(&self.client, &foreign)
             .await
             .map_err(|e| fail(format!("delete {name}: {}", chain(&e))))
     }
+}
+
+/// Stops a supervisor and waits until its virtual kubelet is gone: the task dropped, or the
+/// child (killed when its handle is dropped) exited (up to 10 s).
+async fn ended(r: Running) {
+    r.supervisor.abort();
+    // Cancelled is the expected outcome; a panic there was logged by the runtime.
+    if let Err(e) = r.supervisor.await
+        && !e.is_cancelled()
+    {
+        tracing::warn!(error = %e, "the virtual kubelet's supervisor panicked");
+    }
+    let pid = *r.child.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(pid) = pid {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while alive(pid) && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if alive(pid) {
+            tracing::warn!(
+                pid,
+                "the virtual kubelet did not exit within 10 s of SIGKILL"
+            );
+        }
+    }
+}
+
+/// Whether `pid` runs (a zombie does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with(['Z', 'X']))
+    })
 }
 
 fn fail(peer: &Peer) -> impl Fn(String) -> LaunchError + '_ {
@@ -253,6 +310,7 @@ struct Job {
     peer: Peer,
     settings: Settings,
     peers: Arc<Peers>,
+    child: ChildPid,
 }
 
 /// Runs the peer's virtual kubelet again and again until aborted.
@@ -330,123 +388,6 @@ async fn run_task(job: &Job) -> String {
     }
 }
 
-async fn run_child(
-    job: &Job,
-    binary: &std::path::Path,
-    kubeconfig: Option<&std::path::Path>,
-    state_dir: &std::path::Path,
-) -> String {
-    let secret = match identity::find(&job.client, &job.peer.namespace, &job.peer.cluster_id).await
-    {
-        Ok(Some(s)) => s,
-        Ok(None) => return "no identity Secret for the peer".into(),
-        Err(e) => return format!("the identity Secret: {}", chain(&e)),
-    };
-    let foreign_kubeconfig = match identity::kubeconfig(&secret) {
-        Ok(k) => k,
-        Err(e) => return format!("the identity Secret: {}", chain(&e)),
-    };
-    let dir = state_dir.join(job.peer.cluster_id.as_str());
-    let file = dir.join("foreign.kubeconfig");
-    if let Err(e) = write_private(&dir, &file, &foreign_kubeconfig) {
-        return e;
-    }
-    let port = match port(&job.settings) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let args = child_args(
-        &job.home,
-        &job.foreign,
-        &job.peer,
-        &job.settings,
-        &file,
-        port,
-    );
-    let mut cmd = tokio::process::Command::new(binary);
-    // The child dies with us (it reads our pid and asks the kernel), and when dropped.
-    cmd.args(&args)
-        .env("LIQO_VK_PARENT_PID", std::process::id().to_string())
-        .kill_on_drop(true);
-    if let Some(k) = kubeconfig {
-        cmd.env("KUBECONFIG", k);
-    }
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return format!("spawning {}: {e}", binary.display()),
-    };
-    tracing::info!(peer = %job.peer.cluster_id, pid = ?child.id(), port, "virtual kubelet started");
-    match child.wait().await {
-        Ok(status) => format!("it exited ({status})"),
-        Err(e) => format!("waiting for it: {e}"),
-    }
-}
-
-/// The child's command line.
-pub fn child_args(
-    home: &ClusterIdentity,
-    foreign: &ClusterIdentity,
-    peer: &Peer,
-    s: &Settings,
-    foreign_kubeconfig: &std::path::Path,
-    port: u16,
-) -> Vec<String> {
-    let mut a: Vec<String> = [
-        ("--foreign-cluster-id", foreign.cluster_id.to_string()),
-        ("--foreign-cluster-name", foreign.cluster_name.to_string()),
-        ("--home-cluster-id", home.cluster_id.to_string()),
-        ("--home-cluster-name", home.cluster_name.to_string()),
-        ("--tenant-namespace", peer.namespace.clone()),
-        ("--resource-offer", peer.offer.clone()),
-        (
-            "--foreign-kubeconfig",
-            foreign_kubeconfig.display().to_string(),
-        ),
-        ("--node-ip", s.node_ip.to_string()),
-        ("--listen-port", port.to_string()),
-        ("--pod-reflection-workers", s.pod_workers.to_string()),
-    ]
-    .into_iter()
-    .flat_map(|(k, v)| [k.to_owned(), v])
-    .collect();
-    if let Some(ca) = &s.client_ca {
-        a.extend(["--client-ca-file".into(), ca.display().to_string()]);
-    }
-    if let Some(ipam) = &s.ipam {
-        a.extend(["--ipam-server".into(), ipam.server.clone()]);
-        if let Some(f) = &ipam.ca_file {
-            a.extend(["--ipam-ca-file".into(), f.display().to_string()]);
-        }
-        if let Some(f) = &ipam.token_file {
-            a.extend(["--ipam-token-file".into(), f.display().to_string()]);
-        }
-    }
-    a
-}
-
-/// Writes `value` as JSON (which every kubeconfig reader takes) to `file`, mode 0600, in
-/// `dir` (made 0700).
-fn write_private(
-    dir: &std::path::Path,
-    file: &std::path::Path,
-    value: &impl serde::Serialize,
-) -> Result<(), String> {
-    use std::{io::Write, os::unix::fs::OpenOptionsExt};
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let text = serde_json::to_vec(value).map_err(|e| format!("the kubeconfig: {e}"))?;
-    let tmp = file.with_extension("tmp");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|e| format!("writing {}: {e}", tmp.display()))?;
-    f.write_all(&text)
-        .map_err(|e| format!("writing {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, file).map_err(|e| format!("writing {}: {e}", file.display()))
-}
-
 impl Launcher for VkLauncher {
     fn start<'a>(&'a self, peer: &'a Peer) -> BoxFuture<'a, Result<(), LaunchError>> {
         Box::pin(self.start_vk(peer))
@@ -465,5 +406,9 @@ impl Drop for VkLauncher {
     }
 }
 
+mod child;
 #[cfg(test)]
 mod tests;
+
+pub use child::child_args;
+use child::run_child;

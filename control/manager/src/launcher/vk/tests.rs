@@ -1,6 +1,6 @@
 use std::path::Path;
 
-use super::*;
+use super::{child::write_private, *};
 
 fn identity(id: &str, name: &str) -> ClusterIdentity {
     ClusterIdentity {

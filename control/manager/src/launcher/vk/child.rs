@@ -1,0 +1,151 @@
+//! A virtual kubelet as a child process: the provider kubeconfig written privately, the
+//! command line, the spawn (dying with us) and the wait.
+
+use std::path::Path;
+
+use super::{Job, Peer, Settings, chain, port};
+use crate::identity;
+use control::api::discovery::ClusterIdentity;
+
+pub(super) async fn run_child(
+    job: &Job,
+    binary: &Path,
+    kubeconfig: Option<&Path>,
+    state_dir: &Path,
+) -> String {
+    let secret = match identity::find(&job.client, &job.peer.namespace, &job.peer.cluster_id).await
+    {
+        Ok(Some(s)) => s,
+        Ok(None) => return "no identity Secret for the peer".into(),
+        Err(e) => return format!("the identity Secret: {}", chain(&e)),
+    };
+    let foreign_kubeconfig = match identity::kubeconfig(&secret) {
+        Ok(k) => k,
+        Err(e) => return format!("the identity Secret: {}", chain(&e)),
+    };
+    let dir = state_dir.join(job.peer.cluster_id.as_str());
+    let file = dir.join("foreign.kubeconfig");
+    if let Err(e) = write_private(&dir, &file, &foreign_kubeconfig) {
+        return e;
+    }
+    let port = match port(&job.settings) {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let args = child_args(
+        &job.home,
+        &job.foreign,
+        &job.peer,
+        &job.settings,
+        &file,
+        port,
+    );
+    let mut cmd = tokio::process::Command::new(binary);
+    // The child dies with us (it reads our pid and asks the kernel), and when dropped.
+    cmd.args(&args)
+        .env("LIQO_VK_PARENT_PID", std::process::id().to_string())
+        .kill_on_drop(true);
+    if let Some(k) = kubeconfig {
+        cmd.env("KUBECONFIG", k);
+    }
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return format!("spawning {}: {e}", binary.display()),
+    };
+    tracing::info!(peer = %job.peer.cluster_id, pid = ?child.id(), port, "virtual kubelet started");
+    *job.child.lock().unwrap_or_else(|p| p.into_inner()) = child.id();
+    let out = match child.wait().await {
+        Ok(status) => format!("it exited ({status})"),
+        Err(e) => format!("waiting for it: {e}"),
+    };
+    *job.child.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    out
+}
+
+/// The child's command line.
+pub fn child_args(
+    home: &ClusterIdentity,
+    foreign: &ClusterIdentity,
+    peer: &Peer,
+    s: &Settings,
+    foreign_kubeconfig: &std::path::Path,
+    port: u16,
+) -> Vec<String> {
+    let mut a: Vec<String> = [
+        ("--foreign-cluster-id", foreign.cluster_id.to_string()),
+        ("--foreign-cluster-name", foreign.cluster_name.to_string()),
+        ("--home-cluster-id", home.cluster_id.to_string()),
+        ("--home-cluster-name", home.cluster_name.to_string()),
+        ("--tenant-namespace", peer.namespace.clone()),
+        ("--resource-offer", peer.offer.clone()),
+        (
+            "--foreign-kubeconfig",
+            foreign_kubeconfig.display().to_string(),
+        ),
+        ("--node-ip", s.node_ip.to_string()),
+        ("--listen-port", port.to_string()),
+        ("--pod-reflection-workers", s.pod_workers.to_string()),
+    ]
+    .into_iter()
+    .flat_map(|(k, v)| [k.to_owned(), v])
+    .collect();
+    if let Some(ca) = &s.client_ca {
+        a.extend(["--client-ca-file".into(), ca.display().to_string()]);
+    }
+    if let Some(ipam) = &s.ipam {
+        a.extend(["--ipam-server".into(), ipam.server.clone()]);
+        if let Some(f) = &ipam.ca_file {
+            a.extend(["--ipam-ca-file".into(), f.display().to_string()]);
+        }
+        if let Some(f) = &ipam.token_file {
+            a.extend(["--ipam-token-file".into(), f.display().to_string()]);
+        }
+    }
+    a
+}
+
+/// Writes `value` as JSON (which every kubeconfig reader takes) to `file` in `dir`: the
+/// directory made 0700 and required to be ours, the file 0600, written to a fresh temporary
+/// (never through a link someone left there) and renamed.
+pub(super) fn write_private(
+    dir: &std::path::Path,
+    file: &std::path::Path,
+    value: &impl serde::Serialize,
+) -> Result<(), String> {
+    use std::{
+        io::Write,
+        os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt},
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let meta =
+        std::fs::symlink_metadata(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    let me = std::fs::metadata("/proc/self")
+        .map_err(|e| format!("reading /proc/self: {e}"))?
+        .uid();
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(format!(
+            "{} must be a directory of uid {me} with mode 0700 (it holds private keys)",
+            dir.display()
+        ));
+    }
+    let text = serde_json::to_vec(value).map_err(|e| format!("the kubeconfig: {e}"))?;
+    let tmp = file.with_extension("tmp");
+    match std::fs::remove_file(&tmp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("removing {}: {e}", tmp.display())),
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+    f.write_all(&text)
+        .map_err(|e| format!("writing {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, file).map_err(|e| format!("writing {}: {e}", file.display()))
+}
