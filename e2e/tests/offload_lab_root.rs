@@ -37,6 +37,15 @@ use serde_json::json;
 
 const NODE: &str = "liqo-milan";
 
+/// Sends SIGCONT to a process when dropped.
+struct Resume(u32);
+
+impl Drop for Resume {
+    fn drop(&mut self) {
+        signal(self.0, Signal::SIGCONT);
+    }
+}
+
 fn secs(t: Instant) -> f64 {
     t.elapsed().as_secs_f64()
 }
@@ -260,6 +269,8 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
     let old2 = remote_pod(&milan, &victim2).await.unwrap().metadata.uid;
     let api_pid = apiserver_pid(&k, "rome");
     signal(api_pid, Signal::SIGSTOP);
+    // Resumed even if what follows fails (the teardown needs it answering).
+    let resume = Resume(api_pid);
     let frozen = Instant::now();
     Api::<Pod>::namespaced(milan.clone(), NS)
         .delete(&victim2, &DeleteParams::default())
@@ -276,7 +287,7 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         }
     })
     .await;
-    signal(api_pid, Signal::SIGCONT);
+    drop(resume);
     assert!(
         recreated.is_ok(),
         "milan re-creates the pod while rome is frozen"

@@ -6,6 +6,10 @@
 //! when missing, again after it was deleted or evicted (it watches the pods it owns), also
 //! while the consumer is unreachable: the ShadowPod is local.
 //!
+//! The spec is the consumer's, so what would reach past the namespace the provider gave it is
+//! removed first ([`confine`]: host namespaces, a node name, node selection, scheduler and
+//! priority, the ServiceAccount token), with a Warning Event naming what was removed.
+//!
 //! It never updates an existing pod (as upstream: a new spec does not reach a running pod),
 //! never touches a pod of that name it does not control (a Warning Event on the ShadowPod
 //! says so), and never deletes a pod (the garbage collector does).
@@ -14,7 +18,7 @@ use std::{sync::Arc, time::Duration};
 
 use control::{api::virtualkubelet::ShadowPod, consts::reflection};
 use k8s_openapi::{
-    api::core::v1::Pod,
+    api::core::v1::{Pod, PodSpec},
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
 };
 use kube::{Api, Resource, ResourceExt, api::PostParams, runtime::controller::Action as Requeue};
@@ -43,11 +47,14 @@ pub fn pods_selector() -> String {
     )
 }
 
+/// The Event reason of a ShadowPod whose spec asked for what a consumer may not have.
+pub const CONFINED: &str = "SpecConfined";
+
 /// What to do for one ShadowPod.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Create this pod.
-    Create(Box<Pod>),
+    /// Create this pod; the fields of the ShadowPod's spec removed to make it ([`confine`]).
+    Create(Box<Pod>, Vec<&'static str>),
     /// Observe again after this long (the pod of its name is terminating).
     Again(Duration),
     /// A Warning Event on the ShadowPod (reason, message); nothing else.
@@ -63,9 +70,48 @@ pub fn controlled_by(pod: &Pod, uid: &str) -> bool {
         .any(|o| o.controller == Some(true) && o.uid == uid && o.kind == "ShadowPod")
 }
 
+/// A consumer's pod spec confined to what a pod in its namespace may do here: no host
+/// network, PID or IPC namespace, no node name, node selector, affinity, scheduler, priority
+/// or preemption, no ServiceAccount token mounted. Returns the spec and the fields removed.
+pub fn confine(spec: &PodSpec) -> (PodSpec, Vec<&'static str>) {
+    let mut out = spec.clone();
+    let mut removed = Vec::new();
+    let mut clear = |set: bool, field: &'static str| {
+        if set {
+            removed.push(field);
+        }
+    };
+    clear(out.host_network == Some(true), "hostNetwork");
+    clear(out.host_pid == Some(true), "hostPID");
+    clear(out.host_ipc == Some(true), "hostIPC");
+    clear(out.node_name.is_some(), "nodeName");
+    clear(out.node_selector.is_some(), "nodeSelector");
+    clear(out.affinity.is_some(), "affinity");
+    clear(out.scheduler_name.is_some(), "schedulerName");
+    clear(out.priority.is_some(), "priority");
+    clear(out.priority_class_name.is_some(), "priorityClassName");
+    clear(out.preemption_policy.is_some(), "preemptionPolicy");
+    clear(
+        out.automount_service_account_token == Some(true),
+        "automountServiceAccountToken",
+    );
+    out.host_network = Some(false);
+    out.host_pid = Some(false);
+    out.host_ipc = Some(false);
+    out.node_name = None;
+    out.node_selector = None;
+    out.affinity = None;
+    out.scheduler_name = None;
+    out.priority = None;
+    out.priority_class_name = None;
+    out.preemption_policy = None;
+    out.automount_service_account_token = Some(false);
+    (out, removed)
+}
+
 /// The pod of a ShadowPod: same name and namespace, its labels plus
-/// `liqo.io/managed-by=shadowpod`, its annotations, its `spec.pod`, controlled by it.
-/// `None` when the ShadowPod has no name or UID (never from the API server).
+/// `liqo.io/managed-by=shadowpod`, its annotations, its `spec.pod` ([`confine`]d), controlled
+/// by it. `None` when the ShadowPod has no name or UID (never from the API server).
 pub fn pod_of(shadow: &ShadowPod) -> Option<Pod> {
     let mut labels = shadow.labels().clone();
     labels.insert(
@@ -90,7 +136,7 @@ pub fn pod_of(shadow: &ShadowPod) -> Option<Pod> {
             owner_references: Some(vec![owner]),
             ..ObjectMeta::default()
         },
-        spec: Some(shadow.spec.pod.clone()),
+        spec: Some(confine(&shadow.spec.pod).0),
         status: None,
     })
 }
@@ -104,7 +150,9 @@ pub fn decide(shadow: &ShadowPod, pod: Option<&Pod>) -> Action {
     }
     let uid = shadow.meta().uid.clone().unwrap_or_default();
     match pod {
-        None => pod_of(shadow).map_or(Action::Nothing, |p| Action::Create(Box::new(p))),
+        None => pod_of(shadow).map_or(Action::Nothing, |p| {
+            Action::Create(Box::new(p), confine(&shadow.spec.pod).1)
+        }),
         Some(p) if p.meta().deletion_timestamp.is_some() => Action::Again(TERMINATING_AGAIN),
         Some(p) if controlled_by(p, &uid) => Action::Nothing,
         Some(p) => Action::Warn(
@@ -129,9 +177,16 @@ pub async fn reconcile(shadow: Arc<ShadowPod>, ctx: Arc<Context>) -> Result<Requ
         .await
         .map_err(kerr(format!("get Pod {ns}/{name}")))?;
     match decide(&shadow, pod.as_ref()) {
-        Action::Create(pod) => match pods.create(&PostParams::default(), &pod).await {
+        Action::Create(pod, removed) => match pods.create(&PostParams::default(), &pod).await {
             Ok(_) => {
                 tracing::info!(pod = %format!("{ns}/{name}"), "created the pod of a ShadowPod");
+                if !removed.is_empty() {
+                    let message = format!(
+                        "removed from the pod made here (not for a consumer to set): {}",
+                        removed.join(", ")
+                    );
+                    super::event(&ctx, &shadow.object_ref(&()), true, CONFINED, message).await;
+                }
                 Ok(Requeue::requeue(ctx.settings.resync))
             }
             // One appeared since the read: the next pass observes whose it is.
