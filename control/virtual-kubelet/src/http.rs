@@ -11,8 +11,11 @@
 //! * Routes ([`query`]): `/healthz`, `/pods`, `/containerLogs/{ns}/{pod}/{container}` (logs
 //!   streamed chunk by chunk, [`logs`]), `/exec/{ns}/{pod}[/{uid}]/{container}` and
 //!   `/attach/…` (a WebSocket `v4`/`v5.channel.k8s.io` bridged to the provider's exec, [`exec`]).
-//! * Bounds: at most [`MAX_CONNECTIONS`] connections (the excess closed at once), a TLS
-//!   handshake timeout and a header timeout; streams (follow, exec) last as long as both ends.
+//! * Bounds: at most [`MAX_CONNECTIONS`] connections (the excess closed at once; an exec
+//!   session counts as its connection), a TLS handshake timeout and a header timeout; streams
+//!   (follow, exec) last as long as both ends.
+//! * Ownership: every connection's task, and every exec bridge through its connection's task,
+//!   belongs to the [`serve_on`] future: dropping it ends every session at once.
 //!
 //! It never serves a pod the provider's copy of which does not carry our origin label, never
 //! changes an object on either cluster (a SubjectAccessReview is a question, not stored), and
@@ -29,7 +32,11 @@ use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
 use http_body_util::{BodyExt as _, Full, combinators::UnsyncBoxBody};
 use hyper::{Request, Response, StatusCode, body::Bytes, service::service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::{net::TcpListener, sync::Semaphore};
+use tokio::{
+    net::TcpListener,
+    sync::{OwnedSemaphorePermit, Semaphore},
+    task::JoinSet,
+};
 use tokio_rustls::TlsAcceptor;
 
 use crate::VkConfig;
@@ -104,54 +111,106 @@ pub async fn serve_on(cfg: Arc<VkConfig>, listener: TcpListener) -> Result<(), H
         "kubelet API serving"
     );
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    // Every connection's task (and through it its exec bridges): aborted when this future is
+    // dropped, so that a stopped server relays nothing more.
+    let mut conns = JoinSet::new();
     loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::warn!(error = %e, "kubelet API: accepting a connection");
-                tokio::time::sleep(Duration::from_millis(100)).await;
+        let (stream, peer) = tokio::select! {
+            Some(done) = conns.join_next(), if !conns.is_empty() => {
+                if let Err(e) = done {
+                    tracing::warn!(error = %e, "kubelet API: a connection's task failed");
+                }
                 continue;
             }
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "kubelet API: accepting a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             tracing::debug!(%peer, "kubelet API: too many connections: closing");
             continue;
         };
-        let (cfg, acceptor) = (cfg.clone(), acceptor.clone());
-        tokio::spawn(async move {
-            let _slot = slot;
-            let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => tls,
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "kubelet API: TLS handshake failed");
-                    return;
-                }
-                Err(_elapsed) => {
-                    tracing::debug!(%peer, "kubelet API: TLS handshake timed out");
-                    return;
-                }
-            };
-            let who = tls
-                .get_ref()
-                .1
-                .peer_certificates()
-                .and_then(|c| c.first())
-                .and_then(|c| authz::subject(c));
-            let who = Arc::new(who);
-            let service = service_fn(move |req| {
-                let (cfg, who) = (cfg.clone(), who.clone());
-                async move { Ok::<_, Infallible>(handle(cfg, authenticated, &who, req).await) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(tls), service)
-                .with_upgrades();
-            if let Err(e) = conn.await {
-                tracing::debug!(%peer, error = %e, "kubelet API: connection ended with an error");
-            }
-        });
+        conns.spawn(connection(
+            cfg.clone(),
+            acceptor.clone(),
+            authenticated,
+            stream,
+            peer,
+            slot,
+        ));
     }
+}
+
+/// The tasks of one connection's upgraded streams (its exec bridge): owned by the connection's
+/// task, aborted with it.
+pub(crate) type Bridges = Arc<std::sync::Mutex<JoinSet<()>>>;
+
+/// Serves one connection: its TLS handshake, its requests, then its exec bridge if one was
+/// upgraded to; `slot` (one of [`MAX_CONNECTIONS`]) is held until all of them end.
+async fn connection(
+    cfg: Arc<VkConfig>,
+    acceptor: TlsAcceptor,
+    authenticated: bool,
+    stream: tokio::net::TcpStream,
+    peer: SocketAddr,
+    slot: OwnedSemaphorePermit,
+) {
+    let _slot = slot;
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(e)) => {
+            tracing::debug!(%peer, error = %e, "kubelet API: TLS handshake failed");
+            return;
+        }
+        Err(_elapsed) => {
+            tracing::debug!(%peer, "kubelet API: TLS handshake timed out");
+            return;
+        }
+    };
+    let who = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .and_then(|c| authz::subject(c));
+    let who = Arc::new(who);
+    let bridges: Bridges = Arc::default();
+    let service = {
+        let bridges = bridges.clone();
+        service_fn(move |req| {
+            let (cfg, who, bridges) = (cfg.clone(), who.clone(), bridges.clone());
+            async move { Ok::<_, Infallible>(handle(cfg, authenticated, &who, &bridges, req).await) }
+        })
+    };
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(TokioIo::new(tls), service)
+        .with_upgrades();
+    if let Err(e) = conn.await {
+        tracing::debug!(%peer, error = %e, "kubelet API: connection ended with an error");
+    }
+    // The connection handed its socket over to a bridge, if any: wait for it here, so that
+    // aborting this task aborts the bridge too.
+    let mut started = std::mem::take(&mut *lock(&bridges));
+    while let Some(done) = started.join_next().await {
+        if let Err(e) = done {
+            tracing::warn!(%peer, error = %e, "kubelet API: an exec bridge failed");
+        }
+    }
+}
+
+/// The set of `bridges`, locked (a panic while it was held left it usable: it is only ever
+/// spawned into or taken).
+pub(crate) fn lock(bridges: &Bridges) -> std::sync::MutexGuard<'_, JoinSet<()>> {
+    bridges
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Answers one request. `authenticated`: the client presented a certificate the client CA
@@ -161,6 +220,7 @@ async fn handle(
     cfg: Arc<VkConfig>,
     authenticated: bool,
     who: &Option<authz::Subject>,
+    bridges: &Bridges,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     let route = match query::route(req.uri().path()) {
@@ -176,7 +236,7 @@ async fn handle(
         ),
         _ => match authorize(&cfg, who, req.method()).await {
             Some(refused) => refused,
-            None => serve_route(cfg, route, &pairs, req).await,
+            None => serve_route(cfg, route, &pairs, bridges, req).await,
         },
     }
 }
@@ -216,14 +276,15 @@ async fn serve_route(
     cfg: Arc<VkConfig>,
     route: Route,
     pairs: &[(String, String)],
+    bridges: &Bridges,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     match route {
         Route::Healthz | Route::NotFound => text(StatusCode::NOT_FOUND, "404 page not found"),
         Route::Pods => pods(),
         Route::Logs(t) => logs::handle(&cfg, &t, pairs).await,
-        Route::Exec(t) => exec::handle(cfg, t, pairs, true, req).await,
-        Route::Attach(t) => exec::handle(cfg, t, pairs, false, req).await,
+        Route::Exec(t) => exec::handle(cfg, t, pairs, true, bridges, req).await,
+        Route::Attach(t) => exec::handle(cfg, t, pairs, false, bridges, req).await,
     }
 }
 

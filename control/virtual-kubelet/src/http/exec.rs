@@ -19,7 +19,10 @@ use hyper::{
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{AttachedProcess, TerminalSize};
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::{
+    io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _},
+    task::JoinSet,
+};
 use tokio_tungstenite::{
     WebSocketStream,
     tungstenite::{
@@ -30,7 +33,7 @@ use tokio_tungstenite::{
 };
 
 use super::{
-    Body, logs,
+    Body, Bridges, lock, logs,
     query::{self, Target},
     text,
 };
@@ -74,6 +77,7 @@ pub(super) async fn handle(
     t: Target,
     pairs: &[(String, String)],
     exec: bool,
+    bridges: &Bridges,
     req: Request<hyper::body::Incoming>,
 ) -> Response<Body> {
     let headers = req.headers();
@@ -105,6 +109,9 @@ pub(super) async fn handle(
         Ok(p) => p,
         Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
     };
+    if let Err(r) = logs::check_uid(&cfg, &t).await {
+        return r;
+    }
     let remote_ns = match logs::remote_namespace(&cfg, &t).await {
         Ok(ns) => ns,
         Err(r) => return r,
@@ -122,7 +129,7 @@ pub(super) async fn handle(
     };
     let upgrade = hyper::upgrade::on(req);
     let v5 = proto == PROTOCOLS[0];
-    tokio::spawn(async move {
+    lock(bridges).spawn(async move {
         match upgrade.await {
             Ok(io) => {
                 let ws =
@@ -191,22 +198,51 @@ fn final_status(status: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::S
     frame
 }
 
+/// Writes the chunks of `chunks` to the remote stdin `w` until the channel closes (the client
+/// closed its stdin, or the bridge ended), then closes it. Its own task: a remote stdin that
+/// does not take more never stops the bridge from relaying the outputs.
+async fn feed_stdin(
+    mut w: impl tokio::io::AsyncWrite + Unpin,
+    mut chunks: tokio::sync::mpsc::Receiver<Vec<u8>>,
+) {
+    while let Some(chunk) = chunks.recv().await {
+        if let Err(e) = w.write_all(&chunk).await {
+            tracing::debug!(error = %e, "kubelet API: the remote stdin is closed");
+            return;
+        }
+    }
+    if let Err(e) = w.shutdown().await {
+        // The remote end may be gone already: nothing left to close then.
+        tracing::debug!(error = %e, "kubelet API: closing the remote stdin");
+    }
+}
+
 /// Relays between the home API server's WebSocket and the provider's process until the
 /// process ends (its output drained, then its Status sent) or the home side goes away.
+/// The client's stdin is handed to [`feed_stdin`] through a bounded channel; while that is
+/// full the client is not read (back-pressure), but the outputs keep flowing, so neither side
+/// waits on the other. Its tasks (output pumps, stdin) end with it.
 async fn bridge<S>(ws: WebSocketStream<S>, mut proc: AttachedProcess, v5: bool)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let (mut tx, mut rx) = ws.split();
+    let mut tasks = JoinSet::new();
     let (out_tx, mut out_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
     if let Some(r) = proc.stdout() {
-        tokio::spawn(pump(r, STDOUT, out_tx.clone()));
+        tasks.spawn(pump(r, STDOUT, out_tx.clone()));
     }
     if let Some(r) = proc.stderr() {
-        tokio::spawn(pump(r, STDERR, out_tx.clone()));
+        tasks.spawn(pump(r, STDERR, out_tx.clone()));
     }
     drop(out_tx);
-    let mut stdin = proc.stdin();
+    let mut stdin = proc.stdin().map(|w| {
+        let (chunks_tx, chunks_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
+        tasks.spawn(feed_stdin(w, chunks_rx));
+        chunks_tx
+    });
+    // A stdin chunk read from the client, waiting for room in the stdin channel.
+    let mut pending: Option<Vec<u8>> = None;
     let mut resize = proc.terminal_size();
     let mut status: Option<
         Pin<
@@ -219,14 +255,23 @@ where
     let mut outputs_open = true;
     let final_frame = loop {
         tokio::select! {
-            m = rx.next() => match m {
+            room = async {
+                match stdin.clone() {
+                    Some(s) => s.reserve_owned().await.ok(),
+                    None => None,
+                }
+            }, if pending.is_some() => {
+                if let (Some(room), Some(chunk)) = (room, pending.take()) {
+                    room.send(chunk);
+                } else {
+                    // The stdin task ended (the remote stdin is closed): the rest is dropped.
+                    stdin = None;
+                }
+            },
+            m = rx.next(), if pending.is_none() => match m {
                 Some(Ok(Message::Binary(b))) => match b.first().copied() {
-                    Some(STDIN) => {
-                        if let Some(w) = stdin.as_mut()
-                            && w.write_all(&b[1..]).await.is_err()
-                        {
-                            stdin = None;
-                        }
+                    Some(STDIN) if stdin.is_some() && b.len() > 1 => {
+                        pending = Some(b[1..].to_vec());
                     }
                     Some(RESIZE) => {
                         if let (Some(tx), Ok(s)) =
@@ -236,12 +281,8 @@ where
                             let _ = tx.try_send(TerminalSize { width: s.width, height: s.height });
                         }
                     }
-                    Some(CLOSE) if v5 && b.get(1) == Some(&STDIN) => {
-                        if let Some(mut w) = stdin.take() {
-                            // The remote end may be gone already: nothing left to close then.
-                            let _ = w.shutdown().await;
-                        }
-                    }
+                    // Closing the channel: the stdin task writes what it holds, then closes.
+                    Some(CLOSE) if v5 && b.get(1) == Some(&STDIN) => stdin = None,
                     _ => {}
                 },
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break None,
@@ -262,18 +303,22 @@ where
         }
     };
     if let Some(frame) = final_frame {
-        // The home side may have gone meanwhile: then there is no one to tell.
+        // A failed send means the home side has gone meanwhile: there is no one to tell.
         let _ = tx.send(Message::binary(frame)).await;
         // A normal close (1000): the client reads it as the end of every stream, where a
-        // close without a code is an error that hides the status just sent.
+        // close without a code is an error that hides the status just sent. A failure: the
+        // home side has gone, as above.
         let _ = tx
             .send(Message::Close(Some(CloseFrame {
                 code: CloseCode::Normal,
                 reason: "".into(),
             })))
             .await;
+        // Flushing and closing the socket; a failure: the home side has gone, as above.
         let _ = tx.close().await;
     }
     drop(status);
     proc.abort();
+    // Dropping `tasks` aborts a stdin task still blocked on the remote (the process is over).
+    drop(tasks);
 }

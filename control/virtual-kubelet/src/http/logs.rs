@@ -78,6 +78,38 @@ pub(super) async fn remote_namespace(cfg: &VkConfig, t: &Target) -> Result<Strin
     Ok(remote_ns)
 }
 
+/// When the path names a UID (`t.uid`), checks that the local pod `t.pod` has it; otherwise
+/// the error response: 404 naming both UIDs (a stale exec must not reach a re-created pod of
+/// the same name), or the home API server's answer.
+pub(super) async fn check_uid(cfg: &VkConfig, t: &Target) -> Result<(), Response<Body>> {
+    let Some(want) = t.uid.as_deref() else {
+        return Ok(());
+    };
+    let pods: Api<Pod> = Api::namespaced(cfg.local.clone(), &t.namespace);
+    let have = match pods.get_opt(&t.pod).await {
+        Ok(Some(p)) => p.metadata.uid,
+        Ok(None) => {
+            return Err(text(
+                StatusCode::NOT_FOUND,
+                format!("pod {:?} not found in namespace {:?}", t.pod, t.namespace),
+            ));
+        }
+        Err(e) => return Err(relay("reading the local pod", &e)),
+    };
+    if have.as_deref() == Some(want) {
+        return Ok(());
+    }
+    Err(text(
+        StatusCode::NOT_FOUND,
+        format!(
+            "pod {:?} in namespace {:?} has UID {:?}, not the requested {want:?}",
+            t.pod,
+            t.namespace,
+            have.unwrap_or_default()
+        ),
+    ))
+}
+
 /// Answers `/containerLogs` for `t` with the query `pairs`.
 pub(super) async fn handle(
     cfg: &VkConfig,

@@ -41,6 +41,9 @@ pub struct Target {
     pub pod: String,
     /// The container.
     pub container: String,
+    /// The pod's UID, when the path names one (`/exec/{ns}/{pod}/{uid}/{container}`): the
+    /// local pod must have it (a re-created pod of the same name is not reached).
+    pub uid: Option<String>,
 }
 
 /// A route of the kubelet API.
@@ -63,19 +66,22 @@ pub enum Route {
 /// The route of `path` (without its query).
 pub fn route(path: &str) -> Result<Route, QueryError> {
     let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    let target = |ns: &str, pod: &str, c: &str| -> Result<Target, QueryError> {
+    let target = |ns: &str, pod: &str, uid: Option<&str>, c: &str| -> Result<Target, QueryError> {
         Ok(Target {
             namespace: segment(ns)?,
             pod: segment(pod)?,
             container: segment(c)?,
+            uid: uid.map(segment).transpose()?,
         })
     };
     Ok(match segs.as_slice() {
         ["healthz"] => Route::Healthz,
         ["pods"] | ["pods", ""] => Route::Pods,
-        ["containerLogs", ns, pod, c] => Route::Logs(target(ns, pod, c)?),
-        ["exec", ns, pod, c] | ["exec", ns, pod, _, c] => Route::Exec(target(ns, pod, c)?),
-        ["attach", ns, pod, c] | ["attach", ns, pod, _, c] => Route::Attach(target(ns, pod, c)?),
+        ["containerLogs", ns, pod, c] => Route::Logs(target(ns, pod, None, c)?),
+        ["exec", ns, pod, c] => Route::Exec(target(ns, pod, None, c)?),
+        ["exec", ns, pod, uid, c] => Route::Exec(target(ns, pod, Some(*uid), c)?),
+        ["attach", ns, pod, c] => Route::Attach(target(ns, pod, None, c)?),
+        ["attach", ns, pod, uid, c] => Route::Attach(target(ns, pod, Some(*uid), c)?),
         _ => Route::NotFound,
     })
 }
@@ -242,6 +248,7 @@ mod tests {
             namespace: ns.into(),
             pod: pod.into(),
             container: c.into(),
+            uid: None,
         };
         assert_eq!(
             route("/containerLogs/demo/web-1/nginx"),
@@ -249,7 +256,21 @@ mod tests {
         );
         assert_eq!(
             route("/exec/demo/web-1/1234-uid/nginx"),
-            Ok(Route::Exec(t("demo", "web-1", "nginx")))
+            Ok(Route::Exec(Target {
+                uid: Some("1234-uid".into()),
+                ..t("demo", "web-1", "nginx")
+            }))
+        );
+        assert_eq!(
+            route("/attach/demo/web-1/1234-uid/nginx"),
+            Ok(Route::Attach(Target {
+                uid: Some("1234-uid".into()),
+                ..t("demo", "web-1", "nginx")
+            }))
+        );
+        assert_eq!(
+            route("/exec/demo/web-1//nginx"),
+            Err(QueryError::Segment(String::new()))
         );
         assert_eq!(
             route("/attach/demo/web-1/nginx"),
