@@ -6,179 +6,32 @@
 //! test with our origin label, on milan's kwok node, which serves milan's container log file
 //! and runs execs locally). Checks, through rome's apiserver: logs (whole, `tailLines`,
 //! `follow` streaming a line appended later), 404s for a namespace not offloaded and a remote
-//! pod not ours, exec (stdout, stderr, exit code, stdin) with kubectl; directly: a bad query
-//! value is a 400 naming it, a client without a certificate is refused, a certificate of the
-//! same CA without `nodes/proxy` is a 403; without a client
-//! CA, only `/healthz` answers.
+//! pod not ours, exec (stdout, stderr, exit code, stdin, 2 MiB in and out at once) with
+//! kubectl; directly: a bad query value is a 400 naming it, a client without a certificate is
+//! refused, a certificate of the same CA without `nodes/proxy` is a 403, an exec naming a UID
+//! that is not the local pod's is a 404; without a client CA, only `/healthz` answers.
 
 mod common;
+#[path = "http_k8s/support.rs"]
+mod support;
 
-use std::{collections::BTreeMap, io::Write as _, process::Stdio, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use common::{AbortOnDrop, DownOnDrop, create, eventually, patch_status};
-use control::api::{discovery::ClusterIdentity, virtualkubelet::NamespaceMap};
-use e2e::k8s::{self, Cluster, Clusters};
+use control::api::virtualkubelet::NamespaceMap;
+use e2e::k8s::{self, Clusters};
 use futures::{AsyncBufReadExt as _, TryStreamExt as _};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use kube::{Api, api::LogParams};
 use liqo_virtual_kubelet::{VkConfig, config, http};
 use serde_json::json;
+use support::{append_log, curl, identity, kubectl, local_pod, nobody_cert, remote_pod};
 
 const ROME_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
 const TENANT: &str = "liqo-tenant-milan";
-const NODE: &str = "liqo-milan";
-const REMOTE_NS: &str = "demo-rome";
-
-fn identity(id: &str, name: &str) -> ClusterIdentity {
-    ClusterIdentity {
-        cluster_id: id.parse().unwrap(),
-        cluster_name: name.parse().unwrap(),
-    }
-}
-
-/// Appends `lines` to the container log kwok serves on `c`, in CRI format.
-fn append_log(c: &Cluster, lines: &[&str]) {
-    let mut f = std::fs::OpenOptions::new()
-        .append(true)
-        .open(c.container_log())
-        .unwrap();
-    for l in lines {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        writeln!(f, "{now} stdout F {l}").unwrap();
-    }
-}
-
-/// A pod bound to the virtual node (tolerating the taints of a node that never reports).
-fn local_pod(name: &str, ns: &str) -> serde_json::Value {
-    json!({
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "busybox"}],
-                 "tolerations": [{"operator": "Exists"}]}
-    })
-}
-
-/// The provider's copy of a pod: on milan's kwok node, with `labels`.
-fn remote_pod(name: &str, kwok_node: &str, labels: &BTreeMap<String, String>) -> serde_json::Value {
-    json!({
-        "metadata": {"name": name, "namespace": REMOTE_NS, "labels": labels},
-        "spec": {"nodeName": kwok_node, "containers": [{"name": "c", "image": "busybox"}]}
-    })
-}
-
-/// kubectl against rome with `args`, `stdin` fed; (exit code, stdout, stderr). On a blocking
-/// thread: the runtime's workers keep serving the kubelet API meanwhile.
-async fn kubectl(
-    bins: &k8s::Binaries,
-    rome: &Cluster,
-    args: &[&str],
-    stdin: &str,
-) -> (i32, String, String) {
-    let (kubectl, kubeconfig, context) = (
-        bins.path("kubectl"),
-        rome.kubeconfig.clone(),
-        rome.name.clone(),
-    );
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    let stdin = stdin.to_owned();
-    tokio::task::spawn_blocking(move || {
-        kubectl_blocking(&kubectl, &kubeconfig, &context, &args, &stdin)
-    })
-    .await
-    .unwrap()
-}
-
-fn kubectl_blocking(
-    kubectl: &std::path::Path,
-    kubeconfig: &std::path::Path,
-    context: &str,
-    args: &[String],
-    stdin: &str,
-) -> (i32, String, String) {
-    let mut child = std::process::Command::new(kubectl)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--context")
-        .arg(context)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    input.write_all(stdin.as_bytes()).unwrap();
-    drop(input);
-    // kubectl must end by itself within 60 s: killed after, the test then fails on its output.
-    let pid = child.id();
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let killer = std::thread::spawn(move || {
-        if done_rx.recv_timeout(Duration::from_secs(60)).is_err() {
-            eprintln!("kubectl {pid} still running after 60 s: killing it");
-            // It may have ended meanwhile: then there is nothing to kill.
-            let _ = std::process::Command::new("kill")
-                .arg(pid.to_string())
-                .status();
-        }
-    });
-    let out = child.wait_with_output().unwrap();
-    // The killer may have given up already (then it killed kubectl): nothing to tell.
-    let _ = done_tx.send(());
-    killer.join().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// curl to the kubelet API at `port` with `args`; (exit code, body then the status code on
-/// its own line). On a blocking thread, as [`kubectl`].
-async fn curl(port: u16, path: &str, args: &[&str]) -> (i32, String) {
-    let path = path.to_owned();
-    let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    tokio::task::spawn_blocking(move || curl_blocking(port, &path, &args))
-        .await
-        .unwrap()
-}
-
-fn curl_blocking(port: u16, path: &str, args: &[String]) -> (i32, String) {
-    let out = std::process::Command::new("curl")
-        .args(["-sk", "--max-time", "10", "-w", "\n%{http_code}"])
-        .args(args)
-        .arg(format!("https://127.0.0.1:{port}{path}"))
-        .output()
-        .expect("curl must be installed");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-    )
-}
-
-/// A client certificate of user `nobody` (no group) signed by `c`'s CA, in `c`'s directory
-/// (removed with the cluster); (certificate path, key path).
-fn nobody_cert(c: &Cluster) -> (String, String) {
-    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
-    let ca_key =
-        KeyPair::from_pem(&std::fs::read_to_string(c.dir.join("pki/ca.key")).unwrap()).unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.distinguished_name
-        .push(DnType::CommonName, "liqo-lab-ca");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let issuer = Issuer::new(ca, ca_key);
-    let mut p = CertificateParams::new(Vec::<String>::new()).unwrap();
-    p.distinguished_name.push(DnType::CommonName, "nobody");
-    p.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-    let key = KeyPair::generate().unwrap();
-    let cert = p.signed_by(&key, &issuer).unwrap();
-    let (crt_path, key_path) = (c.dir.join("nobody.crt"), c.dir.join("nobody.key"));
-    std::fs::write(&crt_path, cert.pem()).unwrap();
-    std::fs::write(&key_path, key.serialize_pem()).unwrap();
-    (
-        crt_path.display().to_string(),
-        key_path.display().to_string(),
-    )
-}
+pub(crate) const NODE: &str = "liqo-milan";
+pub(crate) const REMOTE_NS: &str = "demo-rome";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_and_exec_of_offloaded_pods_are_relayed_to_the_provider() {
@@ -423,6 +276,56 @@ async fn logs_and_exec_of_offloaded_pods_are_relayed_to_the_provider() {
         (0, "to stdin and back\n"),
         "stderr: {err}"
     );
+    // Much stdin while much output comes back: neither waits on the other (the remote stdin
+    // is written by its own task).
+    let big = "0123456789abcde\n".repeat(128 * 1024);
+    let (code, out, err) = kubectl(
+        &bins,
+        rome_c,
+        &[
+            "exec",
+            "-i",
+            "-n",
+            "demo",
+            "web",
+            "--",
+            "head",
+            "-c",
+            &big.len().to_string(),
+        ],
+        &big,
+    )
+    .await;
+    assert_eq!((code, out.len()), (0, big.len()), "stderr: {err}");
+    assert!(out == big, "the output differs from the input");
+    // A UID in the path that is not the local pod's: 404 naming both.
+    let (crt, key) = rome_c.kubelet_client();
+    let (crt, key) = (crt.display().to_string(), key.display().to_string());
+    let (code, body) = curl(
+        port,
+        "/exec/demo/web/0000-stale/c?command=true&output=1",
+        &[
+            "--cert",
+            &crt,
+            "--key",
+            &key,
+            "--http1.1",
+            "-H",
+            "Connection: Upgrade",
+            "-H",
+            "Upgrade: websocket",
+            "-H",
+            "Sec-WebSocket-Version: 13",
+            "-H",
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+            "-H",
+            "Sec-WebSocket-Protocol: v5.channel.k8s.io",
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{body}");
+    assert!(body.ends_with("\n404"), "{body}");
+    assert!(body.contains("not the requested \"0000-stale\""), "{body}");
     let (code, _, err) = kubectl(
         &bins,
         rome_c,
