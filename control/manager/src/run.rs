@@ -92,16 +92,9 @@ pub(crate) fn policy<K>(name: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Conte
     }
 }
 
-/// An error with its causes, `: `-separated.
+/// An error with its causes, `: `-separated (`liqo_types::chain`).
 pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
+    liqo_types::chain(e)
 }
 
 pub(crate) fn log<T, E: std::fmt::Debug>(

@@ -18,6 +18,7 @@
 pub mod decide;
 pub mod teardown;
 
+use liqo_types::chain;
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use control::api::{
@@ -83,18 +84,6 @@ pub(crate) fn kerr(what: impl Into<String>) -> impl FnOnce(kube::Error) -> NodeE
         what,
         source: Box::new(source),
     }
-}
-
-/// An error with its causes, `: `-separated.
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 /// What a watch stream reports to the loop: something changed, or its first list is in.

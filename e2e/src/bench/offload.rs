@@ -67,6 +67,8 @@ pub struct OffloadOptions {
     pub timeout_secs: u64,
     /// Only the vanilla side: no Liqo is installed (the harness's own floor).
     pub vanilla_only: bool,
+    /// The virtual kubelet's pod reflection workers (`None`: the default).
+    pub vk_workers: Option<usize>,
 }
 
 impl OffloadOptions {
@@ -268,6 +270,7 @@ mod tests {
             repeats: 1,
             timeout_secs: 600,
             vanilla_only: false,
+            vk_workers: None,
         }
     }
 

@@ -193,6 +193,9 @@ struct OffloadArgs {
     /// Only the vanilla side, without installing Liqo (the harness's own floor).
     #[arg(long)]
     vanilla_only: bool,
+    /// The virtual kubelet's pod reflection workers (default: the controller-manager's, 10).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    vk_workers: Option<u16>,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -682,6 +685,7 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 repeats: a.repeats,
                 timeout_secs: a.timeout,
                 vanilla_only: a.vanilla_only,
+                vk_workers: a.vk_workers.map(usize::from),
             })
             .await?;
             match a.output {

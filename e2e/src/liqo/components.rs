@@ -43,6 +43,8 @@ pub(super) struct Ctx<'a> {
     pub(super) vk_kubeconfig: Option<&'a Path>,
     /// The controller-manager's `--resource-sharing-percentage`.
     pub(super) sharing: Option<u8>,
+    /// The controller-manager's `--virtual-kubelet-pod-workers`.
+    pub(super) vk_pod_workers: Option<usize>,
 }
 
 /// How to tell a component serves.
@@ -127,6 +129,9 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
     }
     if let Some(p) = c.sharing {
         args.extend([s("--resource-sharing-percentage"), s(p)]);
+    }
+    if let Some(w) = c.vk_pod_workers {
+        args.extend([s("--virtual-kubelet-pod-workers"), s(w)]);
     }
     // Virtual kubelets: a free kubelet port each (several on this host), the cluster's CA
     // (which signed the API server's kubelet client certificate) for the kubelet API.

@@ -184,6 +184,8 @@ pub struct Options {
     pub virtual_kubelet: VkMode,
     /// The controller-manager's `--resource-sharing-percentage` of a cluster (by name; default 30).
     pub sharing_percentage: BTreeMap<String, u8>,
+    /// The controller-manager's `--virtual-kubelet-pod-workers` (default 10).
+    pub vk_pod_workers: Option<usize>,
 }
 
 /// How the controller-manager runs the virtual kubelets.
@@ -220,6 +222,7 @@ impl Default for Options {
             pod_webhook_failure_policy: "Fail".to_owned(),
             virtual_kubelet: VkMode::default(),
             sharing_percentage: BTreeMap::new(),
+            vk_pod_workers: None,
         }
     }
 }
@@ -323,6 +326,7 @@ async fn install_one(
                 .get(components::VIRTUAL_KUBELET_SA)
                 .map(PathBuf::as_path),
             sharing: opts.sharing_percentage.get(&c.name).copied(),
+            vk_pod_workers: opts.vk_pod_workers,
         };
         if comp.program == components::AUTH {
             objects::auth_service(&client, ctx.port).await?;

@@ -77,7 +77,7 @@ impl Bed {
         let liqo = if opts.vanilla_only {
             None
         } else {
-            let (l, s) = with_liqo(&set, bins, &rome, opts.pods, timeout).await?;
+            let (l, s) = with_liqo(&set, bins, &rome, opts.pods, opts.vk_workers, timeout).await?;
             secs = s;
             Some(l)
         };
@@ -300,11 +300,13 @@ async fn with_liqo(
     bins: &Binaries,
     rome: &Client,
     pods: u32,
+    vk_workers: Option<usize>,
     timeout: Duration,
 ) -> Result<(WithLiqo, SetupSecs), BenchError> {
     let t = Instant::now();
     let mut lopts = liqo::Options {
         virtual_kubelet: liqo::VkMode::Process,
+        vk_pod_workers: vk_workers,
         ..liqo::Options::default()
     };
     lopts.sharing_percentage.insert("milan".into(), 100);
