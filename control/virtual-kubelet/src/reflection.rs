@@ -9,20 +9,25 @@
 //!   and stopped as the mapping changes; each into a reflector store, every event queuing the
 //!   local `namespace/name`.
 //! * [`queue`]: the keyed dedup queue; `cfg.pod_workers` workers run [`worker`]: read the
-//!   stores, map the IPs ([`ips`]), [`decide`] (pure), perform the actions.
+//!   stores, [`decide`] (pure), map the IPs ([`ips`]) when a status is to be written, perform
+//!   the actions; a ShadowPod whose pod does not come has its remote name looked up once (a
+//!   Pod there that is not ours: a Warning Event).
 //!
-//! It never polls a pod, never writes a remote object without the reflection labels (a
+//! It never polls a pod (one read of a remote name per ShadowPod at most), never writes a remote object without the reflection labels (a
 //! Warning Event on the local pod says so), never watches the provider cluster-wide, and
 //! never creates the remote Pod itself (the provider's ShadowPod controller does).
 
 pub mod decide;
 pub mod ips;
+pub mod probe;
 pub mod queue;
 pub mod watch;
 pub mod worker;
 
 #[cfg(test)]
 mod decide_tests;
+#[cfg(test)]
+mod offload_tests;
 
 use std::{
     collections::HashMap,
@@ -86,6 +91,9 @@ pub struct Shared {
     pub failures: Mutex<HashMap<Key, u32>>,
     /// Events on local pods.
     pub recorder: Recorder,
+    /// Per key, the UID of the ShadowPod whose remote name was looked up for a foreign Pod
+    /// (once each).
+    pub probed: Mutex<HashMap<Key, String>>,
 }
 
 impl Shared {
@@ -117,6 +125,7 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
         ips,
         failures: Mutex::new(HashMap::new()),
         recorder,
+        probed: Mutex::new(HashMap::new()),
     });
     let (mapped_tx, mapped_rx) = tokio::sync::watch::channel(false);
     let mut tasks = JoinSet::new();

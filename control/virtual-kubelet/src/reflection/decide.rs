@@ -1,6 +1,8 @@
 //! What to do about one local pod (§2.3 steps 1–7 and the fallback), from what the stores
-//! hold: pure, no I/O, time as an input. The caller maps the IPs and counts the restarts
-//! ([`track_restarts`]) before, and performs the [`Action`]s in order after.
+//! hold: pure, no I/O, time as an input. The caller counts the restarts ([`track_restarts`])
+//! of the [`current_remote`] pod before, decides without IPs, maps the IPs only when a status
+//! is to be written ([`needs_ips`]) and decides again, and performs the [`Action`]s in order
+//! ([`without_status`] when the mapping failed: everything else still happens).
 
 use control::{
     api::{ClusterId, virtualkubelet::ShadowPod},
@@ -52,9 +54,68 @@ pub enum Target<'a> {
         namespace: &'a str,
         /// The remote ShadowPod of the same name.
         shadow: Option<&'a ShadowPod>,
-        /// The remote Pod of the same name.
+        /// The remote Pod of the same name (ours by its labels; its status is used only if
+        /// it is the [`current_remote`] pod of `shadow`).
         remote: Option<&'a Pod>,
     },
+}
+
+/// The probe after which a ShadowPod without a remote Pod of ours has the remote name looked
+/// up (§2.3 step 1 for Pods: the remote watches only see our labels).
+pub const PROBE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Whether `pod` is controlled by the ShadowPod of UID `uid` (the controller reference the
+/// provider's ShadowPod controller sets).
+pub fn controlled_by(pod: &Pod, uid: &str) -> bool {
+    pod.metadata
+        .owner_references
+        .as_deref()
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|o| o.controller == Some(true) && o.uid == uid && o.kind == "ShadowPod")
+        })
+}
+
+/// The remote pod whose status counts: `remote` only if the ShadowPod `shadow` controls it
+/// (a same-name pod of an earlier ShadowPod, still terminating after a re-create, lends
+/// neither its status, its IPs nor a restart).
+pub fn current_remote<'a>(shadow: Option<&ShadowPod>, remote: Option<&'a Pod>) -> Option<&'a Pod> {
+    let uid = shadow?.metadata.uid.as_deref()?;
+    remote.filter(|r| controlled_by(r, uid))
+}
+
+/// Whether the IPs must be mapped: `actions` (decided without IPs) write a status and the
+/// remote pod has IPs.
+pub fn needs_ips(actions: &[Action], remote_ips: &[String]) -> bool {
+    !remote_ips.is_empty() && actions.iter().any(|a| matches!(a, Action::WriteStatus(_)))
+}
+
+/// `actions` without the status write (the IPs could not be mapped: the rest still happens,
+/// the status after a retry).
+pub fn without_status(actions: Vec<Action>) -> Vec<Action> {
+    actions
+        .into_iter()
+        .filter(|a| !matches!(a, Action::WriteStatus(_)))
+        .collect()
+}
+
+/// When to look the remote name up for a foreign Pod: `None` never (no live ShadowPod of
+/// ours, or its pod is there), `Some(ZERO)` now, else after the delay returned.
+pub fn probe_foreign(
+    shadow: Option<&ShadowPod>,
+    current: Option<&Pod>,
+    now: &Time,
+) -> Option<std::time::Duration> {
+    let s = shadow?;
+    if current.is_some() || terminating(&s.metadata) {
+        return None;
+    }
+    let Some(created) = &s.metadata.creation_timestamp else {
+        return Some(std::time::Duration::ZERO);
+    };
+    let age = now.0.duration_since(created.0);
+    let age = std::time::Duration::try_from(age).unwrap_or_default();
+    Some(PROBE_AFTER.saturating_sub(age))
 }
 
 /// One step, in the order returned.
@@ -196,6 +257,8 @@ fn mapped(
             _ => vec![Action::Forget],
         };
     };
+    // Only the pod of the current ShadowPod gives its status.
+    let current = current_remote(shadow, remote);
     // 3. Local terminating: ShadowPod first, then the local pod once both remote are gone.
     if terminating(&local.metadata) {
         return match (shadow, remote) {
@@ -208,7 +271,7 @@ fn mapped(
             (Some(s), _) if !terminating(&s.metadata) => vec![Action::DeleteShadow {
                 uid: uid(&s.metadata),
             }],
-            _ => status(local, remote, ctx).into_iter().collect(),
+            _ => status(local, current, ctx).into_iter().collect(),
         };
     }
     // 4. Rejected for good: only make sure nothing runs remotely.
@@ -246,7 +309,7 @@ fn mapped(
         Some(_) => {}
     }
     // 7. The status back.
-    actions.extend(status(local, remote, ctx));
+    actions.extend(status(local, current, ctx));
     actions
 }
 
@@ -285,4 +348,20 @@ fn status(local: &Pod, remote: Option<&Pod>, ctx: &Context<'_>) -> Option<Action
     );
     let current = local.status.clone().unwrap_or_default();
     (!same_status(&current, &forged)).then(|| Action::WriteStatus(Box::new(forged)))
+}
+
+/// The JSON merge patch turning status `current` into `target`: every field of `target`, and
+/// `null` for the top-level fields only `current` has (lists and objects are replaced whole).
+pub fn status_patch(current: &PodStatus, target: &PodStatus) -> serde_json::Value {
+    let as_map = |s: &PodStatus| match serde_json::to_value(s) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    let mut patch = as_map(target);
+    for k in as_map(current).keys() {
+        if !patch.contains_key(k) {
+            patch.insert(k.clone(), serde_json::Value::Null);
+        }
+    }
+    serde_json::Value::Object(patch)
 }

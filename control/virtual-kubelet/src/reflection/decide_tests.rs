@@ -13,23 +13,23 @@ const HOME: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 const FOREIGN: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
 const NS: &str = "demo-rome";
 
-struct Ids {
-    home: ClusterId,
-    foreign: ClusterId,
+pub(super) struct Ids {
+    pub(super) home: ClusterId,
+    pub(super) foreign: ClusterId,
 }
 
-fn ids() -> Ids {
+pub(super) fn ids() -> Ids {
     Ids {
         home: HOME.parse().unwrap(),
         foreign: FOREIGN.parse().unwrap(),
     }
 }
 
-fn now() -> Time {
+pub(super) fn now() -> Time {
     Time("2026-03-04T05:06:07Z".parse().unwrap())
 }
 
-fn ctx<'a>(ids: &'a Ids, ips: &'a [String]) -> Context<'a> {
+pub(super) fn ctx<'a>(ids: &'a Ids, ips: &'a [String]) -> Context<'a> {
     Context {
         home: &ids.home,
         foreign: &ids.foreign,
@@ -40,7 +40,7 @@ fn ctx<'a>(ids: &'a Ids, ips: &'a [String]) -> Context<'a> {
     }
 }
 
-fn local() -> Pod {
+pub(super) fn local() -> Pod {
     serde_json::from_value(json!({
         "metadata": {"name": "web", "namespace": "demo", "uid": "u-local",
                      "labels": {"app": "web", "liqo.io/shadowPod": "true"}},
@@ -50,21 +50,24 @@ fn local() -> Pod {
     .unwrap()
 }
 
-fn terminating(mut p: Pod) -> Pod {
+pub(super) fn terminating(mut p: Pod) -> Pod {
     p.metadata.deletion_timestamp = Some(now());
     p
 }
 
-fn shadow_of(local: &Pod, ids: &Ids) -> ShadowPod {
+pub(super) fn shadow_of(local: &Pod, ids: &Ids) -> ShadowPod {
     let mut s = forge::shadow_pod(local, NS, &ids.home, &ids.foreign);
     s.metadata.uid = Some("u-shadow".into());
     s
 }
 
-fn remote(ids: &Ids) -> Pod {
+pub(super) fn remote(ids: &Ids) -> Pod {
     let mut p: Pod = serde_json::from_value(json!({
         "metadata": {"name": "web", "namespace": NS, "uid": "u-remote",
-                     "labels": {"app": "web", "liqo.io/managed-by": "shadowpod"}},
+                     "labels": {"app": "web", "liqo.io/managed-by": "shadowpod"},
+                     "ownerReferences": [{"apiVersion": "virtualkubelet.liqo.io/v1alpha1",
+                                          "kind": "ShadowPod", "name": "web", "uid": "u-shadow",
+                                          "controller": true}]},
         "status": {"phase": "Running", "podIP": "10.244.0.9", "podIPs": [{"ip": "10.244.0.9"}],
                    "containerStatuses": [{"name": "c", "image": "nginx", "imageID": "",
                                           "ready": true, "restartCount": 0}]}
@@ -78,7 +81,7 @@ fn remote(ids: &Ids) -> Pod {
     p
 }
 
-fn mapped<'a>(shadow: Option<&'a ShadowPod>, remote: Option<&'a Pod>) -> Target<'a> {
+pub(super) fn mapped<'a>(shadow: Option<&'a ShadowPod>, remote: Option<&'a Pod>) -> Target<'a> {
     Target::Mapped {
         namespace: NS,
         shadow,
@@ -212,9 +215,10 @@ fn a_terminating_local_pod_goes_shadow_first_then_itself() {
         matches!(&got[..], [Action::WriteStatus(st)] if st.pod_ip.as_deref() == Some("10.201.0.9")),
         "{got:?}"
     );
+    // ShadowPod gone, remote pod terminating: nothing proves it is this pod's, no status.
     assert_eq!(
-        decide(Some(&l), mapped(None, Some(&r)), &ctx(&ids, &ips)).len(),
-        1
+        decide(Some(&l), mapped(None, Some(&r)), &ctx(&ids, &ips)),
+        []
     );
     // Both gone: the local pod, grace 0, by UID.
     assert_eq!(
@@ -367,4 +371,23 @@ fn restarts_grow_with_each_new_remote_uid_and_are_inferred_at_first_sight() {
     );
     // A fresh pod (no local status yet): zero.
     assert_eq!(track_restarts(None, &PodStatus::default(), &r).count, 0);
+}
+
+#[test]
+fn the_status_patch_sets_the_target_and_clears_what_only_the_current_has() {
+    let current: PodStatus = serde_json::from_value(json!({
+        "phase": "Pending", "reason": "OffloadingBackOff", "message": "x",
+        "conditions": [{"type": "PodScheduled", "status": "True"}]
+    }))
+    .unwrap();
+    let target: PodStatus = serde_json::from_value(json!({
+        "phase": "Running", "podIP": "10.0.0.1",
+        "conditions": [{"type": "Ready", "status": "True"}]
+    }))
+    .unwrap();
+    assert_eq!(
+        super::decide::status_patch(&current, &target),
+        json!({"phase": "Running", "podIP": "10.0.0.1", "reason": null, "message": null,
+               "conditions": [{"type": "Ready", "status": "True"}]})
+    );
 }

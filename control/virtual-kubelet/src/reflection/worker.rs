@@ -1,5 +1,5 @@
-//! A reflection worker: takes a key, reads the stores, maps the IPs, [`decide`]s, performs the
-//! actions (remote writes with field manager `reflection.liqo.io`, deletions with UID
+//! A reflection worker: takes a key, reads the stores, [`decide`]s, maps the IPs if a status
+//! is to be written (a failing IPAM holds back only that), performs the actions (remote writes with field manager `reflection.liqo.io`, deletions with UID
 //! preconditions); a failure queues the key again after a growing delay.
 
 use std::{sync::Arc, time::Duration};
@@ -9,26 +9,20 @@ use control::{
     consts::{labels, reflection::FIELD_MANAGER, values},
     forge::pod::is_reflected,
 };
-use k8s_openapi::{
-    api::core::v1::{Pod, PodStatus},
-    apimachinery::pkg::apis::meta::v1::Time,
-    jiff::Timestamp,
-};
+use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
-    Api, Resource,
+    Api,
     api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
-    runtime::{
-        events::{Event, EventType},
-        reflector::ObjectRef,
-    },
+    runtime::reflector::ObjectRef,
 };
-use serde_json::{Map, Value, json};
+use serde_json::json;
 use tokio::sync::watch::Receiver;
 
 use super::{
     Key, Shared,
     decide::{self, Action, Context, Target},
     ips::{self, IpError},
+    probe,
 };
 
 /// The first retry delay of a failing key.
@@ -51,6 +45,15 @@ pub enum HandleError {
     /// An IP could not be mapped.
     #[error("pod IP")]
     Ip(#[source] IpError),
+    /// A ShadowPod create found the name taken (409), then nothing there: no event will
+    /// come, so the key is retried.
+    #[error("remote ShadowPod {namespace}/{name} existed at create and was gone at read")]
+    Vanished {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
     /// The remote name is taken by an object that is not ours.
     #[error("remote ShadowPod {namespace}/{name} exists and is not ours")]
     NotOurs {
@@ -130,8 +133,10 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         ),
         None => (None, None),
     };
-    let (mut pod_ips, mut restarts) = (Vec::new(), 0);
-    if let (Some(l), Some(r)) = (&local, &remote) {
+    // Only the pod of the current ShadowPod counts (restarts, IPs, status).
+    let current = decide::current_remote(shadow.as_deref(), remote.as_deref());
+    let (mut remote_ips, mut restarts) = (Vec::new(), 0);
+    if let (Some(l), Some(r)) = (&local, current) {
         let local_status = l.status.clone().unwrap_or_default();
         restarts = {
             let mut known = shared.restarts.lock().unwrap_or_else(|p| p.into_inner());
@@ -140,12 +145,7 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
             known.insert(key.clone(), tracked);
             count
         };
-        let remote_ips = r.status.as_ref().map(ips::remote_ips).unwrap_or_default();
-        pod_ips = shared
-            .ips
-            .map(key, &remote_ips)
-            .await
-            .map_err(HandleError::Ip)?;
+        remote_ips = r.status.as_ref().map(ips::remote_ips).unwrap_or_default();
     }
     let target = match &view {
         Some(v) => Target::Mapped {
@@ -156,15 +156,34 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         None => Target::Unmapped,
     };
     let node_ip = cfg.node_ip.to_string();
+    let now = Time(Timestamp::now());
     let ctx = Context {
         home: &cfg.home.cluster_id,
         foreign: &cfg.foreign.cluster_id,
         node_ip: &node_ip,
-        pod_ips: &pod_ips,
+        pod_ips: &[],
         restarts,
-        now: Time(Timestamp::now()),
+        now: now.clone(),
     };
-    let actions = decide::decide(local.as_deref(), target, &ctx);
+    // Decided without IPs first: the IPAM is asked only for a status to write, and its
+    // failure holds back that write alone (deletions and ShadowPod writes still happen).
+    let mut actions = decide::decide(local.as_deref(), target, &ctx);
+    let mut ip_error = None;
+    if decide::needs_ips(&actions, &remote_ips) {
+        match shared.ips.map(key, &remote_ips).await {
+            Ok(pod_ips) => {
+                let ctx = Context {
+                    pod_ips: &pod_ips,
+                    ..ctx
+                };
+                actions = decide::decide(local.as_deref(), target, &ctx);
+            }
+            Err(e) => {
+                actions = decide::without_status(actions);
+                ip_error = Some(e);
+            }
+        }
+    }
     for action in actions {
         perform(
             shared,
@@ -175,27 +194,15 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         )
         .await?;
     }
-    Ok(())
-}
-
-/// A Warning Event on the local pod (logged too).
-async fn warn(shared: &Shared, key: &Key, local: Option<&Pod>, reason: &str, note: String) {
-    tracing::warn!(pod = %key, %note, "reflection skipped");
-    let Some(local) = local else { return };
-    let event = Event {
-        type_: EventType::Warning,
-        reason: reason.into(),
-        note: Some(note),
-        action: "Reflect".into(),
-        secondary: None,
-    };
-    // An Event is a courtesy: failing to publish it is logged, not retried.
-    if let Err(e) = shared
-        .recorder
-        .publish(&event, &local.object_ref(&()))
-        .await
+    if let (Some(l), Some(v)) = (&local, &view)
+        && l.metadata.deletion_timestamp.is_none()
+        && let Some(delay) = decide::probe_foreign(shadow.as_deref(), current, &now)
     {
-        tracing::warn!(pod = %key, error = %e, "publishing an event");
+        probe::probe(shared, key, l, &v.remote, shadow.as_deref(), delay).await;
+    }
+    match ip_error {
+        Some(e) => Err(HandleError::Ip(e)),
+        None => Ok(()),
     }
 }
 
@@ -229,7 +236,7 @@ async fn perform(
     let local_api: Api<Pod> = Api::namespaced(cfg.local.clone(), &key.namespace);
     let shadows = |ns: &str| -> Api<ShadowPod> { Api::namespaced(cfg.remote.api.clone(), ns) };
     match action {
-        Action::Warn { reason, note } => warn(shared, key, local, reason, note).await,
+        Action::Warn { reason, note } => probe::warn(shared, key, local, reason, note).await,
         Action::DeleteShadow { uid } => {
             let Some(ns) = remote_ns else { return Ok(()) };
             let r = shadows(ns)
@@ -278,15 +285,19 @@ async fn perform(
                         .await
                         .map_err(kerr(format!("reading ShadowPod {ns}/{}", key.name)))?;
                     let cfg = &shared.cfg;
-                    if let Some(e) = existing
-                        && !is_reflected(
-                            e.metadata.labels.as_ref(),
-                            &cfg.home.cluster_id,
-                            &cfg.foreign.cluster_id,
-                        )
-                    {
+                    let Some(e) = existing else {
+                        return Err(HandleError::Vanished {
+                            namespace: ns.to_owned(),
+                            name: key.name.clone(),
+                        });
+                    };
+                    if !is_reflected(
+                        e.metadata.labels.as_ref(),
+                        &cfg.home.cluster_id,
+                        &cfg.foreign.cluster_id,
+                    ) {
                         let note = decide::not_ours_note("ShadowPod", ns, &key.name);
-                        warn(shared, key, local, decide::REASON_NOT_OURS, note).await;
+                        probe::warn(shared, key, local, decide::REASON_NOT_OURS, note).await;
                         return Err(HandleError::NotOurs {
                             namespace: ns.to_owned(),
                             name: key.name.clone(),
@@ -312,7 +323,7 @@ async fn perform(
         }
         Action::WriteStatus(status) => {
             let current = local.and_then(|l| l.status.clone()).unwrap_or_default();
-            let patch = status_patch(&current, &status);
+            let patch = decide::status_patch(&current, &status);
             local_api
                 .patch_status(
                     &key.name,
@@ -334,6 +345,11 @@ async fn perform(
                 .remove(key);
             shared.ips.forget(key);
             shared
+                .probed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(key);
+            shared
                 .failures
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -341,22 +357,6 @@ async fn perform(
         }
     }
     Ok(())
-}
-
-/// The JSON merge patch turning status `current` into `target`: every field of `target`, and
-/// `null` for the top-level fields only `current` has (lists and objects are replaced whole).
-pub fn status_patch(current: &PodStatus, target: &PodStatus) -> Value {
-    let as_map = |s: &PodStatus| match serde_json::to_value(s) {
-        Ok(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    let mut patch = as_map(target);
-    for k in as_map(current).keys() {
-        if !patch.contains_key(k) {
-            patch.insert(k.clone(), Value::Null);
-        }
-    }
-    Value::Object(patch)
 }
 
 #[cfg(test)]
@@ -368,24 +368,5 @@ mod tests {
         let s: Vec<u128> = (1..=9).map(|n| retry_delay(n).as_millis()).collect();
         assert_eq!(s, [500, 1000, 2000, 4000, 8000, 16000, 32000, 60000, 60000]);
         assert_eq!(retry_delay(u32::MAX), MAX_RETRY);
-    }
-
-    #[test]
-    fn the_status_patch_sets_the_target_and_clears_what_only_the_current_has() {
-        let current: PodStatus = serde_json::from_value(json!({
-            "phase": "Pending", "reason": "OffloadingBackOff", "message": "x",
-            "conditions": [{"type": "PodScheduled", "status": "True"}]
-        }))
-        .unwrap();
-        let target: PodStatus = serde_json::from_value(json!({
-            "phase": "Running", "podIP": "10.0.0.1",
-            "conditions": [{"type": "Ready", "status": "True"}]
-        }))
-        .unwrap();
-        assert_eq!(
-            status_patch(&current, &target),
-            json!({"phase": "Running", "podIP": "10.0.0.1", "reason": null, "message": null,
-                   "conditions": [{"type": "Ready", "status": "True"}]})
-        );
     }
 }
