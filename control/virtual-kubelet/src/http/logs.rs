@@ -1,6 +1,13 @@
 //! `/containerLogs`: the provider's `pods/log` of the same pod, streamed back chunk by chunk
 //! (a `follow` lasts until either end closes). Also the lookup shared with exec: the remote
-//! namespace of a local one, and the check that the provider's pod is ours.
+//! namespace of a local one, the check that the provider's pod is ours, and the check of the
+//! UID an exec path names against the local pod.
+//!
+//! Known limit: a `follow` reads the provider through `cfg.remote.watch`, whose read timeout
+//! (the peer client's watch timeout, minutes) ends a stream that stays silent longer: a quiet
+//! `kubectl logs -f` then ends and must be re-run. Re-opening it with `sinceTime` would need
+//! the lines' timestamps (asked of the provider and stripped when the client did not ask),
+//! second-precision deduplication and the `limitBytes`/`tailLines` bookkeeping: not done.
 
 use futures::AsyncBufReadExt as _;
 use http_body_util::{BodyExt as _, StreamBody};
