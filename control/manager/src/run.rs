@@ -84,6 +84,47 @@ where
     watcher(api, config).default_backoff().map(|_| ())
 }
 
+/// How often pod and node events may recompute the ResourceOffers (each recomputation lists
+/// every node and pod).
+pub const OFFER_THROTTLE: Duration = Duration::from_secs(2);
+
+/// `events`, at most one every `period` plus one at the end of a burst: the first passes at
+/// once, the rest of a burst is folded into one trigger at the end of its period.
+pub(crate) fn throttled(
+    events: impl Stream<Item = ()> + Send + 'static,
+    period: Duration,
+) -> impl Stream<Item = ()> + Send + 'static {
+    use futures::SinkExt;
+    let (mut tx, rx) = futures::channel::mpsc::channel(1);
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(events);
+        // Ends when the events end or nobody listens any more (a failed send).
+        while events.next().await.is_some() {
+            if tx.send(()).await.is_err() {
+                return;
+            }
+            loop {
+                let until = tokio::time::Instant::now() + period;
+                let mut more = false;
+                loop {
+                    match tokio::time::timeout_at(until, events.next()).await {
+                        Ok(Some(())) => more = true,
+                        Ok(None) => return,
+                        Err(_elapsed) => break,
+                    }
+                }
+                if !more {
+                    break;
+                }
+                if tx.send(()).await.is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    rx
+}
+
 pub(crate) fn policy<K>(name: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Requeue {
     move |_, error, ctx| {
         ctx.metrics.error(name);
@@ -172,9 +213,11 @@ pub fn controllers(
 
     // The ResourceRequest controller on copies: also on nodes, pods, ForeignClusters and
     // offers (the offer follows them).
+    // Pods come and go by the thousand on a busy provider (every pod offloaded to us is
+    // one): their events recompute the offers at most every OFFER_THROTTLE, the first at once.
     let rr_trigger = futures::stream::select_all([
-        events::<Node>(&client, None).boxed(),
-        events::<Pod>(&client, None).boxed(),
+        throttled(events::<Node>(&client, None), OFFER_THROTTLE).boxed(),
+        throttled(events::<Pod>(&client, None), OFFER_THROTTLE).boxed(),
         events::<ForeignCluster>(&client, None).boxed(),
         events::<ResourceOffer>(&client, Some(&source())).boxed(),
     ]);
@@ -337,4 +380,34 @@ pub async fn run(
     // Abandoned reconciles and an end without a signal were logged by run_bounded; the
     // caller only needs it over.
     drop(run_bounded(ctx, shutdown, DEFAULT_SHUTDOWN_GRACE).await);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_burst_gives_one_trigger_at_once_and_one_at_its_end() {
+        let (tx, rx) = futures::channel::mpsc::unbounded::<()>();
+        let period = Duration::from_millis(200);
+        let mut out = Box::pin(throttled(rx, period));
+        let t = std::time::Instant::now();
+        for _ in 0..50 {
+            tx.unbounded_send(()).unwrap();
+        }
+        out.next().await.unwrap();
+        assert!(t.elapsed() < period, "the first at once");
+        out.next().await.unwrap();
+        assert!(t.elapsed() >= period, "the rest at the end of the period");
+        // Nothing more came: nothing more goes out.
+        let quiet = tokio::time::timeout(period * 3, out.next()).await;
+        assert!(quiet.is_err(), "no trigger without events");
+        // A new event passes at once again.
+        let t = std::time::Instant::now();
+        tx.unbounded_send(()).unwrap();
+        out.next().await.unwrap();
+        assert!(t.elapsed() < period);
+        tx.close_channel();
+        assert_eq!(out.next().await, None, "ends with the events");
+    }
 }
