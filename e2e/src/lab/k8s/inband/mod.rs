@@ -263,7 +263,9 @@ async fn move_manager(
         .map_err(|e| K8sLabError::lab(format!("writing {}", moved_path.display()), e))?;
     let mut args = command.args.clone();
     // Its virtual kubelets run beside it, in the node: their kubeconfig too.
-    if let Some(i) = args.iter().position(|a| a == "--virtual-kubelet-kubeconfig")
+    if let Some(i) = args
+        .iter()
+        .position(|a| a == "--virtual-kubelet-kubeconfig")
         && let Some(vk) = args.get(i + 1).map(PathBuf::from)
     {
         let text = std::fs::read_to_string(&vk)
