@@ -317,13 +317,9 @@ fn mapped(
 fn same_shadow(current: &ShadowPod, forged: &ShadowPod) -> bool {
     let labels = |s: &ShadowPod| s.metadata.labels.clone().unwrap_or_default();
     let annotations = |s: &ShadowPod| s.metadata.annotations.clone().unwrap_or_default();
-    // Specs compared as the API server stores them (a spec that does not serialize is never
-    // "the same": it is applied, and the apply reports the problem).
-    let spec = |s: &ShadowPod| serde_json::to_value(&s.spec.pod).ok();
     labels(current) == labels(forged)
         && annotations(current) == annotations(forged)
-        && spec(current).is_some()
-        && spec(current) == spec(forged)
+        && current.spec.pod == forged.spec.pod
 }
 
 /// Whether two statuses serialize the same (as the API server would store them).
