@@ -1,5 +1,6 @@
 //! The OS-facing layer every daemon and the lab share: named network namespaces, links,
-//! addresses, routes, policy rules, neighbours, sysctls, TUN devices and nftables; and the one
+//! addresses, routes, policy rules, neighbours, sysctls, TUN devices (and their per-CPU
+//! steering: [`steer`]) and nftables; and the one
 //! process supervisor ([`supervisor`]: start a program, optionally inside a namespace, watch
 //! it, stop it with SIGTERM then SIGKILL) that the lab, the Kubernetes harness, the bench and
 //! every crate's tests use.
@@ -29,6 +30,7 @@ mod nlsock;
 pub mod request;
 pub mod route;
 pub mod rule;
+pub mod steer;
 pub mod supervisor;
 pub mod sysctl;
 pub mod testing;

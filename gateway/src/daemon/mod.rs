@@ -12,7 +12,7 @@
 //! what it created; a failed change is rolled back, and a failed rollback is part of the error.
 
 use std::{
-    net::UdpSocket,
+    net::Ipv4Addr,
     sync::{Arc, Mutex, PoisonError},
     thread::JoinHandle,
     time::{Duration, Instant},
@@ -21,7 +21,7 @@ use std::{
 use dataplane::{
     Netlink, Netns,
     link::{LinkKind, LinkSpec},
-    nft, sysctl,
+    nft, steer, sysctl,
     tun::{self, TunOptions},
 };
 use ipnet::IpNet;
@@ -31,6 +31,9 @@ mod error;
 mod kernel;
 
 pub use error::GatewayError;
+
+/// Most lanes (TUN queues, UDP sockets, pairs of data threads) a gateway gets, one per CPU.
+pub const MAX_LANES: usize = 16;
 use kernel::{Planned, ensure_address, remove, routes, rules, undone};
 
 use crate::{
@@ -132,15 +135,22 @@ impl Gateway {
         ensure_address(&gw, &cfg.gateway_link, IpNet::V4(cfg.gateway_addr())).await?;
         gw_ns.run(|| sysctl::set("net.ipv4.ip_forward", "1"))??;
 
+        // One lane (TUN queue and UDP socket) per CPU, each carrying what its CPU sends and
+        // receives (see `wg::affinity`).
+        let lanes = crate::wg::lanes_for(crate::wg::cpus_allowed(), MAX_LANES);
         let tun_name = cfg.tun.clone();
-        let fd = gw_ns.run(move || {
-            tun::create(
-                &tun_name,
-                TunOptions {
-                    multi_queue: false,
-                    vnet_hdr: true,
-                },
-            )
+        let queues = gw_ns.run(move || {
+            (0..lanes)
+                .map(|_| {
+                    tun::create(
+                        &tun_name,
+                        TunOptions {
+                            multi_queue: lanes > 1,
+                            vnet_hdr: true,
+                        },
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()
         })??;
         gw.set_mtu(&cfg.tun, cfg.mtu).await?;
         gw.set_up(&cfg.tun, true).await?;
@@ -150,8 +160,9 @@ impl Gateway {
         };
         // Every interface: the WireGuard port is what the peers reach (through NATs and load
         // balancers), and WireGuard authenticates every packet on it; nothing else listens here.
-        let udp = UdpSocket::bind(("0.0.0.0", cfg.listen_port)).map_err(bind)?;
-        let device = Device::new(key, fd, udp).map_err(bind)?;
+        let udp = steer::bind_udp_group((Ipv4Addr::UNSPECIFIED, cfg.listen_port).into(), lanes)?;
+        let device = Device::new(key, queues.into_iter().zip(udp).collect()).map_err(bind)?;
+        tracing::info!(lanes, "data path");
         device.set_peers(&cfg.peers);
         device.set_busy_poll(Duration::from_micros(cfg.busy_poll_micros.into()));
         device.set_pin_when_idle(cfg.pin_when_idle);

@@ -1,19 +1,23 @@
-//! Where the two data-path threads run. A lone packet's latency on a virtual machine is mostly
+//! Where the data-path threads run. A lone packet's latency on a virtual machine is mostly
 //! wake-ups across vCPUs: waking a thread whose vCPU is halted costs an inter-processor
-//! interrupt, a VM exit for the waker and tens of microseconds before the woken thread runs.
-//! The scheduler puts a woken thread back on its previous CPU when that CPU is idle, so the two
-//! halves of one gateway (and the gateways of one host) spread over the CPUs and every packet
-//! of a request/answer exchange pays that price.
+//! interrupt, a VM exit for the waker and tens of microseconds before the woken thread runs
+//! (about 90 µs per wake-up on the 2-vCPU machines we test on, against under 10 µs on the
+//! waker's own CPU). The scheduler puts a woken thread back on its previous CPU when that CPU is
+//! idle, so the halves of one gateway (and the gateways of one host) spread over the CPUs and
+//! every packet of a request/answer exchange pays that price.
 //!
-//! So while the gateway is lightly loaded both data threads share one *home* CPU (the lowest
-//! the process may use, the same for every gateway of a host): a wake-up between them is a
-//! flag on a running CPU. Once the two threads ran *or waited to run* for more than
+//! So while the gateway is lightly loaded each lane's two threads live on the lane's *home*
+//! CPU: the one whose packets the lane carries (`dataplane::steer` picks the TUN queue and the
+//! UDP socket by CPU), the first the process may use whose number modulo the lanes is the
+//! lane's. A packet is then read on the CPU that sent or received it, and a request and its
+//! answer cross every gateway of a host without leaving the application's CPU. Once the two threads ran *or waited to run* for more than
 //! [`BUSY_PERMILLE`] of a timer tick, or waited alone for more than [`WAITING_PERMILLE`] (both
 //! from `/proc/self/task/<tid>/schedstat`: what they needed, not only what they got on a shared
-//! CPU), they may use every CPU again (the two halves run in parallel under load); they go
-//! home after [`QUIET_TICKS`] ticks below [`QUIET_PERMILLE`]. The home is recomputed every tick
-//! from the process's CPUs (a cgroup cpuset may change); spreading asks for every CPU and lets
-//! the kernel keep the allowed ones. If the run times cannot be read, the threads spread.
+//! CPU), they may use every CPU again (one flow's halves run in parallel under load); they go
+//! home after [`QUIET_TICKS`] ticks below [`QUIET_PERMILLE`]. The homes are recomputed every
+//! tick from the process's CPUs (a cgroup cpuset may change); spreading asks for every CPU and
+//! lets the kernel keep the allowed ones. A process that may use one CPU only, or a lane no
+//! allowed CPU maps to, is never pinned. If the run times cannot be read, the threads spread.
 //!
 //! The decision ([`decide`]) is pure; the timer thread feeds it each tick, and each data thread
 //! applies a new placement to itself before its next step.
@@ -38,7 +42,7 @@ pub(super) const WAITING_PERMILLE: u64 = 100;
 /// Run plus wait time below which a tick counts as quiet.
 pub(super) const QUIET_PERMILLE: u64 = 200;
 /// Quiet ticks in a row before the threads go home.
-pub(super) const QUIET_TICKS: u32 = 5;
+pub(super) const QUIET_TICKS: u32 = 2;
 
 /// Where the data threads may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,8 +122,8 @@ impl State {
 pub(super) struct Affinity {
     /// See [`State`].
     state: AtomicU32,
-    /// The lowest CPU the process may use; `usize::MAX` when it may use only one.
-    home: AtomicUsize,
+    /// Each lane's home CPU; `usize::MAX` for none (see [`homes`]).
+    homes: Vec<AtomicUsize>,
     /// The timer thread's view: the data threads' IDs, their times at the last tick, when it
     /// was, and the quiet ticks in a row.
     last: Mutex<Last>,
@@ -128,11 +132,13 @@ pub(super) struct Affinity {
 }
 
 impl Affinity {
-    /// Home placement, pinning off until [`Affinity::set_enabled`].
-    pub(super) fn new() -> Affinity {
-        Affinity {
+    /// Home placement for `lanes` lanes, pinning off until [`Affinity::set_enabled`].
+    pub(super) fn new(lanes: usize) -> Affinity {
+        let a = Affinity {
             state: AtomicU32::new(0),
-            home: AtomicUsize::new(home_cpu().unwrap_or(usize::MAX)),
+            homes: (0..lanes.max(1))
+                .map(|_| AtomicUsize::new(usize::MAX))
+                .collect(),
             last: Mutex::new(Last {
                 tids: Vec::new(),
                 times: (0, 0),
@@ -140,12 +146,27 @@ impl Affinity {
                 quiet: 0,
             }),
             warned: AtomicBool::new(false),
+        };
+        a.find_homes();
+        a
+    }
+
+    /// Each lane's home from the process's CPUs now.
+    fn find_homes(&self) {
+        let found = homes(&allowed_cpus(), self.homes.len());
+        for (slot, home) in self.homes.iter().zip(found) {
+            slot.store(home.unwrap_or(usize::MAX), Ordering::Relaxed);
         }
     }
 
     /// The current state, which a data thread compares with the one it applied.
     pub(super) fn state(&self) -> State {
         State(self.state.load(Ordering::Acquire))
+    }
+
+    /// Whether the data threads are (to be) on their home CPUs now.
+    pub(super) fn pinned(&self) -> bool {
+        self.state().target() == Placement::Home
     }
 
     /// Turns going home when idle on or off; the data threads re-place themselves before their
@@ -176,8 +197,7 @@ impl Affinity {
     /// The timer thread's tick: finds the home again, measures how long the data threads ran
     /// and waited since the last one, and moves them if [`decide`] says so.
     pub(super) fn tick(&self) {
-        self.home
-            .store(home_cpu().unwrap_or(usize::MAX), Ordering::Relaxed);
+        self.find_homes();
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let times: Option<Vec<(u64, u64)>> = last.tids.iter().map(|&t| sched_times(t)).collect();
         let now_at = Instant::now();
@@ -212,9 +232,12 @@ impl Affinity {
         }
     }
 
-    /// Places the calling data thread as `state` says.
-    pub(super) fn apply(&self, state: State) {
-        let home = self.home.load(Ordering::Relaxed);
+    /// Places the calling data thread, one of lane `lane`'s, as `state` says.
+    pub(super) fn apply(&self, state: State, lane: usize) {
+        let home = self
+            .homes
+            .get(lane)
+            .map_or(usize::MAX, |h| h.load(Ordering::Relaxed));
         let mut set = CpuSet::new();
         let all = state.target() == Placement::Spread || home == usize::MAX;
         for cpu in 0..CpuSet::count() {
@@ -247,13 +270,41 @@ struct Last {
     quiet: u32,
 }
 
-/// The lowest CPU the process's main thread may use (the data threads' own masks are ours to
-/// change); `None` when it may use only one or the mask cannot be read.
-fn home_cpu() -> Option<usize> {
-    let mask = sched_getaffinity(Pid::this()).ok()?;
-    let mut cpus = (0..CpuSet::count()).filter(|&c| mask.is_set(c).unwrap_or(false));
-    let first = cpus.next()?;
-    cpus.next().map(|_| first)
+/// The CPUs the process's main thread may use (the data threads' own masks are ours to
+/// change), in order; none when the mask cannot be read.
+fn allowed_cpus() -> Vec<usize> {
+    let Ok(mask) = sched_getaffinity(Pid::this()) else {
+        return Vec::new();
+    };
+    (0..CpuSet::count())
+        .filter(|&c| mask.is_set(c).unwrap_or(false))
+        .collect()
+}
+
+/// Each of `lanes` lanes' home among the `allowed` CPUs: the first whose number modulo `lanes`
+/// is the lane's (the steering's choice of lane for that CPU). None for every lane when there
+/// is at most one CPU (nothing to gain), and for a lane no allowed CPU maps to.
+pub(super) fn homes(allowed: &[usize], lanes: usize) -> Vec<Option<usize>> {
+    let lanes = lanes.max(1);
+    (0..lanes)
+        .map(|lane| {
+            if allowed.len() < 2 {
+                return None;
+            }
+            allowed.iter().copied().find(|c| c % lanes == lane)
+        })
+        .collect()
+}
+
+/// How many lanes a gateway whose process may use these CPUs gets: one per CPU, at most
+/// `max` (at least one).
+pub fn lanes_for(allowed: usize, max: usize) -> usize {
+    allowed.clamp(1, max.max(1))
+}
+
+/// How many CPUs the process may use now (one if that cannot be read).
+pub fn cpus_allowed() -> usize {
+    allowed_cpus().len().max(1)
 }
 
 /// How long thread `tid` of this process has run and waited to run, in nanoseconds (the first
@@ -270,6 +321,25 @@ mod tests {
 
     fn load(demand: u64, waiting: u64) -> Load {
         Load { demand, waiting }
+    }
+
+    #[test]
+    fn each_lane_lives_on_the_cpus_it_carries() {
+        // Two CPUs, two lanes: lane i on CPU i.
+        assert_eq!(homes(&[0, 1], 2), vec![Some(0), Some(1)]);
+        // A cpuset of CPUs 2 and 5: CPU 2 steers to lane 0, CPU 5 to lane 1.
+        assert_eq!(homes(&[2, 5], 2), vec![Some(2), Some(5)]);
+        // CPUs 0 and 2 both steer to lane 0; lane 1 carries nothing and is not pinned.
+        assert_eq!(homes(&[0, 2], 2), vec![Some(0), None]);
+        // One lane on four CPUs: the lowest (every gateway of a host picks the same).
+        assert_eq!(homes(&[1, 2, 3, 4], 1), vec![Some(1)]);
+        // One CPU (or none readable): nothing to gain by pinning.
+        assert_eq!(homes(&[3], 1), vec![None]);
+        assert_eq!(homes(&[], 2), vec![None, None]);
+        assert_eq!(lanes_for(2, 16), 2);
+        assert_eq!(lanes_for(64, 16), 16);
+        assert_eq!(lanes_for(0, 16), 1);
+        assert_eq!(lanes_for(8, 0), 1);
     }
 
     #[test]

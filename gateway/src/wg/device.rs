@@ -26,6 +26,7 @@ use super::{
     peers::{Peer, Table},
     poller::Half,
     rx::RxState,
+    steering::Steering,
     tx::TxState,
 };
 use crate::{config, keys::PrivateKey};
@@ -99,44 +100,23 @@ pub struct WireStatus {
     pub handshakes_overflow: u64,
 }
 
-/// A running WireGuard device.
-pub struct Device {
-    /// Ours, shared with every peer's session (one copy of the secret in memory).
-    pub(super) key: Arc<PrivateKey>,
-    /// Checks mac1 and never asks for a cookie: the one every `Tunn` holds, since admission
-    /// ([`super::guard`]) happened before a message reaches its peer.
-    pub(super) open: Arc<RateLimiter>,
-    /// Always "under load": checks mac2 and makes cookie replies, for [`super::guard`].
-    pub(super) strict: RateLimiter,
-    pub(super) table: RwLock<Arc<Table>>,
+/// One queue pair of the data path: a TUN queue and a UDP socket of the port's reuseport group,
+/// which carry what one CPU sent and received (`dataplane::steer`), and each half's state. Its
+/// two threads live on that CPU while the gateway is lightly loaded (`wg::affinity`), so a packet
+/// is read on the CPU that produced it.
+pub(super) struct Lane {
+    /// Its place among the lanes (the CPU number modulo their count).
+    pub(super) index: usize,
     pub(super) tun: File,
     pub(super) udp: UdpSocket,
-    stop: AtomicBool,
-    /// Set once the kernel refused a UDP GSO send.
-    pub(super) gso_off: AtomicBool,
-    /// Packets from the TUN device with no peer for their destination.
-    pub no_route: AtomicU64,
-    /// Counters of the port.
-    pub wire: Wire,
-    pub(super) handshakes: SyncSender<Handshake>,
-    handshake_queue: Mutex<Option<Receiver<Handshake>>>,
     /// The send half's buffers (whichever thread runs it holds them).
     pub(super) tx: Mutex<TxState>,
-    /// The receive half's buffers and admission state.
+    /// The receive half's buffers.
     pub(super) rx: Mutex<RxState>,
-    /// [`Device::busy_poll`], in microseconds.
-    pub(super) busy_poll_us: AtomicU64,
-    /// Handshake messages waiting in the queue (the handshake thread's load).
-    pub(super) queued: AtomicUsize,
-    /// New peers (IDs) still to be sent their first handshake initiation.
-    pending_calls: Mutex<VecDeque<String>>,
-    /// Where the data threads run.
-    pub(super) affinity: Affinity,
 }
 
-impl Device {
-    /// A device over an open TUN descriptor and a bound UDP socket.
-    pub fn new(key: PrivateKey, tun: OwnedFd, udp: UdpSocket) -> io::Result<Arc<Device>> {
+impl Lane {
+    fn new(index: usize, tun: OwnedFd, udp: UdpSocket) -> io::Result<Lane> {
         udp.set_read_timeout(Some(TICK))?;
         // Bursts of a fast sender must not overflow the socket while we decrypt.
         use nix::sys::socket::{setsockopt, sockopt};
@@ -150,38 +130,98 @@ impl Device {
                 setsockopt(&udp, sockopt::SndBufForce, &SOCKET_BUFFER),
             ),
         ] {
-            if let Err(e) = r {
+            // Said once, for the first lane: the others get the same answer.
+            if let Err(e) = r
+                && index == 0
+            {
                 tracing::warn!(option = name, error = %e, "could not enlarge the UDP socket buffer");
             }
         }
         // Receive many datagrams per call, coalesced by the kernel.
         setsockopt(&udp, sockopt::UdpGroSegment, &true).map_err(io::Error::from)?;
-        let public = crate::keys::x25519(&key.public());
         nix::fcntl::fcntl(
             &tun,
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
         )
         .map_err(io::Error::from)?;
+        Ok(Lane {
+            index,
+            tun: File::from(tun),
+            udp,
+            tx: Mutex::default(),
+            rx: Mutex::default(),
+        })
+    }
+}
+
+/// A running WireGuard device.
+pub struct Device {
+    /// Ours, shared with every peer's session (one copy of the secret in memory).
+    pub(super) key: Arc<PrivateKey>,
+    /// Checks mac1 and never asks for a cookie: the one every `Tunn` holds, since admission
+    /// ([`super::guard`]) happened before a message reaches its peer.
+    pub(super) open: Arc<RateLimiter>,
+    /// Always "under load": checks mac2 and makes cookie replies, for [`super::guard`].
+    pub(super) strict: RateLimiter,
+    pub(super) table: RwLock<Arc<Table>>,
+    /// One per queue of the TUN device (at least one); see [`Lane`].
+    pub(super) lanes: Vec<Lane>,
+    stop: AtomicBool,
+    /// Set once the kernel refused a UDP GSO send.
+    pub(super) gso_off: AtomicBool,
+    /// Packets from the TUN device with no peer for their destination.
+    pub no_route: AtomicU64,
+    /// Counters of the port.
+    pub wire: Wire,
+    pub(super) handshakes: SyncSender<Handshake>,
+    handshake_queue: Mutex<Option<Receiver<Handshake>>>,
+    /// [`Device::busy_poll`], in microseconds.
+    pub(super) busy_poll_us: AtomicU64,
+    /// Handshake messages waiting in the queue (the handshake thread's load).
+    pub(super) queued: AtomicUsize,
+    /// New peers (IDs) still to be sent their first handshake initiation.
+    pending_calls: Mutex<VecDeque<String>>,
+    /// Where the data threads run.
+    pub(super) affinity: Affinity,
+    /// Which lane a packet takes.
+    pub(super) steering: Mutex<Steering>,
+}
+
+impl Device {
+    /// A device over its lanes: each a queue of one TUN device and a UDP socket of one port
+    /// (one of each: a device of one lane). Lane `i` should carry what CPU `i` (modulo their
+    /// count) sends and receives (`dataplane::steer`).
+    pub fn new(key: PrivateKey, queues: Vec<(OwnedFd, UdpSocket)>) -> io::Result<Arc<Device>> {
+        if queues.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a device needs at least one TUN queue and UDP socket",
+            ));
+        }
+        let lanes = queues
+            .into_iter()
+            .enumerate()
+            .map(|(i, (tun, udp))| Lane::new(i, tun, udp))
+            .collect::<io::Result<Vec<_>>>()?;
+        let public = crate::keys::x25519(&key.public());
         let (handshakes, queue) = sync_channel(QUEUE);
         Ok(Arc::new(Device {
             key: Arc::new(key),
             open: Arc::new(RateLimiter::new(&public, u64::MAX)),
             strict: RateLimiter::new(&public, 0),
             table: RwLock::default(),
-            tun: File::from(tun),
-            udp,
+            affinity: Affinity::new(lanes.len()),
+            lanes,
             stop: AtomicBool::new(false),
             gso_off: AtomicBool::new(false),
             no_route: AtomicU64::new(0),
             wire: Wire::default(),
             handshakes,
             handshake_queue: Mutex::new(Some(queue)),
-            tx: Mutex::default(),
-            rx: Mutex::default(),
             busy_poll_us: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
             pending_calls: Mutex::default(),
-            affinity: Affinity::new(),
+            steering: Mutex::default(),
         }))
     }
 
@@ -261,10 +301,25 @@ impl Device {
 
     /// The UDP port actually bound.
     pub fn port(&self) -> io::Result<u16> {
-        Ok(self.udp.local_addr()?.port())
+        Ok(self.udp().local_addr()?.port())
     }
 
-    /// Starts the threads: TUN to UDP, UDP to TUN, handshakes, timers.
+    /// The socket handshakes, cookies and keepalives leave by (the first lane's).
+    pub(super) fn udp(&self) -> &UdpSocket {
+        &self.lanes[0].udp
+    }
+
+    /// The TUN queue that packets decrypted off the data path (after a handshake) are written to.
+    pub(super) fn tun(&self) -> &File {
+        &self.lanes[0].tun
+    }
+
+    /// How many lanes (TUN queues and UDP sockets) the data path has.
+    pub fn lanes(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Starts the threads: TUN to UDP and UDP to TUN for each lane, handshakes, timers.
     pub fn start(self: &Arc<Self>) -> io::Result<Vec<JoinHandle<()>>> {
         let queue = self
             .handshake_queue
@@ -279,13 +334,15 @@ impl Device {
                 .name("wg-handshake".into())
                 .spawn(move || d.handshake_loop(&queue))?,
         );
-        for (name, half) in [("wg-tun", Half::Tx), ("wg-udp", Half::Rx)] {
-            let d = Arc::clone(self);
-            handles.push(
-                thread::Builder::new()
-                    .name(name.into())
-                    .spawn(move || d.run_half(half))?,
-            );
+        for lane in 0..self.lanes.len() {
+            for (name, half) in [("wg-tun", Half::Tx), ("wg-udp", Half::Rx)] {
+                let d = Arc::clone(self);
+                handles.push(
+                    thread::Builder::new()
+                        .name(format!("{name}/{lane}"))
+                        .spawn(move || d.run_half(lane, half))?,
+                );
+            }
         }
         let d = Arc::clone(self);
         handles.push(

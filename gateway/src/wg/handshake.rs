@@ -81,7 +81,7 @@ impl Device {
         let mut coalescer = Coalescer::default();
         let mut guard = Guard::new(Instant::now());
         let mut write = |frame: &[u8]| {
-            if let Err(e) = (&self.tun).write(frame) {
+            if let Err(e) = self.tun().write(frame) {
                 tracing::debug!(error = %e, "writing to the tun device");
             }
         };
@@ -150,7 +150,7 @@ impl Device {
     /// (the initiator retries), and a full socket must not stall the handshakes behind it.
     fn send_cookie(&self, reply: &[u8], to: SocketAddr) {
         match sendto(
-            self.udp.as_raw_fd(),
+            self.udp().as_raw_fd(),
             reply,
             &SockaddrStorage::from(to),
             MsgFlags::MSG_DONTWAIT,

@@ -14,7 +14,9 @@ pub mod offload;
 pub mod peers;
 mod poller;
 mod rx;
+mod steering;
 mod timers;
 mod tx;
 
+pub use affinity::{cpus_allowed, lanes_for};
 pub use device::{Device, PeerStatus, Wire, WireStatus};

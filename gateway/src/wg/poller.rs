@@ -1,5 +1,6 @@
-//! How the two data-path threads work and wait. Each owns a half (TUN to UDP, UDP to TUN) and
-//! sleeps on its own descriptor when idle. A lone packet's latency is mostly wake-ups: on a
+//! How the data-path threads work and wait. Each lane (a TUN queue and a UDP socket that carry
+//! one CPU's packets) has two threads; each owns a half (TUN to UDP, UDP to TUN) and sleeps on
+//! its own descriptor when idle. A lone packet's latency is mostly wake-ups: on a
 //! virtual machine a halted vCPU takes tens of microseconds to run a woken thread, and a
 //! request and its answer cross each gateway once each way, in different threads. So a thread
 //! whose half ran dry looks at the other half once before it sleeps (free: one non-blocking
@@ -21,7 +22,7 @@ use std::{
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::device::{Device, TICK};
+use super::device::{Device, Lane, TICK};
 
 /// What one attempt at a half did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,17 +54,18 @@ impl Half {
 }
 
 impl Device {
-    /// Runs `own` until stopped or its descriptor fails.
-    pub(super) fn run_half(&self, own: Half) {
+    /// Runs `own` of lane `lane` until stopped or its descriptor fails.
+    pub(super) fn run_half(&self, lane: usize, own: Half) {
+        let lane = &self.lanes[lane];
         self.affinity.register();
         let mut placed = None;
         while !self.stopped() {
             let state = self.affinity.state();
             if placed != Some(state) {
-                self.affinity.apply(state);
+                self.affinity.apply(state, lane.index);
                 placed = Some(state);
             }
-            match self.step(own, true) {
+            match self.step(lane, own, true) {
                 Some(Step::Worked) => continue,
                 Some(Step::Failed) => return,
                 Some(Step::Empty) | None => {}
@@ -71,14 +73,14 @@ impl Device {
             // The other half once before sleeping: the answer to a packet just written to the
             // TUN device (the kernel queues it during the write) is sent by this running thread.
             // The other thread is woken for it too, but may find it done.
-            if self.step(own.other(), false) == Some(Step::Worked) {
+            if self.step(lane, own.other(), false) == Some(Step::Worked) {
                 continue;
             }
             let spin = self.busy_poll();
-            if !spin.is_zero() && self.spin(own, spin) {
+            if !spin.is_zero() && self.spin(lane, own, spin) {
                 continue;
             }
-            if !self.wait(own) {
+            if !self.wait(lane, own) {
                 return;
             }
         }
@@ -101,34 +103,35 @@ impl Device {
         self.busy_poll_us.store(us, Ordering::Relaxed);
     }
 
-    /// One attempt at `half`; with `wait_turn` false, `None` if another thread runs it now.
-    fn step(&self, half: Half, wait_turn: bool) -> Option<Step> {
+    /// One attempt at `half` of `lane`; with `wait_turn` false, `None` if another thread runs
+    /// it now.
+    fn step(&self, lane: &Lane, half: Half, wait_turn: bool) -> Option<Step> {
         match half {
             Half::Tx => {
                 let mut st = if wait_turn {
-                    self.tx.lock().unwrap_or_else(|p| p.into_inner())
+                    lane.tx.lock().unwrap_or_else(|p| p.into_inner())
                 } else {
-                    self.tx.try_lock().ok()?
+                    lane.tx.try_lock().ok()?
                 };
-                Some(self.tx_once(&mut st))
+                Some(self.tx_once(lane, &mut st))
             }
             Half::Rx => {
                 let mut st = if wait_turn {
-                    self.rx.lock().unwrap_or_else(|p| p.into_inner())
+                    lane.rx.lock().unwrap_or_else(|p| p.into_inner())
                 } else {
-                    self.rx.try_lock().ok()?
+                    lane.rx.try_lock().ok()?
                 };
-                Some(self.rx_once(&mut st))
+                Some(self.rx_once(lane, &mut st))
             }
         }
     }
 
-    /// Checks both halves for `spin`; whether something was handled.
-    fn spin(&self, own: Half, spin: Duration) -> bool {
+    /// Checks both halves of `lane` for `spin`; whether something was handled.
+    fn spin(&self, lane: &Lane, own: Half, spin: Duration) -> bool {
         let until = Instant::now() + spin;
         loop {
             for half in [own, own.other()] {
-                if self.step(half, false) == Some(Step::Worked) {
+                if self.step(lane, half, false) == Some(Step::Worked) {
                     return true;
                 }
             }
@@ -141,10 +144,10 @@ impl Device {
 
     /// Sleeps until `half`'s descriptor is readable or a [`TICK`] passed; false if polling
     /// failed.
-    fn wait(&self, half: Half) -> bool {
+    fn wait(&self, lane: &Lane, half: Half) -> bool {
         let fd = match half {
-            Half::Tx => self.tun.as_fd(),
-            Half::Rx => self.udp.as_fd(),
+            Half::Tx => lane.tun.as_fd(),
+            Half::Rx => lane.udp.as_fd(),
         };
         let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
         match poll(

@@ -12,7 +12,13 @@ use std::{
 use boringtun::noise::{Packet, Tunn, TunnResult};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
 
-use super::{device::Device, handshake::Handshake, offload::Coalescer, peers::Peer, poller::Step};
+use super::{
+    device::{Device, Lane},
+    handshake::Handshake,
+    offload::Coalescer,
+    peers::Peer,
+    poller::Step,
+};
 
 /// Largest datagram or packet handled.
 pub(super) const BUF: usize = 65_536;
@@ -21,7 +27,7 @@ pub(super) fn bump(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
 }
 
-/// The buffers and admission state of the receive half.
+/// The buffers of the receive half.
 pub(super) struct RxState {
     buf: Vec<u8>,
     out: Vec<u8>,
@@ -41,8 +47,9 @@ impl Default for RxState {
 }
 
 impl Device {
-    /// Receives one batch of datagrams (many with GRO) without waiting, and handles them.
-    pub(super) fn rx_once(&self, st: &mut RxState) -> Step {
+    /// Receives one batch of datagrams (many with GRO) from `lane`'s socket without waiting, and
+    /// handles them (decrypted packets go to the lane's TUN queue).
+    pub(super) fn rx_once(&self, lane: &Lane, st: &mut RxState) -> Step {
         let RxState {
             buf,
             out,
@@ -52,7 +59,7 @@ impl Device {
         let (n, from, seg) = {
             let mut iov = [IoSliceMut::new(buf)];
             match recvmsg::<SockaddrStorage>(
-                self.udp.as_raw_fd(),
+                lane.udp.as_raw_fd(),
                 &mut iov,
                 Some(cmsg),
                 MsgFlags::MSG_DONTWAIT,
@@ -78,7 +85,7 @@ impl Device {
         };
         let table = self.table();
         let mut write = |frame: &[u8]| {
-            if let Err(e) = (&self.tun).write(frame) {
+            if let Err(e) = (&lane.tun).write(frame) {
                 tracing::debug!(error = %e, "writing to the tun device");
             }
         };
@@ -208,7 +215,7 @@ impl Device {
         }
         drop(tunn);
         for p in &replies {
-            if let Err(e) = self.udp.send_to(p, from) {
+            if let Err(e) = self.udp().send_to(p, from) {
                 tracing::debug!(peer = %peer.cfg.id, error = %e, "send");
             }
         }

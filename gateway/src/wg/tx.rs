@@ -2,7 +2,7 @@
 
 use std::{
     io::{self, IoSlice, Read},
-    net::Ipv4Addr,
+    net::{Ipv4Addr, UdpSocket},
     os::fd::AsRawFd,
     sync::atomic::Ordering,
 };
@@ -11,7 +11,7 @@ use boringtun::noise::TunnResult;
 use nix::sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg};
 
 use super::{
-    device::Device,
+    device::{Device, Lane},
     offload::{MAX_PACKET, VNET_HDR_LEN, VirtioNetHdr, segment},
     peers::Peer,
     poller::Step,
@@ -44,7 +44,7 @@ impl Device {
     pub(super) fn send(&self, peer: &Peer, data: &[u8]) {
         match peer.endpoint() {
             Some(ep) => {
-                if let Err(e) = self.udp.send_to(data, ep) {
+                if let Err(e) = self.udp().send_to(data, ep) {
                     tracing::debug!(peer = %peer.cfg.id, error = %e, "send");
                     peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
                 }
@@ -57,7 +57,7 @@ impl Device {
 
     /// Sends `buf`, the concatenation of encrypted packets all `seg` bytes long but the last
     /// (which may be shorter), to the peer with one UDP GSO `sendmsg`.
-    fn send_batch(&self, peer: &Peer, buf: &[u8], seg: usize, count: u64) {
+    fn send_batch(&self, udp: &UdpSocket, peer: &Peer, buf: &[u8], seg: usize, count: u64) {
         if buf.is_empty() {
             return;
         }
@@ -68,19 +68,13 @@ impl Device {
         let gso = buf.len() > seg && !self.gso_off.load(Ordering::Relaxed);
         let r = if !gso {
             buf.chunks(seg.max(1))
-                .try_for_each(|p| self.udp.send_to(p, ep).map(drop))
+                .try_for_each(|p| udp.send_to(p, ep).map(drop))
         } else {
             let iov = [IoSlice::new(buf)];
             let size = seg as u16;
             let cmsg = [ControlMessage::UdpGsoSegments(&size)];
             let addr = SockaddrStorage::from(ep);
-            match sendmsg(
-                self.udp.as_raw_fd(),
-                &iov,
-                &cmsg,
-                MsgFlags::empty(),
-                Some(&addr),
-            ) {
+            match sendmsg(udp.as_raw_fd(), &iov, &cmsg, MsgFlags::empty(), Some(&addr)) {
                 Ok(_) => Ok(()),
                 // The kernel refuses segmentation (segments above the path MTU, no checksum
                 // offload on the way out): send them one by one from now on.
@@ -91,7 +85,7 @@ impl Device {
                     );
                     self.gso_off.store(true, Ordering::Relaxed);
                     buf.chunks(seg.max(1))
-                        .try_for_each(|p| self.udp.send_to(p, ep).map(drop))
+                        .try_for_each(|p| udp.send_to(p, ep).map(drop))
                 }
                 Err(e) => Err(io::Error::from(e)),
             }
@@ -102,9 +96,10 @@ impl Device {
         }
     }
 
-    /// Reads one packet from the TUN device (without waiting), encrypts and sends it.
-    pub(super) fn tx_once(&self, st: &mut TxState) -> Step {
-        let n = match (&self.tun).read(&mut st.buf) {
+    /// Reads one packet from `lane`'s TUN queue (without waiting), encrypts it and sends it
+    /// from the lane's socket.
+    pub(super) fn tx_once(&self, lane: &Lane, st: &mut TxState) -> Step {
+        let n = match (&lane.tun).read(&mut st.buf) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Step::Empty,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Step::Worked,
@@ -132,7 +127,7 @@ impl Device {
             peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
             return Step::Worked;
         }
-        self.encrypt_and_send(peer, &h, pkt, &mut st.out, &mut st.batches);
+        self.encrypt_and_send(&lane.udp, peer, &h, pkt, &mut st.out, &mut st.batches);
         Step::Worked
     }
 
@@ -141,6 +136,7 @@ impl Device {
     /// the receive half's decryption for the same peer.
     fn encrypt_and_send(
         &self,
+        udp: &UdpSocket,
         peer: &Peer,
         h: &VirtioNetHdr,
         pkt: &mut [u8],
@@ -156,7 +152,7 @@ impl Device {
                 // No room left (only with many tiny segments): this much leaves under the lock.
                 batches.close();
                 for b in &batches.done {
-                    self.send_batch(peer, &out[b.start..b.end], b.seg, b.count);
+                    self.send_batch(udp, peer, &out[b.start..b.end], b.seg, b.count);
                 }
                 batches.reset();
             }
@@ -180,7 +176,7 @@ impl Device {
         drop(tunn);
         batches.close();
         for b in &batches.done {
-            self.send_batch(peer, &out[b.start..b.end], b.seg, b.count);
+            self.send_batch(udp, peer, &out[b.start..b.end], b.seg, b.count);
         }
         if let Some(init) = init {
             self.send(peer, &init);
