@@ -1,40 +1,51 @@
-//! Where the data threads run (needs root and two CPUs): lightly loaded, both share the lowest
-//! CPU the process may use; under a bulk transfer they may use every allowed CPU; quiet again,
-//! they go back; `pinWhenIdle: false` leaves them to the scheduler.
+//! Where the data threads run and which packets they read (needs root and two CPUs). There is
+//! one lane (a TUN queue, a UDP socket, two threads) per CPU. Lightly loaded, each lane's
+//! threads live on their CPU and a packet takes the lane of the CPU that sent it; under a bulk
+//! transfer they may use every allowed CPU; quiet again, they go back; `pinWhenIdle: false`
+//! leaves them to the scheduler.
 
 mod common;
 
-use std::{thread, time::Duration};
+use std::{collections::BTreeMap, thread, time::Duration};
 
 use common::{Site, Spaces, eventually, iperf, prefix};
 
-/// The `Cpus_allowed_list` of `site`'s two data threads (`wg-tun`, `wg-udp`).
-fn data_threads(site: &Site) -> Vec<String> {
+/// `site`'s data threads (`wg-tun/<lane>`, `wg-udp/<lane>`) by name, with what `field` of their
+/// `status` says.
+fn data_threads(site: &Site, field: &str) -> BTreeMap<String, String> {
     let dir = format!("/proc/{}/task", site.pid());
-    let mut lists = Vec::new();
+    let mut out = BTreeMap::new();
     for t in std::fs::read_dir(&dir).unwrap() {
         let t = t.unwrap().path();
         let Ok(comm) = std::fs::read_to_string(t.join("comm")) else {
             continue; // the thread ended between the listing and the read
         };
-        if !matches!(comm.trim(), "wg-tun" | "wg-udp") {
+        let comm = comm.trim();
+        if !(comm.starts_with("wg-tun/") || comm.starts_with("wg-udp/")) {
             continue;
         }
-        let status = std::fs::read_to_string(t.join("status")).unwrap();
-        let list = status
+        let Ok(status) = std::fs::read_to_string(t.join("status")) else {
+            continue;
+        };
+        let value = status
             .lines()
-            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            .expect("Cpus_allowed_list in status")
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .unwrap_or_else(|| panic!("{field} in the status of {comm}"))
             .trim()
             .to_owned();
-        lists.push(list);
+        out.insert(comm.to_owned(), value);
     }
-    assert_eq!(lists.len(), 2, "two data threads in {dir}");
-    lists
+    out
 }
 
-/// This process's allowed CPUs (the gateway inherits them) and the lowest of them.
-fn allowed() -> (String, String) {
+/// Where each data thread may run.
+fn placement(site: &Site) -> BTreeMap<String, String> {
+    data_threads(site, "Cpus_allowed_list")
+}
+
+/// This process's allowed CPUs (the gateway inherits them), listed, and as the kernel prints
+/// them.
+fn allowed() -> (Vec<usize>, String) {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
     let all = status
         .lines()
@@ -42,34 +53,60 @@ fn allowed() -> (String, String) {
         .unwrap()
         .trim()
         .to_owned();
-    let lowest = all.split([',', '-']).next().unwrap().to_owned();
-    assert_ne!(
-        all, lowest,
+    let mut cpus = Vec::new();
+    for part in all.split(',') {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        cpus.extend(lo.parse::<usize>().unwrap()..=hi.parse::<usize>().unwrap());
+    }
+    assert!(
+        cpus.len() >= 2,
         "this test needs two CPUs or more (allowed: {all})"
     );
-    (all, lowest)
+    (cpus, all)
+}
+
+/// The placement of every data thread: lane `i` on the first allowed CPU whose number modulo
+/// the lanes is `i` (all of them when none is).
+fn homes(cpus: &[usize], all: &str) -> BTreeMap<String, String> {
+    let lanes = cpus.len().min(16);
+    (0..lanes)
+        .flat_map(|lane| {
+            let home = cpus
+                .iter()
+                .find(|c| *c % lanes == lane)
+                .map_or(all.to_owned(), |c| c.to_string());
+            ["wg-tun", "wg-udp"].map(|n| (format!("{n}/{lane}"), home.clone()))
+        })
+        .collect()
+}
+
+fn everywhere(cpus: &[usize], all: &str) -> BTreeMap<String, String> {
+    homes(cpus, all)
+        .into_keys()
+        .map(|k| (k, all.to_owned()))
+        .collect()
 }
 
 #[tokio::test]
-async fn data_threads_share_a_cpu_when_idle_and_spread_under_load() {
-    let (all, lowest) = allowed();
+async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
+    let (cpus, all) = allowed();
     let mut spaces = Spaces::new();
     let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("aff"), 1).await;
     let b: Site = spokes.pop().expect("one spoke");
     assert!(a.ping("10.71.0.2"), "a reaches b\n{}", a.log());
-    let home = vec![lowest.clone(), lowest.clone()];
+    let home = homes(&cpus, &all);
     assert!(
-        eventually(5, || data_threads(&a) == home),
-        "idle: both on CPU {lowest}: {:?}",
-        data_threads(&a)
+        eventually(5, || placement(&a) == home),
+        "idle: each lane on its CPU {home:?}: {:?}",
+        placement(&a)
     );
 
     let _server = iperf::Server::start(&b.pod, "10.200.0.2", b.dir.join("iperf3.log"));
     let run = iperf::Client::start(&a.pod, "10.71.0.2", 4, 1.0);
-    let spread = vec![all.clone(), all.clone()];
+    let spread = everywhere(&cpus, &all);
     let mut seen = Vec::new();
     let spread_seen = eventually(4, || {
-        let now = data_threads(&a);
+        let now = placement(&a);
         seen.push(now.clone());
         now == spread
     });
@@ -81,19 +118,101 @@ async fn data_threads_share_a_cpu_when_idle_and_spread_under_load() {
         iperf::mbit(&rates)
     );
     assert!(
-        eventually(5, || data_threads(&a) == home),
-        "quiet again: back on CPU {lowest}: {:?}",
-        data_threads(&a)
+        eventually(5, || placement(&a) == home),
+        "quiet again: back home: {:?}",
+        placement(&a)
     );
 
     // Off: the scheduler places them, whatever the load.
     let entries = b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16");
     a.configure(&entries, "pinWhenIdle: false\n");
     assert!(
-        eventually(5, || data_threads(&a) == spread),
+        eventually(5, || placement(&a) == spread),
         "off: {:?}",
-        data_threads(&a)
+        placement(&a)
     );
     thread::sleep(Duration::from_millis(700));
-    assert_eq!(data_threads(&a), spread, "still off, idle");
+    assert_eq!(placement(&a), spread, "still off, idle");
+}
+
+/// Voluntary context switches of each data thread (one per wake-up).
+fn wakeups(site: &Site) -> BTreeMap<String, u64> {
+    data_threads(site, "voluntary_ctxt_switches")
+        .into_iter()
+        .map(|(k, v)| (k, v.parse().unwrap()))
+        .collect()
+}
+
+fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_packet_is_read_by_the_lane_of_the_cpu_that_sent_it() {
+    let (cpus, all) = allowed();
+    let mut spaces = Spaces::new();
+    let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("lane"), 1).await;
+    let b: Site = spokes.pop().expect("one spoke");
+    assert!(a.ping("10.71.0.2"), "a reaches b\n{}", a.log());
+    let home = homes(&cpus, &all);
+    assert!(
+        eventually(5, || placement(&a) == home && placement(&b) == home),
+        "idle: each lane on its CPU"
+    );
+    let lanes = cpus.len().min(16);
+    for &cpu in &cpus[..2] {
+        let lane = cpu % lanes;
+        let (a0, b0) = (wakeups(&a), wakeups(&b));
+        // 300 echo requests from a pod process pinned to `cpu`, each answered.
+        let out = a
+            .pod
+            .command("taskset")
+            .args([
+                "-c",
+                &cpu.to_string(),
+                "ping",
+                "-c300",
+                "-i0.002",
+                "-W1",
+                "-q",
+                "10.71.0.2",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ping on CPU {cpu}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let (da, db) = (delta(&a0, &wakeups(&a)), delta(&b0, &wakeups(&b)));
+        let ours = format!("wg-tun/{lane}");
+        // a reads each request from the TUN queue of CPU `cpu`; b receives each on that CPU's
+        // socket (its softirq ran on the CPU of a's sending thread).
+        assert!(
+            da[&ours] >= 200,
+            "a's {ours} woke {} times for 300 requests: {da:?}",
+            da[&ours]
+        );
+        let theirs = format!("wg-udp/{lane}");
+        assert!(
+            db[&theirs] >= 200,
+            "b's {theirs} woke {} times: {db:?}",
+            db[&theirs]
+        );
+        for (name, n) in da.iter().filter(|(k, _)| !k.ends_with(&format!("/{lane}"))) {
+            assert!(
+                *n < 60,
+                "a's {name}, another CPU's lane, woke {n} times: {da:?}"
+            );
+        }
+        for (name, n) in db.iter().filter(|(k, _)| !k.ends_with(&format!("/{lane}"))) {
+            assert!(
+                *n < 60,
+                "b's {name}, another CPU's lane, woke {n} times: {db:?}"
+            );
+        }
+    }
 }
