@@ -200,11 +200,23 @@ fn set_tun_steering(tun: &impl AsRawFd, prog: libc::c_int) -> Result<(), Error> 
 
 /// `count` UDP sockets bound to `addr` (port 0: the first one's port) in one reuseport group
 /// (the kernel picks a socket by flow until [`steer_udp_by_cpu`]). With one socket, a plain
-/// bound socket. The sockets are blocking.
+/// bound socket. A port someone holds already is refused (`EADDRINUSE`), as for one socket.
+/// The sockets are blocking.
 pub fn bind_udp_group(addr: SocketAddr, count: usize) -> Result<Vec<UdpSocket>, Error> {
     let count = count.max(1);
     let mut socks: Vec<UdpSocket> = Vec::with_capacity(count);
     let mut addr = addr;
+    if count > 1 && addr.port() != 0 {
+        // A group would silently share the port with another group's process (same user)
+        // still holding it: a plain bind first fails as a single socket's would.
+        let probe = UdpSocket::bind(addr).map_err(|source| Error::Bind {
+            index: 0,
+            count,
+            addr,
+            source,
+        })?;
+        drop(probe);
+    }
     for index in 0..count {
         let fail = |addr, source| Error::Bind {
             index,
@@ -300,6 +312,26 @@ pub fn unsteer_udp(sock: &UdpSocket) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_group_shares_one_port_and_a_held_port_is_refused() {
+        let socks = bind_udp_group("127.0.0.1:0".parse().unwrap(), 3).unwrap();
+        let port = socks[0].local_addr().unwrap().port();
+        assert!(socks.iter().all(|s| s.local_addr().unwrap().port() == port));
+        // Steering by CPU and back is accepted by the kernel.
+        steer_udp_by_cpu(&socks[1], 3).unwrap();
+        unsteer_udp(&socks[0]).unwrap();
+        unsteer_udp(&socks[0]).unwrap();
+        // The port is held: a second group (or one socket) is refused, naming the address.
+        let at = SocketAddr::from(([127, 0, 0, 1], port));
+        let e = bind_udp_group(at, 2).unwrap_err();
+        assert!(e.to_string().contains(&at.to_string()), "{e}");
+        assert!(UdpSocket::bind(at).is_err());
+        // Held by a plain socket: a group is refused too.
+        let plain = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let e = bind_udp_group(plain.local_addr().unwrap(), 2).unwrap_err();
+        assert!(matches!(e, Error::Bind { index: 0, .. }), "{e}");
+    }
 
     #[test]
     fn the_tun_program_returns_the_cpu_number() {

@@ -48,10 +48,11 @@ pub struct File {
     /// of an answer; see `wg::poller`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub busy_poll_micros: Option<u32>,
-    /// While the data path is lightly loaded, its two threads share the lowest CPU the process
-    /// may use (a wake-up between them then costs no inter-processor interrupt: lower latency,
-    /// above all on virtual machines); under load they spread. Default true; see
-    /// `wg::affinity`.
+    /// While the data path is lightly loaded, each lane's two threads live on the lane's CPU
+    /// and a packet takes the lane of the CPU that sent or received it (a wake-up then costs no
+    /// inter-processor interrupt: lower latency, above all on virtual machines); under load the
+    /// threads spread and lanes are picked by flow. Default true; see `wg::affinity` and
+    /// `wg::steering`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pin_when_idle: Option<bool>,
     /// The local pod CIDR.

@@ -155,7 +155,9 @@ async fn a_start_that_fails_on_a_taken_port_leaves_nothing_behind() {
     assert!(!status.success(), "{status}: {}", a.log());
     let log = a.log();
     assert!(
-        log.contains("error:") && log.contains("binding UDP port 51840"),
+        log.contains("error:")
+            && log.contains("0.0.0.0:51840")
+            && log.contains("Address already in use"),
         "{log}"
     );
 

@@ -1,10 +1,11 @@
 //! The WireGuard data path: boringtun's `noise::Tunn` per peer, driven by our own I/O loop.
 //!
-//! Four threads: TUN -> encrypt -> UDP ([`tx`]), UDP -> decrypt -> TUN ([`rx`], which also
-//! admits handshake messages: [`guard`]), the key exchanges ([`handshake`]) and the timers
+//! Per lane (one per CPU: a TUN queue and a UDP socket), two threads: TUN -> encrypt -> UDP
+//! ([`tx`]) and UDP -> decrypt -> TUN ([`rx`], which also admits handshake messages:
+//! [`guard`]); then one thread for the key exchanges ([`handshake`]) and one for the timers
 //! (handshake retries, keepalives, session expiry: [`timers`]). The peer table is swapped whole
 //! on reconfiguration; peers whose identity did not change keep their session. Lightly loaded,
-//! the two data threads share one CPU ([`affinity`]).
+//! a packet is read on the CPU that sent or received it ([`steering`], [`affinity`]).
 
 mod affinity;
 mod device;
