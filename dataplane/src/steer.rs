@@ -4,8 +4,8 @@
 //! CPU that received the datagram (a classic-BPF `SO_ATTACH_REUSEPORT_CBPF` program). A reader
 //! per queue that runs on that queue's CPU is woken on the CPU it already runs on: on a virtual
 //! machine, waking a thread on another, halted vCPU costs tens of microseconds per packet.
-//! Both can be detached again (the kernel then picks by flow, which keeps a flow's packets in
-//! order when the readers move between CPUs).
+//! Both can be undone (the kernel then picks by flow, which keeps a flow's packets in order
+//! when the readers move between CPUs).
 //!
 //! The programs are built here as instruction arrays (no compiler, no object file); the kernel
 //! verifies them. Nothing here decides how many queues there are or where readers run.
@@ -96,16 +96,21 @@ const LD_CPU: (u16, u32) = (0x20, (-0x1000i32 + 36) as u32);
 const MOD_K: u16 = 0x94;
 /// `ret a` (`BPF_RET | BPF_A`).
 const RET_A: u16 = 0x16;
+/// `ret #k` (`BPF_RET | BPF_K`).
+const RET_K: u16 = 0x06;
 
-/// The reuseport program for `count` sockets: the socket is the receiving CPU's number modulo
-/// `count` (an index past the group would fall back to a hash).
-pub fn reuseport_program(count: usize) -> Vec<libc::sock_filter> {
-    let op = |code, k| libc::sock_filter {
+const fn op(code: u16, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
         code,
         jt: 0,
         jf: 0,
         k,
-    };
+    }
+}
+
+/// The reuseport program for `count` sockets: the socket is the receiving CPU's number modulo
+/// `count` (an index past the group would fall back to a hash).
+pub fn reuseport_program(count: usize) -> Vec<libc::sock_filter> {
     vec![
         op(LD_CPU.0, LD_CPU.1),
         op(MOD_K, u32::try_from(count.max(1)).unwrap_or(u32::MAX)),
@@ -250,12 +255,15 @@ pub fn bind_udp_group(addr: SocketAddr, count: usize) -> Result<Vec<UdpSocket>, 
 
 /// Makes each datagram go to the socket of the group of `sock` (any of its `count` members,
 /// in the order they joined) whose index is the receiving CPU's number modulo `count`.
+pub fn steer_udp_by_cpu(sock: &UdpSocket, count: usize) -> Result<(), Error> {
+    attach_cbpf(sock, &mut reuseport_program(count))
+}
+
 #[expect(
     unsafe_code,
     reason = "SO_ATTACH_REUSEPORT_CBPF takes a struct sock_fprog"
 )]
-pub fn steer_udp_by_cpu(sock: &UdpSocket, count: usize) -> Result<(), Error> {
-    let mut prog = reuseport_program(count);
+fn attach_cbpf(sock: &UdpSocket, prog: &mut [libc::sock_filter]) -> Result<(), Error> {
     let fprog = libc::sock_fprog {
         len: prog.len() as u16,
         filter: prog.as_mut_ptr(),
@@ -279,34 +287,11 @@ pub fn steer_udp_by_cpu(sock: &UdpSocket, count: usize) -> Result<(), Error> {
     Ok(())
 }
 
-/// `SO_DETACH_REUSEPORT_BPF`.
-const SO_DETACH_REUSEPORT_BPF: libc::c_int = 68;
-
-/// Back to the kernel's choice of socket in the group of `sock` (by flow). Nothing attached
-/// is not an error.
-#[expect(unsafe_code, reason = "setsockopt(2) with a dummy int argument")]
+/// Back to the kernel's choice of socket in the group of `sock` (by flow): a program whose
+/// answer is past every group, so the kernel falls back to its hash (detaching would need
+/// Linux 5.3; this works wherever attaching does).
 pub fn unsteer_udp(sock: &UdpSocket) -> Result<(), Error> {
-    let zero: libc::c_int = 0;
-    // SAFETY: the option ignores its argument; a valid int pointer and size are passed.
-    let r = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            SO_DETACH_REUSEPORT_BPF,
-            std::ptr::addr_of!(zero).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::ENOENT) {
-            return Err(Error::Attach {
-                what: "reuseport (detaching)",
-                source: e,
-            });
-        }
-    }
-    Ok(())
+    attach_cbpf(sock, &mut [op(RET_K, u32::MAX)])
 }
 
 #[cfg(test)]

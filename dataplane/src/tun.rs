@@ -35,7 +35,13 @@ pub struct TunOptions {
     /// TCP/IPv4 super-packets with partial checksums (`TUNSETOFFLOAD` with `TUN_F_CSUM` and
     /// `TUN_F_TSO4`); the reader segments them, and may write super-packets back.
     pub vnet_hdr: bool,
+    /// Fail (`EBUSY`) if the device exists already (`IFF_TUN_EXCL`): a multi-queue device
+    /// otherwise gains a queue, and a second process would silently read part of its packets.
+    pub exclusive: bool,
 }
+
+/// `IFF_TUN_EXCL`.
+const IFF_TUN_EXCL: libc::c_int = 0x8000;
 
 /// `TUN_F_CSUM`: the reader handles partial checksums.
 const TUN_F_CSUM: u64 = 0x01;
@@ -69,6 +75,9 @@ pub fn create(name: &IfName, opts: TunOptions) -> Result<OwnedFd, Error> {
     }
     if opts.vnet_hdr {
         flags |= libc::IFF_VNET_HDR;
+    }
+    if opts.exclusive {
+        flags |= IFF_TUN_EXCL;
     }
     req.ifr_ifru.ifru_flags = flags as libc::c_short;
     // SAFETY: the fd is an open /dev/net/tun; `req` is a valid ifreq that outlives the call

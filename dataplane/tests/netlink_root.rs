@@ -299,6 +299,7 @@ async fn tun_lives_as_long_as_its_fd() {
                 TunOptions {
                     multi_queue: true,
                     vnet_hdr: false,
+                    exclusive: false,
                 },
             )
         })

@@ -10,6 +10,9 @@ use std::{collections::BTreeMap, thread, time::Duration};
 
 use common::{Site, Spaces, eventually, iperf, prefix};
 
+/// One test at a time: another's bulk transfer would spread this one's threads.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// `site`'s data threads (`wg-tun/<lane>`, `wg-udp/<lane>`) by name, with what `field` of their
 /// `status` says.
 fn data_threads(site: &Site, field: &str) -> BTreeMap<String, String> {
@@ -89,6 +92,7 @@ fn everywhere(cpus: &[usize], all: &str) -> BTreeMap<String, String> {
 
 #[tokio::test]
 async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
+    let _one = SERIAL.lock().await;
     let (cpus, all) = allowed();
     let mut spaces = Spaces::new();
     let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("aff"), 1).await;
@@ -152,6 +156,7 @@ fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTree
 
 #[tokio::test]
 async fn a_packet_is_read_by_the_lane_of_the_cpu_that_sent_it() {
+    let _one = SERIAL.lock().await;
     let (cpus, all) = allowed();
     let mut spaces = Spaces::new();
     let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("lane"), 1).await;

@@ -32,9 +32,9 @@ pub enum GatewayError {
     /// A change (or the start) failed, and undoing it failed too.
     #[error(transparent)]
     Rollback(#[from] RollbackFailed),
-    /// The UDP sockets of the port.
+    /// The UDP sockets of the WireGuard port (one per lane).
     #[error(transparent)]
-    Steer(#[from] dataplane::steer::Error),
+    Port(#[from] dataplane::steer::Error),
     /// The UDP socket.
     #[error("binding UDP port {port}")]
     Bind {

@@ -136,17 +136,32 @@ impl Gateway {
         gw_ns.run(|| sysctl::set("net.ipv4.ip_forward", "1"))??;
 
         // One lane (TUN queue and UDP socket) per CPU, each carrying what its CPU sends and
-        // receives (see `wg::affinity`).
-        let lanes = crate::wg::lanes_for(crate::wg::cpus_allowed(), MAX_LANES);
+        // receives (see `wg::lanes`); one lane if the kernel will not steer packets by CPU
+        // (no CAP_BPF, an old kernel): lanes picked by flow would wake threads on other CPUs.
+        let mut lanes = crate::wg::lanes_for(crate::wg::cpus_allowed(), MAX_LANES);
+        let steering = if lanes > 1 {
+            match steer::TunSteering::load() {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::warn!(error = %liqo_types::chain(&e), "packets cannot follow their CPU; one lane");
+                    lanes = 1;
+                    None
+                }
+            }
+        } else {
+            None
+        };
         let tun_name = cfg.tun.clone();
         let queues = gw_ns.run(move || {
             (0..lanes)
-                .map(|_| {
+                .map(|i| {
                     tun::create(
                         &tun_name,
                         TunOptions {
                             multi_queue: lanes > 1,
                             vnet_hdr: true,
+                            // Another process's device of that name is refused, not joined.
+                            exclusive: i == 0,
                         },
                     )
                 })
@@ -161,7 +176,8 @@ impl Gateway {
         // Every interface: the WireGuard port is what the peers reach (through NATs and load
         // balancers), and WireGuard authenticates every packet on it; nothing else listens here.
         let udp = steer::bind_udp_group((Ipv4Addr::UNSPECIFIED, cfg.listen_port).into(), lanes)?;
-        let device = Device::new(key, queues.into_iter().zip(udp).collect()).map_err(bind)?;
+        let device =
+            Device::new(key, queues.into_iter().zip(udp).collect(), steering).map_err(bind)?;
         tracing::info!(lanes, "data path");
         device.set_peers(&cfg.peers);
         device.set_busy_poll(Duration::from_micros(cfg.busy_poll_micros.into()));

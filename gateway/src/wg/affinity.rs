@@ -22,6 +22,7 @@
 //! The decision ([`decide`]) is pure; the timer thread feeds it each tick, and each data thread
 //! applies a new placement to itself before its next step.
 
+use super::lanes::{allowed_cpus, homes};
 use std::{
     sync::{
         Mutex,
@@ -31,7 +32,7 @@ use std::{
 };
 
 use nix::{
-    sched::{CpuSet, sched_getaffinity, sched_setaffinity},
+    sched::{CpuSet, sched_setaffinity},
     unistd::Pid,
 };
 
@@ -47,13 +48,13 @@ pub(super) const QUIET_TICKS: u32 = 2;
 /// Where the data threads may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Placement {
-    /// Both on the home CPU.
+    /// Each lane's threads on the lane's home CPU.
     Home,
     /// Anywhere the process may run.
     Spread,
 }
 
-/// What the data threads did during a tick, in thousandths of it.
+/// What the data threads of the busiest lane did during a tick, in thousandths of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Load {
     /// Running or waiting to run.
@@ -124,8 +125,8 @@ pub(super) struct Affinity {
     state: AtomicU32,
     /// Each lane's home CPU; `usize::MAX` for none (see [`homes`]).
     homes: Vec<AtomicUsize>,
-    /// The timer thread's view: the data threads' IDs, their times at the last tick, when it
-    /// was, and the quiet ticks in a row.
+    /// The timer thread's view: the data threads' lanes and IDs, each lane's times at the last
+    /// tick, when it was, and the quiet ticks in a row.
     last: Mutex<Last>,
     /// Whether a refused placement or unreadable run times were logged already.
     warned: AtomicBool,
@@ -141,7 +142,7 @@ impl Affinity {
                 .collect(),
             last: Mutex::new(Last {
                 tids: Vec::new(),
-                times: (0, 0),
+                times: vec![(0, 0); lanes.max(1)],
                 at: Instant::now(),
                 quiet: 0,
             }),
@@ -151,12 +152,15 @@ impl Affinity {
         a
     }
 
-    /// Each lane's home from the process's CPUs now.
-    fn find_homes(&self) {
+    /// Each lane's home from the process's CPUs now; whether one changed.
+    fn find_homes(&self) -> bool {
         let found = homes(&allowed_cpus(), self.homes.len());
+        let mut changed = false;
         for (slot, home) in self.homes.iter().zip(found) {
-            slot.store(home.unwrap_or(usize::MAX), Ordering::Relaxed);
+            let home = home.unwrap_or(usize::MAX);
+            changed |= slot.swap(home, Ordering::Relaxed) != home;
         }
+        changed
     }
 
     /// The current state, which a data thread compares with the one it applied.
@@ -184,22 +188,29 @@ impl Affinity {
             });
     }
 
-    /// A data thread says who it is (its times count from now on).
-    pub(super) fn register(&self) {
+    /// A data thread of lane `lane` says who it is (its times count from now on).
+    pub(super) fn register(&self, lane: usize) {
         let tid = nix::unistd::gettid().as_raw();
         self.last
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .tids
-            .push(tid);
+            .push((lane, tid));
     }
 
-    /// The timer thread's tick: finds the home again, measures how long the data threads ran
-    /// and waited since the last one, and moves them if [`decide`] says so.
+    /// The timer thread's tick: finds the homes again (threads re-place themselves when one
+    /// moved), measures how long each lane's threads ran and waited since the last one, and
+    /// moves them if [`decide`] says so for the busiest lane.
     pub(super) fn tick(&self) {
-        self.find_homes();
+        if self.find_homes() {
+            self.update(|s| Some(s.with(s.placement(), s.enabled())));
+        }
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        let times: Option<Vec<(u64, u64)>> = last.tids.iter().map(|&t| sched_times(t)).collect();
+        let times: Option<Vec<(usize, (u64, u64))>> = last
+            .tids
+            .iter()
+            .map(|&(lane, t)| sched_times(t).map(|x| (lane, x)))
+            .collect();
         let now_at = Instant::now();
         let tick_ns = u64::try_from(now_at.duration_since(last.at).as_nanos()).unwrap_or(u64::MAX);
         last.at = now_at;
@@ -211,20 +222,29 @@ impl Affinity {
             });
             return;
         };
-        let sum = times.iter().fold((0, 0), |(r, w), (a, b)| (r + a, w + b));
-        let (ran, waited) = (
-            sum.0.saturating_sub(last.times.0),
-            sum.1.saturating_sub(last.times.1),
-        );
-        last.times = sum;
+        let mut sums = vec![(0u64, 0u64); last.times.len()];
+        for (lane, (r, w)) in times {
+            if let Some(s) = sums.get_mut(lane) {
+                *s = (s.0 + r, s.1 + w);
+            }
+        }
+        let per_mille = |ns: u64| ns.saturating_mul(1000) / tick_ns.max(1);
+        let mut load = Load {
+            demand: 0,
+            waiting: 0,
+        };
+        for (now, before) in sums.iter().zip(&last.times) {
+            let (ran, waited) = (
+                now.0.saturating_sub(before.0),
+                now.1.saturating_sub(before.1),
+            );
+            load.demand = load.demand.max(per_mille(ran + waited));
+            load.waiting = load.waiting.max(per_mille(waited));
+        }
+        last.times = sums;
         if !state.enabled() {
             return;
         }
-        let per_mille = |ns: u64| ns.saturating_mul(1000) / tick_ns.max(1);
-        let load = Load {
-            demand: per_mille(ran + waited),
-            waiting: per_mille(waited),
-        };
         let (next, quiet) = decide(state.placement(), last.quiet, load);
         last.quiet = quiet;
         if next != state.placement() {
@@ -263,48 +283,12 @@ impl Affinity {
 /// The timer thread's state.
 #[derive(Debug)]
 struct Last {
-    tids: Vec<i32>,
-    /// Run and wait nanoseconds of all data threads.
-    times: (u64, u64),
+    /// Each data thread's lane and thread ID.
+    tids: Vec<(usize, i32)>,
+    /// Run and wait nanoseconds of each lane's data threads.
+    times: Vec<(u64, u64)>,
     at: Instant,
     quiet: u32,
-}
-
-/// The CPUs the process's main thread may use (the data threads' own masks are ours to
-/// change), in order; none when the mask cannot be read.
-fn allowed_cpus() -> Vec<usize> {
-    let Ok(mask) = sched_getaffinity(Pid::this()) else {
-        return Vec::new();
-    };
-    (0..CpuSet::count())
-        .filter(|&c| mask.is_set(c).unwrap_or(false))
-        .collect()
-}
-
-/// Each of `lanes` lanes' home among the `allowed` CPUs: the first whose number modulo `lanes`
-/// is the lane's (the steering's choice of lane for that CPU). None for every lane when there
-/// is at most one CPU (nothing to gain), and for a lane no allowed CPU maps to.
-pub(super) fn homes(allowed: &[usize], lanes: usize) -> Vec<Option<usize>> {
-    let lanes = lanes.max(1);
-    (0..lanes)
-        .map(|lane| {
-            if allowed.len() < 2 {
-                return None;
-            }
-            allowed.iter().copied().find(|c| c % lanes == lane)
-        })
-        .collect()
-}
-
-/// How many lanes a gateway whose process may use these CPUs gets: one per CPU, at most
-/// `max` (at least one).
-pub fn lanes_for(allowed: usize, max: usize) -> usize {
-    allowed.clamp(1, max.max(1))
-}
-
-/// How many CPUs the process may use now (one if that cannot be read).
-pub fn cpus_allowed() -> usize {
-    allowed_cpus().len().max(1)
 }
 
 /// How long thread `tid` of this process has run and waited to run, in nanoseconds (the first
@@ -321,25 +305,6 @@ mod tests {
 
     fn load(demand: u64, waiting: u64) -> Load {
         Load { demand, waiting }
-    }
-
-    #[test]
-    fn each_lane_lives_on_the_cpus_it_carries() {
-        // Two CPUs, two lanes: lane i on CPU i.
-        assert_eq!(homes(&[0, 1], 2), vec![Some(0), Some(1)]);
-        // A cpuset of CPUs 2 and 5: CPU 2 steers to lane 0, CPU 5 to lane 1.
-        assert_eq!(homes(&[2, 5], 2), vec![Some(2), Some(5)]);
-        // CPUs 0 and 2 both steer to lane 0; lane 1 carries nothing and is not pinned.
-        assert_eq!(homes(&[0, 2], 2), vec![Some(0), None]);
-        // One lane on four CPUs: the lowest (every gateway of a host picks the same).
-        assert_eq!(homes(&[1, 2, 3, 4], 1), vec![Some(1)]);
-        // One CPU (or none readable): nothing to gain by pinning.
-        assert_eq!(homes(&[3], 1), vec![None]);
-        assert_eq!(homes(&[], 2), vec![None, None]);
-        assert_eq!(lanes_for(2, 16), 2);
-        assert_eq!(lanes_for(64, 16), 16);
-        assert_eq!(lanes_for(0, 16), 1);
-        assert_eq!(lanes_for(8, 0), 1);
     }
 
     #[test]

@@ -18,16 +18,16 @@ use std::{
 };
 
 use boringtun::noise::{TunnResult, rate_limiter::RateLimiter};
+use dataplane::steer::TunSteering;
 use serde::{Deserialize, Serialize};
 
 use super::{
     affinity::Affinity,
     handshake::{Handshake, QUEUE},
+    lanes::Lane,
     peers::{Peer, Table},
     poller::Half,
-    rx::RxState,
     steering::Steering,
-    tx::TxState,
 };
 use crate::{config, keys::PrivateKey};
 
@@ -37,7 +37,7 @@ pub(super) const TICK: Duration = Duration::from_millis(200);
 /// gains a thousand peers calls them over two seconds, not in one burst.
 pub(super) const INITIATIONS_PER_TICK: usize = 50;
 /// UDP socket buffer size (bytes).
-const SOCKET_BUFFER: usize = 2 << 20;
+pub(super) const SOCKET_BUFFER: usize = 2 << 20;
 
 /// One peer as `liqo-gateway status` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -100,60 +100,6 @@ pub struct WireStatus {
     pub handshakes_overflow: u64,
 }
 
-/// One queue pair of the data path: a TUN queue and a UDP socket of the port's reuseport group,
-/// which carry what one CPU sent and received (`dataplane::steer`), and each half's state. Its
-/// two threads live on that CPU while the gateway is lightly loaded (`wg::affinity`), so a packet
-/// is read on the CPU that produced it.
-pub(super) struct Lane {
-    /// Its place among the lanes (the CPU number modulo their count).
-    pub(super) index: usize,
-    pub(super) tun: File,
-    pub(super) udp: UdpSocket,
-    /// The send half's buffers (whichever thread runs it holds them).
-    pub(super) tx: Mutex<TxState>,
-    /// The receive half's buffers.
-    pub(super) rx: Mutex<RxState>,
-}
-
-impl Lane {
-    fn new(index: usize, tun: OwnedFd, udp: UdpSocket) -> io::Result<Lane> {
-        udp.set_read_timeout(Some(TICK))?;
-        // Bursts of a fast sender must not overflow the socket while we decrypt.
-        use nix::sys::socket::{setsockopt, sockopt};
-        for (name, r) in [
-            (
-                "SO_RCVBUFFORCE",
-                setsockopt(&udp, sockopt::RcvBufForce, &SOCKET_BUFFER),
-            ),
-            (
-                "SO_SNDBUFFORCE",
-                setsockopt(&udp, sockopt::SndBufForce, &SOCKET_BUFFER),
-            ),
-        ] {
-            // Said once, for the first lane: the others get the same answer.
-            if let Err(e) = r
-                && index == 0
-            {
-                tracing::warn!(option = name, error = %e, "could not enlarge the UDP socket buffer");
-            }
-        }
-        // Receive many datagrams per call, coalesced by the kernel.
-        setsockopt(&udp, sockopt::UdpGroSegment, &true).map_err(io::Error::from)?;
-        nix::fcntl::fcntl(
-            &tun,
-            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-        )
-        .map_err(io::Error::from)?;
-        Ok(Lane {
-            index,
-            tun: File::from(tun),
-            udp,
-            tx: Mutex::default(),
-            rx: Mutex::default(),
-        })
-    }
-}
-
 /// A running WireGuard device.
 pub struct Device {
     /// Ours, shared with every peer's session (one copy of the secret in memory).
@@ -191,7 +137,12 @@ impl Device {
     /// A device over its lanes: each a queue of one TUN device and a UDP socket of one port
     /// (one of each: a device of one lane). Lane `i` should carry what CPU `i` (modulo their
     /// count) sends and receives (`dataplane::steer`).
-    pub fn new(key: PrivateKey, queues: Vec<(OwnedFd, UdpSocket)>) -> io::Result<Arc<Device>> {
+    /// `steering` is the loaded TUN steering program: without it, lanes are picked by flow.
+    pub fn new(
+        key: PrivateKey,
+        queues: Vec<(OwnedFd, UdpSocket)>,
+        steering: Option<TunSteering>,
+    ) -> io::Result<Arc<Device>> {
         if queues.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -221,7 +172,7 @@ impl Device {
             busy_poll_us: AtomicU64::new(0),
             queued: AtomicUsize::new(0),
             pending_calls: Mutex::default(),
-            steering: Mutex::default(),
+            steering: Mutex::new(Steering::new(steering)),
         }))
     }
 

@@ -11,6 +11,7 @@ mod affinity;
 mod device;
 pub mod guard;
 mod handshake;
+mod lanes;
 pub mod offload;
 pub mod peers;
 mod poller;
@@ -19,5 +20,5 @@ mod steering;
 mod timers;
 mod tx;
 
-pub use affinity::{cpus_allowed, lanes_for};
 pub use device::{Device, PeerStatus, Wire, WireStatus};
+pub use lanes::{cpus_allowed, lanes_for};

@@ -22,7 +22,10 @@ use std::{
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use super::device::{Device, Lane, TICK};
+use super::{
+    device::{Device, TICK},
+    lanes::Lane,
+};
 
 /// What one attempt at a half did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +60,7 @@ impl Device {
     /// Runs `own` of lane `lane` until stopped or its descriptor fails.
     pub(super) fn run_half(&self, lane: usize, own: Half) {
         let lane = &self.lanes[lane];
-        self.affinity.register();
+        self.affinity.register(lane.index);
         let mut placed = None;
         while !self.stopped() {
             let state = self.affinity.state();

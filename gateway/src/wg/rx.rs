@@ -13,10 +13,7 @@ use boringtun::noise::{Packet, Tunn, TunnResult};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
 
 use super::{
-    device::{Device, Lane},
-    handshake::Handshake,
-    offload::Coalescer,
-    peers::Peer,
+    device::Device, handshake::Handshake, lanes::Lane, offload::Coalescer, peers::Peer,
     poller::Step,
 };
 

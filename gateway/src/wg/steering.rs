@@ -9,57 +9,79 @@ use dataplane::steer::{self, TunSteering};
 use super::device::Device;
 
 /// How packets are spread over the lanes now.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Steering {
-    /// The TUN program, loaded on first use; `None` until then, or if the kernel refused it.
+    /// The TUN program; `None` without one (or after the kernel refused to attach it): lanes by
+    /// flow for good.
     prog: Option<TunSteering>,
-    /// Whether the kernel refused a program already (said once).
-    refused: bool,
     /// Whether packets follow their CPU now.
     by_cpu: bool,
+    /// Whether a failure was logged already (said once).
+    warned: bool,
+}
+
+impl Steering {
+    pub(super) fn new(prog: Option<TunSteering>) -> Steering {
+        Steering {
+            prog,
+            by_cpu: false,
+            warned: false,
+        }
+    }
+
+    fn warn(&mut self, what: &str, e: &steer::Error) {
+        if !self.warned {
+            tracing::warn!(error = %liqo_types::chain(e), "{what}");
+            self.warned = true;
+        }
+    }
 }
 
 impl Device {
-    /// Spreads packets over the lanes by CPU (`true`) or by flow; a no-op when already so, or
-    /// with one lane.
+    /// Spreads packets over the lanes by CPU (`true`) or by flow; a no-op when already so, with
+    /// one lane, or without a program.
     pub(super) fn steer(&self, by_cpu: bool) {
         if self.lanes.len() < 2 {
             return;
         }
         let mut st = self.steering.lock().unwrap_or_else(|p| p.into_inner());
-        if st.by_cpu == by_cpu || (by_cpu && st.refused) {
+        if st.by_cpu == by_cpu {
             return;
         }
-        let tun = &self.lanes[0].tun;
-        let udp = &self.lanes[0].udp;
-        let r = if by_cpu {
-            let prog = match st.prog.take() {
-                Some(p) => Ok(p),
-                None => TunSteering::load(),
+        let (tun, udp) = (&self.lanes[0].tun, &self.lanes[0].udp);
+        if by_cpu {
+            let Some(prog) = &st.prog else {
+                return;
             };
-            prog.and_then(|p| {
-                let r = p
-                    .attach(tun)
-                    .and_then(|()| steer::steer_udp_by_cpu(udp, self.lanes.len()));
-                st.prog = Some(p);
-                r
-            })
-        } else {
-            steer::unsteer_tun(tun).and_then(|()| steer::unsteer_udp(udp))
-        };
-        match r {
-            Ok(()) => st.by_cpu = by_cpu,
-            Err(e) => {
-                // Still correct either way: only which thread reads a packet changes.
-                tracing::warn!(error = %liqo_types::chain(&e), by_cpu, "steering packets over the lanes; the kernel spreads them by flow");
-                st.refused = true;
-                if by_cpu {
-                    // Half attached is still by flow for the other half: undo it.
-                    if let Err(e) = steer::unsteer_tun(tun).and_then(|()| steer::unsteer_udp(udp)) {
-                        tracing::warn!(error = %liqo_types::chain(&e), "undoing the steering by CPU");
+            let r = prog
+                .attach(tun)
+                .and_then(|()| steer::steer_udp_by_cpu(udp, self.lanes.len()));
+            match r {
+                Ok(()) => st.by_cpu = true,
+                Err(e) => {
+                    // Still correct: only which thread reads a packet changes.
+                    st.warn(
+                        "steering packets by CPU; lanes are picked by flow from now on",
+                        &e,
+                    );
+                    st.prog = None;
+                    // Half attached would be by CPU on one side only.
+                    for r in [steer::unsteer_tun(tun), steer::unsteer_udp(udp)] {
+                        if let Err(e) = r {
+                            tracing::warn!(error = %liqo_types::chain(&e), "undoing the steering by CPU");
+                        }
                     }
                 }
             }
+        } else {
+            // Both tried whatever the other did; a failure leaves that side by CPU (still
+            // correct, and said once).
+            for r in [steer::unsteer_tun(tun), steer::unsteer_udp(udp)] {
+                if let Err(e) = r {
+                    st.warn("steering packets by flow again", &e);
+                }
+            }
+            st.by_cpu = false;
         }
     }
 }

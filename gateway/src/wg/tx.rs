@@ -11,7 +11,8 @@ use boringtun::noise::TunnResult;
 use nix::sys::socket::{ControlMessage, MsgFlags, SockaddrStorage, sendmsg};
 
 use super::{
-    device::{Device, Lane},
+    device::Device,
+    lanes::Lane,
     offload::{MAX_PACKET, VNET_HDR_LEN, VirtioNetHdr, segment},
     peers::Peer,
     poller::Step,
