@@ -10,8 +10,10 @@
 //! CPU: the one whose packets the lane carries (`dataplane::steer` picks the TUN queue and the
 //! UDP socket by CPU), the first the process may use whose number modulo the lanes is the
 //! lane's. A packet is then read on the CPU that sent or received it, and a request and its
-//! answer cross every gateway of a host without leaving the application's CPU. Once the two threads ran *or waited to run* for more than
-//! [`BUSY_PERMILLE`] of a timer tick, or waited alone for more than [`WAITING_PERMILLE`] (both
+//! answer cross every gateway of a host without leaving the application's CPU (see
+//! `wg::lanes` for when CPUs share a lane). Once the two threads of the busiest lane ran *or
+//! waited to run* for more than [`BUSY_PERMILLE`] of a timer tick, or waited alone for more than
+//! [`WAITING_PERMILLE`] (both
 //! from `/proc/self/task/<tid>/schedstat`: what they needed, not only what they got on a shared
 //! CPU), they may use every CPU again (one flow's halves run in parallel under load); they go
 //! home after [`QUIET_TICKS`] ticks below [`QUIET_PERMILLE`]. The homes are recomputed every
