@@ -90,6 +90,8 @@ pub struct PathReport {
 
 /// The share of the gateway-alone figure the cross-cluster path should reach.
 pub const TARGET_SHARE: f64 = 0.5;
+/// Most RTT the two gateways may add: across clusters over across nodes, µs (medians).
+pub const TARGET_ADDED_RTT_US: f64 = 100.0;
 
 /// The three paths of the lab `l` (two-clusters, peered).
 pub fn paths(l: &Lab) -> Result<Vec<Path>, lab::LabError> {
@@ -376,6 +378,26 @@ pub fn render(r: &PathReport) -> String {
             ));
         }
         None => out.push_str("\nno ratio: a figure is missing\n"),
+    }
+    let rtt = |name: &str| {
+        r.rows
+            .iter()
+            .find(|row| row.path.name == name)
+            .and_then(|row| row.rtt_us)
+            .map(|s| s.median)
+    };
+    match (rtt("across clusters"), rtt("across nodes")) {
+        (Some(c), Some(n)) => out.push_str(&format!(
+            "across clusters adds {:.0} µs of RTT over across nodes (target <= {:.0} µs): {}\n",
+            c - n,
+            TARGET_ADDED_RTT_US,
+            if c - n <= TARGET_ADDED_RTT_US {
+                "met"
+            } else {
+                "NOT MET"
+            }
+        )),
+        _ => out.push_str("no added RTT: a figure is missing\n"),
     }
     out
 }
