@@ -11,6 +11,7 @@ mod affinity;
 mod device;
 pub mod guard;
 mod handshake;
+mod idleclass;
 mod lanes;
 pub mod offload;
 pub mod peers;
