@@ -46,32 +46,6 @@ fn placement(site: &Site) -> BTreeMap<String, String> {
     data_threads(site, "Cpus_allowed_list")
 }
 
-/// Each data thread's scheduling policy (field 41 of its `stat`: 0 normal, 5 idle).
-fn policies(site: &Site) -> BTreeMap<String, String> {
-    data_threads(site, "Cpus_allowed_list")
-        .into_keys()
-        .filter_map(|name| {
-            let dir = format!("/proc/{}/task", site.pid());
-            std::fs::read_dir(&dir).unwrap().find_map(|t| {
-                let t = t.ok()?.path();
-                let comm = std::fs::read_to_string(t.join("comm")).ok()?;
-                (comm.trim() == name).then_some(())?;
-                let stat = std::fs::read_to_string(t.join("stat")).ok()?;
-                let rest = &stat[stat.rfind(')')? + 2..];
-                Some((
-                    name.clone(),
-                    rest.split_whitespace().nth(41 - 3)?.to_owned(),
-                ))
-            })
-        })
-        .collect()
-}
-
-fn all_in(site: &Site, policy: &str) -> bool {
-    let p = policies(site);
-    !p.is_empty() && p.values().all(|v| v == policy)
-}
-
 /// This process's allowed CPUs (the gateway inherits them), listed, and as the kernel prints
 /// them.
 fn allowed() -> (Vec<usize>, String) {
@@ -131,13 +105,6 @@ async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
         placement(&a)
     );
 
-    // Idle CPUs: home threads in the idle class, so a woken application stays on its CPU.
-    assert!(
-        eventually(5, || all_in(&a, "5")),
-        "idle: SCHED_IDLE: {:?}",
-        policies(&a)
-    );
-
     let _server = iperf::Server::start(&b.pod, "10.200.0.2", b.dir.join("iperf3.log"));
     let run = iperf::Client::start(&a.pod, "10.71.0.2", 4, 1.0);
     let spread = everywhere(&cpus, &all);
@@ -145,14 +112,10 @@ async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
     let spread_seen = eventually(4, || {
         let now = placement(&a);
         seen.push(now.clone());
-        now == spread && all_in(&a, "0")
+        now == spread
     });
     let rates = run.rates();
-    assert!(
-        spread_seen,
-        "under load: spread over {all}, normal class: seen {seen:?}, {:?}",
-        policies(&a)
-    );
+    assert!(spread_seen, "under load: spread over {all}: seen {seen:?}");
     assert!(
         iperf::median(&rates) > 10e6,
         "bulk TCP: {:?} Mbit/s",

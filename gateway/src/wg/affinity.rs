@@ -24,10 +24,7 @@
 //! The decision ([`decide`]) is pure; the timer thread feeds it each tick, and each data thread
 //! applies a new placement to itself before its next step.
 
-use super::{
-    idleclass::{all_idle, read_cpu_times, set_idle_class},
-    lanes::{allowed_cpus, homes},
-};
+use super::lanes::{allowed_cpus, homes};
 use std::{
     sync::{
         Mutex,
@@ -81,16 +78,14 @@ pub(super) fn decide(now: Placement, quiet: u32, load: Load) -> (Placement, u32)
 }
 
 /// One word the data threads load once per step: the placement (bit 0), whether pinning is
-/// on (bit 1), whether home threads run in the idle class (bit 2, `wg::idleclass`) and a
-/// generation above them, so that any change is seen whole.
+/// on (bit 1) and a generation above them, so that any change is seen whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct State(u32);
 
 impl State {
     const SPREAD: u32 = 1;
     const ENABLED: u32 = 2;
-    const IDLE_CLASS: u32 = 4;
-    const GENERATION: u32 = 8;
+    const GENERATION: u32 = 4;
 
     fn placement(self) -> Placement {
         if self.0 & Self::SPREAD == 0 {
@@ -113,20 +108,8 @@ impl State {
         }
     }
 
-    /// Whether the threads run in the idle class: only at home.
-    fn idle_class(self) -> bool {
-        self.0 & Self::IDLE_CLASS != 0 && self.target() == Placement::Home
-    }
-
-    fn with_idle_class(self, idle: bool) -> State {
-        let bits = self.0.wrapping_add(Self::GENERATION) & !Self::IDLE_CLASS;
-        State(if idle { bits | Self::IDLE_CLASS } else { bits })
-    }
-
     fn with(self, placement: Placement, enabled: bool) -> State {
-        let mut bits = self.0.wrapping_add(Self::GENERATION)
-            & !(Self::SPREAD | Self::ENABLED | Self::IDLE_CLASS)
-            | (self.0 & Self::IDLE_CLASS);
+        let mut bits = self.0.wrapping_add(Self::GENERATION) & !(Self::SPREAD | Self::ENABLED);
         if placement == Placement::Spread {
             bits |= Self::SPREAD;
         }
@@ -162,7 +145,6 @@ impl Affinity {
             last: Mutex::new(Last {
                 tids: Vec::new(),
                 times: vec![(0, 0); lanes.max(1)],
-                cpus: Vec::new(),
                 at: Instant::now(),
                 quiet: 0,
             }),
@@ -262,20 +244,8 @@ impl Affinity {
             load.waiting = load.waiting.max(per_mille(waited));
         }
         last.times = sums;
-        let cpus = read_cpu_times();
-        let homes: Vec<usize> = self
-            .homes
-            .iter()
-            .map(|h| h.load(Ordering::Relaxed))
-            .filter(|&h| h != usize::MAX)
-            .collect();
-        let idle = all_idle(&homes, &last.cpus, &cpus);
-        last.cpus = cpus;
         if !state.enabled() {
             return;
-        }
-        if idle != (state.0 & State::IDLE_CLASS != 0) {
-            self.update(|s| Some(s.with_idle_class(idle)));
         }
         let (next, quiet) = decide(state.placement(), last.quiet, load);
         last.quiet = quiet;
@@ -303,13 +273,6 @@ impl Affinity {
                 "placing a data thread on CPU {home}: {e}; retried at the next change"
             ));
         }
-        let idle = state.idle_class() && !all;
-        if let Err(e) = set_idle_class(idle) {
-            self.warn_once(&format!(
-                "putting a data thread in the {} scheduling class: {e}",
-                if idle { "idle" } else { "normal" }
-            ));
-        }
     }
 
     fn warn_once(&self, what: &str) {
@@ -326,8 +289,6 @@ struct Last {
     tids: Vec<(usize, i32)>,
     /// Run and wait nanoseconds of each lane's data threads.
     times: Vec<(u64, u64)>,
-    /// Every CPU's idle and total time at the last tick.
-    cpus: Vec<Option<(u64, u64)>>,
     at: Instant,
     quiet: u32,
 }

@@ -11,7 +11,6 @@ mod affinity;
 mod device;
 pub mod guard;
 mod handshake;
-mod idleclass;
 mod lanes;
 pub mod offload;
 pub mod peers;
