@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub use liqo_daemon::ReloadStatus;
 
-use crate::wg::{Device, PeerStatus, WireStatus};
+use crate::wg::{DataPathStatus, Device, PeerStatus, WireStatus};
 
 /// What `/status` returns.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -26,6 +26,9 @@ pub struct Status {
     /// Counters of the WireGuard port: refused datagrams, cookies, handshakes limited.
     #[serde(default)]
     pub wire: WireStatus,
+    /// Where the data path runs: lanes, pinned or spread, steering, scheduling class.
+    #[serde(default)]
+    pub data_path: DataPathStatus,
     /// Peers.
     pub peers: Vec<PeerStatus>,
     /// The config file: what runs, what was refused, what failed to apply.
@@ -39,6 +42,7 @@ pub fn status(device: &Device, public_key: String, reload: ReloadStatus) -> Stat
         listen_port: device.port().unwrap_or(0),
         no_route: device.no_route.load(std::sync::atomic::Ordering::Relaxed),
         wire: device.wire_status(),
+        data_path: device.data_path_status(),
         peers: device.status(),
         reload,
     }
@@ -124,7 +128,23 @@ pub fn metrics(s: &Status) -> Registry {
         no_route,
     );
     let w = &s.wire;
+    let d = &s.data_path;
     for (name, help, value) in [
+        (
+            "data_lanes",
+            "Lanes of the data path (TUN queues and UDP sockets)",
+            u64::try_from(d.lanes).unwrap_or(u64::MAX),
+        ),
+        (
+            "data_pinned",
+            "1 while each lane's threads live on its CPU (lightly loaded), 0 while spread",
+            u64::from(d.pinned),
+        ),
+        (
+            "data_idle_class",
+            "1 while the data threads run in the idle scheduling class",
+            u64::from(d.idle_class),
+        ),
         (
             "invalid_datagrams",
             "Datagrams refused before reaching a peer (malformed, bad mac1, unknown index or key)",
@@ -159,6 +179,26 @@ pub fn metrics(s: &Status) -> Registry {
     registry
 }
 
+/// One line: lanes, where their threads run, how packets pick a lane, the scheduling class.
+fn render_data_path(d: &DataPathStatus) -> String {
+    let class = match (&d.idle_class_refused, d.idle_class) {
+        (Some(why), _) => format!("normal class (idle class refused: {why})"),
+        (None, true) => "idle class".to_owned(),
+        (None, false) => "normal class".to_owned(),
+    };
+    format!(
+        "data path: {} lane{}, {}, steered by {}, {class}\n",
+        d.lanes,
+        if d.lanes == 1 { "" } else { "s" },
+        if d.pinned {
+            "pinned to their CPUs"
+        } else {
+            "spread over every CPU"
+        },
+        if d.steered_by_cpu { "CPU" } else { "flow" },
+    )
+}
+
 /// A table for people: the gateway, its config file (what runs, refused, failed), the peers.
 pub fn render(s: &Status) -> String {
     let mut out = format!(
@@ -172,6 +212,7 @@ pub fn render(s: &Status) -> String {
         "wire: {} invalid, {} cookie replies, handshakes {} processed, {} rate-limited, {} queue full\n",
         w.invalid, w.cookies_sent, w.handshakes_processed, w.handshakes_limited, w.handshakes_overflow
     ));
+    out.push_str(&render_data_path(&s.data_path));
     out.push_str(&format!(
         "{:<16} {:<22} {:>10} {:>12} {:>12} {:>10} {:>10} {:>8} {:>8}\n",
         "PEER",
@@ -220,6 +261,13 @@ mod tests {
                 handshakes_limited: 7,
                 ..WireStatus::default()
             },
+            data_path: DataPathStatus {
+                lanes: 2,
+                pinned: true,
+                steered_by_cpu: true,
+                idle_class: false,
+                idle_class_refused: Some("Operation not permitted".into()),
+            },
             peers: Vec::new(),
             reload: ReloadStatus {
                 source: "/etc/liqo/gateway.yaml".into(),
@@ -252,6 +300,8 @@ mod tests {
         assert_eq!(v["reload"]["applied"]["digest"], "0123456789abcdef");
         assert!(v.get("configError").is_none(), "{v}");
         assert_eq!(v["wire"]["handshakesLimited"], 7);
+        assert_eq!(v["dataPath"]["steeredByCpu"], true);
+        assert_eq!(v["dataPath"]["idleClassRefused"], "Operation not permitted");
         assert_eq!(serde_json::from_value::<Status>(v).unwrap(), s);
     }
 
@@ -268,6 +318,13 @@ mod tests {
             t.contains("APPLY FAILED") && t.contains("Network is unreachable"),
             "{t}"
         );
+        assert!(
+            t.contains(
+                "data path: 2 lanes, pinned to their CPUs, steered by CPU, normal class (idle \
+                 class refused: Operation not permitted)"
+            ),
+            "{t}"
+        );
         let mut m = String::new();
         encode(&mut m, &metrics(&s)).unwrap();
         for line in [
@@ -276,6 +333,9 @@ mod tests {
             "liqo_gateway_config_refused 1",
             "liqo_gateway_config_apply_failed 1",
             "liqo_gateway_config_applies 4",
+            "liqo_gateway_data_lanes 2",
+            "liqo_gateway_data_pinned 1",
+            "liqo_gateway_data_idle_class 0",
         ] {
             assert!(m.contains(line), "{line} in\n{m}");
         }

@@ -12,7 +12,7 @@
 //! lane's. A packet is then read on the CPU that sent or received it, and a request and its
 //! answer cross every gateway of a host without leaving the application's CPU (see
 //! `wg::lanes` for when CPUs share a lane). Once the two threads of the busiest lane ran *or
-//! waited to run* for more than [`BUSY_PERMILLE`] of a timer tick, or waited alone for more than
+//! waited to run* for more than [`BUSY_PERMILLE`] of a placement tick ([`PLACEMENT_TICK`]), or waited alone for more than
 //! [`WAITING_PERMILLE`] (both
 //! from `/proc/self/task/<tid>/schedstat`: what they needed, not only what they got on a shared
 //! CPU), they may use every CPU again (one flow's halves run in parallel under load); they go
@@ -21,10 +21,16 @@
 //! lets the kernel keep the allowed ones. A process that may use one CPU only, or a lane no
 //! allowed CPU maps to, is never pinned. If the run times cannot be read, the threads spread.
 //!
-//! The decision ([`decide`]) is pure; the timer thread feeds it each tick, and each data thread
-//! applies a new placement to itself before its next step.
+//! The decision ([`decide`]) is pure; the placement thread (`wg-place`, which takes no lock
+//! the data threads hold while they work) feeds it each tick, and each data thread applies a
+//! new placement to itself before its next step. At home the placement thread also puts the
+//! data threads in the idle scheduling class while their CPUs are mostly idle
+//! (`wg::idleclass`), and back in the normal one in the tick they spread.
 
-use super::lanes::{allowed_cpus, homes};
+use super::{
+    idleclass::{IdleClass, LATE, Progress},
+    lanes::{allowed_cpus, homes},
+};
 use std::{
     sync::{
         Mutex,
@@ -46,6 +52,11 @@ pub(super) const WAITING_PERMILLE: u64 = 100;
 pub(super) const QUIET_PERMILLE: u64 = 200;
 /// Quiet ticks in a row before the threads go home.
 pub(super) const QUIET_TICKS: u32 = 2;
+/// Run plus wait time below which one tick is enough to go home: the load is gone, not only
+/// lower (a bulk transfer ended; what is left is a few packets).
+pub(super) const IDLE_PERMILLE: u64 = 50;
+/// How often the placement thread measures the data threads and decides.
+pub(super) const PLACEMENT_TICK: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Where the data threads may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +83,9 @@ pub(super) fn decide(now: Placement, quiet: u32, load: Load) -> (Placement, u32)
         Placement::Home if busy => (Placement::Spread, 0),
         Placement::Home => (Placement::Home, 0),
         Placement::Spread if load.demand >= QUIET_PERMILLE => (Placement::Spread, 0),
-        Placement::Spread if quiet + 1 >= QUIET_TICKS => (Placement::Home, 0),
+        Placement::Spread if load.demand < IDLE_PERMILLE || quiet + 1 >= QUIET_TICKS => {
+            (Placement::Home, 0)
+        }
         Placement::Spread => (Placement::Spread, quiet + 1),
     }
 }
@@ -120,18 +133,20 @@ impl State {
     }
 }
 
-/// The placement of the data threads, shared by them and the timer thread.
+/// The placement of the data threads, shared by them and the placement thread.
 #[derive(Debug)]
 pub(super) struct Affinity {
     /// See [`State`].
     state: AtomicU32,
     /// Each lane's home CPU; `usize::MAX` for none (see [`homes`]).
     homes: Vec<AtomicUsize>,
-    /// The timer thread's view: the data threads' lanes and IDs, each lane's times at the last
+    /// The placement thread's view: the data threads' lanes and IDs, each lane's times at the last
     /// tick, when it was, and the quiet ticks in a row.
     last: Mutex<Last>,
     /// Whether a refused placement or unreadable run times were logged already.
     warned: AtomicBool,
+    /// When each data thread last made progress (thread `2 * lane + half`).
+    pub(super) progress: Progress,
 }
 
 impl Affinity {
@@ -144,11 +159,14 @@ impl Affinity {
                 .collect(),
             last: Mutex::new(Last {
                 tids: Vec::new(),
+                prev: Vec::new(),
                 times: vec![(0, 0); lanes.max(1)],
                 at: Instant::now(),
                 quiet: 0,
+                class: IdleClass::new(),
             }),
             warned: AtomicBool::new(false),
+            progress: Progress::new(2 * lanes.max(1)),
         };
         a.find_homes();
         a
@@ -190,17 +208,16 @@ impl Affinity {
             });
     }
 
-    /// A data thread of lane `lane` says who it is (its times count from now on).
-    pub(super) fn register(&self, lane: usize) {
+    /// A data thread of lane `lane` says who it is (its times count from now on), and whether
+    /// it reads the TUN device (woken by the applications it serves).
+    pub(super) fn register(&self, lane: usize, reads_tun: bool) {
         let tid = nix::unistd::gettid().as_raw();
-        self.last
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .tids
-            .push((lane, tid));
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        last.tids.push((lane, tid, reads_tun));
+        last.prev.push(sched_times(tid).unwrap_or_default());
     }
 
-    /// The timer thread's tick: finds the homes again (threads re-place themselves when one
+    /// The placement thread's tick: finds the homes again (threads re-place themselves when one
     /// moved), measures how long each lane's threads ran and waited since the last one, and
     /// moves them if [`decide`] says so for the busiest lane.
     pub(super) fn tick(&self) {
@@ -208,22 +225,39 @@ impl Affinity {
             self.update(|s| Some(s.with(s.placement(), s.enabled())));
         }
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        let times: Option<Vec<(usize, (u64, u64))>> = last
-            .tids
-            .iter()
-            .map(|&(lane, t)| sched_times(t).map(|x| (lane, x)))
-            .collect();
+        let per_thread: Option<Vec<(u64, u64, u64)>> =
+            last.tids.iter().map(|&(_, t, _)| sched_times(t)).collect();
         let now_at = Instant::now();
         let tick_ns = u64::try_from(now_at.duration_since(last.at).as_nanos()).unwrap_or(u64::MAX);
         last.at = now_at;
         let state = self.state();
-        let Some(times) = times else {
+        let Some(per_thread) = per_thread else {
             self.warn_once("the data threads' run times cannot be read; they use every CPU");
             self.update(|s| {
                 (s.placement() == Placement::Home).then(|| s.with(Placement::Spread, s.enabled()))
             });
+            let tids: Vec<i32> = last.tids.iter().map(|t| t.1).collect();
+            last.class.tick(false, None, &tids, now_at);
             return;
         };
+        // A TUN reader that waited long for its CPU each time it was woken: the application's
+        // packet waited with it (the UDP side has the datagrams' arrival times instead).
+        let slow_wakes = last.tids.iter().zip(per_thread.iter().zip(&last.prev)).any(
+            |(&(_, _, reads_tun), (now, before))| {
+                let runs = now.2.saturating_sub(before.2);
+                reads_tun
+                    && runs > 0
+                    && now.1.saturating_sub(before.1) / runs
+                        > u64::try_from(LATE.as_nanos()).unwrap_or(u64::MAX)
+            },
+        );
+        let times: Vec<(usize, (u64, u64))> = last
+            .tids
+            .iter()
+            .zip(&per_thread)
+            .map(|(&(lane, _, _), &(run, wait, _))| (lane, (run, wait)))
+            .collect();
+        last.prev = per_thread;
         let mut sums = vec![(0u64, 0u64); last.times.len()];
         for (lane, (r, w)) in times {
             if let Some(s) = sums.get_mut(lane) {
@@ -244,14 +278,34 @@ impl Affinity {
             load.waiting = load.waiting.max(per_mille(waited));
         }
         last.times = sums;
-        if !state.enabled() {
-            return;
-        }
-        let (next, quiet) = decide(state.placement(), last.quiet, load);
-        last.quiet = quiet;
-        if next != state.placement() {
-            self.update(|s| (s.placement() != next).then(|| s.with(next, s.enabled())));
-        }
+        let next = if state.enabled() {
+            let (next, quiet) = decide(state.placement(), last.quiet, load);
+            last.quiet = quiet;
+            if next != state.placement() {
+                self.update(|s| (s.placement() != next).then(|| s.with(next, s.enabled())));
+            }
+            next
+        } else {
+            Placement::Spread
+        };
+        // Packets held up while our threads needed little: a busy neighbour. Held up while they
+        // ran a lot is our own load starting, which spreads them (normal class) without a
+        // back-off.
+        let held_up = self
+            .progress
+            .starved(now_at)
+            .or(slow_wakes.then_some("a TUN reader waited long for its CPU"));
+        let starved = held_up.filter(|_| load.demand.saturating_sub(load.waiting) < QUIET_PERMILLE);
+        let tids: Vec<i32> = last.tids.iter().map(|t| t.1).collect();
+        last.class
+            .tick(next == Placement::Home, starved, &tids, now_at);
+    }
+
+    /// Whether the data threads run in the idle scheduling class now, and why it is never
+    /// used if so (`wg::idleclass`).
+    pub(super) fn idle_class(&self) -> (bool, Option<String>) {
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        (last.class.idle(), last.class.refused().map(str::to_owned))
     }
 
     /// Places the calling data thread, one of lane `lane`'s, as `state` says.
@@ -282,23 +336,27 @@ impl Affinity {
     }
 }
 
-/// The timer thread's state.
+/// The placement thread's state.
 #[derive(Debug)]
 struct Last {
-    /// Each data thread's lane and thread ID.
-    tids: Vec<(usize, i32)>,
+    /// Each data thread's lane, thread ID and whether it reads the TUN device.
+    tids: Vec<(usize, i32, bool)>,
+    /// Each data thread's run and wait nanoseconds and runs at the last tick.
+    prev: Vec<(u64, u64, u64)>,
     /// Run and wait nanoseconds of each lane's data threads.
     times: Vec<(u64, u64)>,
     at: Instant,
     quiet: u32,
+    /// The data threads' scheduling class.
+    class: IdleClass,
 }
 
-/// How long thread `tid` of this process has run and waited to run, in nanoseconds (the first
-/// two fields of its `schedstat`); `None` if the kernel does not say.
-fn sched_times(tid: i32) -> Option<(u64, u64)> {
+/// How long thread `tid` of this process has run and waited to run, in nanoseconds, and how
+/// many times it ran (its `schedstat`); `None` if the kernel does not say.
+fn sched_times(tid: i32) -> Option<(u64, u64, u64)> {
     let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
     let mut f = text.split_whitespace().map(|v| v.parse::<u64>().ok());
-    Some((f.next()??, f.next()??))
+    Some((f.next()??, f.next()??, f.next()??))
 }
 
 #[cfg(test)]
@@ -327,6 +385,17 @@ mod tests {
         assert_eq!((p2, q2), (Placement::Spread, 0));
         (p, q) = decide(p, q, load(0, 0));
         assert_eq!((p, q), (Placement::Home, 0));
+        // A tick with the load gone (not only lower) is enough.
+        let spread = decide(p, q, load(BUSY_PERMILLE + 1, 0));
+        assert_eq!(spread, (Placement::Spread, 0));
+        assert_eq!(
+            decide(spread.0, spread.1, load(IDLE_PERMILLE - 1, 0)),
+            (Placement::Home, 0)
+        );
+        assert_eq!(
+            decide(spread.0, spread.1, load(IDLE_PERMILLE, 0)).0,
+            Placement::Spread
+        );
     }
 
     #[test]
@@ -391,6 +460,7 @@ mod tests {
         let b = sched_times(tid).expect("schedstat of this thread");
         assert!(b.0 >= a.0 + 10_000_000, "ran {a:?} then {b:?} ns");
         assert!(b.1 >= a.1, "waited {a:?} then {b:?} ns");
+        assert!(b.2 >= a.2 && a.2 > 0, "runs {a:?} then {b:?}");
         assert_eq!(sched_times(-1), None);
     }
 }

@@ -270,7 +270,8 @@ impl Device {
         self.lanes.len()
     }
 
-    /// Starts the threads: TUN to UDP and UDP to TUN for each lane, handshakes, timers.
+    /// Starts the threads: TUN to UDP and UDP to TUN for each lane, handshakes, timers,
+    /// placement.
     pub fn start(self: &Arc<Self>) -> io::Result<Vec<JoinHandle<()>>> {
         let queue = self
             .handshake_queue
@@ -300,6 +301,12 @@ impl Device {
             thread::Builder::new()
                 .name("wg-timers".into())
                 .spawn(move || d.timer_loop())?,
+        );
+        let d = Arc::clone(self);
+        handles.push(
+            thread::Builder::new()
+                .name("wg-place".into())
+                .spawn(move || d.placement_loop())?,
         );
         Ok(handles)
     }

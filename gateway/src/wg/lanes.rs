@@ -16,11 +16,30 @@ use nix::{
     unistd::Pid,
 };
 
+use serde::{Deserialize, Serialize};
+
 use super::{
     device::{SOCKET_BUFFER, TICK},
     rx::RxState,
     tx::TxState,
 };
+
+/// Where the data path runs now, as `liqo-gateway status` shows it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DataPathStatus {
+    /// Lanes: TUN queues and UDP sockets, one per CPU the process may use (at most 16).
+    pub lanes: usize,
+    /// Whether each lane's threads live on its CPU now (lightly loaded) or use every CPU.
+    pub pinned: bool,
+    /// Whether packets pick their lane by CPU now (pinned) or by flow.
+    pub steered_by_cpu: bool,
+    /// Whether the data threads run in the idle scheduling class now (pinned, CPUs idle).
+    pub idle_class: bool,
+    /// Why the idle class is never used, if so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_class_refused: Option<String>,
+}
 
 /// One queue pair of the data path: a TUN queue and a UDP socket of the port's reuseport group,
 /// which carry what one CPU sent and received (`dataplane::steer`), and each half's state. Its
@@ -61,6 +80,13 @@ impl Lane {
         }
         // Receive many datagrams per call, coalesced by the kernel.
         setsockopt(&udp, sockopt::UdpGroSegment, &true).map_err(io::Error::from)?;
+        // Arrival times: how long a datagram waited for us tells a starved thread
+        // (`wg::idleclass`). Without them that sign is missing, nothing else.
+        if let Err(e) = setsockopt(&udp, sockopt::ReceiveTimestampns, &true)
+            && index == 0
+        {
+            tracing::warn!(error = %e, "could not ask for receive timestamps (SO_TIMESTAMPNS)");
+        }
         nix::fcntl::fcntl(
             &tun,
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),

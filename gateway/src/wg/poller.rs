@@ -48,6 +48,14 @@ pub(super) enum Half {
 }
 
 impl Half {
+    /// Its index among a lane's two threads.
+    fn index(self) -> usize {
+        match self {
+            Half::Tx => 0,
+            Half::Rx => 1,
+        }
+    }
+
     fn other(self) -> Half {
         match self {
             Half::Tx => Half::Rx,
@@ -60,9 +68,13 @@ impl Device {
     /// Runs `own` of lane `lane` until stopped or its descriptor fails.
     pub(super) fn run_half(&self, lane: usize, own: Half) {
         let lane = &self.lanes[lane];
-        self.affinity.register(lane.index);
+        self.affinity.register(lane.index, own == Half::Tx);
+        let me = 2 * lane.index + own.index();
+        let progress = &self.affinity.progress;
         let mut placed = None;
         while !self.stopped() {
+            // Seen by the placement thread: an awake thread that makes no progress is starved.
+            progress.stepped(me, Instant::now());
             let state = self.affinity.state();
             if placed != Some(state) {
                 self.affinity.apply(state, lane.index);
@@ -70,7 +82,7 @@ impl Device {
             }
             match self.step(lane, own, true) {
                 Some(Step::Worked) => continue,
-                Some(Step::Failed) => return,
+                Some(Step::Failed) => break,
                 Some(Step::Empty) | None => {}
             }
             // The other half once before sleeping: the answer to a packet just written to the
@@ -83,10 +95,13 @@ impl Device {
             if !spin.is_zero() && self.spin(lane, own, spin) {
                 continue;
             }
+            progress.sleeps(me);
             if !self.wait(lane, own) {
-                return;
+                break;
             }
         }
+        // Stopped or failed: never counted as starved.
+        progress.sleeps(me);
     }
 
     /// While lightly loaded, both data threads share one CPU (see `wg::affinity`); off: the

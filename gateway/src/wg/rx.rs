@@ -7,6 +7,7 @@ use std::{
     net::SocketAddr,
     os::fd::AsRawFd,
     sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
 };
 
 use boringtun::noise::{Packet, Tunn, TunnResult};
@@ -38,7 +39,7 @@ impl Default for RxState {
             buf: vec![0u8; BUF],
             out: vec![0u8; BUF],
             coalescer: Coalescer::default(),
-            cmsg: nix::cmsg_space!(i32),
+            cmsg: nix::cmsg_space!(i32, nix::sys::time::TimeSpec),
         }
     }
 }
@@ -62,10 +63,21 @@ impl Device {
                 MsgFlags::MSG_DONTWAIT,
             ) {
                 Ok(m) => {
-                    let seg = m.cmsgs().ok().into_iter().flatten().find_map(|c| match c {
-                        ControlMessageOwned::UdpGroSegments(s) => usize::try_from(s).ok(),
-                        _ => None,
-                    });
+                    let mut seg = None;
+                    for c in m.cmsgs().ok().into_iter().flatten() {
+                        match c {
+                            ControlMessageOwned::UdpGroSegments(s) => {
+                                seg = usize::try_from(s).ok();
+                            }
+                            ControlMessageOwned::ScmTimestampns(t) => {
+                                self.affinity.progress.arrived(Duration::new(
+                                    u64::try_from(t.tv_sec()).unwrap_or(0),
+                                    u32::try_from(t.tv_nsec()).unwrap_or(0),
+                                ));
+                            }
+                            _ => {}
+                        }
+                    }
                     let from = m.address.as_ref().and_then(to_socket_addr);
                     (m.bytes, from, seg)
                 }

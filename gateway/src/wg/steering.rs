@@ -4,9 +4,11 @@
 //! flow whose packets were spread by CPU would be reordered (a sender thread that moves sends
 //! from another CPU): the kernel then picks the lane by flow again.
 
+use std::thread;
+
 use dataplane::steer::{self, TunSteering};
 
-use super::device::Device;
+use super::{affinity::PLACEMENT_TICK, device::Device, lanes::DataPathStatus};
 
 /// How packets are spread over the lanes now.
 #[derive(Debug)]
@@ -82,6 +84,34 @@ impl Device {
                 }
             }
             st.by_cpu = false;
+        }
+    }
+
+    /// Where the data path runs now.
+    pub fn data_path_status(&self) -> DataPathStatus {
+        let (idle_class, idle_class_refused) = self.affinity.idle_class();
+        DataPathStatus {
+            lanes: self.lanes.len(),
+            pinned: self.affinity.pinned(),
+            steered_by_cpu: self
+                .steering
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .by_cpu,
+            idle_class,
+            idle_class_refused,
+        }
+    }
+
+    /// The placement thread: every [`PLACEMENT_TICK`], where the data threads run and in which class
+    /// (`wg::affinity`), and how packets pick their lane. It takes no peer's lock, so a data
+    /// thread starved while holding one cannot keep it from putting that thread back in the
+    /// normal class.
+    pub(super) fn placement_loop(&self) {
+        while !self.stopped() {
+            thread::sleep(PLACEMENT_TICK);
+            self.affinity.tick();
+            self.steer(self.affinity.pinned());
         }
     }
 }

@@ -17,8 +17,6 @@ impl Device {
         let quiet = tracing::Dispatch::none();
         while !self.stopped() {
             thread::sleep(Duration::from_millis(100));
-            self.affinity.tick();
-            self.steer(self.affinity.pinned());
             self.initiate(&self.next_calls());
             let table = self.table();
             for peer in table.by_id.values() {
