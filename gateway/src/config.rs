@@ -55,6 +55,13 @@ pub struct File {
     /// `wg::steering`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pin_when_idle: Option<bool>,
+    /// While pinned, the data threads run in the `SCHED_IDLE` scheduling class, so that an
+    /// application woken by an answer stays on its CPU (on virtual machines waking another vCPU
+    /// costs tens of microseconds per packet). The class is left, with a doubling back-off, as
+    /// soon as packets wait for the threads (a busy neighbour on the CPU). Needs
+    /// `CAP_SYS_NICE`; default true; see `wg::idleclass`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_class: Option<bool>,
     /// The local pod CIDR.
     #[serde(rename = "localPodCIDR")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -157,6 +164,8 @@ pub struct Config {
     pub busy_poll_micros: u32,
     /// See [`File::pin_when_idle`].
     pub pin_when_idle: bool,
+    /// See [`File::idle_class`].
+    pub idle_class: bool,
     /// Local pod CIDR.
     pub local_pod_cidr: Ipv4Net,
     /// Host-gateway link network.
@@ -376,6 +385,7 @@ impl File {
             mtu,
             busy_poll_micros,
             pin_when_idle: self.pin_when_idle.unwrap_or(true),
+            idle_class: self.idle_class.unwrap_or(true),
             local_pod_cidr: local,
             link_cidr: link,
             host_routes: self.host_routes.unwrap_or(true),

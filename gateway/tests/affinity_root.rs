@@ -2,11 +2,17 @@
 //! one lane (a TUN queue, a UDP socket, two threads) per CPU. Lightly loaded, each lane's
 //! threads live on their CPU and a packet takes the lane of the CPU that sent it; under a bulk
 //! transfer they may use every allowed CPU; quiet again, they go back; `pinWhenIdle: false`
-//! leaves them to the scheduler.
+//! leaves them to the scheduler. At home they run in the idle scheduling class (so a woken
+//! application stays on its CPU), spread or next to a busy neighbour in the normal one.
 
 mod common;
 
-use std::{collections::BTreeMap, thread, time::Duration};
+use std::{
+    collections::BTreeMap,
+    process::{Child, Command, Stdio},
+    thread,
+    time::Duration,
+};
 
 use common::{Site, Spaces, eventually, iperf, prefix};
 
@@ -44,6 +50,65 @@ fn data_threads(site: &Site, field: &str) -> BTreeMap<String, String> {
 /// Where each data thread may run.
 fn placement(site: &Site) -> BTreeMap<String, String> {
     data_threads(site, "Cpus_allowed_list")
+}
+
+/// Each data thread's scheduling policy (field 41 of its `stat`: 0 normal, 5 idle).
+fn policies(site: &Site) -> BTreeMap<String, String> {
+    let dir = format!("/proc/{}/task", site.pid());
+    let mut out = BTreeMap::new();
+    for t in std::fs::read_dir(&dir).unwrap() {
+        let t = t.unwrap().path();
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(t.join("comm")),
+            std::fs::read_to_string(t.join("stat")),
+        ) else {
+            continue; // the thread ended between the listing and the read
+        };
+        let comm = comm.trim();
+        if !(comm.starts_with("wg-tun/") || comm.starts_with("wg-udp/")) {
+            continue;
+        }
+        // The comm field may hold spaces: count from its closing parenthesis.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let policy = rest.split_whitespace().nth(41 - 3).unwrap().to_owned();
+        out.insert(comm.to_owned(), policy);
+    }
+    out
+}
+
+/// Whether every data thread of `site` runs in `policy` ("5" idle, "0" normal).
+fn all_in(site: &Site, policy: &str) -> bool {
+    let p = policies(site);
+    !p.is_empty() && p.values().all(|v| v == policy)
+}
+
+/// Busy loops in the normal class, one pinned to each CPU, killed when dropped.
+struct Hogs(Vec<Child>);
+
+impl Hogs {
+    fn start(cpus: &[usize]) -> Hogs {
+        Hogs(
+            cpus.iter()
+                .map(|c| {
+                    Command::new("taskset")
+                        .args(["-c", &c.to_string(), "sh", "-c", "while :; do :; done"])
+                        .stdin(Stdio::null())
+                        .spawn()
+                        .expect("taskset")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            // Already gone is fine; the wait reaps it.
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
 }
 
 /// This process's allowed CPUs (the gateway inherits them), listed, and as the kernel prints
@@ -104,6 +169,18 @@ async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
         "idle: each lane on its CPU {home:?}: {:?}",
         placement(&a)
     );
+    assert!(
+        eventually(5, || all_in(&a, "5")),
+        "idle: SCHED_IDLE: {:?}",
+        policies(&a)
+    );
+    let status = a.status().expect("status");
+    assert!(
+        status.data_path.pinned && status.data_path.idle_class && status.data_path.steered_by_cpu,
+        "{:?}",
+        status.data_path
+    );
+    assert_eq!(status.data_path.lanes, cpus.len().min(16));
 
     let _server = iperf::Server::start(&b.pod, "10.200.0.2", b.dir.join("iperf3.log"));
     let run = iperf::Client::start(&a.pod, "10.71.0.2", 4, 1.0);
@@ -112,10 +189,14 @@ async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
     let spread_seen = eventually(4, || {
         let now = placement(&a);
         seen.push(now.clone());
-        now == spread
+        now == spread && all_in(&a, "0")
     });
     let rates = run.rates();
-    assert!(spread_seen, "under load: spread over {all}: seen {seen:?}");
+    assert!(
+        spread_seen,
+        "under load: spread over {all}, normal class: seen {seen:?}, {:?}",
+        policies(&a)
+    );
     assert!(
         iperf::median(&rates) > 10e6,
         "bulk TCP: {:?} Mbit/s",
@@ -220,4 +301,84 @@ async fn a_packet_is_read_by_the_lane_of_the_cpu_that_sent_it() {
             );
         }
     }
+}
+
+#[tokio::test]
+async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
+    let _one = SERIAL.lock().await;
+    let (cpus, all) = allowed();
+    let mut spaces = Spaces::new();
+    let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("hog"), 1).await;
+    let b: Site = spokes.pop().expect("one spoke");
+    assert!(a.ping("10.71.0.2"), "a reaches b\n{}", a.log());
+    let home = homes(&cpus, &all);
+    assert!(
+        eventually(5, || placement(&a) == home
+            && all_in(&a, "5")
+            && all_in(&b, "5")),
+        "idle: home, SCHED_IDLE: {:?} {:?}",
+        placement(&a),
+        policies(&a)
+    );
+    {
+        // Every CPU busy in the normal class: idle-class threads would get next to no CPU.
+        let _hogs = Hogs::start(&cpus);
+        let said = |s: &Site| s.log().contains("in the idle scheduling class");
+        let detected = eventually(15, || {
+            // Traffic makes packets wait for starved threads, which is what is detected.
+            a.ping("10.71.0.2");
+            said(&a) && said(&b)
+        });
+        assert!(
+            detected,
+            "next to busy loops, both gateways leave the idle class and say why\n{}\n{}",
+            a.log(),
+            b.log()
+        );
+        // From then on the back-off keeps them in the normal class (1 s, then 2 s, ...): at
+        // most a tick or two in the idle class, not the starving it would be.
+        let mut idle = 0;
+        let samples = 40;
+        let pinger = a
+            .pod
+            .command("ping")
+            .args(["-c40", "-i0.05", "-W2", "-q", "10.71.0.2"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        for _ in 0..samples {
+            if !(all_in(&a, "0") && all_in(&b, "0")) {
+                idle += 1;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        let out = pinger.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "answered next to the busy loops: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            idle * 5 <= samples,
+            "idle class in {idle} of {samples} samples next to busy loops"
+        );
+    }
+    // The busy loops are gone: after the back-off (1 s, then doubling) the idle class returns.
+    assert!(
+        eventually(20, || all_in(&a, "5") && all_in(&b, "5")),
+        "quiet again: SCHED_IDLE: {:?} {:?}",
+        policies(&a),
+        policies(&b)
+    );
+    // Off: the normal class for good.
+    let entries = b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16");
+    a.configure(&entries, "idleClass: false\n");
+    assert!(
+        eventually(5, || all_in(&a, "0")),
+        "idleClass: false: {:?}",
+        policies(&a)
+    );
+    thread::sleep(Duration::from_millis(500));
+    assert!(all_in(&a, "0"), "still normal: {:?}", policies(&a));
+    assert_eq!(placement(&a), home, "still pinned");
 }

@@ -33,6 +33,12 @@ fn a_good_file_resolves_defaults() {
         .validate(None)
         .unwrap();
     assert!(!off.pin_when_idle);
+    assert!(c.idle_class, "on by default");
+    let normal = File::parse(&format!("idleClass: false\n{}", good()))
+        .unwrap()
+        .validate(None)
+        .unwrap();
+    assert!(!normal.idle_class);
     assert_eq!(
         (c.host_addr().to_string(), c.gateway_addr().to_string()),
         ("169.254.100.1/30".into(), "169.254.100.2/30".into())
@@ -49,6 +55,7 @@ fn every_bad_value_names_its_field() {
             "more than 10 ms",
         ),
         (format!("pinWhenIdle: sometimes\n{g}"), "pinWhenIdle", ""),
+        (format!("idleClass: 3\n{g}"), "idleClass", ""),
         (
             g.replace("10.71.0.0/16", "10.71.0.1/16"),
             "peers[0].remotePodCIDR",

@@ -182,6 +182,7 @@ impl Gateway {
         device.set_peers(&cfg.peers);
         device.set_busy_poll(Duration::from_micros(cfg.busy_poll_micros.into()));
         device.set_pin_when_idle(cfg.pin_when_idle);
+        device.set_idle_class(cfg.idle_class);
         let threads = device.start().map_err(|e| {
             // The threads that did start end with the device.
             device.stop();
@@ -318,6 +319,7 @@ impl Gateway {
         self.device
             .set_busy_poll(Duration::from_micros(cfg.busy_poll_micros.into()));
         self.device.set_pin_when_idle(cfg.pin_when_idle);
+        self.device.set_idle_class(cfg.idle_class);
         Ok(())
     }
 

@@ -147,6 +147,8 @@ pub(super) struct Affinity {
     warned: AtomicBool,
     /// When each data thread last made progress (thread `2 * lane + half`).
     pub(super) progress: Progress,
+    /// Whether the idle class may be used at home (`Device::set_idle_class`).
+    pub(super) idle_class_on: AtomicBool,
 }
 
 impl Affinity {
@@ -167,6 +169,7 @@ impl Affinity {
             }),
             warned: AtomicBool::new(false),
             progress: Progress::new(2 * lanes.max(1)),
+            idle_class_on: AtomicBool::new(true),
         };
         a.find_homes();
         a
@@ -297,8 +300,8 @@ impl Affinity {
             .or(slow_wakes.then_some("a TUN reader waited long for its CPU"));
         let starved = held_up.filter(|_| load.demand.saturating_sub(load.waiting) < QUIET_PERMILLE);
         let tids: Vec<i32> = last.tids.iter().map(|t| t.1).collect();
-        last.class
-            .tick(next == Placement::Home, starved, &tids, now_at);
+        let home = next == Placement::Home && self.idle_class_on.load(Ordering::Relaxed);
+        last.class.tick(home, starved, &tids, now_at);
     }
 
     /// Whether the data threads run in the idle scheduling class now, and why it is never
@@ -360,107 +363,4 @@ fn sched_times(tid: i32) -> Option<(u64, u64, u64)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn load(demand: u64, waiting: u64) -> Load {
-        Load { demand, waiting }
-    }
-
-    #[test]
-    fn spreads_at_once_under_load_and_goes_home_after_quiet_ticks() {
-        let (mut p, mut q) = (Placement::Home, 0);
-        for d in [0, 50, QUIET_PERMILLE, BUSY_PERMILLE] {
-            (p, q) = decide(p, q, load(d, 0));
-            assert_eq!(p, Placement::Home, "{d}‰ keeps the threads home");
-        }
-        (p, q) = decide(p, q, load(BUSY_PERMILLE + 1, 0));
-        assert_eq!((p, q), (Placement::Spread, 0));
-        for i in 1..QUIET_TICKS {
-            (p, q) = decide(p, q, load(QUIET_PERMILLE - 1, 0));
-            assert_eq!((p, q), (Placement::Spread, i), "quiet tick {i}");
-        }
-        // A busy tick in between starts the count again.
-        let (p2, q2) = decide(p, q, load(QUIET_PERMILLE, 0));
-        assert_eq!((p2, q2), (Placement::Spread, 0));
-        (p, q) = decide(p, q, load(0, 0));
-        assert_eq!((p, q), (Placement::Home, 0));
-        // A tick with the load gone (not only lower) is enough.
-        let spread = decide(p, q, load(BUSY_PERMILLE + 1, 0));
-        assert_eq!(spread, (Placement::Spread, 0));
-        assert_eq!(
-            decide(spread.0, spread.1, load(IDLE_PERMILLE - 1, 0)),
-            (Placement::Home, 0)
-        );
-        assert_eq!(
-            decide(spread.0, spread.1, load(IDLE_PERMILLE, 0)).0,
-            Placement::Spread
-        );
-    }
-
-    #[test]
-    fn waiting_for_a_shared_cpu_spreads_even_when_little_ran() {
-        // Two gateways saturating one home CPU each run half of the tick and wait the rest.
-        assert_eq!(
-            decide(Placement::Home, 0, load(1000, 500)).0,
-            Placement::Spread
-        );
-        // A light gateway behind a busy neighbour on its home CPU.
-        assert_eq!(
-            decide(Placement::Home, 0, load(150, WAITING_PERMILLE + 1)).0,
-            Placement::Spread
-        );
-        assert_eq!(
-            decide(Placement::Home, 0, load(150, WAITING_PERMILLE)).0,
-            Placement::Home
-        );
-    }
-
-    #[test]
-    fn the_state_word_changes_whole_and_always_moves_on() {
-        let s = State(0);
-        assert_eq!(
-            (s.placement(), s.enabled(), s.target()),
-            (Placement::Home, false, Placement::Spread)
-        );
-        let on = s.with(Placement::Home, true);
-        assert_eq!(
-            (on.placement(), on.enabled(), on.target()),
-            (Placement::Home, true, Placement::Home)
-        );
-        let spread = on.with(Placement::Spread, true);
-        assert_eq!(spread.target(), Placement::Spread);
-        assert_ne!(on, s);
-        assert_ne!(
-            spread.with(Placement::Spread, true),
-            spread,
-            "a new generation each change"
-        );
-        let wrapped = State(u32::MAX).with(Placement::Home, true);
-        assert_eq!(
-            (wrapped.placement(), wrapped.enabled()),
-            (Placement::Home, true)
-        );
-    }
-
-    #[test]
-    fn a_thread_run_time_is_read_and_grows() {
-        use nix::time::{ClockId, clock_gettime};
-        let cpu = || {
-            let t = clock_gettime(ClockId::CLOCK_THREAD_CPUTIME_ID).unwrap();
-            t.tv_sec() as i128 * 1_000_000_000 + t.tv_nsec() as i128
-        };
-        let tid = nix::unistd::gettid().as_raw();
-        let a = sched_times(tid).expect("schedstat of this thread");
-        // 10 ms of this thread's own CPU time, however busy the machine is.
-        let start = cpu();
-        while cpu() - start < 10_000_000 {
-            std::hint::spin_loop();
-        }
-        let b = sched_times(tid).expect("schedstat of this thread");
-        assert!(b.0 >= a.0 + 10_000_000, "ran {a:?} then {b:?} ns");
-        assert!(b.1 >= a.1, "waited {a:?} then {b:?} ns");
-        assert!(b.2 >= a.2 && a.2 > 0, "runs {a:?} then {b:?}");
-        assert_eq!(sched_times(-1), None);
-    }
-}
+mod tests;

@@ -110,6 +110,12 @@ impl Device {
         self.affinity.set_enabled(on);
     }
 
+    /// While pinned, run the data threads in the idle scheduling class (see `wg::idleclass`);
+    /// off: always the normal class (applied within a placement tick).
+    pub fn set_idle_class(&self, on: bool) {
+        self.affinity.idle_class_on.store(on, Ordering::Relaxed);
+    }
+
     /// How long a thread checks both halves after its last packet before sleeping.
     pub fn busy_poll(&self) -> Duration {
         Duration::from_micros(self.busy_poll_us.load(Ordering::Relaxed))
