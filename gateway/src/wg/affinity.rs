@@ -240,7 +240,7 @@ impl Affinity {
                 (s.placement() == Placement::Home).then(|| s.with(Placement::Spread, s.enabled()))
             });
             let tids: Vec<i32> = last.tids.iter().map(|t| t.1).collect();
-            last.class.tick(false, None, &tids, now_at);
+            last.class.tick(false, None, false, &tids, now_at);
             return;
         };
         // A TUN reader that waited long for its CPU each time it was woken: the application's
@@ -293,15 +293,19 @@ impl Affinity {
         };
         // Packets held up while our threads needed little: a busy neighbour. Held up while they
         // ran a lot is our own load starting, which spreads them (normal class) without a
-        // back-off.
+        // back-off. Waits with no packet handled in the tick (timeouts, a busy neighbour while
+        // nothing flows) hold nothing up.
+        let active = self.progress.take_worked();
         let held_up = self
             .progress
             .starved(now_at)
-            .or(slow_wakes.then_some("a TUN reader waited long for its CPU"));
-        let starved = held_up.filter(|_| load.demand.saturating_sub(load.waiting) < QUIET_PERMILLE);
+            .or((active && slow_wakes).then_some("a TUN reader waited long for its CPU"));
+        let needed_little = load.demand.saturating_sub(load.waiting) < QUIET_PERMILLE;
+        let starved = held_up.filter(|_| needed_little);
+        let waited = active && needed_little && load.waiting > WAITING_PERMILLE;
         let tids: Vec<i32> = last.tids.iter().map(|t| t.1).collect();
         let home = next == Placement::Home && self.idle_class_on.load(Ordering::Relaxed);
-        last.class.tick(home, starved, &tids, now_at);
+        last.class.tick(home, starved, waited, &tids, now_at);
     }
 
     /// Whether the data threads run in the idle scheduling class now, and why it is never

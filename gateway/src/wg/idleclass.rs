@@ -44,6 +44,9 @@ pub(super) const LATE: Duration = Duration::from_millis(10);
 pub(super) const BACKOFF_MIN: Duration = Duration::from_secs(1);
 /// Longest back-off, and how long the idle class must hold for the back-off to start over.
 pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// How long after entering the idle class waiting for the CPU alone counts as starving: a
+/// neighbour that was busy all along shows at once.
+pub(super) const PROBATION: Duration = Duration::from_millis(200);
 
 /// When the idle class may be used again after starving, and the next back-off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,17 +70,21 @@ impl Default for Backoff {
 }
 
 /// The class for the next tick (`true`: idle) and the back-off after it, given whether the
-/// threads are home, whether they were in the idle class during the tick that ended `now` and
-/// starved in it (see [`Progress::stalled`]).
+/// threads are home, whether they were in the idle class during the tick that ended `now`,
+/// whether packets waited for them in it ([`Progress::starved`]) and whether they waited long
+/// for their CPUs while needing little (`waited`, which counts only within [`PROBATION`] of
+/// entering the class: later, an application spinning between its requests looks the same).
 pub(super) fn decide(
     home: bool,
     was_idle: bool,
     starved: bool,
+    waited: bool,
     b: Backoff,
     now: Instant,
 ) -> (bool, Backoff) {
     let mut b = b;
-    if was_idle && starved {
+    let on_probation = b.since.is_none_or(|s| now.duration_since(s) < PROBATION);
+    if was_idle && (starved || (waited && on_probation)) {
         b.until = Some(now + b.next);
         b.next = (b.next * 2).min(BACKOFF_MAX);
         b.since = None;
@@ -100,8 +107,8 @@ pub(super) fn decide(
 #[derive(Debug)]
 pub(super) struct Progress {
     epoch: Instant,
-    /// Per data thread: nanoseconds since `epoch` plus one at its last step, 0 while asleep.
-    at: Vec<AtomicU64>,
+    /// Per data thread, one cache line each (they are written on every step).
+    slots: Vec<Slot>,
     /// Whether a datagram was read later than [`LATE`] since the last look.
     late: AtomicBool,
 }
@@ -111,7 +118,7 @@ impl Progress {
     pub(super) fn new(threads: usize) -> Progress {
         Progress {
             epoch: Instant::now(),
-            at: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+            slots: (0..threads).map(|_| Slot::default()).collect(),
             late: AtomicBool::new(false),
         }
     }
@@ -124,15 +131,32 @@ impl Progress {
 
     /// Data thread `i` finished a step (or woke up) at `now`.
     pub(super) fn stepped(&self, i: usize, now: Instant) {
-        if let Some(a) = self.at.get(i) {
-            a.store(self.since_epoch(now), Ordering::Relaxed);
+        if let Some(s) = self.slots.get(i) {
+            s.at.store(self.since_epoch(now), Ordering::Relaxed);
         }
+    }
+
+    /// Data thread `i` handled packets (or a batch).
+    pub(super) fn worked(&self, i: usize) {
+        if let Some(s) = self.slots.get(i) {
+            s.worked.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether any data thread handled packets since the last call.
+    pub(super) fn take_worked(&self) -> bool {
+        let mut any = false;
+        for s in &self.slots {
+            // Every slot is taken, not only up to the first that worked.
+            any |= s.worked.swap(0, Ordering::Relaxed) > 0;
+        }
+        any
     }
 
     /// Data thread `i` goes to sleep.
     pub(super) fn sleeps(&self, i: usize) {
-        if let Some(a) = self.at.get(i) {
-            a.store(0, Ordering::Relaxed);
+        if let Some(s) = self.slots.get(i) {
+            s.at.store(0, Ordering::Relaxed);
         }
     }
 
@@ -166,11 +190,21 @@ impl Progress {
     fn stalled(&self, now: Instant) -> bool {
         let now = self.since_epoch(now);
         let stall = u64::try_from(STALL.as_nanos()).unwrap_or(u64::MAX);
-        self.at.iter().any(|a| {
-            let at = a.load(Ordering::Relaxed);
+        self.slots.iter().any(|s| {
+            let at = s.at.load(Ordering::Relaxed);
             at != 0 && now.saturating_sub(at) > stall
         })
     }
+}
+
+/// One data thread's progress.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct Slot {
+    /// Nanoseconds since the epoch plus one at its last step, 0 while asleep.
+    at: AtomicU64,
+    /// Steps that handled packets since the placement thread last looked.
+    worked: AtomicU64,
 }
 
 /// Puts thread `tid` of this process (0: the calling thread) in the idle class (`true`) or the
@@ -247,10 +281,25 @@ impl IdleClass {
 
     /// One tick: whether the threads `tids` are (to be) at home, and why they starved in the
     /// tick that ended `now`, if they did ([`Progress::starved`]).
-    pub(super) fn tick(&mut self, home: bool, starved: Option<&str>, tids: &[i32], now: Instant) {
-        let (want, backoff) = decide(home, self.applied.0, starved.is_some(), self.backoff, now);
-        if let Some(why) = starved
-            && self.applied.0
+    pub(super) fn tick(
+        &mut self,
+        home: bool,
+        starved: Option<&str>,
+        waited: bool,
+        tids: &[i32],
+        now: Instant,
+    ) {
+        let (want, backoff) = decide(
+            home,
+            self.applied.0,
+            starved.is_some(),
+            waited,
+            self.backoff,
+            now,
+        );
+        let why = starved.or(waited.then_some("the threads waited for their CPUs"));
+        if let Some(why) = why
+            && backoff.until != self.backoff.until
         {
             // At most once per back-off, which doubles while it recurs.
             tracing::info!(
@@ -306,7 +355,12 @@ mod tests {
         assert!(!p.stalled(t0 + STALL * 10));
         // Out of range: ignored.
         p.stepped(5, t0);
+        p.worked(5);
         assert!(!p.stalled(t0 + STALL * 10));
+        assert!(!p.take_worked());
+        p.worked(0);
+        assert!(p.take_worked());
+        assert!(!p.take_worked(), "taken");
     }
 
     #[test]
@@ -328,20 +382,20 @@ mod tests {
         let t0 = Instant::now();
         let b = Backoff::default();
         // Home and never starved: idle; spread: normal.
-        assert!(decide(true, false, false, b, t0).0);
-        assert!(!decide(false, true, false, b, t0).0);
+        assert!(decide(true, false, false, false, b, t0).0);
+        assert!(!decide(false, true, false, false, b, t0).0);
         // Starved while idle: normal for BACKOFF_MIN, then idle again.
-        let (idle, b) = decide(true, true, true, b, t0);
+        let (idle, b) = decide(true, true, true, false, b, t0);
         assert!(!idle);
         assert_eq!(b.until, Some(t0 + BACKOFF_MIN));
-        assert!(!decide(true, false, false, b, t0 + BACKOFF_MIN / 2).0);
+        assert!(!decide(true, false, false, false, b, t0 + BACKOFF_MIN / 2).0);
         let t1 = t0 + BACKOFF_MIN;
-        let (idle, b) = decide(true, false, false, b, t1);
+        let (idle, b) = decide(true, false, false, false, b, t1);
         assert!(idle);
         // Starving again doubles the back-off; waiting while normal is not starving.
-        let (_, b) = decide(true, true, true, b, t1);
+        let (_, b) = decide(true, true, true, false, b, t1);
         assert_eq!(b.until, Some(t1 + 2 * BACKOFF_MIN));
-        let (_, b2) = decide(true, false, true, b, t1 + 10 * BACKOFF_MIN);
+        let (_, b2) = decide(true, false, true, false, b, t1 + 10 * BACKOFF_MIN);
         assert_eq!(
             b2.until, b.until,
             "starving in the normal class backs nothing off"
@@ -349,15 +403,34 @@ mod tests {
         // It never exceeds BACKOFF_MAX.
         let mut b = b;
         for _ in 0..20 {
-            b = decide(true, true, true, b, t1).1;
+            b = decide(true, true, true, false, b, t1).1;
         }
         assert_eq!(b.next, BACKOFF_MAX);
         // A whole BACKOFF_MAX in the idle class without starving starts over.
         let t2 = t1 + 2 * BACKOFF_MAX;
-        let (idle, b) = decide(true, true, false, b, t2);
+        let (idle, b) = decide(true, true, false, false, b, t2);
         assert!(idle);
-        let (_, b) = decide(true, true, false, b, t2 + BACKOFF_MAX);
+        let (_, b) = decide(true, true, false, false, b, t2 + BACKOFF_MAX);
         assert_eq!(b.next, BACKOFF_MIN);
+    }
+
+    #[test]
+    fn waiting_for_the_cpu_counts_only_just_after_entering_the_idle_class() {
+        let t0 = Instant::now();
+        // First tick in the class: on probation, waiting backs off.
+        let (idle, b) = decide(true, true, false, true, Backoff::default(), t0);
+        assert!(!idle);
+        assert_eq!(b.until, Some(t0 + BACKOFF_MIN));
+        // Long in the class: waiting alone does not (a spinning application), packets held do.
+        let t1 = t0 + BACKOFF_MIN;
+        let (_, b) = decide(true, true, false, false, b, t1);
+        let (idle, b) = decide(true, true, false, true, b, t1 + 2 * PROBATION);
+        assert!(idle);
+        assert!(!decide(true, true, true, false, b, t1 + 2 * PROBATION).0);
+        // Not in the class: nothing backs off.
+        let (idle, b2) = decide(true, false, true, true, b, t1 + 3 * PROBATION);
+        assert!(idle);
+        assert_eq!(b2.until, b.until);
     }
 
     fn policy() -> String {

@@ -81,7 +81,10 @@ impl Device {
                 placed = Some(state);
             }
             match self.step(lane, own, true) {
-                Some(Step::Worked) => continue,
+                Some(Step::Worked) => {
+                    progress.worked(me);
+                    continue;
+                }
                 Some(Step::Failed) => break,
                 Some(Step::Empty) | None => {}
             }
