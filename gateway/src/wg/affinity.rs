@@ -12,11 +12,12 @@
 //! lane's. A packet is then read on the CPU that sent or received it, and a request and its
 //! answer cross every gateway of a host without leaving the application's CPU (see
 //! `wg::lanes` for when CPUs share a lane). Once the two threads of the busiest lane ran *or
-//! waited to run* for more than [`BUSY_PERMILLE`] of a placement tick ([`PLACEMENT_TICK`]), or waited alone for more than
-//! [`WAITING_PERMILLE`] (both
-//! from `/proc/self/task/<tid>/schedstat`: what they needed, not only what they got on a shared
+//! waited to run* for more than [`BUSY_PERMILLE`] of a placement tick ([`PLACEMENT_TICK`]), or
+//! waited alone for more than [`WAITING_PERMILLE`] (both from
+//! `/proc/self/task/<tid>/schedstat`: what they needed, not only what they got on a shared
 //! CPU), they may use every CPU again (one flow's halves run in parallel under load); they go
-//! home after [`QUIET_TICKS`] ticks below [`QUIET_PERMILLE`]. The homes are recomputed every
+//! home after [`QUIET_TICKS`] ticks below [`QUIET_PERMILLE`], or one below [`IDLE_PERMILLE`]
+//! (the load is gone, not only lower: a bulk transfer ended). The homes are recomputed every
 //! tick from the process's CPUs (a cgroup cpuset may change); spreading asks for every CPU and
 //! lets the kernel keep the allowed ones. A process that may use one CPU only, or a lane no
 //! allowed CPU maps to, is never pinned. If the run times cannot be read, the threads spread.
@@ -24,7 +25,7 @@
 //! The decision ([`decide`]) is pure; the placement thread (`wg-place`, which takes no lock
 //! the data threads hold while they work) feeds it each tick, and each data thread applies a
 //! new placement to itself before its next step. At home the placement thread also puts the
-//! data threads in the idle scheduling class while their CPUs are mostly idle
+//! data threads in the idle scheduling class unless packets were held up for them lately
 //! (`wg::idleclass`), and back in the normal one in the tick they spread.
 
 use super::{
