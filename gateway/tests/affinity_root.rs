@@ -323,7 +323,7 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
     {
         // Every CPU busy in the normal class: idle-class threads would get next to no CPU.
         let _hogs = Hogs::start(&cpus);
-        let said = |s: &Site| s.log().contains("in the idle scheduling class");
+        let said = |s: &Site| s.log().contains("a busy neighbour on the CPU");
         let detected = eventually(15, || {
             // Traffic makes packets wait for starved threads, which is what is detected.
             a.ping("10.71.0.2");

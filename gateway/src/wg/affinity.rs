@@ -221,6 +221,17 @@ impl Affinity {
         last.prev.push(sched_times(tid).unwrap_or_default());
     }
 
+    /// The calling data thread ends: its ID is no longer measured or re-classed (it could be
+    /// reused by another thread).
+    pub(super) fn deregister(&self) {
+        let tid = nix::unistd::gettid().as_raw();
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = last.tids.iter().position(|t| t.1 == tid) {
+            last.tids.remove(i);
+            last.prev.remove(i);
+        }
+    }
+
     /// The placement thread's tick: finds the homes again (threads re-place themselves when one
     /// moved), measures how long each lane's threads ran and waited since the last one, and
     /// moves them if [`decide`] says so for the busiest lane.

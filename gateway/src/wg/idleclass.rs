@@ -9,18 +9,25 @@
 //!
 //! `SCHED_IDLE` threads get next to no CPU next to busy ones, so the class is only used
 //! - at home (lightly loaded: the threads need little CPU), and
-//! - when this process may leave the class again (`CAP_SYS_NICE`; [`probe`] tries it once).
+//! - when this process may leave the class again (`CAP_SYS_NICE`, or an `RLIMIT_NICE` of 20;
+//!   [`probe`] tries it once).
 //!
 //! Whether the CPU is shared with busy threads is judged by what matters, how long packets wait
-//! for our threads ([`Progress`]), not by the CPU's idle time or how long the threads waited to
-//! run: an application that spins between requests (`ping -i 0.005` does) keeps its CPU busy
-//! and makes our thread wait to go back to sleep after each answer, yet runs it as soon as it
-//! has work. A datagram read more than [`LATE`] after it arrived, a TUN reader that waited
-//! longer than that for its CPU on average after its wake-ups (`wg::affinity`), or a data thread
-//! awake without finishing a step for [`STALL`] (starved by a busy neighbour), puts the threads back in the
-//! normal class and keeps them there for a back-off, from [`BACKOFF_MIN`] doubling to [`BACKOFF_MAX`] while it
-//! recurs (reset after [`BACKOFF_MAX`] in the idle class without starving): next to a CPU hog
-//! a lane stalls for at most a tick or two, ever more rarely.
+//! for our threads ([`Progress`]), not by the CPU's idle time: an application that spins between
+//! requests (`ping -i 0.005` does) keeps its CPU busy and makes our thread wait to go back to
+//! sleep after each answer, yet runs it as soon as it has work. Starved (by a busy neighbour),
+//! while the threads needed little CPU themselves (their own load spreads them instead):
+//! - a datagram read more than [`LATE`] after it arrived;
+//! - a TUN reader that waited longer than that per run, in a tick with traffic (`wg::affinity`);
+//! - a data thread awake without finishing a step for [`STALL`];
+//! - within [`PROBATION`] of entering the class, threads that waited for a tenth of a tick
+//!   while traffic flowed (a neighbour busy all along shows at once).
+//!
+//! Any of these puts the threads back in the normal class for a back-off, from [`BACKOFF_MIN`]
+//! doubling to [`BACKOFF_MAX`] while it recurs (reset after [`BACKOFF_MAX`] in the idle class
+//! without starving): next to a CPU hog a lane stalls for a tick or two, ever more rarely. The
+//! signs need the starved thread to have run again (its `schedstat`, its read), so detection
+//! itself may wait for the scheduler to give it a slice.
 //!
 //! The placement thread (normal class, never holding a lock the data threads take) sets the
 //! class of every data thread itself, so a starved thread does not need to run to be rescued.
@@ -228,7 +235,7 @@ pub(super) fn set_class(tid: i32, idle: bool) -> io::Result<()> {
 }
 
 /// Whether this process may put a thread in the idle class *and take it out again* (which needs
-/// `CAP_SYS_NICE`), tried on a scratch thread.
+/// `CAP_SYS_NICE` or an `RLIMIT_NICE` of 20), tried on a scratch thread.
 pub(super) fn probe() -> io::Result<()> {
     thread::Builder::new()
         .name("wg-probe".into())
@@ -255,7 +262,7 @@ impl IdleClass {
     /// The idle class if [`probe`] says this process may leave it again.
     pub(super) fn new() -> IdleClass {
         let refused = probe().err().map(|e| {
-            let why = format!("{e} (leaving SCHED_IDLE needs CAP_SYS_NICE)");
+            let why = format!("{e} (leaving SCHED_IDLE needs CAP_SYS_NICE or RLIMIT_NICE 20)");
             tracing::info!(
                 "the data threads stay in the normal scheduling class at home: {why}; a woken \
                  application may then wait for another CPU"
@@ -298,164 +305,63 @@ impl IdleClass {
             now,
         );
         let why = starved.or(waited.then_some("the threads waited for their CPUs"));
+        let new_backoff = backoff.until != self.backoff.until;
+        self.backoff = backoff;
+        let want = want && self.refused.is_none();
+        if (want, tids.len()) != self.applied {
+            self.apply(want, tids);
+        }
         if let Some(why) = why
-            && backoff.until != self.backoff.until
+            && new_backoff
         {
             // At most once per back-off, which doubles while it recurs.
             tracing::info!(
-                backoff_ms = (backoff.next / 2).as_millis(),
+                backoff_ms = backoff
+                    .until
+                    .map_or(0, |u| u.duration_since(now).as_millis()),
                 "{why} in the idle scheduling class (a busy neighbour on the CPU); the data \
                  threads run in the normal class for a while"
             );
         }
-        self.backoff = backoff;
-        let want = want && self.refused.is_none();
-        if (want, tids.len()) == self.applied {
-            return;
-        }
+    }
+
+    /// Puts every thread of `tids` in the idle class (`true`) or the normal one. A thread that
+    /// exited is skipped; a refusal (privileges dropped since the probe) ends the idle class
+    /// for good, and the threads go back to normal. Whatever failed is tried again next tick.
+    fn apply(&mut self, idle: bool, tids: &[i32]) {
+        let mut done = true;
         for &tid in tids {
-            if let Err(e) = set_class(tid, want) {
-                // After a good probe only a thread that exited (or privileges dropped since)
-                // fails: the idle class is not tried again.
-                tracing::warn!(
-                    error = %e,
-                    tid,
-                    "putting a data thread in the {} scheduling class",
-                    if want { "idle" } else { "normal" }
-                );
-                self.refused = Some(e.to_string());
+            match set_class(tid, idle) {
+                Ok(()) => {}
+                // Gone: it deregisters as it ends.
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                Err(e) => {
+                    done = false;
+                    if self.refused.is_none() {
+                        tracing::warn!(
+                            error = %e,
+                            tid,
+                            "putting a data thread in the {} scheduling class; the idle class \
+                             is not used from now on",
+                            if idle { "idle" } else { "normal" }
+                        );
+                        self.refused = Some(format!("thread {tid}: {e}"));
+                    }
+                }
             }
         }
-        self.applied = (want, tids.len());
-        if want && self.refused.is_some() {
-            for &tid in tids {
-                // Back to normal as far as possible; a failure was logged above.
-                set_class(tid, false).ok();
-            }
-            self.applied = (false, tids.len());
+        if done {
+            self.applied = (idle, tids.len());
+        } else if idle {
+            // Back to normal now; what fails there is retried at each tick.
+            self.applied = (true, tids.len());
+            self.apply(false, tids);
+        } else {
+            // Some thread may still be idle: mark nothing applied, so the next tick retries.
+            self.applied = (true, 0);
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_thread_awake_without_a_step_for_the_stall_time_is_stalled_not_one_asleep() {
-        let p = Progress::new(2);
-        let t0 = Instant::now();
-        assert!(!p.stalled(t0 + 10 * STALL), "asleep");
-        p.stepped(1, t0);
-        assert!(!p.stalled(t0 + STALL / 2));
-        assert!(p.stalled(t0 + STALL * 2));
-        p.stepped(1, t0 + STALL * 2);
-        assert!(!p.stalled(t0 + STALL * 2 + STALL / 2), "progress again");
-        p.sleeps(1);
-        assert!(!p.stalled(t0 + STALL * 10));
-        // Out of range: ignored.
-        p.stepped(5, t0);
-        p.worked(5);
-        assert!(!p.stalled(t0 + STALL * 10));
-        assert!(!p.take_worked());
-        p.worked(0);
-        assert!(p.take_worked());
-        assert!(!p.take_worked(), "taken");
-    }
-
-    #[test]
-    fn a_datagram_read_late_counts_once_and_one_read_at_once_not_at_all() {
-        let p = Progress::new(1);
-        let now = || SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-        p.arrived(now());
-        assert_eq!(p.starved(Instant::now()), None, "read at once");
-        p.arrived(now() - 10 * LATE);
-        assert!(p.starved(Instant::now()).is_some(), "read late");
-        assert_eq!(p.starved(Instant::now()), None, "said once");
-        // From the future (a clock stepped back): not late.
-        p.arrived(now() + 10 * LATE);
-        assert_eq!(p.starved(Instant::now()), None);
-    }
-
-    #[test]
-    fn starving_in_the_idle_class_backs_off_longer_each_time_and_forgives_after_a_while() {
-        let t0 = Instant::now();
-        let b = Backoff::default();
-        // Home and never starved: idle; spread: normal.
-        assert!(decide(true, false, false, false, b, t0).0);
-        assert!(!decide(false, true, false, false, b, t0).0);
-        // Starved while idle: normal for BACKOFF_MIN, then idle again.
-        let (idle, b) = decide(true, true, true, false, b, t0);
-        assert!(!idle);
-        assert_eq!(b.until, Some(t0 + BACKOFF_MIN));
-        assert!(!decide(true, false, false, false, b, t0 + BACKOFF_MIN / 2).0);
-        let t1 = t0 + BACKOFF_MIN;
-        let (idle, b) = decide(true, false, false, false, b, t1);
-        assert!(idle);
-        // Starving again doubles the back-off; waiting while normal is not starving.
-        let (_, b) = decide(true, true, true, false, b, t1);
-        assert_eq!(b.until, Some(t1 + 2 * BACKOFF_MIN));
-        let (_, b2) = decide(true, false, true, false, b, t1 + 10 * BACKOFF_MIN);
-        assert_eq!(
-            b2.until, b.until,
-            "starving in the normal class backs nothing off"
-        );
-        // It never exceeds BACKOFF_MAX.
-        let mut b = b;
-        for _ in 0..20 {
-            b = decide(true, true, true, false, b, t1).1;
-        }
-        assert_eq!(b.next, BACKOFF_MAX);
-        // A whole BACKOFF_MAX in the idle class without starving starts over.
-        let t2 = t1 + 2 * BACKOFF_MAX;
-        let (idle, b) = decide(true, true, false, false, b, t2);
-        assert!(idle);
-        let (_, b) = decide(true, true, false, false, b, t2 + BACKOFF_MAX);
-        assert_eq!(b.next, BACKOFF_MIN);
-    }
-
-    #[test]
-    fn waiting_for_the_cpu_counts_only_just_after_entering_the_idle_class() {
-        let t0 = Instant::now();
-        // First tick in the class: on probation, waiting backs off.
-        let (idle, b) = decide(true, true, false, true, Backoff::default(), t0);
-        assert!(!idle);
-        assert_eq!(b.until, Some(t0 + BACKOFF_MIN));
-        // Long in the class: waiting alone does not (a spinning application), packets held do.
-        let t1 = t0 + BACKOFF_MIN;
-        let (_, b) = decide(true, true, false, false, b, t1);
-        let (idle, b) = decide(true, true, false, true, b, t1 + 2 * PROBATION);
-        assert!(idle);
-        assert!(!decide(true, true, true, false, b, t1 + 2 * PROBATION).0);
-        // Not in the class: nothing backs off.
-        let (idle, b2) = decide(true, false, true, true, b, t1 + 3 * PROBATION);
-        assert!(idle);
-        assert_eq!(b2.until, b.until);
-    }
-
-    fn policy() -> String {
-        let s = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
-        // Field 41 of stat is the policy; the comm field may hold spaces, so count from ')'.
-        let rest = &s[s.rfind(')').unwrap() + 2..];
-        rest.split_whitespace().nth(41 - 3).unwrap().to_owned()
-    }
-
-    #[test]
-    fn a_thread_goes_to_the_idle_class_and_back_when_the_probe_allows_it() {
-        std::thread::spawn(move || {
-            let tid = nix::unistd::gettid().as_raw();
-            match probe() {
-                Ok(()) => {
-                    set_class(tid, true).unwrap();
-                    assert_eq!(policy(), "5", "SCHED_IDLE");
-                    set_class(tid, false).unwrap();
-                    assert_eq!(policy(), "0", "SCHED_OTHER");
-                }
-                // Without CAP_SYS_NICE leaving fails: the probe must have seen that.
-                Err(e) => assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}"),
-            }
-        })
-        .join()
-        .unwrap();
-    }
-}
+mod tests;

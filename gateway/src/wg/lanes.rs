@@ -34,7 +34,8 @@ pub struct DataPathStatus {
     pub pinned: bool,
     /// Whether packets pick their lane by CPU now (pinned) or by flow.
     pub steered_by_cpu: bool,
-    /// Whether the data threads run in the idle scheduling class now (pinned, CPUs idle).
+    /// Whether the data threads run in the idle scheduling class now (pinned, and no packet
+    /// held up for them lately).
     pub idle_class: bool,
     /// Why the idle class is never used, if so.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -92,10 +92,12 @@ impl Device {
             // TUN device (the kernel queues it during the write) is sent by this running thread.
             // The other thread is woken for it too, but may find it done.
             if self.step(lane, own.other(), false) == Some(Step::Worked) {
+                progress.worked(me);
                 continue;
             }
             let spin = self.busy_poll();
             if !spin.is_zero() && self.spin(lane, own, spin) {
+                progress.worked(me);
                 continue;
             }
             progress.sleeps(me);
@@ -103,8 +105,9 @@ impl Device {
                 break;
             }
         }
-        // Stopped or failed: never counted as starved.
+        // Stopped or failed: never counted as starved, nor re-classed.
         progress.sleeps(me);
+        self.affinity.deregister();
     }
 
     /// While lightly loaded, both data threads share one CPU (see `wg::affinity`); off: the

@@ -172,6 +172,10 @@ impl Device {
         // Handshake answers and packets queued while waiting for the session leave once the lock
         // is released: a send that blocks must not hold up the peer's send half.
         let mut replies: Vec<Vec<u8>> = Vec::new();
+        // The decrypted packet (where it starts in `out`, and its length), written to the TUN
+        // device with the lock released: the application it wakes may preempt this thread
+        // (always, in the idle class: `wg::idleclass`), which must not hold the session then.
+        let mut deliver: Option<(usize, usize)> = None;
         let mut tunn = session.lock().unwrap_or_else(|p| p.into_inner());
         let mut first = true;
         loop {
@@ -198,7 +202,7 @@ impl Device {
                         peer.stats
                             .rx_bytes
                             .fetch_add(p.len() as u64, Ordering::Relaxed);
-                        coalescer.push(p, write);
+                        deliver = Some((p.as_ptr() as usize, p.len()));
                     } else {
                         tracing::debug!(peer = %peer.cfg.id, %src, "source outside the peer's allowed IPs");
                         bump(&peer.stats.dropped);
@@ -223,6 +227,13 @@ impl Device {
             }
         }
         drop(tunn);
+        if let Some((at, len)) = deliver {
+            // `decapsulate` returns a part of `out`.
+            let start = at.saturating_sub(out.as_ptr() as usize);
+            if let Some(packet) = out.get(start..start + len) {
+                coalescer.push(packet, write);
+            }
+        }
         for p in &replies {
             if let Err(e) = self.udp().send_to(p, from) {
                 tracing::debug!(peer = %peer.cfg.id, error = %e, "send");

@@ -103,8 +103,8 @@ impl Device {
         }
     }
 
-    /// The placement thread: every [`PLACEMENT_TICK`], where the data threads run and in which class
-    /// (`wg::affinity`), and how packets pick their lane. It takes no peer's lock, so a data
+    /// The placement thread: every [`PLACEMENT_TICK`], where the data threads run and in which
+    /// class (`wg::affinity`), and how packets pick their lane. It takes no peer's lock, so a data
     /// thread starved while holding one cannot keep it from putting that thread back in the
     /// normal class.
     pub(super) fn placement_loop(&self) {
