@@ -867,6 +867,12 @@ async fn unpeer_tears_down_in_order_keeps_the_identity_and_the_reverse_direction
             && s.object["status"]["virtualKubeletStatus"] == "None"
     });
     let ro_deleted = first(&seen, &["ro@milan"], |s| s.deleted);
+    // "P deletes the RO" (§1.7 step 6) is the delete request: the object itself stays until
+    // the replicator's finalizer is released, after its copy at rome is gone, and that may come
+    // after rome already acted on the offer's withdrawal.
+    let ro_delete = first(&seen, &["ro@milan"], |s| {
+        s.deleted || !s.object["metadata"]["deletionTimestamp"].is_null()
+    });
     let ro_copy_deleted = first(&seen, &["ro@rome"], |s| s.deleted);
     let offer_withdrawn = first(&seen, &["rr@rome", "rr@milan"], |s| {
         !s.object["status"]["offerWithdrawalTimestamp"].is_null()
@@ -885,6 +891,7 @@ async fn unpeer_tears_down_in_order_keeps_the_identity_and_the_reverse_direction
         ("OutgoingPeering Disconnecting", disconnecting),
         ("RO withdrawal stamped", ro_withdrawn),
         ("RO virtualKubeletStatus None", vk_none),
+        ("RO deletion requested (milan)", ro_delete),
         ("RO deleted (milan)", ro_deleted),
         ("RO copy deleted (rome)", ro_copy_deleted),
         ("RR offerWithdrawalTimestamp", offer_withdrawn),
@@ -900,7 +907,7 @@ async fn unpeer_tears_down_in_order_keeps_the_identity_and_the_reverse_direction
         ("RR withdrawal stamped", rr_withdrawn),
         ("RO withdrawal stamped", ro_withdrawn),
         ("RO virtualKubeletStatus None", vk_none),
-        ("RO deleted (milan)", ro_deleted),
+        ("RO deletion requested (milan)", ro_delete),
         ("RR deletion requested (rome)", rr_delete),
         ("OutgoingPeering None", none),
     ];
