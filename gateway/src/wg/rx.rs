@@ -67,13 +67,18 @@ impl Device {
                     for c in m.cmsgs().ok().into_iter().flatten() {
                         match c {
                             ControlMessageOwned::UdpGroSegments(s) => {
+                                // The kernel never sends a negative size; if it did, reading
+                                // the buffer as one datagram is the safe way (and what we do
+                                // without GRO).
                                 seg = usize::try_from(s).ok();
                             }
                             ControlMessageOwned::ScmTimestampns(t) => {
-                                self.affinity.progress.arrived(Duration::new(
-                                    u64::try_from(t.tv_sec()).unwrap_or(0),
-                                    u32::try_from(t.tv_nsec()).unwrap_or(0),
-                                ));
+                                // A timestamp before 1970 cannot be judged: no sign either way.
+                                if let (Ok(sec), Ok(nsec)) =
+                                    (u64::try_from(t.tv_sec()), u32::try_from(t.tv_nsec()))
+                                {
+                                    self.affinity.progress.arrived(Duration::new(sec, nsec));
+                                }
                             }
                             _ => {}
                         }
