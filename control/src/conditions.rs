@@ -39,6 +39,10 @@ pub enum Authentication {
     Pending,
     /// `Error/AuthNotReachable`: the auth service could not be reached.
     NotReachable,
+    /// `Error/ClusterIDMismatch`: the auth service (or, once we hold an identity, the API
+    /// server behind it) answers for another cluster than the ForeignCluster names; nothing is
+    /// sent to it.
+    WrongCluster,
 }
 
 /// `OutgoingPeering` and `IncomingPeering`: a peering direction.
@@ -136,6 +140,11 @@ const fn row(c: Condition) -> (S, &'static str, &'static str) {
                 "AuthNotReachable",
                 "The remote authentication service is not reachable",
             ),
+            Authentication::WrongCluster => (
+                S::Error,
+                "ClusterIDMismatch",
+                "The remote cluster is not the cluster this ForeignCluster names",
+            ),
         },
         Condition::Outgoing(p) | Condition::Incoming(p) => match p {
             Peering::None => (S::None, "NoResourceRequest", "No ResourceRequest"),
@@ -187,7 +196,7 @@ const fn row(c: Condition) -> (S, &'static str, &'static str) {
 
 impl Condition {
     /// Every condition, in table order (for tests and documentation).
-    pub const ALL: [Condition; 23] = {
+    pub const ALL: [Condition; 24] = {
         use Authentication as A;
         use Network as N;
         use Peering as P;
@@ -202,6 +211,7 @@ impl Condition {
             Condition::Authentication(A::EmptyDenied),
             Condition::Authentication(A::Pending),
             Condition::Authentication(A::NotReachable),
+            Condition::Authentication(A::WrongCluster),
             Condition::Outgoing(P::None),
             Condition::Outgoing(P::ResourceRequestPending),
             Condition::Outgoing(P::KubeletPending),

@@ -75,6 +75,17 @@ pub mod annotations {
     pub const CERTIFICATE_EXPIRE_TIME: &str = "discovery.liqo.io/certificate-expire-time";
     /// Kubernetes' mark of the default StorageClass (`"true"`).
     pub const DEFAULT_STORAGE_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
+    /// On a tenant namespace: the ID of the cluster it lives in. A peer holding an identity for
+    /// that namespace reads it to check that the API server behind the identity is the
+    /// cluster its ForeignCluster names.
+    pub const HOST_CLUSTER_ID: &str = "discovery.liqo.io/host-cluster-id";
+    /// On an identity Secret: the cluster ID the API server behind it was checked to be (its
+    /// tenant namespace's [`HOST_CLUSTER_ID`]); set once, so the check survives restarts.
+    pub const VERIFIED_CLUSTER_ID: &str = "discovery.liqo.io/verified-cluster-id";
+    /// On a provider's record of an issued identity (`liqo-remote-certificate`): the time
+    /// (unix milliseconds) of the newest proof of possession of the CSR's key it accepted; a
+    /// repeated request needs a newer one (a replayed request is refused).
+    pub const LAST_PROOF_TIME: &str = "auth.liqo.io/last-proof-time";
 }
 
 /// Finalizers.
@@ -156,6 +167,15 @@ pub mod net {
     /// Next to [`REFUSED_ANNOTATION`]: a digest of the spec refused (the same spec is never
     /// tried again; a changed one is).
     pub const REFUSED_SPEC_ANNOTATION: &str = "net.liqo.io/refused-spec";
+    /// On the private key Secret: a key rotation asked for (`liqoctl rotate-key` writes a new
+    /// value; any value the gateway operator has not served yet asks for a new key).
+    pub const ROTATE_KEY_ANNOTATION: &str = "net.liqo.io/rotate-key";
+    /// On the private key Secret: the value of [`ROTATE_KEY_ANNOTATION`] the gateway operator
+    /// last served (written with the new key).
+    pub const KEY_ROTATED_ANNOTATION: &str = "net.liqo.io/key-rotated";
+    /// On the public key Secret: since when (RFC 3339) the gateway runs that key (written by
+    /// the gateway operator once the gateway reports it).
+    pub const KEY_SINCE_ANNOTATION: &str = "net.liqo.io/key-since";
 }
 
 /// Keys of ConfigMap and Secret data.
@@ -326,6 +346,12 @@ mod tests {
         reflection::DESTINATION,
         reflection::MANAGED_BY,
         annotations::CERTIFICATE_EXPIRE_TIME,
+        annotations::HOST_CLUSTER_ID,
+        annotations::VERIFIED_CLUSTER_ID,
+        annotations::LAST_PROOF_TIME,
+        net::ROTATE_KEY_ANNOTATION,
+        net::KEY_ROTATED_ANNOTATION,
+        net::KEY_SINCE_ANNOTATION,
         finalizers::CRD_REPLICATOR,
         finalizers::VIRTUAL_KUBELET,
         finalizers::VIRTUAL_NODE,

@@ -8,12 +8,17 @@
 //!   (`{namespace, certificate, apiServerUrl, apiServerCA}`); the CSR, the certificate and the
 //!   CA are PEM bytes, base64 on the wire.
 //!
-//! [`decode`] reads a body naming the field of any error; [`authentication`] turns the
+//! A repeated request proves possession of its CSR's key ([`proof`]); [`check`] decides
+//! whether an auth service (and the API server behind an identity) is the cluster a
+//! ForeignCluster names. [`decode`] reads a body naming the field of any error; [`authentication`] turns the
 //! answer to a request into the consumer's `AuthenticationStatus`. No HTTP here: `liqo-auth`
 //! serves these types, the ForeignCluster controller and `liqoctl` send them.
 
+pub mod check;
+pub mod proof;
 mod token;
 
+pub use proof::Proof;
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 pub use token::{
@@ -53,6 +58,10 @@ pub struct CertificateIdentityRequest {
     /// The certificate signing request (PEM).
     #[serde(with = "b64")]
     pub certificate_signing_request: Vec<u8>,
+    /// Proof that the sender holds the CSR's key ([`proof`]): needed for a repeated request
+    /// to be answered; absent from upstream's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub proof_of_possession: Option<Proof>,
 }
 
 impl CertificateIdentityRequest {
@@ -69,7 +78,14 @@ impl CertificateIdentityRequest {
             origin_cluster_token: ours.into(),
             destination_cluster_token: theirs.map(PresentedToken::from).unwrap_or_default(),
             certificate_signing_request: csr_pem,
+            proof_of_possession: None,
         }
+    }
+
+    /// This request with a proof of possession of its CSR's key.
+    pub fn with_proof(mut self, proof: Proof) -> Self {
+        self.proof_of_possession = Some(proof);
+        self
     }
 }
 

@@ -34,9 +34,18 @@ pub struct File {
     /// UDP port of the WireGuard socket (in the namespace the gateway runs in).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub listen_port: Option<u16>,
-    /// The private key file (created with mode 0600 if missing).
+    /// The private key file (created with mode 0600 if missing at start, unless `publicKey` is
+    /// set). Read again at every apply: a key written there is switched to live
+    /// (`keys::rotation`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub private_key_file: Option<String>,
+    /// The public key of the key `privateKeyFile` must hold: the gateway runs the file's key
+    /// only when it matches (otherwise the configuration is refused and the running key stays).
+    /// Written right after a new key file, it brings the rotation to the gateway at once;
+    /// without it, the file's key runs as it is (a key changed by hand is taken at the next
+    /// apply or resync).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<PublicKey>,
     /// MTU of the tunnel device.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mtu: Option<u32>,
@@ -84,29 +93,7 @@ pub struct File {
     pub endpoints: Vec<EndpointMapping>,
 }
 
-/// Defaults.
-pub mod defaults {
-    /// Gateway namespace.
-    pub const NAMESPACE: &str = "liqo-gateway";
-    /// UDP port.
-    pub const LISTEN_PORT: u16 = 51840;
-    /// Tunnel MTU.
-    pub const MTU: u32 = 1420;
-    /// Keepalive seconds (as upstream Liqo).
-    pub const KEEPALIVE: u16 = 10;
-    /// Busy polling after the last packet (µs).
-    pub const BUSY_POLL_MICROS: u32 = 0;
-    /// Private key file.
-    pub const PRIVATE_KEY_FILE: &str = "/var/lib/liqo-gateway/private.key";
-    /// veth link between host and gateway namespace (as upstream: 169.254.100.1/.2).
-    pub const LINK_CIDR: &str = "169.254.100.0/30";
-    /// Name of the tunnel device in the gateway namespace.
-    pub const TUN: &str = "liqo.tunnel";
-    /// veth end in the host namespace.
-    pub const HOST_LINK: &str = liqo_types::GATEWAY_HOST_LINK;
-    /// veth end in the gateway namespace.
-    pub const GATEWAY_LINK: &str = "liqo.gateway";
-}
+pub mod defaults;
 
 /// A validated peer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,6 +145,8 @@ pub struct Config {
     pub listen_port: u16,
     /// Private key file.
     pub private_key_file: PathBuf,
+    /// See [`File::public_key`].
+    pub public_key: Option<PublicKey>,
     /// Tunnel MTU.
     pub mtu: u32,
     /// See [`File::busy_poll_micros`].
@@ -235,7 +224,7 @@ impl File {
     }
 
     /// Checks every field and resolves defaults. `own_key` is the gateway's public key (a peer
-    /// with the same key is refused).
+    /// with the same key is refused, as is one with the key `publicKey` names).
     pub fn validate(&self, own_key: Option<PublicKey>) -> Result<Config, ConfigError> {
         let namespace = self.namespace.as_deref().unwrap_or(defaults::NAMESPACE);
         let namespace = namespace
@@ -305,7 +294,7 @@ impl File {
                 return Err(bad(f("id"), format!("duplicate peer {id:?}")));
             }
             let public_key = p.public_key;
-            if Some(public_key) == own_key {
+            if Some(public_key) == own_key || Some(public_key) == self.public_key {
                 return Err(bad(f("publicKey"), "is this gateway's own public key"));
             }
             if let Some((_, other)) = keys.iter().find(|(k, _)| *k == public_key) {
@@ -382,6 +371,7 @@ impl File {
                     .as_deref()
                     .unwrap_or(defaults::PRIVATE_KEY_FILE),
             ),
+            public_key: self.public_key,
             mtu,
             busy_poll_micros,
             pin_when_idle: self.pin_when_idle.unwrap_or(true),

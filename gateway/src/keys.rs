@@ -1,4 +1,7 @@
-//! WireGuard keys: validated newtypes, generation, and the private key file (mode 0600).
+//! WireGuard keys: validated newtypes, generation, and the private key file (mode 0600); which
+//! key a running gateway switches to when the file changes ([`rotation`]).
+
+pub mod rotation;
 
 use std::{
     fmt,
@@ -62,32 +65,29 @@ impl PrivateKey {
         STANDARD.encode(self.0.to_bytes())
     }
 
+    /// Loads the key at `path`. Refuses a key file that others can read; a missing file is an
+    /// error (see [`PrivateKey::load_or_create`]).
+    pub fn load(path: &Path) -> Result<PrivateKey, KeyFileError> {
+        let text = fs::read_to_string(path).map_err(io_error("reading", path))?;
+        let mode = fs::metadata(path)
+            .map_err(io_error("checking", path))?
+            .permissions()
+            .mode();
+        if mode & 0o077 != 0 {
+            return Err(KeyFileError::Permissions {
+                path: path.display().to_string(),
+                mode: mode & 0o777,
+            });
+        }
+        PrivateKey::parse(&text).map_err(|_| KeyFileError::Invalid(path.display().to_string()))
+    }
+
     /// Loads the key at `path`, creating it (mode 0600, never readable by others) if missing.
     /// Refuses a key file that others can read.
     pub fn load_or_create(path: &Path) -> Result<PrivateKey, KeyFileError> {
-        let err = |op| {
-            move |source| KeyFileError::Io {
-                op,
-                path: path.display().to_string(),
-                source,
-            }
-        };
-        match fs::read_to_string(path) {
-            Ok(text) => {
-                let mode = fs::metadata(path)
-                    .map_err(err("checking"))?
-                    .permissions()
-                    .mode();
-                if mode & 0o077 != 0 {
-                    return Err(KeyFileError::Permissions {
-                        path: path.display().to_string(),
-                        mode: mode & 0o777,
-                    });
-                }
-                PrivateKey::parse(&text)
-                    .map_err(|_| KeyFileError::Invalid(path.display().to_string()))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        let err = |op| io_error(op, path);
+        match PrivateKey::load(path) {
+            Err(e) if e.is_missing() => {
                 let key = PrivateKey::generate().map_err(err("generating a key for"))?;
                 if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
                     fs::create_dir_all(dir).map_err(err("creating the directory of"))?;
@@ -111,8 +111,17 @@ impl PrivateKey {
                 fs::rename(&tmp, path).map_err(err("installing"))?;
                 Ok(key)
             }
-            Err(e) => Err(err("reading")(e)),
+            loaded => loaded,
         }
+    }
+}
+
+/// A [`KeyFileError::Io`] of `op` on `path`.
+fn io_error<'a>(op: &'static str, path: &'a Path) -> impl Fn(io::Error) -> KeyFileError + 'a {
+    move |source| KeyFileError::Io {
+        op,
+        path: path.display().to_string(),
+        source,
     }
 }
 
@@ -145,6 +154,13 @@ pub enum KeyFileError {
     Invalid(String),
 }
 
+impl KeyFileError {
+    /// Whether the file does not exist.
+    pub fn is_missing(&self) -> bool {
+        matches!(self, KeyFileError::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,6 +181,26 @@ mod tests {
             PrivateKey::load_or_create(&path),
             Err(KeyFileError::Permissions { mode: 0o644, .. })
         ));
+    }
+
+    #[test]
+    fn load_never_creates_a_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        let e = PrivateKey::load(&path).unwrap_err();
+        assert!(e.is_missing(), "{e:?}");
+        assert!(!path.exists());
+        fs::write(&path, "not a key\n").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        let e = PrivateKey::load(&path).unwrap_err();
+        assert!(
+            matches!(e, KeyFileError::Invalid(_)) && !e.is_missing(),
+            "{e:?}"
+        );
+        assert!(
+            !format!("{e} {e:?}").contains("not a key"),
+            "the file's text is never shown: {e}"
+        );
     }
 
     #[test]

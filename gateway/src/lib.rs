@@ -7,7 +7,8 @@
 //! translations through our external CIDR: mapped endpoints (nodes, host-network pods, the API
 //! server) reached by the peers they are mapped for, and our other sources seen by peers in it
 //! ([`plan`]). Desired state comes from a config file ([`config`]); every change is applied as a
-//! minimal diff.
+//! minimal diff. The private key file is read again at every apply, and a new key in it is
+//! switched to live, every session made anew ([`keys::rotation`], [`wg::Identity`]).
 //!
 //! It never decides address mappings (the IPAM does; the config carries its answers) and never
 //! touches the cluster's CNI or any other nftables table.

@@ -2,9 +2,11 @@
 //! report: the peers and the reload state (what runs, what was refused, what failed to apply).
 //! The server itself is `liqo_daemon::server`.
 
+use std::time::UNIX_EPOCH;
+
 use prometheus_client::{
     encoding::EncodeLabelSet,
-    metrics::{family::Family, gauge::Gauge},
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
 use serde::{Deserialize, Serialize};
@@ -17,8 +19,14 @@ use crate::wg::{DataPathStatus, Device, PeerStatus, WireStatus};
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct Status {
-    /// Our public key.
+    /// Our public key: the one running now (it changes with a key switch).
     pub public_key: String,
+    /// Since when it runs (Unix seconds): the start, or the last key switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_since: Option<u64>,
+    /// Key switches since the start.
+    #[serde(default)]
+    pub key_rotations: u64,
     /// UDP port.
     pub listen_port: u16,
     /// Packets with no peer for their destination.
@@ -36,9 +44,15 @@ pub struct Status {
 }
 
 /// The status of `device`.
-pub fn status(device: &Device, public_key: String, reload: ReloadStatus) -> Status {
+pub fn status(device: &Device, reload: ReloadStatus) -> Status {
     Status {
-        public_key,
+        public_key: device.public_key().to_string(),
+        key_since: device
+            .key_since()
+            .duration_since(UNIX_EPOCH)
+            .ok()
+            .map(|d| d.as_secs()),
+        key_rotations: device.key_rotations(),
         listen_port: device.port().unwrap_or(0),
         no_route: device.no_route.load(std::sync::atomic::Ordering::Relaxed),
         wire: device.wire_status(),
@@ -175,6 +189,13 @@ pub fn metrics(s: &Status) -> Registry {
         g.set(gauge(value));
         registry.register(name, help, g);
     }
+    let rotations: Counter = Counter::default();
+    rotations.inc_by(s.key_rotations);
+    registry.register(
+        "key_rotations",
+        "Switches of the gateway's WireGuard key since its start",
+        rotations,
+    );
     s.reload.register_metrics(&mut registry);
     registry
 }
@@ -201,8 +222,13 @@ fn render_data_path(d: &DataPathStatus) -> String {
 
 /// A table for people: the gateway, its config file (what runs, refused, failed), the peers.
 pub fn render(s: &Status) -> String {
+    let rotated = match s.key_rotations {
+        0 => String::new(),
+        1 => "  (key switched once)".to_owned(),
+        n => format!("  (key switched {n} times)"),
+    };
     let mut out = format!(
-        "public key {}  listening on UDP {}\n{}\n",
+        "public key {}{rotated}  listening on UDP {}\n{}\n",
         s.public_key,
         s.listen_port,
         s.reload.render()
@@ -255,6 +281,8 @@ mod tests {
     fn sample() -> Status {
         Status {
             public_key: "k".into(),
+            key_since: Some(1_700_000_000),
+            key_rotations: 2,
             listen_port: 51840,
             no_route: 3,
             wire: WireStatus {
@@ -302,7 +330,23 @@ mod tests {
         assert_eq!(v["wire"]["handshakesLimited"], 7);
         assert_eq!(v["dataPath"]["steeredByCpu"], true);
         assert_eq!(v["dataPath"]["idleClassRefused"], "Operation not permitted");
+        assert_eq!(
+            (&v["keySince"], &v["keyRotations"]),
+            (&1_700_000_000.into(), &2.into())
+        );
         assert_eq!(serde_json::from_value::<Status>(v).unwrap(), s);
+    }
+
+    #[test]
+    fn a_status_without_the_key_fields_still_parses() {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        let o = v.as_object_mut().unwrap();
+        o.remove("keySince").unwrap();
+        o.remove("keyRotations").unwrap();
+        let s: Status = serde_json::from_value(v).unwrap();
+        assert_eq!((s.key_since, s.key_rotations), (None, 0));
+        let v = serde_json::to_value(&s).unwrap();
+        assert!(v.get("keySince").is_none(), "{v}");
     }
 
     #[test]
@@ -310,6 +354,7 @@ mod tests {
         let s = sample();
         let t = render(&s);
         assert!(t.contains("running 0123456789abcdef"), "{t}");
+        assert!(t.starts_with("public key k  (key switched 2 times)"), "{t}");
         assert!(
             t.contains("REFUSED") && t.contains("peers[1].remotePodCIDR"),
             "{t}"
@@ -336,6 +381,7 @@ mod tests {
             "liqo_gateway_data_lanes 2",
             "liqo_gateway_data_pinned 1",
             "liqo_gateway_data_idle_class 0",
+            "liqo_gateway_key_rotations_total 2",
         ] {
             assert!(m.contains(line), "{line} in\n{m}");
         }

@@ -6,23 +6,11 @@ mod common;
 use std::{
     net::{Ipv4Addr, SocketAddrV4},
     os::fd::AsRawFd,
-    process::Command,
     time::Duration,
 };
 
-use common::{Site, Spaces, eventually, prefix, route, wire};
+use common::{Site, Spaces, eventually, prefix, wggo::WgGo};
 use dataplane::{Netlink, route::RouteSpec, supervisor::Spec};
-
-fn need(tool: &str) {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {tool}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "this test needs `{tool}` (Debian packages wireguard-go and wireguard-tools; .ci/install installs them)"
-    );
-}
 
 /// Sends, from a raw socket in `ns` bound to `src`, a TCP segment to `dst` with SYN and FIN
 /// set: no connection has one, so conntrack calls it invalid (and no NAT chain sees it).
@@ -67,113 +55,19 @@ fn send_syn_fin(ns: &dataplane::Netns, src: Ipv4Addr, dst: Ipv4Addr) {
 
 #[tokio::test]
 async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
-    need("wireguard-go");
-    need("wg");
     let p = prefix("x");
     let mut spaces = Spaces::new();
     let wan = common::wan(&mut spaces, &p).await;
     let mut ours = Site::new(&mut spaces, &p, "ours", &wan, "198.18.0.1/24").await;
 
     // The other side: a host running wireguard-go, with a pod 10.90.0.2 behind it.
-    let host = spaces.create(&format!("{p}-wggo")).await;
-    let pod = spaces.create(&format!("{p}-wggo-pod")).await;
-    wire(
-        &wan,
-        "wggo",
-        "",
-        Some("br0"),
-        &host,
-        "wan0",
-        "198.18.0.2/24",
-    )
-    .await;
-    wire(
-        &host,
-        "p0",
-        "10.90.0.1/24",
-        None,
-        &pod,
-        "eth0",
-        "10.90.0.2/24",
-    )
-    .await;
-    route(&pod, "0.0.0.0/0", "10.90.0.1").await;
-    host.run(|| dataplane::sysctl::set("net.ipv4.ip_forward", "1"))
-        .unwrap()
-        .unwrap();
-    // The UAPI socket directory is shared by all namespaces: a per-test interface name.
-    let ifname = format!("wg{}", std::process::id() % 100_000);
-    let key = Command::new("wg").arg("genkey").output().unwrap().stdout;
-    let key = String::from_utf8(key).unwrap().trim().to_owned();
-    let key_file = ours.dir.join("wggo.key");
-    std::fs::write(&key_file, &key).unwrap();
-    let mut pubkey = Command::new("wg")
-        .arg("pubkey")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(pubkey.stdin.as_mut().unwrap(), key.as_bytes()).unwrap();
-    let wggo_pub = String::from_utf8(pubkey.wait_with_output().unwrap().stdout)
-        .unwrap()
-        .trim()
-        .to_owned();
-    // Killed on drop (also when an assertion fails); its namespace is purged afterwards.
-    let mut wggo = Spec::new(
-        "wireguard-go",
-        "wireguard-go",
-        ours.dir.join("wireguard-go.log"),
-    )
-    .args(["-f", &ifname])
-    .env("LOG_LEVEL", "error")
-    .netns(&host)
-    .kill_on_drop()
-    .attached()
-    .expect("starting wireguard-go");
-    assert!(
-        eventually(5, || std::path::Path::new(&format!(
-            "/var/run/wireguard/{ifname}.sock"
-        ))
-        .exists()),
-        "wireguard-go did not start"
-    );
+    let mut go = WgGo::start(&mut spaces, &p, &wan, &ours.dir).await;
+    go.add_peer(&ours.key);
+    let (host, pod, ifname, wggo_pub) = (&go.host, &go.pod, go.ifname.clone(), go.public.clone());
     let wg = |args: &[&str]| {
-        let out = host.command("wg").args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "wg {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        go.wg(args);
     };
-    wg(&[
-        "set",
-        &ifname,
-        "listen-port",
-        "51840",
-        "private-key",
-        key_file.to_str().unwrap(),
-    ]);
-    wg(&[
-        "set",
-        &ifname,
-        "peer",
-        &ours.key,
-        "endpoint",
-        "198.18.0.1:51840",
-        "allowed-ips",
-        "10.77.0.0/16",
-        "persistent-keepalive",
-        "5",
-    ]);
-    let nl = Netlink::connect_in(&host).unwrap();
-    nl.set_mtu(&ifname.parse().unwrap(), 1420).await.unwrap();
-    nl.set_up(&ifname.parse().unwrap(), true).await.unwrap();
-    nl.add_route(&RouteSpec {
-        dev: Some(ifname.parse().unwrap()),
-        ..RouteSpec::to("10.77.0.0/16".parse().unwrap())
-    })
-    .await
-    .unwrap();
+    let nl = Netlink::connect_in(host).unwrap();
 
     // Our side: wireguard-go's pods are not remapped, and it sees ours (10.200.0.0/16) at
     // 10.77.0.0/16: our NAT works against its packets.
@@ -195,13 +89,13 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
         .unwrap();
     assert!(back.status.success(), "wireguard-go -> ours");
     // TCP both ways, and a bulk transfer that exercises our offloads against its batching.
-    let seen = common::tcp_seen_raw(&pod, &ours.pod, "10.77.0.2", 7201);
+    let seen = common::tcp_seen_raw(pod, &ours.pod, "10.77.0.2", 7201);
     assert_eq!(seen, "10.90.0.2");
-    let seen = common::tcp_seen_raw(&ours.pod, &pod, "10.90.0.2", 7202);
+    let seen = common::tcp_seen_raw(&ours.pod, pod, "10.90.0.2", 7202);
     assert_eq!(seen, "10.77.0.2");
     let mut server = Spec::new("iperf3", "iperf3", ours.dir.join("iperf3.log"))
         .args(["-s", "-1", "-B", "10.90.0.2"])
-        .netns(&pod)
+        .netns(pod)
         .kill_on_drop()
         .attached()
         .expect("starting iperf3 -s");
@@ -297,7 +191,7 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
     // they would be routed to it, and the filter drops them.
     for _ in 0..2 {
         send_syn_fin(
-            &host,
+            host,
             "10.90.0.1".parse().unwrap(),
             "10.200.0.2".parse().unwrap(),
         );
@@ -320,5 +214,5 @@ async fn our_gateway_and_wireguard_go_exchange_traffic_both_ways() {
         "{}",
         from_peers()
     );
-    wggo.kill().expect("stopping wireguard-go");
+    go.child.kill().expect("stopping wireguard-go");
 }

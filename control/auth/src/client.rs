@@ -169,6 +169,21 @@ impl AuthClient {
         identity::decode(&body).map_err(|source| ClientError::Decode { url, source })
     }
 
+    /// One exchange as raw bytes, whatever the answer's status: `(status, body)`. For tools
+    /// and tests that must send exact bytes (a replay) or forward an answer untouched.
+    pub async fn raw(
+        &self,
+        base: &str,
+        path: &str,
+        method: Method,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, Vec<u8>), ClientError> {
+        let (_, status, bytes) = self
+            .exchange(base, path, method, body, CERTIFICATE_TIMEOUT)
+            .await?;
+        Ok((status.as_u16(), bytes.to_vec()))
+    }
+
     async fn call(
         &self,
         base: &str,
@@ -177,6 +192,26 @@ impl AuthClient {
         body: Option<Vec<u8>>,
         timeout: Duration,
     ) -> Result<(String, Vec<u8>), ClientError> {
+        let (url, status, bytes) = self.exchange(base, path, method, body, timeout).await?;
+        if !status.is_success() {
+            return Err(ClientError::Status {
+                url,
+                status: status.as_u16(),
+                message: short(&bytes),
+            });
+        }
+        debug_assert!(status != StatusCode::NO_CONTENT || bytes.is_empty());
+        Ok((url, bytes.to_vec()))
+    }
+
+    async fn exchange(
+        &self,
+        base: &str,
+        path: &str,
+        method: Method,
+        body: Option<Vec<u8>>,
+        timeout: Duration,
+    ) -> Result<(String, StatusCode, Bytes), ClientError> {
         let http = self
             .http
             .as_ref()
@@ -227,15 +262,7 @@ impl AuthClient {
                     url: url.clone(),
                     secs: timeout.as_secs(),
                 })??;
-        if !status.is_success() {
-            return Err(ClientError::Status {
-                url,
-                status: status.as_u16(),
-                message: short(&bytes),
-            });
-        }
-        debug_assert!(status != StatusCode::NO_CONTENT || bytes.is_empty());
-        Ok((url, bytes.to_vec()))
+        Ok((url, status, bytes))
     }
 }
 

@@ -16,7 +16,8 @@ pub struct RequestLabels {
     /// What happened: `ok` (`ids`), `accepted` (`certificate`, 202), `reissued` (202: the
     /// same CSR again, the stored certificate answered once more), or an error kind of
     /// [`crate::server::AuthError::outcome`]: `bad_request` (400), `no_token` (401),
-    /// `wrong_token` and `already_issued` (403), `namespace_taken` (409), `not_signed` (504),
+    /// `wrong_token`, `already_issued` and `replay` (403: the same CSR again without a
+    /// valid proof of possession newer than the last one), `namespace_taken` (409), `not_signed` (504),
     /// `error` (500); on any path, `too_large` (413, body over the limit) and `timeout` (503,
     /// not handled in time).
     pub outcome: &'static str,

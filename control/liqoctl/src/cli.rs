@@ -65,6 +65,13 @@ pub enum Command {
     Unoffload(Unoffload),
     /// Show this cluster's identity, its auth URL and its peerings.
     Status,
+    /// Give this cluster's gateway a new WireGuard key: the gateway switches to it live, the
+    /// peers learn its public half and reconnect; waits until every peer is connected again.
+    RotateKey {
+        /// How long to wait for the new key and for every peer to reconnect.
+        #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
+        timeout: Duration,
+    },
     /// Print the version.
     Version {
         /// Only the client's version (do not contact the cluster).

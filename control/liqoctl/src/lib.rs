@@ -5,14 +5,17 @@
 //! `unpeer in-band`, holding both clusters' kubeconfigs, build the tunnel first and send the
 //! authentication and API traffic through it ([`inband`]); `offload namespace` and
 //! `unoffload namespace` write or delete a namespace's NamespaceOffloading and follow its
-//! phase ([`offload`]); `status` shows the identity, the auth URL and the peerings; `version`
-//! and `completion`.
+//! phase ([`offload`]); `status` shows the identity, the auth URL and the peerings;
+//! `rotate-key` gives the gateway a new WireGuard key and follows the peers back
+//! ([`rotate`]); `version` and `completion`.
 //!
 //! It owns the command line ([`cli`]), the decision of where a peering stands ([`stages`], pure)
 //! and what is printed ([`render`], pure). It reads the identity, tokens and auth URL only
 //! through `liqo_auth`, writes only ForeignClusters and remote token Secrets (in-band also the
 //! NetworkConfig copies the replicator cannot make yet, and the IPAM's endpoint mappings of
-//! the auth service and the proxy, and the NamespaceOffloadings of `offload`), and never prints
+//! the auth service and the proxy, and the NamespaceOffloadings of `offload`; `unpeer` removes
+//! a ForeignCluster that never authenticated with what it made, [`unpeer`]; `rotate-key`
+//! annotates the gateway's key Secret), and never prints
 //! a token except in the peer command it is asked for, nor logs one.
 
 pub mod cli;
@@ -22,7 +25,9 @@ pub mod info;
 pub mod offload;
 pub mod peer;
 pub mod render;
+pub mod rotate;
 pub mod stages;
+pub mod unpeer;
 
 use clap::CommandFactory;
 use cli::{Cli, Command, Generate, Offload, PeerMode, Unoffload, UnpeerMode};
@@ -48,6 +53,9 @@ pub enum Error {
     /// `version`.
     #[error("reading the server's version")]
     Version(#[source] kube::Error),
+    /// `rotate-key`.
+    #[error(transparent)]
+    Rotate(#[from] rotate::RotateError),
 }
 
 /// Runs the parsed command; `program` is how to name ourselves in printed commands
@@ -96,6 +104,9 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
         Command::Unoffload(Unoffload::Namespace { name, timeout }) => {
             offload::unoffload(&connect().await?, name.as_str(), *timeout).await?;
         }
+        Command::RotateKey { timeout } => {
+            rotate::rotate(&connect().await?, ns, *timeout).await?;
+        }
         Command::Status => {
             let config = client::config(cli.kubeconfig.as_deref(), cli.context.as_deref()).await?;
             let server = config.cluster_url.to_string();
@@ -140,7 +151,7 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
                 (Some(UnpeerMode::InBand { .. }), _) => unreachable!("handled above"),
                 (None, None) => unreachable!("clap requires a name without a subcommand"),
             };
-            peer::disable(&client, name.as_str(), timeout).await?;
+            peer::disable(&client, ns, name.as_str(), timeout).await?;
         }
     }
     Ok(())

@@ -91,6 +91,28 @@ pub enum PeerError {
     /// The ForeignCluster was deleted while we waited.
     #[error("ForeignCluster {0:?} was deleted while waiting for it")]
     Deleted(String),
+    /// The auth service could not say which cluster it is.
+    #[error(
+        "cannot ask the auth service at {url} which cluster it is, so nothing was written (is \
+         --auth-url right, and the remote cluster's liqo-auth reachable from here?)"
+    )]
+    AuthService {
+        /// `--auth-url`.
+        url: String,
+        /// The cause.
+        #[source]
+        source: liqo_auth::client::ClientError,
+    },
+    /// The auth service answers for another cluster than `--cluster-id`.
+    #[error(
+        "{0} (--cluster-id): this peer command does not match the cluster at --auth-url, so \
+         nothing was written and no token was sent; run `liqoctl generate peer-command` on the \
+         cluster to peer with and use its line as printed"
+    )]
+    WrongCluster(control::identity::check::WrongCluster),
+    /// Removing a ForeignCluster that never authenticated left something behind.
+    #[error("{0}")]
+    Leftovers(String),
 }
 
 fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> PeerError {
@@ -167,8 +189,9 @@ pub struct OutOfBand<'a> {
     pub timeout: Duration,
 }
 
-/// `peer out-of-band`: checks everything before writing anything (own ID, name clash, the
-/// ForeignCluster by a server-side dry run), then the token, the ForeignCluster, and waits.
+/// `peer out-of-band`: checks everything before writing anything (own ID, name clash, that the
+/// auth service at `--auth-url` answers for `--cluster-id`, the ForeignCluster by a server-side
+/// dry run), then the token, the ForeignCluster, and waits.
 pub async fn out_of_band(client: &Client, ns: &str, args: &OutOfBand<'_>) -> Result<(), PeerError> {
     let local = liqo_auth::cluster::local_identity(client, ns)
         .await
@@ -235,6 +258,23 @@ pub async fn out_of_band(client: &Client, ns: &str, args: &OutOfBand<'_>) -> Res
     fcs.patch(&fc_name, &apply.clone().dry_run(), &Patch::Apply(&body))
         .await
         .map_err(kube_err(what.clone()))?;
+    // Who answers at --auth-url, before anything is written (the controller-manager checks it
+    // again before it sends a token).
+    let insecure = spec.is_none_or(|s| s.insecure_skip_tls_verify);
+    let url = args.auth_url.as_str();
+    let info = liqo_auth::client::AuthClient::new(insecure)
+        .ids(url)
+        .await
+        .map_err(|source| PeerError::AuthService {
+            url: url.to_owned(),
+            source,
+        })?;
+    control::identity::check::auth_service(url, args.cluster_id, &info)
+        .map_err(PeerError::WrongCluster)?;
+    println!(
+        "The auth service at {url} answers for cluster {} ({}), as --cluster-id says",
+        info.cluster_id, info.cluster_name
+    );
     liqo_auth::tokens::write_remote_token(client, ns, args.cluster_id, args.token)
         .await
         .map_err(PeerError::Token)?;
@@ -254,8 +294,13 @@ pub async fn enable(client: &Client, name: &str, timeout: Duration) -> Result<()
     wait_peering(client, &fc, timeout, &since).await
 }
 
-/// `unpeer [out-of-band] <name>`: outgoing `No`, then waits for `OutgoingPeering` None.
-pub async fn disable(client: &Client, name: &str, timeout: Duration) -> Result<(), PeerError> {
+/// Outgoing `No` on ForeignCluster `name`, then waits for `OutgoingPeering` None; returns the
+/// remote cluster's name.
+pub async fn disable_outgoing(
+    client: &Client,
+    name: &str,
+    timeout: Duration,
+) -> Result<String, PeerError> {
     let fc = set_outgoing(client, name, PeeringEnabled::No).await?;
     println!("Peering disabled: ForeignCluster {name:?} has outgoing peering No");
     let cluster = fc.spec.cluster_identity.cluster_name.to_string();
@@ -269,6 +314,37 @@ pub async fn disable(client: &Client, name: &str, timeout: Duration) -> Result<(
         false,
     )
     .await?;
+    Ok(cluster)
+}
+
+/// `unpeer [out-of-band] <name>`: outgoing `No`, then waits for `OutgoingPeering` None. A
+/// ForeignCluster that never authenticated (refused, unreachable, another cluster) and that
+/// the remote cluster does not consume is then removed with everything it made
+/// ([`crate::unpeer`]); an authenticated one stays (its identity is reused when peering again).
+pub async fn disable(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    timeout: Duration,
+) -> Result<(), PeerError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let cluster = disable_outgoing(client, name, timeout).await?;
+    let fcs: Api<ForeignCluster> = Api::all(client.clone());
+    let now = fcs
+        .get_opt(name)
+        .await
+        .map_err(kube_err(format!("reading ForeignCluster {name}")))?
+        .ok_or_else(|| PeerError::Deleted(name.to_owned()))?;
+    match crate::unpeer::removable(now.status.as_ref()) {
+        Some(why) => {
+            println!("ForeignCluster {name:?} {why}: removing it and what it made");
+            crate::unpeer::remove(client, ns, &now, deadline).await?;
+        }
+        None => println!(
+            "ForeignCluster {name:?} kept: its identity at the remote cluster is reused when \
+             peering again"
+        ),
+    }
     println!("Peering with the remote cluster {cluster:?} removed");
     Ok(())
 }

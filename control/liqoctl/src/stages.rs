@@ -120,6 +120,11 @@ pub struct Seen {
     pub message: Option<String>,
 }
 
+/// The condition of a type in `status`, as seen (`None` when absent).
+pub fn seen(status: Option<&ForeignClusterStatus>, type_: T) -> Seen {
+    Seen::of(status.map_or(&[][..], |s| &s.peering_conditions[..]), type_)
+}
+
 impl Seen {
     fn of(conds: &[PeeringCondition], type_: T) -> Self {
         let c = conditions::get(conds, type_);
@@ -194,13 +199,16 @@ pub struct Since<'a> {
     pub retried: bool,
 }
 
-/// Whether the authentication condition in `status` is a refusal (Denied or EmptyDenied).
+/// The reason of `AuthenticationStatus` when the remote end is another cluster.
+const WRONG_CLUSTER: &str =
+    conditions::Condition::Authentication(conditions::Authentication::WrongCluster).reason();
+
+/// Whether the authentication condition in `status` is a refusal (Denied or EmptyDenied) or
+/// says the remote end is another cluster.
 pub fn refused(status: Option<&ForeignClusterStatus>) -> bool {
-    let conds = status.map_or(&[][..], |s| &s.peering_conditions[..]);
-    matches!(
-        Seen::of(conds, T::AuthenticationStatus).status,
-        S::Denied | S::EmptyDenied
-    )
+    let auth = seen(status, T::AuthenticationStatus);
+    matches!(auth.status, S::Denied | S::EmptyDenied)
+        || (auth.status == S::Error && auth.reason.as_deref() == Some(WRONG_CLUSTER))
 }
 
 /// The peering's progress from the ForeignCluster's status and the virtual node. A refusal
@@ -238,8 +246,14 @@ fn peering_outcome(
     let stop = |stage: Stage| {
         (process.status == S::Error).then(|| Outcome::Failed(stage, process.clone()))
     };
+    // The remote end is another cluster: no retry changes that by itself.
+    let wrong = auth.status == S::Error && auth.reason.as_deref() == Some(WRONG_CLUSTER);
     match auth.status {
         S::Established => passed.push(Passed::Authenticated),
+        _ if wrong && !stale(T::AuthenticationStatus) => {
+            return stop(Stage::Authentication)
+                .unwrap_or(Outcome::Failed(Stage::Authentication, auth));
+        }
         // Refused: no retry will change that. Unreachable (`Error`) is retried by the
         // controller, so it is waited for (the timeout line names it).
         S::Denied | S::EmptyDenied if stale(T::AuthenticationStatus) => {

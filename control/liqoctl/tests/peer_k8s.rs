@@ -27,6 +27,7 @@ async fn generate_peer_and_unpeer_against_an_apiserver() {
     plugin_version_and_status(&x).await;
     existing_cluster_id_and_taken_name(&x).await;
     unpeer(&x).await;
+    unpeer_removes_what_never_authenticated(&x).await;
 }
 
 /// `generate peer-command`: the command parses back to this cluster's values.
@@ -129,6 +130,50 @@ async fn refusals_write_nothing(x: &Ctx) {
         "{}",
         stderr(&http)
     );
+    // The auth service answers for another cluster than --cluster-id (milan's URL pasted
+    // with naples' ID): refused naming both, before anything is written.
+    const NAPLES_ID: &str = "0c7a9e4b-59d4-4b8e-8f0c-2a1b3c4d5e6f";
+    let wrong = ctl
+        .run(&[
+            "peer",
+            "out-of-band",
+            "naples",
+            "--auth-url",
+            &x.milan_url,
+            "--cluster-id",
+            NAPLES_ID,
+            "--auth-token",
+            milan_token.expose(),
+        ])
+        .await;
+    assert_eq!(wrong.status.code(), Some(1), "{}", stderr(&wrong));
+    let e = stderr(&wrong);
+    assert!(
+        e.contains(&format!(
+            "answers for cluster {MILAN_ID} (milan), not {NAPLES_ID}"
+        )) && e.contains("nothing was written and no token was sent"),
+        "{e}"
+    );
+    // Nobody answers at --auth-url: refused, nothing written.
+    let dead = ctl
+        .run(&[
+            "peer",
+            "out-of-band",
+            "naples",
+            "--auth-url",
+            "https://127.0.0.9:1",
+            "--cluster-id",
+            NAPLES_ID,
+            "--auth-token",
+            milan_token.expose(),
+        ])
+        .await;
+    assert_eq!(dead.status.code(), Some(1), "{}", stderr(&dead));
+    assert!(
+        stderr(&dead).contains("cannot ask the auth service at https://127.0.0.9:1"),
+        "{}",
+        stderr(&dead)
+    );
     assert!(fc_names(fcs).await.is_empty());
     let tokens = secrets
         .list(&ListParams::default().labels(labels::AUTH_TOKEN))
@@ -162,7 +207,7 @@ async fn no_controller_times_out_at_authentication(x: &Ctx) {
     let fc = fcs.get("milan").await.unwrap();
     assert_eq!(fc.spec.cluster_identity.cluster_id.as_str(), MILAN_ID);
     assert_eq!(fc.spec.cluster_identity.cluster_name.as_str(), "milan");
-    assert_eq!(fc.spec.foreign_auth_url, "https://127.0.0.2:31443");
+    assert_eq!(fc.spec.foreign_auth_url, x.milan_url);
     assert_eq!(fc.spec.outgoing_peering_enabled, PeeringEnabled::Yes);
     assert_eq!(fc.spec.incoming_peering_enabled, PeeringEnabled::Auto);
     assert!(fc.spec.insecure_skip_tls_verify);
@@ -282,6 +327,7 @@ async fn stages_fail_and_succeed(x: &Ctx) {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let lines: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
     let expected = [
+        "The auth service at https://127.0.0.2:",
         "Peering enabled",
         "Authenticated to cluster \"milan\"",
         "Network to the remote cluster \"milan\" not managed yet",
@@ -366,7 +412,7 @@ async fn existing_cluster_id_and_taken_name(x: &Ctx) {
             "out-of-band",
             "milan2",
             "--auth-url",
-            "https://127.0.0.2:31443",
+            &x.milan_url,
             "--cluster-id",
             MILAN_ID,
             "--auth-token",
@@ -472,4 +518,136 @@ async fn unpeer(x: &Ctx) {
     );
     // The ForeignCluster stays (its identity is reused on re-peering).
     assert_eq!(fc_names(fcs).await, ["milan"]);
+}
+
+/// A ForeignCluster that never authenticated, with what its controller made (tenant
+/// namespace, an unsigned identity Secret): `unpeer` removes all of it and names each; a
+/// tenant namespace holding an identity this cluster issued to the peer is kept.
+async fn unpeer_removes_what_never_authenticated(x: &Ctx) {
+    use control::{api::discovery::ClusterIdentity, names};
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    use kube::Api;
+    let Ctx {
+        ctl, fcs, secrets, ..
+    } = x;
+    let client = fcs.clone().into_client();
+    for (name, id, issued) in [
+        ("naples", "0c7a9e4b-59d4-4b8e-8f0c-2a1b3c4d5e6f", false),
+        ("florence", "5d2e8a1c-3b4f-4c6d-9e7f-8a9b0c1d2e3f", true),
+    ] {
+        let url = common::fake_auth("127.0.0.3", id, name).await;
+        let token = control::identity::AuthToken::from_bytes(&[0x33; 64]);
+        let out = ctl
+            .run(&[
+                "peer",
+                "out-of-band",
+                name,
+                "--auth-url",
+                &url,
+                "--cluster-id",
+                id,
+                "--auth-token",
+                token.expose(),
+                "--timeout",
+                "2s",
+            ])
+            .await;
+        assert_eq!(out.status.code(), Some(1), "no controller: timed out");
+        // What the controller makes before it is refused.
+        let tenant = names::tenant_namespace(&ClusterIdentity {
+            cluster_id: id.parse().unwrap(),
+            cluster_name: name.parse().unwrap(),
+        })
+        .to_string();
+        let nss: Api<Namespace> = Api::all(client.clone());
+        nss.create(
+            &Default::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": tenant, "labels": {
+                labels::CLUSTER_ID: id, labels::TENANT_NAMESPACE: "true"}}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+        let in_tenant: Api<Secret> = Api::namespaced(client.clone(), &tenant);
+        in_tenant
+            .create(
+                &Default::default(),
+                &serde_json::from_value(serde_json::json!({"metadata": {
+                    "name": "liqo-identity-abcde",
+                    "labels": {labels::LOCAL_IDENTITY: "true", labels::CLUSTER_ID: id}},
+                    "stringData": {keys::PRIVATE_KEY: "k", keys::CSR: "c"}}))
+                .unwrap(),
+            )
+            .await
+            .unwrap();
+        if issued {
+            in_tenant
+                .create(
+                    &Default::default(),
+                    &serde_json::from_value(serde_json::json!({"metadata": {
+                        "name": objects::REMOTE_CERTIFICATE_SECRET}}))
+                    .unwrap(),
+                )
+                .await
+                .unwrap();
+        }
+        set_conditions(
+            fcs,
+            name,
+            &[Condition::Authentication(Authentication::Denied)],
+        )
+        .await;
+
+        let out = ctl
+            .run(&["unpeer", "out-of-band", name, "--timeout", "60s"])
+            .await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let text = stdout(&out);
+        let token_secret = format!("{}{id}", objects::REMOTE_TOKEN_PREFIX);
+        for want in [
+            format!(
+                "ForeignCluster {name:?} never authenticated (AuthenticationStatus Denied (IdentityDenied)"
+            ),
+            format!("Removed ForeignCluster {name:?}"),
+            format!("Removed Secret liqo/{token_secret}"),
+            format!("Peering with the remote cluster {name:?} removed"),
+        ] {
+            assert!(text.contains(&want), "{want:?} missing from:\n{text}");
+        }
+        assert!(
+            fcs.get_opt(name).await.unwrap().is_none(),
+            "{name} still there"
+        );
+        assert!(secrets.get_opt(&token_secret).await.unwrap().is_none());
+        let ns_left = nss.get_opt(&tenant).await.unwrap();
+        if issued {
+            assert!(text.contains(&format!("Kept namespace {tenant}")), "{text}");
+            assert!(
+                text.contains(&format!("Removed Secret {tenant}/liqo-identity-abcde")),
+                "{text}"
+            );
+            assert!(ns_left.is_some());
+            assert!(
+                in_tenant
+                    .get_opt("liqo-identity-abcde")
+                    .await
+                    .unwrap()
+                    .is_none()
+            );
+            assert!(
+                in_tenant
+                    .get_opt(objects::REMOTE_CERTIFICATE_SECRET)
+                    .await
+                    .unwrap()
+                    .is_some(),
+                "the identity this cluster issued is kept"
+            );
+        } else {
+            assert!(
+                text.contains(&format!("Removed namespace {tenant}, with our key and CSR")),
+                "{text}"
+            );
+            assert!(ns_left.is_none(), "{tenant} still there");
+        }
+    }
 }

@@ -80,15 +80,18 @@ pub struct Context {
         std::sync::Mutex<std::collections::HashMap<control::api::ClusterId, AuthFailure>>,
 }
 
-/// An identity request that failed: when, the condition it left, and what was sent.
+/// An identity request that failed: when, the condition it left (its message saying why and
+/// when the next is), what was sent, and how many of that attempt failed in a row.
 #[derive(Debug, Clone)]
 pub struct AuthFailure {
     /// When.
     pub at: std::time::Instant,
     /// The condition it left.
-    pub condition: control::conditions::Authentication,
+    pub condition: control::conditions::NewCondition,
     /// What it was made with.
     pub attempt: Attempt,
+    /// Failures of this attempt in a row (1 for the first).
+    pub failures: u32,
 }
 
 /// What an identity request is made with: another ForeignCluster, auth URL or token is a new

@@ -1,7 +1,7 @@
 //! The ForeignCluster controller's I/O (§1.2 step 3): reads what [`crate::decide::fc`] needs,
 //! talks to the peer's auth service, writes the decisions and the status.
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use control::{
     api::{
@@ -12,33 +12,27 @@ use control::{
         sharing::ResourceOffer,
     },
     conditions::{self, Authentication, Condition, Peering, Process},
-    consts::{discovery_types, keys, labels, values},
-    identity::{CertificateIdentityRequest, authentication},
+    consts::{annotations, discovery_types, labels, values},
     names,
 };
-use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, ListParams},
     runtime::controller::Action as Requeue,
 };
 use serde_json::json;
 
 use crate::{
-    context::{Attempt, AuthFailure, Context, apply, apply_status, controller_ref, now},
-    decide::fc::{
-        self as decide, Action, AuthStep, IdentityState, Observed, RequestState, TunnelState,
-    },
+    context::{Context, apply, apply_status, controller_ref, now},
+    decide::fc::{self as decide, Action, Observed, RequestState, TunnelState},
     error::{Error, kube as kerr},
-    identity, roles,
+    roles,
 };
 
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "foreigncluster";
 
-/// How soon a refused or unanswered identity request is sent again (at most; the resync
-/// period when shorter).
-pub const AUTH_RETRY: std::time::Duration = std::time::Duration::from_secs(10);
+pub use crate::fc_auth::AUTH_RETRY;
 
 /// One reconcile of a ForeignCluster.
 pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Requeue, Error> {
@@ -87,6 +81,9 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
         "metadata": {"name": tenant, "labels": {
             labels::CLUSTER_ID: peer.cluster_id.as_str(),
             labels::TENANT_NAMESPACE: values::TRUE,
+        }, "annotations": {
+            // The peer checks with it that the API server behind its identity is ours.
+            annotations::HOST_CLUSTER_ID: ctx.local.cluster_id.as_str(),
         }},
     });
     apply(&ns_api, &tenant, &ns).await?;
@@ -96,70 +93,25 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     tenants.local = Some(tenant.clone());
 
     // d. Our identity at the peer; e. its tenant namespace for us.
-    let secret = identity::find(&ctx.client, &tenant, &peer.cluster_id)
-        .await
-        .map_err(|e| Error::Identity(Box::new(e)))?;
-    let (auth, remote) = match identity::state(secret.as_ref()) {
-        IdentityState::Signed { namespace } => (Authentication::Accepted, Some(namespace)),
-        state => {
-            let token = liqo_auth::tokens::remote_token(
-                &ctx.client,
-                &ctx.settings.namespace,
-                &peer.cluster_id,
-            )
-            .await
-            .map_err(|e| Error::Token(Box::new(e)))?;
-            let attempt = Attempt {
-                uid: fc.uid(),
-                url: fc.spec.foreign_auth_url.clone(),
-                token,
-            };
-            let last = ctx.auth_failures().get(&peer.cluster_id).cloned();
-            match last {
-                Some(f)
-                    if f.attempt == attempt
-                        && !decide::auth_retry_due(
-                            Some(f.at.elapsed()),
-                            AUTH_RETRY.min(ctx.settings.resync),
-                        ) =>
-                {
-                    (f.condition, None)
-                }
-                _ => {
-                    // Every request is first recorded as Pending: its answer is then a new
-                    // transition, which liqoctl tells from an answer to an earlier attempt.
-                    conditions::set(
-                        &mut status.peering_conditions,
-                        Condition::Authentication(Authentication::Pending),
-                        &now,
-                    );
-                    write_status(&api, &name, &old, &status).await?;
-                    old = status.clone();
-                    let step = decide::auth_step(&state);
-                    let (condition, remote) =
-                        authenticate(&ctx, &fc, &tenant, secret, step).await?;
-                    if remote.is_none() {
-                        ctx.auth_failures().insert(
-                            peer.cluster_id.clone(),
-                            AuthFailure {
-                                at: std::time::Instant::now(),
-                                condition,
-                                attempt,
-                            },
-                        );
-                    } else {
-                        ctx.auth_failures().remove(&peer.cluster_id);
-                    }
-                    (condition, remote)
-                }
-            }
-        }
+    let old_remote = old.tenant_namespace.as_ref().and_then(|t| t.remote.clone());
+    let outcome = {
+        let (api, name, old, status, now) = (&api, &name, &mut old, &mut status, &now);
+        crate::fc_auth::identity(&ctx, &fc, &tenant, old_remote.as_deref(), || async move {
+            // Every request is first recorded as Pending: its answer is then a new
+            // transition, which liqoctl tells from an answer to an earlier attempt.
+            conditions::set(
+                &mut status.peering_conditions,
+                Condition::Authentication(Authentication::Pending),
+                now,
+            );
+            write_status(api, name, old, status).await?;
+            *old = status.clone();
+            Ok(())
+        })
+        .await?
     };
-    conditions::set(
-        &mut status.peering_conditions,
-        Condition::Authentication(auth),
-        &now,
-    );
+    conditions::set(&mut status.peering_conditions, outcome.condition, &now);
+    let remote = outcome.remote;
     status
         .tenant_namespace
         .get_or_insert_with(TenantNamespace::default)
@@ -170,7 +122,10 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     let roles = roles::peering_roles();
     let bound = roles::bound_sets(&ctx, &tenant, &roles).await?;
     let observed = Observed { bound, ..observed };
-    let mut requeue = ctx.settings.resync;
+    let mut requeue = ctx
+        .settings
+        .resync
+        .min(outcome.recheck.unwrap_or(Duration::MAX));
     for action in decide::decide(&observed) {
         match action {
             Action::ApplyRequest => apply_request(&ctx, &fc, &tenant, None).await?,
@@ -248,130 +203,6 @@ async fn write_status(
         Err(e) if e.is_not_found() => Ok(()),
         other => other.map(drop),
     }
-}
-
-/// Asks the peer to sign our identity (making the key and CSR first if needed); stores the
-/// answer. Returns the condition and, when signed, the peer's tenant namespace for us.
-async fn authenticate(
-    ctx: &Context,
-    fc: &ForeignCluster,
-    tenant: &str,
-    secret: Option<Secret>,
-    step: AuthStep,
-) -> Result<(Authentication, Option<String>), Error> {
-    let peer = &fc.spec.cluster_identity.cluster_id;
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), tenant);
-    let secret = match (step, secret) {
-        (AuthStep::Request, Some(s)) => s,
-        _ => {
-            let new = identity::new_identity(&ctx.local.cluster_id)
-                .map_err(|e| Error::Identity(Box::new(e)))?;
-            let expire = now().0.as_second() + 365 * 24 * 3600;
-            let s: Secret = serde_json::from_value(json!({
-                "apiVersion": "v1", "kind": "Secret",
-                "metadata": {
-                    "generateName": control::consts::objects::IDENTITY_GENERATE_NAME,
-                    "namespace": tenant,
-                    "labels": {labels::LOCAL_IDENTITY: values::TRUE, labels::CLUSTER_ID: peer.as_str()},
-                    "annotations": {control::consts::annotations::CERTIFICATE_EXPIRE_TIME: expire.to_string()},
-                },
-                "stringData": {keys::PRIVATE_KEY: new.private_key_pem, keys::CSR: new.csr_pem},
-            }))
-            .expect("a Secret deserializes");
-            secrets
-                .create(&PostParams::default(), &s)
-                .await
-                .map_err(kerr(format!("create identity Secret in {tenant}")))?
-        }
-    };
-    let csr = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get(keys::CSR))
-        .map(|b| b.0.clone())
-        .unwrap_or_default();
-    let ns = &ctx.settings.namespace;
-    let ours = liqo_auth::tokens::local_token(&ctx.client, ns)
-        .await
-        .map_err(|e| Error::Token(Box::new(e)))?;
-    let theirs = liqo_auth::tokens::remote_token(&ctx.client, ns, peer)
-        .await
-        .map_err(|e| Error::Token(Box::new(e)))?;
-    let request = CertificateIdentityRequest::new(ctx.local.clone(), &ours, theirs.as_ref(), csr);
-    let answer = ctx
-        .auth(fc.spec.insecure_skip_tls_verify)
-        .certificate(&fc.spec.foreign_auth_url, &request)
-        .await;
-    let response = match answer {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::warn!(peer = %peer, error = %e, "identity request failed");
-            return Ok((authentication(e.http_status(), theirs.is_some()), None));
-        }
-    };
-    // Written on a fresh read, again on a conflict (a concurrent update of the Secret), so
-    // the certificate is never left unsaved for a stale copy (update, not patch: the chart's
-    // ClusterRole grants no patch on Secrets). The key and CSR are kept as read.
-    let mut data = std::collections::BTreeMap::new();
-    let mut put = |k: &str, v: Vec<u8>| {
-        data.insert(k.to_owned(), ByteString(v));
-    };
-    put(keys::CERTIFICATE, response.certificate.clone());
-    put(
-        keys::API_SERVER_URL,
-        response.api_server_url.clone().into_bytes(),
-    );
-    if let Some(ca) = &response.api_server_ca {
-        put(keys::API_SERVER_CA, ca.clone());
-    }
-    put(keys::NAMESPACE, response.namespace.to_string().into_bytes());
-    // In-band: the API server is reached through the peer's liqo-proxy.
-    if let Some(proxy) = fc.spec.foreign_proxy_url.as_ref().filter(|p| !p.is_empty()) {
-        put(keys::PROXY_URL, proxy.clone().into_bytes());
-    }
-    let secret_name = secret.name_any();
-    let mut current = secret.clone();
-    let mut attempts = 0;
-    loop {
-        attempts += 1;
-        current.data.get_or_insert_default().extend(data.clone());
-        current
-            .labels_mut()
-            .insert(labels::CERTIFICATE_AVAILABLE.into(), values::TRUE.into());
-        match secrets
-            .replace(&secret_name, &PostParams::default(), &current)
-            .await
-        {
-            Ok(_) => break,
-            Err(kube::Error::Api(s)) if s.code == 409 && attempts < 5 => {
-                current = secrets
-                    .get(&secret_name)
-                    .await
-                    .map_err(kerr(format!("read identity Secret {tenant}/{secret_name}")))?;
-                let same_csr = current
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get(keys::CSR))
-                    .is_some_and(|c| c.0 == request.certificate_signing_request);
-                if !same_csr {
-                    // A new key pair replaced the one the certificate was asked for: the
-                    // certificate is useless; the next reconcile asks for the new one.
-                    tracing::warn!(peer = %peer, "identity Secret changed its CSR meanwhile");
-                    return Ok((Authentication::Pending, None));
-                }
-            }
-            Err(e) => {
-                return Err(kerr(format!(
-                    "store identity Secret {tenant}/{secret_name}"
-                ))(e));
-            }
-        }
-    }
-    tracing::info!(peer = %peer, namespace = %response.namespace, "identity accepted");
-    Ok((
-        Authentication::Accepted,
-        Some(response.namespace.to_string()),
-    ))
 }
 
 fn request_state(rr: &ResourceRequest) -> RequestState {

@@ -61,6 +61,15 @@ pub enum IdentityError {
         #[source]
         source: kube::Error,
     },
+    /// The identity's key does not load or cannot sign (a proof of possession).
+    #[error("identity Secret {secret}: its private key cannot sign a proof of possession")]
+    Prove {
+        /// The Secret.
+        secret: String,
+        /// Why.
+        #[source]
+        source: rcgen::Error,
+    },
     /// Listing the identity Secrets failed.
     #[error("cannot list the identity Secrets in {namespace}")]
     List {
@@ -120,7 +129,35 @@ pub fn selector(peer: &ClusterId) -> String {
     )
 }
 
-fn data<'a>(secret: &'a Secret, key: &str) -> Option<&'a [u8]> {
+/// A proof that we hold the identity's key ([`control::identity::proof`]), for `provider`, made
+/// at `time_ms` (unix milliseconds): what lets the provider answer a repeated request.
+pub fn prove(
+    secret: &Secret,
+    provider: &ClusterId,
+    time_ms: u64,
+) -> Result<control::identity::Proof, IdentityError> {
+    use rcgen::SigningKey;
+    let name = secret.metadata.name.clone().unwrap_or_default();
+    let missing = |key| IdentityError::Missing {
+        secret: name.clone(),
+        key,
+    };
+    let pem = data(secret, keys::PRIVATE_KEY).ok_or_else(|| missing(keys::PRIVATE_KEY))?;
+    let csr = data(secret, keys::CSR).ok_or_else(|| missing(keys::CSR))?;
+    let prove = |source| IdentityError::Prove {
+        secret: name.clone(),
+        source,
+    };
+    let key = rcgen::KeyPair::from_pem(&String::from_utf8_lossy(pem)).map_err(prove)?;
+    let message = control::identity::proof::message(provider, csr, time_ms);
+    Ok(control::identity::Proof {
+        time_ms,
+        signature: key.sign(&message).map_err(prove)?,
+    })
+}
+
+/// A value of the Secret's data, if present and not empty.
+pub fn data<'a>(secret: &'a Secret, key: &str) -> Option<&'a [u8]> {
     secret
         .data
         .as_ref()
@@ -249,6 +286,37 @@ mod tests {
         let has = |needle: &[u8]| der.windows(needle.len()).any(|w| w == needle);
         assert!(has(id.as_str().as_bytes()));
         assert!(has(b"liqo.io"));
+    }
+
+    #[test]
+    fn a_proof_signs_the_message_with_the_identitys_key() {
+        use ring::signature::{ECDSA_P256_SHA256_ASN1, UnparsedPublicKey};
+        let local: ClusterId = "b07938e3-d241-460c-a77b-e286c0f733c7".parse().unwrap();
+        let provider: ClusterId = "3f1e7f52-6b8a-4d4c-9a0f-1c2d3e4f5a6b".parse().unwrap();
+        let new = new_identity(&local).unwrap();
+        let s = secret(&[
+            (keys::PRIVATE_KEY, new.private_key_pem.as_bytes()),
+            (keys::CSR, new.csr_pem.as_bytes()),
+        ]);
+        let p = prove(&s, &provider, 1234).unwrap();
+        assert_eq!(p.time_ms, 1234);
+        let key = rcgen::KeyPair::from_pem(&new.private_key_pem).unwrap();
+        let public = rcgen::PublicKeyData::der_bytes(&key);
+        let m = control::identity::proof::message(&provider, new.csr_pem.as_bytes(), 1234);
+        // The SPKI's last 65 bytes are the uncompressed P-256 point.
+        let point = &public[public.len() - 65..];
+        UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, point)
+            .verify(&m, &p.signature)
+            .unwrap();
+        let other = control::identity::proof::message(&local, new.csr_pem.as_bytes(), 1234);
+        assert!(
+            UnparsedPublicKey::new(&ECDSA_P256_SHA256_ASN1, point)
+                .verify(&other, &p.signature)
+                .is_err()
+        );
+        // Without a key: named.
+        let e = prove(&secret(&[(keys::CSR, b"c")]), &provider, 1).unwrap_err();
+        assert!(e.to_string().contains("private-key"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub const FIELD_MANAGER: &str = "liqo-controller-manager";
 pub mod context;
 pub mod error;
 pub mod fc;
+pub mod fc_auth;
 pub mod fc_network;
 pub mod gateway_lease;
 pub mod inflight;

@@ -3,6 +3,13 @@
 //! atomically; the gateway's `/status` → each TunnelEndpoint's `status.connection` and
 //! `status.gatewayIP`; finalizer `net.liqo.io/gateway-operator` on each until the gateway
 //! dropped its peer.
+//!
+//! The key comes first in every reconcile ([`k::keys::next`]): a rotation asked for, or the key
+//! Secret deleted, makes a new key, written to the gateway's key file (0600) before the config
+//! naming its public key (`publicKey`), so the gateway switches live on the config change. The
+//! TunnelEndpoints' statuses are then read from the gateway running the new key (every session
+//! starts anew), and only then is its public half published (`wireguard-pubkey`, which the
+//! network manager sends to the peers): a key the gateway refused is never announced.
 
 use std::{sync::Arc, time::Duration};
 
@@ -60,14 +67,27 @@ pub struct Settings {
     pub release_grace: Duration,
 }
 
+/// How long a reconcile that switched the key waits for the gateway to report it (the config
+/// watch reacts within milliseconds).
+const KEY_SWITCH_WAIT: Duration = Duration::from_secs(3);
+
+/// The gateway's key, as the operator knows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyState {
+    /// The public half of the key the gateway is to run (written to its key file).
+    pub current: PublicKey,
+    /// The public key last published in `wireguard-pubkey`.
+    pub published: Option<PublicKey>,
+}
+
 /// The operator's state.
 pub struct Ctx {
     /// Its client.
     pub client: Client,
     /// Its settings.
     pub settings: Settings,
-    /// The gateway's public key.
-    pub public_key: PublicKey,
+    /// The gateway's key.
+    pub key: std::sync::Mutex<KeyState>,
     /// Its metrics.
     pub metrics: Metrics,
     ipam: tokio::sync::Mutex<Option<ipam::service::client::Client>>,
@@ -77,7 +97,7 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// A context.
+    /// A context; `public_key` is the key the gateway runs, published already.
     pub fn new(client: Client, settings: Settings, public_key: PublicKey, metrics: Metrics) -> Ctx {
         let recorder = Recorder::new(
             client.clone(),
@@ -90,7 +110,10 @@ impl Ctx {
             recorder,
             client,
             settings,
-            public_key,
+            key: std::sync::Mutex::new(KeyState {
+                current: public_key,
+                published: Some(public_key),
+            }),
             metrics,
             ipam: tokio::sync::Mutex::new(None),
             last_endpoints: std::sync::Mutex::new(None),
@@ -123,12 +146,42 @@ impl Ctx {
             }
         }
     }
+
+    fn key_state(&self) -> KeyState {
+        *self.key.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The key the gateway must run: a new one (rotated, or its Secret deleted) is written to
+    /// the key file first. Returns its public half and whether it changed.
+    async fn ensure_key(&self) -> Result<(PublicKey, bool), OpError> {
+        let (key, why) = k::keys::next(&self.client, &self.settings.namespace).await?;
+        let public = key.public();
+        let old = self.key_state().current;
+        if public == old {
+            return Ok((public, false));
+        }
+        if let Dataplane::Files {
+            private_key_file: Some(path),
+            ..
+        } = &self.settings.dataplane
+        {
+            let text = format!("{}\n", key.to_base64());
+            files::write_atomic_mode(path, text.as_bytes(), 0o600)?;
+        }
+        drop(key);
+        self.key.lock().unwrap_or_else(|p| p.into_inner()).current = public;
+        self.metrics.key_rotations.inc();
+        tracing::info!(old = %old, new = %public, why = why.as_deref().unwrap_or("the key Secret holds another key"), "gateway key rotated");
+        Ok((public, true))
+    }
 }
 
 /// One reconcile of the gateway of `node` (the operator's own Node).
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError> {
     ctx.metrics.reconciles.inc();
     let s = &ctx.settings;
+    // The key first: a new one reaches the gateway with this reconcile's config.
+    let (public_key, switched) = ctx.ensure_key().await?;
     let k::Snapshot {
         objects: objs,
         teps,
@@ -177,7 +230,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
     let rendered = gateway_plan::render(
         &s.base,
         key_file.as_deref(),
-        Some(ctx.public_key),
+        Some(public_key),
         &peerings,
         &endpoints,
     )?;
@@ -198,9 +251,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
                 ctx.metrics.writes.inc();
                 tracing::info!(config = %config.display(), digest = %d, peers = rendered.peers.len(), "gateway config written");
             }
-            status = files::fetch_async::<gateway::status::Status>(url)
-                .await
-                .map_err(|e| liqo_types::chain(&e));
+            status = gateway_status(url, switched.then_some(public_key)).await;
             let seen = match &status {
                 Ok(st) => Observed::Status(st),
                 Err(why) => Observed::Unreachable(why),
@@ -246,6 +297,30 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
             }
         }
     }
+    // The public key is announced once the gateway runs the key (after the TunnelEndpoints
+    // say so: a peer is never told of a key our gateway does not answer with).
+    let runs = match seen {
+        Observed::Fake => true,
+        Observed::Status(st) => st.public_key == public_key.to_string(),
+        Observed::Unreachable(_) => false,
+    };
+    if ctx.key_state().published != Some(public_key) {
+        if runs {
+            let since = k8s_openapi::jiff::Timestamp::now().to_string();
+            match k::keys::publish(&ctx.client, &s.namespace, MANAGER, &public_key, &since).await {
+                Ok(_) => {
+                    ctx.key.lock().unwrap_or_else(|p| p.into_inner()).published = Some(public_key);
+                    tracing::info!(%public_key, "the gateway runs its new key: public key published");
+                }
+                Err(e) => {
+                    tracing::warn!(error = %liqo_types::chain(&e), "publishing the gateway's public key");
+                    first_error.get_or_insert(e);
+                }
+            }
+        } else {
+            pending += 1;
+        }
+    }
     ctx.metrics
         .peers
         .set(rendered.peers.len().try_into().unwrap_or(i64::MAX));
@@ -255,6 +330,29 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
         return Err(e.into());
     }
     Ok(Action::requeue(if pending > 0 { PENDING } else { SETTLED }))
+}
+
+/// The gateway's `/status`; after a key switch (`new_key`), read again until it reports that
+/// key or [`KEY_SWITCH_WAIT`] passed (the statuses written next must be the new key's).
+async fn gateway_status(
+    url: &files::StatusUrl,
+    new_key: Option<PublicKey>,
+) -> Result<gateway::status::Status, String> {
+    let deadline = tokio::time::Instant::now() + KEY_SWITCH_WAIT;
+    loop {
+        let status = files::fetch_async::<gateway::status::Status>(url)
+            .await
+            .map_err(|e| liqo_types::chain(&e).to_string());
+        let done = match (&status, new_key) {
+            (_, None) => true,
+            (Ok(st), Some(k)) => st.public_key == k.to_string(),
+            (Err(_), Some(_)) => false,
+        };
+        if done || tokio::time::Instant::now() >= deadline {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Finalizer and status of one TunnelEndpoint; returns its connection (`None` while it is

@@ -108,6 +108,11 @@ pub fn render(
     if let Some(k) = private_key_file {
         file.private_key_file = Some(k.into());
     }
+    // The gateway runs the key file's key only once it is this one: a rotation reaches it
+    // with this file, written after the key file.
+    if own_key.is_some() {
+        file.public_key = own_key;
+    }
     file.local_external_cidr = endpoints.local_external_cidr.or(base.local_external_cidr);
     file.endpoints.clone_from(&endpoints.endpoints);
     let mut peers = peerings.clone();

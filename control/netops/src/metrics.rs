@@ -26,6 +26,8 @@ pub struct Metrics {
     /// TunnelEndpoints waiting on the daemon (not connected yet, or deleted and not yet
     /// dropped).
     pub pending: Gauge,
+    /// Gateway keys rotated (a new key handed to the gateway; the gateway operator only).
+    pub key_rotations: Counter,
 }
 
 impl Metrics {
@@ -40,6 +42,7 @@ impl Metrics {
             peers: Gauge::default(),
             refused: Gauge::default(),
             pending: Gauge::default(),
+            key_rotations: Counter::default(),
         };
         registry.register("reconciles", "Reconciles", m.reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles", m.errors.clone());
@@ -54,6 +57,11 @@ impl Metrics {
             "pending_tunnelendpoints",
             "TunnelEndpoints waiting on the daemon",
             m.pending.clone(),
+        );
+        registry.register(
+            "key_rotations",
+            "Gateway keys rotated (a rotation asked for, or the key Secret deleted)",
+            m.key_rotations.clone(),
         );
         Metrics {
             registry: Arc::new(registry),

@@ -83,20 +83,22 @@ async fn run(config: PathBuf, status_listen: SocketAddr, resync: Duration) -> Re
     let stop = liqo_daemon::signal::shutdown().context("installing signal handlers")?;
     let source = ConfigFile::watch(&config).with_resync(Some(resync));
     let text = source.read()?;
-    // Validate against our own key too, so that a peer using it is named by its field.
-    let own = PrivateKey::load_or_create(&load(&config, &text, None)?.private_key_file)?.public();
+    // Validate against our own key too, so that a peer using it is named by its field: the one
+    // `publicKey` names (the start checks the file holds it), else the file's (made if missing).
+    let first = load(&config, &text, None)?;
+    let own = match first.public_key {
+        Some(k) => k,
+        None => PrivateKey::load_or_create(&first.private_key_file)?.public(),
+    };
     let cfg = load(&config, &text, Some(own))?;
     let server = StatusServer::bind(status_listen).await?;
     let addr = server.local_addr();
     let mut gw = Gateway::start(cfg).await.context("starting the gateway")?;
     let reload = Reload::started(&source, text);
     let snapshot = {
-        let (device, public, view) = (
-            Arc::clone(gw.device()),
-            gw.public_key().to_string(),
-            reload.view(),
-        );
-        move || status::status(&device, public.clone(), view.borrow().clone())
+        // The public key is read live: a key switch shows at once.
+        let (device, view) = (Arc::clone(gw.device()), reload.view());
+        move || status::status(&device, view.borrow().clone())
     };
     let mut tasks = Tasks::new();
     tasks.spawn(

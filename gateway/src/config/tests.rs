@@ -160,6 +160,45 @@ fn own_key_is_refused_as_a_peer() {
     );
 }
 
+#[test]
+fn public_key_is_carried_and_round_trips() {
+    let own = "2Ha1FSmcTkyj5uvrDjgyylsr6zGNfUcL0CEdrMyXBV4=";
+    let f = File::parse(&format!("publicKey: {own}\n{}", good())).unwrap();
+    let want: PublicKey = own.parse().unwrap();
+    assert_eq!(f.public_key, Some(want));
+    assert_eq!(f.validate(None).unwrap().public_key, Some(want));
+    let text = serde_saphyr::to_string(&f).unwrap();
+    assert!(text.contains(&format!("publicKey: {own}")), "{text}");
+    assert_eq!(File::parse(&text).unwrap(), f);
+    // Absent: None, and not written.
+    let plain = File::parse(&good()).unwrap();
+    assert_eq!(plain.public_key, None);
+    assert_eq!(plain.validate(None).unwrap().public_key, None);
+    let text = serde_saphyr::to_string(&plain).unwrap();
+    assert!(
+        !text.starts_with("publicKey") && !text.contains("\npublicKey"),
+        "{text}"
+    );
+    assert_eq!(File::default().public_key, None);
+}
+
+#[test]
+fn a_bad_public_key_is_named_by_its_field() {
+    for bad in [
+        "nope",
+        "AAAA",
+        "xTIBA5rboUvnH4htodjb6e697QjLERt1NAB4mZqp8D==",
+    ] {
+        let e = err(&format!("publicKey: {bad}\n{}", good()));
+        assert_eq!(e.field, "publicKey", "{bad}: {e}");
+        assert!(e.problem.contains("not a WireGuard key"), "{e}");
+    }
+    // The key publicKey names is ours: a peer with it is refused (whatever key runs now).
+    let e = err(&format!("publicKey: {KEY_B}\n{}", good()));
+    assert_eq!(e.field, "peers[1].publicKey", "{e}");
+    assert!(e.problem.contains("own public key"), "{e}");
+}
+
 /// `good()` with our external CIDR, milan's view of it, and three endpoint mappings.
 fn mapped() -> String {
     good()

@@ -29,16 +29,19 @@ use liqo_daemon::{ApplyError, tasks::BoxError};
 
 mod error;
 mod kernel;
+mod rotate;
 
 pub use error::GatewayError;
+pub use rotate::Desired;
 
 /// Most lanes (TUN queues, UDP sockets, pairs of data threads) a gateway gets, one per CPU.
 pub const MAX_LANES: usize = 16;
 use kernel::{Planned, ensure_address, remove, routes, rules, undone};
+use rotate::fixed;
 
 use crate::{
-    config::{Config, ConfigError, File},
-    keys::{PrivateKey, PublicKey},
+    config::{Config, ConfigError},
+    keys::{PrivateKey, PublicKey, rotation::KeyChange},
     plan,
     wg::Device,
 };
@@ -46,7 +49,6 @@ use crate::{
 /// A running gateway.
 pub struct Gateway {
     cfg: Config,
-    public: PublicKey,
     host: Netlink,
     gw: Netlink,
     device: Arc<Device>,
@@ -61,9 +63,16 @@ impl Gateway {
     /// Creates (or adopts) the namespace, links, tunnel, routes, rules and NAT of `cfg`, and
     /// starts the data path. Must run inside a tokio runtime, in the host namespace. If a step
     /// fails, what was created is removed again (the namespace, the veth pair with its routes
-    /// and rules, the tunnel), and a failure to remove it is part of the error.
+    /// and rules, the tunnel), and a failure to remove it is part of the error. The key file is
+    /// created if missing, unless `publicKey` is set (a new key could not be that one); a key
+    /// that is not the one `publicKey` names is refused.
     pub async fn start(cfg: Config) -> Result<Gateway, GatewayError> {
-        let key = PrivateKey::load_or_create(&cfg.private_key_file)?;
+        let path = &cfg.private_key_file;
+        let key = match cfg.public_key {
+            Some(_) => PrivateKey::load(path)?,
+            None => PrivateKey::load_or_create(path)?,
+        };
+        crate::keys::rotation::expected_key(path, &key, cfg.public_key)?;
         let public = key.public();
         if let Some(p) = cfg.peers.values().find(|p| p.public_key == public) {
             return Err(ConfigError {
@@ -73,7 +82,7 @@ impl Gateway {
             .into());
         }
         let host = Netlink::connect()?;
-        let mut g = match Gateway::create(&cfg, key, public, &host).await {
+        let mut g = match Gateway::create(&cfg, key, &host).await {
             Ok(g) => g,
             Err(e) => return Err(undone(e, remove(&host, &cfg).await)),
         };
@@ -100,7 +109,6 @@ impl Gateway {
     async fn create(
         cfg: &Config,
         key: PrivateKey,
-        public: PublicKey,
         host: &Netlink,
     ) -> Result<Gateway, GatewayError> {
         let gw_ns = match Netns::open(&cfg.namespace) {
@@ -190,7 +198,6 @@ impl Gateway {
         })?;
         Ok(Gateway {
             cfg: cfg.clone(),
-            public,
             host: host.clone(),
             gw,
             device,
@@ -264,58 +271,37 @@ impl Gateway {
         Ok(())
     }
 
-    /// Applies a new configuration. Fields that need a restart are refused, naming the field;
-    /// peers whose identity did not change keep their sessions.
-    pub async fn apply(&mut self, cfg: Config) -> Result<(), GatewayError> {
-        let fixed = [
-            (
-                "namespace",
-                self.cfg.namespace.to_string(),
-                cfg.namespace.to_string(),
-            ),
-            (
-                "listenPort",
-                self.cfg.listen_port.to_string(),
-                cfg.listen_port.to_string(),
-            ),
-            (
-                "privateKeyFile",
-                self.cfg.private_key_file.display().to_string(),
-                cfg.private_key_file.display().to_string(),
-            ),
-            (
-                "linkCIDR",
-                self.cfg.link_cidr.to_string(),
-                cfg.link_cidr.to_string(),
-            ),
-        ];
-        for (field, old, new) in fixed {
-            if old != new {
-                return Err(ConfigError {
-                    field: field.into(),
-                    problem: format!(
-                        "cannot change from {old} to {new} while running; restart the gateway"
-                    ),
-                }
-                .into());
-            }
-        }
+    /// Applies a new configuration ([`Gateway::prepare`] made it from a file's text). Fields
+    /// that need a restart are refused, naming the field; peers whose identity did not change
+    /// keep their sessions, unless our key changes: then every session is made anew with it.
+    pub async fn apply(&mut self, next: Desired) -> Result<(), GatewayError> {
+        fixed(&self.cfg, &next.cfg)?;
+        let Desired { cfg, key } = next;
         // Applied step by step; if a step fails, everything goes back to the previous
-        // configuration so that the running state is never a mix of the two.
-        if let Err(e) = self.switch(&cfg).await {
+        // configuration (and key: it is switched last, by a step that cannot fail) so that the
+        // running state is never a mix of the two.
+        if let Err(e) = self.switch(&cfg, key).await {
             let old = self.cfg.clone();
-            return Err(undone(e, self.switch(&old).await));
+            return Err(undone(e, self.switch(&old, KeyChange::Keep).await));
         }
         self.cfg = cfg;
         Ok(())
     }
 
-    /// The kernel first, then the peer table: a peer shown in the status (or handshaking) has
-    /// its routes, rules and NAT in place, and a peer gone from the status has none left.
-    async fn switch(&mut self, cfg: &Config) -> Result<(), GatewayError> {
+    /// The kernel first, then the peer table (with the new key, if it changes): a peer shown in
+    /// the status (or handshaking) has its routes, rules and NAT in place, and a peer gone from
+    /// the status has none left.
+    async fn switch(&mut self, cfg: &Config, key: KeyChange) -> Result<(), GatewayError> {
         self.gw.set_mtu(&cfg.tun, cfg.mtu).await?;
         self.converge(cfg).await?;
-        self.device.set_peers(&cfg.peers);
+        match key {
+            KeyChange::Keep => self.device.set_peers(&cfg.peers),
+            KeyChange::Switch(key) => {
+                let new = key.public();
+                let old = self.device.set_key(key, &cfg.peers);
+                tracing::info!(old_public_key = %old, new_public_key = %new, peers = cfg.peers.len(), "key rotated");
+            }
+        }
         self.device
             .set_busy_poll(Duration::from_micros(cfg.busy_poll_micros.into()));
         self.device.set_pin_when_idle(cfg.pin_when_idle);
@@ -329,9 +315,9 @@ impl Gateway {
         self.threads.iter().all(|t| !t.is_finished())
     }
 
-    /// Our public key.
+    /// The public key running now (it changes with a key switch).
     pub fn public_key(&self) -> PublicKey {
-        self.public
+        self.device.public_key()
     }
 
     /// The data path.
@@ -361,18 +347,19 @@ impl Gateway {
     }
 }
 
-/// The reload loop drives the gateway: a file's text is validated against our own key, a field
-/// that needs a restart is refused, and a kernel error (after the rollback) is retried.
+/// The reload loop drives the gateway: a file's text is validated against the key file as it is
+/// now (and the key that will run), a field that needs a restart is refused, and a kernel error
+/// (after the rollback) is retried.
 impl liqo_daemon::Daemon for Gateway {
-    type Config = Config;
+    type Config = Desired;
 
-    fn parse(&self, text: &str) -> Result<Config, ConfigError> {
-        File::parse(text)?.validate(Some(self.public))
+    fn parse(&self, text: &str) -> Result<Desired, ConfigError> {
+        self.prepare(text)
     }
 
-    async fn apply(&mut self, cfg: Config) -> Result<(), ApplyError> {
-        let (peers, again) = (cfg.peers.len(), cfg == self.cfg);
-        match Gateway::apply(self, cfg).await {
+    async fn apply(&mut self, next: Desired) -> Result<(), ApplyError> {
+        let (peers, again) = (next.cfg.peers.len(), next.cfg == self.cfg);
+        match Gateway::apply(self, next).await {
             // The resync: converged to what was already in force.
             Ok(()) if again => Ok(()),
             Ok(()) => {

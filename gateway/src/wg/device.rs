@@ -17,19 +17,23 @@ use std::{
     time::Duration,
 };
 
-use boringtun::noise::{TunnResult, rate_limiter::RateLimiter};
+use boringtun::noise::TunnResult;
 use dataplane::steer::TunSteering;
 use serde::{Deserialize, Serialize};
 
 use super::{
     affinity::Affinity,
     handshake::{Handshake, QUEUE},
+    identity::Identity,
     lanes::Lane,
     peers::{Peer, Table},
     poller::Half,
     steering::Steering,
 };
-use crate::{config, keys::PrivateKey};
+use crate::{
+    config,
+    keys::{PrivateKey, PublicKey},
+};
 
 /// How long blocking calls wait before checking for shutdown.
 pub(super) const TICK: Duration = Duration::from_millis(200);
@@ -102,14 +106,12 @@ pub struct WireStatus {
 
 /// A running WireGuard device.
 pub struct Device {
-    /// Ours, shared with every peer's session (one copy of the secret in memory).
-    pub(super) key: Arc<PrivateKey>,
-    /// Checks mac1 and never asks for a cookie: the one every `Tunn` holds, since admission
-    /// ([`super::guard`]) happened before a message reaches its peer.
-    pub(super) open: Arc<RateLimiter>,
-    /// Always "under load": checks mac2 and makes cookie replies, for [`super::guard`].
-    pub(super) strict: RateLimiter,
+    /// The peers and our key (its [`Identity`]), swapped whole.
     pub(super) table: RwLock<Arc<Table>>,
+    /// The generation of the identity of the table (see [`Device::current`]).
+    pub(super) key_generation: AtomicU64,
+    /// Key switches since start.
+    pub(super) key_rotations: AtomicU64,
     /// One per queue of the TUN device (at least one); see [`Lane`].
     pub(super) lanes: Vec<Lane>,
     stop: AtomicBool,
@@ -154,13 +156,12 @@ impl Device {
             .enumerate()
             .map(|(i, (tun, udp))| Lane::new(i, tun, udp))
             .collect::<io::Result<Vec<_>>>()?;
-        let public = crate::keys::x25519(&key.public());
+        let own = Identity::new(key);
         let (handshakes, queue) = sync_channel(QUEUE);
         Ok(Arc::new(Device {
-            key: Arc::new(key),
-            open: Arc::new(RateLimiter::new(&public, u64::MAX)),
-            strict: RateLimiter::new(&public, 0),
-            table: RwLock::default(),
+            key_generation: AtomicU64::new(own.generation),
+            key_rotations: AtomicU64::new(0),
+            table: RwLock::new(Arc::new(Table::empty(own))),
             affinity: Affinity::new(lanes.len()),
             lanes,
             stop: AtomicBool::new(false),
@@ -186,9 +187,24 @@ impl Device {
     /// [`INITIATIONS_PER_TICK`], paced by the timer thread), so the first packet does not wait
     /// for a keepalive.
     pub fn set_peers(&self, peers: &BTreeMap<String, config::Peer>) {
-        let fresh: Vec<Arc<Peer>> = {
+        self.replace(None, peers);
+    }
+
+    /// Replaces the peers, and with `own` our key too, in one swap of the table; returns the
+    /// public key that ran before. Peers with a new session (all of them with a new key) and an
+    /// endpoint are sent a handshake initiation right away.
+    pub(super) fn replace(
+        &self,
+        own: Option<Arc<Identity>>,
+        peers: &BTreeMap<String, config::Peer>,
+    ) -> PublicKey {
+        let (fresh, before): (Vec<Arc<Peer>>, _) = {
             let mut t = self.table.write().unwrap_or_else(|p| p.into_inner());
-            let next = Arc::new(Table::build(&t, peers, &self.key, &self.open));
+            let own = own.unwrap_or_else(|| Arc::clone(&t.own));
+            let next = Arc::new(Table::build(&t, peers, &own));
+            // Before the table: a thread that still holds the old one sees its sessions are no
+            // longer current, and sends none of their handshake messages.
+            self.key_generation.store(own.generation, Ordering::Release);
             let fresh = next
                 .by_id
                 .values()
@@ -199,8 +215,8 @@ impl Device {
                 })
                 .cloned()
                 .collect();
-            *t = next;
-            fresh
+            let before = std::mem::replace(&mut *t, next);
+            (fresh, before.own.public)
         };
         let mut calls: Vec<String> = fresh
             .iter()
@@ -214,6 +230,7 @@ impl Device {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .extend(later);
+        before
     }
 
     /// Sends a handshake initiation to each of these peers (those still in the table and with an

@@ -99,10 +99,13 @@ impl Device {
             let under_load = guard.under_load(now, waiting);
             let mut reply = [0u8; 64];
             let mut cookie = None;
+            // One table for the message: its key admits, answers and makes the session.
+            let table = self.table();
             let verdict = guard.admit(
                 h.from.ip(),
                 under_load,
-                || match self
+                || match table
+                    .own
                     .strict
                     .verify_packet(Some(h.from.ip()), h.bytes(), &mut reply)
                 {
@@ -129,7 +132,7 @@ impl Device {
                 }
             }
             bump(&self.wire.handshakes_processed);
-            match self.peer_of(&self.table(), h.bytes()) {
+            match peer_of(&table, h.bytes()) {
                 Some(peer) => {
                     self.decapsulate(
                         &peer,
@@ -159,21 +162,22 @@ impl Device {
             Err(e) => tracing::debug!(%to, error = %e, "sending a cookie reply"),
         }
     }
+}
 
-    /// The peer a handshake message belongs to: the static key an initiation carries (one key
-    /// exchange to read it), the receiver index of a response.
-    fn peer_of(&self, table: &Table, datagram: &[u8]) -> Option<Arc<Peer>> {
-        let p = match Tunn::parse_incoming_packet(datagram).ok()? {
-            Packet::HandshakeInit(hi) => {
-                let secret = self.key.secret();
-                let public = crate::keys::x25519(&self.key.public());
-                let half = parse_handshake_anon(&secret, &public, &hi).ok()?;
-                table.by_key(&half.peer_static_public)
-            }
-            Packet::HandshakeResponse(r) => table.by_receiver(r.receiver_idx),
-            Packet::PacketCookieReply(c) => table.by_receiver(c.receiver_idx),
-            Packet::PacketData(d) => table.by_receiver(d.receiver_idx),
-        };
-        p.cloned()
-    }
+/// The peer of `table` a handshake message belongs to: the static key an initiation carries (one
+/// key exchange with the table's key to read it), the receiver index of a response.
+fn peer_of(table: &Table, datagram: &[u8]) -> Option<Arc<Peer>> {
+    let p = match Tunn::parse_incoming_packet(datagram).ok()? {
+        Packet::HandshakeInit(hi) => {
+            let own = &table.own;
+            let half =
+                parse_handshake_anon(&own.key.secret(), &crate::keys::x25519(&own.public), &hi)
+                    .ok()?;
+            table.by_key(&half.peer_static_public)
+        }
+        Packet::HandshakeResponse(r) => table.by_receiver(r.receiver_idx),
+        Packet::PacketCookieReply(c) => table.by_receiver(c.receiver_idx),
+        Packet::PacketData(d) => table.by_receiver(d.receiver_idx),
+    };
+    p.cloned()
 }

@@ -5,7 +5,9 @@
 //! [`guard`]); then one thread for the key exchanges ([`handshake`]) and one for the timers
 //! (handshake retries, keepalives, session expiry: [`timers`]), and one that places the data
 //! threads ([`affinity`], [`idleclass`], [`steering`]). The peer table is swapped whole on
-//! reconfiguration; peers whose identity did not change keep their session. Lightly loaded, a
+//! reconfiguration; peers whose identity did not change keep their session. Our own key lives in
+//! the table ([`Identity`]): a new key is switched to live by the same swap, every session made
+//! anew with it. Lightly loaded, a
 //! packet is read on the CPU that sent or received it, by a thread in the idle scheduling class
 //! so that the application it wakes stays on that CPU.
 
@@ -13,6 +15,7 @@ mod affinity;
 mod device;
 pub mod guard;
 mod handshake;
+mod identity;
 mod idleclass;
 mod lanes;
 pub mod offload;
@@ -24,4 +27,5 @@ mod timers;
 mod tx;
 
 pub use device::{Device, PeerStatus, Wire, WireStatus};
+pub use identity::Identity;
 pub use lanes::{DataPathStatus, cpus_allowed, lanes_for};

@@ -1,5 +1,7 @@
-//! The peer table: keys, receiver indices and allowed IPs (longest-prefix match), swapped as a
-//! whole on reconfiguration so the data path never sees a half-updated table.
+//! The peer table: keys, receiver indices and allowed IPs (longest-prefix match), and our own
+//! key ([`Identity`]) every session is made with, swapped as a whole on reconfiguration so the
+//! data path never sees a half-updated table, nor sessions of one key while handshakes are
+//! admitted for another.
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
@@ -10,12 +12,10 @@ use std::{
     },
 };
 
-use boringtun::noise::{Tunn, rate_limiter::RateLimiter};
+use boringtun::noise::Tunn;
 
-use crate::{
-    config,
-    keys::{PrivateKey, PublicKey},
-};
+use super::identity::Identity;
+use crate::{config, keys::PublicKey};
 
 /// Counters of one peer.
 #[derive(Debug, Default)]
@@ -39,11 +39,11 @@ pub struct Stats {
 /// them would otherwise cost ~50 ms of every apply that adds them.
 pub struct Session {
     cell: OnceLock<Mutex<Tunn>>,
-    key: Arc<PrivateKey>,
+    /// Our key (and the rate limiter every `Tunn` of it holds).
+    own: Arc<Identity>,
     peer: PublicKey,
     keepalive: Option<u16>,
     index: u32,
-    limiter: Arc<RateLimiter>,
 }
 
 impl Session {
@@ -51,12 +51,12 @@ impl Session {
     pub fn get(&self) -> &Mutex<Tunn> {
         self.cell.get_or_init(|| {
             Mutex::new(Tunn::new(
-                self.key.secret(),
+                self.own.key.secret(),
                 crate::keys::x25519(&self.peer),
                 None,
                 self.keepalive,
                 self.index,
-                Some(Arc::clone(&self.limiter)),
+                Some(Arc::clone(&self.own.open)),
             ))
         })
     }
@@ -69,6 +69,11 @@ impl Session {
     /// The state, locked (made now if it was not yet).
     pub fn lock(&self) -> MutexGuard<'_, Tunn> {
         self.get().lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Our key this session is made with.
+    pub fn identity(&self) -> &Arc<Identity> {
+        &self.own
     }
 }
 
@@ -90,20 +95,14 @@ pub struct Peer {
 }
 
 impl Peer {
-    /// A fresh peer.
-    pub fn new(
-        cfg: config::Peer,
-        key: &Arc<PrivateKey>,
-        index: u32,
-        limiter: &Arc<RateLimiter>,
-    ) -> Peer {
+    /// A fresh peer, whose session will be made with our key `own`.
+    pub fn new(cfg: config::Peer, own: &Arc<Identity>, index: u32) -> Peer {
         let tunn = Session {
             cell: OnceLock::new(),
-            key: Arc::clone(key),
+            own: Arc::clone(own),
             peer: cfg.public_key,
             keepalive: (cfg.keepalive > 0).then_some(cfg.keepalive),
             index,
-            limiter: Arc::clone(limiter),
         };
         Peer {
             endpoint: Arc::new(RwLock::new(cfg.endpoint)),
@@ -130,6 +129,21 @@ impl Peer {
         }
     }
 
+    /// The same peer after our key changed: a fresh session (made with `own`) and receiver
+    /// index, as a new peer's, so nothing made with the old key is kept; its counters and its
+    /// learned endpoint (unless the configuration sets one) stay.
+    fn rekeyed(&self, cfg: &config::Peer, own: &Arc<Identity>, index: u32) -> Peer {
+        let fresh = Peer::new(cfg.clone(), own, index);
+        Peer {
+            endpoint: match cfg.endpoint {
+                Some(_) => fresh.endpoint,
+                None => Arc::clone(&self.endpoint),
+            },
+            stats: Arc::clone(&self.stats),
+            ..fresh
+        }
+    }
+
     /// The current endpoint.
     pub fn endpoint(&self) -> Option<SocketAddr> {
         *self.endpoint.read().unwrap_or_else(|p| p.into_inner())
@@ -149,9 +163,11 @@ impl Peer {
     }
 }
 
-/// All peers, indexed three ways.
-#[derive(Default)]
+/// All peers, indexed three ways, and our key their sessions are made with.
 pub struct Table {
+    /// Our key: every session of the table is made with it, and handshakes are admitted (mac1,
+    /// cookies) and answered with it.
+    pub own: Arc<Identity>,
     /// By ID.
     pub by_id: BTreeMap<String, Arc<Peer>>,
     by_key: HashMap<[u8; 32], Arc<Peer>>,
@@ -213,28 +229,45 @@ impl Indices {
 }
 
 impl Table {
-    /// The table for `peers`, reusing the state (sessions, counters, learned endpoint) of every
-    /// peer of `old` whose key and keepalive did not change.
+    /// A table of no peers, with our key `own`.
+    pub fn empty(own: Arc<Identity>) -> Table {
+        Table {
+            own,
+            by_id: BTreeMap::new(),
+            by_key: HashMap::new(),
+            by_index: HashMap::new(),
+            routes: Vec::new(),
+        }
+    }
+
+    /// The table for `peers` with our key `own`. With the key of `old`, the state (sessions,
+    /// counters, learned endpoint) of every peer of `old` whose key and keepalive did not change
+    /// is reused; with another key, every peer gets a fresh session and receiver index (its
+    /// counters and learned endpoint stay).
     pub fn build(
         old: &Table,
         peers: &BTreeMap<String, config::Peer>,
-        key: &Arc<PrivateKey>,
-        limiter: &Arc<RateLimiter>,
+        own: &Arc<Identity>,
     ) -> Table {
-        let mut t = Table::default();
+        let mut t = Table::empty(Arc::clone(own));
+        let same_key = Arc::ptr_eq(&old.own, own);
         let mut lengths: BTreeMap<u8, HashMap<u32, Arc<Peer>>> = BTreeMap::new();
         // The old table's indices stay taken: its packets may still be in flight.
         let mut indices = Indices::new(old.by_index.keys().copied());
         let wanted = peers
             .iter()
-            .filter(|(id, cfg)| old.by_id.get(*id).is_none_or(|p| !reusable(p, cfg)))
+            .filter(|(id, cfg)| !same_key || old.by_id.get(*id).is_none_or(|p| !reusable(p, cfg)))
             .count();
         for (id, cfg) in peers {
             let peer = match old.by_id.get(id) {
-                Some(p) if p.cfg == *cfg => Arc::clone(p),
+                Some(p) if same_key && p.cfg == *cfg => Arc::clone(p),
                 // Same identity and timers: keep the session, take the new ranges or endpoint.
-                Some(p) if reusable(p, cfg) => Arc::new(p.updated(cfg)),
-                _ => Arc::new(Peer::new(cfg.clone(), key, indices.next(wanted), limiter)),
+                Some(p) if same_key && reusable(p, cfg) => Arc::new(p.updated(cfg)),
+                // Our key changed: the same peer, with nothing made with the old key.
+                Some(p) if p.cfg.public_key == cfg.public_key => {
+                    Arc::new(p.rekeyed(cfg, own, indices.next(wanted)))
+                }
+                _ => Arc::new(Peer::new(cfg.clone(), own, indices.next(wanted))),
             };
             for n in peer.cfg.allowed() {
                 lengths
@@ -275,23 +308,4 @@ impl Table {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn new_indices_are_random_24_bit_unique_and_avoid_those_in_use() {
-        let taken: Vec<u32> = (1..=3000).collect();
-        let mut ix = Indices::new(taken.iter().copied());
-        let got: Vec<u32> = (0..5000).map(|_| ix.next(5000)).collect();
-        let unique: HashSet<u32> = got.iter().copied().collect();
-        assert_eq!(unique.len(), got.len(), "an index given twice");
-        assert!(got.iter().all(|i| *i != 0 && *i <= 0x00ff_ffff));
-        assert!(
-            got.iter().all(|i| !taken.contains(i)),
-            "an index in use given"
-        );
-        // Not a counter: consecutive indices are not neighbours.
-        let neighbours = got.windows(2).filter(|w| w[1] == w[0] + 1).count();
-        assert!(neighbours < 10, "{neighbours} consecutive pairs");
-    }
-}
+pub(in crate::wg) mod tests;

@@ -14,8 +14,8 @@ use boringtun::noise::{Packet, Tunn, TunnResult};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
 
 use super::{
-    device::Device, handshake::Handshake, lanes::Lane, offload::Coalescer, peers::Peer,
-    poller::Step,
+    device::Device, handshake::Handshake, identity::Identity, lanes::Lane, offload::Coalescer,
+    peers::Peer, poller::Step,
 };
 
 /// Largest datagram or packet handled.
@@ -106,7 +106,7 @@ impl Device {
         for datagram in buf[..n].chunks(seg.unwrap_or(n).max(1)) {
             let peer = match Tunn::parse_incoming_packet(datagram) {
                 Ok(Packet::HandshakeInit(_) | Packet::HandshakeResponse(_)) => {
-                    self.admit(from, datagram);
+                    self.admit(&table.own, from, datagram);
                     continue;
                 }
                 Ok(Packet::PacketCookieReply(c)) => table.by_receiver(c.receiver_idx),
@@ -122,13 +122,14 @@ impl Device {
         Step::Worked
     }
 
-    /// Checks a handshake message's mac1 (cheap, and nobody without our public key gets past it)
-    /// and queues it for the handshake thread, which decides the rest (load, mac2, cookie
-    /// replies, rate limits): no cookie is made and no key exchanged on this thread.
-    fn admit(&self, from: SocketAddr, datagram: &[u8]) {
+    /// Checks a handshake message's mac1 against our key `own` (cheap, and nobody without our
+    /// public key gets past it) and queues it for the handshake thread, which decides the rest
+    /// (load, mac2, cookie replies, rate limits): no cookie is made and no key exchanged on
+    /// this thread.
+    fn admit(&self, own: &Identity, from: SocketAddr, datagram: &[u8]) {
         let mut reply = [0u8; 64];
         // `open` never asks for a cookie: this checks mac1 only.
-        if self
+        if own
             .open
             .verify_packet(Some(from.ip()), datagram, &mut reply)
             .is_err()
@@ -232,6 +233,11 @@ impl Device {
             }
         }
         drop(tunn);
+        // Our key switched since this thread took the table: the session is gone, and nothing
+        // made with the old key leaves.
+        if !replies.is_empty() && !self.current(peer) {
+            replies.clear();
+        }
         if let Some((at, len)) = deliver {
             // `decapsulate` returns a part of `out`.
             let start = at.saturating_sub(out.as_ptr() as usize);

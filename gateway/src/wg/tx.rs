@@ -42,7 +42,13 @@ impl Default for TxState {
 }
 
 impl Device {
+    /// Sends one message of `peer`'s session (a handshake message or a keepalive) to its
+    /// endpoint; nothing if our key switched since the caller took the table (the session is
+    /// gone with the old key).
     pub(super) fn send(&self, peer: &Peer, data: &[u8]) {
+        if !self.current(peer) {
+            return;
+        }
         match peer.endpoint() {
             Some(ep) => {
                 if let Err(e) = self.udp().send_to(data, ep) {

@@ -32,6 +32,7 @@ pub mod capture;
 pub mod forge;
 mod hub;
 pub mod iperf;
+pub mod wggo;
 
 pub use hub::{hub, outsider, spoke_views};
 
@@ -155,9 +156,15 @@ impl Site {
 
     /// Starts `liqo-gateway run` in the host namespace and waits for its status endpoint.
     pub fn start(&mut self) {
+        self.start_with(&[]);
+    }
+
+    /// [`Site::start`] with more arguments of `liqo-gateway run`.
+    pub fn start_with(&mut self, extra: &[&str]) {
         let child = Spec::new("liqo-gateway", BIN, self.dir.join("gateway.log"))
             .args(["run", "--config"])
             .args([self.config_path()])
+            .args(extra.iter().copied())
             .netns(&self.host)
             .truncate_log()
             .kill_on_drop()

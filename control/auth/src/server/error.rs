@@ -33,6 +33,18 @@ pub enum AuthError {
         /// Its tenant namespace.
         namespace: String,
     },
+    /// The same CSR again without a valid proof of possession newer than the last one
+    /// accepted: a replay (or an upstream consumer asking twice). Nothing stored is answered.
+    #[error(
+        "an identity was already issued to cluster {cluster_id}: a repeated request must prove \
+         possession of the CSR's key with a proof newer than the last one ({why})"
+    )]
+    Replay {
+        /// The requesting cluster.
+        cluster_id: String,
+        /// What was missing or too old.
+        why: &'static str,
+    },
     /// The tenant namespace's name is held by a namespace of another cluster.
     #[error(
         "namespace {namespace} exists without label {label}={cluster_id}",
@@ -114,14 +126,16 @@ impl AuthError {
         }
     }
 
-    /// The answer's status: 400 bad request, 401 no token, 403 wrong token or identity already
-    /// issued (as upstream), 409 tenant namespace name held by another cluster's namespace, 504
+    /// The answer's status: 400 bad request, 401 no token, 403 wrong token, identity already
+    /// issued (as upstream) or a repeated request without a valid proof (a replay), 409 tenant namespace name held by another cluster's namespace, 504
     /// not signed in time, 500 otherwise.
     pub fn status(&self) -> StatusCode {
         match self {
             AuthError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AuthError::MissingToken => StatusCode::UNAUTHORIZED,
-            AuthError::WrongToken | AuthError::AlreadyIssued { .. } => StatusCode::FORBIDDEN,
+            AuthError::WrongToken | AuthError::AlreadyIssued { .. } | AuthError::Replay { .. } => {
+                StatusCode::FORBIDDEN
+            }
             AuthError::NotSigned { .. } => StatusCode::GATEWAY_TIMEOUT,
             AuthError::NamespaceTaken { .. } => StatusCode::CONFLICT,
             AuthError::NamespaceName { .. }
@@ -140,6 +154,7 @@ impl AuthError {
             AuthError::MissingToken => "no_token",
             AuthError::WrongToken => "wrong_token",
             AuthError::AlreadyIssued { .. } => "already_issued",
+            AuthError::Replay { .. } => "replay",
             AuthError::NotSigned { .. } => "not_signed",
             AuthError::NamespaceTaken { .. } => "namespace_taken",
             _ => "error",
@@ -176,6 +191,13 @@ mod tests {
                 AuthError::AlreadyIssued {
                     cluster_id: "a".into(),
                     namespace: "liqo-tenant-a".into(),
+                },
+                403,
+            ),
+            (
+                AuthError::Replay {
+                    cluster_id: "a".into(),
+                    why: "no proof",
                 },
                 403,
             ),

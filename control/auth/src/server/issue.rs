@@ -3,13 +3,19 @@
 //! by the cluster's signer, the basic peering roles bound to the requesting cluster's user, its
 //! token, and last the record `liqo-remote-certificate`, whose creation commits the issuance
 //! (a retry after a crash before it converges). After it, a request with the very CSR of the
-//! record is answered the stored certificate again (its first reply may have been lost), a
-//! request with another CSR is refused.
+//! record is answered the stored certificate again (its first reply may have been lost) only
+//! when it proves possession of the CSR's key with a proof newer than the last one accepted
+//! ([`control::identity::proof`]; the record keeps that proof's time): a captured request
+//! replayed byte for byte is refused and answers nothing stored. A request with another CSR is
+//! refused. The tenant namespace carries this cluster's ID (annotation
+//! `discovery.liqo.io/host-cluster-id`), which the consumer reads through its new identity to
+//! check that the API server it was given is this cluster's.
 
 use std::{collections::BTreeMap, time::Duration};
 
 use control::{
-    consts::{auth, keys, labels, objects, values},
+    api::ClusterId,
+    consts::{annotations, auth, keys, labels, objects, values},
     identity::CertificateIdentityResponse,
     names::{self, NamespaceName},
 };
@@ -25,7 +31,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
+    api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
 };
 
 use super::{
@@ -51,10 +57,35 @@ pub(super) fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-/// Issues the identity of a validated request.
+/// Whether a repeated request (the CSR of the record) is answered: only with a proof of
+/// possession (`proof`, its time, verified) newer than the last one the record accepted
+/// (`last`). Returns the time to record, or why not.
+pub(super) fn reissue(last: Option<u64>, proof: Option<u64>) -> Result<u64, &'static str> {
+    match (last, proof) {
+        (_, None) => Err("the request has no proof of possession"),
+        (Some(last), Some(t)) if t <= last => {
+            Err("its proof is not newer than the last one accepted: a replay")
+        }
+        (_, Some(t)) => Ok(t),
+    }
+}
+
+/// The time of the newest proof a record accepted, if any.
+fn last_proof(record: &Secret) -> Option<u64> {
+    record
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(annotations::LAST_PROOF_TIME)?
+        .parse()
+        .ok()
+}
+
+/// Issues the identity of a validated request (`local`: this cluster's ID).
 pub(super) async fn issue(
     client: &Client,
     config: &Config,
+    local: &ClusterId,
     request: Validated,
 ) -> Result<Issued, AuthError> {
     let id = request.cluster.cluster_id.to_string();
@@ -62,10 +93,15 @@ pub(super) async fn issue(
     // under another cluster name finds the same namespace, and its record); a new one is made
     // only when the cluster has none.
     let namespace = match find_namespace(client, &id).await? {
-        Some(namespace) => namespace,
+        Some((namespace, host)) => {
+            if host.as_deref() != Some(local.as_str()) {
+                mark_host(client, &namespace, local).await?;
+            }
+            namespace
+        }
         None => {
             let namespace = names::tenant_namespace(&request.cluster);
-            ensure_namespace(client, &namespace, &id).await?;
+            ensure_namespace(client, &namespace, &id, local).await?;
             namespace
         }
     };
@@ -83,11 +119,38 @@ pub(super) async fn issue(
             "reading Secret {namespace}/{record}"
         )))?;
     if let Some(existing) = existing {
-        // The same CSR again: the reply to it was lost; the same certificate is answered
-        // again (useless without the private key, which only the requester has).
+        // The same CSR again: the reply to it may have been lost. The certificate is answered
+        // again only to the holder of the CSR's key, proven by a proof newer than the last.
         let certificate =
             stored_certificate(&existing, &request.csr_pem).ok_or_else(|| already(()))?;
-        tracing::info!(cluster_id = %id, %namespace, "answered an issued identity again");
+        let replay = |why| AuthError::Replay {
+            cluster_id: id.clone(),
+            why,
+        };
+        let time = reissue(last_proof(&existing), request.proof_time).map_err(replay)?;
+        let mut record = existing;
+        record
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(annotations::LAST_PROOF_TIME.into(), time.to_string());
+        // Guarded by the version read: of two requests with the same proof, one wins.
+        match secrets
+            .replace(objects::REMOTE_CERTIFICATE_SECRET, &post(), &record)
+            .await
+        {
+            Ok(_) => {}
+            Err(e) if is_conflict(&e) => {
+                return Err(replay("another request was answered meanwhile"));
+            }
+            Err(e) => {
+                return Err(AuthError::kube(format!(
+                    "recording the proof in Secret {namespace}/{record}",
+                    record = objects::REMOTE_CERTIFICATE_SECRET
+                ))(e));
+            }
+        }
+        tracing::info!(cluster_id = %id, %namespace, "answered an issued identity again (proof of possession)");
         return Ok(Issued::Again(response(config, namespace, certificate)));
     }
 
@@ -117,6 +180,9 @@ pub(super) async fn issue(
                 labels::CLUSTER_ID.to_owned(),
                 id.clone(),
             )])),
+            annotations: request.proof_time.map(|t| {
+                BTreeMap::from([(annotations::LAST_PROOF_TIME.to_owned(), t.to_string())])
+            }),
             ..Default::default()
         },
         data: Some(BTreeMap::from([
@@ -178,8 +244,12 @@ pub(super) fn stored_certificate(record: &Secret, csr_pem: &[u8]) -> Option<Vec<
 
 /// The existing tenant namespace of cluster `id`, found by its labels
 /// (`discovery.liqo.io/cluster-id=<id>`, `discovery.liqo.io/tenant-namespace=true`, as upstream
-/// `tenantnamespace.GetNamespace`); the first by name when there are several.
-async fn find_namespace(client: &Client, id: &str) -> Result<Option<NamespaceName>, AuthError> {
+/// `tenantnamespace.GetNamespace`); the first by name when there are several; with the host
+/// cluster ID it is annotated with, if any.
+async fn find_namespace(
+    client: &Client,
+    id: &str,
+) -> Result<Option<(NamespaceName, Option<String>)>, AuthError> {
     let selector = format!(
         "{}={id},{}={}",
         labels::CLUSTER_ID,
@@ -192,29 +262,63 @@ async fn find_namespace(client: &Client, id: &str) -> Result<Option<NamespaceNam
         .map_err(AuthError::kube(format!(
             "listing the tenant namespaces of cluster {id}"
         )))?;
-    let mut found: Vec<String> = list
+    let mut found: Vec<(String, Option<String>)> = list
         .items
         .into_iter()
-        .filter_map(|ns| ns.metadata.name)
+        .filter_map(|ns| {
+            let host = ns
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(annotations::HOST_CLUSTER_ID))
+                .cloned();
+            Some((ns.metadata.name?, host))
+        })
         .collect();
     found.sort();
     match found.into_iter().next() {
         None => Ok(None),
-        Some(name) => name
-            .parse()
-            .map(Some)
-            .map_err(|source| AuthError::NamespaceName {
-                namespace: name,
-                source,
-            }),
+        Some((name, host)) => {
+            name.parse()
+                .map(|n| Some((n, host)))
+                .map_err(|source| AuthError::NamespaceName {
+                    namespace: name,
+                    source,
+                })
+        }
     }
 }
 
-/// Creates the tenant namespace, or accepts it when it exists for this cluster.
+/// Annotates a tenant namespace with this cluster's ID (a namespace made before the
+/// annotation existed, or by a controller-manager that does not write it).
+async fn mark_host(
+    client: &Client,
+    namespace: &NamespaceName,
+    local: &ClusterId,
+) -> Result<(), AuthError> {
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {annotations::HOST_CLUSTER_ID: local.as_str()}},
+    });
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .patch(namespace.as_str(), &params, &Patch::Merge(&patch))
+        .await
+        .map(drop)
+        .map_err(AuthError::kube(format!(
+            "annotating namespace {namespace} with this cluster's ID"
+        )))
+}
+
+/// Creates the tenant namespace (annotated with this cluster's ID, `local`), or accepts it
+/// when it exists for cluster `id` (annotating it).
 async fn ensure_namespace(
     client: &Client,
     namespace: &NamespaceName,
     id: &str,
+    local: &ClusterId,
 ) -> Result<(), AuthError> {
     let api: Api<Namespace> = Api::all(client.clone());
     let ns = Namespace {
@@ -224,6 +328,10 @@ async fn ensure_namespace(
                 (labels::CLUSTER_ID.to_owned(), id.to_owned()),
                 (labels::TENANT_NAMESPACE.to_owned(), values::TRUE.to_owned()),
             ])),
+            annotations: Some(BTreeMap::from([(
+                annotations::HOST_CLUSTER_ID.to_owned(),
+                local.to_string(),
+            )])),
             ..Default::default()
         },
         ..Default::default()
@@ -244,7 +352,7 @@ async fn ensure_namespace(
                 .as_ref()
                 .and_then(|l| l.get(labels::CLUSTER_ID));
             if owner.map(String::as_str) == Some(id) {
-                Ok(())
+                mark_host(client, namespace, local).await
             } else {
                 Err(AuthError::NamespaceTaken {
                     namespace: namespace.to_string(),
@@ -410,6 +518,24 @@ mod tests {
         assert_eq!(stored_certificate(&r, b"csr-b"), None);
         assert_eq!(stored_certificate(&r, b"csr-a\n"), None);
         assert_eq!(stored_certificate(&r, b""), None);
+    }
+
+    #[test]
+    fn a_repeated_request_needs_a_newer_proof() {
+        assert_eq!(reissue(None, Some(5)), Ok(5));
+        assert_eq!(reissue(Some(4), Some(5)), Ok(5));
+        assert!(reissue(Some(5), Some(5)).is_err(), "the same proof again");
+        assert!(reissue(Some(6), Some(5)).is_err(), "an older proof");
+        assert!(reissue(None, None).is_err(), "no proof");
+        assert!(reissue(Some(1), None).is_err(), "no proof");
+        let mut r = record(&[]);
+        assert_eq!(last_proof(&r), None);
+        r.metadata.annotations = Some(
+            [(annotations::LAST_PROOF_TIME.to_owned(), "17".to_owned())]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(last_proof(&r), Some(17));
     }
 
     #[test]

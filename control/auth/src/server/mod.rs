@@ -15,7 +15,7 @@
 mod error;
 mod issue;
 mod roles;
-mod tls;
+pub mod tls;
 pub mod validate;
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
@@ -312,7 +312,13 @@ async fn certificate(State(state): State<Arc<AppState>>, body: Bytes) -> Respons
         let ours = state.token.borrow().clone();
         let request = validate::validate(&body, &ours, &state.local.cluster_id)?;
         let _one_at_a_time = state.issuing.lock().await;
-        issue::issue(&state.client, &state.config, request).await
+        issue::issue(
+            &state.client,
+            &state.config,
+            &state.local.cluster_id,
+            request,
+        )
+        .await
     }
     .await;
     match result {

@@ -36,11 +36,9 @@ pub(super) fn sans(listen: IpAddr, extra: &[String]) -> Vec<String> {
     sans
 }
 
-/// A TLS acceptor with a new self-signed certificate, and the certificate (PEM).
-pub(super) fn self_signed(
-    listen: IpAddr,
-    extra: &[String],
-) -> Result<(TlsAcceptor, String), TlsError> {
+/// A TLS acceptor with a new self-signed certificate for `localhost`, `127.0.0.1`, `listen`
+/// and `extra`, and the certificate (PEM).
+pub fn self_signed(listen: IpAddr, extra: &[String]) -> Result<(TlsAcceptor, String), TlsError> {
     let sans = sans(listen, extra);
     let certified = rcgen::generate_simple_self_signed(sans.clone())
         .map_err(|source| TlsError::Generate { sans, source })?;

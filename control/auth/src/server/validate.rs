@@ -2,14 +2,16 @@
 //! destination token is ours, the requesting cluster ID is not ours, the CSR is a valid signed
 //! request whose subject is exactly `CN=<the requesting cluster ID>, O=liqo.io` (every
 //! attribute read, none other allowed, no CSR attribute), the origin token (if any) is well
-//! formed. Pure.
+//! formed, and a proof of possession (if any, [`control::identity::proof`]) verifies with the
+//! CSR's key for this cluster. Pure.
 
 use control::{
     api::{ClusterId, discovery::ClusterIdentity},
     consts::auth,
-    identity::{self, AuthToken, CertificateIdentityRequest, TokenCheck},
+    identity::{self, AuthToken, CertificateIdentityRequest, Proof, TokenCheck, proof},
 };
 use liqo_types::field::bad;
+use ring::signature::{self as sig, UnparsedPublicKey, VerificationAlgorithm};
 
 use super::AuthError;
 
@@ -22,6 +24,9 @@ pub struct Validated {
     pub csr_pem: Vec<u8>,
     /// Its token, to store so we can authenticate back (`None` when it sent none).
     pub origin_token: Option<AuthToken>,
+    /// The time (unix ms) of its proof of possession of the CSR's key, verified; `None`
+    /// when it sent none.
+    pub proof_time: Option<u64>,
 }
 
 /// Checks a request body against our token and our cluster ID (`local`: a request carrying it
@@ -40,7 +45,12 @@ pub fn validate(body: &[u8], ours: &AuthToken, local: &ClusterId) -> Result<Vali
         )
         .into());
     }
-    check_csr(&request.certificate_signing_request, &request.cluster)?;
+    let key = check_csr(&request.certificate_signing_request, &request.cluster)?;
+    let proof_time = request
+        .proof_of_possession
+        .as_ref()
+        .map(|p| check_proof(p, &key, local, &request.certificate_signing_request))
+        .transpose()?;
     let origin_token = if request.origin_cluster_token.is_empty() {
         None
     } else {
@@ -55,7 +65,43 @@ pub fn validate(body: &[u8], ours: &AuthToken, local: &ClusterId) -> Result<Vali
         cluster: request.cluster,
         csr_pem: request.certificate_signing_request,
         origin_token,
+        proof_time,
     })
+}
+
+/// A CSR's public key, as a signature verifier takes it.
+struct CsrKey {
+    algorithm: &'static dyn VerificationAlgorithm,
+    key: Vec<u8>,
+}
+
+const PROOF_FIELD: &str = "proofOfPossession";
+
+/// The proof's signature verifies, with the CSR's key, over the message for this cluster
+/// (`local`), this CSR and the proof's time; returns that time.
+fn check_proof(
+    p: &Proof,
+    key: &Option<CsrKey>,
+    local: &ClusterId,
+    csr: &[u8],
+) -> Result<u64, AuthError> {
+    let Some(key) = key else {
+        return Err(bad(
+            PROOF_FIELD,
+            "the CSR's key type cannot sign a proof (ECDSA P-256/P-384, Ed25519 or RSA are)",
+        )
+        .into());
+    };
+    let message = proof::message(local, csr, p.time_ms);
+    UnparsedPublicKey::new(key.algorithm, &key.key)
+        .verify(&message, &p.signature)
+        .map_err(|_| {
+            bad(
+                PROOF_FIELD,
+                "the signature does not verify with the CSR's key for this cluster",
+            )
+        })?;
+    Ok(p.time_ms)
 }
 
 const CSR_FIELD: &str = "certificateSigningRequest";
@@ -67,8 +113,9 @@ fn csr_bad(reason: impl Into<String>) -> AuthError {
 /// The CSR is one PEM `CERTIFICATE REQUEST`, correctly signed, whose subject is exactly
 /// `CN=<the cluster ID>` and `O=liqo.io`: one attribute per RDN, no other attribute (the
 /// apiserver makes every O a group, every CN the user), and no CSR attribute at all (no
-/// extension request: the signer copies requested SANs; usages are set by us).
-fn check_csr(pem: &[u8], cluster: &ClusterIdentity) -> Result<(), AuthError> {
+/// extension request: the signer copies requested SANs; usages are set by us). Returns its
+/// public key when it is of a type a proof of possession can be verified with.
+fn check_csr(pem: &[u8], cluster: &ClusterIdentity) -> Result<Option<CsrKey>, AuthError> {
     use x509_parser::{
         certification_request::X509CertificationRequest, oid_registry, pem::parse_x509_pem,
         prelude::FromDer,
@@ -135,7 +182,32 @@ fn check_csr(pem: &[u8], cluster: &ClusterIdentity) -> Result<(), AuthError> {
             auth::CSR_ORGANIZATION
         )));
     }
-    Ok(())
+    let spki = &info.subject_pki;
+    let oid = &spki.algorithm.algorithm;
+    let curve = spki
+        .algorithm
+        .parameters
+        .as_ref()
+        .and_then(|p| p.as_oid().ok());
+    let algorithm: Option<&'static dyn VerificationAlgorithm> = if *oid
+        == oid_registry::OID_SIG_ED25519
+    {
+        Some(&sig::ED25519)
+    } else if *oid == oid_registry::OID_KEY_TYPE_EC_PUBLIC_KEY {
+        match curve {
+            Some(c) if c == oid_registry::OID_EC_P256 => Some(&sig::ECDSA_P256_SHA256_ASN1),
+            Some(c) if c == oid_registry::OID_NIST_EC_P384 => Some(&sig::ECDSA_P384_SHA384_ASN1),
+            _ => None,
+        }
+    } else if *oid == oid_registry::OID_PKCS1_RSAENCRYPTION {
+        Some(&sig::RSA_PKCS1_2048_8192_SHA256)
+    } else {
+        None
+    };
+    Ok(algorithm.map(|algorithm| CsrKey {
+        algorithm,
+        key: spki.subject_public_key.data.to_vec(),
+    }))
 }
 
 #[cfg(test)]
@@ -246,6 +318,63 @@ mod tests {
         // A wrong token is never echoed.
         let m = err(&body(&"f".repeat(128), "", "x")).to_string();
         assert!(!m.contains("ffff"), "{m}");
+    }
+
+    fn keyed_csr(alg: &'static rcgen::SignatureAlgorithm) -> (KeyPair, String) {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, ID);
+        dn.push(DnType::OrganizationName, "liqo.io");
+        params.distinguished_name = dn;
+        let key = KeyPair::generate_for(alg).unwrap();
+        let pem = params.serialize_request(&key).unwrap().pem().unwrap();
+        (key, pem)
+    }
+
+    fn with_proof(body: &[u8], proof: serde_json::Value) -> Vec<u8> {
+        let mut v: serde_json::Value = serde_json::from_slice(body).unwrap();
+        v["proofOfPossession"] = proof;
+        serde_json::to_vec(&v).unwrap()
+    }
+
+    fn proof(key: &KeyPair, provider: &str, csr: &str, time_ms: u64) -> serde_json::Value {
+        use base64::Engine;
+        use rcgen::SigningKey;
+        let m = proof::message(&provider.parse().unwrap(), csr.as_bytes(), time_ms);
+        let s = key.sign(&m).unwrap();
+        serde_json::json!({
+            "timeMs": time_ms,
+            "signature": base64::engine::general_purpose::STANDARD.encode(s),
+        })
+    }
+
+    #[test]
+    fn a_proof_verifies_with_the_csrs_key_for_this_cluster_only() {
+        let ours = token('a');
+        for alg in [&rcgen::PKCS_ECDSA_P256_SHA256, &rcgen::PKCS_ED25519] {
+            let (key, pem) = keyed_csr(alg);
+            let plain = body(ours.expose(), "", &pem);
+            let good = with_proof(&plain, proof(&key, LOCAL, &pem, 1_700_000_000_000));
+            let v = validate(&good, &ours).unwrap();
+            assert_eq!(v.proof_time, Some(1_700_000_000_000));
+            assert_eq!(validate(&plain, &ours).unwrap().proof_time, None);
+            // Made for another provider, with another key, or with another time: refused,
+            // the field named.
+            let (other, _) = keyed_csr(alg);
+            for bad_proof in [
+                proof(&key, ID, &pem, 1_700_000_000_000),
+                proof(&other, LOCAL, &pem, 1_700_000_000_000),
+                {
+                    let mut p = proof(&key, LOCAL, &pem, 1_700_000_000_000);
+                    p["timeMs"] = 1_700_000_000_001u64.into();
+                    p
+                },
+            ] {
+                let e = validate(&with_proof(&plain, bad_proof), &ours).unwrap_err();
+                assert_eq!(e.status().as_u16(), 400, "{e}");
+                assert!(e.to_string().contains("proofOfPossession"), "{e}");
+            }
+        }
     }
 
     /// CSRs made with openssl (tests/fixtures, made once with `openssl req -new -newkey

@@ -55,6 +55,12 @@ fn a_refusal_older_than_our_write_answered_an_earlier_attempt() {
         "the second of our write, after a retry: it answers it"
     );
     assert!(refused(Some(&denied)));
+    assert!(refused(Some(&status(&[C::Authentication(
+        A::WrongCluster
+    )]))));
+    assert!(!refused(Some(&status(&[C::Authentication(
+        A::NotReachable
+    )]))));
     assert!(!refused(Some(&status(&[C::Authentication(A::Pending)]))));
     assert!(!refused(None));
 }
@@ -73,7 +79,7 @@ fn no_status_waits_for_authentication() {
 
 #[test]
 fn authentication_refusals_fail_the_first_stage() {
-    for a in [A::Denied, A::EmptyDenied] {
+    for a in [A::Denied, A::EmptyDenied, A::WrongCluster] {
         let p = progress(&[C::Authentication(a)], NodeState::Absent);
         let Outcome::Failed(Stage::Authentication, seen) = &p.outcome else {
             panic!("{a:?}: {:?}", p.outcome)

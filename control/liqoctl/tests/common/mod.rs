@@ -179,6 +179,43 @@ pub(crate) async fn fc_names(fcs: &Api<ForeignCluster>) -> Vec<String> {
         .collect()
 }
 
+/// A stand-in for a remote cluster's auth service that answers only `GET /ids` (HTTPS,
+/// self-signed, on `ip` and a free port) with `id` and `name`: what `peer out-of-band` asks
+/// before it writes anything. Returns its URL; it serves until the test ends.
+pub(crate) async fn fake_auth(ip: &str, id: &str, name: &str) -> String {
+    use axum::{Json, Router, routing::get};
+    let info = control::identity::ClusterInfo {
+        cluster_id: id.parse().unwrap(),
+        cluster_name: name.parse().unwrap(),
+    };
+    let ip: std::net::IpAddr = ip.parse().unwrap();
+    let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (tls, _) = liqo_auth::server::tls::self_signed(ip, &[]).unwrap();
+    let router = Router::new().route(
+        control::consts::auth::IDS_PATH,
+        get(move || {
+            let info = info.clone();
+            async move { Json(info) }
+        }),
+    );
+    let limits = liqo_auth::https::Limits {
+        handshake: std::time::Duration::from_secs(5),
+        header: std::time::Duration::from_secs(5),
+        request: std::time::Duration::from_secs(5),
+        max_connections: 16,
+    };
+    tokio::spawn(liqo_auth::https::serve(
+        "fake liqo-auth",
+        listener,
+        Some(tls),
+        router,
+        limits,
+        std::future::pending::<()>(),
+    ));
+    format!("https://{addr}")
+}
+
 pub(crate) fn crds_dir() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../chart/crds"))
 }
@@ -196,6 +233,8 @@ pub(crate) struct Ctx {
     pub(crate) rome_token: AuthToken,
     /// The token given for milan.
     pub(crate) milan_token: AuthToken,
+    /// milan's auth service (a stand-in answering `/ids`).
+    pub(crate) milan_url: String,
     /// A directory of the cluster's, removed with it.
     pub(crate) dir: PathBuf,
     /// The clusters (stopped on drop), then the guard that tears them down even if that failed.
@@ -235,20 +274,21 @@ impl Ctx {
             auth_url: format!("https://127.0.0.1:{AUTH_PORT}"),
             rome_token,
             milan_token: AuthToken::from_bytes(&[0x17; 64]),
+            milan_url: fake_auth("127.0.0.2", MILAN_ID, "milan").await,
             dir: cluster.dir.clone(),
             _set: set,
             _guard: guard,
         }
     }
 
-    /// `peer out-of-band milan ...` with milan's ID and token (no `--timeout`).
+    /// `peer out-of-band milan ...` with milan's URL, ID and token (no `--timeout`).
     pub(crate) fn milan_args(&self) -> [&str; 9] {
         [
             "peer",
             "out-of-band",
             "milan",
             "--auth-url",
-            "https://127.0.0.2:31443",
+            &self.milan_url,
             "--cluster-id",
             MILAN_ID,
             "--auth-token",

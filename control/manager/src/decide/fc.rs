@@ -61,14 +61,25 @@ pub fn auth_step(identity: &IdentityState) -> AuthStep {
     }
 }
 
-/// Whether to ask the peer again after a failed identity request (`since_failure`: how long
-/// ago the last one failed, `None` if none did): at most once per resync period, so that a
-/// refusing peer is not asked on every event.
-pub fn auth_retry_due(
-    since_failure: Option<std::time::Duration>,
-    period: std::time::Duration,
-) -> bool {
-    since_failure.is_none_or(|d| d >= period)
+/// How long to wait before asking the peer again after `failures` failed identity requests
+/// in a row (of the same attempt): `base`, doubled with each failure, at most
+/// [`AUTH_RETRY_MAX`]. A refusing or unreachable peer is not asked on every event.
+pub fn auth_retry_delay(failures: u32, base: std::time::Duration) -> std::time::Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    base.saturating_mul(1 << doublings).min(AUTH_RETRY_MAX)
+}
+
+/// The longest wait between two identity requests of a failing attempt.
+pub const AUTH_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The message of a failed identity request: why (the auth service's answer, or what failed),
+/// how many attempts failed in a row and when the next is.
+pub fn auth_failure_message(why: &str, failures: u32, next: std::time::Duration) -> String {
+    let next = format!("{}s", next.as_secs().max(1));
+    match failures {
+        0 | 1 => format!("{why}; asking again in {next}"),
+        n => format!("{why}; {n} attempts failed in a row, asking again in {next}"),
+    }
 }
 
 /// A ResourceRequest as the ForeignCluster controller sees it.

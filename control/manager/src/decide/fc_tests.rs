@@ -365,12 +365,23 @@ fn unpeer_order() {
 }
 
 #[test]
-fn a_failed_identity_request_is_retried_once_per_period() {
+fn a_failing_identity_request_backs_off() {
     use std::time::Duration;
-    let period = Duration::from_secs(30);
-    assert!(auth_retry_due(None, period));
-    assert!(!auth_retry_due(Some(Duration::from_secs(1)), period));
-    assert!(auth_retry_due(Some(Duration::from_secs(30)), period));
+    let base = Duration::from_secs(10);
+    let waits: Vec<u64> = (1..=8)
+        .map(|n| auth_retry_delay(n, base).as_secs())
+        .collect();
+    assert_eq!(waits, [10, 20, 40, 80, 160, 300, 300, 300]);
+    assert_eq!(auth_retry_delay(0, base), base);
+    assert_eq!(auth_retry_delay(u32::MAX, base), AUTH_RETRY_MAX);
+    assert_eq!(
+        auth_failure_message("milan answered 403: no", 1, base),
+        "milan answered 403: no; asking again in 10s"
+    );
+    assert_eq!(
+        auth_failure_message("x", 3, Duration::from_secs(40)),
+        "x; 3 attempts failed in a row, asking again in 40s"
+    );
 }
 
 #[test]

@@ -7,8 +7,8 @@ use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context as _;
 use clap::Parser;
-use futures::FutureExt;
-use k8s_openapi::api::core::v1::Node;
+use futures::{FutureExt, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::{Api, api::DynamicObject, runtime::watcher};
 use liqo_netops::{
     cli,
@@ -160,6 +160,16 @@ async fn main() -> anyhow::Result<()> {
         watcher::Config::default().labels(control::consts::net::TEP_CLUSTER_ID_LABEL),
         "TunnelEndpoints",
     );
+    // The private key Secret: a rotation asked for, or the Secret deleted, acts at once.
+    let key_secret = runner::events(
+        Api::<Secret>::namespaced(client.clone(), &args.namespace),
+        watcher::Config::default().fields(&format!(
+            "metadata.name={}",
+            control::consts::net::PRIVATE_KEY_SECRET
+        )),
+        "the key Secret",
+    );
+    let trigger = futures::stream::select(trigger, key_secret).boxed();
     runner::run(
         client,
         &args.node_name,

@@ -30,7 +30,7 @@ pub async fn unpeer(local: Side, remote: Side, timeout: Duration) -> Result<(), 
         };
         let name = fc.metadata.name.clone().unwrap_or_default();
         let left = whole_seconds(deadline);
-        crate::peer::disable(&on.client, &name, left).await?;
+        crate::peer::disable_outgoing(&on.client, &name, left).await?;
         names.push((on, peer, name));
     }
     // Both ForeignClusters deleted before either is waited for: each side's teardown (and
