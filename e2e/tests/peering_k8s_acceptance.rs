@@ -7,7 +7,11 @@
 //! - 6: `liqoctl unpeer out-of-band` tears the outgoing peering down in the order of
 //!   control-plane.md §1.7 (watched on both clusters), keeps the ForeignCluster and the tenant
 //!   namespaces, peering again reuses the identity, and the reverse direction survives;
-//! - 7: three clusters in a full mesh, every direction Established, no duplicate objects.
+//! - 7: three clusters in a full mesh, every direction Established, no duplicate objects;
+//!
+//! and issue 26's acceptance 1 to 3 ([`trust`]): a line naming another cluster refused before
+//! any token is sent, a replayed identity request refused, `unpeer` of a ForeignCluster that
+//! never authenticated removing everything it made.
 //!
 //! Needs the components built (`cargo build -p ipam -p liqo-auth -p liqo-controller-manager -p
 //! liqoctl --bins`) next to this test or in `$LIQO_BIN_DIR`. Waits allow 60 s where the
@@ -53,6 +57,9 @@ use kube::{
 };
 
 const WAIT: u64 = 60;
+
+#[path = "peering_k8s_acceptance/trust.rs"]
+mod trust;
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -361,10 +368,13 @@ async fn csr_count(client: &Client) -> usize {
 /// The issue's acceptance 3 (control-plane.md §1.2 steps 2 and 4): a wrong token (valid
 /// format) is denied with `IdentityDenied` and creates nothing on milan; `peer out-of-band`
 /// with rome's own cluster ID is refused and writes nothing; once peered, a second identity
-/// request for rome gets 403.
+/// request for rome gets 403. Issue 26's acceptance 1 to 3 on the same three clusters
+/// ([`trust`]): rome's identity request goes through a recording relay and its replay is
+/// refused; turin pastes a line naming another cluster, writes a ForeignCluster whose auth
+/// service is another cluster's, is denied, and unpeers them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn wrong_token_own_id_and_second_identity_request_are_refused() {
-    let lab = Lab::up(2).await;
+async fn wrong_token_own_id_wrong_cluster_replay_and_unpeer_of_the_refused() {
+    let lab = Lab::up(3).await;
     let (rome, milan) = (lab.client("rome").await, lab.client("milan").await);
     let (rome_id, milan_id) = (lab.id("rome"), lab.id("milan"));
     let command = lab.peer_command("milan");
@@ -517,9 +527,12 @@ async fn wrong_token_own_id_and_second_identity_request_are_refused() {
 
     // The operator runs the generated command (the right token) at once, over the denied
     // ForeignCluster: the new token is tried at once (not after the retry period) and liqoctl
-    // waits past the earlier denial.
+    // waits past the earlier denial. Its auth URL is a relay to milan's that records the
+    // identity request (a man in the middle, for the replay below).
+    let rec = trust::recorder(&url).await;
+    let relayed = command.replace(&url, &rec.url);
     let started = Instant::now();
-    let out = lab.bash("rome", &command);
+    let out = lab.bash("rome", &relayed);
     assert!(out.status.success(), "{}", text(&out));
     eventually(WAIT, "rome -> milan Established after the denial", || {
         fc_is(
@@ -587,6 +600,9 @@ async fn wrong_token_own_id_and_second_identity_request_are_refused() {
     )
     .await
     .unwrap();
+
+    trust::replay(&lab, &rec, &url).await;
+    trust::from_turin(&lab, &command).await;
 }
 
 /// One observation of a watched object.

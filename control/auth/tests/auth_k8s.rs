@@ -5,7 +5,8 @@
 //! A consumer asks for an identity with a real CSR; the certificate the kcm signs authenticates
 //! it as its cluster ID, with the basic peering permissions in its tenant namespace and nothing
 //! else; wrong tokens, bad CSRs and second requests with another CSR are refused and leave
-//! nothing behind; the same CSR again is answered the same certificate.
+//! nothing behind; the same CSR again is answered the same certificate only with a proof of
+//! possession of its key newer than the last (a replayed request gets 403 and nothing stored).
 
 #[allow(
     dead_code,
@@ -59,6 +60,7 @@ async fn issue_and_check(
     apiserver: &str,
     ca: &[u8],
     alg: &'static rcgen::SignatureAlgorithm,
+    metrics: &liqo_auth::metrics::Metrics,
 ) {
     let http = AuthClient::new(true);
     let tenant = names::tenant_namespace(consumer);
@@ -142,16 +144,27 @@ async fn issue_and_check(
         .unwrap();
     assert_eq!(remote_tenant_csrs(admin).await, 1);
 
-    // A good request.
+    // A good request, with a proof of possession (as our consumers send).
     let (key, good_csr) = csr_with(id, auth::CSR_ORGANIZATION, alg);
     let t = Instant::now();
-    let resp = http
-        .certificate(
+    let first = proved(
+        request(consumer, &consumer_token, Some(milan_token), &good_csr),
+        &key,
+        1_000,
+    );
+    let first_bytes = serde_json::to_vec(&first).unwrap();
+    let (status, body) = http
+        .raw(
             url,
-            &request(consumer, &consumer_token, Some(milan_token), &good_csr),
+            auth::CERTIFICATE_PATH,
+            http::Method::POST,
+            Some(first_bytes.clone()),
         )
         .await
         .unwrap();
+    assert_eq!(status, 202, "{}", String::from_utf8_lossy(&body));
+    let resp: control::identity::CertificateIdentityResponse =
+        control::identity::decode(&body).unwrap();
     eprintln!(
         "identity for {id} issued in {:.1} s",
         t.elapsed().as_secs_f64()
@@ -175,6 +188,15 @@ async fn issue_and_check(
     assert_eq!(
         ns_labels.get(labels::TENANT_NAMESPACE).map(String::as_str),
         Some("true")
+    );
+    // It says which cluster it lives in (the consumer checks its API server with it).
+    assert_eq!(
+        ns.metadata
+            .annotations
+            .unwrap_or_default()
+            .get(control::consts::annotations::HOST_CLUSTER_ID)
+            .map(String::as_str),
+        Some(MILAN_ID)
     );
     let record = Api::<Secret>::namespaced(admin.clone(), tenant.as_str())
         .get(objects::REMOTE_CERTIFICATE_SECRET)
@@ -255,32 +277,87 @@ async fn issue_and_check(
         other => panic!("listing ResourceRequests in liqo: {other:?}"),
     }
 
-    // The same CSR again (its reply was lost): 202 with the same certificate, and nothing
-    // new (no CSR object, the record unchanged).
-    let before = Api::<Secret>::namespaced(admin.clone(), tenant.as_str())
-        .get(objects::REMOTE_CERTIFICATE_SECRET)
-        .await
-        .unwrap();
-    let replay = http
-        .certificate(
-            url,
-            &request(consumer, &consumer_token, Some(milan_token), &good_csr),
-        )
-        .await
-        .unwrap();
-    assert_eq!(replay.certificate, resp.certificate);
-    assert_eq!(replay.namespace, tenant);
-    assert_eq!(replay.api_server_url, apiserver);
-    assert_eq!(replay.api_server_ca.as_deref(), Some(ca));
-    let after = Api::<Secret>::namespaced(admin.clone(), tenant.as_str())
-        .get(objects::REMOTE_CERTIFICATE_SECRET)
-        .await
-        .unwrap();
+    // The same CSR again. A replay of the request byte for byte (its proof already seen), the
+    // request without a proof, or with an older proof: 403, nothing stored answered, nothing
+    // new (no CSR object, the record unchanged), each counted.
+    let record = || async {
+        Api::<Secret>::namespaced(admin.clone(), tenant.as_str())
+            .get(objects::REMOTE_CERTIFICATE_SECRET)
+            .await
+            .unwrap()
+    };
+    let proof_time = |s: &Secret| {
+        s.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(control::consts::annotations::LAST_PROOF_TIME))
+            .cloned()
+    };
+    let before = record().await;
+    assert_eq!(proof_time(&before).as_deref(), Some("1000"));
+    let replays_before = certificate_count(metrics, "replay");
+    let unproved = serde_json::to_vec(&request(
+        consumer,
+        &consumer_token,
+        Some(milan_token),
+        &good_csr,
+    ))
+    .unwrap();
+    let older = serde_json::to_vec(&proved(
+        request(consumer, &consumer_token, Some(milan_token), &good_csr),
+        &key,
+        999,
+    ))
+    .unwrap();
+    for (what, bytes) in [
+        ("a byte-for-byte replay", &first_bytes),
+        ("no proof", &unproved),
+        ("an older proof", &older),
+    ] {
+        let (status, body) = http
+            .raw(
+                url,
+                auth::CERTIFICATE_PATH,
+                http::Method::POST,
+                Some(bytes.clone()),
+            )
+            .await
+            .unwrap();
+        let body = String::from_utf8_lossy(&body);
+        assert_eq!(status, 403, "{what}: {body}");
+        assert!(body.contains("prove possession"), "{what}: {body}");
+        for secret in [tenant.as_str(), "BEGIN CERTIFICATE", apiserver] {
+            assert!(
+                !body.contains(secret),
+                "{what} disclosed {secret:?}: {body}"
+            );
+        }
+    }
+    assert_eq!(certificate_count(metrics, "replay"), replays_before + 3);
+    let after = record().await;
     assert_eq!(
         after.metadata.resource_version, before.metadata.resource_version,
         "the record is rewritten"
     );
+    assert_eq!(remote_tenant_csrs(admin).await, 0, "a CSR object made");
+
+    // Its reply lost, the consumer asks again with a newer proof: 202 with the same
+    // certificate, the proof's time recorded; that request replayed is refused in turn.
+    let retry = proved(
+        request(consumer, &consumer_token, Some(milan_token), &good_csr),
+        &key,
+        2_000,
+    );
+    let again = http.certificate(url, &retry).await.unwrap();
+    assert_eq!(again.certificate, resp.certificate);
+    assert_eq!(again.namespace, tenant);
+    assert_eq!(again.api_server_url, apiserver);
+    assert_eq!(again.api_server_ca.as_deref(), Some(ca));
+    let after = record().await;
+    assert_eq!(proof_time(&after).as_deref(), Some("2000"));
     assert_eq!(after.data, before.data);
+    refused(url, &retry, 403).await;
+    assert_eq!(certificate_count(metrics, "replay"), replays_before + 4);
     assert_eq!(remote_tenant_csrs(admin).await, 0, "a CSR object made");
     let namespaces = Api::<Namespace>::all(admin.clone())
         .list(&ListParams::default().labels(&format!("{}={id}", labels::CLUSTER_ID)))
@@ -388,6 +465,7 @@ async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_ef
             &cluster.server,
             &ca,
             alg,
+            &running.metrics,
         )
         .await;
 

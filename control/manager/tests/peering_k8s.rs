@@ -211,7 +211,8 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
     })
     .await;
 
-    // Refusals: our own cluster ID is not processed; a wrong token is denied.
+    // Refusals: our own cluster ID is not processed; a ForeignCluster naming naples at milan's
+    // auth URL is refused before any token is sent (milan's /ids answers milan's ID).
     let bad = |name: &str, id: &str, url: &str| -> ForeignCluster {
         serde_json::from_value(serde_json::json!({
             "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
@@ -253,7 +254,7 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
             "naples",
             &[
                 (T::ProcessForeignClusterStatus, S::Success),
-                (T::AuthenticationStatus, S::Denied),
+                (T::AuthenticationStatus, S::Error),
                 (T::OutgoingPeering, S::None),
             ],
         )
@@ -275,7 +276,19 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
     )
     .cloned()
     .unwrap();
-    assert_eq!(auth.reason.as_deref(), Some("IdentityDenied"));
+    assert_eq!(
+        auth.reason.as_deref(),
+        Some("ClusterIDMismatch"),
+        "{auth:?}"
+    );
+    let message = auth.message.unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "answers for cluster {MILAN_ID} (milan), not {NAPLES_ID}"
+        )) && message.contains("no token was sent")
+            && message.contains("asking again in"),
+        "{message}"
+    );
 
     // Unpeer: outgoing No.
     Api::<ForeignCluster>::all(rome.client.clone())

@@ -230,6 +230,7 @@ impl Component {
             proc,
             url,
             listen: Some(format!("127.0.0.1:{}", ctx.port)),
+            metrics: Some(format!("127.0.0.1:{}", ctx.metrics)),
         })
     }
 }

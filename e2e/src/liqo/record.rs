@@ -29,6 +29,9 @@ pub struct Running {
     /// service), if it has one.
     #[serde(default)]
     pub listen: Option<String>,
+    /// Where its Prometheus metrics are served (`127.0.0.1:<port>`, path `/metrics`).
+    #[serde(default)]
+    pub metrics: Option<String>,
 }
 
 /// Liqo on one cluster.
@@ -191,6 +194,7 @@ mod tests {
                     },
                     url: "http://127.0.0.1:9106/status".into(),
                     listen: None,
+                    metrics: None,
                 }],
             }],
         };

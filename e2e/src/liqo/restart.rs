@@ -94,6 +94,7 @@ pub async fn restart_component(
         proc,
         url: killed.was.url,
         listen: killed.was.listen,
+        metrics: killed.was.metrics,
     };
     let slot = liqo
         .clusters

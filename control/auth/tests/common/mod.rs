@@ -159,6 +159,8 @@ pub(crate) async fn install(admin: &Client) {
 
 pub(crate) struct Running {
     pub(crate) url: String,
+    /// The service's request counters.
+    pub(crate) metrics: liqo_auth::metrics::Metrics,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -180,6 +182,7 @@ pub(crate) async fn start(client: Client, api_server_url: &str, ca: &[u8]) -> Ru
         Some(ca.to_vec()),
     );
     config.token_check_period = Duration::from_millis(500);
+    let metrics = config.metrics.clone();
     let bound = server::bind(config, client).await.unwrap();
     let url = format!("https://{}", bound.local_addr());
     assert!(
@@ -195,6 +198,7 @@ pub(crate) async fn start(client: Client, api_server_url: &str, ca: &[u8]) -> Ru
     }));
     Running {
         url,
+        metrics,
         stop: Some(tx),
         task,
     }
@@ -207,6 +211,31 @@ pub(crate) fn request(
     csr_pem: &str,
 ) -> CertificateIdentityRequest {
     CertificateIdentityRequest::new(consumer.clone(), ours, theirs, csr_pem.as_bytes().to_vec())
+}
+
+/// `request` with a proof of possession of `key` made for milan at `time_ms`.
+pub(crate) fn proved(
+    request: CertificateIdentityRequest,
+    key: &KeyPair,
+    time_ms: u64,
+) -> CertificateIdentityRequest {
+    use rcgen::SigningKey;
+    let m = control::identity::proof::message(
+        &MILAN_ID.parse().unwrap(),
+        &request.certificate_signing_request,
+        time_ms,
+    );
+    let signature = key.sign(&m).unwrap();
+    request.with_proof(control::identity::Proof { time_ms, signature })
+}
+
+/// The count of `certificate` requests with `outcome` in `metrics`.
+pub(crate) fn certificate_count(metrics: &liqo_auth::metrics::Metrics, outcome: &str) -> u64 {
+    let text = metrics.encode();
+    let key = format!("liqo_auth_requests_total{{path=\"certificate\",outcome=\"{outcome}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&key))
+        .map_or(0, |n| n.trim().parse().unwrap())
 }
 
 pub(crate) async fn remote_tenant_csrs(admin: &Client) -> usize {
