@@ -145,9 +145,10 @@ async fn up_k8s_gives_every_lab_cluster_a_control_plane_whose_nodes_are_the_lab_
 }
 
 /// Peers every pair (`consumer -> provider`) with liqoctl, then requires every probe of
-/// `check` (from the TunnelEndpoints) to pass and NETWORKING Established on both sides; then
-/// unpeers them all and requires the kernel state and the IPAMs as before.
-async fn peer_check_unpeer(k: &K8sLab, pairs: &[(&str, &str)]) {
+/// `check` (from the TunnelEndpoints) to pass and NETWORKING Established on both sides; with
+/// `rotate` (`(cluster, from)`), rotates that cluster's gateway key twice while `from` probes it
+/// ([`rotations`]); then unpeers them all and requires the kernel state and the IPAMs as before.
+async fn peer_check_unpeer(k: &K8sLab, pairs: &[(&str, &str)], rotate: Option<(&str, &str)>) {
     let before = fabric_state(k);
     for (consumer, provider) in pairs {
         let t = Instant::now();
@@ -215,6 +216,9 @@ async fn peer_check_unpeer(k: &K8sLab, pairs: &[(&str, &str)]) {
             );
         }
     }
+    if let Some((cluster, from)) = rotate {
+        rotations(k, cluster, from, 2 * pairs.len()).await;
+    }
 
     for (consumer, provider) in pairs {
         let took = k.unpeer(consumer, provider).unwrap();
@@ -258,8 +262,88 @@ async fn peer_check_unpeer(k: &K8sLab, pairs: &[(&str, &str)]) {
     assert!(k8s::views::tunnels(k).await.unwrap().is_empty());
 }
 
+/// Issue 26's acceptance 4: `cluster`'s gateway key rotated by `liqoctl rotate-key`, then by
+/// deleting its Secret, each while `from` pings it and probes it over TCP: traffic resumes
+/// within 5 s with no manual step, the gateway's status shows the new key (published as
+/// such), every TunnelEndpoint (`teps` of them) is Connected again and every probe of `check`
+/// passes.
+async fn rotations(k: &K8sLab, cluster: &str, from: &str, teps: usize) {
+    use e2e::lab::k8s::rotate::Trigger;
+    let mut keys = Vec::new();
+    for trigger in [Trigger::Liqoctl, Trigger::DeleteSecret] {
+        let r = k
+            .rotate_key(
+                cluster,
+                from,
+                trigger,
+                Duration::from_secs(3),
+                Duration::from_secs(60),
+            )
+            .await
+            .unwrap();
+        eprintln!(
+            "rotation by {trigger:?}:\n{}{}",
+            r.liqoctl.clone().unwrap_or_default(),
+            r.render()
+        );
+        assert_ne!(r.new_key, r.old_key, "{trigger:?}");
+        assert_eq!(
+            r.published, r.new_key,
+            "{trigger:?}: the published key is not the one running"
+        );
+        assert!(
+            r.worst() <= Duration::from_secs(5),
+            "{trigger:?}: traffic interrupted for {:?} (target <= 5 s)",
+            r.worst()
+        );
+        assert!(
+            r.tcp.up_at_end && r.tcp.answered > 0,
+            "{trigger:?}: {:?}",
+            r.tcp
+        );
+        assert!(r.ping.0 > 0, "{trigger:?}: no ping answered");
+        if let Some(out) = &r.liqoctl {
+            let peers = k8s::views::tunnels(k)
+                .await
+                .unwrap()
+                .iter()
+                .filter(|t| t.cluster == cluster)
+                .count();
+            assert!(
+                out.contains(&format!(
+                    "Key rotated: {peers} peer(s) connected with the new key"
+                )),
+                "{out}"
+            );
+            assert!(
+                out.contains(&format!(
+                    "The gateway runs the new key: public key {}",
+                    r.new_key
+                )),
+                "{out}"
+            );
+        }
+        keys.push(r.old_key.clone());
+        keys.push(r.new_key.clone());
+        let m = k8s::views::check(k).await.unwrap();
+        assert!(
+            m.failures().is_empty(),
+            "after rotation by {trigger:?}:\n{}",
+            m.render()
+        );
+        let tunnels = k8s::views::tunnels(k).await.unwrap();
+        let connected = tunnels
+            .iter()
+            .filter(|t| t.connection == Some(control::api::net::ConnectionStatus::Connected))
+            .count();
+        assert_eq!(connected, teps, "{tunnels:?}");
+    }
+    let distinct: std::collections::BTreeSet<_> = keys.iter().collect();
+    assert_eq!(distinct.len(), 3, "three keys in turn: {keys:?}");
+}
+
 /// The issue's acceptance 1 and 3 (two clusters) and 2 (three, full mesh).
-async fn acceptance(tag: &str, preset: &str, pairs: &[(&str, &str)]) {
+async fn acceptance(tag: &str, preset: &str, pairs: &[(&str, &str)], rotate: Option<(&str, &str)>) {
     dataplane::netns::require_root();
     let _one = ONE_AT_A_TIME.lock().await;
     let p = prefix(tag);
@@ -280,7 +364,7 @@ async fn acceptance(tag: &str, preset: &str, pairs: &[(&str, &str)]) {
     assert!(k8s::views::tunnels(&k).await.unwrap().is_empty());
     let m = k8s::views::check(&k).await.unwrap();
     assert!(m.failures().is_empty(), "{}", m.render());
-    peer_check_unpeer(&k, pairs).await;
+    peer_check_unpeer(&k, pairs, rotate).await;
     let mut pids = Vec::new();
     for i in &k.liqo.clusters {
         pids.extend(i.running.iter().map(|r| r.proc.pid));
@@ -292,7 +376,7 @@ async fn acceptance(tag: &str, preset: &str, pairs: &[(&str, &str)]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_clusters_peered_by_liqoctl_reach_every_pod_and_unpeer_leaves_nothing() {
-    acceptance("b", "two-clusters", &[("rome", "milan")]).await;
+    acceptance("b", "two-clusters", &[("rome", "milan")], None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,6 +385,7 @@ async fn three_clusters_in_a_full_mesh_reach_every_pod_and_unpeer_leaves_nothing
         "c",
         "three-clusters",
         &[("rome", "milan"), ("milan", "turin"), ("turin", "rome")],
+        Some(("milan", "rome")),
     )
     .await;
 }

@@ -76,6 +76,22 @@ enum Command {
         /// The node to run the gateway on.
         node: String,
     },
+    /// With control planes (`up --k8s`): give a cluster's gateway a new WireGuard key while a
+    /// pod of another cluster pings it and probes it over TCP, and report how long each loop was
+    /// interrupted (`liqoctl rotate-key`, or the key Secret deleted).
+    RotateKey {
+        /// The cluster whose gateway gets a new key.
+        cluster: String,
+        /// The cluster probing it (peered with it).
+        #[arg(long)]
+        from: String,
+        /// Delete the key Secret instead of running `liqoctl rotate-key`.
+        #[arg(long)]
+        delete_secret: bool,
+        /// How long both loops must answer after the switch.
+        #[arg(long, default_value_t = 5)]
+        settle_secs: u64,
+    },
     /// Undo `peer`.
     Unpeer {
         /// One cluster.
@@ -535,6 +551,36 @@ async fn run(cli: Cli) -> Result<ExitCode> {
                 "  {b} sees {a}'s pods at {} (external {}), {a} sees {b}'s pods at {}",
                 vb.remote_pods, vb.remote_external, vb.local_pods_at_peer
             );
+        }
+        Command::RotateKey {
+            cluster,
+            from,
+            delete_secret,
+            settle_secs,
+        } => {
+            require_root()?;
+            if !lab::k8s::is_k8s(&prefix) {
+                anyhow::bail!("lab {prefix} has no control planes: rotate-key needs `up --k8s`");
+            }
+            let k = lab::k8s::K8sLab::load(&prefix)?;
+            let trigger = if delete_secret {
+                lab::k8s::rotate::Trigger::DeleteSecret
+            } else {
+                lab::k8s::rotate::Trigger::Liqoctl
+            };
+            let r = k
+                .rotate_key(
+                    &cluster,
+                    &from,
+                    trigger,
+                    std::time::Duration::from_secs(settle_secs),
+                    std::time::Duration::from_secs(60),
+                )
+                .await?;
+            if let Some(out) = &r.liqoctl {
+                print!("{out}");
+            }
+            print!("{}", r.render());
         }
         Command::MoveGateway { cluster, node } => {
             require_root()?;

@@ -23,6 +23,7 @@ pub mod nodes;
 mod peer;
 pub mod relay;
 pub mod restart;
+pub mod rotate;
 pub mod views;
 
 pub use moving::move_gateway;

@@ -29,15 +29,21 @@ impl K8sLab {
         )
     }
 
-    /// `<tool> --context <context> <args>` (`kubectl` or `liqoctl` of the set's `bin/`) with
-    /// the set's kubeconfig.
-    pub fn tool(&self, tool: &str, context: &str, args: &[&str]) -> Result<Output, K8sLabError> {
-        Command::new(self.liqo.bin.join(tool))
-            .arg("--context")
+    /// The command `<tool> --context <context> <args>` (`kubectl` or `liqoctl` of the set's
+    /// `bin/`) with the set's kubeconfig.
+    pub fn tool_command(&self, tool: &str, context: &str, args: &[&str]) -> Command {
+        let mut c = Command::new(self.liqo.bin.join(tool));
+        c.arg("--context")
             .arg(context)
             .args(args)
             .env("KUBECONFIG", &self.set.kubeconfig)
-            .env("PATH", self.path())
+            .env("PATH", self.path());
+        c
+    }
+
+    /// Runs [`K8sLab::tool_command`].
+    pub fn tool(&self, tool: &str, context: &str, args: &[&str]) -> Result<Output, K8sLabError> {
+        self.tool_command(tool, context, args)
             .output()
             .map_err(|e| K8sLabError::lab(format!("running {tool}"), e))
     }
