@@ -54,14 +54,14 @@ async fn refused(url: &str, request: &CertificateIdentityRequest, status: u16) -
 /// second request refused.
 async fn issue_and_check(
     admin: &Client,
-    url: &str,
+    running: &Running,
     milan_token: &AuthToken,
     consumer: &ClusterIdentity,
     apiserver: &str,
     ca: &[u8],
     alg: &'static rcgen::SignatureAlgorithm,
-    metrics: &liqo_auth::metrics::Metrics,
 ) {
+    let (url, metrics) = (running.url.as_str(), &running.metrics);
     let http = AuthClient::new(true);
     let tenant = names::tenant_namespace(consumer);
     let consumer_token = AuthToken::generate().unwrap();
@@ -459,13 +459,12 @@ async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_ef
         let milan_token = tokens::local_token(&admin, "liqo").await.unwrap();
         issue_and_check(
             &admin,
-            &running.url,
+            &running,
             &milan_token,
             &consumer,
             &cluster.server,
             &ca,
             alg,
-            &running.metrics,
         )
         .await;
 
