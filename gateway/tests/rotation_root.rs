@@ -3,7 +3,9 @@
 //! a peer that still has the old public key gets nothing through and never completes a
 //! handshake; once given the new one, traffic resumes at once. A config whose `publicKey` the
 //! file does not hold is refused with the running key kept; without `publicKey`, a key written
-//! by hand is taken at the next resync, and an invalid key file is refused there.
+//! by hand is taken at the next resync, and an invalid key file is refused there. A start whose
+//! key file does not hold `publicKey` fails (and makes no key); an apply that switches the key
+//! and fails in the kernel leaves the old key running until a retry succeeds.
 
 mod common;
 
@@ -315,4 +317,76 @@ async fn a_start_with_a_key_file_that_is_not_public_key_fails_and_makes_no_key()
     let s = site.wait_status("started", |s| s.reload.applied.is_some());
     assert_eq!(s.public_key, key.public().to_string());
     site.stop();
+}
+
+fn ip(site: &Site, args: &[&str]) {
+    let out = site.host.command("ip").args(args).output().unwrap();
+    assert!(out.status.success(), "ip {args:?}: {out:?}");
+}
+
+/// An apply that switches the key and fails in the kernel (the host end of the gateway's veth
+/// down: a new peer's route is refused) is rolled back whole: the old key keeps running, with
+/// its sessions, at every retry; once the kernel takes it, the new key runs.
+#[tokio::test]
+async fn a_failed_apply_keeps_the_old_key_and_the_retry_that_succeeds_switches() {
+    let p = prefix("f");
+    let mut spaces = Spaces::new();
+    let wan = common::wan(&mut spaces, &p).await;
+    let mut a = Site::new(&mut spaces, &p, "a", &wan, "198.18.0.1/24").await;
+    // b and c only lend their keys.
+    let b = Site::new(&mut spaces, &p, "b", &wan, "198.18.0.2/24").await;
+    let c = Site::new(&mut spaces, &p, "c", &wan, "").await;
+    let b_entry = b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16");
+    let c_entry = c.as_peer(None, "10.81.0.0/16", "10.82.0.0/16");
+    let running = a.configure(&b_entry, "");
+    a.start();
+    a.wait_status("started", |s| s.reload.applied.is_some());
+    let old = a.key.clone();
+
+    ip(&a, &["link", "set", "liqo.host", "down"]);
+    let new = PrivateKey::generate().unwrap();
+    let new_pub = new.public().to_string();
+    write_key(&a.dir.join("key"), &new);
+    let both = a.configure(
+        &format!("{b_entry}{c_entry}"),
+        &format!("publicKey: {new_pub}\n"),
+    );
+    let s = a.wait_status("the switch failed twice", |s| {
+        s.reload
+            .apply_error
+            .as_ref()
+            .is_some_and(|f| f.digest == digest(&both) && f.attempts >= 2)
+    });
+    assert!(
+        s.reload
+            .apply_error
+            .as_ref()
+            .unwrap()
+            .error
+            .contains("add route"),
+        "{:?}",
+        s.reload
+    );
+    assert_eq!(s.reload.applied.as_ref().unwrap().digest, digest(&running));
+    assert_eq!((s.public_key.as_str(), s.key_rotations), (old.as_str(), 0));
+    assert_eq!(s.peers.len(), 1, "the peer table was not switched");
+    assert!(!a.log().contains("key rotated"), "{}", a.log());
+
+    ip(&a, &["link", "set", "liqo.host", "up"]);
+    let s = a.wait_status("applied with the new key", |s| {
+        s.reload
+            .applied
+            .as_ref()
+            .is_some_and(|x| x.digest == digest(&both))
+    });
+    assert_eq!(s.reload.problem(), None);
+    assert_eq!(
+        (s.public_key.as_str(), s.key_rotations),
+        (new_pub.as_str(), 1)
+    );
+    assert_eq!(s.peers.len(), 2);
+    assert_eq!(a.log().matches("key rotated").count(), 1, "{}", a.log());
+
+    a.stop();
+    drop((b, c));
 }

@@ -10,6 +10,8 @@
 //! resync) restores routes, rules and NAT changed behind the gateway's back (the NAT session
 //! notices any nftables change in the namespace and replaces the table). A failed start removes
 //! what it created; a failed change is rolled back, and a failed rollback is part of the error.
+//! Every apply reads the private key file again (`rotate`): a new key is switched to by the
+//! apply's last step, which cannot fail, so a rolled-back apply leaves the old key running.
 
 use std::{
     net::Ipv4Addr,

@@ -7,9 +7,8 @@
 //! threads ([`affinity`], [`idleclass`], [`steering`]). The peer table is swapped whole on
 //! reconfiguration; peers whose identity did not change keep their session. Our own key lives in
 //! the table ([`Identity`]): a new key is switched to live by the same swap, every session made
-//! anew with it. Lightly loaded, a
-//! packet is read on the CPU that sent or received it, by a thread in the idle scheduling class
-//! so that the application it wakes stays on that CPU.
+//! anew with it. Lightly loaded, a packet is read on the CPU that sent or received it, by a thread
+//! in the idle scheduling class so that the application it wakes stays on that CPU.
 
 mod affinity;
 mod device;

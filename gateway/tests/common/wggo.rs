@@ -1,12 +1,14 @@
 //! wireguard-go as the other side of our gateway (needs `wireguard-go` and `wg`): a host
 //! namespace on the WAN at 198.18.0.2 running it, configured with `wg`, and a pod 10.90.0.2
 //! behind it. It reaches our pods at 10.77.0.0/16 (they are not remapped on its side). The
-//! process is killed on drop, also when an assertion fails.
+//! process is stopped on drop, also when an assertion fails, and its UAPI socket removed.
 
 use std::{
-    path::Path,
+    io,
+    path::{Path, PathBuf},
     process::{Command, Stdio},
     sync::atomic::{AtomicUsize, Ordering},
+    time::Duration,
 };
 
 use dataplane::{Netlink, Netns, route::RouteSpec, supervisor::Attached, supervisor::Spec};
@@ -174,5 +176,25 @@ impl WgGo {
             .unwrap()
             .status
             .success()
+    }
+}
+
+/// The UAPI socket of wireguard-go's interface `ifname`.
+fn socket(ifname: &str) -> PathBuf {
+    PathBuf::from(format!("/var/run/wireguard/{ifname}.sock"))
+}
+
+impl Drop for WgGo {
+    fn drop(&mut self) {
+        // SIGTERM first (it removes its socket itself); a process killed (here or by the test)
+        // leaves the socket behind, removed below.
+        if let Err(e) = self.child.stop(Duration::from_secs(2)) {
+            eprintln!("stopping wireguard-go: {e}");
+        }
+        match std::fs::remove_file(socket(&self.ifname)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => eprintln!("removing the socket of {}: {e}", self.ifname),
+        }
     }
 }
