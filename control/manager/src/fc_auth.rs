@@ -85,7 +85,11 @@ where
         .map_err(|e| Error::Identity(Box::new(e)))?;
     let state = identity::state(secret.as_ref());
     if let (IdentityState::Signed { namespace }, Some(secret)) = (&state, &secret) {
-        return verify(ctx, fc, tenant, secret, namespace, old_remote).await;
+        let outcome = verify(ctx, fc, tenant, secret, namespace, old_remote).await?;
+        if outcome.remote.is_some() {
+            ctx.auth_failures().remove(peer);
+        }
+        return Ok(outcome);
     }
     let token = liqo_auth::tokens::remote_token(&ctx.client, &ctx.settings.namespace, peer)
         .await
@@ -174,6 +178,16 @@ async fn verify(
             .ok_or_else(|| format!("namespace {namespace} does not exist there"))?;
         Ok::<_, String>(ns.annotations().get(annotations::HOST_CLUSTER_ID).cloned())
     };
+    // A namespace that does not say which cluster it is (a provider not annotating it yet)
+    // cannot be checked: it is asked again, never taken for another cluster's.
+    let read = async {
+        read.await?.ok_or_else(|| {
+            format!(
+                "its tenant namespace {namespace} does not say which cluster it is ({} not set yet)",
+                annotations::HOST_CLUSTER_ID
+            )
+        })
+    };
     let host = match read.await {
         Ok(host) => host,
         Err(why) => {
@@ -181,7 +195,7 @@ async fn verify(
             let checked_before = old_remote == Some(namespace);
             let condition = if checked_before {
                 Condition::Authentication(Authentication::Accepted).with_message(format!(
-                    "The remote cluster accepted our identity (its API server at {server} cannot be read now: {why})"
+                    "The remote cluster accepted our identity (its API server at {server} cannot be checked now: {why})"
                 ))
             } else {
                 Condition::Authentication(Authentication::Pending).with_message(format!(
@@ -195,7 +209,7 @@ async fn verify(
             });
         }
     };
-    if let Err(wrong) = check::api_server(&server, namespace, peer, host.as_deref()) {
+    if let Err(wrong) = check::api_server(&server, namespace, peer, &host) {
         tracing::warn!(peer = %peer, error = %wrong, "the API server behind our identity is another cluster's");
         ctx.peers.forget(peer);
         return Ok(IdentityOutcome {
