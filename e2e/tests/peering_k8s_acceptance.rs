@@ -603,6 +603,8 @@ async fn wrong_token_own_id_wrong_cluster_replay_and_unpeer_of_the_refused() {
 
     trust::replay(&lab, &rec, &url).await;
     trust::from_turin(&lab, &command).await;
+    // Last: it withdraws rome's outgoing peering.
+    trust::api_server_mismatch(&lab).await;
 }
 
 /// One observation of a watched object.

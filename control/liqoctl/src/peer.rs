@@ -91,18 +91,6 @@ pub enum PeerError {
     /// The ForeignCluster was deleted while we waited.
     #[error("ForeignCluster {0:?} was deleted while waiting for it")]
     Deleted(String),
-    /// The auth service could not say which cluster it is.
-    #[error(
-        "cannot ask the auth service at {url} which cluster it is, so nothing was written (is \
-         --auth-url right, and the remote cluster's liqo-auth reachable from here?)"
-    )]
-    AuthService {
-        /// `--auth-url`.
-        url: String,
-        /// The cause.
-        #[source]
-        source: liqo_auth::client::ClientError,
-    },
     /// The auth service answers for another cluster than `--cluster-id`.
     #[error(
         "{0} (--cluster-id): this peer command does not match the cluster at --auth-url, so \
@@ -258,23 +246,26 @@ pub async fn out_of_band(client: &Client, ns: &str, args: &OutOfBand<'_>) -> Res
     fcs.patch(&fc_name, &apply.clone().dry_run(), &Patch::Apply(&body))
         .await
         .map_err(kube_err(what.clone()))?;
-    // Who answers at --auth-url, before anything is written (the controller-manager checks it
-    // again before it sends a token).
+    // Who answers at --auth-url, before anything is written. The controller-manager checks it
+    // again before it sends any token, so an auth service out of reach from here (a URL only
+    // the cluster resolves) is a warning, not a refusal.
     let insecure = spec.is_none_or(|s| s.insecure_skip_tls_verify);
     let url = args.auth_url.as_str();
-    let info = liqo_auth::client::AuthClient::new(insecure)
-        .ids(url)
-        .await
-        .map_err(|source| PeerError::AuthService {
-            url: url.to_owned(),
-            source,
-        })?;
-    control::identity::check::auth_service(url, args.cluster_id, &info)
-        .map_err(PeerError::WrongCluster)?;
-    println!(
-        "The auth service at {url} answers for cluster {} ({}), as --cluster-id says",
-        info.cluster_id, info.cluster_name
-    );
+    match liqo_auth::client::AuthClient::new(insecure).ids(url).await {
+        Ok(info) => {
+            control::identity::check::auth_service(url, args.cluster_id, &info)
+                .map_err(PeerError::WrongCluster)?;
+            println!(
+                "The auth service at {url} answers for cluster {} ({}), as --cluster-id says",
+                info.cluster_id, info.cluster_name
+            );
+        }
+        Err(e) => eprintln!(
+            "Warning: cannot ask the auth service at {url} which cluster it is ({}); the \
+             controller-manager checks it before it sends any token",
+            liqo_types::chain(&e)
+        ),
+    }
     liqo_auth::tokens::write_remote_token(client, ns, args.cluster_id, args.token)
         .await
         .map_err(PeerError::Token)?;

@@ -1,22 +1,31 @@
 //! `unpeer` of a ForeignCluster that never authenticated (its identity request refused, its
-//! auth service unreachable or another cluster's, a peering half made): nothing of it is worth
-//! keeping, so it is removed with everything it made here, each removal printed, and what could
-//! not be removed is named.
+//! auth service unreachable or another cluster's, a peering half made): it is removed with
+//! everything it made on this cluster that nothing else needs, each removal printed, and what
+//! is kept or could not be removed is named with why.
 //!
-//! What a ForeignCluster makes on this cluster before it authenticates: the remote cluster's
-//! token (Secret `remote-token-<id>`, written by `peer out-of-band`), our tenant namespace for
-//! it, and in it our key and CSR (an identity Secret, never signed). The tenant namespace is
-//! kept when the remote cluster holds an identity this cluster issued (Secret
-//! `liqo-remote-certificate` there, with its RoleBindings): only our identity Secrets go then.
+//! What a ForeignCluster makes here before it authenticates: the remote cluster's token
+//! (Secret `remote-token-<id>`, written by `peer out-of-band`), our tenant namespace for it,
+//! and in it our key and CSR (an identity Secret). The plan ([`plan_tenant`], pure) keeps:
+//! - our identity when the remote cluster may hold a certificate for it: signed already, or
+//!   sent without a definite refusal (its answer lost): peering again asks with it once more,
+//!   and a provider answers a repeated request with the certificate it signed, where a new key
+//!   would be refused for good;
+//! - the tenant namespace while it holds such an identity, or an identity this cluster issued
+//!   to the remote cluster (Secret `liqo-remote-certificate`, with its RoleBindings), and then
+//!   the token too (the remote cluster authenticates to us with it).
+//!
 //! An authenticated ForeignCluster is never removed here (its identity is reused when peering
 //! again, as upstream).
 
 use std::time::Duration;
 
 use control::{
-    api::discovery::{
-        ForeignCluster, ForeignClusterStatus, PeeringConditionStatus as S,
-        PeeringConditionType as T,
+    api::{
+        ClusterId,
+        discovery::{
+            ForeignCluster, ForeignClusterStatus, PeeringConditionStatus as S,
+            PeeringConditionType as T,
+        },
     },
     consts::{labels, objects, values},
     names,
@@ -26,6 +35,7 @@ use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, ListParams, Preconditions},
 };
+use liqo_controller_manager::{decide::fc::IdentityState, identity};
 
 use crate::{peer::PeerError, stages};
 
@@ -37,6 +47,58 @@ pub fn removable(status: Option<&ForeignClusterStatus>) -> Option<String> {
     let outgoing = stages::seen(status, T::OutgoingPeering);
     let unused = incoming.status == S::None && outgoing.status == S::None;
     (auth.status != S::Established && unused).then(|| format!("never authenticated ({auth})"))
+}
+
+/// What to do in one tenant namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TenantPlan {
+    /// Our identity Secrets to delete.
+    pub delete: Vec<String>,
+    /// Our identity Secrets kept, with why.
+    pub keep: Vec<(String, &'static str)>,
+    /// Why the namespace (and the token) stays; `None`: it is deleted.
+    pub keep_namespace: Option<String>,
+}
+
+/// The plan for a tenant namespace holding our `identities` (name, state), `issued_here`
+/// whether it holds an identity this cluster issued to the remote cluster, after an
+/// authentication whose last status was `auth`.
+pub fn plan_tenant(
+    identities: &[(String, IdentityState)],
+    issued_here: bool,
+    auth: S,
+) -> TenantPlan {
+    let refused = matches!(auth, S::Denied | S::EmptyDenied);
+    let mut plan = TenantPlan {
+        delete: Vec::new(),
+        keep: Vec::new(),
+        keep_namespace: None,
+    };
+    for (name, state) in identities {
+        match state {
+            IdentityState::Signed { .. } => plan.keep.push((
+                name.clone(),
+                "signed by the remote cluster: peering again reuses it",
+            )),
+            IdentityState::Unsigned if !refused => plan.keep.push((
+                name.clone(),
+                "sent without a definite answer (the remote cluster may have signed it): \
+                 peering again asks with it once more",
+            )),
+            IdentityState::Unsigned | IdentityState::Missing => plan.delete.push(name.clone()),
+        }
+    }
+    plan.keep_namespace = if issued_here {
+        Some(format!(
+            "the remote cluster holds an identity this cluster issued (Secret {})",
+            objects::REMOTE_CERTIFICATE_SECRET
+        ))
+    } else if !plan.keep.is_empty() {
+        Some("it holds our identity for the remote cluster".into())
+    } else {
+        None
+    };
+    plan
 }
 
 /// How often the removals are looked at.
@@ -53,7 +115,8 @@ fn not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-/// Removes `fc` (this very object: a UID precondition) and what it made here (see the module
+/// Removes `fc` (this very object, as read: UID and resourceVersion preconditions; changed
+/// meanwhile, it is read and judged again) and what it made here (see the module
 /// documentation), waiting for each until `deadline`.
 pub async fn remove(
     client: &Client,
@@ -65,49 +128,46 @@ pub async fn remove(
     let id = &fc.spec.cluster_identity.cluster_id;
     let cluster = fc.spec.cluster_identity.cluster_name.to_string();
     let fcs: Api<ForeignCluster> = Api::all(client.clone());
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: fc.uid(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match fcs.delete(&name, &dp).await {
-        Ok(_) => {}
-        Err(e) if not_found(&e) => {}
-        Err(e) => return Err(failed(format!("deleting ForeignCluster {name}"))(e)),
-    }
-    loop {
-        let now = fcs
-            .get_opt(&name)
-            .await
-            .map_err(failed(format!("reading ForeignCluster {name}")))?;
-        match now {
-            Some(f) if f.uid() == fc.uid() => {
-                if tokio::time::Instant::now() >= deadline {
-                    // What it made stays while it does: its controllers may still use it.
-                    return Err(PeerError::Leftovers(format!(
-                        "could not remove ForeignCluster {name:?}: still there (finalizers {:?}); \
-                         its token and tenant namespace are kept while it is",
-                        f.finalizers()
-                    )));
+    let mut current = fc.clone();
+    let auth = loop {
+        let auth = stages::seen(current.status.as_ref(), T::AuthenticationStatus).status;
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: current.uid(),
+                resource_version: current.resource_version(),
+            }),
+            ..DeleteParams::default()
+        };
+        match fcs.delete(&name, &dp).await {
+            Ok(_) => break auth,
+            Err(e) if not_found(&e) => break auth,
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                // Its controller wrote it meanwhile: judged again on what it says now.
+                let again = fcs
+                    .get_opt(&name)
+                    .await
+                    .map_err(failed(format!("reading ForeignCluster {name}")))?;
+                match again {
+                    Some(f) if f.uid() == fc.uid() => {
+                        if removable(f.status.as_ref()).is_none() {
+                            return Err(PeerError::Leftovers(format!(
+                                "ForeignCluster {name:?} authenticated (or peered) meanwhile: \
+                                 nothing was removed; run the command again to tear it down"
+                            )));
+                        }
+                        current = f;
+                    }
+                    _ => break auth,
                 }
-                tokio::time::sleep(POLL).await;
             }
-            _ => break,
+            Err(e) => return Err(failed(format!("deleting ForeignCluster {name}"))(e)),
         }
-    }
+    };
+    wait_fc_gone(&fcs, &name, fc, deadline).await?;
     println!("Removed ForeignCluster {name:?}");
+
     let mut left = Vec::new();
-
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let token = names::remote_token_secret(id).to_string();
-    match secrets.delete(&token, &DeleteParams::default()).await {
-        Ok(_) => println!("Removed Secret {ns}/{token} (the token of cluster {cluster:?})"),
-        Err(e) if not_found(&e) => {}
-        Err(e) => left.push(format!("Secret {ns}/{token}: {}", liqo_types::chain(&e))),
-    }
-
+    let mut keep_token = None;
     let selector = format!(
         "{}={id},{}={}",
         labels::CLUSTER_ID,
@@ -122,8 +182,22 @@ pub async fn remove(
         )))?;
     for t in tenants.items {
         let tenant = t.name_any();
-        if let Err(why) = remove_tenant(client, &tenant, id, &cluster, deadline).await {
-            left.push(why);
+        match remove_tenant(client, &tenant, id, &cluster, auth, deadline).await {
+            Ok(Some(why)) => keep_token = Some(why),
+            Ok(None) => {}
+            Err(why) => left.push(why),
+        }
+    }
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let token = names::remote_token_secret(id).to_string();
+    if let Some(why) = keep_token {
+        println!("Kept Secret {ns}/{token} (the token of cluster {cluster:?}): {why}");
+    } else {
+        match secrets.delete(&token, &DeleteParams::default()).await {
+            Ok(_) => println!("Removed Secret {ns}/{token} (the token of cluster {cluster:?})"),
+            Err(e) if not_found(&e) => {}
+            Err(e) => left.push(format!("Secret {ns}/{token}: {}", liqo_types::chain(&e))),
         }
     }
     if left.is_empty() {
@@ -136,24 +210,49 @@ pub async fn remove(
     }
 }
 
-/// Our identity Secrets in tenant namespace `tenant`, then the namespace unless the remote
-/// cluster holds an identity issued here. `Err`: what could not be removed, and why.
+/// Waits until ForeignCluster `name` (the object `fc`) is gone.
+async fn wait_fc_gone(
+    fcs: &Api<ForeignCluster>,
+    name: &str,
+    fc: &ForeignCluster,
+    deadline: tokio::time::Instant,
+) -> Result<(), PeerError> {
+    loop {
+        let now = fcs
+            .get_opt(name)
+            .await
+            .map_err(failed(format!("reading ForeignCluster {name}")))?;
+        match now {
+            Some(f) if f.uid() == fc.uid() => {
+                if tokio::time::Instant::now() >= deadline {
+                    // What it made stays while it does: its controllers may still use it.
+                    return Err(PeerError::Leftovers(format!(
+                        "could not remove ForeignCluster {name:?}: still there (finalizers {:?}); \
+                         its token and tenant namespace are kept while it is",
+                        f.finalizers()
+                    )));
+                }
+                tokio::time::sleep(POLL).await;
+            }
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Carries out [`plan_tenant`] in tenant namespace `tenant`. `Ok(Some(why))`: the namespace
+/// is kept (and with it the token, why); `Err`: what could not be removed, and why.
 async fn remove_tenant(
     client: &Client,
     tenant: &str,
-    id: &control::api::ClusterId,
+    id: &ClusterId,
     cluster: &str,
+    auth: S,
     deadline: tokio::time::Instant,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     let chain = |e: kube::Error| liqo_types::chain(&e).to_string();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), tenant);
     let identities = secrets
-        .list(&ListParams::default().labels(&format!(
-            "{}={},{}={id}",
-            labels::LOCAL_IDENTITY,
-            values::TRUE,
-            labels::CLUSTER_ID
-        )))
+        .list(&ListParams::default().labels(&identity::selector(id)))
         .await
         .map_err(|e| format!("listing the identity Secrets in {tenant}: {}", chain(e)))?;
     let issued = secrets
@@ -167,51 +266,76 @@ async fn remove_tenant(
             )
         })?
         .is_some();
-    if issued {
-        for s in identities.items {
-            let n = s.name_any();
-            match secrets.delete(&n, &DeleteParams::default()).await {
+    let states: Vec<(String, IdentityState)> = identities
+        .items
+        .iter()
+        .map(|s| (s.name_any(), identity::state(Some(s))))
+        .collect();
+    let plan = plan_tenant(&states, issued, auth);
+    for (n, why) in &plan.keep {
+        println!("Kept Secret {tenant}/{n} (our key for cluster {cluster:?}): {why}");
+    }
+    if let Some(why) = &plan.keep_namespace {
+        for n in &plan.delete {
+            match secrets.delete(n, &DeleteParams::default()).await {
                 Ok(_) => println!(
-                    "Removed Secret {tenant}/{n} (our key and CSR for cluster {cluster:?}, never signed)"
+                    "Removed Secret {tenant}/{n} (our key and CSR for cluster {cluster:?}, refused)"
                 ),
                 Err(e) if not_found(&e) => {}
                 Err(e) => return Err(format!("Secret {tenant}/{n}: {}", chain(e))),
             }
         }
-        println!(
-            "Kept namespace {tenant}: cluster {cluster:?} holds an identity this cluster issued \
-             (Secret {tenant}/{})",
-            objects::REMOTE_CERTIFICATE_SECRET
-        );
-        return Ok(());
+        println!("Kept namespace {tenant}: {why}");
+        return Ok(Some(why.clone()));
     }
-    let held: Vec<String> = identities.items.iter().map(ResourceExt::name_any).collect();
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    match namespaces.delete(tenant, &DeleteParams::default()).await {
-        Ok(_) => {}
-        Err(e) if not_found(&e) => return Ok(()),
-        Err(e) => return Err(format!("namespace {tenant}: {}", chain(e))),
-    }
-    loop {
-        match namespaces.get_opt(tenant).await {
-            Ok(None) => break,
-            Ok(Some(n)) if tokio::time::Instant::now() >= deadline => {
-                let phase = n.status.and_then(|s| s.phase).unwrap_or_default();
-                return Err(format!("namespace {tenant}: still there ({phase})"));
-            }
-            Ok(Some(_)) => tokio::time::sleep(POLL).await,
-            Err(e) => return Err(format!("namespace {tenant}: {}", chain(e))),
-        }
-    }
-    let with = if held.is_empty() {
+    delete_namespace(client, tenant, deadline).await?;
+    let with = if plan.delete.is_empty() {
         String::new()
     } else {
         format!(
-            ", with our key and CSR for cluster {cluster:?} (Secret {}, never signed)",
-            held.join(", ")
+            ", with our key and CSR for cluster {cluster:?} (Secret {}, refused)",
+            plan.delete.join(", ")
         )
     };
     println!("Removed namespace {tenant}{with}");
+    Ok(None)
+}
+
+/// Deletes namespace `tenant` and waits until it is gone; a controller reconcile that began
+/// before the ForeignCluster went may apply it once more: looked at again a second later, and
+/// deleted again if so.
+async fn delete_namespace(
+    client: &Client,
+    tenant: &str,
+    deadline: tokio::time::Instant,
+) -> Result<(), String> {
+    let chain = |e: kube::Error| liqo_types::chain(&e).to_string();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for pass in 0..2 {
+        match namespaces.delete(tenant, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(e) if not_found(&e) => {
+                if pass > 0 {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(format!("namespace {tenant}: {}", chain(e))),
+        }
+        loop {
+            match namespaces.get_opt(tenant).await {
+                Ok(None) => break,
+                Ok(Some(n)) if tokio::time::Instant::now() >= deadline => {
+                    let phase = n.status.and_then(|s| s.phase).unwrap_or_default();
+                    return Err(format!("namespace {tenant}: still there ({phase})"));
+                }
+                Ok(Some(_)) => tokio::time::sleep(POLL).await,
+                Err(e) => return Err(format!("namespace {tenant}: {}", chain(e))),
+            }
+        }
+        if pass == 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
     Ok(())
 }
 
@@ -265,5 +389,53 @@ mod tests {
             Condition::Outgoing(Peering::Deleting),
         ]);
         assert_eq!(removable(Some(&outgoing)), None);
+    }
+
+    fn ids(states: &[IdentityState]) -> Vec<(String, IdentityState)> {
+        states
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (format!("liqo-identity-{i}"), s.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_refused_key_goes_one_the_remote_may_have_signed_stays() {
+        let unsigned = ids(&[IdentityState::Unsigned]);
+        // Refused: the remote cluster holds nothing for it; the namespace goes.
+        for auth in [S::Denied, S::EmptyDenied] {
+            let p = plan_tenant(&unsigned, false, auth);
+            assert_eq!(p.delete, ["liqo-identity-0"]);
+            assert!(p.keep.is_empty() && p.keep_namespace.is_none(), "{p:?}");
+        }
+        // No definite answer (unreachable, an error, pending): kept with its namespace.
+        for auth in [S::Error, S::Pending, S::None] {
+            let p = plan_tenant(&unsigned, false, auth);
+            assert!(p.delete.is_empty(), "{auth:?}: {p:?}");
+            assert_eq!(p.keep.len(), 1);
+            assert!(p.keep_namespace.is_some());
+        }
+        // Signed (the API server check failed or waits): kept, whatever the condition.
+        let signed = ids(&[IdentityState::Signed {
+            namespace: "liqo-tenant-rome-1".into(),
+        }]);
+        let p = plan_tenant(&signed, false, S::Error);
+        assert!(p.delete.is_empty() && p.keep.len() == 1 && p.keep_namespace.is_some());
+        // Nothing of ours: the namespace goes, unless the remote holds an identity we issued.
+        assert_eq!(
+            plan_tenant(&[], false, S::Denied),
+            TenantPlan {
+                delete: vec![],
+                keep: vec![],
+                keep_namespace: None
+            }
+        );
+        let p = plan_tenant(&unsigned, true, S::Denied);
+        assert_eq!(p.delete, ["liqo-identity-0"]);
+        assert!(
+            p.keep_namespace
+                .as_deref()
+                .is_some_and(|w| w.contains("liqo-remote-certificate"))
+        );
     }
 }

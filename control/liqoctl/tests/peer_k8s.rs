@@ -154,7 +154,9 @@ async fn refusals_write_nothing(x: &Ctx) {
         )) && e.contains("nothing was written and no token was sent"),
         "{e}"
     );
-    // Nobody answers at --auth-url: refused, nothing written.
+    assert!(fc_names(fcs).await.is_empty());
+    // Nobody answers at --auth-url (a URL only the cluster may resolve): a warning, the
+    // ForeignCluster is written (the controller-manager checks before any token is sent).
     let dead = ctl
         .run(&[
             "peer",
@@ -166,14 +168,33 @@ async fn refusals_write_nothing(x: &Ctx) {
             NAPLES_ID,
             "--auth-token",
             milan_token.expose(),
+            "--timeout",
+            "1s",
         ])
         .await;
-    assert_eq!(dead.status.code(), Some(1), "{}", stderr(&dead));
+    assert_eq!(dead.status.code(), Some(1), "no controller: timed out");
     assert!(
-        stderr(&dead).contains("cannot ask the auth service at https://127.0.0.9:1"),
+        stderr(&dead).contains("Warning: cannot ask the auth service at https://127.0.0.9:1")
+            && stderr(&dead).contains("Timed out"),
         "{}",
         stderr(&dead)
     );
+    assert_eq!(fc_names(fcs).await, ["naples"]);
+    // Cleaned up for the phases below.
+    fcs.delete("naples", &Default::default()).await.unwrap();
+    secrets
+        .delete(
+            &format!("{}{NAPLES_ID}", objects::REMOTE_TOKEN_PREFIX),
+            &Default::default(),
+        )
+        .await
+        .unwrap();
+    for _ in 0..50 {
+        if fc_names(fcs).await.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     assert!(fc_names(fcs).await.is_empty());
     let tokens = secrets
         .list(&ListParams::default().labels(labels::AUTH_TOKEN))
@@ -609,7 +630,6 @@ async fn unpeer_removes_what_never_authenticated(x: &Ctx) {
                 "ForeignCluster {name:?} never authenticated (AuthenticationStatus Denied (IdentityDenied)"
             ),
             format!("Removed ForeignCluster {name:?}"),
-            format!("Removed Secret liqo/{token_secret}"),
             format!("Peering with the remote cluster {name:?} removed"),
         ] {
             assert!(text.contains(&want), "{want:?} missing from:\n{text}");
@@ -618,9 +638,15 @@ async fn unpeer_removes_what_never_authenticated(x: &Ctx) {
             fcs.get_opt(name).await.unwrap().is_none(),
             "{name} still there"
         );
-        assert!(secrets.get_opt(&token_secret).await.unwrap().is_none());
+        let token_left = secrets.get_opt(&token_secret).await.unwrap();
         let ns_left = nss.get_opt(&tenant).await.unwrap();
         if issued {
+            // The peer authenticates to us with its token: kept with the namespace.
+            assert!(token_left.is_some());
+            assert!(
+                text.contains(&format!("Kept Secret liqo/{token_secret}")),
+                "{text}"
+            );
             assert!(text.contains(&format!("Kept namespace {tenant}")), "{text}");
             assert!(
                 text.contains(&format!("Removed Secret {tenant}/liqo-identity-abcde")),
@@ -643,6 +669,11 @@ async fn unpeer_removes_what_never_authenticated(x: &Ctx) {
                 "the identity this cluster issued is kept"
             );
         } else {
+            assert!(token_left.is_none());
+            assert!(
+                text.contains(&format!("Removed Secret liqo/{token_secret}")),
+                "{text}"
+            );
             assert!(
                 text.contains(&format!("Removed namespace {tenant}, with our key and CSR")),
                 "{text}"

@@ -286,7 +286,7 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
         message.contains(&format!(
             "answers for cluster {MILAN_ID} (milan), not {NAPLES_ID}"
         )) && message.contains("no token was sent")
-            && message.contains("asking again in"),
+            && message.contains("asking again at"),
         "{message}"
     );
 

@@ -49,6 +49,9 @@ pub const SETTLED: Duration = Duration::from_secs(10);
 
 pub use crate::runner::Dataplane;
 
+mod key;
+pub use key::KeyState;
+
 /// What the operator is told.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -65,19 +68,6 @@ pub struct Settings {
     /// How long a deleted TunnelEndpoint waits for a gateway that cannot be read or refuses its
     /// file before its finalizer is released anyway (with a Warning Event).
     pub release_grace: Duration,
-}
-
-/// How long a reconcile that switched the key waits for the gateway to report it (the config
-/// watch reacts within milliseconds).
-const KEY_SWITCH_WAIT: Duration = Duration::from_secs(3);
-
-/// The gateway's key, as the operator knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyState {
-    /// The public half of the key the gateway is to run (written to its key file).
-    pub current: PublicKey,
-    /// The public key last published in `wireguard-pubkey`.
-    pub published: Option<PublicKey>,
 }
 
 /// The operator's state.
@@ -97,8 +87,15 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// A context; `public_key` is the key the gateway runs, published already.
-    pub fn new(client: Client, settings: Settings, public_key: PublicKey, metrics: Metrics) -> Ctx {
+    /// A context; `public_key` is the key the gateway is to run, `published` the one
+    /// `wireguard-pubkey` holds (published by the first reconcile that sees the gateway run it).
+    pub fn new(
+        client: Client,
+        settings: Settings,
+        public_key: PublicKey,
+        published: Option<PublicKey>,
+        metrics: Metrics,
+    ) -> Ctx {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -112,7 +109,7 @@ impl Ctx {
             settings,
             key: std::sync::Mutex::new(KeyState {
                 current: public_key,
-                published: Some(public_key),
+                published,
             }),
             metrics,
             ipam: tokio::sync::Mutex::new(None),
@@ -146,34 +143,6 @@ impl Ctx {
             }
         }
     }
-
-    fn key_state(&self) -> KeyState {
-        *self.key.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The key the gateway must run: a new one (rotated, or its Secret deleted) is written to
-    /// the key file first. Returns its public half and whether it changed.
-    async fn ensure_key(&self) -> Result<(PublicKey, bool), OpError> {
-        let (key, why) = k::keys::next(&self.client, &self.settings.namespace).await?;
-        let public = key.public();
-        let old = self.key_state().current;
-        if public == old {
-            return Ok((public, false));
-        }
-        if let Dataplane::Files {
-            private_key_file: Some(path),
-            ..
-        } = &self.settings.dataplane
-        {
-            let text = format!("{}\n", key.to_base64());
-            files::write_atomic_mode(path, text.as_bytes(), 0o600)?;
-        }
-        drop(key);
-        self.key.lock().unwrap_or_else(|p| p.into_inner()).current = public;
-        self.metrics.key_rotations.inc();
-        tracing::info!(old = %old, new = %public, why = why.as_deref().unwrap_or("the key Secret holds another key"), "gateway key rotated");
-        Ok((public, true))
-    }
 }
 
 /// One reconcile of the gateway of `node` (the operator's own Node).
@@ -181,7 +150,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
     ctx.metrics.reconciles.inc();
     let s = &ctx.settings;
     // The key first: a new one reaches the gateway with this reconcile's config.
-    let (public_key, switched) = ctx.ensure_key().await?;
+    let (public_key, switched) = key::ensure(&ctx).await?;
     let k::Snapshot {
         objects: objs,
         teps,
@@ -251,7 +220,11 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
                 ctx.metrics.writes.inc();
                 tracing::info!(config = %config.display(), digest = %d, peers = rendered.peers.len(), "gateway config written");
             }
-            status = gateway_status(url, switched.then_some(public_key)).await;
+            // After a switch, or while the key is not announced yet, the statuses written
+            // next must be read from the gateway running it.
+            let unannounced = ctx.key_state().published != Some(public_key);
+            status =
+                key::gateway_status(url, (switched || unannounced).then_some(public_key)).await;
             let seen = match &status {
                 Ok(st) => Observed::Status(st),
                 Err(why) => Observed::Unreachable(why),
@@ -262,6 +235,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
     let gateway_ip = runner::internal_ip(&node);
     let mut pending = 0;
     let mut refused = 0;
+    let mut tep_failed = false;
     // Where peers reach a NodePort gateway: its node (the network manager reads it).
     if let Some(ip) = gateway_ip.as_deref() {
         match k::service::annotate_node_ip(&ctx.client, &s.namespace, ip, MANAGER).await {
@@ -294,31 +268,15 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
             Err(e) => {
                 tracing::warn!(tep = %t.key(), error = %liqo_types::chain(&e), "writing a TunnelEndpoint");
                 first_error.get_or_insert(e);
+                tep_failed = true;
             }
         }
     }
-    // The public key is announced once the gateway runs the key (after the TunnelEndpoints
-    // say so: a peer is never told of a key our gateway does not answer with).
-    let runs = match seen {
-        Observed::Fake => true,
-        Observed::Status(st) => st.public_key == public_key.to_string(),
-        Observed::Unreachable(_) => false,
-    };
-    if ctx.key_state().published != Some(public_key) {
-        if runs {
-            let since = k8s_openapi::jiff::Timestamp::now().to_string();
-            match k::keys::publish(&ctx.client, &s.namespace, MANAGER, &public_key, &since).await {
-                Ok(_) => {
-                    ctx.key.lock().unwrap_or_else(|p| p.into_inner()).published = Some(public_key);
-                    tracing::info!(%public_key, "the gateway runs its new key: public key published");
-                }
-                Err(e) => {
-                    tracing::warn!(error = %liqo_types::chain(&e), "publishing the gateway's public key");
-                    first_error.get_or_insert(e);
-                }
-            }
-        } else {
-            pending += 1;
+    match key::announce(&ctx, public_key, seen, tep_failed).await {
+        Ok(true) => {}
+        Ok(false) => pending += 1,
+        Err(e) => {
+            first_error.get_or_insert(e);
         }
     }
     ctx.metrics
@@ -330,29 +288,6 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
         return Err(e.into());
     }
     Ok(Action::requeue(if pending > 0 { PENDING } else { SETTLED }))
-}
-
-/// The gateway's `/status`; after a key switch (`new_key`), read again until it reports that
-/// key or [`KEY_SWITCH_WAIT`] passed (the statuses written next must be the new key's).
-async fn gateway_status(
-    url: &files::StatusUrl,
-    new_key: Option<PublicKey>,
-) -> Result<gateway::status::Status, String> {
-    let deadline = tokio::time::Instant::now() + KEY_SWITCH_WAIT;
-    loop {
-        let status = files::fetch_async::<gateway::status::Status>(url)
-            .await
-            .map_err(|e| liqo_types::chain(&e).to_string());
-        let done = match (&status, new_key) {
-            (_, None) => true,
-            (Ok(st), Some(k)) => st.public_key == k.to_string(),
-            (Err(_), Some(_)) => false,
-        };
-        if done || tokio::time::Instant::now() >= deadline {
-            return status;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// Finalizer and status of one TunnelEndpoint; returns its connection (`None` while it is

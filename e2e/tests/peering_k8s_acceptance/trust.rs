@@ -347,7 +347,7 @@ pub(super) async fn from_turin(lab: &Lab, milan_command: &str) {
     assert!(
         m.contains("answered 403")
             && m.contains("destinationClusterToken is not this cluster's auth token")
-            && m.contains("asking again in"),
+            && m.contains("asking again at"),
         "{m}"
     );
     assert!(!m.contains(wrong.expose()), "the token in a condition");
@@ -427,5 +427,56 @@ pub(super) async fn replay(lab: &Lab, rec: &Recorder, milan_url: &str) {
             .get(annotations::VERIFIED_CLUSTER_ID),
         Some(&milan_id),
         "rome did not record milan's API server as checked"
+    );
+}
+
+/// The API server behind rome's identity at milan turns out to be another cluster's (milan's
+/// tenant namespace for rome says turin, rome's record of the check removed): rome refuses the
+/// identity, naming both IDs, and says what to do.
+pub(super) async fn api_server_mismatch(lab: &Lab) {
+    let (rome, milan) = (lab.client("rome").await, lab.client("milan").await);
+    let (milan_id, turin_id) = (lab.id("milan"), lab.id("turin"));
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {annotations::HOST_CLUSTER_ID: turin_id}}});
+    Api::<Namespace>::all(milan.clone())
+        .patch(
+            &lab.tenant("rome"),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let tenant = lab.tenant("milan");
+    let ids = identities(&rome, &tenant, &milan_id).await.unwrap();
+    let secrets = Api::<Secret>::namespaced(rome.clone(), &tenant);
+    let mut secret = secrets.get(&ids[0].0).await.unwrap();
+    secret
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .remove(annotations::VERIFIED_CLUSTER_ID);
+    secrets
+        .replace(&ids[0].0, &Default::default(), &secret)
+        .await
+        .unwrap();
+    let fc = eventually(WAIT, "rome refuses milan's API server as turin's", || {
+        fc_is(&rome, &milan_id, &[(T::AuthenticationStatus, S::Error)])
+    })
+    .await;
+    let auth = control::conditions::get(
+        &fc.status.unwrap().peering_conditions,
+        T::AuthenticationStatus,
+    )
+    .cloned()
+    .unwrap();
+    eprintln!("rome's milan FC: {auth:?}");
+    assert_eq!(auth.reason.as_deref(), Some("ClusterIDMismatch"));
+    let m = auth.message.unwrap_or_default();
+    assert!(
+        m.contains(&format!(
+            "(tenant namespace {}) answers for cluster {turin_id}, not {milan_id}",
+            lab.tenant("rome")
+        )) && m.contains("our identity is not used"),
+        "{m}"
     );
 }

@@ -234,9 +234,12 @@ impl Device {
         }
         drop(tunn);
         // Our key switched since this thread took the table: the session is gone, and nothing
-        // made with the old key leaves.
-        if !replies.is_empty() && !self.current(peer) {
+        // made with the old key leaves or is delivered.
+        if (deliver.is_some() || !replies.is_empty()) && !self.current(peer) {
             replies.clear();
+            if deliver.take().is_some() {
+                bump(&peer.stats.dropped);
+            }
         }
         if let Some((at, len)) = deliver {
             // `decapsulate` returns a part of `out`.

@@ -182,6 +182,12 @@ impl Device {
         });
         drop(tunn);
         batches.close();
+        // Our key switched since this thread took the table: this session is gone with the old
+        // key, and nothing made with it leaves (one load per packet read).
+        if !self.current(peer) {
+            peer.stats.dropped.fetch_add(packets, Ordering::Relaxed);
+            return;
+        }
         for b in &batches.done {
             self.send_batch(udp, peer, &out[b.start..b.end], b.seg, b.count);
         }

@@ -7,9 +7,7 @@
 //! when it proves possession of the CSR's key with a proof newer than the last one accepted
 //! ([`control::identity::proof`]; the record keeps that proof's time): a captured request
 //! replayed byte for byte is refused and answers nothing stored. A request with another CSR is
-//! refused. The tenant namespace carries this cluster's ID (annotation
-//! `discovery.liqo.io/host-cluster-id`), which the consumer reads through its new identity to
-//! check that the API server it was given is this cluster's.
+//! refused. The tenant namespace ([`super::tenant`]) carries this cluster's ID.
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -26,17 +24,18 @@ use k8s_openapi::{
             CertificateSigningRequest, CertificateSigningRequestCondition,
             CertificateSigningRequestSpec,
         },
-        core::v1::{Namespace, Secret},
+        core::v1::Secret,
     },
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
 };
 
 use super::{
     AuthError, Config,
     roles::{bind_basic_roles, check_basic_roles},
+    tenant,
     validate::Validated,
 };
 use crate::{FIELD_MANAGER, tokens};
@@ -92,16 +91,11 @@ pub(super) async fn issue(
     // The cluster's tenant namespace is found by its labels, whatever name it has (a request
     // under another cluster name finds the same namespace, and its record); a new one is made
     // only when the cluster has none.
-    let namespace = match find_namespace(client, &id).await? {
-        Some((namespace, host)) => {
-            if host.as_deref() != Some(local.as_str()) {
-                mark_host(client, &namespace, local).await?;
-            }
-            namespace
-        }
+    let namespace = match tenant::find(client, &id).await? {
+        Some(namespace) => namespace,
         None => {
             let namespace = names::tenant_namespace(&request.cluster);
-            ensure_namespace(client, &namespace, &id, local).await?;
+            tenant::ensure(client, &namespace, &id, local).await?;
             namespace
         }
     };
@@ -240,130 +234,6 @@ pub(super) fn stored_certificate(record: &Secret, csr_pem: &[u8]) -> Option<Vec<
     data.get(keys::CERTIFICATE)
         .filter(|c| !c.0.is_empty())
         .map(|c| c.0.clone())
-}
-
-/// The existing tenant namespace of cluster `id`, found by its labels
-/// (`discovery.liqo.io/cluster-id=<id>`, `discovery.liqo.io/tenant-namespace=true`, as upstream
-/// `tenantnamespace.GetNamespace`); the first by name when there are several; with the host
-/// cluster ID it is annotated with, if any.
-async fn find_namespace(
-    client: &Client,
-    id: &str,
-) -> Result<Option<(NamespaceName, Option<String>)>, AuthError> {
-    let selector = format!(
-        "{}={id},{}={}",
-        labels::CLUSTER_ID,
-        labels::TENANT_NAMESPACE,
-        values::TRUE
-    );
-    let list = Api::<Namespace>::all(client.clone())
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(AuthError::kube(format!(
-            "listing the tenant namespaces of cluster {id}"
-        )))?;
-    let mut found: Vec<(String, Option<String>)> = list
-        .items
-        .into_iter()
-        .filter_map(|ns| {
-            let host = ns
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(annotations::HOST_CLUSTER_ID))
-                .cloned();
-            Some((ns.metadata.name?, host))
-        })
-        .collect();
-    found.sort();
-    match found.into_iter().next() {
-        None => Ok(None),
-        Some((name, host)) => {
-            name.parse()
-                .map(|n| Some((n, host)))
-                .map_err(|source| AuthError::NamespaceName {
-                    namespace: name,
-                    source,
-                })
-        }
-    }
-}
-
-/// Annotates a tenant namespace with this cluster's ID (a namespace made before the
-/// annotation existed, or by a controller-manager that does not write it).
-async fn mark_host(
-    client: &Client,
-    namespace: &NamespaceName,
-    local: &ClusterId,
-) -> Result<(), AuthError> {
-    let patch = serde_json::json!({
-        "metadata": {"annotations": {annotations::HOST_CLUSTER_ID: local.as_str()}},
-    });
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..PatchParams::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .patch(namespace.as_str(), &params, &Patch::Merge(&patch))
-        .await
-        .map(drop)
-        .map_err(AuthError::kube(format!(
-            "annotating namespace {namespace} with this cluster's ID"
-        )))
-}
-
-/// Creates the tenant namespace (annotated with this cluster's ID, `local`), or accepts it
-/// when it exists for cluster `id` (annotating it).
-async fn ensure_namespace(
-    client: &Client,
-    namespace: &NamespaceName,
-    id: &str,
-    local: &ClusterId,
-) -> Result<(), AuthError> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(namespace.to_string()),
-            labels: Some(BTreeMap::from([
-                (labels::CLUSTER_ID.to_owned(), id.to_owned()),
-                (labels::TENANT_NAMESPACE.to_owned(), values::TRUE.to_owned()),
-            ])),
-            annotations: Some(BTreeMap::from([(
-                annotations::HOST_CLUSTER_ID.to_owned(),
-                local.to_string(),
-            )])),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    match api.create(&post(), &ns).await {
-        Ok(_) => {
-            tracing::info!(%namespace, cluster_id = id, "created the tenant namespace");
-            Ok(())
-        }
-        Err(e) if is_conflict(&e) => {
-            let existing = api
-                .get(namespace.as_str())
-                .await
-                .map_err(AuthError::kube(format!("reading namespace {namespace}")))?;
-            let owner = existing
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::CLUSTER_ID));
-            if owner.map(String::as_str) == Some(id) {
-                mark_host(client, namespace, local).await
-            } else {
-                Err(AuthError::NamespaceTaken {
-                    namespace: namespace.to_string(),
-                    cluster_id: id.to_owned(),
-                })
-            }
-        }
-        Err(e) => Err(AuthError::kube(format!("creating namespace {namespace}"))(
-            e,
-        )),
-    }
 }
 
 /// Files a CertificateSigningRequest for the cluster, approves it, waits for the signer and

@@ -15,6 +15,7 @@
 mod error;
 mod issue;
 mod roles;
+mod tenant;
 pub mod tls;
 pub mod validate;
 
@@ -310,7 +311,10 @@ async fn certificate(State(state): State<Arc<AppState>>, body: Bytes) -> Respons
     let result = async {
         // The token in memory: a request failing the checks makes no apiserver call.
         let ours = state.token.borrow().clone();
-        let request = validate::validate(&body, &ours, &state.local.cluster_id)?;
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let request = validate::validate(&body, &ours, &state.local.cluster_id, now_ms)?;
         let _one_at_a_time = state.issuing.lock().await;
         issue::issue(
             &state.client,

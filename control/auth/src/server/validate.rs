@@ -29,9 +29,19 @@ pub struct Validated {
     pub proof_time: Option<u64>,
 }
 
+/// How far ahead of our clock a proof of possession may be (clocks differ a little); a proof
+/// further ahead is refused: accepted, it would lock its sender out of repeated requests until
+/// its clock caught up.
+pub const PROOF_AHEAD_MAX_MS: u64 = 5 * 60 * 1000;
+
 /// Checks a request body against our token and our cluster ID (`local`: a request carrying it
-/// is refused).
-pub fn validate(body: &[u8], ours: &AuthToken, local: &ClusterId) -> Result<Validated, AuthError> {
+/// is refused), at `now_ms` (unix milliseconds, our clock: a proof may not be much ahead).
+pub fn validate(
+    body: &[u8],
+    ours: &AuthToken,
+    local: &ClusterId,
+    now_ms: u64,
+) -> Result<Validated, AuthError> {
     let request: CertificateIdentityRequest = identity::decode(body)?;
     match request.destination_cluster_token.check(ours) {
         TokenCheck::Match => {}
@@ -49,7 +59,7 @@ pub fn validate(body: &[u8], ours: &AuthToken, local: &ClusterId) -> Result<Vali
     let proof_time = request
         .proof_of_possession
         .as_ref()
-        .map(|p| check_proof(p, &key, local, &request.certificate_signing_request))
+        .map(|p| check_proof(p, &key, local, &request.certificate_signing_request, now_ms))
         .transpose()?;
     let origin_token = if request.origin_cluster_token.is_empty() {
         None
@@ -78,13 +88,26 @@ struct CsrKey {
 const PROOF_FIELD: &str = "proofOfPossession";
 
 /// The proof's signature verifies, with the CSR's key, over the message for this cluster
-/// (`local`), this CSR and the proof's time; returns that time.
+/// (`local`), this CSR and the proof's time, which is not more than [`PROOF_AHEAD_MAX_MS`]
+/// ahead of `now_ms`; returns that time.
 fn check_proof(
     p: &Proof,
     key: &Option<CsrKey>,
     local: &ClusterId,
     csr: &[u8],
+    now_ms: u64,
 ) -> Result<u64, AuthError> {
+    if p.time_ms > now_ms.saturating_add(PROOF_AHEAD_MAX_MS) {
+        return Err(bad(
+            "proofOfPossession.timeMs",
+            format!(
+                "is {} s ahead of this cluster's clock (at most {} s allowed): check the clocks",
+                (p.time_ms - now_ms) / 1000,
+                PROOF_AHEAD_MAX_MS / 1000
+            ),
+        )
+        .into());
+    }
     let Some(key) = key else {
         return Err(bad(
             PROOF_FIELD,
@@ -218,8 +241,11 @@ mod tests {
     const ID: &str = "4c1b5b8e-8f0e-4d5c-9f8a-2b7d6c5e4f3a";
     const LOCAL: &str = "9d8c7b6a-5f4e-4d3c-8b2a-1f0e9d8c7b6a";
 
+    /// Our clock in the tests: a little after the proofs' times.
+    const NOW_MS: u64 = 1_700_000_060_000;
+
     fn validate(body: &[u8], ours: &AuthToken) -> Result<Validated, AuthError> {
-        super::validate(body, ours, &LOCAL.parse().unwrap())
+        super::validate(body, ours, &LOCAL.parse().unwrap(), NOW_MS)
     }
 
     fn token(c: char) -> AuthToken {
@@ -262,8 +288,13 @@ mod tests {
         let v = validate(&body(ours.expose(), "", &good), &ours).unwrap();
         assert_eq!(v.origin_token, None);
         // Our own cluster ID is refused.
-        let e = super::validate(&body(ours.expose(), "", &good), &ours, &ID.parse().unwrap())
-            .unwrap_err();
+        let e = super::validate(
+            &body(ours.expose(), "", &good),
+            &ours,
+            &ID.parse().unwrap(),
+            NOW_MS,
+        )
+        .unwrap_err();
         assert_eq!(e.status().as_u16(), 400, "{e}");
         assert!(e.to_string().contains("this cluster's own ID"), "{e}");
     }
@@ -374,6 +405,20 @@ mod tests {
                 assert_eq!(e.status().as_u16(), 400, "{e}");
                 assert!(e.to_string().contains("proofOfPossession"), "{e}");
             }
+            // Up to 5 minutes ahead of our clock is fine; more is refused, saying so.
+            let ahead = NOW_MS + PROOF_AHEAD_MAX_MS;
+            let v = validate(&with_proof(&plain, proof(&key, LOCAL, &pem, ahead)), &ours);
+            assert_eq!(v.unwrap().proof_time, Some(ahead));
+            let e = validate(
+                &with_proof(&plain, proof(&key, LOCAL, &pem, ahead + 1000)),
+                &ours,
+            )
+            .unwrap_err();
+            assert!(
+                e.to_string()
+                    .contains("proofOfPossession.timeMs: is 301 s ahead of this cluster's clock"),
+                "{e}"
+            );
         }
     }
 

@@ -73,12 +73,12 @@ pub fn auth_retry_delay(failures: u32, base: std::time::Duration) -> std::time::
 pub const AUTH_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// The message of a failed identity request: why (the auth service's answer, or what failed),
-/// how many attempts failed in a row and when the next is.
-pub fn auth_failure_message(why: &str, failures: u32, next: std::time::Duration) -> String {
-    let next = format!("{}s", next.as_secs().max(1));
+/// how many attempts failed in a row and when the next is (a time: the message stays true while
+/// it is shown).
+pub fn auth_failure_message(why: &str, failures: u32, next_at: Timestamp) -> String {
     match failures {
-        0 | 1 => format!("{why}; asking again in {next}"),
-        n => format!("{why}; {n} attempts failed in a row, asking again in {next}"),
+        0 | 1 => format!("{why}; asking again at {next_at:.0}"),
+        n => format!("{why}; {n} attempts failed in a row, asking again at {next_at:.0}"),
     }
 }
 

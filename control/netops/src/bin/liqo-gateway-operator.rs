@@ -90,9 +90,13 @@ async fn main() -> anyhow::Result<()> {
             .and_then(|t| gateway::keys::PrivateKey::parse(t.trim()).ok()),
         _ => None,
     };
-    let key = keys::ensure(&client, &args.namespace, MANAGER, adopt)
+    let key = keys::ensure(&client, &args.namespace, adopt)
         .await
         .context("the gateway's key")?;
+    // Announced by a reconcile once the gateway runs it (never before).
+    let published = keys::published(&client, &args.namespace)
+        .await
+        .context("the gateway's public key")?;
     if let Dataplane::Files {
         private_key_file: Some(path),
         ..
@@ -125,6 +129,7 @@ async fn main() -> anyhow::Result<()> {
         client.clone(),
         settings,
         public_key,
+        published,
         metrics.clone(),
     ));
     let lost = lease::keep(

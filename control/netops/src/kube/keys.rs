@@ -151,6 +151,26 @@ fn private_secret(ns: &str, key: &PrivateKey) -> Secret {
     }
 }
 
+/// The public key Secret `wireguard-pubkey` holds, if any (a value that is not a key reads as
+/// none: it is replaced).
+pub async fn published(
+    client: &Client,
+    ns: &str,
+) -> Result<Option<liqo_types::PublicKey>, KubeError> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let current = secrets
+        .get_opt(net::PUBLIC_KEY_SECRET)
+        .await
+        .map_err(api(format!(
+            "reading Secret {ns}/{}",
+            net::PUBLIC_KEY_SECRET
+        )))?;
+    Ok(current
+        .as_ref()
+        .and_then(|s| secret_value(s, net::PUBLIC_KEY))
+        .and_then(|k| k.parse().ok()))
+}
+
 /// Makes Secret `wireguard-pubkey` hold `public` (applied by field manager `manager`; nothing
 /// written when it does already), with the time the gateway was seen running it (`since`).
 pub async fn publish(
@@ -213,13 +233,12 @@ pub async fn publish(
 
 /// The gateway's private key at start: the one in Secret `wireguard-privkey`, else `adopt` (the
 /// key the gateway has used so far, from its key file) or a new one, stored there (a key stored
-/// meanwhile by another operator wins). Then Secret `wireguard-pubkey` is made to hold its
-/// public half, applied by field manager `manager`. A rotation asked for while no operator ran
-/// is served by the first reconcile ([`next`]).
+/// meanwhile by another operator wins). Its public half is published by a reconcile, once the
+/// gateway runs it ([`publish`]); a rotation asked for while no operator ran is served by the
+/// first reconcile ([`next`]).
 pub async fn ensure(
     client: &Client,
     ns: &str,
-    manager: &str,
     adopt: Option<PrivateKey>,
 ) -> Result<PrivateKey, KubeError> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
@@ -256,8 +275,6 @@ pub async fn ensure(
             Err(e) => return Err(api(format!("creating {what}"))(e)),
         }
     };
-    let since = k8s_openapi::jiff::Timestamp::now().to_string();
-    publish(client, ns, manager, &key.public(), &since).await?;
     Ok(key)
 }
 

@@ -108,9 +108,15 @@ fn reload(path: &Path, text: &str, refused: Option<liqo_types::FieldError>) -> R
 fn gateway_status(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let checked = gateway::config::File::parse(&text).and_then(|f| f.validate(None).map(|_| f));
-    let (peers, refused) = match checked {
-        Ok(f) => (f.peers, None),
-        Err(e) => (Vec::new(), Some(e)),
+    // As the real gateway: it runs the key its config names (once the key file holds it).
+    let (peers, refused, key) = match checked {
+        Ok(f) => (
+            f.peers,
+            None,
+            f.public_key
+                .map_or_else(|| "fake".to_owned(), |k| k.to_string()),
+        ),
+        Err(e) => (Vec::new(), Some(e), "fake".to_owned()),
     };
     let peers: Vec<serde_json::Value> = peers
         .iter()
@@ -121,7 +127,7 @@ fn gateway_status(path: &Path) -> String {
         })
         .collect();
     let s: gateway::status::Status = serde_json::from_value(serde_json::json!({
-        "publicKey": "fake", "listenPort": 51840, "noRoute": 0, "peers": peers,
+        "publicKey": key, "listenPort": 51840, "noRoute": 0, "peers": peers,
         "reload": reload(path, &text, refused),
     }))
     .unwrap();

@@ -158,6 +158,81 @@ pub(crate) async fn phase(set: &Setup, secrets: &Api<Secret>) {
             .public(),
         public
     );
+    // Announced once the gateway reports it runs it (the fake reports its config's key).
+    let announced = || async {
+        let s = secrets
+            .get(net::PUBLIC_KEY_SECRET)
+            .await
+            .map_err(|e| e.to_string())?;
+        let v = s.data.unwrap_or_default()[net::PUBLIC_KEY].0.clone();
+        Ok::<_, String>(String::from_utf8(v).unwrap())
+    };
+    eventually(30, "the adopted key announced", || async {
+        let k = announced().await?;
+        (k == public.to_string()).then_some(()).ok_or(k)
+    })
+    .await;
+    // Rotations: one asked for on the Secret (as `liqoctl rotate-key` asks), then the Secret
+    // deleted: each makes a new key, in the key file (0600) first, then in the config, and
+    // announced only once the gateway runs it.
+    let mut last = public;
+    for how in ["asked", "deleted"] {
+        if how == "asked" {
+            let ask = serde_json::json!({"metadata": {"annotations": {net::ROTATE_KEY_ANNOTATION: "r1"}}});
+            secrets
+                .patch(
+                    net::PRIVATE_KEY_SECRET,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&ask),
+                )
+                .await
+                .unwrap();
+        } else {
+            secrets
+                .delete(net::PRIVATE_KEY_SECRET, &DeleteParams::default())
+                .await
+                .unwrap();
+        }
+        eventually(30, &format!("a new key ({how})"), || async {
+            let on_disk = std::fs::read_to_string(&key_file).map_err(|e| e.to_string())?;
+            let k = gateway::keys::PrivateKey::parse(on_disk.trim())
+                .map_err(|e| e.to_string())?
+                .public();
+            if k == last {
+                return Err("the old key in the key file".into());
+            }
+            let cfg = gateway::config::File::parse(&std::fs::read_to_string(&gw_cfg).unwrap())
+                .map_err(|e| e.to_string())?;
+            if cfg.public_key != Some(k) {
+                return Err(format!("config names {:?}, key file {k}", cfg.public_key));
+            }
+            let stored = secrets
+                .get(net::PRIVATE_KEY_SECRET)
+                .await
+                .map_err(|e| e.to_string())?;
+            let served = stored
+                .metadata
+                .annotations
+                .unwrap_or_default()
+                .get(net::KEY_ROTATED_ANNOTATION)
+                .cloned();
+            if how == "asked" && served.as_deref() != Some("r1") {
+                return Err(format!("rotation not recorded as served: {served:?}"));
+            }
+            let a = announced().await?;
+            if a != k.to_string() {
+                return Err(format!("announced {a}, runs {k}"));
+            }
+            Ok(())
+        })
+        .await;
+        let mode = std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{how}");
+        let on_disk = std::fs::read_to_string(&key_file).unwrap();
+        last = gateway::keys::PrivateKey::parse(on_disk.trim())
+            .unwrap()
+            .public();
+    }
     // Each agent's file: the core's overlay plan for its node.
     let cm = Api::<ConfigMap>::namespaced(admin.clone(), "liqo")
         .get(objects::CLUSTER_ID_CONFIGMAP)
