@@ -22,4 +22,4 @@ fi
 echo "== Kubernetes control-plane binaries (built once from the Go module proxy, then cached)"
 LIQO_K8S_BIN=$(bash e2e/k8s/build.sh | tail -n1)
 export LIQO_K8S_BIN
-cargo test --workspace --locked --test '*'
+cargo test --workspace --locked --no-fail-fast --test '*'

@@ -81,7 +81,7 @@ async fn the_binary_serves_with_its_kube_config_counts_requests_and_stops_on_sig
     let milan_token = tokens::local_token(&admin, "liqo").await.unwrap();
     let consumer = identity(ROME_ID, "rome");
     let ours = AuthToken::generate().unwrap();
-    let (_, pem) = csr(ROME_ID, auth::CSR_ORGANIZATION);
+    let (key, pem) = csr(ROME_ID, auth::CSR_ORGANIZATION);
     let wrong = AuthToken::generate().unwrap();
     let e = http
         .certificate(&url, &request(&consumer, &ours, Some(&wrong), &pem))
@@ -94,9 +94,18 @@ async fn the_binary_serves_with_its_kube_config_counts_requests_and_stops_on_sig
         .unwrap();
     assert_eq!(resp.api_server_url, cluster.server);
     assert_eq!(resp.api_server_ca.as_deref(), Some(&ca[..]));
-    // The same CSR again (a lost reply): the same certificate, counted as reissued.
-    let again = http
+    // The same CSR again without a proof of possession: refused, counted as a replay; with one
+    // (a lost reply): the same certificate, counted as reissued.
+    let e = http
         .certificate(&url, &request(&consumer, &ours, Some(&milan_token), &pem))
+        .await
+        .unwrap_err();
+    assert_eq!(e.http_status(), Some(403), "{e}");
+    let again = http
+        .certificate(
+            &url,
+            &proved(request(&consumer, &ours, Some(&milan_token), &pem), &key, 1),
+        )
         .await
         .unwrap();
     assert_eq!(again.certificate, resp.certificate);
@@ -108,6 +117,7 @@ async fn the_binary_serves_with_its_kube_config_counts_requests_and_stops_on_sig
         r#"liqo_auth_requests_total{path="certificate",outcome="wrong_token"} 1"#,
         r#"liqo_auth_requests_total{path="certificate",outcome="accepted"} 1"#,
         r#"liqo_auth_requests_total{path="certificate",outcome="reissued"} 1"#,
+        r#"liqo_auth_requests_total{path="certificate",outcome="replay"} 1"#,
     ] {
         assert!(metrics.contains(line), "{line} in\n{metrics}");
     }
