@@ -54,6 +54,16 @@ async fn relay(State(r): State<Relay>, method: Method, uri: Uri, body: Bytes) ->
     }
 }
 
+/// The `AuthenticationStatus` condition of a ForeignCluster (it must have one).
+fn auth_condition(fc: ForeignCluster) -> control::api::discovery::PeeringCondition {
+    control::conditions::get(
+        &fc.status.unwrap_or_default().peering_conditions,
+        T::AuthenticationStatus,
+    )
+    .cloned()
+    .expect("an AuthenticationStatus condition")
+}
+
 /// Starts a recording relay to `target` on 127.0.0.1 (it serves until the test ends).
 pub(super) async fn recorder(target: &str) -> Recorder {
     let bodies = Arc::new(Mutex::new(Vec::new()));
@@ -268,12 +278,7 @@ pub(super) async fn from_turin(lab: &Lab, milan_command: &str) {
         fc_is(&turin, &rome_id, &[(T::AuthenticationStatus, S::Error)])
     })
     .await;
-    let auth = control::conditions::get(
-        &fc.status.unwrap().peering_conditions,
-        T::AuthenticationStatus,
-    )
-    .cloned()
-    .unwrap();
+    let auth = auth_condition(fc);
     eprintln!("turin's rome FC: {auth:?}");
     assert_eq!(auth.reason.as_deref(), Some("ClusterIDMismatch"));
     let m = auth.message.unwrap_or_default();
@@ -336,12 +341,7 @@ pub(super) async fn from_turin(lab: &Lab, milan_command: &str) {
         fc_is(&turin, &milan_id, &[(T::AuthenticationStatus, S::Denied)])
     })
     .await;
-    let auth = control::conditions::get(
-        &fc.status.unwrap().peering_conditions,
-        T::AuthenticationStatus,
-    )
-    .cloned()
-    .unwrap();
+    let auth = auth_condition(fc);
     let m = auth.message.unwrap_or_default();
     eprintln!("turin's denied milan FC: {m}");
     assert!(
@@ -463,12 +463,7 @@ pub(super) async fn api_server_mismatch(lab: &Lab) {
         fc_is(&rome, &milan_id, &[(T::AuthenticationStatus, S::Error)])
     })
     .await;
-    let auth = control::conditions::get(
-        &fc.status.unwrap().peering_conditions,
-        T::AuthenticationStatus,
-    )
-    .cloned()
-    .unwrap();
+    let auth = auth_condition(fc);
     eprintln!("rome's milan FC: {auth:?}");
     assert_eq!(auth.reason.as_deref(), Some("ClusterIDMismatch"));
     let m = auth.message.unwrap_or_default();

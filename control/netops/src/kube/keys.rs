@@ -180,23 +180,11 @@ pub async fn publish(
     public: &liqo_types::PublicKey,
     since: &str,
 ) -> Result<bool, KubeError> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let public = public.to_string();
-    let current = secrets
-        .get_opt(net::PUBLIC_KEY_SECRET)
-        .await
-        .map_err(api(format!(
-            "reading Secret {ns}/{}",
-            net::PUBLIC_KEY_SECRET
-        )))?;
-    if current
-        .as_ref()
-        .and_then(|s| secret_value(s, net::PUBLIC_KEY))
-        .as_deref()
-        == Some(public.as_str())
-    {
+    if published(client, ns).await?.as_ref() == Some(public) {
         return Ok(false);
     }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let public = public.to_string();
     let pubkey = Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(net::PUBLIC_KEY_SECRET.into()),
