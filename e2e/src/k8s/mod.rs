@@ -21,8 +21,9 @@ pub use bins::{Binaries, binaries};
 pub use cluster::{Cluster, client};
 pub use crds::{MANAGER, install_crds};
 pub(crate) use pki::write as write_file;
+pub use procs::free_port;
 pub use procs::{CommandLine, Proc, command_line, kill9};
-pub(crate) use procs::{free_port, stop as stop_procs, using as procs_using};
+pub(crate) use procs::{stop as stop_procs, using as procs_using};
 pub use restart::Restarted;
 pub use state::{Clusters, Down, Named, Options, ROOT, down, load};
 

@@ -16,8 +16,33 @@ use dataplane::supervisor::{self, Spec, Stopped};
 
 use super::K8sError;
 
-/// A free TCP port on 127.0.0.1 (the kernel's pick; released before use).
-pub(crate) fn free_port() -> Result<u16, K8sError> {
+/// A free TCP port on 127.0.0.1, released before use, for a process started next to listen on.
+///
+/// Picked at random below the kernel's ephemeral range (`ip_local_port_range`): a port the
+/// kernel hands out (what `bind(0)` gives) is also what every outgoing connection takes, so on a
+/// busy machine (clusters' clients connecting all the time) another socket could take it
+/// between our release and the process's bind. Ports below that range are only ever taken on
+/// purpose. Falls back to the kernel's pick when no such port is free.
+pub fn free_port() -> Result<u16, K8sError> {
+    let low = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    const FLOOR: u16 = 10_000;
+    if low > FLOOR + 1_000 {
+        let span = u32::from(low - FLOOR);
+        for _ in 0..64 {
+            let mut b = [0u8; 4];
+            if getrandom::fill(&mut b).is_err() {
+                break;
+            }
+            let offset = u16::try_from(u32::from_le_bytes(b) % span).unwrap_or(0);
+            let port = FLOOR + offset;
+            if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                return Ok(port);
+            }
+        }
+    }
     let l = TcpListener::bind("127.0.0.1:0").map_err(|e| K8sError::Spawn {
         what: "finding a free port".into(),
         source: e,

@@ -284,8 +284,8 @@ impl Drop for KillOnDrop {
 }
 
 pub(crate) fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().port()
+    // The harness's pick: below the ephemeral range, so no outgoing connection takes it.
+    e2e::k8s::free_port().unwrap()
 }
 
 /// A plain HTTP GET (the metrics endpoint).

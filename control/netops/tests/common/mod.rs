@@ -201,11 +201,8 @@ where
 
 /// A free loopback port.
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    // The harness's pick: below the ephemeral range, so no outgoing connection takes it.
+    e2e::k8s::free_port().unwrap()
 }
 
 /// What every operator test starts from: one cluster, a kubeconfig per operator
