@@ -1,25 +1,44 @@
 #!/usr/bin/env bash
-# Runs every check and test: formatting, lints, unit tests (no root), then the privileged tests
-# (real network namespaces, links, nftables and packets; they need root and fail without it).
+# Runs every check and test: formatting, lints, the build, unit tests (no root), then the
+# privileged tests (real network namespaces, links, nftables, packets and Kubernetes control
+# planes; they need root and fail without it), then the leftover check. Every phase and every
+# integration test binary is timed; the table is printed at the end and appended to
+# $LIQO_TIMINGS (tab-separated: phase, seconds, status) when that is set.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
 export CARGO_TERM_COLOR=never
 # One build from scratch: incremental caches would only double the target directory's size.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+. scripts/timing.sh
+# Run alone, it prints its timing table when it ends (also after a failure); under .ci/run,
+# that prints the table with the install added.
+if [ -z "${LIQO_TIMINGS:-}" ]; then
+  LIQO_TIMINGS=$(mktemp)
+  export LIQO_TIMINGS
+  trap 'print_timings; rm -f "$LIQO_TIMINGS"' EXIT
+fi
 
-echo "== cargo fmt --check"
-cargo fmt --all -- --check
-echo "== cargo clippy -D warnings"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== unit tests (no root needed)"
-cargo test --workspace --locked --lib --bins
-echo "== privileged tests (root: network namespaces on the real kernel)"
+status=0
+phase "fmt" cargo fmt --all -- --check
+phase "clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
+# Every test target built once, so the phases below time running, not compiling.
+export LIQO_TEST_EXES="${LIQO_TEST_EXES:-$(mktemp)}"
+phase "build (tests)" build_tests "$LIQO_TEST_EXES" --workspace --locked
+phase "unit tests" cargo test --workspace --locked --lib --bins
 if [ "$(id -u)" -ne 0 ]; then
   echo "error: the privileged tests need root; run: sudo bash scripts/test.sh" >&2
   exit 1
 fi
 echo "== Kubernetes control-plane binaries (built once from the Go module proxy, then cached)"
-LIQO_K8S_BIN=$(bash e2e/k8s/build.sh | tail -n1)
+LIQO_K8S_BIN=$(phase_quiet "Kubernetes binaries" bash e2e/k8s/build.sh | tail -n1)
 export LIQO_K8S_BIN
-cargo test --workspace --locked --no-fail-fast --test '*'
+snapshot=$(mktemp)
+bash scripts/leftovers.sh snapshot "$snapshot"
+echo "== integration tests (root: network namespaces, real packets, real API servers)"
+# Every binary runs even after a failure (--no-fail-fast), so one run shows every failure;
+# each binary's seconds go to the table.
+cargo test --workspace --locked --no-fail-fast --test '*' 2>&1 | time_binaries || status=1
+phase "leftover check" bash scripts/leftovers.sh check "$snapshot" || status=1
+rm -f "$snapshot" "$LIQO_TEST_EXES"
+exit "$status"

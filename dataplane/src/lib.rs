@@ -3,7 +3,8 @@
 //! steering: [`steer`]) and nftables; and the one
 //! process supervisor ([`supervisor`]: start a program, optionally inside a namespace, watch
 //! it, stop it with SIGTERM then SIGKILL) that the lab, the Kubernetes harness, the bench and
-//! every crate's tests use.
+//! every crate's tests use, with [`procs`], the one read-only scan of `/proc` that finds
+//! processes by program, flag, environment, parent or namespace.
 //!
 //! It is organised in three layers, as in the rest of the project:
 //! 1. plain desired-state types ([`link::LinkSpec`], [`route::RouteSpec`], [`nft::Ruleset`], ...);
@@ -27,6 +28,7 @@ pub mod netlink;
 pub mod netns;
 pub mod nft;
 mod nlsock;
+pub mod procs;
 pub mod request;
 pub mod route;
 pub mod rule;

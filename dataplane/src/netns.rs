@@ -255,25 +255,12 @@ impl Netns {
     /// PIDs of the processes whose network namespace is this one.
     pub fn pids(&self) -> Result<Vec<u32>, Error> {
         let me = self.file.metadata().map_err(sys("stat", &self.name))?;
-        let mut pids = Vec::new();
-        let procs = fs::read_dir("/proc").map_err(sys("listing /proc", &self.name))?;
-        for entry in procs.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            // A process may exit while we look: skip what we cannot read.
-            if let Ok(ns) = fs::metadata(entry.path().join("ns/net"))
-                && ns.ino() == me.ino()
-                && ns.dev() == me.dev()
-            {
-                pids.push(pid);
-            }
-        }
-        Ok(pids)
+        let pids = crate::procs::pids().map_err(sys("listing /proc", &self.name))?;
+        // A process may exit while we look: it is then not in the answer.
+        Ok(pids
+            .into_iter()
+            .filter(|pid| crate::procs::netns_of(*pid) == Some((me.dev(), me.ino())))
+            .collect())
     }
 }
 

@@ -2,17 +2,16 @@
 //!
 //! [`topology`] owns the lab's file format, validation and address plan (pure). [`lab`] builds a
 //! topology out of network namespaces with [`dataplane`], tears it down, shows its status and
-//! checks connectivity with real packets. [`k8s`] runs real Kubernetes control planes (etcd,
-//! apiserver, controller-manager, scheduler, kwok) as processes for the control-plane tests;
-//! [`liqo`] installs Liqo on them (chart objects, RBAC by ServiceAccount tokens, components as
-//! processes);
+//! checks connectivity with real packets, and runs Liqo on real Kubernetes control planes with
+//! the test kit's harness ([`testkit`], re-exported as [`k8s`] and [`liqo`]);
 //! [`bench`] measures the gateway and the lab's paths. All three start and stop processes
 //! through the project's one supervisor, [`dataplane::supervisor`]. The lab's peering logic is
 //! `liqo-peering`'s: the lab only implements its traits. The `liqo-lab` binary is a thin CLI
 //! over all of it. This crate is test and demo infrastructure: no product daemon depends on it.
 
 pub mod bench;
-pub mod k8s;
 pub mod lab;
-pub mod liqo;
 pub mod topology;
+
+// The test kit's harness, where the lab and the e2e tests have always found it.
+pub use testkit::{k8s, liqo};

@@ -201,35 +201,21 @@ async fn connects_from_peer(kube: &Client, r: &InBand, peer: &str) -> usize {
 
 /// The pids of the `liqo-controller-manager` processes whose kubeconfig is the lab's.
 fn managers_of(prefix: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        // A process may exit between the listing and these reads: then it is not running.
-        let (Ok(cmdline), Ok(environ)) = (
-            std::fs::read(entry.path().join("cmdline")),
-            std::fs::read(entry.path().join("environ")),
-        ) else {
-            continue;
-        };
-        let program = cmdline.split(|b| *b == 0).next().unwrap_or_default();
-        let ours = environ.split(|b| *b == 0).any(|v| {
-            let v = String::from_utf8_lossy(v);
-            // A path component that is the prefix itself or starts with it and a separator
-            // (`lkib1` must not match another run's `lkib12`).
-            v.strip_prefix("KUBECONFIG=").is_some_and(|path| {
-                path.split('/').any(|c| {
-                    c.strip_prefix(prefix)
-                        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-']))
-                })
-            })
-        });
-        if program.ends_with(b"liqo-controller-manager") && ours {
-            out.push(pid);
-        }
-    }
-    out
+    // A path component that is the prefix itself or starts with it and a separator (`lkib1`
+    // must not match another run's `lkib12`).
+    let ours = |path: &str| {
+        path.split('/').any(|c| {
+            c.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-']))
+        })
+    };
+    dataplane::procs::find(|p| {
+        p.program() == "liqo-controller-manager" && p.env("KUBECONFIG").is_some_and(|k| ours(&k))
+    })
+    .expect("listing /proc")
+    .into_iter()
+    .map(|p| p.pid)
+    .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,13 +297,13 @@ async fn in_band_peering_goes_through_the_tunnel() {
         by_hand.try_wait().unwrap().is_none(),
         "the relay by hand exited"
     );
-    let tagged: Vec<u32> = procs_mentioning(&format!("/run/liqo-lab/{p}.d/"))
-        .into_iter()
-        .filter(|pid| {
-            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            cmd.split(|b| *b == 0).any(|a| a == b"relay")
-        })
-        .collect();
+    let dir = format!("/run/liqo-lab/{p}.d/");
+    let tagged: Vec<u32> =
+        dataplane::procs::find(|q| q.mentions(&dir) && q.args.iter().any(|a| a == "relay"))
+            .expect("listing /proc")
+            .into_iter()
+            .map(|q| q.pid)
+            .collect();
     // Per cluster, one per node (2) and the auth relay; and the one by hand.
     assert_eq!(tagged.len(), 7, "the relays: {tagged:?}");
     pids.extend(tagged);

@@ -140,11 +140,8 @@ async fn two_clusters_run_twenty_replicas_each_on_kwok_nodes_and_leave_nothing()
     drop(set);
     assert!(!dir.exists(), "{} left behind", dir.display());
     for pid in pids {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        assert!(
-            stat.is_empty() || stat.contains(") Z"),
-            "process {pid} still runs: {stat}"
-        );
+        let left = dataplane::procs::Process::read(pid);
+        assert!(left.is_none(), "process {pid} still runs: {left:?}");
     }
 }
 

@@ -78,8 +78,7 @@ fn forbidden<T: std::fmt::Debug>(r: Result<T, kube::Error>) {
 }
 
 fn gone(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.is_empty() || stat.contains(") Z")
+    dataplane::procs::Process::read(pid).is_none()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! liqo-auth against a real apiserver (the `e2e::k8s` harness, one cluster, "milan" as its
+//! liqo-auth against a real apiserver (the `testkit::k8s` harness, one cluster, "milan" as its
 //! Liqo identity): the service runs in-process on 127.0.0.1:0, with an admin client, then with
 //! the token of a ServiceAccount bound only by `chart/files/liqo-auth-ClusterRole.yaml` (the
 //! binary: binary_k8s.rs; the limits: hardening_k8s.rs).
@@ -22,7 +22,6 @@ use control::{
     identity::{AuthToken, CertificateIdentityRequest},
     names,
 };
-use e2e::k8s::{self, Clusters};
 use k8s_openapi::api::{
     authentication::v1::SelfSubjectReview,
     certificates::v1::CertificateSigningRequest,
@@ -37,6 +36,7 @@ use liqo_auth::{
     client::{AuthClient, ClientError},
     tokens,
 };
+use testkit::k8s::{self, Clusters};
 
 use common::*;
 

@@ -1,4 +1,4 @@
-//! The `liqo-auth` binary against a real apiserver (the `e2e::k8s` harness, one cluster,
+//! The `liqo-auth` binary against a real apiserver (the `testkit::k8s` harness, one cluster,
 //! "milan"): it serves with its kube config's apiserver URL and CA, is found through Service
 //! `liqo-auth`, counts requests on its metrics endpoint and exits 0 on SIGTERM.
 
@@ -14,13 +14,13 @@ use control::{
     consts::{auth, objects},
     identity::AuthToken,
 };
-use e2e::k8s::{self, Clusters};
 use k8s_openapi::api::core::v1::Service;
 use kube::{
     Api,
     api::{Patch, PatchParams, PostParams},
 };
 use liqo_auth::{client::AuthClient, tokens};
+use testkit::k8s::{self, Clusters};
 
 use common::*;
 

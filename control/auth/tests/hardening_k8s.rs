@@ -1,4 +1,4 @@
-//! liqo-auth's limits against a real apiserver (the `e2e::k8s` harness, one cluster): a
+//! liqo-auth's limits against a real apiserver (the `testkit::k8s` harness, one cluster): a
 //! request failing its checks and `GET /ids` make no apiserver call (counted by a wrapper of
 //! the service's kube client); a client that never finishes the TLS handshake is cut off after
 //! the handshake timeout; connections over the limit are closed at once; a body over the
@@ -19,9 +19,9 @@ use std::{
 };
 
 use control::{consts::auth, identity::AuthToken};
-use e2e::k8s::{self, Clusters};
 use kube::Client;
 use liqo_auth::{client::AuthClient, metrics::Metrics, server};
+use testkit::k8s::{self, Clusters};
 use tokio::io::AsyncReadExt;
 
 use common::*;

@@ -20,10 +20,6 @@ use control::{
     },
     consts::{net, objects},
 };
-use e2e::{
-    k8s::{self, Clusters, Options},
-    liqo,
-};
 use ipam::service::{client::ClientOptions, proto};
 use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
 use kube::{
@@ -32,6 +28,10 @@ use kube::{
 };
 use liqo_types::Cidr;
 use serde_json::json;
+use testkit::{
+    k8s::{self, Clusters, Options},
+    liqo,
+};
 
 use common::{Ctl, DownOnDrop, stdout};
 

@@ -1,4 +1,4 @@
-//! `offload namespace` and `unoffload namespace` against a real apiserver (the `e2e::k8s`
+//! `offload namespace` and `unoffload namespace` against a real apiserver (the `testkit::k8s`
 //! harness, one cluster, CRDs installed, see `common`). No controller-manager runs: the test
 //! plays the NamespaceOffloading controller, writing the status (phases, conditions,
 //! observedGeneration) and the finalizer itself while the built binary waits, so the waiting,

@@ -1,4 +1,4 @@
-//! liqoctl against a real apiserver (the `e2e::k8s` harness, one cluster, see `common`): the
+//! liqoctl against a real apiserver (the `testkit::k8s` harness, one cluster, see `common`): the
 //! built binary is run with `--kubeconfig`/`--context`. No controller runs: the test writes the
 //! ForeignCluster's conditions itself, as the controller-manager would, to drive the success
 //! and failure paths. Exit codes are checked before output.

@@ -14,8 +14,8 @@ use std::{
 use control::api::discovery::{
     ForeignCluster, PeeringConditionStatus as S, PeeringConditionType as T,
 };
-use e2e::k8s::{self, Clusters, Options};
 use kube::{Api, api::PostParams};
+use testkit::k8s::{self, Clusters, Options};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIN: &str = env!("CARGO_BIN_EXE_liqo-controller-manager");

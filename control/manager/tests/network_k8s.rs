@@ -1,4 +1,4 @@
-//! The network manager on two real clusters (the e2e harness) with the SAME pod CIDR, each
+//! The network manager on two real clusters (the test kit's harness) with the SAME pod CIDR, each
 //! running liqo-auth, an in-process liqo-ipam and the controllers under the chart's
 //! ClusterRole. No gateway operator runs: the test plays it (it sets the TunnelEndpoints'
 //! `status.connection` and renews its Lease `liqo-gateway`). Peering out of band: both NetworkConfigs processed, TunnelEndpoints
@@ -24,13 +24,13 @@ use control::{
     consts::net,
     names,
 };
-use e2e::k8s::{self, Clusters};
 use kube::{
     Api,
     api::{Patch, PatchParams},
 };
 use liqo_controller_manager::network::tunnel_name;
 use serde_json::json;
+use testkit::k8s::{self, Clusters};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly() {

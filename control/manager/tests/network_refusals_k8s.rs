@@ -1,4 +1,4 @@
-//! The network manager refusing bad input, on two real clusters (the e2e harness): rome runs
+//! The network manager refusing bad input, on two real clusters (the test kit's harness): rome runs
 //! liqo-auth, an in-process liqo-ipam and the controllers; milan peers without a network
 //! manager, then its controllers stop, and the test writes milan's NetworkConfig copies in
 //! rome (rome's own NetworkConfig waits for the gateway's key Secret). Each bad one (a host-bits CIDR, overlapping pod and external CIDRs, a bad key, a bad
@@ -27,7 +27,6 @@ use control::{
     consts::{labels, net},
     names,
 };
-use e2e::k8s::{self, Clusters};
 use k8s_openapi::api::events::v1::Event;
 use kube::{
     Api,
@@ -36,6 +35,7 @@ use kube::{
 };
 use liqo_controller_manager::network::{self, REFUSED_ANNOTATION, tunnel_name};
 use serde_json::{Value, json};
+use testkit::k8s::{self, Clusters};
 
 /// Milan's NetworkConfig for rome, as its copy in rome's tenant namespace.
 fn copy(ns: &str, name: &str, spec: Value) -> Value {

@@ -1,5 +1,5 @@
 //! Namespace offloading on real apiservers (control-plane.md §3.5): three clusters, the
-//! controller-manager run as a process by `e2e::liqo::install` under the chart's RBAC; rome
+//! controller-manager run as a process by `testkit::liqo::install` under the chart's RBAC; rome
 //! consumes milan (`topology.liqo.io/region=center`) and turin (`=south`), peered by liqoctl's
 //! own commands. Checks the virtual nodes, the seed's NamespaceOffloading example (§3.3) made
 //! and removed by `liqoctl offload/unoffload namespace`,
@@ -22,16 +22,16 @@ use control::{
     api::offloading::{NamespaceOffloading, OffloadingPhase},
     consts::offloading as off,
 };
-use e2e::{
-    k8s::{self, Clusters},
-    liqo,
-};
 use k8s_openapi::api::{core::v1::Namespace, rbac::v1::RoleBinding};
 use kube::{
     Api, Client,
     api::{DeleteParams, PostParams},
 };
 use serde_json::{Value, json};
+use testkit::{
+    k8s::{self, Clusters},
+    liqo,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offloading_across_three_clusters() {

@@ -1,4 +1,4 @@
-//! Two real clusters (the e2e harness), each running liqo-auth's server (admin client) and
+//! Two real clusters (the test kit's harness), each running liqo-auth's server (admin client) and
 //! these controllers in-process under the chart's ClusterRole (a ServiceAccount token): rome
 //! peers out of band with milan as `liqoctl peer out-of-band` would (remote token +
 //! ForeignCluster). Checked: both directions' conditions, the RoleBindings, the offer (the
@@ -22,13 +22,13 @@ use control::{
     consts::labels,
     names,
 };
-use e2e::k8s::{self, Clusters};
 use k8s_openapi::{api::core::v1::Node, apimachinery::pkg::api::resource::Quantity};
 use kube::{
     Api, Client,
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use liqo_auth::tokens;
+use testkit::k8s::{self, Clusters};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {

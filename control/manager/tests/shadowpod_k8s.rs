@@ -1,5 +1,5 @@
 //! The provider's ShadowPod controller on a real apiserver: `liqo-controller-manager` run as a
-//! process by `e2e::liqo::install` under the chart's ClusterRole; ShadowPods created as admin
+//! process by `testkit::liqo::install` under the chart's ClusterRole; ShadowPods created as admin
 //! (as a consumer's virtual kubelet would). A ShadowPod gets its pod (labels, annotations,
 //! spec, controller reference), which kwok runs (Running, an IP of the pod CIDR); the pod
 //! deleted is re-created under a new UID within seconds; a pod of the name that the
@@ -12,16 +12,16 @@ use std::time::{Duration, Instant};
 
 use common::{DownOnDrop, eventually};
 use control::{api::virtualkubelet::ShadowPod, consts::reflection};
-use e2e::{
-    k8s::{self, Clusters},
-    liqo,
-};
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use kube::{
     Api, Client,
     api::{DeleteParams, ListParams, PostParams},
 };
 use serde_json::json;
+use testkit::{
+    k8s::{self, Clusters},
+    liqo,
+};
 
 const MANAGER: &str = "liqo-controller-manager";
 const NS: &str = "sp-demo";

@@ -1,4 +1,4 @@
-//! A real cluster (milan, the e2e harness) running liqo-auth's server and these controllers
+//! A real cluster (milan, the test kit's harness) running liqo-auth's server and these controllers
 //! in-process: ResourceRequests that look replicated but were written by hand in rome's tenant
 //! namespace naming a third cluster (naples) are ignored: no ForeignCluster, no tenant
 //! namespace, nothing sent to their auth URL, the request itself untouched. A request that
@@ -15,12 +15,12 @@ use control::{
     consts::{labels, values},
     names,
 };
-use e2e::k8s::{self, Clusters, Options};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{
     Api,
     api::{ListParams, PostParams},
 };
+use testkit::k8s::{self, Clusters, Options};
 
 fn request(
     name: &str,

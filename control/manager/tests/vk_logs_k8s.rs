@@ -15,13 +15,13 @@ use std::{
 };
 
 use common::{DownOnDrop, eventually, offloading::peer};
-use e2e::{
-    k8s::{self, Clusters},
-    liqo,
-};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{Api, api::PostParams};
 use serde_json::json;
+use testkit::{
+    k8s::{self, Clusters},
+    liqo,
+};
 
 const NS: &str = "liqo-demo";
 const POD: &str = "hello";

@@ -1,4 +1,4 @@
-//! The admission webhooks of `liqo-controller-manager` (run as a process by `e2e::liqo::install`,
+//! The admission webhooks of `liqo-controller-manager` (run as a process by `testkit::liqo::install`,
 //! under its ServiceAccount bound by the chart's ClusterRole) on a real apiserver: the chart's
 //! configurations get the controller-manager's CA; pods in labelled namespaces get the seed's
 //! node affinity and toleration per strategy; a pod whose own affinity contradicts the strategy
@@ -14,10 +14,6 @@ use control::{
     consts::webhook,
     offloading::webhook::{POD_STRATEGY_TIGHTENED, toleration},
 };
-use e2e::{
-    k8s::{self, Clusters},
-    liqo,
-};
 use k8s_openapi::api::{
     admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
     core::v1::{Namespace, Pod, Secret},
@@ -27,6 +23,10 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
+use testkit::{
+    k8s::{self, Clusters},
+    liqo,
+};
 
 const MANAGER: &str = "liqo-controller-manager";
 

@@ -173,7 +173,7 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
         !gw.log().contains(&private),
         "the private key is never logged"
     );
-    let m = e2e::liqo::probe(&format!("http://127.0.0.1:{metrics}/metrics")).await;
+    let m = testkit::liqo::probe(&format!("http://127.0.0.1:{metrics}/metrics")).await;
     assert!(m.is_ok(), "{m:?}");
     // A third and a fourth node's route operators hold milan too, then the third node goes for
     // good and the fourth is NotReady for longer than the grace (their operators with them):

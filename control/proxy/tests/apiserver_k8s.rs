@@ -12,7 +12,6 @@ use std::{
 
 use base64::{Engine, engine::general_purpose::STANDARD};
 use control::consts::keys;
-use e2e::k8s::{self, Clusters, Options};
 use k8s_openapi::{
     ByteString,
     api::core::v1::{Namespace, Secret},
@@ -23,8 +22,9 @@ use kube::{
     config::KubeConfigOptions,
 };
 use serde_json::Value;
+use testkit::k8s::{self, Clusters, Options};
 
-struct Guard(e2e::lab::Prefix, Vec<Child>);
+struct Guard(testkit::Prefix, Vec<Child>);
 
 impl Drop for Guard {
     fn drop(&mut self) {

@@ -26,7 +26,6 @@ use control::{
     },
     consts::reflection as consts,
 };
-use e2e::k8s::{self, Clusters};
 use k8s_openapi::api::{
     core::v1::{Namespace, Node, Pod, ServiceAccount},
     events::v1::Event,
@@ -37,6 +36,7 @@ use kube::{
 };
 use liqo_virtual_kubelet::{VkConfig, config, reflection};
 use serde_json::json;
+use testkit::k8s::{self, Clusters};
 
 const ROME_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";

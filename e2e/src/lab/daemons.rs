@@ -38,30 +38,17 @@ pub(crate) const OVERLAY_STATUS: &str = "127.0.0.1:9108";
 /// How long a gateway may take to exit on SIGTERM (it removes what it created).
 const GATEWAY_GRACE: Duration = Duration::from_secs(10);
 
-/// Where the project's binaries are: `$LIQO_BIN_DIR`, else next to the running executable (or
-/// one level up, for test executables in `target/*/deps`).
+/// Where the project's binary `name` is ([`testkit::bin`]), as a lab error.
 pub fn bin(name: &str) -> Result<PathBuf, LabError> {
-    let mut dirs = Vec::new();
-    if let Some(d) = std::env::var_os("LIQO_BIN_DIR") {
-        dirs.push(PathBuf::from(d));
-    }
-    if let Ok(exe) = std::env::current_exe()
-        && let Some(d) = exe.parent()
-    {
-        dirs.push(d.to_owned());
-        if let Some(up) = d.parent() {
-            dirs.push(up.to_owned());
-        }
-    }
-    dirs.iter()
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-        .ok_or_else(|| {
-            LabError::build(
-                format!("finding the {name} binary"),
-                format!("not found in {dirs:?}; build it (cargo build --bins) or set LIQO_BIN_DIR"),
-            )
-        })
+    testkit::bin(name).map_err(|e| {
+        LabError::build(
+            format!("finding the {name} binary"),
+            format!(
+                "not found in {:?}; build it (cargo build --bins) or set LIQO_BIN_DIR",
+                e.dirs
+            ),
+        )
+    })
 }
 
 /// What one look at a daemon found.

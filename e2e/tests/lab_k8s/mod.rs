@@ -32,23 +32,16 @@ pub(crate) fn prefix(tag: &str) -> Prefix {
 }
 
 pub(crate) fn gone(pid: u32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.is_empty() || stat.contains(") Z")
+    dataplane::procs::Process::read(pid).is_none()
 }
 
 /// Every process whose command line mentions `needle`.
 pub(crate) fn procs_mentioning(needle: &str) -> Vec<u32> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        if String::from_utf8_lossy(&cmd).contains(needle) && !gone(pid) {
-            out.push(pid);
-        }
-    }
-    out
+    dataplane::procs::find(|p| p.args.iter().any(|a| a.contains(needle)))
+        .expect("listing /proc")
+        .into_iter()
+        .map(|p| p.pid)
+        .collect()
 }
 
 /// What must be gone after `down`: namespaces, the harness's directory, every process.

@@ -64,29 +64,14 @@ pub(crate) fn run(k: &K8sLab, tool: &str, cluster: &str, args: &[&str]) -> Strin
 /// The pid of the virtual kubelet `home` runs for `provider` (a child of its
 /// controller-manager), if one runs.
 pub(crate) fn vk_pid(home: &str, provider: &str) -> Option<u32> {
-    let mut found = None;
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let args: Vec<String> = cmd
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let has = |flag: &str, v: &str| args.windows(2).any(|w| w[0] == flag && w[1] == v);
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if args
-            .first()
-            .is_some_and(|a| a.ends_with("liqo-virtual-kubelet"))
-            && has("--home-cluster-name", home)
-            && has("--foreign-cluster-name", provider)
-            && !stat.contains(") Z")
-        {
-            found = Some(pid);
-        }
-    }
-    found
+    dataplane::procs::find(|p| {
+        p.program() == "liqo-virtual-kubelet"
+            && p.has_flag("--home-cluster-name", home)
+            && p.has_flag("--foreign-cluster-name", provider)
+    })
+    .expect("listing /proc")
+    .last()
+    .map(|p| p.pid)
 }
 
 /// The pid of a cluster's kube-apiserver.

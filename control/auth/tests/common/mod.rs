@@ -13,7 +13,6 @@ use control::{
     consts::{keys, labels, objects},
     identity::{AuthToken, CertificateIdentityRequest},
 };
-use e2e::k8s::{self, Options};
 use k8s_openapi::api::{
     authentication::v1::TokenRequest,
     certificates::v1::CertificateSigningRequest,
@@ -27,6 +26,7 @@ use kube::{
 };
 use liqo_auth::server;
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
+use testkit::k8s::{self, Options};
 
 pub(crate) static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -285,7 +285,7 @@ impl Drop for KillOnDrop {
 
 pub(crate) fn free_port() -> u16 {
     // The harness's pick: below the ephemeral range, so no outgoing connection takes it.
-    e2e::k8s::free_port().unwrap()
+    testkit::k8s::free_port().unwrap()
 }
 
 /// A plain HTTP GET (the metrics endpoint).

@@ -15,7 +15,6 @@ use control::{
     consts::{keys, labels, objects, values},
     identity::AuthToken,
 };
-use e2e::k8s::{self, Clusters, Options};
 use k8s_openapi::{
     api::core::v1::{ConfigMap, Namespace, Secret, Service},
     apimachinery::pkg::apis::meta::v1::Time,
@@ -26,6 +25,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use serde_json::json;
+use testkit::k8s::{self, Clusters, Options};
 
 pub(crate) static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -34,7 +34,7 @@ pub(crate) const MILAN_ID: &str = "b07938e3-d241-460c-a77b-e286c0f733c7";
 pub(crate) const AUTH_PORT: i32 = 31443;
 
 /// Tears the clusters down even when the test fails.
-pub(crate) struct DownOnDrop(pub(crate) e2e::lab::Prefix);
+pub(crate) struct DownOnDrop(pub(crate) testkit::Prefix);
 
 impl Drop for DownOnDrop {
     fn drop(&mut self) {
@@ -247,7 +247,7 @@ impl Ctx {
     /// does.
     pub(crate) async fn up() -> Ctx {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let prefix: e2e::lab::Prefix = format!("lq{n}x{}", std::process::id() % 100_000)
+        let prefix: testkit::Prefix = format!("lq{n}x{}", std::process::id() % 100_000)
             .parse()
             .unwrap();
         let guard = DownOnDrop(prefix.clone());

@@ -25,7 +25,6 @@ use control::{
     consts::{keys, labels, objects},
     offer::{NodeInput, Percent},
 };
-use e2e::k8s::{self, Cluster, Options};
 use futures::FutureExt;
 use k8s_openapi::{
     api::{
@@ -47,6 +46,7 @@ use liqo_controller_manager::{
     metrics::Metrics,
     network, run,
 };
+use testkit::k8s::{self, Cluster, Options};
 
 pub(crate) static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -56,7 +56,7 @@ pub(crate) const NAPLES_ID: &str = "f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9";
 pub(crate) const SHARING: u8 = 30;
 
 /// Tears the clusters down even when the test fails.
-pub(crate) struct DownOnDrop(pub(crate) e2e::lab::Prefix);
+pub(crate) struct DownOnDrop(pub(crate) testkit::Prefix);
 
 impl Drop for DownOnDrop {
     fn drop(&mut self) {

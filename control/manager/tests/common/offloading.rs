@@ -10,7 +10,6 @@ use control::{
     },
     consts::labels,
 };
-use e2e::{k8s::Clusters, liqo};
 use k8s_openapi::api::{
     coordination::v1::Lease,
     core::v1::{Namespace, Node},
@@ -20,6 +19,7 @@ use kube::{
     api::{ListParams, PostParams},
 };
 use serde_json::json;
+use testkit::{k8s::Clusters, liqo};
 
 pub(crate) const REGION: &str = "topology.liqo.io/region";
 

@@ -1,5 +1,5 @@
 //! What the harness tests of the operators share: a cluster with Liqo's objects installed
-//! (e2e::liqo, no component started), a kubeconfig per operator ServiceAccount bound to the
+//! (testkit::liqo, no component started), a kubeconfig per operator ServiceAccount bound to the
 //! chart's ClusterRole, the operators as processes, and fake daemons that serve the `/status`
 //! a daemon running the config file would.
 #![allow(dead_code, reason = "each test binary uses a part of these")]
@@ -15,17 +15,17 @@ use std::{
     time::{Duration, Instant},
 };
 
-use e2e::k8s::{self, Cluster, Clusters, Options};
 use k8s_openapi::api::core::v1::Node;
 use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
 };
+use testkit::k8s::{self, Cluster, Clusters, Options};
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// Tears the clusters down even when the test fails.
-pub(crate) struct DownOnDrop(pub(crate) e2e::lab::Prefix);
+pub(crate) struct DownOnDrop(pub(crate) testkit::Prefix);
 
 impl Drop for DownOnDrop {
     fn drop(&mut self) {
@@ -50,11 +50,11 @@ pub(crate) async fn cluster() -> (Cluster, Client, DownOnDrop) {
     let bins = k8s::binaries().unwrap();
     let set = Clusters::up(&bins, &opts).await.unwrap();
     let guard = DownOnDrop(set.prefix.clone());
-    let liqo = e2e::liqo::Options {
+    let liqo = testkit::liqo::Options {
         start: Vec::new(),
-        ..e2e::liqo::Options::default()
+        ..testkit::liqo::Options::default()
     };
-    e2e::liqo::install(&set, &bins, &liqo).await.unwrap();
+    testkit::liqo::install(&set, &bins, &liqo).await.unwrap();
     let c = set.clusters[0].clone();
     set.detach();
     let client = c.client().await.unwrap();
@@ -67,7 +67,7 @@ pub(crate) async fn cluster() -> (Cluster, Client, DownOnDrop) {
 pub(crate) async fn service_account(c: &Cluster, admin: &Client, name: &str) -> PathBuf {
     let dir = c.dir.join("liqo");
     std::fs::create_dir_all(&dir).unwrap();
-    e2e::liqo::service_account(admin, c, name, &dir, None)
+    testkit::liqo::service_account(admin, c, name, &dir, None)
         .await
         .unwrap()
 }
@@ -202,7 +202,7 @@ where
 /// A free loopback port.
 pub(crate) fn free_port() -> u16 {
     // The harness's pick: below the ephemeral range, so no outgoing connection takes it.
-    e2e::k8s::free_port().unwrap()
+    testkit::k8s::free_port().unwrap()
 }
 
 /// What every operator test starts from: one cluster, a kubeconfig per operator

@@ -80,7 +80,15 @@ pub async fn drain(local: &Client, node: &str, timeout: Duration) -> Result<usiz
             ..EvictParams::default()
         };
         loop {
-            match api.evict(&name, &evict).await {
+            // Bounded by the deadline: the client itself retries a 429 (kube's default retry
+            // policy, for minutes), which would otherwise hold a PodDisruptionBudget's
+            // refusal far past it.
+            let Ok(answer) = tokio::time::timeout_at(deadline, api.evict(&name, &evict)).await
+            else {
+                tracing::warn!(pod = %format!("{ns}/{name}"), %node, "eviction still refused at the drain's deadline");
+                break;
+            };
+            match answer {
                 Ok(_) => break,
                 Err(e) if gone(&e) => break,
                 Err(e) if refused(&e) => {

@@ -9,7 +9,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use e2e::k8s::{self, Cluster, Options};
 use kube::{
     Api, Config,
     api::{Patch, PatchParams, PostParams},
@@ -17,11 +16,12 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use testkit::k8s::{self, Cluster, Options};
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
 /// Tears the clusters down even when the test fails.
-pub(crate) struct DownOnDrop(pub(crate) e2e::lab::Prefix);
+pub(crate) struct DownOnDrop(pub(crate) testkit::Prefix);
 
 impl Drop for DownOnDrop {
     fn drop(&mut self) {

@@ -4,8 +4,8 @@
 use std::{collections::BTreeMap, io::Write as _, process::Stdio, time::Duration};
 
 use control::api::discovery::ClusterIdentity;
-use e2e::k8s::{self, Cluster};
 use serde_json::json;
+use testkit::k8s::{self, Cluster};
 
 use super::{NODE, REMOTE_NS};
 

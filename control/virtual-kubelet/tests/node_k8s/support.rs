@@ -4,7 +4,6 @@
 
 use std::time::{Duration, Instant};
 
-use e2e::k8s;
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
 use kube::{
     Api, Client,
@@ -13,6 +12,7 @@ use kube::{
 };
 use liqo_virtual_kubelet::node;
 use serde_json::{Value, json};
+use testkit::k8s;
 
 pub(crate) const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
 pub(crate) const TENANT: &str = "liqo-tenant-milan";
@@ -20,7 +20,7 @@ pub(crate) const NODE: &str = "liqo-milan";
 pub(crate) const INTERVAL: Duration = Duration::from_secs(3);
 
 /// Tears the clusters down even when the test fails.
-pub(crate) struct DownOnDrop(pub(crate) e2e::lab::Prefix);
+pub(crate) struct DownOnDrop(pub(crate) testkit::Prefix);
 
 impl Drop for DownOnDrop {
     fn drop(&mut self) {

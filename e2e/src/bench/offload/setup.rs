@@ -9,6 +9,7 @@ use std::{
 };
 
 use control::api::offloading::{NAME, NamespaceOffloading};
+use dataplane::procs::Process;
 use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
 
@@ -186,24 +187,9 @@ pub(crate) async fn virtual_node_pods(
     }
 }
 
-/// The parent pid in the text of `/proc/<pid>/stat`.
-pub(crate) fn ppid(stat: &str) -> Option<u32> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// Whether `argv` (program first) is the virtual kubelet of peer `cluster`.
-pub(crate) fn is_vk(argv: &[String], cluster: &str) -> bool {
-    let program = argv
-        .first()
-        .and_then(|p| Path::new(p).file_name())
-        .and_then(|n| n.to_str());
-    let joined = format!("--foreign-cluster-name={cluster}");
-    program == Some("liqo-virtual-kubelet")
-        && (argv.contains(&joined)
-            || argv
-                .windows(2)
-                .any(|w| w[0] == "--foreign-cluster-name" && w[1] == cluster))
+/// Whether `p` is the virtual kubelet of peer `cluster`.
+pub(crate) fn is_vk(p: &Process, cluster: &str) -> bool {
+    p.program() == "liqo-virtual-kubelet" && p.has_flag("--foreign-cluster-name", cluster)
 }
 
 /// Liqo's processes whose memory and CPU are measured.
@@ -225,20 +211,10 @@ impl Procs {
     /// The pid of rome's virtual kubelet for milan (a child of rome's controller-manager).
     pub(crate) fn virtual_kubelet(&self) -> Option<u32> {
         let parent = self.managers[0].1;
-        let dir = std::fs::read_dir("/proc").ok()?;
-        dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-            .find(|pid| {
-                let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-                ppid(&stat) == Some(parent)
-                    && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|raw| {
-                        let argv: Vec<String> = raw
-                            .split(|b| *b == 0)
-                            .filter(|a| !a.is_empty())
-                            .map(|a| String::from_utf8_lossy(a).into_owned())
-                            .collect();
-                        is_vk(&argv, "milan")
-                    })
-            })
+        dataplane::procs::find(|p| p.parent() == Some(parent) && is_vk(p, "milan"))
+            .ok()?
+            .first()
+            .map(|p| p.pid)
     }
 
     /// Every process now: (name, pid).
@@ -320,8 +296,11 @@ pub(crate) fn version(path: &Path) -> String {
 mod tests {
     use super::*;
 
-    fn argv(s: &str) -> Vec<String> {
-        s.split_whitespace().map(str::to_owned).collect()
+    fn argv(s: &str) -> Process {
+        Process {
+            pid: 1,
+            args: s.split_whitespace().map(str::to_owned).collect(),
+        }
     }
 
     #[test]
@@ -341,15 +320,7 @@ mod tests {
             &argv("liqo-virtual-kubelet --home-cluster-name milan"),
             "milan"
         ));
-        assert!(!is_vk(&[], "milan"));
-    }
-
-    #[test]
-    fn parent_pid_from_proc_stat() {
-        assert_eq!(ppid("42 (liqo virtual) S 7 42 42 0 -1"), Some(7));
-        assert_eq!(ppid("garbage"), None);
-        let me = std::fs::read_to_string("/proc/self/stat").unwrap();
-        assert_eq!(ppid(&me), Some(std::os::unix::process::parent_id()));
+        assert!(!is_vk(&argv(""), "milan"));
     }
 
     #[test]

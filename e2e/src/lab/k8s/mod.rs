@@ -335,30 +335,16 @@ fn is_relay_of(args: &[String], needle: &str) -> bool {
 /// The relay processes of the lab whose directory is `dir` (by their command line).
 fn relays_of(dir: &Path) -> Vec<dataplane::supervisor::Proc> {
     let needle = format!("{}/", dir.display());
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        if is_relay_of(&args, &needle) && dataplane::supervisor::alive(pid) {
-            out.push(dataplane::supervisor::Proc {
-                name: "liqo-lab".into(),
-                pid,
-                log: String::new(),
-            });
-        }
-    }
-    out
+    // An unreadable /proc lists no relay: `down` then finds none to stop, as before.
+    dataplane::procs::find(|p| is_relay_of(&p.args, &needle))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| dataplane::supervisor::Proc {
+            name: "liqo-lab".into(),
+            pid: p.pid,
+            log: String::new(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -55,7 +55,7 @@ mod tests {
             port: 40123,
             pod_failure_policy: "Ignore".into(),
         };
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../chart/files");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../chart/files");
         let mut seen = 0;
         for f in [
             "MutatingWebhookConfiguration",

@@ -52,7 +52,7 @@ impl Binaries {
 
 /// The build script in the source tree this crate was built from.
 pub(crate) fn build_script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("k8s/build.sh")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../k8s/build.sh")
 }
 
 /// The binaries: `$LIQO_K8S_BIN`, else built (or found in the cache) by `e2e/k8s/build.sh`.

@@ -28,7 +28,7 @@ use std::{
 pub use components::{COMPONENTS, Component, Ready, probe};
 pub use objects::service_account;
 pub use objects::{ensure_identity, new_cluster_id};
-pub(crate) use record::save;
+pub use record::save;
 pub use record::{Installed, Liqo, Running, env, load};
 pub use restart::{Killed, kill9_component, restart_component};
 
@@ -86,7 +86,7 @@ pub enum LiqoError {
         package: &'static str,
         /// Where it was looked for.
         #[source]
-        source: crate::lab::LabError,
+        source: crate::BinNotFound,
     },
     /// A component could not be started.
     #[error("starting {program} for {cluster}")]
@@ -214,7 +214,7 @@ impl Default for Options {
     /// The chart of this source tree; every component.
     fn default() -> Options {
         Options {
-            chart: Path::new(env!("CARGO_MANIFEST_DIR")).join("../chart"),
+            chart: Path::new(env!("CARGO_MANIFEST_DIR")).join("../../chart"),
             start: COMPONENTS.iter().map(|c| c.program.to_owned()).collect(),
             reserved_subnets: BTreeMap::new(),
             network: false,

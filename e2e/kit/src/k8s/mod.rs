@@ -20,10 +20,11 @@ use std::path::{Path, PathBuf};
 pub use bins::{Binaries, binaries};
 pub use cluster::{Cluster, client};
 pub use crds::{MANAGER, install_crds};
-pub(crate) use pki::write as write_file;
+pub use pki::write as write_file;
 pub use procs::free_port;
+pub use procs::stop as stop_procs;
+pub(crate) use procs::using as procs_using;
 pub use procs::{CommandLine, Proc, command_line, kill9};
-pub(crate) use procs::{stop as stop_procs, using as procs_using};
 pub use restart::Restarted;
 pub use state::{Clusters, Down, Named, Options, ROOT, down, load};
 

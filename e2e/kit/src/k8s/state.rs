@@ -18,7 +18,7 @@ use super::{
     cluster::{self, Spec},
     procs::{self, Proc},
 };
-use crate::lab::Prefix;
+use crate::Prefix;
 
 /// Where sets live.
 pub const ROOT: &str = "/run/liqo-lab/k8s";
@@ -188,7 +188,7 @@ impl Clusters {
         self.detached = true;
     }
 
-    pub(crate) fn save(&self) -> Result<(), K8sError> {
+    pub fn save(&self) -> Result<(), K8sError> {
         let path = state_path(&self.prefix);
         let json = serde_json::to_vec_pretty(self)
             .map_err(|e| K8sError::Options(format!("encoding the state: {e}")))?;

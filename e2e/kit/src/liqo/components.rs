@@ -145,7 +145,7 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
     ]);
     if c.vk_mode == super::VkMode::Process {
         // Next to the controller-manager's binary (both from $LIQO_BIN_DIR or the build).
-        if let Ok(bin) = crate::lab::bin(VIRTUAL_KUBELET) {
+        if let Ok(bin) = crate::bin(VIRTUAL_KUBELET) {
             args.extend([s("--virtual-kubelet-binary"), s(bin.display())]);
         }
         args.extend([
@@ -190,9 +190,9 @@ pub const COMPONENTS: &[Component] = &[
 ];
 
 impl Component {
-    /// Its binary ([`crate::lab::bin`]: `$LIQO_BIN_DIR`, else next to the running executable).
+    /// Its binary ([`crate::bin`]: `$LIQO_BIN_DIR`, else next to the running executable).
     pub(super) fn binary(&self) -> Result<PathBuf, LiqoError> {
-        crate::lab::bin(self.program).map_err(|source| LiqoError::Binary {
+        crate::bin(self.program).map_err(|source| LiqoError::Binary {
             program: self.program,
             package: self.package,
             source,

@@ -52,7 +52,7 @@ fn pki_err(what: &str) -> impl FnOnce(rcgen::Error) -> K8sError + '_ {
 
 /// Writes `text` to a new file with mode 0600 (`private`) or 0644, set when the file is created:
 /// a key is never readable by others, not even for a moment.
-pub(crate) fn write(path: &Path, text: &str, private: bool) -> Result<(), K8sError> {
+pub fn write(path: &Path, text: &str, private: bool) -> Result<(), K8sError> {
     use std::{io::Write as _, os::unix::fs::OpenOptionsExt};
     fs::OpenOptions::new()
         .write(true)

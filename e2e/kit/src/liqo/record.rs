@@ -77,7 +77,7 @@ impl Liqo {
 }
 
 /// Writes the record of `liqo` into the directory of `set`.
-pub(crate) fn save(set: &Clusters, liqo: &Liqo) -> Result<(), LiqoError> {
+pub fn save(set: &Clusters, liqo: &Liqo) -> Result<(), LiqoError> {
     let path = set.dir.join(STATE);
     let json = serde_json::to_vec_pretty(liqo).map_err(|e| LiqoError::Chart {
         path: path.clone(),
@@ -112,7 +112,7 @@ pub(super) fn link_tools(
         .cloned()
         // Nothing started: where liqoctl is, if it is anywhere (a missing liqoctl is reported
         // by `env`, not here).
-        .or_else(|| crate::lab::bin("liqoctl").ok());
+        .or_else(|| crate::bin("liqoctl").ok());
     if let Some(dir) = ours.as_deref().and_then(Path::parent) {
         link(&dir.join("liqoctl"), "liqoctl")?;
         link(&dir.join("liqoctl"), "kubectl-liqo")?;

@@ -77,7 +77,7 @@ pub(crate) fn alive(pid: u32) -> bool {
 
 /// Stops `procs` one after the other (SIGTERM, then SIGKILL after `grace`); returns how many
 /// needed SIGKILL.
-pub(crate) fn stop(procs: &[Proc], grace: Duration) -> usize {
+pub fn stop(procs: &[Proc], grace: Duration) -> usize {
     procs
         .iter()
         .filter(|p| matches!(supervisor::stop(p, grace), Stopped::Killed | Stopped::Stuck))
@@ -167,48 +167,22 @@ fn is_component(name: &str) -> bool {
 /// Every running component (see [`is_component`]) whose command line or `KUBECONFIG` mentions
 /// `dir` (each component gets a path under its cluster's directory), named after its program.
 pub(crate) fn using(dir: &Path) -> Vec<Proc> {
-    let needle = dir.display().to_string();
-    let Ok(entries) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else {
-            continue;
-        };
-        let args: Vec<String> = cmdline
-            .split(|b| *b == 0)
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let under = format!("{needle}/");
-        // A Liqo component may have the directory only in its environment (KUBECONFIG).
-        let in_env = || {
-            fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|b| *b == 0)
-                    .any(|v| v.starts_with(format!("KUBECONFIG={under}").as_bytes()))
-            })
-        };
-        if !(args.iter().skip(1).any(|a| a.contains(&under)) || in_env()) || !supervisor::alive(pid)
-        {
-            continue;
-        }
-        let name = Path::new(args.first().map_or("", String::as_str))
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+    let under = format!("{}/", dir.display());
+    // A process that cannot be listed is not running for us: an unreadable /proc gives none.
+    let found = dataplane::procs::find(|p| {
         // Only the components themselves: never a `kubectl --kubeconfig <dir>/...` or a
-        // `tail -f <dir>/logs/...` someone runs alongside.
-        if !is_component(&name) {
-            continue;
-        }
-        out.push(Proc {
-            name,
-            pid,
+        // `tail -f <dir>/logs/...` someone runs alongside. A Liqo component may have the
+        // directory only in its environment (KUBECONFIG).
+        is_component(p.program())
+            && (p.mentions(&under) || p.env("KUBECONFIG").is_some_and(|k| k.starts_with(&under)))
+    })
+    .unwrap_or_default();
+    found
+        .into_iter()
+        .map(|p| Proc {
+            name: p.program().to_owned(),
+            pid: p.pid,
             log: String::new(),
-        });
-    }
-    out
+        })
+        .collect()
 }

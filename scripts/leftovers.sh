@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# What the tests leave behind on this host.
+#
+#   leftovers.sh snapshot FILE   records what exists now
+#   leftovers.sh check FILE      fails, naming each one, if anything the tests make exists now
+#                                and did not at the snapshot
+#
+# Looked at: network namespaces, links of the root namespace, nftables tables, the lab's and the
+# harness's directories under /run/liqo-lab, and processes of the programs the tests start
+# (the Kubernetes control plane, kwok, Liqo's binaries, the lab, wireguard-go, iperf3). Whatever
+# existed at the snapshot (a lab someone runs by hand) is never reported.
+set -euo pipefail
+
+# The programs the tests start, by file name.
+PROGRAMS='^(etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok|liqo-[a-z-]+|liqoctl|wireguard-go|boringtun-cli|iperf3)$'
+
+state() {
+  ip netns list 2>/dev/null | awk '{print "netns " $1}'
+  ip -o link show 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print "link " $2}'
+  nft list tables 2>/dev/null | awk '{print "nftables " $2 " " $3}'
+  for d in /run/liqo-lab /run/liqo-lab/k8s; do
+    [ -d "$d" ] || continue
+    find "$d" -mindepth 1 -maxdepth 1 ! -name k8s -printf "dir %p\n"
+  done
+  for p in /proc/[0-9]*; do
+    local exe
+    exe=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | awk '{print $1}') || continue
+    [ -n "$exe" ] || continue
+    if [[ "$(basename "$exe")" =~ $PROGRAMS ]]; then
+      # A zombie is not left running.
+      local st
+      st=$(awk '{print $3}' "$p/stat" 2>/dev/null) || continue
+      [ "$st" = Z ] && continue
+      echo "process ${p#/proc/} $(basename "$exe")"
+    fi
+  done
+}
+
+case "${1:-}" in
+  snapshot)
+    state | sort -u >"$2"
+    ;;
+  check)
+    now=$(mktemp)
+    trap 'rm -f "$now"' EXIT
+    # A process stopped by the last test's teardown may take a moment to be gone.
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      state | sort -u >"$now"
+      left=$(comm -13 "$2" "$now")
+      [ -z "$left" ] && break
+      sleep 0.5
+    done
+    if [ -n "$left" ]; then
+      echo "error: the tests left these behind:" >&2
+      sed 's/^/  /' <<<"$left" >&2
+      exit 1
+    fi
+    echo "no leftovers (network namespaces, links, nftables tables, /run/liqo-lab, processes)"
+    ;;
+  *)
+    echo "usage: $0 snapshot FILE | check FILE" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,98 @@
+# Timing of the CI's phases, sourced by scripts/test.sh and .ci/run. Each phase appends one line
+# to $LIQO_TIMINGS: name, seconds, status (tab-separated); print_timings shows them as a table
+# with their total.
+
+# phase NAME CMD...: runs CMD under the header "== NAME" and records its seconds and status.
+phase() {
+  echo "== $1"
+  phase_quiet "$@"
+}
+
+# phase_quiet NAME CMD...: the same without the header (for a phase whose output is captured).
+phase_quiet() {
+  local name=$1 t0=$EPOCHREALTIME rc=0
+  shift
+  "$@" || rc=$?
+  record_phase "$name" "$t0" "$rc"
+  return "$rc"
+}
+
+# record_phase NAME START_EPOCHREALTIME STATUS
+record_phase() {
+  awk -v n="$1" -v t0="$2" -v t1="$EPOCHREALTIME" -v rc="$3" \
+    'BEGIN { printf "%s\t%.1f\t%s\n", n, t1 - t0, (rc == 0 ? "ok" : "FAILED (exit " rc ")") }' \
+    >>"$LIQO_TIMINGS"
+}
+
+# cargo test's output on stdin, copied to stdout; each test binary ("Running tests/x.rs (exe)")
+# is recorded as "test <package>/<file>" with its seconds and whether its result line says ok.
+# Packages come from $LIQO_TEST_EXES (executable<TAB>package lines), when it is set.
+time_binaries() {
+  local line name="" t0 ok="" exe pkg
+  finish() {
+    [ -n "$name" ] || return 0
+    record_phase "test $name" "$t0" "$([ "$ok" = yes ] && echo 0 || echo 1)"
+    name=""
+  }
+  while IFS= read -r line; do
+    printf '%s\n' "$line"
+    case "$line" in
+      "     Running "*|"   Doc-tests "*)
+        finish
+        if [[ "$line" =~ Running\ ([^ ]+)\ \(([^\)]+)\) ]]; then
+          name=${BASH_REMATCH[1]}
+          exe=${BASH_REMATCH[2]}
+          pkg=""
+          [ -n "${LIQO_TEST_EXES:-}" ] && pkg=$(awk -F'\t' -v e="${exe##*/}" \
+            '$1 == e { print $2; exit }' "$LIQO_TEST_EXES")
+          [ -n "$pkg" ] && name="$pkg/$name"
+          t0=$EPOCHREALTIME
+          ok=""
+        fi
+        ;;
+      "test result: ok."*) ok=yes ;;
+      "test result: FAILED"*) ok=no ;;
+    esac
+  done
+  finish
+}
+
+# build_tests JSON_TSV CARGO_ARGS...: builds the test targets (cargo test --no-run) and writes
+# "<executable file name><TAB><package>" per test executable to JSON_TSV.
+build_tests() {
+  local out=$1
+  shift
+  cargo test "$@" --no-run --message-format=json-render-diagnostics | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try:
+        m = json.loads(line)
+    except ValueError:
+        continue
+    exe = m.get("executable")
+    if m.get("reason") != "compiler-artifact" or not exe:
+        continue
+    pid = m["package_id"]
+    frag = pid.rsplit("#", 1)[-1]
+    name = frag.split("@")[0] if "@" in frag else pid.split("#")[0].rstrip("/").rsplit("/", 1)[-1]
+    print(exe.rsplit("/", 1)[-1] + "\t" + name)
+' >"$out"
+}
+
+# The recorded phases as a table, the slowest test binaries first, and their total.
+print_timings() {
+  echo
+  echo "== timings (seconds)"
+  awk -F'\t' '
+    $1 !~ /^test / { printf "  %-58s %8.1f  %s\n", $1, $2, $3; total += $2; next }
+    { tests[++n] = $0; tsum += $2; total += $2 }
+    END {
+      if (n) printf "  %-58s %8.1f  (%d binaries)\n", "integration tests", tsum, n
+      printf "  %-58s %8.1f\n", "total", total
+    }' "$LIQO_TIMINGS"
+  if grep -q $'^test ' "$LIQO_TIMINGS"; then
+    echo "== integration test binaries (seconds, slowest first)"
+    grep $'^test ' "$LIQO_TIMINGS" | sort -t$'\t' -k2,2 -rn |
+      awk -F'\t' '{ printf "  %-58s %8.1f  %s\n", substr($1, 6), $2, $3 }'
+  fi
+}
