@@ -430,7 +430,7 @@ mod tests {
         let fixture = |name: &str| {
             std::fs::read_to_string(
                 std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("tests/fixtures")
+                    .join("tests/auth/fixtures")
                     .join(name),
             )
             .unwrap()

@@ -1,0 +1,113 @@
+//! `liqo-lab bench offload` through the binary, small (20 pods on one kwok node of milan):
+//! both sides reach every pod Running, the report has every figure (times, per-pod
+//! percentiles, ratio, targets, Liqo's processes at each level), and the bench's clusters are
+//! gone afterwards. Needs root, the Kubernetes binaries cached (`e2e/k8s/build.sh`) and
+//! liqo-auth, liqo-ipam, liqo-controller-manager, liqo-virtual-kubelet and liqoctl built next
+//! to liqo-lab or in `$LIQO_BIN_DIR`. The 1,000-pod figure is by hand: `liqo-lab bench offload`.
+
+use std::{path::PathBuf, process::Command};
+
+use dataplane::netns::require_root;
+use e2e::bench::offload::{OffloadReport, Side, report::VK};
+
+const PODS: u32 = 20;
+
+/// Stops the bench's clusters if the binary left them (it stops them itself, also on failure).
+struct DownOnDrop(String);
+
+impl Drop for DownOnDrop {
+    fn drop(&mut self) {
+        if let Ok(p) = self.0.parse()
+            && let Err(e) = e2e::k8s::down(&p)
+        {
+            eprintln!("stopping clusters {}: {e}", self.0);
+        }
+    }
+}
+
+#[test]
+fn small_offload_bench_runs_both_sides_measures_every_figure_and_stops_its_clusters() {
+    // One whole lab at a time in this binary: the bench measures, and shares the machine.
+    let _one = crate::lab_k8s::ONE_AT_A_TIME.blocking_lock();
+    require_root();
+    let prefix = format!("bo{}", std::process::id() % 100_000);
+    let _down = DownOnDrop(format!("{prefix}ob"));
+    let out = Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
+        .args(["--prefix", &prefix, "bench", "offload"])
+        .args(["--pods", &PODS.to_string(), "--provider-nodes", "1"])
+        .args(["--timeout", "180", "-o", "json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{}\n{stderr}", out.status);
+    let r: OffloadReport = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+
+    assert!(r.complete(), "both sides ran once: {:?}", r.phases);
+    assert_eq!((r.header.pods, r.header.provider_nodes), (PODS, 1));
+    for side in [Side::Vanilla, Side::Liqo] {
+        let p = r.phases.iter().find(|p| p.side == side).unwrap();
+        assert!(p.secs > 0.0 && p.secs < 180.0, "{p:?}");
+        for l in [p.created_to_running, p.scheduled_to_ready] {
+            let l = l.unwrap_or_else(|| panic!("{side:?}: no latency: {p:?}"));
+            assert_eq!(l.pods, PODS as usize, "every pod timed: {p:?}");
+            assert!(
+                0.0 <= l.p50_ms && l.p50_ms <= l.p99_ms && l.p99_ms <= l.max_ms,
+                "{l:?}"
+            );
+            assert!(
+                l.max_ms <= p.secs * 1000.0 + 1.0,
+                "within the run: {l:?} {p:?}"
+            );
+        }
+    }
+    let liqo = r.phases.iter().find(|p| p.side == Side::Liqo).unwrap();
+    let b = liqo.breakdown.unwrap();
+    for part in [b.to_remote, b.remote_running, b.back_home] {
+        let part = part.unwrap_or_else(|| panic!("a part not measured: {b:?}"));
+        assert_eq!(part.pods, PODS as usize, "every pod matched by name: {b:?}");
+    }
+    assert!(
+        liqo.cpu.iter().any(|c| c.process == VK && c.cpu_secs > 0.0),
+        "the virtual kubelet worked during the Liqo run: {:?}",
+        liqo.cpu
+    );
+    assert!(r.ratio.is_some_and(|x| x > 0.0), "{r:?}");
+    assert_eq!(r.targets.len(), 4);
+    for t in &r.targets {
+        assert!(t.met.is_some(), "every target measured: {t:?}");
+    }
+    let pods: Vec<(u32, bool)> = r.levels.iter().map(|l| (l.pods, l.after_timed)).collect();
+    assert_eq!(pods, [(0, false), (PODS, false), (0, true)]);
+    for l in &r.levels {
+        let names: Vec<&str> = l.processes.iter().map(|p| p.process.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "liqo-controller-manager (rome)",
+                "liqo-controller-manager (milan)",
+                VK
+            ],
+            "{l:?}"
+        );
+        for p in &l.processes {
+            assert!(p.rss_mib() > 1.0 && p.hwm_kib >= p.rss_kib, "{p:?}");
+            assert!(p.cpu_secs > 0.0, "{p:?}");
+        }
+    }
+    let table = e2e::bench::offload::render(&r);
+    assert!(table.contains("ratio Liqo / vanilla"), "{table}");
+
+    // Its own clusters are gone, processes and files.
+    let dir = PathBuf::from(e2e::k8s::ROOT).join(format!("{prefix}ob"));
+    assert!(!dir.exists(), "{} left behind", dir.display());
+    let left = Command::new("pgrep")
+        .args(["-f", &dir.display().to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "processes left: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}

@@ -1,0 +1,382 @@
+//! Where the data threads run and which packets they read (needs root and two CPUs). There is
+//! one lane (a TUN queue, a UDP socket, two threads) per CPU. Lightly loaded, each lane's
+//! threads live on their CPU and a packet takes the lane of the CPU that sent it; under a bulk
+//! transfer they may use every allowed CPU; quiet again, they go back; `pinWhenIdle: false`
+//! leaves them to the scheduler. At home they run in the idle scheduling class (so a woken
+//! application stays on its CPU), spread or next to a busy neighbour in the normal one.
+
+use crate::common;
+
+use std::{
+    collections::BTreeMap,
+    process::{Child, Command, Stdio},
+    thread,
+    time::Duration,
+};
+
+use common::{Site, Spaces, eventually, iperf, prefix};
+
+/// `site`'s data threads (`wg-tun/<lane>`, `wg-udp/<lane>`) by name, with what `field` of their
+/// `status` says.
+fn data_threads(site: &Site, field: &str) -> BTreeMap<String, String> {
+    let dir = format!("/proc/{}/task", site.pid());
+    let mut out = BTreeMap::new();
+    for t in std::fs::read_dir(&dir).unwrap() {
+        let t = t.unwrap().path();
+        let Ok(comm) = std::fs::read_to_string(t.join("comm")) else {
+            continue; // the thread ended between the listing and the read
+        };
+        let comm = comm.trim();
+        if !(comm.starts_with("wg-tun/") || comm.starts_with("wg-udp/")) {
+            continue;
+        }
+        let Ok(status) = std::fs::read_to_string(t.join("status")) else {
+            continue;
+        };
+        let value = status
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .unwrap_or_else(|| panic!("{field} in the status of {comm}"))
+            .trim()
+            .to_owned();
+        out.insert(comm.to_owned(), value);
+    }
+    out
+}
+
+/// Where each data thread may run.
+fn placement(site: &Site) -> BTreeMap<String, String> {
+    data_threads(site, "Cpus_allowed_list")
+}
+
+/// Each data thread's scheduling policy (field 41 of its `stat`: 0 normal, 5 idle).
+fn policies(site: &Site) -> BTreeMap<String, String> {
+    let dir = format!("/proc/{}/task", site.pid());
+    let mut out = BTreeMap::new();
+    for t in std::fs::read_dir(&dir).unwrap() {
+        let t = t.unwrap().path();
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(t.join("comm")),
+            std::fs::read_to_string(t.join("stat")),
+        ) else {
+            continue; // the thread ended between the listing and the read
+        };
+        let comm = comm.trim();
+        if !(comm.starts_with("wg-tun/") || comm.starts_with("wg-udp/")) {
+            continue;
+        }
+        // The comm field may hold spaces: count from its closing parenthesis.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let policy = rest.split_whitespace().nth(41 - 3).unwrap().to_owned();
+        out.insert(comm.to_owned(), policy);
+    }
+    out
+}
+
+/// Whether every data thread of `site` runs in `policy` ("5" idle, "0" normal).
+fn all_in(site: &Site, policy: &str) -> bool {
+    let p = policies(site);
+    !p.is_empty() && p.values().all(|v| v == policy)
+}
+
+/// Busy loops in the normal class, one pinned to each CPU, killed when dropped.
+struct Hogs(Vec<Child>);
+
+impl Hogs {
+    fn start(cpus: &[usize]) -> Hogs {
+        Hogs(
+            cpus.iter()
+                .map(|c| {
+                    Command::new("taskset")
+                        .args(["-c", &c.to_string(), "sh", "-c", "while :; do :; done"])
+                        .stdin(Stdio::null())
+                        .spawn()
+                        .expect("taskset")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Hogs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            // Already gone is fine; the wait reaps it.
+            c.kill().ok();
+            c.wait().ok();
+        }
+    }
+}
+
+/// This process's allowed CPUs (the gateway inherits them), listed, and as the kernel prints
+/// them.
+fn allowed() -> (Vec<usize>, String) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let all = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut cpus = Vec::new();
+    for part in all.split(',') {
+        let (lo, hi) = part.split_once('-').unwrap_or((part, part));
+        cpus.extend(lo.parse::<usize>().unwrap()..=hi.parse::<usize>().unwrap());
+    }
+    assert!(
+        cpus.len() >= 2,
+        "this test needs two CPUs or more (allowed: {all})"
+    );
+    (cpus, all)
+}
+
+/// The placement of every data thread: lane `i` on the first allowed CPU whose number modulo
+/// the lanes is `i` (all of them when none is).
+fn homes(cpus: &[usize], all: &str) -> BTreeMap<String, String> {
+    let lanes = cpus.len().min(16);
+    (0..lanes)
+        .flat_map(|lane| {
+            let home = cpus
+                .iter()
+                .find(|c| *c % lanes == lane)
+                .map_or(all.to_owned(), |c| c.to_string());
+            ["wg-tun", "wg-udp"].map(|n| (format!("{n}/{lane}"), home.clone()))
+        })
+        .collect()
+}
+
+fn everywhere(cpus: &[usize], all: &str) -> BTreeMap<String, String> {
+    homes(cpus, all)
+        .into_keys()
+        .map(|k| (k, all.to_owned()))
+        .collect()
+}
+
+#[tokio::test]
+async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
+    let _one = crate::MACHINE.lock().await;
+    let (cpus, all) = allowed();
+    let mut spaces = Spaces::new();
+    let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("aff"), 1).await;
+    let b: Site = spokes.pop().expect("one spoke");
+    assert!(a.ping("10.71.0.2"), "a reaches b\n{}", a.log());
+    let home = homes(&cpus, &all);
+    assert!(
+        eventually(5, || placement(&a) == home),
+        "idle: each lane on its CPU {home:?}: {:?}",
+        placement(&a)
+    );
+    assert!(
+        eventually(5, || all_in(&a, "5")),
+        "idle: SCHED_IDLE: {:?}",
+        policies(&a)
+    );
+    let status = a.status().expect("status");
+    assert!(
+        status.data_path.pinned && status.data_path.idle_class && status.data_path.steered_by_cpu,
+        "{:?}",
+        status.data_path
+    );
+    assert_eq!(status.data_path.lanes, cpus.len().min(16));
+
+    let _server = iperf::Server::start(&b.pod, "10.200.0.2", b.dir.join("iperf3.log"));
+    let run = iperf::Client::start(&a.pod, "10.71.0.2", 4, 1.0);
+    let spread = everywhere(&cpus, &all);
+    let mut seen = Vec::new();
+    let spread_seen = eventually(4, || {
+        let now = placement(&a);
+        seen.push(now.clone());
+        now == spread && all_in(&a, "0")
+    });
+    let rates = run.rates();
+    assert!(
+        spread_seen,
+        "under load: spread over {all}, normal class: seen {seen:?}, {:?}",
+        policies(&a)
+    );
+    assert!(
+        iperf::median(&rates) > 10e6,
+        "bulk TCP: {:?} Mbit/s",
+        iperf::mbit(&rates)
+    );
+    assert!(
+        eventually(5, || placement(&a) == home),
+        "quiet again: back home: {:?}",
+        placement(&a)
+    );
+
+    // Off: the scheduler places them, whatever the load.
+    let entries = b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16");
+    a.configure(&entries, "pinWhenIdle: false\n");
+    assert!(
+        eventually(5, || placement(&a) == spread),
+        "off: {:?}",
+        placement(&a)
+    );
+    thread::sleep(Duration::from_millis(700));
+    assert_eq!(placement(&a), spread, "still off, idle");
+}
+
+/// Voluntary context switches of each data thread (one per wake-up).
+fn wakeups(site: &Site) -> BTreeMap<String, u64> {
+    data_threads(site, "voluntary_ctxt_switches")
+        .into_iter()
+        .map(|(k, v)| (k, v.parse().unwrap()))
+        .collect()
+}
+
+fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_packet_is_read_by_the_lane_of_the_cpu_that_sent_it() {
+    let _one = crate::MACHINE.lock().await;
+    let (cpus, all) = allowed();
+    let mut spaces = Spaces::new();
+    let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("lane"), 1).await;
+    let b: Site = spokes.pop().expect("one spoke");
+    assert!(a.ping("10.71.0.2"), "a reaches b\n{}", a.log());
+    let home = homes(&cpus, &all);
+    assert!(
+        eventually(5, || placement(&a) == home && placement(&b) == home),
+        "idle: each lane on its CPU"
+    );
+    let lanes = cpus.len().min(16);
+    for &cpu in &cpus[..2] {
+        let lane = cpu % lanes;
+        let (a0, b0) = (wakeups(&a), wakeups(&b));
+        // 300 echo requests from a pod process pinned to `cpu`, each answered.
+        let out = a
+            .pod
+            .command("taskset")
+            .args([
+                "-c",
+                &cpu.to_string(),
+                "ping",
+                "-c300",
+                "-i0.002",
+                "-W1",
+                "-q",
+                "10.71.0.2",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ping on CPU {cpu}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let (da, db) = (delta(&a0, &wakeups(&a)), delta(&b0, &wakeups(&b)));
+        let ours = format!("wg-tun/{lane}");
+        // a reads each request from the TUN queue of CPU `cpu`; b receives each on that CPU's
+        // socket (its softirq ran on the CPU of a's sending thread).
+        assert!(
+            da[&ours] >= 200,
+            "a's {ours} woke {} times for 300 requests: {da:?}",
+            da[&ours]
+        );
+        let theirs = format!("wg-udp/{lane}");
+        assert!(
+            db[&theirs] >= 200,
+            "b's {theirs} woke {} times: {db:?}",
+            db[&theirs]
+        );
+        for (name, n) in da.iter().filter(|(k, _)| !k.ends_with(&format!("/{lane}"))) {
+            assert!(
+                *n < 60,
+                "a's {name}, another CPU's lane, woke {n} times: {da:?}"
+            );
+        }
+        for (name, n) in db.iter().filter(|(k, _)| !k.ends_with(&format!("/{lane}"))) {
+            assert!(
+                *n < 60,
+                "b's {name}, another CPU's lane, woke {n} times: {db:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
+    let _one = crate::MACHINE.lock().await;
+    let (cpus, all) = allowed();
+    let mut spaces = Spaces::new();
+    let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("hog"), 1).await;
+    let b: Site = spokes.pop().expect("one spoke");
+    assert!(a.ping("10.71.0.2"), "a reaches b\n{}", a.log());
+    let home = homes(&cpus, &all);
+    assert!(
+        eventually(5, || placement(&a) == home
+            && all_in(&a, "5")
+            && all_in(&b, "5")),
+        "idle: home, SCHED_IDLE: {:?} {:?}",
+        placement(&a),
+        policies(&a)
+    );
+    {
+        // Every CPU busy in the normal class: idle-class threads would get next to no CPU.
+        let _hogs = Hogs::start(&cpus);
+        let said = |s: &Site| s.log().contains("a busy neighbour on the CPU");
+        let detected = eventually(15, || {
+            // Traffic makes packets wait for starved threads, which is what is detected.
+            a.ping("10.71.0.2");
+            said(&a) && said(&b)
+        });
+        assert!(
+            detected,
+            "next to busy loops, both gateways leave the idle class and say why\n{}\n{}",
+            a.log(),
+            b.log()
+        );
+        // From then on the back-off keeps them in the normal class (1 s, then 2 s, ...): at
+        // most a tick or two in the idle class, not the starving it would be.
+        let mut idle = 0;
+        let samples = 40;
+        let pinger = a
+            .pod
+            .command("ping")
+            // A packet every 10 ms: every placement tick sees traffic held up.
+            .args(["-c200", "-i0.01", "-W2", "-q", "10.71.0.2"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        for _ in 0..samples {
+            if !(all_in(&a, "0") && all_in(&b, "0")) {
+                idle += 1;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        let out = pinger.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "answered next to the busy loops: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(
+            idle * 4 <= samples,
+            "idle class in {idle} of {samples} samples next to busy loops"
+        );
+    }
+    // The busy loops are gone: after the back-off (1 s, then doubling) the idle class returns.
+    assert!(
+        eventually(20, || all_in(&a, "5") && all_in(&b, "5")),
+        "quiet again: SCHED_IDLE: {:?} {:?}",
+        policies(&a),
+        policies(&b)
+    );
+    // Off: the normal class for good.
+    let entries = b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16");
+    a.configure(&entries, "idleClass: false\n");
+    assert!(
+        eventually(5, || all_in(&a, "0")),
+        "idleClass: false: {:?}",
+        policies(&a)
+    );
+    thread::sleep(Duration::from_millis(500));
+    assert!(all_in(&a, "0"), "still normal: {:?}", policies(&a));
+    assert_eq!(placement(&a), home, "still pinned");
+}
