@@ -14,17 +14,23 @@ set -euo pipefail
 # The programs the tests start, by file name.
 PROGRAMS='^(etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok|liqo-[a-z-]+|liqoctl|wireguard-go|boringtun-cli|iperf3)$'
 
+# One line per thing that exists now. A source that cannot be read (no `ip`, no nf_tables) is
+# said on stderr and skipped: the check then covers the others.
 state() {
-  ip netns list 2>/dev/null | awk '{print "netns " $1}'
-  ip -o link show 2>/dev/null | awk -F': ' '{sub(/@.*/, "", $2); print "link " $2}'
-  nft list tables 2>/dev/null | awk '{print "nftables " $2 " " $3}'
+  { ip netns list 2>/dev/null || echo "leftovers: cannot list network namespaces" >&2; } |
+    awk '{print "netns " $1}'
+  { ip -o link show 2>/dev/null || echo "leftovers: cannot list links" >&2; } |
+    awk -F': ' '{sub(/@.*/, "", $2); print "link " $2}'
+  { nft list tables 2>/dev/null || echo "leftovers: cannot list nftables tables" >&2; } |
+    awk '{print "nftables " $2 " " $3}'
   for d in /run/liqo-lab /run/liqo-lab/k8s; do
     [ -d "$d" ] || continue
-    find "$d" -mindepth 1 -maxdepth 1 ! -name k8s -printf "dir %p\n"
+    find "$d" -mindepth 1 -maxdepth 1 ! -name k8s -printf "dir %p\n" 2>/dev/null || true
   done
   for p in /proc/[0-9]*; do
     local exe
-    exe=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null | awk '{print $1}') || continue
+    # A process may exit while we look.
+    exe=$( { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | awk '{print $1}') || continue
     [ -n "$exe" ] || continue
     if [[ "$(basename "$exe")" =~ $PROGRAMS ]]; then
       # A zombie is not left running.
@@ -36,7 +42,11 @@ state() {
   done
 }
 
-case "${1:-}" in
+if [ $# -ne 2 ] || { [ "$1" != snapshot ] && [ "$1" != check ]; }; then
+  echo "usage: $0 snapshot FILE | check FILE" >&2
+  exit 2
+fi
+case "$1" in
   snapshot)
     state | sort -u >"$2"
     ;;

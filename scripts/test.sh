@@ -13,17 +13,21 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 . scripts/timing.sh
 # Run alone, it prints its timing table when it ends (also after a failure); under .ci/run,
 # that prints the table with the install added.
+scratch=$(mktemp -d)
 if [ -z "${LIQO_TIMINGS:-}" ]; then
-  LIQO_TIMINGS=$(mktemp)
+  LIQO_TIMINGS="$scratch/timings"
   export LIQO_TIMINGS
-  trap 'print_timings; rm -f "$LIQO_TIMINGS"' EXIT
+  trap 'print_timings; rm -rf "$scratch"' EXIT
+else
+  trap 'rm -rf "$scratch"' EXIT
 fi
 
 status=0
 phase "fmt" cargo fmt --all -- --check
 phase "clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 # Every test target built once, so the phases below time running, not compiling.
-export LIQO_TEST_EXES="${LIQO_TEST_EXES:-$(mktemp)}"
+# (python3 reads cargo's JSON: .ci/install provides it.)
+export LIQO_TEST_EXES="$scratch/test-executables"
 phase "build (tests)" build_tests "$LIQO_TEST_EXES" --workspace --locked
 phase "unit tests" cargo test --workspace --locked --lib --bins
 if [ "$(id -u)" -ne 0 ]; then
@@ -33,12 +37,11 @@ fi
 echo "== Kubernetes control-plane binaries (built once from the Go module proxy, then cached)"
 LIQO_K8S_BIN=$(phase_quiet "Kubernetes binaries" bash e2e/k8s/build.sh | tail -n1)
 export LIQO_K8S_BIN
-snapshot=$(mktemp)
+snapshot="$scratch/before-tests"
 bash scripts/leftovers.sh snapshot "$snapshot"
 echo "== integration tests (root: network namespaces, real packets, real API servers)"
 # Every binary runs even after a failure (--no-fail-fast), so one run shows every failure;
 # each binary's seconds go to the table.
 cargo test --workspace --locked --no-fail-fast --test '*' 2>&1 | time_binaries || status=1
 phase "leftover check" bash scripts/leftovers.sh check "$snapshot" || status=1
-rm -f "$snapshot" "$LIQO_TEST_EXES"
 exit "$status"

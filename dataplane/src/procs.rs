@@ -20,6 +20,7 @@ impl Process {
     /// The process `pid` now, or `None` if it is gone, a zombie, or unreadable.
     pub fn read(pid: u32) -> Option<Process> {
         let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        // Empty arguments are kept: `--flag ""` must not pair the flag with the next one.
         let args = split_nul(&raw);
         let p = Process { pid, args };
         p.running().then_some(p)
@@ -114,9 +115,13 @@ pub fn find(keep: impl Fn(&Process) -> bool) -> io::Result<Vec<Process>> {
     Ok(all()?.into_iter().filter(|p| keep(p)).collect())
 }
 
+/// NUL-terminated strings (as `/proc` writes them), empty ones included.
 fn split_nul(raw: &[u8]) -> Vec<String> {
+    let raw = raw.strip_suffix(&[0]).unwrap_or(raw);
+    if raw.is_empty() {
+        return Vec::new();
+    }
     raw.split(|b| *b == 0)
-        .filter(|a| !a.is_empty())
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect()
 }
@@ -154,6 +159,21 @@ mod tests {
         assert!(!proc_of(&[]).has_flag("--a", "b"));
         assert!(proc_of(&["/x/etcd", "--data-dir=/run/a/rome"]).mentions("/run/a/"));
         assert!(!proc_of(&["/run/a/etcd"]).mentions("/run/a/"));
+    }
+
+    #[test]
+    fn empty_arguments_keep_their_place() {
+        assert_eq!(
+            split_nul(b"/x/vk\0--a\0\0--b\0x\0"),
+            ["/x/vk", "--a", "", "--b", "x"]
+        );
+        assert!(split_nul(b"").is_empty());
+        let p = Process {
+            pid: 1,
+            args: split_nul(b"/x/vk\0--foreign-cluster-name\0\0--home-cluster-name\0milan\0"),
+        };
+        assert!(!p.has_flag("--foreign-cluster-name", "--home-cluster-name"));
+        assert!(p.has_flag("--foreign-cluster-name", ""));
     }
 
     #[test]

@@ -40,15 +40,7 @@ const GATEWAY_GRACE: Duration = Duration::from_secs(10);
 
 /// Where the project's binary `name` is ([`testkit::bin`]), as a lab error.
 pub fn bin(name: &str) -> Result<PathBuf, LabError> {
-    testkit::bin(name).map_err(|e| {
-        LabError::build(
-            format!("finding the {name} binary"),
-            format!(
-                "not found in {:?}; build it (cargo build --bins) or set LIQO_BIN_DIR",
-                e.dirs
-            ),
-        )
-    })
+    testkit::bin(name).map_err(|e| LabError::build(format!("finding the {name} binary"), e))
 }
 
 /// What one look at a daemon found.

@@ -246,7 +246,7 @@ async fn the_liqo_crds_enforce_their_schemas_and_print_their_columns() {
     let fixture: NamespaceOffloading = serde_saphyr::from_str(
         &std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../control/tests/fixtures/namespaceoffloading.yaml"
+            "/../control/tests/control/fixtures/namespaceoffloading.yaml"
         ))
         .unwrap(),
     )
@@ -284,7 +284,7 @@ async fn the_liqo_crds_enforce_their_schemas_and_print_their_columns() {
     let fc: ForeignCluster = serde_saphyr::from_str(
         &std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../control/tests/fixtures/foreigncluster.yaml"
+            "/../control/tests/control/fixtures/foreigncluster.yaml"
         ))
         .unwrap(),
     )

@@ -422,7 +422,7 @@ mod tests {
         }
     }
 
-    /// CSRs made with openssl (tests/fixtures, made once with `openssl req -new -newkey
+    /// CSRs made with openssl (tests/auth/fixtures, made once with `openssl req -new -newkey
     /// ed25519 -subj ...`): every subject attribute counts, not the last of each type.
     #[test]
     fn every_subject_attribute_counts() {

@@ -17,6 +17,9 @@ use super::{FIELD_MANAGER, NodeError, claim, kerr};
 
 /// How often a refused eviction is retried, and the pods listed while waiting.
 const POLL: Duration = Duration::from_millis(500);
+/// The least time an eviction gets, even past the drain's deadline: one answer from the
+/// apiserver (and the client's first quick retries of a 429).
+const EVICT_FLOOR: Duration = Duration::from_secs(1);
 
 /// The pods bound to `node`, in a stable order (namespace, name).
 async fn bound_pods(local: &Client, node: &str) -> Result<Vec<Pod>, NodeError> {
@@ -82,9 +85,10 @@ pub async fn drain(local: &Client, node: &str, timeout: Duration) -> Result<usiz
         loop {
             // Bounded by the deadline: the client itself retries a 429 (kube's default retry
             // policy, for minutes), which would otherwise hold a PodDisruptionBudget's
-            // refusal far past it.
-            let Ok(answer) = tokio::time::timeout_at(deadline, api.evict(&name, &evict)).await
-            else {
+            // refusal far past it. A pod after one that used up the deadline still gets
+            // [`EVICT_FLOOR`] for a real attempt.
+            let until = deadline.max(tokio::time::Instant::now() + EVICT_FLOOR);
+            let Ok(answer) = tokio::time::timeout_at(until, api.evict(&name, &evict)).await else {
                 tracing::warn!(pod = %format!("{ns}/{name}"), %node, "eviction still refused at the drain's deadline");
                 break;
             };

@@ -160,52 +160,6 @@ where
     }
 }
 
-/// The kube-controller-manager's controllers not started: what neither Liqo nor its tests use
-/// (workload kinds other than Deployments and ReplicaSets, volumes, autoscaling, dynamic
-/// resources, cloud providers). Each one costs informers, lists at start and CPU on a 2-core
-/// machine that runs many clusters. `LIQO_K8S_ALL_CONTROLLERS=1` starts all of them.
-const CONTROLLERS_OFF: &[&str] = &[
-    "cloud-node-lifecycle-controller",
-    "cronjob-controller",
-    "daemonset-controller",
-    "device-taint-eviction-controller",
-    "ephemeral-volume-controller",
-    "horizontal-pod-autoscaler-controller",
-    "job-controller",
-    "kube-apiserver-serving-clustertrustbundle-publisher-controller",
-    "legacy-serviceaccount-token-cleaner-controller",
-    "node-route-controller",
-    "persistentvolume-attach-detach-controller",
-    "persistentvolume-binder-controller",
-    "persistentvolume-expander-controller",
-    "persistentvolume-protection-controller",
-    "persistentvolumeclaim-protection-controller",
-    "podcertificaterequest-cleaner-controller",
-    "podgroup-protection-controller",
-    "replicationcontroller-controller",
-    "resourceclaim-controller",
-    "resourcepoolstatusrequest-controller",
-    "service-lb-controller",
-    "statefulset-controller",
-    "storage-version-migrator-controller",
-    "storageversion-garbage-collector-controller",
-    "ttl-after-finished-controller",
-    "ttl-controller",
-    "validatingadmissionpolicy-status-controller",
-    "volumeattributesclass-protection-controller",
-];
-
-/// The value of `--controllers`: every default one but [`CONTROLLERS_OFF`].
-fn controllers() -> String {
-    if std::env::var_os("LIQO_K8S_ALL_CONTROLLERS").is_some_and(|v| v == "1") {
-        return "*".into();
-    }
-    std::iter::once("*".to_owned())
-        .chain(CONTROLLERS_OFF.iter().map(|c| format!("-{c}")))
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
 fn arg(k: &str, v: impl std::fmt::Display) -> String {
     format!("--{k}={v}")
 }
@@ -313,7 +267,7 @@ pub(crate) async fn start(
             arg("root-ca-file", path(&pki.ca_crt)),
             arg("cluster-signing-cert-file", path(&pki.ca_crt)),
             arg("cluster-signing-key-file", path(&pki.ca_key)),
-            arg("controllers", controllers()),
+            arg("controllers", super::controllers::flag()),
         ],
         &log("kube-controller-manager"),
     )?;

@@ -9,6 +9,7 @@
 
 mod bins;
 mod cluster;
+mod controllers;
 mod crds;
 mod pki;
 mod procs;

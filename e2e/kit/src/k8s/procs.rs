@@ -168,17 +168,24 @@ fn is_component(name: &str) -> bool {
 /// `dir` (each component gets a path under its cluster's directory), named after its program.
 pub(crate) fn using(dir: &Path) -> Vec<Proc> {
     let under = format!("{}/", dir.display());
-    // A process that cannot be listed is not running for us: an unreadable /proc gives none.
     let found = dataplane::procs::find(|p| {
         // Only the components themselves: never a `kubectl --kubeconfig <dir>/...` or a
         // `tail -f <dir>/logs/...` someone runs alongside. A Liqo component may have the
         // directory only in its environment (KUBECONFIG).
         is_component(p.program())
             && (p.mentions(&under) || p.env("KUBECONFIG").is_some_and(|k| k.starts_with(&under)))
-    })
-    .unwrap_or_default();
+    });
+    let found = match found {
+        Ok(found) => found,
+        Err(e) => {
+            tracing::warn!(error = %e, dir = %dir.display(), "cannot list /proc: no component of these clusters found");
+            Vec::new()
+        }
+    };
     found
         .into_iter()
+        // Reaped here if it is a child of ours that died (the supervisor's `alive`).
+        .filter(|p| supervisor::alive(p.pid))
         .map(|p| Proc {
             name: p.program().to_owned(),
             pid: p.pid,

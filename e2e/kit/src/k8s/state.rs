@@ -105,7 +105,7 @@ pub struct Named {
 }
 
 impl Clusters {
-    /// Starts the clusters (one after the other; a failure stops everything started so far).
+    /// Starts the clusters, all at once; a failure stops every one that started.
     pub async fn up(bins: &Binaries, opts: &Options) -> Result<Clusters, K8sError> {
         opts.check()?;
         let named: Vec<Named> = NAMES
@@ -155,23 +155,41 @@ impl Clusters {
             clusters: Vec::new(),
             detached: false,
         };
-        for n in named {
-            let mut started: Vec<Proc> = Vec::new();
-            let spec = Spec {
-                name: &n.name,
-                dir: &set.dir.join(&n.name),
-                pod_cidr: n.pod_cidr,
-                service_cidr: n.service_cidr,
-                nodes: n.nodes,
-            };
-            match cluster::start(bins, &spec, &mut started).await {
+        // All at once: a cluster's start is mostly waiting (etcd, the apiserver's readiness,
+        // nodes Ready), so starting them together takes little longer than the slowest one.
+        let starts = named.iter().map(|n| {
+            let dir = set.dir.join(&n.name);
+            async move {
+                let mut started: Vec<Proc> = Vec::new();
+                let spec = Spec {
+                    name: &n.name,
+                    dir: &dir,
+                    pod_cidr: n.pod_cidr,
+                    service_cidr: n.service_cidr,
+                    nodes: n.nodes,
+                };
+                let result = cluster::start(bins, &spec, &mut started).await;
+                (result, started)
+            }
+        });
+        let mut failed = None;
+        for (result, mut started) in futures::future::join_all(starts).await {
+            match result {
                 Ok(c) => set.clusters.push(c),
                 Err(e) => {
                     started.reverse();
                     procs::stop(&started, GRACE);
-                    return Err(e); // `set` drops: the other clusters stop, the files go.
+                    if let Some(first) = &failed {
+                        // The first failure is returned; the others are said here.
+                        tracing::warn!(error = %e, returned = %first, "another cluster failed to start too");
+                    } else {
+                        failed = Some(e);
+                    }
                 }
             }
+        }
+        if let Some(e) = failed {
+            return Err(e); // `set` drops: the clusters that started stop, the files go.
         }
         set.write_kubeconfig()?;
         set.save()?;

@@ -68,7 +68,8 @@ impl Drop for DownOnDrop {
 pub(crate) fn options() -> Options {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     Options {
-        prefix: format!("mgr{n}x{}", std::process::id() % 100_000)
+        // At most 10 characters (a Prefix) up to n = 99.
+        prefix: format!("mgr{n}x{}", std::process::id() % 10_000)
             .parse()
             .unwrap(),
         clusters: 2,

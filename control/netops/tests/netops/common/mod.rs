@@ -39,7 +39,8 @@ impl Drop for DownOnDrop {
 pub(crate) async fn cluster() -> (Cluster, Client, DownOnDrop) {
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let opts = Options {
-        prefix: format!("ops{n}x{}", std::process::id() % 100_000)
+        // At most 10 characters (a Prefix) up to n = 99.
+        prefix: format!("ops{n}x{}", std::process::id() % 10_000)
             .parse()
             .unwrap(),
         clusters: 1,

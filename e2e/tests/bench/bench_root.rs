@@ -33,6 +33,7 @@ fn assert_no_namespaces_left(prefix: &str) {
 
 #[test]
 fn quick_bench_of_plain_and_ours_passes_traffic_and_cleans_up() {
+    let _one = crate::one_at_a_time();
     require_root();
     let prefix = format!("bq{}", std::process::id() % 10_000_000);
     let cache = TempDir(std::env::temp_dir().join(format!("liqo-bench-test-{prefix}")));
@@ -91,6 +92,7 @@ fn quick_bench_of_plain_and_ours_passes_traffic_and_cleans_up() {
 
 #[test]
 fn quick_path_bench_measures_three_paths_and_the_gateway_alone() {
+    let _one = crate::one_at_a_time();
     require_root();
     let prefix = format!("bp{}", std::process::id() % 10_000_000);
     let cache = TempDir(std::env::temp_dir().join(format!("liqo-bench-test-{prefix}")));
@@ -129,6 +131,7 @@ fn quick_path_bench_measures_three_paths_and_the_gateway_alone() {
 
 #[test]
 fn quick_peers_bench_has_every_figure_for_every_count_and_cleans_up() {
+    let _one = crate::one_at_a_time();
     require_root();
     let prefix = format!("bn{}", std::process::id() % 10_000_000);
     let cache = TempDir(std::env::temp_dir().join(format!("liqo-bench-test-{prefix}")));
@@ -218,6 +221,7 @@ fn quick_peers_bench_has_every_figure_for_every_count_and_cleans_up() {
 /// the controller-managers' memory read, and the bench's clusters gone afterwards.
 #[test]
 fn quick_peering_bench_times_every_condition_and_stops_its_clusters() {
+    let _one = crate::one_at_a_time();
     use e2e::bench::peering::{Metric, PeeringReport};
 
     require_root();

@@ -27,8 +27,7 @@ impl Drop for DownOnDrop {
 
 #[test]
 fn small_offload_bench_runs_both_sides_measures_every_figure_and_stops_its_clusters() {
-    // One whole lab at a time in this binary: the bench measures, and shares the machine.
-    let _one = crate::lab_k8s::ONE_AT_A_TIME.blocking_lock();
+    let _one = crate::one_at_a_time();
     require_root();
     let prefix = format!("bo{}", std::process::id() % 100_000);
     let _down = DownOnDrop(format!("{prefix}ob"));
