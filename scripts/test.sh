@@ -11,15 +11,25 @@ export CARGO_TERM_COLOR=never
 # One build from scratch: incremental caches would only double the target directory's size.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 . scripts/timing.sh
+. scripts/lanes.sh
 # Run alone, it prints its timing table when it ends (also after a failure); under .ci/run,
 # that prints the table with the install added.
 scratch=$(mktemp -d)
+# Test binaries still running when this ends (interrupted, or an error of the script's own)
+# are stopped rather than left running; `liqo-lab down` and `liqo-lab k8s down` remove what
+# they made.
+stop_jobs() {
+  local j
+  j=$(jobs -p)
+  # One may end between `jobs` and `kill`: nothing left to stop is not an error.
+  [ -z "$j" ] || kill $j 2>/dev/null || true
+}
 if [ -z "${LIQO_TIMINGS:-}" ]; then
   LIQO_TIMINGS="$scratch/timings"
   export LIQO_TIMINGS
-  trap 'print_timings; rm -rf "$scratch"' EXIT
+  trap 'stop_jobs; print_timings; rm -rf "$scratch"' EXIT
 else
-  trap 'rm -rf "$scratch"' EXIT
+  trap 'stop_jobs; rm -rf "$scratch"' EXIT
 fi
 
 status=0
@@ -40,8 +50,8 @@ export LIQO_K8S_BIN
 snapshot="$scratch/before-tests"
 bash scripts/leftovers.sh snapshot "$snapshot"
 echo "== integration tests (root: network namespaces, real packets, real API servers)"
-# Every binary runs even after a failure (--no-fail-fast), so one run shows every failure;
-# each binary's seconds go to the table.
-cargo test --workspace --locked --no-fail-fast --test '*' 2>&1 | time_binaries || status=1
+# In lanes (scripts/lanes.sh: what runs alone and why); every binary runs even after a
+# failure, so one run shows every failure; each binary's seconds go to the table.
+run_binaries "$LIQO_TEST_EXES" || status=1
 phase "leftover check" bash scripts/leftovers.sh check "$snapshot" || status=1
 exit "$status"

@@ -24,41 +24,9 @@ record_phase() {
     >>"$LIQO_TIMINGS"
 }
 
-# cargo test's output on stdin, copied to stdout; each test binary ("Running tests/x.rs (exe)")
-# is recorded as "test <package>/<file>" with its seconds and whether its result line says ok.
-# Packages come from $LIQO_TEST_EXES (executable<TAB>package lines), when it is set.
-time_binaries() {
-  local line name="" t0 ok="" exe pkg
-  finish() {
-    [ -n "$name" ] || return 0
-    record_phase "test $name" "$t0" "$([ "$ok" = yes ] && echo 0 || echo 1)"
-    name=""
-  }
-  while IFS= read -r line; do
-    printf '%s\n' "$line"
-    case "$line" in
-      "     Running "*|"   Doc-tests "*)
-        finish
-        if [[ "$line" =~ Running\ ([^ ]+)\ \(([^\)]+)\) ]]; then
-          name=${BASH_REMATCH[1]}
-          exe=${BASH_REMATCH[2]}
-          pkg=""
-          [ -n "${LIQO_TEST_EXES:-}" ] && pkg=$(awk -F'\t' -v e="${exe##*/}" \
-            '$1 == e { print $2; exit }' "$LIQO_TEST_EXES")
-          [ -n "$pkg" ] && name="$pkg/$name"
-          t0=$EPOCHREALTIME
-          ok=""
-        fi
-        ;;
-      "test result: ok."*) ok=yes ;;
-      "test result: FAILED"*) ok=no ;;
-    esac
-  done
-  finish
-}
-
-# build_tests JSON_TSV CARGO_ARGS...: builds the test targets (cargo test --no-run) and writes
-# "<executable file name><TAB><package>" per test executable to JSON_TSV.
+# build_tests TSV CARGO_ARGS...: builds the test targets (cargo test --no-run) and writes one
+# line per integration test executable (target kind "test") to TSV:
+# "<executable><TAB><package><TAB><package directory><TAB><test name><TAB><source, relative>".
 build_tests() {
   local out=$1
   shift
@@ -72,10 +40,16 @@ for line in sys.stdin:
     exe = m.get("executable")
     if m.get("reason") != "compiler-artifact" or not exe:
         continue
+    target = m["target"]
+    if "test" not in target["kind"]:
+        continue
     pid = m["package_id"]
     frag = pid.rsplit("#", 1)[-1]
     name = frag.split("@")[0] if "@" in frag else pid.split("#")[0].rstrip("/").rsplit("/", 1)[-1]
-    print(exe.rsplit("/", 1)[-1] + "\t" + name)
+    pkg_dir = m["manifest_path"].rsplit("/", 1)[0]
+    src = target["src_path"]
+    rel = src[len(pkg_dir) + 1:] if src.startswith(pkg_dir + "/") else src
+    print("\t".join([exe, name, pkg_dir, target["name"], rel]))
 ' >"$out"
 }
 

@@ -45,14 +45,15 @@ pub struct Status {
 
 /// The status of `device`.
 pub fn status(device: &Device, reload: ReloadStatus) -> Status {
+    let own = device.identity();
     Status {
-        public_key: device.public_key().to_string(),
-        key_since: device
-            .key_since()
+        public_key: own.public().to_string(),
+        key_since: own
+            .since()
             .duration_since(UNIX_EPOCH)
             .ok()
             .map(|d| d.as_secs()),
-        key_rotations: device.key_rotations(),
+        key_rotations: own.rotations(),
         listen_port: device.port().unwrap_or(0),
         no_route: device.no_route.load(std::sync::atomic::Ordering::Relaxed),
         wire: device.wire_status(),

@@ -110,7 +110,7 @@ pub struct Device {
     pub(super) table: RwLock<Arc<Table>>,
     /// The generation of the identity of the table (see [`Device::current`]).
     pub(super) key_generation: AtomicU64,
-    /// Key switches since start.
+    /// Numbers key switches (the count a status shows is the running [`Identity`]'s).
     pub(super) key_rotations: AtomicU64,
     /// One per queue of the TUN device (at least one); see [`Lane`].
     pub(super) lanes: Vec<Lane>,

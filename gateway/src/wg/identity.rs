@@ -40,11 +40,19 @@ pub struct Identity {
     pub(super) generation: u64,
     /// When the device started running it.
     pub(super) since: SystemTime,
+    /// Key switches before it ran (0: the key the device started with). Held here, not beside
+    /// the table, so one read of the table gives a key and its count together.
+    pub(super) rotations: u64,
 }
 
 impl Identity {
-    /// `key`, running from now.
+    /// `key`, running from now, the key the device starts with.
     pub(super) fn new(key: PrivateKey) -> Arc<Identity> {
+        Identity::after(key, 0)
+    }
+
+    /// `key`, running from now, after `rotations` key switches.
+    pub(super) fn after(key: PrivateKey, rotations: u64) -> Arc<Identity> {
         let public = key.public();
         let x = x25519(&public);
         Arc::new(Identity {
@@ -54,6 +62,7 @@ impl Identity {
             strict: RateLimiter::new(&x, 0),
             generation: GENERATIONS.fetch_add(1, Ordering::Relaxed),
             since: SystemTime::now(),
+            rotations,
         })
     }
 
@@ -66,6 +75,11 @@ impl Identity {
     pub fn since(&self) -> SystemTime {
         self.since
     }
+
+    /// Key switches before this key ran.
+    pub fn rotations(&self) -> u64 {
+        self.rotations
+    }
 }
 
 impl Device {
@@ -76,9 +90,14 @@ impl Device {
     /// stays reachable from the device once the data threads are done with the packet at hand;
     /// a handshake in flight during the switch may fail. Returns the public key that ran before.
     pub fn set_key(&self, key: PrivateKey, peers: &BTreeMap<String, config::Peer>) -> PublicKey {
-        let before = self.replace(Some(Identity::new(key)), peers);
-        self.key_rotations.fetch_add(1, Ordering::Relaxed);
-        before
+        let n = self.key_rotations.fetch_add(1, Ordering::Relaxed) + 1;
+        self.replace(Some(Identity::after(key, n)), peers)
+    }
+
+    /// The key the device runs: its public half, since when and after how many switches, from
+    /// one read (a status never shows a new key with the old count).
+    pub fn identity(&self) -> Arc<Identity> {
+        Arc::clone(&self.table().own)
     }
 
     /// The public key the device runs.
@@ -91,9 +110,9 @@ impl Device {
         self.table().own.since
     }
 
-    /// Key switches since start.
+    /// Key switches since start (of the key it runs).
     pub fn key_rotations(&self) -> u64 {
-        self.key_rotations.load(Ordering::Relaxed)
+        self.table().own.rotations
     }
 
     /// Whether `peer`'s session is made with the key the device runs now. A thread that took the

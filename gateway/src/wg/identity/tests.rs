@@ -95,4 +95,7 @@ fn set_key_switches_in_one_swap_and_calls_every_peer_with_the_new_key() {
     d.set_peers(&peers);
     assert!(Arc::ptr_eq(&d.table().by_id["milan"].tunn, &session));
     assert_eq!((d.public_key(), d.key_rotations()), (new.public(), 1));
+    // The key and its count come from one read: the running identity carries both.
+    let own = d.identity();
+    assert_eq!((own.public(), own.rotations()), (new.public(), 1));
 }
