@@ -52,6 +52,6 @@ bash scripts/leftovers.sh snapshot "$snapshot"
 echo "== integration tests (root: network namespaces, real packets, real API servers)"
 # In lanes (scripts/lanes.sh: what runs alone and why); every binary runs even after a
 # failure, so one run shows every failure; each binary's seconds go to the table.
-run_binaries "$LIQO_TEST_EXES" || status=1
+phase_quiet "integration tests" run_binaries "$LIQO_TEST_EXES" || status=1
 phase "leftover check" bash scripts/leftovers.sh check "$snapshot" || status=1
 exit "$status"

@@ -50,9 +50,13 @@ impl Process {
 
     /// Its environment (`NAME=value`), empty when it cannot be read (another user's, or gone).
     pub fn environ(&self) -> Vec<String> {
-        fs::read(format!("/proc/{}/environ", self.pid))
-            .map(|raw| split_nul(&raw))
-            .unwrap_or_default()
+        self.read_environ().unwrap_or_default()
+    }
+
+    /// Its environment (`NAME=value`), or why it cannot be read: for a caller that must tell
+    /// an empty environment from an unreadable one (to start the process again the same way).
+    pub fn read_environ(&self) -> io::Result<Vec<String>> {
+        fs::read(format!("/proc/{}/environ", self.pid)).map(|raw| split_nul(&raw))
     }
 
     /// The value of its environment variable `name`.

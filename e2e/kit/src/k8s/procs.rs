@@ -6,7 +6,6 @@ use std::{
     ffi::OsString,
     fs,
     net::TcpListener,
-    os::unix::ffi::OsStringExt,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -96,27 +95,21 @@ pub struct CommandLine {
     pub env: Vec<(OsString, OsString)>,
 }
 
-/// The command line of `pid` (`None` once it is gone).
+/// The command line of `pid` (`None` once it is gone or its environment cannot be read),
+/// from [`dataplane::procs`]. Empty arguments are kept (`--flag ""` stays a pair).
 pub fn command_line(pid: u32) -> Option<CommandLine> {
-    let split = |raw: Vec<u8>| -> Vec<OsString> {
-        raw.split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| OsString::from_vec(a.to_vec()))
-            .collect()
-    };
-    let mut argv = split(fs::read(format!("/proc/{pid}/cmdline")).ok()?).into_iter();
-    let program = PathBuf::from(argv.next()?);
-    let env = split(fs::read(format!("/proc/{pid}/environ")).ok()?)
+    let p = dataplane::procs::Process::read(pid)?;
+    let env = p
+        .read_environ()
+        .ok()?
         .into_iter()
         .filter_map(|kv| {
-            let kv = kv.into_vec();
-            let eq = kv.iter().position(|b| *b == b'=')?;
-            Some((
-                OsString::from_vec(kv[..eq].to_vec()),
-                OsString::from_vec(kv[eq + 1..].to_vec()),
-            ))
+            let (k, v) = kv.split_once('=')?;
+            Some((OsString::from(k), OsString::from(v)))
         })
         .collect();
+    let mut argv = p.args.into_iter().map(OsString::from);
+    let program = PathBuf::from(argv.next()?);
     Some(CommandLine {
         program,
         args: argv.collect(),
