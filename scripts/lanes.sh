@@ -2,12 +2,14 @@
 #
 # Most of a system test's time is waiting (API servers converging, processes starting, packets
 # timing out): one binary at a time left half of the 2 cores idle. So the binaries run in lanes,
-# LIQO_LANES at a time (default 2), the slowest known first so that the last one to end starts
-# early. Tests inside a binary already run in parallel and every test works under its own
-# prefix, so binaries never share a namespace, a cluster or a directory.
+# LIQO_LANES at a time (default 2; 3 saturates 2 cores and tests time out), the slowest known
+# first so that the last one to end starts early. Tests inside a binary already run in parallel
+# and every test works under its own prefix, so binaries never share a namespace, a cluster or
+# a directory.
 #
-# Binaries that measure the machine or load all of it (benches, floods, CPU affinity) run
-# first, one at a time, with nothing else running: under load they would measure the load.
+# Some binaries run first, one at a time, with nothing beside them: those that measure the
+# machine or load all of it (under load they would measure the load), and those whose tests
+# hold time targets of earlier issues.
 
 # Test target names (tests/<name>/main.rs) that run alone, and why.
 LANES_ALONE=(
@@ -21,29 +23,36 @@ LANES_ALONE=(
 # fa96c61 with one lane: 250, 209, 106, 93, 70, 56, 24, 21); the others follow in build order.
 LANES_SLOW_FIRST=(k8s manager liqoctl virtual_kubelet lab gateway netops auth)
 
-# run_binaries TSV: runs every executable listed in TSV (build_tests' format) in its package's
-# directory, as cargo test does; prints each one's whole output when it ends (outputs never
-# interleave) and records "test <package>/<source>" with its seconds and status. Every binary
-# runs even after a failure, so one run shows every failure. Returns 1 if any failed.
+# The binaries running now: pid -> "<package>/<source> (<executable>)", their start and log.
+declare -A LANES_SHOWN=() LANES_STARTED=() LANES_LOG=()
+
+# run_binaries TSV LOGDIR: runs every executable listed in TSV (build_tests' format) in its
+# package's directory, as cargo test does, its output in LOGDIR; prints each one's whole output
+# when it ends (outputs never interleave) and records "test <package>/<source>" with its seconds
+# and status. Every binary runs even after a failure, so one run shows every failure. Returns 1
+# if any failed, if the list is empty, or if not every listed binary ran.
 run_binaries() {
-  local tsv=$1 lanes=${LIQO_LANES:-2} logs line name failed=0
+  local tsv=$1 logs=$2 lanes=${LIQO_LANES:-2} name failed=0 listed
+  if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
+    echo "error: running the test binaries side by side needs bash 5.1 or newer (wait -n -p); this is $BASH_VERSION" >&2
+    return 2
+  fi
   [[ "$lanes" =~ ^[1-9][0-9]*$ ]] || { echo "error: LIQO_LANES=$lanes is not a positive number" >&2; return 2; }
-  logs=$(mktemp -d)
+  listed=$(grep -c . "$tsv" || true) # grep -c exits 1 when it counts 0: the check below says so.
+  [ "$listed" -gt 0 ] || { echo "error: no integration test executables listed in $tsv" >&2; return 1; }
   local -a alone=() first=() rest=()
   for name in "${LANES_ALONE[@]}"; do
-    line=$(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
-    [ -n "$line" ] && alone+=("$line")
+    mapfile -t -O "${#alone[@]}" alone < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
   done
   for name in "${LANES_SLOW_FIRST[@]}"; do
-    line=$(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
-    [ -n "$line" ] && first+=("$line")
+    mapfile -t -O "${#first[@]}" first < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
   done
+  local line
   while IFS= read -r line; do
     name=$(cut -f4 <<<"$line")
     [[ " ${LANES_ALONE[*]} ${LANES_SLOW_FIRST[*]} " == *" $name "* ]] || rest+=("$line")
   done <"$tsv"
 
-  local -A started=() shown=() log_of=()
   local pid rc exe pkg dir tname src n=0
   # launch LINE: starts it in the background and records it under its pid.
   launch() {
@@ -53,22 +62,24 @@ run_binaries() {
     (cd "$dir" && CARGO_MANIFEST_DIR="$dir" CARGO_PKG_NAME="$pkg" exec "$exe") \
       </dev/null >"$logs/$n.log" 2>&1 &
     pid=$!
-    started[$pid]=$t0
-    shown[$pid]="$pkg/$src (${exe##*/})"
-    log_of[$pid]="$logs/$n.log"
+    LANES_STARTED[$pid]=$t0
+    LANES_SHOWN[$pid]="$pkg/$src (${exe##*/})"
+    LANES_LOG[$pid]="$logs/$n.log"
+    echo "     started ${LANES_SHOWN[$pid]}"
   }
   # finish PID STATUS: prints its whole output and records its seconds and status.
   finish() {
-    echo "     Running ${shown[$1]}"
-    cat "${log_of[$1]}"
-    record_phase "test ${shown[$1]% (*}" "${started[$1]}" "$2"
+    echo "     Running ${LANES_SHOWN[$1]}"
+    cat "${LANES_LOG[$1]}"
+    [ "$2" -eq 0 ] || echo "     ${LANES_SHOWN[$1]% (*} exited with status $2"
+    record_phase "test ${LANES_SHOWN[$1]% (*}" "${LANES_STARTED[$1]}" "$2"
     [ "$2" -eq 0 ] || failed=1
-    unset "started[$1]" "shown[$1]" "log_of[$1]"
+    unset "LANES_STARTED[$1]" "LANES_SHOWN[$1]" "LANES_LOG[$1]"
   }
   # reap: waits for any running binary to end and finishes it.
   reap() {
     rc=0
-    wait -n -p pid "${!shown[@]}" || rc=$?
+    wait -n -p pid "${!LANES_SHOWN[@]}" || rc=$?
     finish "$pid" "$rc"
   }
   for line in "${alone[@]}"; do
@@ -76,10 +87,25 @@ run_binaries() {
     reap
   done
   for line in "${first[@]}" "${rest[@]}"; do
-    while [ "${#shown[@]}" -ge "$lanes" ]; do reap; done
+    while [ "${#LANES_SHOWN[@]}" -ge "$lanes" ]; do reap; done
     launch "$line"
   done
-  while [ "${#shown[@]}" -gt 0 ]; do reap; done
-  rm -rf "$logs"
+  while [ "${#LANES_SHOWN[@]}" -gt 0 ]; do reap; done
+  if [ "$n" -ne "$listed" ]; then
+    echo "error: $listed integration test executables listed, $n ran" >&2
+    return 1
+  fi
   return "$failed"
+}
+
+# lanes_stop: for a run that ends while binaries still run (interrupted, or the script's own
+# error): names each one with the end of its output, then stops it.
+lanes_stop() {
+  local pid
+  for pid in "${!LANES_SHOWN[@]}"; do
+    echo "     still running when the run ended: ${LANES_SHOWN[$pid]}; the end of its output:"
+    tail -n 60 "${LANES_LOG[$pid]}" 2>/dev/null || echo "     (no output)"
+    # It may end between the listing and the signal: nothing left to stop is not an error.
+    kill "$pid" 2>/dev/null || true
+  done
 }

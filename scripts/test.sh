@@ -20,6 +20,8 @@ scratch=$(mktemp -d)
 # they made.
 stop_jobs() {
   local j
+  # The test binaries: named, with the end of their output (scripts/lanes.sh).
+  lanes_stop
   j=$(jobs -p)
   # One may end between `jobs` and `kill`: nothing left to stop is not an error.
   [ -z "$j" ] || kill $j 2>/dev/null || true
@@ -52,6 +54,7 @@ bash scripts/leftovers.sh snapshot "$snapshot"
 echo "== integration tests (root: network namespaces, real packets, real API servers)"
 # In lanes (scripts/lanes.sh: what runs alone and why); every binary runs even after a
 # failure, so one run shows every failure; each binary's seconds go to the table.
-phase_quiet "integration tests" run_binaries "$LIQO_TEST_EXES" || status=1
+mkdir "$scratch/lanes"
+phase_quiet "integration tests" run_binaries "$LIQO_TEST_EXES" "$scratch/lanes" || status=1
 phase "leftover check" bash scripts/leftovers.sh check "$snapshot" || status=1
 exit "$status"

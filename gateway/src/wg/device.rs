@@ -110,8 +110,6 @@ pub struct Device {
     pub(super) table: RwLock<Arc<Table>>,
     /// The generation of the identity of the table (see [`Device::current`]).
     pub(super) key_generation: AtomicU64,
-    /// Numbers key switches (the count a status shows is the running [`Identity`]'s).
-    pub(super) key_rotations: AtomicU64,
     /// One per queue of the TUN device (at least one); see [`Lane`].
     pub(super) lanes: Vec<Lane>,
     stop: AtomicBool,
@@ -160,7 +158,6 @@ impl Device {
         let (handshakes, queue) = sync_channel(QUEUE);
         Ok(Arc::new(Device {
             key_generation: AtomicU64::new(own.generation),
-            key_rotations: AtomicU64::new(0),
             table: RwLock::new(Arc::new(Table::empty(own))),
             affinity: Affinity::new(lanes.len()),
             lanes,
@@ -190,17 +187,21 @@ impl Device {
         self.replace(None, peers);
     }
 
-    /// Replaces the peers, and with `own` our key too, in one swap of the table; returns the
+    /// Replaces the peers, and with `key` our key too, in one swap of the table; returns the
     /// public key that ran before. Peers with a new session (all of them with a new key) and an
     /// endpoint are sent a handshake initiation right away.
     pub(super) fn replace(
         &self,
-        own: Option<Arc<Identity>>,
+        key: Option<PrivateKey>,
         peers: &BTreeMap<String, config::Peer>,
     ) -> PublicKey {
         let (fresh, before): (Vec<Arc<Peer>>, _) = {
             let mut t = self.table.write().unwrap_or_else(|p| p.into_inner());
-            let own = own.unwrap_or_else(|| Arc::clone(&t.own));
+            // A new key is counted under the lock: two switches never get the same number.
+            let own = match key {
+                Some(key) => Identity::after(key, t.own.rotations + 1),
+                None => Arc::clone(&t.own),
+            };
             let next = Arc::new(Table::build(&t, peers, &own));
             // Before the table: a thread that still holds the old one sees its sessions are no
             // longer current, and sends none of their handshake messages.

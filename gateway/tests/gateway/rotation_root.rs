@@ -1,7 +1,7 @@
 //! Key rotation on the real kernel against wireguard-go (needs root, `wireguard-go` and `wg`):
 //! a new key file and a config naming its public key switch the running gateway to it live;
 //! a peer that still has the old public key gets nothing through and never completes a
-//! handshake; once given the new one, traffic resumes at once. A config whose `publicKey` the
+//! handshake; once given the new one, traffic resumes (within one handshake retry). A config whose `publicKey` the
 //! file does not hold is refused with the running key kept; without `publicKey`, a key written
 //! by hand is taken at the next resync, and an invalid key file is refused there. A start whose
 //! key file does not hold `publicKey` fails (and makes no key); an apply that switches the key

@@ -98,4 +98,10 @@ fn set_key_switches_in_one_swap_and_calls_every_peer_with_the_new_key() {
     // The key and its count come from one read: the running identity carries both.
     let own = d.identity();
     assert_eq!((own.public(), own.rotations()), (new.public(), 1));
+    // A second switch counts 2; peers alone changing keep the key and its count.
+    let third = PrivateKey::generate().unwrap();
+    assert_eq!(d.set_key(third.clone(), &peers), new.public());
+    d.set_peers(&peers);
+    let own = d.identity();
+    assert_eq!((own.public(), own.rotations()), (third.public(), 2));
 }
