@@ -16,8 +16,9 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # that prints the table with the install added.
 scratch=$(mktemp -d)
 # Test binaries still running when this ends (interrupted, or an error of the script's own)
-# are stopped rather than left running; `liqo-lab down` and `liqo-lab k8s down` remove what
-# they made.
+# are stopped rather than left running. A stopped test binary runs no destructors: what it made
+# stays, and the next run's leftover check names it (remove it by hand, or `liqo-lab down` /
+# `liqo-lab k8s down` for the lab's and the kit's).
 stop_jobs() {
   local j
   # The test binaries: named, with the end of their output (scripts/lanes.sh).
