@@ -271,11 +271,7 @@ pub(crate) fn echo_server(
 ) -> Result<thread::JoinHandle<()>, LabError> {
     let ns = Netns::open(ns_name)?;
     let listener = ns
-        .run(|| {
-            let l = TcpListener::bind(("0.0.0.0", ECHO_PORT))?;
-            l.set_nonblocking(true)?;
-            Ok::<_, std::io::Error>(l)
-        })?
+        .run(|| bind_echo(ns_name))?
         .map_err(|e| LabError::Build {
             what: format!("echo server in {ns_name}"),
             source: Box::new(e),
@@ -292,6 +288,53 @@ pub(crate) fn echo_server(
             }
         }
     }))
+}
+
+/// Binds the echo port in the calling thread's namespace.
+///
+/// A port still in use is retried for up to 3 s, saying so on stderr with the sockets that hold
+/// it: the previous check's server in this pod has closed its listener by then (joined), yet CI
+/// once saw the next bind refused (EADDRINUSE; std sets SO_REUSEADDR; not reproduced since).
+/// The retry is in the test's own setup, never around what a test asserts.
+fn bind_echo(ns_name: &NetnsName) -> std::io::Result<TcpListener> {
+    const PATIENCE: Duration = Duration::from_secs(3);
+    let start = std::time::Instant::now();
+    loop {
+        match TcpListener::bind(("0.0.0.0", ECHO_PORT)) {
+            Ok(l) => {
+                l.set_nonblocking(true)?;
+                return Ok(l);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && start.elapsed() < PATIENCE => {
+                eprintln!(
+                    "echo port :{ECHO_PORT} busy in {ns_name} after {:?}, retrying; its sockets: {}",
+                    start.elapsed(),
+                    echo_port_sockets()
+                );
+                thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+                let held = echo_port_sockets();
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{e}; its sockets: {held}"),
+                ));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The sockets on the echo port in the calling thread's namespace, as `ss` lists them.
+fn echo_port_sockets() -> String {
+    match std::process::Command::new("ss")
+        .args(["-tanoH", "sport", "=", &format!(":{ECHO_PORT}")])
+        .output()
+    {
+        Ok(o) if o.status.success() => format!("{:?}", String::from_utf8_lossy(&o.stdout)),
+        Ok(o) => format!("(ss failed: {})", String::from_utf8_lossy(&o.stderr).trim()),
+        Err(e) => format!("(ss: {e})"),
+    }
 }
 
 impl Matrix {
