@@ -8,14 +8,17 @@ mod quickstart;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use e2e::{
-    bench::{self, Profile, Variant},
     lab::{self, Lab, Prefix, Target, check, status},
     topology::Topology,
 };
 
 /// Peered-cluster lab on one Linux host: every node and pod is a network namespace.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(
+    version,
+    about,
+    after_long_help = "The benchmarks (tunnel, path, peers, peering, offload) are `liqo-bench`."
+)]
 struct Cli {
     /// Prefix of every namespace the lab creates; labs with different prefixes coexist.
     #[arg(long, global = true, env = "LIQO_LAB_PREFIX", default_value = "lq")]
@@ -132,11 +135,6 @@ enum Command {
         #[command(subcommand)]
         what: K8s,
     },
-    /// Benchmarks.
-    Bench {
-        #[command(subcommand)]
-        what: Bench,
-    },
 }
 
 #[derive(Subcommand)]
@@ -163,163 +161,6 @@ enum K8s {
     Env,
     /// Stop every process and remove every file (also after a crash).
     Down,
-}
-
-#[derive(Subcommand)]
-enum Bench {
-    /// Our gateway against the plain routed path, boringtun-cli and wireguard-go (Debian and
-    /// latest) on one topology where only the gateway-to-gateway leg changes; installs the
-    /// peers itself.
-    Tunnel(TunnelArgs),
-    /// Pod-to-pod throughput and RTT within a node, across nodes and across clusters (pods on
-    /// non-gateway nodes at both ends), with our gateway alone measured in the same run.
-    Path(PathArgs),
-    /// One gateway with 1, 100 and 1,000 peers (one real, the rest without an endpoint): apply
-    /// times, rule and route counts, one TCP stream and 64-byte UDP packets/s through the real
-    /// peer, as ratios to 1 peer, and whether the targets hold.
-    Peers(PeersArgs),
-    /// Seconds from `liqoctl peer` to OutgoingPeering=Established (and the other conditions,
-    /// and unpeering) on two harness clusters with Liqo, the liqo-controller-managers' memory
-    /// and CPU, and the apiserver floor of the same clusters for comparison.
-    Peering(PeeringArgs),
-    /// Seconds until all pods of a `Remote` Deployment offloaded from rome to milan are
-    /// Running, against the same Deployment on milan's own kwok nodes in the same run; per-pod
-    /// p50/p99; the controller-managers' and the virtual kubelet's memory and CPU at 0, 100
-    /// and all pods; and the targets.
-    Offload(OffloadArgs),
-}
-
-#[derive(Args)]
-struct OffloadArgs {
-    /// Replicas of the Deployment.
-    #[arg(long, default_value_t = bench::offload::DEFAULT_PODS)]
-    pods: u32,
-    /// milan's kwok nodes (110 pods each).
-    #[arg(long, default_value_t = bench::offload::DEFAULT_PROVIDER_NODES)]
-    provider_nodes: usize,
-    /// rome's kwok nodes.
-    #[arg(long, default_value_t = 1)]
-    consumer_nodes: usize,
-    /// Timed runs per side (the median is reported).
-    #[arg(long, default_value_t = 1)]
-    repeats: u32,
-    /// Seconds each wait (all Running, a cleanup, a setup step) may take.
-    #[arg(long, default_value_t = 600)]
-    timeout: u64,
-    /// Only the vanilla side, without installing Liqo (the harness's own floor).
-    #[arg(long)]
-    vanilla_only: bool,
-    /// The virtual kubelet's pod reflection workers (default: the controller-manager's, 10).
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    vk_workers: Option<u16>,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Format::Table)]
-    output: Format,
-}
-
-#[derive(Args)]
-struct PeeringArgs {
-    /// Rounds of peer + unpeer (medians need at least 3).
-    #[arg(long, default_value_t = bench::peering::DEFAULT_REPEATS)]
-    repeats: u32,
-    /// Apiserver floor samples per round.
-    #[arg(long, default_value_t = bench::peering::DEFAULT_FLOOR_SAMPLES)]
-    floor_samples: u32,
-    /// Seconds to wait for each condition before failing.
-    #[arg(long, default_value_t = 120)]
-    timeout: u64,
-    /// Allow fewer rounds than medians need (smoke tests, not numbers).
-    #[arg(long)]
-    quick: bool,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Format::Table)]
-    output: Format,
-}
-
-/// What every bench takes besides its own choices.
-#[derive(Args)]
-struct BenchRun {
-    /// Seconds per iperf3 test.
-    #[arg(long, default_value_t = 5)]
-    seconds: u32,
-    /// Install nothing; fail if a peer or tool is missing.
-    #[arg(long)]
-    skip_install: bool,
-    /// Allow fewer repeats than medians need (smoke tests, not numbers).
-    #[arg(long)]
-    quick: bool,
-    /// Where built peers are cached and installs logged.
-    #[arg(long, env = "LIQO_BENCH_CACHE", default_value = bench::DEFAULT_CACHE)]
-    cache: PathBuf,
-    /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Format::Table)]
-    output: Format,
-}
-
-impl BenchRun {
-    /// Options that measure `variants` in `profiles`, `repeats` times.
-    fn options(
-        &self,
-        prefix: Prefix,
-        repeats: u32,
-        variants: Vec<Variant>,
-        profiles: Vec<Profile>,
-    ) -> bench::Options {
-        bench::Options {
-            prefix,
-            repeats,
-            seconds: self.seconds,
-            variants,
-            profiles,
-            skip_install: self.skip_install,
-            quick: self.quick,
-            cache: self.cache.clone(),
-        }
-    }
-
-    /// Options that measure our gateway alone, unpinned (`bench path` and `bench peers`).
-    fn ours_alone(&self, prefix: Prefix, repeats: u32) -> bench::Options {
-        self.options(prefix, repeats, vec![Variant::Ours], vec![Profile::Shared])
-    }
-}
-
-#[derive(Args)]
-struct PeersArgs {
-    /// Interleaved repeats (medians need at least 3).
-    #[arg(long, default_value_t = bench::peers::MIN_REPEATS)]
-    repeats: u32,
-    /// Peer counts of the measured gateway (comma-separated; 1 is always measured).
-    #[arg(long, value_delimiter = ',', default_values_t = bench::peers::DEFAULT_COUNTS)]
-    peers: Vec<u32>,
-    #[command(flatten)]
-    run: BenchRun,
-}
-
-#[derive(Args)]
-struct PathArgs {
-    /// Interleaved repeats (medians need at least 5).
-    #[arg(long, default_value_t = 5)]
-    repeats: u32,
-    /// On a lab with control planes (`up --k8s`), peered by `liqoctl`.
-    #[arg(long)]
-    k8s: bool,
-    #[command(flatten)]
-    run: BenchRun,
-}
-
-#[derive(Args)]
-struct TunnelArgs {
-    /// Interleaved repeats (medians need at least 5).
-    #[arg(long, default_value_t = 5)]
-    repeats: u32,
-    /// Variants to measure (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Variant::ALL)]
-    variants: Vec<Variant>,
-    /// CPU profiles (comma-separated).
-    #[arg(long, value_enum, value_delimiter = ',', default_values_t = Profile::ALL)]
-    profiles: Vec<Profile>,
-    #[command(flatten)]
-    run: BenchRun,
 }
 
 #[derive(Args)]
@@ -352,27 +193,9 @@ impl Source {
     }
 }
 
-/// Dies quietly on a closed stdout (`liqo-lab status | head`), as command-line tools do, instead
-/// of panicking: Rust ignores SIGPIPE by default.
-#[expect(
-    unsafe_code,
-    reason = "signal(2) to restore the default SIGPIPE disposition"
-)]
-fn default_sigpipe() {
-    use nix::sys::signal::{SigHandler, Signal, signal};
-    // SAFETY: called first thing in main, before any thread exists; SIG_DFL installs no handler.
-    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
-}
-
 fn main() -> ExitCode {
-    default_sigpipe();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,kube_client=off".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    e2e::cli::default_sigpipe();
+    e2e::cli::init_logging();
     let cli = Cli::parse();
     if let Command::Relay {
         netns,
@@ -439,10 +262,7 @@ fn print_in_band(k: &lab::k8s::K8sLab) -> Result<()> {
 }
 
 fn require_root() -> Result<()> {
-    if !nix::unistd::geteuid().is_root() {
-        bail!("liqo-lab needs root (it creates network namespaces); run it with sudo or as root");
-    }
-    Ok(())
+    e2e::cli::require_root("liqo-lab")
 }
 
 async fn run(cli: Cli) -> Result<ExitCode> {
@@ -676,111 +496,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Relay { .. } => unreachable!("handled before the runtime starts"),
         Command::K8s { what } => k8s(prefix, what).await?,
-        Command::Bench {
-            what: Bench::Tunnel(args),
-        } => return bench_tunnel(prefix, args).await,
-        Command::Bench {
-            what: Bench::Peers(a),
-        } => {
-            require_root()?;
-            let report = bench::peers(bench::peers::PeersOptions {
-                bench: a.run.ours_alone(prefix, a.repeats),
-                counts: a.peers,
-            })
-            .await?;
-            match a.run.output {
-                Format::Table => print!("{}", bench::peers::render(&report)),
-                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-            }
-            // A missed target is a measurement; only failed samples are errors.
-            let failures = report.failures();
-            if !failures.is_empty() {
-                eprintln!("error: {} sample(s) failed:", failures.len());
-                for f in failures {
-                    eprintln!("  {f}");
-                }
-                return Ok(ExitCode::FAILURE);
-            }
-        }
-        Command::Bench {
-            what: Bench::Peering(a),
-        } => {
-            require_root()?;
-            let report = bench::peering(bench::peering::PeeringOptions {
-                prefix,
-                repeats: a.repeats,
-                floor_samples: a.floor_samples,
-                timeout_secs: a.timeout,
-                quick: a.quick,
-            })
-            .await?;
-            match a.output {
-                Format::Table => print!("{}", bench::peering::render(&report)),
-                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-            }
-        }
-        Command::Bench {
-            what: Bench::Offload(a),
-        } => {
-            require_root()?;
-            let report = bench::offload::offload(bench::offload::OffloadOptions {
-                prefix,
-                pods: a.pods,
-                provider_nodes: a.provider_nodes,
-                consumer_nodes: a.consumer_nodes,
-                repeats: a.repeats,
-                timeout_secs: a.timeout,
-                vanilla_only: a.vanilla_only,
-                vk_workers: a.vk_workers.map(usize::from),
-            })
-            .await?;
-            match a.output {
-                Format::Table => print!("{}", bench::offload::render(&report)),
-                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-            }
-        }
-        Command::Bench {
-            what: Bench::Path(a),
-        } => {
-            require_root()?;
-            let opts = a.run.ours_alone(prefix, a.repeats);
-            let report = if a.k8s {
-                bench::path::path_k8s(opts).await?
-            } else {
-                bench::path(opts).await?
-            };
-            match a.run.output {
-                Format::Table => print!("{}", bench::path::render(&report)),
-                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-            }
-            if report.rows.iter().any(|r| r.gbps.is_none()) {
-                return Ok(ExitCode::FAILURE);
-            }
-        }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-async fn bench_tunnel(prefix: Prefix, a: TunnelArgs) -> Result<ExitCode> {
-    require_root()?;
-    let report = bench::tunnel(a.run.options(prefix, a.repeats, a.variants, a.profiles)).await?;
-    match a.run.output {
-        Format::Table => print!("{}", bench::render::render(&report)),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-    }
-    let failed = report.failed_variants();
-    if failed.is_empty() {
-        return Ok(ExitCode::SUCCESS);
-    }
-    let names: Vec<&str> = failed.iter().map(|v| v.label()).collect();
-    eprintln!(
-        "error: these variants failed to pass traffic: {}",
-        names.join(", ")
-    );
-    for f in report.failures() {
-        eprintln!("  {f}");
-    }
-    Ok(ExitCode::FAILURE)
 }
 
 async fn k8s(prefix: Prefix, what: K8s) -> Result<()> {

@@ -16,7 +16,8 @@
 //! shared with the operators; the IPAM through its typed gRPC client) and [`peering`] wires
 //! them. The modules form no cycle: `names` <- `error` <- `state` <- `wan`, `daemons` <-
 //! `cluster`, `gateway`, `overlay` <- `services` <- `build`; `peering`, `check` <- `outage`;
-//! `status`.
+//! `status`; `speed` (one pod-to-pod TCP stream and ping, for the quickstart and
+//! `liqo-bench path`).
 
 mod build;
 pub mod check;
@@ -30,6 +31,7 @@ pub mod outage;
 pub mod overlay;
 pub mod peering;
 mod services;
+pub mod speed;
 mod state;
 pub mod status;
 mod wan;

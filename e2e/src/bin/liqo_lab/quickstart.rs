@@ -4,8 +4,7 @@ use std::{process::ExitCode, time::Instant};
 
 use anyhow::{Context, Result};
 use e2e::{
-    bench,
-    lab::{self, Lab, Prefix, check},
+    lab::{self, Lab, Prefix, check, speed},
     topology::Topology,
 };
 
@@ -175,11 +174,11 @@ fn report(
     println!(
         "\n== Speed: pod to pod, one TCP stream for 2 s (iperf3), RTT = average of 100 pings\n"
     );
-    for p in bench::path::paths_with(lab, views)?
+    for p in speed::paths_with(lab, views)?
         .iter()
         .filter(|p| p.name != "within a node")
     {
-        let fig = bench::path::measure(p, 2);
+        let fig = speed::measure(p, 2);
         let label = if p.name == "across nodes" {
             "within rome, across nodes"
         } else {
@@ -192,12 +191,12 @@ fn report(
                 f.gbps,
                 f.rtt_us
             ),
-            Err(e) => println!("   {label:<27} FAILED: {e}"),
+            Err(e) => println!("   {label:<27} FAILED: {}", liqo_types::chain(&e)),
         }
     }
     println!(
-        "   (full figures: liqo-lab bench path; the gateway against other WireGuard \
-         implementations: liqo-lab bench tunnel)"
+        "   (full figures: liqo-bench path; the gateway against other WireGuard \
+         implementations: liqo-bench tunnel)"
     );
     print!("{k8s}");
     let more = if !k8s.is_empty() {
