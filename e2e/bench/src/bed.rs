@@ -27,7 +27,7 @@ use nix::{
 pub(crate) use super::names::{Names, Node, cleanup};
 use super::names::{cleanup_failed, remove_file};
 use super::{BenchError, names::WG_SOCKET_DIR, parse};
-use crate::lab::Prefix;
+use e2e::lab::Prefix;
 
 /// podA's network.
 pub(crate) const POD_A_NET: &str = "10.201.1.0/24";

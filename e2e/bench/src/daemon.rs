@@ -11,14 +11,7 @@ use dataplane::{
     supervisor::{Attached, Spec},
 };
 
-use super::BenchError;
-
-fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
-    BenchError::Step {
-        what: what.into(),
-        detail: detail.into(),
-    }
-}
+use super::{BenchError, options::fail};
 
 /// A daemon running in a gateway namespace (stopped on drop).
 pub(crate) type Daemon = Attached;

@@ -12,10 +12,9 @@ use std::{
 use super::fetch::{boringtun, wggo_latest};
 use super::{
     BenchError, Options, Profile, Variant,
-    parse::first_line,
-    report::{Install, Tool},
+    core::{Install, Tool},
 };
-use crate::lab;
+use e2e::lab;
 
 /// boringtun-cli's version on crates.io.
 pub const BORINGTUN_VERSION: &str = "0.7.1";
@@ -116,23 +115,6 @@ pub(super) fn run_logged(what: &str, cmd: &mut Command, log: &Path) -> Result<()
     }
 }
 
-fn version_of(path: &Path, arg: &str) -> String {
-    // Never `--help` for wireguard-go: it would create an interface named `--help`.
-    Command::new(path)
-        .arg(arg)
-        .stdin(Stdio::null())
-        .output()
-        .map(|o| {
-            let out = first_line(&String::from_utf8_lossy(&o.stdout));
-            if out.is_empty() {
-                first_line(&String::from_utf8_lossy(&o.stderr))
-            } else {
-                out
-            }
-        })
-        .unwrap_or_else(|e| format!("unknown ({e})"))
-}
-
 fn timed<T>(
     what: &str,
     installs: &mut Vec<Install>,
@@ -188,16 +170,6 @@ fn apt(pkgs: &[&str], cache: &Path) -> Result<String, BenchError> {
     Ok(format!("installed {}", missing.join(" ")))
 }
 
-/// `path` with the first line of `path version_arg` (never `--help`: wireguard-go would create an
-/// interface named `--help`).
-fn tool(name: &str, path: &Path, version_arg: &str) -> Tool {
-    Tool {
-        name: name.into(),
-        path: path.display().to_string(),
-        version: version_of(path, version_arg),
-    }
-}
-
 fn need(what: &str) -> Result<PathBuf, BenchError> {
     which(what).ok_or_else(|| BenchError::Missing {
         what: what.into(),
@@ -227,19 +199,20 @@ pub fn prepare(opts: &Options) -> Result<Peers, BenchError> {
     }
     p.iperf3 = need("iperf3")?;
     p.ping = need("ping")?;
-    p.tools.push(tool("iperf3", &p.iperf3, "--version"));
-    p.tools.push(tool("ping", &p.ping, "-V"));
+    p.tools.push(Tool::probe("iperf3", &p.iperf3, "--version"));
+    p.tools.push(Tool::probe("ping", &p.ping, "-V"));
     if opts.profiles.contains(&Profile::Split) {
         p.taskset = Some(need("taskset")?);
     }
     if wg_tools {
         let wg = need("wg")?;
-        p.tools.push(tool("wg", &wg, "--version"));
+        p.tools.push(Tool::probe("wg", &wg, "--version"));
         p.wg = Some(wg);
     }
     if has(Variant::Ours) {
         let gw = lab::bin("liqo-gateway")?;
-        p.tools.push(tool("ours (liqo-gateway)", &gw, "--version"));
+        p.tools
+            .push(Tool::probe("ours (liqo-gateway)", &gw, "--version"));
         p.gateway = Some(gw);
     }
     if has(Variant::Boringtun) {
@@ -247,12 +220,14 @@ pub fn prepare(opts: &Options) -> Result<Peers, BenchError> {
         let bin = timed(&what, &mut p.installs, || {
             boringtun(cache, opts.skip_install)
         })?;
-        p.tools.push(tool("boringtun-cli", &bin, "--version"));
+        p.tools
+            .push(Tool::probe("boringtun-cli", &bin, "--version"));
         p.boringtun = Some(bin);
     }
     if has(Variant::WgGoDebian) {
         let bin = need("wireguard-go")?;
-        p.tools.push(tool("wireguard-go Debian", &bin, "--version"));
+        p.tools
+            .push(Tool::probe("wireguard-go Debian", &bin, "--version"));
         p.wggo_debian = Some(bin);
     }
     if has(Variant::WgGoLatest) {
@@ -260,7 +235,7 @@ pub fn prepare(opts: &Options) -> Result<Peers, BenchError> {
         let (bin, module) = timed(&what, &mut p.installs, || {
             wggo_latest(cache, opts.skip_install)
         })?;
-        let mut t = tool("wireguard-go latest", &bin, "--version");
+        let mut t = Tool::probe("wireguard-go latest", &bin, "--version");
         t.version = format!("{} (module {module})", t.version);
         p.tools.push(t);
         p.wggo_latest = Some(bin);

@@ -17,19 +17,13 @@ use super::{
     BenchError, TUNNEL_MTU,
     bed::{self, Bed},
     names::remove_file,
+    options::fail,
 };
 
 /// UDP port of the WireGuard daemons.
 const WG_PORT: u16 = 51820;
 /// UDP port of our gateway.
 const OURS_PORT: u16 = 51840;
-
-fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
-    BenchError::Step {
-        what: what.into(),
-        detail: detail.into(),
-    }
-}
 
 /// `A` or `B`.
 pub(crate) fn side(side_a: bool) -> char {

@@ -13,7 +13,9 @@ use dataplane::supervisor::{Attached, Spec};
 use super::{
     BenchError, Profile,
     bed::{self, Bed, Node},
+    core::Load,
     install::Peers,
+    options::fail,
     parse,
     report::{FULL_PACKET_BYTES, Sample},
     variant::Leg,
@@ -27,13 +29,6 @@ const QUIET_PCT: f64 = 15.0;
 const QUIET_WAIT: Duration = Duration::from_secs(20);
 /// How long the load is sampled.
 const LOAD_WINDOW: Duration = Duration::from_millis(500);
-
-fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
-    BenchError::Step {
-        what: what.into(),
-        detail: detail.into(),
-    }
-}
 
 /// Background load seen across the run.
 #[derive(Debug, Clone, Copy, Default)]
@@ -59,6 +54,14 @@ async fn load_pct() -> Result<f64, BenchError> {
 }
 
 impl LoadTracker {
+    /// What the header shows of it.
+    pub(crate) fn seen(&self) -> Load {
+        Load {
+            max_pct: self.max_pct,
+            wait_secs: self.waited.as_secs_f64(),
+        }
+    }
+
     /// Waits (up to [`QUIET_WAIT`]) while another process keeps the machine busier than
     /// [`QUIET_PCT`]; returns the load the test starts with.
     pub(crate) async fn quiet(&mut self) -> Result<f64, BenchError> {

@@ -8,7 +8,7 @@ use std::{
 
 use dataplane::{IfName, Netns, NetnsName};
 
-use crate::lab::Prefix;
+use e2e::lab::Prefix;
 
 /// Where the WireGuard daemons put their UAPI sockets (shared by every namespace).
 pub(crate) const WG_SOCKET_DIR: &str = "/var/run/wireguard";

@@ -1,4 +1,4 @@
-//! `liqo-lab bench offload`: seconds until all N pods of a Deployment are Running when it is
+//! `liqo-bench offload`: seconds until all N pods of a Deployment are Running when it is
 //! offloaded (`Remote`) from rome to milan through the virtual kubelet, against the same
 //! Deployment on milan's own kwok nodes without Liqo, in the same run; per-pod p50/p99; the
 //! memory and CPU of both liqo-controller-managers and rome's virtual kubelet at 0, 100 and N
@@ -12,8 +12,8 @@
 //!            on rome (Liqo), watch until N Running, delete every pod
 //! ```
 //!
-//! It owns only the measuring: the clusters are the harness's ([`crate::k8s`]), Liqo is
-//! [`crate::liqo`]'s install, peering and offloading are liqoctl's own commands. The clusters
+//! It owns only the measuring: the clusters are the harness's ([`e2e::k8s`]), Liqo is
+//! [`e2e::liqo`]'s install, peering and offloading are liqoctl's own commands. The clusters
 //! are named `<prefix>ob` (a set of their own); they are stopped at the end, on failure and on
 //! Ctrl-C, and a set left by a crashed run is removed first.
 
@@ -30,11 +30,14 @@ use bed::Bed;
 pub use render::render;
 pub use report::{Latency, Level, OffloadReport, Phase, Side};
 
-use super::{BenchError, report::Tool, run};
-use crate::{
+use super::{
+    BenchError,
+    core::{Header, liqo_tools},
+    run,
+};
+use e2e::{
     k8s::{self, Clusters, Named},
     lab::Prefix,
-    liqo,
 };
 
 /// Pods a harness kwok node takes.
@@ -107,13 +110,7 @@ impl OffloadOptions {
 
     /// The prefix of the bench's clusters.
     pub fn cluster_prefix(&self) -> Result<Prefix, BenchError> {
-        format!("{}ob", self.prefix).parse().map_err(|_| {
-            BenchError::Options(format!(
-                "--prefix {} is too long for the bench's clusters ({}ob must be at most 10 \
-                 characters)",
-                self.prefix, self.prefix
-            ))
-        })
+        run::cluster_prefix(&self.prefix, "ob")
     }
 
     /// The pod counts the ladder samples at.
@@ -124,32 +121,20 @@ impl OffloadOptions {
     }
 }
 
-/// Runs `liqo-lab bench offload`. Progress goes to stderr. A side that does not reach all
+/// Runs `liqo-bench offload`. Progress goes to stderr. A side that does not reach all
 /// Running within the timeout is an error. Everything started is stopped before this returns,
 /// also on error and on SIGINT or SIGTERM.
 pub async fn offload(opts: OffloadOptions) -> Result<OffloadReport, BenchError> {
     let opts = opts.validate()?;
     let prefix = opts.cluster_prefix()?;
-    let d = k8s::down(&prefix).map_err(|e| BenchError::step("removing an earlier run", &e))?;
-    if d.stopped > 0 {
-        eprintln!(
-            "bench: removed the clusters of an earlier run ({} processes)",
-            d.stopped
-        );
-    }
-    let r = run::interruptible(bench(opts, prefix.clone(), run::now())).await;
-    if let Err(e) = k8s::down(&prefix) {
-        eprintln!("bench: stopping clusters {prefix}: {e}");
-    }
-    r
+    run::on_own_clusters(&prefix, bench(opts, prefix.clone(), Header::now())).await
 }
 
 async fn bench(
     opts: OffloadOptions,
     prefix: Prefix,
-    date: String,
+    mut header: Header,
 ) -> Result<OffloadReport, BenchError> {
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
     let bins = k8s::binaries().map_err(|e| BenchError::step("the Kubernetes binaries", &e))?;
     eprintln!(
         "bench: starting clusters {prefix} (rome {} kwok node(s), milan {})",
@@ -181,10 +166,15 @@ async fn bench(
         .await
         .map(|v| v.git_version)
         .map_err(|e| BenchError::step("the apiserver's version", &e))?;
-    let tools = bed
+    header.tools = bed
         .liqo
         .as_ref()
-        .map(|l| tools(&l.installed))
+        .map(|l| {
+            liqo_tools(
+                &l.installed,
+                &["liqo-controller-manager", "liqo-virtual-kubelet"],
+            )
+        })
         .unwrap_or_default();
     let (phases, levels, load) = bed.measure(&opts).await.map_err(|e| match e {
         BenchError::Step { what, detail } => BenchError::Step {
@@ -196,16 +186,9 @@ async fn bench(
         },
         e => e,
     })?;
-    let header = report::Header {
-        date,
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default(),
-        cpus,
-        cpu_model: cpu_model(),
+    header.load = load.seen();
+    let setup = report::Setup {
         kubernetes,
-        debug_build: tools.iter().any(|t| t.path.contains("/debug/")),
-        tools,
         pods: opts.pods,
         provider_nodes: opts.provider_nodes,
         consumer_nodes: opts.consumer_nodes,
@@ -216,45 +199,9 @@ async fn bench(
         peering_secs: setup.peering,
         offload_secs: setup.offload,
         virtual_node_pods: setup.virtual_node_pods,
-        background_load_max_pct: load.max_pct,
-        background_wait_secs: load.waited.as_secs_f64(),
     };
     drop(bed);
-    Ok(OffloadReport::new(header, phases, levels))
-}
-
-/// The CPU model from `/proc/cpuinfo`.
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
-/// Our binaries that took part, with their `--version`.
-fn tools(installed: &liqo::Liqo) -> Vec<Tool> {
-    let mut paths = vec![("liqoctl", installed.bin.join("liqoctl"))];
-    for p in ["liqo-controller-manager", "liqo-virtual-kubelet"] {
-        if let Ok(path) = crate::lab::bin(p) {
-            paths.push((p, path));
-        }
-    }
-    paths
-        .into_iter()
-        .map(|(name, link)| {
-            let path = std::fs::canonicalize(&link).unwrap_or(link);
-            Tool {
-                name: name.into(),
-                version: setup::version(&path),
-                path: path.display().to_string(),
-            }
-        })
-        .collect()
+    Ok(OffloadReport::new(header, setup, phases, levels))
 }
 
 #[cfg(test)]

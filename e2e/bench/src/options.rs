@@ -1,55 +1,10 @@
-//! `liqo-lab bench tunnel`: our gateway against other userspace WireGuard implementations and the
-//! plain routed path, on one topology where only the gateway-to-gateway leg changes.
-//!
-//! ```text
-//!   <p>-bench-podA --veth-- <p>-bench-gwA ==veth (underlay)== <p>-bench-gwB --veth-- <p>-bench-podB
-//!   iperf3 client                 tunnel daemon A       tunnel daemon B          iperf3 server
-//! ```
-//!
-//! Each (repeat, profile, variant) brings one gateway leg up, measures TCP throughput with 1 and
-//! 4 streams, ping RTT and the daemons' CPU time per packet, and takes the leg down again;
-//! repeats are interleaved so that drift on a shared machine spreads over every variant. The
-//! peers (boringtun-cli from crates.io, wireguard-go from Debian and built from the Go module
-//! proxy) are installed by the bench itself ([`install`]).
-//!
-//! `liqo-lab bench peers` ([`peers`]) runs our gateway on the same bed with 1 to 1,000 peers on
-//! gwA, and `liqo-lab bench path` ([`path`]) puts the gateway alone beside a real lab's paths.
-//! `liqo-lab bench peering` ([`mod@peering`]) is the control plane's: seconds from `liqoctl peer` to
-//! an established peering on two harness clusters with Liqo, against their apiserver floor.
-//!
-//! Everything lives in namespaces named `<prefix>-bench-*` (plus the UAPI sockets of the
-//! WireGuard daemons in `/var/run/wireguard/`); it is removed at the end, on failure, on
-//! Ctrl-C, and at the start of the next run after a crash. No packet leaves or enters the root
-//! namespace.
-
-mod bed;
-mod daemon;
-mod fetch;
-pub mod install;
-mod keys;
-mod measure;
-mod names;
-pub mod offload;
-pub mod parse;
-pub mod path;
-pub mod peering;
-pub mod peers;
-pub mod render;
-pub mod report;
-mod run;
-mod variant;
+//! What every bench on the tunnel bed takes: the variants on the gateway-to-gateway leg, the CPU
+//! profiles, the options ([`Options`]) and the one error type of the crate ([`BenchError`]).
 
 use std::{fmt, path::PathBuf};
 
+use e2e::lab::{LabError, Prefix};
 use serde::{Deserialize, Serialize};
-
-pub use path::path;
-pub use peering::peering;
-pub use peers::peers;
-pub use report::{Report, Spread};
-pub use run::tunnel;
-
-use crate::lab::{LabError, Prefix};
 
 /// What is on the gateway-to-gateway leg.
 #[derive(
@@ -253,7 +208,7 @@ pub enum BenchError {
     Options(String),
     /// Another bench with the same prefix holds the lock.
     #[error(
-        "another `liqo-lab bench` with prefix {0} is running (lock {1}); wait for it or use --prefix"
+        "another `liqo-bench` with prefix {0} is running (lock {1}); wait for it or use --prefix"
     )]
     Busy(Prefix, PathBuf),
     /// Installing or finding a peer or tool failed.
@@ -289,6 +244,14 @@ pub enum BenchError {
     /// A namespace operation failed.
     #[error(transparent)]
     Netns(#[from] dataplane::netns::Error),
+}
+
+/// A failed step: what was being done, and why.
+pub(crate) fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
+    BenchError::Step {
+        what: what.into(),
+        detail: detail.into(),
+    }
 }
 
 impl BenchError {

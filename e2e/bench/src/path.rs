@@ -1,4 +1,4 @@
-//! `liqo-lab bench path`: pod-to-pod TCP throughput and RTT along the three paths a pod takes,
+//! `liqo-bench path`: pod-to-pod TCP throughput and RTT along the three paths a pod takes,
 //! on a lab of two peered clusters with the same pod CIDR (two nodes each):
 //!
 //! - within a node (two pods on one bridge);
@@ -6,57 +6,23 @@
 //! - across clusters, with pods on non-gateway nodes at both ends: overlay to the gateway node,
 //!   NAT and WireGuard to the peer's gateway, NAT and overlay to the target's node.
 //!
-//! In the same run it measures our gateway alone (`bench tunnel`'s `ours` variant, unpinned) and
+//! In the same run it measures our gateway alone (`liqo-bench tunnel`'s `ours` variant, unpinned) and
 //! reports the cross-cluster path as a fraction of it. Repeats are interleaved across the paths.
+//! One measurement of one path is the lab's ([`e2e::lab::speed`]), as the quickstart's.
 
-use std::{
-    net::Ipv4Addr,
-    process::Stdio,
-    time::{Duration, Instant},
-};
+use std::time::Instant;
 
-use dataplane::{Netns, NetnsName, supervisor::Spec};
-use serde::{Deserialize, Serialize};
-
-use super::{BenchError, Options, Profile, Spread, Variant, parse, run};
-use crate::{
-    lab::{self, Lab},
+use e2e::{
+    lab::{
+        self, Lab,
+        speed::{Figure, Path, measure, paths, paths_with},
+    },
     topology::Topology,
 };
+use serde::{Deserialize, Serialize};
 
-/// TCP port of the iperf3 server in the target pod.
-const PORT: u16 = 5202;
-
-/// One measured path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Path {
-    /// What it is.
-    pub name: String,
-    /// Client pod (`cluster/pod`).
-    pub from: String,
-    /// Server pod.
-    pub to: String,
-    /// The address dialled.
-    pub addr: Ipv4Addr,
-    #[serde(skip)]
-    src: Option<NetnsName>,
-    #[serde(skip)]
-    dst: Option<NetnsName>,
-    /// The server pod's own address (it binds there).
-    #[serde(skip)]
-    dst_own: Option<Ipv4Addr>,
-}
-
-/// One measurement of one path.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Figure {
-    /// TCP goodput, one stream, Gbit/s.
-    pub gbps: f64,
-    /// Average ping RTT, µs.
-    pub rtt_us: f64,
-}
+use super::{BenchError, Options, Profile, Variant, options::fail, run};
+use crate::core::{Header, Spread, Target, ratio};
 
 /// The figures of one path over the repeats.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,16 +42,20 @@ pub struct PathRow {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PathReport {
+    /// How and on what (the tools and installs of the gateway-alone run).
+    pub header: Header,
     /// Repeats per path.
     pub repeats: u32,
     /// Seconds per iperf3 test.
     pub seconds: u32,
     /// Within a node, across nodes, across clusters.
     pub rows: Vec<PathRow>,
-    /// Our gateway alone (`bench tunnel`, variant ours, profile shared), Gbit/s.
+    /// Our gateway alone (`liqo-bench tunnel`, variant ours, profile shared), Gbit/s.
     pub gateway_alone_gbps: Option<Spread>,
     /// Cross-cluster median over the gateway-alone median.
     pub cross_over_gateway: Option<f64>,
+    /// The share of the gateway alone, and the RTT the gateways add.
+    pub targets: Vec<Target>,
 }
 
 /// The share of the gateway-alone figure the cross-cluster path should reach.
@@ -93,151 +63,10 @@ pub const TARGET_SHARE: f64 = 0.5;
 /// Most RTT the two gateways may add: across clusters over across nodes, µs (medians).
 pub const TARGET_ADDED_RTT_US: f64 = 100.0;
 
-/// The three paths of the lab `l` (two-clusters, peered).
-pub fn paths(l: &Lab) -> Result<Vec<Path>, lab::LabError> {
-    paths_with(l, &lab::peerings(l)?)
-}
-
-/// [`paths`] with the given peerings `(cluster, peer, view)` (with control planes: the
-/// TunnelEndpoints').
-pub fn paths_with(
-    l: &Lab,
-    views: &[(String, String, liqo_types::PeerView)],
-) -> Result<Vec<Path>, lab::LabError> {
-    let (_, _, view) = views
-        .iter()
-        .find(|(c, p, _)| c == "rome" && p == "milan")
-        .ok_or_else(|| lab::LabError::Build {
-            what: "finding the paths".into(),
-            source: "rome and milan are not peered".into(),
-        })?;
-    let milan = l.topology.cluster("milan").expect("preset");
-    let target = &milan.nodes[1].pods[0];
-    let own = |c: &str, node: usize, pod: usize| {
-        let p = &l.topology.cluster(c).expect("preset").nodes[node].pods[pod];
-        (
-            format!("{c}/{}", p.name),
-            l.pod_netns(c, &p.name),
-            p.addr.addr(),
-        )
-    };
-    let (from, src, _) = own("rome", 1, 0);
-    let path = |name: &str, (to, dst, addr): (String, NetnsName, Ipv4Addr), own: Ipv4Addr| Path {
-        name: name.into(),
-        from: from.clone(),
-        to,
-        addr,
-        src: Some(src.clone()),
-        dst: Some(dst),
-        dst_own: Some(own),
-    };
-    let (a, b) = (own("rome", 1, 1), own("rome", 0, 0));
-    let (a_own, b_own) = (a.2, b.2);
-    Ok(vec![
-        path("within a node", a, a_own),
-        path("across nodes", b, b_own),
-        path(
-            "across clusters",
-            (
-                format!("milan/{}", target.name),
-                l.pod_netns("milan", &target.name),
-                view.remote_pod(
-                    &liqo_types::Cidr::new(milan.pod_cidr).expect("validated topology"),
-                    target.addr.addr(),
-                ),
-            ),
-            target.addr.addr(),
-        ),
-    ])
-}
-
-fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
-    BenchError::Step {
-        what: what.into(),
-        detail: detail.into(),
-    }
-}
-
-fn listening(ns: &Netns, addr: Ipv4Addr) -> bool {
-    ns.run(|| std::fs::read_to_string("/proc/thread-self/net/tcp"))
-        .ok()
-        .and_then(Result::ok)
-        .is_some_and(|t| parse::tcp_listening(&t, addr, PORT))
-}
-
-/// Measures `p` once: iperf3 for `secs` with one stream, then 100 pings.
-pub fn measure(p: &Path, secs: u32) -> Result<Figure, BenchError> {
-    let (Some(src), Some(dst), Some(bind)) = (&p.src, &p.dst, p.dst_own) else {
-        return Err(fail(
-            "measuring",
-            "a path read back from JSON has no namespaces",
-        ));
-    };
-    let (src, dst) = (Netns::open(src)?, Netns::open(dst)?);
-    let _server = Spec::new("iperf3", "iperf3", "/dev/null")
-        .args([
-            "-s".to_owned(),
-            "-B".to_owned(),
-            bind.to_string(),
-            "-p".to_owned(),
-            PORT.to_string(),
-        ])
-        .netns(&dst)
-        .attached()
-        .map_err(|e| BenchError::step("starting iperf3 -s", &e))?;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !listening(&dst, bind) {
-        if Instant::now() > deadline {
-            return Err(fail("the iperf3 server", "not listening after 5 s"));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let what = format!("iperf3 {} -> {}", p.from, p.to);
-    let out = src
-        .command("iperf3")
-        .args(["-c", &p.addr.to_string(), "-p", &PORT.to_string()])
-        .args([
-            "-t",
-            &secs.to_string(),
-            "-O",
-            "1",
-            "-J",
-            "--connect-timeout",
-            "3000",
-        ])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| fail(&what, e.to_string()))?;
-    let r =
-        parse::iperf3_json(&String::from_utf8_lossy(&out.stdout)).map_err(|e| fail(&what, e))?;
-    let ping = src
-        .command("ping")
-        .args([
-            "-c",
-            "100",
-            "-i",
-            "0.005",
-            "-W",
-            "1",
-            "-q",
-            &p.addr.to_string(),
-        ])
-        .output()
-        .map_err(|e| fail("ping", e.to_string()))?;
-    let ping =
-        parse::ping_summary(&String::from_utf8_lossy(&ping.stdout)).map_err(|e| fail("ping", e))?;
-    if ping.received == 0 {
-        return Err(fail(format!("ping {}", p.addr), "no reply"));
-    }
-    Ok(Figure {
-        gbps: r.bits_per_second / 1e9,
-        rtt_us: ping.avg_us,
-    })
-}
-
-/// Runs `liqo-lab bench path`: the lab under `opts.prefix`, then our gateway alone.
+/// Runs `liqo-bench path`: the lab under `opts.prefix`, then our gateway alone.
 pub async fn path(opts: Options) -> Result<PathReport, BenchError> {
     let opts = opts.validate()?;
+    let header = Header::now();
     let topo = Topology::preset("two-clusters")
         .map_err(|e| fail("the two-clusters preset", e.to_string()))?;
     let l = lab::up(opts.prefix.clone(), topo).await?;
@@ -245,13 +74,14 @@ pub async fn path(opts: Options) -> Result<PathReport, BenchError> {
     let down = lab::down(&l.prefix);
     let rows = measured?;
     down?;
-    with_gateway_alone(opts, rows).await
+    with_gateway_alone(header, opts, rows).await
 }
 
-/// `liqo-lab bench path --k8s`: the same on a lab with control planes (`up --k8s`), peered by
+/// `liqo-bench path --k8s`: the same on a lab with control planes (`liqo-lab up --k8s`), peered by
 /// `liqoctl`, the cross-cluster address from rome's TunnelEndpoint.
 pub async fn path_k8s(opts: Options) -> Result<PathReport, BenchError> {
     let opts = opts.validate()?;
+    let header = Header::now();
     let topo = Topology::preset("two-clusters")
         .map_err(|e| fail("the two-clusters preset", e.to_string()))?;
     let k = lab::k8s::up(opts.prefix.clone(), topo, &lab::k8s::Options::default())
@@ -261,7 +91,7 @@ pub async fn path_k8s(opts: Options) -> Result<PathReport, BenchError> {
     let down = lab::k8s::down(&k.lab.prefix);
     let rows = measured?;
     down.map_err(|e| fail("down", liqo_types::chain(&e)))?;
-    with_gateway_alone(opts, rows).await
+    with_gateway_alone(header, opts, rows).await
 }
 
 async fn measure_k8s(k: &lab::k8s::K8sLab, opts: &Options) -> Result<Vec<PathRow>, BenchError> {
@@ -275,8 +105,12 @@ async fn measure_k8s(k: &lab::k8s::K8sLab, opts: &Options) -> Result<Vec<PathRow
     measure_paths(paths_with(&k.lab, &views)?, opts)
 }
 
-/// The report of `rows` with our gateway alone measured after them.
-async fn with_gateway_alone(opts: Options, rows: Vec<PathRow>) -> Result<PathReport, BenchError> {
+/// The report of `rows` with our gateway alone measured after them; `header` from the start.
+async fn with_gateway_alone(
+    header: Header,
+    opts: Options,
+    rows: Vec<PathRow>,
+) -> Result<PathReport, BenchError> {
     let tunnel = run::tunnel(Options {
         variants: vec![Variant::Ours],
         profiles: vec![Profile::Shared],
@@ -288,17 +122,59 @@ async fn with_gateway_alone(opts: Options, rows: Vec<PathRow>) -> Result<PathRep
         .first()
         .and_then(|p| p.rows.first())
         .and_then(|r| r.one_stream_gbps);
-    let cross = rows
-        .iter()
-        .find(|r| r.path.name == "across clusters")
-        .and_then(|r| r.gbps);
-    Ok(PathReport {
-        repeats: opts.repeats,
-        seconds: opts.seconds,
-        rows,
-        gateway_alone_gbps: alone,
-        cross_over_gateway: super::report::ratio(cross.map(|c| c.median), alone.map(|a| a.median)),
-    })
+    let header = Header {
+        date: header.date,
+        command: header.command,
+        ..tunnel.header
+    };
+    Ok(PathReport::new(header, &opts, rows, alone))
+}
+
+impl PathReport {
+    /// The report of `rows` and the gateway alone (`alone`), with the ratio and the targets.
+    pub fn new(
+        header: Header,
+        opts: &Options,
+        rows: Vec<PathRow>,
+        alone: Option<Spread>,
+    ) -> PathReport {
+        let median = |name: &str, f: fn(&PathRow) -> Option<Spread>| {
+            rows.iter()
+                .find(|r| r.path.name == name)
+                .and_then(f)
+                .map(|s| s.median)
+        };
+        let cross_over_gateway = ratio(
+            median("across clusters", |r| r.gbps),
+            alone.map(|a| a.median),
+        );
+        let added_rtt = median("across clusters", |r| r.rtt_us)
+            .zip(median("across nodes", |r| r.rtt_us))
+            .map(|(c, n)| c - n);
+        let targets = vec![
+            Target::at_least(
+                "one TCP stream across clusters / our gateway alone (medians)",
+                cross_over_gateway,
+                Some(TARGET_SHARE),
+                "",
+            ),
+            Target::at_most(
+                "RTT across clusters minus across nodes (medians)",
+                added_rtt,
+                Some(TARGET_ADDED_RTT_US),
+                "µs",
+            ),
+        ];
+        PathReport {
+            header,
+            repeats: opts.repeats,
+            seconds: opts.seconds,
+            rows,
+            gateway_alone_gbps: alone,
+            cross_over_gateway,
+            targets,
+        }
+    }
 }
 
 fn measure_lab(l: &Lab, opts: &Options) -> Result<Vec<PathRow>, BenchError> {
@@ -320,8 +196,9 @@ fn measure_paths(paths: Vec<Path>, opts: &Options) -> Result<Vec<PathRow>, Bench
                     figures[i].push(f);
                 }
                 Err(e) => {
+                    let e = liqo_types::chain(&e);
                     eprintln!("[{repeat}/{}] {:<16} FAILED: {e}", opts.repeats, p.name);
-                    errors[i].push(e.to_string());
+                    errors[i].push(e);
                 }
             }
         }
@@ -340,11 +217,15 @@ fn measure_paths(paths: Vec<Path>, opts: &Options) -> Result<Vec<PathRow>, Bench
 
 /// The report for people.
 pub fn render(r: &PathReport) -> String {
-    use super::render::spread;
-    let mut out = format!(
-        "pod-to-pod, one TCP stream ({} s per test, median and range of {} repeats); RTT = ping\n\n",
-        r.seconds, r.repeats
+    use crate::core::render::{header, spread, targets};
+    let mut out = header(
+        "path",
+        &r.header,
+        &format!("{} repeats x {} s", r.repeats, r.seconds),
+        &[],
+        "test",
     );
+    out.push_str("\npod-to-pod, one TCP stream (median and range of the repeats); RTT = ping\n\n");
     out.push_str(&format!(
         "{:<18} {:<42} {:>22} {:>16}\n",
         "PATH", "FROM -> TO (ADDRESS)", "GBIT/S", "RTT µs"
@@ -365,39 +246,68 @@ pub fn render(r: &PathReport) -> String {
     out.push_str(&format!(
         "{:<18} {:<42} {:>22}\n",
         "gateway alone",
-        "bench tunnel, ours, unpinned",
+        "liqo-bench tunnel, ours, unpinned",
         spread(r.gateway_alone_gbps, 2)
     ));
-    match r.cross_over_gateway {
-        Some(x) => {
-            out.push_str(&format!(
-                "\nacross clusters = {:.0}% of the gateway alone (target >= {:.0}%): {}\n",
-                x * 100.0,
-                TARGET_SHARE * 100.0,
-                if x >= TARGET_SHARE { "met" } else { "NOT MET" }
-            ));
-        }
-        None => out.push_str("\nno ratio: a figure is missing\n"),
+    if let Some(x) = r.cross_over_gateway {
+        out.push_str(&format!(
+            "\nacross clusters = {:.0}% of the gateway alone\n",
+            x * 100.0
+        ));
     }
-    let rtt = |name: &str| {
-        r.rows
-            .iter()
-            .find(|row| row.path.name == name)
-            .and_then(|row| row.rtt_us)
-            .map(|s| s.median)
-    };
-    match (rtt("across clusters"), rtt("across nodes")) {
-        (Some(c), Some(n)) => out.push_str(&format!(
-            "across clusters adds {:.0} µs of RTT over across nodes (target <= {:.0} µs): {}\n",
-            c - n,
-            TARGET_ADDED_RTT_US,
-            if c - n <= TARGET_ADDED_RTT_US {
-                "met"
-            } else {
-                "NOT MET"
-            }
-        )),
-        _ => out.push_str("no added RTT: a figure is missing\n"),
-    }
+    out.push('\n');
+    out.push_str(&targets("targets:", &r.targets));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(name: &str, gbps: f64, rtt_us: f64) -> PathRow {
+        PathRow {
+            path: serde_json::from_value(serde_json::json!({
+                "name": name, "from": "rome/n1-p0", "to": "milan/n1-p0", "addr": "10.71.1.2"
+            }))
+            .unwrap(),
+            gbps: Spread::of([gbps]),
+            rtt_us: Spread::of([rtt_us]),
+            errors: vec![],
+        }
+    }
+
+    #[test]
+    fn the_share_of_the_gateway_alone_and_the_added_rtt_are_targets() {
+        let opts = Options {
+            prefix: "lq".parse().unwrap(),
+            repeats: 5,
+            seconds: 5,
+            variants: vec![Variant::Ours],
+            profiles: vec![Profile::Shared],
+            skip_install: false,
+            quick: false,
+            cache: crate::DEFAULT_CACHE.into(),
+        };
+        let rows = vec![
+            row("within a node", 20.0, 10.0),
+            row("across nodes", 8.0, 20.0),
+            row("across clusters", 2.0, 150.0),
+        ];
+        let r = PathReport::new(crate::core::tests::header(), &opts, rows, Spread::of([3.0]));
+        assert!((r.cross_over_gateway.unwrap() - 2.0 / 3.0).abs() < 1e-9);
+        let met: Vec<Option<bool>> = r.targets.iter().map(|t| t.met).collect();
+        assert_eq!(met, [Some(true), Some(false)], "{:?}", r.targets);
+        assert_eq!(r.targets[1].value, Some(130.0));
+        let text = render(&r);
+        for want in [
+            "liqo-bench path: 2026-11-21 18:04 UTC",
+            "across clusters = 67% of the gateway alone\n",
+            "PASS  one TCP stream across clusters / our gateway alone (medians): 0.667 (target >= 0.500)\n",
+            "FAIL  RTT across clusters minus across nodes (medians): 130.00 µs (target <= 100.00 µs)\n",
+        ] {
+            assert!(text.contains(want), "missing {want:?} in\n{text}");
+        }
+        let none = PathReport::new(crate::core::tests::header(), &opts, vec![], None);
+        assert!(none.targets.iter().all(|t| t.met.is_none() && !t.holds()));
+    }
 }

@@ -1,4 +1,4 @@
-//! `liqo-lab bench peers`: one gateway with many peers, on `bench tunnel`'s bed and with its
+//! `liqo-bench peers`: one gateway with many peers, on `liqo-bench tunnel`'s bed and with its
 //! `ours` leg:
 //!
 //! ```text
@@ -26,11 +26,12 @@ use std::collections::BTreeMap;
 
 pub use config::{MAX_PEERS, STAND_IN_RANGE};
 pub use render::render;
-pub use report::{Metric, PeersReport, Row, Sample, Target, UdpLoad};
+pub use report::{Metric, PeersReport, Row, Sample, UdpLoad};
 
 use super::{
     BenchError, Options, Profile, Variant,
     bed::Bed,
+    core::Header,
     keys::Keys,
     measure::LoadTracker,
     run::{self, Progress},
@@ -84,17 +85,16 @@ impl PeersOptions {
     }
 }
 
-/// Runs `liqo-lab bench peers`. Progress goes to stderr. A failed sample is recorded in the
+/// Runs `liqo-bench peers`. Progress goes to stderr. A failed sample is recorded in the
 /// report ([`PeersReport::failures`]), a missed target in its targets; neither is an error.
 /// Everything the bench created is removed before this returns, also on error and on SIGINT or
 /// SIGTERM.
 pub async fn peers(opts: PeersOptions) -> Result<PeersReport, BenchError> {
     let opts = opts.validate()?;
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    run::interruptible(bench(opts, run::now(), cpus)).await
+    run::interruptible(bench(opts, Header::now())).await
 }
 
-async fn bench(opts: PeersOptions, date: String, cpus: usize) -> Result<PeersReport, BenchError> {
+async fn bench(opts: PeersOptions, header: Header) -> Result<PeersReport, BenchError> {
     let prepared = run::prepare(&opts.bench).await?;
     let bed = Bed::build(opts.bench.prefix.clone()).await?;
     let keys = Keys::create(&bed)?;
@@ -127,8 +127,13 @@ async fn bench(opts: PeersOptions, date: String, cpus: usize) -> Result<PeersRep
         }
     }
     drop(bed);
-    let header = run::header(&opts.bench, date, cpus, prepared, load);
-    Ok(PeersReport::new(header, UDP, samples))
+    let setup = run::setup(&opts.bench);
+    Ok(PeersReport::new(
+        run::finish(header, prepared, load),
+        setup,
+        UDP,
+        samples,
+    ))
 }
 
 /// One progress line.
@@ -158,7 +163,7 @@ fn summary(s: &Sample) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::DEFAULT_CACHE;
+    use crate::DEFAULT_CACHE;
 
     fn opts(repeats: u32, quick: bool, counts: &[u32]) -> PeersOptions {
         PeersOptions {

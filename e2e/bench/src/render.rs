@@ -1,58 +1,8 @@
-//! The human-readable report: a header (date, kernel, CPUs, versions, installs), one table per
-//! CPU profile, and the notes.
+//! `liqo-bench tunnel` for people: the core header (date, machine, versions, installs), one
+//! table per CPU profile, and the notes.
 
-use super::report::{Header, ProfileReport, Report, Row, Spread};
-
-/// A text table, columns two spaces apart: the first column left-aligned, the others
-/// right-aligned (numbers) unless `all_left`.
-fn table_aligned(rows: &[Vec<String>], all_left: bool) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let width: Vec<usize> = (0..cols)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|s| s.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            let sep = if c == 0 { "" } else { "  " };
-            if c == 0 || all_left {
-                line.push_str(&format!("{sep}{cell:<w$}", w = width[c]));
-            } else {
-                line.push_str(&format!("{sep}{cell:>w$}", w = width[c]));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-pub(crate) fn table(rows: &[Vec<String>]) -> String {
-    table_aligned(rows, false)
-}
-
-fn left_table(rows: &[Vec<String>]) -> String {
-    table_aligned(rows, true)
-}
-
-/// `median (min-max)` with `d` decimals, `-` for none.
-pub(crate) fn spread(s: Option<Spread>, d: usize) -> String {
-    s.map_or_else(
-        || "-".into(),
-        |s| format!("{:.d$} ({:.d$}-{:.d$})", s.median, s.min, s.max),
-    )
-}
-
-/// The median with `decimals` decimals, `-` for none.
-pub(crate) fn median(s: Option<Spread>, decimals: usize) -> String {
-    s.map_or_else(|| "-".into(), |s| format!("{:.decimals$}", s.median))
-}
+use super::report::{ProfileReport, Report, Row};
+use crate::core::render::{header, median, notes, spread, table};
 
 fn row_cells(r: &Row) -> Vec<String> {
     let failed = r.failures().count();
@@ -109,90 +59,28 @@ pub fn profile_table(p: &ProfileReport, cpus: usize) -> String {
 
 /// The whole report as text.
 pub fn render(r: &Report) -> String {
-    let mut out = header("tunnel", &r.header);
+    let mut out = header("tunnel", &r.header, &r.setup.describe(), &[], "test");
     for p in &r.profiles {
         out.push('\n');
-        out.push_str(&profile_table(p, r.header.cpus));
+        out.push_str(&profile_table(p, r.header.machine.cpus));
     }
     out.push_str(&notes(&r.notes));
-    out
-}
-
-/// The notes under a report's tables, one `- ` line each (nothing if there are none).
-pub(crate) fn notes(notes: &[String]) -> String {
-    if notes.is_empty() {
-        return String::new();
-    }
-    let mut out = "\nnotes:\n".to_owned();
-    for n in notes {
-        out.push_str(&format!("- {n}\n"));
-    }
-    out
-}
-
-/// The first lines of `liqo-lab bench <bench>`'s report: when, on what, how long, with which
-/// tools and what had to be installed.
-pub(crate) fn header(bench: &str, h: &Header) -> String {
-    let mut out = format!(
-        "liqo-lab bench {bench}: {}, kernel {}, {} CPUs ({}), {} repeats x {} s, tunnel MTU {}\n",
-        h.date, h.kernel, h.cpus, h.cpu_model, h.repeats, h.seconds, h.tunnel_mtu
-    );
-    if !h.tools.is_empty() {
-        out.push_str("versions:\n");
-        let rows: Vec<Vec<String>> = h
-            .tools
-            .iter()
-            .map(|t| vec![format!("  {}", t.name), t.version.clone(), t.path.clone()])
-            .collect();
-        out.push_str(&left_table(&rows));
-    }
-    if !h.installs.is_empty() {
-        out.push_str("installs:\n");
-        let rows: Vec<Vec<String>> = h
-            .installs
-            .iter()
-            .map(|i| {
-                vec![
-                    format!("  {}", i.what),
-                    i.action.clone(),
-                    format!("{:.1} s", i.secs),
-                ]
-            })
-            .collect();
-        out.push_str(&left_table(&rows));
-    }
     out
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::bench::{
+    use crate::{
         Profile, Variant,
-        report::{Header, Install, ProfileReport, Sample, Tool},
+        report::{ProfileReport, Sample, Setup},
     };
 
-    pub(crate) fn header() -> Header {
-        Header {
-            date: "2026-11-21 18:04 UTC".into(),
-            kernel: "6.18.44".into(),
-            cpus: 2,
-            cpu_model: "AMD EPYC".into(),
+    pub(crate) fn setup() -> Setup {
+        Setup {
             repeats: 5,
             seconds: 5,
             tunnel_mtu: 1420,
-            tools: vec![Tool {
-                name: "boringtun-cli".into(),
-                path: "/var/cache/liqo-lab/bench/bin/boringtun-cli".into(),
-                version: "boringtun 0.7.1".into(),
-            }],
-            installs: vec![Install {
-                what: "boringtun-cli 0.7.1 (cargo install)".into(),
-                action: "built".into(),
-                secs: 66.25,
-            }],
-            background_load_max_pct: 3.0,
-            background_wait_secs: 0.0,
         }
     }
 
@@ -250,22 +138,22 @@ boringtun-cli [1 of 5 failed]     0.73 (0.70-0.80)     1.47 (1.40-1.60)        5
             Profile::Split,
             vec![Row::new(Variant::Ours, samples([2.0; 5], Some(3.0)))],
         );
-        let h = header();
-        let notes = crate::bench::report::notes(&h, &[Variant::Ours], &[Profile::Split]);
+        let notes = crate::report::notes(&setup(), &[Variant::Ours], &[Profile::Split]);
         let r = Report {
-            header: h,
+            header: crate::core::tests::header(),
+            setup: setup(),
             profiles: vec![p],
             notes,
         };
         let text = render(&r);
         for want in [
-            "liqo-lab bench tunnel: 2026-11-21 18:04 UTC, kernel 6.18.44, 2 CPUs (AMD EPYC), 5 repeats x 5 s, tunnel MTU 1420\n",
+            "liqo-bench tunnel: 2026-11-21 18:04 UTC, kernel 6.18.44, 2 CPUs (AMD EPYC), 3.8 GiB of memory, 5 repeats x 5 s, tunnel MTU 1420\n",
             "  boringtun-cli  boringtun 0.7.1  /var/cache/liqo-lab/bench/bin/boringtun-cli\n",
             "  boringtun-cli 0.7.1 (cargo install)  built  66.2 s\n",
             "profile split: gwA's daemon + iperf3 client on CPU 0, gwB's daemon + iperf3 server on CPU 1\n",
             "ours (liqo-gateway)  2.00 (2.00-2.00)",
             "- ours: liqo-gateway in gwA and gwB",
-            "worst 3%",
+            "background CPU load at the start of a test: at most 3% (waited 0.0 s for it to drop)\n",
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }

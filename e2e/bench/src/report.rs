@@ -1,10 +1,13 @@
-//! The results: samples, their summary (median, min-max, ratio to ours) and the notes that say
-//! how to read them. Pure: built from samples, serialized for `-o json`, rendered by
-//! [`super::render`].
+//! The results of `liqo-bench tunnel`: samples, their summary (median, min-max, ratio to ours)
+//! and the notes that say how to read them, on the report core ([`crate::core`]). Pure: built
+//! from samples, serialized for `-o json`, rendered by [`super::render`].
 
 use serde::{Deserialize, Serialize};
 
-use super::{Profile, Variant};
+use crate::{
+    Profile, Variant,
+    core::{Header, Spread, ratio},
+};
 
 /// One measurement of one variant in one profile (one repeat).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -32,47 +35,6 @@ pub struct Sample {
     pub background_load_pct: f64,
     /// Why this sample failed (the variant passed no traffic, or a test failed).
     pub error: Option<String>,
-}
-
-/// Median and range of a set of values.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    /// Median (the mean of the two middle values for an even count).
-    pub median: f64,
-    /// Smallest value.
-    pub min: f64,
-    /// Largest value.
-    pub max: f64,
-}
-
-impl Spread {
-    /// The spread of `values`, ignoring non-finite ones; `None` if none is left.
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Spread> {
-        let mut v: Vec<f64> = values.into_iter().filter(|x| x.is_finite()).collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 {
-            v[n / 2]
-        } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
-        };
-        Some(Spread {
-            median,
-            min: v[0],
-            max: v[n - 1],
-        })
-    }
-}
-
-/// `ours / this`: how many times `this` fits in ours (`3.7` = ours is 3.7 times faster).
-pub fn ratio(ours: Option<f64>, this: Option<f64>) -> Option<f64> {
-    match (ours, this) {
-        (Some(o), Some(t)) if t > 0.0 && o.is_finite() => Some(o / t),
-        _ => None,
-    }
 }
 
 /// The summary of one variant in one profile.
@@ -141,64 +103,36 @@ impl ProfileReport {
     }
 }
 
-/// A tool the bench used, with the version it reports.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// How `liqo-bench tunnel` and `liqo-bench peers` ran, besides the core header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Tool {
-    /// What it is (`boringtun-cli`, `wireguard-go latest`, ...).
-    pub name: String,
-    /// Where it is.
-    pub path: String,
-    /// The first line of its `--version` (plus the module version for a Go build).
-    pub version: String,
-}
-
-/// What the bench installed (or found installed) before measuring.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Install {
-    /// What.
-    pub what: String,
-    /// `installed`, `built`, `present`, ...
-    pub action: String,
-    /// How long it took, seconds.
-    pub secs: f64,
-}
-
-/// How the run was done and on what.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Header {
-    /// When it started (UTC).
-    pub date: String,
-    /// `uname -r`.
-    pub kernel: String,
-    /// Online CPUs.
-    pub cpus: usize,
-    /// CPU model.
-    pub cpu_model: String,
+pub struct Setup {
     /// Interleaved repeats.
     pub repeats: u32,
     /// Seconds per iperf3 test (after a 1 s warm-up that is left out).
     pub seconds: u32,
     /// MTU of every tunnel, and of the pods' routes when a tunnel is measured.
     pub tunnel_mtu: u32,
-    /// Versions of the peers and tools.
-    pub tools: Vec<Tool>,
-    /// What was installed and how long it took.
-    pub installs: Vec<Install>,
-    /// The highest background CPU load seen at the start of a test, percent.
-    pub background_load_max_pct: f64,
-    /// Time spent waiting for background load to drop, seconds.
-    pub background_wait_secs: f64,
 }
 
-/// Everything one `liqo-lab bench tunnel` run measured.
+impl Setup {
+    /// `5 repeats x 5 s, tunnel MTU 1420`: the end of the report's first line.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} repeats x {} s, tunnel MTU {}",
+            self.repeats, self.seconds, self.tunnel_mtu
+        )
+    }
+}
+
+/// Everything one `liqo-bench tunnel` run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     /// How and on what.
     pub header: Header,
+    /// The repeats, the seconds per test and the tunnel MTU.
+    pub setup: Setup,
     /// One table per CPU profile.
     pub profiles: Vec<ProfileReport>,
     /// How to read the tables.
@@ -245,7 +179,7 @@ impl Report {
 pub const FULL_PACKET_BYTES: u64 = 1420 + 32 + 8 + 20 + 14;
 
 /// The notes printed under the tables.
-pub fn notes(h: &Header, variants: &[Variant], profiles: &[Profile]) -> Vec<String> {
+pub fn notes(h: &Setup, variants: &[Variant], profiles: &[Profile]) -> Vec<String> {
     let mut n = vec![
         format!(
             "Topology: podA -veth- gwA -veth (underlay)- gwB -veth- podB, one network namespace \
@@ -301,11 +235,12 @@ pub fn notes(h: &Header, variants: &[Variant], profiles: &[Profile]) -> Vec<Stri
                 .into(),
         );
     }
-    n.push(format!(
-        "Background CPU load (other users of this machine, sampled for 0.5 s before each test, \
-         waiting up to 20 s while above 15%): worst {:.0}%, {:.0} s spent waiting.",
-        h.background_load_max_pct, h.background_wait_secs
-    ));
+    n.push(
+        "Background CPU load (other users of this machine; the header gives the worst and the \
+         time spent waiting): sampled for 0.5 s before each test, waiting up to 20 s while \
+         above 15%."
+            .into(),
+    );
     n
 }
 
@@ -325,20 +260,7 @@ mod tests {
     }
 
     #[test]
-    fn median_min_max() {
-        let s = Spread::of([3.0, 1.0, 2.0, 5.0, 4.0]).unwrap();
-        assert_eq!((s.median, s.min, s.max), (3.0, 1.0, 5.0));
-        let s = Spread::of([4.0, 1.0, 2.0, f64::NAN, 3.0]).unwrap();
-        assert_eq!((s.median, s.min, s.max), (2.5, 1.0, 4.0));
-        assert_eq!(Spread::of([]), None);
-        assert_eq!(Spread::of([f64::NAN]), None);
-    }
-
-    #[test]
     fn ratios_to_ours_use_one_stream_medians() {
-        assert_eq!(ratio(Some(3.7), Some(1.0)), Some(3.7));
-        assert_eq!(ratio(Some(3.7), Some(0.0)), None);
-        assert_eq!(ratio(None, Some(1.0)), None);
         let rows = vec![
             Row::new(Variant::Plain, (1..=5).map(|r| sample(r, 20.0)).collect()),
             Row::new(
@@ -373,7 +295,8 @@ mod tests {
         assert_eq!(p.rows[0].ours_over_this, None);
         assert_eq!(p.rows[0].one_stream_gbps.unwrap().median, 0.5);
         let report = Report {
-            header: crate::bench::render::tests::header(),
+            header: crate::core::tests::header(),
+            setup: crate::render::tests::setup(),
             profiles: vec![p],
             notes: vec![],
         };

@@ -1,45 +1,36 @@
-//! The whole run: install, build the bed, measure every (repeat, profile, variant) interleaved,
-//! tear everything down, summarize.
+//! `liqo-bench tunnel`, the whole run: install, build the bed, measure every (repeat, profile,
+//! variant) interleaved, tear everything down, summarize; and what the other benches share
+//! with it (SIGINT and SIGTERM, progress lines, the installs).
 
-use std::{
-    collections::BTreeMap,
-    fs,
-    time::{Instant, SystemTime, UNIX_EPOCH},
-};
+use std::{collections::BTreeMap, time::Instant};
+
+use e2e::{k8s, lab::Prefix};
 
 use super::{
     BenchError, Options, Profile, TUNNEL_MTU, Variant,
     bed::Bed,
+    core::Header,
     install::{self, Peers},
     keys::Keys,
     measure::{self, LoadTracker},
-    parse,
-    report::{self, Header, ProfileReport, Report, Row, Sample},
+    report::{self, ProfileReport, Report, Row, Sample, Setup},
     variant,
 };
 
-/// Runs `liqo-lab bench tunnel`. Progress goes to stderr. A variant that passes no traffic is
+/// Runs `liqo-bench tunnel`. Progress goes to stderr. A variant that passes no traffic is
 /// recorded in the report ([`Report::failures`]), not returned as an error. Everything the bench
 /// created is removed before this returns, also on error and on SIGINT or SIGTERM.
 pub async fn tunnel(opts: Options) -> Result<Report, BenchError> {
     let opts = opts.validate()?;
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
+    let header = Header::now();
+    let cpus = header.machine.cpus;
     if opts.profiles.contains(&Profile::Split) && cpus < 2 {
         return Err(BenchError::Options(format!(
             "the split profile pins each side to its own CPU and needs 2; this machine has \
              {cpus} (use --profiles shared)"
         )));
     }
-    interruptible(run(opts, now(), cpus)).await
-}
-
-/// The current time, as the header shows it.
-pub(crate) fn now() -> String {
-    parse::utc_date(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs()),
-    )
+    interruptible(run(opts, header)).await
 }
 
 /// Runs `bench` until it ends or SIGINT or SIGTERM arrives; then it is dropped, and with it
@@ -56,37 +47,55 @@ pub(crate) async fn interruptible<T>(
     }
 }
 
-/// How and on what a run was done: the machine, `opts`' numbers, the tools `prepared` found and
-/// the background load seen.
-pub(crate) fn header(
-    opts: &Options,
-    date: String,
-    cpus: usize,
-    prepared: Peers,
-    load: LoadTracker,
-) -> Header {
-    Header {
-        date,
-        kernel: fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default(),
-        cpus,
-        cpu_model: fs::read_to_string("/proc/cpuinfo")
-            .ok()
-            .and_then(|t| {
-                t.lines()
-                    .find(|l| l.starts_with("model name"))
-                    .and_then(|l| l.split_once(':'))
-                    .map(|(_, m)| m.trim().to_owned())
-            })
-            .unwrap_or_else(|| "unknown CPU".into()),
+/// The prefix of a bench's own set of the test kit's clusters: the lab's `prefix` and `suffix`
+/// (`pb` for peering, `ob` for offload), so that a `liqo-lab k8s up` with the same prefix is
+/// left alone.
+pub(crate) fn cluster_prefix(prefix: &Prefix, suffix: &str) -> Result<Prefix, BenchError> {
+    format!("{prefix}{suffix}").parse().map_err(|_| {
+        BenchError::Options(format!(
+            "--prefix {prefix} is too long for the bench's clusters ({prefix}{suffix} must be at \
+             most 10 characters)"
+        ))
+    })
+}
+
+/// Runs `bench` on a set of the test kit's clusters of its own, `prefix`: a set left by a
+/// crashed run (its processes and files) is removed first, and the set is stopped afterwards,
+/// also when `bench` fails or SIGINT or SIGTERM arrives (the set stops itself when dropped;
+/// this also catches what a failed start left).
+pub(crate) async fn on_own_clusters<T>(
+    prefix: &Prefix,
+    bench: impl Future<Output = Result<T, BenchError>>,
+) -> Result<T, BenchError> {
+    let d = k8s::down(prefix).map_err(|e| BenchError::step("removing an earlier run", &e))?;
+    if d.stopped > 0 {
+        eprintln!(
+            "bench: removed the clusters of an earlier run ({} processes)",
+            d.stopped
+        );
+    }
+    let r = interruptible(bench).await;
+    if let Err(e) = k8s::down(prefix) {
+        eprintln!("bench: stopping clusters {prefix}: {e}");
+    }
+    r
+}
+
+/// `header` completed with the tools and installs `prepared` found and the background load
+/// seen.
+pub(crate) fn finish(mut header: Header, prepared: Peers, load: LoadTracker) -> Header {
+    header.tools = prepared.tools;
+    header.installs = prepared.installs;
+    header.load = load.seen();
+    header
+}
+
+/// `opts`' repeats and seconds, and the tunnel MTU.
+pub(crate) fn setup(opts: &Options) -> Setup {
+    Setup {
         repeats: opts.repeats,
         seconds: opts.seconds,
         tunnel_mtu: TUNNEL_MTU,
-        tools: prepared.tools,
-        installs: prepared.installs,
-        background_load_max_pct: load.max_pct,
-        background_wait_secs: load.waited.as_secs_f64(),
     }
 }
 
@@ -98,7 +107,7 @@ pub(crate) async fn prepare(opts: &Options) -> Result<Peers, BenchError> {
         .map_err(|e| BenchError::step("installing the peers", &e))?
 }
 
-async fn run(opts: Options, date: String, cpus: usize) -> Result<Report, BenchError> {
+async fn run(opts: Options, header: Header) -> Result<Report, BenchError> {
     let prepared = prepare(&opts).await?;
     let (samples, load) = measure_all(&opts, &prepared).await?;
     let profiles: Vec<ProfileReport> = opts
@@ -113,10 +122,11 @@ async fn run(opts: Options, date: String, cpus: usize) -> Result<Report, BenchEr
             ProfileReport::new(*p, rows)
         })
         .collect();
-    let header = header(&opts, date, cpus, prepared, load);
-    let notes = report::notes(&header, &opts.variants, &opts.profiles);
+    let setup = setup(&opts);
+    let notes = report::notes(&setup, &opts.variants, &opts.profiles);
     Ok(Report {
-        header,
+        header: finish(header, prepared, load),
+        setup,
         profiles,
         notes,
     })

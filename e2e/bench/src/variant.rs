@@ -17,19 +17,13 @@ use super::{
     install::Peers,
     keys::{Keys, side},
     names::{cleanup_failed, remove_file},
+    options::fail,
 };
 
 /// How long a variant may take to pass its first packet.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 /// Where our gateway serves `/status`, inside its gateway's namespace.
 pub(crate) const OURS_STATUS: &str = "127.0.0.1:9107";
-
-fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
-    BenchError::Step {
-        what: what.into(),
-        detail: detail.into(),
-    }
-}
 
 /// One variant of the leg, up.
 pub(crate) struct Leg {

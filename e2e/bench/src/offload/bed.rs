@@ -12,11 +12,12 @@ use super::{
     setup::{self, Procs, Setup},
     track, workload,
 };
-use crate::{
-    bench::{BenchError, measure::LoadTracker, run},
+use e2e::{
     k8s::{Binaries, Clusters},
     liqo,
 };
+
+use crate::{BenchError, measure::LoadTracker, run};
 
 /// Liqo on the clusters, rome peered with milan and the namespace offloaded.
 pub(super) struct WithLiqo {

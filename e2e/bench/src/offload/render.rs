@@ -1,48 +1,38 @@
-//! `liqo-lab bench offload` for people: the header, both sides' times and per-pod latencies,
+//! `liqo-bench offload` for people: the core header, both sides' times and per-pod latencies,
 //! the ratio and the targets, the processes' memory and CPU per pod count, and the notes.
 
-use super::report::{Level, OffloadReport, Side, SideSummary, Target};
-use crate::bench::{
+use super::report::{Level, OffloadReport, Side, SideSummary};
+use crate::{
     Spread,
-    render::{notes, spread, table},
+    core::render::{header, report, spread, table, targets},
 };
 
-fn header(r: &OffloadReport) -> String {
-    let h = &r.header;
-    let mut out = format!(
-        "liqo-lab bench offload: {}, kernel {}, {} CPUs ({}), {} pods, {} timed run(s) per side\n",
-        h.date, h.kernel, h.cpus, h.cpu_model, h.pods, h.repeats
-    );
-    out.push_str(&format!(
-        "  kubernetes {} (harness: etcd, kube-apiserver, kcm, scheduler, kwok; rome {} kwok \
+fn header_lines(r: &OffloadReport) -> String {
+    let s = &r.setup;
+    let mut setup = format!(
+        "kubernetes {} (harness: etcd, kube-apiserver, kcm, scheduler, kwok; rome {} kwok \
          node(s), milan {} kwok nodes, both on this machine); clusters up in {:.1} s",
-        h.kubernetes, h.consumer_nodes, h.provider_nodes, h.clusters_up_secs,
-    ));
-    if h.vanilla_only {
-        out.push_str("; Liqo not installed (--vanilla-only)\n");
+        s.kubernetes, s.consumer_nodes, s.provider_nodes, s.clusters_up_secs,
+    );
+    if s.vanilla_only {
+        setup.push_str("; Liqo not installed (--vanilla-only)");
     } else {
-        out.push_str(&format!(
-            ", Liqo installed in {:.1} s, peered in {:.1} s, namespace offloaded in {:.1} s\n",
-            h.install_secs, h.peering_secs, h.offload_secs
+        setup.push_str(&format!(
+            ", Liqo installed in {:.1} s, peered in {:.1} s, namespace offloaded in {:.1} s",
+            s.install_secs, s.peering_secs, s.offload_secs
         ));
     }
-    if let Some(p) = h.virtual_node_pods {
-        out.push_str(&format!(
-            "  virtual node liqo-milan: {p} allocatable pods\n"
-        ));
+    let mut lines = vec![setup];
+    if let Some(p) = s.virtual_node_pods {
+        lines.push(format!("virtual node liqo-milan: {p} allocatable pods"));
     }
-    for t in &h.tools {
-        out.push_str(&format!("  {}: {} ({})\n", t.name, t.version, t.path));
-    }
-    if h.debug_build {
-        out.push_str("  DEBUG builds: figures are not final\n");
-    }
-    out.push_str(&format!(
-        "  background CPU load at the start of a timed run: at most {:.0}% (waited {:.1} s for \
-         it to drop)\n",
-        h.background_load_max_pct, h.background_wait_secs
-    ));
-    out
+    header(
+        "offload",
+        &r.header,
+        &format!("{} pods, {} timed run(s) per side", s.pods, s.repeats),
+        &lines,
+        "timed run",
+    )
 }
 
 fn ms(x: Option<f64>) -> String {
@@ -57,20 +47,6 @@ fn side_cells(s: &SideSummary) -> Vec<String> {
         ms(s.created_to_running.map(|l| l.p99_ms)),
         ms(s.scheduled_to_ready.map(|l| l.p50_ms)),
         ms(s.scheduled_to_ready.map(|l| l.p99_ms)),
-    ]
-}
-
-fn target_cells(t: &Target) -> Vec<String> {
-    let num = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:.1}"));
-    vec![
-        t.what.clone(),
-        num(t.value),
-        num(t.limit),
-        match t.met {
-            Some(true) => "yes".into(),
-            Some(false) => "NO".into(),
-            None => "not measured".into(),
-        },
     ]
 }
 
@@ -178,7 +154,7 @@ fn breakdown_rows(r: &OffloadReport) -> Vec<Vec<String>> {
 
 /// Every table.
 pub fn tables(r: &OffloadReport) -> String {
-    let n = r.header.pods;
+    let n = r.setup.pods;
     let mut times = vec![
         vec![
             "side".to_owned(),
@@ -203,13 +179,6 @@ pub fn tables(r: &OffloadReport) -> String {
         "ratio Liqo / vanilla (medians)".into(),
         r.ratio.map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
     ]);
-    let mut targets = vec![vec![
-        "target".to_owned(),
-        "value".into(),
-        "limit".into(),
-        "met".into(),
-    ]];
-    targets.extend(r.targets.iter().map(target_cells));
     let mut usage = vec![
         vec![
             "process".to_owned(),
@@ -249,7 +218,7 @@ pub fn tables(r: &OffloadReport) -> String {
         out.push_str(&table(&parts));
     }
     out.push('\n');
-    out.push_str(&table(&targets));
+    out.push_str(&targets("targets:", &r.targets));
     // Without Liqo (--vanilla-only) no process is measured.
     for t in [usage, cpu] {
         if t.len() > 2 {
@@ -262,19 +231,15 @@ pub fn tables(r: &OffloadReport) -> String {
 
 /// The whole report as text.
 pub fn render(r: &OffloadReport) -> String {
-    let mut out = header(r);
-    out.push('\n');
-    out.push_str(&tables(r));
-    out.push_str(&notes(&r.notes));
-    out
+    report(header_lines(r), &tables(r), &r.notes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::offload::report::{
+    use crate::offload::report::{
         VK,
-        tests::{header as h, level, phase},
+        tests::{header as h, level, phase, setup},
     };
 
     #[test]
@@ -283,15 +248,8 @@ mod tests {
         let mut after = level(0, 90);
         after.after_timed = true;
         let levels = vec![level(0, 10), level(100, 20), level(1000, 120), after];
-        let text = render(&OffloadReport::new(h(1000, 1), phases, levels));
-        let line = |start: &str| {
-            text.lines()
-                .find(|l| l.starts_with(start))
-                .unwrap_or_else(|| panic!("no {start}: {text}"))
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
+        let text = render(&OffloadReport::new(h(), setup(1000, 1), phases, levels));
+        let line = |start: &str| crate::core::render::tests::line(&text, start);
         assert_eq!(
             line("vanilla"),
             "vanilla (milan's kwok nodes) 50.00 (50.00-50.00) 5000 45000 500 4500"
@@ -310,12 +268,12 @@ mod tests {
             "remote Running -> home Running (VK status reflection) 400 480 481"
         );
         assert_eq!(
-            line("Liqo seconds"),
-            "Liqo seconds <= 1.5 x vanilla + 10 s (1000 pods) 80.0 85.0 yes"
+            line("PASS  Liqo seconds"),
+            "PASS Liqo seconds <= 1.5 x vanilla + 10 s (1000 pods): 80.00 s (target <= 85.00 s)"
         );
         assert_eq!(
-            line("liqo-virtual-kubelet VmRSS"),
-            "liqo-virtual-kubelet VmRSS MiB at 1000 pods 120.0 100.0 NO"
+            line("FAIL  liqo-virtual-kubelet VmRSS"),
+            "FAIL liqo-virtual-kubelet VmRSS at 1000 pods: 120.00 MiB (target <= 100.00 MiB)"
         );
         assert_eq!(line(VK), format!("{VK} 0 10.0 10.5 0.00 -"));
         let i = text.lines().position(|l| l.starts_with(VK)).unwrap();

@@ -1,12 +1,12 @@
-//! The results of `liqo-lab bench offload`: the timed runs of both sides, their summary, the
-//! ratio and the targets, the processes' memory and CPU at each pod count, and the notes.
-//! Pure: built from the measurements, serialized for `-o json`, rendered by
-//! [`mod@super::render`].
+//! The results of `liqo-bench offload`: the timed runs of both sides, their summary, the ratio
+//! and the targets, the processes' memory and CPU at each pod count, and the notes, on the
+//! report core ([`crate::core`]). Pure: built from the measurements, serialized for `-o json`,
+//! rendered by [`mod@super::render`].
 
 use serde::{Deserialize, Serialize};
 
 pub use super::track::{Breakdown, Latency};
-use crate::bench::{Spread, report::Tool};
+use crate::core::{Header, Spread, Target, ratio};
 
 /// The time target: Liqo's seconds ≤ `TIME_FACTOR` × vanilla + [`TIME_SLACK_SECS`].
 pub const TIME_FACTOR: f64 = 1.5;
@@ -171,49 +171,12 @@ impl SideSummary {
     }
 }
 
-/// A target and whether it holds.
+/// How the run was done, besides the core header.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Target {
-    /// What is compared.
-    pub what: String,
-    /// The measured value (`None`: not measured).
-    pub value: Option<f64>,
-    /// The limit it must not exceed.
-    pub limit: Option<f64>,
-    /// `value <= limit` (`None` when either is missing).
-    pub met: Option<bool>,
-}
-
-impl Target {
-    fn new(what: impl Into<String>, value: Option<f64>, limit: Option<f64>) -> Target {
-        Target {
-            what: what.into(),
-            value,
-            limit,
-            met: value.zip(limit).map(|(v, l)| v <= l),
-        }
-    }
-}
-
-/// How and on what the run was done.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Header {
-    /// When it started (UTC).
-    pub date: String,
-    /// `uname -r`.
-    pub kernel: String,
-    /// Online CPUs.
-    pub cpus: usize,
-    /// CPU model.
-    pub cpu_model: String,
+pub struct Setup {
     /// The Kubernetes version the apiservers report.
     pub kubernetes: String,
-    /// Our binaries, with their `--version`.
-    pub tools: Vec<Tool>,
-    /// Whether our binaries are debug builds (their figures are not final).
-    pub debug_build: bool,
     /// Replicas of the Deployment.
     pub pods: u32,
     /// milan's kwok nodes.
@@ -236,18 +199,16 @@ pub struct Header {
     pub offload_secs: f64,
     /// The virtual node's allocatable pods when the first Liqo run started.
     pub virtual_node_pods: Option<u64>,
-    /// The highest background CPU load at the start of a timed run, percent.
-    pub background_load_max_pct: f64,
-    /// Time spent waiting for it to drop, seconds.
-    pub background_wait_secs: f64,
 }
 
-/// Everything one `liqo-lab bench offload` run measured.
+/// Everything one `liqo-bench offload` run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OffloadReport {
     /// How and on what.
     pub header: Header,
+    /// The Deployment, the clusters and how long setting them up took.
+    pub setup: Setup,
     /// The Deployment on milan without Liqo.
     pub vanilla: SideSummary,
     /// The Deployment on rome, offloaded to milan.
@@ -273,45 +234,52 @@ pub fn manager(cluster: &str) -> String {
 
 impl OffloadReport {
     /// Summarizes the runs and checks the targets.
-    pub fn new(header: Header, phases: Vec<Phase>, levels: Vec<Level>) -> OffloadReport {
+    pub fn new(
+        header: Header,
+        setup: Setup,
+        phases: Vec<Phase>,
+        levels: Vec<Level>,
+    ) -> OffloadReport {
         let vanilla = SideSummary::new(Side::Vanilla, &phases);
         let liqo = SideSummary::new(Side::Liqo, &phases);
         let (v, l) = (vanilla.secs.map(|s| s.median), liqo.secs.map(|s| s.median));
-        let ratio = crate::bench::report::ratio(l, v);
+        let ratio = ratio(l, v);
         let full = levels
             .iter()
-            .find(|x| x.pods == header.pods && !x.after_timed);
+            .find(|x| x.pods == setup.pods && !x.after_timed);
         let rss = |process: &str| {
             full.and_then(|x| x.processes.iter().find(|p| p.process == process))
                 .map(ProcUsage::rss_mib)
         };
-        let pods = header.pods;
+        let pods = setup.pods;
         let mut targets = vec![
-            Target::new(
+            Target::at_most(
                 format!(
                     "Liqo seconds <= {TIME_FACTOR} x vanilla + {TIME_SLACK_SECS:.0} s ({pods} pods)"
                 ),
                 l,
                 v.map(|v| TIME_FACTOR * v + TIME_SLACK_SECS),
+                "s",
             ),
-            Target::new(
-                format!("liqo-virtual-kubelet VmRSS MiB at {pods} pods"),
+            Target::at_most(
+                format!("liqo-virtual-kubelet VmRSS at {pods} pods"),
                 rss(VK),
                 Some(VK_RSS_TARGET_MIB),
+                "MiB",
             ),
         ];
         for c in ["rome", "milan"] {
-            targets.push(Target::new(
-                format!(
-                    "liqo-controller-manager ({c}) VmRSS MiB at {pods} pods (spec: to confirm)"
-                ),
+            targets.push(Target::at_most(
+                format!("liqo-controller-manager ({c}) VmRSS at {pods} pods (spec: to confirm)"),
                 rss(&manager(c)),
                 Some(CM_RSS_TARGET_MIB),
+                "MiB",
             ));
         }
-        let notes = notes(&header, &levels);
+        let notes = notes(&header, &setup, &levels);
         OffloadReport {
             header,
+            setup,
             vanilla,
             liqo,
             ratio,
@@ -326,17 +294,17 @@ impl OffloadReport {
     /// Running in every repeat.
     pub fn complete(&self) -> bool {
         let runs = |s: Side| self.phases.iter().filter(|p| p.side == s).count();
-        let liqo = if self.header.vanilla_only {
+        let liqo = if self.setup.vanilla_only {
             0
         } else {
-            self.header.repeats as usize
+            self.setup.repeats as usize
         };
-        runs(Side::Vanilla) == self.header.repeats as usize && runs(Side::Liqo) == liqo
+        runs(Side::Vanilla) == self.setup.repeats as usize && runs(Side::Liqo) == liqo
     }
 }
 
 /// What the figures are and are not.
-fn notes(h: &Header, levels: &[Level]) -> Vec<String> {
+fn notes(h: &Header, s: &Setup, levels: &[Level]) -> Vec<String> {
     let mut out = vec![
         format!(
             "timed run: a Deployment of {} replicas (one container, requests cpu 1m and \
@@ -348,7 +316,7 @@ fn notes(h: &Header, levels: &[Level]) -> Vec<String> {
              virtual node liqo-milan, the virtual kubelet writes a ShadowPod on milan, milan's \
              controller-manager creates the pod, milan's scheduler and kwok run it, and the \
              virtual kubelet copies its status back to the home pod, which is what is timed",
-            h.pods, h.provider_nodes
+            s.pods, s.provider_nodes
         ),
         "both sides in the same run on the same clusters (one machine): pods are created by \
          each cluster's kube-controller-manager (ReplicaSet controller, client limit 20 qps / \
@@ -370,7 +338,7 @@ fn notes(h: &Header, levels: &[Level]) -> Vec<String> {
          pods are Running (then it is deleted)"
             .into(),
     ];
-    if h.vanilla_only {
+    if s.vanilla_only {
         out.push(
             "--vanilla-only: Liqo was not installed; only the vanilla side ran (the harness's \
              own floor), so no ratio, no target and no process is measured"
@@ -395,24 +363,24 @@ fn notes(h: &Header, levels: &[Level]) -> Vec<String> {
                 .into(),
         );
     }
-    if h.debug_build {
+    if h.debug_build() {
         out.push(
             "our binaries are DEBUG builds: the figures are not final (build with --release \
              and set LIQO_BIN_DIR to target/release)"
                 .into(),
         );
     }
-    if h.repeats < 3 {
+    if s.repeats < 3 {
         out.push(format!(
             "{} timed run(s) per side: no median of 3 (use --repeats 3 for the spec's figure)",
-            h.repeats
+            s.repeats
         ));
     }
-    if h.background_load_max_pct > 15.0 {
+    if h.load.max_pct > 15.0 {
         out.push(format!(
             "background CPU load reached {:.0}% at the start of a timed run (this counts the \
              bench's own clusters and anything else on the machine): figures may be high",
-            h.background_load_max_pct
+            h.load.max_pct
         ));
     }
     out.push(

@@ -14,17 +14,10 @@ use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client};
 
 use super::report::{ProcCpu, ProcUsage, VK, manager};
-use crate::bench::{BenchError, measure, parse, peering::probe};
+use crate::{BenchError, measure, options::fail, peering::probe};
 
 /// The virtual node milan becomes on rome.
 pub(crate) const VIRTUAL_NODE: &str = "liqo-milan";
-
-fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
-    BenchError::Step {
-        what: what.into(),
-        detail: detail.into(),
-    }
-}
 
 /// Runs `liqoctl args` with `kubeconfig`; its stdout (never printed: a peer command holds a
 /// token), or an error with its stderr.
@@ -277,19 +270,6 @@ pub(crate) fn cpu_delta(before: &[ProcCpu], after: &[ProcCpu]) -> Vec<ProcCpu> {
             }
         })
         .collect()
-}
-
-/// `liqoctl`'s first line of `--version` (for the header).
-pub(crate) fn version(path: &Path) -> String {
-    std::process::Command::new(path)
-        .arg("--version")
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map_or_else(
-            || "unknown (--version failed)".into(),
-            |o| parse::first_line(&String::from_utf8_lossy(&o.stdout)),
-        )
 }
 
 #[cfg(test)]

@@ -16,19 +16,12 @@ use kube::{
 use serde_json::json;
 
 use super::track::{PodView, Tracker};
-use crate::bench::BenchError;
+use crate::{BenchError, options::fail};
 
 /// The Deployment's name and its pods' `app` label.
 pub(crate) const APP: &str = "liqo-bench";
 /// How often the cleanup looks again.
 const POLL: Duration = Duration::from_millis(500);
-
-fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
-    BenchError::Step {
-        what: what.into(),
-        detail: detail.into(),
-    }
-}
 
 fn selector() -> String {
     format!("app={APP}")

@@ -1,5 +1,5 @@
-//! `liqo-lab bench peering`: seconds from `liqoctl peer` to `OutgoingPeering=Established` on
-//! two harness clusters with Liqo ([`crate::k8s`], [`crate::liqo`]), and the
+//! `liqo-bench peering`: seconds from `liqoctl peer` to `OutgoingPeering=Established` on
+//! two harness clusters with Liqo ([`e2e::k8s`], [`e2e::liqo`]), and the
 //! liqo-controller-managers' memory and CPU.
 //!
 //! ```text
@@ -24,8 +24,13 @@ use std::time::Instant;
 pub use render::render;
 pub use report::{Metric, PeeringReport, Round};
 
-use super::{BenchError, measure::LoadTracker, report::Tool, run};
-use crate::{
+use super::{
+    BenchError,
+    core::{Header, liqo_tools},
+    measure::LoadTracker,
+    run,
+};
+use e2e::{
     k8s::{self, Clusters},
     lab::Prefix,
     liqo,
@@ -85,44 +90,23 @@ impl PeeringOptions {
 
     /// The prefix of the bench's clusters.
     pub fn cluster_prefix(&self) -> Result<Prefix, BenchError> {
-        format!("{}pb", self.prefix).parse().map_err(|_| {
-            BenchError::Options(format!(
-                "--prefix {} is too long for the bench's clusters ({}pb must be at most 10 \
-                 characters)",
-                self.prefix, self.prefix
-            ))
-        })
+        run::cluster_prefix(&self.prefix, "pb")
     }
 }
 
-/// Runs `liqo-lab bench peering`. Progress goes to stderr. A round that does not reach a state
+/// Runs `liqo-bench peering`. Progress goes to stderr. A round that does not reach a state
 /// in time is an error. Everything started is stopped before this returns, also on error and on
 /// SIGINT or SIGTERM.
 pub async fn peering(opts: PeeringOptions) -> Result<PeeringReport, BenchError> {
     let opts = opts.validate()?;
     let prefix = opts.cluster_prefix()?;
-    // A set left by a crashed run (its processes and files) goes first.
-    let d = k8s::down(&prefix).map_err(|e| BenchError::step("removing an earlier run", &e))?;
-    if d.stopped > 0 {
-        eprintln!(
-            "bench: removed the clusters of an earlier run ({} processes)",
-            d.stopped
-        );
-    }
-    let cpus = std::thread::available_parallelism().map_or(1, usize::from);
-    let r = run::interruptible(bench(opts, prefix.clone(), run::now(), cpus)).await;
-    // The set stops itself when dropped; this also catches what a failed start left.
-    if let Err(e) = k8s::down(&prefix) {
-        eprintln!("bench: stopping clusters {prefix}: {e}");
-    }
-    r
+    run::on_own_clusters(&prefix, bench(opts, prefix.clone(), Header::now())).await
 }
 
 async fn bench(
     opts: PeeringOptions,
     prefix: Prefix,
-    date: String,
-    cpus: usize,
+    mut header: Header,
 ) -> Result<PeeringReport, BenchError> {
     let bins = k8s::binaries().map_err(|e| BenchError::step("the Kubernetes binaries", &e))?;
     eprintln!("bench: starting clusters {prefix} (rome, milan)");
@@ -150,7 +134,7 @@ async fn bench(
 
     let ctx = round::Ctx::new(&set, &installed, opts.timeout_secs).await?;
     let kubernetes = ctx.kubernetes_version().await?;
-    let tools = tools(&installed);
+    header.tools = liqo_tools(&installed, &["liqo-auth", "liqo-controller-manager"]);
     let mut load = LoadTracker::default();
     let mut rounds = Vec::new();
     let mut progress = run::Progress::new(opts.repeats as usize);
@@ -178,73 +162,21 @@ async fn bench(
         .zip(cpu0)
         .map(|((name, after), (_, before))| (name, after - before, wall))
         .collect();
-    let header = report::Header {
-        date,
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default(),
-        cpus,
-        cpu_model: cpu_model(),
+    header.load = load.seen();
+    let setup = report::Setup {
         repeats: opts.repeats,
         floor_samples: opts.floor_samples,
         kubernetes,
-        debug_build: tools.iter().any(|t| t.path.contains("/debug/")),
-        tools,
         clusters_up_secs,
         install_secs,
-        background_load_max_pct: load.max_pct,
-        background_wait_secs: load.waited.as_secs_f64(),
     };
     drop(set);
-    Ok(PeeringReport::new(header, rounds, &cpu))
-}
-
-/// The CPU model from `/proc/cpuinfo`.
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, m)| m.trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
-/// Our binaries that took part, with their `--version`.
-fn tools(installed: &liqo::Liqo) -> Vec<Tool> {
-    let mut paths = vec![("liqoctl", installed.bin.join("liqoctl"))];
-    for p in ["liqo-auth", "liqo-controller-manager"] {
-        if let Ok(path) = crate::lab::bin(p) {
-            paths.push((p, path));
-        }
-    }
-    paths
-        .into_iter()
-        .map(|(name, link)| {
-            let path = std::fs::canonicalize(&link).unwrap_or(link);
-            let version = std::process::Command::new(&path)
-                .arg("--version")
-                .output()
-                .ok()
-                .filter(|o| o.status.success())
-                .map_or_else(
-                    || "unknown (--version failed)".into(),
-                    |o| super::parse::first_line(&String::from_utf8_lossy(&o.stdout)),
-                );
-            Tool {
-                name: name.into(),
-                path: path.display().to_string(),
-                version,
-            }
-        })
-        .collect()
+    Ok(PeeringReport::new(header, setup, rounds, &cpu))
 }
 
 /// One progress line.
 fn summary(r: &Round) -> String {
-    let floor = crate::bench::Spread::of(r.floor_ms.iter().copied()).map_or(0.0, |s| s.median);
+    let floor = crate::Spread::of(r.floor_ms.iter().copied()).map_or(0.0, |s| s.median);
     let mem: Vec<String> = r
         .memory
         .iter()

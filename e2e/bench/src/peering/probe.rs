@@ -15,21 +15,14 @@ use kube::{
 };
 use serde::de::DeserializeOwned;
 
-use crate::bench::{BenchError, parse};
+use crate::{BenchError, options::fail, parse};
 
 /// The field manager of every write of the bench.
-const MANAGER: &str = "liqo-lab-bench";
+const MANAGER: &str = "liqo-bench";
 /// The namespace of the floor's object.
 pub(crate) const FLOOR_NAMESPACE: &str = "liqo-bench-floor";
 /// The floor's object (a NamespaceOffloading must have this name).
 const FLOOR_NAME: &str = "offloading";
-
-fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
-    BenchError::Step {
-        what: what.into(),
-        detail: detail.into(),
-    }
-}
 
 /// A list then a watch from its resource version: every change after [`Watch::open`] is seen.
 pub(crate) struct Watch<K> {

@@ -1,33 +1,26 @@
-//! `liqo-lab bench peering` for people: the header, the times (median, min-max, ratio to the
+//! `liqo-bench peering` for people: the core header, the times (median, min-max, ratio to the
 //! apiserver floor), the controller-managers' memory and CPU, and the notes.
 
 use super::report::{PeeringReport, Row, Usage};
-use crate::bench::render::{notes, spread, table};
+use crate::core::render::{header, report, spread, table};
 
-fn header(r: &PeeringReport) -> String {
-    let h = &r.header;
-    let mut out = format!(
-        "liqo-lab bench peering: {}, kernel {}, {} CPUs ({}), {} rounds, {} floor samples per \
-         round\n",
-        h.date, h.kernel, h.cpus, h.cpu_model, h.repeats, h.floor_samples
-    );
-    out.push_str(&format!(
-        "  kubernetes {} (harness: etcd, kube-apiserver, kcm, scheduler, 1 kwok node per \
-         cluster; rome and milan on this machine), started in {:.1} s, Liqo installed in {:.1} s\n",
-        h.kubernetes, h.clusters_up_secs, h.install_secs
-    ));
-    for t in &h.tools {
-        out.push_str(&format!("  {}: {} ({})\n", t.name, t.version, t.path));
-    }
-    if h.debug_build {
-        out.push_str("  DEBUG builds: figures are not final\n");
-    }
-    out.push_str(&format!(
-        "  background CPU load at the start of a round: at most {:.0}% (waited {:.1} s for it to \
-         drop)\n",
-        h.background_load_max_pct, h.background_wait_secs
-    ));
-    out
+fn header_lines(r: &PeeringReport) -> String {
+    let s = &r.setup;
+    header(
+        "peering",
+        &r.header,
+        &format!(
+            "{} rounds, {} floor samples per round",
+            s.repeats, s.floor_samples
+        ),
+        &[format!(
+            "kubernetes {} (harness: etcd, kube-apiserver, kcm, scheduler, 1 kwok node per \
+             cluster; rome and milan on this machine), started in {:.1} s, Liqo installed in \
+             {:.1} s",
+            s.kubernetes, s.clusters_up_secs, s.install_secs
+        )],
+        "round",
+    )
 }
 
 fn row_cells(r: &Row, repeats: u32) -> Vec<String> {
@@ -63,17 +56,10 @@ pub fn tables(r: &PeeringReport) -> String {
         ],
         vec![String::new(), "median (min-max)".into(), String::new()],
     ];
-    times.extend(r.rows.iter().map(|x| row_cells(x, r.header.repeats)));
+    times.extend(r.rows.iter().map(|x| row_cells(x, r.setup.repeats)));
     times.push(vec![
         "floor: CRD apply + status patch + watch event".into(),
-        spread(
-            r.floor_ms.map(|f| crate::bench::Spread {
-                median: f.median / 1000.0,
-                min: f.min / 1000.0,
-                max: f.max / 1000.0,
-            }),
-            4,
-        ),
+        spread(r.floor_ms.map(|f| f.scaled(1e-3)), 4),
         "1x".into(),
     ]);
     let mut usage = vec![
@@ -98,17 +84,13 @@ pub fn tables(r: &PeeringReport) -> String {
 
 /// The whole report as text.
 pub fn render(r: &PeeringReport) -> String {
-    let mut out = header(r);
-    out.push('\n');
-    out.push_str(&tables(r));
-    out.push_str(&notes(&r.notes));
-    out
+    report(header_lines(r), &tables(r), &r.notes)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::peering::report::tests::{header as h, round};
+    use crate::peering::report::tests::{header as h, round, setup};
 
     #[test]
     fn the_tables_show_medians_ranges_ratios_and_memory() {
@@ -117,16 +99,9 @@ mod tests {
             ("rome".to_owned(), 1.5, 30.0),
             ("milan".to_owned(), 1.0, 30.0),
         ];
-        let r = PeeringReport::new(h(3), rounds, &cpu);
+        let r = PeeringReport::new(h(), setup(3), rounds, &cpu);
         let text = render(&r);
-        let line = |start: &str| {
-            text.lines()
-                .find(|l| l.starts_with(start))
-                .unwrap_or_else(|| panic!("no {start}: {text}"))
-                .split_whitespace()
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
+        let line = |start: &str| crate::core::render::tests::line(&text, start);
         assert_eq!(
             line("peer -> rome OutgoingPeering"),
             "peer -> rome OutgoingPeering=Established 2.000 (1.000-4.000) 100x"

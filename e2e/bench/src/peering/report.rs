@@ -1,10 +1,10 @@
-//! The results of `liqo-lab bench peering`: the rounds, their summary (median, min-max, ratio
-//! to the apiserver floor) and the notes. Pure: built from rounds, serialized for `-o json`,
-//! rendered by [`mod@super::render`].
+//! The results of `liqo-bench peering`: the rounds, their summary (median, min-max, ratio to
+//! the apiserver floor) and the notes, on the report core ([`crate::core`]). Pure: built from
+//! rounds, serialized for `-o json`, rendered by [`mod@super::render`].
 
 use serde::{Deserialize, Serialize};
 
-use crate::bench::{Spread, report::Tool};
+use crate::core::{Header, Spread, ratio};
 
 /// The resident memory of one cluster's liqo-controller-manager after a round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,44 +136,30 @@ pub struct Usage {
     pub wall_secs: f64,
 }
 
-/// How and on what the run was done.
+/// How the run was done, besides the core header.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Header {
-    /// When it started (UTC).
-    pub date: String,
-    /// `uname -r`.
-    pub kernel: String,
-    /// Online CPUs.
-    pub cpus: usize,
-    /// CPU model.
-    pub cpu_model: String,
+pub struct Setup {
     /// Rounds.
     pub repeats: u32,
     /// Floor samples per round.
     pub floor_samples: u32,
     /// The Kubernetes version the apiservers report.
     pub kubernetes: String,
-    /// Our binaries, with their `--version`.
-    pub tools: Vec<Tool>,
-    /// Whether our binaries are debug builds (their figures are not final).
-    pub debug_build: bool,
-    /// Seconds to start the two clusters and to install Liqo on them.
+    /// Seconds to start the two clusters.
     pub clusters_up_secs: f64,
     /// Seconds to install Liqo.
     pub install_secs: f64,
-    /// The highest background CPU load at the start of a round, percent.
-    pub background_load_max_pct: f64,
-    /// Time spent waiting for it to drop, seconds.
-    pub background_wait_secs: f64,
 }
 
-/// Everything one `liqo-lab bench peering` run measured.
+/// Everything one `liqo-bench peering` run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PeeringReport {
     /// How and on what.
     pub header: Header,
+    /// The rounds, the floor samples, the clusters.
+    pub setup: Setup,
     /// The summary, one row per [`Metric`].
     pub rows: Vec<Row>,
     /// The floor: CRD apply + status patch + watch event, milliseconds.
@@ -190,7 +176,12 @@ const KIB_PER_MIB: f64 = 1024.0;
 
 impl PeeringReport {
     /// Summarizes `rounds`; `cpu` is each cluster's (CPU seconds, wall seconds).
-    pub fn new(header: Header, rounds: Vec<Round>, cpu: &[(String, f64, f64)]) -> PeeringReport {
+    pub fn new(
+        header: Header,
+        setup: Setup,
+        rounds: Vec<Round>,
+        cpu: &[(String, f64, f64)],
+    ) -> PeeringReport {
         let floor_ms = Spread::of(rounds.iter().flat_map(|r| r.floor_ms.iter().copied()));
         let floor_secs = floor_ms.map(|f| f.median / 1000.0);
         let rows = Metric::ALL
@@ -201,7 +192,7 @@ impl PeeringReport {
                 Row {
                     metric,
                     rounds: values.len(),
-                    over_floor: crate::bench::report::ratio(secs.map(|s| s.median), floor_secs),
+                    over_floor: ratio(secs.map(|s| s.median), floor_secs),
                     secs,
                 }
             })
@@ -224,9 +215,10 @@ impl PeeringReport {
                 }
             })
             .collect();
-        let notes = notes(&header, &rounds);
+        let notes = notes(&header, &setup, &rounds);
         PeeringReport {
             header,
+            setup,
             rows,
             floor_ms,
             usage,
@@ -242,7 +234,7 @@ impl PeeringReport {
 }
 
 /// What the figures are and are not.
-fn notes(h: &Header, rounds: &[Round]) -> Vec<String> {
+fn notes(h: &Header, setup: &Setup, rounds: &[Round]) -> Vec<String> {
     let mut out = vec![
         "each round: milan's `liqoctl generate peer-command --only-command` (generated once, \
          not timed) is run on rome as `liqoctl peer out-of-band milan ...`; the clock starts \
@@ -285,25 +277,25 @@ fn notes(h: &Header, rounds: &[Round]) -> Vec<String> {
          (two-node KinD, one peer, 100 offloaded pods)"
             .into(),
     );
-    if h.debug_build {
+    if h.debug_build() {
         out.push(
             "our binaries are DEBUG builds: the figures are not final (build with --release \
              and set LIQO_BIN_DIR to target/release)"
                 .into(),
         );
     }
-    if h.repeats < crate::bench::peering::MIN_REPEATS {
+    if setup.repeats < crate::peering::MIN_REPEATS {
         out.push(format!(
             "only {} round(s) (--quick): a smoke test, not a measurement",
-            h.repeats
+            setup.repeats
         ));
     }
-    if h.background_load_max_pct > 15.0 {
+    if h.load.max_pct > 15.0 {
         out.push(format!(
             "background CPU load reached {:.0}% at the start of a round (this counts the \
              bench's own idle clusters too, and anything else on the machine): figures may be \
              high",
-            h.background_load_max_pct
+            h.load.max_pct
         ));
     }
     out
@@ -313,21 +305,25 @@ fn notes(h: &Header, rounds: &[Round]) -> Vec<String> {
 pub(crate) mod tests {
     use super::*;
 
-    pub(crate) fn header(repeats: u32) -> Header {
-        Header {
-            date: "2026-11-23 05:00:00 UTC".into(),
-            kernel: "6.1".into(),
-            cpus: 2,
-            cpu_model: "cpu".into(),
+    /// The core header of a run with a debug build of ours.
+    pub(crate) fn header() -> Header {
+        let mut h = crate::core::tests::header();
+        h.tools = vec![crate::core::Tool {
+            name: "liqo-controller-manager".into(),
+            path: "/src/target/debug/liqo-controller-manager".into(),
+            version: "liqo-controller-manager 0.1.0".into(),
+        }];
+        h.installs = vec![];
+        h
+    }
+
+    pub(crate) fn setup(repeats: u32) -> Setup {
+        Setup {
             repeats,
             floor_samples: 3,
             kubernetes: "v1.36.0".into(),
-            tools: vec![],
-            debug_build: true,
             clusters_up_secs: 20.0,
             install_secs: 5.0,
-            background_load_max_pct: 3.0,
-            background_wait_secs: 0.0,
         }
     }
 
@@ -365,7 +361,7 @@ pub(crate) mod tests {
             ("rome".to_owned(), 1.5, 30.0),
             ("milan".to_owned(), 1.0, 30.0),
         ];
-        let r = PeeringReport::new(header(3), rounds, &cpu);
+        let r = PeeringReport::new(header(), setup(3), rounds, &cpu);
         let out = r.row(Metric::Outgoing).unwrap();
         assert_eq!(out.secs.unwrap().median, 2.0);
         assert_eq!((out.secs.unwrap().min, out.secs.unwrap().max), (1.0, 4.0));

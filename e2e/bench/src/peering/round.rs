@@ -17,18 +17,9 @@ use super::{
     probe::{self, Watch},
     report::{Memory, Round},
 };
-use crate::{
-    bench::{BenchError, measure},
-    k8s::Clusters,
-    liqo,
-};
+use e2e::{k8s::Clusters, liqo};
 
-fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
-    BenchError::Step {
-        what: what.into(),
-        detail: detail.into(),
-    }
-}
+use crate::{BenchError, measure, options::fail};
 
 /// One side of the peering.
 struct Side {

@@ -1,8 +1,8 @@
-//! `liqo-lab bench peers` for people: the header, the figures per peer count, the same as
+//! `liqo-bench peers` for people: the core header, the figures per peer count, the same as
 //! ratios to the 1 peer figures, one PASS or FAIL line per target, the failures and the notes.
 
-use super::report::{Metric, PeersReport, Row, TARGET_PEERS, Target};
-use crate::bench::render::{header, median, notes, spread, table};
+use super::report::{Metric, PeersReport, Row, TARGET_PEERS};
+use crate::core::render::{header, median, notes, spread, table, targets};
 
 /// Decimals of a median (and of its range where shown).
 fn decimals(m: Metric) -> usize {
@@ -26,14 +26,7 @@ fn figure_cells(r: &Row) -> Vec<String> {
     if failed > 0 {
         peers.push_str(&format!(" [{failed} of {} failed]", r.samples.len()));
     }
-    let kpps = r
-        .figures
-        .get(&Metric::UdpPps)
-        .map(|s| crate::bench::Spread {
-            median: s.median / 1000.0,
-            min: s.min / 1000.0,
-            max: s.max / 1000.0,
-        });
+    let kpps = r.figures.get(&Metric::UdpPps).map(|s| s.scaled(1e-3));
     vec![
         peers,
         m(Metric::FullApplyMs),
@@ -105,38 +98,17 @@ pub fn tables(r: &PeersReport) -> String {
     )
 }
 
-/// `PASS  what: figure (target >= limit)`.
-pub fn target_line(t: &Target) -> String {
-    let value = |v: f64| {
-        if t.unit.is_empty() {
-            format!("{v:.3}")
-        } else {
-            format!("{v:.2} {}", t.unit)
-        }
-    };
-    let figure = t.figure.map_or_else(|| "not measured".into(), value);
-    format!(
-        "{}  {}: {figure} (target {} {})",
-        if t.holds { "PASS" } else { "FAIL" },
-        t.what,
-        if t.at_most { "<=" } else { ">=" },
-        value(t.limit)
-    )
-}
-
 /// The whole report as text.
 pub fn render(r: &PeersReport) -> String {
-    let mut out = header("peers", &r.header);
+    let mut out = header("peers", &r.header, &r.setup.describe(), &[], "test");
     out.push('\n');
     out.push_str(&tables(r));
-    if let Some(n) = r.targets.first().map(|t| t.peers) {
-        out.push_str(&format!(
-            "\ntargets (set for {TARGET_PEERS} peers), at {n} peers:\n"
+    if let Some(n) = r.targets_at {
+        out.push('\n');
+        out.push_str(&targets(
+            &format!("targets (set for {TARGET_PEERS} peers), at {n} peers:"),
+            &r.targets,
         ));
-        for t in &r.targets {
-            out.push_str(&target_line(t));
-            out.push('\n');
-        }
     }
     for f in r.failures() {
         out.push_str(&format!("  FAILED {f}\n"));
@@ -150,7 +122,10 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::bench::peers::report::tests::{report, sample};
+    use crate::{
+        core::Target,
+        peers::report::tests::{report, sample},
+    };
 
     #[test]
     fn a_fixed_set_of_samples_renders_as_tables_and_target_lines() {
@@ -194,7 +169,7 @@ peers  full apply  +1 peer  -1 peer  back to 1     ip rules           routes  1 
         ]));
         let text = render(&r);
         for want in [
-            "liqo-lab bench peers: 2026-11-21 18:04 UTC, kernel 6.18.44, 2 CPUs (AMD EPYC), 5 repeats x 5 s, tunnel MTU 1420\n",
+            "liqo-bench peers: 2026-11-21 18:04 UTC, kernel 6.18.44, 2 CPUs (AMD EPYC), 3.8 GiB of memory, 5 repeats x 5 s, tunnel MTU 1420\n",
             "\ntargets (set for 1000 peers), at 100 peers:\n",
             "PASS  one TCP stream through the real peer, 100 peers / 1 peer: 1.000 (target >= 0.950)\n",
             "PASS  full apply of 100 peers (from 1): 20.00 ms (target <= 50.00 ms)\n",
@@ -205,12 +180,12 @@ peers  full apply  +1 peer  -1 peer  back to 1     ip rules           routes  1 
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
         let missing = Target {
-            figure: None,
-            holds: false,
+            value: None,
+            met: None,
             ..r.targets[3].clone()
         };
         assert_eq!(
-            target_line(&missing),
+            crate::core::render::target_line(&missing),
             "FAIL  one-peer change at 100 peers (the slower of add and remove): not measured \
              (target <= 5.00 ms)"
         );

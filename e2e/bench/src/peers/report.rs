@@ -1,13 +1,17 @@
-//! The results of `liqo-lab bench peers`: samples, their medians per peer count, every figure
-//! as a ratio to the 1-peer figure, and whether the targets hold. Pure: built from samples,
-//! serialized for `-o json`, rendered by [`super::render`].
+//! The results of `liqo-bench peers`: samples, their medians per peer count, every figure as a
+//! ratio to the 1-peer figure, and whether the targets hold, on the report core
+//! ([`crate::core`]) with `liqo-bench tunnel`'s setup. Pure: built from samples, serialized for
+//! `-o json`, rendered by [`super::render`].
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::config::STAND_IN_RANGE as STAND_IN;
-use crate::bench::report::{Header, Spread, ratio};
+use crate::{
+    core::{Header, Spread, Target, ratio},
+    report::Setup,
+};
 
 /// The lowest ratio to the 1-peer figure the per-packet cost may fall to (TCP and UDP).
 pub const PER_PACKET_RATIO_MIN: f64 = 0.95;
@@ -162,41 +166,6 @@ impl Row {
     }
 }
 
-/// One target and whether this run met it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Target {
-    /// What is measured.
-    pub what: String,
-    /// At which peer count.
-    pub peers: u32,
-    /// The figure (a ratio, or milliseconds); none if it was not measured.
-    pub figure: Option<f64>,
-    /// The limit.
-    pub limit: f64,
-    /// Whether the figure must be at most (else at least) the limit.
-    pub at_most: bool,
-    /// `ms`, or empty for a ratio.
-    pub unit: String,
-    /// Whether it holds (a missing figure does not).
-    pub holds: bool,
-}
-
-impl Target {
-    fn new(what: String, peers: u32, figure: Option<f64>, limit: f64, unit: &str) -> Target {
-        let at_most = !unit.is_empty();
-        Target {
-            what,
-            peers,
-            figure,
-            limit,
-            at_most,
-            unit: unit.into(),
-            holds: figure.is_some_and(|f| if at_most { f <= limit } else { f >= limit }),
-        }
-    }
-}
-
 /// The UDP load of the packets/s test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -207,18 +176,22 @@ pub struct UdpLoad {
     pub offered_mbps: u32,
 }
 
-/// Everything one `liqo-lab bench peers` run measured.
+/// Everything one `liqo-bench peers` run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PeersReport {
     /// How and on what.
     pub header: Header,
+    /// The repeats, the seconds per test and the tunnel MTU.
+    pub setup: Setup,
     /// The UDP test's load.
     pub udp: UdpLoad,
     /// One row per peer count, ascending, the 1-peer row first.
     pub rows: Vec<Row>,
     /// The targets, at the largest count.
     pub targets: Vec<Target>,
+    /// The peer count the targets were checked at (the largest).
+    pub targets_at: Option<u32>,
     /// How to read the tables.
     pub notes: Vec<String>,
 }
@@ -226,8 +199,13 @@ pub struct PeersReport {
 impl PeersReport {
     /// Summarizes the samples of every count (which must include 1) and checks the targets at
     /// the largest count.
-    pub fn new(header: Header, udp: UdpLoad, samples: BTreeMap<u32, Vec<Sample>>) -> PeersReport {
-        let notes = notes(&header, udp, &samples);
+    pub fn new(
+        header: Header,
+        setup: Setup,
+        udp: UdpLoad,
+        samples: BTreeMap<u32, Vec<Sample>>,
+    ) -> PeersReport {
+        let notes = notes(&setup, udp, &samples);
         let one: BTreeMap<Metric, f64> = samples
             .get(&1)
             .map(|s| medians(s).map(|(m, s)| (m, s.median)).collect())
@@ -249,11 +227,14 @@ impl PeersReport {
             })
             .collect();
         let targets = rows.last().map(targets).unwrap_or_default();
+        let rows_last_peers = rows.last().map(|r| r.peers);
         PeersReport {
             header,
+            setup,
             udp,
             rows,
             targets,
+            targets_at: rows_last_peers,
             notes,
         }
     }
@@ -277,7 +258,7 @@ impl PeersReport {
 }
 
 /// The notes printed under the tables.
-fn notes(h: &Header, udp: UdpLoad, samples: &BTreeMap<u32, Vec<Sample>>) -> Vec<String> {
+fn notes(h: &Setup, udp: UdpLoad, samples: &BTreeMap<u32, Vec<Sample>>) -> Vec<String> {
     let all = || samples.values().flatten();
     let applies: Vec<Apply> = all()
         .flat_map(|s| [s.full_apply, s.add_one, s.remove_one, s.back_to_one])
@@ -294,7 +275,7 @@ fn notes(h: &Header, udp: UdpLoad, samples: &BTreeMap<u32, Vec<Sample>>) -> Vec<
         format!(
             "Topology: podA -veth- gwA -veth (underlay)- gwB -veth- podB, one network namespace \
              each, with our gateway (liqo-gateway run, in its own namespace joined to the node by \
-             a veth, as bench tunnel's ours) in gwA and gwB. gwA has N peers: the real one (gwB) \
+             a veth, as liqo-bench tunnel's ours) in gwA and gwB. gwA has N peers: the real one (gwB) \
              and N-1 stand-ins, each with its own /24 from {STAND_IN}, its own public key and no \
              endpoint. Every (repeat, count) starts both gateways afresh with one peer each; \
              repeats are interleaved (repeat > count) and every figure is the median of {} \
@@ -342,11 +323,12 @@ fn notes(h: &Header, udp: UdpLoad, samples: &BTreeMap<u32, Vec<Sample>>) -> Vec<
          {FULL_APPLY_MAX_MS} ms, one-peer change <= {ONE_PEER_MAX_MS} ms. A missed target is a \
          result: the bench still exits 0."
     ));
-    n.push(format!(
-        "Background CPU load (other users of this machine, sampled for 0.5 s before each test \
-         and apply, waiting up to 20 s while above 15%): worst {:.0}%, {:.0} s spent waiting.",
-        h.background_load_max_pct, h.background_wait_secs
-    ));
+    n.push(
+        "Background CPU load (other users of this machine; the header gives the worst and the \
+         time spent waiting): sampled for 0.5 s before each test and apply, waiting up to 20 s \
+         while above 15%."
+            .into(),
+    );
     n
 }
 
@@ -365,32 +347,28 @@ fn targets(r: &Row) -> Vec<Target> {
         _ => None,
     };
     vec![
-        Target::new(
+        Target::at_least(
             format!("one TCP stream through the real peer, {n} peers / 1 peer"),
-            n,
             vs(Metric::TcpGbps),
-            PER_PACKET_RATIO_MIN,
+            Some(PER_PACKET_RATIO_MIN),
             "",
         ),
-        Target::new(
+        Target::at_least(
             format!("64-byte UDP packets/s delivered, {n} peers / 1 peer"),
-            n,
             vs(Metric::UdpPps),
-            PER_PACKET_RATIO_MIN,
+            Some(PER_PACKET_RATIO_MIN),
             "",
         ),
-        Target::new(
+        Target::at_most(
             format!("full apply of {n} peers (from 1)"),
-            n,
             r.median(Metric::FullApplyMs),
-            FULL_APPLY_MAX_MS,
+            Some(FULL_APPLY_MAX_MS),
             "ms",
         ),
-        Target::new(
+        Target::at_most(
             format!("one-peer change at {n} peers (the slower of add and remove)"),
-            n,
             change,
-            ONE_PEER_MAX_MS,
+            Some(ONE_PEER_MAX_MS),
             "ms",
         ),
     ]

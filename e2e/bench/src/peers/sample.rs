@@ -16,12 +16,13 @@ use super::{
     config::with_peers,
     report::{Apply, Counts, Sample, UdpLoad},
 };
-use crate::bench::{
+use crate::{
     BenchError, Profile, Variant,
     bed::{Bed, Node},
     install::Peers,
     keys::Keys,
     measure::{self, Flow, LoadTracker},
+    options::fail,
     variant::{self, Leg, OURS_STATUS},
 };
 
@@ -29,13 +30,6 @@ use crate::bench::{
 const APPLY_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often its `/status` is read meanwhile.
 const APPLY_POLL: Duration = Duration::from_millis(2);
-
-fn fail(what: impl Into<String>, detail: impl Into<String>) -> BenchError {
-    BenchError::Step {
-        what: what.into(),
-        detail: detail.into(),
-    }
-}
 
 /// What every sample of a run shares.
 pub(crate) struct Ctx<'a> {

@@ -1,14 +1,12 @@
-//! `liqo-lab bench offload` through the binary, small (20 pods on one kwok node of milan):
+//! `liqo-bench offload` through the binary, small (20 pods on one kwok node of milan):
 //! both sides reach every pod Running, the report has every figure (times, per-pod
 //! percentiles, ratio, targets, Liqo's processes at each level), and the bench's clusters are
 //! gone afterwards. Needs root, the Kubernetes binaries cached (`e2e/k8s/build.sh`) and
 //! liqo-auth, liqo-ipam, liqo-controller-manager, liqo-virtual-kubelet and liqoctl built next
-//! to liqo-lab or in `$LIQO_BIN_DIR`. The 1,000-pod figure is by hand: `liqo-lab bench offload`.
-
-use std::{path::PathBuf, process::Command};
+//! to liqo-bench or in `$LIQO_BIN_DIR`. The 1,000-pod figure is by hand: `liqo-bench offload`.
 
 use dataplane::netns::require_root;
-use e2e::bench::offload::{OffloadReport, Side, report::VK};
+use liqo_bench::offload::{OffloadReport, Side, report::VK};
 
 const PODS: u32 = 20;
 
@@ -31,19 +29,23 @@ fn small_offload_bench_runs_both_sides_measures_every_figure_and_stops_its_clust
     require_root();
     let prefix = format!("bo{}", std::process::id() % 100_000);
     let _down = DownOnDrop(format!("{prefix}ob"));
-    let out = Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
-        .args(["--prefix", &prefix, "bench", "offload"])
-        .args(["--pods", &PODS.to_string(), "--provider-nodes", "1"])
-        .args(["--timeout", "180", "-o", "json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stderr}", out.status);
-    let r: OffloadReport = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let pods = PODS.to_string();
+    let r: OffloadReport = crate::run_json(
+        &prefix,
+        &[
+            "offload",
+            "--pods",
+            &pods,
+            "--provider-nodes",
+            "1",
+            "--timeout",
+            "180",
+        ],
+        None,
+    );
 
     assert!(r.complete(), "both sides ran once: {:?}", r.phases);
-    assert_eq!((r.header.pods, r.header.provider_nodes), (PODS, 1));
+    assert_eq!((r.setup.pods, r.setup.provider_nodes), (PODS, 1));
     for side in [Side::Vanilla, Side::Liqo] {
         let p = r.phases.iter().find(|p| p.side == side).unwrap();
         assert!(p.secs > 0.0 && p.secs < 180.0, "{p:?}");
@@ -94,19 +96,8 @@ fn small_offload_bench_runs_both_sides_measures_every_figure_and_stops_its_clust
             assert!(p.cpu_secs > 0.0, "{p:?}");
         }
     }
-    let table = e2e::bench::offload::render(&r);
+    let table = liqo_bench::offload::render(&r);
     assert!(table.contains("ratio Liqo / vanilla"), "{table}");
 
-    // Its own clusters are gone, processes and files.
-    let dir = PathBuf::from(e2e::k8s::ROOT).join(format!("{prefix}ob"));
-    assert!(!dir.exists(), "{} left behind", dir.display());
-    let left = Command::new("pgrep")
-        .args(["-f", &dir.display().to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        left.stdout.is_empty(),
-        "processes left: {}",
-        String::from_utf8_lossy(&left.stdout)
-    );
+    crate::assert_clusters_gone(&format!("{prefix}ob"));
 }

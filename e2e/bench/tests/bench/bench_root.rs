@@ -1,12 +1,13 @@
 //! The benches on the real kernel (needs root), through the binary, each a quick run that checks
-//! its report and that nothing is left behind: `bench tunnel` (the plain path and our gateway in
-//! both CPU profiles: every variant passed traffic, ours' ratio is computed), `bench path`, and
-//! `bench peers` (every count has every figure, and the targets are checked).
+//! its report and that nothing is left behind: `liqo-bench tunnel` (the plain path and our
+//! gateway in both CPU profiles: every variant passed traffic, ours' ratio is computed),
+//! `liqo-bench path`, and `liqo-bench peers` (every count has every figure, and the targets are
+//! checked).
 
-use std::{path::PathBuf, process::Command};
+use std::path::PathBuf;
 
 use dataplane::{Netns, netns::require_root};
-use e2e::bench::{
+use liqo_bench::{
     Profile, Report, Variant,
     peers::{Metric, PeersReport},
 };
@@ -37,19 +38,22 @@ fn quick_bench_of_plain_and_ours_passes_traffic_and_cleans_up() {
     require_root();
     let prefix = format!("bq{}", std::process::id() % 10_000_000);
     let cache = TempDir(std::env::temp_dir().join(format!("liqo-bench-test-{prefix}")));
-    let out = Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
-        .args(["--prefix", &prefix, "bench", "tunnel", "--quick"])
-        .args(["--repeats", "1", "--seconds", "1"])
-        .args(["--variants", "plain,ours", "--profiles", "shared,split"])
-        .arg("--cache")
-        .arg(&cache.0)
-        .args(["-o", "json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stderr}", out.status);
-    let report: Report = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let report: Report = crate::run_json(
+        &prefix,
+        &[
+            "tunnel",
+            "--quick",
+            "--repeats",
+            "1",
+            "--seconds",
+            "1",
+            "--variants",
+            "plain,ours",
+            "--profiles",
+            "shared,split",
+        ],
+        Some(&cache.0),
+    );
 
     assert!(report.failures().is_empty(), "{:?}", report.failures());
     let profiles: Vec<Profile> = report.profiles.iter().map(|p| p.profile).collect();
@@ -96,18 +100,11 @@ fn quick_path_bench_measures_three_paths_and_the_gateway_alone() {
     require_root();
     let prefix = format!("bp{}", std::process::id() % 10_000_000);
     let cache = TempDir(std::env::temp_dir().join(format!("liqo-bench-test-{prefix}")));
-    let out = Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
-        .args(["--prefix", &prefix, "bench", "path", "--quick"])
-        .args(["--repeats", "1", "--seconds", "1"])
-        .arg("--cache")
-        .arg(&cache.0)
-        .args(["-o", "json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stderr}", out.status);
-    let report: e2e::bench::path::PathReport = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let report: liqo_bench::path::PathReport = crate::run_json(
+        &prefix,
+        &["path", "--quick", "--repeats", "1", "--seconds", "1"],
+        Some(&cache.0),
+    );
     let names: Vec<&str> = report.rows.iter().map(|r| r.path.name.as_str()).collect();
     assert_eq!(names, ["within a node", "across nodes", "across clusters"]);
     for r in &report.rows {
@@ -135,18 +132,20 @@ fn quick_peers_bench_has_every_figure_for_every_count_and_cleans_up() {
     require_root();
     let prefix = format!("bn{}", std::process::id() % 10_000_000);
     let cache = TempDir(std::env::temp_dir().join(format!("liqo-bench-test-{prefix}")));
-    let out = Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
-        .args(["--prefix", &prefix, "bench", "peers", "--quick"])
-        .args(["--repeats", "1", "--seconds", "1", "--peers", "1,10"])
-        .arg("--cache")
-        .arg(&cache.0)
-        .args(["-o", "json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stderr}", out.status);
-    let report: PeersReport = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let report: PeersReport = crate::run_json(
+        &prefix,
+        &[
+            "peers",
+            "--quick",
+            "--repeats",
+            "1",
+            "--seconds",
+            "1",
+            "--peers",
+            "1,10",
+        ],
+        Some(&cache.0),
+    );
 
     assert!(report.failures().is_empty(), "{:?}", report.failures());
     let counts: Vec<u32> = report.rows.iter().map(|r| r.peers).collect();
@@ -198,9 +197,9 @@ fn quick_peers_bench_has_every_figure_for_every_count_and_cleans_up() {
     assert!(routes(1) >= routes(0) + 9.0, "{:?}", report.rows);
     // Every target is checked at 10 peers, each with its figure (holding or not).
     assert_eq!(report.targets.len(), 4);
+    assert_eq!(report.targets_at, Some(10), "{:?}", report.targets);
     for t in &report.targets {
-        assert_eq!(t.peers, 10, "{t:?}");
-        assert!(t.figure.is_some_and(f64::is_finite), "{t:?}");
+        assert!(t.value.is_some_and(f64::is_finite), "{t:?}");
     }
     assert!(!report.notes.is_empty());
     assert!(
@@ -215,27 +214,31 @@ fn quick_peers_bench_has_every_figure_for_every_count_and_cleans_up() {
     assert!(!PathBuf::from(format!("/run/liqo-lab/bench-{prefix}")).exists());
 }
 
-/// `bench peering` on two harness clusters with Liqo (needs the Kubernetes binaries cached and
-/// `liqo-auth`, `liqo-controller-manager`, `liqo-ipam` and `liqoctl` built next to `liqo-lab`
+/// `liqo-bench peering` on two harness clusters with Liqo (needs the Kubernetes binaries cached and
+/// `liqo-auth`, `liqo-controller-manager`, `liqo-ipam` and `liqoctl` built next to `liqo-bench`
 /// or in `$LIQO_BIN_DIR`): two rounds, every condition timed on both clusters, the floor and
 /// the controller-managers' memory read, and the bench's clusters gone afterwards.
 #[test]
 fn quick_peering_bench_times_every_condition_and_stops_its_clusters() {
     let _one = crate::one_at_a_time();
-    use e2e::bench::peering::{Metric, PeeringReport};
+    use liqo_bench::peering::{Metric, PeeringReport};
 
     require_root();
     let prefix = format!("bp{}", std::process::id() % 100_000);
-    let out = Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
-        .args(["--prefix", &prefix, "bench", "peering", "--quick"])
-        .args(["--repeats", "2", "--floor-samples", "3", "--timeout", "60"])
-        .args(["-o", "json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stderr}", out.status);
-    let report: PeeringReport = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let report: PeeringReport = crate::run_json(
+        &prefix,
+        &[
+            "peering",
+            "--quick",
+            "--repeats",
+            "2",
+            "--floor-samples",
+            "3",
+            "--timeout",
+            "60",
+        ],
+        None,
+    );
 
     assert_eq!(report.rounds.len(), 2, "{report:?}");
     assert!(
@@ -267,21 +270,10 @@ fn quick_peering_bench_times_every_condition_and_stops_its_clusters() {
         assert!(u.cpu_secs > 0.0 && u.wall_secs > 0.0, "{u:?}");
     }
     assert!(
-        report.header.kubernetes.starts_with("v1."),
+        report.setup.kubernetes.starts_with("v1."),
         "{:?}",
-        report.header
+        report.setup
     );
     assert!(!report.header.tools.is_empty());
-    // Its own clusters are gone, processes and files.
-    let dir = PathBuf::from(e2e::k8s::ROOT).join(format!("{prefix}pb"));
-    assert!(!dir.exists(), "{} left behind", dir.display());
-    let left = Command::new("pgrep")
-        .args(["-f", &dir.display().to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        left.stdout.is_empty(),
-        "processes left: {}",
-        String::from_utf8_lossy(&left.stdout)
-    );
+    crate::assert_clusters_gone(&format!("{prefix}pb"));
 }

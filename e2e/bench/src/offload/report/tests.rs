@@ -2,15 +2,14 @@
 
 use super::*;
 
-pub(crate) fn header(pods: u32, repeats: u32) -> Header {
-    Header {
-        date: "2026-11-23 20:00:00 UTC".into(),
-        kernel: "6.1".into(),
-        cpus: 2,
-        cpu_model: "cpu".into(),
+/// The core header of a run with a debug build of ours.
+pub(crate) fn header() -> Header {
+    crate::peering::report::tests::header()
+}
+
+pub(crate) fn setup(pods: u32, repeats: u32) -> Setup {
+    Setup {
         kubernetes: "v1.36.0".into(),
-        tools: vec![],
-        debug_build: true,
         pods,
         provider_nodes: 12,
         consumer_nodes: 1,
@@ -21,8 +20,6 @@ pub(crate) fn header(pods: u32, repeats: u32) -> Header {
         peering_secs: 3.0,
         offload_secs: 1.0,
         virtual_node_pods: Some(1320),
-        background_load_max_pct: 5.0,
-        background_wait_secs: 0.0,
     }
 }
 
@@ -87,7 +84,7 @@ fn medians_ratio_and_targets() {
         phase(Side::Liqo, 3, 90.0),
     ];
     let levels = vec![level(0, 10), level(100, 20), level(1000, 120)];
-    let r = OffloadReport::new(header(1000, 3), phases, levels);
+    let r = OffloadReport::new(header(), setup(1000, 3), phases, levels);
     assert!(r.complete());
     assert_eq!(r.vanilla.secs.unwrap().median, 55.0);
     assert_eq!(r.liqo.secs.unwrap().median, 90.0);
@@ -114,7 +111,8 @@ fn medians_ratio_and_targets() {
 #[test]
 fn a_missing_side_or_process_is_not_met_but_not_measured() {
     let r = OffloadReport::new(
-        header(1000, 1),
+        header(),
+        setup(1000, 1),
         vec![phase(Side::Vanilla, 1, 50.0)],
         vec![Level {
             pods: 1000,
@@ -131,9 +129,9 @@ fn a_missing_side_or_process_is_not_met_but_not_measured() {
     assert!(r.notes.iter().any(|n| n.contains("in-process")));
     assert!(r.notes.iter().any(|n| n.contains("no median of 3")));
 
-    let mut h = header(1000, 1);
-    h.vanilla_only = true;
-    let v = OffloadReport::new(h, vec![phase(Side::Vanilla, 1, 50.0)], vec![]);
+    let mut s = setup(1000, 1);
+    s.vanilla_only = true;
+    let v = OffloadReport::new(header(), s, vec![phase(Side::Vanilla, 1, 50.0)], vec![]);
     assert!(
         v.complete(),
         "vanilla alone is complete with --vanilla-only"

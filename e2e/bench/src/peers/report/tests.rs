@@ -36,7 +36,8 @@ pub(crate) fn sample(peers: u32, repeat: u32, f: f64) -> Sample {
 
 pub(crate) fn report(samples: BTreeMap<u32, Vec<Sample>>) -> PeersReport {
     PeersReport::new(
-        crate::bench::render::tests::header(),
+        crate::core::tests::header(),
+        crate::render::tests::setup(),
         UdpLoad {
             payload_bytes: 64,
             offered_mbps: 0,
@@ -96,24 +97,25 @@ fn medians_and_ratios_to_the_one_peer_row() {
 
 #[test]
 fn targets_hold_or_not_at_the_largest_count() {
-    let at = |f: f64| {
+    let run = |f: f64| {
         report(BTreeMap::from([
             (1, vec![sample(1, 1, 1.0)]),
             (100, vec![sample(100, 1, 1.0)]),
             (1000, vec![sample(1000, 1, f)]),
         ]))
-        .targets
     };
+    let at = |f: f64| run(f).targets;
+    let r_at = |f: f64| run(f).targets_at;
     let good = at(1.04);
     assert_eq!(good.len(), 4);
-    assert!(good.iter().all(|t| t.peers == 1000), "{good:?}");
-    let holds: Vec<bool> = good.iter().map(|t| t.holds).collect();
+    assert_eq!(r_at(1.04), Some(1000), "{good:?}");
+    let holds: Vec<bool> = good.iter().map(|t| t.holds()).collect();
     assert_eq!(holds, [true, true, true, true], "{good:?}");
-    assert!((good[0].figure.unwrap() - 1.0 / 1.04).abs() < 1e-9);
-    assert_eq!(good[2].figure, Some(20.8));
-    assert_eq!(good[3].figure, Some(1.04), "the slower of add and remove");
+    assert!((good[0].value.unwrap() - 1.0 / 1.04).abs() < 1e-9);
+    assert_eq!(good[2].value, Some(20.8));
+    assert_eq!(good[3].value, Some(1.04), "the slower of add and remove");
     // 1/1.06 < 0.95; 20 ms x 3 > 50 ms; 1 ms x 6 > 5 ms.
-    let holds = |f| at(f).iter().map(|t| t.holds).collect::<Vec<_>>();
+    let holds = |f| at(f).iter().map(|t| t.holds()).collect::<Vec<_>>();
     assert_eq!(holds(1.06), [false, false, true, true]);
     assert_eq!(holds(3.0), [false, false, false, true]);
     assert_eq!(holds(6.0), [false, false, false, false]);
@@ -130,9 +132,9 @@ fn a_missing_figure_misses_its_target_and_failures_are_named() {
         (1000, vec![bad]),
     ]));
     let t = &r.targets;
-    assert_eq!((t[0].figure, t[0].holds), (None, false));
-    assert_eq!((t[1].figure, t[1].holds), (None, false));
-    assert!(t[2].holds && t[3].holds);
+    assert_eq!((t[0].value, t[0].holds()), (None, false));
+    assert_eq!((t[1].value, t[1].holds()), (None, false));
+    assert!(t[2].holds() && t[3].holds());
     assert_eq!(
         r.failures(),
         ["1000 peers repeat 2: iperf3: no data received"]
