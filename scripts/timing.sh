@@ -33,8 +33,22 @@ beside_start() {
   BESIDE_NAME=$1 BESIDE_LOG=$2 BESIDE_STARTED=$EPOCHREALTIME
   shift 2
   echo "== $BESIDE_NAME: started beside the other phases at idle CPU priority; its output when it ends"
-  chrt --idle 0 "$@" </dev/null >"$BESIDE_LOG" 2>&1 &
+  # Its own process group (setsid), so that beside_pause stops it with every compiler it runs.
+  setsid chrt --idle 0 "$@" </dev/null >"$BESIDE_LOG" 2>&1 &
   BESIDE_PID=$!
+}
+
+# beside_pause / beside_resume: stop the command beside_start started (SIGSTOP to its process
+# group) and let it go on, around what must have the machine to itself: a test that measures the
+# CPUs sees even an idle-class compiler (the gateway runs its own threads in the idle class).
+beside_pause() {
+  [ -n "${BESIDE_PID:-}" ] || return 0
+  # It may have ended already: nothing to stop is not an error.
+  kill -STOP -- "-$BESIDE_PID" 2>/dev/null || true
+}
+beside_resume() {
+  [ -n "${BESIDE_PID:-}" ] || return 0
+  kill -CONT -- "-$BESIDE_PID" 2>/dev/null || true
 }
 
 # beside_wait: waits for the command beside_start started, prints its output and records its
@@ -60,8 +74,10 @@ beside_stop() {
   [ -n "${BESIDE_PID:-}" ] || return 0
   echo "     still running when the run ended: $BESIDE_NAME; the end of its output:"
   tail -n 30 "$BESIDE_LOG" 2>/dev/null || echo "     (no output)"
-  # It may end between the check and the signal: nothing left to stop is not an error.
-  kill "$BESIDE_PID" 2>/dev/null || true
+  # It may end between the check and the signal: nothing left to stop is not an error. A
+  # paused one is let go on first, or it would never see the TERM.
+  kill -TERM -- "-$BESIDE_PID" 2>/dev/null || true
+  kill -CONT -- "-$BESIDE_PID" 2>/dev/null || true
 }
 
 # build_tests TSV CARGO_ARGS...: builds the test targets (cargo test --no-run) and writes one
