@@ -1,5 +1,4 @@
-# Running the integration test executables, sourced by scripts/test.sh (after scripts/timing.sh,
-# whose beside_pause and beside_resume it calls).
+# Running the integration test executables, sourced by scripts/test.sh (after scripts/timing.sh).
 #
 # Most of a system test's time is waiting (API servers converging, processes starting, packets
 # timing out): one binary at a time left half of the 2 cores idle. So the binaries run in lanes,
@@ -20,11 +19,6 @@ LANES_ALONE=(
                # <= 10 s after `liqoctl peer`, <= 5 s without traffic during a key rotation):
                # beside another binary, 10.3 s once
 )
-# Of those, the ones that measure the CPUs: even an idle-class compiler beside them shows (the
-# gateway runs its data threads in the idle class; the benches' daemons are that gateway), so
-# the check running beside the tests is stopped while they run. The others' processes run in
-# the normal class, which an idle-class task never delays (their time targets held beside it).
-LANES_MEASURE=(bench gateway_load)
 # Test target names in the order they start when a lane is free (seconds in a CI run of
 # fa96c61 with one lane: 250, 209, 106, 93, 70, 56, 24, 21); the others follow in build order.
 LANES_SLOW_FIRST=(k8s manager liqoctl virtual_kubelet lab gateway netops auth)
@@ -82,20 +76,28 @@ run_binaries() {
     [ "$2" -eq 0 ] || failed=1
     unset "LANES_STARTED[$1]" "LANES_SHOWN[$1]" "LANES_LOG[$1]"
   }
-  # reap: waits for any running binary to end and finishes it.
+  # reap: waits for any running binary to end and finishes it. Bash before 5.3 may have moved a
+  # binary killed by a signal out of its job table (reporting it after another command), where
+  # `wait -n` no longer sees it: then a plain `wait PID` of each one that is gone gets its
+  # status.
   reap() {
-    rc=0
+    local p
+    rc=0 pid=
     wait -n -p pid "${!LANES_SHOWN[@]}" || rc=$?
-    finish "$pid" "$rc"
+    if [ -n "$pid" ] && [ -n "${LANES_SHOWN[$pid]+x}" ]; then
+      finish "$pid" "$rc"
+      return
+    fi
+    for p in "${!LANES_SHOWN[@]}"; do
+      kill -0 "$p" 2>/dev/null && continue
+      rc=0
+      wait "$p" || rc=$?
+      finish "$p" "$rc"
+    done
   }
-  # The check running beside the tests (clippy, scripts/timing.sh's beside_start) is stopped
-  # while a binary that measures the CPUs runs.
   for line in "${alone[@]}"; do
-    name=$(cut -f4 <<<"$line")
-    [[ " ${LANES_MEASURE[*]} " != *" $name "* ]] || beside_pause
     launch "$line"
     reap
-    beside_resume
   done
   for line in "${first[@]}" "${rest[@]}"; do
     while [ "${#LANES_SHOWN[@]}" -ge "$lanes" ]; do reap; done

@@ -49,6 +49,15 @@ fi
 case "$1" in
   snapshot)
     state | sort -u >"$2"
+    # What is there already is never reported by the check: say it now (a lab run by hand, or
+    # what an interrupted run left, whose processes may still use CPU).
+    before=$(grep -E '^(netns|dir|process|nftables) ' "$2" || true)
+    if [ -n "$before" ]; then
+      echo "note: present before the tests (the check after them does not report these):"
+      head -n 40 <<<"$before" | sed 's/^/  /'
+      n=$(wc -l <<<"$before")
+      [ "$n" -le 40 ] || echo "  ... and $((n - 40)) more"
+    fi
     ;;
   check)
     now=$(mktemp)

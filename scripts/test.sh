@@ -17,13 +17,13 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 scratch=$(mktemp -d)
 # Test binaries still running when this ends (interrupted, or an error of the script's own)
 # are stopped rather than left running. A stopped test binary runs no destructors: what it made
-# stays, and the next run's leftover check names it (remove it by hand, or `liqo-lab down` /
-# `liqo-lab k8s down` for the lab's and the kit's).
+# stays. The next run's leftover check does not report it (it was there before that run's
+# tests), but its snapshot lists it; remove it by hand, or with `liqo-lab down` / `liqo-lab k8s
+# down` for the lab's and the kit's.
 stop_jobs() {
   local j
-  # The test binaries: named, with the end of their output (scripts/lanes.sh); clippy.
+  # The test binaries: named, with the end of their output (scripts/lanes.sh).
   lanes_stop
-  beside_stop
   j=$(jobs -p)
   # One may end between `jobs` and `kill`: nothing left to stop is not an error.
   [ -z "$j" ] || kill $j 2>/dev/null || true
@@ -38,19 +38,14 @@ fi
 
 status=0
 phase "fmt" cargo fmt --all -- --check
+phase "clippy" cargo clippy --workspace --all-targets --locked -- -D warnings
 # Every test target built once, so the phases below time running, not compiling.
 # (python3 reads cargo's JSON: .ci/install provides it.)
 export LIQO_TEST_EXES="$scratch/test-executables"
 phase "build (tests)" build_tests "$LIQO_TEST_EXES" --workspace --locked
-phase "unit tests" cargo test --workspace --locked --lib --bins
-# Lints beside the system tests, at idle CPU priority: a system test mostly waits (API servers
-# converging, processes starting, packets timing out), so clippy takes little wall time. It
-# comes after the build and in the same target directory, so the build scripts and proc macros
-# are compiled once for both; no phase below runs cargo (the test executables run directly).
-# Its output and status come after the integration tests; a lint fails the run all the same.
-beside_start "clippy" "$scratch/clippy.log" cargo clippy --workspace --all-targets --locked -- -D warnings
+# A failed unit test fails the run, after the system tests have run too.
+phase "unit tests" cargo test --workspace --locked --lib --bins || status=1
 if [ "$(id -u)" -ne 0 ]; then
-  beside_wait || true # its lints shown all the same
   echo "error: the privileged tests need root; run: sudo bash scripts/test.sh" >&2
   exit 1
 fi
@@ -64,6 +59,5 @@ echo "== integration tests (root: network namespaces, real packets, real API ser
 # failure, so one run shows every failure; each binary's seconds go to the table.
 mkdir "$scratch/lanes"
 phase_quiet "integration tests" run_binaries "$LIQO_TEST_EXES" "$scratch/lanes" || status=1
-beside_wait || status=1
 phase "leftover check" bash scripts/leftovers.sh check "$snapshot" || status=1
 exit "$status"

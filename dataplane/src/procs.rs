@@ -5,7 +5,12 @@
 //! It never signals or waits for a process (that is [`crate::supervisor`]'s), and a process
 //! that exits while it looks is simply not in the answer.
 
-use std::{fs, io, os::unix::fs::MetadataExt, path::Path};
+use std::{
+    ffi::{OsStr, OsString},
+    fs, io,
+    os::unix::{ffi::OsStrExt, fs::MetadataExt},
+    path::Path,
+};
 
 /// One process: its PID and command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +62,15 @@ impl Process {
     /// an empty environment from an unreadable one (to start the process again the same way).
     pub fn read_environ(&self) -> io::Result<Vec<String>> {
         fs::read(format!("/proc/{}/environ", self.pid)).map(|raw| split_nul(&raw))
+    }
+
+    /// Its command line and environment byte for byte (the fields above are lossy UTF-8), read
+    /// again now: to start the same program the same way. An error if either cannot be read
+    /// (another user's, or gone).
+    pub fn read_exact(&self) -> io::Result<(Vec<OsString>, Vec<OsString>)> {
+        let args = fs::read(format!("/proc/{}/cmdline", self.pid))?;
+        let env = fs::read(format!("/proc/{}/environ", self.pid))?;
+        Ok((split_nul_os(&args), split_nul_os(&env)))
     }
 
     /// The value of its environment variable `name`.
@@ -121,12 +135,20 @@ pub fn find(keep: impl Fn(&Process) -> bool) -> io::Result<Vec<Process>> {
 
 /// NUL-terminated strings (as `/proc` writes them), empty ones included.
 fn split_nul(raw: &[u8]) -> Vec<String> {
+    split_nul_os(raw)
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
+/// [`split_nul`] byte for byte: for what must be given back to a program unchanged.
+fn split_nul_os(raw: &[u8]) -> Vec<OsString> {
     let raw = raw.strip_suffix(&[0]).unwrap_or(raw);
     if raw.is_empty() {
         return Vec::new();
     }
     raw.split(|b| *b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .map(|a| OsStr::from_bytes(a).to_os_string())
         .collect()
 }
 
@@ -178,6 +200,17 @@ mod tests {
         };
         assert!(!p.has_flag("--foreign-cluster-name", "--home-cluster-name"));
         assert!(p.has_flag("--foreign-cluster-name", ""));
+    }
+
+    #[test]
+    fn exact_splitting_keeps_bytes_that_are_not_utf8() {
+        let raw = b"/x/vk\0--a=\xff\xfe\0\0";
+        let exact = split_nul_os(raw);
+        assert_eq!(exact.len(), 3);
+        assert_eq!(exact[1].as_bytes(), b"--a=\xff\xfe");
+        assert_eq!(exact[2].as_bytes(), b"");
+        // The lossy view replaces them, which is why restarting uses the exact one.
+        assert_eq!(split_nul(raw)[1], "--a=\u{fffd}\u{fffd}");
     }
 
     #[test]

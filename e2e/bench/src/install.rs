@@ -12,7 +12,7 @@ use std::{
 use super::fetch::{boringtun, wggo_latest};
 use super::{
     BenchError, Options, Profile, Variant,
-    core::{Install, Tool},
+    report_core::{Install, Tool},
 };
 use e2e::lab;
 

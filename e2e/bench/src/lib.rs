@@ -19,7 +19,7 @@
 //! - `peering` ([`mod@peering`]) and `offload` ([`offload`]): the control plane's, on two of the
 //!   test kit's clusters with Liqo.
 //!
-//! Every report is built on one core ([`crate::core`]): the header (when, the command line, the
+//! Every report is built on one core ([`crate::report_core`]): the header (when, the command line, the
 //! machine, the tools and how they were installed), [`Spread`], [`ratio`] and [`Target`]; each
 //! family adds its own fields and tables.
 //!
@@ -31,7 +31,6 @@
 //! enters the root namespace.
 
 mod bed;
-pub mod core;
 mod daemon;
 mod fetch;
 pub mod install;
@@ -46,10 +45,11 @@ pub mod peering;
 pub mod peers;
 pub mod render;
 pub mod report;
+pub mod report_core;
 pub mod run;
 mod variant;
 
-pub use crate::core::{Header, Spread, Target, ratio};
+pub use crate::report_core::{Header, Spread, Target, ratio};
 pub use options::{BenchError, DEFAULT_CACHE, MIN_REPEATS, Options, Profile, TUNNEL_MTU, Variant};
 pub use path::path;
 pub use peering::peering;

@@ -13,11 +13,11 @@ use dataplane::supervisor::{Attached, Spec};
 use super::{
     BenchError, Profile,
     bed::{self, Bed, Node},
-    core::Load,
     install::Peers,
     options::fail,
     parse,
     report::{FULL_PACKET_BYTES, Sample},
+    report_core::Load,
     variant::Leg,
 };
 

@@ -32,7 +32,7 @@ pub use report::{Latency, Level, OffloadReport, Phase, Side};
 
 use super::{
     BenchError,
-    core::{Header, liqo_tools},
+    report_core::{Header, liqo_tools},
     run,
 };
 use e2e::{

@@ -22,7 +22,7 @@ use e2e::{
 use serde::{Deserialize, Serialize};
 
 use super::{BenchError, Options, Profile, Variant, options::fail, run};
-use crate::core::{Header, Spread, Target, ratio};
+use crate::report_core::{Header, Spread, Target, ratio};
 
 /// The figures of one path over the repeats.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -217,7 +217,7 @@ fn measure_paths(paths: Vec<Path>, opts: &Options) -> Result<Vec<PathRow>, Bench
 
 /// The report for people.
 pub fn render(r: &PathReport) -> String {
-    use crate::core::render::{header, spread, targets};
+    use crate::report_core::render::{header, spread, targets};
     let mut out = header(
         "path",
         &r.header,
@@ -293,7 +293,12 @@ mod tests {
             row("across nodes", 8.0, 20.0),
             row("across clusters", 2.0, 150.0),
         ];
-        let r = PathReport::new(crate::core::tests::header(), &opts, rows, Spread::of([3.0]));
+        let r = PathReport::new(
+            crate::report_core::tests::header(),
+            &opts,
+            rows,
+            Spread::of([3.0]),
+        );
         assert!((r.cross_over_gateway.unwrap() - 2.0 / 3.0).abs() < 1e-9);
         let met: Vec<Option<bool>> = r.targets.iter().map(|t| t.met).collect();
         assert_eq!(met, [Some(true), Some(false)], "{:?}", r.targets);
@@ -307,7 +312,7 @@ mod tests {
         ] {
             assert!(text.contains(want), "missing {want:?} in\n{text}");
         }
-        let none = PathReport::new(crate::core::tests::header(), &opts, vec![], None);
+        let none = PathReport::new(crate::report_core::tests::header(), &opts, vec![], None);
         assert!(none.targets.iter().all(|t| t.met.is_none() && !t.holds()));
     }
 }

@@ -31,9 +31,9 @@ pub use report::{Metric, PeersReport, Row, Sample, UdpLoad};
 use super::{
     BenchError, Options, Profile, Variant,
     bed::Bed,
-    core::Header,
     keys::Keys,
     measure::LoadTracker,
+    report_core::Header,
     run::{self, Progress},
 };
 

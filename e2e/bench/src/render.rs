@@ -2,7 +2,7 @@
 //! table per CPU profile, and the notes.
 
 use super::report::{ProfileReport, Report, Row};
-use crate::core::render::{header, median, notes, spread, table};
+use crate::report_core::render::{header, median, notes, spread, table};
 
 fn row_cells(r: &Row) -> Vec<String> {
     let failed = r.failures().count();
@@ -140,7 +140,7 @@ boringtun-cli [1 of 5 failed]     0.73 (0.70-0.80)     1.47 (1.40-1.60)        5
         );
         let notes = crate::report::notes(&setup(), &[Variant::Ours], &[Profile::Split]);
         let r = Report {
-            header: crate::core::tests::header(),
+            header: crate::report_core::tests::header(),
             setup: setup(),
             profiles: vec![p],
             notes,

@@ -1,12 +1,12 @@
 //! The results of `liqo-bench tunnel`: samples, their summary (median, min-max, ratio to ours)
-//! and the notes that say how to read them, on the report core ([`crate::core`]). Pure: built
+//! and the notes that say how to read them, on the report core ([`crate::report_core`]). Pure: built
 //! from samples, serialized for `-o json`, rendered by [`super::render`].
 
 use serde::{Deserialize, Serialize};
 
 use crate::{
     Profile, Variant,
-    core::{Header, Spread, ratio},
+    report_core::{Header, Spread, ratio},
 };
 
 /// One measurement of one variant in one profile (one repeat).
@@ -295,7 +295,7 @@ mod tests {
         assert_eq!(p.rows[0].ours_over_this, None);
         assert_eq!(p.rows[0].one_stream_gbps.unwrap().median, 0.5);
         let report = Report {
-            header: crate::core::tests::header(),
+            header: crate::report_core::tests::header(),
             setup: crate::render::tests::setup(),
             profiles: vec![p],
             notes: vec![],

@@ -9,11 +9,11 @@ use e2e::{k8s, lab::Prefix};
 use super::{
     BenchError, Options, Profile, TUNNEL_MTU, Variant,
     bed::Bed,
-    core::Header,
     install::{self, Peers},
     keys::Keys,
     measure::{self, LoadTracker},
     report::{self, ProfileReport, Report, Row, Sample, Setup},
+    report_core::Header,
     variant,
 };
 

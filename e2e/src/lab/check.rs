@@ -292,25 +292,38 @@ pub(crate) fn echo_server(
 
 /// Binds the echo port in the calling thread's namespace.
 ///
-/// A port still in use is retried for up to 3 s, saying so on stderr with the sockets that hold
-/// it: the previous check's server in this pod has closed its listener by then (joined), yet CI
-/// once saw the next bind refused (EADDRINUSE; std sets SO_REUSEADDR; not reproduced since).
-/// The retry is in the test's own setup, never around what a test asserts.
+/// A port still in use is retried for up to 3 s. The previous check's server in this pod has
+/// closed its listener by then (joined), yet CI once saw the next bind refused (EADDRINUSE; std
+/// sets SO_REUSEADDR, so only another listener refuses it). The likely holder is a child forked
+/// by this test binary (`Netns::command`) between its fork and exec, holding a copy of the
+/// closed listener for that moment. The retry is written to stderr past the test harness's
+/// capture, with the sockets and their processes, so a passing run shows it too. A retry
+/// counts in what a caller times: `k8s::peer`'s first-packet time starts its server after its
+/// clock.
 fn bind_echo(ns_name: &NetnsName) -> std::io::Result<TcpListener> {
     const PATIENCE: Duration = Duration::from_secs(3);
     let start = std::time::Instant::now();
+    let mut busy = false;
     loop {
         match TcpListener::bind(("0.0.0.0", ECHO_PORT)) {
             Ok(l) => {
                 l.set_nonblocking(true)?;
+                if busy {
+                    say(&format!(
+                        "echo port :{ECHO_PORT} in {ns_name} bound after {:?}",
+                        start.elapsed()
+                    ));
+                }
                 return Ok(l);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && start.elapsed() < PATIENCE => {
-                eprintln!(
-                    "echo port :{ECHO_PORT} busy in {ns_name} after {:?}, retrying; its sockets: {}",
-                    start.elapsed(),
-                    echo_port_sockets()
-                );
+                if !busy {
+                    busy = true;
+                    say(&format!(
+                        "echo port :{ECHO_PORT} busy in {ns_name}, retrying for up to {PATIENCE:?}; its sockets: {}",
+                        echo_port_sockets()
+                    ));
+                }
                 thread::sleep(Duration::from_millis(100));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
@@ -325,10 +338,18 @@ fn bind_echo(ns_name: &NetnsName) -> std::io::Result<TcpListener> {
     }
 }
 
-/// The sockets on the echo port in the calling thread's namespace, as `ss` lists them.
+/// A line on the process's stderr itself, not through the test harness's capture of
+/// `eprintln!` (which shows only a failed test's output).
+fn say(line: &str) {
+    // Nowhere else to report a failed write to stderr.
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// The sockets on the echo port in the calling thread's namespace, with their processes, as
+/// `ss` lists them.
 fn echo_port_sockets() -> String {
     match std::process::Command::new("ss")
-        .args(["-tanoH", "sport", "=", &format!(":{ECHO_PORT}")])
+        .args(["-tanopH", "sport", "=", &format!(":{ECHO_PORT}")])
         .output()
     {
         Ok(o) if o.status.success() => format!("{:?}", String::from_utf8_lossy(&o.stdout)),

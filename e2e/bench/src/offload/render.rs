@@ -4,7 +4,7 @@
 use super::report::{Level, OffloadReport, Side, SideSummary};
 use crate::{
     Spread,
-    core::render::{header, report, spread, table, targets},
+    report_core::render::{header, report, spread, table, targets},
 };
 
 fn header_lines(r: &OffloadReport) -> String {
@@ -217,9 +217,12 @@ pub fn tables(r: &OffloadReport) -> String {
         out.push('\n');
         out.push_str(&table(&parts));
     }
-    out.push('\n');
-    out.push_str(&targets("targets:", &r.targets));
-    // Without Liqo (--vanilla-only) no process is measured.
+    // Without Liqo (--vanilla-only) the targets (Liqo's) do not apply, and no process is
+    // measured.
+    if !r.setup.vanilla_only {
+        out.push('\n');
+        out.push_str(&targets("targets:", &r.targets));
+    }
     for t in [usage, cpu] {
         if t.len() > 2 {
             out.push('\n');
@@ -249,7 +252,7 @@ mod tests {
         after.after_timed = true;
         let levels = vec![level(0, 10), level(100, 20), level(1000, 120), after];
         let text = render(&OffloadReport::new(h(), setup(1000, 1), phases, levels));
-        let line = |start: &str| crate::core::render::tests::line(&text, start);
+        let line = |start: &str| crate::report_core::render::tests::line(&text, start);
         assert_eq!(
             line("vanilla"),
             "vanilla (milan's kwok nodes) 50.00 (50.00-50.00) 5000 45000 500 4500"

@@ -1,12 +1,12 @@
 //! The results of `liqo-bench offload`: the timed runs of both sides, their summary, the ratio
 //! and the targets, the processes' memory and CPU at each pod count, and the notes, on the
-//! report core ([`crate::core`]). Pure: built from the measurements, serialized for `-o json`,
+//! report core ([`crate::report_core`]). Pure: built from the measurements, serialized for `-o json`,
 //! rendered by [`mod@super::render`].
 
 use serde::{Deserialize, Serialize};
 
 pub use super::track::{Breakdown, Latency};
-use crate::core::{Header, Spread, Target, ratio};
+use crate::report_core::{Header, Spread, Target, ratio};
 
 /// The time target: Liqo's seconds ≤ `TIME_FACTOR` × vanilla + [`TIME_SLACK_SECS`].
 pub const TIME_FACTOR: f64 = 1.5;

@@ -26,8 +26,8 @@ pub use report::{Metric, PeeringReport, Round};
 
 use super::{
     BenchError,
-    core::{Header, liqo_tools},
     measure::LoadTracker,
+    report_core::{Header, liqo_tools},
     run,
 };
 use e2e::{

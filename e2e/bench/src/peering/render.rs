@@ -2,7 +2,7 @@
 //! apiserver floor), the controller-managers' memory and CPU, and the notes.
 
 use super::report::{PeeringReport, Row, Usage};
-use crate::core::render::{header, report, spread, table};
+use crate::report_core::render::{header, report, spread, table};
 
 fn header_lines(r: &PeeringReport) -> String {
     let s = &r.setup;
@@ -101,7 +101,7 @@ mod tests {
         ];
         let r = PeeringReport::new(h(), setup(3), rounds, &cpu);
         let text = render(&r);
-        let line = |start: &str| crate::core::render::tests::line(&text, start);
+        let line = |start: &str| crate::report_core::render::tests::line(&text, start);
         assert_eq!(
             line("peer -> rome OutgoingPeering"),
             "peer -> rome OutgoingPeering=Established 2.000 (1.000-4.000) 100x"

@@ -1,10 +1,10 @@
 //! The results of `liqo-bench peering`: the rounds, their summary (median, min-max, ratio to
-//! the apiserver floor) and the notes, on the report core ([`crate::core`]). Pure: built from
+//! the apiserver floor) and the notes, on the report core ([`crate::report_core`]). Pure: built from
 //! rounds, serialized for `-o json`, rendered by [`mod@super::render`].
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::{Header, Spread, ratio};
+use crate::report_core::{Header, Spread, ratio};
 
 /// The resident memory of one cluster's liqo-controller-manager after a round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -307,8 +307,8 @@ pub(crate) mod tests {
 
     /// The core header of a run with a debug build of ours.
     pub(crate) fn header() -> Header {
-        let mut h = crate::core::tests::header();
-        h.tools = vec![crate::core::Tool {
+        let mut h = crate::report_core::tests::header();
+        h.tools = vec![crate::report_core::Tool {
             name: "liqo-controller-manager".into(),
             path: "/src/target/debug/liqo-controller-manager".into(),
             version: "liqo-controller-manager 0.1.0".into(),

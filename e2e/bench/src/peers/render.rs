@@ -2,7 +2,7 @@
 //! ratios to the 1 peer figures, one PASS or FAIL line per target, the failures and the notes.
 
 use super::report::{Metric, PeersReport, Row, TARGET_PEERS};
-use crate::core::render::{header, median, notes, spread, table, targets};
+use crate::report_core::render::{header, median, notes, spread, table, targets};
 
 /// Decimals of a median (and of its range where shown).
 fn decimals(m: Metric) -> usize {
@@ -123,8 +123,8 @@ mod tests {
 
     use super::*;
     use crate::{
-        core::Target,
         peers::report::tests::{report, sample},
+        report_core::Target,
     };
 
     #[test]
@@ -185,7 +185,7 @@ peers  full apply  +1 peer  -1 peer  back to 1     ip rules           routes  1 
             ..r.targets[3].clone()
         };
         assert_eq!(
-            crate::core::render::target_line(&missing),
+            crate::report_core::render::target_line(&missing),
             "FAIL  one-peer change at 100 peers (the slower of add and remove): not measured \
              (target <= 5.00 ms)"
         );

@@ -1,6 +1,6 @@
 //! The results of `liqo-bench peers`: samples, their medians per peer count, every figure as a
 //! ratio to the 1-peer figure, and whether the targets hold, on the report core
-//! ([`crate::core`]) with `liqo-bench tunnel`'s setup. Pure: built from samples, serialized for
+//! ([`crate::report_core`]) with `liqo-bench tunnel`'s setup. Pure: built from samples, serialized for
 //! `-o json`, rendered by [`super::render`].
 
 use std::collections::BTreeMap;
@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::config::STAND_IN_RANGE as STAND_IN;
 use crate::{
-    core::{Header, Spread, Target, ratio},
     report::Setup,
+    report_core::{Header, Spread, Target, ratio},
 };
 
 /// The lowest ratio to the 1-peer figure the per-packet cost may fall to (TCP and UDP).

@@ -3,9 +3,10 @@
 //! after a grace period; and finding them again without a state file.
 
 use std::{
-    ffi::OsString,
+    ffi::{OsStr, OsString},
     fs,
     net::TcpListener,
+    os::unix::ffi::OsStrExt,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -98,17 +99,19 @@ pub struct CommandLine {
 /// The command line of `pid` (`None` once it is gone or its environment cannot be read),
 /// from [`dataplane::procs`]. Empty arguments are kept (`--flag ""` stays a pair).
 pub fn command_line(pid: u32) -> Option<CommandLine> {
-    let p = dataplane::procs::Process::read(pid)?;
-    let env = p
-        .read_environ()
-        .ok()?
+    let (args, environ) = dataplane::procs::Process::read(pid)?.read_exact().ok()?;
+    let env = environ
         .into_iter()
         .filter_map(|kv| {
-            let (k, v) = kv.split_once('=')?;
-            Some((OsString::from(k), OsString::from(v)))
+            let bytes = kv.as_bytes();
+            let eq = bytes.iter().position(|b| *b == b'=')?;
+            Some((
+                OsStr::from_bytes(&bytes[..eq]).to_os_string(),
+                OsStr::from_bytes(&bytes[eq + 1..]).to_os_string(),
+            ))
         })
         .collect();
-    let mut argv = p.args.into_iter().map(OsString::from);
+    let mut argv = args.into_iter();
     let program = PathBuf::from(argv.next()?);
     Some(CommandLine {
         program,

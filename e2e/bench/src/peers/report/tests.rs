@@ -36,7 +36,7 @@ pub(crate) fn sample(peers: u32, repeat: u32, f: f64) -> Sample {
 
 pub(crate) fn report(samples: BTreeMap<u32, Vec<Sample>>) -> PeersReport {
     PeersReport::new(
-        crate::core::tests::header(),
+        crate::report_core::tests::header(),
         crate::render::tests::setup(),
         UdpLoad {
             payload_bytes: 64,

@@ -154,7 +154,7 @@ pub fn notes(notes: &[String]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::core::tests::header as h;
+    use crate::report_core::tests::header as h;
 
     /// The first line of `text` that starts with `start`, its words one space apart.
     pub(crate) fn line(text: &str, start: &str) -> String {
