@@ -76,20 +76,20 @@ run_binaries() {
     [ "$2" -eq 0 ] || failed=1
     unset "LANES_STARTED[$1]" "LANES_SHOWN[$1]" "LANES_LOG[$1]"
   }
-  # reap: waits for any running binary to end and finishes it. Bash before 5.3 may have moved a
-  # binary killed by a signal out of its job table (reporting it after another command), where
-  # `wait -n` no longer sees it: then a plain `wait PID` of each one that is gone gets its
-  # status.
+  # reap: waits for any running binary to end and finishes it. `wait -p` unsets `pid` and sets
+  # it only for a binary it reaped. Bash before 5.3 may have dropped from its job table a binary
+  # it reported killed by a signal (after another command), where `wait -n` no longer sees it:
+  # when `wait -n` names none of them, a plain `wait PID` of each one gets its status (it blocks
+  # for one still running; a pid that is not our child returns 127 at once: never a loop).
   reap() {
-    local p
-    rc=0 pid=
+    local p pid=
+    rc=0
     wait -n -p pid "${!LANES_SHOWN[@]}" || rc=$?
-    if [ -n "$pid" ] && [ -n "${LANES_SHOWN[$pid]+x}" ]; then
+    if [ -n "${pid:-}" ] && [ -n "${LANES_SHOWN[$pid]+x}" ]; then
       finish "$pid" "$rc"
       return
     fi
     for p in "${!LANES_SHOWN[@]}"; do
-      kill -0 "$p" 2>/dev/null && continue
       rc=0
       wait "$p" || rc=$?
       finish "$p" "$rc"
@@ -97,7 +97,7 @@ run_binaries() {
   }
   for line in "${alone[@]}"; do
     launch "$line"
-    reap
+    while [ "${#LANES_SHOWN[@]}" -gt 0 ]; do reap; done
   done
   for line in "${first[@]}" "${rest[@]}"; do
     while [ "${#LANES_SHOWN[@]}" -ge "$lanes" ]; do reap; done
