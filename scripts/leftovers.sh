@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # What the tests leave behind on this host.
 #
-#   leftovers.sh snapshot FILE   records what exists now
+#   leftovers.sh snapshot FILE   records what exists now, and prints the network namespaces,
+#                                directories, processes and nftables tables among it (never
+#                                reported by the check)
 #   leftovers.sh check FILE      fails, naming each one, if anything the tests make exists now
 #                                and did not at the snapshot
 #

@@ -18,7 +18,8 @@ scratch=$(mktemp -d)
 # Test binaries still running when this ends (interrupted, or an error of the script's own)
 # are stopped rather than left running. A stopped test binary runs no destructors: what it made
 # stays. The next run's leftover check does not report it (it was there before that run's
-# tests), but its snapshot lists it; remove it by hand, or with `liqo-lab down` / `liqo-lab k8s
+# tests), but its snapshot prints its namespaces, directories, processes and nftables tables
+# (not its root-namespace links); remove it by hand, or with `liqo-lab down` / `liqo-lab k8s
 # down` for the lab's and the kit's.
 stop_jobs() {
   local j
