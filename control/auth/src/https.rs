@@ -14,6 +14,7 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::Router;
 use hyper_util::{rt::TokioIo, service::TowerToHyperService};
+use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use rustls::{
     ServerConfig,
     pki_types::{CertificateDer, PrivateKeyDer},
@@ -39,6 +40,33 @@ pub struct Limits {
     pub request: Duration,
     /// The most connections served at once; more are closed at once.
     pub max_connections: usize,
+}
+
+/// The connection figures of one serving loop, for its Prometheus registry: the connections
+/// open now and the ones closed at once because every slot was taken. A default one counts for
+/// nobody (a loop whose figures are not exported).
+#[derive(Debug, Clone, Default)]
+pub struct Connections {
+    /// Connections holding a slot now.
+    pub open: Gauge,
+    /// Connections closed at once, over `max_connections`.
+    pub refused: Counter,
+}
+
+/// One slot's share of [`Connections::open`], given back when the connection ends.
+struct Open(Gauge);
+
+impl Open {
+    fn new(gauge: &Gauge) -> Open {
+        gauge.inc();
+        Open(gauge.clone())
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
 }
 
 /// A TLS acceptor serving `chain` (leaf first) with `key`, ring only.
@@ -118,6 +146,7 @@ pub async fn serve(
     tls: Option<TlsAcceptor>,
     router: Router,
     limits: Limits,
+    connections: Connections,
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -146,12 +175,14 @@ pub async fn serve(
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             // Over the limit: the connection is closed at once (dropped).
             tracing::debug!(%peer, "{name}: too many connections: closing");
+            connections.refused.inc();
             continue;
         };
+        let open = Open::new(&connections.open);
         let router = router.clone();
         let acceptor = tls.clone();
         tokio::spawn(async move {
-            let _slot = slot;
+            let _slot = (slot, open);
             match acceptor {
                 Some(acceptor) => {
                     match tokio::time::timeout(limits.handshake, acceptor.accept(stream)).await {

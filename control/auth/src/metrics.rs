@@ -1,10 +1,11 @@
-//! The service's Prometheus metrics: requests by path and outcome.
+//! The service's Prometheus metrics: requests by path and outcome, and its connections (open
+//! now, and refused over the limit).
 
 use std::sync::Arc;
 
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
-    metrics::{counter::Counter, family::Family},
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
 
@@ -28,6 +29,7 @@ pub struct RequestLabels {
 pub struct Metrics {
     registry: Arc<Registry>,
     requests: Family<RequestLabels, Counter>,
+    connections: crate::https::Connections,
 }
 
 impl Default for Metrics {
@@ -39,9 +41,24 @@ impl Default for Metrics {
             "Requests to the auth service by path and outcome",
             requests.clone(),
         );
+        let connections = crate::https::Connections {
+            open: Gauge::default(),
+            refused: Counter::default(),
+        };
+        registry.register(
+            "connections",
+            "Connections holding one of the service's slots now",
+            connections.open.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Connections closed at once because every slot was taken (max connections)",
+            connections.refused.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             requests,
+            connections,
         }
     }
 }
@@ -52,6 +69,11 @@ impl Metrics {
         self.requests
             .get_or_create(&RequestLabels { path, outcome })
             .inc();
+    }
+
+    /// The connection figures, for the serving loop to update.
+    pub fn connections(&self) -> crate::https::Connections {
+        self.connections.clone()
     }
 
     /// The text exposition.

@@ -336,6 +336,8 @@ pub async fn start(
             Some(tls),
             router,
             limits,
+            // Not exported: the webhooks' own figures are the admissions they answer.
+            liqo_auth::https::Connections::default(),
             shutdown,
         )
         .await;

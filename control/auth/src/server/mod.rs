@@ -246,6 +246,7 @@ impl Server {
             tls.map(|(a, _)| a),
             router,
             limits,
+            state.config.metrics.connections(),
             shutdown,
         )
         .await;

@@ -87,6 +87,7 @@ pub(super) async fn recorder(target: &str) -> Recorder {
         Some(tls),
         router,
         limits,
+        liqo_auth::https::Connections::default(),
         std::future::pending::<()>(),
     ));
     Recorder { url, bodies }

@@ -211,6 +211,7 @@ pub(crate) async fn fake_auth(ip: &str, id: &str, name: &str) -> String {
         Some(tls),
         router,
         limits,
+        liqo_auth::https::Connections::default(),
         std::future::pending::<()>(),
     ));
     format!("https://{addr}")
