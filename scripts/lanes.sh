@@ -7,21 +7,28 @@
 # and every test works under its own prefix, so binaries never share a namespace, a cluster or
 # a directory.
 #
-# Some binaries run first, one at a time, with nothing beside them: those that measure the
-# machine or load all of it (under load they would measure the load), and those whose tests
-# hold time targets of earlier issues.
+# One binary runs first, with nothing beside it: it loads the whole machine. Then the binaries
+# whose tests hold time targets of earlier issues run, each with only light binaries beside it
+# (no cluster sets, little CPU): a heavy one beside them made a target miss. Then the rest.
 
 # Test target names (tests/<name>/main.rs) that run alone, and why.
 LANES_ALONE=(
-  bench        # the benches' quick runs: they measure, and build whole beds
   gateway_load # floods at 20,000 handshakes/s and per-CPU lanes: they need the CPUs to themselves
-  lab_on_k8s   # whole labs holding earlier issues' time targets (first cross-cluster packet
-               # <= 10 s after `liqoctl peer`, <= 5 s without traffic during a key rotation):
-               # beside another binary, 10.3 s once
 )
+# Test target names whose tests hold time targets, and which.
+LANES_QUIET=(
+  lab_on_k8s # whole labs holding earlier issues' time targets (first cross-cluster packet
+             # <= 10 s after `liqoctl peer`, <= 5 s without traffic during a key rotation): beside
+             # a Kubernetes suite, 10.3 s once; 4.3 s on a quiet machine
+)
+# The light binaries, which may run beside a LANES_QUIET one (each under a minute, at most a
+# cluster or two; none measures). The benches' quick runs (`bench`) are not light, but they
+# check their reports' shape, never figures: they run in the lanes like any other.
+LANES_LIGHT=(gateway netops auth overlay proxy dataplane ipam control driver)
 # Test target names in the order they start when a lane is free (seconds in a CI run of
-# fa96c61 with one lane: 250, 209, 106, 93, 70, 56, 24, 21); the others follow in build order.
-LANES_SLOW_FIRST=(k8s manager liqoctl virtual_kubelet lab gateway netops auth)
+# c995594 with two lanes: 419, 389, 233, 110, 95, 85, 57, 26, 20); the others follow in build
+# order.
+LANES_SLOW_FIRST=(k8s manager bench liqoctl virtual_kubelet lab gateway netops auth)
 
 # The binaries running now: pid -> "<package>/<source> (<executable>)", their start and log.
 declare -A LANES_SHOWN=() LANES_STARTED=() LANES_LOG=()
@@ -40,9 +47,12 @@ run_binaries() {
   [[ "$lanes" =~ ^[1-9][0-9]*$ ]] || { echo "error: LIQO_LANES=$lanes is not a positive number" >&2; return 2; }
   listed=$(grep -c . "$tsv" || true) # grep -c exits 1 when it counts 0: the check below says so.
   [ "$listed" -gt 0 ] || { echo "error: no integration test executables listed in $tsv" >&2; return 1; }
-  local -a alone=() first=() rest=()
+  local -a alone=() quiet=() first=() rest=()
   for name in "${LANES_ALONE[@]}"; do
     mapfile -t -O "${#alone[@]}" alone < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
+  done
+  for name in "${LANES_QUIET[@]}"; do
+    mapfile -t -O "${#quiet[@]}" quiet < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
   done
   for name in "${LANES_SLOW_FIRST[@]}"; do
     mapfile -t -O "${#first[@]}" first < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
@@ -50,8 +60,11 @@ run_binaries() {
   local line
   while IFS= read -r line; do
     name=$(cut -f4 <<<"$line")
-    [[ " ${LANES_ALONE[*]} ${LANES_SLOW_FIRST[*]} " == *" $name "* ]] || rest+=("$line")
+    [[ " ${LANES_ALONE[*]} ${LANES_QUIET[*]} ${LANES_SLOW_FIRST[*]} " == *" $name "* ]] || rest+=("$line")
   done <"$tsv"
+  # Every binary left, in the order it starts; `started` marks those that ran beside a quiet one.
+  local -a pending=("${first[@]}" "${rest[@]}")
+  local -A started=()
 
   local pid rc exe pkg dir tname src n=0
   # launch LINE: starts it in the background and records it under its pid.
@@ -99,9 +112,29 @@ run_binaries() {
     launch "$line"
     while [ "${#LANES_SHOWN[@]}" -gt 0 ]; do reap; done
   done
-  for line in "${first[@]}" "${rest[@]}"; do
-    while [ "${#LANES_SHOWN[@]}" -ge "$lanes" ]; do reap; done
+  # light LINE: whether its binary is one of LANES_LIGHT.
+  light() { [[ " ${LANES_LIGHT[*]} " == *" $(cut -f4 <<<"$1") "* ]]; }
+  local quiet_pid i
+  for line in "${quiet[@]}"; do
     launch "$line"
+    quiet_pid=$pid
+    while [ -n "${LANES_SHOWN[$quiet_pid]+x}" ]; do
+      if [ "${#LANES_SHOWN[@]}" -lt "$lanes" ]; then
+        for i in "${!pending[@]}"; do
+          if [ -z "${started[$i]+x}" ] && light "${pending[$i]}"; then
+            started[$i]=1
+            launch "${pending[$i]}"
+            continue 2
+          fi
+        done
+      fi
+      reap
+    done
+  done
+  for i in "${!pending[@]}"; do
+    [ -z "${started[$i]+x}" ] || continue
+    while [ "${#LANES_SHOWN[@]}" -ge "$lanes" ]; do reap; done
+    launch "${pending[$i]}"
   done
   while [ "${#LANES_SHOWN[@]}" -gt 0 ]; do reap; done
   if [ "$n" -ne "$listed" ]; then
