@@ -21,10 +21,7 @@ use std::{
     collections::BTreeMap,
     io::Write as _,
     process::{Output, Stdio},
-    sync::{
-        Arc, Mutex,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -42,7 +39,7 @@ use control::{
     phase::RoleSet,
 };
 use e2e::{
-    k8s::{self, Clusters, Options},
+    k8s::{self, Lease, Pool, Shape},
     liqo::{self, Liqo},
 };
 use futures::StreamExt as _;
@@ -61,47 +58,34 @@ const WAIT: u64 = 60;
 #[path = "peering_k8s_acceptance/trust.rs"]
 mod trust;
 
-static NEXT: AtomicUsize = AtomicUsize::new(0);
+/// The clusters these tests share (`testkit::k8s::Pool`): a test gives its set back with
+/// [`Lab::done`]; the pool removes the Liqo it installed and whatever the peerings made.
+static POOL: Pool = Pool::new("eas");
 
-/// Tears a set of clusters down even when the test fails.
-struct DownOnDrop(e2e::lab::Prefix);
-
-impl Drop for DownOnDrop {
-    fn drop(&mut self) {
-        // Nothing to do about a failed teardown here; the test's own asserts report it.
-        let _ = k8s::down(&self.0);
-    }
-}
-
-/// A lab of `n` clusters with Liqo installed, under a prefix of this test.
+/// A lab of `n` clusters with Liqo installed, on a set of the pool.
 struct Lab {
-    set: Clusters,
+    set: Lease,
     liqo: Liqo,
-    _down: DownOnDrop,
 }
 
 impl Lab {
     async fn up(n: usize) -> Lab {
-        let i = NEXT.fetch_add(1, Ordering::Relaxed);
-        let opts = Options {
-            prefix: format!("ea{i}x{}", std::process::id() % 100_000)
-                .parse()
-                .unwrap(),
+        let bins = k8s::binaries().unwrap();
+        let shape = Shape {
             clusters: n,
             nodes: 1,
             overlapping: true,
         };
-        let bins = k8s::binaries().unwrap();
-        let down = DownOnDrop(opts.prefix.clone());
-        let set = Clusters::up(&bins, &opts).await.unwrap();
+        let set = POOL.lease(&bins, shape).await.unwrap();
         let liqo = liqo::install(&set, &bins, &liqo::Options::default())
             .await
             .unwrap();
-        Lab {
-            set,
-            liqo,
-            _down: down,
-        }
+        Lab { set, liqo }
+    }
+
+    /// Gives the clusters back (the test passed: nothing of it runs any more).
+    async fn done(self) {
+        self.set.release().await.unwrap();
     }
 
     async fn client(&self, name: &str) -> Client {
@@ -605,6 +589,7 @@ async fn wrong_token_own_id_wrong_cluster_replay_and_unpeer_of_the_refused() {
     trust::from_turin(&lab, &command).await;
     // Last: it withdraws rome's outgoing peering.
     trust::api_server_mismatch(&lab).await;
+    lab.done().await;
 }
 
 /// One observation of a watched object.
@@ -1077,6 +1062,7 @@ async fn unpeer_tears_down_in_order_keeps_the_identity_and_the_reverse_direction
         1,
         "rome still provides to milan"
     );
+    lab.done().await;
 }
 
 /// The acceptance 7: rome, milan and turin peered in a full mesh with the generated
@@ -1174,4 +1160,5 @@ async fn three_clusters_in_a_full_mesh_are_all_established() {
             assert_eq!(ids.len(), 1, "{a}: identities for {b}: {ids:?}");
         }
     }
+    lab.done().await;
 }

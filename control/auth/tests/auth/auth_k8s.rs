@@ -36,7 +36,7 @@ use liqo_auth::{
     client::{AuthClient, ClientError},
     tokens,
 };
-use testkit::k8s::{self, Clusters};
+use testkit::k8s;
 
 use common::*;
 
@@ -413,7 +413,7 @@ async fn issue_and_check(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_effects() {
     let bins = k8s::binaries().unwrap();
-    let set = Clusters::up(&bins, &options()).await.unwrap();
+    let set = POOL.lease(&bins, ONE).await.unwrap();
     let cluster = &set.clusters[0];
     let admin = cluster.client().await.unwrap();
     let ca = cluster_ca(&cluster.kubeconfig);
@@ -481,5 +481,5 @@ async fn issues_a_working_identity_once_and_refuses_bad_requests_without_side_ef
         assert_ne!(renewed, milan_token, "{who}");
         running.stop().await;
     }
-    drop(set);
+    set.release().await.unwrap();
 }

@@ -20,14 +20,14 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 use liqo_auth::{client::AuthClient, tokens};
-use testkit::k8s::{self, Clusters};
+use testkit::k8s;
 
 use common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_with_its_kube_config_counts_requests_and_stops_on_sigterm() {
     let bins = k8s::binaries().unwrap();
-    let set = Clusters::up(&bins, &options()).await.unwrap();
+    let set = POOL.lease(&bins, ONE).await.unwrap();
     let cluster = &set.clusters[0];
     let admin = cluster.client().await.unwrap();
     let ca = cluster_ca(&cluster.kubeconfig);
@@ -140,5 +140,5 @@ async fn the_binary_serves_with_its_kube_config_counts_requests_and_stops_on_sig
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(status.success(), "liqo-auth exited with {status}");
-    drop(set);
+    set.release().await.unwrap();
 }

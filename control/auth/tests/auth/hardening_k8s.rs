@@ -21,7 +21,7 @@ use std::{
 use control::{consts::auth, identity::AuthToken};
 use kube::Client;
 use liqo_auth::{client::AuthClient, metrics::Metrics, server};
-use testkit::k8s::{self, Clusters};
+use testkit::k8s;
 use tokio::io::AsyncReadExt;
 
 use common::*;
@@ -53,7 +53,7 @@ async fn closed_after(stream: &mut tokio::net::TcpStream, limit: Duration) -> Du
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_make_no_apiserver_call_and_slow_or_excess_clients_are_cut_off() {
     let bins = k8s::binaries().unwrap();
-    let set = Clusters::up(&bins, &options()).await.unwrap();
+    let set = POOL.lease(&bins, ONE).await.unwrap();
     let cluster = &set.clusters[0];
     let admin = cluster.client().await.unwrap();
     let ca = cluster_ca(&cluster.kubeconfig);
@@ -172,5 +172,5 @@ async fn refusals_make_no_apiserver_call_and_slow_or_excess_clients_are_cut_off(
 
     stop.send(()).unwrap();
     task.await.unwrap();
-    drop(set);
+    set.release().await.unwrap();
 }

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use common::{DownOnDrop, service_account_kubeconfig};
+use common::{ONE, POOL, service_account_kubeconfig};
 use std::{
     process::{Command, Stdio},
     time::{Duration, Instant},
@@ -15,7 +15,7 @@ use control::api::discovery::{
     ForeignCluster, PeeringConditionStatus as S, PeeringConditionType as T,
 };
 use kube::{Api, api::PostParams};
-use testkit::k8s::{self, Clusters, Options};
+use testkit::k8s;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const BIN: &str = env!("CARGO_BIN_EXE_liqo-controller-manager");
@@ -138,19 +138,10 @@ async fn metrics(port: u16) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_metrics_reconciles_and_stops_on_sigterm() {
     let bins = k8s::binaries().unwrap();
-    let opts = Options {
-        prefix: format!("mgrb{}", std::process::id() % 100_000)
-            .parse()
-            .unwrap(),
-        clusters: 1,
-        nodes: 1,
-        overlapping: false,
-    };
-    let _down = DownOnDrop(opts.prefix.clone());
-    let set = Clusters::up(&bins, &opts).await.unwrap();
+    let set = POOL.lease(&bins, ONE).await.unwrap();
     let c = &set.clusters[0];
     let client = c.client().await.unwrap();
-    let kubeconfig = install(c, &client, &opts.prefix.to_string()).await;
+    let kubeconfig = install(c, &client, set.prefix.as_str()).await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -222,6 +213,7 @@ async fn the_binary_serves_metrics_reconciles_and_stops_on_sigterm() {
         std::thread::sleep(Duration::from_millis(100));
     };
     assert!(status.success(), "{status}");
+    set.release().await.unwrap();
 }
 
 /// Sends SIGTERM to `child`; waits for its exit up to `limit`: its status and how long it took.
@@ -248,19 +240,10 @@ async fn sigterm_exits_within_the_grace_while_a_reconcile_waits_on_a_silent_peer
     const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
     let grace = 4;
     let bins = k8s::binaries().unwrap();
-    let opts = Options {
-        prefix: format!("mgrs{}", std::process::id() % 100_000)
-            .parse()
-            .unwrap(),
-        clusters: 1,
-        nodes: 1,
-        overlapping: false,
-    };
-    let _down = DownOnDrop(opts.prefix.clone());
-    let set = Clusters::up(&bins, &opts).await.unwrap();
+    let set = POOL.lease(&bins, ONE).await.unwrap();
     let c = &set.clusters[0];
     let client = c.client().await.unwrap();
-    let kubeconfig = install(c, &client, opts.prefix.as_str()).await;
+    let kubeconfig = install(c, &client, set.prefix.as_str()).await;
     // The peer's auth service: accepts connections and never answers (a blackholed peer
     // whose SYNs are answered, e.g. by a load balancer in front of nothing).
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -391,4 +374,5 @@ async fn sigterm_exits_within_the_grace_while_a_reconcile_waits_on_a_silent_peer
         "{text}"
     );
     holder.abort();
+    set.release().await.unwrap();
 }

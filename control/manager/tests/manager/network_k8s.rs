@@ -30,15 +30,13 @@ use kube::{
 };
 use liqo_controller_manager::network::tunnel_name;
 use serde_json::json;
-use testkit::k8s::{self, Clusters};
+use testkit::k8s;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly() {
     init_log();
     let bins = k8s::binaries().unwrap();
-    let opts = options();
-    let _down = DownOnDrop(opts.prefix.clone());
-    let set = Clusters::up(&bins, &opts).await.unwrap();
+    let set = POOL.lease(&bins, TWO_SAME).await.unwrap();
     assert_eq!(set.clusters[0].pod_cidr, set.clusters[1].pod_cidr);
     let pod_cidr = set.clusters[0].pod_cidr.to_string();
     let rome_id = identity(ROME_ID, "rome");
@@ -128,7 +126,7 @@ async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly(
     // NETWORKING follows the TunnelEndpoint's connection, as the gateway operator writes it,
     // while the operator renews its Lease (here every second, valid LEASE_SECS).
     let mut rome_renewer = Some(renewer(rome.client.clone()));
-    let _milan_renewer = Renewer(renewer(milan.client.clone()));
+    let milan_renewer = Renewer(renewer(milan.client.clone()));
     eventually(20, "NETWORKING Pending on both", || async {
         fc_conditions(&rome.client, "milan", &[(T::NetworkStatus, S::Pending)]).await?;
         fc_conditions(&milan.client, "rome", &[(T::NetworkStatus, S::Pending)]).await
@@ -238,7 +236,7 @@ async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly(
         .and_then(|c| c.status);
     assert_eq!(conn, Some(control::api::net::ConnectionStatus::Connected));
     let back = Instant::now();
-    let _rome_renewer = Renewer(renewer(rome.client.clone()));
+    let rome_renewer = Renewer(renewer(rome.client.clone()));
     eventually(10, "NETWORKING Established on rome (Lease renewed)", || {
         fc_conditions(&rome.client, "milan", &[(T::NetworkStatus, S::Established)])
     })
@@ -306,8 +304,11 @@ async fn same_pod_cidr_clusters_get_crossed_tunnel_endpoints_and_unpeer_cleanly(
         }
     })
     .await;
+    // Everything of the test's stops before the set is given back.
+    drop((rome_renewer, milan_renewer));
     rome.stop().await;
     milan.stop().await;
+    set.release().await.unwrap();
 }
 
 /// How long the test's gateway Lease is valid without renewal.

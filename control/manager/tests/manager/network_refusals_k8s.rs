@@ -35,7 +35,7 @@ use kube::{
 };
 use liqo_controller_manager::network::{self, REFUSED_ANNOTATION, tunnel_name};
 use serde_json::{Value, json};
-use testkit::k8s::{self, Clusters};
+use testkit::k8s;
 
 /// Milan's NetworkConfig for rome, as its copy in rome's tenant namespace.
 fn copy(ns: &str, name: &str, spec: Value) -> Value {
@@ -85,9 +85,7 @@ fn good_spec(pod_cidr: &str) -> Value {
 async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() {
     init_log();
     let bins = k8s::binaries().unwrap();
-    let opts = options();
-    let _down = DownOnDrop(opts.prefix.clone());
-    let set = Clusters::up(&bins, &opts).await.unwrap();
+    let set = POOL.lease(&bins, TWO_SAME).await.unwrap();
     let pod_cidr = set.clusters[0].pod_cidr.to_string();
     let rome_id = identity(ROME_ID, "rome");
     let milan_id = identity(MILAN_ID, "milan");
@@ -464,4 +462,5 @@ async fn a_bad_network_config_is_refused_naming_the_field_and_changes_nothing() 
     .await
     .unwrap();
     rome.stop().await;
+    set.release().await.unwrap();
 }

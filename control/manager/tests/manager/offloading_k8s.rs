@@ -39,6 +39,7 @@ async fn offloading_across_three_clusters() {
     let mut options = common::options();
     options.clusters = 3;
     options.nodes = 1;
+    // Its own clusters, not the shared pool's: it restarts turin's API server.
     let mut set = Clusters::up(&bins, &options).await.unwrap();
     let _guard = DownOnDrop(set.prefix.clone());
     let mut opts = liqo::Options::default();

@@ -28,7 +28,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use liqo_auth::tokens;
-use testkit::k8s::{self, Clusters};
+use testkit::k8s;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
@@ -38,9 +38,7 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
         .with_test_writer()
         .try_init();
     let bins = k8s::binaries().unwrap();
-    let opts = options();
-    let _down = DownOnDrop(opts.prefix.clone());
-    let set = Clusters::up(&bins, &opts).await.unwrap();
+    let set = POOL.lease(&bins, TWO_SAME).await.unwrap();
     let rome_id = identity(ROME_ID, "rome");
     let milan_id = identity(MILAN_ID, "milan");
     let rome = start(&set.clusters[0], &rome_id).await;
@@ -451,5 +449,5 @@ async fn rome_peers_with_milan_out_of_band_gets_an_offer_and_unpeers() {
 
     rome.stop().await;
     milan.stop().await;
-    drop(set);
+    set.release().await.unwrap();
 }

@@ -10,7 +10,7 @@ use crate::common;
 
 use std::time::{Duration, Instant};
 
-use common::{DownOnDrop, eventually};
+use common::{ONE, POOL, eventually};
 use control::{api::virtualkubelet::ShadowPod, consts::reflection};
 use k8s_openapi::api::core::v1::{Event, Namespace, Pod};
 use kube::{
@@ -18,10 +18,7 @@ use kube::{
     api::{DeleteParams, ListParams, PostParams},
 };
 use serde_json::json;
-use testkit::{
-    k8s::{self, Clusters},
-    liqo,
-};
+use testkit::{k8s, liqo};
 
 const MANAGER: &str = "liqo-controller-manager";
 const NS: &str = "sp-demo";
@@ -103,12 +100,8 @@ fn running_in(p: &Pod, cidr: ipnet::Ipv4Net) -> Result<(), String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shadowpods_get_their_pods_again_and_again() {
-    let mut opts = common::options();
-    opts.clusters = 1;
-    opts.nodes = 1;
     let bins = k8s::binaries().unwrap();
-    let set = Clusters::up(&bins, &opts).await.unwrap();
-    let _guard = DownOnDrop(set.prefix.clone());
+    let set = POOL.lease(&bins, ONE).await.unwrap();
     liqo::install(
         &set,
         &bins,
@@ -271,4 +264,5 @@ async fn shadowpods_get_their_pods_again_and_again() {
         pod(&client, "other").await.unwrap().metadata.uid,
         theirs.metadata.uid
     );
+    set.release().await.unwrap();
 }

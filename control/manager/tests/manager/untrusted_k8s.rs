@@ -20,7 +20,7 @@ use kube::{
     Api,
     api::{ListParams, PostParams},
 };
-use testkit::k8s::{self, Clusters, Options};
+use testkit::k8s;
 
 fn request(
     name: &str,
@@ -52,12 +52,7 @@ async fn a_request_naming_another_cluster_is_ignored() {
         .with_test_writer()
         .try_init();
     let bins = k8s::binaries().unwrap();
-    let opts = Options {
-        clusters: 1,
-        ..options()
-    };
-    let _down = DownOnDrop(opts.prefix.clone());
-    let set = Clusters::up(&bins, &opts).await.unwrap();
+    let set = POOL.lease(&bins, ONE).await.unwrap();
     let milan = start(&set.clusters[0], &identity(MILAN_ID, "milan")).await;
 
     // Rome's tenant namespace at milan, as liqo-auth makes it.
@@ -172,5 +167,5 @@ async fn a_request_naming_another_cluster_is_ignored() {
     // end with a reset instead of holding the shutdown.
     drop((naples_auth, rome_auth));
     milan.stop().await;
-    drop(set);
+    set.release().await.unwrap();
 }

@@ -58,6 +58,8 @@ async fn logs_and_exec_of_an_offloaded_pod_come_from_the_provider() {
     let bins = k8s::binaries().unwrap();
     let mut options = common::options();
     options.nodes = 1;
+    // Its own clusters, not the shared pool's: it writes milan's kwok container log, a file
+    // of the cluster itself that a cleanup would not restore.
     let set = Clusters::up(&bins, &options).await.unwrap();
     let _guard = DownOnDrop(set.prefix.clone());
     let installed = liqo::install(&set, &bins, &liqo::Options::default())

@@ -9,7 +9,7 @@
 use crate::common;
 
 use axum::http;
-use common::{DownOnDrop, eventually};
+use common::{ONE, POOL, eventually};
 use control::{
     consts::webhook,
     offloading::webhook::{POD_STRATEGY_TIGHTENED, toleration},
@@ -23,10 +23,7 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 use serde_json::{Value, json};
-use testkit::{
-    k8s::{self, Clusters},
-    liqo,
-};
+use testkit::{k8s, liqo};
 
 const MANAGER: &str = "liqo-controller-manager";
 
@@ -159,12 +156,8 @@ async fn patch_nsoff(client: &Client, ns: &str, patch: Value) -> (u16, Vec<Strin
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_webhooks_mutate_pods_check_namespaceoffloadings_and_survive_restarts() {
-    let mut opts = common::options();
-    opts.clusters = 1;
-    opts.nodes = 1;
     let bins = k8s::binaries().unwrap();
-    let set = Clusters::up(&bins, &opts).await.unwrap();
-    let _guard = DownOnDrop(set.prefix.clone());
+    let set = POOL.lease(&bins, ONE).await.unwrap();
     let mut installed = liqo::install(
         &set,
         &bins,
@@ -383,4 +376,5 @@ async fn the_webhooks_mutate_pods_check_namespaceoffloadings_and_survive_restart
         .await
         .unwrap();
     assert!(mutation(&p).1, "mutated after the restart");
+    set.release().await.unwrap();
 }

@@ -14,6 +14,7 @@ mod crds;
 mod pki;
 mod procs;
 mod restart;
+mod shared;
 mod state;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,7 @@ pub use procs::stop as stop_procs;
 pub(crate) use procs::using as procs_using;
 pub use procs::{CommandLine, Proc, command_line, kill9};
 pub use restart::Restarted;
+pub use shared::{Lease, Pool, Shape};
 pub use state::{Clusters, Down, Named, Options, ROOT, down, load};
 
 /// Names given to clusters, in order.

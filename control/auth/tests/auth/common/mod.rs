@@ -3,7 +3,6 @@
 
 use std::{
     path::Path,
-    sync::atomic::{AtomicUsize, Ordering},
     time::{Duration, Instant},
 };
 
@@ -26,25 +25,21 @@ use kube::{
 };
 use liqo_auth::server;
 use rcgen::{CertificateParams, DistinguishedName, DnType, KeyPair};
-use testkit::k8s::{self, Options};
+use testkit::k8s::{self, Pool, Shape};
 
-pub(crate) static NEXT: AtomicUsize = AtomicUsize::new(0);
+/// The cluster this binary's tests share, one test at a time (`testkit::k8s::Pool`: each test
+/// gives it back with `release` once its servers stopped; the pool removes what the test made).
+pub(crate) static POOL: Pool = Pool::new("aus");
+/// One cluster with one kwok node.
+pub(crate) const ONE: Shape = Shape {
+    clusters: 1,
+    nodes: 1,
+    overlapping: false,
+};
 
 pub(crate) const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
 pub(crate) const ROME_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 pub(crate) const NAPLES_ID: &str = "f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9";
-
-pub(crate) fn options() -> Options {
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    Options {
-        prefix: format!("au{n}x{}", std::process::id() % 100_000)
-            .parse()
-            .unwrap(),
-        clusters: 1,
-        nodes: 1,
-        overlapping: false,
-    }
-}
 
 pub(crate) fn repo(path: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

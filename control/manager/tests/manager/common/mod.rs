@@ -45,7 +45,7 @@ use liqo_controller_manager::{
     metrics::Metrics,
     network, run,
 };
-use testkit::k8s::{self, Cluster, Options};
+use testkit::k8s::{self, Cluster, Options, Pool, Shape};
 
 pub(crate) static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -53,6 +53,24 @@ pub(crate) const ROME_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 pub(crate) const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
 pub(crate) const NAPLES_ID: &str = "f1e2d3c4-b5a6-4978-8695-a4b3c2d1e0f9";
 pub(crate) const SHARING: u8 = 30;
+
+/// The clusters this binary's tests share, one test at a time per set (`testkit::k8s::Pool`:
+/// each test gives its set back with `release` once its components stopped, and the pool
+/// removes what the test made). A test that restarts or breaks a cluster, or changes what the
+/// cluster had at its start, keeps its own clusters (`Clusters::up`) and says why.
+pub(crate) static POOL: Pool = Pool::new("mgs");
+/// One cluster with one kwok node.
+pub(crate) const ONE: Shape = Shape {
+    clusters: 1,
+    nodes: 1,
+    overlapping: false,
+};
+/// rome and milan with the same pod and service CIDRs, three kwok nodes each.
+pub(crate) const TWO_SAME: Shape = Shape {
+    clusters: 2,
+    nodes: 3,
+    overlapping: true,
+};
 
 /// Tears the clusters down even when the test fails.
 pub(crate) struct DownOnDrop(pub(crate) testkit::Prefix);
