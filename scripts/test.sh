@@ -44,20 +44,25 @@ phase "fmt" cargo fmt --all -- --check
 # crate is analysed once and the dependencies are compiled once, not checked for clippy and
 # then compiled again for the tests (a separate `cargo clippy` took 240 s of a 1,900 s run).
 # Every target (`--all-targets`, as `cargo clippy --all-targets`: the benches too) is built;
-# the phases below time running, not compiling. The unit tests' cargo keeps the same wrapper,
-# so it reuses this build. (python3 reads cargo's JSON: .ci/install provides it.)
-clippy_driver="$(rustc --print sysroot)/bin/clippy-driver"
+# the phases below time running, not compiling. The unit tests' cargo gets the same two
+# variables, so it reuses this build; nothing else does (the Kubernetes build, the tests).
+# What it changes in the tests' code: clippy-driver compiles the workspace's crates with MIR
+# optimizations off and without the debug build's null and alignment checks of raw pointer
+# reads (in our `unsafe` blocks); the dependencies are compiled by rustc as usual. A plain
+# `cargo test` afterwards builds the workspace's crates again, apart (other file names).
+# (python3 reads cargo's JSON: .ci/install provides it.)
+clippy_driver="$("${RUSTC:-rustc}" --print sysroot)/bin/clippy-driver"
 if [ ! -x "$clippy_driver" ]; then
   echo "error: $clippy_driver is missing: rustup component add clippy" >&2
   exit 1
 fi
-export RUSTC_WORKSPACE_WRAPPER="$clippy_driver"
 # clippy-driver's arguments, as cargo-clippy passes `-- -D warnings`.
-export CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+clippy_args="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 export LIQO_TEST_EXES="$scratch/test-executables"
-phase "clippy + build (tests)" build_tests "$LIQO_TEST_EXES" --workspace --locked --all-targets
-# A failed unit test fails the run, after the system tests have run too.
-phase "unit tests" cargo test --workspace --locked --lib --bins || status=1
+RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="$clippy_args" \
+  phase "clippy + build (tests)" build_tests "$LIQO_TEST_EXES" --workspace --locked --all-targets
+phase "unit tests" env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="$clippy_args" \
+  cargo test --workspace --locked --lib --bins || status=1
 if [ "$(id -u)" -ne 0 ]; then
   echo "error: the privileged tests need root; run: sudo bash scripts/test.sh" >&2
   exit 1

@@ -167,7 +167,8 @@ async fn logs_and_exec_of_an_offloaded_pod_come_from_the_provider() {
         ])
         .env("KUBECONFIG", &set.kubeconfig)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        // Kept for a failure's message (run 13 saw no line in 20 s once, under load).
+        .stderr(std::fs::File::create(set.dir.join("follow.err")).unwrap())
         .spawn()
         .unwrap();
     let stdout = follow.stdout.take().unwrap();
@@ -194,7 +195,12 @@ async fn logs_and_exec_of_an_offloaded_pod_come_from_the_provider() {
     // The follower is ours to stop; it has nothing more to report.
     follow.kill().unwrap();
     follow.wait().unwrap();
-    let seen = seen.expect("kubectl logs -f on rome shows a line appended on milan");
+    let seen = seen.unwrap_or_else(|| {
+        panic!(
+            "kubectl logs -f on rome shows no line appended on milan in 20 s; its stderr: {}",
+            std::fs::read_to_string(set.dir.join("follow.err")).unwrap_or_default()
+        )
+    });
     assert!(seen.starts_with("followed "), "{seen}");
     println!(
         "TIMING a line appended on milan reached kubectl logs -f on rome: {:.1} s",

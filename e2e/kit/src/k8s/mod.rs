@@ -16,6 +16,7 @@ mod procs;
 mod restart;
 mod shared;
 mod state;
+mod sweep;
 
 use std::path::{Path, PathBuf};
 
@@ -100,6 +101,26 @@ pub enum K8sError {
     /// Reading or writing a kubeconfig failed.
     #[error("kubeconfig {0}")]
     Kubeconfig(String),
+    /// What a test made on shared clusters could not all be removed.
+    #[error("{cluster}: still there {secs} s into the cleanup: {left}{}", last_failure(.failed))]
+    Leftovers {
+        /// The cluster.
+        cluster: String,
+        /// How long the cleanup tried.
+        secs: u64,
+        /// What is left.
+        left: String,
+        /// The last failed API call, if any.
+        failed: Option<String>,
+    },
+}
+
+/// `" (last failure: <it>)"`, or nothing.
+fn last_failure(failed: &Option<String>) -> String {
+    failed
+        .as_deref()
+        .map(|f| format!(" (last failure: {f})"))
+        .unwrap_or_default()
 }
 
 impl K8sError {

@@ -154,10 +154,13 @@ pub(crate) const COMPONENTS: &[&str] = &[
     "kwok",
 ];
 
-/// Whether `name` is a program of a cluster: one of [`COMPONENTS`] or of Liqo's
-/// ([`crate::liqo::COMPONENTS`]).
+/// Whether `name` is a program of a cluster: one of [`COMPONENTS`], of Liqo's
+/// ([`crate::liqo::COMPONENTS`]), or the virtual kubelet the controller manager starts per
+/// peering (its kubeconfig is under the cluster's directory too).
 fn is_component(name: &str) -> bool {
-    COMPONENTS.contains(&name) || crate::liqo::COMPONENTS.iter().any(|c| c.program == name)
+    COMPONENTS.contains(&name)
+        || crate::liqo::COMPONENTS.iter().any(|c| c.program == name)
+        || name == crate::liqo::VIRTUAL_KUBELET
 }
 
 /// Every running component (see [`is_component`]) whose command line or `KUBECONFIG` mentions

@@ -22,13 +22,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use kube::{
-    Api, Client,
-    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
-    discovery::{ApiCapabilities, ApiResource, Discovery, Scope, verbs},
-};
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use kube::{Api, Client};
 
-use super::{Binaries, Clusters, K8sError, Options, procs};
+use super::{Binaries, Clusters, K8sError, Options, procs, sweep};
 
 /// What a test needs: how many clusters, kwok nodes each, the same CIDRs or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +50,8 @@ impl Shape {
 
 /// The sets of one test binary, by shape.
 pub struct Pool {
-    /// The start of its sets' prefixes (at most 4 characters: the prefix adds a number and the
-    /// process ID).
+    /// The start of its sets' prefixes (at most 3 characters: the prefix adds a number, `x`
+    /// and 4 digits of the process ID, and a prefix holds 10).
     stem: &'static str,
     idle: Mutex<Vec<Kept>>,
     next: AtomicUsize,
@@ -104,8 +101,12 @@ impl Pool {
         };
         let set = match kept {
             Some(k) if alive(&k.set) => k.set,
-            // A process of the set died (`k` drops: the rest is torn down): a new set.
-            _ => self.start(bins, shape).await?,
+            Some(dead) => {
+                // A process of the set died: the rest is torn down before a new set starts.
+                drop(dead);
+                self.start(bins, shape).await?
+            }
+            None => self.start(bins, shape).await?,
         };
         let baseline = baseline(&set).await?;
         Ok(Lease {
@@ -127,18 +128,54 @@ impl Pool {
             nodes: shape.nodes,
             overlapping: shape.overlapping,
         };
-        Clusters::up(bins, &opts).await
+        let set = Clusters::up(bins, &opts).await?;
+        for c in &set.clusters {
+            settled(&c.client().await?).await?;
+        }
+        Ok(set)
     }
 }
 
-/// Whether every process of the set still runs (a zombie does not).
+/// Whether every process of the set still runs.
 fn alive(set: &Clusters) -> bool {
-    set.clusters.iter().flat_map(|c| &c.procs).all(|p| {
-        fs::read_to_string(format!("/proc/{}/stat", p.pid))
-            .ok()
-            .and_then(|s| Some(s[s.rfind(')')? + 1..].trim_start().starts_with(['Z', 'X'])))
-            == Some(false)
-    })
+    set.clusters
+        .iter()
+        .flat_map(|c| &c.procs)
+        .all(|p| procs::alive(p.pid))
+}
+
+/// The namespaces a cluster starts with.
+const SYSTEM_NAMESPACES: [&str; 4] = ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Waits until the controller manager has made what it makes in every namespace (the root CA
+/// ConfigMap, the `default` ServiceAccount) in the namespaces a cluster starts with: made after
+/// the first listing, they would be taken for a test's, deleted and made again forever.
+async fn settled(client: &Client) -> Result<(), K8sError> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for ns in SYSTEM_NAMESPACES {
+        let cms = Api::<ConfigMap>::namespaced(client.clone(), ns);
+        let sas = Api::<ServiceAccount>::namespaced(client.clone(), ns);
+        loop {
+            let cm = cms
+                .get_opt("kube-root-ca.crt")
+                .await
+                .map_err(K8sError::kube(format!("reading {ns}/kube-root-ca.crt")))?;
+            let sa = sas
+                .get_opt("default")
+                .await
+                .map_err(K8sError::kube(format!("reading {ns}/default")))?;
+            if cm.is_some() && sa.is_some() {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(K8sError::Options(format!(
+                    "namespace {ns}: no kube-root-ca.crt or default ServiceAccount after 30 s"
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    Ok(())
 }
 
 /// A set lent to one test. Dropped unreleased, it is torn down.
@@ -159,23 +196,28 @@ impl std::ops::Deref for Lease {
 }
 
 impl Lease {
-    /// Removes what the test made (its API objects, its processes and files under the set's
-    /// directory) and gives the set back for the next test. Call it once the test's own
-    /// components have stopped. If the cleanup fails, the set is torn down and the error
-    /// returned: the test made something the pool cannot remove.
+    /// Removes what the test made (its API objects, its Liqo processes and files under the
+    /// set's directory) and gives the set back for the next test. Call it once what runs in the
+    /// test's own process (in-process servers and controllers, spawned tasks) has stopped: the
+    /// release stops the processes, not those. If the cleanup fails, the set is torn down and
+    /// the error returned: the test made something the pool cannot remove.
     pub async fn release(mut self) -> Result<(), K8sError> {
         let set = self.set.take().expect("released once");
         match clean(&set, &self.baseline).await {
             Ok(()) => {
-                let kept = Kept {
-                    shape: self.shape,
-                    set,
+                let mut idle = self.pool.idle.lock().unwrap_or_else(|p| p.into_inner());
+                // One idle set per shape: a second one would only cost CPU until the end.
+                let spare = if idle.iter().any(|k| k.shape == self.shape) {
+                    Some(set)
+                } else {
+                    idle.push(Kept {
+                        shape: self.shape,
+                        set,
+                    });
+                    None
                 };
-                self.pool
-                    .idle
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(kept);
+                drop(idle);
+                drop(spare); // Torn down, outside the lock.
                 Ok(())
             }
             Err(e) => Err(e), // `set` drops here: torn down.
@@ -211,18 +253,13 @@ extern "C" fn stop_all() {
     });
 }
 
-/// The label of the APIServices the API server manages itself.
-const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";
-
 /// How long a cleanup may take before the set is given up.
 const CLEAN_WITHIN: Duration = Duration::from_secs(60);
 
 async fn baseline(set: &Clusters) -> Result<Baseline, K8sError> {
     let mut uids = Vec::new();
     for c in &set.clusters {
-        let client = c.client().await?;
-        let objects = everything(&client, &resources(&client).await?).await?;
-        uids.push(objects.into_iter().map(|o| o.uid).collect());
+        uids.push(sweep::uids(&c.client().await?).await?);
     }
     Ok(Baseline {
         uids,
@@ -245,89 +282,9 @@ fn files(set: &Clusters) -> Result<HashSet<PathBuf>, K8sError> {
     Ok(out)
 }
 
-/// One API object: where it is, and whether it holds finalizers or is going.
-struct Object {
-    resource: ApiResource,
-    namespaced: bool,
-    namespace: Option<String>,
-    name: String,
-    uid: String,
-    finalizers: bool,
-    deleting: bool,
-}
-
-/// Every resource that can be listed and deleted, except Events of the `events.k8s.io` group
-/// (the same objects as the core ones) and CRDs (kept).
-async fn resources(client: &Client) -> Result<Vec<(ApiResource, ApiCapabilities)>, K8sError> {
-    let discovery = Discovery::new(client.clone())
-        .run()
-        .await
-        .map_err(K8sError::kube("discovering the API"))?;
-    Ok(discovery
-        .groups()
-        .flat_map(|g| g.recommended_resources())
-        .filter(|(r, caps)| !kept_apart(r, caps))
-        .collect())
-}
-
-/// Every object of `resources`, except the API server's own APIServices.
-async fn everything(
-    client: &Client,
-    resources: &[(ApiResource, ApiCapabilities)],
-) -> Result<Vec<Object>, K8sError> {
-    let mut out = Vec::new();
-    for (resource, caps) in resources {
-        list(client, resource.clone(), caps, &mut out).await?;
-    }
-    Ok(out)
-}
-
-fn kept_apart(r: &ApiResource, caps: &ApiCapabilities) -> bool {
-    !caps.supports_operation(verbs::LIST)
-        || !caps.supports_operation(verbs::DELETE)
-        || r.kind == "CustomResourceDefinition"
-        || (r.group == "events.k8s.io" && r.kind == "Event")
-}
-
-async fn list(
-    client: &Client,
-    resource: ApiResource,
-    caps: &ApiCapabilities,
-    out: &mut Vec<Object>,
-) -> Result<(), K8sError> {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
-    let items = api
-        .list_metadata(&ListParams::default())
-        .await
-        .map_err(K8sError::kube(format!("listing {}", resource.plural)))?
-        .items;
-    let namespaced = caps.scope == Scope::Namespaced;
-    for o in items {
-        let m = o.metadata;
-        // The API server's own APIServices, one per group it serves (CRDs' groups included):
-        // it makes them again as long as the group is served.
-        if m.labels
-            .as_ref()
-            .is_some_and(|l| l.contains_key(AUTOMANAGED))
-        {
-            continue;
-        }
-        out.push(Object {
-            resource: resource.clone(),
-            namespaced,
-            namespace: m.namespace,
-            name: m.name.unwrap_or_default(),
-            uid: m.uid.unwrap_or_default(),
-            finalizers: m.finalizers.is_some_and(|f| !f.is_empty()),
-            deleting: m.deletion_timestamp.is_some(),
-        });
-    }
-    Ok(())
-}
-
-/// Deletes what the test made in each cluster (admission webhooks and API services first: a
-/// webhook whose server is gone would refuse the rest; namespaces last, once emptied) until a
-/// listing shows none of it, and stops the test's processes and removes its files.
+/// Stops the test's processes (every Liqo or cluster program working in the set's directory
+/// that is not the set's own), sweeps each cluster back to its baseline and removes the files
+/// the test added.
 async fn clean(set: &Clusters, baseline: &Baseline) -> Result<(), K8sError> {
     let set_procs: HashSet<u32> = set
         .clusters
@@ -340,48 +297,7 @@ async fn clean(set: &Clusters, baseline: &Baseline) -> Result<(), K8sError> {
         .collect();
     procs::stop(&theirs, Duration::from_secs(10));
     for (c, uids) in set.clusters.iter().zip(&baseline.uids) {
-        let client = c.client().await?;
-        let all = resources(&client).await?;
-        let deadline = Instant::now() + CLEAN_WITHIN;
-        // Each round lists only the resources that still held something of the test's (a
-        // listing of everything is some sixty requests); when none does, a listing of
-        // everything confirms it.
-        let mut hot: Vec<(ApiResource, ApiCapabilities)> = Vec::new();
-        loop {
-            let scope = if hot.is_empty() { &all } else { &hot };
-            let mut made: Vec<Object> = everything(&client, scope)
-                .await?
-                .into_iter()
-                .filter(|o| !uids.contains(&o.uid))
-                .collect();
-            if made.is_empty() {
-                if hot.is_empty() {
-                    break;
-                }
-                hot.clear();
-                continue;
-            }
-            if Instant::now() > deadline {
-                let names: Vec<String> = made.iter().take(10).map(describe).collect();
-                return Err(K8sError::Options(format!(
-                    "{}: {} objects the test made are still there after {} s: {}",
-                    c.name,
-                    made.len(),
-                    CLEAN_WITHIN.as_secs(),
-                    names.join(", ")
-                )));
-            }
-            made.sort_by_key(rank);
-            for o in &made {
-                remove(&client, o).await?;
-            }
-            hot = all
-                .iter()
-                .filter(|(r, _)| made.iter().any(|o| o.resource == *r))
-                .cloned()
-                .collect();
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        }
+        sweep::sweep(&c.client().await?, &c.name, uids, CLEAN_WITHIN).await?;
     }
     for f in files(set)?.difference(&baseline.files) {
         let removed = if f.is_dir() {
@@ -396,59 +312,4 @@ async fn clean(set: &Clusters, baseline: &Baseline) -> Result<(), K8sError> {
         }
     }
     Ok(())
-}
-
-fn rank(o: &Object) -> u8 {
-    match (o.resource.kind.as_str(), o.namespaced) {
-        ("ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration" | "APIService", _) => 0,
-        ("Namespace", _) => 3,
-        (_, true) => 1,
-        (_, false) => 2,
-    }
-}
-
-fn describe(o: &Object) -> String {
-    match &o.namespace {
-        Some(ns) => format!("{} {ns}/{}", o.resource.kind, o.name),
-        None => format!("{} {}", o.resource.kind, o.name),
-    }
-}
-
-/// Strips its finalizers (the controllers that would remove them are gone) and deletes it at
-/// once (grace 0: a pod on a node without a kubelet would wait forever). An object already gone
-/// is fine.
-async fn remove(client: &Client, o: &Object) -> Result<(), K8sError> {
-    let api: Api<DynamicObject> = match (&o.namespace, o.namespaced) {
-        (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &o.resource),
-        _ => Api::all_with(client.clone(), &o.resource),
-    };
-    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(s) if s.code == 404 || s.code == 409);
-    if o.finalizers {
-        let strip = serde_json::json!({"metadata": {"finalizers": null}});
-        if let Err(e) = api
-            .patch(&o.name, &PatchParams::default(), &Patch::Merge(&strip))
-            .await
-            && !gone(&e)
-        {
-            return Err(K8sError::Kube {
-                what: format!("removing the finalizers of {}", describe(o)),
-                source: e,
-            });
-        }
-    }
-    if o.deleting {
-        return Ok(());
-    }
-    let dp = DeleteParams {
-        grace_period_seconds: Some(0),
-        ..DeleteParams::background()
-    };
-    match api.delete(&o.name, &dp).await {
-        Ok(_) => Ok(()),
-        Err(e) if gone(&e) => Ok(()),
-        Err(e) => Err(K8sError::Kube {
-            what: format!("deleting {}", describe(o)),
-            source: e,
-        }),
-    }
 }

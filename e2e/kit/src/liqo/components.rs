@@ -160,7 +160,7 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
 }
 
 /// The virtual kubelet's program (started by the controller-manager, not here).
-pub(super) const VIRTUAL_KUBELET: &str = "liqo-virtual-kubelet";
+pub(crate) const VIRTUAL_KUBELET: &str = "liqo-virtual-kubelet";
 /// Its ServiceAccount and ClusterRole (the chart's `liqo-virtual-kubelet-local`).
 pub(super) const VIRTUAL_KUBELET_SA: &str = "liqo-virtual-kubelet-local";
 

@@ -25,6 +25,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+pub(crate) use components::VIRTUAL_KUBELET;
 pub use components::{COMPONENTS, Component, Ready, probe};
 pub use objects::service_account;
 pub use objects::{ensure_identity, new_cluster_id};
