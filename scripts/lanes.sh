@@ -9,7 +9,8 @@
 #
 # One binary runs first, with nothing beside it: it loads the whole machine. Then the binaries
 # whose tests hold time targets of earlier issues run, each with only light binaries beside it
-# (no cluster sets, little CPU): a heavy one beside them made a target miss. Then the rest.
+# (little CPU, at most a cluster or two): a Kubernetes suite beside them made a target miss.
+# Then the rest.
 
 # Test target names (tests/<name>/main.rs) that run alone, and why.
 LANES_ALONE=(

@@ -61,6 +61,7 @@ clippy_args="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 export LIQO_TEST_EXES="$scratch/test-executables"
 RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="$clippy_args" \
   phase "clippy + build (tests)" build_tests "$LIQO_TEST_EXES" --workspace --locked --all-targets
+# A failed unit test fails the run, after the system tests have run too.
 phase "unit tests" env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="$clippy_args" \
   cargo test --workspace --locked --lib --bins || status=1
 if [ "$(id -u)" -ne 0 ]; then

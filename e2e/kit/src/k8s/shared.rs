@@ -241,16 +241,34 @@ fn register_teardown() {
     });
 }
 
-/// Tears down every idle set of every pool (at exit).
+/// Tears down every idle set of every pool (at exit). A set that cannot be torn down is named on
+/// stderr (no test harness captures it any more; a tracing subscriber may be gone), with the
+/// command that removes it.
 extern "C" fn stop_all() {
-    // Nothing may unwind out of an atexit handler.
-    let _ = std::panic::catch_unwind(|| {
+    // Nothing may unwind out of an atexit handler: a panic is reported, not propagated.
+    let done = std::panic::catch_unwind(|| {
         let pools = POOLS.lock().unwrap_or_else(|p| p.into_inner()).clone();
         for pool in pools {
             let sets = std::mem::take(&mut *pool.idle.lock().unwrap_or_else(|p| p.into_inner()));
-            drop(sets); // Clusters::drop stops the processes and removes the files.
+            for Kept { set, .. } in sets {
+                let prefix = set.prefix.clone();
+                // Torn down here, where the error can be said, rather than by its drop.
+                set.detach();
+                if let Err(e) = super::down(&prefix) {
+                    eprintln!(
+                        "error: tearing down the shared clusters {prefix} at exit: {}; run `liqo-lab --prefix {prefix} k8s down`",
+                        liqo_types::chain(&e)
+                    );
+                }
+            }
         }
     });
+    if done.is_err() {
+        eprintln!(
+            "error: the shared clusters' teardown at exit panicked; `liqo-lab k8s down` with each prefix under {} removes what is left",
+            super::ROOT
+        );
+    }
 }
 
 /// How long a cleanup may take before the set is given up.
