@@ -190,13 +190,22 @@ pub fn metrics(s: &Status) -> Registry {
         g.set(gauge(value));
         registry.register(name, help, g);
     }
-    let rotations: Counter = Counter::default();
-    rotations.inc_by(s.key_rotations);
-    registry.register(
-        "key_rotations",
-        "Switches of the gateway's WireGuard key since its start",
-        rotations,
-    );
+    for (name, help, value) in [
+        (
+            "key_rotations",
+            "Switches of the gateway's WireGuard key since its start",
+            s.key_rotations,
+        ),
+        (
+            "data_spreads",
+            "Times the data threads left their CPUs for every CPU (load, or a busy neighbour)",
+            d.spreads,
+        ),
+    ] {
+        let c: Counter = Counter::default();
+        c.inc_by(value);
+        registry.register(name, help, c);
+    }
     s.reload.register_metrics(&mut registry);
     registry
 }
@@ -293,6 +302,7 @@ mod tests {
             data_path: DataPathStatus {
                 lanes: 2,
                 pinned: true,
+                spreads: 3,
                 steered_by_cpu: true,
                 idle_class: false,
                 idle_class_refused: Some("Operation not permitted".into()),
@@ -330,6 +340,7 @@ mod tests {
         assert!(v.get("configError").is_none(), "{v}");
         assert_eq!(v["wire"]["handshakesLimited"], 7);
         assert_eq!(v["dataPath"]["steeredByCpu"], true);
+        assert_eq!(v["dataPath"]["spreads"], 3);
         assert_eq!(v["dataPath"]["idleClassRefused"], "Operation not permitted");
         assert_eq!(
             (&v["keySince"], &v["keyRotations"]),
@@ -383,6 +394,7 @@ mod tests {
             "liqo_gateway_data_pinned 1",
             "liqo_gateway_data_idle_class 0",
             "liqo_gateway_key_rotations_total 2",
+            "liqo_gateway_data_spreads_total 3",
         ] {
             assert!(m.contains(line), "{line} in\n{m}");
         }

@@ -35,7 +35,7 @@ use super::{
 use std::{
     sync::{
         Mutex,
-        atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     },
     time::Instant,
 };
@@ -150,6 +150,8 @@ pub(super) struct Affinity {
     pub(super) progress: Progress,
     /// Whether the idle class may be used at home (`Device::set_idle_class`).
     pub(super) idle_class_on: AtomicBool,
+    /// Times the load (or a busy neighbour) sent the threads from home to every CPU.
+    spreads: AtomicU64,
 }
 
 impl Affinity {
@@ -171,6 +173,7 @@ impl Affinity {
             warned: AtomicBool::new(false),
             progress: Progress::new(2 * lanes.max(1)),
             idle_class_on: AtomicBool::new(true),
+            spreads: AtomicU64::new(0),
         };
         a.find_homes();
         a
@@ -195,6 +198,11 @@ impl Affinity {
     /// Whether the data threads are (to be) on their home CPUs now.
     pub(super) fn pinned(&self) -> bool {
         self.state().target() == Placement::Home
+    }
+
+    /// Times the threads left home for every CPU since the start (pinning off counts none).
+    pub(super) fn spreads(&self) -> u64 {
+        self.spreads.load(Ordering::Relaxed)
     }
 
     /// Turns going home when idle on or off; the data threads re-place themselves before their
@@ -298,6 +306,9 @@ impl Affinity {
             last.quiet = quiet;
             if next != state.placement() {
                 self.update(|s| (s.placement() != next).then(|| s.with(next, s.enabled())));
+                if next == Placement::Spread {
+                    self.spreads.fetch_add(1, Ordering::Relaxed);
+                }
             }
             next
         } else {

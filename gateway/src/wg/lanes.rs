@@ -32,6 +32,10 @@ pub struct DataPathStatus {
     pub lanes: usize,
     /// Whether each lane's threads live on its CPU now (lightly loaded) or use every CPU.
     pub pinned: bool,
+    /// Times the threads left their CPUs for every CPU since the start: under load, or packets
+    /// waiting for a busy neighbour (`wg::affinity`).
+    #[serde(default)]
+    pub spreads: u64,
     /// Whether packets pick their lane by CPU now (pinned) or by flow.
     pub steered_by_cpu: bool,
     /// Whether the data threads run in the idle scheduling class now (pinned, and no packet

@@ -93,6 +93,7 @@ impl Device {
         DataPathStatus {
             lanes: self.lanes.len(),
             pinned: self.affinity.pinned(),
+            spreads: self.affinity.spreads(),
             steered_by_cpu: self
                 .steering
                 .lock()
