@@ -137,6 +137,25 @@ async fn two_clusters_run_twenty_replicas_each_on_kwok_nodes_and_leave_nothing()
         .flat_map(|c| c.procs.iter().map(|p| p.pid))
         .collect();
     assert_eq!(pids.len(), 10, "5 processes per cluster");
+    // Each runs with the kit's Go runtime settings (one processor, fewer collections), unless
+    // this test's own environment chose them.
+    for (key, value) in [("GOMAXPROCS", "1"), ("GOGC", "400")] {
+        let want = std::env::var(key).unwrap_or_else(|_| value.to_owned());
+        for &pid in &pids {
+            let cl = k8s::command_line(pid).expect("its command line");
+            let got = cl
+                .env
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone());
+            assert_eq!(
+                got.as_deref(),
+                Some(std::ffi::OsStr::new(&want)),
+                "{key} of {}",
+                cl.program.display()
+            );
+        }
+    }
     drop(set);
     assert!(!dir.exists(), "{} left behind", dir.display());
     for pid in pids {
