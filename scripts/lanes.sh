@@ -7,29 +7,34 @@
 # and every test works under its own prefix, so binaries never share a namespace, a cluster or
 # a directory.
 #
-# One binary runs first, with nothing beside it: it loads the whole machine. Then the binaries
-# whose tests hold time targets of earlier issues run, each with only light binaries beside it
-# (little CPU, at most a cluster or two): a Kubernetes suite beside them made a target miss.
-# Then the rest.
+# One binary runs first, with nothing beside it: it loads the whole machine. Then the tests that
+# hold time targets of earlier issues run, each binary's with only light binaries beside them
+# (a Kubernetes suite beside them made a target miss); that binary's other tests run later in
+# the lanes like any binary. Then the rest.
 
 # Test target names (tests/<name>/main.rs) that run alone, and why.
 LANES_ALONE=(
   gateway_load # floods at 20,000 handshakes/s and per-CPU lanes: they need the CPUs to themselves
 )
-# Test target names whose tests hold time targets, and which.
+# The tests that hold time targets: "<test target> <test name>..." (libtest's full names, run
+# with --exact; the binary's other tests run in the lanes with --skip). A target name alone
+# would run its whole binary in the quiet.
 LANES_QUIET=(
-  lab_on_k8s # whole labs holding earlier issues' time targets (first cross-cluster packet
-             # <= 10 s after `liqoctl peer`, <= 5 s without traffic during a key rotation): beside
-             # a Kubernetes suite, 10.3 s once; 4.3 s on a quiet machine
+  # Whole labs: the first cross-cluster packet <= 10 s after `liqoctl peer` (both), traffic
+  # back <= 5 s after a key rotation (the mesh). Beside a Kubernetes suite: 10.3 s once; 4.3 s
+  # on a quiet machine.
+  "lab_on_k8s
+   lab_k8s_root::two_clusters_peered_by_liqoctl_reach_every_pod_and_unpeer_leaves_nothing
+   lab_k8s_root::three_clusters_in_a_full_mesh_reach_every_pod_and_unpeer_leaves_nothing"
 )
 # The light binaries, which may run beside a LANES_QUIET one (each under a minute, at most a
 # cluster or two; none measures). The benches' quick runs (`bench`) are not light, but they
 # check their reports' shape, never figures: they run in the lanes like any other.
 LANES_LIGHT=(gateway netops auth overlay proxy dataplane ipam control driver)
 # Test target names in the order they start when a lane is free (seconds in a CI run of
-# c995594 with two lanes: 419, 389, 233, 110, 95, 85, 57, 26, 20); the others follow in build
-# order.
-LANES_SLOW_FIRST=(k8s manager bench liqoctl virtual_kubelet lab gateway netops auth)
+# 2bd0a14 with two lanes: 457, 321, 224, 104, 92, 76, 58, 48, 34; lab_on_k8s's tests apart from
+# the quiet ones about 190 alone); the others follow in build order.
+LANES_SLOW_FIRST=(k8s manager lab_on_k8s bench liqoctl virtual_kubelet lab gateway netops auth)
 
 # The binaries running now: pid -> "<package>/<source> (<executable>)", their start and log.
 declare -A LANES_SHOWN=() LANES_STARTED=() LANES_LOG=()
@@ -48,36 +53,77 @@ run_binaries() {
   [[ "$lanes" =~ ^[1-9][0-9]*$ ]] || { echo "error: LIQO_LANES=$lanes is not a positive number" >&2; return 2; }
   listed=$(grep -c . "$tsv" || true) # grep -c exits 1 when it counts 0: the check below says so.
   [ "$listed" -gt 0 ] || { echo "error: no integration test executables listed in $tsv" >&2; return 1; }
-  local -a alone=() quiet=() first=() rest=()
+  # Each entry: a line of the list, then a tab, the arguments and a tab, the label of a part.
+  local -a alone=() quiet=() first=() rest=() words
+  local -A quiet_tests=() # test target name -> the --exact names of its quiet tests
+  local entry arg
   for name in "${LANES_ALONE[@]}"; do
     mapfile -t -O "${#alone[@]}" alone < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
   done
-  for name in "${LANES_QUIET[@]}"; do
-    mapfile -t -O "${#quiet[@]}" quiet < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
+  for entry in "${LANES_QUIET[@]}"; do
+    read -ra words <<<"${entry//$'\n'/ }"
+    name=${words[0]}
+    quiet_tests[$name]="${words[*]:1}"
+    if [ "${#words[@]}" -eq 1 ]; then
+      mapfile -t -O "${#quiet[@]}" quiet < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
+    else
+      mapfile -t -O "${#quiet[@]}" quiet < <(awk -F'\t' -v n="$name" -v a="--exact ${words[*]:1}" \
+        '$4 == n { print $0 "\t" a "\tquiet tests" }' "$tsv")
+    fi
   done
+  # A quiet test that its binary no longer has (renamed) would leave its target unchecked.
+  local want have
+  for entry in "${quiet[@]}"; do
+    IFS=$'\t' read -r exe _ _ tname _ args _ <<<"$entry"
+    [ -n "${args:-}" ] || continue
+    read -ra words <<<"$args"
+    want=$((${#words[@]} - 1))
+    have=$("$exe" --list "${words[@]}" 2>/dev/null | grep -c ': test$' || true)
+    if [ "$have" -ne "$want" ]; then
+      echo "error: LANES_QUIET names $want tests of $tname, which has $have of them: ${words[*]:1}" >&2
+      return 1
+    fi
+  done
+  # rest_of NAME: the list's lines of NAME, for the lanes: whole, or without its quiet tests.
+  rest_of() {
+    local skip=
+    if [ -n "${quiet_tests[$1]+x}" ]; then
+      [ -n "${quiet_tests[$1]}" ] || return 0 # its whole binary runs in the quiet
+      for arg in ${quiet_tests[$1]}; do skip+=" --skip $arg"; done
+      awk -F'\t' -v n="$1" -v a="--exact$skip" '$4 == n { print $0 "\t" a "\tother tests" }' "$tsv"
+    else
+      awk -F'\t' -v n="$1" '$4 == n' "$tsv"
+    fi
+  }
   for name in "${LANES_SLOW_FIRST[@]}"; do
-    mapfile -t -O "${#first[@]}" first < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
+    mapfile -t -O "${#first[@]}" first < <(rest_of "$name")
   done
   local line
   while IFS= read -r line; do
     name=$(cut -f4 <<<"$line")
-    [[ " ${LANES_ALONE[*]} ${LANES_QUIET[*]} ${LANES_SLOW_FIRST[*]} " == *" $name "* ]] || rest+=("$line")
+    [[ " ${LANES_ALONE[*]} ${LANES_SLOW_FIRST[*]} " == *" $name "* ]] && continue
+    mapfile -t -O "${#rest[@]}" rest < <(rest_of "$name")
   done <"$tsv"
+  # A binary split in two parts runs twice.
+  for name in "${!quiet_tests[@]}"; do
+    [ -z "${quiet_tests[$name]}" ] || listed=$((listed + $(awk -F'\t' -v n="$name" '$4 == n' "$tsv" | grep -c . || true)))
+  done
   # Every binary left, in the order it starts; `started` marks those that ran beside a quiet one.
   local -a pending=("${first[@]}" "${rest[@]}")
   local -A started=()
 
-  local pid rc exe pkg dir tname src n=0
-  # launch LINE: starts it in the background and records it under its pid.
+  local pid rc exe pkg dir tname src args label n=0
+  # launch ENTRY: starts it in the background (with its arguments) and records it under its pid.
   launch() {
-    IFS=$'\t' read -r exe pkg dir tname src <<<"$1"
+    IFS=$'\t' read -r exe pkg dir tname src args label <<<"$1"
+    read -ra words <<<"$args"
     n=$((n + 1))
     local t0=$EPOCHREALTIME
-    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" CARGO_PKG_NAME="$pkg" exec "$exe") \
+    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" CARGO_PKG_NAME="$pkg" exec "$exe" "${words[@]}") \
       </dev/null >"$logs/$n.log" 2>&1 &
     pid=$!
     LANES_STARTED[$pid]=$t0
-    LANES_SHOWN[$pid]="$pkg/$src (${exe##*/})"
+    LANES_SHOWN[$pid]="$pkg/$src${label:+ [$label]} (${exe##*/})"
     LANES_LOG[$pid]="$logs/$n.log"
     echo "     started ${LANES_SHOWN[$pid]}"
   }
