@@ -32,8 +32,9 @@ LANES_QUIET=(
 # check their reports' shape, never figures: they run in the lanes like any other.
 LANES_LIGHT=(gateway netops auth overlay proxy dataplane ipam control driver)
 # Test target names in the order they start when a lane is free (seconds in a CI run of
-# 2bd0a14 with two lanes: 457, 321, 224, 104, 92, 76, 58, 48, 34; lab_on_k8s's tests apart from
-# the quiet ones about 190 alone); the others follow in build order.
+# 2bd0a14 with two lanes: k8s 457, manager 321, bench 224, liqoctl 104, virtual_kubelet 92,
+# lab 76, gateway 58, auth 48, netops 34; lab_on_k8s's tests other than the quiet ones about
+# 190 alone); the others follow in build order.
 LANES_SLOW_FIRST=(k8s manager lab_on_k8s bench liqoctl virtual_kubelet lab gateway netops auth)
 
 # The binaries running now: pid -> "<package>/<source> (<executable>)", their start and log.
@@ -42,8 +43,10 @@ declare -A LANES_SHOWN=() LANES_STARTED=() LANES_LOG=()
 # run_binaries TSV LOGDIR: runs every executable listed in TSV (build_tests' format) in its
 # package's directory, as cargo test does, its output in LOGDIR; prints each one's whole output
 # when it ends (outputs never interleave) and records "test <package>/<source>" with its seconds
-# and status. Every binary runs even after a failure, so one run shows every failure. Returns 1
-# if any failed, if the list is empty, or if not every listed binary ran.
+# and status (a binary split by LANES_QUIET runs twice, each part with its label). Every binary
+# runs even after a failure, so one run shows every failure. Returns 1 if any failed, if the list
+# is empty, if not every listed binary ran, or (before any runs) if a quiet test is not in its
+# binary; 2 for a bad LIQO_LANES or lane list.
 run_binaries() {
   local tsv=$1 logs=$2 lanes=${LIQO_LANES:-2} name failed=0 listed
   if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
@@ -56,13 +59,18 @@ run_binaries() {
   # Each entry: a line of the list, then a tab, the arguments and a tab, the label of a part.
   local -a alone=() quiet=() first=() rest=() words
   local -A quiet_tests=() # test target name -> the --exact names of its quiet tests
-  local entry arg
+  local entry arg exe pkg dir tname src args label out
   for name in "${LANES_ALONE[@]}"; do
     mapfile -t -O "${#alone[@]}" alone < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
   done
   for entry in "${LANES_QUIET[@]}"; do
     read -ra words <<<"${entry//$'\n'/ }"
     name=${words[0]}
+    # Its two parts must never run at once, and one entry says which tests are quiet.
+    if [ -n "${quiet_tests[$name]+x}" ] || [[ " ${LANES_LIGHT[*]} ${LANES_ALONE[*]} " == *" $name "* ]]; then
+      echo "error: $name is in LANES_QUIET twice, or also in LANES_LIGHT or LANES_ALONE" >&2
+      return 2
+    fi
     quiet_tests[$name]="${words[*]:1}"
     if [ "${#words[@]}" -eq 1 ]; then
       mapfile -t -O "${#quiet[@]}" quiet < <(awk -F'\t' -v n="$name" '$4 == n' "$tsv")
@@ -78,7 +86,11 @@ run_binaries() {
     [ -n "${args:-}" ] || continue
     read -ra words <<<"$args"
     want=$((${#words[@]} - 1))
-    have=$("$exe" --list "${words[@]}" 2>/dev/null | grep -c ': test$' || true)
+    out=$("$exe" --list "${words[@]}" 2>&1) || {
+      echo "error: listing the tests of $tname failed ($exe --list): $out" >&2
+      return 1
+    }
+    have=$(grep -c ': test$' <<<"$out" || true)
     if [ "$have" -ne "$want" ]; then
       echo "error: LANES_QUIET names $want tests of $tname, which has $have of them: ${words[*]:1}" >&2
       return 1
@@ -99,9 +111,12 @@ run_binaries() {
     mapfile -t -O "${#first[@]}" first < <(rest_of "$name")
   done
   local line
+  local -A handled=()
   while IFS= read -r line; do
     name=$(cut -f4 <<<"$line")
     [[ " ${LANES_ALONE[*]} ${LANES_SLOW_FIRST[*]} " == *" $name "* ]] && continue
+    [ -z "${handled[$name]+x}" ] || continue # rest_of gave every line of that name
+    handled[$name]=1
     mapfile -t -O "${#rest[@]}" rest < <(rest_of "$name")
   done <"$tsv"
   # A binary split in two parts runs twice.

@@ -211,13 +211,24 @@ impl Affinity {
         self.update(|s| (s.enabled() != on).then(|| s.with(s.placement(), on)));
     }
 
+    /// Applies `f` (`None`: nothing to change) and counts a move from home to every CPU while
+    /// pinning is on (turning pinning off is not one).
     fn update(&self, f: impl Fn(State) -> Option<State>) {
-        // `f` says None when there is nothing to change; the result is then not an error.
-        let _unchanged = self
+        let Ok(prev) = self
             .state
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |w| {
                 f(State(w)).map(|s| s.0)
-            });
+            })
+        else {
+            return; // `f` said there was nothing to change: not an error
+        };
+        let prev = State(prev);
+        // `f` is pure: what it made of `prev` is what was stored.
+        let spread = |s: State| s.enabled() && s.placement() == Placement::Spread;
+        let home = |s: State| s.enabled() && s.placement() == Placement::Home;
+        if home(prev) && f(prev).is_some_and(spread) {
+            self.spreads.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// A data thread of lane `lane` says who it is (its times count from now on), and whether
@@ -306,9 +317,6 @@ impl Affinity {
             last.quiet = quiet;
             if next != state.placement() {
                 self.update(|s| (s.placement() != next).then(|| s.with(next, s.enabled())));
-                if next == Placement::Spread {
-                    self.spreads.fetch_add(1, Ordering::Relaxed);
-                }
             }
             next
         } else {

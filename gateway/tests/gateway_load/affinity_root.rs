@@ -179,6 +179,7 @@ async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
     );
     assert_eq!(status.data_path.lanes, cpus.len().min(16));
 
+    let spreads_idle = status.data_path.spreads;
     let _server = iperf::Server::start(&b.pod, "10.200.0.2", b.dir.join("iperf3.log"));
     let run = iperf::Client::start(&a.pod, "10.71.0.2", 4, 1.0);
     let spread = everywhere(&cpus, &all);
@@ -204,6 +205,12 @@ async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
         "quiet again: back home: {:?}",
         placement(&a)
     );
+    let spreads = |s: &Site| s.status().expect("status").data_path.spreads;
+    let spreads_home = spreads(&a);
+    assert!(
+        spreads_home > spreads_idle,
+        "the spread is counted: {spreads_idle} before the load, {spreads_home} after"
+    );
 
     // Off: the scheduler places them, whatever the load.
     let entries = b.as_peer(Some("198.18.0.2:51840"), "10.71.0.0/16", "10.72.0.0/16");
@@ -215,6 +222,7 @@ async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
     );
     thread::sleep(Duration::from_millis(700));
     assert_eq!(placement(&a), spread, "still off, idle");
+    assert_eq!(spreads(&a), spreads_home, "pinning off counts no spread");
 }
 
 /// Voluntary context switches of each data thread (one per wake-up).
@@ -315,15 +323,23 @@ async fn a_packet_is_read_by_the_lane_of_the_cpu_that_sent_it() {
         // run again; ten in a row fail the test.
         let mut disturbed = Vec::new();
         loop {
+            // Read first: a spread between this and the round shows as one in the round.
+            let before = (spreads(&a), spreads(&b));
             assert!(
                 eventually(5, || placement(&a) == home && placement(&b) == home),
                 "home before the round on CPU {cpu}: {:?} {:?}",
                 placement(&a),
                 placement(&b)
             );
-            let before = (spreads(&a), spreads(&b));
             let (da, db) = round(&a, &b, cpu);
             let Err(why) = by_lane(&da, &db, lane) else {
+                if !disturbed.is_empty() {
+                    eprintln!(
+                        "on CPU {cpu}, {} rounds disturbed by spreading before this one:\n{}",
+                        disturbed.len(),
+                        disturbed.join("\n")
+                    );
+                }
                 break;
             };
             let after = (spreads(&a), spreads(&b));

@@ -102,3 +102,23 @@ fn a_thread_run_time_is_read_and_grows() {
     assert!(b.2 >= a.2 && a.2 > 0, "runs {a:?} then {b:?}");
     assert_eq!(sched_times(-1), None);
 }
+
+#[test]
+fn only_a_move_from_home_to_every_cpu_with_pinning_on_counts_as_a_spread() {
+    let a = Affinity::new(2);
+    let to = |p: Placement| move |s: State| (s.placement() != p).then(|| s.with(p, s.enabled()));
+    a.update(to(Placement::Spread));
+    assert_eq!(a.spreads(), 0, "pinning off: the threads were never home");
+    a.update(to(Placement::Home));
+    a.set_enabled(true);
+    assert!(a.pinned());
+    a.update(to(Placement::Spread));
+    a.update(to(Placement::Spread));
+    assert_eq!(a.spreads(), 1, "one move, then nothing to change");
+    a.update(to(Placement::Home));
+    a.set_enabled(false);
+    assert_eq!(a.spreads(), 1, "turning pinning off is not a spread");
+    a.set_enabled(true);
+    a.update(to(Placement::Spread));
+    assert_eq!(a.spreads(), 2);
+}
