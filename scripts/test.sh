@@ -39,6 +39,8 @@ fi
 
 status=0
 phase "fmt" cargo fmt --all -- --check
+# No import cycle among the crates (every dependency kind) or among any crate's modules.
+phase "import cycles" python3 scripts/cycles.py
 # Lints and the build in one pass: clippy-driver compiles the workspace's crates (as
 # `cargo clippy` runs it, through RUSTC_WORKSPACE_WRAPPER) with its lints denied, so every
 # crate is analysed once and the dependencies are compiled once, not checked for clippy and

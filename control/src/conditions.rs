@@ -1,7 +1,7 @@
 //! The ForeignCluster's peering conditions: each condition type with the status/reason pairs
 //! it may take (upstream Liqo v0.5's, as typed enums, so a reason can never be paired with the
 //! wrong status), and the one way to write them ([`set`]) and read them ([`status`], [`get`],
-//! [`Condition::read`]).
+//! [`ForeignClusterStatus::condition`], [`Condition::read`]).
 //!
 //! A condition's `lastTransitionTime` changes only when its status changes; its reason and
 //! message follow every write. A missing condition reads as `None`. Time is an input: nothing
@@ -10,7 +10,8 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use crate::api::discovery::{
-    PeeringCondition, PeeringConditionStatus, PeeringConditionStatus as S, PeeringConditionType,
+    ForeignClusterStatus, PeeringCondition, PeeringConditionStatus, PeeringConditionStatus as S,
+    PeeringConditionType,
 };
 
 /// `ProcessForeignClusterStatus`: whether the ForeignCluster can be processed.
@@ -302,6 +303,13 @@ pub fn status(
     type_: PeeringConditionType,
 ) -> PeeringConditionStatus {
     get(conditions, type_).map_or(PeeringConditionStatus::None, |c| c.status)
+}
+
+impl ForeignClusterStatus {
+    /// The status of the condition of the given type (`None` when absent, as upstream).
+    pub fn condition(&self, type_: PeeringConditionType) -> PeeringConditionStatus {
+        status(&self.peering_conditions, type_)
+    }
 }
 
 /// Writes a condition: added (at the end) when missing; otherwise its reason and message are

@@ -15,6 +15,14 @@
 //!   cartesian merge of an imposed selector into a pod's);
 //! - [`offloading`]: namespace offloading's decisions (NamespaceOffloading status and
 //!   mappings, the provider's remote namespaces, the pod and NamespaceOffloading webhooks);
+//! - [`network`]: the network manager's decisions (NetworkConfigs, TunnelEndpoints, the
+//!   IPAM exchange's order, teardown);
+//! - [`peering`]: the peering controllers' decisions (ForeignCluster, ResourceRequest,
+//!   ResourceOffer, the replicator, the identity Secret's state);
+//! - [`shadowpod`]: the ShadowPod contract (the consumer's ShadowPod and status, the
+//!   provider's confined pod and decision);
+//! - [`virtual_node`]: the virtual kubelet's decisions about its Node (claim, labels, taints,
+//!   status, heartbeat, reachability, Lease);
 //! - [`forge`]: objects built whole from their inputs (the virtual node).
 //!
 //! It owns the shape of the objects and these decisions; it never talks to an apiserver or
@@ -28,8 +36,12 @@ pub mod crdgen;
 pub mod forge;
 pub mod identity;
 pub mod names;
+pub mod network;
 pub mod offer;
 pub mod offloading;
+pub mod peering;
 pub mod phase;
 pub mod quantity;
 pub mod selector;
+pub mod shadowpod;
+pub mod virtual_node;

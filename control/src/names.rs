@@ -8,9 +8,8 @@
 //! Label checks are `liqo_types::id::validate_label` (the tree's one RFC 1123 label check);
 //! this module adds the subdomain rule and errors that carry the value.
 
-use std::{fmt, str::FromStr};
+use std::fmt;
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::{
@@ -125,67 +124,18 @@ pub fn validate_subdomain(s: &str) -> Result<(), InvalidName> {
     Ok(())
 }
 
-/// Defines a validated name newtype: `FromStr`/`TryFrom<String>` validate, serde goes through
-/// them.
-macro_rules! name_newtype {
-    ($(#[$doc:meta])* $name:ident, $check:path) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
-
-        impl $name {
-            /// The name as a string slice.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = InvalidName;
-
-            fn try_from(s: String) -> Result<Self, Self::Error> {
-                $check(&s)?;
-                Ok(Self(s))
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = InvalidName;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                Self::try_from(s.to_owned())
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(name: $name) -> String {
-                name.0
-            }
-        }
-
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
-}
-
-name_newtype! {
+liqo_types::string_newtype! {
     /// A namespace name (a DNS-1123 label).
-    NamespaceName, validate_label
+    pub struct NamespaceName;
+    error = InvalidName;
+    check = validate_label;
 }
 
-name_newtype! {
+liqo_types::string_newtype! {
     /// An object name (a DNS-1123 subdomain): Secrets, nodes, RoleBindings, Liqo's kinds.
-    ObjectName, validate_subdomain
+    pub struct ObjectName;
+    error = InvalidName;
+    check = validate_subdomain;
 }
 
 impl ObjectName {

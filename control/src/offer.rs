@@ -28,8 +28,7 @@ use crate::{
     quantity::{self, Amount, InvalidQuantity},
 };
 
-/// Resource amounts by resource name (`cpu`, `memory`, `pods`, ...).
-pub type Resources = BTreeMap<String, Amount>;
+pub use crate::quantity::Resources;
 
 /// The resource name of CPU.
 pub const CPU: &str = "cpu";

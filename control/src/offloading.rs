@@ -1,7 +1,8 @@
 //! Namespace offloading's decisions: the remote namespace's name ([`remote_namespace`]), the
 //! NamespaceOffloading status ([`status`]), the NamespaceOffloading controller's decisions on
 //! the consumer ([`consumer`]), the NamespaceMap controller's decisions on the provider
-//! ([`provider`]), and the pod and NamespaceOffloading webhooks ([`webhook`]).
+//! ([`provider`]), the virtual-node controller's ([`vnode`]), and the pod and NamespaceOffloading
+//! webhooks ([`webhook`]).
 //!
 //! Everything here is pure: it never talks to an apiserver and never reads a clock (time is
 //! an input). The controllers in `liqo-controller-manager` observe, call these functions and
@@ -15,6 +16,7 @@ use crate::{
 pub mod consumer;
 pub mod provider;
 pub mod status;
+pub mod vnode;
 pub mod webhook;
 
 #[cfg(test)]

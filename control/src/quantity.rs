@@ -1,5 +1,6 @@
 //! Kubernetes quantities (`500m`, `1.5Gi`, `2e3`, ...): the one parser of the tree, into an
-//! exact [`Amount`], and the canonical decimal form the offers are written in.
+//! exact [`Amount`] ([`Resources`]: amounts by resource name), and the canonical decimal form
+//! the offers are written in.
 //!
 //! The grammar is Kubernetes': an optional sign, a decimal number (`1`, `1.5`, `.5`, `5.`),
 //! then a suffix: decimal SI (`n u m k M G T P E`, or none), binary SI (`Ki Mi Gi Ti Pi Ei`)
@@ -7,7 +8,7 @@
 //! up (away from zero), as Kubernetes rounds; the integer views ([`Amount::ceil_scaled`])
 //! round up as `Quantity.Value()`/`MilliValue()` do. Errors name the refused quantity.
 
-use std::fmt;
+use std::{collections::BTreeMap, fmt};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -43,6 +44,10 @@ pub struct InvalidQuantity {
     /// Why.
     pub problem: QuantityProblem,
 }
+
+/// Resource amounts by resource name (`cpu`, `memory`, `pods`, ...): a `ResourceList`,
+/// exactly.
+pub type Resources = BTreeMap<String, Amount>;
 
 /// An exact quantity, in nano-units (value × 10⁹).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -18,8 +18,11 @@ use k8s_openapi::api::core::v1::{NodeSelector, NodeSelectorRequirement, NodeSele
 
 use crate::names::validate_subdomain;
 
+mod error;
 #[cfg(test)]
 mod tests;
+
+pub use error::{KeyProblem, LabelsError, SelectorError, TermProblem, TextProblem, ValueProblem};
 
 /// The only field `matchFields` may name.
 pub const METADATA_NAME: &str = "metadata.name";
@@ -36,43 +39,6 @@ pub const DOES_NOT_EXIST: &str = "DoesNotExist";
 pub const GT: &str = "Gt";
 /// Operator `Lt`.
 pub const LT: &str = "Lt";
-
-/// A selector refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum SelectorError {
-    /// A requirement of a `NodeSelector` breaks Kubernetes' validation rules.
-    #[error("{path}: {problem}")]
-    Invalid {
-        /// Where, relative to the selector: `nodeSelectorTerms[1].matchExpressions[0].values`.
-        path: String,
-        /// What is wrong, naming the bad value.
-        problem: String,
-    },
-    /// A kubectl-syntax selector that does not parse.
-    #[error("bad selector {input:?}: {part:?} {problem}")]
-    Parse {
-        /// The whole selector given.
-        input: String,
-        /// The comma-separated requirement at fault.
-        part: String,
-        /// What is wrong with it.
-        problem: String,
-    },
-}
-
-impl SelectorError {
-    /// The same error with its path prefixed (`spec.clusterSelector.` + path); a parse error
-    /// is returned as is.
-    pub fn under(self, prefix: &str) -> Self {
-        match self {
-            SelectorError::Invalid { path, problem } => SelectorError::Invalid {
-                path: format!("{prefix}{path}"),
-                problem,
-            },
-            other => other,
-        }
-    }
-}
 
 /// Whether a node with these labels and this name matches the selector. An invalid selector
 /// (see [`validate`]) is an error, whatever the node.
@@ -206,58 +172,70 @@ fn validate_field(r: &NodeSelectorRequirement) -> Result<(), Problem> {
 
 /// Why a label key is not a qualified name: an optional DNS subdomain prefix and `/`, then
 /// 1 to 63 of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
-pub fn label_key_problem(key: &str) -> Result<(), String> {
+pub fn label_key_problem(key: &str) -> Result<(), KeyProblem> {
     let name = match key.split_once('/') {
         Some((prefix, name)) => {
-            validate_subdomain(prefix).map_err(|e| format!("has a bad prefix: {e}"))?;
+            validate_subdomain(prefix).map_err(|e| KeyProblem::Prefix(Box::new(e)))?;
             name
         }
         None => key,
     };
-    name_problem(name, false).map_err(|p| format!("is not a qualified name: its name {p}"))
+    name_problem(name, false).map_err(KeyProblem::Name)
 }
 
 /// Why a string is not a label value: at most 63 of `[A-Za-z0-9_.-]`, alphanumeric at both
 /// ends, or empty.
-pub fn label_value_problem(value: &str) -> Result<(), String> {
-    name_problem(value, true).map_err(|p| format!("is not a label value: it {p}"))
+pub fn label_value_problem(value: &str) -> Result<(), ValueProblem> {
+    name_problem(value, true).map_err(ValueProblem)
 }
 
 /// Parses a `k=v,k2=v2` label list (`--cluster-labels`): each key a qualified name, each
 /// value a label value, no key twice. The error names the entry at fault. An empty string is
 /// no labels.
-pub fn parse_labels(input: &str) -> Result<BTreeMap<String, String>, String> {
+pub fn parse_labels(input: &str) -> Result<BTreeMap<String, String>, LabelsError> {
     let mut out = BTreeMap::new();
     for part in input.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (k, v) = part
             .split_once('=')
-            .ok_or_else(|| format!("label {part:?} is not key=value"))?;
+            .ok_or_else(|| LabelsError::NotKeyValue { part: part.into() })?;
         let (k, v) = (k.trim(), v.trim());
-        label_key_problem(k).map_err(|p| format!("label {part:?}: key {k:?} {p}"))?;
-        label_value_problem(v).map_err(|p| format!("label {part:?}: value {v:?} {p}"))?;
+        label_key_problem(k).map_err(|problem| LabelsError::Key {
+            part: part.into(),
+            key: k.into(),
+            problem,
+        })?;
+        label_value_problem(v).map_err(|problem| LabelsError::Value {
+            part: part.into(),
+            value: v.into(),
+            problem,
+        })?;
         if out.insert(k.to_owned(), v.to_owned()).is_some() {
-            return Err(format!("label key {k:?} is given twice"));
+            return Err(LabelsError::Repeated { key: k.into() });
         }
     }
     Ok(out)
 }
 
-fn name_problem(s: &str, empty_ok: bool) -> Result<(), &'static str> {
+fn name_problem(s: &str, empty_ok: bool) -> Result<(), TextProblem> {
     if s.is_empty() {
-        return if empty_ok { Ok(()) } else { Err("is empty") };
+        return if empty_ok {
+            Ok(())
+        } else {
+            Err(TextProblem::Empty)
+        };
     }
     if s.len() > 63 {
-        return Err("is longer than 63 characters");
+        return Err(TextProblem::TooLong);
     }
     if !s
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
     {
-        return Err("has a character other than A-Z, a-z, 0-9, '-', '_', '.'");
+        return Err(TextProblem::InvalidChar);
     }
     let alnum = |c: char| c.is_ascii_alphanumeric();
     if !s.starts_with(alnum) || !s.ends_with(alnum) {
-        return Err("does not start and end with an alphanumeric character");
+        return Err(TextProblem::Edges);
     }
     Ok(())
 }
@@ -274,16 +252,16 @@ fn requirement(key: &str, operator: &str, values: Option<Vec<String>>) -> NodeSe
 /// `a=b` (or `a==b`) → In, `c!=d` → NotIn, `e in (x,y)`, `f notin (z)`, `g` → Exists,
 /// `!h` → DoesNotExist, `n>1` → Gt, `n<9` → Lt. The error names the requirement at fault.
 pub fn parse_term(input: &str) -> Result<NodeSelectorTerm, SelectorError> {
-    let fail = |part: &str, problem: String| SelectorError::Parse {
+    let fail = |part: &str, problem| SelectorError::Parse {
         input: input.to_owned(),
         part: part.to_owned(),
         problem,
     };
     if input.trim().is_empty() {
-        return Err(fail(input, "is empty".to_owned()));
+        return Err(fail(input, TermProblem::Empty));
     }
     let mut exprs = Vec::new();
-    for part in split_top_level(input).map_err(|p| fail(input, p.to_owned()))? {
+    for part in split_top_level(input).map_err(|p| fail(input, p))? {
         exprs.push(parse_requirement(part.trim()).map_err(|p| fail(part.trim(), p))?);
     }
     Ok(NodeSelectorTerm {
@@ -293,13 +271,13 @@ pub fn parse_term(input: &str) -> Result<NodeSelectorTerm, SelectorError> {
 }
 
 /// Splits on the commas outside parentheses.
-fn split_top_level(s: &str) -> Result<Vec<&str>, &'static str> {
+fn split_top_level(s: &str) -> Result<Vec<&str>, TermProblem> {
     let (mut parts, mut depth, mut start) = (Vec::new(), 0u32, 0);
     for (i, c) in s.char_indices() {
         match c {
-            '(' if depth > 0 => return Err("has nested parentheses"),
+            '(' if depth > 0 => return Err(TermProblem::NestedParens),
             '(' => depth = 1,
-            ')' if depth == 0 => return Err("has an unmatched ')'"),
+            ')' if depth == 0 => return Err(TermProblem::UnmatchedClose),
             ')' => depth = 0,
             ',' if depth == 0 => {
                 parts.push(&s[start..i]);
@@ -309,45 +287,53 @@ fn split_top_level(s: &str) -> Result<Vec<&str>, &'static str> {
         }
     }
     if depth > 0 {
-        return Err("has an unclosed '('");
+        return Err(TermProblem::Unclosed);
     }
     parts.push(&s[start..]);
     Ok(parts)
 }
 
-fn parse_requirement(part: &str) -> Result<NodeSelectorRequirement, String> {
-    let key = |k: &str| -> Result<String, String> {
+fn parse_requirement(part: &str) -> Result<NodeSelectorRequirement, TermProblem> {
+    let key = |k: &str| -> Result<String, TermProblem> {
         let k = k.trim();
-        label_key_problem(k).map_err(|p| format!("has key {k:?}, which {p}"))?;
+        label_key_problem(k).map_err(|problem| TermProblem::Key {
+            key: k.into(),
+            problem,
+        })?;
         Ok(k.to_owned())
     };
-    let value = |v: &str| -> Result<String, String> {
+    let value = |v: &str| -> Result<String, TermProblem> {
         let v = v.trim();
-        label_value_problem(v).map_err(|p| format!("has value {v:?}, which {p}"))?;
+        label_value_problem(v).map_err(|problem| TermProblem::Value {
+            value: v.into(),
+            problem,
+        })?;
         Ok(v.to_owned())
     };
     if part.is_empty() {
-        return Err("is an empty requirement (two commas in a row?)".to_owned());
+        return Err(TermProblem::EmptyRequirement);
     }
     if let Some(open) = part.find('(') {
         let head: Vec<&str> = part[..open].split_whitespace().collect();
         let op = match head.as_slice() {
             [_, "in"] => IN,
             [_, "notin"] => NOT_IN,
-            _ => return Err("is not `<key> in (<values>)` or `<key> notin (<values>)`".to_owned()),
+            _ => return Err(TermProblem::NotASet),
         };
         let Some(inner) = part[open + 1..].strip_suffix(')') else {
-            return Err("has text after ')'".to_owned());
+            return Err(TermProblem::AfterParens);
         };
         if inner.trim().is_empty() {
-            return Err(format!("has no values: {} needs at least one", head[1]));
+            return Err(TermProblem::NoValues {
+                operator: head[1].into(),
+            });
         }
         let values = inner.split(',').map(value).collect::<Result<Vec<_>, _>>()?;
         return Ok(requirement(&key(head[0])?, op, Some(values)));
     }
     if let Some(k) = part.strip_prefix('!') {
         if k.contains(['=', '<', '>']) {
-            return Err("mixes '!' with an operator".to_owned());
+            return Err(TermProblem::BangWithOperator);
         }
         return Ok(requirement(&key(k)?, DOES_NOT_EXIST, None));
     }
@@ -355,13 +341,13 @@ fn parse_requirement(part: &str) -> Result<NodeSelectorRequirement, String> {
         if let Some((k, v)) = part.split_once(token) {
             let v = value(v)?;
             if (op == GT || op == LT) && v.parse::<i64>().is_err() {
-                return Err(format!("compares with {v:?}, which is not an integer"));
+                return Err(TermProblem::NotAnInteger { value: v });
             }
             return Ok(requirement(&key(k)?, op, Some(vec![v])));
         }
     }
     if part.split_whitespace().count() > 1 {
-        return Err("is not a requirement (a key has no spaces; use '=', '!=', in, notin)".into());
+        return Err(TermProblem::NotARequirement);
     }
     Ok(requirement(&key(part)?, EXISTS, None))
 }

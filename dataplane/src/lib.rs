@@ -1,6 +1,7 @@
 //! The OS-facing layer every daemon and the lab share: named network namespaces, links,
 //! addresses, routes, policy rules, neighbours, sysctls, TUN devices (and their per-CPU
-//! steering: [`steer`]) and nftables; and the one
+//! steering: `steer`; both behind the default feature `tun`, which the daemons' wire types,
+//! taking only the kernel's rules for names, leave off) and nftables; and the one
 //! process supervisor ([`supervisor`]: start a program, optionally inside a namespace, watch
 //! it, stop it with SIGTERM then SIGKILL) that the lab, the Kubernetes harness, the bench and
 //! every crate's tests use, with [`procs`], the one read-only scan of `/proc` that finds
@@ -21,7 +22,6 @@
 pub mod addr;
 mod batch;
 pub mod link;
-pub mod localhttp;
 pub mod names;
 pub mod neigh;
 pub mod netlink;
@@ -32,10 +32,12 @@ pub mod procs;
 pub mod request;
 pub mod route;
 pub mod rule;
+#[cfg(feature = "tun")]
 pub mod steer;
 pub mod supervisor;
 pub mod sysctl;
 pub mod testing;
+#[cfg(feature = "tun")]
 pub mod tun;
 
 pub use names::{IfName, InvalidName, NetnsName};

@@ -3,10 +3,6 @@
 //! Both are checked once, at the boundary, so the rest of the crate never handles a raw string
 //! that the kernel would reject halfway through a change.
 
-use std::{fmt, str::FromStr};
-
-use serde::{Deserialize, Serialize};
-
 /// Why a name was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum InvalidName {
@@ -76,79 +72,43 @@ fn check(kind: &'static str, name: &str, max: usize) -> Result<(), InvalidName> 
     Ok(())
 }
 
-macro_rules! name_type {
-    ($(#[$doc:meta])* $ty:ident, $kind:literal, $max:expr) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $ty(String);
-
-        impl $ty {
-            /// The longest name accepted, in bytes.
-            pub const MAX_LEN: usize = $max;
-
-            /// The name as a string slice.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl FromStr for $ty {
-            type Err = InvalidName;
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                check($kind, s, $max)?;
-                Ok(Self(s.to_owned()))
-            }
-        }
-
-        impl TryFrom<String> for $ty {
-            type Error = InvalidName;
-            fn try_from(s: String) -> Result<Self, Self::Error> {
-                check($kind, &s, $max)?;
-                Ok(Self(s))
-            }
-        }
-
-        impl TryFrom<&str> for $ty {
-            type Error = InvalidName;
-            fn try_from(s: &str) -> Result<Self, Self::Error> {
-                s.parse()
-            }
-        }
-
-        impl From<$ty> for String {
-            fn from(n: $ty) -> String {
-                n.0
-            }
-        }
-
-        impl AsRef<str> for $ty {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-    };
+liqo_types::string_newtype! {
+    /// A network interface name: at most 15 bytes (`IFNAMSIZ - 1`), no '/', ':' or spaces.
+    pub struct IfName;
+    error = InvalidName;
+    check = |s| check("interface", s, IfName::MAX_LEN);
 }
 
-name_type!(
-    /// A network interface name: at most 15 bytes (`IFNAMSIZ - 1`), no '/', ':' or spaces.
-    IfName,
-    "interface",
-    15
-);
-
-name_type!(
+liqo_types::string_newtype! {
     /// A named network namespace (an entry under `/run/netns`): at most 64 bytes.
-    NetnsName,
-    "netns",
-    64
-);
+    pub struct NetnsName;
+    error = InvalidName;
+    check = |s| check("netns", s, NetnsName::MAX_LEN);
+}
+
+impl IfName {
+    /// The longest name accepted, in bytes.
+    pub const MAX_LEN: usize = 15;
+}
+
+impl NetnsName {
+    /// The longest name accepted, in bytes.
+    pub const MAX_LEN: usize = 64;
+}
+
+impl TryFrom<&str> for IfName {
+    type Error = InvalidName;
+    fn try_from(s: &str) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
+
+impl TryFrom<&str> for NetnsName {
+    type Error = InvalidName;
+    fn try_from(s: &str) -> Result<Self, Self::Error> {
+        s.parse()
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -1,47 +1,19 @@
 //! What `/status` (JSON, for `liqo-gateway status` and the lab) and `/metrics` (Prometheus)
 //! report: the peers and the reload state (what runs, what was refused, what failed to apply).
-//! The server itself is `liqo_daemon::server`.
+//! The document is `liqo_gateway_api::status` (re-exported here); this module fills it from a
+//! running device and renders it. The server itself is `liqo_daemon::server`.
 
 use std::time::UNIX_EPOCH;
 
+use liqo_gateway_api::status::{DataPathStatus, PeerStatus};
+pub use liqo_gateway_api::status::{ReloadStatus, Status};
 use prometheus_client::{
     encoding::EncodeLabelSet,
     metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
-use serde::{Deserialize, Serialize};
 
-pub use liqo_daemon::ReloadStatus;
-
-use crate::wg::{DataPathStatus, Device, PeerStatus, WireStatus};
-
-/// What `/status` returns.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct Status {
-    /// Our public key: the one running now (it changes with a key switch).
-    pub public_key: String,
-    /// Since when it runs (Unix seconds): the start, or the last key switch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub key_since: Option<u64>,
-    /// Key switches since the start.
-    #[serde(default)]
-    pub key_rotations: u64,
-    /// UDP port.
-    pub listen_port: u16,
-    /// Packets with no peer for their destination.
-    pub no_route: u64,
-    /// Counters of the WireGuard port: refused datagrams, cookies, handshakes limited.
-    #[serde(default)]
-    pub wire: WireStatus,
-    /// Where the data path runs: lanes, pinned or spread, steering, scheduling class.
-    #[serde(default)]
-    pub data_path: DataPathStatus,
-    /// Peers.
-    pub peers: Vec<PeerStatus>,
-    /// The config file: what runs, what was refused, what failed to apply.
-    pub reload: ReloadStatus,
-}
+use crate::wg::Device;
 
 /// The status of `device`.
 pub fn status(device: &Device, reload: ReloadStatus) -> Status {
@@ -285,6 +257,8 @@ pub fn render(s: &Status) -> String {
 mod tests {
     use liqo_daemon::status::{Applied, Failed, Refused};
     use prometheus_client::encoding::text::encode;
+
+    use liqo_gateway_api::status::WireStatus;
 
     use super::*;
 

@@ -10,13 +10,15 @@
 //!
 //! [`service`] serves it over gRPC (loopback by default; TLS, a bearer token and client
 //! certificates for a cluster) and holds the one client connection every caller uses;
-//! [`settings`] are the settings of `liqo-ipam serve` and which of them change while running.
+//! [`settings`] are the settings of `liqo-ipam serve` and which of them change while running;
+//! [`daemon`] runs it (the binary only parses its command line).
 //!
 //! The allocator never touches the network, and nothing here decides NAT rules; it only answers
 //! with addresses. IPv4 only, one local pod CIDR.
 
 mod buddy;
 mod core;
+pub mod daemon;
 mod error;
 mod reconfig;
 pub mod service;

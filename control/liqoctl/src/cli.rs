@@ -1,14 +1,10 @@
 //! The command line (clap derive): the global flags, the commands and their flags, each value
-//! validated while parsing, so a bad flag is refused with an error naming it (and its value,
-//! unless it is a token) before anything is read or written.
+//! validated while parsing ([`values`]), so a bad flag is refused with an error naming it (and
+//! its value, unless it is a token) before anything is read or written.
 
-use std::{fmt, path::PathBuf, str::FromStr, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
-use clap::{
-    Arg, Args, Command as ClapCommand, Parser, Subcommand,
-    builder::TypedValueParser,
-    error::{Error as ClapError, ErrorKind},
-};
+use clap::{Args, Parser, Subcommand};
 use clap_complete::Shell;
 use control::{
     api::{ClusterId, ClusterName},
@@ -17,12 +13,15 @@ use control::{
     names::{NamespaceName, ObjectName},
 };
 
+pub mod values;
+
 pub use crate::offload::args::{
     Offload, OffloadNamespace, OutputFormat, Unoffload, parse_selector,
 };
-
-/// The default of every `--timeout` but `offload namespace`'s (upstream's).
-pub const DEFAULT_TIMEOUT: &str = "120s";
+pub use values::{
+    AuthUrl, DEFAULT_TIMEOUT, InvalidAuthUrl, InvalidIpamAddress, InvalidTimeout, TokenParser,
+    parse_ipam_address, parse_timeout,
+};
 
 /// liqoctl: peer this cluster with other Liqo clusters (also `kubectl liqo`).
 #[derive(Debug, Parser)]
@@ -159,21 +158,6 @@ pub struct PeerInBand {
     pub timeout: Duration,
 }
 
-/// An IPAM address: `http://host:port` or `https://host:port`.
-pub fn parse_ipam_address(s: &str) -> Result<String, String> {
-    let url: AuthUrl = s
-        .parse()
-        .map_err(|e: InvalidAuthUrl| format!("{e} (e.g. http://10.0.0.5:6000)"))?;
-    let has_port = url
-        .as_str()
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| p.parse::<u16>().is_ok());
-    if !has_port {
-        return Err("has no port (e.g. http://10.0.0.5:6000)".into());
-    }
-    Ok(url.as_str().to_owned())
-}
-
 /// `peer out-of-band <name> --auth-url --cluster-id --auth-token [--timeout]`.
 #[derive(Debug, Args)]
 pub struct PeerOutOfBand {
@@ -233,127 +217,6 @@ pub enum UnpeerMode {
         #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
         timeout: Duration,
     },
-}
-
-/// A `--timeout` (`120s`, `2m`, `1m30s`); zero is refused.
-pub fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (e.g. 120s, 2m, 1m30s)"))?;
-    if d.is_zero() {
-        return Err("must be more than zero".into());
-    }
-    Ok(d)
-}
-
-/// An auth service's URL: `https://` (or `http://` for an auth service without TLS), a host,
-/// an optional port and nothing else.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthUrl(String);
-
-impl AuthUrl {
-    /// The URL.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for AuthUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Why a string is not an auth URL.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidAuthUrl {
-    /// Neither `https://` nor `http://`.
-    #[error("does not start with https:// (or http://)")]
-    Scheme,
-    /// No host.
-    #[error("has no host")]
-    NoHost,
-    /// A character a host cannot have.
-    #[error("has {0:?} in its host")]
-    HostChar(char),
-    /// A port that is not 1..=65535.
-    #[error("has port {0:?} (a port is 1 to 65535)")]
-    Port(String),
-    /// A path, query or fragment.
-    #[error("has something after the host and port ({0:?}); an auth URL is scheme://host[:port]")]
-    Trailing(String),
-}
-
-impl FromStr for AuthUrl {
-    type Err = InvalidAuthUrl;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let rest = s
-            .strip_prefix("https://")
-            .or_else(|| s.strip_prefix("http://"))
-            .ok_or(InvalidAuthUrl::Scheme)?;
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (authority, trailing) = rest.split_at(end);
-        if !trailing.is_empty() && trailing != "/" {
-            return Err(InvalidAuthUrl::Trailing(trailing.to_owned()));
-        }
-        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (addr, after) = v6.split_once(']').ok_or(InvalidAuthUrl::HostChar('['))?;
-            if addr.parse::<std::net::Ipv6Addr>().is_err() {
-                return Err(InvalidAuthUrl::HostChar('['));
-            }
-            (addr, after.strip_prefix(':'))
-        } else {
-            match authority.split_once(':') {
-                Some((h, p)) => (h, Some(p)),
-                None => (authority, None),
-            }
-        };
-        if host.is_empty() {
-            return Err(InvalidAuthUrl::NoHost);
-        }
-        if !authority.starts_with('[')
-            && let Some(c) = host
-                .chars()
-                .find(|c| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '.'))
-        {
-            return Err(InvalidAuthUrl::HostChar(c));
-        }
-        if let Some(p) = port
-            && !matches!(p.parse::<u16>(), Ok(1..))
-        {
-            return Err(InvalidAuthUrl::Port(p.to_owned()));
-        }
-        Ok(Self(s.trim_end_matches('/').to_owned()))
-    }
-}
-
-/// Parses `--auth-token` without ever putting the token in the error (a mistyped token is
-/// still most of a secret).
-#[derive(Debug, Clone, Copy)]
-pub struct TokenParser;
-
-impl TypedValueParser for TokenParser {
-    type Value = AuthToken;
-
-    fn parse_ref(
-        &self,
-        cmd: &ClapCommand,
-        arg: Option<&Arg>,
-        value: &std::ffi::OsStr,
-    ) -> Result<AuthToken, ClapError> {
-        let flag = arg.map_or_else(
-            || "--auth-token".to_owned(),
-            |a| format!("--{}", a.get_id()),
-        );
-        let bad = |why: String| {
-            ClapError::raw(
-                ErrorKind::ValueValidation,
-                format!("invalid value for '{}': {why}\n", flag.replace('_', "-")),
-            )
-            .with_cmd(cmd)
-        };
-        let text = value.to_str().ok_or_else(|| bad("is not UTF-8".into()))?;
-        AuthToken::from_str(text).map_err(|e| bad(e.to_string()))
-    }
 }
 
 /// The program name to print in commands: `kubectl liqo` when run as the kubectl plugin

@@ -166,7 +166,7 @@ pub fn outgoing(asked: bool, existing: Option<&ForeignClusterSpec>) -> PeeringEn
 /// would write in the peer's tenant namespace `namespace`: the same labels but marked as a
 /// replica of `origin`, the same annotations and spec, no status (the peer writes it).
 pub fn network_config_copy(source: &Value, origin: &str, namespace: &str) -> Value {
-    use liqo_controller_manager::decide::replicate::{Source, desired};
+    use control::peering::replicate::{Source, desired};
     let map = |key: &str| -> std::collections::BTreeMap<String, String> {
         source
             .pointer(&format!("/metadata/{key}"))

@@ -4,11 +4,10 @@
 use control::api::discovery::ForeignCluster;
 use kube::{Api, Client, api::ListParams};
 use liqo_auth::url::Overrides;
-use liqo_types::chain;
 
 use crate::{
     client::ApiFailure,
-    render::{self, StatusReport},
+    render::{self, Missing, StatusReport},
 };
 
 /// Why `generate peer-command` failed.
@@ -54,16 +53,16 @@ pub async fn status(client: &Client, ns: &str) -> StatusReport {
     let identity = liqo_auth::cluster::local_identity(client, ns)
         .await
         .map(|i| (i.cluster_id.to_string(), i.cluster_name.to_string()))
-        .map_err(|e| chain(&e));
+        .map_err(|e| Missing::Identity(e.into()));
     let auth_url = liqo_auth::url::discover(client, ns, &Overrides::default())
         .await
-        .map_err(|e| chain(&e));
+        .map_err(|e| Missing::AuthUrl(e.into()));
     let fcs: Api<ForeignCluster> = Api::all(client.clone());
     let peers = fcs
         .list(&ListParams::default())
         .await
         .map(|l| l.items)
-        .map_err(|e| format!("listing ForeignClusters: {}", ApiFailure::from(e)));
+        .map_err(|e| Missing::Peers(ApiFailure::from(e).into()));
     StatusReport {
         namespace: ns.to_owned(),
         api_server: None,

@@ -20,6 +20,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod consts;
 pub mod inband;
 pub mod info;
 pub mod offload;
@@ -32,8 +33,7 @@ pub mod unpeer;
 use clap::CommandFactory;
 use cli::{Cli, Command, Generate, Offload, PeerMode, Unoffload, UnpeerMode};
 
-/// The field manager of liqoctl's writes.
-pub const FIELD_MANAGER: &str = "liqoctl";
+pub use consts::FIELD_MANAGER;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]

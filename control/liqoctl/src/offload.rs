@@ -18,7 +18,7 @@ use kube::{
     runtime::{WatchStreamExt, watcher},
 };
 
-use crate::{FIELD_MANAGER, client::ApiFailure};
+use crate::{client::ApiFailure, consts::FIELD_MANAGER};
 
 pub mod args;
 pub mod decide;
@@ -27,9 +27,6 @@ pub mod decide;
 mod tests;
 
 pub use decide::{Outcome, RenderError};
-
-/// The default `--timeout` of `offload namespace` (upstream's).
-pub const OFFLOAD_TIMEOUT: &str = "20s";
 
 /// Why `offload namespace` or `unoffload namespace` failed.
 #[derive(Debug, thiserror::Error)]

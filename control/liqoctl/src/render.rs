@@ -1,10 +1,16 @@
 //! What liqoctl prints, built from values: the peer command of `generate peer-command` and the
 //! report of `status`. Pure: the callers gather the values.
 
+use std::sync::Arc;
+
 use control::{
     api::discovery::{ForeignCluster, PeeringConditionType as T},
     identity::AuthToken,
 };
+use liqo_auth::{cluster::IdentityError, url::UrlError};
+use liqo_types::chain;
+
+use crate::client::ApiFailure;
 
 /// The sentence `generate peer-command` prints before the command (upstream's).
 pub const PEER_COMMAND_SENTENCE: &str = "Execute this command on a *different* cluster to enable an outgoing peering with the current cluster:";
@@ -33,6 +39,21 @@ pub fn peer_command_output(command: &str, only_command: bool) -> String {
     }
 }
 
+/// Why a piece of the `status` report is missing (printed with its causes). Shared (`Arc`):
+/// the report is a value, cloned as such.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Missing {
+    /// The cluster identity could not be read.
+    #[error(transparent)]
+    Identity(Arc<IdentityError>),
+    /// The auth URL could not be found.
+    #[error(transparent)]
+    AuthUrl(Arc<UrlError>),
+    /// The ForeignClusters could not be listed.
+    #[error("listing ForeignClusters")]
+    Peers(#[source] Arc<ApiFailure>),
+}
+
 /// What `status` found; each piece is a value or why it is missing.
 #[derive(Debug, Clone)]
 pub struct StatusReport {
@@ -41,11 +62,11 @@ pub struct StatusReport {
     /// The API server's address, as the kubeconfig gives it.
     pub api_server: Option<String>,
     /// The cluster identity: (ID, name).
-    pub identity: Result<(String, String), String>,
+    pub identity: Result<(String, String), Missing>,
     /// The auth URL.
-    pub auth_url: Result<String, String>,
+    pub auth_url: Result<String, Missing>,
     /// The ForeignClusters.
-    pub peers: Result<Vec<ForeignCluster>, String>,
+    pub peers: Result<Vec<ForeignCluster>, Missing>,
 }
 
 /// The `status` report.
@@ -56,14 +77,14 @@ pub fn status(report: &StatusReport) -> String {
     }
     match &report.identity {
         Ok((id, name)) => out.push_str(&format!("Cluster ID: {id}\nCluster name: {name}\n")),
-        Err(why) => out.push_str(&format!("Cluster identity: missing ({why})\n")),
+        Err(why) => out.push_str(&format!("Cluster identity: missing ({})\n", chain(why))),
     }
     match &report.auth_url {
         Ok(url) => out.push_str(&format!("Auth URL: {url}\n")),
-        Err(why) => out.push_str(&format!("Auth URL: unknown ({why})\n")),
+        Err(why) => out.push_str(&format!("Auth URL: unknown ({})\n", chain(why))),
     }
     match &report.peers {
-        Err(why) => out.push_str(&format!("Peers: unknown ({why})\n")),
+        Err(why) => out.push_str(&format!("Peers: unknown ({})\n", chain(why))),
         Ok(fcs) if fcs.is_empty() => out.push_str("Peers: none (no ForeignCluster)\n"),
         Ok(fcs) => {
             out.push_str("Peers:\n");

@@ -25,7 +25,7 @@ use kube::{
 };
 use serde_json::json;
 
-use crate::{FIELD_MANAGER, client::ApiFailure};
+use crate::{client::ApiFailure, consts::FIELD_MANAGER};
 
 /// Why a rotation failed.
 #[derive(Debug, thiserror::Error)]

@@ -19,6 +19,7 @@
 
 use std::time::Duration;
 
+use control::peering::{fc::IdentityState, secret as identity};
 use control::{
     api::{
         ClusterId,
@@ -35,9 +36,11 @@ use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, ListParams, Preconditions},
 };
-use liqo_controller_manager::{decide::fc::IdentityState, identity};
 
-use crate::{peer::PeerError, stages};
+use crate::{
+    peer::error::{PeerError, kube_err},
+    stages,
+};
 
 /// Why a ForeignCluster whose outgoing peering is gone may be removed whole (`None`: it must
 /// stay): it never authenticated and no direction is left.
@@ -104,11 +107,31 @@ pub fn plan_tenant(
 /// How often the removals are looked at.
 const POLL: Duration = Duration::from_millis(200);
 
-fn failed(what: String) -> impl FnOnce(kube::Error) -> PeerError {
-    move |e| PeerError::Kube {
-        what,
-        source: e.into(),
-    }
+/// Why something a ForeignCluster made could not be removed (collected, then reported
+/// together in [`PeerError::Leftovers`]).
+#[derive(Debug, thiserror::Error)]
+enum Leftover {
+    /// A call to the apiserver failed.
+    #[error("{what}")]
+    Kube {
+        /// What was being done, on which object.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The namespace was still there at the deadline.
+    #[error("namespace {namespace}: still there ({phase})")]
+    StillThere {
+        /// The namespace.
+        namespace: String,
+        /// Its phase.
+        phase: String,
+    },
+}
+
+fn leftover(what: String) -> impl FnOnce(kube::Error) -> Leftover {
+    move |source| Leftover::Kube { what, source }
 }
 
 fn not_found(e: &kube::Error) -> bool {
@@ -146,7 +169,7 @@ pub async fn remove(
                 let again = fcs
                     .get_opt(&name)
                     .await
-                    .map_err(failed(format!("reading ForeignCluster {name}")))?;
+                    .map_err(kube_err(format!("reading ForeignCluster {name}")))?;
                 match again {
                     Some(f) if f.uid() == fc.uid() => {
                         if removable(f.status.as_ref()).is_none() {
@@ -160,7 +183,7 @@ pub async fn remove(
                     _ => break auth,
                 }
             }
-            Err(e) => return Err(failed(format!("deleting ForeignCluster {name}"))(e)),
+            Err(e) => return Err(kube_err(format!("deleting ForeignCluster {name}"))(e)),
         }
     };
     wait_fc_gone(&fcs, &name, fc, deadline).await?;
@@ -177,7 +200,7 @@ pub async fn remove(
     let tenants = Api::<Namespace>::all(client.clone())
         .list(&ListParams::default().labels(&selector))
         .await
-        .map_err(failed(format!(
+        .map_err(kube_err(format!(
             "listing the tenant namespaces of {cluster:?}"
         )))?;
     for t in tenants.items {
@@ -185,7 +208,7 @@ pub async fn remove(
         match remove_tenant(client, &tenant, id, &cluster, auth, deadline).await {
             Ok(Some(why)) => keep_token = Some(why),
             Ok(None) => {}
-            Err(why) => left.push(why),
+            Err(why) => left.push(liqo_types::chain(&why)),
         }
     }
 
@@ -197,7 +220,10 @@ pub async fn remove(
         match secrets.delete(&token, &DeleteParams::default()).await {
             Ok(_) => println!("Removed Secret {ns}/{token} (the token of cluster {cluster:?})"),
             Err(e) if not_found(&e) => {}
-            Err(e) => left.push(format!("Secret {ns}/{token}: {}", liqo_types::chain(&e))),
+            Err(e) => {
+                let why = leftover(format!("Secret {ns}/{token}"))(e);
+                left.push(liqo_types::chain(&why));
+            }
         }
     }
     if left.is_empty() {
@@ -221,7 +247,7 @@ async fn wait_fc_gone(
         let now = fcs
             .get_opt(name)
             .await
-            .map_err(failed(format!("reading ForeignCluster {name}")))?;
+            .map_err(kube_err(format!("reading ForeignCluster {name}")))?;
         match now {
             Some(f) if f.uid() == fc.uid() => {
                 if tokio::time::Instant::now() >= deadline {
@@ -248,23 +274,21 @@ async fn remove_tenant(
     cluster: &str,
     auth: S,
     deadline: tokio::time::Instant,
-) -> Result<Option<String>, String> {
-    let chain = |e: kube::Error| liqo_types::chain(&e).to_string();
+) -> Result<Option<String>, Leftover> {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), tenant);
     let identities = secrets
         .list(&ListParams::default().labels(&identity::selector(id)))
         .await
-        .map_err(|e| format!("listing the identity Secrets in {tenant}: {}", chain(e)))?;
+        .map_err(leftover(format!(
+            "listing the identity Secrets in {tenant}"
+        )))?;
     let issued = secrets
         .get_opt(objects::REMOTE_CERTIFICATE_SECRET)
         .await
-        .map_err(|e| {
-            format!(
-                "reading Secret {tenant}/{}: {}",
-                objects::REMOTE_CERTIFICATE_SECRET,
-                chain(e)
-            )
-        })?
+        .map_err(leftover(format!(
+            "reading Secret {tenant}/{}",
+            objects::REMOTE_CERTIFICATE_SECRET
+        )))?
         .is_some();
     let states: Vec<(String, IdentityState)> = identities
         .items
@@ -282,7 +306,7 @@ async fn remove_tenant(
                     "Removed Secret {tenant}/{n} (our key and CSR for cluster {cluster:?}, refused)"
                 ),
                 Err(e) if not_found(&e) => {}
-                Err(e) => return Err(format!("Secret {tenant}/{n}: {}", chain(e))),
+                Err(e) => return Err(leftover(format!("Secret {tenant}/{n}"))(e)),
             }
         }
         println!("Kept namespace {tenant}: {why}");
@@ -308,8 +332,7 @@ async fn delete_namespace(
     client: &Client,
     tenant: &str,
     deadline: tokio::time::Instant,
-) -> Result<(), String> {
-    let chain = |e: kube::Error| liqo_types::chain(&e).to_string();
+) -> Result<(), Leftover> {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for pass in 0..2 {
         match namespaces.delete(tenant, &DeleteParams::default()).await {
@@ -319,17 +342,20 @@ async fn delete_namespace(
                     return Ok(());
                 }
             }
-            Err(e) => return Err(format!("namespace {tenant}: {}", chain(e))),
+            Err(e) => return Err(leftover(format!("namespace {tenant}"))(e)),
         }
         loop {
             match namespaces.get_opt(tenant).await {
                 Ok(None) => break,
                 Ok(Some(n)) if tokio::time::Instant::now() >= deadline => {
                     let phase = n.status.and_then(|s| s.phase).unwrap_or_default();
-                    return Err(format!("namespace {tenant}: still there ({phase})"));
+                    return Err(Leftover::StillThere {
+                        namespace: tenant.to_owned(),
+                        phase,
+                    });
                 }
                 Ok(Some(_)) => tokio::time::sleep(POLL).await,
-                Err(e) => return Err(format!("namespace {tenant}: {}", chain(e))),
+                Err(e) => return Err(leftover(format!("namespace {tenant}"))(e)),
             }
         }
         if pass == 0 {

@@ -1,32 +1,41 @@
-//! The ForeignCluster controller's I/O (§1.2 step 3): reads what [`crate::decide::fc`] needs,
+//! The ForeignCluster controller's I/O (§1.2 step 3): reads what [`control::peering::fc`] needs,
 //! talks to the peer's auth service, writes the decisions and the status.
 
-use std::{collections::BTreeSet, sync::Arc, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Duration,
+};
 
 use control::{
     api::{
         discovery::{
-            ForeignCluster, ForeignClusterStatus, PeeringConditionType, ResourceRequest,
-            TenantNamespace,
+            ClusterIdentity, ForeignCluster, ForeignClusterStatus, PeeringConditionType,
+            ResourceRequest, TenantNamespace,
         },
         sharing::ResourceOffer,
     },
     conditions::{self, Authentication, Condition, Peering, Process},
-    consts::{annotations, discovery_types, labels, values},
+    consts::{discovery_types, labels, values},
     names,
+    phase::RoleSet,
 };
+use k8s_openapi::{api::core::v1::Namespace, apimachinery::pkg::apis::meta::v1::Time};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ListParams},
     runtime::controller::Action as Requeue,
 };
-use serde_json::json;
 
 use crate::{
-    context::{Context, apply, apply_status, controller_ref, now},
-    decide::fc::{self as decide, Action, Observed, RequestState, TunnelState},
+    context::Context,
     error::{Error, kube as kerr},
+    kit::{apply, apply_status, controller_ref, not_found, now},
     roles,
+};
+use control::peering::{
+    fc::{self as decide, Action, Observed, RequestState, TunnelState},
+    objects,
 };
 
 /// The controller's name in metrics and logs.
@@ -34,7 +43,10 @@ pub const NAME: &str = "foreigncluster";
 
 pub use crate::fc_auth::AUTH_RETRY;
 
-/// One reconcile of a ForeignCluster.
+/// One reconcile of a ForeignCluster, in the order of §1.2 step 3: (a) validation, (c) our
+/// tenant namespace, (d, e) our identity at the peer and its tenant namespace for us,
+/// (f–h) the peering's decisions carried out, (i) a discovered ForeignCluster left without a
+/// peering deleted. The decisions are `control::peering`'s.
 pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Requeue, Error> {
     ctx.metrics.reconcile(NAME);
     let name = fc.name_any();
@@ -45,52 +57,17 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     let mut status = old.clone();
 
     // a. Validation.
-    let all = api
-        .list(&ListParams::default())
-        .await
-        .map_err(kerr("list ForeignClusters"))?;
-    let key = |f: &ForeignCluster| (f.creation_timestamp().map(|t| t.0), f.name_any());
-    let older_duplicate = all.items.iter().any(|o| {
-        o.name_any() != name
-            && o.spec.cluster_identity.cluster_id == peer.cluster_id
-            && key(o) < key(&fc)
-    });
-    let process = decide::process(&peer.cluster_id, &ctx.local.cluster_id, older_duplicate);
-    conditions::set(
-        &mut status.peering_conditions,
-        Condition::Process(process),
-        &now,
-    );
-    if process != Process::Processable {
+    if !processable(&ctx, &api, &fc, &mut status, &now).await? {
         write_status(&api, &name, &old, &status).await?;
         return Ok(Requeue::requeue(ctx.settings.resync));
     }
-    if fc.labels().get(labels::CLUSTER_ID) != Some(&peer.cluster_id.to_string()) {
-        let patch = json!({
-            "apiVersion": ForeignCluster::api_version(&()), "kind": ForeignCluster::kind(&()),
-            "metadata": {"name": name, "labels": {labels::CLUSTER_ID: peer.cluster_id.as_str()}},
-        });
-        apply(&api, &name, &patch).await?;
-    }
 
     // c. Our tenant namespace for the peer.
-    let tenant = names::tenant_namespace(&peer).to_string();
-    let ns_api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(ctx.client.clone());
-    let ns = json!({
-        "apiVersion": "v1", "kind": "Namespace",
-        "metadata": {"name": tenant, "labels": {
-            labels::CLUSTER_ID: peer.cluster_id.as_str(),
-            labels::TENANT_NAMESPACE: values::TRUE,
-        }, "annotations": {
-            // The peer checks with it that the API server behind its identity is ours.
-            annotations::HOST_CLUSTER_ID: ctx.local.cluster_id.as_str(),
-        }},
-    });
-    apply(&ns_api, &tenant, &ns).await?;
-    let tenants = status
+    let tenant = tenant_namespace(&ctx, &peer).await?;
+    status
         .tenant_namespace
-        .get_or_insert_with(TenantNamespace::default);
-    tenants.local = Some(tenant.clone());
+        .get_or_insert_with(TenantNamespace::default)
+        .local = Some(tenant.clone());
 
     // d. Our identity at the peer; e. its tenant namespace for us.
     let old_remote = old.tenant_namespace.as_ref().and_then(|t| t.remote.clone());
@@ -127,32 +104,106 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
         .resync
         .min(outcome.recheck.unwrap_or(Duration::MAX));
     for action in decide::decide(&observed) {
-        match action {
-            Action::ApplyRequest => apply_request(&ctx, &fc, &tenant, None).await?,
-            Action::WithdrawRequest => apply_request(&ctx, &fc, &tenant, Some(&now)).await?,
-            Action::DeleteRequest => {
-                let rr_api: Api<ResourceRequest> = Api::namespaced(ctx.client.clone(), &tenant);
-                let rr = names::resource_request(&ctx.local.cluster_name);
-                rr_api
-                    .delete(rr.as_str(), &DeleteParams::default())
-                    .await
-                    .map(drop)
-                    .or_else(not_found)
-                    .map_err(kerr(format!("delete ResourceRequest {tenant}/{rr}")))?;
-            }
-            Action::SetCondition(c) => {
-                conditions::set(&mut status.peering_conditions, c, &now);
-            }
-            Action::SetNetwork(c) => {
-                conditions::set(&mut status.peering_conditions, c, &now);
-            }
-            Action::RecheckAfter(d) => requeue = requeue.min(d),
-            Action::Bind(set) => roles::bind(&ctx, &fc, &tenant, roles.get(&set)).await?,
-            Action::Unbind(set) => roles::unbind(&ctx, &tenant, roles.get(&set)).await?,
-        }
+        let recheck = carry_out(&ctx, &fc, &tenant, &roles, &mut status, &now, action).await?;
+        requeue = requeue.min(recheck.unwrap_or(Duration::MAX));
     }
     write_status(&api, &name, &old, &status).await?;
+
     // i. A ForeignCluster made for an incoming peering goes once neither direction is left.
+    if left_without_peering(&fc, observed.deleting, &status) {
+        tracing::info!(%name, "no peering left with a cluster that peered with us: deleting its ForeignCluster");
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .map(drop)
+            .or_else(not_found)
+            .map_err(kerr(format!("delete ForeignCluster {name}")))?;
+    }
+    Ok(Requeue::requeue(requeue))
+}
+
+/// (a) Whether the ForeignCluster is processed (not our own cluster, not a younger duplicate
+/// of another for the same peer), recorded as its `ProcessForeignClusterStatus`; a processed
+/// one is labelled with its peer's cluster ID.
+async fn processable(
+    ctx: &Context,
+    api: &Api<ForeignCluster>,
+    fc: &ForeignCluster,
+    status: &mut ForeignClusterStatus,
+    now: &Time,
+) -> Result<bool, Error> {
+    let peer = &fc.spec.cluster_identity.cluster_id;
+    let all = api
+        .list(&ListParams::default())
+        .await
+        .map_err(kerr("list ForeignClusters"))?;
+    let older_duplicate = objects::older_duplicate(&all.items, fc);
+    let process = decide::process(peer, &ctx.local.cluster_id, older_duplicate);
+    conditions::set(
+        &mut status.peering_conditions,
+        Condition::Process(process),
+        now,
+    );
+    if process != Process::Processable {
+        return Ok(false);
+    }
+    if fc.labels().get(labels::CLUSTER_ID) != Some(&peer.to_string()) {
+        let name = fc.name_any();
+        apply(api, &name, &objects::cluster_id_label(&name, peer)).await?;
+    }
+    Ok(true)
+}
+
+/// (c) Our tenant namespace for the peer, applied; its name.
+async fn tenant_namespace(ctx: &Context, peer: &ClusterIdentity) -> Result<String, Error> {
+    let tenant = names::tenant_namespace(peer).to_string();
+    let ns_api: Api<Namespace> = Api::all(ctx.client.clone());
+    let ns = objects::tenant_namespace(&tenant, &peer.cluster_id, &ctx.local.cluster_id);
+    apply(&ns_api, &tenant, &ns).await?;
+    Ok(tenant)
+}
+
+/// (f–h) Carries out one of the peering's actions; a recheck it asks for.
+async fn carry_out(
+    ctx: &Context,
+    fc: &ForeignCluster,
+    tenant: &str,
+    roles: &BTreeMap<RoleSet, Vec<String>>,
+    status: &mut ForeignClusterStatus,
+    now: &Time,
+    action: Action,
+) -> Result<Option<Duration>, Error> {
+    match action {
+        Action::ApplyRequest => apply_request(ctx, fc, tenant, None).await?,
+        Action::WithdrawRequest => apply_request(ctx, fc, tenant, Some(now)).await?,
+        Action::DeleteRequest => {
+            let rr_api: Api<ResourceRequest> = Api::namespaced(ctx.client.clone(), tenant);
+            let rr = names::resource_request(&ctx.local.cluster_name);
+            rr_api
+                .delete(rr.as_str(), &DeleteParams::default())
+                .await
+                .map(drop)
+                .or_else(not_found)
+                .map_err(kerr(format!("delete ResourceRequest {tenant}/{rr}")))?;
+        }
+        Action::SetCondition(c) => {
+            conditions::set(&mut status.peering_conditions, c, now);
+        }
+        Action::SetNetwork(c) => {
+            conditions::set(&mut status.peering_conditions, c, now);
+        }
+        Action::RecheckAfter(d) => return Ok(Some(d)),
+        Action::Bind(set) => roles::bind(ctx, fc, tenant, roles.get(&set)).await?,
+        Action::Unbind(set) => roles::unbind(ctx, tenant, roles.get(&set)).await?,
+    }
+    Ok(None)
+}
+
+/// (i) Whether a ForeignCluster discovered by an incoming peering is left with no direction.
+fn left_without_peering(
+    fc: &ForeignCluster,
+    deleting: bool,
+    status: &ForeignClusterStatus,
+) -> bool {
     let discovered = fc.labels().get(labels::DISCOVERY_TYPE).map(String::as_str)
         == Some(discovery_types::INCOMING_PEERING);
     let direction = |t| {
@@ -164,28 +215,12 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
             })
             .unwrap_or(Peering::None)
     };
-    if decide::delete_discovered(
+    decide::delete_discovered(
         discovered,
-        observed.deleting,
+        deleting,
         direction(PeeringConditionType::OutgoingPeering),
         direction(PeeringConditionType::IncomingPeering),
-    ) {
-        tracing::info!(%name, "no peering left with a cluster that peered with us: deleting its ForeignCluster");
-        api.delete(&name, &DeleteParams::default())
-            .await
-            .map(drop)
-            .or_else(not_found)
-            .map_err(kerr(format!("delete ForeignCluster {name}")))?;
-    }
-    Ok(Requeue::requeue(requeue))
-}
-
-/// Errors other than 404 (a delete of something already gone is done).
-pub fn not_found(e: kube::Error) -> Result<(), kube::Error> {
-    match &e {
-        kube::Error::Api(s) if s.code == 404 => Ok(()),
-        _ => Err(e),
-    }
+    )
 }
 
 async fn write_status(
@@ -292,12 +327,12 @@ async fn observe(
     })
 }
 
-/// Our ResourceRequest to the peer; `withdrawal` stamps `spec.withdrawalTimestamp`.
+/// Our ResourceRequest to the peer ([`objects::resource_request`]).
 async fn apply_request(
     ctx: &Context,
     fc: &ForeignCluster,
     tenant: &str,
-    withdrawal: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    withdrawal: Option<&Time>,
 ) -> Result<(), Error> {
     let api: Api<ResourceRequest> = Api::namespaced(ctx.client.clone(), tenant);
     let name = names::resource_request(&ctx.local.cluster_name).to_string();
@@ -308,21 +343,14 @@ async fn apply_request(
     )
     .await
     .map_err(|e| Error::AuthUrl(Box::new(e)))?;
-    let mut spec = json!({"clusterIdentity": ctx.local, "authUrl": auth_url});
-    if let Some(t) = withdrawal {
-        spec["withdrawalTimestamp"] = serde_json::to_value(t).expect("a time serializes");
-    }
-    let object = json!({
-        "apiVersion": ResourceRequest::api_version(&()), "kind": ResourceRequest::kind(&()),
-        "metadata": {
-            "name": name, "namespace": tenant,
-            "labels": {
-                labels::REPLICATION: values::TRUE,
-                labels::REMOTE_ID: fc.spec.cluster_identity.cluster_id.as_str(),
-            },
-            "ownerReferences": controller_ref(fc).into_iter().collect::<Vec<_>>(),
-        },
-        "spec": spec,
-    });
+    let object = objects::resource_request(
+        &name,
+        tenant,
+        &ctx.local,
+        &auth_url,
+        &fc.spec.cluster_identity.cluster_id,
+        controller_ref(fc),
+        withdrawal,
+    );
     apply(&api, &name, &object).await.map(drop)
 }

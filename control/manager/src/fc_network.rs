@@ -1,4 +1,4 @@
-//! What the ForeignCluster controller reads for NETWORKING ([`crate::decide::fc::network`]):
+//! What the ForeignCluster controller reads for NETWORKING ([`control::peering::fc::network`]):
 //! our TunnelEndpoint's connection, the gateway operator's Lease beside a `Connected` one
 //! ([`crate::gateway_lease`]), and the peer's refusal of our NetworkConfig. Reads only.
 
@@ -14,10 +14,8 @@ use kube::{
     api::{ApiResource, DynamicObject},
 };
 
-use crate::{
-    decide::fc::{OwnRefused, TunnelState},
-    error::{Error, kube as kerr},
-};
+use crate::error::{Error, kube as kerr};
+use control::peering::fc::{OwnRefused, TunnelState};
 
 fn is<K: Resource>(o: &K, key: &str, value: &str) -> bool {
     o.meta()

@@ -1,68 +1,22 @@
 //! The gateway operator's Lease (`liqo-gateway` in the Liqo namespace) as the ForeignCluster
 //! controller sees it: read beside a `Connected` TunnelEndpoint (NETWORKING is `Established`
-//! only while it is fresh, [`crate::decide::fc::network`]), and watched so that a renewal after
+//! only while it is fresh, [`control::peering::fc::network`]), and watched so that a renewal after
 //! an expiry is noticed at once (its expiry is the controller's requeue).
 
-use std::sync::{Arc, Mutex};
-
 use futures::{Stream, StreamExt};
-use k8s_openapi::{
-    api::coordination::v1::{Lease, LeaseSpec},
-    jiff::Timestamp,
-};
+use k8s_openapi::{api::coordination::v1::Lease, jiff::Timestamp};
 use kube::{
     Api, Client,
     runtime::{WatchStreamExt, watcher},
 };
 
-use crate::{
-    context::{Context, now},
-    decide::fc::{GatewayLease, LeaseTimes},
-};
+use crate::{context::Context, kit::now};
+use control::peering::fc::{GatewayLease, LeaseTimes};
 
-/// When we last saw the gateway Lease renewed, on OUR clock (as client-go's leader election
-/// records `observedTime`): its `renewTime` is the holder's clock, which may be skewed. Fed by
-/// the watch ([`returns`]) and by each read ([`read`]).
-#[derive(Debug, Default)]
-pub struct Observations {
-    /// The last spec seen and our time when it was first seen so.
-    last: Option<(LeaseSpec, Timestamp)>,
-}
+mod observations;
 
-/// Shared by the watch and the ForeignCluster controller.
-pub type SharedObservations = Arc<Mutex<Observations>>;
-
-impl Observations {
-    /// Records the Lease as seen at `now` (`None`: there is none); returns our time when its
-    /// spec was last seen to change: `now` if it just did. On first sight the Lease's own
-    /// `renewTime` if that is earlier (a Lease of a dead operator stays stale across our
-    /// restarts; a live holder whose clock is behind renews within seconds, and that change
-    /// counts at our time).
-    pub fn see(&mut self, lease: Option<&Lease>, now: Timestamp) -> Option<Timestamp> {
-        let Some(lease) = lease else {
-            self.last = None;
-            return None;
-        };
-        let spec = lease.spec.clone().unwrap_or_default();
-        let at = match &self.last {
-            Some((seen, at)) if *seen == spec => return Some(*at),
-            Some(_) => now,
-            None => spec.renew_time.as_ref().map_or(now, |t| t.0.min(now)),
-        };
-        self.last = Some((spec, at));
-        Some(at)
-    }
-
-    /// Our time when the last spec seen was first seen.
-    pub fn observed(&self) -> Option<Timestamp> {
-        self.last.as_ref().map(|(_, at)| *at)
-    }
-}
-
-fn lock(seen: &Mutex<Observations>) -> std::sync::MutexGuard<'_, Observations> {
-    // A panic while holding the lock leaves a consistent value (whole replacements only).
-    seen.lock().unwrap_or_else(|p| p.into_inner())
-}
+use observations::lock;
+pub use observations::{Observations, SharedObservations};
 
 /// The gateway operator's Lease in the Liqo namespace (read only beside a Connected
 /// TunnelEndpoint: it says whether that Connected is current). A read error is part of the
@@ -83,7 +37,7 @@ pub async fn read(ctx: &Context) -> GatewayLease {
             held: Err(match &e {
                 // The apiserver's own words (the Debug of its Status would be noise here).
                 kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
-                other => crate::run::error_chain(other),
+                other => liqo_types::chain(other),
             }),
         },
     }
@@ -151,7 +105,7 @@ pub fn returns(
 
 /// Whether a Lease event (`before` → `now_seen`, `None`: absent; `before` `None`: the first
 /// seen) may change NETWORKING: the first, an appearance or a removal, a new holder, or any
-/// change of a Lease that had expired at `now` (judged as [`crate::decide::fc::lease_freshness`]
+/// change of a Lease that had expired at `now` (judged as [`control::peering::fc::lease_freshness`]
 /// does, `observed`: our time when `before` was last seen renewed).
 pub fn returned(
     ns: &str,
@@ -169,7 +123,7 @@ pub fn returned(
         (None, Some(_)) | (Some(_), None) => true,
         (Some(b), Some(n)) => {
             let was = of(ns, Some(b), observed.unwrap_or(now));
-            let expired = crate::decide::fc::lease_freshness(&was, now).is_err();
+            let expired = control::peering::fc::lease_freshness(&was, now).is_err();
             holder(b) != holder(n) || (expired && b.spec != n.spec)
         }
     }

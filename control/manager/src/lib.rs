@@ -9,13 +9,12 @@
 //! virtual-node, NamespaceOffloading and NamespaceMap controllers). A shutdown is bounded
 //! ([`run::run_bounded`], [`inflight`]).
 //!
-//! Each controller is a pure decision function ([`decide`], [`network::decide`]) plus thin
+//! Each controller is a pure decision function (`control::peering`, [`network::decide`]) plus thin
 //! kube-runtime I/O. It owns those decisions and their writes (server-side apply, field manager
 //! [`FIELD_MANAGER`]); it never serves the auth protocol, mints tokens or reads the cluster
 //! identity itself (crate `liqo-auth` does), and never configures the data plane (the gateway
 //! and route operators render the TunnelEndpoints).
 
-pub mod decide;
 pub mod duration;
 pub mod identity;
 
@@ -28,6 +27,7 @@ pub mod fc_auth;
 pub mod fc_network;
 pub mod gateway_lease;
 pub mod inflight;
+pub mod kit;
 pub mod launcher;
 pub mod metrics;
 pub mod network;

@@ -18,11 +18,12 @@ use kube::{
 use serde_json::json;
 
 use crate::{
-    context::{Context, apply_status, controller_ref, set_finalizers},
-    decide::offer::{self as decide, Action, Observed},
+    context::Context,
     error::{Error, kube as kerr},
+    kit::{apply_status, controller_ref, set_finalizers},
     launcher::Peer,
 };
+use control::peering::offer::{self as decide, Action, Observed};
 
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "resourceoffer";
@@ -36,7 +37,7 @@ pub async fn reconcile(ro: Arc<ResourceOffer>, ctx: Arc<Context>) -> Result<Requ
     let deleting = ro.meta().deletion_timestamp.is_some();
     let status = ro.status.clone().unwrap_or_default();
     let origin = ro.labels().get(labels::ORIGIN_ID).map(String::as_str);
-    if !crate::request::trusted(
+    if !crate::kit::trusted(
         &ctx,
         "ResourceOffer",
         &ro.metadata,
@@ -58,7 +59,7 @@ pub async fn reconcile(ro: Arc<ResourceOffer>, ctx: Arc<Context>) -> Result<Requ
             .iter()
             .any(|o| o.controller == Some(true))
     {
-        let fc = crate::request::foreign_cluster(&ctx, &ro.spec.cluster_id).await?;
+        let fc = crate::kit::foreign_cluster(&ctx, &ro.spec.cluster_id).await?;
         if let Some(owner) = fc.as_ref().and_then(controller_ref) {
             let patch = json!({"metadata": {"ownerReferences": [owner]}});
             api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))

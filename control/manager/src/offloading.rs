@@ -14,21 +14,16 @@ use control::api::{
     virtualkubelet::{NamespaceMap, ShadowPod},
 };
 use futures::{FutureExt, StreamExt, future::BoxFuture};
-use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::{
     Api,
-    runtime::{
-        Controller,
-        controller::Config as ControllerConfig,
-        events::{Event, EventType, Recorder, Reporter},
-        watcher,
-    },
+    runtime::{Controller, controller::Config as ControllerConfig, watcher},
 };
 
 use crate::{
     context::Context,
     inflight::InFlight,
-    run::{events, log, policy, tracked},
+    kit::{events, log, policy, tracked},
     selectors::{replicated, source, virtual_nodes},
 };
 
@@ -36,38 +31,6 @@ pub mod consumer;
 pub mod provider;
 pub mod shadowpod;
 pub mod vnode;
-
-/// Publishes an Event about `object`. An Event is a courtesy on top of the status: its failure
-/// is logged, never retried (a retry would repeat the writes it reports).
-pub(crate) async fn event(
-    ctx: &Context,
-    object: &ObjectReference,
-    warning: bool,
-    reason: &str,
-    note: String,
-) {
-    let recorder = Recorder::new(
-        ctx.client.clone(),
-        Reporter {
-            controller: crate::FIELD_MANAGER.into(),
-            instance: None,
-        },
-    );
-    let ev = Event {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
-        reason: reason.into(),
-        note: Some(note),
-        action: "Reconcile".into(),
-        secondary: None,
-    };
-    if let Err(e) = recorder.publish(&ev, object).await {
-        tracing::warn!(error = %e, reason, "publishing an Event failed");
-    }
-}
 
 /// The offloading controllers (virtual node, NamespaceOffloading, NamespaceMap), to be awaited
 /// with the others until `shutdown`.

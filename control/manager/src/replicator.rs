@@ -1,6 +1,6 @@
 //! The CRD replicator's I/O (§1.3): per ForeignCluster with both tenant namespaces known,
 //! for each kind, lists our sources and the peer's copies (through the peer client of the
-//! identity manager), runs [`crate::decide::replicate`], writes the result; keeps a watch on
+//! identity manager), runs [`control::peering::replicate`], writes the result; keeps a watch on
 //! the peer's copies (`liqo.io/originID=<us>,liqo.io/replicated=true` in its tenant namespace
 //! for us) for each kind it replicates, feeding the controller's trigger.
 
@@ -26,12 +26,13 @@ use tokio::task::AbortHandle;
 
 use crate::{
     FIELD_MANAGER,
-    context::{Context, set_finalizers, with_finalizer},
-    decide::replicate::{self, Action, Replica, Source},
+    context::Context,
     error::{Error, kube as kerr},
-    fc::not_found,
     identity::PeerClient,
+    kit::not_found,
+    kit::{set_finalizers, with_finalizer},
 };
+use control::peering::replicate::{self, Action, Replica, Source};
 
 mod objects;
 use objects::{removed, replica, source};
@@ -311,11 +312,7 @@ async fn execute(
             if let Some(gone) = old.and_then(|o| removed(o.data.get("spec")?, &d.spec)) {
                 let patch = json!({ "spec": gone });
                 remote
-                    .patch(
-                        &d.name,
-                        &crate::context::merge_params(),
-                        &Patch::Merge(&patch),
-                    )
+                    .patch(&d.name, &crate::kit::merge_params(), &Patch::Merge(&patch))
                     .await
                     .map_err(kerr(format!(
                         "prune {} copy {remote_ns}/{}",
@@ -353,11 +350,7 @@ async fn execute(
             if let Some(gone) = had.and_then(|old| removed(old, &status)) {
                 let patch = json!({ "status": gone });
                 local
-                    .patch_status(
-                        &name,
-                        &crate::context::merge_params(),
-                        &Patch::Merge(&patch),
-                    )
+                    .patch_status(&name, &crate::kit::merge_params(), &Patch::Merge(&patch))
                     .await
                     .map_err(kerr(format!("prune status of {} {name}", ar.kind)))?;
             }

@@ -2,10 +2,7 @@
 //! consumer's request, the incoming ForeignCluster, the ResourceOffer computed from our nodes
 //! and pods by `control::offer`, the request's status.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    sync::{Arc, Mutex},
-};
+use std::{collections::BTreeMap, sync::Arc};
 
 use control::{
     api::{
@@ -18,7 +15,7 @@ use control::{
 };
 use k8s_openapi::{
     api::{
-        core::v1::{Namespace, Node, Pod},
+        core::v1::{Node, Pod},
         storage::v1::StorageClass,
     },
     apimachinery::pkg::api::resource::Quantity,
@@ -31,11 +28,12 @@ use kube::{
 use serde_json::json;
 
 use crate::{
-    context::{Context, apply, apply_status, controller_ref, now},
-    decide::request::{self as decide, Action, Observed, PublishedOffer, RequestPhase},
+    context::Context,
     error::{Error, kube as kerr},
-    fc::not_found,
+    kit::not_found,
+    kit::{apply, apply_status, controller_ref, now},
 };
+use control::peering::request::{self as decide, Action, Observed, PublishedOffer, RequestPhase};
 
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "resourcerequest";
@@ -48,7 +46,7 @@ pub async fn reconcile(rr: Arc<ResourceRequest>, ctx: Arc<Context>) -> Result<Re
     let name = rr.name_any();
     let consumer = &rr.spec.cluster_identity;
     let origin = rr.labels().get(labels::ORIGIN_ID).map(String::as_str);
-    if !trusted(
+    if !crate::kit::trusted(
         &ctx,
         "ResourceRequest",
         &rr.metadata,
@@ -166,41 +164,6 @@ pub async fn reconcile(rr: Arc<ResourceRequest>, ctx: Arc<Context>) -> Result<Re
     Ok(requeue)
 }
 
-/// The objects already warned about as untrusted (by UID), so each is logged once.
-static WARNED: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-
-/// Whether a replicated copy (`kind`, in tenant namespace `ns`, labelled `liqo.io/originID` =
-/// `origin`, its spec naming `claimed`) speaks for the peer whose tenant namespace holds it
-/// ([`decide::origin`]); an untrusted copy is warned about once and must not be acted upon.
-pub async fn trusted(
-    ctx: &Context,
-    kind: &str,
-    meta: &kube::api::ObjectMeta,
-    ns: &str,
-    origin: Option<&str>,
-    claimed: &control::api::ClusterId,
-) -> Result<bool, Error> {
-    let namespaces: Api<Namespace> = Api::all(ctx.client.clone());
-    let namespace = namespaces
-        .get_opt(ns)
-        .await
-        .map_err(kerr(format!("get Namespace {ns}")))?;
-    let Err(why) = decide::origin(namespace.as_ref().map(|n| n.labels()), origin, claimed) else {
-        return Ok(true);
-    };
-    let uid = meta.uid.clone().unwrap_or_default();
-    // A poisoned memo only means a warning may repeat.
-    let first = WARNED.lock().map(|mut w| w.insert(uid)).unwrap_or(true);
-    if first {
-        let name = meta.name.as_deref().unwrap_or_default();
-        tracing::warn!(
-            kind, namespace = ns, name, claimed = %claimed, origin = ?origin, reason = ?why,
-            "ignoring a replicated object that does not come from its tenant namespace's peer"
-        );
-    }
-    Ok(false)
-}
-
 /// The ForeignCluster for the request's consumer, created (incoming, both directions `Auto`)
 /// when missing.
 async fn incoming_foreign_cluster(
@@ -209,7 +172,7 @@ async fn incoming_foreign_cluster(
 ) -> Result<ForeignCluster, Error> {
     let consumer = &rr.spec.cluster_identity;
     let api: Api<ForeignCluster> = Api::all(ctx.client.clone());
-    if let Some(fc) = foreign_cluster(ctx, &consumer.cluster_id).await? {
+    if let Some(fc) = crate::kit::foreign_cluster(ctx, &consumer.cluster_id).await? {
         return Ok(fc);
     }
     let holder = api
@@ -237,25 +200,6 @@ async fn incoming_foreign_cluster(
     api.create(&PostParams::default(), &fc)
         .await
         .map_err(kerr(format!("create ForeignCluster {name}")))
-}
-
-/// The ForeignCluster of a peer, matched by `spec.clusterIdentity.clusterID` (the
-/// `discovery.liqo.io/cluster-id` label only appears after its first reconcile); the oldest
-/// when there are several.
-pub async fn foreign_cluster(
-    ctx: &Context,
-    id: &control::api::ClusterId,
-) -> Result<Option<ForeignCluster>, Error> {
-    let api: Api<ForeignCluster> = Api::all(ctx.client.clone());
-    let all = api
-        .list(&ListParams::default())
-        .await
-        .map_err(kerr("list ForeignClusters"))?;
-    Ok(all
-        .items
-        .into_iter()
-        .filter(|f| f.spec.cluster_identity.cluster_id == *id)
-        .min_by_key(|f| (f.creation_timestamp().map(|t| t.0), f.name_any())))
 }
 
 /// Our storage classes, for the offer.

@@ -13,9 +13,10 @@ use kube::{
 use serde_json::json;
 
 use crate::{
-    context::{Context, apply},
+    context::Context,
     error::{Error, kube as kerr},
-    fc::not_found,
+    kit::apply,
+    kit::not_found,
 };
 
 /// The peering ClusterRoles by set: the chart's, by their fixed names ([`RoleSet::cluster_role`];

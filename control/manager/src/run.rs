@@ -12,142 +12,30 @@ use control::api::{
     net::TunnelEndpoint,
     sharing::ResourceOffer,
 };
-use futures::{FutureExt, Stream, StreamExt, future::BoxFuture};
+use futures::{FutureExt, StreamExt, future::BoxFuture};
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::{
-    Api, Client, Resource,
+    Api,
     runtime::{
-        Controller, WatchStreamExt,
+        Controller,
         controller::{Action as Requeue, Config as ControllerConfig},
         watcher,
     },
 };
-use serde::de::DeserializeOwned;
 
 use crate::{
     context::Context,
     error::Error,
     fc,
     inflight::InFlight,
+    kit::{OFFER_THROTTLE, RETRY, events, log, policy, throttled, tracked},
     network, offer, replicator, request,
     selectors::{replicated, source},
 };
 
-/// How soon a failed reconcile is retried.
-pub const RETRY: Duration = Duration::from_secs(2);
-
 /// How long the reconciles under way may take to finish after a shutdown signal (the
 /// default of `--shutdown-grace`).
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-/// A reconciler whose runs are recorded in `inflight`.
-pub(crate) fn tracked<K, C, F, Fut>(
-    controller: &'static str,
-    inflight: &InFlight,
-    reconcile: F,
-) -> impl FnMut(Arc<K>, Arc<C>) -> BoxFuture<'static, Result<Requeue, Error>> + use<K, C, F, Fut>
-where
-    K: Resource,
-    F: Fn(Arc<K>, Arc<C>) -> Fut,
-    Fut: futures::Future<Output = Result<Requeue, Error>> + Send + 'static,
-{
-    let inflight = inflight.clone();
-    move |obj, ctx| {
-        let name = match obj.meta().namespace.as_deref() {
-            Some(ns) => format!("{ns}/{}", obj.meta().name.as_deref().unwrap_or_default()),
-            None => obj.meta().name.clone().unwrap_or_default(),
-        };
-        let running = inflight.start(controller, name);
-        let fut = reconcile(obj, ctx);
-        async move {
-            let out = fut.await;
-            drop(running);
-            out
-        }
-        .boxed()
-    }
-}
-
-/// Events of a kind (all namespaces, optional label selector), one `()` each.
-pub(crate) fn events<K>(
-    client: &Client,
-    selector: Option<&str>,
-) -> impl Stream<Item = ()> + Send + 'static
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    let api: Api<K> = Api::all(client.clone());
-    let mut config = watcher::Config::default();
-    if let Some(s) = selector {
-        config = config.labels(s);
-    }
-    watcher(api, config).default_backoff().map(|_| ())
-}
-
-/// How often pod and node events may recompute the ResourceOffers (each recomputation lists
-/// every node and pod).
-pub const OFFER_THROTTLE: Duration = Duration::from_secs(2);
-
-/// `events`, at most one every `period` plus one at the end of a burst: the first passes at
-/// once, the rest of a burst is folded into one trigger at the end of its period.
-pub(crate) fn throttled(
-    events: impl Stream<Item = ()> + Send + 'static,
-    period: Duration,
-) -> impl Stream<Item = ()> + Send + 'static {
-    use futures::SinkExt;
-    let (mut tx, rx) = futures::channel::mpsc::channel(1);
-    tokio::spawn(async move {
-        let mut events = std::pin::pin!(events);
-        // Ends when the events end or nobody listens any more (a failed send).
-        while events.next().await.is_some() {
-            if tx.send(()).await.is_err() {
-                return;
-            }
-            loop {
-                let until = tokio::time::Instant::now() + period;
-                let mut more = false;
-                loop {
-                    match tokio::time::timeout_at(until, events.next()).await {
-                        Ok(Some(())) => more = true,
-                        Ok(None) => return,
-                        Err(_elapsed) => break,
-                    }
-                }
-                if !more {
-                    break;
-                }
-                if tx.send(()).await.is_err() {
-                    return;
-                }
-            }
-        }
-    });
-    rx
-}
-
-pub(crate) fn policy<K>(name: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Requeue {
-    move |_, error, ctx| {
-        ctx.metrics.error(name);
-        tracing::warn!(controller = name, error = %error_chain(error), "reconcile failed");
-        Requeue::requeue(RETRY)
-    }
-}
-
-/// An error with its causes, `: `-separated (`liqo_types::chain`).
-pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    liqo_types::chain(e)
-}
-
-pub(crate) fn log<T, E: std::fmt::Debug>(
-    controller: &'static str,
-) -> impl FnMut(Result<T, E>) -> futures::future::Ready<()> {
-    move |r| {
-        if let Err(e) = r {
-            tracing::debug!(controller, error = ?e, "controller event");
-        }
-        futures::future::ready(())
-    }
-}
 
 /// The controllers (eight, nine with the network manager; four are `crate::offloading`'s), to be awaited together until `shutdown`.
 pub fn controllers(
@@ -196,7 +84,7 @@ pub fn controllers(
     let rep_trigger = futures::stream::select(replicator::local_sources(client.clone()), rx);
     let rep_policy = |_: Arc<ForeignCluster>, error: &Error, r: Arc<replicator::Replicator>| {
         r.ctx.metrics.error(replicator::NAME);
-        tracing::warn!(controller = replicator::NAME, error = %error_chain(error), "reconcile failed");
+        tracing::warn!(controller = replicator::NAME, error = %liqo_types::chain(error), "reconcile failed");
         Requeue::requeue(RETRY)
     };
     let rep_controller = Controller::new(fcs(), watcher::Config::default())
@@ -268,7 +156,7 @@ pub fn controllers(
                 let delay = ctx.network.as_ref().map_or(RETRY, |m| {
                     m.backoff(&kube::ResourceExt::name_any(fc.as_ref()))
                 });
-                tracing::warn!(controller = network::NAME, error = %error_chain(error), retry = ?delay, "reconcile failed");
+                tracing::warn!(controller = network::NAME, error = %liqo_types::chain(error), retry = ?delay, "reconcile failed");
                 Requeue::requeue(delay)
             };
             let controller = Controller::new(fcs(), watcher::Config::default());
@@ -297,7 +185,7 @@ pub fn controllers(
                           error: &Error,
                           u: Arc<network::abandon::Unmanaged>| {
                 u.ctx.metrics.error(network::NAME);
-                tracing::warn!(controller = network::NAME, error = %error_chain(error), "reconcile failed");
+                tracing::warn!(controller = network::NAME, error = %liqo_types::chain(error), "reconcile failed");
                 Requeue::requeue(RETRY)
             };
             all.push(

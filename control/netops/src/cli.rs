@@ -83,10 +83,14 @@ pub struct IpamFlagError {
 }
 
 /// An `http://` or `https://` address, as liqo-ipam's client takes it.
-pub fn ipam_address(s: &str) -> Result<String, String> {
+pub fn ipam_address(s: &str) -> Result<String, InvalidIpamAddress> {
     ipam::service::client::ClientOptions::new(s)
         .prepare()
-        .map(drop)
-        .map_err(|e| e.to_string())?;
+        .map_err(InvalidIpamAddress)?;
     Ok(s.to_owned())
 }
+
+/// An address liqo-ipam's client refuses (its message is the client's).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct InvalidIpamAddress(pub ipam::service::client::ClientError);

@@ -194,7 +194,7 @@ pub enum Want {
 /// One look at a gateway's status: whether it runs `written` (if known) and has (or no longer
 /// has) `peer`.
 pub fn gateway_look(
-    s: &gateway::status::Status,
+    s: &liqo_gateway_api::status::Status,
     written: Option<&str>,
     peer: &ClusterId,
     want: Want,
@@ -228,7 +228,7 @@ pub fn gateway_look(
 }
 
 /// One look at an overlay agent's status: whether it runs the text of digest `want`.
-pub fn overlay_look(s: &overlay::status::Status, want: &str) -> Look {
+pub fn overlay_look(s: &liqo_overlay_api::status::Status, want: &str) -> Look {
     runs(&s.reload, want)
 }
 
@@ -274,7 +274,7 @@ pub fn decode<T: DeserializeOwned>(body: &str, url: &str) -> Result<T, FilesErro
 /// Fetches and decodes a daemon's status (blocking; a few seconds at most).
 pub fn fetch<T: DeserializeOwned>(url: &StatusUrl) -> Result<T, FilesError> {
     let body =
-        dataplane::localhttp::get(url.addr, &url.path).map_err(|source| FilesError::Fetch {
+        liqo_daemon::localhttp::get(url.addr, &url.path).map_err(|source| FilesError::Fetch {
             url: url.to_string(),
             source,
         })?;

@@ -17,133 +17,29 @@ use control::{
     api::net::{ConnectionStatus, TunnelEndpointStatus},
     consts::net,
 };
-use gateway::config::File;
 use k8s_openapi::api::core::v1::Node;
-use kube::{
-    Client,
-    api::DynamicObject,
-    runtime::{
-        controller::Action,
-        events::{Recorder, Reporter},
-    },
-};
-use liqo_types::PublicKey;
+use kube::{api::DynamicObject, runtime::controller::Action};
 
 use crate::{
     error::OpError,
     files,
-    gateway_plan::{self, Endpoints, Observed},
+    gateway_plan::{self, Observed},
     kube::{self as k, KubeError},
-    metrics::Metrics,
     release::{self, Release},
     runner,
     tep::{self, Tep},
 };
 
-/// The field manager (and program) name.
-pub const MANAGER: &str = "liqo-gateway-operator";
 /// How soon to look again while a TunnelEndpoint waits on the gateway.
 pub const PENDING: Duration = Duration::from_secs(1);
 /// How soon to look again when all is settled (a handshake ages, the IPAM's endpoints change).
 pub const SETTLED: Duration = Duration::from_secs(10);
 
-pub use crate::runner::Dataplane;
-
+mod ctx;
 mod key;
-pub use key::KeyState;
 
-/// What the operator is told.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// The Liqo namespace (Secrets, Lease).
-    pub namespace: String,
-    /// The node the gateway runs on.
-    pub node_name: String,
-    /// The gateway's fixed settings (no peers).
-    pub base: File,
-    /// The IPAM service, for the endpoint mappings (checked: [`crate::cli::Ipam::options`]).
-    pub ipam: Option<ipam::service::client::ClientOptions>,
-    /// The data plane.
-    pub dataplane: Dataplane,
-    /// How long a deleted TunnelEndpoint waits for a gateway that cannot be read or refuses its
-    /// file before its finalizer is released anyway (with a Warning Event).
-    pub release_grace: Duration,
-}
-
-/// The operator's state.
-pub struct Ctx {
-    /// Its client.
-    pub client: Client,
-    /// Its settings.
-    pub settings: Settings,
-    /// The gateway's key.
-    pub key: std::sync::Mutex<KeyState>,
-    /// Its metrics.
-    pub metrics: Metrics,
-    ipam: tokio::sync::Mutex<Option<ipam::service::client::Client>>,
-    /// The IPAM's answer last read: kept while the IPAM cannot be asked.
-    last_endpoints: std::sync::Mutex<Option<Endpoints>>,
-    recorder: Recorder,
-}
-
-impl Ctx {
-    /// A context; `public_key` is the key the gateway is to run, `published` the one
-    /// `wireguard-pubkey` holds (published by the first reconcile that sees the gateway run it).
-    pub fn new(
-        client: Client,
-        settings: Settings,
-        public_key: PublicKey,
-        published: Option<PublicKey>,
-        metrics: Metrics,
-    ) -> Ctx {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: MANAGER.into(),
-                instance: Some(settings.node_name.clone()),
-            },
-        );
-        Ctx {
-            recorder,
-            client,
-            settings,
-            key: std::sync::Mutex::new(KeyState {
-                current: public_key,
-                published,
-            }),
-            metrics,
-            ipam: tokio::sync::Mutex::new(None),
-            last_endpoints: std::sync::Mutex::new(None),
-        }
-    }
-
-    async fn endpoints(&self) -> Result<Endpoints, OpError> {
-        let Some(opts) = &self.settings.ipam else {
-            return Ok(Endpoints::default());
-        };
-        let mut guard = self.ipam.lock().await;
-        let client = match guard.as_mut() {
-            Some(c) => c,
-            None => {
-                let c = ipam::service::client::connect(opts)
-                    .await
-                    .map_err(|source| OpError::IpamConnect {
-                        address: opts.server.clone(),
-                        source,
-                    })?;
-                guard.insert(c)
-            }
-        };
-        match client.list(ipam::service::proto::Empty {}).await {
-            Ok(l) => Endpoints::from_list(&l.into_inner()).map_err(OpError::IpamAnswer),
-            Err(s) => {
-                // Connect again next time.
-                *guard = None;
-                Err(OpError::IpamCall(s.message().to_owned()))
-            }
-        }
-    }
-}
+pub use crate::runner::Dataplane;
+pub use ctx::{Ctx, KeyState, MANAGER, Settings};
 
 /// One reconcile of the gateway of `node` (the operator's own Node).
 pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError> {
@@ -207,6 +103,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
         tracing::warn!(ip = %m.ip, external_ip = %m.external_ip, error = %e, "endpoint mapping left out");
     }
     let status;
+    let why;
     let (written, seen) = match &s.dataplane {
         Dataplane::Fake => (files::digest(&rendered.text), Observed::Fake),
         Dataplane::Files {
@@ -227,7 +124,10 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
                 key::gateway_status(url, (switched || unannounced).then_some(public_key)).await;
             let seen = match &status {
                 Ok(st) => Observed::Status(st),
-                Err(why) => Observed::Unreachable(why),
+                Err(e) => {
+                    why = liqo_types::chain(e);
+                    Observed::Unreachable(&why)
+                }
             };
             (d, seen)
         }

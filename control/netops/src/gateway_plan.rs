@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use control::api::net::{Connection, ConnectionStatus};
-use gateway::config::File;
+use liqo_gateway_api::config::File;
 use liqo_peering::{Peerings, plan};
 use liqo_types::{Cidr, ClusterId, EndpointMapping, FieldError, PublicKey, field::bad};
 
@@ -162,7 +162,7 @@ pub enum Observed<'a> {
     /// No data plane (`--fake-dataplane`): a rendered peer counts as connected.
     Fake,
     /// Its `/status`.
-    Status(&'a gateway::status::Status),
+    Status(&'a liqo_gateway_api::status::Status),
     /// Its `/status` could not be read (why).
     Unreachable(&'a str),
 }

@@ -24,9 +24,9 @@ use kube::{
     Client,
     runtime::{controller::Action, events::Recorder},
 };
+use liqo_overlay_api::config::File;
 use liqo_peering::Inventory;
 use liqo_types::ClusterId;
-use overlay::config::File;
 
 use crate::{
     error::OpError,
@@ -158,7 +158,7 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
                 ctx.metrics.writes.inc();
                 tracing::info!(config = %config.display(), digest = %d, gateway = %gateway_node, ranges = rendered.file.remote_cidrs.len(), "overlay config written");
             }
-            match files::fetch_async::<overlay::status::Status>(status).await {
+            match files::fetch_async::<liqo_overlay_api::status::Status>(status).await {
                 Ok(st) => files::overlay_look(&st, &d),
                 Err(e) => {
                     unreachable = true;

@@ -7,13 +7,30 @@ use std::{collections::BTreeMap, net::Ipv4Addr};
 
 use control::consts::{labels, values};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
+use liqo_overlay_api::config::File;
 use liqo_peering::{Peerings, Refusal, plan};
 use liqo_types::{Cidr, ClusterId, FieldError, OverlayNode, field::bad};
-use overlay::config::File;
+
+/// Why a Node has no entry in the overlay.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoEntry {
+    /// A virtual node (a remote cluster).
+    #[error("a virtual node")]
+    Virtual,
+    /// No IPv4 InternalIP.
+    #[error("no IPv4 InternalIP")]
+    NoAddress,
+    /// No `spec.podCIDR` yet.
+    #[error("no spec.podCIDR yet")]
+    NoPodCidr,
+    /// Pod CIDRs, none of them IPv4.
+    #[error("no IPv4 pod CIDR in {0:?}")]
+    NoIpv4PodCidr(Vec<String>),
+}
 
 /// The overlay's entry for a Node, or why it has none: a virtual node (a remote cluster), no
 /// IPv4 InternalIP, no IPv4 `spec.podCIDR` yet.
-pub fn node_entry(n: &Node) -> Result<OverlayNode, String> {
+pub fn node_entry(n: &Node) -> Result<OverlayNode, NoEntry> {
     let name = n.metadata.name.clone().unwrap_or_default();
     if n.metadata
         .labels
@@ -21,7 +38,7 @@ pub fn node_entry(n: &Node) -> Result<OverlayNode, String> {
         .and_then(|l| l.get(labels::NODE_TYPE))
         .is_some_and(|t| t == values::VIRTUAL_NODE)
     {
-        return Err("a virtual node".into());
+        return Err(NoEntry::Virtual);
     }
     let address: Ipv4Addr = n
         .status
@@ -31,17 +48,17 @@ pub fn node_entry(n: &Node) -> Result<OverlayNode, String> {
         .flatten()
         .filter(|a| a.type_ == "InternalIP")
         .find_map(|a| a.address.parse().ok())
-        .ok_or("no IPv4 InternalIP")?;
+        .ok_or(NoEntry::NoAddress)?;
     let spec = n.spec.as_ref();
     let cidrs = spec
         .and_then(|s| s.pod_cidrs.clone())
         .filter(|c| !c.is_empty())
         .or_else(|| spec.and_then(|s| s.pod_cidr.clone()).map(|c| vec![c]))
-        .ok_or("no spec.podCIDR yet")?;
+        .ok_or(NoEntry::NoPodCidr)?;
     let pod_cidr: Cidr = cidrs
         .iter()
         .find_map(|c| c.parse().ok())
-        .ok_or_else(|| format!("no IPv4 pod CIDR in {cidrs:?}"))?;
+        .ok_or_else(|| NoEntry::NoIpv4PodCidr(cidrs.clone()))?;
     Ok(OverlayNode {
         name,
         address,
@@ -50,7 +67,7 @@ pub fn node_entry(n: &Node) -> Result<OverlayNode, String> {
 }
 
 /// The overlay's nodes, and why each other Node is left out (by name).
-pub fn overlay_nodes(nodes: &[Node]) -> (Vec<OverlayNode>, BTreeMap<String, String>) {
+pub fn overlay_nodes(nodes: &[Node]) -> (Vec<OverlayNode>, BTreeMap<String, NoEntry>) {
     let mut out = Vec::new();
     let mut skipped = BTreeMap::new();
     for n in nodes {

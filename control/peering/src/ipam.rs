@@ -14,25 +14,7 @@ use liqo_types::{Cidr, ClusterId, PeerView};
 
 use crate::error::Step;
 
-/// A pod CIDR and an external CIDR: what a cluster announces, or where they appear elsewhere.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Ranges {
-    /// Pods.
-    pub pods: Cidr,
-    /// External CIDR.
-    pub external: Cidr,
-}
-
-/// What an IPAM holds for one peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct IpamPeer {
-    /// What the peer announced.
-    pub announced: Ranges,
-    /// Where its ranges appear here.
-    pub seen_here: Ranges,
-    /// Where our ranges appear at the peer (its decision), once recorded.
-    pub seen_there: Option<Ranges>,
-}
+pub use liqo_types::view::{IpamPeer, Ranges};
 
 /// The IPAM operations the peering uses.
 pub trait Ipam: Send {
@@ -175,14 +157,10 @@ pub async fn record<I: Ipam>(
     Ok(view(seen_here, seen_there))
 }
 
-/// The view of a side that shows the peer at `seen_here` and is shown at `seen_there`.
+/// The view of a side that shows the peer at `seen_here` and is shown at `seen_there`
+/// ([`PeerView::of`]).
 pub fn view(seen_here: Ranges, seen_there: Ranges) -> PeerView {
-    PeerView {
-        remote_pods: seen_here.pods,
-        remote_external: seen_here.external,
-        local_pods_at_peer: seen_there.pods,
-        local_external_at_peer: seen_there.external,
-    }
+    PeerView::of(seen_here, seen_there)
 }
 
 /// Puts one side's entry for `peer` back to `before` (what the side held before [`decide`]):
@@ -259,16 +237,15 @@ fn ranges(pods: ipnet::Ipv4Net, external: ipnet::Ipv4Net) -> Ranges {
     }
 }
 
-impl From<&::ipam::Peer> for IpamPeer {
-    fn from(p: &::ipam::Peer) -> IpamPeer {
-        IpamPeer {
-            announced: ranges(p.pod_cidr, p.external_cidr),
-            seen_here: ranges(p.pod_view, p.external_view),
-            seen_there: p
-                .our_pod_view
-                .zip(p.our_external_view)
-                .map(|(a, b)| ranges(a, b)),
-        }
+/// What the in-memory IPAM holds for a peer, as the peering reads it.
+fn held(p: &::ipam::Peer) -> IpamPeer {
+    IpamPeer {
+        announced: ranges(p.pod_cidr, p.external_cidr),
+        seen_here: ranges(p.pod_view, p.external_view),
+        seen_there: p
+            .our_pod_view
+            .zip(p.our_external_view)
+            .map(|(a, b)| ranges(a, b)),
     }
 }
 
@@ -281,7 +258,7 @@ impl Ipam for ::ipam::Ipam {
     }
 
     async fn peer(&mut self, peer: &ClusterId) -> Result<Option<IpamPeer>, ::ipam::Error> {
-        Ok(::ipam::Ipam::peer(self, peer).ok().map(IpamPeer::from))
+        Ok(::ipam::Ipam::peer(self, peer).ok().map(held))
     }
 
     async fn remap(&mut self, peer: &ClusterId, a: Ranges) -> Result<Ranges, ::ipam::Error> {

@@ -33,6 +33,8 @@ pub use plan::{ClusterInfo, OverlayPlan, Peering, Peerings, Refusal};
 pub use sinks::{Gateway, Inventory, Overlay, Records, Side};
 
 #[cfg(test)]
+mod agree_tests;
+#[cfg(test)]
 mod fakes;
 #[cfg(test)]
 mod tests;

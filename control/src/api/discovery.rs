@@ -184,13 +184,6 @@ pub struct ForeignClusterStatus {
     pub peering_conditions: Vec<PeeringCondition>,
 }
 
-impl ForeignClusterStatus {
-    /// The status of the condition of the given type (`None` when absent, as upstream).
-    pub fn condition(&self, type_: PeeringConditionType) -> PeeringConditionStatus {
-        crate::conditions::status(&self.peering_conditions, type_)
-    }
-}
-
 /// ResourceRequestSpec defines the desired state of ResourceRequest.
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(

@@ -10,10 +10,9 @@ use k8s_openapi::{
     apimachinery::pkg::api::resource::Quantity,
 };
 
-use super::Resources;
 use crate::{
     consts::{labels, values},
-    quantity::{Amount, InvalidQuantity},
+    quantity::{Amount, InvalidQuantity, Resources},
 };
 
 /// A node, as the offer sees it.

@@ -328,12 +328,12 @@ fn label_lists_parse_and_bad_entries_are_named() {
     assert_eq!(l["topology.liqo.io/region"], "south");
     assert_eq!(l["tier"], "gold");
     assert!(parse_labels("").unwrap().is_empty());
-    let e = parse_labels("a=1,oops").unwrap_err();
+    let e = parse_labels("a=1,oops").unwrap_err().to_string();
     assert!(e.contains("\"oops\" is not key=value"), "{e}");
-    let e = parse_labels("bad key=1").unwrap_err();
+    let e = parse_labels("bad key=1").unwrap_err().to_string();
     assert!(e.contains("key \"bad key\""), "{e}");
-    let e = parse_labels("k=-x").unwrap_err();
+    let e = parse_labels("k=-x").unwrap_err().to_string();
     assert!(e.contains("value \"-x\""), "{e}");
-    let e = parse_labels("k=1,k=2").unwrap_err();
+    let e = parse_labels("k=1,k=2").unwrap_err().to_string();
     assert!(e.contains("\"k\" is given twice"), "{e}");
 }

@@ -22,15 +22,16 @@
 //! never logs a request's content.
 
 pub mod authz;
+mod common;
 mod exec;
 mod logs;
+mod lookup;
 pub mod query;
 pub mod tls;
 
 use std::{convert::Infallible, net::SocketAddr, sync::Arc, time::Duration};
 
-use http_body_util::{BodyExt as _, Full, combinators::UnsyncBoxBody};
-use hyper::{Request, Response, StatusCode, body::Bytes, service::service_fn};
+use hyper::{Request, Response, StatusCode, service::service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{
     net::TcpListener,
@@ -40,6 +41,7 @@ use tokio::{
 use tokio_rustls::TlsAcceptor;
 
 use crate::VkConfig;
+use common::{Body, Bridges, lock, relay, text};
 use query::Route;
 
 /// The most connections served at once.
@@ -64,24 +66,6 @@ pub enum HttpError {
         #[source]
         source: std::io::Error,
     },
-}
-
-/// A response body: whole or streamed.
-pub(crate) type Body = UnsyncBoxBody<Bytes, std::io::Error>;
-
-/// A plain-text response.
-pub(crate) fn text(status: StatusCode, msg: impl Into<String>) -> Response<Body> {
-    let mut r = Response::new(
-        Full::new(Bytes::from(msg.into()))
-            .map_err(|never| match never {})
-            .boxed_unsync(),
-    );
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
 }
 
 /// Serves the kubelet API on `cfg.listen` until dropped.
@@ -146,10 +130,6 @@ pub async fn serve_on(cfg: Arc<VkConfig>, listener: TcpListener) -> Result<(), H
     }
 }
 
-/// The tasks of one connection's upgraded streams (its exec bridge): owned by the connection's
-/// task, aborted with it.
-pub(crate) type Bridges = Arc<std::sync::Mutex<JoinSet<()>>>;
-
 /// Serves one connection: its TLS handshake, its requests, then its exec bridge if one was
 /// upgraded to; `slot` (one of [`MAX_CONNECTIONS`]) is held until all of them end.
 async fn connection(
@@ -205,14 +185,6 @@ async fn connection(
     }
 }
 
-/// The set of `bridges`, locked (a panic while it was held left it usable: it is only ever
-/// spawned into or taken).
-pub(crate) fn lock(bridges: &Bridges) -> std::sync::MutexGuard<'_, JoinSet<()>> {
-    bridges
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// Answers one request. `authenticated`: the client presented a certificate the client CA
 /// signed (the TLS layer refused any other client), whose subject is `who`; `false` when there
 /// is no client CA.
@@ -264,7 +236,7 @@ async fn authorize(
                 who.user
             ),
         )),
-        Err(e) => Some(logs::relay(
+        Err(e) => Some(relay(
             "asking the home API server (SubjectAccessReview)",
             &e,
         )),

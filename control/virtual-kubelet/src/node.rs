@@ -15,8 +15,11 @@
 //! ([`decide::claim`]), never decides whether the node should exist (the ResourceOffer
 //! controller does), and never runs or reflects pods (pod reflection does).
 
-pub mod decide;
+pub mod kit;
 pub mod teardown;
+
+/// The node loop's decisions: `control::virtual_node`.
+pub use control::virtual_node as decide;
 
 use liqo_types::chain;
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
@@ -42,49 +45,13 @@ use kube::{
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-pub use decide::{LEASE_NAMESPACE, claim};
+pub use decide::{ClaimError, LEASE_NAMESPACE, claim};
+pub use kit::{FIELD_MANAGER, NodeError};
 pub use teardown::{delete, drain};
 
 use crate::VkConfig;
 use decide::{Observed, Params, Reach, decide, lease};
-
-/// The field manager of the Node, its status and its Lease.
-pub const FIELD_MANAGER: &str = "liqo-virtual-kubelet";
-
-/// Why the node loop or a teardown step failed.
-#[derive(Debug, thiserror::Error)]
-pub enum NodeError {
-    /// A call to the home API server failed.
-    #[error("{what}")]
-    Kube {
-        /// What was done (`apply Node liqo-milan`).
-        what: String,
-        /// The cause.
-        #[source]
-        source: Box<kube::Error>,
-    },
-    /// The Node of that name is not this provider's virtual node (says whose it is).
-    #[error("{0}")]
-    NotOurs(String),
-    /// An object that does not serialize (never with the API's types).
-    #[error("serialize {what}")]
-    Serialize {
-        /// What.
-        what: String,
-        /// The cause.
-        #[source]
-        source: serde_json::Error,
-    },
-}
-
-/// Wraps a kube error with what was done.
-pub(crate) fn kerr(what: impl Into<String>) -> impl FnOnce(kube::Error) -> NodeError {
-    let what = what.into();
-    move |source| NodeError::Kube {
-        what,
-        source: Box::new(source),
-    }
-}
+use kit::kerr;
 
 /// What a watch stream reports to the loop: something changed, or its first list is in.
 enum Seen {
@@ -205,15 +172,29 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), NodeError> {
     }
 }
 
+/// Why the provider's API server did not answer the ping.
+#[derive(Debug, thiserror::Error)]
+pub enum PingError {
+    /// The request could not be built.
+    #[error(transparent)]
+    Request(http::Error),
+    /// The request failed.
+    #[error(transparent)]
+    Kube(kube::Error),
+    /// No answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+}
+
 /// `GET /livez` of the provider's API server within `timeout`.
-pub async fn ping(client: &Client, timeout: Duration) -> Result<(), String> {
+pub async fn ping(client: &Client, timeout: Duration) -> Result<(), PingError> {
     let request = http::Request::get("/livez")
         .body(Vec::new())
-        .map_err(|e| e.to_string())?;
+        .map_err(PingError::Request)?;
     match tokio::time::timeout(timeout, client.request_text(request)).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(chain(&e)),
-        Err(_) => Err(format!("no answer within {timeout:?}")),
+        Ok(Err(e)) => Err(PingError::Kube(e)),
+        Err(_) => Err(PingError::Timeout(timeout)),
     }
 }
 
@@ -236,13 +217,14 @@ struct NodeLoop {
 }
 
 impl NodeLoop {
-    fn pinged(&mut self, ping: Result<(), String>) {
+    fn pinged(&mut self, ping: Result<(), PingError>) {
         let node = &self.name;
         match (self.reach.observe(ping.is_ok()), ping) {
             (Some(true), _) => {
                 tracing::info!(%node, "the provider's API server answers: renewing the node's Lease")
             }
-            (Some(false), Err(error)) => {
+            (Some(false), Err(e)) => {
+                let error = chain(&e);
                 tracing::warn!(%node, %error, "the provider's API server does not answer: the node's Lease is no longer renewed")
             }
             _ => {}
@@ -352,6 +334,3 @@ impl NodeLoop {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

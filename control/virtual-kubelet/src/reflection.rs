@@ -17,32 +17,30 @@
 //! Warning Event on the local pod says so), never watches the provider cluster-wide, and
 //! never creates the remote Pod itself (the provider's ShadowPod controller does).
 
-pub mod decide;
 pub mod ips;
+pub mod key;
+pub mod mapped;
 pub mod probe;
 pub mod queue;
+pub mod shared;
 pub mod watch;
 pub mod worker;
 
-#[cfg(test)]
-mod decide_tests;
-#[cfg(test)]
-mod offload_tests;
+/// The decision of one pod's reflection: `control::shadowpod::reflection`.
+pub use control::shadowpod::reflection as decide;
 
 use std::{
     collections::HashMap,
-    fmt,
     sync::{Arc, Mutex, RwLock},
 };
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::{
-    events::{Recorder, Reporter},
-    reflector::Store,
-};
+use kube::runtime::events::{Recorder, Reporter};
 use tokio::task::JoinSet;
 
 use crate::VkConfig;
+
+pub use key::Key;
+pub use shared::Shared;
 
 /// Why pod reflection failed.
 #[derive(Debug, thiserror::Error)]
@@ -56,52 +54,6 @@ pub enum ReflectionError {
     /// One of its loops panicked or was cancelled.
     #[error("pod reflection task")]
     Task(#[source] tokio::task::JoinError),
-}
-
-/// A local pod: the key of the queue.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Key {
-    /// Its (local) namespace.
-    pub namespace: String,
-    /// Its name (the same remotely).
-    pub name: String,
-}
-
-impl fmt::Display for Key {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// What the watches and the workers share.
-pub struct Shared {
-    /// The configuration.
-    pub cfg: Arc<VkConfig>,
-    /// The work queue.
-    pub queue: Arc<queue::Queue<Key>>,
-    /// The local pods on the node.
-    pub local: Store<Pod>,
-    /// Per local namespace offloaded here, its remote namespace and stores.
-    pub namespaces: RwLock<HashMap<String, watch::Namespace>>,
-    /// The remote pods each local pod saw replaced.
-    pub restarts: Mutex<HashMap<Key, decide::Restarts>>,
-    /// The IP mapping.
-    pub ips: ips::Mapper,
-    /// Consecutive failures per key (for the retry delay).
-    pub failures: Mutex<HashMap<Key, u32>>,
-    /// Events on local pods.
-    pub recorder: Recorder,
-    /// Per key, the UID of the ShadowPod whose remote name was looked up for a foreign Pod
-    /// (once each).
-    pub probed: Mutex<HashMap<Key, String>>,
-}
-
-impl Shared {
-    /// The remote namespace of `local` and its stores, if it is mapped.
-    pub fn namespace(&self, local: &str) -> Option<watch::NamespaceView> {
-        let map = self.namespaces.read().unwrap_or_else(|p| p.into_inner());
-        map.get(local).map(watch::Namespace::view)
-    }
 }
 
 /// Reflects the pods on the virtual node until dropped (every task it starts ends with it).

@@ -21,7 +21,9 @@
 //! `refused` describes the file's latest text; `apply_error` the latest failed apply (of the
 //! file's text, or of the running one when repairing or resyncing), set exactly while dirty.
 
-use std::time::Duration;
+use std::{error::Error, time::Duration};
+
+use liqo_types::chain;
 
 use crate::status::{Applied, Failed, Refused, ReloadStatus, digest};
 
@@ -93,15 +95,20 @@ impl Core {
         self.failed.is_some()
     }
 
-    /// The file read as `read` (its text, or why it cannot be read) on `trigger`.
-    pub fn observe(&mut self, read: Result<String, String>, trigger: Trigger) -> Decision {
+    /// The file read as `read` (its text, or why it cannot be read: shown with its causes) on
+    /// `trigger`.
+    pub fn observe<E: Error + 'static>(
+        &mut self,
+        read: Result<String, E>,
+        trigger: Trigger,
+    ) -> Decision {
         let text = match read {
             Ok(text) => {
                 self.status.read_error = None;
                 Some(text)
             }
             Err(e) => {
-                self.status.read_error = Some(e);
+                self.status.read_error = Some(chain(&e));
                 None
             }
         };

@@ -143,11 +143,11 @@ impl Reload {
 
     /// One look at the file.
     async fn step<D: Daemon>(&mut self, daemon: &mut D, source: &ConfigFile, trigger: Trigger) {
-        let read = source.read().map_err(|e| e.line());
+        let read = source.read();
         if let Err(e) = &read
-            && self.core.status().read_error.as_ref() != Some(e)
+            && self.core.status().read_error != Some(chain(e))
         {
-            tracing::error!(error = %e, "cannot read the configuration; the running state is kept");
+            tracing::error!(error = %chain(e), "cannot read the configuration; the running state is kept");
         }
         let Decision::Try(text) = self.core.observe(read, trigger) else {
             self.publish();

@@ -13,9 +13,10 @@
 //!   included, [`driver::RollbackFailed`]) stays in the status until an apply succeeds;
 //! - the `reload` block every daemon's `/status` carries ([`status::ReloadStatus`]: what runs,
 //!   what was refused, what failed to apply, whether the file is unreadable), with its metrics;
-//! - the status and metrics server ([`server::StatusServer`], GET only) and the supervision of
-//!   background tasks such as that server or a gRPC server ([`tasks::Tasks`]): a task that stops
-//!   stops the daemon with its error;
+//! - the status and metrics server ([`server::StatusServer`], GET only) and its client
+//!   ([`localhttp::get`]: the loopback GET of the `status` subcommands, the operators and the
+//!   lab), and the supervision of background tasks such as that server or a gRPC server
+//!   ([`tasks::Tasks`]): a task that stops stops the daemon with its error;
 //! - logging setup ([`logging::init`]) and the shutdown signals ([`signal::shutdown`]);
 //! - the `status` subcommand's output ([`show::status`], `-o table|json`);
 //! - how the process ends ([`exit::block_on`]: runtime, exit code, the error printed once;
@@ -32,6 +33,7 @@
 pub mod core;
 pub mod driver;
 pub mod exit;
+pub mod localhttp;
 pub mod logging;
 pub mod server;
 pub mod show;

@@ -12,88 +12,16 @@ use std::{
 
 use ipnet::IpNet;
 
+pub use super::error::BuildError;
 use super::{
-    AddrType, ChainKind, Expr, Family, Field, Hook, Ident, MarkPrefixMap, Policy, Ruleset,
     check::{
         addr_type, check_map_entry, check_mark_addr_entry, check_mark_addr_unique,
         check_mark_entry, check_mark_prefix_entry, check_set_prefix,
     },
+    ruleset::{
+        AddrType, ChainKind, Expr, Family, Field, Hook, Ident, MarkPrefixMap, Policy, Ruleset,
+    },
 };
-
-/// A ruleset that cannot be built, naming the offending part.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum BuildError {
-    /// Two sets, maps or chains share a name.
-    #[error("table {table}: duplicate name {name}")]
-    Duplicate {
-        /// The table.
-        table: Ident,
-        /// The repeated name.
-        name: Ident,
-    },
-    /// A rule refers to a set, map or chain that is not in the ruleset.
-    #[error("table {table} chain {chain}: rule {rule} refers to unknown {what} {name}")]
-    Unknown {
-        /// The table.
-        table: Ident,
-        /// The chain of the rule.
-        chain: Ident,
-        /// Index of the rule in its chain.
-        rule: usize,
-        /// "set", "map" or "chain".
-        what: &'static str,
-        /// The missing name.
-        name: Ident,
-    },
-    /// An element does not fit its set or map.
-    #[error("table {table} {what} {name}: element {elem}: {problem}")]
-    BadElement {
-        /// The table.
-        table: Ident,
-        /// "set" or "map".
-        what: &'static str,
-        /// The set or map.
-        name: Ident,
-        /// The element.
-        elem: String,
-        /// What is wrong.
-        problem: &'static str,
-    },
-    /// An address does not match the table family.
-    #[error("table {table} ({family}): {what} {addr} is of the other IP version")]
-    WrongFamily {
-        /// The table.
-        table: Ident,
-        /// Its family.
-        family: Family,
-        /// What holds the address.
-        what: String,
-        /// The address.
-        addr: String,
-    },
-    /// A mark prefix map whose prefix length does not fit its addresses.
-    #[error("table {table} map {name}: prefix length {len} is too long for its addresses")]
-    BadPrefixLength {
-        /// The table.
-        table: Ident,
-        /// The map.
-        name: Ident,
-        /// The length.
-        len: u8,
-    },
-    /// A rule comment with a character nft cannot quote.
-    #[error(
-        "table {table} chain {chain}: comment {comment:?} may not contain '\"', '\\\\' or control characters"
-    )]
-    BadComment {
-        /// The table.
-        table: Ident,
-        /// The chain.
-        chain: Ident,
-        /// The comment.
-        comment: String,
-    },
-}
 
 fn type_name(t: AddrType) -> &'static str {
     match t {

@@ -4,7 +4,10 @@
 
 use ipnet::IpNet;
 
-use super::{AddrType, Ident, Map, MarkAddrMap, MarkMap, MarkPrefixMap, Set, build::BuildError};
+use super::{
+    error::BuildError,
+    ruleset::{AddrType, Ident, Map, MarkAddrMap, MarkMap, MarkPrefixMap, Set},
+};
 
 /// The address type of `net`.
 pub(crate) fn addr_type(net: &IpNet) -> AddrType {

@@ -17,7 +17,11 @@ use std::{cmp::Ordering, fmt, net::IpAddr};
 
 use ipnet::IpNet;
 
-use super::{AddrType, Ident, Ruleset, build::BuildError, check};
+use super::{
+    check,
+    error::BuildError,
+    ruleset::{AddrType, Ident, Ruleset},
+};
 
 /// One kernel element. Elements sort as nft sends them, by key and an end element before a
 /// start element of the same key (adjacent intervals): the kernel checks overlaps in that order.

@@ -11,74 +11,13 @@ use std::{
 use serde_json::Value;
 
 use super::{
-    Family, Ident, Ruleset,
-    build::{self, BuildError},
+    build,
+    error::Error,
+    ruleset::{Family, Ident, Ruleset},
 };
-use crate::{netlink::said, netns::Netns};
+use crate::netns::Netns;
 
-/// What went wrong applying or reading nftables state.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The ruleset is inconsistent; nothing was sent to the kernel.
-    #[error("invalid ruleset")]
-    Build(#[from] BuildError),
-    /// `nft` refused the batch; the kernel state is unchanged.
-    #[error("{op} table {family} {table}: nft said: {stderr}")]
-    Refused {
-        /// What was being done.
-        op: &'static str,
-        /// The table's family.
-        family: Family,
-        /// The table.
-        table: String,
-        /// nft's own message.
-        stderr: String,
-    },
-    /// `nft` could not be run.
-    #[error("running nft (is the nftables package installed?)")]
-    Spawn(#[source] std::io::Error),
-    /// `nft` printed something that is not the JSON we expect.
-    #[error("unexpected output of nft: {0}")]
-    Output(String),
-    /// The kernel refused an element change ([`super::Session`]): the transaction was undone
-    /// whole, the table is as it was.
-    #[error("table {family} {table}: {what}{}", said(message))]
-    Element {
-        /// The table's family.
-        family: Family,
-        /// The table.
-        table: String,
-        /// What was refused (`adding element 10.1.0.0/24 . 10.200.0.0/16 : 10.50.0.0/16 to
-        /// map snat_pod`).
-        what: String,
-        /// The kernel's explanation, when it gave one.
-        message: Option<String>,
-        /// The kernel's answer.
-        #[source]
-        source: std::io::Error,
-    },
-    /// Talking nfnetlink failed ([`super::Session`]).
-    #[error("table {family} {table}: {what}")]
-    Netlink {
-        /// The table's family.
-        family: Family,
-        /// The table.
-        table: String,
-        /// What was being done.
-        what: String,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The nfnetlink socket could not be opened ([`super::Session::open`]).
-    #[error("opening an nfnetlink socket")]
-    Socket(#[source] std::io::Error),
-    /// The namespace could not be entered.
-    #[error(transparent)]
-    Netns(#[from] crate::netns::Error),
-}
-
-/// `: <the kernel's explanation>`, or nothing.
+/// `nft`, in `ns` or the caller's namespace.
 fn nft(ns: Option<&Netns>) -> Command {
     match ns {
         Some(ns) => ns.command("nft"),
@@ -86,12 +25,14 @@ fn nft(ns: Option<&Netns>) -> Command {
     }
 }
 
-/// Runs nft with `args`, feeding `stdin`; returns stdout, or nft's stderr as the error.
+/// Runs nft with `args`, feeding `stdin`; returns stdout. When nft fails, `refused` makes the
+/// error of its stderr (nft's own message).
 fn run(
     ns: Option<&Netns>,
     args: &[&str],
     stdin: Option<&str>,
-) -> Result<Result<String, String>, Error> {
+    refused: impl FnOnce(String) -> Error,
+) -> Result<String, Error> {
     let mut cmd = nft(ns);
     cmd.args(args)
         .stdin(Stdio::piped())
@@ -108,9 +49,11 @@ fn run(
     drop(input);
     let out = child.wait_with_output().map_err(Error::Spawn)?;
     if out.status.success() {
-        Ok(Ok(String::from_utf8_lossy(&out.stdout).into_owned()))
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Ok(Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()))
+        Err(refused(
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        ))
     }
 }
 
@@ -123,26 +66,29 @@ pub fn apply(ns: Option<&Netns>, rs: &Ruleset) -> Result<(), Error> {
 /// Runs `batch`, the [`build::batch`] of `rs`.
 pub(super) fn run_batch(ns: Option<&Netns>, rs: &Ruleset, batch: &str) -> Result<(), Error> {
     tracing::debug!(table = %rs.table, bytes = batch.len(), "applying nftables batch");
-    run(ns, &["-f", "-"], Some(batch))?
-        .map(drop)
-        .map_err(|stderr| Error::Refused {
-            op: "applying",
-            family: rs.family,
-            table: rs.table.to_string(),
-            stderr,
-        })
+    run(ns, &["-f", "-"], Some(batch), |stderr| Error::Refused {
+        op: "applying",
+        family: rs.family,
+        table: rs.table.to_string(),
+        stderr,
+    })
+    .map(drop)
 }
 
 /// Deletes the table if it exists.
 pub fn delete(ns: Option<&Netns>, family: Family, table: &Ident) -> Result<(), Error> {
-    run(ns, &["-f", "-"], Some(&build::delete_batch(family, table)))?
-        .map(drop)
-        .map_err(|stderr| Error::Refused {
+    run(
+        ns,
+        &["-f", "-"],
+        Some(&build::delete_batch(family, table)),
+        |stderr| Error::Refused {
             op: "deleting",
             family,
             table: table.to_string(),
             stderr,
-        })
+        },
+    )
+    .map(drop)
 }
 
 /// The table as `nft -j list table` prints it (its objects, without `metainfo`), or `None` if
@@ -159,24 +105,26 @@ pub fn list(
         ns,
         &["-j", "list", "table", family.as_str(), table.as_str()],
         None,
-    )?
-    .map_err(|stderr| Error::Refused {
-        op: "listing",
-        family,
-        table: table.to_string(),
-        stderr,
-    })?;
+        |stderr| Error::Refused {
+            op: "listing",
+            family,
+            table: table.to_string(),
+            stderr,
+        },
+    )?;
     Ok(Some(objects(&out)?))
 }
 
 /// Every table in `ns`, as `(family, name)`; tables of other families (arp, bridge, netdev) and
 /// names this crate would refuse are left out.
 pub fn tables(ns: Option<&Netns>) -> Result<Vec<(Family, Ident)>, Error> {
-    let out = run(ns, &["-j", "list", "tables"], None)?.map_err(|stderr| Error::Refused {
-        op: "listing",
-        family: Family::Inet,
-        table: "*".into(),
-        stderr,
+    let out = run(ns, &["-j", "list", "tables"], None, |stderr| {
+        Error::Refused {
+            op: "listing",
+            family: Family::Inet,
+            table: "*".into(),
+            stderr,
+        }
     })?;
     let mut found = Vec::new();
     for obj in objects(&out)? {

@@ -6,9 +6,11 @@
 use std::{collections::HashSet, io};
 
 use super::{
-    Error, Family, Ruleset, build,
+    build,
     elements::{self, Elements, SetDiff},
+    error::Error,
     io as nft_io,
+    ruleset::{Family, Ruleset},
     transaction::{self as txn, Outcome},
 };
 use crate::{

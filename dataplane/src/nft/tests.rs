@@ -1,3 +1,5 @@
+use ipnet::IpNet;
+
 use super::{build::*, *};
 
 fn id(s: &str) -> Ident {

@@ -16,8 +16,8 @@ use std::{net::IpAddr, ops::Range};
 use ipnet::IpNet;
 
 use super::{
-    Family, Ident,
     elements::{Elem, Kind, SetDiff, Value, after},
+    ruleset::{Family, Ident},
 };
 use crate::batch::{Ack, HDR_LEN, Writer};
 

@@ -10,7 +10,10 @@ use std::{
 
 use nix::{sys::signal::Signal, unistd::Pid};
 
-use super::{Error, POLL, tail};
+use super::{
+    error::Error,
+    pid::{POLL, send, tail},
+};
 
 /// How an [`Attached`] child ended when stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,7 +118,7 @@ impl Attached {
         let sent = Instant::now();
         if !grace.is_zero() {
             if let Ok(raw) = i32::try_from(self.pid()) {
-                super::send(Pid::from_raw(raw), Signal::SIGTERM);
+                send(Pid::from_raw(raw), Signal::SIGTERM);
             }
             if let Some(status) = self.wait_exit(grace)? {
                 return Ok(Exit {

@@ -6,10 +6,6 @@
 //! cluster ID as a UUIDv4, which is such a label. The CRD schemas carry the same rule
 //! ([`LABEL_PATTERN`]), so the apiserver refuses what these types would refuse.
 
-use std::{fmt, str::FromStr};
-
-use serde::{Deserialize, Serialize};
-
 /// The longest RFC 1123 label.
 pub const LABEL_MAX_LEN: usize = 63;
 
@@ -53,83 +49,51 @@ pub fn validate_label(s: &str) -> Result<(), InvalidId> {
     Ok(())
 }
 
-/// Defines a label newtype: `FromStr`/`TryFrom<String>` validate, serde goes through them,
-/// and the JSON schema is a string with [`LABEL_PATTERN`].
-macro_rules! label_newtype {
-    ($(#[$doc:meta])* $name:ident) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
-
-        impl $name {
-            /// The identifier as a string slice.
-            pub fn as_str(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl TryFrom<String> for $name {
-            type Error = InvalidId;
-
-            fn try_from(s: String) -> Result<Self, Self::Error> {
-                validate_label(&s)?;
-                Ok(Self(s))
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = InvalidId;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                Self::try_from(s.to_owned())
-            }
-        }
-
-        impl From<$name> for String {
-            fn from(id: $name) -> String {
-                id.0
-            }
-        }
-
-        impl AsRef<str> for $name {
-            fn as_ref(&self) -> &str {
-                &self.0
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
-            }
-        }
-
-        #[cfg(feature = "schemars")]
-        impl schemars::JsonSchema for $name {
-            fn schema_name() -> std::borrow::Cow<'static, str> {
-                stringify!($name).into()
-            }
-
-            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-                schemars::json_schema!({
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": LABEL_MAX_LEN,
-                    "pattern": LABEL_PATTERN,
-                })
-            }
-        }
-    };
-}
-
-label_newtype! {
+crate::string_newtype! {
     /// A cluster's unique identifier (upstream: a UUIDv4 chosen at install time).
-    ClusterId
+    pub struct ClusterId;
+    error = InvalidId;
+    check = validate_label;
 }
 
-label_newtype! {
+crate::string_newtype! {
     /// A cluster's human-readable name (shown in GUIs, used in virtual node names).
-    ClusterName
+    pub struct ClusterName;
+    error = InvalidId;
+    check = validate_label;
+}
+
+/// The JSON schema of a label newtype: a string with [`LABEL_PATTERN`].
+#[cfg(feature = "schemars")]
+fn label_schema() -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "string",
+        "minLength": 1,
+        "maxLength": LABEL_MAX_LEN,
+        "pattern": LABEL_PATTERN,
+    })
+}
+
+#[cfg(feature = "schemars")]
+impl schemars::JsonSchema for ClusterId {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ClusterId".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        label_schema()
+    }
+}
+
+#[cfg(feature = "schemars")]
+impl schemars::JsonSchema for ClusterName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ClusterName".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        label_schema()
+    }
 }
 
 impl ClusterId {

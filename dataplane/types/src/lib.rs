@@ -10,6 +10,7 @@
 //! - [`FieldError`]: a refused value named by its field path, and YAML/JSON decoding that names
 //!   the field of every error ([`field`]);
 //! - [`chain()`]: an error and its causes on one line;
+//! - [`string_newtype!`]: the one definition of a validated string newtype ([`newtype`]);
 //! - [`addr::unusable_node_address`]: why an address cannot be a node's (the overlay's node
 //!   addresses and the gateway's endpoints share it);
 //! - [`GatewayPeer`], [`EndpointMapping`] and [`OverlayNode`]: the entries the control plane (or the lab) writes into
@@ -25,6 +26,7 @@ pub mod dns;
 pub mod field;
 pub mod id;
 pub mod key;
+pub mod newtype;
 pub mod view;
 pub mod wire;
 

@@ -1,12 +1,34 @@
 //! [`PeerView`]: how a cluster sees one peer, and how that peer sees it. Each side's IPAM decides
 //! where the other's ranges appear locally (the same prefix when free, else a remapped one); the
-//! two decisions together are all the gateway's prefix NAT needs.
+//! two decisions together are all the gateway's prefix NAT needs. [`PeerView::of`] is the one
+//! place a view is made of the two decisions ([`Ranges`]), for the lab and the network manager
+//! alike; [`IpamPeer`] is what an IPAM holds for a peer.
 
 use std::net::Ipv4Addr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::Cidr;
+
+/// A pod CIDR and an external CIDR: what a cluster announces, or where they appear elsewhere.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ranges {
+    /// Pods.
+    pub pods: Cidr,
+    /// External CIDR.
+    pub external: Cidr,
+}
+
+/// What an IPAM holds for one peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IpamPeer {
+    /// What the peer announced.
+    pub announced: Ranges,
+    /// Where its ranges appear here.
+    pub seen_here: Ranges,
+    /// Where our ranges appear at the peer (its decision), once recorded.
+    pub seen_there: Option<Ranges>,
+}
 
 /// One cluster's view of a peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -23,6 +45,17 @@ pub struct PeerView {
 }
 
 impl PeerView {
+    /// The view of a side that shows the peer at `seen_here` (its own IPAM's decision) and is
+    /// shown at `seen_there` (the peer's decision).
+    pub fn of(seen_here: Ranges, seen_there: Ranges) -> PeerView {
+        PeerView {
+            remote_pods: seen_here.pods,
+            remote_external: seen_here.external,
+            local_pods_at_peer: seen_there.pods,
+            local_external_at_peer: seen_there.external,
+        }
+    }
+
     /// The same peering seen from the peer.
     pub fn mirrored(&self) -> PeerView {
         PeerView {

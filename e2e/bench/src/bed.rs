@@ -270,10 +270,8 @@ impl Bed {
             .ns(Node::GwA)
             .run(|| fs::read_to_string("/proc/thread-self/net/dev"))?
             .map_err(step("reading gwA's /proc/net/dev"))?;
-        let (rx, tx) = parse::net_dev_bytes(&text, UNDERLAY_A).map_err(|e| BenchError::Step {
-            what: "gwA's underlay counters".into(),
-            detail: e,
-        })?;
+        let (rx, tx) = parse::net_dev_bytes(&text, UNDERLAY_A)
+            .map_err(|e| BenchError::step("gwA's underlay counters", &e))?;
         Ok(rx + tx)
     }
 

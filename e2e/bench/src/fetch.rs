@@ -9,7 +9,7 @@ use std::{
 
 use super::{
     BenchError,
-    install::{BORINGTUN_VERSION, WGGO_MODULE, install_err, run_logged, which},
+    tooling::{BORINGTUN_VERSION, WGGO_MODULE, install_err, run_logged, which},
 };
 
 fn cargo() -> Option<PathBuf> {
@@ -83,22 +83,50 @@ fn newest_cached_wggo(cache: &Path) -> Option<(PathBuf, String)> {
     found.pop().map(|(v, b)| (b, v))
 }
 
+/// Why `@latest` of the module could not be resolved.
+#[derive(Debug, thiserror::Error)]
+enum ResolveError {
+    /// `go` did not start.
+    #[error("running {}: {source}", go.display())]
+    Run {
+        /// The toolchain.
+        go: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `go list` failed; its stderr, trimmed.
+    #[error("{0}")]
+    Failed(String),
+    /// `go list` printed something else than JSON.
+    #[error("go list printed bad JSON: {0}")]
+    BadJson(#[source] serde_json::Error),
+    /// The JSON has no `Version`.
+    #[error("go list printed no Version")]
+    NoVersion,
+}
+
 /// Resolves `@latest` of the module (a pseudo-version: the module has no tags).
-fn resolve_latest(go: &Path, cache: &Path) -> Result<String, String> {
+fn resolve_latest(go: &Path, cache: &Path) -> Result<String, ResolveError> {
     let out = go_command(go, cache)
         .args(["list", "-m", "-json", &format!("{WGGO_MODULE}@latest")])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("running {}: {e}", go.display()))?;
+        .map_err(|source| ResolveError::Run {
+            go: go.to_owned(),
+            source,
+        })?;
     if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).trim().to_owned());
+        return Err(ResolveError::Failed(
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        ));
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .map_err(|e| format!("go list printed bad JSON: {e}"))?;
+    let v: serde_json::Value =
+        serde_json::from_slice(&out.stdout).map_err(ResolveError::BadJson)?;
     v["Version"]
         .as_str()
         .map(str::to_owned)
-        .ok_or_else(|| "go list printed no Version".into())
+        .ok_or(ResolveError::NoVersion)
 }
 
 pub(super) fn wggo_latest(

@@ -47,6 +47,7 @@ pub mod render;
 pub mod report;
 pub mod report_core;
 pub mod run;
+mod tooling;
 mod variant;
 
 pub use crate::report_core::{Header, Spread, Target, ratio};

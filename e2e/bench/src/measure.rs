@@ -42,7 +42,7 @@ pub(crate) struct LoadTracker {
 fn busy() -> Result<(u64, u64), BenchError> {
     let text =
         fs::read_to_string("/proc/stat").map_err(|e| fail("reading /proc/stat", e.to_string()))?;
-    parse::proc_stat_busy(&text).map_err(|e| fail("parsing /proc/stat", e))
+    parse::proc_stat_busy(&text).map_err(|e| BenchError::step("parsing /proc/stat", &e))
 }
 
 /// Percent of all CPUs busy over [`LOAD_WINDOW`].
@@ -94,7 +94,8 @@ fn cpu_ticks(pids: &[u32]) -> Result<u64, BenchError> {
     for pid in pids {
         let line = fs::read_to_string(format!("/proc/{pid}/stat"))
             .map_err(|e| fail(format!("reading /proc/{pid}/stat"), e.to_string()))?;
-        total += parse::proc_pid_ticks(&line).map_err(|e| fail("parsing /proc/<pid>/stat", e))?;
+        total += parse::proc_pid_ticks(&line)
+            .map_err(|e| BenchError::step("parsing /proc/<pid>/stat", &e))?;
     }
     Ok(total)
 }

@@ -4,50 +4,99 @@
 
 pub use e2e::lab::speed::parse::{Iperf, Ping, iperf3_json, ping_summary, tcp_listening};
 
+/// A line or table of `/proc` that does not parse, named with the text at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ProcError {
+    /// A `/proc/<pid>/stat` line without the command name's `)`.
+    #[error("no command name in {line:?}")]
+    NoCommandName {
+        /// The line.
+        line: String,
+    },
+    /// A `/proc/<pid>/stat` line without a numeric field `field` (1-based).
+    #[error("no field {field} in {line:?}")]
+    NoField {
+        /// The field's number.
+        field: usize,
+        /// The line.
+        line: String,
+    },
+    /// `/proc/stat` without its `cpu ` line.
+    #[error("no aggregate cpu line in /proc/stat")]
+    NoCpuLine,
+    /// A `/proc/stat` cpu line with a counter that is not a number.
+    #[error("bad /proc/stat line {line:?}")]
+    BadStatLine {
+        /// The line.
+        line: String,
+    },
+    /// A `/proc/stat` cpu line with fewer than 5 counters.
+    #[error("short /proc/stat line {line:?}")]
+    ShortStatLine {
+        /// The line.
+        line: String,
+    },
+    /// A `/proc/net/dev` line without the transmitted bytes.
+    #[error("short /proc/net/dev line {line:?}")]
+    ShortNetDevLine {
+        /// The line.
+        line: String,
+    },
+    /// `/proc/net/dev` without the interface.
+    #[error("no interface {iface} in /proc/net/dev")]
+    NoInterface {
+        /// The interface.
+        iface: String,
+    },
+}
+
 /// user + system CPU ticks of a process (all its threads) from a `/proc/<pid>/stat` line. The
 /// command name (field 2) is in parentheses and may itself hold spaces and parentheses, so the
 /// fields are counted from after the last `)`.
-pub fn proc_pid_ticks(line: &str) -> Result<u64, String> {
+pub fn proc_pid_ticks(line: &str) -> Result<u64, ProcError> {
     let rest = line
         .rfind(')')
         .map(|i| &line[i + 1..])
-        .ok_or_else(|| format!("no command name in {line:?}"))?;
+        .ok_or_else(|| ProcError::NoCommandName { line: line.into() })?;
     // After the name: state (field 3), ppid (4), ... utime (14), stime (15).
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |n: usize| -> Result<u64, String> {
+    let field = |n: usize| -> Result<u64, ProcError> {
         fields
             .get(n - 3)
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| format!("no field {n} in {line:?}"))
+            .ok_or_else(|| ProcError::NoField {
+                field: n,
+                line: line.into(),
+            })
     };
     Ok(field(14)? + field(15)?)
 }
 
 /// Busy and total jiffies of all CPUs from the first line of `/proc/stat`
 /// (`cpu user nice system idle iowait irq softirq steal ...`); idle and iowait are not busy.
-pub fn proc_stat_busy(text: &str) -> Result<(u64, u64), String> {
+pub fn proc_stat_busy(text: &str) -> Result<(u64, u64), ProcError> {
     let line = text
         .lines()
         .find(|l| l.starts_with("cpu "))
-        .ok_or("no aggregate cpu line in /proc/stat")?;
+        .ok_or(ProcError::NoCpuLine)?;
     let v: Vec<u64> = line
         .split_whitespace()
         .skip(1)
         .take(8)
         .map(|s| {
             s.parse()
-                .map_err(|_| format!("bad /proc/stat line {line:?}"))
+                .map_err(|_| ProcError::BadStatLine { line: line.into() })
         })
         .collect::<Result<_, _>>()?;
     if v.len() < 5 {
-        return Err(format!("short /proc/stat line {line:?}"));
+        return Err(ProcError::ShortStatLine { line: line.into() });
     }
     let total: u64 = v.iter().sum();
     Ok((total - v[3] - v[4], total))
 }
 
 /// Received and transmitted bytes of `iface` in a `/proc/net/dev` table.
-pub fn net_dev_bytes(text: &str, iface: &str) -> Result<(u64, u64), String> {
+pub fn net_dev_bytes(text: &str, iface: &str) -> Result<(u64, u64), ProcError> {
     for line in text.lines() {
         let Some((name, counters)) = line.split_once(':') else {
             continue;
@@ -61,10 +110,12 @@ pub fn net_dev_bytes(text: &str, iface: &str) -> Result<(u64, u64), String> {
             .collect();
         return match (v.first(), v.get(8)) {
             (Some(rx), Some(tx)) => Ok((*rx, *tx)),
-            _ => Err(format!("short /proc/net/dev line {line:?}")),
+            _ => Err(ProcError::ShortNetDevLine { line: line.into() }),
         };
     }
-    Err(format!("no interface {iface} in /proc/net/dev"))
+    Err(ProcError::NoInterface {
+        iface: iface.into(),
+    })
 }
 
 /// The first non-empty line of a `--version` output, trimmed.

@@ -1,6 +1,20 @@
-//! Where the project's own binaries are, for the tests and the lab that start them.
+//! The project's own programs: the names of Liqo's (what a cluster of the kit runs besides
+//! Kubernetes's) and where the binaries are, for the tests and the lab that start them.
 
 use std::path::PathBuf;
+
+/// The IPAM's program (the controller-manager is given its address).
+pub const IPAM: &str = "liqo-ipam";
+/// The auth service's program (its Service is made for it).
+pub(crate) const AUTH: &str = "liqo-auth";
+/// The controller-manager's program.
+pub(crate) const CONTROLLER_MANAGER: &str = "liqo-controller-manager";
+/// The virtual kubelet's program (started by the controller-manager, one per peering).
+pub(crate) const VIRTUAL_KUBELET: &str = "liqo-virtual-kubelet";
+/// Every program of Liqo that runs with a cluster: the components ([`crate::liqo::COMPONENTS`],
+/// a test checks they are all here) and the virtual kubelet. The teardown of a cluster
+/// ([`crate::k8s::down`]) finds and stops them by these names.
+pub(crate) const LIQO: [&str; 4] = [IPAM, AUTH, CONTROLLER_MANAGER, VIRTUAL_KUBELET];
 
 /// A binary of the project that is not where [`bin`] looks.
 #[derive(Debug, thiserror::Error)]

@@ -1,17 +1,21 @@
 //! Connectivity probes between lab pods: ICMP with the real `ping`, and TCP to an echo server
-//! in the target pod that answers with the client address it sees (so NAT is observable).
+//! in the target pod that answers with the client address it sees (so NAT is observable;
+//! the server and the TCP probe: [`echo`]).
+
+mod echo;
+
+pub use echo::{ECHO_PORT, TcpProbeError};
+pub(crate) use echo::{echo_server, tcp_probe_within};
 
 use std::{
     collections::VecDeque,
     fmt::Write as _,
-    io::{Read, Write},
-    net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream},
+    net::Ipv4Addr,
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     thread,
-    time::Duration,
 };
 
 use dataplane::{Netns, NetnsName};
@@ -24,9 +28,6 @@ use super::{
 };
 use crate::topology::Cluster;
 
-/// TCP port of the echo server inside each probed pod.
-pub const ECHO_PORT: u16 = 7777;
-const TIMEOUT: Duration = Duration::from_secs(2);
 const WORKERS: usize = 16;
 
 /// A pod taking part in a check.
@@ -43,7 +44,7 @@ pub struct Endpoint {
 }
 
 /// One probe from `src` to `dst` (indices into [`Matrix::endpoints`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Probe {
     /// Source endpoint.
     pub src: usize,
@@ -54,7 +55,7 @@ pub struct Probe {
     /// Whether the destination answered ping.
     pub icmp: bool,
     /// The source address the destination's server saw, or why TCP failed.
-    pub tcp: Result<Ipv4Addr, String>,
+    pub tcp: Result<Ipv4Addr, TcpProbeError>,
     /// The source address the server should see (the source in the server's view).
     pub expect_seen: Ipv4Addr,
 }
@@ -221,7 +222,7 @@ fn probe(src_ns: &NetnsName, pair: Pair) -> Probe {
                 dst,
                 addr,
                 icmp: false,
-                tcp: Err(e.to_string()),
+                tcp: Err(TcpProbeError::Netns(Arc::new(e))),
                 expect_seen,
             };
         }
@@ -232,8 +233,8 @@ fn probe(src_ns: &NetnsName, pair: Pair) -> Probe {
         .output()
         .is_ok_and(|o| o.status.success());
     let tcp = ns
-        .run(|| tcp_probe(addr))
-        .map_err(|e| e.to_string())
+        .run(|| echo::tcp_probe(addr))
+        .map_err(|e| TcpProbeError::Netns(Arc::new(e)))
         .and_then(|r| r);
     Probe {
         src,
@@ -242,119 +243,6 @@ fn probe(src_ns: &NetnsName, pair: Pair) -> Probe {
         icmp,
         tcp,
         expect_seen,
-    }
-}
-
-/// Connects to the echo server at `addr` (from the calling thread's namespace) and returns the
-/// client address the server saw.
-pub(crate) fn tcp_probe(addr: Ipv4Addr) -> Result<Ipv4Addr, String> {
-    tcp_probe_within(addr, TIMEOUT)
-}
-
-/// [`tcp_probe`] with its own timeout.
-pub(crate) fn tcp_probe_within(addr: Ipv4Addr, timeout: Duration) -> Result<Ipv4Addr, String> {
-    let mut s = TcpStream::connect_timeout(&SocketAddr::from((addr, ECHO_PORT)), timeout)
-        .map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(timeout))
-        .map_err(|e| e.to_string())?;
-    let mut seen = String::new();
-    s.read_to_string(&mut seen).map_err(|e| e.to_string())?;
-    seen.trim()
-        .parse()
-        .map_err(|_| format!("bad echo reply {seen:?}"))
-}
-
-/// A TCP server in `ns` that writes each client's address back, until `stop` is set.
-pub(crate) fn echo_server(
-    ns_name: &NetnsName,
-    stop: Arc<AtomicBool>,
-) -> Result<thread::JoinHandle<()>, LabError> {
-    let ns = Netns::open(ns_name)?;
-    let listener = ns
-        .run(|| bind_echo(ns_name))?
-        .map_err(|e| LabError::Build {
-            what: format!("echo server in {ns_name}"),
-            source: Box::new(e),
-        })?;
-    Ok(thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            match listener.accept() {
-                Ok((mut conn, peer)) => {
-                    // A failed answer shows as a failed probe on the client's side.
-                    let _ = conn.set_nonblocking(false);
-                    let _ = conn.write_all(peer.ip().to_string().as_bytes());
-                }
-                Err(_) => thread::sleep(Duration::from_millis(5)),
-            }
-        }
-    }))
-}
-
-/// Binds the echo port in the calling thread's namespace.
-///
-/// A port still in use is retried for up to 3 s. The previous check's server in this pod has
-/// closed its listener by then (joined), yet CI once saw the next bind refused (EADDRINUSE; std
-/// sets SO_REUSEADDR, so only another listener refuses it). The likely holder is a child forked
-/// by this test binary (`Netns::command`) between its fork and exec, holding a copy of the
-/// closed listener for that moment. The retry is written to stderr past the test harness's
-/// capture, with the sockets and their processes, so a passing run shows it too. A retry
-/// counts in what a caller times: `k8s::peer`'s first-packet time starts its server after its
-/// clock.
-fn bind_echo(ns_name: &NetnsName) -> std::io::Result<TcpListener> {
-    const PATIENCE: Duration = Duration::from_secs(3);
-    let start = std::time::Instant::now();
-    let mut busy = false;
-    loop {
-        match TcpListener::bind(("0.0.0.0", ECHO_PORT)) {
-            Ok(l) => {
-                l.set_nonblocking(true)?;
-                if busy {
-                    say(&format!(
-                        "echo port :{ECHO_PORT} in {ns_name} bound after {:?}",
-                        start.elapsed()
-                    ));
-                }
-                return Ok(l);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && start.elapsed() < PATIENCE => {
-                if !busy {
-                    busy = true;
-                    say(&format!(
-                        "echo port :{ECHO_PORT} busy in {ns_name}, retrying for up to {PATIENCE:?}; its sockets: {}",
-                        echo_port_sockets()
-                    ));
-                }
-                thread::sleep(Duration::from_millis(100));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-                let held = echo_port_sockets();
-                return Err(std::io::Error::new(
-                    e.kind(),
-                    format!("{e}; its sockets: {held}"),
-                ));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// A line on the process's stderr itself, not through the test harness's capture of
-/// `eprintln!` (which shows only a failed test's output).
-fn say(line: &str) {
-    // Nowhere else to report a failed write to stderr.
-    let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-/// The sockets on the echo port in the calling thread's namespace, with their processes, as
-/// `ss` lists them.
-fn echo_port_sockets() -> String {
-    match std::process::Command::new("ss")
-        .args(["-tanopH", "sport", "=", &format!(":{ECHO_PORT}")])
-        .output()
-    {
-        Ok(o) if o.status.success() => format!("{:?}", String::from_utf8_lossy(&o.stdout)),
-        Ok(o) => format!("(ss failed: {})", String::from_utf8_lossy(&o.stderr).trim()),
-        Err(e) => format!("(ss: {e})"),
     }
 }
 
@@ -445,7 +333,7 @@ impl Matrix {
                 p.addr,
                 if p.icmp { "ok" } else { "no answer" },
                 p.tcp.as_ref().map_or_else(
-                    |e| e.clone(),
+                    |e| e.to_string(),
                     |a| format!("seen as {a}, expected {}", p.expect_seen)
                 )
             );

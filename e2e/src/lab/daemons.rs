@@ -103,7 +103,7 @@ pub(crate) fn write_config(path: &Path, text: &str) -> Result<String, LabError> 
 
 fn get(ns: &Netns, addr: &str, what: &str) -> Result<String, LabError> {
     let addr: SocketAddr = addr.parse().expect("literal");
-    ns.run(|| dataplane::localhttp::get(addr, "/status"))?
+    ns.run(|| liqo_daemon::localhttp::get(addr, "/status"))?
         .map_err(|e| LabError::build(format!("asking the {what} in {}", ns.name()), e))
 }
 

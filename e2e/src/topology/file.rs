@@ -8,7 +8,7 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 
-use super::{Topology, TopologyError};
+use super::{plan::Topology, rules::TopologyError};
 
 /// A whole topology file.
 #[derive(Debug, Deserialize)]

@@ -19,6 +19,7 @@ mod name;
 mod nodes;
 mod plan;
 mod presets;
+mod rules;
 mod validate;
 
 #[cfg(test)]
@@ -28,18 +29,7 @@ mod validate_tests;
 
 pub use name::{Name, NameError};
 pub use plan::{Cluster, Node, Pod, Topology};
-
-/// Largest number of nodes one cluster may declare.
-pub const MAX_NODES_PER_CLUSTER: usize = 64;
-
-/// Largest number of pods the whole topology may declare (each pod is a namespace on this host).
-pub const MAX_TOTAL_PODS: usize = 512;
-
-/// A topology that cannot be parsed or violates a rule: the shared field-path error.
-///
-/// `field` is the path of the offending field in the file format (`clusters[1].nodes[0].podSlice`,
-/// `wan.cidr`); YAML syntax errors use `<file>`, an unknown preset uses `preset`.
-pub type TopologyError = liqo_types::FieldError;
+pub use rules::{MAX_NODES_PER_CLUSTER, MAX_TOTAL_PODS, TopologyError};
 
 impl Topology {
     /// Parses and validates a topology file.

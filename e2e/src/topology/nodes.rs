@@ -3,9 +3,9 @@
 use ipnet::Ipv4Net;
 
 use super::file::{ClusterFile, NodesFile};
-use super::plan::{overlaps, size};
-use super::validate::{host_room, parse_cidr, parse_name};
-use super::{MAX_NODES_PER_CLUSTER, Name, Node, TopologyError};
+use super::name::Name;
+use super::plan::{Node, host_room, overlaps, size};
+use super::rules::{MAX_NODES_PER_CLUSTER, TopologyError, parse_cidr, parse_name};
 
 const DEFAULT_NODE_SLICE_PREFIX: i64 = 24;
 const DEFAULT_PODS_PER_NODE: i64 = 2;

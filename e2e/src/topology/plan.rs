@@ -7,7 +7,7 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-use super::Name;
+use super::name::Name;
 
 /// A validated topology with every address resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -131,6 +131,11 @@ pub(super) fn host(net: Ipv4Net, n: u32) -> Ipv4Net {
 /// Number of addresses in `net`.
 pub(super) fn size(net: Ipv4Net) -> u64 {
     1u64 << (32 - u32::from(net.prefix_len()))
+}
+
+/// Number of host addresses in `net` (all but the network and broadcast addresses).
+pub(super) fn host_room(net: Ipv4Net) -> u64 {
+    size(net).saturating_sub(2)
 }
 
 /// Whether two networks share any address.

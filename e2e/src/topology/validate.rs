@@ -7,9 +7,10 @@
 use ipnet::Ipv4Net;
 
 use super::file::{ClusterFile, TopologyFile};
+use super::name::Name;
 use super::nodes::resolve_nodes;
-use super::plan::{host, overlaps, size};
-use super::{Cluster, MAX_TOTAL_PODS, Name, Topology, TopologyError};
+use super::plan::{Cluster, Topology, host, host_room, overlaps};
+use super::rules::{MAX_TOTAL_PODS, TopologyError, parse_cidr, parse_name};
 
 const DEFAULT_WAN_CIDR: &str = "198.18.0.0/24";
 const DEFAULT_SERVICE_CIDR: &str = "10.96.0.0/12";
@@ -138,20 +139,4 @@ fn resolve_cluster(
         behind_nat: file.behind_nat,
         nodes,
     })
-}
-
-/// Number of host addresses in `net` (all but the network and broadcast addresses).
-pub(super) fn host_room(net: Ipv4Net) -> u64 {
-    size(net).saturating_sub(2)
-}
-
-/// Parses a cluster or node name; the error names `field`.
-pub(super) fn parse_name(field: &str, text: &str) -> Result<Name, TopologyError> {
-    text.parse()
-        .map_err(|err: super::NameError| liqo_types::field::bad(field, err.to_string()))
-}
-
-/// Parses an IPv4 CIDR without host bits ([`liqo_types::Cidr`]), naming `field` on error.
-pub(super) fn parse_cidr(field: &str, text: &str) -> Result<Ipv4Net, TopologyError> {
-    liqo_types::field::parse::<liqo_types::Cidr>(field, text).map(|c| c.net())
 }

@@ -156,7 +156,7 @@ async fn cli(cli: Cli) -> Result<()> {
                 .to_string())
         }
         Command::Status { address, output } => {
-            let body = dataplane::localhttp::get(address, "/status")
+            let body = liqo_daemon::localhttp::get(address, "/status")
                 .with_context(|| format!("asking the gateway at {address}"))?;
             out(&show::status(&body, output, status::render).context("decoding the status")?);
         }

@@ -39,7 +39,7 @@ pub use rotate::Desired;
 /// Most lanes (TUN queues, UDP sockets, pairs of data threads) a gateway gets, one per CPU.
 pub const MAX_LANES: usize = 16;
 use kernel::{Planned, ensure_address, remove, routes, rules, undone};
-use rotate::fixed;
+use rotate::{desired, fixed};
 
 use crate::{
     config::{Config, ConfigError},
@@ -271,6 +271,13 @@ impl Gateway {
         );
         self.planned = Some(want);
         Ok(())
+    }
+
+    /// Validates `text` for this running gateway: every field, the fields that cannot change
+    /// while running, the key file as it is now (against `publicKey`, if set), and no peer with
+    /// the public key that will run.
+    pub fn prepare(&self, text: &str) -> Result<Desired, ConfigError> {
+        desired(text, &self.cfg, self.device.public_key())
     }
 
     /// Applies a new configuration ([`Gateway::prepare`] made it from a file's text). Fields

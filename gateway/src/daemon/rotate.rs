@@ -5,7 +5,6 @@
 
 use liqo_types::field::bad;
 
-use super::Gateway;
 use crate::{
     config::{Config, ConfigError, File},
     keys::{
@@ -24,18 +23,13 @@ pub struct Desired {
     pub key: KeyChange,
 }
 
-impl Gateway {
-    /// Validates `text` for this running gateway: every field, the fields that cannot change
-    /// while running, the key file as it is now (against `publicKey`, if set), and no peer with
-    /// the public key that will run.
-    pub fn prepare(&self, text: &str) -> Result<Desired, ConfigError> {
-        desired(text, &self.cfg, self.device.public_key())
-    }
-}
-
-/// [`Gateway::prepare`] for a gateway running `running` (the configuration) with the key of
-/// public key `key`.
-fn desired(text: &str, running: &Config, key: PublicKey) -> Result<Desired, ConfigError> {
+/// [`Gateway::prepare`](super::Gateway::prepare) for a gateway running `running` (the
+/// configuration) with the key of public key `key`.
+pub(super) fn desired(
+    text: &str,
+    running: &Config,
+    key: PublicKey,
+) -> Result<Desired, ConfigError> {
     let file = File::parse(text)?;
     let cfg = file.validate(None)?;
     fixed(running, &cfg)?;

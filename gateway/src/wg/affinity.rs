@@ -12,8 +12,9 @@
 //! lane's. A packet is then read on the CPU that sent or received it, and a request and its
 //! answer cross every gateway of a host without leaving the application's CPU (see
 //! `wg::lanes` for when CPUs share a lane). Once the two threads of the busiest lane ran *or
-//! waited to run* for more than [`BUSY_PERMILLE`] of a placement tick ([`PLACEMENT_TICK`]), or
-//! waited alone for more than [`WAITING_PERMILLE`] (both from
+//! waited to run* for more than [`BUSY_PERMILLE`] of a placement tick
+//! ([`PLACEMENT_TICK`](super::tuning::PLACEMENT_TICK)), or waited alone for more than
+//! [`WAITING_PERMILLE`] (both from
 //! `/proc/self/task/<tid>/schedstat`: what they needed, not only what they got on a shared
 //! CPU), they may use every CPU again (one flow's halves run in parallel under load); they go
 //! home after [`QUIET_TICKS`] ticks below [`QUIET_PERMILLE`], or one below [`IDLE_PERMILLE`]
@@ -56,8 +57,6 @@ pub(super) const QUIET_TICKS: u32 = 2;
 /// Run plus wait time below which one tick is enough to go home: the load is gone, not only
 /// lower (a bulk transfer ended; what is left is a few packets).
 pub(super) const IDLE_PERMILLE: u64 = 50;
-/// How often the placement thread measures the data threads and decides.
-pub(super) const PLACEMENT_TICK: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Where the data threads may run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

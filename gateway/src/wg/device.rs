@@ -1,137 +1,40 @@
-//! The device: its sockets, peers, counters and threads. The per-packet work lives in
-//! [`super::tx`] (TUN to UDP), [`super::rx`] (UDP to TUN), [`super::handshake`] (key exchanges,
-//! on their own thread) and [`super::timers`].
+//! The device: built over its lanes, its threads started and stopped, its peers and key
+//! replaced, its status read. Its state ([`super::state`]) is below every thread; the per-packet
+//! work lives in [`super::tx`] (TUN to UDP), [`super::rx`] (UDP to TUN), [`super::handshake`]
+//! (key exchanges, on their own thread), [`super::timers`] and [`super::placement`], each wired
+//! here.
 
 use std::{
-    collections::{BTreeMap, VecDeque},
-    fs::File,
+    collections::BTreeMap,
     io,
     net::UdpSocket,
     os::fd::OwnedFd,
     sync::{
         Arc, Mutex, RwLock,
         atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
-        mpsc::{Receiver, SyncSender, sync_channel},
+        mpsc::sync_channel,
     },
     thread::{self, JoinHandle},
-    time::Duration,
+    time::SystemTime,
 };
 
-use boringtun::noise::TunnResult;
 use dataplane::steer::TunSteering;
-use serde::{Deserialize, Serialize};
+use liqo_gateway_api::status::{PeerStatus, WireStatus};
 
 use super::{
     affinity::Affinity,
-    handshake::{Handshake, QUEUE},
+    half::Half,
     identity::Identity,
     lanes::Lane,
     peers::{Peer, Table},
-    poller::Half,
+    state::{Device, Wire},
     steering::Steering,
+    tuning::{INITIATIONS_PER_TICK, QUEUE},
 };
 use crate::{
     config,
     keys::{PrivateKey, PublicKey},
 };
-
-/// How long blocking calls wait before checking for shutdown.
-pub(super) const TICK: Duration = Duration::from_millis(200);
-/// First handshake initiations sent per apply, and then per timer tick (100 ms): a hub that
-/// gains a thousand peers calls them over two seconds, not in one burst.
-pub(super) const INITIATIONS_PER_TICK: usize = 50;
-/// UDP socket buffer size (bytes).
-pub(super) const SOCKET_BUFFER: usize = 2 << 20;
-
-/// One peer as `liqo-gateway status` shows it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct PeerStatus {
-    /// Cluster ID.
-    pub id: String,
-    /// Public key.
-    pub public_key: String,
-    /// Current endpoint.
-    pub endpoint: Option<String>,
-    /// Seconds since the last handshake.
-    pub handshake_age_secs: Option<u64>,
-    /// Inner packets sent.
-    pub tx_packets: u64,
-    /// Inner bytes sent.
-    pub tx_bytes: u64,
-    /// Inner packets received.
-    pub rx_packets: u64,
-    /// Inner bytes received.
-    pub rx_bytes: u64,
-    /// Packets of this peer dropped (no endpoint yet, a failed send, an authenticated packet
-    /// from outside its allowed IPs).
-    pub dropped: u64,
-    /// Datagrams naming this peer (its receiver index or its key) that failed authentication or
-    /// were replays: anyone can send those, so they are not the peer's doing.
-    #[serde(default)]
-    pub rejected: u64,
-}
-
-/// Counters of the WireGuard port itself, not of a peer.
-#[derive(Debug, Default)]
-pub struct Wire {
-    /// Datagrams refused before reaching a peer: malformed, bad mac1, unknown receiver index or
-    /// key.
-    pub invalid: AtomicU64,
-    /// Cookie replies sent (under load, to handshakes without a valid mac2).
-    pub cookies_sent: AtomicU64,
-    /// Handshake messages handed to the handshake thread.
-    pub handshakes_processed: AtomicU64,
-    /// Handshake messages dropped by the per-source or global rate limit.
-    pub handshakes_limited: AtomicU64,
-    /// Handshake messages dropped because the handshake thread's queue was full.
-    pub handshakes_overflow: AtomicU64,
-}
-
-/// [`Wire`] as `liqo-gateway status` shows it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct WireStatus {
-    /// See [`Wire::invalid`].
-    pub invalid: u64,
-    /// See [`Wire::cookies_sent`].
-    pub cookies_sent: u64,
-    /// See [`Wire::handshakes_processed`].
-    pub handshakes_processed: u64,
-    /// See [`Wire::handshakes_limited`].
-    pub handshakes_limited: u64,
-    /// See [`Wire::handshakes_overflow`].
-    pub handshakes_overflow: u64,
-}
-
-/// A running WireGuard device.
-pub struct Device {
-    /// The peers and our key (its [`Identity`]), swapped whole.
-    pub(super) table: RwLock<Arc<Table>>,
-    /// The generation of the identity of the table (see [`Device::current`]).
-    pub(super) key_generation: AtomicU64,
-    /// One per queue of the TUN device (at least one); see [`Lane`].
-    pub(super) lanes: Vec<Lane>,
-    stop: AtomicBool,
-    /// Set once the kernel refused a UDP GSO send.
-    pub(super) gso_off: AtomicBool,
-    /// Packets from the TUN device with no peer for their destination.
-    pub no_route: AtomicU64,
-    /// Counters of the port.
-    pub wire: Wire,
-    pub(super) handshakes: SyncSender<Handshake>,
-    handshake_queue: Mutex<Option<Receiver<Handshake>>>,
-    /// [`Device::busy_poll`], in microseconds.
-    pub(super) busy_poll_us: AtomicU64,
-    /// Handshake messages waiting in the queue (the handshake thread's load).
-    pub(super) queued: AtomicUsize,
-    /// New peers (IDs) still to be sent their first handshake initiation.
-    pending_calls: Mutex<VecDeque<String>>,
-    /// Where the data threads run.
-    pub(super) affinity: Affinity,
-    /// Which lane a packet takes.
-    pub(super) steering: Mutex<Steering>,
-}
 
 impl Device {
     /// A device over its lanes: each a queue of one TUN device and a UDP socket of one port
@@ -174,11 +77,6 @@ impl Device {
         }))
     }
 
-    /// The current peer table.
-    pub fn table(&self) -> Arc<Table> {
-        Arc::clone(&self.table.read().unwrap_or_else(|p| p.into_inner()))
-    }
-
     /// Replaces the peers; unchanged peers keep their sessions and counters. New peers with a
     /// known endpoint are sent a handshake initiation right away (beyond the first
     /// [`INITIATIONS_PER_TICK`], paced by the timer thread), so the first packet does not wait
@@ -190,7 +88,7 @@ impl Device {
     /// Replaces the peers, and with `key` our key too, in one swap of the table; returns the
     /// public key that ran before. Peers with a new session (all of them with a new key) and an
     /// endpoint are sent a handshake initiation right away.
-    pub(super) fn replace(
+    fn replace(
         &self,
         key: Option<PrivateKey>,
         peers: &BTreeMap<String, config::Peer>,
@@ -234,53 +132,40 @@ impl Device {
         before
     }
 
-    /// Sends a handshake initiation to each of these peers (those still in the table and with an
-    /// endpoint).
-    pub(super) fn initiate(&self, ids: &[String]) {
-        let table = self.table();
-        let mut out = vec![0u8; 256];
-        for peer in ids.iter().filter_map(|id| table.by_id.get(id)) {
-            // A paced peer may have called us meanwhile: its session is up, nothing to start.
-            let handshaken = peer.tunn.started().is_some_and(|t| {
-                t.lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .stats()
-                    .0
-                    .is_some()
-            });
-            if peer.endpoint().is_none() || handshaken {
-                continue;
-            }
-            let r = peer
-                .tunn
-                .lock()
-                .format_handshake_initiation(&mut out, false);
-            if let TunnResult::WriteToNetwork(init) = r {
-                self.send(peer, init);
-            }
-        }
+    /// Switches to `key` live, with `peers`, in one swap of the peer table: every peer gets a
+    /// fresh session made with the new key and a fresh receiver index (its counters and learned
+    /// endpoint stay), handshakes are admitted (mac1, cookies) and answered with the new key
+    /// only, and peers with an endpoint are sent an initiation right away. Nothing of the old key
+    /// stays reachable from the device once the data threads are done with the packet at hand;
+    /// a handshake in flight during the switch may fail. Returns the public key that ran before.
+    pub fn set_key(&self, key: PrivateKey, peers: &BTreeMap<String, config::Peer>) -> PublicKey {
+        self.replace(Some(key), peers)
     }
 
-    /// Up to [`INITIATIONS_PER_TICK`] of the peers still waiting for their first initiation.
-    pub(super) fn next_calls(&self) -> Vec<String> {
-        let mut q = self.pending_calls.lock().unwrap_or_else(|p| p.into_inner());
-        let n = q.len().min(INITIATIONS_PER_TICK);
-        q.drain(..n).collect()
+    /// The key the device runs: its public half, since when and after how many switches, from
+    /// one read (a status never shows a new key with the old count).
+    pub fn identity(&self) -> Arc<Identity> {
+        Arc::clone(&self.table().own)
+    }
+
+    /// The public key the device runs.
+    pub fn public_key(&self) -> PublicKey {
+        self.table().own.public
+    }
+
+    /// When the device started running its key (the start, or the last switch).
+    pub fn key_since(&self) -> SystemTime {
+        self.table().own.since
+    }
+
+    /// Key switches since start (of the key it runs).
+    pub fn key_rotations(&self) -> u64 {
+        self.table().own.rotations
     }
 
     /// The UDP port actually bound.
     pub fn port(&self) -> io::Result<u16> {
         Ok(self.udp().local_addr()?.port())
-    }
-
-    /// The socket handshakes, cookies and keepalives leave by (the first lane's).
-    pub(super) fn udp(&self) -> &UdpSocket {
-        &self.lanes[0].udp
-    }
-
-    /// The TUN queue that packets decrypted off the data path (after a handshake) are written to.
-    pub(super) fn tun(&self) -> &File {
-        &self.lanes[0].tun
     }
 
     /// How many lanes (TUN queues and UDP sockets) the data path has.
@@ -329,13 +214,9 @@ impl Device {
         Ok(handles)
     }
 
-    /// Asks the threads to stop (they notice within [`TICK`]).
+    /// Asks the threads to stop (they notice within [`TICK`](super::tuning::TICK)).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
-    }
-
-    pub(super) fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed)
     }
 
     /// Status of every peer.
@@ -379,3 +260,6 @@ impl Device {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

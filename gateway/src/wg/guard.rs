@@ -21,15 +21,16 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub use super::tuning::GLOBAL_RATE;
+use super::tuning::QUEUE;
+
 /// Messages waiting for the handshake thread from which the device is under load (an eighth of
 /// the queue, as the kernel).
-pub const LOAD_DEPTH: usize = super::handshake::QUEUE / 8;
+pub const LOAD_DEPTH: usize = QUEUE / 8;
 /// Handshakes per second one source address may start while under load (as the kernel).
 pub const PER_SOURCE_RATE: u64 = 20;
 /// How many of them at once.
 pub const PER_SOURCE_BURST: u64 = 5;
-/// Handshakes per second all sources together may start (each costs ~100 µs of one core).
-pub const GLOBAL_RATE: u64 = 2_000;
 /// Source addresses tracked at most; past that, new sources are refused while under load.
 pub const MAX_SOURCES: usize = 65_536;
 

@@ -1,7 +1,8 @@
 //! The handshake thread: admission and key exchanges, off the data path. The receive path checks
-//! a handshake message's mac1 and queues it here, at most [`QUEUE`] waiting; a full queue drops
-//! handshakes, not data. Here the [`Guard`] decides (under load: mac2 or a cookie reply, then
-//! the per-source and global buckets) before any key exchange.
+//! a handshake message's mac1 and queues it here ([`Handshake`]), at most
+//! [`QUEUE`](super::tuning::QUEUE) waiting; a full queue drops handshakes, not data. Here the
+//! [`Guard`] decides (under load: mac2 or a cookie reply, then the per-source and global buckets)
+//! before any key exchange.
 
 use std::{
     io::Write,
@@ -19,11 +20,12 @@ use boringtun::noise::{Packet, Tunn, TunnResult, handshake::parse_handshake_anon
 use nix::sys::socket::{MsgFlags, SockaddrStorage, sendto};
 
 use super::{
-    device::{Device, TICK},
     guard::{Guard, Verdict},
     offload::Coalescer,
     peers::{Peer, Table},
-    rx::{BUF, bump},
+    queue::Handshake,
+    state::{Device, bump},
+    tuning::{BUF, TICK},
 };
 
 /// Nice value of the handshake thread (the data path runs at 0).
@@ -39,35 +41,6 @@ fn lower_priority() {
     let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, NICE) };
     if r != 0 {
         tracing::debug!(error = %std::io::Error::last_os_error(), "could not lower the handshake thread's priority");
-    }
-}
-
-/// Handshake messages waiting at most (a second of the global rate).
-pub(super) const QUEUE: usize = super::guard::GLOBAL_RATE as usize;
-/// The largest handshake message (an initiation).
-const LARGEST: usize = 148;
-
-/// One admitted handshake message and where it came from.
-pub(super) struct Handshake {
-    buf: [u8; LARGEST],
-    len: usize,
-    from: SocketAddr,
-}
-
-impl Handshake {
-    /// A copy of `datagram`, if it fits a handshake message.
-    pub(super) fn new(datagram: &[u8], from: SocketAddr) -> Option<Handshake> {
-        let mut buf = [0u8; LARGEST];
-        buf.get_mut(..datagram.len())?.copy_from_slice(datagram);
-        Some(Handshake {
-            buf,
-            len: datagram.len(),
-            from,
-        })
-    }
-
-    fn bytes(&self) -> &[u8] {
-        &self.buf[..self.len]
     }
 }
 

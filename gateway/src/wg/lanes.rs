@@ -16,35 +16,10 @@ use nix::{
     unistd::Pid,
 };
 
-use serde::{Deserialize, Serialize};
-
 use super::{
-    device::{SOCKET_BUFFER, TICK},
-    rx::RxState,
-    tx::TxState,
+    half::{RxState, TxState},
+    tuning::{SOCKET_BUFFER, TICK},
 };
-
-/// Where the data path runs now, as `liqo-gateway status` shows it.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct DataPathStatus {
-    /// Lanes: TUN queues and UDP sockets, one per CPU the process may use (at most 16).
-    pub lanes: usize,
-    /// Whether each lane's threads live on its CPU now (lightly loaded) or use every CPU.
-    pub pinned: bool,
-    /// Times the threads left their CPUs for every CPU since the start: under load, or packets
-    /// waiting for a busy neighbour (`wg::affinity`).
-    #[serde(default)]
-    pub spreads: u64,
-    /// Whether packets pick their lane by CPU now (pinned) or by flow.
-    pub steered_by_cpu: bool,
-    /// Whether the data threads run in the idle scheduling class now (pinned, and no packet
-    /// held up for them lately).
-    pub idle_class: bool,
-    /// Why the idle class is never used, if so.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub idle_class_refused: Option<String>,
-}
 
 /// One queue pair of the data path: a TUN queue and a UDP socket of the port's reuseport group,
 /// which carry what one CPU sent and received (`dataplane::steer`), and each half's state. Its

@@ -23,46 +23,11 @@ use std::{
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use super::{
-    device::{Device, TICK},
+    half::{Half, Step},
     lanes::Lane,
+    state::Device,
+    tuning::TICK,
 };
-
-/// What one attempt at a half did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
-    /// Handled a packet or a batch (or an interrupted call: try again).
-    Worked,
-    /// Nothing was waiting.
-    Empty,
-    /// The descriptor failed; the half stops (logged where it failed).
-    Failed,
-}
-
-/// One half of the data path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Half {
-    /// TUN -> encrypt -> UDP.
-    Tx,
-    /// UDP -> decrypt -> TUN.
-    Rx,
-}
-
-impl Half {
-    /// Its index among a lane's two threads.
-    fn index(self) -> usize {
-        match self {
-            Half::Tx => 0,
-            Half::Rx => 1,
-        }
-    }
-
-    fn other(self) -> Half {
-        match self {
-            Half::Tx => Half::Rx,
-            Half::Rx => Half::Tx,
-        }
-    }
-}
 
 impl Device {
     /// Runs `own` of lane `lane` until stopped or its descriptor fails.

@@ -6,7 +6,7 @@ use std::{
     io::{IoSliceMut, Write},
     net::SocketAddr,
     os::fd::AsRawFd,
-    sync::atomic::{AtomicU64, Ordering},
+    sync::atomic::Ordering,
     time::Duration,
 };
 
@@ -14,35 +14,14 @@ use boringtun::noise::{Packet, Tunn, TunnResult};
 use nix::sys::socket::{ControlMessageOwned, MsgFlags, SockaddrStorage, recvmsg};
 
 use super::{
-    device::Device, handshake::Handshake, identity::Identity, lanes::Lane, offload::Coalescer,
-    peers::Peer, poller::Step,
+    half::{RxState, Step},
+    identity::Identity,
+    lanes::Lane,
+    offload::Coalescer,
+    peers::Peer,
+    queue::Handshake,
+    state::{Device, bump},
 };
-
-/// Largest datagram or packet handled.
-pub(super) const BUF: usize = 65_536;
-
-pub(super) fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
-}
-
-/// The buffers of the receive half.
-pub(super) struct RxState {
-    buf: Vec<u8>,
-    out: Vec<u8>,
-    coalescer: Coalescer,
-    cmsg: Vec<u8>,
-}
-
-impl Default for RxState {
-    fn default() -> Self {
-        RxState {
-            buf: vec![0u8; BUF],
-            out: vec![0u8; BUF],
-            coalescer: Coalescer::default(),
-            cmsg: nix::cmsg_space!(i32, nix::sys::time::TimeSpec),
-        }
-    }
-}
 
 impl Device {
     /// Receives one batch of datagrams (many with GRO) from `lane`'s socket without waiting, and

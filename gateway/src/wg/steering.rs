@@ -2,13 +2,12 @@
 //! `wg::affinity`), a packet takes the lane of the CPU that sent it (TUN) or received it (UDP):
 //! it is read by a thread already on that CPU. Under load the threads move between CPUs, and a
 //! flow whose packets were spread by CPU would be reordered (a sender thread that moves sends
-//! from another CPU): the kernel then picks the lane by flow again.
-
-use std::thread;
+//! from another CPU): the kernel then picks the lane by flow again. The placement thread
+//! (`wg::placement`) switches between the two.
 
 use dataplane::steer::{self, TunSteering};
 
-use super::{affinity::PLACEMENT_TICK, device::Device, lanes::DataPathStatus};
+use super::lanes::Lane;
 
 /// How packets are spread over the lanes now.
 #[derive(Debug)]
@@ -37,36 +36,35 @@ impl Steering {
             self.warned = true;
         }
     }
-}
 
-impl Device {
-    /// Spreads packets over the lanes by CPU (`true`) or by flow; a no-op when already so, with
-    /// one lane, or without a program.
-    pub(super) fn steer(&self, by_cpu: bool) {
-        if self.lanes.len() < 2 {
+    /// Whether packets follow their CPU now.
+    pub(super) fn by_cpu(&self) -> bool {
+        self.by_cpu
+    }
+
+    /// Spreads packets over `lanes` (at least two) by CPU (`true`) or by flow; a no-op when
+    /// already so, or without a program.
+    pub(super) fn set(&mut self, lanes: &[Lane], by_cpu: bool) {
+        if self.by_cpu == by_cpu {
             return;
         }
-        let mut st = self.steering.lock().unwrap_or_else(|p| p.into_inner());
-        if st.by_cpu == by_cpu {
-            return;
-        }
-        let (tun, udp) = (&self.lanes[0].tun, &self.lanes[0].udp);
+        let (tun, udp) = (&lanes[0].tun, &lanes[0].udp);
         if by_cpu {
-            let Some(prog) = &st.prog else {
+            let Some(prog) = &self.prog else {
                 return;
             };
             let r = prog
                 .attach(tun)
-                .and_then(|()| steer::steer_udp_by_cpu(udp, self.lanes.len()));
+                .and_then(|()| steer::steer_udp_by_cpu(udp, lanes.len()));
             match r {
-                Ok(()) => st.by_cpu = true,
+                Ok(()) => self.by_cpu = true,
                 Err(e) => {
                     // Still correct: only which thread reads a packet changes.
-                    st.warn(
+                    self.warn(
                         "steering packets by CPU; lanes are picked by flow from now on",
                         &e,
                     );
-                    st.prog = None;
+                    self.prog = None;
                     // Half attached would be by CPU on one side only.
                     for r in [steer::unsteer_tun(tun), steer::unsteer_udp(udp)] {
                         if let Err(e) = r {
@@ -80,45 +78,10 @@ impl Device {
             // correct, and said once).
             for r in [steer::unsteer_tun(tun), steer::unsteer_udp(udp)] {
                 if let Err(e) = r {
-                    st.warn("steering packets by flow again", &e);
+                    self.warn("steering packets by flow again", &e);
                 }
             }
-            st.by_cpu = false;
-        }
-    }
-
-    /// Where the data path runs now.
-    pub fn data_path_status(&self) -> DataPathStatus {
-        let (idle_class, idle_class_refused) = self.affinity.idle_class();
-        DataPathStatus {
-            lanes: self.lanes.len(),
-            pinned: self.affinity.pinned(),
-            spreads: self.affinity.spreads(),
-            steered_by_cpu: self
-                .steering
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .by_cpu,
-            idle_class,
-            idle_class_refused,
-        }
-    }
-
-    /// The placement thread: every [`PLACEMENT_TICK`], where the data threads run and in which
-    /// class (`wg::affinity`), and how packets pick their lane. It takes no peer's lock, so a data
-    /// thread starved while holding one cannot keep it from putting that thread back in the
-    /// normal class.
-    pub(super) fn placement_loop(&self) {
-        while !self.stopped() {
-            // Spread (under load) the ticks are twice as frequent: the threads go home sooner
-            // once the load is gone, and the cost of looking is nothing next to the load.
-            thread::sleep(if self.affinity.pinned() {
-                PLACEMENT_TICK
-            } else {
-                PLACEMENT_TICK / 2
-            });
-            self.affinity.tick();
-            self.steer(self.affinity.pinned());
+            self.by_cpu = false;
         }
     }
 }

@@ -1,12 +1,50 @@
-//! Handshake retries, keepalives and session expiry of every peer with an endpoint.
+//! Handshake retries, keepalives and session expiry of every peer with an endpoint; and the
+//! first handshake initiations to new peers, a hub's hundreds paced over the timer's ticks.
 
 use std::{sync::atomic::Ordering, thread, time::Duration};
 
 use boringtun::noise::{TunnResult, errors::WireGuardError};
 
-use super::{device::Device, rx::BUF};
+use super::{
+    state::Device,
+    tuning::{BUF, INITIATIONS_PER_TICK},
+};
 
 impl Device {
+    /// Sends a handshake initiation to each of these peers (those still in the table and with an
+    /// endpoint).
+    pub(super) fn initiate(&self, ids: &[String]) {
+        let table = self.table();
+        let mut out = vec![0u8; 256];
+        for peer in ids.iter().filter_map(|id| table.by_id.get(id)) {
+            // A paced peer may have called us meanwhile: its session is up, nothing to start.
+            let handshaken = peer.tunn.started().is_some_and(|t| {
+                t.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .stats()
+                    .0
+                    .is_some()
+            });
+            if peer.endpoint().is_none() || handshaken {
+                continue;
+            }
+            let r = peer
+                .tunn
+                .lock()
+                .format_handshake_initiation(&mut out, false);
+            if let TunnResult::WriteToNetwork(init) = r {
+                self.send(peer, init);
+            }
+        }
+    }
+
+    /// Up to [`INITIATIONS_PER_TICK`] of the peers still waiting for their first initiation.
+    pub(super) fn next_calls(&self) -> Vec<String> {
+        let mut q = self.pending_calls.lock().unwrap_or_else(|p| p.into_inner());
+        let n = q.len().min(INITIATIONS_PER_TICK);
+        q.drain(..n).collect()
+    }
+
     /// Handshake retries, keepalives, expiry, every 100 ms.
     /// Peers with no endpoint are skipped: they wait to be called, and their timers start once
     /// an authenticated packet taught us where they are.

@@ -189,8 +189,9 @@ fn sockets(ns: &Netns) -> (UdpSocket, UdpSocket) {
 async fn garbage_and_replays_count_as_rejected_and_disturb_nothing() {
     let p = prefix("junk");
     let mut spaces = Spaces::new();
-    let (wan, mut a, mut spokes) = common::hub(&mut spaces, &p, 1).await;
-    let stranger = common::outsider(&mut spaces, &p, "x", &wan, &format!("{ATTACKER}/24")).await;
+    let (wan, mut a, mut spokes) = common::hub::hub(&mut spaces, &p, 1).await;
+    let stranger =
+        common::hub::outsider(&mut spaces, &p, "x", &wan, &format!("{ATTACKER}/24")).await;
     let b = spokes.pop().expect("b");
     assert!(
         eventually(10, || a.ping("10.71.0.2")),

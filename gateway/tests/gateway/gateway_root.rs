@@ -8,7 +8,7 @@ use common::{Site, Spaces, eventually, iperf, prefix, tcp_seen};
 /// Sites a and b: a sees b's pods as 10.71/16, b sees a's as 10.72/16.
 async fn two_sites(tag: &str) -> (Spaces, Site, Site) {
     let mut spaces = Spaces::new();
-    let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix(tag), 1).await;
+    let (_wan, a, mut spokes) = common::hub::hub(&mut spaces, &prefix(tag), 1).await;
     let b = spokes.pop().expect("one spoke");
     (spaces, a, b)
 }

@@ -113,7 +113,7 @@ async fn status_shows_refusals_read_errors_and_kernel_failures_until_they_clear(
     assert!(problem.contains("retrying"), "{problem}");
     let metrics = a
         .host
-        .run(|| dataplane::localhttp::get("127.0.0.1:9107".parse().unwrap(), "/metrics"))
+        .run(|| liqo_daemon::localhttp::get("127.0.0.1:9107".parse().unwrap(), "/metrics"))
         .unwrap()
         .unwrap();
     assert!(

@@ -42,7 +42,7 @@ fn ping1(site: &Site, ip: &str) -> bool {
 
 fn metrics(site: &Site) -> String {
     site.host
-        .run(|| dataplane::localhttp::get("127.0.0.1:9107".parse().unwrap(), "/metrics"))
+        .run(|| liqo_daemon::localhttp::get("127.0.0.1:9107".parse().unwrap(), "/metrics"))
         .unwrap()
         .unwrap()
 }

@@ -157,7 +157,7 @@ async fn each_lane_lives_on_its_cpu_when_idle_and_spreads_under_load() {
     let _one = crate::MACHINE.lock().await;
     let (cpus, all) = allowed();
     let mut spaces = Spaces::new();
-    let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("aff"), 1).await;
+    let (_wan, a, mut spokes) = common::hub::hub(&mut spaces, &prefix("aff"), 1).await;
     let b: Site = spokes.pop().expect("one spoke");
     assert!(a.ping("10.71.0.2"), "a reaches b\n{}", a.log());
     let home = homes(&cpus, &all);
@@ -304,7 +304,7 @@ async fn a_packet_is_read_by_the_lane_of_the_cpu_that_sent_it() {
     let _one = crate::MACHINE.lock().await;
     let (cpus, all) = allowed();
     let mut spaces = Spaces::new();
-    let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("lane"), 1).await;
+    let (_wan, a, mut spokes) = common::hub::hub(&mut spaces, &prefix("lane"), 1).await;
     let b: Site = spokes.pop().expect("one spoke");
     assert!(a.ping("10.71.0.2"), "a reaches b\n{}", a.log());
     let home = homes(&cpus, &all);
@@ -362,7 +362,7 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
     let _one = crate::MACHINE.lock().await;
     let (cpus, all) = allowed();
     let mut spaces = Spaces::new();
-    let (_wan, a, mut spokes) = common::hub(&mut spaces, &prefix("hog"), 1).await;
+    let (_wan, a, mut spokes) = common::hub::hub(&mut spaces, &prefix("hog"), 1).await;
     let b: Site = spokes.pop().expect("one spoke");
     assert!(a.ping("10.71.0.2"), "a reaches b\n{}", a.log());
     let home = homes(&cpus, &all);

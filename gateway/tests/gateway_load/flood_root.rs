@@ -259,8 +259,9 @@ async fn a_cookie_answering_flood_from_one_address_stalls_neither_data_nor_hands
     let _one = crate::MACHINE.lock().await;
     let p = prefix("flood");
     let mut spaces = Spaces::new();
-    let (wan, mut a, mut spokes) = common::hub(&mut spaces, &p, 2).await;
-    let attacker = common::outsider(&mut spaces, &p, "x", &wan, &format!("{ATTACKER}/24")).await;
+    let (wan, mut a, mut spokes) = common::hub::hub(&mut spaces, &p, 2).await;
+    let attacker =
+        common::hub::outsider(&mut spaces, &p, "x", &wan, &format!("{ATTACKER}/24")).await;
     let mut c = spokes.pop().expect("c");
     let b = spokes.pop().expect("b");
     assert!(

@@ -41,18 +41,17 @@ fn status(e: ServiceError) -> Status {
 }
 
 fn named(e: ServiceError, field: Option<&str>) -> Status {
+    // A store failure carries its causes (the file, the OS error); a refusal is its message.
+    let text = match &e {
+        ServiceError::Store(_) => liqo_types::chain(&e),
+        ServiceError::Ipam(_) => e.to_string(),
+    };
     let msg = match field {
-        Some(f) => format!("{f}: {e}"),
-        None => e.to_string(),
+        Some(f) => format!("{f}: {text}"),
+        None => text,
     };
     match e {
-        ServiceError::Store(_) => {
-            let chain = std::iter::successors(std::error::Error::source(&e), |s| s.source())
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(": ");
-            Status::internal(format!("{msg}: {chain}"))
-        }
+        ServiceError::Store(_) => Status::internal(msg),
         ServiceError::Ipam(e) => match e {
             Error::UnknownPeer(_) => Status::not_found(msg),
             Error::PoolExhausted { .. } => Status::resource_exhausted(msg),

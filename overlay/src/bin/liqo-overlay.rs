@@ -122,7 +122,7 @@ async fn cli(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Status { address, output } => {
-            let body = dataplane::localhttp::get(address, "/status")
+            let body = liqo_daemon::localhttp::get(address, "/status")
                 .with_context(|| format!("asking the overlay agent at {address}"))?;
             print!(
                 "{}",

@@ -29,32 +29,23 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
+    api::{DeleteParams, ListParams, ObjectMeta},
 };
 
 use super::{
-    AuthError, Config,
+    AuthError,
+    config::Config,
     roles::{bind_basic_roles, check_basic_roles},
     tenant,
     validate::Validated,
+    write::{is_conflict, post},
 };
-use crate::{FIELD_MANAGER, tokens};
+use crate::tokens;
 
 /// One year, the validity asked for the certificate.
 const EXPIRATION_SECONDS: i32 = 365 * 24 * 3600;
 /// How often the CSR is read while waiting for its certificate.
 const POLL: Duration = Duration::from_millis(200);
-
-pub(super) fn post() -> PostParams {
-    PostParams {
-        field_manager: Some(FIELD_MANAGER.to_owned()),
-        ..Default::default()
-    }
-}
-
-pub(super) fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
 
 /// Whether a repeated request (the CSR of the record) is answered: only with a proof of
 /// possession (`proof`, its time, verified) newer than the last one the record accepted

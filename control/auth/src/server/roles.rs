@@ -13,7 +13,7 @@ use kube::{Api, Client, api::ObjectMeta};
 
 use super::{
     AuthError,
-    issue::{is_conflict, post},
+    write::{is_conflict, post},
 };
 
 /// The basic peering ClusterRoles, bound to every issued identity: fixed names (the `bind`

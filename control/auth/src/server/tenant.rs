@@ -18,7 +18,7 @@ use kube::{
 
 use super::{
     AuthError,
-    issue::{is_conflict, post},
+    write::{is_conflict, post},
 };
 
 /// The existing tenant namespace of cluster `id`, found by its labels

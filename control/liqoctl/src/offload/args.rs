@@ -8,11 +8,14 @@ use clap::{Args, Subcommand, ValueEnum, builder::PossibleValuesParser, builder::
 use control::{
     api::offloading::{NamespaceMappingStrategy, PodOffloadingStrategy},
     names::NamespaceName,
+    selector::SelectorError,
 };
 use k8s_openapi::api::core::v1::NodeSelectorTerm;
 
-use super::OFFLOAD_TIMEOUT;
-use crate::cli::{DEFAULT_TIMEOUT, parse_timeout};
+use crate::cli::values::{DEFAULT_TIMEOUT, parse_timeout};
+
+/// The default `--timeout` of `offload namespace` (upstream's).
+pub const OFFLOAD_TIMEOUT: &str = "20s";
 
 /// `offload ...`.
 #[derive(Debug, Subcommand)]
@@ -92,6 +95,6 @@ fn strategy<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, serde_json::Er
 
 /// One `--selector`: one term of the cluster selector (its requirements ANDed); the error
 /// names the requirement at fault.
-pub fn parse_selector(s: &str) -> Result<NodeSelectorTerm, String> {
-    control::selector::parse_term(s).map_err(|e| e.to_string())
+pub fn parse_selector(s: &str) -> Result<NodeSelectorTerm, SelectorError> {
+    control::selector::parse_term(s)
 }

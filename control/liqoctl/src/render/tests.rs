@@ -93,12 +93,22 @@ fn status_report() {
     let missing = StatusReport {
         namespace: "liqo".into(),
         api_server: None,
-        identity: Err("ConfigMap liqo/liqo-clusterid-configmap not found".into()),
-        auth_url: Err("Service liqo/liqo-auth not found".into()),
+        identity: Err(Missing::Identity(Arc::new(IdentityError::NotFound {
+            namespace: "liqo".into(),
+        }))),
+        auth_url: Err(Missing::AuthUrl(Arc::new(UrlError::NoService {
+            namespace: "liqo".into(),
+        }))),
         peers: Ok(vec![]),
     };
     let no_crd = StatusReport {
-        peers: Err("listing ForeignClusters: 404 page not found".into()),
+        peers: Err(Missing::Peers(Arc::new(ApiFailure::from(
+            kube::Error::Api(
+                kube::core::Status::failure("404 page not found", "NotFound")
+                    .with_code(404)
+                    .boxed(),
+            ),
+        )))),
         ..missing.clone()
     };
     insta::assert_snapshot!(format!(

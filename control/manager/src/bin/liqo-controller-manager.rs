@@ -177,7 +177,7 @@ async fn main() -> anyhow::Result<()> {
         let address = ipam.server.clone();
         let config = network::Config {
             ipam,
-            gateway: network::endpoint::Overrides {
+            gateway: control::network::endpoint::Overrides {
                 address: args.gateway_address_override,
                 port: args.gateway_port_override,
             },

@@ -11,13 +11,14 @@ use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::{Api, ResourceExt, api::PostParams};
 use serde_json::json;
 
-use super::{IdentityOutcome, verify};
+use super::verify::{IdentityOutcome, verify};
 use crate::{
-    context::{Context, now},
-    decide::fc::AuthStep,
+    context::Context,
     error::{Error, kube as kerr},
     identity,
+    kit::now,
 };
+use control::peering::fc::AuthStep;
 
 /// Asks the peer to sign our identity: first checks that its auth service is the cluster the
 /// ForeignCluster names (nothing is sent otherwise), makes the key and CSR if needed, sends

@@ -7,8 +7,8 @@ use std::{collections::HashMap, sync::Mutex};
 use control::api::ClusterId;
 use kube::{Client, Config, config::KubeConfigOptions};
 
-use super::{IdentityError, find, kubeconfig, state};
-use crate::decide::fc::IdentityState;
+use super::secret::{IdentityError, find, kubeconfig, state};
+use control::peering::fc::IdentityState;
 
 pub use liqo_auth::peer_client::{
     PEER_CONNECT_TIMEOUT, PEER_READ_TIMEOUT, PEER_WATCH_READ_TIMEOUT, PeerClient, peer_configs,

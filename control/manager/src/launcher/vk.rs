@@ -12,8 +12,6 @@
 
 use std::{
     collections::HashMap,
-    net::IpAddr,
-    path::PathBuf,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -25,6 +23,8 @@ use liqo_virtual_kubelet::{VkConfig, config as vkc, node};
 use tokio::task::JoinHandle;
 
 use super::{LaunchError, Launcher, Peer};
+use liqo_types::chain;
+
 use crate::identity::Peers;
 
 /// How long `stop` waits for the node's pods to be evicted before deleting the node.
@@ -36,39 +36,6 @@ pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A run longer than this resets the backoff.
 pub const HEALTHY_RUN: Duration = Duration::from_secs(60);
 
-/// How the virtual kubelets run.
-#[derive(Debug, Clone)]
-pub enum Mode {
-    /// A task of this process.
-    InProcess,
-    /// A child process.
-    Process {
-        /// The `liqo-virtual-kubelet` binary.
-        binary: PathBuf,
-        /// Its kubeconfig of the home API server (else it inherits ours).
-        kubeconfig: Option<PathBuf>,
-        /// Where the provider kubeconfigs given to the children are written (0600).
-        state_dir: PathBuf,
-    },
-}
-
-/// What every virtual kubelet is started with.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    /// Task or process.
-    pub mode: Mode,
-    /// The nodes' InternalIP (where the home API server reaches the kubelet API).
-    pub node_ip: IpAddr,
-    /// The kubelet API's port; 0 picks a free one per virtual kubelet (several on one host).
-    pub port: u16,
-    /// The CA of the client certificates the kubelet API accepts.
-    pub client_ca: Option<PathBuf>,
-    /// The home IPAM (pod IPs remapped; the network's state on the node).
-    pub ipam: Option<ipam::service::client::ClientOptions>,
-    /// Pod reflection workers.
-    pub pod_workers: usize,
-}
-
 /// A running virtual kubelet: its supervisor, the provider it stands for, and the pid of its
 /// current child (process mode).
 struct Running {
@@ -76,9 +43,6 @@ struct Running {
     supervisor: JoinHandle<()>,
     child: ChildPid,
 }
-
-/// The pid of a supervisor's current child, if one runs.
-type ChildPid = Arc<Mutex<Option<u32>>>;
 
 /// Runs virtual kubelets.
 pub struct VkLauncher {
@@ -113,9 +77,10 @@ impl VkLauncher {
             return Ok(());
         }
         let fail = fail(peer);
-        let fc = foreign_cluster(&self.client, &peer.cluster_id)
+        let fc = crate::kit::find_foreign_cluster(&self.client, &peer.cluster_id)
             .await
             .map_err(|e| fail(format!("list ForeignClusters: {e}")))?
+            .map(|f| f.spec.cluster_identity)
             .ok_or_else(|| fail("no ForeignCluster names this peer".into()))?;
         // Checked now (a clear launch error), then again at every (re)start.
         self.peers
@@ -156,9 +121,10 @@ impl VkLauncher {
             .map(|r| r.foreign.clone());
         let foreign = match known {
             Some(f) => Some(f),
-            None => foreign_cluster(&self.client, &peer.cluster_id)
+            None => crate::kit::find_foreign_cluster(&self.client, &peer.cluster_id)
                 .await
-                .map_err(|e| fail(format!("list ForeignClusters: {e}")))?,
+                .map_err(|e| fail(format!("list ForeignClusters: {e}")))?
+                .map(|f| f.spec.cluster_identity),
         };
         let Some(foreign) = foreign else {
             // No ForeignCluster and nothing running: the nodes (if any) are found by their
@@ -180,7 +146,8 @@ impl VkLauncher {
                 .get_opt(&name)
                 .await
                 .map_err(|e| fail(format!("get Node {name}: {e}")))?;
-            node::claim(existing.as_ref(), peer.cluster_id.as_str()).map_err(&fail)?;
+            node::claim(existing.as_ref(), peer.cluster_id.as_str())
+                .map_err(|e| fail(e.to_string()))?;
             let left = node::drain(&self.client, &name, DRAIN_TIMEOUT)
                 .await
                 .map_err(|e| fail(format!("drain {name}: {}", chain(&e))))?;
@@ -248,26 +215,6 @@ fn fail(peer: &Peer) -> impl Fn(String) -> LaunchError + '_ {
     }
 }
 
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
-    crate::run::error_chain(e)
-}
-
-/// The provider's identity from its ForeignCluster (the oldest naming it).
-async fn foreign_cluster(
-    client: &Client,
-    id: &ClusterId,
-) -> Result<Option<ClusterIdentity>, kube::Error> {
-    use kube::{Api, ResourceExt, api::ListParams};
-    let api: Api<control::api::discovery::ForeignCluster> = Api::all(client.clone());
-    let all = api.list(&ListParams::default()).await?;
-    Ok(all
-        .items
-        .into_iter()
-        .filter(|f| f.spec.cluster_identity.cluster_id == *id)
-        .min_by_key(|f| (f.creation_timestamp().map(|t| t.0), f.name_any()))
-        .map(|f| f.spec.cluster_identity))
-}
-
 /// The providers of the virtual nodes labelled for `peer`, named after the nodes (those whose
 /// name is not `liqo-<cluster name>` are skipped: not ours to delete).
 async fn orphan_nodes(
@@ -302,17 +249,6 @@ async fn orphan_nodes(
         .collect())
 }
 
-/// Everything one supervisor needs.
-struct Job {
-    client: Client,
-    home: ClusterIdentity,
-    foreign: ClusterIdentity,
-    peer: Peer,
-    settings: Settings,
-    peers: Arc<Peers>,
-    child: ChildPid,
-}
-
 /// Runs the peer's virtual kubelet again and again until aborted.
 async fn supervise(job: Job) {
     let mut backoff = FIRST_BACKOFF;
@@ -338,17 +274,6 @@ async fn supervise(job: Job) {
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
-}
-
-/// A free loopback-or-any port for a kubelet API, or the configured one.
-fn port(settings: &Settings) -> Result<u16, String> {
-    if settings.port != 0 {
-        return Ok(settings.port);
-    }
-    std::net::TcpListener::bind((settings.node_ip, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|e| format!("a free port on {}: {e}", settings.node_ip))
 }
 
 async fn run_task(job: &Job) -> String {
@@ -407,8 +332,11 @@ impl Drop for VkLauncher {
 }
 
 mod child;
+mod job;
 #[cfg(test)]
 mod tests;
 
 pub use child::child_args;
 use child::run_child;
+use job::{ChildPid, Job, port};
+pub use job::{Mode, Settings};

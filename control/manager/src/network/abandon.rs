@@ -19,8 +19,9 @@ use kube::{
 };
 
 use crate::{
-    context::{Context, set_finalizers, with_finalizer},
+    context::Context,
     error::Error,
+    kit::{set_finalizers, with_finalizer},
 };
 
 /// The reason of the Warning Event on a ForeignCluster let go without releasing its ranges.

@@ -19,17 +19,19 @@ use liqo_peering::{
 use liqo_types::ClusterId;
 use serde_json::{Value, json};
 
+use control::network::decide::{self, Action};
+
 use super::{
-    Manager, REASON_REFUSED, REASON_RELEASED_AFTER_GRACE, REFUSED_ANNOTATION,
-    REFUSED_SPEC_ANNOTATION,
-    decide::{self, Action},
-    reconcile::{dyn_api, ipam_error},
+    REFUSED_ANNOTATION, REFUSED_SPEC_ANNOTATION,
+    io::{dyn_api, ipam_error},
+    manager::{Manager, REASON_REFUSED, REASON_RELEASED_AFTER_GRACE},
 };
 use crate::{
     FIELD_MANAGER,
-    context::{Context, set_finalizers, with_finalizer},
+    context::Context,
     error::{Error, kube as kerr},
-    fc::not_found,
+    kit::not_found,
+    kit::{set_finalizers, with_finalizer},
 };
 
 fn reference(o: &DynamicObject, ar: &ApiResource) -> ObjectReference {

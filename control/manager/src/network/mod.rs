@@ -1,186 +1,26 @@
 //! The network manager (§1.5, §1.7 step 8 of the control-plane spec; upstream's
 //! `netcfgcreator` and `tunnelendpointcreator`): per ForeignCluster with networking enabled and
 //! a peering pending or established in either direction, our NetworkConfig (ranges from the
-//! IPAM, the gateway's key and endpoint), the peer's NetworkConfig checked ([`validate`]) and
+//! IPAM, the gateway's key and endpoint), the peer's NetworkConfig checked (`control::network::validate`) and
 //! remapped through the peering core's single-side IPAM steps (`liqo_peering::ipam` over the
 //! gRPC client of `liqo-ipam`), the peer's decision recorded (`SetPeerView`) once ours comes
 //! back processed, the TunnelEndpoint; and the teardown, ending with `Release`.
 //!
-//! The decisions are [`decide`] (pure); [`reconcile`] reads and writes. It never configures
+//! The decisions are `control::network::decide`'s (pure); [`reconcile`] reads and writes. It never configures
 //! the gateway or the overlay (the operators render TunnelEndpoints) and never writes the
 //! ForeignCluster's status (its controller turns the TunnelEndpoint into NETWORKING).
 
 pub mod abandon;
-pub mod decide;
-pub mod endpoint;
 mod exec;
+mod io;
+mod manager;
 mod reconcile;
-pub mod specs;
-pub mod validate;
 pub mod watch;
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-    time::Duration,
+pub use control::consts::net::{REFUSED_ANNOTATION, REFUSED_SPEC_ANNOTATION};
+pub use io::tunnel_name;
+pub use manager::{
+    Config, DEFAULT_GRACE, IPAM_TIMEOUT, Manager, NAME, REASON_REFUSED,
+    REASON_RELEASED_AFTER_GRACE, Shared,
 };
-
-use ipam::service::client::{Client as IpamClient, ClientError, ClientOptions};
-use k8s_openapi::jiff::Timestamp;
-use kube::runtime::events::{Recorder, Reporter};
-
-pub use reconcile::{controller_trigger, reconcile, tunnel_name};
-
-/// The controller's name in metrics and logs.
-pub const NAME: &str = "network";
-
-pub use control::consts::net::REFUSED_ANNOTATION;
-
-/// Next to [`REFUSED_ANNOTATION`]: the [`decide::spec_digest`] of the spec refused.
-pub use control::consts::net::REFUSED_SPEC_ANNOTATION;
-
-/// The reason of the Warning Event on a peer's NetworkConfig we refused.
-pub const REASON_REFUSED: &str = "NetworkConfigRefused";
-
-/// The reason of the Warning Event on a ForeignCluster whose ranges were released after the
-/// grace, with its network objects still present.
-pub const REASON_RELEASED_AFTER_GRACE: &str = "ReleasedAfterGrace";
-
-/// The default of `--network-release-grace`.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(300);
-
-/// The longest wait between retries of a failing reconcile.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
-
-/// The network manager's flags.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// How to reach `liqo-ipam` (`--ipam-address`, and its TLS and token files).
-    pub ipam: ClientOptions,
-    /// `--gateway-address-override`, `--gateway-port-override`.
-    pub gateway: endpoint::Overrides,
-    /// `--network-release-grace`: how long a teardown waits for the peer (and the operators)
-    /// before it releases the IPAM ranges anyway.
-    pub grace: Duration,
-}
-
-/// The network manager's state: the IPAM client, the Event recorder, the retry counts.
-pub struct Manager {
-    /// Its flags.
-    pub config: Config,
-    ipam: IpamClient,
-    recorder: Recorder,
-    failures: Mutex<HashMap<String, u32>>,
-    /// Per ForeignCluster, why we last could not announce ourselves (logged once).
-    waiting: Mutex<HashMap<String, String>>,
-    /// Per ForeignCluster, since when its reconciles fail on the IPAM.
-    ipam_down: Mutex<HashMap<String, Timestamp>>,
-}
-
-/// How long one call to `liqo-ipam` may take.
-pub const IPAM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-impl Manager {
-    /// A manager whose IPAM connection is made on first use (and again after a failure), so
-    /// that it starts before `liqo-ipam` serves.
-    pub fn new(client: kube::Client, config: Config) -> Result<Self, ClientError> {
-        let prepared = config.ipam.prepare()?;
-        // Every call has a deadline: an IPAM that accepts and never answers fails the
-        // reconcile (which backs off) instead of holding it.
-        let channel = prepared
-            .endpoint
-            .clone()
-            .timeout(IPAM_TIMEOUT)
-            .connect_lazy();
-        let ipam = prepared.client(channel);
-        let recorder = Recorder::new(
-            client,
-            Reporter {
-                controller: crate::FIELD_MANAGER.into(),
-                instance: None,
-            },
-        );
-        Ok(Manager {
-            config,
-            ipam,
-            recorder,
-            failures: Mutex::new(HashMap::new()),
-            waiting: Mutex::new(HashMap::new()),
-            ipam_down: Mutex::new(HashMap::new()),
-        })
-    }
-
-    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
-        // Inserts and removes only: a poisoned map is still consistent.
-        self.failures.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The delay before retrying `name` after one more failure: 2 s, doubling up to
-    /// [`MAX_BACKOFF`].
-    pub fn backoff(&self, name: &str) -> Duration {
-        let mut f = self.failures();
-        let n = f.entry(name.to_owned()).or_insert(0);
-        *n = n.saturating_add(1);
-        backoff(*n)
-    }
-
-    /// Records why `name` waits; whether that is new (then it is logged).
-    fn waiting(&self, name: &str, why: &str) -> bool {
-        self.waits()
-            .insert(name.to_owned(), why.to_owned())
-            .as_deref()
-            != Some(why)
-    }
-
-    /// `name` no longer waits.
-    fn announced(&self, name: &str) {
-        self.waits().remove(name);
-    }
-
-    fn waits(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        // Inserts and removes only: a poisoned map is still consistent.
-        self.waiting.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn succeeded(&self, name: &str) {
-        self.failures().remove(name);
-        self.ipam_down().remove(name);
-    }
-
-    fn ipam_down(&self) -> std::sync::MutexGuard<'_, HashMap<String, Timestamp>> {
-        // Inserts and removes only: a poisoned map is still consistent.
-        self.ipam_down.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Since when `name`'s reconciles fail on the IPAM (`now` if this is the first).
-    fn ipam_failed(&self, name: &str, now: Timestamp) -> Timestamp {
-        *self.ipam_down().entry(name.to_owned()).or_insert(now)
-    }
-
-    /// `name` is gone: nothing kept about it.
-    fn forget(&self, name: &str) {
-        self.failures().remove(name);
-        self.waits().remove(name);
-        self.ipam_down().remove(name);
-    }
-}
-
-/// The delay after `n` consecutive failures.
-pub fn backoff(n: u32) -> Duration {
-    let base = crate::run::RETRY;
-    base.saturating_mul(1 << n.saturating_sub(1).min(16))
-        .min(MAX_BACKOFF)
-}
-
-/// The shared handle the controller runs with.
-pub type Shared = Arc<Manager>;
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn retries_back_off_to_a_minute() {
-        let s: Vec<u64> = (1..=8).map(|n| super::backoff(n).as_secs()).collect();
-        assert_eq!(s, [2, 4, 8, 16, 32, 60, 60, 60]);
-        assert_eq!(super::backoff(u32::MAX).as_secs(), 60);
-    }
-}
+pub use reconcile::{controller_trigger, reconcile};

@@ -11,7 +11,6 @@ use control::{
         net::{NetworkConfig, TunnelEndpoint},
     },
     consts::{labels, net, values},
-    names::UniqueName,
     phase::PeeringPhase,
 };
 use futures::{Stream, StreamExt};
@@ -30,28 +29,21 @@ use liqo_peering::{
 use liqo_types::{Cidr, ClusterId};
 use serde_json::Value;
 
-use super::{
-    Manager, NAME, REFUSED_ANNOTATION, REFUSED_SPEC_ANNOTATION, abandon,
+use control::network::{
     decide::{self, Copy, Local, Observed, Own, Tunnel},
     endpoint,
 };
-use crate::{
-    context::{Context, now},
-    error::{Error, kube as kerr},
+
+use super::{
+    REFUSED_ANNOTATION, REFUSED_SPEC_ANNOTATION, abandon,
+    io::{dyn_api, ipam_error, tunnel_name},
+    manager::{Manager, NAME},
 };
-
-/// The name of our NetworkConfig and TunnelEndpoint for `peer`: its UniqueName.
-pub fn tunnel_name(peer: &control::api::discovery::ClusterIdentity) -> String {
-    UniqueName::new(peer).to_object_name().to_string()
-}
-
-pub(super) fn ipam_error(peer: &ClusterId) -> impl FnOnce(GrpcError) -> Error {
-    let peer = peer.to_string();
-    move |source| Error::Ipam {
-        peer,
-        source: Box::new(source),
-    }
-}
+use crate::{
+    context::Context,
+    error::{Error, kube as kerr},
+    kit::now,
+};
 
 /// Events that may change the decision for every peer: the key Secret and, without both
 /// overrides, the gateway Services (NetworkConfigs and TunnelEndpoints wake their peer's
@@ -131,10 +123,6 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
         }
         Err(e) => Err(e),
     }
-}
-
-pub(super) fn dyn_api(client: &Client, ns: &str, ar: &ApiResource) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), ns, ar)
 }
 
 fn field(o: &DynamicObject, key: &str) -> Option<Value> {

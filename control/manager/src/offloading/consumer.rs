@@ -33,8 +33,9 @@ use kube::{
 use serde_json::json;
 
 use crate::{
-    context::{Context, apply_status, now, set_finalizers, with_finalizer},
+    context::Context,
     error::{Error, kube as kerr},
+    kit::{apply_status, now, set_finalizers, with_finalizer},
     selectors::{source, virtual_nodes},
 };
 
@@ -181,7 +182,7 @@ async fn execute(
             let value = (action == Action::Label).then_some(values::TRUE);
             let patch = json!({"metadata": {"labels": {SCHEDULING_ENABLED: value}}});
             Api::<Namespace>::all(client)
-                .patch(ns, &crate::context::merge_params(), &Patch::Merge(&patch))
+                .patch(ns, &crate::kit::merge_params(), &Patch::Merge(&patch))
                 .await
                 .map(drop)
                 .map_err(kerr(format!("label Namespace {ns} {SCHEDULING_ENABLED}")))
@@ -199,7 +200,7 @@ async fn execute(
             reason,
             message,
         } => {
-            super::event(ctx, &no.object_ref(&()), warning, reason, message).await;
+            crate::kit::event(ctx, &no.object_ref(&()), warning, reason, message).await;
             Ok(())
         }
         Action::Status(_) => Ok(()),
@@ -215,7 +216,7 @@ async fn patch_desired(
 ) -> Result<(), Error> {
     let patch = json!({"spec": {"desiredMapping": {local: remote}}});
     Api::<NamespaceMap>::namespaced(ctx.client.clone(), map_ns)
-        .patch(map, &crate::context::merge_params(), &Patch::Merge(&patch))
+        .patch(map, &crate::kit::merge_params(), &Patch::Merge(&patch))
         .await
         .map(drop)
         .map_err(kerr(format!(

@@ -33,8 +33,9 @@ use kube::{
 };
 
 use crate::{
-    context::{Context, apply, apply_status, set_finalizers, with_finalizer},
+    context::Context,
     error::{Error, kube as kerr},
+    kit::{apply, apply_status, set_finalizers, with_finalizer},
 };
 
 /// The chart's namespace of the virtual storage class's volumes: reserved like Liqo's own, never
@@ -81,7 +82,7 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
         tracing::warn!(namespace = %ns, name, "NamespaceMap copy without a valid {}", labels::ORIGIN_ID);
         return Ok(Requeue::await_change());
     };
-    if !crate::request::trusted(
+    if !crate::kit::trusted(
         &ctx,
         "NamespaceMap",
         &map.metadata,
@@ -185,13 +186,9 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
             .collect();
         if !gone.is_empty() {
             let patch = serde_json::json!({"status": {"currentMapping": gone}});
-            api.patch_status(
-                &name,
-                &crate::context::merge_params(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map_err(kerr(format!("currentMapping of NamespaceMap {key}")))?;
+            api.patch_status(&name, &crate::kit::merge_params(), &Patch::Merge(&patch))
+                .await
+                .map_err(kerr(format!("currentMapping of NamespaceMap {key}")))?;
         }
         let value = serde_json::json!({ "currentMapping": current });
         apply_status(&api, &name, &value).await?;
@@ -257,7 +254,7 @@ async fn execute(
             }
         }
         Action::Event { reason, message } => {
-            super::event(ctx, &map.object_ref(&()), true, reason, message).await;
+            crate::kit::event(ctx, &map.object_ref(&()), true, reason, message).await;
             Ok(())
         }
         Action::Status(_) => Ok(()),

@@ -9,7 +9,7 @@ use control::consts::finalizers;
 use kube::{ResourceExt, api::DynamicObject};
 use serde_json::Value;
 
-use crate::decide::replicate::{Replica, Source};
+use control::peering::replicate::{Replica, Source};
 
 /// The merge patch removing from `old` the keys `new` lacks (nested objects included), if any.
 pub(super) fn removed(old: &Value, new: &Value) -> Option<Value> {

@@ -1,16 +1,17 @@
 //! The webhooks' keeper: every period it sets the caBundle again (a reset is undone), and every
 //! renew period it checks the Secret's certificates, serving a renewed one (a new CA only once
 //! its bundle is read back and [`CA_SETTLE`] has passed, see the parent module). It never makes
-//! certificates itself ([`super::ensure_certs`] does) and logs a repeated failure at most once
+//! certificates itself ([`super::setup::ensure_certs`] does) and logs a repeated failure at most once
 //! per [`LOG_EVERY`].
 
 use std::sync::Arc;
 
 use kube::Client;
 
-use crate::run::error_chain;
-
-use super::{CA_SETTLE, Config, LOG_EVERY, WebhookError, cabundle, certs, ensure_certs, tls_parts};
+use super::{
+    cabundle, certs,
+    setup::{CA_SETTLE, Config, LOG_EVERY, WebhookError, ensure_certs, tls_parts},
+};
 
 /// Rate-limits a repeated log line: the same message at most once per [`LOG_EVERY`], a new one
 /// at once (time as input).
@@ -94,12 +95,12 @@ pub(super) async fn keep(
                         m = new;
                     }
                     Err(e) => {
-                        tracing::warn!(error = %error_chain(&e), "the renewed webhook certificate")
+                        tracing::warn!(error = %liqo_types::chain(&e), "the renewed webhook certificate")
                     }
                 },
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(error = %error_chain(&e), "checking the webhook certificates")
+                    tracing::warn!(error = %liqo_types::chain(&e), "checking the webhook certificates")
                 }
             }
         }
@@ -117,7 +118,7 @@ pub(super) async fn keep(
                                 m = p.new.clone();
                             }
                             Err(e) => tracing::warn!(
-                                error = %error_chain(&e),
+                                error = %liqo_types::chain(&e),
                                 "the certificate of the new webhook CA"
                             ),
                         }
@@ -126,7 +127,7 @@ pub(super) async fn keep(
                 }
             }
             Err(e) => {
-                let msg = error_chain(&e);
+                let msg = liqo_types::chain(&e);
                 if failures.should_log(&msg, now) {
                     tracing::warn!(error = %msg, "caBundle not set (tried again every period)");
                 }

@@ -112,13 +112,7 @@ fn answer(state: &Webhooks, name: &'static str, r: AdmissionReview) -> Response 
 
 fn bad_body(state: &Webhooks, name: &'static str, e: review::ReviewError) -> Response {
     state.metrics.review(name, "bad_request");
-    let mut message = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        message.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    (StatusCode::BAD_REQUEST, message + "\n").into_response()
+    (StatusCode::BAD_REQUEST, liqo_types::chain(&e) + "\n").into_response()
 }
 
 async fn pod(State(state): State<Arc<Webhooks>>, body: Bytes) -> Response {

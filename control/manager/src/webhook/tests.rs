@@ -1,3 +1,6 @@
+use k8s_openapi::api::core::v1::Secret;
+
+use super::setup::{material, secret_data};
 use super::*;
 
 #[test]
@@ -51,7 +54,7 @@ async fn an_unreachable_apiserver_fails_the_start_naming_the_configuration() {
         t0.elapsed() >= Duration::from_millis(1500),
         "tried until the deadline"
     );
-    let text = crate::run::error_chain(&e);
+    let text = liqo_types::chain(&e);
     assert!(
         text.starts_with(
             "the webhook CA was not set in the configurations within 1.5s: \

@@ -53,7 +53,7 @@ async fn main() -> anyhow::Result<()> {
     let ipam = ipam.options()?;
     let text = std::fs::read_to_string(&args.base_config)
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
-    let base = gateway::config::File::parse(&text)
+    let base = liqo_gateway_api::config::File::parse(&text)
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
     // Checked before anything runs: a bad base config is a bad flag.
     liqo_netops::gateway_plan::render(&base, None, None, &Default::default(), &Default::default())
@@ -67,7 +67,7 @@ async fn main() -> anyhow::Result<()> {
                 PathBuf::from(
                     base.private_key_file
                         .as_deref()
-                        .unwrap_or(gateway::config::defaults::PRIVATE_KEY_FILE),
+                        .unwrap_or(liqo_gateway_api::config::defaults::PRIVATE_KEY_FILE),
                 )
             })),
         },
@@ -87,7 +87,7 @@ async fn main() -> anyhow::Result<()> {
             ..
         } => std::fs::read_to_string(path)
             .ok()
-            .and_then(|t| gateway::keys::PrivateKey::parse(t.trim()).ok()),
+            .and_then(|t| liqo_gateway_api::keys::PrivateKey::parse(t.trim()).ok()),
         _ => None,
     };
     let key = keys::ensure(&client, &args.namespace, adopt)

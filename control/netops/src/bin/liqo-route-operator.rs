@@ -42,7 +42,7 @@ async fn main() -> anyhow::Result<()> {
     } = Args::parse();
     let text = std::fs::read_to_string(&args.base_config)
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
-    let base = overlay::config::File::parse(&text)
+    let base = liqo_overlay_api::config::File::parse(&text)
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
     if !base.nodes.is_empty() || !base.remote_cidrs.is_empty() {
         anyhow::bail!(

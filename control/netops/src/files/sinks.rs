@@ -6,6 +6,7 @@
 
 use std::{
     collections::BTreeMap,
+    fmt,
     future::Future,
     path::PathBuf,
     time::{Duration, Instant},
@@ -57,7 +58,7 @@ pub enum SinkError {
     },
     /// The key file.
     #[error("the gateway's key")]
-    Key(#[source] gateway::keys::KeyFileError),
+    Key(#[source] liqo_gateway_api::keys::KeyFileError),
     /// The gateway's host failed (its IPAM, starting or stopping it).
     #[error("the gateway's host, {what}")]
     Host {
@@ -103,8 +104,11 @@ pub async fn wait_for(
 }
 
 /// One agent's file: `base` with the plan's nodes, gateway node and remote ranges.
-pub fn overlay_file(base: &overlay::config::File, n: &NodeOverlay) -> overlay::config::File {
-    overlay::config::File {
+pub fn overlay_file(
+    base: &liqo_overlay_api::config::File,
+    n: &NodeOverlay,
+) -> liqo_overlay_api::config::File {
+    liqo_overlay_api::config::File {
         node: n.node.clone(),
         gateway: n.gateway_node.clone(),
         nodes: n.nodes.clone(),
@@ -114,10 +118,10 @@ pub fn overlay_file(base: &overlay::config::File, n: &NodeOverlay) -> overlay::c
 }
 
 /// A cluster's overlay agents: one config file per node (over one base), each agent's status
-/// read with `status(node)`.
+/// read with `status(node)` (or why it could not be: any error the caller's reader has).
 pub struct FileOverlay<S> {
     /// The agents' fixed settings.
-    pub base: overlay::config::File,
+    pub base: liqo_overlay_api::config::File,
     /// Each node's config file.
     pub files: BTreeMap<String, PathBuf>,
     /// The status of a node's agent (or why it could not be read).
@@ -126,9 +130,10 @@ pub struct FileOverlay<S> {
     pub secs: u64,
 }
 
-impl<S> FileOverlay<S>
+impl<S, E> FileOverlay<S>
 where
-    S: FnMut(&str) -> Result<overlay::status::Status, String> + Send,
+    S: FnMut(&str) -> Result<liqo_overlay_api::status::Status, E> + Send,
+    E: fmt::Display,
 {
     fn text(&self, n: &NodeOverlay) -> Result<String, SinkError> {
         serde_saphyr::to_string(&overlay_file(&self.base, n)).map_err(|source| SinkError::Encode {
@@ -144,9 +149,10 @@ where
     }
 }
 
-impl<S> liqo_peering::Overlay for FileOverlay<S>
+impl<S, E> liqo_peering::Overlay for FileOverlay<S>
 where
-    S: FnMut(&str) -> Result<overlay::status::Status, String> + Send,
+    S: FnMut(&str) -> Result<liqo_overlay_api::status::Status, E> + Send,
+    E: fmt::Display,
 {
     type Error = SinkError;
 
@@ -167,7 +173,7 @@ where
                 &want,
                 || match status(&n.node) {
                     Ok(s) => overlay_look(&s, &want),
-                    Err(e) => Look::NotYet(e),
+                    Err(e) => Look::NotYet(e.to_string()),
                 },
             )
             .await?;
@@ -180,7 +186,7 @@ where
 /// process (a process in a node's namespace, a pod) are the caller's.
 pub trait GatewayHost: Send {
     /// The gateway's status (or why it could not be read).
-    fn status(&mut self) -> Result<gateway::status::Status, String>;
+    fn status(&mut self) -> Result<liqo_gateway_api::status::Status, String>;
     /// Our external CIDR and its endpoint mappings as the IPAM lists them now (`None`: the
     /// base's are kept).
     fn external(
@@ -195,7 +201,7 @@ pub trait GatewayHost: Send {
 /// A gateway: its config file (over a base), its key file, and its host.
 pub struct FileGateway<H> {
     /// Its fixed settings (no peers).
-    pub base: gateway::config::File,
+    pub base: liqo_gateway_api::config::File,
     /// Its config file.
     pub config: PathBuf,
     /// Its private key file (made, 0600, if missing).
@@ -235,13 +241,13 @@ impl<H: GatewayHost> liqo_peering::Gateway for FileGateway<H> {
     type Error = SinkError;
 
     async fn public_key(&mut self) -> Result<PublicKey, SinkError> {
-        gateway::keys::PrivateKey::load_or_create(&self.key_file)
+        liqo_gateway_api::keys::PrivateKey::load_or_create(&self.key_file)
             .map(|k| k.public())
             .map_err(SinkError::Key)
     }
 
     async fn write(&mut self, peers: &[GatewayPeer]) -> Result<(), SinkError> {
-        let mut file = gateway::config::File {
+        let mut file = liqo_gateway_api::config::File {
             peers: peers.to_vec(),
             ..self.base.clone()
         };

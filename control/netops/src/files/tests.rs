@@ -4,7 +4,7 @@ use super::*;
 
 const RUNS_D1: &str = r#""reload":{"source":"g.yaml","applied":{"digest":"d1","count":1}}"#;
 
-fn status(json: &str) -> Result<gateway::status::Status, FilesError> {
+fn status(json: &str) -> Result<liqo_gateway_api::status::Status, FilesError> {
     decode(json, "test")
 }
 
@@ -88,7 +88,7 @@ fn a_failed_apply_is_the_reason_given() {
     let body = r#"{"node":"n0","overlayIp":"240.0.0.1","gateway":"n0","nodes":["n0"],
         "remoteCIDRs":[],"reload":{"source":"o.yaml","applied":{"digest":"d1","count":1},
         "applyError":{"digest":"d2","error":"RTNETLINK: no","attempts":3}}}"#;
-    let s: overlay::status::Status = decode(body, "test").unwrap();
+    let s: liqo_overlay_api::status::Status = decode(body, "test").unwrap();
     assert!(matches!(overlay_look(&s, "d2"), Look::NotYet(w) if w.contains("RTNETLINK: no")));
     assert_eq!(overlay_look(&s, "d1"), Look::Ready);
 }

@@ -9,26 +9,18 @@ use std::time::Duration;
 
 use liqo_types::PublicKey;
 
-use super::{Ctx, Dataplane, MANAGER};
+use super::ctx::{Ctx, KeyState, MANAGER};
 use crate::{
     error::OpError,
-    files,
+    files::{self, FilesError},
     gateway_plan::Observed,
     kube::{self as k, KubeError},
+    runner::Dataplane,
 };
 
 /// How long a reconcile waits for the gateway to report the key it is to run (the config watch
 /// reacts within milliseconds).
 const KEY_SWITCH_WAIT: Duration = Duration::from_secs(3);
-
-/// The gateway's key, as the operator knows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KeyState {
-    /// The public half of the key the gateway is to run (written to its key file).
-    pub current: PublicKey,
-    /// The public key `wireguard-pubkey` holds.
-    pub published: Option<PublicKey>,
-}
 
 impl Ctx {
     pub(super) fn key_state(&self) -> KeyState {
@@ -65,12 +57,10 @@ pub(super) async fn ensure(ctx: &Ctx) -> Result<(PublicKey, bool), OpError> {
 pub(super) async fn gateway_status(
     url: &files::StatusUrl,
     key: Option<PublicKey>,
-) -> Result<gateway::status::Status, String> {
+) -> Result<liqo_gateway_api::status::Status, FilesError> {
     let deadline = tokio::time::Instant::now() + KEY_SWITCH_WAIT;
     loop {
-        let status = files::fetch_async::<gateway::status::Status>(url)
-            .await
-            .map_err(|e| liqo_types::chain(&e).to_string());
+        let status = files::fetch_async::<liqo_gateway_api::status::Status>(url).await;
         let done = match (&status, key) {
             (_, None) => true,
             (Ok(st), Some(k)) => st.public_key == k.to_string(),
@@ -127,9 +117,13 @@ mod tests {
 
     #[test]
     fn a_key_is_announced_only_once_the_gateway_runs_it_and_every_status_is_written() {
-        let key = gateway::keys::PrivateKey::generate().unwrap().public();
-        let other = gateway::keys::PrivateKey::generate().unwrap().public();
-        let status = |k: PublicKey| gateway::status::Status {
+        let key = liqo_gateway_api::keys::PrivateKey::generate()
+            .unwrap()
+            .public();
+        let other = liqo_gateway_api::keys::PrivateKey::generate()
+            .unwrap()
+            .public();
+        let status = |k: PublicKey| liqo_gateway_api::status::Status {
             public_key: k.to_string(),
             ..serde_json::from_value(serde_json::json!({
                 "publicKey": "", "listenPort": 1, "noRoute": 0, "peers": [],

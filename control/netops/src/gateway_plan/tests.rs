@@ -18,7 +18,7 @@ fn teps() -> Vec<Tep> {
     ]
 }
 
-fn status(digest: &str, peers: &[(&str, Option<u64>)]) -> gateway::status::Status {
+fn status(digest: &str, peers: &[(&str, Option<u64>)]) -> liqo_gateway_api::status::Status {
     let peers: Vec<serde_json::Value> = peers
         .iter()
         .map(|(id, age)| {

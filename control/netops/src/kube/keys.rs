@@ -12,14 +12,14 @@
 use std::collections::BTreeMap;
 
 use control::consts::net;
-use gateway::keys::PrivateKey;
 use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::{
     Api, Client,
     api::{Patch, PatchParams, PostParams},
 };
+use liqo_gateway_api::keys::PrivateKey;
 
-use super::{KubeError, api};
+use super::error::{KubeError, api};
 
 fn secret_value(s: &Secret, key: &str) -> Option<String> {
     s.data

@@ -18,7 +18,7 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 
-use super::{KubeError, api};
+use super::error::{KubeError, api};
 
 /// How often the Lease is renewed.
 pub const RENEW: Duration = Duration::from_secs(10);
@@ -86,11 +86,11 @@ pub async fn keep(client: Client, ns: String, holder: String, manager: String) -
 }
 
 /// The Lease read, renewed by `holder` at `now` (same resourceVersion: the precondition of the
-/// replace); `Err(other)` when `other` holds it.
-pub fn renewed(mut lease: Lease, holder: &str, now: Timestamp) -> Result<Lease, String> {
+/// replace); an error naming the other holder when another holds it.
+pub fn renewed(mut lease: Lease, holder: &str, now: Timestamp) -> Result<Lease, HeldBy> {
     let spec = lease.spec.get_or_insert_with(Default::default);
     if let Some(other) = spec.holder_identity.as_ref().filter(|h| *h != holder) {
-        return Err(other.clone());
+        return Err(HeldBy(other.clone()));
     }
     spec.holder_identity = Some(holder.to_owned());
     spec.lease_duration_seconds = Some(DURATION_SECS);
@@ -98,6 +98,11 @@ pub fn renewed(mut lease: Lease, holder: &str, now: Timestamp) -> Result<Lease, 
     lease.metadata.managed_fields = None;
     Ok(lease)
 }
+
+/// The Lease is held by another gateway operator (its holder identity).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("held by {0}")]
+pub struct HeldBy(pub String);
 
 /// The Lease `what` is lost: `by` took it, or it changed since read (a conflict).
 fn lost(what: String, by: &str) -> KubeError {
@@ -135,7 +140,7 @@ async fn take_if_ours(
         return take(client, ns, holder, manager).await.map(drop);
     };
     let lease =
-        renewed(read, holder, Timestamp::now()).map_err(|other| lost(what.clone(), &other))?;
+        renewed(read, holder, Timestamp::now()).map_err(|other| lost(what.clone(), &other.0))?;
     let pp = PostParams {
         field_manager: Some(manager.to_owned()),
         ..PostParams::default()
@@ -168,7 +173,10 @@ mod tests {
         assert_eq!(spec.holder_identity.as_deref(), Some("n0"));
         assert_eq!(spec.renew_time, Some(MicroTime(now)));
         assert_eq!(spec.lease_duration_seconds, Some(DURATION_SECS));
-        assert_eq!(renewed(read(Some("n1")), "n0", now).unwrap_err(), "n1");
+        assert_eq!(
+            renewed(read(Some("n1")), "n0", now).unwrap_err(),
+            HeldBy("n1".into())
+        );
         let free = renewed(read(None), "n0", now).unwrap();
         assert_eq!(free.spec.unwrap().holder_identity.as_deref(), Some("n0"));
     }

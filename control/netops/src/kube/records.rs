@@ -16,7 +16,10 @@ use kube::{
 use liqo_peering::{ClusterInfo, Inventory, Peerings, Records};
 use liqo_types::{Cidr, FieldError, OverlayNode};
 
-use super::{KubeError, api, list_teps, resolve};
+use super::{
+    error::{KubeError, api},
+    teps::{list_teps, resolve},
+};
 use crate::{route_plan, tep};
 
 /// The peerings of a cluster as its TunnelEndpoints say (those that parse; see

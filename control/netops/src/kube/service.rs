@@ -10,7 +10,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams},
 };
 
-use super::{KubeError, api};
+use super::error::{KubeError, api};
 
 /// The label selector of the gateway's Services.
 pub fn selector() -> String {

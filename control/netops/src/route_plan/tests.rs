@@ -44,11 +44,11 @@ fn nodes_need_an_internal_ip_and_a_pod_cidr_and_virtual_nodes_are_not_in_the_ove
     assert_eq!(names, ["n0", "n1"]);
     assert_eq!(got[0].address.to_string(), "172.18.0.1");
     assert_eq!(got[0].pod_cidr.to_string(), "10.200.0.0/24");
-    assert_eq!(skipped["liqo-milan"], "a virtual node");
-    assert_eq!(skipped["fresh"], "no spec.podCIDR yet");
-    assert_eq!(skipped["v6"], "no IPv4 InternalIP");
+    assert_eq!(skipped["liqo-milan"].to_string(), "a virtual node");
+    assert_eq!(skipped["fresh"].to_string(), "no spec.podCIDR yet");
+    assert_eq!(skipped["v6"].to_string(), "no IPv4 InternalIP");
     assert!(
-        skipped["bad"].contains("no IPv4 pod CIDR"),
+        skipped["bad"].to_string().contains("no IPv4 pod CIDR"),
         "{}",
         skipped["bad"]
     );

@@ -167,7 +167,9 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
         public_secret.metadata.labels.as_ref().unwrap()[net::KEY_LABEL],
         net::WIREGUARD
     );
-    let public = gateway::keys::PrivateKey::parse(&private).unwrap().public();
+    let public = liqo_gateway_api::keys::PrivateKey::parse(&private)
+        .unwrap()
+        .public();
     assert_eq!(data(public_secret, net::PUBLIC_KEY), public.to_string());
     assert!(
         !gw.log().contains(&private),

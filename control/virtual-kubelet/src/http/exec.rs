@@ -33,9 +33,9 @@ use tokio_tungstenite::{
 };
 
 use super::{
-    Body, Bridges, lock, logs,
+    common::{Body, Bridges, lock, relay, text},
+    lookup::{check_uid, remote_namespace},
     query::{self, Target},
-    text,
 };
 use crate::VkConfig;
 
@@ -109,10 +109,10 @@ pub(super) async fn handle(
         Ok(p) => p,
         Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
     };
-    if let Err(r) = logs::check_uid(&cfg, &t).await {
+    if let Err(r) = check_uid(&cfg, &t).await {
         return r;
     }
-    let remote_ns = match logs::remote_namespace(&cfg, &t).await {
+    let remote_ns = match remote_namespace(&cfg, &t).await {
         Ok(ns) => ns,
         Err(r) => return r,
     };
@@ -125,7 +125,7 @@ pub(super) async fn handle(
     };
     let attached = match attached {
         Ok(a) => a,
-        Err(e) => return logs::relay("opening the provider's stream", &e),
+        Err(e) => return relay("opening the provider's stream", &e),
     };
     let upgrade = hyper::upgrade::on(req);
     let v5 = proto == PROTOCOLS[0];

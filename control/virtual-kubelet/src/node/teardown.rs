@@ -13,7 +13,10 @@ use kube::{
 };
 use serde_json::json;
 
-use super::{FIELD_MANAGER, NodeError, claim, kerr};
+use super::{
+    decide::claim,
+    kit::{FIELD_MANAGER, NodeError, kerr},
+};
 
 /// How often a refused eviction is retried, and the pods listed while waiting.
 const POLL: Duration = Duration::from_millis(500);

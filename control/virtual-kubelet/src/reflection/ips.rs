@@ -14,7 +14,7 @@ use ipam::service::{
 };
 use k8s_openapi::api::core::v1::PodStatus;
 
-use super::Key;
+use super::key::Key;
 use crate::VkConfig;
 
 /// How long one call to the IPAM may take.

@@ -4,14 +4,14 @@
 
 use std::time::Duration;
 
-use control::{api::virtualkubelet::ShadowPod, forge::pod::is_reflected};
+use control::{api::virtualkubelet::ShadowPod, shadowpod::consumer::is_reflected};
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Resource,
     runtime::events::{Event, EventType},
 };
 
-use super::{Key, Shared, decide};
+use super::{decide, key::Key, shared::Shared};
 
 /// §2.3 step 1 for Pods (the remote watches only see our labels): a ShadowPod of ours whose
 /// pod has not appeared after [`decide::PROBE_AFTER`] has its remote name read once; a Pod

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use control::{
     api::virtualkubelet::{NamespaceMap, ShadowPod},
-    forge::pod::reflection_selector,
+    shadowpod::consumer::reflection_selector,
 };
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
@@ -22,55 +22,10 @@ use kube::{
         watcher,
     },
 };
-use tokio::{
-    sync::watch::Sender,
-    task::{AbortHandle, JoinHandle},
-};
+use tokio::{sync::watch::Sender, task::JoinHandle};
 
-use super::{Key, Shared, queue::Queue};
+use super::{key::Key, mapped::Namespace, queue::Queue, shared::Shared};
 use crate::{VkConfig, namespaces};
-
-/// A mapped namespace: its remote name, the remote stores, whether both are listed, and the
-/// tasks that fill them (aborted on drop).
-pub struct Namespace {
-    remote: String,
-    shadows: Store<ShadowPod>,
-    pods: Store<Pod>,
-    ready: Arc<std::sync::atomic::AtomicBool>,
-    tasks: Vec<AbortHandle>,
-}
-
-/// What a worker reads of a [`Namespace`].
-pub struct NamespaceView {
-    /// The remote namespace.
-    pub remote: String,
-    /// Its ShadowPods (ours), once listed.
-    pub shadows: Store<ShadowPod>,
-    /// Its Pods (ours), once listed.
-    pub pods: Store<Pod>,
-    /// Whether both stores are listed.
-    pub ready: bool,
-}
-
-impl Namespace {
-    /// What a worker reads.
-    pub fn view(&self) -> NamespaceView {
-        NamespaceView {
-            remote: self.remote.clone(),
-            shadows: self.shadows.clone(),
-            pods: self.pods.clone(),
-            ready: self.ready.load(std::sync::atomic::Ordering::Acquire),
-        }
-    }
-}
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
-}
 
 /// Feeds `writer` from `events`, queuing `key(name)` for every object touched, and after a
 /// re-list the keys the store held before.

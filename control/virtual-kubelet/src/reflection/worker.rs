@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 use control::{
     api::virtualkubelet::ShadowPod,
     consts::{labels, reflection::FIELD_MANAGER, values},
-    forge::pod::is_reflected,
+    shadowpod::consumer::is_reflected,
 };
 use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
@@ -19,10 +19,11 @@ use serde_json::json;
 use tokio::sync::watch::Receiver;
 
 use super::{
-    Key, Shared,
     decide::{self, Action, Context, Target},
     ips::{self, IpError},
+    key::Key,
     probe,
+    shared::Shared,
 };
 
 /// The first retry delay of a failing key.
@@ -94,26 +95,11 @@ pub async fn run(shared: Arc<Shared>, mut mapped: Receiver<bool>) -> &'static st
                 *n = n.saturating_add(1);
                 let delay = retry_delay(*n);
                 drop(failures);
-                tracing::warn!(pod = %key, error = %DisplayChain(&e), retry_in = ?delay, "pod reflection failed");
+                tracing::warn!(pod = %key, error = %liqo_types::chain(&e), retry_in = ?delay, "pod reflection failed");
                 shared.queue.add_after(key.clone(), delay);
             }
         }
         shared.queue.done(&key);
-    }
-}
-
-/// An error with its causes, `: `-separated.
-struct DisplayChain<'a>(&'a dyn std::error::Error);
-
-impl std::fmt::Display for DisplayChain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut cause = self.0.source();
-        while let Some(c) = cause {
-            write!(f, ": {c}")?;
-            cause = c.source();
-        }
-        Ok(())
     }
 }
 

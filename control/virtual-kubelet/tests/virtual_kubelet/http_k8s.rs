@@ -24,14 +24,14 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use kube::{Api, api::LogParams};
 use liqo_virtual_kubelet::{VkConfig, config, http};
 use serde_json::json;
-use support::{append_log, curl, identity, kubectl, local_pod, nobody_cert, remote_pod};
+use support::{
+    NODE, REMOTE_NS, append_log, curl, identity, kubectl, local_pod, nobody_cert, remote_pod,
+};
 use testkit::k8s::{self, Clusters};
 
 const ROME_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
 const TENANT: &str = "liqo-tenant-milan";
-pub(crate) const NODE: &str = "liqo-milan";
-pub(crate) const REMOTE_NS: &str = "demo-rome";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logs_and_exec_of_offloaded_pods_are_relayed_to_the_provider() {

@@ -1,5 +1,7 @@
 //! Every transition of the decision core.
 
+use std::io;
+
 use super::*;
 
 use Trigger::{Changed, Resync, Tick};
@@ -10,8 +12,13 @@ fn core() -> Core {
     Core::started("/etc/d.yaml", "a".into())
 }
 
-fn ok(t: &str) -> Result<String, String> {
+fn ok(t: &str) -> Result<String, io::Error> {
     Ok(t.to_owned())
+}
+
+/// The file unreadable, for `why`.
+fn unreadable(why: &str) -> Result<String, io::Error> {
+    Err(io::Error::other(why.to_owned()))
 }
 
 fn try_(t: &str) -> Decision {
@@ -304,24 +311,24 @@ fn the_running_text_refused_when_converged_again_is_a_failure() {
 #[test]
 fn an_unreadable_file_is_reported_until_it_is_readable() {
     let mut c = core();
-    assert_eq!(c.observe(Err("no such file".into()), Tick), Decision::Keep);
+    assert_eq!(c.observe(unreadable("no such file"), Tick), Decision::Keep);
     assert_eq!(c.status().read_error.as_deref(), Some("no such file"));
     assert!(c.status().problem().unwrap().contains("no such file"));
     assert_eq!(c.running(), "a", "the running state is kept");
     assert_eq!(
-        c.observe(Err("is a directory".into()), Changed),
+        c.observe(unreadable("is a directory"), Changed),
         Decision::Keep
     );
     assert_eq!(c.status().read_error.as_deref(), Some("is a directory"));
     // The running text is still converged on the resync.
-    assert_eq!(c.observe(Err("is a directory".into()), Resync), try_("a"));
+    assert_eq!(c.observe(unreadable("is a directory"), Resync), try_("a"));
     c.applied("a".into(), MS);
     assert_eq!(c.status().read_error.as_deref(), Some("is a directory"));
     assert_eq!(c.observe(ok("a"), Changed), Decision::Keep);
     assert_eq!(c.status().read_error, None);
     assert_eq!(c.status().problem(), None);
     // Readable again with a new text: cleared, and the text is tried.
-    c.observe(Err("gone".into()), Tick);
+    c.observe(unreadable("gone"), Tick);
     assert_eq!(c.observe(ok("b"), Changed), try_("b"));
     assert_eq!(c.status().read_error, None);
 }
@@ -331,7 +338,7 @@ fn an_unreadable_file_keeps_the_refusal() {
     let mut c = core();
     c.observe(ok("bad"), Changed);
     c.refused("bad".into(), "f", "p");
-    assert_eq!(c.observe(Err("gone".into()), Tick), Decision::Keep);
+    assert_eq!(c.observe(unreadable("gone"), Tick), Decision::Keep);
     let s = c.status();
     assert!(s.refused.is_some() && s.read_error.is_some());
     let p = s.problem().unwrap();
@@ -343,15 +350,15 @@ fn an_unreadable_file_after_a_failure_repairs_the_running_text() {
     let mut c = core();
     c.observe(ok("b"), Changed);
     c.failed("b".into(), "x".into());
-    assert_eq!(c.observe(Err("gone".into()), Changed), try_("a"));
+    assert_eq!(c.observe(unreadable("gone"), Changed), try_("a"));
     c.failed("a".into(), "y".into());
     assert_eq!(failure(&c), fail("a", "y", 1));
-    assert_eq!(c.observe(Err("gone".into()), Changed), Decision::Keep);
-    assert_eq!(c.observe(Err("gone".into()), Tick), try_("a"));
+    assert_eq!(c.observe(unreadable("gone"), Changed), Decision::Keep);
+    assert_eq!(c.observe(unreadable("gone"), Tick), try_("a"));
     c.applied("a".into(), MS);
     let s = c.status();
     assert_eq!(s.apply_error, None);
     assert_eq!(s.read_error.as_deref(), Some("gone"), "still unreadable");
-    assert_eq!(c.observe(Err("gone".into()), Tick), Decision::Keep);
+    assert_eq!(c.observe(unreadable("gone"), Tick), Decision::Keep);
     assert_eq!(c.observe(ok("b"), Tick), try_("b"), "tried once readable");
 }

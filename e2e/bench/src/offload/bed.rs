@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 
 use super::{
-    OFFLOADED, OffloadOptions, VANILLA,
+    options::{OFFLOADED, OffloadOptions, VANILLA},
     report::{Level, Phase, ProcUsage, Side},
     setup::{self, Procs, Setup},
     track, workload,

@@ -204,17 +204,25 @@ pub(crate) fn memory_kib(pid: u32) -> Result<(u64, u64), BenchError> {
             e.to_string(),
         )
     })?;
-    vm_kib(&text).map_err(|e| fail(format!("parsing {path}"), e))
+    vm_kib(&text).map_err(|e| BenchError::step(format!("parsing {path}"), &e))
+}
+
+/// A `/proc/<pid>/status` without one of the lines read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StatusError {
+    /// No line `<name>: <number> kB`.
+    #[error("no {0} line")]
+    NoLine(&'static str),
 }
 
 /// `VmRSS` and `VmHWM` from the text of `/proc/<pid>/status`, KiB.
-pub(crate) fn vm_kib(text: &str) -> Result<(u64, u64), String> {
-    let field = |name: &str| -> Result<u64, String> {
+pub(crate) fn vm_kib(text: &str) -> Result<(u64, u64), StatusError> {
+    let field = |name: &'static str| -> Result<u64, StatusError> {
         text.lines()
             .find_map(|l| l.strip_prefix(name))
             .and_then(|rest| rest.trim_start_matches(':').split_whitespace().next())
             .and_then(|n| n.parse().ok())
-            .ok_or_else(|| format!("no {name} line"))
+            .ok_or(StatusError::NoLine(name))
     };
     Ok((field("VmRSS")?, field("VmHWM")?))
 }
@@ -228,7 +236,8 @@ pub(crate) fn cpu_secs(pid: u32, hz: u64) -> Result<f64, BenchError> {
             e.to_string(),
         )
     })?;
-    let ticks = parse::proc_pid_ticks(&line).map_err(|e| fail(format!("parsing {path}"), e))?;
+    let ticks = parse::proc_pid_ticks(&line)
+        .map_err(|e| BenchError::step(format!("parsing {path}"), &e))?;
     Ok(ticks as f64 / hz.max(1) as f64)
 }
 
@@ -241,7 +250,11 @@ mod tests {
         let text = "Name:\tliqo-controller\nVmPeak:\t  900000 kB\nVmHWM:\t   41234 kB\n\
                     VmRSS:\t   30120 kB\nThreads:\t5\n";
         assert_eq!(vm_kib(text), Ok((30120, 41234)));
-        assert_eq!(vm_kib("Name: x\n"), Err("no VmRSS line".into()));
+        assert_eq!(vm_kib("Name: x\n"), Err(StatusError::NoLine("VmRSS")));
+        assert_eq!(
+            vm_kib("Name: x\n").unwrap_err().to_string(),
+            "no VmRSS line"
+        );
     }
 
     #[test]

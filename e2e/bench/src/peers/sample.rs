@@ -171,7 +171,7 @@ fn status(bed: &Bed) -> Result<Status, BenchError> {
     let addr: SocketAddr = OURS_STATUS.parse().expect("a valid constant");
     let body = bed
         .ns(Node::GwA)
-        .run(|| dataplane::localhttp::get(addr, "/status"))?
+        .run(|| liqo_daemon::localhttp::get(addr, "/status"))?
         .map_err(|e| BenchError::step("asking gwA's gateway for /status", &e))?;
     serde_json::from_str(&body).map_err(|e| BenchError::step("decoding gwA's gateway status", &e))
 }

@@ -6,7 +6,7 @@ use std::{
     process::Command,
 };
 
-use super::K8sError;
+use super::error::K8sError;
 
 /// The binaries of one build.
 #[derive(Debug, Clone)]

@@ -215,7 +215,7 @@ pub(crate) async fn start(
     started.push(etcd.clone());
     let health: SocketAddr = ([127, 0, 0, 1], client_port).into();
     wait(&etcd, 30, || async move {
-        dataplane::localhttp::get(health, "/health").is_ok_and(|b| b.contains("true"))
+        liqo_daemon::localhttp::get(health, "/health").is_ok_and(|b| b.contains("true"))
     })
     .await?;
 

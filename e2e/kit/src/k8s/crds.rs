@@ -12,7 +12,7 @@ use kube::{
     api::{Patch, PatchParams},
 };
 
-use super::K8sError;
+use super::error::K8sError;
 
 /// The field manager of everything the harness applies.
 pub const MANAGER: &str = "liqo-lab";

@@ -16,7 +16,7 @@ use rcgen::{
     KeyPair, KeyUsagePurpose, SanType,
 };
 
-use super::K8sError;
+use super::error::K8sError;
 
 /// Paths of the files written.
 #[derive(Debug, Clone)]

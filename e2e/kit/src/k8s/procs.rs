@@ -14,7 +14,8 @@ use std::{
 pub use dataplane::supervisor::Proc;
 use dataplane::supervisor::{self, Spec, Stopped};
 
-use super::K8sError;
+use super::error::K8sError;
+use crate::programs;
 
 /// A free TCP port on 127.0.0.1, released before use, for a process started next to listen on.
 ///
@@ -169,13 +170,11 @@ pub(crate) const COMPONENTS: &[&str] = &[
     "kwok",
 ];
 
-/// Whether `name` is a program of a cluster: one of [`COMPONENTS`], of Liqo's
-/// ([`crate::liqo::COMPONENTS`]), or the virtual kubelet the controller manager starts per
-/// peering (its kubeconfig is under the cluster's directory too).
+/// Whether `name` is a program of a cluster: one of [`COMPONENTS`], or of Liqo's
+/// ([`programs::LIQO`]: its components and the virtual kubelet the controller manager starts
+/// per peering, whose kubeconfig is under the cluster's directory too).
 fn is_component(name: &str) -> bool {
-    COMPONENTS.contains(&name)
-        || crate::liqo::COMPONENTS.iter().any(|c| c.program == name)
-        || name == crate::liqo::VIRTUAL_KUBELET
+    COMPONENTS.contains(&name) || programs::LIQO.contains(&name)
 }
 
 /// Every running component (see [`is_component`]) whose command line or `KUBECONFIG` mentions

@@ -14,12 +14,14 @@ use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Binaries, Cluster, K8sError, NAMES,
+    Binaries, Cluster, K8sError,
     cluster::{self, Spec},
     procs::{self, Proc},
 };
 use crate::Prefix;
 
+/// Names given to clusters, in order.
+pub const NAMES: &[&str] = &["rome", "milan", "turin", "naples", "venice", "genoa"];
 /// Where sets live.
 pub const ROOT: &str = "/run/liqo-lab/k8s";
 /// How long a process gets between SIGTERM and SIGKILL.

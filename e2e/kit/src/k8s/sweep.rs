@@ -13,7 +13,7 @@ use kube::{
     discovery::{ApiCapabilities, ApiResource, Discovery, Scope, verbs},
 };
 
-use super::K8sError;
+use super::error::K8sError;
 
 /// The label of the APIServices the API server manages itself.
 const AUTOMANAGED: &str = "kube-aggregator.kubernetes.io/automanaged";

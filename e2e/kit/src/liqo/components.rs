@@ -3,18 +3,20 @@
 //! `KUBECONFIG` set to the component's own kubeconfig, and waited on until they serve.
 
 use std::{
-    net::SocketAddr,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
 use dataplane::supervisor::{Proc, Spec};
 
-use super::{LiqoError, NAMESPACE, READY_SECS, Running};
-use crate::k8s::Cluster;
+use super::{error::LiqoError, objects::NAMESPACE, probe::probe, record::Running};
+use crate::{
+    k8s::Cluster,
+    programs::{AUTH, CONTROLLER_MANAGER, IPAM, VIRTUAL_KUBELET},
+};
 
-/// The program name of the auth service (its Service is made for it).
-pub(super) const AUTH: &str = "liqo-auth";
+/// How long a component may take to serve.
+const READY_SECS: u64 = 60;
 
 /// What a component's command line is made from.
 pub(super) struct Ctx<'a> {
@@ -38,13 +40,35 @@ pub(super) struct Ctx<'a> {
     /// configurations are rewritten to it).
     pub(super) webhook: u16,
     /// How the controller-manager runs the virtual kubelets.
-    pub(super) vk_mode: super::VkMode,
+    pub(super) vk_mode: VkMode,
     /// The kubeconfig of ServiceAccount `liqo-virtual-kubelet-local` (process mode).
     pub(super) vk_kubeconfig: Option<&'a Path>,
     /// The controller-manager's `--resource-sharing-percentage`.
     pub(super) sharing: Option<u8>,
     /// The controller-manager's `--virtual-kubelet-pod-workers`.
     pub(super) vk_pod_workers: Option<usize>,
+}
+
+/// How the controller-manager runs the virtual kubelets.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum VkMode {
+    /// A child process per peering (`liqo-virtual-kubelet`), with the token of ServiceAccount
+    /// `liqo-virtual-kubelet-local` (the chart's RBAC for it) and its own pid (its memory and
+    /// CPU can be measured).
+    #[default]
+    Process,
+    /// A task of the controller-manager (its identity).
+    InProcess,
+}
+
+impl VkMode {
+    /// The value of `--virtual-kubelet-mode`.
+    pub fn flag(self) -> &'static str {
+        match self {
+            VkMode::Process => "process",
+            VkMode::InProcess => "in-process",
+        }
+    }
 }
 
 /// How to tell a component serves.
@@ -143,7 +167,7 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
         s("--virtual-kubelet-client-ca-file"),
         s(c.ca.display()),
     ]);
-    if c.vk_mode == super::VkMode::Process {
+    if c.vk_mode == VkMode::Process {
         // Next to the controller-manager's binary (both from $LIQO_BIN_DIR or the build).
         if let Ok(bin) = crate::bin(VIRTUAL_KUBELET) {
             args.extend([s("--virtual-kubelet-binary"), s(bin.display())]);
@@ -159,15 +183,13 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
     args
 }
 
-/// The virtual kubelet's program (started by the controller-manager, not here).
-pub(crate) const VIRTUAL_KUBELET: &str = "liqo-virtual-kubelet";
 /// Its ServiceAccount and ClusterRole (the chart's `liqo-virtual-kubelet-local`).
 pub(super) const VIRTUAL_KUBELET_SA: &str = "liqo-virtual-kubelet-local";
 
 /// Every component, in start order. Adding one is one row.
 pub const COMPONENTS: &[Component] = &[
     Component {
-        program: "liqo-ipam",
+        program: IPAM,
         package: "ipam",
         service_account: None,
         ready: Ready::Metrics("/status"),
@@ -181,7 +203,7 @@ pub const COMPONENTS: &[Component] = &[
         args: auth_args,
     },
     Component {
-        program: "liqo-controller-manager",
+        program: CONTROLLER_MANAGER,
         package: "liqo-controller-manager",
         service_account: Some("liqo-controller-manager"),
         ready: Ready::Metrics("/metrics"),
@@ -247,7 +269,7 @@ pub(super) async fn wait_ready(
     loop {
         let why = match probe(url).await {
             Ok(()) => return Ok(()),
-            Err(why) => why,
+            Err(why) => why.to_string(),
         };
         let dead = !dataplane::supervisor::alive(proc.pid);
         if dead || Instant::now() > deadline {
@@ -264,41 +286,18 @@ pub(super) async fn wait_ready(
     }
 }
 
-/// Whether `url` (`http://127.0.0.1:port/path`, or `https://...` with any certificate) answers
-/// 200; else why not.
-pub async fn probe(url: &str) -> Result<(), String> {
-    if let Some(rest) = url.strip_prefix("http://") {
-        let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-        let addr: SocketAddr = addr.parse().map_err(|e| format!("{url}: {e}"))?;
-        let path = if path.is_empty() { "/" } else { path };
-        return tokio::task::spawn_blocking({
-            let path = path.to_owned();
-            move || dataplane::localhttp::get(addr, &path)
-        })
-        .await
-        .map_err(|e| e.to_string())?
-        .map(|_| ())
-        .map_err(|e| e.to_string());
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_component_is_a_program_the_teardown_finds() {
+        for c in COMPONENTS {
+            assert!(
+                crate::programs::LIQO.contains(&c.program),
+                "{} is not in programs::LIQO: a cluster's teardown would leave it running",
+                c.program
+            );
+        }
     }
-    // HTTPS with a self-signed certificate: kube's client (rustls) told to accept any.
-    let uri: http::Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
-    let base: http::Uri = format!(
-        "https://{}",
-        uri.authority().map(|a| a.as_str()).unwrap_or_default()
-    )
-    .parse()
-    .map_err(|e| format!("{url}: {e}"))?;
-    let mut cfg = kube::Config::new(base);
-    cfg.accept_invalid_certs = true;
-    cfg.connect_timeout = Some(Duration::from_secs(2));
-    cfg.read_timeout = Some(Duration::from_secs(5));
-    let client = kube::Client::try_from(cfg).map_err(|e| e.to_string())?;
-    let req = http::Request::get(uri.path())
-        .body(Vec::new())
-        .map_err(|e| e.to_string())?;
-    client
-        .request_text(req)
-        .await
-        .map(|_| ())
-        .map_err(|e| e.to_string())
 }

@@ -15,151 +15,36 @@
 //! finds and stops them with the cluster, also after a crash.
 
 mod components;
+mod error;
 mod objects;
+mod probe;
 mod record;
 mod restart;
 mod webhooks;
+mod yaml;
 
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
 };
 
-pub(crate) use components::VIRTUAL_KUBELET;
-pub use components::{COMPONENTS, Component, Ready, probe};
+pub use components::{COMPONENTS, Component, Ready, VkMode};
+pub use error::LiqoError;
 pub use objects::service_account;
-pub use objects::{ensure_identity, new_cluster_id};
+pub use objects::{NAMESPACE, ensure_identity, new_cluster_id};
+pub use probe::{ProbeError, probe};
 pub use record::save;
 pub use record::{Installed, Liqo, Running, env, load};
 pub use restart::{Killed, kill9_component, restart_component};
 
-use crate::k8s::{Binaries, Cluster, Clusters, K8sError, Proc};
+pub use crate::programs::IPAM;
+use crate::{
+    k8s::{Binaries, Cluster, Clusters, Proc},
+    programs::AUTH,
+};
 
-/// The IPAM's program (the controller-manager is given its address).
-pub const IPAM: &str = "liqo-ipam";
-/// The namespace Liqo runs in.
-pub const NAMESPACE: &str = control::consts::objects::LIQO_NAMESPACE;
-/// How long a component may take to serve.
-const READY_SECS: u64 = 60;
 /// How long a component of an earlier install gets between SIGTERM and SIGKILL.
 const STOP_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// What went wrong.
-#[derive(Debug, thiserror::Error)]
-pub enum LiqoError {
-    /// The harness failed (a client, a CRD, a free port).
-    #[error(transparent)]
-    K8s(#[from] K8sError),
-    /// A Kubernetes API call failed.
-    #[error("{what}")]
-    Kube {
-        /// The call.
-        what: String,
-        /// The cause.
-        #[source]
-        source: kube::Error,
-    },
-    /// A file operation failed.
-    #[error("{path}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A chart file is not what it should be.
-    #[error("{path}: {problem}")]
-    Chart {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        problem: String,
-    },
-    /// A component's binary is missing.
-    #[error(
-        "no {program} binary; build it with `cargo build -p {package} --bin {program}` or set LIQO_BIN_DIR"
-    )]
-    Binary {
-        /// The program.
-        program: &'static str,
-        /// Its package.
-        package: &'static str,
-        /// Where it was looked for.
-        #[source]
-        source: crate::BinNotFound,
-    },
-    /// A component could not be started.
-    #[error("starting {program} for {cluster}")]
-    Spawn {
-        /// The program.
-        program: &'static str,
-        /// The cluster.
-        cluster: String,
-        /// The cause.
-        #[source]
-        source: dataplane::supervisor::Error,
-    },
-    /// A component did not become ready in time; the end of its log says why.
-    #[error("{program} of {cluster} not ready after {secs} s ({why}); the end of {log}:\n{tail}")]
-    NotReady {
-        /// The program.
-        program: &'static str,
-        /// The cluster.
-        cluster: String,
-        /// How long we waited.
-        secs: u64,
-        /// The last answer (or that the process exited).
-        why: String,
-        /// Its log.
-        log: String,
-        /// The last lines of it.
-        tail: String,
-    },
-    /// An unknown component was asked for.
-    #[error("unknown component {name:?}; known: {known}")]
-    Unknown {
-        /// The name asked for.
-        name: String,
-        /// The programs of [`COMPONENTS`].
-        known: String,
-    },
-    /// A component that should run (by the record) does not.
-    #[error("{program} of {cluster} is not running")]
-    NotRunning {
-        /// The program.
-        program: String,
-        /// The cluster.
-        cluster: String,
-    },
-    /// A component survived SIGKILL.
-    #[error("{program} of {cluster} (pid {pid}) survived SIGKILL")]
-    Stuck {
-        /// The program.
-        program: &'static str,
-        /// The cluster.
-        cluster: String,
-        /// Its pid.
-        pid: u32,
-    },
-    /// Randomness for the cluster ID was unavailable.
-    #[error("no randomness for a cluster ID: {0}")]
-    Random(String),
-}
-
-impl LiqoError {
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> LiqoError {
-        LiqoError::Io {
-            path: path.to_owned(),
-            source,
-        }
-    }
-
-    pub(crate) fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> LiqoError {
-        let what = what.into();
-        move |source| LiqoError::Kube { what, source }
-    }
-}
 
 /// What to install.
 #[derive(Debug, Clone)]
@@ -187,28 +72,6 @@ pub struct Options {
     pub sharing_percentage: BTreeMap<String, u8>,
     /// The controller-manager's `--virtual-kubelet-pod-workers` (default 10).
     pub vk_pod_workers: Option<usize>,
-}
-
-/// How the controller-manager runs the virtual kubelets.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum VkMode {
-    /// A child process per peering (`liqo-virtual-kubelet`), with the token of ServiceAccount
-    /// `liqo-virtual-kubelet-local` (the chart's RBAC for it) and its own pid (its memory and
-    /// CPU can be measured).
-    #[default]
-    Process,
-    /// A task of the controller-manager (its identity).
-    InProcess,
-}
-
-impl VkMode {
-    /// The value of `--virtual-kubelet-mode`.
-    pub fn flag(self) -> &'static str {
-        match self {
-            VkMode::Process => "process",
-            VkMode::InProcess => "in-process",
-        }
-    }
 }
 
 impl Default for Options {
@@ -291,7 +154,7 @@ async fn install_one(
         .filter(|p| COMPONENTS.iter().any(|x| x.program == p.name))
         .collect();
     crate::k8s::stop_procs(&earlier, STOP_GRACE);
-    let hooks = objects::Webhooks {
+    let hooks = webhooks::Webhooks {
         port: crate::k8s::free_port()?,
         pod_failure_policy: opts.pod_webhook_failure_policy.clone(),
     };
@@ -329,7 +192,7 @@ async fn install_one(
             sharing: opts.sharing_percentage.get(&c.name).copied(),
             vk_pod_workers: opts.vk_pod_workers,
         };
-        if comp.program == components::AUTH {
+        if comp.program == AUTH {
             objects::auth_service(&client, ctx.port).await?;
             auth_url = Some(format!("https://127.0.0.1:{}", ctx.port));
         }

@@ -9,7 +9,7 @@ use std::{
 
 use serde::{Deserialize, Serialize};
 
-use super::LiqoError;
+use super::error::LiqoError;
 use crate::k8s::{Binaries, Clusters, Proc};
 
 /// The file (in the set's directory) that records what was installed.

@@ -7,7 +7,11 @@ use std::time::{Duration, Instant};
 
 use dataplane::supervisor::Spec;
 
-use super::{COMPONENTS, Liqo, LiqoError, Running, components::wait_ready, record};
+use super::{
+    components::{COMPONENTS, wait_ready},
+    error::LiqoError,
+    record::{self, Liqo, Running},
+};
 use crate::k8s::{self, Clusters, CommandLine};
 
 /// How long a killed process may take to disappear.

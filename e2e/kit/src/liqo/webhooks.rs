@@ -47,7 +47,7 @@ mod tests {
     use std::{fs, path::Path};
 
     use super::*;
-    use crate::liqo::objects::documents;
+    use crate::liqo::yaml::documents;
 
     #[test]
     fn the_charts_webhooks_are_rewritten_to_the_loopback_port_and_policy() {

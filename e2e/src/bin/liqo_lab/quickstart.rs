@@ -8,7 +8,7 @@ use e2e::{
     topology::Topology,
 };
 
-use crate::require_root;
+use crate::shared::require_root;
 
 pub(crate) async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
     require_root()?;

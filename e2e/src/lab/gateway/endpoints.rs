@@ -7,13 +7,9 @@
 use std::net::Ipv4Addr;
 
 use ipam::service::proto;
-use liqo_peering::{
-    Gateway as _,
-    grpc::{External, external_of},
-    plan,
-};
+use liqo_peering::{Gateway as _, plan};
 
-use super::lab_gateway;
+use super::{external::IPAM_SECS, sink::lab_gateway};
 use crate::{
     lab::{
         Lab, LabError,
@@ -23,27 +19,8 @@ use crate::{
     topology::Cluster,
 };
 
-/// How long the IPAM service may take to answer (it may just have been started).
-const IPAM_SECS: u64 = 20;
 /// How long a reload may take.
 const RELOAD_SECS: u64 = 20;
-
-/// Asks `c`'s IPAM for its external CIDR and endpoint mappings (read by
-/// [`liqo_peering::grpc::external_of`]); an IPAM without an external CIDR is an error here (the
-/// lab's IPAM allocates it when it starts).
-pub(crate) async fn external(lab: &Lab, c: &Cluster) -> Result<External, LabError> {
-    let mut ipam = daemons::ipam_client(lab, c, IPAM_SECS).await?;
-    let l = ipam
-        .list(proto::Empty {})
-        .await
-        .map_err(|e| LabError::build(format!("listing {}'s IPAM", c.name), e))?;
-    let what = || format!("reading {}'s IPAM list", c.name);
-    let e = external_of(&l.into_inner()).map_err(|e| LabError::build(what(), e))?;
-    if e.cidr.is_none() {
-        return Err(LabError::build(what(), "it has no external CIDR"));
-    }
-    Ok(e)
-}
 
 /// Rewrites `c`'s gateway file from its recorded peerings and its IPAM's current list, and
 /// waits until the gateway runs it (a refusal is the error).

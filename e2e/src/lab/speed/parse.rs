@@ -33,19 +33,40 @@ fn per_second(bytes_secs: Option<(u64, f64)>, len: u32) -> Option<f64> {
     (secs > 0.0 && len > 0).then(|| bytes as f64 / f64::from(len) / secs)
 }
 
+/// Why iperf3's output could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum IperfError {
+    /// It is not JSON (its first 200 characters).
+    #[error("iperf3 printed no JSON: {head:?}")]
+    NotJson {
+        /// The start of what it printed.
+        head: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// iperf3 reported an error (its `error`).
+    #[error("iperf3: {0}")]
+    Failed(String),
+    /// The document lacks the receiver's rate.
+    #[error("iperf3 JSON has no end.sum_received.bits_per_second")]
+    NoRate,
+}
+
 /// Parses the output of `iperf3 -c ... -J`. An `error` in the document is returned as the error.
-pub fn iperf3_json(text: &str) -> Result<Iperf, String> {
-    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
-        let head: String = text.trim().chars().take(200).collect();
-        format!("iperf3 printed no JSON ({e}): {head:?}")
-    })?;
+pub fn iperf3_json(text: &str) -> Result<Iperf, IperfError> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|source| IperfError::NotJson {
+            head: text.trim().chars().take(200).collect(),
+            source,
+        })?;
     if let Some(err) = v.get("error").and_then(|e| e.as_str()) {
-        return Err(format!("iperf3: {err}"));
+        return Err(IperfError::Failed(err.to_owned()));
     }
     let end = &v["end"];
     let bits_per_second = end["sum_received"]["bits_per_second"]
         .as_f64()
-        .ok_or("iperf3 JSON has no end.sum_received.bits_per_second")?;
+        .ok_or(IperfError::NoRate)?;
     let total = |sum: &serde_json::Value| Some((sum["bytes"].as_u64()?, sum["seconds"].as_f64()?));
     Ok(Iperf {
         bits_per_second,
@@ -66,14 +87,37 @@ pub struct Ping {
     pub avg_us: f64,
 }
 
+/// Why ping's summary could not be read, or says nothing was measured.
+#[derive(Debug, thiserror::Error)]
+pub enum PingError {
+    /// There is no `packets transmitted` line (what ping printed instead).
+    #[error("no ping summary in {0:?}")]
+    NoSummary(String),
+    /// A count of the summary (`transmitted`, `received`) is not a number.
+    #[error("bad ping {0} count")]
+    BadCount(&'static str),
+    /// No echo request was answered.
+    #[error("ping: 0 of {transmitted} replies")]
+    NoReplies {
+        /// Echo requests sent.
+        transmitted: u64,
+    },
+    /// There is no `rtt min/avg/max` line.
+    #[error("no rtt line in the ping summary")]
+    NoRtt,
+    /// The `rtt` line has no average.
+    #[error("bad rtt line {0:?}")]
+    BadRtt(String),
+}
+
 /// Parses the summary of iputils `ping -q`:
 /// `200 packets transmitted, 200 received, 0% packet loss, time 1043ms` and
 /// `rtt min/avg/max/mdev = 0.031/0.052/0.270/0.021 ms`.
-pub fn ping_summary(text: &str) -> Result<Ping, String> {
+pub fn ping_summary(text: &str) -> Result<Ping, PingError> {
     let counts = text
         .lines()
         .find(|l| l.contains("packets transmitted"))
-        .ok_or_else(|| format!("no ping summary in {:?}", text.trim()))?;
+        .ok_or_else(|| PingError::NoSummary(text.trim().to_owned()))?;
     let number_before = |word: &str| -> Option<u64> {
         counts
             .split(',')
@@ -83,10 +127,10 @@ pub fn ping_summary(text: &str) -> Result<Ping, String> {
             .parse()
             .ok()
     };
-    let transmitted = number_before("transmitted").ok_or("bad ping transmitted count")?;
-    let received = number_before("received").ok_or("bad ping received count")?;
+    let transmitted = number_before("transmitted").ok_or(PingError::BadCount("transmitted"))?;
+    let received = number_before("received").ok_or(PingError::BadCount("received"))?;
     if received == 0 {
-        return Err(format!("ping: 0 of {transmitted} replies"));
+        return Err(PingError::NoReplies { transmitted });
     }
     let rtt = text
         .lines()
@@ -94,17 +138,31 @@ pub fn ping_summary(text: &str) -> Result<Ping, String> {
             let (names, values) = l.split_once('=')?;
             (names.contains("min/avg/max")).then_some(values)
         })
-        .ok_or("no rtt line in the ping summary")?;
+        .ok_or(PingError::NoRtt)?;
     let avg_ms: f64 = rtt
         .split('/')
         .nth(1)
         .and_then(|s| s.trim().parse().ok())
-        .ok_or_else(|| format!("bad rtt line {:?}", rtt.trim()))?;
+        .ok_or_else(|| PingError::BadRtt(rtt.trim().to_owned()))?;
     Ok(Ping {
         transmitted,
         received,
         avg_us: avg_ms * 1000.0,
     })
+}
+
+/// The failure as text with its cause, for callers that keep failures as text (`liqo-bench`).
+impl From<IperfError> for String {
+    fn from(e: IperfError) -> String {
+        liqo_types::chain(&e)
+    }
+}
+
+/// The failure as text, for callers that keep failures as text (`liqo-bench`).
+impl From<PingError> for String {
+    fn from(e: PingError) -> String {
+        liqo_types::chain(&e)
+    }
 }
 
 /// Whether a `/proc/net/tcp` table has a socket listening on `addr:port`.
@@ -163,11 +221,20 @@ mod tests {
             r#"{"start":{},"intervals":[],"end":{},"error":"unable to connect to server: Connection refused"}"#,
         )
         .unwrap_err();
-        assert_eq!(e, "iperf3: unable to connect to server: Connection refused");
-        assert!(iperf3_json("").unwrap_err().contains("no JSON"));
+        assert_eq!(
+            e.to_string(),
+            "iperf3: unable to connect to server: Connection refused"
+        );
+        let e = iperf3_json("").unwrap_err();
+        assert!(matches!(e, IperfError::NotJson { .. }), "{e:?}");
+        assert_eq!(
+            String::from(e),
+            "iperf3 printed no JSON: \"\": EOF while parsing a value at line 1 column 0"
+        );
         assert!(
             iperf3_json(r#"{"end":{}}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("sum_received")
         );
     }
@@ -187,7 +254,10 @@ mod tests {
     fn ping_without_replies_fails() {
         let out = "--- 10.201.2.2 ping statistics ---\n\
                    3 packets transmitted, 0 received, +3 errors, 100% packet loss, time 2040ms\n";
-        assert_eq!(ping_summary(out).unwrap_err(), "ping: 0 of 3 replies");
+        assert_eq!(
+            ping_summary(out).unwrap_err().to_string(),
+            "ping: 0 of 3 replies"
+        );
         assert!(ping_summary("ping: connect: Network is unreachable").is_err());
     }
 

@@ -4,7 +4,11 @@
 //! byte for byte gets 403, discloses nothing and is counted; `liqoctl unpeer` removes a
 //! ForeignCluster that never authenticated with everything it made.
 
-use std::sync::{Arc, Mutex};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use axum::{
     Router,
@@ -13,9 +17,21 @@ use axum::{
     http::{Method, StatusCode, Uri, header},
     response::IntoResponse,
 };
-use control::consts::{annotations, auth};
+use control::{
+    api::discovery::{ForeignCluster, PeeringConditionStatus as S, PeeringConditionType as T},
+    consts::{annotations, auth, labels},
+    identity::AuthToken,
+    names,
+};
+use e2e::liqo;
+use k8s_openapi::api::{
+    certificates::v1::CertificateSigningRequest,
+    core::v1::{Namespace, Secret},
+    rbac::v1::RoleBinding,
+};
+use kube::{Api, Client, api::ListParams};
 
-use super::*;
+use super::common::{Lab, WAIT, eventually, fc_is, fc_of, flag, identities, names_of, text};
 
 /// A TLS relay in front of an auth service that records the bodies of identity requests, as
 /// a man in the middle of a consumer that skips TLS verification (the default) would.
@@ -98,7 +114,7 @@ pub(super) async fn recorder(target: &str) -> Recorder {
 pub(super) fn certificate_requests(lab: &Lab, cluster: &str) -> BTreeMap<String, u64> {
     let auth = lab.liqo.get(cluster).unwrap().get("liqo-auth").unwrap();
     let addr = auth.metrics.as_deref().unwrap().parse().unwrap();
-    let text = dataplane::localhttp::get(addr, "/metrics").unwrap();
+    let text = liqo_daemon::localhttp::get(addr, "/metrics").unwrap();
     text.lines()
         .filter_map(|l| l.strip_prefix("liqo_auth_requests_total{path=\"certificate\",outcome=\""))
         .filter_map(|l| {

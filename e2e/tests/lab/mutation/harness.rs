@@ -52,7 +52,7 @@ impl Proc {
 pub fn get<T: DeserializeOwned>(ns: &Netns, addr: &str, path: &str) -> Result<T, String> {
     let addr = addr.parse().expect("address");
     let body = ns
-        .run(move || dataplane::localhttp::get(addr, path))
+        .run(move || liqo_daemon::localhttp::get(addr, path))
         .map_err(|e| e.to_string())?
         .map_err(|e| e.to_string())?;
     serde_json::from_str(&body).map_err(|e| format!("decoding {path}: {e}: {body}"))

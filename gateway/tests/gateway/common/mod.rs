@@ -30,11 +30,9 @@ pub use dataplane::testing::{Spaces, route, wire};
 
 pub mod capture;
 pub mod forge;
-mod hub;
+pub mod hub;
 pub mod iperf;
 pub mod wggo;
-
-pub use hub::{hub, outsider, spoke_views};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_liqo-gateway");
 /// How long a gateway may take to exit on SIGTERM (it removes what it created).

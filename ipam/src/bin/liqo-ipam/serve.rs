@@ -1,26 +1,12 @@
-//! `liqo-ipam serve` on the daemon runtime (`liqo-daemon`): flags and the watched config file,
-//! the state, the gRPC server, `/status` and `/metrics`, and a clean stop on SIGTERM or SIGINT.
-//! A changed config file's pools and reserved subnets are applied while running; a change to
-//! any other field is refused naming it, and the running state is kept.
+//! `liqo-ipam serve`'s flags, turned into the settings the daemon ([`ipam::daemon`]) runs
+//! with.
 
-use std::{
-    future::Future,
-    net::SocketAddr,
-    path::{Path, PathBuf},
-};
+use std::{net::SocketAddr, path::PathBuf};
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use clap::Args;
-use ipam::{
-    service::{Managed, Service, ServiceError, server::Server},
-    settings::{self, Settings},
-    store::FileStore,
-};
-use liqo_daemon::{
-    ApplyError, Daemon, FieldError, Reload, server::StatusServer, source::ConfigFile, tasks::Tasks,
-};
+use ipam::settings::Settings;
 use liqo_types::Cidr;
-use tokio::sync::watch;
 
 /// `serve` flags; the config file (`--config`, YAML) takes the same names in camelCase.
 #[derive(Args)]
@@ -104,195 +90,9 @@ impl Serve {
     }
 }
 
-/// The running service as the reload loop drives it.
-struct Ipam {
-    service: Service,
-    /// The flags, which win over every text of the file.
-    flags: Settings,
-    /// The settings in force.
-    running: Settings,
-    /// The config file, if any.
-    config: Option<PathBuf>,
-}
-
-/// Who sets the pools and reserved subnets: a flag, else the config file, else the API.
-fn managed(flags: &Settings, running: &Settings, config: Option<&Path>) -> Managed {
-    let by = |flag: bool, given: bool, flag_name: &str, field: &str| {
-        if flag {
-            Some(flag_name.to_owned())
-        } else if given {
-            config.map(|p| format!("{field} in {}", p.display()))
-        } else {
-            None
-        }
-    };
-    Managed {
-        pools: by(
-            flags.pools.is_some() || flags.additional_pools.is_some(),
-            running.pools.is_some() || running.additional_pools.is_some(),
-            "--pools/--additional-pools",
-            "pools/additionalPools",
-        ),
-        reserved: by(
-            flags.reserved_subnets.is_some(),
-            running.reserved_subnets.is_some(),
-            "--reserved-subnets",
-            "reservedSubnets",
-        ),
-    }
-}
-
-impl Ipam {
-    fn apply_now(&mut self, new: Settings) -> Result<(), ApplyError> {
-        let change = new
-            .change_from(&self.running)
-            .map_err(ApplyError::Refused)?;
-        if change.pools.is_some() || change.reserved.is_some() {
-            self.service.reconfigure(&change).map_err(|e| match e {
-                ServiceError::Ipam(ipam) => {
-                    let field = settings::refused_field(&change, &new, &ipam);
-                    ApplyError::Refused(liqo_types::field::bad(field, ipam.to_string()))
-                }
-                // Saving failed and the change was undone: try again.
-                e @ ServiceError::Store(_) => ApplyError::failed(e),
-            })?;
-            tracing::info!(pools = ?change.pools, reserved = ?change.reserved, "pools and reserved subnets changed");
-        }
-        self.service
-            .set_managed(managed(&self.flags, &new, self.config.as_deref()));
-        self.running = new;
-        Ok(())
-    }
-}
-
-impl Daemon for Ipam {
-    type Config = Settings;
-
-    fn parse(&self, text: &str) -> Result<Settings, FieldError> {
-        let s = self.flags.clone().over(Settings::from_yaml(text)?);
-        s.pools()?;
-        s.reserved()?;
-        Ok(s)
-    }
-
-    fn apply(&mut self, new: Settings) -> impl Future<Output = Result<(), ApplyError>> + Send {
-        std::future::ready(self.apply_now(new))
-    }
-}
-
-/// Resolves once `stop` turns true.
-async fn stopped(mut stop: watch::Receiver<bool>) {
-    // An error means the sender is gone, which only happens once we are stopping anyway.
-    let _ = stop.wait_for(|s| *s).await;
-}
-
+/// Runs the daemon with these flags.
 pub(crate) async fn serve(args: Serve) -> Result<()> {
-    let shutdown = liqo_daemon::signal::shutdown().context("installing the signal handlers")?;
     let (flags, config) = args.settings()?;
-    // Watch before the first read, so a change made meanwhile is seen.
-    let source = config.map(ConfigFile::watch);
-    let text = source.as_ref().map(ConfigFile::read).transpose()?;
-    let file = match (&source, &text) {
-        (Some(source), Some(text)) => Settings::from_yaml(text)
-            .with_context(|| format!("invalid config file {}", source.path().display()))?,
-        _ => Settings::default(),
-    };
-    let settings = flags.clone().over(file);
-    // Refuse an exposed, unauthenticated listener or unusable TLS or token files before
-    // touching the state.
-    let security = settings.security();
-    let grpc = Server::bind(settings.listen(), &security).await?;
-    let (config, overrides) = settings.config().context("invalid settings")?;
-    let state = settings.state();
-    if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let service = Service::open(config, overrides, Box::new(FileStore::new(&state)))
-        .with_context(|| format!("opening the IPAM state {}", state.display()))?;
-    let status_server = StatusServer::bind(settings.metrics_listen()).await?;
-
-    let listen = grpc.local_addr();
-    let scheme = if grpc.tls() { "https" } else { "http" };
-    let auth = match (&security.token_file, &security.client_ca_file) {
-        (Some(_), Some(_)) => "bearer token and client certificate required",
-        (Some(_), None) => "bearer token required",
-        (None, Some(_)) => "client certificate required",
-        (None, None) => "no authentication",
-    };
-    let metrics_listen = status_server.local_addr();
-    let reload = source
-        .as_ref()
-        .zip(text)
-        .map(|(s, t)| Reload::started(s, t));
-    let view = reload.as_ref().map(Reload::view);
-    let status = {
-        let (service, view, state) = (service.clone(), view.clone(), state.clone());
-        move || {
-            let (peers, endpoints) = service.read(|i| (i.peers().count(), i.endpoints().count()));
-            serde_json::json!({
-                "listen": format!("{scheme}://{listen}"),
-                "authentication": auth,
-                "state": state,
-                "peers": peers,
-                "endpoints": endpoints,
-                "reload": view.as_ref().map(|v| v.borrow().clone()),
-            })
-        }
-    };
-    let metrics = {
-        let (m, view) = (service.metrics(), view);
-        move || {
-            let mut r = m.registry();
-            if let Some(v) = &view {
-                v.borrow().register_metrics(&mut r);
-            }
-            r
-        }
-    };
-    let mut tasks = Tasks::new();
-    tasks.spawn(
-        "the /status and /metrics server",
-        status_server.serve(status, metrics),
-    );
-    tracing::info!(%listen, scheme, auth, %metrics_listen, state = %state.display(), "liqo-ipam serving");
-    println!(
-        "liqo-ipam serving gRPC on {scheme}://{listen} ({auth}), metrics on http://{metrics_listen}/metrics, state in {}",
-        state.display()
-    );
-
-    let (stop, stop_rx) = watch::channel(false);
-    let grpc = grpc.run(&service, stopped(stop_rx));
-    tokio::pin!(grpc);
-    service.set_managed(managed(
-        &flags,
-        &settings,
-        source.as_ref().map(ConfigFile::path),
-    ));
-    let mut daemon = Ipam {
-        service: service.clone(),
-        config: source.as_ref().map(|s| s.path().to_owned()),
-        flags,
-        running: settings,
-    };
-    let run = async {
-        match (reload, source) {
-            (Some(reload), Some(source)) => reload.run(&mut daemon, source, tasks, shutdown).await,
-            _ => tasks.run(shutdown).await,
-        }
-    };
-    // Until a signal, a failed task (the status server) or the gRPC server failing.
-    let outcome = tokio::select! {
-        r = run => r,
-        r = &mut grpc => {
-            r?;
-            return Err(anyhow!("the gRPC server stopped unexpectedly"));
-        }
-    };
-    // Let the calls in flight finish (each finished change is saved already).
-    stop.send_replace(true);
-    let stopped = grpc.await;
-    let signal = outcome?;
-    stopped?;
-    tracing::info!(%signal, "stopped");
+    ipam::daemon::serve(flags, config).await?;
     Ok(())
 }

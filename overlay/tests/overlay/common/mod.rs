@@ -129,7 +129,7 @@ pub fn eventually(secs: u64, mut f: impl FnMut() -> bool) -> bool {
 /// The agent's typed `/status` in `ns`, if it answers.
 pub fn status(ns: &Netns) -> Option<Status> {
     let body = ns
-        .run(|| dataplane::localhttp::get("127.0.0.1:9108".parse().unwrap(), "/status"))
+        .run(|| liqo_daemon::localhttp::get("127.0.0.1:9108".parse().unwrap(), "/status"))
         .unwrap()
         .ok()?;
     Some(serde_json::from_str(&body).expect("/status decodes as overlay::status::Status"))

@@ -1,5 +1,5 @@
-//! The I/O of `unpeer in-band` (the shared reading of both sides and the waits are the
-//! parent's).
+//! The I/O of `unpeer in-band` (the shared reading of both sides and the waits are
+//! [`super::common`]'s).
 
 use std::time::Duration;
 
@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, api::DeleteParams};
 use tokio::time::Instant;
 
-use super::{Side, find_fc, kube_err, other, poll, read, tenant, whole_seconds};
-use crate::peer::PeerError;
+use super::common::{Side, find_fc, other, poll, read, tenant, whole_seconds};
+use crate::peer::error::{PeerError, kube_err};
 
 /// `unpeer in-band`: outgoing `No` on both sides (waited for), the ForeignClusters deleted
 /// (their network torn down by the network managers) and waited for, then the tenant

@@ -3,8 +3,11 @@
 
 use std::path::Path;
 
-use super::{Job, Peer, Settings, chain, port};
+use liqo_types::chain;
+
+use super::job::{Job, Settings, port};
 use crate::identity;
+use crate::launcher::Peer;
 use control::api::discovery::ClusterIdentity;
 
 pub(super) async fn run_child(

@@ -264,7 +264,7 @@ pub(crate) async fn start_with(c: &Cluster, me: &ClusterIdentity, net: Option<Ne
             .unwrap();
         let config = network::Config {
             ipam: ipam::service::client::ClientOptions::new(address.clone()),
-            gateway: network::endpoint::Overrides {
+            gateway: control::network::endpoint::Overrides {
                 address: Some("127.0.0.1".parse().unwrap()),
                 port: Some(net.port),
             },

@@ -68,15 +68,15 @@ async fn the_overlay_sink_writes_every_agents_file_and_waits_for_its_digest() {
     let refuse = Arc::new(Mutex::new(false));
     let r = refuse.clone();
     let mut sink = FileOverlay {
-        base: overlay::config::File {
+        base: liqo_overlay_api::config::File {
             underlay_interface: Some("eth0".into()),
             ..Default::default()
         },
         files,
         // A fake agent: it runs whatever its file holds (or refuses it).
         status: move |node: &str| {
-            let text = std::fs::read_to_string(&paths[node]).map_err(|e| e.to_string())?;
-            Ok(overlay::status::Status {
+            let text = std::fs::read_to_string(&paths[node])?;
+            Ok::<_, std::io::Error>(liqo_overlay_api::status::Status {
                 node: node.into(),
                 reload: reload(&text, *r.lock().unwrap()),
                 ..Default::default()
@@ -86,9 +86,10 @@ async fn the_overlay_sink_writes_every_agents_file_and_waits_for_its_digest() {
     };
     let p = plan();
     sink.write(&p).await.unwrap();
-    let f =
-        overlay::config::File::parse(&std::fs::read_to_string(dir.path().join("n1.yaml")).unwrap())
-            .unwrap();
+    let f = liqo_overlay_api::config::File::parse(
+        &std::fs::read_to_string(dir.path().join("n1.yaml")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(f, overlay_file(&sink.base, &p.per_node()[1]));
     assert_eq!(f.underlay_interface.as_deref(), Some("eth0"));
     sink.wait_applied(&p).await.unwrap();
@@ -113,9 +114,9 @@ struct Host {
 }
 
 impl GatewayHost for Host {
-    fn status(&mut self) -> Result<gateway::status::Status, String> {
+    fn status(&mut self) -> Result<liqo_gateway_api::status::Status, String> {
         let text = std::fs::read_to_string(&self.config).map_err(|e| e.to_string())?;
-        let f = gateway::config::File::parse(&text).map_err(|e| e.to_string())?;
+        let f = liqo_gateway_api::config::File::parse(&text).map_err(|e| e.to_string())?;
         let peers: Vec<serde_json::Value> = f
             .peers
             .iter()
@@ -154,7 +155,7 @@ async fn the_gateway_sink_writes_the_peers_over_the_base_and_waits_on_the_status
         calls: Arc::default(),
     };
     let mut sink = FileGateway {
-        base: gateway::config::File::parse("localPodCIDR: 10.200.0.0/16\n").unwrap(),
+        base: liqo_gateway_api::config::File::parse("localPodCIDR: 10.200.0.0/16\n").unwrap(),
         config: config.clone(),
         key_file: dir.path().join("k/private.key"),
         host: host.clone(),
@@ -172,7 +173,8 @@ async fn the_gateway_sink_writes_the_peers_over_the_base_and_waits_on_the_status
     let milan: ClusterId = "milan".parse().unwrap();
     let peers = plan::gateway_peers(&peerings());
     sink.write(&peers).await.unwrap();
-    let f = gateway::config::File::parse(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    let f =
+        liqo_gateway_api::config::File::parse(&std::fs::read_to_string(&config).unwrap()).unwrap();
     assert_eq!(f.peers, peers);
     assert_eq!(f.local_pod_cidr, sink.base.local_pod_cidr);
     assert_eq!(f.local_external_cidr.unwrap().to_string(), "10.70.0.0/16");

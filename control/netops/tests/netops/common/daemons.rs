@@ -107,7 +107,8 @@ fn reload(path: &Path, text: &str, refused: Option<liqo_types::FieldError>) -> R
 
 fn gateway_status(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let checked = gateway::config::File::parse(&text).and_then(|f| f.validate(None).map(|_| f));
+    let checked =
+        liqo_gateway_api::config::File::parse(&text).and_then(|f| f.validate(None).map(|_| f));
     // As the real gateway: it runs the key its config names (once the key file holds it).
     let (peers, refused, key) = match checked {
         Ok(f) => (
@@ -126,7 +127,7 @@ fn gateway_status(path: &Path) -> String {
                 "txPackets": 0, "txBytes": 0, "rxPackets": 0, "rxBytes": 0, "dropped": 0})
         })
         .collect();
-    let s: gateway::status::Status = serde_json::from_value(serde_json::json!({
+    let s: liqo_gateway_api::status::Status = serde_json::from_value(serde_json::json!({
         "publicKey": key, "listenPort": 51840, "noRoute": 0, "peers": peers,
         "reload": reload(path, &text, refused),
     }))
@@ -136,11 +137,11 @@ fn gateway_status(path: &Path) -> String {
 
 fn overlay_status(path: &Path) -> String {
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let s = match overlay::config::File::parse(&text).and_then(|f| f.validate()) {
-        Ok(cfg) => overlay::status::Status::new(&cfg, reload(path, &text, None)),
-        Err(e) => overlay::status::Status {
+    let s = match liqo_overlay_api::config::File::parse(&text).and_then(|f| f.validate()) {
+        Ok(cfg) => liqo_overlay_api::status::Status::new(&cfg, reload(path, &text, None)),
+        Err(e) => liqo_overlay_api::status::Status {
             reload: reload(path, &text, Some(e)),
-            ..overlay::status::Status::default()
+            ..liqo_overlay_api::status::Status::default()
         },
     };
     serde_json::to_string(&s).unwrap()

@@ -6,6 +6,9 @@
 pub(crate) mod daemons;
 pub(crate) mod ipam;
 pub(crate) mod objects;
+mod wait;
+
+pub(crate) use wait::eventually;
 
 use std::{
     path::{Path, PathBuf},
@@ -174,22 +177,6 @@ impl Drop for Op {
             // Best effort: the process may have exited meanwhile.
             let _ = self.child.kill();
             let _ = self.child.wait();
-        }
-    }
-}
-
-/// Waits until `f` is Ok, up to `secs`.
-pub(crate) async fn eventually<F, Fut>(secs: u64, what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<(), String>>,
-{
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        match f().await {
-            Ok(()) => return,
-            Err(e) if Instant::now() > deadline => panic!("{what} after {secs} s: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
 }

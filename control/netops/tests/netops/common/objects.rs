@@ -14,7 +14,7 @@ use kube::{
 use liqo_peering::{Peering, Peerings};
 use liqo_types::{PeerView, PublicKey};
 
-use super::eventually;
+use super::wait::eventually;
 
 /// The nodes the test makes: the gateway's, and another.
 pub(crate) const NODES: [&str; 2] = ["ops-gw", "ops-n1"];
@@ -185,7 +185,7 @@ pub(crate) fn route_args(node: &str, base: &Path, files: Option<(&Path, &str)>) 
 
 /// Waits until every finalizer of `which` is on `peer`'s TunnelEndpoint.
 pub(crate) async fn held(client: &Client, peer: &str, which: &[&str]) {
-    super::eventually(30, &format!("the finalizers on {peer}"), || async {
+    eventually(30, &format!("the finalizers on {peer}"), || async {
         let f = finalizers(client, peer).await.unwrap_or_default();
         if which.iter().all(|x| f.iter().any(|y| y == x)) {
             Ok(())

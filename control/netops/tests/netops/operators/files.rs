@@ -51,7 +51,7 @@ pub(crate) async fn phase(set: &Setup, secrets: &Api<Secret>) {
             .await
             .unwrap();
     }
-    let adopted = gateway::keys::PrivateKey::load_or_create(&key_file).unwrap();
+    let adopted = liqo_gateway_api::keys::PrivateKey::load_or_create(&key_file).unwrap();
     let public = adopted.public();
     let fake_gw = Fake::gateway(gw_cfg.clone());
     let ov: Vec<(std::path::PathBuf, Fake)> = NODES
@@ -125,7 +125,8 @@ pub(crate) async fn phase(set: &Setup, secrets: &Api<Secret>) {
     )
     .await;
     // The gateway's file: the base, the core's peer list for milan only, our external CIDR.
-    let file = gateway::config::File::parse(&std::fs::read_to_string(&gw_cfg).unwrap()).unwrap();
+    let file =
+        liqo_gateway_api::config::File::parse(&std::fs::read_to_string(&gw_cfg).unwrap()).unwrap();
     assert_eq!(file.peers, plan::gateway_peers(&milan_peering()));
     // Our external CIDR and the endpoint mappings: the IPAM's.
     assert_eq!(
@@ -151,7 +152,7 @@ pub(crate) async fn phase(set: &Setup, secrets: &Api<Secret>) {
     assert_eq!(mode, 0o600);
     let on_disk = std::fs::read_to_string(&key_file).unwrap();
     assert_eq!(
-        gateway::keys::PrivateKey::parse(on_disk.trim())
+        liqo_gateway_api::keys::PrivateKey::parse(on_disk.trim())
             .unwrap()
             .public(),
         public
@@ -193,14 +194,15 @@ pub(crate) async fn phase(set: &Setup, secrets: &Api<Secret>) {
         }
         eventually(30, &format!("a new key ({how})"), || async {
             let on_disk = std::fs::read_to_string(&key_file).map_err(|e| e.to_string())?;
-            let k = gateway::keys::PrivateKey::parse(on_disk.trim())
+            let k = liqo_gateway_api::keys::PrivateKey::parse(on_disk.trim())
                 .map_err(|e| e.to_string())?
                 .public();
             if k == last {
                 return Err("the old key in the key file".into());
             }
-            let cfg = gateway::config::File::parse(&std::fs::read_to_string(&gw_cfg).unwrap())
-                .map_err(|e| e.to_string())?;
+            let cfg =
+                liqo_gateway_api::config::File::parse(&std::fs::read_to_string(&gw_cfg).unwrap())
+                    .map_err(|e| e.to_string())?;
             if cfg.public_key != Some(k) {
                 return Err(format!("config names {:?}, key file {k}", cfg.public_key));
             }
@@ -227,7 +229,7 @@ pub(crate) async fn phase(set: &Setup, secrets: &Api<Secret>) {
         let mode = std::fs::metadata(&key_file).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{how}");
         let on_disk = std::fs::read_to_string(&key_file).unwrap();
-        last = gateway::keys::PrivateKey::parse(on_disk.trim())
+        last = liqo_gateway_api::keys::PrivateKey::parse(on_disk.trim())
             .unwrap()
             .public();
     }
@@ -246,8 +248,10 @@ pub(crate) async fn phase(set: &Setup, secrets: &Api<Secret>) {
     let plan = plan::overlay(&cluster, &nodes, NODES[0], &milan_peering()).unwrap();
     for (p, _) in &ov {
         eventually(30, "the overlay files", || async {
-            let f = overlay::config::File::parse(&std::fs::read_to_string(p).unwrap_or_default())
-                .map_err(|e| e.to_string())?;
+            let f = liqo_overlay_api::config::File::parse(
+                &std::fs::read_to_string(p).unwrap_or_default(),
+            )
+            .map_err(|e| e.to_string())?;
             let want = plan
                 .per_node()
                 .into_iter()
@@ -279,7 +283,7 @@ pub(crate) async fn phase(set: &Setup, secrets: &Api<Secret>) {
             .map(|(p, _)| std::fs::read_to_string(p).unwrap())
             .collect();
         // (The IPAM's endpoint mapping for milan stays until the network manager releases it.)
-        let peers = gateway::config::File::parse(&g)
+        let peers = liqo_gateway_api::config::File::parse(&g)
             .map_err(|e| e.to_string())?
             .peers;
         if !peers.is_empty() || o.iter().any(|t| t.contains("10.71.0.0")) {

@@ -1,5 +1,5 @@
-//! Helpers of `http_k8s.rs`: the pods it creates, kubectl and curl on blocking threads, a
-//! client certificate without rights.
+//! Helpers of `http_k8s.rs`: the virtual node's name and the remote namespace, the pods it
+//! creates, kubectl and curl on blocking threads, a client certificate without rights.
 
 use std::{collections::BTreeMap, io::Write as _, process::Stdio, time::Duration};
 
@@ -7,7 +7,10 @@ use control::api::discovery::ClusterIdentity;
 use serde_json::json;
 use testkit::k8s::{self, Cluster};
 
-use super::{NODE, REMOTE_NS};
+/// The virtual node.
+pub(crate) const NODE: &str = "liqo-milan";
+/// The remote namespace of `demo`.
+pub(crate) const REMOTE_NS: &str = "demo-rome";
 
 pub(crate) fn identity(id: &str, name: &str) -> ClusterIdentity {
     ClusterIdentity {

@@ -16,7 +16,7 @@
 
 pub mod report;
 
-pub use report::{load, peer_command, render};
+pub use report::{InBand, load, peer_command, render};
 
 use std::{
     io::Write,
@@ -36,7 +36,6 @@ use kube::{
     Api,
     api::{Patch, PatchParams},
 };
-use serde::{Deserialize, Serialize};
 
 use super::{
     K8sLab, K8sLabError,
@@ -57,28 +56,6 @@ const MANAGER_PROGRAM: &str = "liqo-controller-manager";
 const TABLE: &str = "inband-kube-proxy";
 /// How long a moved process gets to serve, and the old controller-manager to stop.
 const START: Duration = Duration::from_secs(20);
-
-/// What the in-band setup made in one cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InBand {
-    /// The cluster.
-    pub cluster: String,
-    /// The gateway node's namespace, where everything below is reachable.
-    pub netns: String,
-    /// The `liqo-auth` ClusterIP and port.
-    pub auth: SocketAddr,
-    /// The `liqo-proxy` ClusterIP and port.
-    pub proxy: SocketAddr,
-    /// The API server's address as the kubeconfig says it (root namespace only).
-    pub api_server: String,
-    /// The log of `liqo-proxy` (one line per CONNECT, with `from=`).
-    pub proxy_log: PathBuf,
-    /// The log of the moved controller-manager.
-    pub manager_log: PathBuf,
-    /// The moved controller-manager's pid (`liqo.json` records it too).
-    pub manager_pid: u32,
-}
 
 /// Makes every cluster of `k` reachable only in-band (see the module doc) and records it.
 /// `k.liqo` (and `liqo.json`) then name the moved controller-managers.

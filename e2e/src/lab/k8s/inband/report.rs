@@ -1,8 +1,11 @@
-//! What the in-band setup recorded ([`load`]), shown to an operator ([`render`],
+//! What the in-band setup recorded ([`InBand`], read by [`load`]), shown to an operator ([`render`],
 //! [`peer_command`]), and what `liqoctl unpeer in-band` must leave none of ([`leftovers`],
 //! [`endpoint_mappings`]).
 
-use std::path::{Path, PathBuf};
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
 
 use control::{
     api::{discovery::ForeignCluster, net::TunnelEndpoint},
@@ -10,18 +13,41 @@ use control::{
 };
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client, api::ListParams};
+use serde::{Deserialize, Serialize};
 
-use super::InBand;
 use crate::lab::{
     Prefix,
     error::STATE_DIR,
     k8s::{K8sLab, K8sLabError},
 };
 
+/// Where the record of lab `prefix` is.
 pub(super) fn record(prefix: &Prefix) -> PathBuf {
     Path::new(STATE_DIR)
         .join(format!("{prefix}.d"))
         .join("inband.json")
+}
+
+/// What the in-band setup made in one cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InBand {
+    /// The cluster.
+    pub cluster: String,
+    /// The gateway node's namespace, where everything below is reachable.
+    pub netns: String,
+    /// The `liqo-auth` ClusterIP and port.
+    pub auth: SocketAddr,
+    /// The `liqo-proxy` ClusterIP and port.
+    pub proxy: SocketAddr,
+    /// The API server's address as the kubeconfig says it (root namespace only).
+    pub api_server: String,
+    /// The log of `liqo-proxy` (one line per CONNECT, with `from=`).
+    pub proxy_log: PathBuf,
+    /// The log of the moved controller-manager.
+    pub manager_log: PathBuf,
+    /// The moved controller-manager's pid (`liqo.json` records it too).
+    pub manager_pid: u32,
 }
 
 /// What the in-band setup of lab `prefix` made (`None`: the lab is not in-band, or the

@@ -1,0 +1,72 @@
+//! What a virtual kubelet is started with ([`Settings`], [`Mode`]) and what one supervisor
+//! holds ([`Job`]), shared by the in-process and the child-process runs.
+
+use std::{
+    net::IpAddr,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+};
+
+use control::api::discovery::ClusterIdentity;
+use kube::Client;
+
+use crate::identity::Peers;
+use crate::launcher::Peer;
+
+/// How the virtual kubelets run.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// A task of this process.
+    InProcess,
+    /// A child process.
+    Process {
+        /// The `liqo-virtual-kubelet` binary.
+        binary: PathBuf,
+        /// Its kubeconfig of the home API server (else it inherits ours).
+        kubeconfig: Option<PathBuf>,
+        /// Where the provider kubeconfigs given to the children are written (0600).
+        state_dir: PathBuf,
+    },
+}
+
+/// What every virtual kubelet is started with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Task or process.
+    pub mode: Mode,
+    /// The nodes' InternalIP (where the home API server reaches the kubelet API).
+    pub node_ip: IpAddr,
+    /// The kubelet API's port; 0 picks a free one per virtual kubelet (several on one host).
+    pub port: u16,
+    /// The CA of the client certificates the kubelet API accepts.
+    pub client_ca: Option<PathBuf>,
+    /// The home IPAM (pod IPs remapped; the network's state on the node).
+    pub ipam: Option<ipam::service::client::ClientOptions>,
+    /// Pod reflection workers.
+    pub pod_workers: usize,
+}
+
+/// The pid of a supervisor's current child, if one runs.
+pub(super) type ChildPid = Arc<Mutex<Option<u32>>>;
+
+/// Everything one supervisor needs.
+pub(super) struct Job {
+    pub(super) client: Client,
+    pub(super) home: ClusterIdentity,
+    pub(super) foreign: ClusterIdentity,
+    pub(super) peer: Peer,
+    pub(super) settings: Settings,
+    pub(super) peers: Arc<Peers>,
+    pub(super) child: ChildPid,
+}
+
+/// A free loopback-or-any port for a kubelet API, or the configured one.
+pub(super) fn port(settings: &Settings) -> Result<u16, String> {
+    if settings.port != 0 {
+        return Ok(settings.port);
+    }
+    std::net::TcpListener::bind((settings.node_ip, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| format!("a free port on {}: {e}", settings.node_ip))
+}

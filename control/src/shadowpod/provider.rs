@@ -1,0 +1,155 @@
+//! The provider's side of the ShadowPod contract (§2.3, §2.4 of the control-plane spec): the
+//! pod made for a consumer's ShadowPod ([`pod_of`]: same name and namespace, its labels plus
+//! `liqo.io/managed-by=shadowpod`, controlled by it), the consumer's spec confined to what a
+//! pod in its namespace may do ([`confine`]), and the ShadowPod controller's decision
+//! ([`decide`]: create when absent, wait while terminating, warn when another controls it).
+//! Pure: the controller-manager's `offloading::shadowpod` carries it out.
+
+use std::time::Duration;
+
+use k8s_openapi::{
+    api::core::v1::{Pod, PodSpec},
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
+};
+use kube::{Resource, ResourceExt};
+
+use crate::{api::virtualkubelet::ShadowPod, consts::reflection};
+
+/// How soon a ShadowPod is observed again while the pod of its name is terminating (or a
+/// create found one that the cache had not shown yet).
+pub const TERMINATING_AGAIN: Duration = Duration::from_secs(1);
+
+/// The Event reason of a pod of the ShadowPod's name that it does not control.
+pub const FOREIGN_POD: &str = "PodNotControlled";
+
+/// The label selector of the pods this controller makes.
+pub fn pods_selector() -> String {
+    format!(
+        "{}={}",
+        reflection::MANAGED_BY,
+        reflection::MANAGED_BY_SHADOWPOD
+    )
+}
+
+/// The Event reason of a ShadowPod whose spec asked for what a consumer may not have.
+pub const CONFINED: &str = "SpecConfined";
+
+/// What to do for one ShadowPod.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Create this pod; the fields of the ShadowPod's spec removed to make it ([`confine`]).
+    Create(Box<Pod>, Vec<&'static str>),
+    /// Observe again after this long (the pod of its name is terminating).
+    Again(Duration),
+    /// A Warning Event on the ShadowPod (reason, message); nothing else.
+    Warn(&'static str, String),
+    /// Nothing: its pod stands, or the ShadowPod is being deleted.
+    Nothing,
+}
+
+/// Whether `pod` is controlled by the ShadowPod of UID `uid`.
+pub fn controlled_by(pod: &Pod, uid: &str) -> bool {
+    pod.owner_references()
+        .iter()
+        .any(|o| o.controller == Some(true) && o.uid == uid && o.kind == "ShadowPod")
+}
+
+/// A consumer's pod spec confined to what a pod in its namespace may do here: no host
+/// network, PID or IPC namespace, no node name, node selector, affinity, scheduler, priority
+/// or preemption, no ServiceAccount token mounted. Returns the spec and the fields removed.
+pub fn confine(spec: &PodSpec) -> (PodSpec, Vec<&'static str>) {
+    let mut out = spec.clone();
+    let mut removed = Vec::new();
+    let mut clear = |set: bool, field: &'static str| {
+        if set {
+            removed.push(field);
+        }
+    };
+    clear(out.host_network == Some(true), "hostNetwork");
+    clear(out.host_pid == Some(true), "hostPID");
+    clear(out.host_ipc == Some(true), "hostIPC");
+    clear(out.node_name.is_some(), "nodeName");
+    clear(out.node_selector.is_some(), "nodeSelector");
+    clear(out.affinity.is_some(), "affinity");
+    clear(out.scheduler_name.is_some(), "schedulerName");
+    clear(out.priority.is_some(), "priority");
+    clear(out.priority_class_name.is_some(), "priorityClassName");
+    clear(out.preemption_policy.is_some(), "preemptionPolicy");
+    clear(
+        out.automount_service_account_token == Some(true),
+        "automountServiceAccountToken",
+    );
+    out.host_network = Some(false);
+    out.host_pid = Some(false);
+    out.host_ipc = Some(false);
+    out.node_name = None;
+    out.node_selector = None;
+    out.affinity = None;
+    out.scheduler_name = None;
+    out.priority = None;
+    out.priority_class_name = None;
+    out.preemption_policy = None;
+    out.automount_service_account_token = Some(false);
+    (out, removed)
+}
+
+/// The pod of a ShadowPod: same name and namespace, its labels plus
+/// `liqo.io/managed-by=shadowpod`, its annotations, its `spec.pod` ([`confine`]d), controlled
+/// by it. `None` when the ShadowPod has no name or UID (never from the API server).
+pub fn pod_of(shadow: &ShadowPod) -> Option<Pod> {
+    let mut labels = shadow.labels().clone();
+    labels.insert(
+        reflection::MANAGED_BY.to_owned(),
+        reflection::MANAGED_BY_SHADOWPOD.to_owned(),
+    );
+    let owner = OwnerReference {
+        api_version: ShadowPod::api_version(&()).into_owned(),
+        kind: ShadowPod::kind(&()).into_owned(),
+        name: shadow.meta().name.clone()?,
+        uid: shadow.meta().uid.clone()?,
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    };
+    let annotations = shadow.annotations().clone();
+    Some(Pod {
+        metadata: ObjectMeta {
+            name: shadow.meta().name.clone(),
+            namespace: shadow.meta().namespace.clone(),
+            labels: Some(labels),
+            annotations: (!annotations.is_empty()).then_some(annotations),
+            owner_references: Some(vec![owner]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(confine(&shadow.spec.pod).0),
+        status: None,
+    })
+}
+
+/// The decision for a ShadowPod given the pod of its name (if any): create it when absent;
+/// wait while it terminates; warn when another controls it; else nothing. A ShadowPod being
+/// deleted gets nothing (its pod goes with it).
+pub fn decide(shadow: &ShadowPod, pod: Option<&Pod>) -> Action {
+    if shadow.meta().deletion_timestamp.is_some() {
+        return Action::Nothing;
+    }
+    let uid = shadow.meta().uid.clone().unwrap_or_default();
+    match pod {
+        None => pod_of(shadow).map_or(Action::Nothing, |p| {
+            Action::Create(Box::new(p), confine(&shadow.spec.pod).1)
+        }),
+        Some(p) if p.meta().deletion_timestamp.is_some() => Action::Again(TERMINATING_AGAIN),
+        Some(p) if controlled_by(p, &uid) => Action::Nothing,
+        Some(p) => Action::Warn(
+            FOREIGN_POD,
+            format!(
+                "Pod {}/{} exists and is not controlled by this ShadowPod: left alone",
+                p.namespace().unwrap_or_default(),
+                p.name_any()
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+#[path = "provider_tests.rs"]
+mod tests;

@@ -1,0 +1,353 @@
+//! The consumer's virtual kubelet's reflection of one local pod (§2.3 steps 1–7 and the
+//! fallback), from what its stores hold: pure, no I/O, time as an input. The caller counts the restarts ([`track_restarts`])
+//! of the [`current_remote`] pod before, decides without IPs, maps the IPs only when a status
+//! is to be written ([`needs_ips`]) and decides again, and performs the [`Action`]s in order
+//! ([`without_status`] when the mapping failed: everything else still happens).
+
+use crate::{
+    api::{ClusterId, virtualkubelet::ShadowPod},
+    consts::{labels, values},
+    shadowpod::consumer::{self as forge, StatusInputs},
+};
+use k8s_openapi::{
+    api::core::v1::{Pod, PodStatus},
+    apimachinery::pkg::apis::meta::v1::Time,
+};
+
+/// The reason of the Warning Event on a local pod whose remote name is taken by an object
+/// that is not ours.
+pub const REASON_NOT_OURS: &str = "FailedReflection";
+
+/// The note of the Warning Event [`REASON_NOT_OURS`].
+pub fn not_ours_note(kind: &str, namespace: &str, name: &str) -> String {
+    format!(
+        "remote {kind} {namespace}/{name} exists and is not managed by Liqo's reflection from \
+         this cluster: left untouched"
+    )
+}
+
+/// Who we are and what the caller resolved for this pod.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    /// The home cluster.
+    pub home: &'a ClusterId,
+    /// The provider.
+    pub foreign: &'a ClusterId,
+    /// The virtual node's IP (every offloaded pod's `hostIP`).
+    pub node_ip: &'a str,
+    /// The remote pod's IPs as home sees them (empty without a remote pod or its IP).
+    pub pod_ips: &'a [String],
+    /// The remote pods replaced so far ([`track_restarts`]).
+    pub restarts: i32,
+    /// Now (conditions' transition time of a rejected pod).
+    pub now: Time,
+}
+
+/// Where the pod's namespace goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Target<'a> {
+    /// Not (or no longer) offloaded to this provider: the fallback.
+    Unmapped,
+    /// Offloaded to `namespace`, where the stores hold `shadow` and `remote` of this name.
+    Mapped {
+        /// The remote namespace.
+        namespace: &'a str,
+        /// The remote ShadowPod of the same name.
+        shadow: Option<&'a ShadowPod>,
+        /// The remote Pod of the same name (ours by its labels; its status is used only if
+        /// it is the [`current_remote`] pod of `shadow`).
+        remote: Option<&'a Pod>,
+    },
+}
+
+/// The probe after which a ShadowPod without a remote Pod of ours has the remote name looked
+/// up (§2.3 step 1 for Pods: the remote watches only see our labels).
+pub const PROBE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+pub use super::provider::controlled_by;
+
+/// The remote pod whose status counts: `remote` only if the ShadowPod `shadow` controls it
+/// (a same-name pod of an earlier ShadowPod, still terminating after a re-create, lends
+/// neither its status, its IPs nor a restart).
+pub fn current_remote<'a>(shadow: Option<&ShadowPod>, remote: Option<&'a Pod>) -> Option<&'a Pod> {
+    let uid = shadow?.metadata.uid.as_deref()?;
+    remote.filter(|r| controlled_by(r, uid))
+}
+
+/// Whether the IPs must be mapped: `actions` (decided without IPs) write a status and the
+/// remote pod has IPs.
+pub fn needs_ips(actions: &[Action], remote_ips: &[String]) -> bool {
+    !remote_ips.is_empty() && actions.iter().any(|a| matches!(a, Action::WriteStatus(_)))
+}
+
+/// `actions` without the status write (the IPs could not be mapped: the rest still happens,
+/// the status after a retry).
+pub fn without_status(actions: Vec<Action>) -> Vec<Action> {
+    actions
+        .into_iter()
+        .filter(|a| !matches!(a, Action::WriteStatus(_)))
+        .collect()
+}
+
+/// When to look the remote name up for a foreign Pod: `None` never (no live ShadowPod of
+/// ours, or its pod is there), `Some(ZERO)` now, else after the delay returned.
+pub fn probe_foreign(
+    shadow: Option<&ShadowPod>,
+    current: Option<&Pod>,
+    now: &Time,
+) -> Option<std::time::Duration> {
+    let s = shadow?;
+    if current.is_some() || terminating(&s.metadata) {
+        return None;
+    }
+    let Some(created) = &s.metadata.creation_timestamp else {
+        return Some(std::time::Duration::ZERO);
+    };
+    let age = now.0.duration_since(created.0);
+    let age = std::time::Duration::try_from(age).unwrap_or_default();
+    Some(PROBE_AFTER.saturating_sub(age))
+}
+
+/// One step, in the order returned.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// A Warning Event on the local pod.
+    Warn {
+        /// Its reason.
+        reason: &'static str,
+        /// Its note.
+        note: String,
+    },
+    /// Delete the remote ShadowPod (UID precondition).
+    DeleteShadow {
+        /// Its UID.
+        uid: String,
+    },
+    /// Delete the local pod with grace 0 (UID precondition).
+    DeleteLocal {
+        /// Its UID.
+        uid: String,
+    },
+    /// Label the local pod `liqo.io/shadowPod=true`.
+    LabelLocal,
+    /// Create the remote ShadowPod (a create, not an apply: the stores only hold our objects,
+    /// and an object of that name that is not ours must fail the create, never be taken
+    /// over).
+    CreateShadow(Box<ShadowPod>),
+    /// Update our remote ShadowPod (server-side apply).
+    UpdateShadow(Box<ShadowPod>),
+    /// Write the local pod's status subresource.
+    WriteStatus(Box<PodStatus>),
+    /// Drop what is remembered about the pod (restarts, IPs).
+    Forget,
+}
+
+/// The remote pods a local pod saw replaced, and the current one's UID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Restarts {
+    /// The UID of the remote pod last seen.
+    pub remote_uid: Option<String>,
+    /// Replacements so far.
+    pub count: i32,
+}
+
+/// The restarts after seeing `remote` (upstream `HandleStatus`): one more each time the
+/// remote UID changes; at the first sighting (a restarted virtual kubelet), the gap between
+/// the local and the remote restart counts.
+pub fn track_restarts(prev: Option<&Restarts>, local: &PodStatus, remote: &Pod) -> Restarts {
+    let uid = remote.metadata.uid.clone();
+    match prev {
+        Some(p) if p.remote_uid == uid => p.clone(),
+        Some(p) if p.remote_uid.is_some() => Restarts {
+            remote_uid: uid,
+            count: p.count.saturating_add(1),
+        },
+        _ => Restarts {
+            remote_uid: uid,
+            count: remote
+                .status
+                .as_ref()
+                .map_or(0, |r| forge::infer_restarts(local, r)),
+        },
+    }
+}
+
+fn uid(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    meta.uid.clone().unwrap_or_default()
+}
+
+fn terminating(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.deletion_timestamp.is_some()
+}
+
+/// The actions for local pod `local` (absent: deleted) given its `target`.
+pub fn decide(local: Option<&Pod>, target: Target<'_>, ctx: &Context<'_>) -> Vec<Action> {
+    match target {
+        Target::Unmapped => fallback(local, ctx),
+        Target::Mapped {
+            namespace,
+            shadow,
+            remote,
+        } => mapped(local, namespace, shadow, remote, ctx),
+    }
+}
+
+/// A pod on the node whose namespace is not offloaded here (upstream `FallbackPodReflector`).
+fn fallback(local: Option<&Pod>, ctx: &Context<'_>) -> Vec<Action> {
+    let Some(local) = local else {
+        return vec![Action::Forget];
+    };
+    if terminating(&local.metadata) {
+        return vec![Action::DeleteLocal {
+            uid: uid(&local.metadata),
+        }];
+    }
+    let status = local.status.clone().unwrap_or_default();
+    let Some((phase, reason)) = forge::rejection(&status) else {
+        return vec![];
+    };
+    let rejected = forge::rejected_status(&status, phase, reason, ctx.now.clone());
+    if same_status(&status, &rejected) {
+        vec![]
+    } else {
+        vec![Action::WriteStatus(Box::new(rejected))]
+    }
+}
+
+fn mapped(
+    local: Option<&Pod>,
+    namespace: &str,
+    shadow: Option<&ShadowPod>,
+    remote: Option<&Pod>,
+    ctx: &Context<'_>,
+) -> Vec<Action> {
+    // 1. Never touch what is not ours.
+    let foreign_remote = remote
+        .is_some_and(|r| !forge::is_reflected(r.metadata.labels.as_ref(), ctx.home, ctx.foreign));
+    let foreign_shadow = shadow
+        .is_some_and(|s| !forge::is_reflected(s.metadata.labels.as_ref(), ctx.home, ctx.foreign));
+    if foreign_remote || foreign_shadow {
+        let Some(local) = local else { return vec![] };
+        let what = if foreign_shadow { "ShadowPod" } else { "Pod" };
+        let name = local.metadata.name.as_deref().unwrap_or_default();
+        return vec![Action::Warn {
+            reason: REASON_NOT_OURS,
+            note: not_ours_note(what, namespace, name),
+        }];
+    }
+    // 2. Local gone: the ShadowPod goes (the provider's GC removes the pod).
+    let Some(local) = local else {
+        return match shadow {
+            Some(s) if !terminating(&s.metadata) => vec![
+                Action::DeleteShadow {
+                    uid: uid(&s.metadata),
+                },
+                Action::Forget,
+            ],
+            _ => vec![Action::Forget],
+        };
+    };
+    // Only the pod of the current ShadowPod gives its status.
+    let current = current_remote(shadow, remote);
+    // 3. Local terminating: ShadowPod first, then the local pod once both remote are gone.
+    if terminating(&local.metadata) {
+        return match (shadow, remote) {
+            (None, None) => vec![
+                Action::DeleteLocal {
+                    uid: uid(&local.metadata),
+                },
+                Action::Forget,
+            ],
+            (Some(s), _) if !terminating(&s.metadata) => vec![Action::DeleteShadow {
+                uid: uid(&s.metadata),
+            }],
+            _ => status(local, current, ctx).into_iter().collect(),
+        };
+    }
+    // 4. Rejected for good: only make sure nothing runs remotely.
+    let local_status = local.status.clone().unwrap_or_default();
+    if forge::is_aborted(&local_status) {
+        return match shadow {
+            Some(s) if !terminating(&s.metadata) => vec![Action::DeleteShadow {
+                uid: uid(&s.metadata),
+            }],
+            _ => vec![],
+        };
+    }
+    let mut actions = Vec::new();
+    // 5. The local pod marked as offloaded.
+    let labelled = local
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::SHADOW_POD))
+        .is_some_and(|v| v == values::TRUE);
+    if !labelled {
+        actions.push(Action::LabelLocal);
+    }
+    // 6. The ShadowPod as forged.
+    let forged = forge::shadow_pod(local, namespace, ctx.home, ctx.foreign);
+    match shadow {
+        None => {
+            actions.push(Action::CreateShadow(Box::new(forged)));
+            // Its status comes with the remote pod's events.
+            return actions;
+        }
+        // A ShadowPod of a previous pod of this name still going: wait for its deletion.
+        Some(s) if terminating(&s.metadata) => return actions,
+        Some(s) if !same_shadow(s, &forged) => actions.push(Action::UpdateShadow(Box::new(forged))),
+        Some(_) => {}
+    }
+    // 7. The status back.
+    actions.extend(status(local, current, ctx));
+    actions
+}
+
+/// Whether the remote ShadowPod has the forged labels, annotations and spec.
+fn same_shadow(current: &ShadowPod, forged: &ShadowPod) -> bool {
+    let labels = |s: &ShadowPod| s.metadata.labels.clone().unwrap_or_default();
+    let annotations = |s: &ShadowPod| s.metadata.annotations.clone().unwrap_or_default();
+    labels(current) == labels(forged)
+        && annotations(current) == annotations(forged)
+        && current.spec.pod == forged.spec.pod
+}
+
+/// Whether two statuses serialize the same (as the API server would store them).
+pub fn same_status(a: &PodStatus, b: &PodStatus) -> bool {
+    match (serde_json::to_value(a), serde_json::to_value(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Step 7: the local status from the remote pod's, when it differs.
+fn status(local: &Pod, remote: Option<&Pod>, ctx: &Context<'_>) -> Option<Action> {
+    let remote_status = remote?.status.as_ref()?;
+    let forged = forge::local_status(
+        remote_status,
+        &StatusInputs {
+            pod_ips: ctx.pod_ips,
+            node_ip: ctx.node_ip,
+            restarts: ctx.restarts,
+            generation: local.metadata.generation,
+        },
+    );
+    let current = local.status.clone().unwrap_or_default();
+    (!same_status(&current, &forged)).then(|| Action::WriteStatus(Box::new(forged)))
+}
+
+/// The JSON merge patch turning status `current` into `target`: every field of `target`, and
+/// `null` for the top-level fields only `current` has (lists and objects are replaced whole).
+pub fn status_patch(current: &PodStatus, target: &PodStatus) -> serde_json::Value {
+    let as_map = |s: &PodStatus| match serde_json::to_value(s) {
+        Ok(serde_json::Value::Object(m)) => m,
+        _ => serde_json::Map::new(),
+    };
+    let mut patch = as_map(target);
+    for k in as_map(current).keys() {
+        if !patch.contains_key(k) {
+            patch.insert(k.clone(), serde_json::Value::Null);
+        }
+    }
+    serde_json::Value::Object(patch)
+}

@@ -1,0 +1,122 @@
+//! [`decide`](super::reflection::decide) and its helpers on what the review of issue 16 found:
+//! the remote pod of an earlier ShadowPod, an IPAM outage, a foreign remote Pod.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::reflection::{
+    Action, PROBE_AFTER, current_remote, decide, needs_ips, probe_foreign, without_status,
+};
+use super::reflection_tests::{ctx, ids, local, mapped, now, remote, shadow_of, terminating};
+
+#[test]
+fn a_same_name_remote_pod_of_an_earlier_shadow_pod_lends_no_status() {
+    let ids = ids();
+    let l = local();
+    // The ShadowPod re-created (new UID) while the old remote pod still terminates.
+    let mut s = shadow_of(&l, &ids);
+    s.metadata.uid = Some("u-shadow-2".into());
+    let mut old = remote(&ids);
+    old.metadata.deletion_timestamp = Some(now());
+    let ips = ["10.201.0.9".to_owned()];
+    assert!(current_remote(Some(&s), Some(&old)).is_none());
+    assert_eq!(
+        decide(Some(&l), mapped(Some(&s), Some(&old)), &ctx(&ids, &ips)),
+        []
+    );
+    // A terminating local pod whose ShadowPod goes: still not the old pod's status.
+    let mut going = s.clone();
+    going.metadata.deletion_timestamp = Some(now());
+    let t = terminating(local());
+    assert_eq!(
+        decide(Some(&t), mapped(Some(&going), Some(&old)), &ctx(&ids, &ips)),
+        []
+    );
+    // Its own pod (controller reference to the current ShadowPod) does.
+    let mut own = remote(&ids);
+    own.metadata.owner_references.as_mut().unwrap()[0].uid = "u-shadow-2".into();
+    assert!(current_remote(Some(&s), Some(&own)).is_some());
+    let got = decide(Some(&l), mapped(Some(&s), Some(&own)), &ctx(&ids, &ips));
+    assert!(matches!(&got[..], [Action::WriteStatus(_)]), "{got:?}");
+    // A controller reference that is not a ShadowPod's, or not the controller: no.
+    let mut not_controller = own.clone();
+    not_controller.metadata.owner_references.as_mut().unwrap()[0].controller = Some(false);
+    assert!(current_remote(Some(&s), Some(&not_controller)).is_none());
+    let mut other_kind = own.clone();
+    other_kind.metadata.owner_references.as_mut().unwrap()[0].kind = "ReplicaSet".into();
+    assert!(current_remote(Some(&s), Some(&other_kind)).is_none());
+    assert!(current_remote(None, Some(&own)).is_none());
+}
+
+#[test]
+fn without_the_ipam_everything_but_the_status_still_happens() {
+    let ids = ids();
+    let r = remote(&ids);
+    let remote_ips = ["10.244.0.9".to_owned()];
+    // A terminating pod: the ShadowPod deletion needs no IP.
+    let l = terminating(local());
+    let s = shadow_of(&local(), &ids);
+    let got = decide(Some(&l), mapped(Some(&s), Some(&r)), &ctx(&ids, &[]));
+    assert_eq!(
+        got,
+        [Action::DeleteShadow {
+            uid: "u-shadow".into()
+        }]
+    );
+    assert!(!needs_ips(&got, &remote_ips));
+    // A live pod whose ShadowPod is stale and whose status is due: without IPs, the label and
+    // the apply happen, the status waits.
+    let mut l = local();
+    l.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
+    let mut stale = shadow_of(&l, &ids);
+    stale.spec.pod.containers[0].image = Some("nginx:0".into());
+    let got = decide(Some(&l), mapped(Some(&stale), Some(&r)), &ctx(&ids, &[]));
+    assert!(
+        matches!(
+            &got[..],
+            [
+                Action::LabelLocal,
+                Action::UpdateShadow(_),
+                Action::WriteStatus(_)
+            ]
+        ),
+        "{got:?}"
+    );
+    assert!(needs_ips(&got, &remote_ips));
+    assert!(!needs_ips(&got, &[]), "no remote IP: nothing to map");
+    let kept = without_status(got);
+    assert!(
+        matches!(&kept[..], [Action::LabelLocal, Action::UpdateShadow(_)]),
+        "{kept:?}"
+    );
+}
+
+#[test]
+fn a_shadow_pod_whose_pod_does_not_come_has_its_name_probed_after_a_while() {
+    let ids = ids();
+    let l = local();
+    let mut s = shadow_of(&l, &ids);
+    let created = |secs: i64| {
+        Time(
+            now()
+                .0
+                .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(secs))
+                .unwrap(),
+        )
+    };
+    s.metadata.creation_timestamp = Some(created(10));
+    assert_eq!(
+        probe_foreign(Some(&s), None, &now()),
+        Some(PROBE_AFTER - std::time::Duration::from_secs(10))
+    );
+    s.metadata.creation_timestamp = Some(created(45));
+    assert_eq!(
+        probe_foreign(Some(&s), None, &now()),
+        Some(std::time::Duration::ZERO)
+    );
+    // Its pod is there, no ShadowPod, or the ShadowPod goes: never.
+    let r = remote(&ids);
+    assert_eq!(probe_foreign(Some(&s), Some(&r), &now()), None);
+    assert_eq!(probe_foreign(None, None, &now()), None);
+    s.metadata.deletion_timestamp = Some(now());
+    assert_eq!(probe_foreign(Some(&s), None, &now()), None);
+}

@@ -1,0 +1,50 @@
+//! What the watches and the workers of pod reflection share: the configuration, the queue, the
+//! stores (local pods, and per mapped namespace the remote ones), the IP mapping and the
+//! per-key bookkeeping.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, RwLock},
+};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::runtime::{events::Recorder, reflector::Store};
+
+use super::{
+    decide, ips,
+    key::Key,
+    mapped::{Namespace, NamespaceView},
+    queue,
+};
+use crate::VkConfig;
+
+/// What the watches and the workers share.
+pub struct Shared {
+    /// The configuration.
+    pub cfg: Arc<VkConfig>,
+    /// The work queue.
+    pub queue: Arc<queue::Queue<Key>>,
+    /// The local pods on the node.
+    pub local: Store<Pod>,
+    /// Per local namespace offloaded here, its remote namespace and stores.
+    pub namespaces: RwLock<HashMap<String, Namespace>>,
+    /// The remote pods each local pod saw replaced.
+    pub restarts: Mutex<HashMap<Key, decide::Restarts>>,
+    /// The IP mapping.
+    pub ips: ips::Mapper,
+    /// Consecutive failures per key (for the retry delay).
+    pub failures: Mutex<HashMap<Key, u32>>,
+    /// Events on local pods.
+    pub recorder: Recorder,
+    /// Per key, the UID of the ShadowPod whose remote name was looked up for a foreign Pod
+    /// (once each).
+    pub probed: Mutex<HashMap<Key, String>>,
+}
+
+impl Shared {
+    /// The remote namespace of `local` and its stores, if it is mapped.
+    pub fn namespace(&self, local: &str) -> Option<NamespaceView> {
+        let map = self.namespaces.read().unwrap_or_else(|p| p.into_inner());
+        map.get(local).map(Namespace::view)
+    }
+}

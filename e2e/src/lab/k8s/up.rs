@@ -1,0 +1,134 @@
+//! Bringing a lab up with control planes ([`up`], [`up_in_band`]); on failure everything is
+//! torn down ([`super::down()`]) before the error is returned.
+
+use std::{collections::BTreeMap, fs, path::Path};
+
+use super::{
+    down::down,
+    error::K8sLabError,
+    fabric, inband,
+    k8s_lab::{K8sLab, Options, is_k8s, marker},
+    nodes,
+};
+use crate::{
+    k8s::{self, Binaries, Clusters, Named},
+    lab::{Lab, Prefix, build, state},
+    liqo,
+    topology::Topology,
+};
+
+/// Builds the lab `topology` under `prefix` with a control plane per cluster (see the module
+/// doc). On failure everything is torn down before the error is returned.
+pub async fn up(prefix: Prefix, topology: Topology, opts: &Options) -> Result<K8sLab, K8sLabError> {
+    up_mode(prefix, topology, opts, false).await
+}
+
+/// As [`up`] with the operators, then makes every cluster reachable only in-band
+/// ([`inband::setup`]): `liqo-lab up --k8s --in-band`.
+pub async fn up_in_band(prefix: Prefix, topology: Topology) -> Result<K8sLab, K8sLabError> {
+    up_mode(prefix, topology, &Options::default(), true).await
+}
+
+async fn up_mode(
+    prefix: Prefix,
+    topology: Topology,
+    opts: &Options,
+    in_band: bool,
+) -> Result<K8sLab, K8sLabError> {
+    // The binaries first: nothing is created if one is missing.
+    let bins = k8s::binaries()?;
+    if in_band {
+        for program in ["liqo-proxy", "liqo-controller-manager"] {
+            crate::lab::bin(program)
+                .map_err(|e| K8sLabError::lab(format!("lab {prefix} in-band"), e))?;
+        }
+    }
+    // Clusters of `liqo-lab k8s up` with this prefix are not ours to take (nor to tear down
+    // if this fails).
+    let harness = Path::new(k8s::ROOT).join(prefix.as_str());
+    if harness.exists() && !is_k8s(&prefix) {
+        return Err(K8sLabError::lab(
+            format!("lab {prefix} with control planes"),
+            format!(
+                "clusters {prefix} exist already ({}); use another --prefix or run \
+                 `liqo-lab --prefix {prefix} k8s down` first",
+                harness.display()
+            ),
+        ));
+    }
+    let lab = build::up_with(prefix.clone(), topology, false).await?;
+    let up = async {
+        let (set, liqo) = bring_up(&lab, &bins, opts, in_band).await?;
+        let mut k = K8sLab { lab, set, liqo };
+        if in_band {
+            inband::setup(&mut k).await?;
+        }
+        Ok::<_, K8sLabError>(k)
+    };
+    match up.await {
+        Ok(k) => Ok(k),
+        Err(e) => {
+            if let Err(d) = down(&prefix) {
+                tracing::error!(error = %liqo_types::chain(&d), "tearing down after a failed up");
+            }
+            Err(e)
+        }
+    }
+}
+
+async fn bring_up(
+    lab: &Lab,
+    bins: &Binaries,
+    opts: &Options,
+    in_band: bool,
+) -> Result<(Clusters, liqo::Liqo), K8sLabError> {
+    let path = marker(&lab.prefix);
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir)
+            .map_err(|e| K8sLabError::lab(format!("creating {}", dir.display()), e))?;
+    }
+    let text = serde_json::json!({
+        "harness": lab.prefix.as_str(), "operators": opts.operators, "inBand": in_band,
+    });
+    state::write_atomic(&path, &text.to_string())?;
+    let named: Vec<Named> = lab
+        .topology
+        .clusters
+        .iter()
+        .map(|c| Named {
+            name: c.name.to_string(),
+            pod_cidr: c.pod_cidr,
+            service_cidr: c.service_cidr,
+            nodes: 0,
+        })
+        .collect();
+    let mut set = Clusters::up_named(bins, &lab.prefix, &named).await?;
+    for (c, kc) in lab.topology.clusters.iter().zip(&mut set.clusters) {
+        nodes::create(&kc.client().await?, c).await?;
+        kc.nodes = c.nodes.iter().map(|n| n.name.to_string()).collect();
+    }
+    set.save()?;
+    let reserved: BTreeMap<String, Vec<ipnet::Ipv4Net>> = lab
+        .topology
+        .clusters
+        .iter()
+        .map(|c| (c.name.to_string(), c.reserved_subnets.clone()))
+        .collect();
+    let installed = liqo::install(
+        &set,
+        bins,
+        &liqo::Options {
+            reserved_subnets: reserved,
+            network: true,
+            ..liqo::Options::default()
+        },
+    )
+    .await?;
+    for c in &lab.topology.clusters {
+        let kc = set.get(c.name.as_str()).expect("one per lab cluster");
+        let i = installed.get(c.name.as_str()).expect("installed on each");
+        fabric::start(lab, c, kc, i, opts).await?;
+    }
+    set.detach();
+    Ok((k8s::load(&lab.prefix)?, installed))
+}
