@@ -1,7 +1,6 @@
 //! The OS-facing layer every daemon and the lab share: named network namespaces, links,
 //! addresses, routes, policy rules, neighbours, sysctls, TUN devices (and their per-CPU
-//! steering: `steer`; both behind the default feature `tun`, which the daemons' wire types,
-//! taking only the kernel's rules for names, leave off) and nftables; and the one
+//! steering: `steer`; both behind the default feature `tun`) and nftables; and the one
 //! process supervisor ([`supervisor`]: start a program, optionally inside a namespace, watch
 //! it, stop it with SIGTERM then SIGKILL) that the lab, the Kubernetes harness, the bench and
 //! every crate's tests use, with [`procs`], the one read-only scan of `/proc` that finds

@@ -7,6 +7,8 @@
 //! - [`PeerView`]: how a cluster sees a peer and how the peer sees it, with address translation
 //!   ([`view`]);
 //! - [`PublicKey`]: a WireGuard public key ([`key`]);
+//! - [`names::IfName`] and [`names::NetnsName`]: the kernel's interface and network namespace
+//!   names ([`names`]);
 //! - [`FieldError`]: a refused value named by its field path, and YAML/JSON decoding that names
 //!   the field of every error ([`field`]);
 //! - [`chain()`]: an error and its causes on one line;
@@ -26,6 +28,7 @@ pub mod dns;
 pub mod field;
 pub mod id;
 pub mod key;
+pub mod names;
 pub mod newtype;
 pub mod view;
 pub mod wire;

@@ -14,7 +14,7 @@ mod ranges;
 
 use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf};
 
-use dataplane::IfName;
+use liqo_types::names::IfName;
 use ipnet::Ipv4Net;
 pub use liqo_types::EndpointMapping;
 pub use liqo_types::GatewayPeer as PeerFile;
@@ -131,7 +131,7 @@ impl Peer {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// Gateway namespace.
-    pub namespace: dataplane::NetnsName,
+    pub namespace: liqo_types::names::NetnsName,
     /// UDP port.
     pub listen_port: u16,
     /// Private key file.

@@ -4,9 +4,9 @@
 //! configuration a gateway runs), the `/status` document ([`status`]) and the private key and its
 //! file ([`keys`]). The `gateway` crate re-exports each where it always was.
 //!
-//! It never touches the kernel and never runs WireGuard: no boringtun, no TUN device. Of
-//! `dataplane` it takes only the kernel's rules for names (without its TUN code). It never
-//! decides what a gateway's config should say.
+//! It never touches the kernel and never runs WireGuard: no boringtun, no TUN device, no
+//! `dataplane` (the kernel's rules for names are `liqo_types::names`'). It never decides what a
+//! gateway's config should say.
 
 pub mod config;
 pub mod keys;

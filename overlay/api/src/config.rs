@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, net::Ipv4Addr};
 
-use dataplane::IfName;
+use liqo_types::names::IfName;
 use ipnet::Ipv4Net;
 pub use liqo_types::OverlayNode as NodeFile;
 /// A refused configuration (names the field by its path).

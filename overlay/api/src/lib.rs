@@ -3,8 +3,8 @@
 //! ([`config`]: its parts, defaults and validation into the configuration an agent runs) and the
 //! `/status` document ([`status`]). The `overlay` crate re-exports each where it always was.
 //!
-//! It never touches the kernel: of `dataplane` it takes only the kernel's rules for interface
-//! names (without its TUN code). It never decides what an agent's config should say.
+//! It never touches the kernel and has no `dataplane` (the kernel's rules for interface names
+//! are `liqo_types::names`'). It never decides what an agent's config should say.
 
 pub mod config;
 pub mod status;
