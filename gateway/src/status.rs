@@ -178,7 +178,7 @@ pub fn metrics(s: &Status) -> Registry {
         c.inc_by(value);
         registry.register(name, help, c);
     }
-    s.reload.register_metrics(&mut registry);
+    liqo_daemon::status::register_metrics(&s.reload, &mut registry);
     registry
 }
 

@@ -29,7 +29,7 @@ pub fn metrics(s: &Status) -> Registry {
         g.set(value);
         registry.register(name, help, g);
     }
-    s.reload.register_metrics(&mut registry);
+    liqo_daemon::status::register_metrics(&s.reload, &mut registry);
     registry
 }
 

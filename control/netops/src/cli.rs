@@ -34,7 +34,7 @@ pub struct Common {
     /// How long a deleted TunnelEndpoint waits for a daemon that cannot be read or refuses its
     /// config before the finalizer is released anyway, with a Warning Event; also how long a
     /// Node may be NotReady before its route holds are forgotten (`300s`, `5m`).
-    #[arg(long, default_value = "5m", value_parser = crate::release::parse_grace)]
+    #[arg(long, default_value = "5m", value_parser = parse_grace)]
     pub release_grace: Duration,
 }
 
@@ -94,3 +94,21 @@ pub fn ipam_address(s: &str) -> Result<String, InvalidIpamAddress> {
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
 pub struct InvalidIpamAddress(pub ipam::service::client::ClientError);
+
+/// A grace as a flag gives it (`300s`, `5m`, `1m30s`).
+pub fn parse_grace(s: &str) -> Result<Duration, InvalidGrace> {
+    humantime::parse_duration(s).map_err(|cause| InvalidGrace {
+        text: s.to_owned(),
+        cause,
+    })
+}
+
+/// A grace that does not parse; the message carries its cause (a flag's error is shown alone).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{text:?}: {cause} (e.g. 300s, 5m)")]
+pub struct InvalidGrace {
+    /// The text given.
+    pub text: String,
+    /// Why it does not parse.
+    pub cause: humantime::DurationError,
+}

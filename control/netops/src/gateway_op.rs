@@ -36,6 +36,7 @@ pub const PENDING: Duration = Duration::from_secs(1);
 pub const SETTLED: Duration = Duration::from_secs(10);
 
 mod ctx;
+mod ipam;
 mod key;
 
 pub use crate::runner::Dataplane;

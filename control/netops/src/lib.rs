@@ -33,14 +33,10 @@ pub mod cli;
 pub mod error;
 pub mod files;
 pub mod gateway_op;
-pub mod gateway_plan;
 pub mod kube;
 pub mod metrics;
-pub mod release;
 pub mod route_op;
-pub mod route_plan;
 pub mod runner;
-pub mod tep;
 
-#[cfg(test)]
-mod fixtures;
+/// The operators' decisions, pure, in `control::network` (their homes there).
+pub use control::network::{gateway as gateway_plan, release, routes as route_plan, tunnel as tep};

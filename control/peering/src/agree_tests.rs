@@ -18,7 +18,7 @@ use control::{
     network::{
         decide::{self, Action, Copy, Local, Observed, Own, Tunnel},
         endpoint::Endpoint,
-        tunnel::{self, Endpoint as TunnelTo},
+        tunnel,
     },
     phase::PeeringPhase,
 };
@@ -26,7 +26,7 @@ use liqo_types::{ClusterId, PeerView};
 use serde_json::Value;
 
 use crate::{
-    Peering, Peerings,
+    Peerings,
     fakes::{FakeSide, side},
     ipam::{self, Ipam},
     peer, plan,
@@ -162,19 +162,18 @@ async fn act(me: &mut Cluster, peer: &mut Cluster) -> bool {
     acted
 }
 
-/// The peering record and the view the gateway operator makes of a side's TunnelEndpoint.
-fn from_tunnel(c: &Cluster) -> (ClusterId, Peering) {
-    let spec = serde_json::from_value(c.tunnel.clone().expect("a TunnelEndpoint")).unwrap();
-    let parsed = tunnel::read(spec).unwrap();
-    let TunnelTo::Addr(addr) = parsed.endpoint else {
-        panic!("the peer's endpoint is an address: {:?}", parsed.endpoint)
-    };
-    let peering = Peering {
-        view: parsed.view,
-        public_key: parsed.public_key,
-        endpoint: Some(addr),
-    };
-    (parsed.peer, peering)
+/// The peering records the gateway and route operators make of a side's TunnelEndpoint (read
+/// as an object, as they watch it).
+fn from_tunnel(c: &Cluster) -> Peerings {
+    let obj: kube::api::DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "net.liqo.io/v1alpha1", "kind": "TunnelEndpoint",
+        "metadata": {"name": "tep", "namespace": "liqo-tenant"},
+        "spec": c.tunnel.clone().expect("a TunnelEndpoint"),
+    }))
+    .unwrap();
+    let (peerings, refused) = tunnel::peerings(&[tunnel::read(&obj)], |_, _| None);
+    assert!(refused.is_empty(), "{}: {refused:?}", c.id);
+    peerings
 }
 
 #[tokio::test]
@@ -206,9 +205,9 @@ async fn the_lab_and_the_network_manager_make_the_same_views_records_and_gateway
         ("rome", &lab_rome, &rome, rome_view),
         ("milan", &lab_milan, &milan, milan_view),
     ] {
-        let (peer_id, peering) = from_tunnel(manager);
-        assert_eq!(peering.view, lab_view, "{name}: the view");
-        let records: Peerings = [(peer_id, peering)].into();
+        let records = from_tunnel(manager);
+        let views: Vec<PeerView> = records.values().map(|p| p.view).collect();
+        assert_eq!(views, [lab_view], "{name}: the view");
         assert_eq!(records, lab.records.peerings, "{name}: the peering records");
         assert_eq!(
             plan::gateway_peers(&records),

@@ -22,7 +22,8 @@ pub mod grpc;
 pub mod ipam;
 mod peer;
 mod placement;
-pub mod plan;
+/// The pure plan: `control::network::plan`, where the operators read it too.
+pub use control::network::plan;
 mod rollback;
 pub mod sinks;
 

@@ -12,6 +12,7 @@
 //! - [`FieldError`]: a refused value named by its field path, and YAML/JSON decoding that names
 //!   the field of every error ([`field`]);
 //! - [`chain()`]: an error and its causes on one line;
+//! - [`reload::ReloadStatus`]: the `reload` block of every daemon's `/status` ([`reload`]);
 //! - [`string_newtype!`]: the one definition of a validated string newtype ([`newtype`]);
 //! - [`addr::unusable_node_address`]: why an address cannot be a node's (the overlay's node
 //!   addresses and the gateway's endpoints share it);
@@ -30,6 +31,7 @@ pub mod id;
 pub mod key;
 pub mod names;
 pub mod newtype;
+pub mod reload;
 pub mod view;
 pub mod wire;
 

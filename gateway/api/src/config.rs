@@ -14,12 +14,12 @@ mod ranges;
 
 use std::{collections::BTreeMap, net::SocketAddr, path::PathBuf};
 
-use liqo_types::names::IfName;
 use ipnet::Ipv4Net;
 pub use liqo_types::EndpointMapping;
 pub use liqo_types::GatewayPeer as PeerFile;
 /// A refused configuration (names the field by its path).
 pub use liqo_types::field::FieldError as ConfigError;
+use liqo_types::names::IfName;
 use liqo_types::{Cidr, PublicKey, field::bad};
 use serde::{Deserialize, Serialize};
 

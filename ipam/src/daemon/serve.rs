@@ -94,7 +94,7 @@ pub async fn serve(flags: Settings, config: Option<PathBuf>) -> Result<(), Daemo
         move || {
             let mut r = m.registry();
             if let Some(v) = &view {
-                v.borrow().register_metrics(&mut r);
+                liqo_daemon::status::register_metrics(&v.borrow(), &mut r);
             }
             r
         }

@@ -3,11 +3,11 @@
 
 use std::{collections::BTreeMap, net::Ipv4Addr};
 
-use liqo_types::names::IfName;
 use ipnet::Ipv4Net;
 pub use liqo_types::OverlayNode as NodeFile;
 /// A refused configuration (names the field by its path).
 pub use liqo_types::field::FieldError as ConfigError;
+use liqo_types::names::IfName;
 use liqo_types::{Cidr, field::bad};
 use serde::{Deserialize, Serialize};
 

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-pub use liqo_daemon::ReloadStatus;
+pub use liqo_types::reload::ReloadStatus;
 
 use crate::config::Config;
 

@@ -12,6 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+pub use control::network::routes::overlay_file;
 use liqo_peering::{OverlayPlan, plan::NodeOverlay};
 use liqo_types::{Cidr, ClusterId, EndpointMapping, FieldError, GatewayPeer, PublicKey};
 
@@ -100,20 +101,6 @@ pub async fn wait_for(
             }
             Look::NotYet(_) => tokio::time::sleep(Duration::from_millis(50)).await,
         }
-    }
-}
-
-/// One agent's file: `base` with the plan's nodes, gateway node and remote ranges.
-pub fn overlay_file(
-    base: &liqo_overlay_api::config::File,
-    n: &NodeOverlay,
-) -> liqo_overlay_api::config::File {
-    liqo_overlay_api::config::File {
-        node: n.node.clone(),
-        gateway: n.gateway_node.clone(),
-        nodes: n.nodes.clone(),
-        remote_cidrs: n.remote_cidrs.clone(),
-        ..base.clone()
     }
 }
 

@@ -99,7 +99,7 @@ impl Ctx {
             }
         };
         match client.list(ipam::service::proto::Empty {}).await {
-            Ok(l) => Endpoints::from_list(&l.into_inner()).map_err(OpError::IpamAnswer),
+            Ok(l) => super::ipam::endpoints_of(&l.into_inner()).map_err(OpError::IpamAnswer),
             Err(s) => {
                 // Connect again next time.
                 *guard = None;

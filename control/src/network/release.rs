@@ -10,25 +10,7 @@ use std::time::Duration;
 
 use k8s_openapi::{api::core::v1::Node, jiff::Timestamp};
 
-use crate::tep::Tep;
-
-/// A grace as a flag gives it (`300s`, `5m`, `1m30s`).
-pub fn parse_grace(s: &str) -> Result<Duration, InvalidGrace> {
-    humantime::parse_duration(s).map_err(|cause| InvalidGrace {
-        text: s.to_owned(),
-        cause,
-    })
-}
-
-/// A grace that does not parse; the message carries its cause (a flag's error is shown alone).
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{text:?}: {cause} (e.g. 300s, 5m)")]
-pub struct InvalidGrace {
-    /// The text given.
-    pub text: String,
-    /// Why it does not parse.
-    pub cause: humantime::DurationError,
-}
+use super::tunnel::Tep;
 
 /// What to do with an operator's hold on a TunnelEndpoint being deleted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -94,9 +76,9 @@ pub fn standing_nodes(nodes: &[Node], now: Timestamp, grace: Duration) -> Vec<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{
+    use crate::network::{
         fixtures::{spec, tep},
-        tep::read,
+        tunnel::read,
     };
 
     fn at(s: &str) -> Timestamp {

@@ -1,4 +1,4 @@
-//! Objects for the unit tests.
+//! Objects for the unit tests of the operators' decisions.
 
 use kube::api::DynamicObject;
 use liqo_types::PublicKey;

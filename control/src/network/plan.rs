@@ -1,5 +1,7 @@
-//! The pure plan: from a cluster's recorded peerings, the gateway's peer list and the overlay's
-//! per-node configuration; and the refusals checked before anything changes.
+//! The data plane's plan of a cluster's peerings, pure: from its recorded peerings, the
+//! gateway's peer list and the overlay's per-node configuration; and the refusals checked
+//! before anything changes. The lab's peering (`liqo-peering`) and the gateway and route
+//! operators both render through it.
 
 use std::{
     collections::{BTreeMap, BTreeSet},

@@ -1,9 +1,9 @@
-use liqo_daemon::status::{Applied, Refused, ReloadStatus};
+use liqo_types::reload::{Applied, Refused, ReloadStatus};
 
 use super::*;
-use crate::{
+use crate::network::{
     fixtures::{spec, tep},
-    tep::{self, read},
+    tunnel::{self as tep, read},
 };
 
 fn base() -> File {
@@ -90,7 +90,7 @@ fn a_peer_the_gateway_would_refuse_is_left_out_naming_the_field_and_the_others_s
     let mut s = spec("turin", 73);
     s["remoteNATPodCIDR"] = "10.200.128.0/17".into();
     let mut own = spec("naples", 74);
-    own["backend_config"]["publicKey"] = crate::fixtures::key(9).into();
+    own["backend_config"]["publicKey"] = crate::network::fixtures::key(9).into();
     let teps = vec![
         read(&tep("t1", "milan", spec("milan", 71))),
         read(&tep("t2", "turin", s)),
@@ -222,37 +222,6 @@ fn a_deleted_peer_is_released_once_the_gateway_dropped_it() {
     assert!(
         released(&bad_one, &r, "d2", Observed::Status(&still)),
         "nothing rendered"
-    );
-}
-
-#[test]
-fn the_ipams_list_gives_the_endpoints_and_a_bad_value_is_named() {
-    use ipam::service::proto::{Endpoint, ListResponse};
-    let mut l = ListResponse {
-        external_cidr: "10.201.0.0/16".into(),
-        endpoints: vec![Endpoint {
-            ip: "172.18.0.5".into(),
-            external_ip: "10.201.0.5".into(),
-            peers: vec!["milan".into()],
-        }],
-        ..ListResponse::default()
-    };
-    let e = Endpoints::from_list(&l).unwrap();
-    assert_eq!(e.local_external_cidr.unwrap().to_string(), "10.201.0.0/16");
-    assert_eq!(e.endpoints[0].peers[0].as_str(), "milan");
-    l.endpoints[0].peers.push("Bad_Id".into());
-    assert_eq!(
-        Endpoints::from_list(&l).unwrap_err().field,
-        "endpoints[0].peers[1]"
-    );
-    l.endpoints[0].ip = "x".into();
-    assert_eq!(
-        Endpoints::from_list(&l).unwrap_err().field,
-        "endpoints[0].ip"
-    );
-    assert_eq!(
-        Endpoints::from_list(&ListResponse::default()).unwrap(),
-        Endpoints::default()
     );
 }
 

@@ -1,7 +1,7 @@
 use std::net::SocketAddr;
 
 use super::*;
-use crate::fixtures::{key, spec, tep};
+use crate::network::fixtures::{key, spec, tep};
 
 fn no_dns(_: &str, _: u16) -> Option<SocketAddr> {
     None

@@ -8,36 +8,24 @@
 
 use std::collections::BTreeMap;
 
-use control::api::net::{Connection, ConnectionStatus};
+use super::plan::{self, Peerings};
+use crate::api::net::{Connection, ConnectionStatus};
 use liqo_gateway_api::config::File;
-use liqo_peering::{Peerings, plan};
 use liqo_types::{Cidr, ClusterId, EndpointMapping, FieldError, PublicKey, field::bad};
 
-use crate::{
-    files::{HANDSHAKE_FRESH_SECS, Look, runs},
-    tep::Tep,
+use super::{
+    daemon::{HANDSHAKE_FRESH_SECS, Look, Want, gateway_look, runs},
+    tunnel::Tep,
 };
 
-/// What the IPAM adds to the gateway's file: our external CIDR and the endpoints mapped in it.
+/// What the IPAM adds to the gateway's file: our external CIDR and the endpoints mapped in it
+/// (the operator reads its `List` answer with the peering core's `grpc::external_of`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Endpoints {
     /// `List.external_cidr`.
     pub local_external_cidr: Option<Cidr>,
     /// `List.endpoints`.
     pub endpoints: Vec<EndpointMapping>,
-}
-
-impl Endpoints {
-    /// What the IPAM's `List` answer says: its external CIDR (empty: none yet) and its
-    /// endpoint mappings; a value that does not parse is named by its field (read by
-    /// [`liqo_peering::grpc::external_of`]).
-    pub fn from_list(l: &ipam::service::proto::ListResponse) -> Result<Endpoints, FieldError> {
-        let e = liqo_peering::grpc::external_of(l)?;
-        Ok(Endpoints {
-            local_external_cidr: e.cidr,
-            endpoints: e.endpoints,
-        })
-    }
 }
 
 /// A rendered gateway config.
@@ -239,10 +227,7 @@ pub fn released(tep: &Tep, rendered: &Rendered, written: &str, seen: Observed<'_
     match seen {
         Observed::Fake => true,
         Observed::Unreachable(_) => false,
-        Observed::Status(s) => {
-            crate::files::gateway_look(s, Some(written), &p.peer, crate::files::Want::Gone)
-                == Look::Ready
-        }
+        Observed::Status(s) => gateway_look(s, Some(written), &p.peer, Want::Gone) == Look::Ready,
     }
 }
 

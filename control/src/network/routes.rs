@@ -5,10 +5,10 @@
 
 use std::{collections::BTreeMap, net::Ipv4Addr};
 
-use control::consts::{labels, values};
+use super::plan::{self, NodeOverlay, Peerings, Refusal};
+use crate::consts::{labels, values};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Node};
 use liqo_overlay_api::config::File;
-use liqo_peering::{Peerings, Refusal, plan};
 use liqo_types::{Cidr, ClusterId, FieldError, OverlayNode, field::bad};
 
 /// Why a Node has no entry in the overlay.
@@ -155,7 +155,7 @@ pub fn render(
                 node: me.into(),
                 why: "no Node of that name with an InternalIP and a pod CIDR".into(),
             })?;
-        let file = crate::files::sinks::overlay_file(base, &mine);
+        let file = overlay_file(base, &mine);
         let e = match file.validate() {
             Ok(_) => {
                 let text = serde_saphyr::to_string(&file).map_err(RenderError::Encode)?;
@@ -194,6 +194,20 @@ pub fn render(
                 ),
             );
         }
+    }
+}
+
+/// One agent's file: `base` with the plan's nodes, gateway node and remote ranges.
+pub fn overlay_file(
+    base: &liqo_overlay_api::config::File,
+    n: &NodeOverlay,
+) -> liqo_overlay_api::config::File {
+    liqo_overlay_api::config::File {
+        node: n.node.clone(),
+        gateway: n.gateway_node.clone(),
+        nodes: n.nodes.clone(),
+        remote_cidrs: n.remote_cidrs.clone(),
+        ..base.clone()
     }
 }
 

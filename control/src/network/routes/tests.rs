@@ -1,7 +1,7 @@
 use super::*;
 use crate::{
-    fixtures::{spec, tep},
-    tep::{peerings, read},
+    network::fixtures::{spec, tep},
+    network::tunnel::{peerings, read},
 };
 
 fn node(name: &str, ip: Option<&str>, pod: Option<&str>, virt: bool) -> Node {
