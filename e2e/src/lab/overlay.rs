@@ -27,8 +27,18 @@ pub fn config(n: &NodeOverlay) -> overlay::config::File {
     overlay_file(&base(), n)
 }
 
+/// Why a node's agent status could not be read, and where the agent's log is (the message
+/// carries the cause's chain: the overlay sink shows the message alone).
+#[derive(Debug, thiserror::Error)]
+#[error("{} (see {})", liqo_types::chain(.cause), .log.display())]
+pub(crate) struct AgentStatusError {
+    cause: LabError,
+    log: std::path::PathBuf,
+}
+
 /// How the lab reads a node's agent status (or why it could not).
-pub(crate) type StatusOf = Box<dyn FnMut(&str) -> Result<overlay::status::Status, String> + Send>;
+pub(crate) type StatusOf =
+    Box<dyn FnMut(&str) -> Result<overlay::status::Status, AgentStatusError> + Send>;
 
 /// The overlay agents of a lab cluster.
 pub(crate) type LabOverlay = FileOverlay<StatusOf>;
@@ -41,7 +51,7 @@ pub(crate) fn lab_overlay(lab: &Lab, c: &Cluster) -> LabOverlay {
         let log = lab.files(&cluster).overlay_log(node);
         lab.node(&cluster, node)
             .and_then(|ns| daemons::overlay_status(&ns))
-            .map_err(|e| format!("{} (see {})", liqo_types::chain(&e), log.display()))
+            .map_err(|cause| AgentStatusError { cause, log })
     });
     FileOverlay {
         base: base(),

@@ -56,12 +56,31 @@ pub struct VkArgs {
     pub pod_workers: usize,
 }
 
+/// A worker count refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidWorkers {
+    /// Zero.
+    #[error("at least one worker is needed")]
+    Zero,
+    /// Not a count; the message carries the cause (a flag's error is shown alone).
+    #[error("{text:?}: {cause}")]
+    NotACount {
+        /// The text given.
+        text: String,
+        /// Why it does not parse.
+        cause: std::num::ParseIntError,
+    },
+}
+
 /// A worker count: at least 1.
-fn workers(s: &str) -> Result<usize, String> {
+fn workers(s: &str) -> Result<usize, InvalidWorkers> {
     match s.parse::<usize>() {
-        Ok(0) => Err("at least one worker is needed".into()),
+        Ok(0) => Err(InvalidWorkers::Zero),
         Ok(n) => Ok(n),
-        Err(e) => Err(format!("{s:?}: {e}")),
+        Err(cause) => Err(InvalidWorkers::NotACount {
+            text: s.to_owned(),
+            cause,
+        }),
     }
 }
 

@@ -173,7 +173,7 @@ where
 /// process (a process in a node's namespace, a pod) are the caller's.
 pub trait GatewayHost: Send {
     /// The gateway's status (or why it could not be read).
-    fn status(&mut self) -> Result<liqo_gateway_api::status::Status, String>;
+    fn status(&mut self) -> Result<liqo_gateway_api::status::Status, HostError>;
     /// Our external CIDR and its endpoint mappings as the IPAM lists them now (`None`: the
     /// base's are kept).
     fn external(
@@ -217,7 +217,7 @@ impl<H: GatewayHost> FileGateway<H> {
             written.as_deref().unwrap_or("?"),
             || match host.status() {
                 Ok(s) => gateway_look(&s, written.as_deref(), peer, want),
-                Err(e) => Look::NotYet(e),
+                Err(e) => Look::NotYet(liqo_types::chain(e.as_ref())),
             },
         )
         .await

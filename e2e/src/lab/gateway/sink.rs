@@ -106,16 +106,9 @@ impl LabHost {
     }
 }
 
-/// A lab error as a status look's reason (the whole chain on one line).
-fn said(e: LabError) -> String {
-    liqo_types::chain(&e)
-}
-
 impl GatewayHost for LabHost {
-    fn status(&mut self) -> Result<gateway::status::Status, String> {
-        self.node()
-            .and_then(|ns| daemons::gateway_status(&ns))
-            .map_err(said)
+    fn status(&mut self) -> Result<gateway::status::Status, HostError> {
+        Ok(self.node().and_then(|ns| daemons::gateway_status(&ns))?)
     }
 
     async fn external(&mut self) -> Result<Option<(Cidr, Vec<EndpointMapping>)>, HostError> {

@@ -114,9 +114,9 @@ struct Host {
 }
 
 impl GatewayHost for Host {
-    fn status(&mut self) -> Result<liqo_gateway_api::status::Status, String> {
-        let text = std::fs::read_to_string(&self.config).map_err(|e| e.to_string())?;
-        let f = liqo_gateway_api::config::File::parse(&text).map_err(|e| e.to_string())?;
+    fn status(&mut self) -> Result<liqo_gateway_api::status::Status, HostError> {
+        let text = std::fs::read_to_string(&self.config)?;
+        let f = liqo_gateway_api::config::File::parse(&text)?;
         let peers: Vec<serde_json::Value> = f
             .peers
             .iter()
@@ -128,7 +128,7 @@ impl GatewayHost for Host {
             .collect();
         serde_json::from_value(serde_json::json!({"publicKey": "k", "listenPort": 1,
             "noRoute": 0, "peers": peers, "reload": reload(&text, false)}))
-        .map_err(|e| e.to_string())
+        .map_err(HostError::from)
     }
     async fn external(&mut self) -> Result<Option<(Cidr, Vec<EndpointMapping>)>, HostError> {
         Ok(Some(("10.70.0.0/16".parse().unwrap(), Vec::new())))
