@@ -1,7 +1,7 @@
-//! The virtual kubelet's decisions about its virtual node: which Node may be written ([`claim`]), what to write
-//! given what is observed ([`decide`]: the Node's labels and taints, its status), when the
-//! provider's reachability changed ([`Reach`]), and the Lease ([`lease`]). No I/O; the time
-//! is an input.
+//! The virtual kubelet's decisions about its virtual node: which Node may be written ([`claim`]),
+//! what to write given what is observed ([`decide`]: the Node's labels and taints, its status),
+//! when the provider's reachability changed ([`Reach`]), and the Lease ([`lease`]). No I/O; the
+//! time is an input.
 
 use std::{collections::BTreeMap, time::Duration};
 

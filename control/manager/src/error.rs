@@ -1,4 +1,4 @@
-//! The controllers' I/O errors (the decisions in [`crate::decide`] cannot fail but for a
+//! The controllers' I/O errors (their decisions, `control`'s, cannot fail but for a
 //! quantity).
 
 use crate::{identity::IdentityError, launcher::LaunchError};

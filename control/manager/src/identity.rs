@@ -10,4 +10,6 @@ pub use peer_client::{
     PEER_CONNECT_TIMEOUT, PEER_READ_TIMEOUT, PEER_WATCH_READ_TIMEOUT, PeerClient, Peers,
     peer_configs,
 };
-pub use secret::*;
+pub use secret::{
+    IdentityError, NewIdentity, data, find, kubeconfig, new_identity, prove, selector, state,
+};

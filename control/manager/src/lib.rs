@@ -9,11 +9,12 @@
 //! virtual-node, NamespaceOffloading and NamespaceMap controllers). A shutdown is bounded
 //! ([`run::run_bounded`], [`inflight`]).
 //!
-//! Each controller is a pure decision function (`control::peering`, [`network::decide`]) plus thin
-//! kube-runtime I/O. It owns those decisions and their writes (server-side apply, field manager
-//! [`FIELD_MANAGER`]); it never serves the auth protocol, mints tokens or reads the cluster
-//! identity itself (crate `liqo-auth` does), and never configures the data plane (the gateway
-//! and route operators render the TunnelEndpoints).
+//! Each controller carries out a pure decision of `control` (`control::peering`,
+//! `control::network`, `control::offloading`, `control::shadowpod`) with thin kube-runtime I/O; the
+//! helpers they share are [`kit`]. It owns those decisions and their writes (server-side apply,
+//! field manager [`FIELD_MANAGER`]); it never serves the auth protocol, mints tokens or reads the
+//! cluster identity itself (crate `liqo-auth` does), and never configures the data plane (the
+//! gateway and route operators render the TunnelEndpoints).
 
 pub mod duration;
 pub mod identity;

@@ -37,7 +37,8 @@ use crate::{
 /// default of `--shutdown-grace`).
 pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// The controllers (eight, nine with the network manager; four are `crate::offloading`'s), to be awaited together until `shutdown`.
+/// The controllers (eight, nine with the network manager; four are `crate::offloading`'s), to be
+/// awaited together until `shutdown`.
 pub fn controllers(
     ctx: Arc<Context>,
     shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,

@@ -2,7 +2,9 @@
 
 use liqo_types::FieldError;
 
-use crate::{files::FilesError, gateway_plan, kube::KubeError, route_plan};
+use control::network::{gateway, routes};
+
+use crate::{files::FilesError, kube::KubeError};
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -15,10 +17,10 @@ pub enum OpError {
     Files(#[from] FilesError),
     /// The gateway's config could not be rendered.
     #[error(transparent)]
-    Gateway(#[from] gateway_plan::RenderError),
+    Gateway(#[from] gateway::RenderError),
     /// An agent's config could not be rendered.
     #[error(transparent)]
-    Overlay(#[from] route_plan::RenderError),
+    Overlay(#[from] routes::RenderError),
     /// The IPAM service could not be reached.
     #[error("connecting to liqo-ipam at {address}")]
     IpamConnect {

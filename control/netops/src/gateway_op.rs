@@ -1,5 +1,5 @@
 //! The gateway operator: every TunnelEndpoint → the gateway's config file (through
-//! [`gateway_plan::render`], i.e. the core's [`liqo_peering::plan::gateway_peers`]), written
+//! [`gateway::render`], i.e. the core's `control::network::plan::gateway_peers`), written
 //! atomically; the gateway's `/status` → each TunnelEndpoint's `status.connection` and
 //! `status.gatewayIP`; finalizer `net.liqo.io/gateway-operator` on each until the gateway
 //! dropped its peer.
@@ -20,14 +20,17 @@ use control::{
 use k8s_openapi::api::core::v1::Node;
 use kube::{api::DynamicObject, runtime::controller::Action};
 
+use control::network::{
+    gateway::{self, Observed},
+    release::{self, Release},
+    tunnel::{self, Tep},
+};
+
 use crate::{
     error::OpError,
     files,
-    gateway_plan::{self, Observed},
     kube::{self as k, KubeError},
-    release::{self, Release},
     runner,
-    tep::{self, Tep},
 };
 
 /// How soon to look again while a TunnelEndpoint waits on the gateway.
@@ -84,7 +87,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
         }
     };
     if endpoints.local_external_cidr.is_none() {
-        endpoints.local_external_cidr = tep::local_external(&teps);
+        endpoints.local_external_cidr = tunnel::local_external(&teps);
     }
     let key_file = match &s.dataplane {
         Dataplane::Files {
@@ -93,7 +96,7 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError
         } => Some(p.display().to_string()),
         _ => None,
     };
-    let rendered = gateway_plan::render(
+    let rendered = gateway::render(
         &s.base,
         key_file.as_deref(),
         Some(public_key),
@@ -201,7 +204,7 @@ async fn one(
     ctx: &Ctx,
     obj: &DynamicObject,
     t: &Tep,
-    rendered: &gateway_plan::Rendered,
+    rendered: &gateway::Rendered,
     written: &str,
     seen: Observed<'_>,
     gateway_ip: Option<&str>,
@@ -212,12 +215,12 @@ async fn one(
         if !owns {
             return Ok(Some(ConnectionStatus::Connected));
         }
-        if gateway_plan::released(t, rendered, written, seen) {
+        if gateway::released(t, rendered, written, seen) {
             k::hold_finalizer(&ctx.client, obj, MANAGER, net::GATEWAY_FINALIZER, false).await?;
             tracing::info!(tep = %t.key(), "the gateway dropped the peer; finalizer released");
             return Ok(Some(ConnectionStatus::Connected));
         }
-        let why = gateway_plan::failing(seen, written);
+        let why = gateway::failing(seen, written);
         let now = k8s_openapi::jiff::Timestamp::now();
         if let Release::Forced(note) =
             release::unconfirmed(t, why.as_deref(), now, ctx.settings.release_grace)
@@ -235,7 +238,7 @@ async fn one(
             .ok()
             .and_then(|p| rendered.refused.get(&p.peer))
     });
-    let c = gateway_plan::connection(t, left, written, seen);
+    let c = gateway::connection(t, left, written, seen);
     let state = c.status;
     let want = TunnelEndpointStatus {
         connection: Some(c.clone()),

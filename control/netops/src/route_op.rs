@@ -1,5 +1,5 @@
 //! The route operator, one per node: the Nodes, the gateway's Lease and every TunnelEndpoint →
-//! this node's overlay config file (through [`route_plan::render`], i.e. the core's
+//! this node's overlay config file (through [`routes::render`], i.e. the core's
 //! [`liqo_peering::plan::overlay`] and `per_node`), written atomically; the agent's `/status`
 //! tells when it runs it.
 //!
@@ -13,7 +13,7 @@
 //! gateway node's operator (the Lease holder): its managedFields entry is removed, and the
 //! finalizer with it when no one else holds it. An agent that cannot be read or refuses its
 //! file for longer than the grace since the deletion does not hold the deletion: the hold is
-//! released with a Warning Event ([`crate::release`]). With no gateway (the Lease has no
+//! released with a Warning Event (`control::network::release`). With no gateway (the Lease has no
 //! holder) nothing is routed to one: holds on deleted TunnelEndpoints are released at once.
 
 use std::{sync::Arc, time::Duration};
@@ -28,13 +28,16 @@ use liqo_overlay_api::config::File;
 use liqo_peering::Inventory;
 use liqo_types::ClusterId;
 
+use control::network::{
+    release::{self, Release},
+    routes,
+};
+
 use crate::{
     error::OpError,
     files::{self, Look},
     kube::{self as k, KubeError, KubeInventory, TepRecords},
     metrics::Metrics,
-    release::{self, Release},
-    route_plan,
 };
 
 /// The program name; the field manager is `liqo-route-operator/<node>`.
@@ -137,7 +140,7 @@ pub async fn reconcile(_me: Arc<Node>, ctx: Arc<Ctx>) -> Result<Action, OpError>
         }
         Err(e) => return Err(e.into()),
     };
-    let rendered = route_plan::render(
+    let rendered = routes::render(
         &s.base,
         &ctx.cluster,
         &s.node_name,

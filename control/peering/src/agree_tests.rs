@@ -1,12 +1,14 @@
 //! The lab and the network manager decide the same views and plans. For the same two clusters
 //! (the same IPAM settings, gateway keys and endpoints, identical pod CIDRs so that both sides
-//! remap), [`crate::peer`] (what the plain lab runs) and the network manager's decisions
-//! (`control::network::decide`, carried out here against in-memory IPAMs of the same settings,
-//! with the NetworkConfigs and TunnelEndpoints as plain values and the replicator's copies
-//! made at once) must end with the same IPAM state, the same view of the peer on each side,
-//! the same peering records and the same gateway peer lists (the TunnelEndpoints read back
-//! as the operators read them, `control::network::tunnel`). It fails if one of them changes
-//! alone.
+//! remap), [`crate::peer`] and [`crate::unpeer`] (what the plain lab runs) and the network
+//! manager's decisions (`control::network::decide`, carried out here against in-memory IPAMs
+//! of the same settings, with the NetworkConfigs and TunnelEndpoints as plain values and the
+//! replicator's copies made at once) must end with the same IPAM state, the same view of the
+//! peer on each side (the CIDRs written out), the same peering records (the TunnelEndpoints read
+//! back as the operators read them, `control::network::tunnel`), the same gateway file peers
+//! (`control::network::gateway::render`) and the same overlay files
+//! (`control::network::routes::render`); and a teardown releases the ranges on both paths, only
+//! once the TunnelEndpoint is gone. It fails if one of them changes alone.
 
 use std::time::Duration;
 
@@ -18,18 +20,22 @@ use control::{
     network::{
         decide::{self, Action, Copy, Local, Observed, Own, Tunnel},
         endpoint::Endpoint,
-        tunnel,
+        gateway::{self, Endpoints},
+        routes, tunnel,
     },
     phase::PeeringPhase,
 };
 use liqo_types::{ClusterId, PeerView};
 use serde_json::Value;
 
+use liqo_gateway_api::config::File;
+use liqo_overlay_api::config::File as OverlayFile;
+
 use crate::{
     Peerings,
     fakes::{FakeSide, side},
     ipam::{self, Ipam},
-    peer, plan,
+    peer,
 };
 
 fn ep(last: u8) -> Option<std::net::SocketAddr> {
@@ -91,7 +97,7 @@ fn identity(id: &ClusterId) -> ClusterIdentity {
     }
 }
 
-async fn observe(me: &mut Cluster, peer: &Cluster) -> Observed {
+async fn observe(me: &mut Cluster, peer: &Cluster, phase: PeeringPhase) -> Observed {
     Observed {
         now: "2026-11-28T08:00:00Z".parse().unwrap(),
         grace: Duration::from_secs(300),
@@ -100,7 +106,7 @@ async fn observe(me: &mut Cluster, peer: &Cluster) -> Observed {
         processable: true,
         fc_deleting: false,
         networking: NetworkingEnabled::Yes,
-        phase: PeeringPhase::Bidirectional,
+        phase,
         in_band: false,
         tenant_known: true,
         has_finalizer: me.finalizer,
@@ -132,8 +138,8 @@ fn json<T: serde::Serialize>(v: &T) -> Value {
 /// Carries out one side's actions as the network manager's executor does; the replicator's
 /// copy of a status we write on the peer's NetworkConfig reaches the peer at once. Whether
 /// anything was done.
-async fn act(me: &mut Cluster, peer: &mut Cluster) -> bool {
-    let actions = decide::decide(&observe(me, peer).await);
+async fn act(me: &mut Cluster, peer: &mut Cluster, phase: PeeringPhase) -> bool {
+    let actions = decide::decide(&observe(me, peer, phase).await);
     let acted = !actions.is_empty();
     let write_status = |me: &mut Cluster, peer: &mut Cluster, s: NetworkConfigStatus| {
         me.copy_status = Some(json(&s));
@@ -142,7 +148,26 @@ async fn act(me: &mut Cluster, peer: &mut Cluster) -> bool {
     for action in actions {
         match action {
             Action::AddFinalizer => me.finalizer = true,
-            Action::ApplyOwn(spec) => me.own = Some((json(&spec), None)),
+            // An apply leaves the status the peer wrote.
+            Action::ApplyOwn(spec) => {
+                let status = me.own.take().and_then(|(_, status)| status);
+                me.own = Some((json(&spec), status));
+            }
+            Action::DeleteOwn => me.own = None,
+            Action::DeleteTunnel => me.tunnel = None,
+            Action::DeleteCopy => me.copy_status = None,
+            Action::Release { forced } => {
+                assert_eq!(forced, None, "{}: nothing is left to force", me.id);
+                assert!(
+                    me.tunnel.is_none(),
+                    "{}: released before the TunnelEndpoint went",
+                    me.id
+                );
+                crate::ipam::Ipam::release(&mut me.side.ipam, &peer.id)
+                    .await
+                    .unwrap();
+            }
+            Action::RemoveFinalizer => me.finalizer = false,
             Action::Remap(announced) => {
                 let seen = ipam::decide(&mut me.side.ipam, &peer.id, announced)
                     .await
@@ -176,31 +201,51 @@ fn from_tunnel(c: &Cluster) -> Peerings {
     peerings
 }
 
+/// Runs the network manager on both sides until neither has anything left to do.
+async fn settle(rome: &mut Cluster, milan: &mut Cluster, phase: PeeringPhase) {
+    for _ in 0..10 {
+        let a = act(rome, milan, phase).await;
+        let b = act(milan, rome, phase).await;
+        if !a && !b {
+            return;
+        }
+    }
+    panic!("the network manager does not settle ({phase:?})");
+}
+
+fn held(s: &FakeSide) -> Vec<::ipam::Peer> {
+    s.ipam.inner.peers().cloned().collect()
+}
+
+fn c(s: &str) -> liqo_types::Cidr {
+    s.parse().unwrap()
+}
+
 #[tokio::test]
-async fn the_lab_and_the_network_manager_make_the_same_views_records_and_gateway_plans() {
+async fn the_lab_and_the_network_manager_make_the_same_views_records_and_files() {
     // The lab.
     let (mut lab_rome, mut lab_milan) = pair();
     let (rome_view, milan_view) = peer(&mut lab_rome, &mut lab_milan).await.unwrap();
-    let pod: liqo_types::Cidr = "10.200.0.0/16".parse().unwrap();
-    assert_ne!(
-        rome_view.remote_pods, pod,
-        "identical pod CIDRs are remapped"
-    );
+    // Both remap the other's identical ranges (rome also reserves 10.201.0.0/16).
+    let expected = PeerView {
+        remote_pods: c("10.71.0.0/16"),
+        remote_external: c("10.68.0.0/16"),
+        local_pods_at_peer: c("10.71.0.0/16"),
+        local_external_at_peer: c("10.201.0.0/16"),
+    };
+    assert_eq!(rome_view, expected, "rome's view");
+    assert_eq!(milan_view, rome_view.mirrored());
 
-    // The network manager, on both sides, until neither has anything left to do.
+    // The network manager, on both sides.
     let (rome, milan) = pair();
     let (mut rome, mut milan) = (cluster(rome).await, cluster(milan).await);
-    let mut rounds = 0;
-    loop {
-        let a = act(&mut rome, &mut milan).await;
-        let b = act(&mut milan, &mut rome).await;
-        if !a && !b {
-            break;
-        }
-        rounds += 1;
-        assert!(rounds < 10, "the network manager does not settle");
-    }
+    settle(&mut rome, &mut milan, PeeringPhase::Bidirectional).await;
 
+    let gateway_base =
+        File::parse("localPodCIDR: 10.200.0.0/16\nlistenPort: 51840\nnamespace: liqo-gateway\n")
+            .unwrap();
+    let overlay_base =
+        OverlayFile::parse("node: \"\"\ngateway: \"\"\nunderlayInterface: eth0\n").unwrap();
     for (name, lab, manager, lab_view) in [
         ("rome", &lab_rome, &rome, rome_view),
         ("milan", &lab_milan, &milan, milan_view),
@@ -209,37 +254,68 @@ async fn the_lab_and_the_network_manager_make_the_same_views_records_and_gateway
         let views: Vec<PeerView> = records.values().map(|p| p.view).collect();
         assert_eq!(views, [lab_view], "{name}: the view");
         assert_eq!(records, lab.records.peerings, "{name}: the peering records");
-        assert_eq!(
-            plan::gateway_peers(&records),
-            lab.gateway.peers,
-            "{name}: the gateway's peer list"
+        // What the gateway operator writes (our external CIDR from the IPAM's list), against
+        // what the lab wrote.
+        let endpoints = Endpoints {
+            local_external_cidr: Some(manager.local.ranges.external),
+            endpoints: Vec::new(),
+        };
+        let rendered = gateway::render(&gateway_base, None, None, &records, &endpoints).unwrap();
+        assert!(
+            rendered.refused.is_empty(),
+            "{name}: {:?}",
+            rendered.refused
         );
-        let held = |s: &FakeSide| s.ipam.inner.peers().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            rendered.file.peers, lab.gateway.peers,
+            "{name}: the gateway's peers"
+        );
+        // What each route operator writes, against the lab's overlay plan.
+        let plan = lab
+            .overlay
+            .applied
+            .clone()
+            .expect("the lab applied an overlay plan");
+        for node in plan.per_node() {
+            let file = routes::render(
+                &overlay_base,
+                &manager.id,
+                &node.node,
+                &plan.nodes,
+                &plan.gateway_node,
+                &records,
+            )
+            .unwrap()
+            .file;
+            assert_eq!(
+                file,
+                routes::overlay_file(&overlay_base, &node),
+                "{name}/{}: the overlay file",
+                node.node
+            );
+        }
         assert_eq!(
             held(&manager.side),
             held(lab),
             "{name}: what the IPAM holds"
         );
     }
-    assert_eq!(milan_view, rome_view.mirrored());
-    assert_eq!(
-        PeerView::of(
-            rome.side
-                .ipam
-                .peer(&milan.id)
-                .await
-                .unwrap()
-                .unwrap()
-                .seen_here,
-            milan
-                .side
-                .ipam
-                .peer(&rome.id)
-                .await
-                .unwrap()
-                .unwrap()
-                .seen_here,
-        ),
-        rome_view
-    );
+
+    // Teardown: no direction left. The ranges go on both paths, after the TunnelEndpoint.
+    crate::unpeer(&mut lab_rome, &mut lab_milan).await.unwrap();
+    settle(&mut rome, &mut milan, PeeringPhase::None).await;
+    for (name, lab, manager) in [("rome", &lab_rome, &rome), ("milan", &lab_milan, &milan)] {
+        assert!(
+            manager.tunnel.is_none() && manager.own.is_none(),
+            "{name}: objects left"
+        );
+        assert!(!manager.finalizer, "{name}: the finalizer stays");
+        assert!(lab.records.peerings.is_empty(), "{name}: the lab's records");
+        assert_eq!(
+            held(&manager.side),
+            held(lab),
+            "{name}: what the IPAM holds"
+        );
+        assert!(held(lab).is_empty(), "{name}: ranges still held");
+    }
 }

@@ -1,3 +1,5 @@
+//! The constants hold what Kubernetes accepts: labels, annotations, finalizers and names.
+
 use std::collections::BTreeSet;
 
 use super::*;

@@ -1,11 +1,10 @@
-//! The checks on a peer's NetworkConfig, made on the object as it reached us (raw JSON: a
-//! value the CRD's schema lets through but our types refuse, say a CIDR with host bits, must
-//! be refused naming its field, not break the watch). What is refused: a spec naming another
-//! cluster, a CIDR that is not an IPv4 network without host bits of length /1 to /30, a pod
-//! CIDR overlapping the same spec's external CIDR, a backend other than WireGuard, a key that
-//! is not a WireGuard key, a port outside 1..=65535, an endpoint that is neither a unicast IP
-//! address nor a DNS name. A pod or external CIDR equal to ours or to another peer's is normal: the IPAM
-//! remaps it.
+//! The checks on a peer's NetworkConfig, made on the object as it reached us (raw JSON: a value the
+//! CRD's schema lets through but our types refuse, say a CIDR with host bits, must be refused
+//! naming its field, not break the watch). What is refused: a spec naming another cluster, a CIDR
+//! that is not an IPv4 network without host bits of length /1 to /30, a pod CIDR overlapping the
+//! same spec's external CIDR, a backend other than WireGuard, a key that is not a WireGuard key, a
+//! port outside 1..=65535, an endpoint that is neither a unicast IP address nor a DNS name. A pod
+//! or external CIDR equal to ours or to another peer's is normal: the IPAM remaps it.
 
 use std::net::IpAddr;
 

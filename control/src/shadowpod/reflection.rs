@@ -1,8 +1,9 @@
-//! The consumer's virtual kubelet's reflection of one local pod (§2.3 steps 1–7 and the
-//! fallback), from what its stores hold: pure, no I/O, time as an input. The caller counts the restarts ([`track_restarts`])
-//! of the [`current_remote`] pod before, decides without IPs, maps the IPs only when a status
-//! is to be written ([`needs_ips`]) and decides again, and performs the [`Action`]s in order
-//! ([`without_status`] when the mapping failed: everything else still happens).
+//! The consumer's virtual kubelet's reflection of one local pod (§2.3 steps 1–7 and the fallback),
+//! from what its stores hold: pure, no I/O, time as an input. The caller counts the restarts
+//! ([`track_restarts`]) of the [`current_remote`] pod before, decides without IPs, maps the IPs
+//! only when a status is to be written ([`needs_ips`]) and decides again, and performs the
+//! [`Action`]s in order ([`without_status`] when the mapping failed: everything else still
+//! happens).
 
 use crate::{
     api::{ClusterId, virtualkubelet::ShadowPod},

@@ -6,20 +6,17 @@
 //! answers `GET /livez`. When the ping fails neither the Lease nor the status is written, so
 //! kube-controller-manager marks the node Unknown and taints it unreachable. It watches the
 //! offer, the TunnelEndpoint and the Node itself (re-applied when deleted or changed); the
-//! decisions are [`decide`]'s, pure.
+//! decisions are `control::virtual_node`'s, pure.
 //!
 //! [`teardown`] has the launchers' two steps: [`drain`] (cordon, evict, wait) while the
 //! virtual kubelet still runs, then [`delete`] (leftover pods forced, the Node deleted).
 //!
 //! It never writes or deletes a Node that is not this provider's virtual node
-//! ([`decide::claim`]), never decides whether the node should exist (the ResourceOffer
-//! controller does), and never runs or reflects pods (pod reflection does).
+//! (`control::virtual_node::claim`), never decides whether the node should exist (the
+//! ResourceOffer controller does), and never runs or reflects pods (pod reflection does).
 
 pub mod kit;
 pub mod teardown;
-
-/// The node loop's decisions: `control::virtual_node`.
-pub use control::virtual_node as decide;
 
 use liqo_types::chain;
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
@@ -45,12 +42,12 @@ use kube::{
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-pub use decide::{ClaimError, LEASE_NAMESPACE, claim};
+pub use control::virtual_node::{ClaimError, LEASE_NAMESPACE, claim};
 pub use kit::{FIELD_MANAGER, NodeError};
 pub use teardown::{delete, drain};
 
 use crate::VkConfig;
-use decide::{Observed, Params, Reach, decide, lease};
+use control::virtual_node::{Observed, Params, Reach, decide, lease};
 use kit::kerr;
 
 /// What a watch stream reports to the loop: something changed, or its first list is in.

@@ -9,7 +9,7 @@
 //!   and stopped as the mapping changes; each into a reflector store, every event queuing the
 //!   local `namespace/name`.
 //! * [`queue`]: the keyed dedup queue; `cfg.pod_workers` workers run [`worker`]: read the
-//!   stores, [`decide`] (pure), map the IPs ([`ips`]) when a status is to be written, perform
+//!   stores, `control::shadowpod::reflection` (pure), map the IPs ([`ips`]) when a status is to be written, perform
 //!   the actions; a ShadowPod whose pod does not come has its remote name looked up once (a
 //!   Pod there that is not ours: a Warning Event).
 //!
@@ -25,9 +25,6 @@ pub mod queue;
 pub mod shared;
 pub mod watch;
 pub mod worker;
-
-/// The decision of one pod's reflection: `control::shadowpod::reflection`.
-pub use control::shadowpod::reflection as decide;
 
 use std::{
     collections::HashMap,

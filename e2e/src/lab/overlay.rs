@@ -5,7 +5,8 @@
 //! (`reload.applied.digest`; a refusal of it is the error at once), each agent's status read
 //! inside its node.
 
-use liqo_netops::files::sinks::{FileOverlay, overlay_file};
+use control::network::routes::overlay_file;
+use liqo_netops::files::sinks::FileOverlay;
 use liqo_peering::{OverlayPlan, plan::NodeOverlay};
 
 use super::{Lab, LabError, daemons};

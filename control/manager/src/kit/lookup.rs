@@ -78,12 +78,26 @@ pub async fn event(
             instance: None,
         },
     );
+    let kind = if warning {
+        EventType::Warning
+    } else {
+        EventType::Normal
+    };
+    publish(&recorder, object, kind, reason, note).await;
+}
+
+/// Publishes an Event with `recorder`; a failure is logged, never retried (an Event is a
+/// courtesy on top of the status or the annotation and the log; a retry would repeat the writes
+/// it reports).
+pub async fn publish(
+    recorder: &Recorder,
+    object: &ObjectReference,
+    kind: EventType,
+    reason: &str,
+    note: String,
+) {
     let ev = Event {
-        type_: if warning {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        },
+        type_: kind,
         reason: reason.into(),
         note: Some(note),
         action: "Reconcile".into(),

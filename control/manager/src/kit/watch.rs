@@ -95,6 +95,8 @@ pub fn throttled(
     rx
 }
 
+/// A controller's error policy: counts the error under `name`, logs it with its causes and
+/// requeues after [`RETRY`].
 pub fn policy<K>(name: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) -> Requeue {
     move |_, error, ctx| {
         ctx.metrics.error(name);
@@ -103,6 +105,7 @@ pub fn policy<K>(name: &'static str) -> impl Fn(Arc<K>, &Error, Arc<Context>) ->
     }
 }
 
+/// Logs (at debug) what a controller's stream yields as an error, under `controller`.
 pub fn log<T, E: std::fmt::Debug>(
     controller: &'static str,
 ) -> impl FnMut(Result<T, E>) -> futures::future::Ready<()> {

@@ -288,7 +288,7 @@ async fn run_task(job: &Job) -> String {
     };
     let port = match port(&job.settings) {
         Ok(p) => p,
-        Err(e) => return e,
+        Err(e) => return chain(&e),
     };
     let cfg = VkConfig {
         local: job.client.clone(),

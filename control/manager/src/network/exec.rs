@@ -10,7 +10,7 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, DynamicObject, Patch, PatchParams},
     core::ApiResource,
-    runtime::events::{Event, EventType},
+    runtime::events::EventType,
 };
 use liqo_peering::{
     grpc::GrpcError,
@@ -203,8 +203,9 @@ impl Exec<'_> {
             .map_err(kerr(format!("status of NetworkConfig {}/{name}", self.ns)))
     }
 
-    /// A Warning Event on the copy, its status unprocessed (an earlier decision withdrawn) with
-    /// the refusal (the peer sees it: the status is reflected back), then the annotations (which mark it told, for this spec).
+    /// A Warning Event on the copy, its status unprocessed (an earlier decision withdrawn) with the
+    /// refusal (the peer sees it: the status is reflected back), then the annotations (which mark
+    /// it told, for this spec).
     async fn refuse(&self, message: String) -> Result<(), Error> {
         let Some(c) = self.copy else { return Ok(()) };
         tracing::warn!(peer = %self.peer, name = %c.name_any(), refusal = %message, "peer's NetworkConfig refused");
@@ -233,18 +234,7 @@ impl Exec<'_> {
     }
 
     async fn event(&self, r: &ObjectReference, kind: EventType, reason: &str, note: String) {
-        let ev = Event {
-            type_: kind,
-            reason: reason.into(),
-            note: Some(note),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        // An Event is a courtesy on top of the annotation and the log: its failure is logged,
-        // never retried (a retry would repeat the writes it reports).
-        if let Err(e) = self.m.recorder.publish(&ev, r).await {
-            tracing::warn!(error = %e, reason, "publishing an Event failed");
-        }
+        crate::kit::publish(&self.m.recorder, r, kind, reason, note).await;
     }
 }
 

@@ -1,7 +1,7 @@
-//! The network manager's I/O: reads what [`super::decide`] needs (the IPAM's `List`, the key
-//! Secret, the gateway Service, the NetworkConfigs and the TunnelEndpoint in the tenant
-//! namespace, all as raw objects so that a peer's bad value is refused by name rather than
-//! breaking a read), decides, and hands the actions to the executor (`exec`).
+//! The network manager's I/O: reads what `control::network::decide` needs (the IPAM's `List`, the
+//! key Secret, the gateway Service, the NetworkConfigs and the TunnelEndpoint in the tenant
+//! namespace, all as raw objects so that a peer's bad value is refused by name rather than breaking
+//! a read), decides, and hands the actions to the executor (`exec`).
 
 use std::sync::Arc;
 

@@ -7,8 +7,9 @@
 //! while the consumer is unreachable: the ShadowPod is local.
 //!
 //! The spec is the consumer's, so what would reach past the namespace the provider gave it is
-//! removed first (`control::shadowpod::provider::confine`: host namespaces, a node name, node selection, scheduler and
-//! priority, the ServiceAccount token), with a Warning Event naming what was removed.
+//! removed first (`control::shadowpod::provider::confine`: host namespaces, a node name, node
+//! selection, scheduler and priority, the ServiceAccount token), with a Warning Event naming what
+//! was removed.
 //!
 //! It never updates an existing pod (as upstream: a new spec does not reach a running pod),
 //! never touches a pod of that name it does not control (a Warning Event on the ShadowPod

@@ -25,7 +25,7 @@ use kube::{
 use crate::{
     context::Context,
     error::{Error, kube as kerr},
-    kit::{apply, controller_ref, set_finalizers, with_finalizer},
+    kit::{apply, controller_ref, not_found, set_finalizers, with_finalizer},
 };
 
 /// The controller's name in metrics and logs.
@@ -89,11 +89,11 @@ pub async fn reconcile(node: Arc<Node>, ctx: Arc<Context>) -> Result<Requeue, Er
             }
             Action::DeleteMap(ns, map) => {
                 let api: Api<NamespaceMap> = Api::namespaced(ctx.client.clone(), &ns);
-                match api.delete(&map, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(kerr(format!("delete NamespaceMap {ns}/{map}"))(e)),
-                }
+                api.delete(&map, &DeleteParams::default())
+                    .await
+                    .map(drop)
+                    .or_else(not_found)
+                    .map_err(kerr(format!("delete NamespaceMap {ns}/{map}")))?;
             }
         }
     }

@@ -1,8 +1,8 @@
 //! The webhooks' keeper: every period it sets the caBundle again (a reset is undone), and every
-//! renew period it checks the Secret's certificates, serving a renewed one (a new CA only once
-//! its bundle is read back and [`CA_SETTLE`] has passed, see the parent module). It never makes
-//! certificates itself ([`super::setup::ensure_certs`] does) and logs a repeated failure at most once
-//! per [`LOG_EVERY`].
+//! renew period it checks the Secret's certificates, serving a renewed one (a new CA only once its
+//! bundle is read back and [`CA_SETTLE`] has passed, see the parent module). It never makes
+//! certificates itself ([`super::setup::ensure_certs`] does) and logs a repeated failure at most
+//! once per [`LOG_EVERY`].
 
 use std::sync::Arc;
 

@@ -56,7 +56,7 @@ async fn main() -> anyhow::Result<()> {
     let base = liqo_gateway_api::config::File::parse(&text)
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
     // Checked before anything runs: a bad base config is a bad flag.
-    liqo_netops::gateway_plan::render(&base, None, None, &Default::default(), &Default::default())
+    control::network::gateway::render(&base, None, None, &Default::default(), &Default::default())
         .with_context(|| format!("--base-config {}", args.base_config.display()))?;
     let dataplane = match (args.config, gateway_status_url) {
         // The key goes where the gateway will read it: the gateway must run the Secret's key.

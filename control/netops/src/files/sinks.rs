@@ -12,7 +12,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-pub use control::network::routes::overlay_file;
+use control::network::routes::overlay_file;
 use liqo_peering::{OverlayPlan, plan::NodeOverlay};
 use liqo_types::{Cidr, ClusterId, EndpointMapping, FieldError, GatewayPeer, PublicKey};
 

@@ -11,7 +11,9 @@ use kube::{
 use liqo_gateway_api::config::File;
 use liqo_types::PublicKey;
 
-use crate::{error::OpError, gateway_plan::Endpoints, metrics::Metrics, runner::Dataplane};
+use control::network::gateway::Endpoints;
+
+use crate::{error::OpError, metrics::Metrics, runner::Dataplane};
 
 /// The field manager (and program) name.
 pub const MANAGER: &str = "liqo-gateway-operator";

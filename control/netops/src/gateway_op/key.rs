@@ -10,10 +10,11 @@ use std::time::Duration;
 use liqo_types::PublicKey;
 
 use super::ctx::{Ctx, KeyState, MANAGER};
+use control::network::gateway::Observed;
+
 use crate::{
     error::OpError,
     files::{self, FilesError},
-    gateway_plan::Observed,
     kube::{self as k, KubeError},
     runner::Dataplane,
 };

@@ -53,7 +53,7 @@ pub async fn take(
         .await
         .map_err(api(format!("reading {what}")))?
         .as_ref()
-        .and_then(crate::route_plan::lease_holder);
+        .and_then(control::network::routes::lease_holder);
     leases
         .patch(
             net::GATEWAY_LEASE,

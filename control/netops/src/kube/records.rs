@@ -20,10 +20,10 @@ use super::{
     error::{KubeError, api},
     teps::{list_teps, resolve},
 };
-use crate::{route_plan, tep};
+use control::network::{routes, tunnel};
 
 /// The peerings of a cluster as its TunnelEndpoints say (those that parse; see
-/// [`tep::peerings`]).
+/// [`tunnel::peerings`]).
 #[derive(Clone)]
 pub struct TepRecords {
     /// The client.
@@ -35,8 +35,8 @@ pub struct TepRecords {
 pub struct Snapshot {
     /// The objects (for their finalizers and field managers).
     pub objects: Vec<DynamicObject>,
-    /// Each read ([`tep::read`]), in the same order.
-    pub teps: Vec<tep::Tep>,
+    /// Each read ([`tunnel::read`]), in the same order.
+    pub teps: Vec<tunnel::Tep>,
     /// The record: those that parse and are not being deleted.
     pub peerings: Peerings,
     /// Why each other one is left out, by `namespace/name`.
@@ -47,10 +47,10 @@ impl TepRecords {
     /// Every TunnelEndpoint, read (endpoint names resolved).
     pub async fn read(&self) -> Result<Snapshot, KubeError> {
         let objects = list_teps(&self.client).await?;
-        let teps: Vec<tep::Tep> = objects.iter().map(tep::read).collect();
+        let teps: Vec<tunnel::Tep> = objects.iter().map(tunnel::read).collect();
         let names = resolve(&teps).await;
         let (peerings, left_out) =
-            tep::peerings(&teps, |h, port| names.get(&(h.to_owned(), port)).copied());
+            tunnel::peerings(&teps, |h, port| names.get(&(h.to_owned(), port)).copied());
         Ok(Snapshot {
             objects,
             teps,
@@ -129,7 +129,7 @@ impl KubeInventory {
                 self.namespace,
                 net::GATEWAY_LEASE
             )))?;
-        Ok(lease.as_ref().and_then(route_plan::lease_holder))
+        Ok(lease.as_ref().and_then(routes::lease_holder))
     }
 }
 
@@ -150,7 +150,7 @@ impl Inventory for KubeInventory {
     }
 
     async fn nodes(&mut self) -> Result<Vec<OverlayNode>, KubeError> {
-        Ok(route_plan::overlay_nodes(&self.node_objects().await?).0)
+        Ok(routes::overlay_nodes(&self.node_objects().await?).0)
     }
 
     async fn gateway_node(&mut self) -> Result<String, KubeError> {

@@ -13,7 +13,7 @@ use kube::{
 };
 
 use super::error::{KubeError, api};
-use crate::tep::{Endpoint, Tep};
+use control::network::tunnel::{Endpoint, Tep};
 
 /// The TunnelEndpoint resource, for untyped access.
 pub fn tep_resource() -> ApiResource {

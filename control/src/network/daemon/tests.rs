@@ -1,3 +1,5 @@
+//! One look at a gateway's or an overlay agent's status, as the operators and the lab wait.
+
 use super::*;
 
 const RUNS_D1: &str = r#""reload":{"source":"g.yaml","applied":{"digest":"d1","count":1}}"#;

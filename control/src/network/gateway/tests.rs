@@ -3,7 +3,7 @@ use liqo_types::reload::{Applied, Refused, ReloadStatus};
 use super::*;
 use crate::network::{
     fixtures::{spec, tep},
-    tunnel::{self as tep, read},
+    tunnel::{self, read},
 };
 
 fn base() -> File {
@@ -43,7 +43,7 @@ fn status(digest: &str, peers: &[(&str, Option<u64>)]) -> liqo_gateway_api::stat
 
 #[test]
 fn the_file_is_the_base_with_the_cores_peer_list_and_the_ipams_endpoints() {
-    let (p, refused) = tep::peerings(&teps(), |_, _| None);
+    let (p, refused) = tunnel::peerings(&teps(), |_, _| None);
     assert!(refused.is_empty());
     let ext = Endpoints {
         local_external_cidr: Some("10.201.0.0/16".parse().unwrap()),
@@ -96,7 +96,7 @@ fn a_peer_the_gateway_would_refuse_is_left_out_naming_the_field_and_the_others_s
         read(&tep("t2", "turin", s)),
         read(&tep("t3", "naples", own)),
     ];
-    let (p, _) = tep::peerings(&teps, |_, _| None);
+    let (p, _) = tunnel::peerings(&teps, |_, _| None);
     let own_key = Some(liqo_types::PublicKey([9; 32]));
     // Without our external CIDR every peer would be refused (each names its view of it).
     let none = render(&base(), None, None, &p, &Endpoints::default()).unwrap();
@@ -107,7 +107,7 @@ fn a_peer_the_gateway_would_refuse_is_left_out_naming_the_field_and_the_others_s
         "{milan}"
     );
     let ext = Endpoints {
-        local_external_cidr: tep::local_external(&teps),
+        local_external_cidr: tunnel::local_external(&teps),
         endpoints: Vec::new(),
     };
     assert_eq!(
@@ -198,9 +198,9 @@ fn the_connection_follows_the_gateways_status() {
 fn a_deleted_peer_is_released_once_the_gateway_dropped_it() {
     let mut all = teps();
     all[0].deleting = true;
-    let (p, _) = tep::peerings(&all, |_, _| None);
+    let (p, _) = tunnel::peerings(&all, |_, _| None);
     let ext = Endpoints {
-        local_external_cidr: tep::local_external(&all),
+        local_external_cidr: tunnel::local_external(&all),
         endpoints: Vec::new(),
     };
     let r = render(&base(), None, None, &p, &ext).unwrap();

@@ -164,3 +164,21 @@ fn the_record_keeps_the_good_ones_and_names_why_each_other_is_left_out() {
         "203.0.113.9:51840"
     );
 }
+
+#[test]
+fn a_tunnel_endpoint_gives_the_remapped_ranges_else_the_announced() {
+    let spec: crate::api::net::TunnelEndpointSpec = serde_json::from_value(serde_json::json!({
+        "clusterID": "milan",
+        "localPodCIDR": "10.200.0.0/16", "localNATPodCIDR": "10.50.0.0/16",
+        "localExternalCIDR": "10.201.0.0/16", "localNATExternalCIDR": "None",
+        "remotePodCIDR": "10.200.0.0/16", "remoteNATPodCIDR": "10.71.0.0/16",
+        "remoteExternalCIDR": "10.201.0.0/16", "remoteNATExternalCIDR": "10.72.0.0/16",
+        "endpointIP": "198.18.0.2", "backendType": "wireguard", "backend_config": {},
+    }))
+    .unwrap();
+    let v = view(&spec);
+    assert_eq!(v.remote_pods.to_string(), "10.71.0.0/16");
+    assert_eq!(v.remote_external.to_string(), "10.72.0.0/16");
+    assert_eq!(v.local_pods_at_peer.to_string(), "10.50.0.0/16");
+    assert_eq!(v.local_external_at_peer.to_string(), "10.201.0.0/16");
+}

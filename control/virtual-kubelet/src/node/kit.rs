@@ -1,7 +1,7 @@
 //! What the node loop and the teardown share: the field manager of their writes, their error
 //! and the wrapping of a failed kube call.
 
-use super::decide::ClaimError;
+use control::virtual_node::ClaimError;
 
 /// The field manager of the Node, its status and its Lease.
 pub const FIELD_MANAGER: &str = "liqo-virtual-kubelet";

@@ -13,10 +13,9 @@ use kube::{
 };
 use serde_json::json;
 
-use super::{
-    decide::claim,
-    kit::{FIELD_MANAGER, NodeError, kerr},
-};
+use control::virtual_node::claim;
+
+use super::kit::{FIELD_MANAGER, NodeError, kerr};
 
 /// How often a refused eviction is retried, and the pods listed while waiting.
 const POLL: Duration = Duration::from_millis(500);

@@ -11,7 +11,9 @@ use kube::{
     runtime::events::{Event, EventType},
 };
 
-use super::{decide, key::Key, shared::Shared};
+use control::shadowpod::reflection as decide;
+
+use super::{key::Key, shared::Shared};
 
 /// §2.3 step 1 for Pods (the remote watches only see our labels): a ShadowPod of ours whose
 /// pod has not appeared after [`decide::PROBE_AFTER`] has its remote name read once; a Pod

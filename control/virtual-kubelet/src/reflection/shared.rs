@@ -10,8 +10,10 @@ use std::{
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{events::Recorder, reflector::Store};
 
+use control::shadowpod::reflection as decide;
+
 use super::{
-    decide, ips,
+    ips,
     key::Key,
     mapped::{Namespace, NamespaceView},
     queue,

@@ -1,6 +1,8 @@
-//! A reflection worker: takes a key, reads the stores, [`decide`]s, maps the IPs if a status
-//! is to be written (a failing IPAM holds back only that), performs the actions (remote writes with field manager `reflection.liqo.io`, deletions with UID
-//! preconditions); a failure queues the key again after a growing delay.
+//! A reflection worker: takes a key, reads the stores, decides
+//! (`control::shadowpod::reflection`), maps the IPs if a status is to be written (a failing
+//! IPAM holds back only that), performs the actions (remote writes with field manager
+//! `reflection.liqo.io`, deletions with UID preconditions); a failure queues the key again
+//! after a growing delay.
 
 use std::{sync::Arc, time::Duration};
 
@@ -18,8 +20,9 @@ use kube::{
 use serde_json::json;
 use tokio::sync::watch::Receiver;
 
+use control::shadowpod::reflection::{self as decide, Action, Context, Target};
+
 use super::{
-    decide::{self, Action, Context, Target},
     ips::{self, IpError},
     key::Key,
     probe,

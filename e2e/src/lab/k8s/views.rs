@@ -2,10 +2,11 @@
 //! peer views `check` probes (never the lab's own records), and the ForeignClusters' NETWORKING
 //! status.
 
+use control::network::tunnel::view;
 use control::{
     api::{
         discovery::ForeignCluster,
-        net::{ConnectionStatus, TunnelEndpoint, TunnelEndpointSpec},
+        net::{ConnectionStatus, TunnelEndpoint},
     },
     consts::net,
 };
@@ -14,17 +15,6 @@ use liqo_types::PeerView;
 
 use super::{K8sLab, K8sLabError};
 use crate::lab::check::{self, Matrix};
-
-/// The view a TunnelEndpoint describes: the peer's ranges as they appear here (remapped or
-/// not), ours as the peer sees them.
-pub fn view(spec: &TunnelEndpointSpec) -> PeerView {
-    PeerView {
-        remote_pods: spec.remote_nat_pod_cidr.or(spec.remote_pod_cidr),
-        remote_external: spec.remote_nat_external_cidr.or(spec.remote_external_cidr),
-        local_pods_at_peer: spec.local_nat_pod_cidr.or(spec.local_pod_cidr),
-        local_external_at_peer: spec.local_nat_external_cidr.or(spec.local_external_cidr),
-    }
-}
 
 /// One TunnelEndpoint as read back.
 #[derive(Debug, Clone)]
@@ -121,27 +111,4 @@ pub async fn networking(k: &K8sLab, cluster: &str) -> Result<Vec<(String, String
             (fc.metadata.name.clone().unwrap_or_default(), status)
         })
         .collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_tunnel_endpoint_gives_the_remapped_ranges_else_the_announced() {
-        let spec: TunnelEndpointSpec = serde_json::from_value(serde_json::json!({
-            "clusterID": "milan",
-            "localPodCIDR": "10.200.0.0/16", "localNATPodCIDR": "10.50.0.0/16",
-            "localExternalCIDR": "10.201.0.0/16", "localNATExternalCIDR": "None",
-            "remotePodCIDR": "10.200.0.0/16", "remoteNATPodCIDR": "10.71.0.0/16",
-            "remoteExternalCIDR": "10.201.0.0/16", "remoteNATExternalCIDR": "10.72.0.0/16",
-            "endpointIP": "198.18.0.2", "backendType": "wireguard", "backend_config": {},
-        }))
-        .unwrap();
-        let v = view(&spec);
-        assert_eq!(v.remote_pods.to_string(), "10.71.0.0/16");
-        assert_eq!(v.remote_external.to_string(), "10.72.0.0/16");
-        assert_eq!(v.local_pods_at_peer.to_string(), "10.50.0.0/16");
-        assert_eq!(v.local_external_at_peer.to_string(), "10.201.0.0/16");
-    }
 }

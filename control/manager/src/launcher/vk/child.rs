@@ -29,11 +29,11 @@ pub(super) async fn run_child(
     let dir = state_dir.join(job.peer.cluster_id.as_str());
     let file = dir.join("foreign.kubeconfig");
     if let Err(e) = write_private(&dir, &file, &foreign_kubeconfig) {
-        return e;
+        return chain(&e);
     }
     let port = match port(&job.settings) {
         Ok(p) => p,
-        Err(e) => return e,
+        Err(e) => return chain(&e),
     };
     let args = child_args(
         &job.home,
@@ -107,6 +107,33 @@ pub fn child_args(
     a
 }
 
+/// Why a provider kubeconfig could not be written.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PrivateFileError {
+    /// A file system call failed.
+    #[error("{what} {}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// On which path.
+        path: std::path::PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The directory is not private to us.
+    #[error("{} must be a directory of uid {uid} with mode 0700 (it holds private keys)", dir.display())]
+    NotPrivate {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// Our uid.
+        uid: u32,
+    },
+    /// The kubeconfig does not encode.
+    #[error("the kubeconfig")]
+    Encode(#[source] serde_json::Error),
+}
+
 /// Writes `value` as JSON (which every kubeconfig reader takes) to `file` in `dir`: the
 /// directory made 0700 and required to be ours, the file 0600, written to a fresh temporary
 /// (never through a link someone left there) and renamed.
@@ -114,41 +141,43 @@ pub(super) fn write_private(
     dir: &std::path::Path,
     file: &std::path::Path,
     value: &impl serde::Serialize,
-) -> Result<(), String> {
+) -> Result<(), PrivateFileError> {
     use std::{
         io::Write,
         os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt},
+    };
+    let io = |what: &'static str, path: &std::path::Path| {
+        let path = path.to_owned();
+        move |source| PrivateFileError::Io { what, path, source }
     };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("creating {}: {e}", dir.display()))?;
-    let meta =
-        std::fs::symlink_metadata(dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+        .map_err(io("creating", dir))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(io("reading", dir))?;
     let me = std::fs::metadata("/proc/self")
-        .map_err(|e| format!("reading /proc/self: {e}"))?
+        .map_err(io("reading", std::path::Path::new("/proc/self")))?
         .uid();
     if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
-        return Err(format!(
-            "{} must be a directory of uid {me} with mode 0700 (it holds private keys)",
-            dir.display()
-        ));
+        return Err(PrivateFileError::NotPrivate {
+            dir: dir.to_owned(),
+            uid: me,
+        });
     }
-    let text = serde_json::to_vec(value).map_err(|e| format!("the kubeconfig: {e}"))?;
+    let text = serde_json::to_vec(value).map_err(PrivateFileError::Encode)?;
     let tmp = file.with_extension("tmp");
     match std::fs::remove_file(&tmp) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(format!("removing {}: {e}", tmp.display())),
+        Err(e) => return Err(io("removing", &tmp)(e)),
     }
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&tmp)
-        .map_err(|e| format!("writing {}: {e}", tmp.display()))?;
-    f.write_all(&text)
-        .map_err(|e| format!("writing {}: {e}", tmp.display()))?;
-    std::fs::rename(&tmp, file).map_err(|e| format!("writing {}: {e}", file.display()))
+        .map_err(io("writing", &tmp))?;
+    f.write_all(&text).map_err(io("writing", &tmp))?;
+    std::fs::rename(&tmp, file).map_err(io("writing", file))
 }

@@ -61,12 +61,26 @@ pub(super) struct Job {
 }
 
 /// A free loopback-or-any port for a kubelet API, or the configured one.
-pub(super) fn port(settings: &Settings) -> Result<u16, String> {
+pub(super) fn port(settings: &Settings) -> Result<u16, NoPort> {
     if settings.port != 0 {
         return Ok(settings.port);
     }
     std::net::TcpListener::bind((settings.node_ip, 0))
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
-        .map_err(|e| format!("a free port on {}: {e}", settings.node_ip))
+        .map_err(|source| NoPort {
+            ip: settings.node_ip,
+            source,
+        })
+}
+
+/// No free port for a kubelet API.
+#[derive(Debug, thiserror::Error)]
+#[error("a free port on {ip}")]
+pub(super) struct NoPort {
+    /// Where one was looked for.
+    ip: IpAddr,
+    /// The cause.
+    #[source]
+    source: std::io::Error,
 }

@@ -1,5 +1,5 @@
 //! Fake daemons: each reads its config file on every `GET /status` and answers the status the
-//! real daemon running it would (typed: `gateway::status::Status`, `overlay::status::Status`),
+//! real daemon running it would (typed: `liqo_gateway_api::status::Status`, `liqo_overlay_api::status::Status`),
 //! the file's digest applied (or refused with the field, as the daemon's validation says). The
 //! gateway lists every peer of the file with a handshake 1 s ago. A frozen daemon keeps
 //! answering what it answered when frozen (a daemon that has not reloaded yet).

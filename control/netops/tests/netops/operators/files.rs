@@ -244,7 +244,7 @@ pub(crate) async fn phase(set: &Setup, secrets: &Api<Secret>) {
         .await
         .unwrap()
         .items;
-    let (nodes, _) = liqo_netops::route_plan::overlay_nodes(&all_nodes);
+    let (nodes, _) = control::network::routes::overlay_nodes(&all_nodes);
     let plan = plan::overlay(&cluster, &nodes, NODES[0], &milan_peering()).unwrap();
     for (p, _) in &ov {
         eventually(30, "the overlay files", || async {
