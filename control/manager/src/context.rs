@@ -63,7 +63,7 @@ pub struct Context {
     /// The network manager (`None` without `--ipam-address`: then no network is built).
     pub network: Option<Arc<crate::network::Manager>>,
     /// When we last saw the gateway Lease renewed (our clock).
-    pub gateway_lease: crate::gateway_lease::SharedObservations,
+    pub gateway_lease: crate::gateway_lease::observations::SharedObservations,
     /// Each peer's last refused (or unanswered) identity request.
     pub auth_failures:
         std::sync::Mutex<std::collections::HashMap<control::api::ClusterId, AuthFailure>>,

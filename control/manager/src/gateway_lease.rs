@@ -13,7 +13,7 @@ use kube::{
 use crate::{context::Context, kit::now};
 use control::peering::fc::{GatewayLease, LeaseTimes};
 
-mod observations;
+pub mod observations;
 
 use observations::lock;
 pub use observations::{Observations, SharedObservations};
