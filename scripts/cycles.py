@@ -272,11 +272,23 @@ def sccs(nodes, succ):
 
 
 def main():
-    graph_of = sys.argv[2] if len(sys.argv) > 2 and sys.argv[1] == "--graph" else None
-    meta = json.loads(subprocess.check_output(
-        ["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"]))
+    args = sys.argv[1:]
+    if args and not (len(args) == 2 and args[0] == "--graph"):
+        print(f"usage: {sys.argv[0]} [--graph CRATE] (got: {' '.join(args)})", file=sys.stderr)
+        return 2
+    graph_of = args[1] if args else None
+    try:
+        meta = json.loads(subprocess.check_output(
+            ["cargo", "metadata", "--format-version", "1", "--no-deps", "--offline"]))
+    except (OSError, subprocess.CalledProcessError) as e:
+        print(f"cannot read the workspace with `cargo metadata`: {e}", file=sys.stderr)
+        return 2
     top = meta["workspace_root"]
     names = {p["name"] for p in meta["packages"]}
+    if graph_of is not None and graph_of not in names:
+        print(f"--graph: no crate {graph_of!r} in the workspace (crates: {', '.join(sorted(names))})",
+              file=sys.stderr)
+        return 2
     found = 0
     # Crates: every dependency kind.
     succ = {p["name"]: {d["name"] for d in p["dependencies"] if d["name"] in names}
