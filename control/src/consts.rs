@@ -313,6 +313,20 @@ pub mod reflection {
     /// Pod status reason: a pod that ran remotely and whose namespace is no longer offloaded
     /// (Failed, so that its controller replaces it).
     pub const OFFLOADING_ABORTED: &str = "OffloadingAborted";
+    /// On a local object: `true` keeps it (and its EndpointSlices, for a Service) from being
+    /// reflected; a copy already made is deleted.
+    pub const SKIP_REFLECTION: &str = "liqo.io/skip-reflection";
+    /// On a local Service: `true` keeps its `nodePort`s in the remote copy (else the provider
+    /// allocates its own).
+    pub const FORCE_REMOTE_NODE_PORT: &str = "liqo.io/force-remote-node-port";
+    /// The label Kubernetes reads for who manages an EndpointSlice.
+    pub const ENDPOINTSLICE_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
+    /// [`ENDPOINTSLICE_MANAGED_BY`] on the EndpointSlices a virtual kubelet reflects.
+    pub const ENDPOINTSLICE_MANAGER: &str = "endpointslice.reflection.liqo.io";
+    /// The label naming an EndpointSlice's Service.
+    pub const SERVICE_NAME: &str = "kubernetes.io/service-name";
+    /// The label a reflected ServiceAccount-token Secret gets (its ServiceAccount's name).
+    pub const SERVICE_ACCOUNT_NAME: &str = "kubernetes.io/service-account.name";
 }
 
 // ---- end of virtual kubelet and pod reflection ----

@@ -23,6 +23,8 @@
 //!   provider's confined pod and decision);
 //! - [`virtual_node`]: the virtual kubelet's decisions about its Node (claim, labels, taints,
 //!   status, heartbeat, reachability, Lease);
+//! - [`reflection`]: resource reflection's decisions (the copies of Services, EndpointSlices,
+//!   Ingresses, ConfigMaps, Secrets and ServiceAccounts, and what to do about each);
 //! - [`forge`]: objects built whole from their inputs (the virtual node).
 //!
 //! It owns the shape of the objects and these decisions; it never talks to an apiserver or
@@ -42,6 +44,7 @@ pub mod offloading;
 pub mod peering;
 pub mod phase;
 pub mod quantity;
+pub mod reflection;
 pub mod selector;
 pub mod shadowpod;
 pub mod virtual_node;

@@ -47,6 +47,56 @@ pub struct VkConfig {
     pub ping_timeout: Duration,
     /// Extra labels of the node (`--node-extra-labels`).
     pub extra_labels: BTreeMap<String, String>,
+    /// Resource reflection workers per kind (`--<kind>-reflection-workers`; 0 turns the kind
+    /// off).
+    pub reflection: ReflectionWorkers,
+}
+
+/// Resource reflection workers per kind; 0 turns a kind's reflection off (its copies stay as
+/// they are). EndpointSlices are reflected only with Services.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReflectionWorkers {
+    /// Services (`--service-reflection-workers`).
+    pub service: usize,
+    /// EndpointSlices (`--endpointslice-reflection-workers`).
+    pub endpointslice: usize,
+    /// Ingresses (`--ingress-reflection-workers`).
+    pub ingress: usize,
+    /// ConfigMaps (`--configmap-reflection-workers`).
+    pub configmap: usize,
+    /// Secrets (`--secret-reflection-workers`).
+    pub secret: usize,
+    /// ServiceAccounts (`--serviceaccount-reflection-workers`).
+    pub serviceaccount: usize,
+}
+
+impl Default for ReflectionWorkers {
+    /// Upstream's defaults: 10 for EndpointSlices, 3 for the others.
+    fn default() -> Self {
+        ReflectionWorkers {
+            service: 3,
+            endpointslice: 10,
+            ingress: 3,
+            configmap: 3,
+            secret: 3,
+            serviceaccount: 3,
+        }
+    }
+}
+
+impl ReflectionWorkers {
+    /// The workers of `kind`.
+    pub fn of(&self, kind: control::reflection::Kind) -> usize {
+        use control::reflection::Kind;
+        match kind {
+            Kind::Service => self.service,
+            Kind::EndpointSlice => self.endpointslice,
+            Kind::Ingress => self.ingress,
+            Kind::ConfigMap => self.configmap,
+            Kind::Secret => self.secret,
+            Kind::ServiceAccount => self.serviceaccount,
+        }
+    }
 }
 
 /// Pod reflection workers by default.

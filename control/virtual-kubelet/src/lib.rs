@@ -8,6 +8,9 @@
 //! * [`reflection`]: local pods on the virtual node → ShadowPods in the remote namespaces the
 //!   NamespaceMap maps; their status back (IPs remapped through the IPAM, restarts carried
 //!   over); the fallback for pods it cannot offload.
+//! * [`resources`]: the Services, EndpointSlices (addresses remapped through the IPAM),
+//!   Ingresses, ConfigMaps, Secrets and ServiceAccounts of those namespaces copied to the
+//!   provider and kept equal.
 //! * [`http`]: the kubelet API the home API server calls (`/containerLogs`, exec), relayed to
 //!   the provider's API server.
 //!
@@ -23,6 +26,7 @@ pub mod http;
 pub mod namespaces;
 pub mod node;
 pub mod reflection;
+pub mod resources;
 pub mod run;
 
 pub use config::VkConfig;

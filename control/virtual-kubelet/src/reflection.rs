@@ -1,4 +1,5 @@
-//! Pod reflection (§2.3, §2.6 of the control-plane spec): the pods scheduled on the virtual
+//! Pod reflection (§2.3, §2.6 of the control-plane spec), and with it resource reflection
+//! ([`crate::resources`], following the same NamespaceMaps): the pods scheduled on the virtual
 //! node become ShadowPods in the remote namespaces our NamespaceMaps map (the provider's
 //! ShadowPod controller runs them); their status comes back (IPs through the home IPAM,
 //! restarts carried over); pods in namespaces not offloaded here are rejected.
@@ -45,6 +46,9 @@ pub enum ReflectionError {
     /// The IPAM options are unusable.
     #[error("the IPAM client")]
     Ipam(#[source] ipam::service::client::ClientError),
+    /// Resource reflection could not start.
+    #[error("resource reflection")]
+    Resources(#[source] crate::resources::ResourcesError),
     /// One of its loops ended.
     #[error("pod reflection's {0} ended")]
     Ended(&'static str),
@@ -56,6 +60,8 @@ pub enum ReflectionError {
 /// Reflects the pods on the virtual node until dropped (every task it starts ends with it).
 pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
     let ips = ips::Mapper::new(&cfg).map_err(ReflectionError::Ipam)?;
+    let reflectors =
+        Arc::new(crate::resources::Reflectors::new(&cfg).map_err(ReflectionError::Resources)?);
     let queue = Arc::new(queue::Queue::default());
     let (local_store, local_writer) = kube::runtime::reflector::store();
     let recorder = Recorder::new(
@@ -77,9 +83,11 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
         probed: Mutex::new(HashMap::new()),
     });
     let (mapped_tx, mapped_rx) = tokio::sync::watch::channel(false);
+    let (mapping_tx, mapping_rx) = tokio::sync::watch::channel(Arc::default());
     let mut tasks = JoinSet::new();
     tasks.spawn(watch::local_pods(cfg.clone(), local_writer, queue.clone()));
-    tasks.spawn(watch::namespace_maps(shared.clone(), mapped_tx));
+    tasks.spawn(watch::namespace_maps(shared.clone(), mapped_tx, mapping_tx));
+    tasks.spawn(crate::resources::run(reflectors, mapping_rx));
     for _ in 0..cfg.pod_workers.max(1) {
         tasks.spawn(worker::run(shared.clone(), mapped_rx.clone()));
     }

@@ -306,6 +306,7 @@ async fn run_task(job: &Job) -> String {
         ping_interval: vkc::DEFAULT_PING_INTERVAL,
         ping_timeout: vkc::DEFAULT_PING_TIMEOUT,
         extra_labels: Default::default(),
+        reflection: Default::default(),
     };
     match liqo_virtual_kubelet::run(cfg, futures::future::pending()).await {
         Ok(()) => "it returned".into(),

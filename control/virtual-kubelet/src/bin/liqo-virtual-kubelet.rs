@@ -9,7 +9,10 @@ use anyhow::Context as _;
 use clap::Parser;
 use control::api::{ClusterId, discovery::ClusterIdentity};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use liqo_virtual_kubelet::{VkConfig, config};
+use liqo_virtual_kubelet::{
+    VkConfig,
+    config::{self, ReflectionWorkers},
+};
 
 #[derive(Debug, Parser)]
 #[command(name = "liqo-virtual-kubelet", version, about)]
@@ -61,6 +64,24 @@ struct Args {
     /// Pod reflection workers.
     #[arg(long, default_value_t = config::DEFAULT_POD_WORKERS)]
     pod_reflection_workers: usize,
+    /// Service reflection workers (0: Services, and so EndpointSlices, are not reflected).
+    #[arg(long, default_value_t = ReflectionWorkers::default().service)]
+    service_reflection_workers: usize,
+    /// EndpointSlice reflection workers (0: not reflected).
+    #[arg(long, default_value_t = ReflectionWorkers::default().endpointslice)]
+    endpointslice_reflection_workers: usize,
+    /// Ingress reflection workers (0: not reflected).
+    #[arg(long, default_value_t = ReflectionWorkers::default().ingress)]
+    ingress_reflection_workers: usize,
+    /// ConfigMap reflection workers (0: not reflected).
+    #[arg(long, default_value_t = ReflectionWorkers::default().configmap)]
+    configmap_reflection_workers: usize,
+    /// Secret reflection workers (0: not reflected).
+    #[arg(long, default_value_t = ReflectionWorkers::default().secret)]
+    secret_reflection_workers: usize,
+    /// ServiceAccount reflection workers (0: not reflected).
+    #[arg(long, default_value_t = ReflectionWorkers::default().serviceaccount)]
+    serviceaccount_reflection_workers: usize,
     /// The node Lease's duration (`40s`).
     #[arg(long, default_value = "40s", value_parser = humantime::parse_duration)]
     node_lease_duration: Duration,
@@ -141,6 +162,14 @@ async fn main() -> anyhow::Result<()> {
         ping_interval: args.node_ping_interval,
         ping_timeout: args.node_ping_timeout,
         extra_labels: args.node_extra_labels,
+        reflection: ReflectionWorkers {
+            service: args.service_reflection_workers,
+            endpointslice: args.endpointslice_reflection_workers,
+            ingress: args.ingress_reflection_workers,
+            configmap: args.configmap_reflection_workers,
+            secret: args.secret_reflection_workers,
+            serviceaccount: args.serviceaccount_reflection_workers,
+        },
     };
     liqo_virtual_kubelet::run(cfg, shutdown()?)
         .await

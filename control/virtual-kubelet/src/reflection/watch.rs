@@ -27,10 +27,14 @@ use tokio::{sync::watch::Sender, task::JoinHandle};
 use super::{key::Key, mapped::Namespace, queue::Queue, shared::Shared};
 use crate::{VkConfig, namespaces};
 
-/// Feeds `writer` from `events`, queuing `key(name)` for every object touched, and after a
-/// re-list the keys the store held before.
-async fn feed<K, S>(events: S, writer: Writer<K>, queue: Arc<Queue<Key>>, key: impl Fn(&K) -> Key)
-where
+/// Feeds `writer` from `events`, queuing `key(object)` for every object touched (`None`: no
+/// key stands for it), and after a re-list the keys the store held before.
+pub(crate) async fn feed<K, S>(
+    events: S,
+    writer: Writer<K>,
+    queue: Arc<Queue<Key>>,
+    key: impl Fn(&K) -> Option<Key>,
+) where
     K: Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
     S: Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
 {
@@ -39,7 +43,9 @@ where
     let mut events = std::pin::pin!(reflector::reflector(writer, events));
     while let Some(event) = events.next().await {
         match event {
-            Ok(watcher::Event::Init) => before = reader.state().iter().map(|o| key(o)).collect(),
+            Ok(watcher::Event::Init) => {
+                before = reader.state().iter().filter_map(|o| key(o)).collect();
+            }
             Ok(watcher::Event::InitDone) => {
                 for k in before.drain(..) {
                     queue.add(k);
@@ -48,7 +54,9 @@ where
             Ok(
                 watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o),
             ) => {
-                queue.add(key(&o));
+                if let Some(k) = key(&o) {
+                    queue.add(k);
+                }
             }
             // The watcher retries with its backoff; the store keeps what it had.
             Err(e) => tracing::warn!(error = %e, kind = %K::kind(&()), "watch failed, retrying"),
@@ -56,11 +64,13 @@ where
     }
 }
 
-fn key_of<K: Resource>(namespace: &str) -> impl Fn(&K) -> Key + use<K> {
+fn key_of<K: Resource>(namespace: &str) -> impl Fn(&K) -> Option<Key> + use<K> {
     let namespace = namespace.to_owned();
-    move |o: &K| Key {
-        namespace: namespace.clone(),
-        name: o.meta().name.clone().unwrap_or_default(),
+    move |o: &K| {
+        Some(Key {
+            namespace: namespace.clone(),
+            name: o.meta().name.clone().unwrap_or_default(),
+        })
     }
 }
 
@@ -73,18 +83,24 @@ pub async fn local_pods(
     let api: Api<Pod> = Api::all(cfg.local.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={}", cfg.node_name()));
     let events = watcher(api, config).default_backoff();
-    feed(events, writer, queue, |p: &Pod| Key {
-        namespace: p.metadata.namespace.clone().unwrap_or_default(),
-        name: p.metadata.name.clone().unwrap_or_default(),
+    feed(events, writer, queue, |p: &Pod| {
+        Some(Key {
+            namespace: p.metadata.namespace.clone().unwrap_or_default(),
+            name: p.metadata.name.clone().unwrap_or_default(),
+        })
     })
     .await;
     "local pod watch"
 }
 
-/// Our NamespaceMaps: after each change, the mapping applied to the per-namespace watches;
-/// `mapped` set once the first listing is applied (workers wait for it: before, every pod
-/// would look unmapped).
-pub async fn namespace_maps(shared: Arc<Shared>, mapped: Sender<bool>) -> &'static str {
+/// Our NamespaceMaps: after each change, the mapping applied to the per-namespace watches and
+/// published on `mapping` (resource reflection follows it); `mapped` set once the first
+/// listing is applied (workers wait for it: before, every pod would look unmapped).
+pub async fn namespace_maps(
+    shared: Arc<Shared>,
+    mapped: Sender<bool>,
+    mapping: Sender<Arc<namespaces::Mapping>>,
+) -> &'static str {
     let cfg = &shared.cfg;
     let api: Api<NamespaceMap> = Api::namespaced(cfg.local.clone(), &cfg.tenant_namespace);
     let config = watcher::Config::default().labels(&namespaces::selector(cfg));
@@ -102,9 +118,16 @@ pub async fn namespace_maps(shared: Arc<Shared>, mapped: Sender<bool>) -> &'stat
             }
         }
         let state = reader.state();
-        let mapping = namespaces::accepted(state.iter().map(|m| m.as_ref()));
-        sync(&shared, &mapping);
+        let current = namespaces::accepted(state.iter().map(|m| m.as_ref()));
+        sync(&shared, &current);
         mapped.send_replace(true);
+        mapping.send_if_modified(|m| {
+            let changed = **m != current;
+            if changed {
+                *m = Arc::new(current.clone());
+            }
+            changed
+        });
     }
     "NamespaceMap watch"
 }

@@ -27,7 +27,7 @@ use control::{
     consts::reflection as consts,
 };
 use k8s_openapi::api::{
-    core::v1::{Namespace, Node, Pod, ServiceAccount},
+    core::v1::{ConfigMap, Namespace, Node, Pod, ServiceAccount},
     events::v1::Event,
 };
 use kube::{
@@ -140,6 +140,7 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
         ping_interval: config::DEFAULT_PING_INTERVAL,
         ping_timeout: config::DEFAULT_PING_TIMEOUT,
         extra_labels: BTreeMap::new(),
+        reflection: Default::default(),
     });
     assert_eq!(cfg.node_name(), NODE);
     let vk = start(&cfg);
@@ -346,6 +347,17 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
         shadows.get("web").await.unwrap().metadata.uid,
         shadow.metadata.uid
     );
+
+    // The namespace's root CA is reflected (the offloaded pods' projections name it).
+    let root_ca = format!("kube-root-ca.crt.{}", &ROME_ID[..5]);
+    eventually(60, "the root CA reflected to demo-rome", || {
+        let cms = Api::<ConfigMap>::namespaced(milan.clone(), REMOTE_NS);
+        let root_ca = root_ca.clone();
+        async move { cms.get(&root_ca).await.map(drop).map_err(|e| e.to_string()) }
+    })
+    .await;
+    // Resource reflection, on these clusters (a namespace pair of its own).
+    crate::resources_k8s::check(&cfg, &rome, &milan, rome_c.pod_cidr, milan_c.pod_cidr).await;
 
     // Deleting the local pod: ShadowPod gone (milan's GC removes the pod), then the local pod.
     rome_pods("demo")

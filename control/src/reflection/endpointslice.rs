@@ -1,0 +1,149 @@
+//! EndpointSlices (IPv4 only: the IPAM maps IPv4), reflected only for a Service whose copy is
+//! ours: the endpoints of the provider's own pods (on its virtual node) are left out (the
+//! provider's native slices hold them); every other address is replaced by its address as the
+//! provider reaches it (the caller's IPAM answers: a home pod in the provider's view of our
+//! pods, anything else an external-CIDR address the gateway translates). A slice with nothing
+//! left to reflect keeps a copy with no endpoints, so the remote Service stays consistent.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::{
+    core::v1::ObjectReference,
+    discovery::v1::{Endpoint, EndpointSlice},
+};
+use liqo_types::{FieldError, field::bad};
+
+use super::{Ctx, Inputs, Kind, Reflect, ServiceState, Skip};
+use crate::consts::reflection::{ENDPOINTSLICE_MANAGED_BY, ENDPOINTSLICE_MANAGER, SERVICE_NAME};
+
+/// The only address type reflected.
+pub const IPV4: &str = "IPv4";
+/// The prefix of a reflected endpoint's `targetRef.kind` (`RemotePod`).
+pub const REMOTE_KIND_PREFIX: &str = "Remote";
+
+/// The Service a slice belongs to (its `kubernetes.io/service-name` label).
+pub fn service_of(slice: &EndpointSlice) -> Option<&str> {
+    slice
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(SERVICE_NAME))
+        .map(String::as_str)
+}
+
+/// Whether a slice was reflected by a virtual kubelet (never reflected again).
+pub fn is_reflected_slice(slice: &EndpointSlice) -> bool {
+    slice
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(ENDPOINTSLICE_MANAGED_BY))
+        .is_some_and(|m| m == ENDPOINTSLICE_MANAGER)
+}
+
+/// The endpoints of `slice` that are reflected: not on the provider's virtual node.
+pub fn reflected_endpoints<'s>(
+    slice: &'s EndpointSlice,
+    ctx: &Ctx<'_>,
+) -> impl Iterator<Item = &'s Endpoint> {
+    let node = ctx.node.to_owned();
+    slice
+        .endpoints
+        .iter()
+        .filter(move |e| e.node_name.as_deref() != Some(node.as_str()))
+}
+
+/// The addresses of `slice` to map through the IPAM (those of [`reflected_endpoints`]).
+pub fn addresses(slice: &EndpointSlice, ctx: &Ctx<'_>) -> Vec<String> {
+    let mut out: Vec<String> = reflected_endpoints(slice, ctx)
+        .flat_map(|e| e.addresses.iter().cloned())
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+impl Reflect for EndpointSlice {
+    const KIND: Kind = Kind::EndpointSlice;
+
+    fn skip(local: &Self, _ctx: &Ctx<'_>, inputs: &Inputs) -> Option<Skip> {
+        if is_reflected_slice(local) {
+            return Some(Skip::Excluded("a reflected copy"));
+        }
+        if local.address_type != IPV4 {
+            return Some(Skip::Excluded("not IPv4"));
+        }
+        if service_of(local).is_none() {
+            return Some(Skip::Excluded("no kubernetes.io/service-name label"));
+        }
+        match inputs.service {
+            ServiceState::Reflected => None,
+            ServiceState::Pending => Some(Skip::Wait("its Service's copy is not there yet")),
+            ServiceState::NotReflected => Some(Skip::Excluded("its Service is not reflected")),
+        }
+    }
+
+    fn forge(local: &Self, ctx: &Ctx<'_>, inputs: &Inputs) -> Result<Self, FieldError> {
+        let name = local.metadata.name.clone().unwrap_or_default();
+        let extra = [(
+            ENDPOINTSLICE_MANAGED_BY.to_owned(),
+            ENDPOINTSLICE_MANAGER.to_owned(),
+        )];
+        let mut endpoints = Vec::new();
+        for (i, e) in local.endpoints.iter().enumerate() {
+            if e.node_name.as_deref() == Some(ctx.node) {
+                continue;
+            }
+            endpoints.push(endpoint(e, i, ctx, &inputs.addresses)?);
+        }
+        Ok(EndpointSlice {
+            metadata: super::meta::remote(&local.metadata, name, ctx, extra),
+            address_type: local.address_type.clone(),
+            endpoints,
+            ports: local.ports.clone(),
+        })
+    }
+
+    fn exact() -> &'static [&'static [&'static str]] {
+        &[
+            &["metadata", "labels"],
+            &["metadata", "annotations"],
+            &["endpoints"],
+            &["ports"],
+        ]
+    }
+}
+
+fn endpoint(
+    e: &Endpoint,
+    i: usize,
+    ctx: &Ctx<'_>,
+    addresses: &BTreeMap<String, String>,
+) -> Result<Endpoint, FieldError> {
+    let mut mapped = Vec::with_capacity(e.addresses.len());
+    for (j, a) in e.addresses.iter().enumerate() {
+        let m = addresses.get(a).ok_or_else(|| {
+            bad(
+                format!("endpoints[{i}].addresses[{j}]"),
+                format!("{a} has no mapping"),
+            )
+        })?;
+        mapped.push(m.clone());
+    }
+    Ok(Endpoint {
+        addresses: mapped,
+        conditions: e.conditions.clone(),
+        hostname: e.hostname.clone(),
+        node_name: Some(ctx.home.to_string()),
+        target_ref: e.target_ref.as_ref().map(|r| ObjectReference {
+            kind: r.kind.as_ref().map(|k| format!("{REMOTE_KIND_PREFIX}{k}")),
+            name: r.name.clone(),
+            namespace: r.namespace.clone(),
+            uid: r.uid.clone(),
+            ..ObjectReference::default()
+        }),
+        zone: None,
+        hints: None,
+        deprecated_topology: None,
+    })
+}

@@ -1,0 +1,165 @@
+//! Resource reflection (§5 of the control-plane spec): the Services, EndpointSlices,
+//! Ingresses, ConfigMaps, Secrets and ServiceAccounts of every namespace offloaded to the
+//! provider are copied into its remote namespace and kept equal; a local deletion deletes the
+//! copy. One [`reflector::Reflector`] per kind (its workers from `--<kind>-reflection-workers`;
+//! 0 turns the kind off), all following the NamespaceMaps' mapping that pod reflection
+//! publishes. The decisions are `control::reflection`'s; this module reads, maps and writes.
+//!
+//! It never touches a remote object without the reflection labels (a Warning Event on the
+//! local object says so), never watches the provider beyond the offloaded namespaces, and
+//! never reflects a copy (with bidirectional peering copies would fight their sources).
+
+pub mod endpoints;
+pub mod error;
+pub mod io;
+pub mod reflector;
+pub mod worker;
+
+use std::sync::Arc;
+
+use control::reflection::Kind;
+use k8s_openapi::api::{
+    core::v1::{ConfigMap, Secret, Service, ServiceAccount},
+    discovery::v1::EndpointSlice,
+    networking::v1::Ingress,
+};
+use kube::runtime::events::{Recorder, Reporter};
+use tokio::{sync::watch::Receiver, task::JoinSet};
+
+use crate::{VkConfig, namespaces::Mapping};
+
+use self::{io::Io, reflector::Reflector};
+
+/// Why resource reflection could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ResourcesError {
+    /// The IPAM options are unusable.
+    #[error("the IPAM client")]
+    Ipam(#[source] ipam::service::client::ClientError),
+}
+
+/// The reflectors that run, by kind.
+pub struct Reflectors {
+    /// Services.
+    pub services: Option<Arc<Reflector<Service, <Service as Io>::Extra>>>,
+    /// EndpointSlices.
+    pub slices: Option<Arc<Reflector<EndpointSlice, <EndpointSlice as Io>::Extra>>>,
+    /// Ingresses.
+    pub ingresses: Option<Arc<Reflector<Ingress, <Ingress as Io>::Extra>>>,
+    /// ConfigMaps.
+    pub config_maps: Option<Arc<Reflector<ConfigMap, <ConfigMap as Io>::Extra>>>,
+    /// Secrets.
+    pub secrets: Option<Arc<Reflector<Secret, <Secret as Io>::Extra>>>,
+    /// ServiceAccounts.
+    pub service_accounts: Option<Arc<Reflector<ServiceAccount, <ServiceAccount as Io>::Extra>>>,
+}
+
+fn make<K: Io>(
+    cfg: &Arc<VkConfig>,
+    recorder: &Recorder,
+    extra: K::Extra,
+) -> Option<Arc<Reflector<K, <K as Io>::Extra>>> {
+    (cfg.reflection.of(K::KIND) > 0)
+        .then(|| Arc::new(Reflector::new(cfg.clone(), recorder.clone(), extra)))
+}
+
+impl Reflectors {
+    /// The reflectors of the kinds turned on.
+    pub fn new(cfg: &Arc<VkConfig>) -> Result<Self, ResourcesError> {
+        let recorder = Recorder::new(
+            cfg.local.clone(),
+            Reporter {
+                controller: control::consts::reflection::FIELD_MANAGER.into(),
+                instance: Some(cfg.node_name()),
+            },
+        );
+        let services = make::<Service>(cfg, &recorder, ());
+        let endpoints =
+            endpoints::Endpoints::new(cfg.ipam.as_ref(), cfg.foreign.cluster_id.to_string())
+                .map_err(ResourcesError::Ipam)?;
+        let slices = services.as_ref().and_then(|s| {
+            make::<EndpointSlice>(
+                cfg,
+                &recorder,
+                io::Slices {
+                    services: Some(s.clone()),
+                    endpoints,
+                },
+            )
+        });
+        Ok(Reflectors {
+            services,
+            slices,
+            ingresses: make(cfg, &recorder, ()),
+            config_maps: make(cfg, &recorder, ()),
+            secrets: make(cfg, &recorder, ()),
+            service_accounts: make(cfg, &recorder, ()),
+        })
+    }
+
+    fn sync(&self, mapping: &Mapping) {
+        fn one<K: Io>(r: &Option<Arc<Reflector<K, <K as Io>::Extra>>>, mapping: &Mapping) {
+            if let Some(r) = r {
+                r.sync(mapping);
+            }
+        }
+        one(&self.services, mapping);
+        one(&self.slices, mapping);
+        one(&self.ingresses, mapping);
+        one(&self.config_maps, mapping);
+        one(&self.secrets, mapping);
+        one(&self.service_accounts, mapping);
+    }
+
+    fn spawn_workers(&self, tasks: &mut JoinSet<&'static str>) {
+        fn one<K: Io>(
+            r: &Option<Arc<Reflector<K, <K as Io>::Extra>>>,
+            tasks: &mut JoinSet<&'static str>,
+        ) {
+            if let Some(r) = r {
+                for _ in 0..r.cfg.reflection.of(K::KIND) {
+                    tasks.spawn(worker::run(r.clone()));
+                }
+            }
+        }
+        one(&self.services, tasks);
+        one(&self.slices, tasks);
+        one(&self.ingresses, tasks);
+        one(&self.config_maps, tasks);
+        one(&self.secrets, tasks);
+        one(&self.service_accounts, tasks);
+    }
+
+    /// The kinds reflected.
+    pub fn kinds(&self) -> Vec<Kind> {
+        Kind::ALL
+            .into_iter()
+            .filter(|k| match k {
+                Kind::Service => self.services.is_some(),
+                Kind::EndpointSlice => self.slices.is_some(),
+                Kind::Ingress => self.ingresses.is_some(),
+                Kind::ConfigMap => self.config_maps.is_some(),
+                Kind::Secret => self.secrets.is_some(),
+                Kind::ServiceAccount => self.service_accounts.is_some(),
+            })
+            .collect()
+    }
+}
+
+/// Runs the reflectors, following `mapping`, until it closes (it ends with pod reflection).
+pub async fn run(reflectors: Arc<Reflectors>, mut mapping: Receiver<Arc<Mapping>>) -> &'static str {
+    let mut tasks = JoinSet::new();
+    reflectors.spawn_workers(&mut tasks);
+    tracing::info!(kinds = ?reflectors.kinds(), "resource reflection started");
+    loop {
+        let current = mapping.borrow_and_update().clone();
+        reflectors.sync(&current);
+        tokio::select! {
+            changed = mapping.changed() => if changed.is_err() { return "the NamespaceMap mapping" },
+            Some(ended) = tasks.join_next() => return match ended {
+                Ok(what) => what,
+                Err(_) => "a resource reflection worker (panicked)",
+            },
+        }
+    }
+}

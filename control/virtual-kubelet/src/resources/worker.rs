@@ -1,0 +1,201 @@
+//! A worker of one kind's reflector: takes a key, reads both stores, gathers the kind's inputs
+//! ([`super::io::Io`]), decides (`control::reflection::decide`), acts on the provider (field
+//! manager `reflection.liqo.io`; deletions with a UID precondition) or warns on the local
+//! object. A failure queues the key again after a growing delay; a copy the provider refuses
+//! is reported on the local object (a Warning Event with the provider's words).
+
+use std::{sync::Arc, time::Duration};
+
+use control::{
+    consts::reflection::FIELD_MANAGER,
+    reflection::{Action, REASON_REFUSED, decide},
+    shadowpod::consumer::is_reflected,
+};
+use kube::{
+    Api,
+    api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
+    runtime::{
+        events::{Event, EventType},
+        reflector::ObjectRef,
+    },
+};
+
+use super::{error::HandleError, io::Io, reflector::Reflector};
+use crate::reflection::{key::Key, worker::retry_delay};
+
+/// How long a key waiting for an input (its Service's copy) waits before it is handled again.
+pub const WAIT: Duration = Duration::from_secs(1);
+
+/// What handling a key came to.
+enum Outcome {
+    Done,
+    Wait,
+}
+
+/// A worker: handles keys forever.
+pub async fn run<K: Io>(r: Arc<Reflector<K, K::Extra>>) -> &'static str {
+    loop {
+        let key = r.queue.next().await;
+        let result = handle(&r, &key).await;
+        let mut failures = r.failures.lock().unwrap_or_else(|p| p.into_inner());
+        match result {
+            Ok(Outcome::Done) => {
+                failures.remove(&key);
+            }
+            Ok(Outcome::Wait) => {
+                drop(failures);
+                r.queue.add_after(key.clone(), WAIT);
+            }
+            Err(e) => {
+                let n = failures.entry(key.clone()).or_insert(0);
+                *n = n.saturating_add(1);
+                let delay = retry_delay(*n);
+                drop(failures);
+                tracing::warn!(kind = %K::KIND, object = %key, error = %liqo_types::chain(&e), retry_in = ?delay, "reflection failed");
+                r.queue.add_after(key.clone(), delay);
+            }
+        }
+        r.queue.done(&key);
+    }
+}
+
+fn kerr(what: String) -> impl FnOnce(kube::Error) -> HandleError {
+    move |source| match &source {
+        kube::Error::Api(s) if matches!(s.code, 400 | 403 | 422) => {
+            HandleError::Refused { what, source }
+        }
+        _ => HandleError::Kube { what, source },
+    }
+}
+
+/// One key: read, decide, act.
+async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome, HandleError> {
+    // Not offloaded (any more), or not listed yet: queued again once it is.
+    let Some(pair) = r.pair(&key.namespace) else {
+        return Ok(Outcome::Done);
+    };
+    if !pair.ready() {
+        return Ok(Outcome::Done);
+    }
+    let local = pair
+        .local
+        .get(&ObjectRef::new(&key.name).within(&key.namespace));
+    let ctx = r.ctx(&key.namespace, &pair.remote);
+    let remote_name = K::remote_name(&key.name, &ctx);
+    let remote = pair
+        .remote_objects
+        .get(&ObjectRef::new(&remote_name).within(&pair.remote));
+    let remote_ours = remote
+        .as_ref()
+        .is_some_and(|o| is_reflected(o.meta().labels.as_ref(), ctx.home, ctx.foreign));
+    let inputs = K::inputs(r, key, local.as_deref()).await?;
+    let action = decide(local.as_deref(), remote.as_deref(), &ctx, &inputs);
+    let api: Api<K> = Api::namespaced(r.cfg.remote.api.clone(), &pair.remote);
+    let what = |verb: &str| format!("{verb} {} {}/{remote_name}", K::KIND, pair.remote);
+    let written = match action {
+        Action::Nothing => {
+            if !remote_ours {
+                K::released(r, key).await?;
+            }
+            return Ok(Outcome::Done);
+        }
+        Action::Wait(why) => {
+            tracing::debug!(kind = %K::KIND, object = %key, why, "waiting");
+            return Ok(Outcome::Wait);
+        }
+        Action::Warn { reason, note, .. } => {
+            warn(r, local.as_deref(), reason, note).await;
+            if !remote_ours {
+                K::released(r, key).await?;
+            }
+            return Ok(Outcome::Done);
+        }
+        Action::Delete { name, uid } => {
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&name, &dp).await {
+                Ok(_) => {
+                    tracing::info!(kind = %K::KIND, object = %key, remote = %pair.remote, "copy deleted")
+                }
+                // Already gone, or replaced (the UID precondition): nothing of ours to delete.
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => return Err(kerr(what("deleting"))(e)),
+            }
+            K::released(r, key).await?;
+            return Ok(Outcome::Done);
+        }
+        Action::Create(copy) => {
+            let pp = PostParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PostParams::default()
+            };
+            match api.create(&pp, &copy).await {
+                Ok(_) => "created",
+                // Not in the store yet: its event queues the key again.
+                Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Outcome::Done),
+                Err(e) => return Err(refused(r, local.as_deref(), kerr(what("creating"))(e)).await),
+            }
+        }
+        Action::Apply(copy) => {
+            let pp = PatchParams::apply(FIELD_MANAGER).force();
+            match api.patch(&remote_name, &pp, &Patch::Apply(&*copy)).await {
+                Ok(_) => "updated",
+                Err(e) => return Err(refused(r, local.as_deref(), kerr(what("applying"))(e)).await),
+            }
+        }
+    };
+    tracing::info!(kind = %K::KIND, object = %key, remote = %pair.remote, "copy {written}");
+    Ok(Outcome::Done)
+}
+
+/// Reports a copy the provider refused on the local object; returns the error (the key is
+/// retried).
+async fn refused<K: Io>(
+    r: &Reflector<K, K::Extra>,
+    local: Option<&K>,
+    e: HandleError,
+) -> HandleError {
+    if let HandleError::Refused { what, source } = &e {
+        let note = format!("the provider refused the copy ({what}): {source}");
+        warn(r, local, REASON_REFUSED, note).await;
+    }
+    e
+}
+
+/// The longest note an Event takes (events.k8s.io/v1: 1 kB).
+const NOTE_MAX: usize = 1000;
+
+/// A Warning Event on the local object (logged too).
+pub async fn warn<K: Io>(
+    r: &Reflector<K, K::Extra>,
+    local: Option<&K>,
+    reason: &str,
+    note: String,
+) {
+    tracing::warn!(kind = %K::KIND, %note, "reflection skipped");
+    let Some(local) = local else { return };
+    let mut note = note;
+    if note.len() > NOTE_MAX {
+        let mut end = NOTE_MAX;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+    }
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason.into(),
+        note: Some(note),
+        action: "Reflect".into(),
+        secondary: None,
+    };
+    // An Event is a courtesy: failing to publish it is logged, not retried.
+    if let Err(e) = r.recorder.publish(&event, &local.object_ref(&())).await {
+        tracing::warn!(kind = %K::KIND, error = %e, "publishing an event");
+    }
+}
