@@ -231,6 +231,10 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         assert!(s.spec.pod.affinity.is_none());
     }
 
+    // The manual's chapter 14: a Service offloaded with Local pods.
+    let took = offload_lab::services::offload_a_service(&k, &rome, &milan, &milan_id).await;
+    println!("TIMING chapter 14 Service on milan: {took:.1} s");
+
     // 2. A remote pod deleted: milan re-creates it; rome shows the restart.
     let victim = home[0].metadata.name.clone().unwrap();
     let old = remote_pod(&milan, &victim).await.unwrap().metadata.uid;

@@ -15,6 +15,8 @@ use kube::{
 };
 use serde_json::json;
 
+pub(crate) mod services;
+
 /// The offloaded namespace (same name remotely: EnforceSameName).
 pub(crate) const NS: &str = "liqo-demo";
 /// The Deployment.
