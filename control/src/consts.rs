@@ -323,6 +323,12 @@ pub mod reflection {
     pub const ENDPOINTSLICE_MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
     /// [`ENDPOINTSLICE_MANAGED_BY`] on the EndpointSlices a virtual kubelet reflects.
     pub const ENDPOINTSLICE_MANAGER: &str = "endpointslice.reflection.liqo.io";
+    /// On a reflected copy: the UID of the local object it copies (a local object re-created
+    /// under the same name gets a fresh copy: some fields are immutable).
+    pub const LOCAL_UID: &str = "reflection.liqo.io/local-uid";
+    /// On a reflected EndpointSlice: its local addresses and what each was mapped to (JSON), so
+    /// that the mappings are released even after a restart.
+    pub const ENDPOINT_ADDRESSES: &str = "reflection.liqo.io/endpoint-addresses";
     /// The label naming an EndpointSlice's Service.
     pub const SERVICE_NAME: &str = "kubernetes.io/service-name";
     /// The label a reflected ServiceAccount-token Secret gets (its ServiceAccount's name).

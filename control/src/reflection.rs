@@ -30,4 +30,4 @@ pub mod serviceaccount;
 mod tests;
 
 pub use contract::{Ctx, Inputs, Kind, REASON_REFUSED, Reflect, ServiceState, Skip};
-pub use decide::{Action, decide, same};
+pub use decide::{Action, decide, ours, same};

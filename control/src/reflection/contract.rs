@@ -138,6 +138,12 @@ pub trait Reflect:
         Some(remote.to_owned())
     }
 
+    /// Whether the remote object `remote` (with our reflection labels) is a copy this kind's
+    /// reflection manages (most are; a pod's token Secret is not a copy of a local Secret).
+    fn is_copy(_remote: &Self) -> bool {
+        true
+    }
+
     /// Why `local` is not reflected as it is (`None`: it is), beyond what `meta::skip`
     /// checks for every kind.
     fn skip(_local: &Self, _ctx: &Ctx<'_>, _inputs: &Inputs) -> Option<Skip> {

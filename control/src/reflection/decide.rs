@@ -6,6 +6,7 @@ use liqo_types::FieldError;
 use serde_json::Value;
 
 use super::{Ctx, Inputs, Reflect, Skip, meta};
+use crate::consts::reflection as consts;
 use crate::shadowpod::{
     consumer::is_reflected,
     reflection::{REASON_NOT_OURS, not_ours_note},
@@ -50,8 +51,9 @@ fn delete_ours<K: Reflect>(remote: Option<&K>, ctx: &Ctx<'_>) -> Action<K> {
     }
 }
 
-fn ours<K: Reflect>(remote: &K, ctx: &Ctx<'_>) -> bool {
-    is_reflected(remote.meta().labels.as_ref(), ctx.home, ctx.foreign)
+/// Whether `remote` is a copy of ours: our reflection labels, and a copy of this kind.
+pub fn ours<K: Reflect>(remote: &K, ctx: &Ctx<'_>) -> bool {
+    is_reflected(remote.meta().labels.as_ref(), ctx.home, ctx.foreign) && K::is_copy(remote)
 }
 
 fn refused<K>(e: FieldError) -> Action<K> {
@@ -91,6 +93,14 @@ pub fn decide<K: Reflect>(
             field: None,
         };
     }
+    // A copy of an earlier local object of the same name: made again (some fields are
+    // immutable).
+    if let Some(r) = remote
+        && let (Some(was), Some(is)) = (meta::local_uid(r.meta()), local.meta().uid.as_deref())
+        && was != is
+    {
+        return delete_ours(remote, ctx);
+    }
     let desired = match K::forge(local, ctx, inputs) {
         Ok(d) => d,
         Err(e) => return refused(e),
@@ -111,10 +121,25 @@ pub fn same<K: Reflect>(desired: &K, actual: &K) -> bool {
         // repairs whatever differs.
         return false;
     };
+    let (d, a) = (without_bookkeeping(d), without_bookkeeping(a));
     K::exact()
         .iter()
         .all(|path| empty_if_null(at(&d, path)) == empty_if_null(at(&a, path)))
         && subset(&d, &a)
+}
+
+/// `v` without the annotations reflection keeps for itself (the local UID, the mapped
+/// addresses): they change only with what they describe, which is compared.
+fn without_bookkeeping(mut v: Value) -> Value {
+    if let Some(a) = v
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("annotations"))
+        .and_then(Value::as_object_mut)
+    {
+        a.remove(consts::LOCAL_UID);
+        a.remove(consts::ENDPOINT_ADDRESSES);
+    }
+    v
 }
 
 fn at<'v>(v: &'v Value, path: &[&str]) -> Option<&'v Value> {

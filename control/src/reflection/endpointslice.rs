@@ -14,7 +14,57 @@ use k8s_openapi::api::{
 use liqo_types::{FieldError, field::bad};
 
 use super::{Ctx, Inputs, Kind, Reflect, ServiceState, Skip};
-use crate::consts::reflection::{ENDPOINTSLICE_MANAGED_BY, ENDPOINTSLICE_MANAGER, SERVICE_NAME};
+use k8s_openapi::api::core::v1::Service;
+
+use super::meta;
+use crate::{
+    consts::reflection::{
+        ENDPOINT_ADDRESSES, ENDPOINTSLICE_MANAGED_BY, ENDPOINTSLICE_MANAGER, SERVICE_NAME,
+    },
+    shadowpod::consumer::is_reflected,
+};
+
+/// The addresses a copy records as mapped (local → as the provider reaches it): what to
+/// release once the copy is gone, also after a restart.
+pub fn recorded(copy: &EndpointSlice) -> BTreeMap<String, String> {
+    copy.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ENDPOINT_ADDRESSES))
+        .and_then(|j| serde_json::from_str(j).ok())
+        .unwrap_or_default()
+}
+
+/// Where a slice's Service stands, from the local Service (`None`: none), the remote object
+/// of its name, and whether both were listed: reflected when its copy is ours (also while the
+/// local Service is refused as it is: the copy serves, its slices keep following the pods),
+/// pending while its copy is to come, else not reflected.
+pub fn service_state(
+    local: Option<&Service>,
+    remote: Option<&Service>,
+    ctx: &Ctx<'_>,
+    listed: bool,
+) -> ServiceState {
+    if !listed {
+        return ServiceState::Pending;
+    }
+    let Some(local) = local else {
+        return ServiceState::NotReflected;
+    };
+    let copy_ours = remote.map(|r| is_reflected(r.metadata.labels.as_ref(), ctx.home, ctx.foreign));
+    match meta::skip(&local.metadata).or_else(|| Service::skip(local, ctx, &Inputs::default())) {
+        Some(Skip::Excluded(_)) => return ServiceState::NotReflected,
+        Some(Skip::Refused(_) | Skip::Wait(_)) if copy_ours != Some(true) => {
+            return ServiceState::NotReflected;
+        }
+        _ => {}
+    }
+    match copy_ours {
+        Some(true) => ServiceState::Reflected,
+        Some(false) => ServiceState::NotReflected,
+        None => ServiceState::Pending,
+    }
+}
 
 /// The only address type reflected.
 pub const IPV4: &str = "IPv4";
@@ -96,8 +146,20 @@ impl Reflect for EndpointSlice {
             }
             endpoints.push(endpoint(e, i, ctx, &inputs.addresses)?);
         }
+        let mut metadata = meta::remote(&local.metadata, name, ctx, extra);
+        let used: BTreeMap<&String, &String> = inputs
+            .addresses
+            .iter()
+            .filter(|(a, _)| local.endpoints.iter().any(|e| e.addresses.contains(a)))
+            .collect();
+        if !used.is_empty() {
+            metadata.annotations.get_or_insert_default().insert(
+                ENDPOINT_ADDRESSES.to_owned(),
+                serde_json::to_string(&used).unwrap_or_default(),
+            );
+        }
         Ok(EndpointSlice {
-            metadata: super::meta::remote(&local.metadata, name, ctx, extra),
+            metadata,
             address_type: local.address_type.clone(),
             endpoints,
             ports: local.ports.clone(),

@@ -46,7 +46,8 @@ pub fn skip(meta: &ObjectMeta) -> Option<Skip> {
 }
 
 /// The metadata of the copy of `local` named `name`: the local labels plus the reflection
-/// labels (`extra` on top), the local annotations; nothing the API server sets.
+/// labels (`extra` on top), the local annotations plus the local UID; nothing the API server
+/// sets.
 pub fn remote(
     local: &ObjectMeta,
     name: String,
@@ -56,7 +57,11 @@ pub fn remote(
     let mut labels: BTreeMap<String, String> = local.labels.clone().unwrap_or_default();
     labels.extend(reflection_labels(ctx.home, ctx.foreign));
     labels.extend(extra);
-    let annotations = local.annotations.clone().filter(|a| !a.is_empty());
+    let mut annotations = local.annotations.clone().unwrap_or_default();
+    if let Some(uid) = &local.uid {
+        annotations.insert(consts::LOCAL_UID.to_owned(), uid.clone());
+    }
+    let annotations = Some(annotations).filter(|a| !a.is_empty());
     ObjectMeta {
         name: Some(name),
         namespace: Some(ctx.remote_namespace.to_owned()),
@@ -64,4 +69,12 @@ pub fn remote(
         annotations,
         ..ObjectMeta::default()
     }
+}
+
+/// The UID of the local object `copy` was made from, if it says.
+pub fn local_uid(copy: &ObjectMeta) -> Option<&str> {
+    copy.annotations
+        .as_ref()?
+        .get(consts::LOCAL_UID)
+        .map(String::as_str)
 }

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::Secret;
 use liqo_types::FieldError;
 
 use super::{Ctx, Inputs, Kind, Reflect, meta};
-use crate::consts::reflection::SERVICE_ACCOUNT_NAME;
+use crate::{consts::reflection::SERVICE_ACCOUNT_NAME, shadowpod::token::POD_LABEL};
 
 /// The type of a ServiceAccount token's Secret.
 pub const SERVICE_ACCOUNT_TOKEN: &str = "kubernetes.io/service-account-token";
@@ -16,6 +16,15 @@ pub const OPAQUE: &str = "Opaque";
 
 impl Reflect for Secret {
     const KIND: Kind = Kind::Secret;
+
+    fn is_copy(remote: &Self) -> bool {
+        // The offloaded pods' token Secrets are the pod reflection's.
+        !remote
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(POD_LABEL))
+    }
 
     fn forge(local: &Self, ctx: &Ctx<'_>, _inputs: &Inputs) -> Result<Self, FieldError> {
         let name = local.metadata.name.clone().unwrap_or_default();
@@ -28,6 +37,12 @@ impl Reflect for Secret {
                     .and_then(|a| a.get(SERVICE_ACCOUNT_NAME))
                     .cloned()
                     .unwrap_or_default();
+                if account.len() > 63 {
+                    return Err(liqo_types::field::bad(
+                        super::meta::annotation_field(SERVICE_ACCOUNT_NAME),
+                        format!("{account:?} is longer than a label value may be (63 characters)"),
+                    ));
+                }
                 (
                     Some(OPAQUE.to_owned()),
                     vec![(SERVICE_ACCOUNT_NAME.to_owned(), account)],

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::{
-    api::core::v1::{HostIP, Pod, PodIP, PodSpec, PodStatus, Volume},
+    api::core::v1::{Container, HostIP, Pod, PodIP, PodSpec, PodStatus, Volume},
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
 };
 
@@ -23,6 +23,7 @@ use crate::{
         reflection::{OFFLOADING_ABORTED, OFFLOADING_BACK_OFF},
         virtual_node::NOT_ALLOWED_TAINT,
     },
+    shadowpod::token::{self, HomeApi},
 };
 
 #[cfg(test)]
@@ -32,11 +33,7 @@ mod tests;
 /// [`remote_config_map_name`] so that it does not collide with the provider's own.
 pub const ROOT_CA_CONFIG_MAP: &str = "kube-root-ca.crt";
 
-/// The name prefix of the projected volume the ServiceAccount admission adds to a pod.
-pub const SERVICE_ACCOUNT_VOLUME_PREFIX: &str = "kube-api-access-";
-
-/// The ServiceAccount of a pod that names none.
-pub const DEFAULT_SERVICE_ACCOUNT: &str = "default";
+pub use super::token::{DEFAULT_SERVICE_ACCOUNT, SERVICE_ACCOUNT_VOLUME_PREFIX};
 
 /// Pod phases as the API spells them.
 pub mod phases {
@@ -98,12 +95,14 @@ pub fn shadow_pod(
     remote_namespace: &str,
     home: &ClusterId,
     foreign: &ClusterId,
+    api: Option<&HomeApi>,
 ) -> ShadowPod {
     let mut labels_out = local.metadata.labels.clone().unwrap_or_default();
     labels_out.remove(labels::SHADOW_POD);
     labels_out.extend(reflection_labels(home, foreign));
     let annotations = local.metadata.annotations.clone().filter(|a| !a.is_empty());
     let spec = local.spec.clone().unwrap_or_default();
+    let name = local.metadata.name.clone().unwrap_or_default();
     ShadowPod {
         metadata: ObjectMeta {
             name: local.metadata.name.clone(),
@@ -113,28 +112,52 @@ pub fn shadow_pod(
             ..ObjectMeta::default()
         },
         spec: ShadowPodSpec {
-            pod: remote_pod_spec(&spec, home),
+            pod: remote_pod_spec(&spec, home, api.map(|a| (a, name.as_str()))),
         },
     }
 }
 
-/// The remote pod's spec from the local one (upstream `RemotePodSpec`, API server support
-/// off): the copied fields only; tolerations without the virtual node's; never affinity,
-/// nodeSelector, nodeName, schedulerName, priority or preemption; no token automounted; no
-/// host namespaces; the `kube-api-access-*` projection renamed and without its token.
-pub fn remote_pod_spec(local: &PodSpec, home: &ClusterId) -> PodSpec {
+/// The remote pod's spec from the local one (upstream `RemotePodSpec`): the copied fields
+/// only; tolerations without the virtual node's; never affinity, nodeSelector, nodeName,
+/// schedulerName, priority or preemption; no provider token automounted; no host namespaces;
+/// the `kube-api-access-*` projection's root CA renamed. Its token: with `api` (the home API
+/// server and the pod's name), read from the pod's token Secret ([`token::use_secret`]) and
+/// every container pointed at the home API server; without, dropped.
+pub fn remote_pod_spec(
+    local: &PodSpec,
+    home: &ClusterId,
+    api: Option<(&HomeApi, &str)>,
+) -> PodSpec {
+    let projected = local
+        .volumes
+        .iter()
+        .flatten()
+        .any(|v| v.name.starts_with(SERVICE_ACCOUNT_VOLUME_PREFIX) && v.projected.is_some());
+    let api = api.filter(|_| projected);
+    let containers = |cs: &Vec<Container>| -> Vec<Container> {
+        cs.iter()
+            .cloned()
+            .map(|mut c| {
+                if let Some((a, _)) = api {
+                    c.env = token::with_api_env(c.env.take(), a);
+                }
+                c
+            })
+            .collect()
+    };
     let service_account = local
         .service_account_name
         .clone()
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| DEFAULT_SERVICE_ACCOUNT.to_owned());
     PodSpec {
-        containers: local.containers.clone(),
-        init_containers: local.init_containers.clone(),
-        volumes: local
-            .volumes
-            .as_ref()
-            .map(|v| v.iter().map(|v| remote_volume(v, home)).collect()),
+        containers: containers(&local.containers),
+        init_containers: local.init_containers.as_ref().map(containers),
+        volumes: local.volumes.as_ref().map(|v| {
+            v.iter()
+                .map(|v| remote_volume(v, home, api.map(|(_, pod)| pod)))
+                .collect()
+        }),
         host_aliases: local.host_aliases.clone(),
         active_deadline_seconds: local.active_deadline_seconds,
         dns_config: local.dns_config.clone(),
@@ -170,12 +193,16 @@ pub fn remote_pod_spec(local: &PodSpec, home: &ClusterId) -> PodSpec {
 }
 
 /// A volume as the remote pod mounts it: in a `kube-api-access-*` projection the root CA's
-/// ConfigMap renamed ([`remote_config_map_name`]) and the ServiceAccount token dropped (the
-/// provider cannot issue our tokens); any other volume unchanged.
-fn remote_volume(volume: &Volume, home: &ClusterId) -> Volume {
+/// ConfigMap renamed ([`remote_config_map_name`]) and the ServiceAccount token read from the
+/// token Secret of `token_pod` (the provider cannot issue our tokens), or dropped without it;
+/// any other volume unchanged.
+fn remote_volume(volume: &Volume, home: &ClusterId, token_pod: Option<&str>) -> Volume {
     let mut volume = volume.clone();
     if !volume.name.starts_with(SERVICE_ACCOUNT_VOLUME_PREFIX) {
         return volume;
+    }
+    if let Some(pod) = token_pod {
+        token::use_secret(&mut volume, pod);
     }
     if let Some(projected) = volume.projected.as_mut()
         && let Some(sources) = projected.sources.as_mut()

@@ -36,6 +36,9 @@ pub struct Context<'a> {
     pub foreign: &'a ClusterId,
     /// The virtual node's IP (every offloaded pod's `hostIP`).
     pub node_ip: &'a str,
+    /// The home API server as the provider's pods reach it, with API server support on
+    /// (offloaded pods get tokens of their ServiceAccounts).
+    pub api: Option<&'a crate::shadowpod::token::HomeApi>,
     /// The remote pod's IPs as home sees them (empty without a remote pod or its IP).
     pub pod_ips: &'a [String],
     /// The remote pods replaced so far ([`track_restarts`]).
@@ -287,7 +290,7 @@ fn mapped(
         actions.push(Action::LabelLocal);
     }
     // 6. The ShadowPod as forged.
-    let forged = forge::shadow_pod(local, namespace, ctx.home, ctx.foreign);
+    let forged = forge::shadow_pod(local, namespace, ctx.home, ctx.foreign, ctx.api);
     match shadow {
         None => {
             actions.push(Action::CreateShadow(Box::new(forged)));

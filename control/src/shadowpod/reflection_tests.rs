@@ -34,6 +34,7 @@ pub(super) fn ctx<'a>(ids: &'a Ids, ips: &'a [String]) -> Context<'a> {
         home: &ids.home,
         foreign: &ids.foreign,
         node_ip: "127.0.0.1",
+        api: None,
         pod_ips: ips,
         restarts: 0,
         now: now(),
@@ -56,7 +57,7 @@ pub(super) fn terminating(mut p: Pod) -> Pod {
 }
 
 pub(super) fn shadow_of(local: &Pod, ids: &Ids) -> ShadowPod {
-    let mut s = forge::shadow_pod(local, NS, &ids.home, &ids.foreign);
+    let mut s = forge::shadow_pod(local, NS, &ids.home, &ids.foreign, None);
     s.metadata.uid = Some("u-shadow".into());
     s
 }

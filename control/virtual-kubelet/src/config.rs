@@ -47,6 +47,9 @@ pub struct VkConfig {
     pub ping_timeout: Duration,
     /// Extra labels of the node (`--node-extra-labels`).
     pub extra_labels: BTreeMap<String, String>,
+    /// The home API server as the provider's pods reach it (`--enable-apiserver-support`):
+    /// offloaded pods get tokens of their home ServiceAccounts and reach it; none: no token.
+    pub home_api: Option<control::shadowpod::token::HomeApi>,
     /// Resource reflection workers per kind (`--<kind>-reflection-workers`; 0 turns the kind
     /// off).
     pub reflection: ReflectionWorkers,

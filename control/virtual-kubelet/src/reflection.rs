@@ -14,16 +14,23 @@
 //!   the actions; a ShadowPod whose pod does not come has its remote name looked up once (a
 //!   Pod there that is not ours: a Warning Event).
 //!
+//! * [`tokens`]: with API server support, each offloaded pod's ServiceAccount token written
+//!   beside its ShadowPod and renewed.
+//! * [`events`]: the provider's Events about our remote pods mirrored onto the home pods
+//!   (rate-limited per pod).
+//!
 //! It never polls a pod (one read of a remote name per ShadowPod at most), never writes a remote object without the reflection labels (a
 //! Warning Event on the local pod says so), never watches the provider cluster-wide, and
 //! never creates the remote Pod itself (the provider's ShadowPod controller does).
 
+pub mod events;
 pub mod ips;
 pub mod key;
 pub mod mapped;
 pub mod probe;
 pub mod queue;
 pub mod shared;
+pub mod tokens;
 pub mod watch;
 pub mod worker;
 
@@ -81,6 +88,7 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
         failures: Mutex::new(HashMap::new()),
         recorder,
         probed: Mutex::new(HashMap::new()),
+        tokens: Mutex::new(HashMap::new()),
     });
     let (mapped_tx, mapped_rx) = tokio::sync::watch::channel(false);
     let (mapping_tx, mapping_rx) = tokio::sync::watch::channel(Arc::default());

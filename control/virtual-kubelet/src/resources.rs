@@ -38,29 +38,38 @@ pub enum ResourcesError {
     Ipam(#[source] ipam::service::client::ClientError),
 }
 
+/// One kind's reflector.
+pub type Of<K> = Arc<Reflector<K, <K as Io>::Extra>>;
+
 /// The reflectors that run, by kind.
 pub struct Reflectors {
     /// Services.
-    pub services: Option<Arc<Reflector<Service, <Service as Io>::Extra>>>,
+    pub services: Option<Of<Service>>,
     /// EndpointSlices.
-    pub slices: Option<Arc<Reflector<EndpointSlice, <EndpointSlice as Io>::Extra>>>,
+    pub slices: Option<Of<EndpointSlice>>,
     /// Ingresses.
-    pub ingresses: Option<Arc<Reflector<Ingress, <Ingress as Io>::Extra>>>,
+    pub ingresses: Option<Of<Ingress>>,
     /// ConfigMaps.
-    pub config_maps: Option<Arc<Reflector<ConfigMap, <ConfigMap as Io>::Extra>>>,
+    pub config_maps: Option<Of<ConfigMap>>,
     /// Secrets.
-    pub secrets: Option<Arc<Reflector<Secret, <Secret as Io>::Extra>>>,
+    pub secrets: Option<Of<Secret>>,
     /// ServiceAccounts.
-    pub service_accounts: Option<Arc<Reflector<ServiceAccount, <ServiceAccount as Io>::Extra>>>,
+    pub service_accounts: Option<Of<ServiceAccount>>,
 }
 
-fn make<K: Io>(
-    cfg: &Arc<VkConfig>,
-    recorder: &Recorder,
-    extra: K::Extra,
-) -> Option<Arc<Reflector<K, <K as Io>::Extra>>> {
-    (cfg.reflection.of(K::KIND) > 0)
-        .then(|| Arc::new(Reflector::new(cfg.clone(), recorder.clone(), extra)))
+fn make<K: Io>(cfg: &Arc<VkConfig>, recorder: &Recorder, extra: K::Extra) -> Option<Of<K>> {
+    (workers::<K>(cfg) > 0).then(|| Arc::new(Reflector::new(cfg.clone(), recorder.clone(), extra)))
+}
+
+/// The workers of kind `K`: as configured, but ConfigMaps always have one (for the root CA,
+/// which the offloaded pods' projections name).
+fn workers<K: Io>(cfg: &VkConfig) -> usize {
+    let n = cfg.reflection.of(K::KIND);
+    if K::KIND == Kind::ConfigMap {
+        n.max(1)
+    } else {
+        n
+    }
 }
 
 impl Reflectors {
@@ -73,7 +82,7 @@ impl Reflectors {
                 instance: Some(cfg.node_name()),
             },
         );
-        let services = make::<Service>(cfg, &recorder, ());
+        let services = make::<Service>(cfg, &recorder, io::Followers::default());
         let endpoints =
             endpoints::Endpoints::new(cfg.ipam.as_ref(), cfg.foreign.cluster_id.to_string())
                 .map_err(ResourcesError::Ipam)?;
@@ -87,24 +96,41 @@ impl Reflectors {
                 },
             )
         });
+        if let (Some(s), Some(e)) = (&services, &slices) {
+            // Set once, here: cannot be set already.
+            s.extra.slices.set(Arc::downgrade(e)).ok();
+        }
+        let config_maps = make::<ConfigMap>(cfg, &recorder, ()).map(|mut r| {
+            if cfg.reflection.configmap == 0
+                && let Some(r) = Arc::get_mut(&mut r)
+            {
+                r.only = Some(control::shadowpod::consumer::ROOT_CA_CONFIG_MAP);
+            }
+            r
+        });
         Ok(Reflectors {
             services,
             slices,
             ingresses: make(cfg, &recorder, ()),
-            config_maps: make(cfg, &recorder, ()),
+            config_maps,
             secrets: make(cfg, &recorder, ()),
             service_accounts: make(cfg, &recorder, ()),
         })
     }
 
-    fn sync(&self, mapping: &Mapping) {
-        fn one<K: Io>(r: &Option<Arc<Reflector<K, <K as Io>::Extra>>>, mapping: &Mapping) {
+    async fn sync(&self, mapping: &Mapping) {
+        fn one<K: Io>(r: &Option<Of<K>>, mapping: &Mapping) {
             if let Some(r) = r {
                 r.sync(mapping);
             }
         }
         one(&self.services, mapping);
-        one(&self.slices, mapping);
+        if let Some(slices) = &self.slices {
+            // The mappings of a namespace no longer offloaded are released.
+            for ns in slices.sync(mapping) {
+                slices.extra.endpoints.release_namespace(&ns).await;
+            }
+        }
         one(&self.ingresses, mapping);
         one(&self.config_maps, mapping);
         one(&self.secrets, mapping);
@@ -112,12 +138,9 @@ impl Reflectors {
     }
 
     fn spawn_workers(&self, tasks: &mut JoinSet<&'static str>) {
-        fn one<K: Io>(
-            r: &Option<Arc<Reflector<K, <K as Io>::Extra>>>,
-            tasks: &mut JoinSet<&'static str>,
-        ) {
+        fn one<K: Io>(r: &Option<Of<K>>, tasks: &mut JoinSet<&'static str>) {
             if let Some(r) = r {
-                for _ in 0..r.cfg.reflection.of(K::KIND) {
+                for _ in 0..workers::<K>(&r.cfg) {
                     tasks.spawn(worker::run(r.clone()));
                 }
             }
@@ -153,7 +176,7 @@ pub async fn run(reflectors: Arc<Reflectors>, mut mapping: Receiver<Arc<Mapping>
     tracing::info!(kinds = ?reflectors.kinds(), "resource reflection started");
     loop {
         let current = mapping.borrow_and_update().clone();
-        reflectors.sync(&current);
+        reflectors.sync(&current).await;
         tokio::select! {
             changed = mapping.changed() => if changed.is_err() { return "the NamespaceMap mapping" },
             Some(ended) = tasks.join_next() => return match ended {

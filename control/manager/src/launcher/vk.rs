@@ -306,6 +306,7 @@ async fn run_task(job: &Job) -> String {
         ping_interval: vkc::DEFAULT_PING_INTERVAL,
         ping_timeout: vkc::DEFAULT_PING_TIMEOUT,
         extra_labels: Default::default(),
+        home_api: None,
         reflection: Default::default(),
     };
     match liqo_virtual_kubelet::run(cfg, futures::future::pending()).await {

@@ -92,7 +92,10 @@ fn local_without_remote_is_created_with_reflection_labels() {
         json_of(&cm.metadata.labels),
         ours_labels(json!({"app": "web", "tier": "front"}))
     );
-    assert_eq!(json_of(&cm.metadata.annotations), json!({"note": "kept"}));
+    assert_eq!(
+        json_of(&cm.metadata.annotations),
+        json!({"note": "kept", "reflection.liqo.io/local-uid": "u-local"})
+    );
     assert_eq!(json_of(&cm.data), json!({"a": "1", "b": "2"}));
 }
 
@@ -221,7 +224,10 @@ fn remote_ours_with_an_annotation_added_locally_is_applied() {
         &ids.ctx(),
         &no_inputs(),
     ));
-    assert_eq!(json_of(&cm.metadata.annotations), json!({"note": "new"}));
+    assert_eq!(
+        json_of(&cm.metadata.annotations),
+        json!({"note": "new", "reflection.liqo.io/local-uid": "u-local"})
+    );
 }
 
 #[test]
@@ -290,4 +296,43 @@ fn a_local_copy_reflected_here_is_not_reflected_back() {
         decide(Some(&local), Some(&our_cm()), &ctx, &no_inputs()),
         delete_of_remote()
     );
+}
+
+#[test]
+fn a_copy_of_an_earlier_local_object_of_the_name_is_made_again() {
+    let ids = ids();
+    let mut remote = our_cm();
+    remote
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("reflection.liqo.io/local-uid".into(), "u-earlier".into());
+    remote.metadata.uid = Some("r-uid".into());
+    let local = local_cm(json!({}));
+    let got = decide(Some(&local), Some(&remote), &ids.ctx(), &no_inputs());
+    assert!(
+        matches!(&got, Action::Delete { uid, .. } if uid == "r-uid"),
+        "{got:?}"
+    );
+    // Its own copy (same local UID) is kept.
+    let mut own = our_cm();
+    own.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("reflection.liqo.io/local-uid".into(), "u-local".into());
+    let same_uid = decide(Some(&local), Some(&own), &ids.ctx(), &no_inputs());
+    assert!(!matches!(same_uid, Action::Delete { .. }), "{same_uid:?}");
+}
+
+#[test]
+fn a_pods_token_secret_is_not_a_copy_and_is_left_alone() {
+    let ids = ids();
+    let token: k8s_openapi::api::core::v1::Secret = obj(json!({
+        "metadata": {"name": "liqo-token-web", "namespace": REMOTE_NS, "uid": "t",
+            "labels": ours_labels(json!({"liqo.io/token-for-pod": "web"}))},
+        "type": "Opaque"
+    }));
+    let got =
+        decide::<k8s_openapi::api::core::v1::Secret>(None, Some(&token), &ids.ctx(), &no_inputs());
+    assert_eq!(got, Action::Nothing);
 }

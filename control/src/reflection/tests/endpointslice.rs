@@ -289,3 +289,70 @@ fn a_native_slice_is_not_skipped() {
         None
     );
 }
+
+#[test]
+fn the_copy_records_its_mapped_addresses_for_their_release() {
+    let ids = ids();
+    let inputs = slice_inputs(ServiceState::Reflected, &MAPPED);
+    let copy = EndpointSlice::forge(&local(), &ids.ctx(), &inputs).unwrap();
+    let recorded = endpointslice::recorded(&copy);
+    let want: std::collections::BTreeMap<String, String> =
+        endpointslice::addresses(&local(), &ids.ctx())
+            .into_iter()
+            .map(|a| {
+                let m = MAPPED.iter().find(|(l, _)| *l == a).unwrap().1;
+                (a, m.to_owned())
+            })
+            .collect();
+    assert_eq!(recorded, want);
+    assert!(
+        endpointslice::recorded(&local()).is_empty(),
+        "a local slice records nothing"
+    );
+}
+
+#[test]
+fn a_slices_service_state_follows_its_copy() {
+    use k8s_openapi::api::core::v1::Service;
+    let ids = ids();
+    let ctx = ids.ctx();
+    let svc = |annotations: Value| -> Service {
+        obj(
+            json!({"metadata": {"name": "web", "namespace": "demo", "uid": "u-svc",
+            "annotations": annotations}, "spec": {"ports": [{"port": 80}]}}),
+        )
+    };
+    let copy: Service = obj(json!({"metadata": {"name": "web", "namespace": "demo-rome",
+        "labels": ours_labels(json!({}))}}));
+    let theirs: Service = obj(json!({"metadata": {"name": "web", "namespace": "demo-rome"}}));
+    let state = |l: Option<&Service>, r: Option<&Service>, listed| {
+        endpointslice::service_state(l, r, &ctx, listed)
+    };
+    let plain = svc(json!({}));
+    assert_eq!(
+        state(Some(&plain), Some(&copy), false),
+        ServiceState::Pending
+    );
+    assert_eq!(
+        state(Some(&plain), Some(&copy), true),
+        ServiceState::Reflected
+    );
+    assert_eq!(state(Some(&plain), None, true), ServiceState::Pending);
+    assert_eq!(
+        state(Some(&plain), Some(&theirs), true),
+        ServiceState::NotReflected
+    );
+    assert_eq!(state(None, Some(&copy), true), ServiceState::NotReflected);
+    let out = svc(json!({"liqo.io/skip-reflection": "true"}));
+    assert_eq!(
+        state(Some(&out), Some(&copy), true),
+        ServiceState::NotReflected
+    );
+    // Refused as it is: its copy keeps serving and its slices keep following the pods.
+    let bad = svc(json!({"liqo.io/skip-reflection": "maybe"}));
+    assert_eq!(
+        state(Some(&bad), Some(&copy), true),
+        ServiceState::Reflected
+    );
+    assert_eq!(state(Some(&bad), None, true), ServiceState::NotReflected);
+}

@@ -87,7 +87,7 @@ fn remote_meta_keeps_labels_and_annotations_and_drops_server_fields() {
     assert_eq!(m.labels.as_ref().unwrap().len(), 3);
     assert_eq!(
         serde_json::to_value(&m.annotations).unwrap(),
-        json!({"note": "kept"})
+        json!({"note": "kept", "reflection.liqo.io/local-uid": "u-local"})
     );
     assert_eq!(m.finalizers, None);
     assert_eq!(m.generation, None);

@@ -197,7 +197,10 @@ fn other_service_accounts_are_name_only() {
         json_of(&sa.metadata.labels),
         ours_labels(json!({"app": "ci"}))
     );
-    assert_eq!(json_of(&sa.metadata.annotations), json!({"note": "kept"}));
+    assert_eq!(
+        json_of(&sa.metadata.annotations),
+        json!({"note": "kept", "reflection.liqo.io/local-uid": "u-sa"})
+    );
     assert_eq!(sa.secrets, None);
     assert_eq!(sa.image_pull_secrets, None);
 }

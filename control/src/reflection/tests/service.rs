@@ -111,7 +111,7 @@ fn node_ports_kept_when_forced() {
     // The annotation is a local one like any other: kept on the copy.
     assert_eq!(
         json_of(&s.metadata.annotations),
-        json!({"liqo.io/force-remote-node-port": "true"})
+        json!({"liqo.io/force-remote-node-port": "true", "reflection.liqo.io/local-uid": "u-local"})
     );
 }
 

@@ -70,7 +70,7 @@ fn local_pod() -> Pod {
 #[test]
 fn the_shadow_pod_copies_the_listed_fields_and_strips_the_rest() {
     let (home, foreign) = ids();
-    let shadow = shadow_pod(&local_pod(), "demo-rome", &home, &foreign);
+    let shadow = shadow_pod(&local_pod(), "demo-rome", &home, &foreign, None);
     let got = serde_json::to_value(&shadow).unwrap();
     let expected = json!({
         "apiVersion": "virtualkubelet.liqo.io/v1alpha1",
@@ -134,7 +134,7 @@ fn a_named_service_account_is_kept_and_no_tolerations_stay_absent() {
     let mut spec = local_pod().spec.unwrap();
     spec.service_account_name = Some("builder".into());
     spec.tolerations = Some(vec![spec.tolerations.unwrap().remove(0)]);
-    let remote = remote_pod_spec(&spec, &home);
+    let remote = remote_pod_spec(&spec, &home, None);
     assert_eq!(remote.service_account_name.as_deref(), Some("builder"));
     assert_eq!(remote.tolerations, None);
     assert_eq!(remote.node_name, None);

@@ -162,6 +162,7 @@ async fn main() -> anyhow::Result<()> {
         ping_interval: args.node_ping_interval,
         ping_timeout: args.node_ping_timeout,
         extra_labels: args.node_extra_labels,
+        home_api: None,
         reflection: ReflectionWorkers {
             service: args.service_reflection_workers,
             endpointslice: args.endpointslice_reflection_workers,

@@ -41,6 +41,8 @@ pub struct Shared {
     /// Per key, the UID of the ShadowPod whose remote name was looked up for a foreign Pod
     /// (once each).
     pub probed: Mutex<HashMap<Key, String>>,
+    /// The ServiceAccount tokens written, per pod.
+    pub tokens: Tokens,
 }
 
 impl Shared {
@@ -50,3 +52,15 @@ impl Shared {
         map.get(local).map(Namespace::view)
     }
 }
+
+/// A token written for a pod: for which ShadowPod, and when it is renewed.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    /// The ShadowPod the token Secret belongs to.
+    pub shadow_uid: String,
+    /// When the token is renewed.
+    pub renew_at: k8s_openapi::jiff::Timestamp,
+}
+
+/// The tokens written, per pod.
+pub type Tokens = Mutex<HashMap<Key, Issued>>;

@@ -220,11 +220,26 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
             }
         }
     });
+    let t4 = tokio::spawn(super::events::follow(
+        super::events::Follow {
+            cfg: cfg.clone(),
+            local: shared.local.clone(),
+            remote_pods: pods.clone(),
+            recorder: shared.recorder.clone(),
+        },
+        local.to_owned(),
+        remote.to_owned(),
+    ));
     Namespace {
         remote: remote.to_owned(),
         shadows,
         pods,
         ready,
-        tasks: vec![t1.abort_handle(), t2.abort_handle(), t3.abort_handle()],
+        tasks: vec![
+            t1.abort_handle(),
+            t2.abort_handle(),
+            t3.abort_handle(),
+            t4.abort_handle(),
+        ],
     }
 }

@@ -49,6 +49,9 @@ pub enum HandleError {
     /// An IP could not be mapped.
     #[error("pod IP")]
     Ip(#[source] IpError),
+    /// The pod's ServiceAccount token could not be written.
+    #[error("ServiceAccount token")]
+    Token(#[source] super::tokens::TokenError),
     /// A ShadowPod create found the name taken (409), then nothing there: no event will
     /// come, so the key is retried.
     #[error("remote ShadowPod {namespace}/{name} existed at create and was gone at read")]
@@ -150,6 +153,7 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         home: &cfg.home.cluster_id,
         foreign: &cfg.foreign.cluster_id,
         node_ip: &node_ip,
+        api: cfg.home_api.as_ref(),
         pod_ips: &[],
         restarts,
         now: now.clone(),
@@ -188,6 +192,15 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         && let Some(delay) = decide::probe_foreign(shadow.as_deref(), current, &now)
     {
         probe::probe(shared, key, l, &v.remote, shadow.as_deref(), delay).await;
+    }
+    if cfg.home_api.is_some()
+        && let (Some(l), Some(v), Some(s)) = (&local, &view, shadow.as_deref())
+        && l.metadata.deletion_timestamp.is_none()
+        && let Some(need) = control::shadowpod::token::need(l)
+    {
+        super::tokens::ensure(shared, key, l, &v.remote, s, &need)
+            .await
+            .map_err(HandleError::Token)?;
     }
     match ip_error {
         Some(e) => Err(HandleError::Ip(e)),
@@ -335,6 +348,11 @@ async fn perform(
             shared.ips.forget(key);
             shared
                 .probed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(key);
+            shared
+                .tokens
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .remove(key);

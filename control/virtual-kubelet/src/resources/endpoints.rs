@@ -1,20 +1,20 @@
 //! The addresses of the reflected EndpointSlices as the provider reaches them: the home IPAM's
 //! `MapIp{ENDPOINT}` (a home pod → the provider's view of our pods; any other address → an
 //! address of our external CIDR, which the IPAM holds for this provider until
-//! `UnmapEndpoint`). Answers are cached per slice; an external mapping is released when no
-//! slice of this virtual kubelet uses its address any more (the IPAM counts per provider, so
-//! two slices of one provider sharing an address are counted here). Without an IPAM, the
-//! addresses are kept as they are.
+//! `UnmapEndpoint`). Answers are cached per slice, and each copy records them (an annotation)
+//! so that a restarted virtual kubelet releases what a copy held. An address is released when
+//! no slice of this virtual kubelet uses it any more (the IPAM counts per provider, so slices
+//! of one provider sharing an address are counted here). Every map and release is one
+//! critical section, IPAM calls included: a release never races a new use of its address.
+//! Without an IPAM, addresses are kept as they are.
 
-use std::{
-    collections::{BTreeMap, HashMap},
-    sync::Mutex,
-};
+use std::collections::{BTreeMap, HashMap};
 
 use ipam::service::{
     client::{Client, ClientError, ClientOptions},
     proto::{Direction, MapIpRequest},
 };
+use tokio::sync::Mutex;
 
 use crate::reflection::{ips::IPAM_TIMEOUT, key::Key};
 
@@ -38,12 +38,11 @@ pub enum EndpointError {
 
 #[derive(Default)]
 struct State {
-    /// Per slice: address → (its mapping, whether the IPAM holds an external address for it).
-    slices: HashMap<Key, BTreeMap<String, (String, bool)>>,
-    /// Per external-mapped address: the slices using it.
+    /// Per slice: address → its mapping.
+    slices: HashMap<Key, BTreeMap<String, String>>,
+    /// Per address: the slices using it.
     users: HashMap<String, usize>,
-    /// External-mapped addresses no slice uses whose release failed (retried by the next
-    /// call).
+    /// Addresses no slice uses whose release failed (retried by the next call).
     pending: Vec<String>,
 }
 
@@ -52,6 +51,32 @@ pub struct Endpoints {
     client: Option<Client>,
     cluster: String,
     state: Mutex<State>,
+}
+
+impl State {
+    /// Takes the slice's entry, seeded from what its copy recorded if none is cached (after a
+    /// restart: those addresses count as used).
+    fn take(&mut self, key: &Key, recorded: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        if let Some(known) = self.slices.remove(key) {
+            return known;
+        }
+        for ip in recorded.keys() {
+            *self.users.entry(ip.clone()).or_insert(0) += 1;
+        }
+        recorded.clone()
+    }
+
+    /// One use of each of `gone` ended: those no slice uses any more are to be released.
+    fn drop_uses(&mut self, gone: impl IntoIterator<Item = String>) {
+        for ip in gone {
+            let n = self.users.entry(ip.clone()).or_insert(1);
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                self.users.remove(&ip);
+                self.pending.push(ip);
+            }
+        }
+    }
 }
 
 impl Endpoints {
@@ -77,26 +102,31 @@ impl Endpoints {
         })
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        // Every update is whole under the lock: a poisoned state is still consistent.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn error(&self, what: &'static str, ip: &str, source: tonic::Status) -> EndpointError {
+        EndpointError::Ipam {
+            what,
+            ip: ip.to_owned(),
+            cluster: self.cluster.clone(),
+            source,
+        }
     }
 
-    /// The mappings of `addresses` for the slice `key`; the slice's addresses no longer listed
-    /// are released.
+    /// The mappings of `addresses` for the slice `key` (whose copy recorded `recorded`); the
+    /// slice's addresses no longer listed are released.
     pub async fn map(
         &self,
         key: &Key,
         addresses: &[String],
+        recorded: &BTreeMap<String, String>,
     ) -> Result<BTreeMap<String, String>, EndpointError> {
         let Some(client) = &self.client else {
             return Ok(addresses.iter().map(|a| (a.clone(), a.clone())).collect());
         };
-        let known = self.state().slices.get(key).cloned().unwrap_or_default();
-        let mut next: BTreeMap<String, (String, bool)> = BTreeMap::new();
+        let mut s = self.state.lock().await;
+        let mut known = s.take(key, recorded);
+        let mut failure = None;
         for ip in addresses {
-            if let Some(m) = known.get(ip) {
-                next.insert(ip.clone(), m.clone());
+            if known.contains_key(ip) {
                 continue;
             }
             let answer = client
@@ -106,79 +136,69 @@ impl Endpoints {
                     ip: ip.clone(),
                     direction: Direction::Endpoint as i32,
                 })
-                .await
-                .map_err(|source| EndpointError::Ipam {
-                    what: "MapIp",
-                    ip: ip.clone(),
-                    cluster: self.cluster.clone(),
-                    source,
-                })?
-                .into_inner();
-            let external = !answer.external_ip.is_empty();
-            tracing::debug!(slice = %key, %ip, seen = %answer.ip, external, "endpoint address mapped");
-            if external {
-                *self.state().users.entry(ip.clone()).or_insert(0) += 1;
+                .await;
+            match answer {
+                Ok(a) => {
+                    let a = a.into_inner();
+                    tracing::debug!(slice = %key, %ip, seen = %a.ip, "endpoint address mapped");
+                    *s.users.entry(ip.clone()).or_insert(0) += 1;
+                    s.pending.retain(|p| p != ip);
+                    known.insert(ip.clone(), a.ip);
+                }
+                Err(source) => {
+                    failure = Some(self.error("MapIp", ip, source));
+                    break;
+                }
             }
-            // Recorded at once: a later failure in this call must not lose the count.
-            self.state()
-                .slices
-                .entry(key.clone())
-                .or_default()
-                .insert(ip.clone(), (answer.ip.clone(), external));
-            next.insert(ip.clone(), (answer.ip, external));
         }
-        let gone: Vec<(String, bool)> = {
-            let mut s = self.state();
-            let entry = s.slices.entry(key.clone()).or_default();
-            let gone = entry
-                .iter()
-                .filter(|(ip, _)| !next.contains_key(*ip))
-                .map(|(ip, (_, ext))| (ip.clone(), *ext))
-                .collect();
-            *entry = next.clone();
-            gone
-        };
-        self.release_addresses(gone).await?;
-        Ok(next.into_iter().map(|(ip, (m, _))| (ip, m)).collect())
-    }
-
-    /// Releases every address of the slice `key` (its copy is gone).
-    pub async fn release(&self, key: &Key) -> Result<(), EndpointError> {
-        let gone: Vec<(String, bool)> = self
-            .state()
-            .slices
-            .remove(key)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(ip, (_, ext))| (ip, ext))
+        if let Some(e) = failure {
+            // What was mapped stays counted: the next call carries on.
+            s.slices.insert(key.clone(), known);
+            return Err(e);
+        }
+        let gone: Vec<String> = known
+            .keys()
+            .filter(|ip| !addresses.contains(ip))
+            .cloned()
             .collect();
-        self.release_addresses(gone).await
+        known.retain(|ip, _| addresses.contains(ip));
+        s.drop_uses(gone);
+        s.slices.insert(key.clone(), known.clone());
+        self.flush(client, &mut s).await;
+        Ok(known)
     }
 
-    async fn release_addresses(&self, gone: Vec<(String, bool)>) -> Result<(), EndpointError> {
-        let Some(client) = &self.client else {
-            return Ok(());
-        };
-        let unmap: Vec<String> = {
-            let mut s = self.state();
-            for (ip, external) in gone {
-                if !external {
-                    continue;
-                }
-                let n = s.users.entry(ip.clone()).or_insert(1);
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    s.users.remove(&ip);
-                    s.pending.push(ip);
-                }
-            }
-            // Used again since a release failed: not released after all.
-            let State { users, pending, .. } = &mut *s;
-            pending.retain(|ip| !users.contains_key(ip));
-            std::mem::take(pending)
-        };
-        let mut first_error = None;
-        for ip in unmap {
+    /// Releases every address of the slice `key` (its copy, which recorded `recorded`, is
+    /// gone or never was).
+    pub async fn release(&self, key: &Key, recorded: &BTreeMap<String, String>) {
+        let Some(client) = &self.client else { return };
+        let mut s = self.state.lock().await;
+        let known = s.take(key, recorded);
+        s.drop_uses(known.into_keys());
+        self.flush(client, &mut s).await;
+    }
+
+    /// Releases the slices of the local namespace `namespace` (no longer offloaded).
+    pub async fn release_namespace(&self, namespace: &str) {
+        let Some(client) = &self.client else { return };
+        let mut s = self.state.lock().await;
+        let keys: Vec<Key> = s
+            .slices
+            .keys()
+            .filter(|k| k.namespace == namespace)
+            .cloned()
+            .collect();
+        for k in keys {
+            let known = s.slices.remove(&k).unwrap_or_default();
+            s.drop_uses(known.into_keys());
+        }
+        self.flush(client, &mut s).await;
+    }
+
+    /// Releases the addresses no slice uses; a failure keeps the address for the next call
+    /// (logged: it is no caller's own error).
+    async fn flush(&self, client: &Client, s: &mut State) {
+        for ip in std::mem::take(&mut s.pending) {
             let r = client
                 .clone()
                 .unmap_endpoint(MapIpRequest {
@@ -189,31 +209,16 @@ impl Endpoints {
                 .await;
             match r {
                 Ok(_) => tracing::debug!(%ip, "endpoint address released"),
-                // Not held for this provider (released already, e.g. before a restart): done.
-                Err(s) if s.code() == tonic::Code::InvalidArgument => {
-                    tracing::debug!(%ip, answer = %s.message(), "endpoint address not held");
+                // Not held for this provider (a pod address, or released already): done.
+                Err(st) if st.code() == tonic::Code::InvalidArgument => {
+                    tracing::debug!(%ip, answer = %st.message(), "endpoint address not held");
                 }
                 Err(source) => {
-                    // Kept for the next call (the key is retried).
-                    self.state().pending.push(ip.clone());
-                    first_error.get_or_insert(EndpointError::Ipam {
-                        what: "UnmapEndpoint",
-                        ip,
-                        cluster: self.cluster.clone(),
-                        source,
-                    });
+                    let e = self.error("UnmapEndpoint", &ip, source);
+                    tracing::warn!(error = %liqo_types::chain(&e), "releasing an endpoint address, retried later");
+                    s.pending.push(ip);
                 }
             }
         }
-        first_error.map_or(Ok(()), Err)
-    }
-
-    /// The addresses with an external mapping held, and how many slices use each.
-    pub fn external(&self) -> BTreeMap<String, usize> {
-        self.state()
-            .users
-            .iter()
-            .map(|(k, v)| (k.clone(), *v))
-            .collect()
     }
 }

@@ -1,12 +1,11 @@
-//! What a kind needs from the outside before its decision, and after a copy is gone: nothing
-//! for most; for an EndpointSlice, its Service's reflection (from the Service reflector's
-//! stores) and its addresses mapped through the IPAM, released once the copy is gone.
+//! What a kind needs from the outside around its decision: nothing for most; for an
+//! EndpointSlice, its Service's reflection (from the Service reflector's stores) and its
+//! addresses mapped through the IPAM (only for a slice to be reflected), released once its
+//! copy is gone; for a Service, its slices queued again after it is handled (they follow it).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
-use control::reflection::{
-    Inputs, Reflect, ServiceState, Skip, endpointslice, meta::skip as meta_skip,
-};
+use control::reflection::{Inputs, Reflect, ServiceState, endpointslice, meta, ours};
 use k8s_openapi::api::{
     core::v1::{ConfigMap, Secret, Service, ServiceAccount},
     discovery::v1::EndpointSlice,
@@ -22,26 +21,58 @@ pub trait Io: Reflect {
     /// What the reflector holds for them.
     type Extra: Send + Sync + 'static;
 
-    /// The inputs of the decision about `local`.
+    /// The inputs of the decision about `local`, whose remote name holds `remote`.
     fn inputs(
         _r: &Reflector<Self, Self::Extra>,
         _key: &Key,
         _local: Option<&Self>,
+        _remote: Option<&Self>,
     ) -> impl Future<Output = Result<Inputs, HandleError>> + Send {
         async { Ok(Inputs::default()) }
     }
 
-    /// The copy of `key` is gone (or was never made): release what it held.
+    /// The copy of `key` is gone (or was never made; `copy`: what it was): release what it
+    /// held.
     fn released(
         _r: &Reflector<Self, Self::Extra>,
         _key: &Key,
-    ) -> impl Future<Output = Result<(), HandleError>> + Send {
-        async { Ok(()) }
+        _copy: Option<&Self>,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
     }
+
+    /// `key` was handled.
+    fn handled(_r: &Reflector<Self, Self::Extra>, _key: &Key) {}
+}
+
+/// What Services need: the EndpointSlice reflector (set once both exist).
+#[derive(Default)]
+pub struct Followers {
+    /// The slices' reflector.
+    pub slices: OnceLock<Weak<Reflector<EndpointSlice, Slices>>>,
 }
 
 impl Io for Service {
-    type Extra = ();
+    type Extra = Followers;
+
+    fn handled(r: &Reflector<Self, Followers>, key: &Key) {
+        let Some(slices) = r.extra.slices.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        let Some(pair) = slices.pair(&key.namespace) else {
+            return;
+        };
+        for s in pair.local.state() {
+            if endpointslice::service_of(&s) == Some(key.name.as_str())
+                && let Some(name) = s.metadata.name.clone()
+            {
+                slices.queue.add(Key {
+                    namespace: key.namespace.clone(),
+                    name,
+                });
+            }
+        }
+    }
 }
 impl Io for Ingress {
     type Extra = ();
@@ -60,7 +91,7 @@ impl Io for ServiceAccount {
 /// and the IPAM.
 pub struct Slices {
     /// The Service reflector.
-    pub services: Option<Arc<Reflector<Service, ()>>>,
+    pub services: Option<Arc<Reflector<Service, Followers>>>,
     /// The addresses' mappings.
     pub endpoints: Endpoints,
 }
@@ -72,42 +103,41 @@ impl Io for EndpointSlice {
         r: &Reflector<Self, Slices>,
         key: &Key,
         local: Option<&Self>,
+        remote: Option<&Self>,
     ) -> Result<Inputs, HandleError> {
-        let Some(local) = local else {
-            return Ok(Inputs::default());
-        };
-        let service = service_state(r, key, local);
-        if service != ServiceState::Reflected {
-            return Ok(Inputs {
-                service,
-                ..Inputs::default()
-            });
-        }
-        let Some(pair) = r.pair(&key.namespace) else {
+        let (Some(local), Some(pair)) = (local, r.pair(&key.namespace)) else {
             return Ok(Inputs::default());
         };
         let ctx = r.ctx(&key.namespace, &pair.remote);
-        let addresses = endpointslice::addresses(local, &ctx);
+        let service = service_state(r, key, local);
+        let inputs = Inputs {
+            service,
+            ..Inputs::default()
+        };
+        // Mapped only for a slice to be reflected here: not skipped, its Service reflected,
+        // its remote name free or ours.
+        let skipped = meta::skip(&local.metadata).is_some()
+            || <EndpointSlice as Reflect>::skip(local, &ctx, &inputs).is_some();
+        if skipped || remote.is_some_and(|c| !ours(c, &ctx)) {
+            return Ok(inputs);
+        }
+        let recorded = remote.map(endpointslice::recorded).unwrap_or_default();
         let addresses = r
             .extra
             .endpoints
-            .map(key, &addresses)
+            .map(key, &endpointslice::addresses(local, &ctx), &recorded)
             .await
             .map_err(HandleError::Endpoint)?;
         Ok(Inputs { addresses, service })
     }
 
-    async fn released(r: &Reflector<Self, Slices>, key: &Key) -> Result<(), HandleError> {
-        r.extra
-            .endpoints
-            .release(key)
-            .await
-            .map_err(HandleError::Endpoint)
+    async fn released(r: &Reflector<Self, Slices>, key: &Key, copy: Option<&Self>) {
+        let recorded = copy.map(endpointslice::recorded).unwrap_or_default();
+        r.extra.endpoints.release(key, &recorded).await;
     }
 }
 
-/// Where the slice's Service stands: reflected (its copy is ours), pending (to be reflected,
-/// not there yet, or the stores are not listed), or not reflected.
+/// Where the slice's Service stands (`control::reflection::endpointslice::service_state`).
 fn service_state(
     r: &Reflector<EndpointSlice, Slices>,
     key: &Key,
@@ -119,35 +149,10 @@ fn service_state(
     let Some(pair) = services.pair(&key.namespace) else {
         return ServiceState::NotReflected;
     };
-    if !pair.ready() {
-        return ServiceState::Pending;
-    }
-    let Some(local) = pair.local.get(&ObjectRef::new(name).within(&key.namespace)) else {
-        return ServiceState::NotReflected;
-    };
-    let ctx = services.ctx(&key.namespace, &pair.remote);
-    match meta_skip(&local.metadata)
-        .or_else(|| <Service as Reflect>::skip(&local, &ctx, &Inputs::default()))
-    {
-        // Refused as it is: its copy, if any, stays as it was, and so do the slices'.
-        Some(Skip::Refused(_) | Skip::Wait(_)) => return ServiceState::Pending,
-        Some(Skip::Excluded(_)) => return ServiceState::NotReflected,
-        None => {}
-    }
-    match pair
+    let local = pair.local.get(&ObjectRef::new(name).within(&key.namespace));
+    let remote = pair
         .remote_objects
-        .get(&ObjectRef::new(name).within(&pair.remote))
-    {
-        Some(remote)
-            if control::shadowpod::consumer::is_reflected(
-                remote.metadata.labels.as_ref(),
-                ctx.home,
-                ctx.foreign,
-            ) =>
-        {
-            ServiceState::Reflected
-        }
-        Some(_) => ServiceState::NotReflected,
-        None => ServiceState::Pending,
-    }
+        .get(&ObjectRef::new(name).within(&pair.remote));
+    let ctx = services.ctx(&key.namespace, &pair.remote);
+    endpointslice::service_state(local.as_deref(), remote.as_deref(), &ctx, pair.ready())
 }

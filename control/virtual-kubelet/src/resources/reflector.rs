@@ -73,6 +73,9 @@ pub struct Reflector<K: Reflect, E> {
     pub extra: E,
     /// The node name (the provider's pods' endpoints are on it).
     pub node: String,
+    /// The one name this kind handles, if it runs for one only (the root CA with ConfigMaps
+    /// off).
+    pub only: Option<&'static str>,
 }
 
 impl<K: Reflect, E> Reflector<K, E> {
@@ -87,6 +90,7 @@ impl<K: Reflect, E> Reflector<K, E> {
             recorder,
             extra,
             node,
+            only: None,
         }
     }
 
@@ -109,16 +113,24 @@ impl<K: Reflect, E> Reflector<K, E> {
 
     /// Starts the watches of the namespaces newly offloaded (or offloaded elsewhere now) and
     /// stops those of the namespaces no longer offloaded (their copies go with the remote
-    /// namespace).
-    pub fn sync(&self, mapping: &Mapping) {
+    /// namespace); returns the latter.
+    pub fn sync(&self, mapping: &Mapping) -> Vec<String> {
         let mut pairs = self.pairs.write().unwrap_or_else(|p| p.into_inner());
-        pairs.retain(|local, pair| mapping.get(local) == Some(&pair.remote));
+        let mut dropped = Vec::new();
+        pairs.retain(|local, pair| {
+            let keep = mapping.get(local) == Some(&pair.remote);
+            if !keep {
+                dropped.push(local.clone());
+            }
+            keep
+        });
         for (local, remote) in mapping {
             if !pairs.contains_key(local) {
                 tracing::debug!(kind = %K::KIND, %local, %remote, "reflecting namespace");
                 pairs.insert(local.clone(), Arc::new(self.start(local, remote)));
             }
         }
+        dropped
     }
 
     fn start(&self, local: &str, remote: &str) -> Pair<K> {

@@ -1,15 +1,15 @@
 //! A worker of one kind's reflector: takes a key, reads both stores, gathers the kind's inputs
 //! ([`super::io::Io`]), decides (`control::reflection::decide`), acts on the provider (field
-//! manager `reflection.liqo.io`; deletions with a UID precondition) or warns on the local
-//! object. A failure queues the key again after a growing delay; a copy the provider refuses
-//! is reported on the local object (a Warning Event with the provider's words).
+//! manager `reflection.liqo.io`; applies only over the copy seen, deletions with a UID
+//! precondition) or warns on the local object. A failure queues the key again after a growing
+//! delay; a copy the provider refuses as invalid is reported on the local object once (the
+//! provider's words) and tried again when the local object changes.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use control::{
     consts::reflection::FIELD_MANAGER,
-    reflection::{Action, REASON_REFUSED, decide},
-    shadowpod::consumer::is_reflected,
+    reflection::{Action, REASON_REFUSED, decide, ours},
 };
 use kube::{
     Api,
@@ -23,28 +23,31 @@ use kube::{
 use super::{error::HandleError, io::Io, reflector::Reflector};
 use crate::reflection::{key::Key, worker::retry_delay};
 
-/// How long a key waiting for an input (its Service's copy) waits before it is handled again.
-pub const WAIT: Duration = Duration::from_secs(1);
+/// The longest note an Event takes (events.k8s.io/v1: 1 kB).
+const NOTE_MAX: usize = 1000;
 
 /// What handling a key came to.
 enum Outcome {
     Done,
-    Wait,
+    /// The provider refused the copy (reported on the local object).
+    Refused,
 }
 
 /// A worker: handles keys forever.
 pub async fn run<K: Io>(r: Arc<Reflector<K, K::Extra>>) -> &'static str {
     loop {
         let key = r.queue.next().await;
-        let result = handle(&r, &key).await;
+        let result = match r.only {
+            // This kind runs for one name only (the root CA when ConfigMaps are off).
+            Some(only) if key.name != only => Ok(Outcome::Done),
+            _ => handle(&r, &key).await,
+        };
+        K::handled(&r, &key);
         let mut failures = r.failures.lock().unwrap_or_else(|p| p.into_inner());
         match result {
-            Ok(Outcome::Done) => {
+            // A refusal is retried when the local object changes (its event), not before.
+            Ok(Outcome::Done | Outcome::Refused) => {
                 failures.remove(&key);
-            }
-            Ok(Outcome::Wait) => {
-                drop(failures);
-                r.queue.add_after(key.clone(), WAIT);
             }
             Err(e) => {
                 let n = failures.entry(key.clone()).or_insert(0);
@@ -61,9 +64,7 @@ pub async fn run<K: Io>(r: Arc<Reflector<K, K::Extra>>) -> &'static str {
 
 fn kerr(what: String) -> impl FnOnce(kube::Error) -> HandleError {
     move |source| match &source {
-        kube::Error::Api(s) if matches!(s.code, 400 | 403 | 422) => {
-            HandleError::Refused { what, source }
-        }
+        kube::Error::Api(s) if matches!(s.code, 400 | 422) => HandleError::Refused { what, source },
         _ => HandleError::Kube { what, source },
     }
 }
@@ -85,28 +86,27 @@ async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome,
     let remote = pair
         .remote_objects
         .get(&ObjectRef::new(&remote_name).within(&pair.remote));
-    let remote_ours = remote
-        .as_ref()
-        .is_some_and(|o| is_reflected(o.meta().labels.as_ref(), ctx.home, ctx.foreign));
-    let inputs = K::inputs(r, key, local.as_deref()).await?;
+    let remote_ours = remote.as_deref().is_some_and(|o| ours(o, &ctx));
+    let inputs = K::inputs(r, key, local.as_deref(), remote.as_deref()).await?;
     let action = decide(local.as_deref(), remote.as_deref(), &ctx, &inputs);
     let api: Api<K> = Api::namespaced(r.cfg.remote.api.clone(), &pair.remote);
     let what = |verb: &str| format!("{verb} {} {}/{remote_name}", K::KIND, pair.remote);
     let written = match action {
         Action::Nothing => {
             if !remote_ours {
-                K::released(r, key).await?;
+                K::released(r, key, None).await;
             }
             return Ok(Outcome::Done);
         }
         Action::Wait(why) => {
+            // Queued again by what it waits for (a Service queues its slices).
             tracing::debug!(kind = %K::KIND, object = %key, why, "waiting");
-            return Ok(Outcome::Wait);
+            return Ok(Outcome::Done);
         }
         Action::Warn { reason, note, .. } => {
             warn(r, local.as_deref(), reason, note).await;
             if !remote_ours {
-                K::released(r, key).await?;
+                K::released(r, key, None).await;
             }
             return Ok(Outcome::Done);
         }
@@ -119,15 +119,13 @@ async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome,
                 ..DeleteParams::default()
             };
             match api.delete(&name, &dp).await {
-                Ok(_) => {
-                    tracing::info!(kind = %K::KIND, object = %key, remote = %pair.remote, "copy deleted")
-                }
+                Ok(_) => {}
                 // Already gone, or replaced (the UID precondition): nothing of ours to delete.
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
                 Err(e) => return Err(kerr(what("deleting"))(e)),
             }
-            K::released(r, key).await?;
-            return Ok(Outcome::Done);
+            K::released(r, key, remote.as_deref()).await;
+            "deleted"
         }
         Action::Create(copy) => {
             let pp = PostParams {
@@ -135,17 +133,23 @@ async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome,
                 ..PostParams::default()
             };
             match api.create(&pp, &copy).await {
-                Ok(_) => "created",
+                Ok(created) => {
+                    own_as_applied(&api, &created).await;
+                    "created"
+                }
                 // Not in the store yet: its event queues the key again.
                 Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Outcome::Done),
-                Err(e) => return Err(refused(r, local.as_deref(), kerr(what("creating"))(e)).await),
+                Err(e) => return refused(r, local.as_deref(), kerr(what("creating"))(e)).await,
             }
         }
-        Action::Apply(copy) => {
+        Action::Apply(mut copy) => {
+            // Only over the copy seen: another object under the name now gets a 409.
+            copy.meta_mut().uid = remote.as_deref().and_then(|o| o.meta().uid.clone());
             let pp = PatchParams::apply(FIELD_MANAGER).force();
             match api.patch(&remote_name, &pp, &Patch::Apply(&*copy)).await {
                 Ok(_) => "updated",
-                Err(e) => return Err(refused(r, local.as_deref(), kerr(what("applying"))(e)).await),
+                Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Outcome::Done),
+                Err(e) => return refused(r, local.as_deref(), kerr(what("applying"))(e)).await,
             }
         }
     };
@@ -153,22 +157,49 @@ async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome,
     Ok(Outcome::Done)
 }
 
-/// Reports a copy the provider refused on the local object; returns the error (the key is
-/// retried).
+/// A copy the provider refused as invalid is reported on the local object, once (tried again
+/// when the local object changes); any other error is retried.
 async fn refused<K: Io>(
     r: &Reflector<K, K::Extra>,
     local: Option<&K>,
     e: HandleError,
-) -> HandleError {
-    if let HandleError::Refused { what, source } = &e {
-        let note = format!("the provider refused the copy ({what}): {source}");
-        warn(r, local, REASON_REFUSED, note).await;
+) -> Result<Outcome, HandleError> {
+    match &e {
+        HandleError::Refused { what, source } => {
+            let note = format!("the provider refused the copy ({what}): {source}");
+            warn(r, local, REASON_REFUSED, note).await;
+            Ok(Outcome::Refused)
+        }
+        _ => Err(e),
     }
-    e
 }
 
-/// The longest note an Event takes (events.k8s.io/v1: 1 kB).
-const NOTE_MAX: usize = 1000;
+/// Turns the creation's field ownership (an `Update` by our manager) into our `Apply`, so that
+/// a field later removed locally is removed from the copy by the next apply (only if nothing
+/// changed the copy since: the resourceVersion is a precondition). A failure is logged: such
+/// removals then wait until the copy is made again.
+async fn own_as_applied<K: Io>(api: &Api<K>, created: &K) {
+    let meta = created.meta();
+    let mut fields = meta.managed_fields.clone().unwrap_or_default();
+    let mut changed = false;
+    for f in &mut fields {
+        if f.manager.as_deref() == Some(FIELD_MANAGER) && f.operation.as_deref() == Some("Update") {
+            f.operation = Some("Apply".into());
+            changed = true;
+        }
+    }
+    let Some(name) = meta.name.as_deref().filter(|_| changed) else {
+        return;
+    };
+    let patch = serde_json::json!({"metadata": {
+        "managedFields": fields, "resourceVersion": meta.resource_version}});
+    if let Err(e) = api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        tracing::warn!(kind = %K::KIND, %name, error = %e, "taking the copy's fields as applied");
+    }
+}
 
 /// A Warning Event on the local object (logged too).
 pub async fn warn<K: Io>(

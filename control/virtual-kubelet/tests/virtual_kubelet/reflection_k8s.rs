@@ -25,6 +25,7 @@ use control::{
         virtualkubelet::{NamespaceMap, ShadowPod},
     },
     consts::reflection as consts,
+    shadowpod::token::HomeApi,
 };
 use k8s_openapi::api::{
     core::v1::{ConfigMap, Namespace, Node, Pod, ServiceAccount},
@@ -41,6 +42,8 @@ use testkit::k8s::{self, Clusters};
 const ROME_ID: &str = "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d";
 const MILAN_ID: &str = "6b2f6a3e-0c8d-4f1a-9e57-3d2c1b0a9f8e";
 const TENANT: &str = "liqo-tenant-milan";
+/// The home API server as milan's pods would reach it (API server support on).
+const HOME_API: &str = "10.70.0.1";
 
 fn identity(id: &str, name: &str) -> ClusterIdentity {
     ClusterIdentity {
@@ -140,6 +143,10 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
         ping_interval: config::DEFAULT_PING_INTERVAL,
         ping_timeout: config::DEFAULT_PING_TIMEOUT,
         extra_labels: BTreeMap::new(),
+        home_api: Some(HomeApi {
+            host: HOME_API.into(),
+            port: 6443,
+        }),
         reflection: Default::default(),
     });
     assert_eq!(cfg.node_name(), NODE);
@@ -196,6 +203,13 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
     assert!(
         sources.iter().all(|s| s.service_account_token.is_none()),
         "{sources:?}"
+    );
+    assert!(
+        sources.iter().any(|s| s
+            .secret
+            .as_ref()
+            .is_some_and(|x| x.name == "liqo-token-web")),
+        "the token read from its Secret: {sources:?}"
     );
     assert!(
         sources.iter().any(|s| s
@@ -289,6 +303,18 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
         expect_running(ip, 0),
     )
     .await;
+    // Its ShadowPod reads a token of its home ServiceAccount and points at the home API
+    // server; milan's Events about it show at home.
+    let env = shadows.get("web").await.unwrap().spec.pod.containers[0]
+        .env
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        env.iter()
+            .any(|e| e.name == "KUBERNETES_SERVICE_HOST" && e.value.as_deref() == Some(HOME_API)),
+        "{env:?}"
+    );
+    let token = crate::tokens_k8s::check(rome_c, &rome, &milan, "web").await;
     // Written once: with nothing changing, the local pod stays as it is (no write loop).
     let rv = |p: Pod| p.metadata.resource_version;
     let before = rv(rome_pods("demo").get("web").await.unwrap());
@@ -384,6 +410,12 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
                 )),
             }
         }
+    })
+    .await;
+
+    // The token was bound to the home pod: it died with it.
+    eventually(60, "the token refused once its pod is gone", || {
+        crate::tokens_k8s::refused(rome_c, &token)
     })
     .await;
 

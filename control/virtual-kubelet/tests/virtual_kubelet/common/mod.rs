@@ -1,6 +1,7 @@
 //! What the virtual kubelet's apiserver tests share: clusters torn down on drop, tasks aborted
 //! on drop, polling, object helpers.
 
+pub(crate) mod ipam;
 pub(crate) mod pods;
 
 use std::{

@@ -1,0 +1,96 @@
+//! Events back home: per mapped namespace, a watch of the provider's Events about Pods there;
+//! each new one about a remote pod of ours (in the remote store) whose home pod is on the
+//! node becomes an Event on the home pod (`control::shadowpod::events`: which, and at most a
+//! burst then one each few seconds per pod). Events listed at start are history: only those
+//! that come after are mirrored.
+
+use std::{sync::Arc, time::Instant};
+
+use control::shadowpod::events::{Limiter, mirror};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use kube::{
+    Api, Resource,
+    runtime::{
+        WatchStreamExt,
+        events::{Event, EventType, Recorder},
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
+};
+
+use crate::VkConfig;
+
+/// What the follower of one namespace reads.
+pub struct Follow {
+    /// The configuration.
+    pub cfg: Arc<VkConfig>,
+    /// The home pods on the node.
+    pub local: Store<Pod>,
+    /// Our remote pods in the namespace.
+    pub remote_pods: Store<Pod>,
+    /// Events on home pods.
+    pub recorder: Recorder,
+}
+
+/// Mirrors the Events of the remote namespace `remote` onto the home pods of `local`, until
+/// aborted.
+pub async fn follow(f: Follow, local: String, remote: String) {
+    let api: Api<CoreEvent> = Api::namespaced(f.cfg.remote.watch.clone(), &remote);
+    let config = watcher::Config::default().fields("involvedObject.kind=Pod");
+    let mut events = std::pin::pin!(watcher(api, config).default_backoff());
+    let provider = f.cfg.foreign.cluster_name.to_string();
+    let mut limiter = Limiter::default();
+    let mut last_prune = Instant::now();
+    while let Some(event) = events.next().await {
+        let e = match event {
+            Ok(watcher::Event::Apply(e)) => e,
+            // The initial listing (and a re-listing) is history.
+            Ok(_) => continue,
+            Err(err) => {
+                tracing::debug!(error = %err, namespace = %remote, "remote Event watch failed, retrying");
+                continue;
+            }
+        };
+        let Some(name) = e.involved_object.name.clone() else {
+            continue;
+        };
+        if f.remote_pods
+            .get(&ObjectRef::new(&name).within(&remote))
+            .is_none()
+        {
+            // Not one of ours.
+            continue;
+        }
+        let Some(pod) = f.local.get(&ObjectRef::new(&name).within(&local)) else {
+            continue;
+        };
+        let Some(m) = mirror(&e, &name, &provider) else {
+            continue;
+        };
+        let now = Instant::now();
+        if now.duration_since(last_prune) > control::shadowpod::events::REFILL * 10 {
+            limiter.prune(now);
+            last_prune = now;
+        }
+        if !limiter.allow(&name, now) {
+            tracing::debug!(pod = %name, reason = %m.reason, "remote Event dropped (rate limit)");
+            continue;
+        }
+        let event = Event {
+            type_: if m.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: m.reason,
+            note: Some(m.note),
+            action: m.action,
+            secondary: None,
+        };
+        // A mirrored Event is a courtesy: a failure is logged, not retried.
+        if let Err(err) = f.recorder.publish(&event, &pod.object_ref(&())).await {
+            tracing::warn!(pod = %name, error = %err, "publishing a mirrored Event");
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The ServiceAccount tokens of offloaded pods (API server support on): per pod whose
+//! projection asks for a token, a TokenRequest at home bound to the home pod, written to the
+//! pod's token Secret beside its ShadowPod (owned by it), renewed at 80% of its lifetime (the
+//! key comes back then). The token is never logged.
+
+use std::time::Duration;
+
+use control::{
+    api::virtualkubelet::ShadowPod,
+    consts::reflection::FIELD_MANAGER,
+    shadowpod::{
+        consumer::reflection_labels,
+        token::{TokenNeed, renew_at, secret_name, token_request, token_secret},
+    },
+};
+use k8s_openapi::{
+    api::core::v1::{Pod, Secret, ServiceAccount},
+    jiff::Timestamp,
+};
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+
+use super::{
+    key::Key,
+    shared::{Issued, Shared},
+};
+
+/// Why a token could not be issued or written.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// The home API server refused the TokenRequest.
+    #[error("requesting a token of ServiceAccount {namespace}/{account}")]
+    Request {
+        /// The home namespace.
+        namespace: String,
+        /// The ServiceAccount.
+        account: String,
+        /// The error.
+        #[source]
+        source: kube::Error,
+    },
+    /// The answer had no token.
+    #[error("the TokenRequest of ServiceAccount {namespace}/{account} came back without a token")]
+    Empty {
+        /// The home namespace.
+        namespace: String,
+        /// The ServiceAccount.
+        account: String,
+    },
+    /// The token Secret could not be written on the provider.
+    #[error("writing Secret {namespace}/{name}")]
+    Write {
+        /// The remote namespace.
+        namespace: String,
+        /// The Secret.
+        name: String,
+        /// The error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+fn until(at: Timestamp) -> Duration {
+    let d = at.duration_since(Timestamp::now());
+    Duration::try_from(d).unwrap_or(Duration::ZERO)
+}
+
+/// Makes sure the token Secret of `local` (whose ShadowPod `shadow` exists in `remote_ns`)
+/// holds a live token; queues the key again at its renewal.
+pub async fn ensure(
+    shared: &Shared,
+    key: &Key,
+    local: &Pod,
+    remote_ns: &str,
+    shadow: &ShadowPod,
+    need: &TokenNeed,
+) -> Result<(), TokenError> {
+    let uid = shadow.metadata.uid.clone().unwrap_or_default();
+    let cached = shared
+        .tokens
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(key)
+        .cloned();
+    if let Some(c) = cached
+        && c.shadow_uid == uid
+        && Timestamp::now() < c.renew_at
+    {
+        shared.queue.add_after(key.clone(), until(c.renew_at));
+        return Ok(());
+    }
+    let cfg = &shared.cfg;
+    let accounts: Api<ServiceAccount> = Api::namespaced(cfg.local.clone(), &key.namespace);
+    let issued = Timestamp::now();
+    let answer = accounts
+        .create_token_request(
+            &need.service_account,
+            &PostParams::default(),
+            &token_request(local, need),
+        )
+        .await
+        .map_err(|source| TokenError::Request {
+            namespace: key.namespace.clone(),
+            account: need.service_account.clone(),
+            source,
+        })?;
+    let Some(status) = answer.status.filter(|s| !s.token.is_empty()) else {
+        return Err(TokenError::Empty {
+            namespace: key.namespace.clone(),
+            account: need.service_account.clone(),
+        });
+    };
+    let secret = token_secret(
+        local,
+        remote_ns,
+        &status.token,
+        &uid,
+        reflection_labels(&cfg.home.cluster_id, &cfg.foreign.cluster_id),
+    );
+    let name = secret_name(&key.name);
+    Api::<Secret>::namespaced(cfg.remote.api.clone(), remote_ns)
+        .patch(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .map_err(|source| TokenError::Write {
+            namespace: remote_ns.to_owned(),
+            name: name.clone(),
+            source,
+        })?;
+    let renew = renew_at(issued, status.expiration_timestamp.0);
+    tracing::info!(pod = %key, secret = %name, renew_at = %renew, "ServiceAccount token written");
+    shared
+        .tokens
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(
+            key.clone(),
+            Issued {
+                shadow_uid: uid,
+                renew_at: renew,
+            },
+        );
+    shared.queue.add_after(key.clone(), until(renew));
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! ServiceAccount tokens and Events back home, on the pod reflection test's clusters and
+//! virtual kubelet (API server support on): the offloaded pod's token Secret on milan, read
+//! by its ShadowPod's projection, holds a token of its home ServiceAccount that lists pods in
+//! its home namespace at rome (as the remote pod would); an Event milan records about the
+//! remote pod shows on the home pod.
+
+use k8s_openapi::api::{
+    core::v1::{Event as CoreEvent, Pod, Secret},
+    events::v1::Event,
+    rbac::v1::{Role, RoleBinding},
+};
+use kube::{
+    Api, Client, Config,
+    api::ListParams,
+    config::{AuthInfo, KubeConfigOptions, Kubeconfig},
+};
+use serde_json::json;
+use testkit::k8s::Cluster;
+
+use crate::common::{create, eventually, pods::REMOTE_NS};
+
+/// A client of `rome` authenticated by `token` only.
+pub(crate) async fn with_token(rome: &Cluster, token: &str) -> Client {
+    let mut kc = Kubeconfig::read_from(&rome.kubeconfig).unwrap();
+    let auth: AuthInfo = serde_json::from_value(json!({"token": token})).unwrap();
+    for a in &mut kc.auth_infos {
+        a.auth_info = Some(auth.clone());
+    }
+    let opts = KubeConfigOptions {
+        context: Some(rome.name.clone()),
+        ..KubeConfigOptions::default()
+    };
+    Client::try_from(Config::from_custom_kubeconfig(kc, &opts).await.unwrap()).unwrap()
+}
+
+/// The checks; returns the token (to check it dies with the home pod).
+pub(crate) async fn check(rome_c: &Cluster, rome: &Client, milan: &Client, pod: &str) -> String {
+    // The home ServiceAccount may list pods in its namespace.
+    create(
+        &Api::<Role>::namespaced(rome.clone(), "demo"),
+        json!({"metadata": {"name": "pod-reader"},
+               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]}),
+    )
+    .await;
+    create(
+        &Api::<RoleBinding>::namespaced(rome.clone(), "demo"),
+        json!({"metadata": {"name": "pod-reader"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+               "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "demo"}]}),
+    )
+    .await;
+    let secrets: Api<Secret> = Api::namespaced(milan.clone(), REMOTE_NS);
+    let name = format!("liqo-token-{pod}");
+    let secret = eventually(60, "the token Secret on milan", || {
+        let (secrets, name) = (secrets.clone(), name.clone());
+        async move { secrets.get(&name).await.map_err(|e| e.to_string()) }
+    })
+    .await;
+    let owner = secret.metadata.owner_references.clone().unwrap_or_default();
+    assert_eq!(owner.first().map(|o| o.kind.as_str()), Some("ShadowPod"));
+    let data = secret.data.unwrap();
+    assert_eq!(data["namespace"].0, b"demo");
+    let token = String::from_utf8(data["token"].0.clone()).unwrap();
+    let as_pod = with_token(rome_c, &token).await;
+    let listed = Api::<Pod>::namespaced(as_pod, "demo")
+        .list(&ListParams::default())
+        .await
+        .expect("the token lists pods in its home namespace");
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(pod)),
+        "{} pods listed",
+        listed.items.len()
+    );
+
+    // An Event about the remote pod, recorded on milan, shows on the home pod.
+    create(
+        &Api::<CoreEvent>::namespaced(milan.clone(), REMOTE_NS),
+        json!({"metadata": {"name": format!("{pod}.pulled")},
+               "involvedObject": {"kind": "Pod", "name": pod, "namespace": REMOTE_NS},
+               "type": "Normal", "reason": "Pulled", "message": "Successfully pulled image \"nginx\"",
+               "source": {"component": "kubelet"}}),
+    )
+    .await;
+    let events: Api<Event> = Api::namespaced(rome.clone(), "demo");
+    eventually(60, "the remote pod's Event on the home pod", || {
+        let events = events.clone();
+        async move {
+            let list = events
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            list.items
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("Pulled")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
+                        && e.note.as_deref().is_some_and(|n| n.starts_with("[milan] "))
+                })
+                .then_some(())
+                .ok_or(format!("{} events", list.items.len()))
+        }
+    })
+    .await;
+    token
+}
+
+/// Whether `token` is refused by rome now (its pod is gone: the bound token died with it).
+pub(crate) async fn refused(rome_c: &Cluster, token: &str) -> Result<(), String> {
+    let as_pod = with_token(rome_c, token).await;
+    match Api::<Pod>::namespaced(as_pod, "demo")
+        .list(&ListParams::default())
+        .await
+    {
+        Err(kube::Error::Api(s)) if s.code == 401 => Ok(()),
+        other => Err(format!("{:?}", other.map(|l| l.items.len()))),
+    }
+}
