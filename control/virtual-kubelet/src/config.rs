@@ -47,8 +47,11 @@ pub struct VkConfig {
     pub ping_timeout: Duration,
     /// Extra labels of the node (`--node-extra-labels`).
     pub extra_labels: BTreeMap<String, String>,
-    /// The home API server as the provider's pods reach it (`--enable-apiserver-support`):
-    /// offloaded pods get tokens of their home ServiceAccounts and reach it; none: no token.
+    /// API server support (`--enable-apiserver-support`): offloaded pods get tokens of their
+    /// home ServiceAccounts and reach the home API server.
+    pub apiserver_support: bool,
+    /// Where the provider's pods reach the home API server (`--home-api-server`; implies
+    /// support); none with support on: found from `default/kubernetes` and the IPAM.
     pub home_api: Option<control::shadowpod::token::HomeApi>,
     /// Resource reflection workers per kind (`--<kind>-reflection-workers`; 0 turns the kind
     /// off).

@@ -22,6 +22,7 @@
 
 pub mod config;
 pub mod error;
+pub mod home_api;
 pub mod http;
 pub mod namespaces;
 pub mod node;

@@ -89,6 +89,7 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
         recorder,
         probed: Mutex::new(HashMap::new()),
         tokens: Mutex::new(HashMap::new()),
+        home_api: tokio::sync::OnceCell::new(),
     });
     let (mapped_tx, mapped_rx) = tokio::sync::watch::channel(false);
     let (mapping_tx, mapping_rx) = tokio::sync::watch::channel(Arc::default());

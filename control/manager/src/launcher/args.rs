@@ -54,6 +54,10 @@ pub struct VkArgs {
     #[arg(long = "virtual-kubelet-pod-workers", default_value_t = liqo_virtual_kubelet::config::DEFAULT_POD_WORKERS,
           value_parser = workers)]
     pub pod_workers: usize,
+    /// API server support in the virtual kubelets: offloaded pods get tokens of their home
+    /// ServiceAccounts and reach the home API server through the tunnel.
+    #[arg(long = "virtual-kubelet-apiserver-support", default_value_t = true, action = clap::ArgAction::Set)]
+    pub apiserver_support: bool,
 }
 
 /// A worker count refused.
@@ -146,6 +150,7 @@ impl VkArgs {
             client_ca: self.client_ca.clone(),
             ipam,
             pod_workers: self.pod_workers,
+            apiserver_support: self.apiserver_support,
         })
     }
 }

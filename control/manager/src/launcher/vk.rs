@@ -306,6 +306,7 @@ async fn run_task(job: &Job) -> String {
         ping_interval: vkc::DEFAULT_PING_INTERVAL,
         ping_timeout: vkc::DEFAULT_PING_TIMEOUT,
         extra_labels: Default::default(),
+        apiserver_support: job.settings.apiserver_support,
         home_api: None,
         reflection: Default::default(),
     };

@@ -82,6 +82,13 @@ struct Args {
     /// ServiceAccount reflection workers (0: not reflected).
     #[arg(long, default_value_t = ReflectionWorkers::default().serviceaccount)]
     serviceaccount_reflection_workers: usize,
+    /// API server support: offloaded pods get tokens of their home ServiceAccounts and reach
+    /// the home API server (found from `default/kubernetes` and the IPAM).
+    #[arg(long)]
+    enable_apiserver_support: bool,
+    /// Where the provider's pods reach the home API server (`host:port`; implies support).
+    #[arg(long, value_parser = home_api)]
+    home_api_server: Option<control::shadowpod::token::HomeApi>,
     /// The node Lease's duration (`40s`).
     #[arg(long, default_value = "40s", value_parser = humantime::parse_duration)]
     node_lease_duration: Duration,
@@ -162,7 +169,8 @@ async fn main() -> anyhow::Result<()> {
         ping_interval: args.node_ping_interval,
         ping_timeout: args.node_ping_timeout,
         extra_labels: args.node_extra_labels,
-        home_api: None,
+        apiserver_support: args.enable_apiserver_support || args.home_api_server.is_some(),
+        home_api: args.home_api_server,
         reflection: ReflectionWorkers {
             service: args.service_reflection_workers,
             endpointslice: args.endpointslice_reflection_workers,
@@ -210,5 +218,22 @@ fn shutdown() -> anyhow::Result<impl std::future::Future<Output = ()> + Send> {
             _ = term.recv() => tracing::info!(signal = "SIGTERM", "shutting down"),
             _ = int.recv() => tracing::info!(signal = "SIGINT", "shutting down"),
         }
+    })
+}
+
+/// A `host:port` of `--home-api-server`.
+fn home_api(text: &str) -> Result<control::shadowpod::token::HomeApi, String> {
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{text:?} is not host:port"))?;
+    let port = port
+        .parse::<u16>()
+        .map_err(|e| format!("{text:?}: port {port:?}: {e}"))?;
+    if host.is_empty() {
+        return Err(format!("{text:?} has no host"));
+    }
+    Ok(control::shadowpod::token::HomeApi {
+        host: host.to_owned(),
+        port,
     })
 }

@@ -52,6 +52,10 @@ pub enum HandleError {
     /// The pod's ServiceAccount token could not be written.
     #[error("ServiceAccount token")]
     Token(#[source] super::tokens::TokenError),
+    /// Where the provider's pods reach the home API server is not known (API server support:
+    /// the pod's ShadowPod waits for it).
+    #[error("the home API server's address")]
+    HomeApi(#[source] crate::home_api::HomeApiError),
     /// A ShadowPod create found the name taken (409), then nothing there: no event will
     /// come, so the key is retried.
     #[error("remote ShadowPod {namespace}/{name} existed at create and was gone at read")]
@@ -147,13 +151,14 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         },
         None => Target::Unmapped,
     };
+    let api = home_api(shared, local.as_deref()).await?;
     let node_ip = cfg.node_ip.to_string();
     let now = Time(Timestamp::now());
     let ctx = Context {
         home: &cfg.home.cluster_id,
         foreign: &cfg.foreign.cluster_id,
         node_ip: &node_ip,
-        api: cfg.home_api.as_ref(),
+        api: api.as_ref(),
         pod_ips: &[],
         restarts,
         now: now.clone(),
@@ -193,7 +198,7 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     {
         probe::probe(shared, key, l, &v.remote, shadow.as_deref(), delay).await;
     }
-    if cfg.home_api.is_some()
+    if api.is_some()
         && let (Some(l), Some(v), Some(s)) = (&local, &view, shadow.as_deref())
         && l.metadata.deletion_timestamp.is_none()
         && let Some(need) = control::shadowpod::token::need(l)
@@ -206,6 +211,33 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         Some(e) => Err(HandleError::Ip(e)),
         None => Ok(()),
     }
+}
+
+/// The home API server as the provider's pods reach it, with API server support: given, or
+/// found once (for a pod whose ShadowPod needs it: it waits until then); none without.
+async fn home_api(
+    shared: &Shared,
+    local: Option<&Pod>,
+) -> Result<Option<control::shadowpod::token::HomeApi>, HandleError> {
+    let cfg = &shared.cfg;
+    if let Some(a) = &cfg.home_api {
+        return Ok(Some(a.clone()));
+    }
+    if !cfg.apiserver_support {
+        return Ok(None);
+    }
+    let needed = local.is_some_and(|l| {
+        l.metadata.deletion_timestamp.is_none() && control::shadowpod::token::need(l).is_some()
+    });
+    if !needed {
+        return Ok(shared.home_api.get().cloned().flatten());
+    }
+    shared
+        .home_api
+        .get_or_try_init(|| crate::home_api::resolve(cfg))
+        .await
+        .cloned()
+        .map_err(HandleError::HomeApi)
 }
 
 fn precondition(uid: String) -> DeleteParams {

@@ -136,6 +136,7 @@ async fn logs_and_exec_of_offloaded_pods_are_relayed_to_the_provider() {
         ping_interval: config::DEFAULT_PING_INTERVAL,
         ping_timeout: config::DEFAULT_PING_TIMEOUT,
         extra_labels: BTreeMap::new(),
+        apiserver_support: false,
         home_api: None,
         reflection: Default::default(),
     });

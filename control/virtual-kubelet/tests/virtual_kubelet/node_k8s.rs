@@ -95,6 +95,7 @@ async fn the_virtual_node_follows_its_offer_tunnel_and_provider() {
         ping_interval: INTERVAL,
         ping_timeout: Duration::from_secs(1),
         extra_labels: [("example.com/extra".to_owned(), "yes".to_owned())].into(),
+        apiserver_support: false,
         home_api: None,
         reflection: Default::default(),
     };

@@ -143,6 +143,7 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
         ping_interval: config::DEFAULT_PING_INTERVAL,
         ping_timeout: config::DEFAULT_PING_TIMEOUT,
         extra_labels: BTreeMap::new(),
+        apiserver_support: false,
         home_api: Some(HomeApi {
             host: HOME_API.into(),
             port: 6443,

@@ -92,6 +92,9 @@ pub fn child_args(
     .into_iter()
     .flat_map(|(k, v)| [k.to_owned(), v])
     .collect();
+    if s.apiserver_support {
+        a.push("--enable-apiserver-support".into());
+    }
     if let Some(ca) = &s.client_ca {
         a.extend(["--client-ca-file".into(), ca.display().to_string()]);
     }

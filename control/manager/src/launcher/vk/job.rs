@@ -44,6 +44,8 @@ pub struct Settings {
     pub ipam: Option<ipam::service::client::ClientOptions>,
     /// Pod reflection workers.
     pub pod_workers: usize,
+    /// API server support: offloaded pods get tokens of their home ServiceAccounts.
+    pub apiserver_support: bool,
 }
 
 /// The pid of a supervisor's current child, if one runs.

@@ -21,6 +21,7 @@ fn settings(ipam: bool, ca: bool) -> Settings {
             o
         }),
         pod_workers: 10,
+        apiserver_support: true,
     }
 }
 

@@ -1,0 +1,72 @@
+//! Where the provider's pods reach the home API server (API server support): the address and
+//! HTTPS port of the home cluster's `default/kubernetes` EndpointSlice, the address exposed to
+//! the provider through the IPAM (`MapIp{ENDPOINT}`: an external-CIDR address the gateway
+//! translates; without an IPAM, as it is).
+
+use std::collections::BTreeMap;
+
+use control::{consts::reflection::SERVICE_NAME, shadowpod::token::HomeApi};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
+use kube::{Api, api::ListParams};
+
+use crate::{
+    VkConfig,
+    reflection::key::Key,
+    resources::endpoints::{EndpointError, Endpoints},
+};
+
+/// Why the home API server's address is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum HomeApiError {
+    /// Its EndpointSlice could not be read.
+    #[error("reading the EndpointSlices of default/kubernetes")]
+    Read(#[source] kube::Error),
+    /// The IPAM options are unusable.
+    #[error("the IPAM client")]
+    Ipam(#[source] ipam::service::client::ClientError),
+    /// The IPAM did not map it.
+    #[error("exposing the home API server to the provider")]
+    Map(#[source] EndpointError),
+}
+
+/// The home API server as the provider's pods reach it; none when the home cluster does not
+/// publish its address (an API server without its endpoint reconciler): the offloaded pods
+/// then get no token (a warning says so).
+pub async fn resolve(cfg: &VkConfig) -> Result<Option<HomeApi>, HomeApiError> {
+    let api: Api<EndpointSlice> = Api::namespaced(cfg.local.clone(), "default");
+    let slices = api
+        .list(&ListParams::default().labels(&format!("{SERVICE_NAME}=kubernetes")))
+        .await
+        .map_err(HomeApiError::Read)?;
+    let found = slices.items.iter().find_map(|s| {
+        let ip = s.endpoints.iter().find_map(|e| e.addresses.first())?;
+        let port = s
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some("https"))
+            .or_else(|| s.ports.iter().flatten().next())?
+            .port?;
+        Some((ip.clone(), u16::try_from(port).ok()?))
+    });
+    let Some((ip, port)) = found else {
+        tracing::warn!(
+            "default/kubernetes publishes no address and port: offloaded pods get no \
+             ServiceAccount token (API server support unavailable)"
+        );
+        return Ok(None);
+    };
+    let endpoints = Endpoints::new(cfg.ipam.as_ref(), cfg.foreign.cluster_id.to_string())
+        .map_err(HomeApiError::Ipam)?;
+    let key = Key {
+        namespace: "default".into(),
+        name: "kubernetes".into(),
+    };
+    let mapped = endpoints
+        .map(&key, std::slice::from_ref(&ip), &BTreeMap::new())
+        .await
+        .map_err(HomeApiError::Map)?;
+    let host = mapped.get(&ip).cloned().unwrap_or(ip);
+    tracing::info!(%host, port, "the home API server as the provider's pods reach it");
+    Ok(Some(HomeApi { host, port }))
+}
