@@ -154,6 +154,12 @@ pub trait Reflect:
     /// `meta::remote`); a field that cannot be reflected is refused.
     fn forge(local: &Self, ctx: &Ctx<'_>, inputs: &Inputs) -> Result<Self, FieldError>;
 
+    /// What [`Reflect::exact`] cannot say: whether `actual` holds what `desired` says in the
+    /// kind's own terms (a Service's ports, where the provider may add a `nodePort`).
+    fn same_content(_desired: &Self, _actual: &Self) -> bool {
+        true
+    }
+
     /// The paths (from the object's root) whose value in a copy must equal the forged one
     /// exactly; elsewhere a copy may hold more than the forge wrote (the provider's defaults:
     /// a ClusterIP, a port's protocol).

@@ -116,6 +116,9 @@ pub fn decide<K: Reflect>(
 /// same value in `actual` (which may hold more: the provider's defaults), and the paths of
 /// [`Reflect::exact`] are equal.
 pub fn same<K: Reflect>(desired: &K, actual: &K) -> bool {
+    if !K::same_content(desired, actual) {
+        return false;
+    }
     let (Ok(d), Ok(a)) = (serde_json::to_value(desired), serde_json::to_value(actual)) else {
         // Both are plain API objects: serializing them does not fail; if it did, an apply
         // repairs whatever differs.

@@ -3,7 +3,10 @@
 //! `nodePort`s are the provider's too unless `liqo.io/force-remote-node-port=true`.
 //! `default/kubernetes` is never reflected (every cluster has its own).
 
-use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::{
+    api::core::v1::{Service, ServicePort, ServiceSpec},
+    apimachinery::pkg::util::intstr::IntOrString,
+};
 use liqo_types::FieldError;
 
 use super::{Ctx, Inputs, Kind, Reflect, Skip, meta};
@@ -61,6 +64,27 @@ impl Reflect for Service {
             spec: Some(spec),
             status: None,
         })
+    }
+
+    fn same_content(desired: &Self, actual: &Self) -> bool {
+        let ports = |s: &Service| {
+            s.spec
+                .as_ref()
+                .and_then(|s| s.ports.clone())
+                .unwrap_or_default()
+        };
+        let (d, a) = (ports(desired), ports(actual));
+        d.len() == a.len()
+            && d.iter().zip(&a).all(|(d, a)| {
+                d.name.as_deref().unwrap_or_default() == a.name.as_deref().unwrap_or_default()
+                    && d.port == a.port
+                    && d.target_port.clone().unwrap_or(IntOrString::Int(d.port))
+                        == a.target_port.clone().unwrap_or(IntOrString::Int(a.port))
+                    && d.protocol.as_deref().unwrap_or("TCP") == a.protocol.as_deref().unwrap_or("TCP")
+                    && d.app_protocol == a.app_protocol
+                    // The provider's own nodePort stands unless ours is forced.
+                    && (d.node_port.is_none() || d.node_port == a.node_port)
+            })
     }
 
     fn exact() -> &'static [&'static [&'static str]] {

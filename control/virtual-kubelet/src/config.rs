@@ -90,7 +90,57 @@ impl Default for ReflectionWorkers {
     }
 }
 
+impl std::str::FromStr for ReflectionWorkers {
+    type Err = String;
+
+    /// `kind=n,...` over the defaults (`service`, `endpointslice`, `ingress`, `configmap`,
+    /// `secret`, `serviceaccount`); an unknown kind or a bad count is refused, naming it.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let mut w = ReflectionWorkers::default();
+        for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let (kind, n) = item
+                .split_once('=')
+                .ok_or_else(|| format!("{item:?} is not kind=count"))?;
+            let n: usize = n
+                .trim()
+                .parse()
+                .map_err(|e| format!("{item:?}: count {n:?}: {e}"))?;
+            let slot = match kind.trim() {
+                "service" => &mut w.service,
+                "endpointslice" => &mut w.endpointslice,
+                "ingress" => &mut w.ingress,
+                "configmap" => &mut w.configmap,
+                "secret" => &mut w.secret,
+                "serviceaccount" => &mut w.serviceaccount,
+                other => {
+                    return Err(format!(
+                        "{other:?} is not a reflected kind (service, endpointslice, ingress, \
+                         configmap, secret, serviceaccount)"
+                    ));
+                }
+            };
+            *slot = n;
+        }
+        Ok(w)
+    }
+}
+
 impl ReflectionWorkers {
+    /// The flags of a `liqo-virtual-kubelet` process with these workers.
+    pub fn args(&self) -> Vec<String> {
+        [
+            ("--service-reflection-workers", self.service),
+            ("--endpointslice-reflection-workers", self.endpointslice),
+            ("--ingress-reflection-workers", self.ingress),
+            ("--configmap-reflection-workers", self.configmap),
+            ("--secret-reflection-workers", self.secret),
+            ("--serviceaccount-reflection-workers", self.serviceaccount),
+        ]
+        .into_iter()
+        .flat_map(|(k, v)| [k.to_owned(), v.to_string()])
+        .collect()
+    }
+
     /// The workers of `kind`.
     pub fn of(&self, kind: control::reflection::Kind) -> usize {
         use control::reflection::Kind;
@@ -120,5 +170,36 @@ impl VkConfig {
     /// The virtual node's name: `liqo-<provider name>`.
     pub fn node_name(&self) -> String {
         names::virtual_node(&self.foreign.cluster_name).to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_parse_over_the_defaults_and_refuse_naming_the_bad_part() {
+        let w: ReflectionWorkers = "service=0, secret=7".parse().unwrap();
+        assert_eq!(
+            w,
+            ReflectionWorkers {
+                service: 0,
+                secret: 7,
+                ..ReflectionWorkers::default()
+            }
+        );
+        assert_eq!(
+            "".parse::<ReflectionWorkers>().unwrap(),
+            ReflectionWorkers::default()
+        );
+        let e = "pods=3".parse::<ReflectionWorkers>().unwrap_err();
+        assert!(e.contains("\"pods\""), "{e}");
+        let e = "secret=many".parse::<ReflectionWorkers>().unwrap_err();
+        assert!(e.contains("many"), "{e}");
+        let e = "secret".parse::<ReflectionWorkers>().unwrap_err();
+        assert!(e.contains("kind=count"), "{e}");
+        let args = ReflectionWorkers::default().args();
+        assert_eq!(args.len(), 12);
+        assert_eq!(args[..2], ["--service-reflection-workers", "3"]);
     }
 }

@@ -58,6 +58,10 @@ pub struct VkArgs {
     /// ServiceAccounts and reach the home API server through the tunnel.
     #[arg(long = "virtual-kubelet-apiserver-support", default_value_t = true, action = clap::ArgAction::Set)]
     pub apiserver_support: bool,
+    /// Resource reflection workers per kind in the virtual kubelets (`kind=n,...` over the
+    /// defaults; 0 turns a kind off), e.g. `ingress=0,secret=5`.
+    #[arg(long = "virtual-kubelet-reflection-workers", default_value = "")]
+    pub reflection: liqo_virtual_kubelet::config::ReflectionWorkers,
 }
 
 /// A worker count refused.
@@ -151,6 +155,7 @@ impl VkArgs {
             ipam,
             pod_workers: self.pod_workers,
             apiserver_support: self.apiserver_support,
+            reflection: self.reflection,
         })
     }
 }

@@ -308,7 +308,7 @@ async fn run_task(job: &Job) -> String {
         extra_labels: Default::default(),
         apiserver_support: job.settings.apiserver_support,
         home_api: None,
-        reflection: Default::default(),
+        reflection: job.settings.reflection,
     };
     match liqo_virtual_kubelet::run(cfg, futures::future::pending()).await {
         Ok(()) => "it returned".into(),

@@ -193,3 +193,26 @@ fn load_balancer_source_ranges_removed_is_not_same() {
     r["loadBalancerSourceRanges"] = json!(["203.0.113.0/24"]);
     assert!(!same(&desired, &remote_svc(r)));
 }
+
+#[test]
+fn an_app_protocol_or_port_name_removed_locally_is_not_same() {
+    let ids = ids();
+    let with = svc_with_port(
+        json!({"name": "http", "port": 80, "targetPort": 8080, "appProtocol": "http"}),
+    );
+    let without = svc_with_port(json!({"port": 80, "targetPort": 8080}));
+    let desired = Service::forge(&without, &ids.ctx(), &no_inputs()).unwrap();
+    let copy_of_with = Service::forge(&with, &ids.ctx(), &no_inputs()).unwrap();
+    assert!(!same(&desired, &copy_of_with));
+    assert!(same(
+        &desired,
+        &Service::forge(&without, &ids.ctx(), &no_inputs()).unwrap()
+    ));
+}
+
+fn svc_with_port(port: Value) -> Service {
+    obj(
+        json!({"metadata": {"name": "web", "namespace": "demo", "uid": "u"},
+               "spec": {"ports": [port]}}),
+    )
+}

@@ -92,6 +92,7 @@ pub fn child_args(
     .into_iter()
     .flat_map(|(k, v)| [k.to_owned(), v])
     .collect();
+    a.extend(s.reflection.args());
     if s.apiserver_support {
         a.push("--enable-apiserver-support".into());
     }

@@ -46,6 +46,8 @@ pub struct Settings {
     pub pod_workers: usize,
     /// API server support: offloaded pods get tokens of their home ServiceAccounts.
     pub apiserver_support: bool,
+    /// Resource reflection workers per kind.
+    pub reflection: liqo_virtual_kubelet::config::ReflectionWorkers,
 }
 
 /// The pid of a supervisor's current child, if one runs.

@@ -22,6 +22,7 @@ fn settings(ipam: bool, ca: bool) -> Settings {
         }),
         pod_workers: 10,
         apiserver_support: true,
+        reflection: Default::default(),
     }
 }
 
@@ -45,7 +46,10 @@ fn the_child_gets_both_identities_its_offer_and_only_the_options_set() {
         Path::new("/state/m/foreign.kubeconfig"),
         10251,
     );
-    let pairs: Vec<(&str, &str)> = a
+    // Pairs, then API server support (a switch).
+    assert_eq!(a.len(), 33, "{a:?}");
+    assert_eq!(a[32], "--enable-apiserver-support");
+    let pairs: Vec<(&str, &str)> = a[..32]
         .chunks(2)
         .map(|c| (c[0].as_str(), c[1].as_str()))
         .collect();
@@ -62,6 +66,12 @@ fn the_child_gets_both_identities_its_offer_and_only_the_options_set() {
             ("--node-ip", "127.0.0.1"),
             ("--listen-port", "10251"),
             ("--pod-reflection-workers", "10"),
+            ("--service-reflection-workers", "3"),
+            ("--endpointslice-reflection-workers", "10"),
+            ("--ingress-reflection-workers", "3"),
+            ("--configmap-reflection-workers", "3"),
+            ("--secret-reflection-workers", "3"),
+            ("--serviceaccount-reflection-workers", "3"),
         ]
     );
     let a = child_args(
@@ -72,7 +82,7 @@ fn the_child_gets_both_identities_its_offer_and_only_the_options_set() {
         Path::new("/k"),
         1,
     );
-    let tail = a[20..].join(" ");
+    let tail = a[33..].join(" ");
     assert_eq!(
         tail,
         "--client-ca-file /etc/ca.crt --ipam-server https://ipam:6000 --ipam-token-file /run/token"
