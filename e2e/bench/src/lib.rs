@@ -43,6 +43,7 @@ pub mod parse;
 pub mod path;
 pub mod peering;
 pub mod peers;
+pub mod reflection;
 pub mod render;
 pub mod report;
 pub mod report_core;

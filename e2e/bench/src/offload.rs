@@ -17,11 +17,11 @@
 //! are named `<prefix>ob` (a set of their own); they are stopped at the end, on failure and on
 //! Ctrl-C, and a set left by a crashed run is removed first.
 
-mod bed;
+pub(crate) mod bed;
 mod options;
 pub mod render;
 pub mod report;
-mod setup;
+pub(crate) mod setup;
 mod track;
 mod workload;
 

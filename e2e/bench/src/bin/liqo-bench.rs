@@ -42,6 +42,24 @@ enum Bench {
     /// p50/p99; the controller-managers' and the virtual kubelet's memory and CPU at 0, 100
     /// and all pods; and the targets.
     Offload(OffloadArgs),
+    /// Seconds until N Services, EndpointSlices, ConfigMaps and Secrets of an offloaded
+    /// namespace exist on the provider (as a ratio to the home API server's own time), the
+    /// provider's writes per object, the virtual kubelet's memory, and convergence after a
+    /// kill -9 during deletions.
+    Reflection(ReflectionArgs),
+}
+
+#[derive(Args)]
+struct ReflectionArgs {
+    /// Objects per kind.
+    #[arg(long, default_value_t = liqo_bench::reflection::DEFAULT_OBJECTS)]
+    objects: u32,
+    /// How long each wait may take, in seconds.
+    #[arg(long, default_value_t = 600)]
+    timeout: u64,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 #[derive(Args)]
@@ -249,6 +267,17 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             })
             .await?;
             show(a.output, &report, liqo_bench::offload::render)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Bench::Reflection(a) => {
+            let report =
+                liqo_bench::reflection::reflection(liqo_bench::reflection::ReflectionOptions {
+                    prefix,
+                    objects: a.objects,
+                    timeout_secs: a.timeout,
+                })
+                .await?;
+            show(a.output, &report, liqo_bench::reflection::render)?;
             Ok(ExitCode::SUCCESS)
         }
     }

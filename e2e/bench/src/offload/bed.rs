@@ -20,19 +20,19 @@ use e2e::{
 use crate::{BenchError, measure::LoadTracker, run};
 
 /// Liqo on the clusters, rome peered with milan and the namespace offloaded.
-pub(super) struct WithLiqo {
-    pub(super) installed: liqo::Liqo,
-    remote_ns: String,
-    procs: Procs,
+pub(crate) struct WithLiqo {
+    pub(crate) installed: liqo::Liqo,
+    pub(crate) remote_ns: String,
+    pub(crate) procs: Procs,
 }
 
 /// How long the setup took.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct SetupSecs {
-    pub(super) install: f64,
-    pub(super) peering: f64,
-    pub(super) offload: f64,
-    pub(super) virtual_node_pods: Option<u64>,
+pub(crate) struct SetupSecs {
+    pub(crate) install: f64,
+    pub(crate) peering: f64,
+    pub(crate) offload: f64,
+    pub(crate) virtual_node_pods: Option<u64>,
 }
 
 /// Where a side's Deployment runs: its cluster and namespace, the provider's namespace of its
@@ -296,7 +296,7 @@ impl Bed {
 }
 
 /// Liqo installed, peered and the namespace offloaded; the setup's times.
-async fn with_liqo(
+pub(crate) async fn with_liqo(
     set: &Clusters,
     bins: &Binaries,
     rome: &Client,
