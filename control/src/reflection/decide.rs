@@ -124,6 +124,11 @@ pub fn same<K: Reflect>(desired: &K, actual: &K) -> bool {
         // repairs whatever differs.
         return false;
     };
+    // A copy without the local UID (made before it was recorded) gets it.
+    let uid = |v: &Value| at(v, &["metadata", "annotations", consts::LOCAL_UID]).is_some();
+    if uid(&d) && !uid(&a) {
+        return false;
+    }
     let (d, a) = (without_bookkeeping(d), without_bookkeeping(a));
     K::exact()
         .iter()
@@ -132,7 +137,8 @@ pub fn same<K: Reflect>(desired: &K, actual: &K) -> bool {
 }
 
 /// `v` without the annotations reflection keeps for itself (the local UID, the mapped
-/// addresses): they change only with what they describe, which is compared.
+/// addresses): they change only with what they describe, which is compared (the local UID's
+/// presence is checked apart).
 fn without_bookkeeping(mut v: Value) -> Value {
     if let Some(a) = v
         .get_mut("metadata")

@@ -158,7 +158,10 @@ pub fn remote_pod_spec(
                 .map(|v| remote_volume(v, home, api.map(|(_, pod)| pod)))
                 .collect()
         }),
-        host_aliases: local.host_aliases.clone(),
+        host_aliases: match api {
+            Some((a, _)) => token::host_aliases(local.host_aliases.clone(), a),
+            None => local.host_aliases.clone(),
+        },
         active_deadline_seconds: local.active_deadline_seconds,
         dns_config: local.dns_config.clone(),
         dns_policy: local.dns_policy.clone(),

@@ -11,7 +11,7 @@ use k8s_openapi::{
     ByteString,
     api::{
         authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec},
-        core::v1::{EnvVar, Pod, Secret, Volume},
+        core::v1::{EnvVar, HostAlias, Pod, Secret, Volume},
     },
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
     jiff::{SignedDuration, Timestamp},
@@ -56,11 +56,10 @@ pub struct TokenNeed {
     pub expiration_seconds: i64,
 }
 
-/// The name of the token Secret of pod `pod` (bounded to a valid name).
+/// The name of the token Secret of pod `pod` (a long one shortened with a hash: never shared
+/// by two pods).
 pub fn secret_name(pod: &str) -> String {
-    let mut name = format!("{SECRET_PREFIX}{pod}");
-    name.truncate(253);
-    name
+    bounded(&format!("{SECRET_PREFIX}{pod}"), 253)
 }
 
 /// What the pod's `kube-api-access-*` projection asks for, if it has one with a token.
@@ -105,11 +104,39 @@ pub fn token_request(local: &Pod, need: &TokenNeed) -> TokenRequest {
     }
 }
 
-/// When a token issued at `issued` and expiring at `expires` is renewed: at 80% of its life.
+/// The longest a token goes unrenewed, as the kubelet's own (the API server may extend a
+/// pod-bound token's life to a year).
+pub const RENEW_AT_MOST_AFTER: SignedDuration = SignedDuration::from_hours(24);
+
+/// When a token issued at `issued` and expiring at `expires` is renewed: at 80% of its life,
+/// and within [`RENEW_AT_MOST_AFTER`].
 pub fn renew_at(issued: Timestamp, expires: Timestamp) -> Timestamp {
     let life = expires.duration_since(issued);
     let nanos = life.as_nanos().max(0) * 4 / 5;
-    issued + SignedDuration::from_nanos(i64::try_from(nanos).unwrap_or(i64::MAX))
+    let after = SignedDuration::from_nanos(i64::try_from(nanos).unwrap_or(i64::MAX));
+    issued + after.min(RENEW_AT_MOST_AFTER)
+}
+
+/// `text` if it fits `max` characters, else its start and a hash of the whole (stable across
+/// processes: FNV-1a), so that two long names stay apart.
+fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let suffix = format!("-{hash:016x}");
+    let mut head: String = text.chars().take(max - suffix.len()).collect();
+    while head.ends_with(['-', '.']) {
+        head.pop();
+    }
+    format!("{head}{suffix}")
+}
+
+/// The value of [`POD_LABEL`] for pod `pod` (a label value takes 63 characters).
+pub fn pod_label(pod: &str) -> String {
+    bounded(pod, 63)
 }
 
 /// The token Secret of `local` in `remote_namespace`: the token and the home namespace,
@@ -123,7 +150,7 @@ pub fn token_secret(
     mut labels: BTreeMap<String, String>,
 ) -> Secret {
     let pod = local.metadata.name.clone().unwrap_or_default();
-    labels.insert(POD_LABEL.to_owned(), pod.clone());
+    labels.insert(POD_LABEL.to_owned(), pod_label(&pod));
     let data = BTreeMap::from([
         (TOKEN_KEY.to_owned(), ByteString(token.as_bytes().to_vec())),
         (
@@ -194,6 +221,50 @@ pub fn use_secret(volume: &mut Volume, pod: &str) {
     }
 }
 
+/// The names the home API server's certificate holds for it in every cluster: the remote pod
+/// resolves them to the home API server's address ([`host_aliases`]), so that its clients'
+/// TLS checks pass and the provider's own `kubernetes` Service is not used by mistake.
+pub const API_NAMES: [&str; 4] = [
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+];
+
+/// The host the remote pod's clients dial: the certificate's `kubernetes.default.svc` when
+/// the address is an IP (aliased to it), else the given name.
+pub fn dial_host(api: &HomeApi) -> &str {
+    if api.host.parse::<std::net::IpAddr>().is_ok() {
+        API_NAMES[2]
+    } else {
+        &api.host
+    }
+}
+
+/// `aliases` plus the home API server's names at its address (an IP; a name needs none).
+pub fn host_aliases(aliases: Option<Vec<HostAlias>>, api: &HomeApi) -> Option<Vec<HostAlias>> {
+    if api.host.parse::<std::net::IpAddr>().is_err() {
+        return aliases;
+    }
+    let mut aliases: Vec<HostAlias> = aliases
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut a| {
+            // Ours win: the names point at the home API server only.
+            if let Some(h) = a.hostnames.as_mut() {
+                h.retain(|n| !API_NAMES.contains(&n.as_str()));
+            }
+            a
+        })
+        .filter(|a| a.hostnames.as_ref().is_some_and(|h| !h.is_empty()))
+        .collect();
+    aliases.push(HostAlias {
+        ip: api.host.clone(),
+        hostnames: Some(API_NAMES.iter().map(|n| (*n).to_owned()).collect()),
+    });
+    Some(aliases)
+}
+
 /// `env` with the API server variables set to `api` (replacing any).
 pub fn with_api_env(env: Option<Vec<EnvVar>>, api: &HomeApi) -> Option<Vec<EnvVar>> {
     let mut env: Vec<EnvVar> = env
@@ -203,7 +274,7 @@ pub fn with_api_env(env: Option<Vec<EnvVar>>, api: &HomeApi) -> Option<Vec<EnvVa
         .collect();
     env.push(EnvVar {
         name: HOST_ENV.into(),
-        value: Some(api.host.clone()),
+        value: Some(dial_host(api).to_owned()),
         value_from: None,
     });
     env.push(EnvVar {
@@ -212,4 +283,34 @@ pub fn with_api_env(env: Option<Vec<EnvVar>>, api: &HomeApi) -> Option<Vec<EnvVa
         value_from: None,
     });
     Some(env)
+}
+
+/// The home API server's address and HTTPS port from the EndpointSlices of
+/// `default/kubernetes`: the lowest ready address (the same on every restart), the port named
+/// `https` (else the first); none when no slice publishes one.
+pub fn api_endpoint(
+    slices: &[k8s_openapi::api::discovery::v1::EndpointSlice],
+) -> Option<(String, u16)> {
+    slices
+        .iter()
+        .filter_map(|s| {
+            let port = s
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some("https"))
+                .or_else(|| s.ports.iter().flatten().next())?
+                .port?;
+            let port = u16::try_from(port).ok()?;
+            let ip = s
+                .endpoints
+                .iter()
+                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
+                .flat_map(|e| e.addresses.iter())
+                .filter_map(|a| a.parse::<std::net::IpAddr>().ok())
+                .min()?;
+            Some((ip, port))
+        })
+        .min()
+        .map(|(ip, port)| (ip.to_string(), port))
 }

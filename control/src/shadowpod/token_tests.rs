@@ -87,6 +87,12 @@ fn a_token_is_renewed_at_four_fifths_of_its_life() {
     );
     // Already expired: renewed at once.
     assert_eq!(renew_at(expires, issued), expires);
+    // A year-long token (extended by the API server) is renewed within a day.
+    let year: Timestamp = "2027-11-29T00:00:00Z".parse().unwrap();
+    assert_eq!(
+        renew_at(issued, year),
+        "2026-11-30T00:00:00Z".parse::<Timestamp>().unwrap()
+    );
 }
 
 #[test]
@@ -112,7 +118,14 @@ fn the_secret_holds_the_token_and_the_home_namespace_and_is_owned_by_the_shadow_
     let labels = s.metadata.labels.unwrap();
     assert_eq!(labels.get(POD_LABEL).map(String::as_str), Some("web-1"));
     assert!(labels.contains_key("virtualkubelet.liqo.io/origin"));
-    assert_eq!(secret_name(&"p".repeat(300)).len(), 253);
+    let (a, b) = (
+        format!("{}a", "p".repeat(300)),
+        format!("{}b", "p".repeat(300)),
+    );
+    assert_eq!(secret_name(&a).len(), 253);
+    assert_ne!(secret_name(&a), secret_name(&b), "long names stay apart");
+    assert_eq!(pod_label(&a).len(), 63);
+    assert_eq!(pod_label("web-1"), "web-1");
 }
 
 #[test]
@@ -126,7 +139,16 @@ fn with_api_support_the_remote_spec_reads_the_secret_and_points_at_home() {
         .flatten()
         .map(|e| (e.name.clone(), e.value.clone().unwrap_or_default()))
         .collect();
-    assert_eq!(env["KUBERNETES_SERVICE_HOST"], "10.70.0.1");
+    assert_eq!(env["KUBERNETES_SERVICE_HOST"], "kubernetes.default.svc");
+    let aliases = spec.host_aliases.clone().unwrap();
+    let ours = aliases.last().unwrap();
+    assert_eq!(ours.ip, "10.70.0.1");
+    assert!(
+        ours.hostnames
+            .as_ref()
+            .unwrap()
+            .contains(&"kubernetes.default.svc".to_owned())
+    );
     assert_eq!(env["KUBERNETES_SERVICE_PORT"], "6443");
     assert_eq!(env["KEEP"], "1");
     assert_eq!(env.len(), 3, "{env:?}");
@@ -181,4 +203,42 @@ fn without_api_support_or_projection_nothing_points_at_home() {
         2,
         "no token, no redirection"
     );
+}
+
+#[test]
+fn a_named_home_api_server_is_dialled_by_its_name_without_aliases() {
+    let named = HomeApi {
+        host: "api.rome.example".into(),
+        port: 443,
+    };
+    assert_eq!(dial_host(&named), "api.rome.example");
+    assert_eq!(host_aliases(None, &named), None);
+    // A pod's own alias of one of the names gives way to ours.
+    let mine = k8s_openapi::api::core::v1::HostAlias {
+        ip: "1.2.3.4".into(),
+        hostnames: Some(vec!["kubernetes.default".into(), "db".into()]),
+    };
+    let got = host_aliases(Some(vec![mine]), &api()).unwrap();
+    assert_eq!(got[0].hostnames.as_deref().unwrap(), ["db"]);
+    assert_eq!(got.len(), 2);
+}
+
+#[test]
+fn the_api_endpoint_is_the_lowest_ready_address_with_the_https_port() {
+    let slice = |addresses: serde_json::Value| -> k8s_openapi::api::discovery::v1::EndpointSlice {
+        serde_json::from_value(json!({
+            "metadata": {"name": "kubernetes"}, "addressType": "IPv4",
+            "ports": [{"name": "other", "port": 1}, {"name": "https", "port": 6443}],
+            "endpoints": addresses
+        }))
+        .unwrap()
+    };
+    let a = slice(json!([
+        {"addresses": ["10.0.0.9"], "conditions": {"ready": true}},
+        {"addresses": ["10.0.0.2"], "conditions": {"ready": false}},
+        {"addresses": ["10.0.0.5"]}
+    ]));
+    assert_eq!(api_endpoint(&[a]), Some(("10.0.0.5".to_owned(), 6443)));
+    assert_eq!(api_endpoint(&[]), None);
+    assert_eq!(api_endpoint(&[slice(json!([]))]), None);
 }

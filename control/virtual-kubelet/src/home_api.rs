@@ -27,6 +27,9 @@ pub enum HomeApiError {
     /// The IPAM did not map it.
     #[error("exposing the home API server to the provider")]
     Map(#[source] EndpointError),
+    /// The IPAM's answer lacked it.
+    #[error("no mapping of the home API server's address {0}")]
+    Unmapped(String),
 }
 
 /// The home API server as the provider's pods reach it; none when the home cluster does not
@@ -38,17 +41,7 @@ pub async fn resolve(cfg: &VkConfig) -> Result<Option<HomeApi>, HomeApiError> {
         .list(&ListParams::default().labels(&format!("{SERVICE_NAME}=kubernetes")))
         .await
         .map_err(HomeApiError::Read)?;
-    let found = slices.items.iter().find_map(|s| {
-        let ip = s.endpoints.iter().find_map(|e| e.addresses.first())?;
-        let port = s
-            .ports
-            .iter()
-            .flatten()
-            .find(|p| p.name.as_deref() == Some("https"))
-            .or_else(|| s.ports.iter().flatten().next())?
-            .port?;
-        Some((ip.clone(), u16::try_from(port).ok()?))
-    });
+    let found = control::shadowpod::token::api_endpoint(&slices.items);
     let Some((ip, port)) = found else {
         tracing::warn!(
             "default/kubernetes publishes no address and port: offloaded pods get no \
@@ -66,7 +59,7 @@ pub async fn resolve(cfg: &VkConfig) -> Result<Option<HomeApi>, HomeApiError> {
         .map(&key, std::slice::from_ref(&ip), &BTreeMap::new())
         .await
         .map_err(HomeApiError::Map)?;
-    let host = mapped.get(&ip).cloned().unwrap_or(ip);
+    let host = mapped.get(&ip).cloned().ok_or(HomeApiError::Unmapped(ip))?;
     tracing::info!(%host, port, "the home API server as the provider's pods reach it");
     Ok(Some(HomeApi { host, port }))
 }

@@ -29,12 +29,21 @@ fn remote_cm(labels: Value, data: Value) -> ConfigMap {
     obj(json!({"metadata": meta, "data": data}))
 }
 
-/// Our copy of [`local_cm`] without annotations, as the provider stores it.
+/// Our copy of [`local_cm`] without annotations (but the local UID), as the provider stores
+/// it.
 fn our_cm() -> ConfigMap {
-    remote_cm(
+    let mut cm = remote_cm(
         ours_labels(json!({"app": "web", "tier": "front"})),
         json!({"a": "1", "b": "2"}),
-    )
+    );
+    cm.metadata.annotations = Some(
+        [(
+            "reflection.liqo.io/local-uid".to_owned(),
+            "u-local".to_owned(),
+        )]
+        .into(),
+    );
+    cm
 }
 
 fn foreign_cm() -> ConfigMap {

@@ -65,6 +65,7 @@ fn our_copy() -> EndpointSlice {
     let mut meta = server_meta("web-abc12", "u-remote");
     meta["labels"] = ours_labels(json!({"kubernetes.io/service-name": "web",
                                         MANAGED_BY: "endpointslice.reflection.liqo.io"}));
+    meta["annotations"] = json!({"reflection.liqo.io/local-uid": "u-slice"});
     obj(json!({
         "metadata": meta,
         "addressType": "IPv4",

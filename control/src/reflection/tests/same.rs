@@ -41,6 +41,7 @@ fn remote_spec() -> Value {
 fn remote_svc(spec: Value) -> Service {
     let mut meta = server_meta("web", "u-remote");
     meta["labels"] = ours_labels(json!({"app": "web"}));
+    meta["annotations"] = json!({"reflection.liqo.io/local-uid": "u-local"});
     obj(json!({"metadata": meta, "spec": spec, "status": {"loadBalancer": {}}}))
 }
 
@@ -215,4 +216,15 @@ fn svc_with_port(port: Value) -> Service {
         json!({"metadata": {"name": "web", "namespace": "demo", "uid": "u"},
                "spec": {"ports": [port]}}),
     )
+}
+
+#[test]
+fn a_copy_without_the_local_uid_gets_it() {
+    let ids = ids();
+    let local = local_svc(local_spec());
+    let desired = Service::forge(&local, &ids.ctx(), &no_inputs()).unwrap();
+    let mut old = desired.clone();
+    old.metadata.annotations = None;
+    assert!(!same(&desired, &old));
+    assert!(same(&desired, &desired));
 }

@@ -48,18 +48,19 @@ pub async fn follow(f: Follow, local: String, remote: String) {
             // The initial listing (and a re-listing) is history.
             Ok(_) => continue,
             Err(err) => {
-                tracing::debug!(error = %err, namespace = %remote, "remote Event watch failed, retrying");
+                tracing::warn!(error = %err, namespace = %remote, "remote Event watch failed, retrying");
                 continue;
             }
         };
         let Some(name) = e.involved_object.name.clone() else {
             continue;
         };
-        if f.remote_pods
-            .get(&ObjectRef::new(&name).within(&remote))
-            .is_none()
-        {
+        let Some(remote_pod) = f.remote_pods.get(&ObjectRef::new(&name).within(&remote)) else {
             // Not one of ours.
+            continue;
+        };
+        if e.involved_object.uid.is_some() && e.involved_object.uid != remote_pod.metadata.uid {
+            // About an earlier pod of that name.
             continue;
         }
         let Some(pod) = f.local.get(&ObjectRef::new(&name).within(&local)) else {

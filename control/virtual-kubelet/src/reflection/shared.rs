@@ -61,6 +61,8 @@ impl Shared {
 pub struct Issued {
     /// The ShadowPod the token Secret belongs to.
     pub shadow_uid: String,
+    /// The home pod the token is bound to.
+    pub pod_uid: String,
     /// When the token is renewed.
     pub renew_at: k8s_openapi::jiff::Timestamp,
 }

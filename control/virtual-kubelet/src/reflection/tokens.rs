@@ -62,9 +62,13 @@ pub enum TokenError {
     },
 }
 
+/// The time until `at`, at least a second (a renewal time in the past, by skew, is no hot
+/// loop).
 fn until(at: Timestamp) -> Duration {
     let d = at.duration_since(Timestamp::now());
-    Duration::try_from(d).unwrap_or(Duration::ZERO)
+    Duration::try_from(d)
+        .unwrap_or(Duration::ZERO)
+        .max(Duration::from_secs(1))
 }
 
 /// Makes sure the token Secret of `local` (whose ShadowPod `shadow` exists in `remote_ns`)
@@ -84,8 +88,10 @@ pub async fn ensure(
         .unwrap_or_else(|p| p.into_inner())
         .get(key)
         .cloned();
+    let pod_uid = local.metadata.uid.clone().unwrap_or_default();
     if let Some(c) = cached
         && c.shadow_uid == uid
+        && c.pod_uid == pod_uid
         && Timestamp::now() < c.renew_at
     {
         shared.queue.add_after(key.clone(), until(c.renew_at));
@@ -142,6 +148,7 @@ pub async fn ensure(
             key.clone(),
             Issued {
                 shadow_uid: uid,
+                pod_uid,
                 renew_at: renew,
             },
         );

@@ -201,6 +201,13 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     if api.is_some()
         && let (Some(l), Some(v), Some(s)) = (&local, &view, shadow.as_deref())
         && l.metadata.deletion_timestamp.is_none()
+        // Only beside a ShadowPod of ours that stays: a token never goes to another's.
+        && s.metadata.deletion_timestamp.is_none()
+        && is_reflected(
+            s.metadata.labels.as_ref(),
+            &cfg.home.cluster_id,
+            &cfg.foreign.cluster_id,
+        )
         && let Some(need) = control::shadowpod::token::need(l)
     {
         super::tokens::ensure(shared, key, l, &v.remote, s, &need)

@@ -55,15 +55,20 @@ pub struct Endpoints {
 
 impl State {
     /// Takes the slice's entry, seeded from what its copy recorded if none is cached (after a
-    /// restart: those addresses count as used).
-    fn take(&mut self, key: &Key, recorded: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    /// restart: those addresses count as used); whether it was seeded (its answers are to be
+    /// asked again: the IPAM may have released them since).
+    fn take(
+        &mut self,
+        key: &Key,
+        recorded: &BTreeMap<String, String>,
+    ) -> (BTreeMap<String, String>, bool) {
         if let Some(known) = self.slices.remove(key) {
-            return known;
+            return (known, false);
         }
         for ip in recorded.keys() {
             *self.users.entry(ip.clone()).or_insert(0) += 1;
         }
-        recorded.clone()
+        (recorded.clone(), true)
     }
 
     /// One use of each of `gone` ended: those no slice uses any more are to be released.
@@ -123,10 +128,11 @@ impl Endpoints {
             return Ok(addresses.iter().map(|a| (a.clone(), a.clone())).collect());
         };
         let mut s = self.state.lock().await;
-        let mut known = s.take(key, recorded);
+        let (mut known, seeded) = s.take(key, recorded);
         let mut failure = None;
         for ip in addresses {
-            if known.contains_key(ip) {
+            let counted = known.contains_key(ip);
+            if counted && !seeded {
                 continue;
             }
             let answer = client
@@ -141,7 +147,9 @@ impl Endpoints {
                 Ok(a) => {
                     let a = a.into_inner();
                     tracing::debug!(slice = %key, %ip, seen = %a.ip, "endpoint address mapped");
-                    *s.users.entry(ip.clone()).or_insert(0) += 1;
+                    if !counted {
+                        *s.users.entry(ip.clone()).or_insert(0) += 1;
+                    }
                     s.pending.retain(|p| p != ip);
                     known.insert(ip.clone(), a.ip);
                 }
@@ -173,7 +181,7 @@ impl Endpoints {
     pub async fn release(&self, key: &Key, recorded: &BTreeMap<String, String>) {
         let Some(client) = &self.client else { return };
         let mut s = self.state.lock().await;
-        let known = s.take(key, recorded);
+        let (known, _) = s.take(key, recorded);
         s.drop_uses(known.into_keys());
         self.flush(client, &mut s).await;
     }

@@ -148,7 +148,12 @@ async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome,
             let pp = PatchParams::apply(FIELD_MANAGER).force();
             match api.patch(&remote_name, &pp, &Patch::Apply(&*copy)).await {
                 Ok(_) => "updated",
-                Err(kube::Error::Api(s)) if s.code == 409 => return Ok(Outcome::Done),
+                // Not the copy seen any more (409, or 422 on metadata.uid): its event comes.
+                Err(kube::Error::Api(s))
+                    if s.code == 409 || (s.code == 422 && s.message.contains("metadata.uid")) =>
+                {
+                    return Ok(Outcome::Done);
+                }
                 Err(e) => return refused(r, local.as_deref(), kerr(what("applying"))(e)).await,
             }
         }

@@ -306,14 +306,21 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
     .await;
     // Its ShadowPod reads a token of its home ServiceAccount and points at the home API
     // server; milan's Events about it show at home.
-    let env = shadows.get("web").await.unwrap().spec.pod.containers[0]
-        .env
-        .clone()
-        .unwrap_or_default();
+    let pod_spec = shadows.get("web").await.unwrap().spec.pod;
+    let env = pod_spec.containers[0].env.clone().unwrap_or_default();
     assert!(
-        env.iter()
-            .any(|e| e.name == "KUBERNETES_SERVICE_HOST" && e.value.as_deref() == Some(HOME_API)),
+        env.iter().any(|e| e.name == "KUBERNETES_SERVICE_HOST"
+            && e.value.as_deref() == Some("kubernetes.default.svc")),
         "{env:?}"
+    );
+    let aliases = pod_spec.host_aliases.clone().unwrap_or_default();
+    assert!(
+        aliases.iter().any(|a| a.ip == HOME_API
+            && a.hostnames
+                .iter()
+                .flatten()
+                .any(|h| h == "kubernetes.default.svc")),
+        "the home API server's names at its address: {aliases:?}"
     );
     let token = crate::tokens_k8s::check(rome_c, &rome, &milan, "web").await;
     // Written once: with nothing changing, the local pod stays as it is (no write loop).

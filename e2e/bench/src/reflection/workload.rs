@@ -3,7 +3,10 @@
 //! while the virtual kubelet is killed; the provider's API writes and the virtual kubelet's
 //! memory.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::BTreeSet,
+    time::{Duration, Instant},
+};
 
 use futures::{StreamExt, stream};
 use k8s_openapi::api::{
@@ -123,6 +126,35 @@ pub async fn create_all(client: &Client, ns: &str, n: u32) -> Result<(), BenchEr
     Ok(())
 }
 
+/// The names of the bench's objects of kind `K` in `ns` (only copies: `copies_only`).
+async fn names<K>(
+    client: &Client,
+    ns: &str,
+    copies_only: bool,
+) -> Result<BTreeSet<String>, BenchError>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let lp = if copies_only {
+        ListParams::default().labels(control::consts::reflection::ORIGIN)
+    } else {
+        ListParams::default()
+    };
+    let list = Api::<K>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .map_err(step(format!("listing {} in {ns}", K::kind(&()))))?;
+    Ok(list
+        .items
+        .iter()
+        .filter_map(|o| o.meta().name.clone())
+        .filter(|n| n.starts_with(PREFIX))
+        .collect())
+}
+
 async fn count<K>(client: &Client, ns: &str) -> Result<u64, BenchError>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
@@ -130,20 +162,52 @@ where
         + DeserializeOwned
         + std::fmt::Debug,
 {
-    let list = Api::<K>::namespaced(client.clone(), ns)
-        .list(&ListParams::default().labels(control::consts::reflection::ORIGIN))
-        .await
-        .map_err(step(format!("listing {} in {ns}", K::kind(&()))))?;
-    Ok(list
-        .items
-        .iter()
-        .filter(|o| {
-            o.meta()
-                .name
-                .as_deref()
-                .is_some_and(|n| n.starts_with(PREFIX))
-        })
-        .count() as u64)
+    Ok(names::<K>(client, ns, true).await?.len() as u64)
+}
+
+/// The names per kind in `ns`, of copies only or of every object.
+async fn all_names(
+    client: &Client,
+    ns: &str,
+    copies_only: bool,
+) -> Result<[BTreeSet<String>; 4], BenchError> {
+    Ok([
+        names::<Service>(client, ns, copies_only).await?,
+        names::<EndpointSlice>(client, ns, copies_only).await?,
+        names::<ConfigMap>(client, ns, copies_only).await?,
+        names::<Secret>(client, ns, copies_only).await?,
+    ])
+}
+
+/// Waits until the copies in the provider's namespace `remote_ns` are, by name and kind,
+/// exactly the objects of the home namespace `local_ns` (none missing, none left over).
+pub async fn until_same(
+    home: &Client,
+    local_ns: &str,
+    provider: &Client,
+    remote_ns: &str,
+    timeout: Duration,
+) -> Result<(), BenchError> {
+    let want = all_names(home, local_ns, false).await?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got = all_names(provider, remote_ns, true).await?;
+        if got == want {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            let diff: Vec<usize> = got
+                .iter()
+                .zip(&want)
+                .map(|(g, w)| g.symmetric_difference(w).count())
+                .collect();
+            return Err(BenchError::Options(format!(
+                "the provider's copies differ from home's objects after {} s (names per kind: {diff:?})",
+                timeout.as_secs()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// The copies in the provider's namespace `ns`.
@@ -231,8 +295,8 @@ pub async fn delete_half_killing(
     })
 }
 
-/// The provider's API writes (POST, PUT, PATCH, DELETE) to the reflected kinds so far (its
-/// `apiserver_request_total`).
+/// The provider's API writes (POST, PUT, PATCH, server-side APPLY, DELETE) to the reflected
+/// kinds so far (its `apiserver_request_total`).
 pub async fn mutations(client: &Client) -> Result<u64, BenchError> {
     let req = http::Request::get("/metrics")
         .body(Vec::new())
@@ -250,7 +314,7 @@ fn sum_writes(text: &str) -> u64 {
     text.lines()
         .filter(|l| l.starts_with("apiserver_request_total{"))
         .filter(|l| {
-            ["POST", "PUT", "PATCH", "DELETE"]
+            ["POST", "PUT", "PATCH", "APPLY", "DELETE"]
                 .iter()
                 .any(|v| l.contains(&format!("verb=\"{v}\"")))
                 && ["services", "endpointslices", "configmaps", "secrets"]
@@ -282,7 +346,8 @@ apiserver_request_total{code="200",component="apiserver",group="",resource="conf
 apiserver_request_total{code="201",component="apiserver",group="",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 7
 apiserver_request_total{code="200",component="apiserver",group="",resource="services",scope="resource",subresource="status",verb="PUT",version="v1"} 5
 apiserver_request_total{code="200",component="apiserver",group="discovery.k8s.io",resource="endpointslices",scope="resource",subresource="",verb="DELETE",version="v1"} 2
+apiserver_request_total{code="200",component="apiserver",group="",resource="secrets",scope="resource",subresource="",verb="APPLY",version="v1"} 4
 "#;
-        assert_eq!(sum_writes(text), 17);
+        assert_eq!(sum_writes(text), 21);
     }
 }
