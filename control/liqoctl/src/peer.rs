@@ -190,13 +190,29 @@ pub async fn out_of_band(client: &Client, ns: &str, args: &OutOfBand<'_>) -> Res
             liqo_types::chain(&e)
         ),
     }
-    liqo_auth::tokens::write_remote_token(client, ns, args.cluster_id, args.token)
+    // A new peer: the token first (the controller-manager starts when the ForeignCluster
+    // appears). An existing one (a URL or token given again): the ForeignCluster first, so
+    // that the new token, which is tried at once, goes to the new URL, never the old one.
+    let exists = fcs
+        .get_opt(&fc_name)
         .await
-        .map_err(PeerError::Token)?;
+        .map_err(kube_err(what.clone()))?
+        .is_some();
+    let write_token = || async {
+        liqo_auth::tokens::write_remote_token(client, ns, args.cluster_id, args.token)
+            .await
+            .map_err(PeerError::Token)
+    };
+    if !exists {
+        write_token().await?;
+    }
     let fc = fcs
         .patch(&fc_name, &apply, &Patch::Apply(&body))
         .await
         .map_err(kube_err(what))?;
+    if exists {
+        write_token().await?;
+    }
     println!("Peering enabled: ForeignCluster {fc_name:?} has outgoing peering Yes");
     wait_peering(client, &fc, args.timeout, &since).await
 }

@@ -55,8 +55,10 @@ pub struct VkArgs {
           value_parser = workers)]
     pub pod_workers: usize,
     /// API server support in the virtual kubelets: offloaded pods get tokens of their home
-    /// ServiceAccounts and reach the home API server through the tunnel.
-    #[arg(long = "virtual-kubelet-apiserver-support", default_value_t = true, action = clap::ArgAction::Set)]
+    /// ServiceAccounts and reach the home API server through the tunnel. Needs the virtual
+    /// kubelets' own identity (`--virtual-kubelet-mode process`): the controller-manager's role
+    /// does not mint tokens.
+    #[arg(long = "virtual-kubelet-apiserver-support", default_value_t = false, action = clap::ArgAction::Set)]
     pub apiserver_support: bool,
     /// Resource reflection workers per kind in the virtual kubelets (`kind=n,...` over the
     /// defaults; 0 turns a kind off), e.g. `ingress=0,secret=5`.
