@@ -97,8 +97,13 @@ impl Reflectors {
             )
         });
         if let (Some(s), Some(e)) = (&services, &slices) {
-            // Set once, here: cannot be set already.
-            s.extra.slices.set(Arc::downgrade(e)).ok();
+            // The Services' reflector was made just above: its cell is empty, set here only.
+            // Were it set, the slices would still be queued by that reflector: reported.
+            if s.extra.slices.set(Arc::downgrade(e)).is_err() {
+                tracing::warn!(
+                    "the Services' reflector already follows an EndpointSlice reflector"
+                );
+            }
         }
         let config_maps = make::<ConfigMap>(cfg, &recorder, ()).map(|mut r| {
             if cfg.reflection.configmap == 0

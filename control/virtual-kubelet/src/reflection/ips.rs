@@ -43,6 +43,21 @@ pub struct Mapper {
     cache: Mutex<HashMap<Key, BTreeMap<String, String>>>,
 }
 
+/// A client of the IPAM at `options` (none without), its connection made on first use and
+/// each call bounded by [`IPAM_TIMEOUT`]: pod reflection's and resource reflection's.
+pub fn lazy_client(options: Option<&ClientOptions>) -> Result<Option<Client>, ClientError> {
+    let Some(options) = options else {
+        return Ok(None);
+    };
+    let prepared = options.prepare()?;
+    let channel = prepared
+        .endpoint
+        .clone()
+        .timeout(IPAM_TIMEOUT)
+        .connect_lazy();
+    Ok(Some(prepared.client(channel)))
+}
+
 /// The remote pod's IPs in order (`podIPs`, else `podIP`).
 pub fn remote_ips(status: &PodStatus) -> Vec<String> {
     match status.pod_ips.as_deref() {
@@ -60,20 +75,8 @@ impl Mapper {
     /// The mapper of the provider `cluster` through the IPAM at `options` (none: the
     /// provider's IPs as they are).
     pub fn with(options: Option<&ClientOptions>, cluster: String) -> Result<Mapper, ClientError> {
-        let client = match options {
-            Some(options) => {
-                let prepared = options.prepare()?;
-                let channel = prepared
-                    .endpoint
-                    .clone()
-                    .timeout(IPAM_TIMEOUT)
-                    .connect_lazy();
-                Some(prepared.client(channel))
-            }
-            None => None,
-        };
         Ok(Mapper {
-            client,
+            client: lazy_client(options)?,
             cluster,
             cache: Mutex::new(HashMap::new()),
         })

@@ -16,7 +16,7 @@ use ipam::service::{
 };
 use tokio::sync::Mutex;
 
-use crate::reflection::{ips::IPAM_TIMEOUT, key::Key};
+use crate::reflection::key::Key;
 
 /// Why an address could not be mapped or released.
 #[derive(Debug, thiserror::Error)]
@@ -88,18 +88,7 @@ impl Endpoints {
     /// The mapper of the provider `cluster` through the IPAM at `options` (none: addresses
     /// kept as they are).
     pub fn new(options: Option<&ClientOptions>, cluster: String) -> Result<Self, ClientError> {
-        let client = match options {
-            Some(options) => {
-                let prepared = options.prepare()?;
-                let channel = prepared
-                    .endpoint
-                    .clone()
-                    .timeout(IPAM_TIMEOUT)
-                    .connect_lazy();
-                Some(prepared.client(channel))
-            }
-            None => None,
-        };
+        let client = crate::reflection::ips::lazy_client(options)?;
         Ok(Endpoints {
             client,
             cluster,
