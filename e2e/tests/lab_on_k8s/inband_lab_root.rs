@@ -25,7 +25,7 @@ use e2e::lab::k8s::{
     restart,
 };
 use kube::{Api, Client, api::ListParams};
-use lab_k8s::{DownOnDrop, ONE_AT_A_TIME, assert_all_gone, prefix, procs_mentioning};
+use lab_k8s::{DownOnDrop, ONE_AT_A_TIME, assert_all_gone, managers_of, prefix, procs_mentioning};
 
 const CLUSTERS: [&str; 2] = ["rome", "milan"];
 const LAB: &str = env!("CARGO_BIN_EXE_liqo-lab");
@@ -197,25 +197,6 @@ async fn connects_from_peer(kube: &Client, r: &InBand, peer: &str) -> usize {
         sources[0]
     );
     sources.len()
-}
-
-/// The pids of the `liqo-controller-manager` processes whose kubeconfig is the lab's.
-fn managers_of(prefix: &str) -> Vec<u32> {
-    // A path component that is the prefix itself or starts with it and a separator (`lkib1`
-    // must not match another run's `lkib12`).
-    let ours = |path: &str| {
-        path.split('/').any(|c| {
-            c.strip_prefix(prefix)
-                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-']))
-        })
-    };
-    dataplane::procs::find(|p| {
-        p.program() == "liqo-controller-manager" && p.env("KUBECONFIG").is_some_and(|k| ours(&k))
-    })
-    .expect("listing /proc")
-    .into_iter()
-    .map(|p| p.pid)
-    .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

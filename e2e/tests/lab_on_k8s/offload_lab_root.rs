@@ -379,7 +379,7 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         .create(&PostParams::default(), &orphan)
         .await
         .unwrap();
-    let vk = vk_pid("rome", "milan").expect("rome's virtual kubelet for milan runs");
+    let vk = vk_pid(p.as_str(), "rome", "milan").expect("rome's virtual kubelet for milan runs");
     signal(vk, Signal::SIGSTOP);
     let t = Instant::now();
     until(90, "liqo-milan Unknown with the unreachable taint", || {
@@ -414,7 +414,7 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         "TIMING virtual kubelet killed -> restarted, node Ready: {:.1} s",
         secs(t)
     );
-    let again = vk_pid("rome", "milan").expect("restarted");
+    let again = vk_pid(p.as_str(), "rome", "milan").expect("restarted");
     assert_ne!(again, vk, "a new process");
     until(60, "the orphan ShadowPod removed", || {
         let milan = milan.clone();

@@ -29,6 +29,25 @@ pub(crate) fn prefix(tag: &str) -> Prefix {
         .unwrap()
 }
 
+/// The pids of the `liqo-controller-manager` processes whose kubeconfig is the lab's.
+pub(crate) fn managers_of(prefix: &str) -> Vec<u32> {
+    // A path component that is the prefix itself or starts with it and a separator (`lkib1`
+    // must not match another run's `lkib12`).
+    let ours = |path: &str| {
+        path.split('/').any(|c| {
+            c.strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '-']))
+        })
+    };
+    dataplane::procs::find(|p| {
+        p.program() == "liqo-controller-manager" && p.env("KUBECONFIG").is_some_and(|k| ours(&k))
+    })
+    .expect("listing /proc")
+    .into_iter()
+    .map(|p| p.pid)
+    .collect()
+}
+
 pub(crate) fn gone(pid: u32) -> bool {
     dataplane::procs::Process::read(pid).is_none()
 }

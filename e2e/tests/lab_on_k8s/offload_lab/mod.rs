@@ -63,9 +63,13 @@ pub(crate) fn run(k: &K8sLab, tool: &str, cluster: &str, args: &[&str]) -> Strin
 
 /// The pid of the virtual kubelet `home` runs for `provider` (a child of its
 /// controller-manager), if one runs.
-pub(crate) fn vk_pid(home: &str, provider: &str) -> Option<u32> {
+pub(crate) fn vk_pid(prefix: &str, home: &str, provider: &str) -> Option<u32> {
+    // A child of one of this lab's controller-managers: another lab or bench running at the
+    // same time names its clusters rome and milan too.
+    let managers = crate::lab_k8s::managers_of(prefix);
     dataplane::procs::find(|p| {
         p.program() == "liqo-virtual-kubelet"
+            && p.parent().is_some_and(|parent| managers.contains(&parent))
             && p.has_flag("--home-cluster-name", home)
             && p.has_flag("--foreign-cluster-name", provider)
     })
