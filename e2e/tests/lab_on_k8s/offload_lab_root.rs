@@ -234,6 +234,13 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
     // The manual's chapter 14: a Service offloaded with Local pods.
     let took = offload_lab::services::offload_a_service(&k, &rome, &milan, &milan_id).await;
     println!("TIMING chapter 14 Service on milan: {took:.1} s");
+    // Real packets to every address of a reflected slice.
+    let t = Instant::now();
+    let reached = offload_lab::reach::reach_reflected_endpoints(&k, &rome, &milan).await;
+    println!(
+        "TIMING every reflected endpoint reached over TCP: {:.1} s ({reached:?})",
+        secs(t)
+    );
 
     // 2. A remote pod deleted: milan re-creates it; rome shows the restart.
     let victim = home[0].metadata.name.clone().unwrap();

@@ -15,6 +15,7 @@ use kube::{
 };
 use serde_json::json;
 
+pub(crate) mod reach;
 pub(crate) mod services;
 
 /// The offloaded namespace (same name remotely: EnforceSameName).
