@@ -1,5 +1,6 @@
-//! Pod reflection on real apiservers (control-plane.md §2.3): two plain clusters, rome (home)
-//! and milan (provider); `liqo_virtual_kubelet::reflection::run` in a task with admin clients;
+//! Pod reflection on real apiservers (control-plane.md §2.3): plain clusters, rome (home),
+//! milan (provider) and turin (the three-cluster Service's second provider);
+//! `liqo_virtual_kubelet::reflection::run` in a task with admin clients;
 //! the NamespaceMap's status written by the test; the provider's ShadowPod controller played
 //! by the test (a Pod owned by the ShadowPod, on milan's kwok node, which runs it). Checks the
 //! ShadowPod (labels, spec), the status back (podIP, hostIP), restarts across a remote
@@ -61,7 +62,7 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
     // Logs help when it fails; another test may have installed a subscriber already.
     tracing_subscriber::fmt().with_test_writer().try_init().ok();
     let bins = k8s::binaries().unwrap();
-    let set = Clusters::up(&bins, &common::options(2)).await.unwrap();
+    let set = Clusters::up(&bins, &common::options(3)).await.unwrap();
     let _down = DownOnDrop(set.prefix.clone());
     let (rome_c, milan_c) = (set.get("rome").unwrap(), set.get("milan").unwrap());
     let rome = rome_c.client().await.unwrap();
@@ -392,6 +393,8 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
     .await;
     // Resource reflection, on these clusters (a namespace pair of its own).
     crate::resources_k8s::check(&cfg, &rome, &milan, rome_c.pod_cidr, milan_c.pod_cidr).await;
+    // A Service across three clusters (turin the second provider), bidirectional rome/milan.
+    crate::three_k8s::check(&cfg, rome_c, milan_c, set.get("turin").unwrap()).await;
 
     // Deleting the local pod: ShadowPod gone (milan's GC removes the pod), then the local pod.
     rome_pods("demo")

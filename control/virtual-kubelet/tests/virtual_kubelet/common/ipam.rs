@@ -3,7 +3,7 @@
 
 use ipam::service::{
     client::ClientOptions,
-    proto::{RemapRequest, SetPeerViewRequest},
+    proto::{PeerInfo, RemapRequest, SetPeerViewRequest},
     server::{Security, Server},
 };
 use ipnet::Ipv4Net;
@@ -12,6 +12,8 @@ use ipnet::Ipv4Net;
 pub(crate) struct TestIpam {
     pub(crate) options: ClientOptions,
     pub(crate) admin: ipam::service::client::Client,
+    /// The providers told so far, as the IPAM answered (how we see each).
+    pub(crate) peers: Vec<PeerInfo>,
     stop: tokio::sync::oneshot::Sender<()>,
     serving: tokio::task::JoinHandle<Result<(), ipam::service::server::ServeError>>,
 }
@@ -46,8 +48,29 @@ impl TestIpam {
                 })
                 .await
         });
-        let mut admin = ipam::service::client::connect(&options).await.unwrap();
-        admin
+        let admin = ipam::service::client::connect(&options).await.unwrap();
+        let mut ipam = TestIpam {
+            options,
+            admin,
+            peers: Vec::new(),
+            stop,
+            serving,
+        };
+        ipam.add_provider(provider, provider_pods, pod_view, external_view)
+            .await;
+        ipam
+    }
+
+    /// Adds `provider` (pods `provider_pods`), seeing our pods at `pod_view` and our external
+    /// CIDR at `external_view`; returns how we see it.
+    pub(crate) async fn add_provider(
+        &mut self,
+        provider: &str,
+        provider_pods: Ipv4Net,
+        pod_view: &str,
+        external_view: &str,
+    ) -> PeerInfo {
+        self.admin
             .remap(RemapRequest {
                 cluster_id: provider.to_owned(),
                 pod_cidr: provider_pods.to_string(),
@@ -55,20 +78,18 @@ impl TestIpam {
             })
             .await
             .unwrap();
-        admin
+        let info = self
+            .admin
             .set_peer_view(SetPeerViewRequest {
                 cluster_id: provider.to_owned(),
                 our_pod_view: pod_view.into(),
                 our_external_view: external_view.into(),
             })
             .await
-            .unwrap();
-        TestIpam {
-            options,
-            admin,
-            stop,
-            serving,
-        }
+            .unwrap()
+            .into_inner();
+        self.peers.push(info.clone());
+        info
     }
 
     /// Stops it.
