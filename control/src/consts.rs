@@ -301,6 +301,12 @@ pub mod reflection {
     pub const ORIGIN: &str = super::labels::OFFLOADED_ORIGIN;
     /// On every remote object a virtual kubelet writes: the provider's cluster ID.
     pub const DESTINATION: &str = "virtualkubelet.liqo.io/destination";
+    /// The holder of the IPAM's endpoint mappings of the reflected EndpointSlices
+    /// (`MapIp{ENDPOINT}`): the virtual kubelet takes and drops only its own holds.
+    pub const IPAM_HOLDER: &str = "virtual-kubelet";
+    /// The holder of the mapping of the home API server (API server support): never dropped
+    /// by the EndpointSlices' releases or sweep.
+    pub const IPAM_HOLDER_HOME_API: &str = "virtual-kubelet-home-api";
     /// The field manager of everything the virtual kubelet writes remotely.
     pub const FIELD_MANAGER: &str = "reflection.liqo.io";
     /// On a pod the provider's ShadowPod controller made (value [`MANAGED_BY_SHADOWPOD`]).

@@ -354,7 +354,7 @@ impl Ipam {
         });
         let mut gone = Vec::new();
         for (ip, e) in &mut self.endpoints {
-            if e.peers.remove(id) && e.peers.is_empty() {
+            if e.peers.remove(id).is_some() && e.peers.is_empty() {
                 gone.push(*ip);
             }
         }

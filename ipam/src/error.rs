@@ -131,6 +131,11 @@ pub enum Error {
         /// Number of peers.
         peers: usize,
     },
+    /// Not a holder name.
+    #[error(
+        "holder {0:?}: at most 63 characters among lowercase letters, digits, '-', '.' and '/'"
+    )]
+    BadHolder(String),
     /// The stored state contradicts itself (corrupt or edited by hand).
     #[error("inconsistent stored state: {0}")]
     Corrupt(String),

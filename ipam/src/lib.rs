@@ -32,7 +32,7 @@ pub use crate::core::{Ipam, RELEASED_MEMORY, STATE_VERSION};
 pub use error::Error;
 pub use state::{Config, Endpoint, Peer, State};
 pub use translate::EndpointMapping;
-pub use types::{ClusterId, MAX_PREFIX_LEN, check_cidr, cluster_id, parse_cidr, translate};
+pub use types::{ClusterId, Holder, MAX_PREFIX_LEN, check_cidr, cluster_id, parse_cidr, translate};
 
 #[cfg(test)]
 mod prop_tests;

@@ -1,11 +1,14 @@
 //! The persisted state: configuration, every peer's ranges and views, every endpoint mapping.
 
-use std::{collections::BTreeSet, net::Ipv4Addr};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::Ipv4Addr,
+};
 
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-use crate::ClusterId;
+use crate::{ClusterId, Holder};
 
 /// The default pools (as upstream Liqo): every private IPv4 range.
 pub const DEFAULT_POOLS: [&str; 3] = ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"];
@@ -73,8 +76,30 @@ pub struct Endpoint {
     pub ip: Ipv4Addr,
     /// Its address in the local external CIDR.
     pub external_ip: Ipv4Addr,
-    /// Peers that use the mapping.
-    pub peers: BTreeSet<ClusterId>,
+    /// Peers that use the mapping, each with the holders that took it for that peer (state
+    /// written before holders lists the peers: each held by the unnamed holder).
+    #[serde(deserialize_with = "holders")]
+    pub peers: BTreeMap<ClusterId, BTreeSet<Holder>>,
+}
+
+/// The peers of an endpoint: a map of holders, or the list of peers written before holders.
+fn holders<'de, D>(d: D) -> Result<BTreeMap<ClusterId, BTreeSet<Holder>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Peers {
+        Held(BTreeMap<ClusterId, BTreeSet<Holder>>),
+        Listed(BTreeSet<ClusterId>),
+    }
+    Ok(match Peers::deserialize(d)? {
+        Peers::Held(m) => m,
+        Peers::Listed(l) => l
+            .into_iter()
+            .map(|id| (id, BTreeSet::from([Holder::default()])))
+            .collect(),
+    })
 }
 
 /// Everything the IPAM must keep across restarts.

@@ -144,7 +144,7 @@ fn bad_input_names_the_value_and_changes_nothing() {
             "must have the same prefix length",
         ),
         (
-            ipam.map_endpoint(&id("milan"), "172.18.0.1".parse().unwrap())
+            ipam.map_endpoint(&id("milan"), "172.18.0.1".parse().unwrap(), &h(""))
                 .map(drop),
             "has not announced its view",
         ),
@@ -218,8 +218,8 @@ fn translation_keeps_host_bits_and_endpoints_are_shared() {
     );
 
     let node = "172.18.0.2".parse().unwrap();
-    let a = ipam.map_endpoint(&milan, node).unwrap();
-    let b = ipam.map_endpoint(&turin, node).unwrap();
+    let a = ipam.map_endpoint(&milan, node, &h("")).unwrap();
+    let b = ipam.map_endpoint(&turin, node, &h("")).unwrap();
     assert_eq!(a.external_ip, Some("10.70.0.1".parse().unwrap()));
     assert_eq!(
         a.external_ip, b.external_ip,
@@ -230,15 +230,15 @@ fn translation_keeps_host_bits_and_endpoints_are_shared() {
         ("10.98.0.1".into(), "10.96.0.1".into())
     );
     let other = ipam
-        .map_endpoint(&milan, "172.18.0.3".parse().unwrap())
+        .map_endpoint(&milan, "172.18.0.3".parse().unwrap(), &h(""))
         .unwrap();
     assert_eq!(other.external_ip, Some("10.70.0.2".parse().unwrap()));
-    ipam.unmap_endpoint(&milan, node).unwrap();
+    ipam.unmap_endpoint(&milan, node, &h("")).unwrap();
     assert_eq!(ipam.endpoints().count(), 2, "turin still uses it");
     ipam.release(&turin).unwrap();
     assert_eq!(ipam.endpoints().count(), 1, "released with its last user");
     let again = ipam
-        .map_endpoint(&milan, "172.18.0.9".parse().unwrap())
+        .map_endpoint(&milan, "172.18.0.9".parse().unwrap(), &h(""))
         .unwrap();
     assert_eq!(
         again.external_ip,
@@ -301,8 +301,12 @@ fn file_store_restores_every_allocation_byte_for_byte() {
         ipam.set_peer_view(&id(p), n("10.50.0.0/16"), n("10.51.0.0/16"))
             .unwrap();
     }
-    ipam.map_endpoint(&id("a"), "172.18.0.1".parse().unwrap())
-        .unwrap();
+    ipam.map_endpoint(
+        &id("a"),
+        "172.18.0.1".parse().unwrap(),
+        &h("virtual-kubelet"),
+    )
+    .unwrap();
     store.save(&ipam.state()).unwrap();
     let bytes = std::fs::read(store.path()).unwrap();
     let restored = Ipam::restore(store.load().unwrap().unwrap()).unwrap();
@@ -346,4 +350,60 @@ fn reconfigure_keeps_the_pool_order_given() {
         n("192.168.0.0/16").contains(&pod),
         "remaps come from the first pool: {pod}"
     );
+}
+
+fn h(s: &str) -> crate::Holder {
+    s.parse().unwrap()
+}
+
+#[test]
+fn each_holder_drops_only_its_own_hold_of_an_endpoint() {
+    let mut ipam = Ipam::new(Config::new(n("10.200.0.0/16"), n("10.96.0.0/12"))).unwrap();
+    let milan = id("milan");
+    ipam.acquire(&milan, n("10.200.0.0/16"), n("10.70.0.0/16"))
+        .unwrap();
+    ipam.set_peer_view(&milan, n("10.99.0.0/16"), n("10.98.0.0/16"))
+        .unwrap();
+    let api = "172.18.0.2".parse().unwrap();
+    let vk = h("virtual-kubelet");
+    let liqoctl = h("liqoctl-in-band");
+    let a = ipam.map_endpoint(&milan, api, &vk).unwrap();
+    let b = ipam.map_endpoint(&milan, api, &liqoctl).unwrap();
+    assert_eq!(a, b, "one mapping, two holds");
+    ipam.unmap_endpoint(&milan, api, &vk).unwrap();
+    assert_eq!(ipam.endpoints().count(), 1, "liqoctl still holds it");
+    let e = ipam.unmap_endpoint(&milan, api, &vk).unwrap_err();
+    assert!(
+        e.to_string().contains("virtual-kubelet holds for peer"),
+        "{e}"
+    );
+    ipam.unmap_endpoint(&milan, api, &liqoctl).unwrap();
+    assert_eq!(ipam.endpoints().count(), 0, "freed with its last hold");
+}
+
+#[test]
+fn holder_names_are_checked() {
+    for bad in ["Virtual", "a b", &"x".repeat(64), "é"] {
+        let e = bad.parse::<crate::Holder>().unwrap_err();
+        assert!(e.to_string().contains(&format!("{bad:?}")), "{e}");
+    }
+    for good in ["", "virtual-kubelet", "liqo.io/reflection", &"x".repeat(63)] {
+        assert_eq!(good.parse::<crate::Holder>().unwrap().as_str(), good);
+    }
+}
+
+#[test]
+fn endpoints_stored_before_holders_are_held_by_the_unnamed_holder() {
+    let old = r#"{"ip":"172.18.0.2","externalIp":"10.70.0.1","peers":["milan"]}"#;
+    let e: crate::state::Endpoint = serde_json::from_str(old).unwrap();
+    assert_eq!(
+        e.peers,
+        std::collections::BTreeMap::from([(
+            id("milan"),
+            std::collections::BTreeSet::from([h("")])
+        )])
+    );
+    let again: crate::state::Endpoint =
+        serde_json::from_str(&serde_json::to_string(&e).unwrap()).unwrap();
+    assert_eq!(again, e, "the new form reads back");
 }

@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 use ipnet::Ipv4Net;
 use serde::{Deserialize, Serialize};
 
-use crate::{ClusterId, Error, Ipam, state::Endpoint, types::translate};
+use crate::{ClusterId, Error, Holder, Ipam, state::Endpoint, types::translate};
 
 /// How a local IP appears to a peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,7 +56,12 @@ impl Ipam {
     /// Exposes a local IP to peer `id`: a pod IP maps straight into the peer's view of our pods;
     /// any other IP gets an address in our external CIDR (one per IP, shared by all peers,
     /// counted per peer) seen through the peer's view of our external CIDR.
-    pub fn map_endpoint(&mut self, id: &ClusterId, ip: Ipv4Addr) -> Result<EndpointMapping, Error> {
+    pub fn map_endpoint(
+        &mut self,
+        id: &ClusterId,
+        ip: Ipv4Addr,
+        holder: &Holder,
+    ) -> Result<EndpointMapping, Error> {
         if self.config.pod_cidr.contains(&ip) || self.external_cidr.contains(&ip) {
             return Ok(EndpointMapping {
                 external_ip: None,
@@ -76,7 +81,10 @@ impl Ipam {
             external_ip,
             peers: Default::default(),
         });
-        e.peers.insert(id.clone());
+        e.peers
+            .entry(id.clone())
+            .or_default()
+            .insert(holder.clone());
         self.external_used.insert(external_ip.into());
         Ok(EndpointMapping {
             external_ip: Some(external_ip),
@@ -84,19 +92,29 @@ impl Ipam {
         })
     }
 
-    /// Drops peer `id`'s use of the mapping of `ip`; the external address is released when no
-    /// peer uses it any more.
-    pub fn unmap_endpoint(&mut self, id: &ClusterId, ip: Ipv4Addr) -> Result<(), Error> {
+    /// Drops `holder`'s hold of the mapping of `ip` for peer `id`; the external address is
+    /// released when nobody holds it for any peer.
+    pub fn unmap_endpoint(
+        &mut self,
+        id: &ClusterId,
+        ip: Ipv4Addr,
+        holder: &Holder,
+    ) -> Result<(), Error> {
         self.peer(id)?;
         let e = self
             .endpoints
             .get_mut(&ip)
-            .filter(|e| e.peers.contains(id))
+            .filter(|e| e.peers.get(id).is_some_and(|h| h.contains(holder)))
             .ok_or_else(|| Error::IpOutside {
                 ip,
-                ranges: format!("the endpoints mapped for peer {id}"),
+                ranges: format!("the endpoints {holder} holds for peer {id}"),
             })?;
-        e.peers.remove(id);
+        if let Some(holders) = e.peers.get_mut(id) {
+            holders.remove(holder);
+            if holders.is_empty() {
+                e.peers.remove(id);
+            }
+        }
         if e.peers.is_empty() {
             let ext = e.external_ip;
             self.endpoints.remove(&ip);

@@ -1,4 +1,4 @@
-//! Validated inputs: cluster IDs and CIDRs.
+//! Validated inputs: cluster IDs, CIDRs and the holders of endpoint mappings.
 
 use ipnet::Ipv4Net;
 
@@ -12,6 +12,64 @@ pub fn cluster_id(s: &str) -> Result<ClusterId, Error> {
         id: s.into(),
         source,
     })
+}
+
+/// Who holds an endpoint mapping for a peer (`virtual-kubelet`, `liqoctl-in-band`): each
+/// holder takes and drops its own hold, so one component's release never drops another's.
+/// Empty is the unnamed holder (callers that name none, and state written before holders).
+#[derive(
+    Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(try_from = "String", into = "String")]
+pub struct Holder(String);
+
+impl Holder {
+    /// Longest name accepted.
+    pub const MAX_LEN: usize = 63;
+
+    /// Its name (empty for the unnamed holder).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for Holder {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self, Error> {
+        let ok = s.len() <= Self::MAX_LEN
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-./".contains(&b));
+        if ok {
+            Ok(Holder(s.to_owned()))
+        } else {
+            Err(Error::BadHolder(s.to_owned()))
+        }
+    }
+}
+
+impl TryFrom<String> for Holder {
+    type Error = Error;
+
+    fn try_from(s: String) -> Result<Self, Error> {
+        s.parse()
+    }
+}
+
+impl From<Holder> for String {
+    fn from(h: Holder) -> String {
+        h.0
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_empty() {
+            "(unnamed)"
+        } else {
+            &self.0
+        })
+    }
 }
 
 /// Longest prefix accepted for a range (a /30 still has two usable addresses).

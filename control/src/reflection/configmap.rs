@@ -4,9 +4,9 @@
 //! provider's own.
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use liqo_types::FieldError;
+use liqo_types::{FieldError, field::bad};
 
-use super::{Ctx, Inputs, Kind, Reflect, meta};
+use super::{Ctx, Inputs, Kind, Reflect, Skip, meta};
 use crate::shadowpod::consumer::{ROOT_CA_CONFIG_MAP, remote_config_map_name};
 
 impl Reflect for ConfigMap {
@@ -25,6 +25,19 @@ impl Reflect for ConfigMap {
             return Some(ROOT_CA_CONFIG_MAP.to_owned());
         }
         Some(remote.to_owned())
+    }
+
+    /// A local ConfigMap named like the root CA's copy would take its place: refused (the
+    /// two would replace each other's copy forever).
+    fn skip(local: &Self, ctx: &Ctx<'_>, _inputs: &Inputs) -> Option<Skip> {
+        let name = local.metadata.name.as_deref().unwrap_or_default();
+        let root_ca = remote_config_map_name(ROOT_CA_CONFIG_MAP, ctx.home);
+        (name == root_ca).then(|| {
+            Skip::Refused(bad(
+                "metadata.name",
+                format!("{name:?} is the name of the root CA's copy on the provider"),
+            ))
+        })
     }
 
     fn forge(local: &Self, ctx: &Ctx<'_>, _inputs: &Inputs) -> Result<Self, FieldError> {

@@ -25,14 +25,23 @@ use crate::{
 };
 
 /// The addresses a copy records as mapped (local → as the provider reaches it): what to
-/// release once the copy is gone, also after a restart.
-pub fn recorded(copy: &EndpointSlice) -> BTreeMap<String, String> {
-    copy.metadata
+/// release once the copy is gone, also after a restart. None recorded is an empty map; an
+/// annotation that does not read is refused, naming it.
+pub fn recorded(copy: &EndpointSlice) -> Result<BTreeMap<String, String>, FieldError> {
+    match copy
+        .metadata
         .annotations
         .as_ref()
         .and_then(|a| a.get(ENDPOINT_ADDRESSES))
-        .and_then(|j| serde_json::from_str(j).ok())
-        .unwrap_or_default()
+    {
+        None => Ok(BTreeMap::new()),
+        Some(j) => serde_json::from_str(j).map_err(|e| {
+            bad(
+                format!("metadata.annotations[{ENDPOINT_ADDRESSES}]"),
+                format!("not a JSON map of addresses: {e}"),
+            )
+        }),
+    }
 }
 
 /// Where a slice's Service stands, from the local Service (`None`: none), the remote object
@@ -115,6 +124,13 @@ pub fn addresses(slice: &EndpointSlice, ctx: &Ctx<'_>) -> Vec<String> {
 
 impl Reflect for EndpointSlice {
     const KIND: Kind = Kind::EndpointSlice;
+
+    /// Only a slice we manage: the provider's EndpointSlice controller copies the labels of
+    /// our Service copy (the reflection labels among them) onto the slices it makes for it,
+    /// and those are the provider's, never to be deleted as copies without a source.
+    fn is_copy(remote: &Self) -> bool {
+        is_reflected_slice(remote)
+    }
 
     fn skip(local: &Self, _ctx: &Ctx<'_>, inputs: &Inputs) -> Option<Skip> {
         if is_reflected_slice(local) {

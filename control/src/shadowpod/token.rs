@@ -29,8 +29,12 @@ pub const TOKEN_KEY: &str = "token";
 pub const NAMESPACE_KEY: &str = "namespace";
 /// The label naming the home pod a token Secret is for.
 pub const POD_LABEL: &str = "liqo.io/token-for-pod";
-/// A token's lifetime when the projection names none (the API server's default).
-pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3607;
+/// A token's lifetime when the projection names none, or names the kubelet's 3607 s: a
+/// pod-bound token asked for 3607 s is one the API server extends to a year
+/// (`--service-account-extend-token-expiration`), and these tokens leave for the provider.
+pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
+/// The lifetime the API server extends (the kubelet's default projection asks for it).
+const EXTENDED_EXPIRATION_SECONDS: i64 = 3607;
 /// The environment variables that locate the API server.
 pub const HOST_ENV: &str = "KUBERNETES_SERVICE_HOST";
 /// Its port.
@@ -82,6 +86,7 @@ pub fn need(local: &Pod) -> Option<TokenNeed> {
         audience: source.audience.clone().filter(|a| !a.is_empty()),
         expiration_seconds: source
             .expiration_seconds
+            .filter(|s| *s != EXTENDED_EXPIRATION_SECONDS)
             .unwrap_or(DEFAULT_EXPIRATION_SECONDS),
     })
 }
@@ -137,6 +142,20 @@ fn bounded(text: &str, max: usize) -> String {
 /// The value of [`POD_LABEL`] for pod `pod` (a label value takes 63 characters).
 pub fn pod_label(pod: &str) -> String {
     bounded(pod, 63)
+}
+
+/// Whether the remote Secret `existing` is the token Secret of home pod `pod` this peering
+/// wrote (its reflection labels and its pod label): anything else under that name is not ours
+/// to overwrite.
+pub fn is_token_secret_of(
+    existing: &Secret,
+    pod: &str,
+    home: &liqo_types::ClusterId,
+    foreign: &liqo_types::ClusterId,
+) -> bool {
+    let labels = existing.metadata.labels.as_ref();
+    super::consumer::is_reflected(labels, home, foreign)
+        && labels.and_then(|l| l.get(POD_LABEL)) == Some(&pod_label(pod))
 }
 
 /// The token Secret of `local` in `remote_namespace`: the token and the home namespace,

@@ -46,6 +46,15 @@ fn api() -> HomeApi {
 }
 
 #[test]
+fn the_kubelets_3607_s_is_asked_as_3600_s_never_extended_to_a_year() {
+    let mut v = serde_json::to_value(pod(true)).unwrap();
+    v["spec"]["volumes"][1]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] =
+        json!(3607);
+    let p: Pod = serde_json::from_value(v).unwrap();
+    assert_eq!(need(&p).unwrap().expiration_seconds, 3600);
+}
+
+#[test]
 fn a_projection_asks_for_a_token_of_its_service_account() {
     let need = need(&pod(true)).unwrap();
     assert_eq!(need.service_account, "reader");
@@ -241,4 +250,26 @@ fn the_api_endpoint_is_the_lowest_ready_address_with_the_https_port() {
     assert_eq!(api_endpoint(&[a]), Some(("10.0.0.5".to_owned(), 6443)));
     assert_eq!(api_endpoint(&[]), None);
     assert_eq!(api_endpoint(&[slice(json!([]))]), None);
+}
+
+#[test]
+fn only_this_pods_token_secret_of_this_peering_is_ours_to_overwrite() {
+    let (home, foreign) = ids();
+    let labels = crate::shadowpod::consumer::reflection_labels(&home, &foreign);
+    let ours = super::token::token_secret(&pod(true), "demo-rome", "t0k3n", "u-s", labels.clone());
+    assert!(super::token::is_token_secret_of(
+        &ours, "web-1", &home, &foreign
+    ));
+    assert!(!super::token::is_token_secret_of(
+        &ours, "web-2", &home, &foreign
+    ));
+    assert!(!super::token::is_token_secret_of(
+        &ours, "web-1", &foreign, &home
+    ));
+    // A reflected copy of a home Secret that happens to have the name.
+    let mut copy = ours.clone();
+    copy.metadata.labels = Some(labels);
+    assert!(!super::token::is_token_secret_of(
+        &copy, "web-1", &home, &foreign
+    ));
 }

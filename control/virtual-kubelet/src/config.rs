@@ -90,21 +90,50 @@ impl Default for ReflectionWorkers {
     }
 }
 
+/// A `kind=n,...` list refused, naming the item at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidReflectionWorkers {
+    /// Not `kind=count`.
+    #[error("{0:?} is not kind=count")]
+    NotAPair(String),
+    /// The count does not parse.
+    #[error("{item:?}: count {count:?}")]
+    Count {
+        /// The item.
+        item: String,
+        /// The count as given.
+        count: String,
+        /// Why.
+        #[source]
+        source: std::num::ParseIntError,
+    },
+    /// Not a reflected kind.
+    #[error(
+        "{0:?} is not a reflected kind (service, endpointslice, ingress, configmap, secret, \
+         serviceaccount)"
+    )]
+    Kind(String),
+}
+
 impl std::str::FromStr for ReflectionWorkers {
-    type Err = String;
+    type Err = InvalidReflectionWorkers;
 
     /// `kind=n,...` over the defaults (`service`, `endpointslice`, `ingress`, `configmap`,
     /// `secret`, `serviceaccount`); an unknown kind or a bad count is refused, naming it.
-    fn from_str(text: &str) -> Result<Self, String> {
+    fn from_str(text: &str) -> Result<Self, InvalidReflectionWorkers> {
         let mut w = ReflectionWorkers::default();
         for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (kind, n) = item
                 .split_once('=')
-                .ok_or_else(|| format!("{item:?} is not kind=count"))?;
+                .ok_or_else(|| InvalidReflectionWorkers::NotAPair(item.to_owned()))?;
             let n: usize = n
                 .trim()
                 .parse()
-                .map_err(|e| format!("{item:?}: count {n:?}: {e}"))?;
+                .map_err(|source| InvalidReflectionWorkers::Count {
+                    item: item.to_owned(),
+                    count: n.to_owned(),
+                    source,
+                })?;
             let slot = match kind.trim() {
                 "service" => &mut w.service,
                 "endpointslice" => &mut w.endpointslice,
@@ -112,12 +141,7 @@ impl std::str::FromStr for ReflectionWorkers {
                 "configmap" => &mut w.configmap,
                 "secret" => &mut w.secret,
                 "serviceaccount" => &mut w.serviceaccount,
-                other => {
-                    return Err(format!(
-                        "{other:?} is not a reflected kind (service, endpointslice, ingress, \
-                         configmap, secret, serviceaccount)"
-                    ));
-                }
+                other => return Err(InvalidReflectionWorkers::Kind(other.to_owned())),
             };
             *slot = n;
         }
@@ -126,6 +150,16 @@ impl std::str::FromStr for ReflectionWorkers {
 }
 
 impl ReflectionWorkers {
+    /// Every kind off (ConfigMaps still reflect the root CA, which offloaded pods name).
+    pub const NONE: ReflectionWorkers = ReflectionWorkers {
+        service: 0,
+        endpointslice: 0,
+        ingress: 0,
+        configmap: 0,
+        secret: 0,
+        serviceaccount: 0,
+    };
+
     /// The flags of a `liqo-virtual-kubelet` process with these workers.
     pub fn args(&self) -> Vec<String> {
         [
@@ -192,11 +226,20 @@ mod tests {
             "".parse::<ReflectionWorkers>().unwrap(),
             ReflectionWorkers::default()
         );
-        let e = "pods=3".parse::<ReflectionWorkers>().unwrap_err();
+        let e = "pods=3"
+            .parse::<ReflectionWorkers>()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("\"pods\""), "{e}");
-        let e = "secret=many".parse::<ReflectionWorkers>().unwrap_err();
+        let e = "secret=many"
+            .parse::<ReflectionWorkers>()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("many"), "{e}");
-        let e = "secret".parse::<ReflectionWorkers>().unwrap_err();
+        let e = "secret"
+            .parse::<ReflectionWorkers>()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("kind=count"), "{e}");
         let args = ReflectionWorkers::default().args();
         assert_eq!(args.len(), 12);

@@ -49,8 +49,12 @@ pub async fn resolve(cfg: &VkConfig) -> Result<Option<HomeApi>, HomeApiError> {
         );
         return Ok(None);
     };
-    let endpoints = Endpoints::new(cfg.ipam.as_ref(), cfg.foreign.cluster_id.to_string())
-        .map_err(HomeApiError::Ipam)?;
+    let endpoints = Endpoints::new(
+        cfg.ipam.as_ref(),
+        cfg.foreign.cluster_id.to_string(),
+        control::consts::reflection::IPAM_HOLDER_HOME_API,
+    )
+    .map_err(HomeApiError::Ipam)?;
     let key = Key {
         namespace: "default".into(),
         name: "kubernetes".into(),

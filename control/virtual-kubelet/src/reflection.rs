@@ -89,14 +89,18 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
         recorder,
         probed: Mutex::new(HashMap::new()),
         tokens: Mutex::new(HashMap::new()),
-        home_api: tokio::sync::OnceCell::new(),
+        home_api: std::sync::OnceLock::new(),
     });
     let (mapped_tx, mapped_rx) = tokio::sync::watch::channel(false);
     let (mapping_tx, mapping_rx) = tokio::sync::watch::channel(Arc::default());
     let mut tasks = JoinSet::new();
     tasks.spawn(watch::local_pods(cfg.clone(), local_writer, queue.clone()));
     tasks.spawn(watch::namespace_maps(shared.clone(), mapped_tx, mapping_tx));
-    tasks.spawn(crate::resources::run(reflectors, mapping_rx));
+    tasks.spawn(crate::resources::run(
+        reflectors,
+        mapping_rx,
+        mapped_rx.clone(),
+    ));
     for _ in 0..cfg.pod_workers.max(1) {
         tasks.spawn(worker::run(shared.clone(), mapped_rx.clone()));
     }

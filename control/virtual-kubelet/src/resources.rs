@@ -13,6 +13,7 @@ pub mod endpoints;
 pub mod error;
 pub mod io;
 pub mod reflector;
+mod sweep;
 pub mod worker;
 
 use std::sync::Arc;
@@ -83,9 +84,12 @@ impl Reflectors {
             },
         );
         let services = make::<Service>(cfg, &recorder, io::Followers::default());
-        let endpoints =
-            endpoints::Endpoints::new(cfg.ipam.as_ref(), cfg.foreign.cluster_id.to_string())
-                .map_err(ResourcesError::Ipam)?;
+        let endpoints = endpoints::Endpoints::new(
+            cfg.ipam.as_ref(),
+            cfg.foreign.cluster_id.to_string(),
+            control::consts::reflection::IPAM_HOLDER,
+        )
+        .map_err(ResourcesError::Ipam)?;
         let slices = services.as_ref().and_then(|s| {
             make::<EndpointSlice>(
                 cfg,
@@ -174,10 +178,19 @@ impl Reflectors {
     }
 }
 
-/// Runs the reflectors, following `mapping`, until it closes (it ends with pod reflection).
-pub async fn run(reflectors: Arc<Reflectors>, mut mapping: Receiver<Arc<Mapping>>) -> &'static str {
+/// Runs the reflectors, following `mapping`, until it closes (it ends with pod reflection);
+/// once `listed` (the NamespaceMaps' first listing applied), sweeps the IPAM's endpoint
+/// mappings no copy records.
+pub async fn run(
+    reflectors: Arc<Reflectors>,
+    mut mapping: Receiver<Arc<Mapping>>,
+    listed: Receiver<bool>,
+) -> &'static str {
     let mut tasks = JoinSet::new();
     reflectors.spawn_workers(&mut tasks);
+    // Aborted with the other tasks when this returns (the set is dropped).
+    let mut sweeping = JoinSet::new();
+    sweeping.spawn(sweep::run(reflectors.clone(), listed, mapping.clone()));
     tracing::info!(kinds = ?reflectors.kinds(), "resource reflection started");
     loop {
         let current = mapping.borrow_and_update().clone();

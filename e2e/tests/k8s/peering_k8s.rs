@@ -183,10 +183,21 @@ async fn install_runs_every_component_with_its_own_identity_and_real_rbac() {
             .list(&ListParams::default())
             .await
             .unwrap();
-        // Its role reads the identity ConfigMap by name, never lists ConfigMaps.
+        // Its role reads the identity ConfigMap by name, never lists ConfigMaps but each
+        // namespace's root CA by name (an in-process virtual kubelet reflects it).
         forbidden(
             Api::<ConfigMap>::namespaced(manager.clone(), "kube-system")
                 .list(&ListParams::default())
+                .await,
+        );
+        let root_ca = Api::<ConfigMap>::namespaced(manager.clone(), "default")
+            .list(&ListParams::default().fields("metadata.name=kube-root-ca.crt"))
+            .await
+            .unwrap();
+        assert_eq!(root_ca.items.len(), 1, "default's root CA");
+        forbidden(
+            Api::<ConfigMap>::namespaced(manager.clone(), liqo::NAMESPACE)
+                .list(&ListParams::default().fields("metadata.name=other"))
                 .await,
         );
         let auth = k8s::client(&i.kubeconfigs["liqo-auth"], &c.name)

@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 use tonic::{Request, Response, Status};
 
 use super::{Service, ServiceError, proto};
-use crate::{ClusterId, Error, Ipam, Peer, parse_cidr};
+use crate::{ClusterId, Error, Holder, Ipam, Peer, parse_cidr};
 
 /// The request field an IPAM refusal is about (the whole request when none is).
 fn field_of(e: &Error) -> Option<&'static str> {
@@ -18,6 +18,7 @@ fn field_of(e: &Error) -> Option<&'static str> {
         Error::ViewLength { what, .. } if what.starts_with("pod") => Some("our_pod_view"),
         Error::ViewLength { .. } => Some("our_external_view"),
         Error::NotAnIp(_) | Error::IpOutside { .. } => Some("ip"),
+        Error::BadHolder(_) => Some("holder"),
         Error::InUse { .. }
         | Error::PoolOverlap(..)
         | Error::NotConfigured { .. }
@@ -80,6 +81,10 @@ fn ip(s: &str) -> Result<Ipv4Addr, Status> {
         .map_err(|_| refused("ip", Error::NotAnIp(s.into())))
 }
 
+fn holder(s: &str) -> Result<Holder, Status> {
+    s.parse().map_err(|e: Error| refused("holder", e))
+}
+
 fn opt(n: Option<ipnet::Ipv4Net>) -> String {
     n.map(|n| n.to_string()).unwrap_or_default()
 }
@@ -113,7 +118,17 @@ pub(crate) fn list(ipam: &Ipam) -> proto::ListResponse {
             .map(|e| proto::Endpoint {
                 ip: e.ip.to_string(),
                 external_ip: e.external_ip.to_string(),
-                peers: e.peers.iter().map(ToString::to_string).collect(),
+                peers: e.peers.keys().map(ToString::to_string).collect(),
+                holds: e
+                    .peers
+                    .iter()
+                    .flat_map(|(id, holders)| {
+                        holders.iter().map(move |h| proto::Hold {
+                            cluster_id: id.to_string(),
+                            holder: h.as_str().to_owned(),
+                        })
+                    })
+                    .collect(),
             })
             .collect(),
         usage: ipam
@@ -208,6 +223,7 @@ impl proto::ipam_server::Ipam for Service {
     ) -> Result<Response<proto::MapIpResponse>, Status> {
         let r = req.into_inner();
         let (peer, addr) = (id(&r.cluster_id)?, ip(&r.ip)?);
+        let holder = holder(&r.holder)?;
         let dir = proto::Direction::try_from(r.direction).map_err(|_| {
             Status::invalid_argument(format!("direction: unknown direction {}", r.direction))
         })?;
@@ -227,7 +243,7 @@ impl proto::ipam_server::Ipam for Service {
                     })
             }
             proto::Direction::Endpoint => {
-                ipam.map_endpoint(&peer, addr)
+                ipam.map_endpoint(&peer, addr, &holder)
                     .map(|m| proto::MapIpResponse {
                         ip: m.seen_by_peer.to_string(),
                         external_ip: m.external_ip.map(|a| a.to_string()).unwrap_or_default(),
@@ -242,8 +258,8 @@ impl proto::ipam_server::Ipam for Service {
         req: Request<proto::MapIpRequest>,
     ) -> Result<Response<proto::Empty>, Status> {
         let r = req.into_inner();
-        let (peer, addr) = (id(&r.cluster_id)?, ip(&r.ip)?);
-        let out = self.mutate(|ipam| ipam.unmap_endpoint(&peer, addr));
+        let (peer, addr, holder) = (id(&r.cluster_id)?, ip(&r.ip)?, holder(&r.holder)?);
+        let out = self.mutate(|ipam| ipam.unmap_endpoint(&peer, addr, &holder));
         self.observe("unmap_endpoint", out)
             .map(|()| Response::new(proto::Empty {}))
     }

@@ -57,13 +57,15 @@ pub struct VkArgs {
     /// API server support in the virtual kubelets: offloaded pods get tokens of their home
     /// ServiceAccounts and reach the home API server through the tunnel. Needs the virtual
     /// kubelets' own identity (`--virtual-kubelet-mode process`): the controller-manager's role
-    /// does not mint tokens.
+    /// does not mint tokens (refused in-process).
     #[arg(long = "virtual-kubelet-apiserver-support", default_value_t = false, action = clap::ArgAction::Set)]
     pub apiserver_support: bool,
     /// Resource reflection workers per kind in the virtual kubelets (`kind=n,...` over the
-    /// defaults; 0 turns a kind off), e.g. `ingress=0,secret=5`.
-    #[arg(long = "virtual-kubelet-reflection-workers", default_value = "")]
-    pub reflection: liqo_virtual_kubelet::config::ReflectionWorkers,
+    /// defaults; 0 turns a kind off), e.g. `ingress=0,secret=5`. Process mode only: an
+    /// in-process virtual kubelet (the controller-manager's identity, whose role reads none of
+    /// those kinds) reflects pods and the root CA ConfigMap only.
+    #[arg(long = "virtual-kubelet-reflection-workers")]
+    pub reflection: Option<liqo_virtual_kubelet::config::ReflectionWorkers>,
 }
 
 /// A worker count refused.
@@ -100,6 +102,17 @@ pub enum ArgsError {
     /// The default binary could not be located.
     #[error("--virtual-kubelet-binary: no default (the path of this program is unknown)")]
     NoBinary(#[source] std::io::Error),
+    /// A flag that needs the virtual kubelets' own identity, given in-process.
+    #[error(
+        "{flag}: needs the virtual kubelets' own identity (--virtual-kubelet-mode process); \
+         an in-process virtual kubelet has the controller-manager's, whose role {why}"
+    )]
+    NeedsOwnIdentity {
+        /// The flag.
+        flag: &'static str,
+        /// What the role lacks.
+        why: &'static str,
+    },
     /// A process-mode file that does not exist.
     #[error("{flag} {}: not found", path.display())]
     Missing {
@@ -130,7 +143,22 @@ impl VkArgs {
             exists("--virtual-kubelet-client-ca-file", ca)?;
         }
         let mode = match self.mode {
-            ModeFlag::InProcess => Mode::InProcess,
+            ModeFlag::InProcess => {
+                if self.apiserver_support {
+                    return Err(ArgsError::NeedsOwnIdentity {
+                        flag: "--virtual-kubelet-apiserver-support",
+                        why: "does not mint ServiceAccount tokens",
+                    });
+                }
+                if self.reflection.is_some() {
+                    return Err(ArgsError::NeedsOwnIdentity {
+                        flag: "--virtual-kubelet-reflection-workers",
+                        why: "reads no Service, EndpointSlice, Ingress, ConfigMap (but the root \
+                              CA) nor ServiceAccount of the offloaded namespaces",
+                    });
+                }
+                Mode::InProcess
+            }
             ModeFlag::Process => {
                 let binary = match &self.binary {
                     Some(b) => b.clone(),
@@ -157,7 +185,60 @@ impl VkArgs {
             ipam,
             pod_workers: self.pod_workers,
             apiserver_support: self.apiserver_support,
-            reflection: self.reflection,
+            // In-process: pods and the root CA (ConfigMaps at 0 keep that one reflector).
+            reflection: match self.mode {
+                ModeFlag::InProcess => liqo_virtual_kubelet::config::ReflectionWorkers::NONE,
+                ModeFlag::Process => self.reflection.unwrap_or_default(),
+            },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use liqo_virtual_kubelet::config::ReflectionWorkers;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        vk: VkArgs,
+    }
+
+    fn args(flags: &[&str]) -> VkArgs {
+        Cli::try_parse_from(std::iter::once("m").chain(flags.iter().copied()))
+            .unwrap()
+            .vk
+    }
+
+    #[test]
+    fn in_process_reflects_pods_and_the_root_ca_only() {
+        let s = args(&[]).settings(None).unwrap();
+        assert!(matches!(s.mode, Mode::InProcess));
+        assert_eq!(s.reflection, ReflectionWorkers::NONE);
+        assert!(!s.apiserver_support);
+    }
+
+    #[test]
+    fn in_process_refuses_what_needs_the_virtual_kubelets_own_identity() {
+        for flags in [
+            &["--virtual-kubelet-reflection-workers", "service=2"][..],
+            &["--virtual-kubelet-apiserver-support", "true"][..],
+        ] {
+            let e = args(flags).settings(None).unwrap_err().to_string();
+            assert!(e.starts_with(flags[0]), "{e}");
+            assert!(e.contains("--virtual-kubelet-mode process"), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_bad_reflection_workers_list_is_refused_naming_the_item() {
+        let e = Cli::try_parse_from(["m", "--virtual-kubelet-reflection-workers", "pods=3"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("\"pods\" is not a reflected kind"), "{e}");
     }
 }

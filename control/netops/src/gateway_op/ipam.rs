@@ -28,6 +28,7 @@ mod tests {
                 ip: "172.18.0.5".into(),
                 external_ip: "10.201.0.5".into(),
                 peers: vec!["milan".into()],
+                holds: Vec::new(),
             }],
             ..ListResponse::default()
         };

@@ -106,3 +106,26 @@ fn data_binary_data_and_immutability_are_copied() {
     assert_eq!(json_of(&cm.binary_data), json!({"blob": "AAEC/w=="}));
     assert_eq!(cm.immutable, Some(true));
 }
+
+#[test]
+fn a_local_config_map_named_like_the_root_cas_copy_is_refused() {
+    let ids = ids();
+    let mut impostor = root_ca();
+    impostor.metadata.name = Some(SUFFIXED.into());
+    impostor.metadata.uid = Some("u-impostor".into());
+    match decide(Some(&impostor), None, &ids.ctx(), &no_inputs()) {
+        Action::Warn { note, .. } => {
+            assert!(note.contains("metadata.name"), "{note}");
+            assert!(note.contains(SUFFIXED), "{note}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The root CA itself is still reflected under that name.
+    assert_eq!(
+        created(decide(Some(&root_ca()), None, &ids.ctx(), &no_inputs()))
+            .metadata
+            .name
+            .as_deref(),
+        Some(SUFFIXED)
+    );
+}

@@ -180,6 +180,30 @@ fn slice_with_only_provider_endpoints_keeps_an_empty_copy() {
 }
 
 #[test]
+fn the_providers_own_slice_of_our_service_copy_is_never_deleted() {
+    // Its controller copied our Service copy's labels (the reflection labels among them).
+    let mut native = our_copy();
+    native.metadata.name = Some("web-xk2p9".into());
+    native.metadata.annotations = None;
+    native
+        .metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(MANAGED_BY.into(), "endpointslice-controller.k8s.io".into());
+    let ids = ids();
+    assert_eq!(
+        decide(None, Some(&native), &ids.ctx(), &reflected()),
+        Action::Nothing
+    );
+    // Our copy without its source is deleted.
+    assert!(matches!(
+        decide(None, Some(&our_copy()), &ids.ctx(), &reflected()),
+        Action::Delete { .. }
+    ));
+}
+
+#[test]
 fn service_reflected_creates_then_nothing_then_applies_on_change() {
     let ids = ids();
     let ctx = ids.ctx();
@@ -296,7 +320,7 @@ fn the_copy_records_its_mapped_addresses_for_their_release() {
     let ids = ids();
     let inputs = slice_inputs(ServiceState::Reflected, &MAPPED);
     let copy = EndpointSlice::forge(&local(), &ids.ctx(), &inputs).unwrap();
-    let recorded = endpointslice::recorded(&copy);
+    let recorded = endpointslice::recorded(&copy).unwrap();
     let want: std::collections::BTreeMap<String, String> =
         endpointslice::addresses(&local(), &ids.ctx())
             .into_iter()
@@ -307,8 +331,18 @@ fn the_copy_records_its_mapped_addresses_for_their_release() {
             .collect();
     assert_eq!(recorded, want);
     assert!(
-        endpointslice::recorded(&local()).is_empty(),
+        endpointslice::recorded(&local()).unwrap().is_empty(),
         "a local slice records nothing"
+    );
+    let mut bad = copy;
+    bad.metadata.annotations.as_mut().unwrap().insert(
+        "reflection.liqo.io/endpoint-addresses".into(),
+        "[oops".into(),
+    );
+    let e = endpointslice::recorded(&bad).unwrap_err();
+    assert_eq!(
+        e.field,
+        "metadata.annotations[reflection.liqo.io/endpoint-addresses]"
     );
 }
 

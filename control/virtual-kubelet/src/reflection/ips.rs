@@ -104,6 +104,7 @@ impl Mapper {
                             cluster_id: self.cluster.clone(),
                             ip: ip.clone(),
                             direction: Direction::RemoteToLocal as i32,
+                            holder: String::new(),
                         })
                         .await
                         .map_err(|source| IpError::MapIp {

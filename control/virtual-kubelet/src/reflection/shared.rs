@@ -43,9 +43,9 @@ pub struct Shared {
     pub probed: Mutex<HashMap<Key, String>>,
     /// The ServiceAccount tokens written, per pod.
     pub tokens: Tokens,
-    /// The home API server as the provider's pods reach it, once looked up (API server
-    /// support; none: the home cluster does not publish it).
-    pub home_api: tokio::sync::OnceCell<Option<control::shadowpod::token::HomeApi>>,
+    /// The home API server as the provider's pods reach it, once found (API server support;
+    /// asked again while the home cluster publishes no address).
+    pub home_api: std::sync::OnceLock<control::shadowpod::token::HomeApi>,
 }
 
 impl Shared {

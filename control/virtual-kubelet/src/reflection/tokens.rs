@@ -10,7 +10,9 @@ use control::{
     consts::reflection::FIELD_MANAGER,
     shadowpod::{
         consumer::reflection_labels,
-        token::{TokenNeed, renew_at, secret_name, token_request, token_secret},
+        token::{
+            TokenNeed, is_token_secret_of, renew_at, secret_name, token_request, token_secret,
+        },
     },
 };
 use k8s_openapi::{
@@ -48,6 +50,17 @@ pub enum TokenError {
         namespace: String,
         /// The ServiceAccount.
         account: String,
+    },
+    /// A Secret of that name on the provider is not this pod's token Secret (a reflected
+    /// copy, the provider's own): left untouched, no token written.
+    #[error(
+        "Secret {namespace}/{name} on the provider is not the token Secret of this pod: left untouched"
+    )]
+    NotOurs {
+        /// The remote namespace.
+        namespace: String,
+        /// The Secret.
+        name: String,
     },
     /// The token Secret could not be written on the provider.
     #[error("writing Secret {namespace}/{name}")]
@@ -98,6 +111,27 @@ pub async fn ensure(
         return Ok(());
     }
     let cfg = &shared.cfg;
+    // Never over another Secret of that name (checked before a token is minted).
+    let name = secret_name(&key.name);
+    let secrets = Api::<Secret>::namespaced(cfg.remote.api.clone(), remote_ns);
+    let write_error = |source| TokenError::Write {
+        namespace: remote_ns.to_owned(),
+        name: name.clone(),
+        source,
+    };
+    if let Some(existing) = secrets.get_opt(&name).await.map_err(write_error)?
+        && !is_token_secret_of(
+            &existing,
+            &key.name,
+            &cfg.home.cluster_id,
+            &cfg.foreign.cluster_id,
+        )
+    {
+        return Err(TokenError::NotOurs {
+            namespace: remote_ns.to_owned(),
+            name,
+        });
+    }
     let accounts: Api<ServiceAccount> = Api::namespaced(cfg.local.clone(), &key.namespace);
     let issued = Timestamp::now();
     let answer = accounts
@@ -125,19 +159,14 @@ pub async fn ensure(
         &uid,
         reflection_labels(&cfg.home.cluster_id, &cfg.foreign.cluster_id),
     );
-    let name = secret_name(&key.name);
-    Api::<Secret>::namespaced(cfg.remote.api.clone(), remote_ns)
+    secrets
         .patch(
             &name,
             &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(&secret),
         )
         .await
-        .map_err(|source| TokenError::Write {
-            namespace: remote_ns.to_owned(),
-            name: name.clone(),
-            source,
-        })?;
+        .map_err(write_error)?;
     let renew = renew_at(issued, status.expiration_timestamp.0);
     tracing::info!(pod = %key, secret = %name, renew_at = %renew, "ServiceAccount token written");
     shared

@@ -120,7 +120,8 @@ pub async fn namespace_maps(
         let state = reader.state();
         let current = namespaces::accepted(state.iter().map(|m| m.as_ref()));
         sync(&shared, &current);
-        mapped.send_replace(true);
+        // The mapping first: what waits for `mapped` (the sweep of endpoint mappings) reads
+        // the listed mapping then.
         mapping.send_if_modified(|m| {
             let changed = **m != current;
             if changed {
@@ -128,6 +129,7 @@ pub async fn namespace_maps(
             }
             changed
         });
+        mapped.send_replace(true);
     }
     "NamespaceMap watch"
 }

@@ -236,15 +236,23 @@ async fn home_api(
     let needed = local.is_some_and(|l| {
         l.metadata.deletion_timestamp.is_none() && control::shadowpod::token::need(l).is_some()
     });
-    if !needed {
-        return Ok(shared.home_api.get().cloned().flatten());
+    if let Some(a) = shared.home_api.get() {
+        return Ok(Some(a.clone()));
     }
-    shared
-        .home_api
-        .get_or_try_init(|| crate::home_api::resolve(cfg))
+    if !needed {
+        return Ok(None);
+    }
+    // Only an address is kept: an API server that publishes none yet is asked again.
+    let found = crate::home_api::resolve(cfg)
         .await
-        .cloned()
-        .map_err(HandleError::HomeApi)
+        .map_err(HandleError::HomeApi)?;
+    if let Some(a) = &found
+        && shared.home_api.set(a.clone()).is_err()
+    {
+        // Another worker resolved it meanwhile (the same address, the same IPAM answer).
+        tracing::debug!("home API server resolved by another worker");
+    }
+    Ok(found)
 }
 
 fn precondition(uid: String) -> DeleteParams {

@@ -6,13 +6,16 @@
 //! no slice of this virtual kubelet uses it any more (the IPAM counts per provider, so slices
 //! of one provider sharing an address are counted here). Every map and release is one
 //! critical section, IPAM calls included: a release never races a new use of its address.
-//! Without an IPAM, addresses are kept as they are.
+//! The IPAM's holds are this mapper's own (its holder): another component's hold of the same
+//! address for the same provider is never dropped here. At startup a sweep drops the holds no
+//! slice uses (one taken just before a crash, before its copy recorded it). Without an IPAM,
+//! addresses are kept as they are.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ipam::service::{
     client::{Client, ClientError, ClientOptions},
-    proto::{Direction, MapIpRequest},
+    proto::{Direction, Empty, MapIpRequest},
 };
 use tokio::sync::Mutex;
 
@@ -34,6 +37,51 @@ pub enum EndpointError {
         #[source]
         source: tonic::Status,
     },
+    /// The copies' recorded addresses could not be read (the sweep drops nothing then).
+    #[error("reading the recorded addresses of the EndpointSlice copies on provider {cluster}")]
+    Copies {
+        /// The provider's cluster ID.
+        cluster: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A copy's record of its addresses does not read (the sweep drops nothing then).
+    #[error("EndpointSlice {namespace}/{name} on provider {cluster}")]
+    Recorded {
+        /// The provider's cluster ID.
+        cluster: String,
+        /// The copy's namespace.
+        namespace: String,
+        /// The copy.
+        name: String,
+        /// The annotation at fault.
+        #[source]
+        source: liqo_types::FieldError,
+    },
+    /// The IPAM's mappings could not be listed (the sweep drops nothing then).
+    #[error("listing the IPAM's endpoint mappings")]
+    List(#[source] tonic::Status),
+}
+
+/// Of the IPAM's endpoint mappings, the addresses `holder` holds for `cluster` that are not
+/// in `used`.
+pub fn strays(
+    listed: &[ipam::service::proto::Endpoint],
+    cluster: &str,
+    holder: &str,
+    used: &BTreeSet<String>,
+) -> Vec<String> {
+    listed
+        .iter()
+        .filter(|e| {
+            e.holds
+                .iter()
+                .any(|h| h.cluster_id == cluster && h.holder == holder)
+        })
+        .filter(|e| !used.contains(&e.ip))
+        .map(|e| e.ip.clone())
+        .collect()
 }
 
 #[derive(Default)]
@@ -42,6 +90,9 @@ struct State {
     slices: HashMap<Key, BTreeMap<String, String>>,
     /// Per address: the slices using it.
     users: HashMap<String, usize>,
+    /// Per slice: the addresses it no longer lists, still counted until its copy is written
+    /// without them (the provider keeps reaching them meanwhile).
+    retiring: HashMap<Key, BTreeMap<String, String>>,
     /// Addresses no slice uses whose release failed (retried by the next call).
     pending: Vec<String>,
 }
@@ -50,6 +101,7 @@ struct State {
 pub struct Endpoints {
     client: Option<Client>,
     cluster: String,
+    holder: &'static str,
     state: Mutex<State>,
 }
 
@@ -87,11 +139,16 @@ impl State {
 impl Endpoints {
     /// The mapper of the provider `cluster` through the IPAM at `options` (none: addresses
     /// kept as they are).
-    pub fn new(options: Option<&ClientOptions>, cluster: String) -> Result<Self, ClientError> {
+    pub fn new(
+        options: Option<&ClientOptions>,
+        cluster: String,
+        holder: &'static str,
+    ) -> Result<Self, ClientError> {
         let client = crate::reflection::ips::lazy_client(options)?;
         Ok(Endpoints {
             client,
             cluster,
+            holder,
             state: Mutex::new(State::default()),
         })
     }
@@ -118,6 +175,16 @@ impl Endpoints {
         };
         let mut s = self.state.lock().await;
         let (mut known, seeded) = s.take(key, recorded);
+        // Addresses retiring from this slice that it lists again: still counted.
+        let mut retiring = s.retiring.remove(key).unwrap_or_default();
+        for ip in addresses {
+            if let Some(m) = retiring.remove(ip) {
+                known.insert(ip.clone(), m);
+            }
+        }
+        if !retiring.is_empty() {
+            s.retiring.insert(key.clone(), retiring);
+        }
         let mut failure = None;
         for ip in addresses {
             let counted = known.contains_key(ip);
@@ -130,6 +197,7 @@ impl Endpoints {
                     cluster_id: self.cluster.clone(),
                     ip: ip.clone(),
                     direction: Direction::Endpoint as i32,
+                    holder: self.holder.into(),
                 })
                 .await;
             match answer {
@@ -153,16 +221,28 @@ impl Endpoints {
             s.slices.insert(key.clone(), known);
             return Err(e);
         }
-        let gone: Vec<String> = known
-            .keys()
-            .filter(|ip| !addresses.contains(ip))
-            .cloned()
-            .collect();
-        known.retain(|ip, _| addresses.contains(ip));
-        s.drop_uses(gone);
-        s.slices.insert(key.clone(), known.clone());
+        // The addresses no longer listed retire: released once the copy is written
+        // without them ([`Endpoints::written`]).
+        let (kept, gone): (BTreeMap<_, _>, BTreeMap<_, _>) = known
+            .into_iter()
+            .partition(|(ip, _)| addresses.contains(ip));
+        if !gone.is_empty() {
+            s.retiring.entry(key.clone()).or_default().extend(gone);
+        }
+        s.slices.insert(key.clone(), kept.clone());
         self.flush(client, &mut s).await;
-        Ok(known)
+        Ok(kept)
+    }
+
+    /// The copy of slice `key` is written as last mapped: the addresses it no longer holds
+    /// are released.
+    pub async fn written(&self, key: &Key) {
+        let Some(client) = &self.client else { return };
+        let mut s = self.state.lock().await;
+        if let Some(gone) = s.retiring.remove(key) {
+            s.drop_uses(gone.into_keys());
+            self.flush(client, &mut s).await;
+        }
     }
 
     /// Releases every address of the slice `key` (its copy, which recorded `recorded`, is
@@ -171,7 +251,8 @@ impl Endpoints {
         let Some(client) = &self.client else { return };
         let mut s = self.state.lock().await;
         let (known, _) = s.take(key, recorded);
-        s.drop_uses(known.into_keys());
+        let retiring = s.retiring.remove(key).unwrap_or_default();
+        s.drop_uses(known.into_keys().chain(retiring.into_keys()));
         self.flush(client, &mut s).await;
     }
 
@@ -185,11 +266,48 @@ impl Endpoints {
             .filter(|k| k.namespace == namespace)
             .cloned()
             .collect();
+        let retiring: Vec<Key> = s
+            .retiring
+            .keys()
+            .filter(|k| k.namespace == namespace)
+            .cloned()
+            .collect();
         for k in keys {
             let known = s.slices.remove(&k).unwrap_or_default();
             s.drop_uses(known.into_keys());
         }
+        for k in retiring {
+            let gone = s.retiring.remove(&k).unwrap_or_default();
+            s.drop_uses(gone.into_keys());
+        }
         self.flush(client, &mut s).await;
+    }
+
+    /// Drops the holds no slice uses: `recorded` reads the addresses the copies on the
+    /// provider record, under the lock with the IPAM's listing (no map or release runs
+    /// meanwhile: an address mapped in this process is counted, one recorded before is read).
+    /// Returns the addresses dropped; a failure to read either side drops nothing.
+    pub async fn sweep<F, Fut>(&self, recorded: F) -> Result<Vec<String>, EndpointError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = Result<BTreeSet<String>, EndpointError>>,
+    {
+        let Some(client) = &self.client else {
+            return Ok(Vec::new());
+        };
+        let mut s = self.state.lock().await;
+        let mut used = recorded().await?;
+        used.extend(s.users.keys().cloned());
+        let listed = client
+            .clone()
+            .list(Empty {})
+            .await
+            .map_err(EndpointError::List)?
+            .into_inner();
+        let strays = strays(&listed.endpoints, &self.cluster, self.holder, &used);
+        s.pending.extend(strays.iter().cloned());
+        self.flush(client, &mut s).await;
+        Ok(strays)
     }
 
     /// Releases the addresses no slice uses; a failure keeps the address for the next call
@@ -202,6 +320,7 @@ impl Endpoints {
                     cluster_id: self.cluster.clone(),
                     ip: ip.clone(),
                     direction: Direction::Endpoint as i32,
+                    holder: self.holder.into(),
                 })
                 .await;
             match r {
@@ -217,5 +336,47 @@ impl Endpoints {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ipam::service::proto::{Endpoint, Hold};
+
+    use super::*;
+
+    fn endpoint(ip: &str, holds: &[(&str, &str)]) -> Endpoint {
+        Endpoint {
+            ip: ip.into(),
+            external_ip: String::new(),
+            peers: Vec::new(),
+            holds: holds
+                .iter()
+                .map(|(c, h)| Hold {
+                    cluster_id: (*c).into(),
+                    holder: (*h).into(),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn strays_are_our_holds_for_our_provider_that_nothing_uses() {
+        let listed = [
+            endpoint("192.168.0.1", &[("milan", "virtual-kubelet")]),
+            endpoint("192.168.0.2", &[("milan", "virtual-kubelet")]),
+            endpoint("192.168.0.3", &[("milan", "liqoctl-in-band")]),
+            endpoint("192.168.0.4", &[("turin", "virtual-kubelet")]),
+            endpoint(
+                "192.168.0.5",
+                &[("milan", "virtual-kubelet"), ("milan", "liqoctl-in-band")],
+            ),
+        ];
+        let used = BTreeSet::from(["192.168.0.2".to_owned()]);
+        assert_eq!(
+            strays(&listed, "milan", "virtual-kubelet", &used),
+            ["192.168.0.1", "192.168.0.5"]
+        );
+        assert!(strays(&listed, "rome", "virtual-kubelet", &used).is_empty());
     }
 }

@@ -3,7 +3,10 @@
 //! addresses mapped through the IPAM (only for a slice to be reflected), released once its
 //! copy is gone; for a Service, its slices queued again after it is handled (they follow it).
 
-use std::sync::{Arc, OnceLock, Weak};
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, OnceLock, Weak},
+};
 
 use control::reflection::{Inputs, Reflect, ServiceState, endpointslice, meta, ours};
 use k8s_openapi::api::{
@@ -38,6 +41,12 @@ pub trait Io: Reflect {
         _key: &Key,
         _copy: Option<&Self>,
     ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+
+    /// The copy of `key` is as last decided (created, applied, or already equal): what it
+    /// no longer holds is released.
+    fn written(_r: &Reflector<Self, Self::Extra>, _key: &Key) -> impl Future<Output = ()> + Send {
         async {}
     }
 
@@ -121,7 +130,7 @@ impl Io for EndpointSlice {
         if skipped || remote.is_some_and(|c| !ours(c, &ctx)) {
             return Ok(inputs);
         }
-        let recorded = remote.map(endpointslice::recorded).unwrap_or_default();
+        let recorded = remote.map(recorded).unwrap_or_default();
         let addresses = r
             .extra
             .endpoints
@@ -131,10 +140,27 @@ impl Io for EndpointSlice {
         Ok(Inputs { addresses, service })
     }
 
+    async fn written(r: &Reflector<Self, Slices>, key: &Key) {
+        r.extra.endpoints.written(key).await;
+    }
+
     async fn released(r: &Reflector<Self, Slices>, key: &Key, copy: Option<&Self>) {
-        let recorded = copy.map(endpointslice::recorded).unwrap_or_default();
+        let recorded = copy.map(recorded).unwrap_or_default();
         r.extra.endpoints.release(key, &recorded).await;
     }
+}
+
+/// What a copy records as mapped; an unreadable record is logged and counts as none (its
+/// addresses are then the startup sweep's: it stops until the record is fixed).
+fn recorded(copy: &EndpointSlice) -> BTreeMap<String, String> {
+    endpointslice::recorded(copy).unwrap_or_else(|e| {
+        tracing::warn!(
+            copy = copy.metadata.name.as_deref().unwrap_or_default(),
+            error = %e,
+            "a reflected EndpointSlice's record of its addresses does not read"
+        );
+        BTreeMap::new()
+    })
 }
 
 /// Where the slice's Service stands (`control::reflection::endpointslice::service_state`).

@@ -161,8 +161,14 @@ impl<K: Reflect, E> Reflector<K, E> {
             }
         };
         let config = watcher::Config::default();
+        // One name only (the root CA): watched by name, which a role granting list and watch
+        // on that name alone allows (an in-process virtual kubelet's, the manager's identity).
+        let local_config = match self.only {
+            Some(name) => config.clone().fields(&format!("metadata.name={name}")),
+            None => config.clone(),
+        };
         let t1 = tokio::spawn(feed(
-            watcher(local_api, config.clone()).default_backoff(),
+            watcher(local_api, local_config).default_backoff(),
             local_writer,
             self.queue.clone(),
             local_key.clone(),

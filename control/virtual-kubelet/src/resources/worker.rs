@@ -93,7 +93,9 @@ async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome,
     let what = |verb: &str| format!("{verb} {} {}/{remote_name}", K::KIND, pair.remote);
     let written = match action {
         Action::Nothing => {
-            if !remote_ours {
+            if remote_ours {
+                K::written(r, key).await;
+            } else {
                 K::released(r, key, None).await;
             }
             return Ok(Outcome::Done);
@@ -135,6 +137,7 @@ async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome,
             match api.create(&pp, &copy).await {
                 Ok(created) => {
                     own_as_applied(&api, &created).await;
+                    K::written(r, key).await;
                     "created"
                 }
                 // Not in the store yet: its event queues the key again.
@@ -147,7 +150,10 @@ async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome,
             copy.meta_mut().uid = remote.as_deref().and_then(|o| o.meta().uid.clone());
             let pp = PatchParams::apply(FIELD_MANAGER).force();
             match api.patch(&remote_name, &pp, &Patch::Apply(&*copy)).await {
-                Ok(_) => "updated",
+                Ok(_) => {
+                    K::written(r, key).await;
+                    "updated"
+                }
                 // Not the copy seen any more (409, or 422 on metadata.uid): its event comes.
                 Err(kube::Error::Api(s))
                     if s.code == 409 || (s.code == 422 && s.message.contains("metadata.uid")) =>

@@ -24,7 +24,7 @@ use kube::{
 use liqo_virtual_kubelet::{VkConfig, resources};
 use serde_json::json;
 
-use crate::common::{AbortOnDrop, create, eventually, ipam::TestIpam};
+use crate::common::{AbortOnDrop, create, eventually, ipam::TestIpam, listed};
 
 const LOCAL: &str = "svc";
 const REMOTE: &str = "svc-rome";
@@ -69,7 +69,11 @@ pub(crate) async fn check(
         LOCAL.to_owned(),
         REMOTE.to_owned(),
     )])));
-    let task = AbortOnDrop(tokio::spawn(resources::run(reflectors, rx.clone())));
+    let task = AbortOnDrop(tokio::spawn(resources::run(
+        reflectors,
+        rx.clone(),
+        listed(),
+    )));
 
     let l_cm: Api<ConfigMap> = Api::namespaced(rome.clone(), LOCAL);
     let r_cm: Api<ConfigMap> = Api::namespaced(milan.clone(), REMOTE);
@@ -293,6 +297,8 @@ pub(crate) async fn check(
                 cluster_id: foreign.clone(),
                 ip,
                 direction: ipam::service::proto::Direction::Endpoint as i32,
+                // The virtual kubelet's own hold (taken again: no hold more).
+                holder: control::consts::reflection::IPAM_HOLDER.into(),
             })
             .await
             .unwrap()
@@ -323,7 +329,7 @@ pub(crate) async fn check(
             .and_then(|r| r.kind.as_deref()),
         Some("RemotePod")
     );
-    // (MapIp is idempotent per provider: the test's own asks above hold nothing more.)
+    // (MapIp is idempotent per holder: the test's own asks above hold nothing more.)
     let held = admin.list(Empty {}).await.unwrap().into_inner().endpoints;
     assert_eq!(
         held.iter().map(|e| e.ip.as_str()).collect::<Vec<_>>(),
@@ -457,7 +463,11 @@ pub(crate) async fn check(
         .await
         .unwrap();
     let reflectors = Arc::new(resources::Reflectors::new(&vk).unwrap());
-    let task = AbortOnDrop(tokio::spawn(resources::run(reflectors, rx.clone())));
+    let task = AbortOnDrop(tokio::spawn(resources::run(
+        reflectors,
+        rx.clone(),
+        listed(),
+    )));
     eventually(30, "web-1 deleted remotely after a restart", || {
         let r_eps = r_eps.clone();
         async move {

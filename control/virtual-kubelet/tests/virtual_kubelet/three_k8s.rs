@@ -6,13 +6,20 @@
 //! rome's pods and the other provider's pod at its view of rome's external CIDR (the IPAM's
 //! answers), never its own pod. Then milan peers back (a reflection milan -> rome of the
 //! namespace that holds rome's copies): for 60 s, counted from watches, no Service or
-//! EndpointSlice is created, changed or deleted on any of the three clusters.
+//! EndpointSlice is created, changed or deleted on any of the three clusters. The sweep of the
+//! IPAM at startup: a hold of the virtual kubelet's that no copy records (as after a crash)
+//! is dropped, another holder's hold of the same provider kept.
 
-use std::{collections::BTreeMap, net::Ipv4Addr, sync::Arc, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    net::Ipv4Addr,
+    sync::Arc,
+    time::Duration,
+};
 
-use control::api::discovery::ClusterIdentity;
+use control::{api::discovery::ClusterIdentity, consts::reflection::IPAM_HOLDER};
 use futures::TryStreamExt;
-use ipam::service::proto::{Direction, MapIpRequest};
+use ipam::service::proto::{Direction, Empty, Hold, MapIpRequest};
 use ipnet::Ipv4Net;
 use k8s_openapi::api::{
     core::v1::{Namespace, Service},
@@ -27,7 +34,7 @@ use serde_json::json;
 use testkit::k8s::Cluster;
 use tokio::sync::watch::Sender;
 
-use crate::common::{AbortOnDrop, create, eventually, ipam::TestIpam};
+use crate::common::{AbortOnDrop, create, eventually, ipam::TestIpam, listed};
 
 const LOCAL: &str = "three";
 const REMOTE: &str = "three-rome";
@@ -39,6 +46,11 @@ const VIEWS: [(&str, &str); 2] = [
     ("10.181.0.0/16", "10.182.0.0/16"),
 ];
 const STABLE_SECS: u32 = 60;
+/// Held by the virtual kubelet for milan, recorded by no copy: swept.
+const STRAY: &str = "192.168.99.1";
+/// Held for milan by another component: kept.
+const OTHERS: &str = "192.168.99.2";
+const OTHER_HOLDER: &str = "liqoctl-in-band";
 
 fn identity(id: &str, name: &str) -> ClusterIdentity {
     ClusterIdentity {
@@ -62,7 +74,7 @@ fn reflect(cfg: VkConfig, local: &str, remote: &str) -> Running {
         remote.to_owned(),
     )])));
     (
-        AbortOnDrop(tokio::spawn(resources::run(reflectors, rx))),
+        AbortOnDrop(tokio::spawn(resources::run(reflectors, rx, listed()))),
         tx,
     )
 }
@@ -148,6 +160,20 @@ pub(crate) async fn check(cfg: &VkConfig, rome_c: &Cluster, milan_c: &Cluster, t
         .await;
     }
 
+    // Before the reflections start: a hold of the virtual kubelet's that no copy records (a
+    // mapping taken just before a crash), and another holder's of another address, for milan.
+    for (ip, holder) in [(STRAY, IPAM_HOLDER), (OTHERS, OTHER_HOLDER)] {
+        ipam.admin
+            .map_ip(MapIpRequest {
+                cluster_id: milan_id.clone(),
+                ip: ip.into(),
+                direction: Direction::Endpoint as i32,
+                holder: holder.into(),
+            })
+            .await
+            .unwrap();
+    }
+
     let mut to_milan = cfg.clone();
     to_milan.ipam = Some(ipam.options.clone());
     let mut to_turin = to_milan.clone();
@@ -195,6 +221,7 @@ pub(crate) async fn check(cfg: &VkConfig, rome_c: &Cluster, milan_c: &Cluster, t
                     cluster_id: id.to_owned(),
                     ip: ip.to_string(),
                     direction: Direction::Endpoint as i32,
+                    holder: IPAM_HOLDER.into(),
                 })
                 .await
                 .unwrap()
@@ -227,6 +254,51 @@ pub(crate) async fn check(cfg: &VkConfig, rome_c: &Cluster, milan_c: &Cluster, t
         .await;
         println!("THREE {id}: {got:?}");
     }
+
+    // The sweep: for milan, the virtual kubelet holds exactly what the copies use (turin's
+    // pod); the stray hold is gone, the other holder's kept.
+    let hold = |holder: &str| Hold {
+        cluster_id: milan_id.clone(),
+        holder: holder.into(),
+    };
+    let mut admin = ipam.admin.clone();
+    let held = eventually(30, "the stray endpoint hold swept", || {
+        let mut admin = admin.clone();
+        let (ours, theirs) = (hold(IPAM_HOLDER), hold(OTHER_HOLDER));
+        async move {
+            let listed = admin
+                .list(Empty {})
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            let held = |h: &Hold| -> BTreeSet<String> {
+                listed
+                    .endpoints
+                    .iter()
+                    .filter(|e| e.holds.contains(h))
+                    .map(|e| e.ip.clone())
+                    .collect()
+            };
+            let (ours, theirs) = (held(&ours), held(&theirs));
+            let want = BTreeSet::from([on_turin.to_string()]);
+            (ours == want && theirs == BTreeSet::from([OTHERS.to_owned()]))
+                .then_some(ours.clone())
+                .ok_or(format!(
+                    "virtual-kubelet holds {ours:?} (want {want:?}), {OTHER_HOLDER} {theirs:?}"
+                ))
+        }
+    })
+    .await;
+    println!("THREE swept: milan's holds {held:?}");
+    admin
+        .unmap_endpoint(MapIpRequest {
+            cluster_id: milan_id.clone(),
+            ip: OTHERS.into(),
+            direction: Direction::Endpoint as i32,
+            holder: OTHER_HOLDER.into(),
+        })
+        .await
+        .unwrap();
 
     // milan peers back: its reflection of the namespace holding rome's copies.
     let mut back = to_milan.clone();

@@ -47,6 +47,8 @@ fn request(peer: &Cluster, ip: Ipv4Addr) -> proto::MapIpRequest {
         cluster_id: id(peer).to_string(),
         ip: ip.to_string(),
         direction: proto::Direction::Endpoint.into(),
+        // The lab's own holds (a node, a host-network process).
+        holder: "liqo-lab".into(),
     }
 }
 

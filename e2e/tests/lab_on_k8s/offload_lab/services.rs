@@ -167,6 +167,29 @@ pub(crate) async fn offload_a_service(
         got.is_disjoint(&home_ips),
         "remapped: {got:?} vs {home_ips:?}"
     );
+    // milan's own EndpointSlice of the Service copy (its controller copies the copy's labels,
+    // ours among them) is milan's: never deleted as a copy without a source.
+    let native = || async {
+        let mut uids: Vec<String> = Api::<EndpointSlice>::namespaced(milan.clone(), SVC_NS)
+            .list(&ListParams::default().labels(&format!(
+                "kubernetes.io/service-name={SERVICE},endpointslice.kubernetes.io/managed-by=endpointslice-controller.k8s.io"
+            )))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|s| s.metadata.uid)
+            .collect();
+        uids.sort();
+        uids
+    };
+    let first = until(60, "milan's own slice of flights-service", || async {
+        let uids = native().await;
+        (!uids.is_empty()).then_some(uids).ok_or("none".to_owned())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(native().await, first, "milan's own slice kept");
     let remote_pods = Api::<Pod>::namespaced(milan.clone(), SVC_NS)
         .list(&ListParams::default())
         .await

@@ -75,6 +75,9 @@ enum Command {
         /// Which way.
         #[arg(long, value_enum, default_value_t = Dir::RemoteToLocal)]
         direction: Dir,
+        /// Who holds an endpoint mapping (`--direction endpoint`); empty: the unnamed holder.
+        #[arg(long, default_value = "")]
+        holder: String,
     },
     /// Show configuration, peers, endpoints and pool usage.
     List {
@@ -198,6 +201,7 @@ async fn run(cli: Cli) -> Result<()> {
             peer,
             ip,
             direction,
+            holder,
         } => {
             let direction = match direction {
                 Dir::RemoteToLocal => proto::Direction::RemoteToLocal,
@@ -210,6 +214,7 @@ async fn run(cli: Cli) -> Result<()> {
                     cluster_id: peer,
                     ip,
                     direction,
+                    holder,
                 })
                 .await?;
             let r = r.get_ref();

@@ -62,7 +62,7 @@ pub(crate) fn list_table(l: &proto::ListResponse) -> String {
     }
     if !l.endpoints.is_empty() {
         o.push_str(&format!(
-            "\n{:<16} {:<16} PEERS\n",
+            "\n{:<16} {:<16} HOLDS (PEER/HOLDER)\n",
             "ENDPOINT", "EXTERNAL IP"
         ));
         for e in &l.endpoints {
@@ -70,11 +70,22 @@ pub(crate) fn list_table(l: &proto::ListResponse) -> String {
                 "{:<16} {:<16} {}\n",
                 e.ip,
                 e.external_ip,
-                e.peers.join(",")
+                holds(e).join(",")
             ));
         }
     }
     o
+}
+
+/// An endpoint's holds, `peer/holder` (`peer` alone for the unnamed holder).
+fn holds(e: &proto::Endpoint) -> Vec<String> {
+    e.holds
+        .iter()
+        .map(|h| match h.holder.as_str() {
+            "" => h.cluster_id.clone(),
+            holder => format!("{}/{holder}", h.cluster_id),
+        })
+        .collect()
 }
 
 pub(crate) fn list_json(l: &proto::ListResponse) -> serde_json::Value {
@@ -89,7 +100,14 @@ pub(crate) fn list_json(l: &proto::ListResponse) -> serde_json::Value {
     let endpoints: Vec<_> = l
         .endpoints
         .iter()
-        .map(|e| serde_json::json!({"ip": e.ip, "externalIP": e.external_ip, "peers": e.peers}))
+        .map(|e| {
+            let holds: Vec<_> = e
+                .holds
+                .iter()
+                .map(|h| serde_json::json!({"clusterId": h.cluster_id, "holder": h.holder}))
+                .collect();
+            serde_json::json!({"ip": e.ip, "externalIP": e.external_ip, "peers": e.peers, "holds": holds})
+        })
         .collect();
     let usage: Vec<_> = l
         .usage

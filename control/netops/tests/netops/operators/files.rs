@@ -83,6 +83,7 @@ pub(crate) async fn phase(set: &Setup, secrets: &Api<Secret>) {
             cluster_id: "milan".into(),
             ip: "172.30.0.2".into(),
             direction: proto::Direction::Endpoint.into(),
+            holder: "netops-test".into(),
         })
         .await
         .unwrap()

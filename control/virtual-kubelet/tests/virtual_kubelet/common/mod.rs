@@ -115,3 +115,9 @@ where
     .await
     .unwrap_or_else(|e| panic!("status of {name}: {e}"));
 }
+
+/// The NamespaceMaps' listing as resource reflection waits for it: done (the test gives the
+/// mapping itself).
+pub(crate) fn listed() -> tokio::sync::watch::Receiver<bool> {
+    tokio::sync::watch::channel(true).1
+}
