@@ -194,6 +194,7 @@ mod tests {
         let mut l = proto::ListResponse {
             external_cidr: "10.70.0.0/16".into(),
             endpoints: vec![proto::Endpoint {
+                holds: Vec::new(),
                 ip: "172.18.1.2".into(),
                 external_ip: "10.70.0.1".into(),
                 peers: vec!["rome".into()],

@@ -145,17 +145,18 @@ pub fn pod_label(pod: &str) -> String {
 }
 
 /// Whether the remote Secret `existing` is the token Secret of home pod `pod` this peering
-/// wrote (its reflection labels and its pod label): anything else under that name is not ours
-/// to overwrite.
+/// wrote (`reflection`: its reflection labels, and its pod label): anything else under that
+/// name is not ours to overwrite.
 pub fn is_token_secret_of(
     existing: &Secret,
     pod: &str,
-    home: &liqo_types::ClusterId,
-    foreign: &liqo_types::ClusterId,
+    reflection: &BTreeMap<String, String>,
 ) -> bool {
-    let labels = existing.metadata.labels.as_ref();
-    super::consumer::is_reflected(labels, home, foreign)
-        && labels.and_then(|l| l.get(POD_LABEL)) == Some(&pod_label(pod))
+    let Some(labels) = existing.metadata.labels.as_ref() else {
+        return false;
+    };
+    reflection.iter().all(|(k, v)| labels.get(k) == Some(v))
+        && labels.get(POD_LABEL) == Some(&pod_label(pod))
 }
 
 /// The token Secret of `local` in `remote_namespace`: the token and the home namespace,

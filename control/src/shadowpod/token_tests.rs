@@ -256,20 +256,13 @@ fn the_api_endpoint_is_the_lowest_ready_address_with_the_https_port() {
 fn only_this_pods_token_secret_of_this_peering_is_ours_to_overwrite() {
     let (home, foreign) = ids();
     let labels = crate::shadowpod::consumer::reflection_labels(&home, &foreign);
+    let other = crate::shadowpod::consumer::reflection_labels(&foreign, &home);
     let ours = super::token::token_secret(&pod(true), "demo-rome", "t0k3n", "u-s", labels.clone());
-    assert!(super::token::is_token_secret_of(
-        &ours, "web-1", &home, &foreign
-    ));
-    assert!(!super::token::is_token_secret_of(
-        &ours, "web-2", &home, &foreign
-    ));
-    assert!(!super::token::is_token_secret_of(
-        &ours, "web-1", &foreign, &home
-    ));
+    assert!(super::token::is_token_secret_of(&ours, "web-1", &labels));
+    assert!(!super::token::is_token_secret_of(&ours, "web-2", &labels));
+    assert!(!super::token::is_token_secret_of(&ours, "web-1", &other));
     // A reflected copy of a home Secret that happens to have the name.
     let mut copy = ours.clone();
-    copy.metadata.labels = Some(labels);
-    assert!(!super::token::is_token_secret_of(
-        &copy, "web-1", &home, &foreign
-    ));
+    copy.metadata.labels = Some(labels.clone());
+    assert!(!super::token::is_token_secret_of(&copy, "web-1", &labels));
 }

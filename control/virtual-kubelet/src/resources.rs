@@ -190,7 +190,11 @@ pub async fn run(
     reflectors.spawn_workers(&mut tasks);
     // Aborted with the other tasks when this returns (the set is dropped).
     let mut sweeping = JoinSet::new();
-    sweeping.spawn(sweep::run(reflectors.clone(), listed, mapping.clone()));
+    sweeping.spawn(sweep::run(
+        reflectors.slices.clone(),
+        listed,
+        mapping.clone(),
+    ));
     tracing::info!(kinds = ?reflectors.kinds(), "resource reflection started");
     loop {
         let current = mapping.borrow_and_update().clone();

@@ -5,10 +5,6 @@ mod common;
 mod peer;
 mod unpeer;
 
-/// The holder of the IPAM endpoint mappings in-band peering takes (the auth service and the
-/// proxy exposed to the peer): a virtual kubelet's releases never drop them.
-const IPAM_HOLDER: &str = "liqoctl-in-band";
-
 pub use common::Side;
 pub use peer::peer;
 pub use unpeer::unpeer;

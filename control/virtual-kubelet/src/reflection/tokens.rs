@@ -119,13 +119,9 @@ pub async fn ensure(
         name: name.clone(),
         source,
     };
+    let labels = reflection_labels(&cfg.home.cluster_id, &cfg.foreign.cluster_id);
     if let Some(existing) = secrets.get_opt(&name).await.map_err(write_error)?
-        && !is_token_secret_of(
-            &existing,
-            &key.name,
-            &cfg.home.cluster_id,
-            &cfg.foreign.cluster_id,
-        )
+        && !is_token_secret_of(&existing, &key.name, &labels)
     {
         return Err(TokenError::NotOurs {
             namespace: remote_ns.to_owned(),
@@ -152,13 +148,7 @@ pub async fn ensure(
             account: need.service_account.clone(),
         });
     };
-    let secret = token_secret(
-        local,
-        remote_ns,
-        &status.token,
-        &uid,
-        reflection_labels(&cfg.home.cluster_id, &cfg.foreign.cluster_id),
-    );
+    let secret = token_secret(local, remote_ns, &status.token, &uid, labels);
     secrets
         .patch(
             &name,

@@ -14,7 +14,7 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::{Api, api::ListParams};
 use tokio::sync::watch::Receiver;
 
-use super::{Reflectors, endpoints::EndpointError};
+use super::{endpoints::EndpointError, io::Slices, reflector::Reflector};
 use crate::{VkConfig, namespaces::Mapping};
 
 /// The first retry's delay; doubled up to [`MAX_BACKOFF`].
@@ -55,11 +55,11 @@ async fn recorded(cfg: &VkConfig, mapping: &Mapping) -> Result<BTreeSet<String>,
 
 /// Sweeps once the NamespaceMaps are listed (`listed` true), retrying until it succeeds.
 pub(super) async fn run(
-    reflectors: Arc<Reflectors>,
+    slices: Option<Arc<Reflector<EndpointSlice, Slices>>>,
     mut listed: Receiver<bool>,
     mapping: Receiver<Arc<Mapping>>,
 ) {
-    let Some(slices) = reflectors.slices.clone() else {
+    let Some(slices) = slices else {
         return;
     };
     if listed.wait_for(|l| *l).await.is_err() {

@@ -21,6 +21,10 @@ use crate::{
     peer::error::{PeerError, kube_err},
 };
 
+/// The holder of the IPAM endpoint mappings in-band peering takes (the auth service and the
+/// proxy exposed to the peer): a virtual kubelet's releases never drop them.
+pub(super) const IPAM_HOLDER: &str = "liqoctl-in-band";
+
 /// One side of an in-band peering.
 pub struct Side {
     /// What to call it in messages (`local`, `remote`).

@@ -166,7 +166,7 @@ async fn map(
             cluster_id: peer.to_string(),
             ip: ip.to_string(),
             direction: proto::Direction::Endpoint as i32,
-            holder: super::IPAM_HOLDER.into(),
+            holder: super::common::IPAM_HOLDER.into(),
         })
         .await
         .map_err(|s| {

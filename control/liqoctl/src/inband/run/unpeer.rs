@@ -90,7 +90,7 @@ pub async fn unpeer(local: Side, remote: Side, timeout: Duration) -> Result<(), 
                 cluster_id: peer.identity.cluster_id.to_string(),
                 ip: ip.to_string(),
                 direction: proto::Direction::Endpoint as i32,
-                holder: super::IPAM_HOLDER.into(),
+                holder: super::common::IPAM_HOLDER.into(),
             };
             match ipam.unmap_endpoint(request).await {
                 Ok(_) => {}
