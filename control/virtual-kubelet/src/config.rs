@@ -34,9 +34,12 @@ pub struct VkConfig {
     /// The CA of the client certificates the kubelet API accepts (the home API server's
     /// `--kubelet-client-certificate`); without it only `/healthz` is served.
     pub client_ca: Option<PathBuf>,
-    /// The home IPAM (`MapIp` of the remote pods' IPs); without it the network is not Liqo's:
-    /// no `NetworkUnavailable` condition, pod IPs reported as the provider sees them.
+    /// The home IPAM (`MapIp` of the remote pods' IPs, the reflected EndpointSlices'
+    /// addresses); without it pod IPs are reported as the provider sees them.
     pub ipam: Option<ipam::service::client::ClientOptions>,
+    /// Whether the network to the provider is Liqo's (its TunnelEndpoint gates the node's
+    /// readiness: `NetworkUnavailable`); not with another fabric, or none.
+    pub liqo_network: bool,
     /// Pod reflection workers (`--pod-reflection-workers`).
     pub pod_workers: usize,
     /// The node Lease's duration (`--node-lease-duration`).

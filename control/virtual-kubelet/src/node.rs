@@ -111,8 +111,8 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), NodeError> {
         1,
     );
     let mut streams = vec![node_events, offer_events];
-    let mut ready = [false, false, cfg.ipam.is_none()];
-    let teps = cfg.ipam.as_ref().map(|_| {
+    let mut ready = [false, false, !cfg.liqo_network];
+    let teps = cfg.liqo_network.then(|| {
         let selector = format!(
             "{}={}",
             control::consts::net::TEP_CLUSTER_ID_LABEL,

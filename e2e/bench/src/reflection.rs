@@ -12,14 +12,16 @@
 //!   kill -9:  half the ConfigMaps and EndpointSlices deleted at home while the virtual kubelet
 //!             is killed (its controller-manager starts it again): seconds until milan's copies
 //!             are, by kind and name, exactly rome's objects again (none missing, none left
-//!             over). The harness runs no IPAM here: the external-CIDR mappings' release after
-//!             a kill is the virtual kubelet's integration test's (resources_k8s).
+//!             over); then rome's IPAM (given to the virtual kubelets alone, milan's view told
+//!             by hand: no gateways run here) holds for milan exactly the external addresses
+//!             rome's remaining slices list (`liqo-ipam list`: none leaked, none missing).
 //! ```
 //!
 //! It owns only the measuring: clusters, Liqo, peering and offloading are the offload bench's
 //! bed ([`crate::offload`]). The clusters are named `<prefix>rb`; they are stopped at the end,
 //! on failure and on Ctrl-C.
 
+pub mod ipam;
 pub mod report;
 pub mod workload;
 
@@ -77,7 +79,8 @@ async fn bench(
         .map_err(|e| BenchError::step("starting the clusters", &e))?;
     let rome = client(&set, "rome").await?;
     let milan = client(&set, "milan").await?;
-    let (liqo, _) = with_liqo(&set, &bins, &rome, 1, None, timeout).await?;
+    let (liqo, _) = with_liqo(&set, &bins, &rome, 1, None, true, timeout).await?;
+    let home_ipam = ipam::tell_views(&liqo.installed, named(1, "milan").pod_cidr).await?;
     header.tools = liqo_tools(
         &liqo.installed,
         &["liqo-controller-manager", "liqo-virtual-kubelet"],
@@ -123,6 +126,25 @@ async fn bench(
         )));
     }
     eprintln!("bench: converged {converged_secs:.1} s after the kill (restarted: {restarted})");
+    let deadline = Instant::now() + timeout;
+    let holds = loop {
+        let h = home_ipam.holds(&rome, OFFLOADED).await?;
+        if h.leaked.is_empty() && h.missing.is_empty() {
+            break h;
+        }
+        if Instant::now() > deadline {
+            return Err(BenchError::Options(format!(
+                "after the kill rome's IPAM holds for milan {} external mappings: leaked {:?}, \
+                 missing {:?}",
+                h.held, h.leaked, h.missing
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    eprintln!(
+        "bench: rome's IPAM holds {} external mappings for milan, as many as the slices list",
+        holds.held
+    );
     Ok(ReflectionReport {
         header,
         objects_per_kind: n,
@@ -135,6 +157,7 @@ async fn bench(
         kill_converged_secs: converged_secs,
         kill_restarted: restarted,
         after_kill: left,
+        ipam_after_kill: holds,
     })
 }
 

@@ -273,3 +273,12 @@ fn signals() -> anyhow::Result<futures::future::Shared<futures::future::BoxFutur
     .boxed()
     .shared())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_flags_are_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
+}

@@ -60,6 +60,12 @@ pub struct VkArgs {
     /// does not mint tokens (refused in-process).
     #[arg(long = "virtual-kubelet-apiserver-support", default_value_t = false, action = clap::ArgAction::Set)]
     pub apiserver_support: bool,
+    /// The liqo-ipam the virtual kubelets map the reflected EndpointSlices' addresses through
+    /// (default: `--ipam-address`). Given alone, the network manager stays off: for clusters
+    /// whose network another fabric builds, each peer's view of ours told to that IPAM by hand
+    /// (`liqo-ipam set-peer-view`).
+    #[arg(long = "virtual-kubelet-ipam-address", value_parser = plain_ipam_address)]
+    pub vk_ipam_address: Option<String>,
     /// Resource reflection workers per kind in the virtual kubelets (`kind=n,...` over the
     /// defaults; 0 turns a kind off), e.g. `ingress=0,secret=5`. Process mode only: an
     /// in-process virtual kubelet (the controller-manager's identity, whose role reads none of
@@ -82,6 +88,12 @@ pub enum InvalidWorkers {
         /// Why it does not parse.
         cause: std::num::ParseIntError,
     },
+}
+
+/// An IPAM address the client accepts (`http://host:port`).
+fn plain_ipam_address(s: &str) -> Result<String, ipam::service::client::ClientError> {
+    ipam::service::client::ClientOptions::new(s).prepare()?;
+    Ok(s.to_owned())
 }
 
 /// A worker count: at least 1.
@@ -182,7 +194,11 @@ impl VkArgs {
             node_ip: self.node_ip,
             port: self.port,
             client_ca: self.client_ca.clone(),
-            ipam,
+            liqo_network: ipam.is_some(),
+            ipam: match &self.vk_ipam_address {
+                Some(a) => Some(ipam::service::client::ClientOptions::new(a.clone())),
+                None => ipam,
+            },
             pod_workers: self.pod_workers,
             apiserver_support: self.apiserver_support,
             // In-process: pods and the root CA (ConfigMaps at 0 keep that one reflector).
@@ -231,6 +247,22 @@ mod tests {
             assert!(e.starts_with(flags[0]), "{e}");
             assert!(e.contains("--virtual-kubelet-mode process"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_virtual_kubelets_ipam_is_their_own_when_given() {
+        let ours = ipam::service::client::ClientOptions::new("http://127.0.0.1:7000");
+        let s = args(&[]).settings(Some(ours.clone())).unwrap();
+        assert_eq!(s.ipam.unwrap().server, ours.server);
+        let s = args(&["--virtual-kubelet-ipam-address", "http://127.0.0.1:7001"])
+            .settings(Some(ours))
+            .unwrap();
+        assert_eq!(s.ipam.unwrap().server, "http://127.0.0.1:7001");
+        let e = Cli::try_parse_from(["m", "--virtual-kubelet-ipam-address", "ftp://x"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("ftp://x"), "{e}");
     }
 
     #[test]

@@ -301,6 +301,7 @@ async fn run_task(job: &Job) -> String {
         listen: (job.settings.node_ip, port).into(),
         client_ca: job.settings.client_ca.clone(),
         ipam: job.settings.ipam.clone(),
+        liqo_network: job.settings.liqo_network,
         pod_workers: job.settings.pod_workers,
         lease_duration: vkc::DEFAULT_LEASE_DURATION,
         ping_interval: vkc::DEFAULT_PING_INTERVAL,

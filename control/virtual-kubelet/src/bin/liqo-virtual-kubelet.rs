@@ -61,6 +61,10 @@ struct Args {
     /// A file holding liqo-ipam's bearer token.
     #[arg(long, requires = "ipam_server")]
     ipam_token_file: Option<PathBuf>,
+    /// Whether the network to the provider is Liqo's (its TunnelEndpoint gates the node's
+    /// readiness); default: with `--ipam-server`.
+    #[arg(long, action = clap::ArgAction::Set)]
+    liqo_network: Option<bool>,
     /// Pod reflection workers.
     #[arg(long, default_value_t = config::DEFAULT_POD_WORKERS)]
     pod_reflection_workers: usize,
@@ -163,6 +167,7 @@ async fn main() -> anyhow::Result<()> {
         )
             .into(),
         client_ca: args.client_ca_file,
+        liqo_network: args.liqo_network.unwrap_or(ipam.is_some()),
         ipam,
         pod_workers: args.pod_reflection_workers,
         lease_duration: args.node_lease_duration,
@@ -236,4 +241,13 @@ fn home_api(text: &str) -> Result<control::shadowpod::token::HomeApi, String> {
         host: host.to_owned(),
         port,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_flags_are_consistent() {
+        use clap::CommandFactory;
+        super::Args::command().debug_assert();
+    }
 }

@@ -131,6 +131,7 @@ async fn logs_and_exec_of_offloaded_pods_are_relayed_to_the_provider() {
         listen: "127.0.0.1:0".parse().unwrap(),
         client_ca: Some(rome_c.ca_crt()),
         ipam: None,
+        liqo_network: false,
         pod_workers: 4,
         lease_duration: config::DEFAULT_LEASE_DURATION,
         ping_interval: config::DEFAULT_PING_INTERVAL,

@@ -87,6 +87,7 @@ async fn the_virtual_node_follows_its_offer_tunnel_and_provider() {
         node_ip: "127.0.0.1".parse().unwrap(),
         listen: "127.0.0.1:10250".parse().unwrap(),
         client_ca: None,
+        liqo_network: true,
         ipam: Some(ipam::service::client::ClientOptions::new(
             "http://127.0.0.1:1",
         )),

@@ -139,6 +139,7 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
         listen: "127.0.0.1:0".parse().unwrap(),
         client_ca: None,
         ipam: None,
+        liqo_network: false,
         pod_workers: 4,
         lease_duration: config::DEFAULT_LEASE_DURATION,
         ping_interval: config::DEFAULT_PING_INTERVAL,

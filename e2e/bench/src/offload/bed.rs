@@ -78,7 +78,16 @@ impl Bed {
         let liqo = if opts.vanilla_only {
             None
         } else {
-            let (l, s) = with_liqo(&set, bins, &rome, opts.pods, opts.vk_workers, timeout).await?;
+            let (l, s) = with_liqo(
+                &set,
+                bins,
+                &rome,
+                opts.pods,
+                opts.vk_workers,
+                false,
+                timeout,
+            )
+            .await?;
             secs = s;
             Some(l)
         };
@@ -302,12 +311,14 @@ pub(crate) async fn with_liqo(
     rome: &Client,
     pods: u32,
     vk_workers: Option<usize>,
+    vk_ipam: bool,
     timeout: Duration,
 ) -> Result<(WithLiqo, SetupSecs), BenchError> {
     let t = Instant::now();
     let mut lopts = liqo::Options {
         virtual_kubelet: liqo::VkMode::Process,
         vk_pod_workers: vk_workers,
+        vk_ipam,
         ..liqo::Options::default()
     };
     lopts.sharing_percentage.insert("milan".into(), 100);

@@ -32,6 +32,9 @@ pub struct ReflectionReport {
     pub kill_restarted: bool,
     /// The copies milan held at the end (equal to rome's objects).
     pub after_kill: Counts,
+    /// rome's IPAM at the end: the virtual kubelet's external mappings for milan against the
+    /// addresses rome's slices list.
+    pub ipam_after_kill: super::ipam::Holds,
 }
 
 /// The report as a table.
@@ -43,7 +46,8 @@ pub fn render(r: &ReflectionReport) -> String {
          \x20 milan holds every copy       {:>8.1} s   ratio {:.2}\n\
          \x20 provider writes per object   {:>8.2}\n\
          \x20 virtual kubelet RSS          {:>8.1} MiB before, {:.1} MiB after\n\
-         \x20 kill -9 during deletions     converged in {:.1} s (restarted: {}), copies {:?}\n",
+         \x20 kill -9 during deletions     converged in {:.1} s (restarted: {}), copies {:?}\n\
+         \x20 IPAM after the kill          {} external mappings held, leaked {:?}, missing {:?}\n",
         r.home_secs,
         r.remote_secs,
         r.ratio,
@@ -53,5 +57,8 @@ pub fn render(r: &ReflectionReport) -> String {
         r.kill_converged_secs,
         r.kill_restarted,
         r.after_kill,
+        r.ipam_after_kill.held,
+        r.ipam_after_kill.leaked,
+        r.ipam_after_kill.missing,
     )
 }

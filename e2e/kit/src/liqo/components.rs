@@ -47,6 +47,8 @@ pub(super) struct Ctx<'a> {
     pub(super) sharing: Option<u8>,
     /// The controller-manager's `--virtual-kubelet-pod-workers`.
     pub(super) vk_pod_workers: Option<usize>,
+    /// The IPAM's address for the virtual kubelets alone (`--virtual-kubelet-ipam-address`).
+    pub(super) vk_ipam: Option<String>,
 }
 
 /// How the controller-manager runs the virtual kubelets.
@@ -156,6 +158,9 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
     }
     if let Some(w) = c.vk_pod_workers {
         args.extend([s("--virtual-kubelet-pod-workers"), s(w)]);
+    }
+    if let Some(ipam) = &c.vk_ipam {
+        args.extend([s("--virtual-kubelet-ipam-address"), s(ipam)]);
     }
     // Virtual kubelets: a free kubelet port each (several on this host), the cluster's CA
     // (which signed the API server's kubelet client certificate) for the kubelet API.

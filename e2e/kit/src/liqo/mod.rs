@@ -72,6 +72,9 @@ pub struct Options {
     pub sharing_percentage: BTreeMap<String, u8>,
     /// The controller-manager's `--virtual-kubelet-pod-workers` (default 10).
     pub vk_pod_workers: Option<usize>,
+    /// Give the virtual kubelets the cluster's IPAM (`--virtual-kubelet-ipam-address`) with
+    /// the network manager off: the caller tells the IPAM the peers' views itself.
+    pub vk_ipam: bool,
 }
 
 impl Default for Options {
@@ -87,6 +90,7 @@ impl Default for Options {
             virtual_kubelet: VkMode::default(),
             sharing_percentage: BTreeMap::new(),
             vk_pod_workers: None,
+            vk_ipam: false,
         }
     }
 }
@@ -191,6 +195,12 @@ async fn install_one(
                 .map(PathBuf::as_path),
             sharing: opts.sharing_percentage.get(&c.name).copied(),
             vk_pod_workers: opts.vk_pod_workers,
+            vk_ipam: running
+                .iter()
+                .filter(|_| opts.vk_ipam && !opts.network)
+                .find(|r| r.program == IPAM)
+                .and_then(|r| r.listen.as_ref())
+                .map(|l| format!("http://{l}")),
         };
         if comp.program == AUTH {
             objects::auth_service(&client, ctx.port).await?;

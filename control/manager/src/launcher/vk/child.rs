@@ -100,6 +100,10 @@ pub fn child_args(
         a.extend(["--client-ca-file".into(), ca.display().to_string()]);
     }
     if let Some(ipam) = &s.ipam {
+        // Its default: the network is Liqo's when an IPAM is given.
+        if !s.liqo_network {
+            a.extend(["--liqo-network".into(), "false".into()]);
+        }
         a.extend(["--ipam-server".into(), ipam.server.clone()]);
         if let Some(f) = &ipam.ca_file {
             a.extend(["--ipam-ca-file".into(), f.display().to_string()]);

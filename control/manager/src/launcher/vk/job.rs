@@ -40,8 +40,11 @@ pub struct Settings {
     pub port: u16,
     /// The CA of the client certificates the kubelet API accepts.
     pub client_ca: Option<PathBuf>,
-    /// The home IPAM (pod IPs remapped; the network's state on the node).
+    /// The home IPAM (pod IPs remapped, the reflected EndpointSlices' addresses).
     pub ipam: Option<ipam::service::client::ClientOptions>,
+    /// Whether the network is Liqo's (the network manager runs): the TunnelEndpoint gates
+    /// the virtual node's readiness.
+    pub liqo_network: bool,
     /// Pod reflection workers.
     pub pod_workers: usize,
     /// API server support: offloaded pods get tokens of their home ServiceAccounts.

@@ -20,6 +20,7 @@ fn settings(ipam: bool, ca: bool) -> Settings {
             o.token_file = Some("/run/token".into());
             o
         }),
+        liqo_network: ipam,
         pod_workers: 10,
         apiserver_support: true,
         reflection: Default::default(),
@@ -86,6 +87,30 @@ fn the_child_gets_both_identities_its_offer_and_only_the_options_set() {
     assert_eq!(
         tail,
         "--client-ca-file /etc/ca.crt --ipam-server https://ipam:6000 --ipam-token-file /run/token"
+    );
+}
+
+#[test]
+fn an_ipam_without_liqos_network_is_said_so() {
+    let peer = Peer {
+        cluster_id: MILAN.parse().unwrap(),
+        namespace: "liqo-tenant-milan".into(),
+        offer: "milan".into(),
+    };
+    let mut s = settings(true, false);
+    s.liqo_network = false;
+    let a = child_args(
+        &identity(ROME, "rome"),
+        &identity(MILAN, "milan"),
+        &peer,
+        &s,
+        Path::new("/k"),
+        1,
+    )
+    .join(" ");
+    assert!(
+        a.contains("--liqo-network false --ipam-server https://ipam:6000"),
+        "{a}"
     );
 }
 
