@@ -12,7 +12,10 @@ use crate::{
 };
 
 /// State format version written by this code.
-pub const STATE_VERSION: u32 = 1;
+pub const STATE_VERSION: u32 = 2;
+/// The versions read: 1 (endpoint peers as a list, each held by the unnamed holder) and 2
+/// (endpoint holds per peer and holder).
+const READ_VERSIONS: [u32; 2] = [1, 2];
 
 /// How many released peers are remembered for [`Ipam::acquire`] to give their ranges back.
 pub const RELEASED_MEMORY: usize = 1024;
@@ -77,7 +80,7 @@ impl Ipam {
 
     /// The IPAM exactly as saved, with every allocation in place.
     pub fn restore(state: State) -> Result<Ipam, Error> {
-        if state.version != STATE_VERSION {
+        if !READ_VERSIONS.contains(&state.version) {
             return Err(Error::Corrupt(format!(
                 "unknown state version {}",
                 state.version

@@ -382,6 +382,26 @@ fn each_holder_drops_only_its_own_hold_of_an_endpoint() {
 }
 
 #[test]
+fn a_hold_from_before_holders_is_dropped_by_the_first_holder_that_releases() {
+    let mut ipam = Ipam::new(Config::new(n("10.200.0.0/16"), n("10.96.0.0/12"))).unwrap();
+    let milan = id("milan");
+    ipam.acquire(&milan, n("10.200.0.0/16"), n("10.70.0.0/16"))
+        .unwrap();
+    ipam.set_peer_view(&milan, n("10.99.0.0/16"), n("10.98.0.0/16"))
+        .unwrap();
+    let ip = "172.18.0.7".parse().unwrap();
+    ipam.map_endpoint(&milan, ip, &h("")).unwrap();
+    ipam.map_endpoint(&milan, ip, &h("virtual-kubelet"))
+        .unwrap();
+    ipam.unmap_endpoint(&milan, ip, &h("virtual-kubelet"))
+        .unwrap();
+    assert_eq!(ipam.endpoints().count(), 1, "the unnamed hold remains");
+    ipam.unmap_endpoint(&milan, ip, &h("virtual-kubelet"))
+        .unwrap();
+    assert_eq!(ipam.endpoints().count(), 0, "then it is dropped too");
+}
+
+#[test]
 fn holder_names_are_checked() {
     for bad in ["Virtual", "a b", &"x".repeat(64), "é"] {
         let e = bad.parse::<crate::Holder>().unwrap_err();

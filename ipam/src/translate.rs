@@ -92,8 +92,9 @@ impl Ipam {
         })
     }
 
-    /// Drops `holder`'s hold of the mapping of `ip` for peer `id`; the external address is
-    /// released when nobody holds it for any peer.
+    /// Drops `holder`'s hold of the mapping of `ip` for peer `id` (or, when it has none, the
+    /// unnamed hold of state written before holders: taken by a holder that could not say
+    /// so); the external address is released when nobody holds it for any peer.
     pub fn unmap_endpoint(
         &mut self,
         id: &ClusterId,
@@ -104,13 +105,19 @@ impl Ipam {
         let e = self
             .endpoints
             .get_mut(&ip)
-            .filter(|e| e.peers.get(id).is_some_and(|h| h.contains(holder)))
+            .filter(|e| {
+                e.peers
+                    .get(id)
+                    .is_some_and(|h| h.contains(holder) || h.contains(&Holder::default()))
+            })
             .ok_or_else(|| Error::IpOutside {
                 ip,
                 ranges: format!("the endpoints {holder} holds for peer {id}"),
             })?;
         if let Some(holders) = e.peers.get_mut(id) {
-            holders.remove(holder);
+            if !holders.remove(holder) {
+                holders.remove(&Holder::default());
+            }
             if holders.is_empty() {
                 e.peers.remove(id);
             }

@@ -124,7 +124,35 @@ impl std::str::FromStr for ReflectionWorkers {
     /// `kind=n,...` over the defaults (`service`, `endpointslice`, `ingress`, `configmap`,
     /// `secret`, `serviceaccount`); an unknown kind or a bad count is refused, naming it.
     fn from_str(text: &str) -> Result<Self, InvalidReflectionWorkers> {
-        let mut w = ReflectionWorkers::default();
+        ReflectionWorkers::parse_over(ReflectionWorkers::default(), text)
+    }
+}
+
+impl ReflectionWorkers {
+    /// Every kind off (ConfigMaps still reflect the root CA, which offloaded pods name).
+    pub const NONE: ReflectionWorkers = ReflectionWorkers {
+        service: 0,
+        endpointslice: 0,
+        ingress: 0,
+        configmap: 0,
+        secret: 0,
+        serviceaccount: 0,
+    };
+
+    /// An in-process virtual kubelet's (the controller-manager's identity, whose role reads
+    /// Services and Secrets only): those, with the defaults' workers; the root CA.
+    pub const IN_PROCESS: ReflectionWorkers = ReflectionWorkers {
+        service: 3,
+        secret: 3,
+        ..ReflectionWorkers::NONE
+    };
+
+    /// `kind=n,...` over `base`; an unknown kind or a bad count is refused, naming it.
+    pub fn parse_over(
+        base: ReflectionWorkers,
+        text: &str,
+    ) -> Result<Self, InvalidReflectionWorkers> {
+        let mut w = base;
         for item in text.split(',').map(str::trim).filter(|i| !i.is_empty()) {
             let (kind, n) = item
                 .split_once('=')
@@ -150,18 +178,6 @@ impl std::str::FromStr for ReflectionWorkers {
         }
         Ok(w)
     }
-}
-
-impl ReflectionWorkers {
-    /// Every kind off (ConfigMaps still reflect the root CA, which offloaded pods name).
-    pub const NONE: ReflectionWorkers = ReflectionWorkers {
-        service: 0,
-        endpointslice: 0,
-        ingress: 0,
-        configmap: 0,
-        secret: 0,
-        serviceaccount: 0,
-    };
 
     /// The flags of a `liqo-virtual-kubelet` process with these workers.
     pub fn args(&self) -> Vec<String> {

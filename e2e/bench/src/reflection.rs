@@ -129,7 +129,7 @@ async fn bench(
     let deadline = Instant::now() + timeout;
     let holds = loop {
         let h = home_ipam.holds(&rome, OFFLOADED).await?;
-        if h.leaked.is_empty() && h.missing.is_empty() {
+        if h.leaked.is_empty() && h.missing.is_empty() && h.held > 0 {
             break h;
         }
         if Instant::now() > deadline {

@@ -4,6 +4,8 @@ use std::{net::IpAddr, path::PathBuf};
 
 use clap::{Args, ValueEnum};
 
+use liqo_virtual_kubelet::config::ReflectionWorkers;
+
 use super::vk::{Mode, Settings};
 
 /// How virtual kubelets run (`--virtual-kubelet-mode`).
@@ -67,11 +69,11 @@ pub struct VkArgs {
     #[arg(long = "virtual-kubelet-ipam-address", value_parser = plain_ipam_address)]
     pub vk_ipam_address: Option<String>,
     /// Resource reflection workers per kind in the virtual kubelets (`kind=n,...` over the
-    /// defaults; 0 turns a kind off), e.g. `ingress=0,secret=5`. Process mode only: an
-    /// in-process virtual kubelet (the controller-manager's identity, whose role reads none of
-    /// those kinds) reflects pods and the root CA ConfigMap only.
-    #[arg(long = "virtual-kubelet-reflection-workers")]
-    pub reflection: Option<liqo_virtual_kubelet::config::ReflectionWorkers>,
+    /// defaults; 0 turns a kind off), e.g. `ingress=0,secret=5`. An in-process virtual kubelet
+    /// (the controller-manager's identity, whose role reads Services and Secrets only)
+    /// reflects Services, Secrets and the root CA; any other kind is refused there.
+    #[arg(long = "virtual-kubelet-reflection-workers", value_parser = reflection_workers)]
+    pub reflection: Option<String>,
 }
 
 /// A worker count refused.
@@ -88,6 +90,14 @@ pub enum InvalidWorkers {
         /// Why it does not parse.
         cause: std::num::ParseIntError,
     },
+}
+
+/// A `kind=n,...` list that parses (applied over the mode's defaults by [`VkArgs::settings`]).
+fn reflection_workers(
+    s: &str,
+) -> Result<String, liqo_virtual_kubelet::config::InvalidReflectionWorkers> {
+    s.parse::<ReflectionWorkers>()?;
+    Ok(s.to_owned())
 }
 
 /// An IPAM address the client accepts (`http://host:port`).
@@ -125,6 +135,9 @@ pub enum ArgsError {
         /// What the role lacks.
         why: &'static str,
     },
+    /// A bad `--virtual-kubelet-reflection-workers` (checked when parsed already).
+    #[error("--virtual-kubelet-reflection-workers")]
+    Reflection(#[source] liqo_virtual_kubelet::config::InvalidReflectionWorkers),
     /// A process-mode file that does not exist.
     #[error("{flag} {}: not found", path.display())]
     Missing {
@@ -136,6 +149,12 @@ pub enum ArgsError {
 }
 
 impl VkArgs {
+    /// `--virtual-kubelet-reflection-workers` over `base`.
+    fn reflection(&self, base: ReflectionWorkers) -> Result<ReflectionWorkers, ArgsError> {
+        ReflectionWorkers::parse_over(base, self.reflection.as_deref().unwrap_or_default())
+            .map_err(ArgsError::Reflection)
+    }
+
     /// The launcher's settings; `ipam` is the controller-manager's own.
     pub fn settings(
         &self,
@@ -162,11 +181,12 @@ impl VkArgs {
                         why: "does not mint ServiceAccount tokens",
                     });
                 }
-                if self.reflection.is_some() {
+                let w = self.reflection(ReflectionWorkers::IN_PROCESS)?;
+                if w.endpointslice + w.ingress + w.serviceaccount + w.configmap > 0 {
                     return Err(ArgsError::NeedsOwnIdentity {
                         flag: "--virtual-kubelet-reflection-workers",
-                        why: "reads no Service, EndpointSlice, Ingress, ConfigMap (but the root \
-                              CA) nor ServiceAccount of the offloaded namespaces",
+                        why: "reads no EndpointSlice, Ingress, ServiceAccount nor ConfigMap (but \
+                              the root CA) of the offloaded namespaces",
                     });
                 }
                 Mode::InProcess
@@ -201,11 +221,11 @@ impl VkArgs {
             },
             pod_workers: self.pod_workers,
             apiserver_support: self.apiserver_support,
-            // In-process: pods and the root CA (ConfigMaps at 0 keep that one reflector).
-            reflection: match self.mode {
-                ModeFlag::InProcess => liqo_virtual_kubelet::config::ReflectionWorkers::NONE,
-                ModeFlag::Process => self.reflection.unwrap_or_default(),
-            },
+            // In-process: Services, Secrets and the root CA (ConfigMaps at 0 keep that one).
+            reflection: self.reflection(match self.mode {
+                ModeFlag::InProcess => ReflectionWorkers::IN_PROCESS,
+                ModeFlag::Process => ReflectionWorkers::default(),
+            })?,
         })
     }
 }
@@ -213,7 +233,6 @@ impl VkArgs {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use liqo_virtual_kubelet::config::ReflectionWorkers;
 
     use super::*;
 
@@ -230,17 +249,33 @@ mod tests {
     }
 
     #[test]
-    fn in_process_reflects_pods_and_the_root_ca_only() {
+    fn in_process_reflects_services_secrets_and_the_root_ca() {
         let s = args(&[]).settings(None).unwrap();
         assert!(matches!(s.mode, Mode::InProcess));
-        assert_eq!(s.reflection, ReflectionWorkers::NONE);
+        assert_eq!(s.reflection, ReflectionWorkers::IN_PROCESS);
         assert!(!s.apiserver_support);
+        let s = args(&["--virtual-kubelet-reflection-workers", "service=5,secret=0"])
+            .settings(None)
+            .unwrap();
+        assert_eq!((s.reflection.service, s.reflection.secret), (5, 0));
+        let s = args(&[
+            "--virtual-kubelet-mode",
+            "process",
+            "--virtual-kubelet-binary",
+            "/bin/sh",
+            "--virtual-kubelet-reflection-workers",
+            "ingress=0",
+        ])
+        .settings(None)
+        .unwrap();
+        assert_eq!(s.reflection.endpointslice, 10, "over the defaults");
+        assert_eq!(s.reflection.ingress, 0);
     }
 
     #[test]
     fn in_process_refuses_what_needs_the_virtual_kubelets_own_identity() {
         for flags in [
-            &["--virtual-kubelet-reflection-workers", "service=2"][..],
+            &["--virtual-kubelet-reflection-workers", "endpointslice=2"][..],
             &["--virtual-kubelet-apiserver-support", "true"][..],
         ] {
             let e = args(flags).settings(None).unwrap_err().to_string();

@@ -119,6 +119,8 @@ impl State {
         }
         for ip in recorded.keys() {
             *self.users.entry(ip.clone()).or_insert(0) += 1;
+            // In use again: a failed release must not be retried.
+            self.pending.retain(|p| p != ip);
         }
         (recorded.clone(), true)
     }
@@ -284,9 +286,10 @@ impl Endpoints {
     }
 
     /// Drops the holds no slice uses: `recorded` reads the addresses the copies on the
-    /// provider record, under the lock with the IPAM's listing (no map or release runs
-    /// meanwhile: an address mapped in this process is counted, one recorded before is read).
-    /// Returns the addresses dropped; a failure to read either side drops nothing.
+    /// provider record (before the lock: a copy written since was mapped by this process, so
+    /// its addresses are counted), then, under the lock, the counted addresses and the IPAM's
+    /// listing (no map or release runs meanwhile). Returns the addresses dropped; a failure to
+    /// read either side drops nothing.
     pub async fn sweep<F, Fut>(&self, recorded: F) -> Result<Vec<String>, EndpointError>
     where
         F: FnOnce() -> Fut,
@@ -295,8 +298,8 @@ impl Endpoints {
         let Some(client) = &self.client else {
             return Ok(Vec::new());
         };
-        let mut s = self.state.lock().await;
         let mut used = recorded().await?;
+        let mut s = self.state.lock().await;
         used.extend(s.users.keys().cloned());
         let listed = client
             .clone()

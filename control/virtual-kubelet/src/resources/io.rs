@@ -137,9 +137,11 @@ impl Io for EndpointSlice {
             .map(key, &endpointslice::addresses(local, &ctx), &recorded)
             .await
             .map_err(HandleError::Endpoint)?;
-        // Unoffloaded meanwhile (its namespace's mappings released already): what this call
-        // mapped is released too.
-        if r.pair(&key.namespace).is_none() {
+        // Unoffloaded (or mapped elsewhere) meanwhile, its namespace's mappings released
+        // already: what this call mapped is released too.
+        if r.pair(&key.namespace)
+            .is_none_or(|now| !Arc::ptr_eq(&now, &pair))
+        {
             r.extra.endpoints.release(key, &BTreeMap::new()).await;
             return Ok(Inputs::default());
         }

@@ -63,6 +63,8 @@ pub(super) async fn run(
         return;
     };
     if listed.wait_for(|l| *l).await.is_err() {
+        // The NamespaceMap watch ended before its first listing: reflection ends with it.
+        tracing::debug!("no NamespaceMap listing: no sweep");
         return;
     }
     let mut delay = BACKOFF;

@@ -112,6 +112,11 @@ async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome,
             }
             return Ok(Outcome::Done);
         }
+        // The copy under this name belongs to another local object (a refused look-alike of
+        // the root CA's copy, deleted): not this key's to delete.
+        Action::Delete { name, .. } if K::local_name(&name, &ctx).as_deref() != Some(&key.name) => {
+            return Ok(Outcome::Done);
+        }
         Action::Delete { name, uid } => {
             let dp = DeleteParams {
                 preconditions: Some(Preconditions {
