@@ -49,6 +49,57 @@ pub struct HomeApi {
     pub port: u16,
 }
 
+/// A `host:port` refused, naming it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidHomeApi {
+    /// No `:port`.
+    #[error("{0:?} is not host:port")]
+    NotHostPort(String),
+    /// Nothing before the port.
+    #[error("{0:?} has no host")]
+    NoHost(String),
+    /// The port does not parse.
+    #[error("{text:?}: port {port:?}")]
+    Port {
+        /// As given.
+        text: String,
+        /// The port as given.
+        port: String,
+        /// Why.
+        #[source]
+        source: std::num::ParseIntError,
+    },
+}
+
+impl std::str::FromStr for HomeApi {
+    type Err = InvalidHomeApi;
+
+    /// `host:port` (`10.70.0.1:6443`, `api.rome.example:443`).
+    fn from_str(text: &str) -> Result<Self, InvalidHomeApi> {
+        let (host, port) = text
+            .rsplit_once(':')
+            .ok_or_else(|| InvalidHomeApi::NotHostPort(text.to_owned()))?;
+        let port = port.parse::<u16>().map_err(|source| InvalidHomeApi::Port {
+            text: text.to_owned(),
+            port: port.to_owned(),
+            source,
+        })?;
+        if host.is_empty() {
+            return Err(InvalidHomeApi::NoHost(text.to_owned()));
+        }
+        Ok(HomeApi {
+            host: host.to_owned(),
+            port,
+        })
+    }
+}
+
+impl std::fmt::Display for HomeApi {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
 /// What a pod's ServiceAccount projection asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenNeed {

@@ -46,6 +46,17 @@ fn api() -> HomeApi {
 }
 
 #[test]
+fn a_home_api_server_is_host_colon_port() {
+    let a: HomeApi = "10.70.0.1:6443".parse().unwrap();
+    assert_eq!(a, api());
+    assert_eq!(a.to_string(), "10.70.0.1:6443");
+    for bad in ["10.70.0.1", ":6443", "10.70.0.1:http", "10.70.0.1:70000"] {
+        let e = bad.parse::<HomeApi>().unwrap_err().to_string();
+        assert!(e.contains(&format!("{bad:?}")), "{e}");
+    }
+}
+
+#[test]
 fn the_kubelets_3607_s_is_asked_as_3600_s_never_extended_to_a_year() {
     let mut v = serde_json::to_value(pod(true)).unwrap();
     v["spec"]["volumes"][1]["projected"]["sources"][0]["serviceAccountToken"]["expirationSeconds"] =

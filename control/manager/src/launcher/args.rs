@@ -68,6 +68,12 @@ pub struct VkArgs {
     /// (`liqo-ipam set-peer-view`).
     #[arg(long = "virtual-kubelet-ipam-address", value_parser = plain_ipam_address)]
     pub vk_ipam_address: Option<String>,
+    /// Where offloaded pods reach the home API server (`host:port` as the provider's pods see
+    /// it), instead of the address `default/kubernetes` publishes, mapped through the IPAM
+    /// (an API server behind a load balancer, another network fabric). Implies API server
+    /// support; process mode only.
+    #[arg(long = "virtual-kubelet-home-api-server")]
+    pub home_api: Option<control::shadowpod::token::HomeApi>,
     /// Resource reflection workers per kind in the virtual kubelets (`kind=n,...` over the
     /// defaults; 0 turns a kind off), e.g. `ingress=0,secret=5`. An in-process virtual kubelet
     /// (the controller-manager's identity, whose role reads Services and Secrets only)
@@ -181,6 +187,12 @@ impl VkArgs {
                         why: "does not mint ServiceAccount tokens",
                     });
                 }
+                if self.home_api.is_some() {
+                    return Err(ArgsError::NeedsOwnIdentity {
+                        flag: "--virtual-kubelet-home-api-server",
+                        why: "does not mint ServiceAccount tokens",
+                    });
+                }
                 let w = self.reflection(ReflectionWorkers::IN_PROCESS)?;
                 if w.endpointslice + w.ingress + w.serviceaccount + w.configmap > 0 {
                     return Err(ArgsError::NeedsOwnIdentity {
@@ -220,7 +232,8 @@ impl VkArgs {
                 None => ipam,
             },
             pod_workers: self.pod_workers,
-            apiserver_support: self.apiserver_support,
+            apiserver_support: self.apiserver_support || self.home_api.is_some(),
+            home_api: self.home_api.clone(),
             // In-process: Services, Secrets and the root CA (ConfigMaps at 0 keep that one).
             reflection: self.reflection(match self.mode {
                 ModeFlag::InProcess => ReflectionWorkers::IN_PROCESS,
@@ -277,6 +290,7 @@ mod tests {
         for flags in [
             &["--virtual-kubelet-reflection-workers", "endpointslice=2"][..],
             &["--virtual-kubelet-apiserver-support", "true"][..],
+            &["--virtual-kubelet-home-api-server", "10.70.0.1:6443"][..],
         ] {
             let e = args(flags).settings(None).unwrap_err().to_string();
             assert!(e.starts_with(flags[0]), "{e}");

@@ -308,7 +308,7 @@ async fn run_task(job: &Job) -> String {
         ping_timeout: vkc::DEFAULT_PING_TIMEOUT,
         extra_labels: Default::default(),
         apiserver_support: job.settings.apiserver_support,
-        home_api: None,
+        home_api: job.settings.home_api.clone(),
         reflection: job.settings.reflection,
     };
     match liqo_virtual_kubelet::run(cfg, futures::future::pending()).await {

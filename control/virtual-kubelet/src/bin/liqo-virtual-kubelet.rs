@@ -91,7 +91,7 @@ struct Args {
     #[arg(long)]
     enable_apiserver_support: bool,
     /// Where the provider's pods reach the home API server (`host:port`; implies support).
-    #[arg(long, value_parser = home_api)]
+    #[arg(long)]
     home_api_server: Option<control::shadowpod::token::HomeApi>,
     /// The node Lease's duration (`40s`).
     #[arg(long, default_value = "40s", value_parser = humantime::parse_duration)]
@@ -223,23 +223,6 @@ fn shutdown() -> anyhow::Result<impl std::future::Future<Output = ()> + Send> {
             _ = term.recv() => tracing::info!(signal = "SIGTERM", "shutting down"),
             _ = int.recv() => tracing::info!(signal = "SIGINT", "shutting down"),
         }
-    })
-}
-
-/// A `host:port` of `--home-api-server`.
-fn home_api(text: &str) -> Result<control::shadowpod::token::HomeApi, String> {
-    let (host, port) = text
-        .rsplit_once(':')
-        .ok_or_else(|| format!("{text:?} is not host:port"))?;
-    let port = port
-        .parse::<u16>()
-        .map_err(|e| format!("{text:?}: port {port:?}: {e}"))?;
-    if host.is_empty() {
-        return Err(format!("{text:?} has no host"));
-    }
-    Ok(control::shadowpod::token::HomeApi {
-        host: host.to_owned(),
-        port,
     })
 }
 

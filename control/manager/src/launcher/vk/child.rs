@@ -96,6 +96,9 @@ pub fn child_args(
     if s.apiserver_support {
         a.push("--enable-apiserver-support".into());
     }
+    if let Some(api) = &s.home_api {
+        a.extend(["--home-api-server".into(), api.to_string()]);
+    }
     if let Some(ca) = &s.client_ca {
         a.extend(["--client-ca-file".into(), ca.display().to_string()]);
     }

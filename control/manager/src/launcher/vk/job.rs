@@ -49,6 +49,8 @@ pub struct Settings {
     pub pod_workers: usize,
     /// API server support: offloaded pods get tokens of their home ServiceAccounts.
     pub apiserver_support: bool,
+    /// Where the provider's pods reach the home API server, if given (else found).
+    pub home_api: Option<control::shadowpod::token::HomeApi>,
     /// Resource reflection workers per kind.
     pub reflection: liqo_virtual_kubelet::config::ReflectionWorkers,
 }

@@ -23,6 +23,7 @@ fn settings(ipam: bool, ca: bool) -> Settings {
         liqo_network: ipam,
         pod_workers: 10,
         apiserver_support: true,
+        home_api: None,
         reflection: Default::default(),
     }
 }
@@ -110,6 +111,30 @@ fn an_ipam_without_liqos_network_is_said_so() {
     .join(" ");
     assert!(
         a.contains("--liqo-network false --ipam-server https://ipam:6000"),
+        "{a}"
+    );
+}
+
+#[test]
+fn a_given_home_api_server_goes_to_the_child() {
+    let peer = Peer {
+        cluster_id: MILAN.parse().unwrap(),
+        namespace: "liqo-tenant-milan".into(),
+        offer: "milan".into(),
+    };
+    let mut s = settings(false, false);
+    s.home_api = Some("10.70.0.1:6443".parse().unwrap());
+    let a = child_args(
+        &identity(ROME, "rome"),
+        &identity(MILAN, "milan"),
+        &peer,
+        &s,
+        Path::new("/k"),
+        1,
+    )
+    .join(" ");
+    assert!(
+        a.contains("--enable-apiserver-support --home-api-server 10.70.0.1:6443"),
         "{a}"
     );
 }
