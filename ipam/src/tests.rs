@@ -356,14 +356,20 @@ fn h(s: &str) -> crate::Holder {
     s.parse().unwrap()
 }
 
-#[test]
-fn each_holder_drops_only_its_own_hold_of_an_endpoint() {
+/// An IPAM with peer milan and milan's view of us.
+fn milan_with_views() -> (Ipam, ClusterId) {
     let mut ipam = Ipam::new(Config::new(n("10.200.0.0/16"), n("10.96.0.0/12"))).unwrap();
     let milan = id("milan");
     ipam.acquire(&milan, n("10.200.0.0/16"), n("10.70.0.0/16"))
         .unwrap();
     ipam.set_peer_view(&milan, n("10.99.0.0/16"), n("10.98.0.0/16"))
         .unwrap();
+    (ipam, milan)
+}
+
+#[test]
+fn each_holder_drops_only_its_own_hold_of_an_endpoint() {
+    let (mut ipam, milan) = milan_with_views();
     let api = "172.18.0.2".parse().unwrap();
     let vk = h("virtual-kubelet");
     let liqoctl = h("liqoctl-in-band");
@@ -383,12 +389,7 @@ fn each_holder_drops_only_its_own_hold_of_an_endpoint() {
 
 #[test]
 fn a_hold_from_before_holders_is_dropped_by_the_first_holder_that_releases() {
-    let mut ipam = Ipam::new(Config::new(n("10.200.0.0/16"), n("10.96.0.0/12"))).unwrap();
-    let milan = id("milan");
-    ipam.acquire(&milan, n("10.200.0.0/16"), n("10.70.0.0/16"))
-        .unwrap();
-    ipam.set_peer_view(&milan, n("10.99.0.0/16"), n("10.98.0.0/16"))
-        .unwrap();
+    let (mut ipam, milan) = milan_with_views();
     let ip = "172.18.0.7".parse().unwrap();
     ipam.map_endpoint(&milan, ip, &h("")).unwrap();
     ipam.map_endpoint(&milan, ip, &h("virtual-kubelet"))

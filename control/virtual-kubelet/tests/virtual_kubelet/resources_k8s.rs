@@ -9,7 +9,7 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Instant};
 
-use ipam::service::proto::{Empty, MapIpRequest};
+use ipam::service::proto::Empty;
 use ipnet::Ipv4Net;
 use k8s_openapi::api::{
     core::v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount},
@@ -24,7 +24,11 @@ use kube::{
 use liqo_virtual_kubelet::{VkConfig, resources};
 use serde_json::json;
 
-use crate::common::{AbortOnDrop, create, eventually, ipam::TestIpam, listed};
+use crate::common::{
+    AbortOnDrop, create, eventually,
+    ipam::{TestIpam, endpoint},
+    listed,
+};
 
 const LOCAL: &str = "svc";
 const REMOTE: &str = "svc-rome";
@@ -293,13 +297,12 @@ pub(crate) async fn check(
     let mut expect = Vec::new();
     for ip in [pod_ip.to_string(), EXTERNAL_ENDPOINT.to_owned()] {
         let a = admin
-            .map_ip(MapIpRequest {
-                cluster_id: foreign.clone(),
-                ip,
-                direction: ipam::service::proto::Direction::Endpoint as i32,
-                // The virtual kubelet's own hold (taken again: no hold more).
-                holder: control::consts::reflection::IPAM_HOLDER.into(),
-            })
+            // The virtual kubelet's own hold (taken again: no hold more).
+            .map_ip(endpoint(
+                &foreign,
+                &ip,
+                control::consts::reflection::IPAM_HOLDER,
+            ))
             .await
             .unwrap()
             .into_inner();

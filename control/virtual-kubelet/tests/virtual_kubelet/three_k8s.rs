@@ -19,7 +19,7 @@ use std::{
 
 use control::{api::discovery::ClusterIdentity, consts::reflection::IPAM_HOLDER};
 use futures::TryStreamExt;
-use ipam::service::proto::{Direction, Empty, Hold, MapIpRequest};
+use ipam::service::proto::{Empty, Hold};
 use ipnet::Ipv4Net;
 use k8s_openapi::api::{
     core::v1::{Namespace, Service},
@@ -34,7 +34,11 @@ use serde_json::json;
 use testkit::k8s::Cluster;
 use tokio::sync::watch::Sender;
 
-use crate::common::{AbortOnDrop, create, eventually, ipam::TestIpam, listed};
+use crate::common::{
+    AbortOnDrop, create, eventually,
+    ipam::{TestIpam, endpoint},
+    listed,
+};
 
 const LOCAL: &str = "three";
 const REMOTE: &str = "three-rome";
@@ -164,12 +168,7 @@ pub(crate) async fn check(cfg: &VkConfig, rome_c: &Cluster, milan_c: &Cluster, t
     // mapping taken just before a crash), and another holder's of another address, for milan.
     for (ip, holder) in [(STRAY, IPAM_HOLDER), (OTHERS, OTHER_HOLDER)] {
         ipam.admin
-            .map_ip(MapIpRequest {
-                cluster_id: milan_id.clone(),
-                ip: ip.into(),
-                direction: Direction::Endpoint as i32,
-                holder: holder.into(),
-            })
+            .map_ip(endpoint(&milan_id, ip, holder))
             .await
             .unwrap();
     }
@@ -217,12 +216,7 @@ pub(crate) async fn check(cfg: &VkConfig, rome_c: &Cluster, milan_c: &Cluster, t
         for ip in [home_pod, other] {
             let a = ipam
                 .admin
-                .map_ip(MapIpRequest {
-                    cluster_id: id.to_owned(),
-                    ip: ip.to_string(),
-                    direction: Direction::Endpoint as i32,
-                    holder: IPAM_HOLDER.into(),
-                })
+                .map_ip(endpoint(id, &ip.to_string(), IPAM_HOLDER))
                 .await
                 .unwrap()
                 .into_inner();
@@ -291,12 +285,7 @@ pub(crate) async fn check(cfg: &VkConfig, rome_c: &Cluster, milan_c: &Cluster, t
     .await;
     println!("THREE swept: milan's holds {held:?}");
     admin
-        .unmap_endpoint(MapIpRequest {
-            cluster_id: milan_id.clone(),
-            ip: OTHERS.into(),
-            direction: Direction::Endpoint as i32,
-            holder: OTHER_HOLDER.into(),
-        })
+        .unmap_endpoint(endpoint(&milan_id, OTHERS, OTHER_HOLDER))
         .await
         .unwrap();
 

@@ -16,11 +16,14 @@ use e2e::lab::k8s::{self, K8sLab};
 use k8s_openapi::api::{core::v1::Service, discovery::v1::EndpointSlice};
 use kube::{
     Api, Client,
-    api::{ListParams, Patch, PatchParams},
+    api::{Patch, PatchParams},
 };
 use serde_json::json;
 
-use super::{services::SVC_NS, until};
+use super::{
+    services::{SVC_NS, copied_addresses},
+    until,
+};
 
 const SERVICE: &str = "lab-echo";
 const PORT: u16 = 7307;
@@ -116,22 +119,16 @@ pub(crate) async fn reach_reflected_endpoints(
 
     // milan's copy: one address per rome pod, each a remapped one.
     let copied: Vec<Ipv4Addr> = until(60, "milan's copy of the lab-echo slice", || {
-        let api = Api::<EndpointSlice>::namespaced(milan.clone(), SVC_NS);
         let want = servers.len();
         async move {
-            let slices = api
-                .list(&ListParams::default().labels(&format!(
-                    "kubernetes.io/service-name={SERVICE},endpointslice.kubernetes.io/managed-by=endpointslice.reflection.liqo.io"
-                )))
-                .await
-                .map_err(|e| e.to_string())?;
-            let got: Vec<Ipv4Addr> = slices
-                .items
+            let got: Vec<Ipv4Addr> = copied_addresses(milan, SERVICE)
+                .await?
                 .iter()
-                .flat_map(|s| s.endpoints.iter().flat_map(|e| e.addresses.clone()))
                 .filter_map(|a| a.parse().ok())
                 .collect();
-            (got.len() == want).then_some(got.clone()).ok_or(format!("{got:?}"))
+            (got.len() == want)
+                .then_some(got.clone())
+                .ok_or(format!("{got:?}"))
         }
     })
     .await;

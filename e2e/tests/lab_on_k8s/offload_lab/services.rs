@@ -55,6 +55,24 @@ fn map_ip(k: &K8sLab, peer: &str, ip: &str) -> String {
         .to_owned()
 }
 
+/// The addresses of the reflected copies of `service`'s EndpointSlices on `c` (in `SVC_NS`).
+pub(crate) async fn copied_addresses(
+    c: &Client,
+    service: &str,
+) -> Result<BTreeSet<String>, String> {
+    let slices = Api::<EndpointSlice>::namespaced(c.clone(), SVC_NS)
+        .list(&ListParams::default().labels(&format!(
+            "kubernetes.io/service-name={service},endpointslice.kubernetes.io/managed-by=endpointslice.reflection.liqo.io"
+        )))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(slices
+        .items
+        .iter()
+        .flat_map(|s| s.endpoints.iter().flat_map(|e| e.addresses.clone()))
+        .collect())
+}
+
 /// Chapter 14 on `k`; returns how long the Service took to appear on milan.
 pub(crate) async fn offload_a_service(
     k: &K8sLab,
@@ -145,21 +163,12 @@ pub(crate) async fn offload_a_service(
     .await;
     let expect: BTreeSet<String> = home_ips.iter().map(|ip| map_ip(k, milan_id, ip)).collect();
     let got = until(120, "milan's EndpointSlices hold rome's pods", || {
-        let api = Api::<EndpointSlice>::namespaced(milan.clone(), SVC_NS);
         let expect = expect.clone();
         async move {
-            let slices = api
-                .list(&ListParams::default().labels(&format!(
-                    "kubernetes.io/service-name={SERVICE},endpointslice.kubernetes.io/managed-by=endpointslice.reflection.liqo.io"
-                )))
-                .await
-                .map_err(|e| e.to_string())?;
-            let got: BTreeSet<String> = slices
-                .items
-                .iter()
-                .flat_map(|s| s.endpoints.iter().flat_map(|e| e.addresses.clone()))
-                .collect();
-            (got == expect).then_some(got.clone()).ok_or(format!("{got:?} (want {expect:?})"))
+            let got = copied_addresses(milan, SERVICE).await?;
+            (got == expect)
+                .then_some(got.clone())
+                .ok_or(format!("{got:?} (want {expect:?})"))
         }
     })
     .await;

@@ -91,24 +91,29 @@ fn the_child_gets_both_identities_its_offer_and_only_the_options_set() {
     );
 }
 
-#[test]
-fn an_ipam_without_liqos_network_is_said_so() {
+/// The child's command line for milan with settings `s`.
+fn milan_child(s: &Settings) -> String {
     let peer = Peer {
         cluster_id: MILAN.parse().unwrap(),
         namespace: "liqo-tenant-milan".into(),
         offer: "milan".into(),
     };
-    let mut s = settings(true, false);
-    s.liqo_network = false;
-    let a = child_args(
+    child_args(
         &identity(ROME, "rome"),
         &identity(MILAN, "milan"),
         &peer,
-        &s,
+        s,
         Path::new("/k"),
         1,
     )
-    .join(" ");
+    .join(" ")
+}
+
+#[test]
+fn an_ipam_without_liqos_network_is_said_so() {
+    let mut s = settings(true, false);
+    s.liqo_network = false;
+    let a = milan_child(&s);
     assert!(
         a.contains("--liqo-network false --ipam-server https://ipam:6000"),
         "{a}"
@@ -117,22 +122,9 @@ fn an_ipam_without_liqos_network_is_said_so() {
 
 #[test]
 fn a_given_home_api_server_goes_to_the_child() {
-    let peer = Peer {
-        cluster_id: MILAN.parse().unwrap(),
-        namespace: "liqo-tenant-milan".into(),
-        offer: "milan".into(),
-    };
     let mut s = settings(false, false);
     s.home_api = Some("10.70.0.1:6443".parse().unwrap());
-    let a = child_args(
-        &identity(ROME, "rome"),
-        &identity(MILAN, "milan"),
-        &peer,
-        &s,
-        Path::new("/k"),
-        1,
-    )
-    .join(" ");
+    let a = milan_child(&s);
     assert!(
         a.contains("--enable-apiserver-support --home-api-server 10.70.0.1:6443"),
         "{a}"

@@ -98,3 +98,17 @@ impl TestIpam {
         self.serving.await.unwrap().unwrap();
     }
 }
+
+/// The `MapIp`/`UnmapEndpoint` request of `ip` exposed to `cluster`, held by `holder`.
+pub(crate) fn endpoint(
+    cluster: &str,
+    ip: &str,
+    holder: &str,
+) -> ipam::service::proto::MapIpRequest {
+    ipam::service::proto::MapIpRequest {
+        cluster_id: cluster.to_owned(),
+        ip: ip.to_owned(),
+        direction: ipam::service::proto::Direction::Endpoint as i32,
+        holder: holder.to_owned(),
+    }
+}
