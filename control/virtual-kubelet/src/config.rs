@@ -220,6 +220,11 @@ pub const DEFAULT_PING_TIMEOUT: Duration = Duration::from_secs(1);
 pub const DEFAULT_PORT: u16 = 10250;
 
 impl VkConfig {
+    /// Whether API server support is on (asked for, or implied by a given home API server).
+    pub fn api_support(&self) -> bool {
+        self.apiserver_support || self.home_api.is_some()
+    }
+
     /// The virtual node's name: `liqo-<provider name>`.
     pub fn node_name(&self) -> String {
         names::virtual_node(&self.foreign.cluster_name).to_string()

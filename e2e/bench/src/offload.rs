@@ -69,6 +69,7 @@ async fn bench(
         pod_cidr: ipnet::Ipv4Net::new([10, 244 + i, 0, 0].into(), 16).expect("a /16"),
         service_cidr: ipnet::Ipv4Net::new([10, 96 + i, 0, 0].into(), 16).expect("a /16"),
         nodes,
+        advertise: None,
     };
     let set = Clusters::up_named(
         &bins,

@@ -72,6 +72,7 @@ async fn bench(
         pod_cidr: ipnet::Ipv4Net::new([10, 244 + i, 0, 0].into(), 16).expect("a /16"),
         service_cidr: ipnet::Ipv4Net::new([10, 96 + i, 0, 0].into(), 16).expect("a /16"),
         nodes: 1,
+        advertise: None,
     };
     eprintln!("bench: starting clusters {prefix}");
     let set = Clusters::up_named(&bins, &prefix, &[named(0, "rome"), named(1, "milan")])

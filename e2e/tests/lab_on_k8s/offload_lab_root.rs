@@ -4,7 +4,9 @@
 //! root. rome and milan peer both ways with liqoctl; `liqo-demo` is offloaded from rome to
 //! milan with the `Remote` strategy; then, on the real components:
 //! 10 home pods Running on `liqo-milan` whose IPs are rome's view of milan's pods; the remote
-//! ShadowPods and pods labelled and stripped; a remote pod deleted is re-created by milan alone
+//! ShadowPods and pods labelled and stripped; chapter 14's Service reflected, every address of a
+//! reflected slice reached over TCP, an offloaded pod's token listing its home namespace's
+//! pods through the tunnel; a remote pod deleted is re-created by milan alone
 //! (also while rome's API server is frozen) and rome shows the restart; a home pod deleted goes
 //! remotely first; scale to 0 leaves nothing; the virtual kubelet frozen makes the node
 //! Unknown and tainted, killed it comes back and adopts (no duplicates, the orphan removed);
@@ -239,6 +241,16 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
     let reached = offload_lab::reach::reach_reflected_endpoints(&k, &rome, &milan).await;
     println!(
         "TIMING every reflected endpoint reached over TCP: {:.1} s ({reached:?})",
+        secs(t)
+    );
+    // The offloaded pod's token at work: rome's pods listed from milan through the tunnel.
+    let t = Instant::now();
+    let first = home[0].metadata.name.clone().unwrap();
+    let (host, port, listed) =
+        offload_lab::api::token_lists_home_pods(&k, &rome, &milan, &milan_id, &first).await;
+    println!(
+        "TIMING the home API server reached from milan at {host}:{port} with {first}'s token \
+         ({listed} pods listed): {:.1} s",
         secs(t)
     );
 

@@ -22,10 +22,12 @@ use k8s_openapi::{
 use kube::{
     Api,
     api::{Patch, PatchParams, PostParams},
+    runtime::reflector::ObjectRef,
 };
 
 use super::{
     key::Key,
+    mapped::NamespaceView,
     shared::{Issued, Shared},
 };
 
@@ -84,16 +86,19 @@ fn until(at: Timestamp) -> Duration {
         .max(Duration::from_secs(1))
 }
 
-/// Makes sure the token Secret of `local` (whose ShadowPod `shadow` exists in `remote_ns`)
-/// holds a live token; queues the key again at its renewal.
+/// Makes sure the token Secret of `local` (whose ShadowPod `shadow` exists in the remote
+/// namespace of `view`) holds a live token; queues the key again at its renewal. A token
+/// Secret the watch no longer holds is written again at once.
 pub async fn ensure(
     shared: &Shared,
     key: &Key,
     local: &Pod,
-    remote_ns: &str,
+    view: &NamespaceView,
     shadow: &ShadowPod,
     need: &TokenNeed,
 ) -> Result<(), TokenError> {
+    let remote_ns = view.remote.as_str();
+    let name = secret_name(&key.name);
     let uid = shadow.metadata.uid.clone().unwrap_or_default();
     let cached = shared
         .tokens
@@ -106,13 +111,16 @@ pub async fn ensure(
         && c.shadow_uid == uid
         && c.pod_uid == pod_uid
         && Timestamp::now() < c.renew_at
+        // Deleted on the provider (the watch saw it go): written again now.
+        && view.tokens.as_ref().is_none_or(|t| {
+            t.get(&ObjectRef::new(&name).within(remote_ns)).is_some()
+        })
     {
         shared.queue.add_after(key.clone(), until(c.renew_at));
         return Ok(());
     }
     let cfg = &shared.cfg;
     // Never over another Secret of that name (checked before a token is minted).
-    let name = secret_name(&key.name);
     let secrets = Api::<Secret>::namespaced(cfg.remote.api.clone(), remote_ns);
     let write_error = |source| TokenError::Write {
         namespace: remote_ns.to_owned(),

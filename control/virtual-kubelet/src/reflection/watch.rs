@@ -1,7 +1,8 @@
 //! The watches of pod reflection, each into a reflector store, each event queuing the local
 //! key: the local pods on the node, our NamespaceMaps (the mapping, whose changes start and
 //! stop the per-namespace remote watches), and per mapped namespace the remote ShadowPods and
-//! Pods with the reflection labels.
+//! Pods with the reflection labels (and, with API server support, the pods' token Secrets,
+//! each queuing the pod of the ShadowPod that owns it).
 //!
 //! After a watch re-lists, the keys it held before are queued too: an object deleted while
 //! the watch was down has no event of its own.
@@ -10,10 +11,10 @@ use std::sync::Arc;
 
 use control::{
     api::virtualkubelet::{NamespaceMap, ShadowPod},
-    shadowpod::consumer::reflection_selector,
+    shadowpod::{consumer::reflection_selector, token::POD_LABEL},
 };
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::{
     Api, Resource,
     runtime::{
@@ -232,16 +233,48 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
         local.to_owned(),
         remote.to_owned(),
     ));
+    let mut tasks = vec![
+        t1.abort_handle(),
+        t2.abort_handle(),
+        t3.abort_handle(),
+        t4.abort_handle(),
+    ];
+    let tokens = cfg.api_support().then(|| {
+        let (tokens, writer) = reflector::store();
+        let api: Api<Secret> = Api::namespaced(cfg.remote.watch.clone(), remote);
+        let config = watcher::Config::default().labels(&format!("{selector},{POD_LABEL}"));
+        let t = tokio::spawn(feed(
+            watcher(api, config).default_backoff(),
+            writer,
+            shared.queue.clone(),
+            owner_key(local),
+        ));
+        tasks.push(t.abort_handle());
+        tokens
+    });
     Namespace {
         remote: remote.to_owned(),
         shadows,
         pods,
+        tokens,
         ready,
-        tasks: vec![
-            t1.abort_handle(),
-            t2.abort_handle(),
-            t3.abort_handle(),
-            t4.abort_handle(),
-        ],
+        tasks,
+    }
+}
+
+/// The key of the pod whose ShadowPod owns a token Secret (the ShadowPod has the pod's name).
+fn owner_key(namespace: &str) -> impl Fn(&Secret) -> Option<Key> + use<> {
+    let namespace = namespace.to_owned();
+    move |s: &Secret| {
+        let owner = s
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.kind == ShadowPod::kind(&()))?;
+        Some(Key {
+            namespace: namespace.clone(),
+            name: owner.name.clone(),
+        })
     }
 }

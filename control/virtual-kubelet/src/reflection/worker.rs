@@ -210,7 +210,7 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         )
         && let Some(need) = control::shadowpod::token::need(l)
     {
-        super::tokens::ensure(shared, key, l, &v.remote, s, &need)
+        super::tokens::ensure(shared, key, l, v, s, &need)
             .await
             .map_err(HandleError::Token)?;
     }
@@ -230,7 +230,7 @@ async fn home_api(
     if let Some(a) = &cfg.home_api {
         return Ok(Some(a.clone()));
     }
-    if !cfg.apiserver_support {
+    if !cfg.api_support() {
         return Ok(None);
     }
     let needed = local.is_some_and(|l| {

@@ -1,8 +1,8 @@
 //! ServiceAccount tokens and Events back home, on the pod reflection test's clusters and
 //! virtual kubelet (API server support on): the offloaded pod's token Secret on milan, read
 //! by its ShadowPod's projection, holds a token of its home ServiceAccount that lists pods in
-//! its home namespace at rome (as the remote pod would); an Event milan records about the
-//! remote pod shows on the home pod.
+//! its home namespace at rome (as the remote pod would), and is written again at once when
+//! deleted on milan; an Event milan records about the remote pod shows on the home pod.
 
 use k8s_openapi::api::{
     core::v1::{Event as CoreEvent, Pod, Secret},
@@ -73,6 +73,28 @@ pub(crate) async fn check(rome_c: &Cluster, rome: &Client, milan: &Client, pod: 
             .any(|p| p.metadata.name.as_deref() == Some(pod)),
         "{} pods listed",
         listed.items.len()
+    );
+
+    // Deleted on milan, the token Secret is written again at once (not at its renewal).
+    let old_uid = secret.metadata.uid.clone();
+    secrets
+        .delete(&name, &Default::default())
+        .await
+        .expect("deleting the token Secret");
+    let t = std::time::Instant::now();
+    eventually(10, "the token Secret written again", || {
+        let (secrets, name, old_uid) = (secrets.clone(), name.clone(), old_uid.clone());
+        async move {
+            match secrets.get_opt(&name).await.map_err(|e| e.to_string())? {
+                Some(s) if s.metadata.uid != old_uid => Ok(()),
+                other => Err(format!("{:?}", other.map(|s| s.metadata.uid))),
+            }
+        }
+    })
+    .await;
+    println!(
+        "TIMING token Secret deleted on milan -> written again: {:.2} s",
+        t.elapsed().as_secs_f64()
     );
 
     // An Event about the remote pod, recorded on milan, shows on the home pod.

@@ -171,6 +171,8 @@ pub(crate) struct Spec<'a> {
     pub(crate) pod_cidr: Ipv4Net,
     pub(crate) service_cidr: Ipv4Net,
     pub(crate) nodes: usize,
+    /// `--advertise-address` (default 127.0.0.1).
+    pub(crate) advertise: Option<std::net::Ipv4Addr>,
 }
 
 /// Starts a cluster; every process started is pushed to `started` as soon as it runs, so the
@@ -227,7 +229,10 @@ pub(crate) async fn start(
         &[
             arg("etcd-servers", &etcd_url),
             arg("bind-address", "127.0.0.1"),
-            arg("advertise-address", "127.0.0.1"),
+            arg(
+                "advertise-address",
+                s.advertise.unwrap_or(std::net::Ipv4Addr::LOCALHOST),
+            ),
             arg("secure-port", api_port),
             arg("tls-cert-file", path(&pki.serving_crt)),
             arg("tls-private-key-file", path(&pki.serving_key)),
@@ -241,7 +246,16 @@ pub(crate) async fn start(
             arg("service-cluster-ip-range", s.service_cidr),
             arg("authorization-mode", "Node,RBAC"),
             arg("allow-privileged", true),
-            arg("endpoint-reconciler-type", "none"),
+            // 127.0.0.1 is no address an endpoint may hold: `default/kubernetes` is
+            // published only at an advertised address.
+            arg(
+                "endpoint-reconciler-type",
+                if s.advertise.is_some() {
+                    "lease"
+                } else {
+                    "none"
+                },
+            ),
             arg("cert-dir", path(&s.dir.join("apiserver-certs"))),
             arg("kubelet-client-certificate", path(&pki.kubelet_client_crt)),
             arg("kubelet-client-key", path(&pki.kubelet_client_key)),

@@ -104,6 +104,9 @@ pub struct Named {
     pub service_cidr: Ipv4Net,
     /// Simulated nodes the harness creates (`<name>-node-<i>`).
     pub nodes: usize,
+    /// The address the API server publishes in `default/kubernetes` (`--advertise-address`;
+    /// it still listens on 127.0.0.1 only): the lab's, where a node relays it. Else 127.0.0.1.
+    pub advertise: Option<std::net::Ipv4Addr>,
 }
 
 impl Clusters {
@@ -121,6 +124,7 @@ impl Clusters {
                     pod_cidr,
                     service_cidr,
                     nodes: opts.nodes,
+                    advertise: None,
                 }
             })
             .collect();
@@ -169,6 +173,7 @@ impl Clusters {
                     pod_cidr: n.pod_cidr,
                     service_cidr: n.service_cidr,
                     nodes: n.nodes,
+                    advertise: n.advertise,
                 };
                 let result = cluster::start(bins, &spec, &mut started).await;
                 (result, started)

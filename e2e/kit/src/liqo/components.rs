@@ -49,6 +49,8 @@ pub(super) struct Ctx<'a> {
     pub(super) vk_pod_workers: Option<usize>,
     /// The IPAM's address for the virtual kubelets alone (`--virtual-kubelet-ipam-address`).
     pub(super) vk_ipam: Option<String>,
+    /// `--virtual-kubelet-apiserver-support`.
+    pub(super) vk_apiserver_support: bool,
 }
 
 /// How the controller-manager runs the virtual kubelets.
@@ -161,6 +163,9 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
     }
     if let Some(ipam) = &c.vk_ipam {
         args.extend([s("--virtual-kubelet-ipam-address"), s(ipam)]);
+    }
+    if c.vk_apiserver_support {
+        args.push(s("--virtual-kubelet-apiserver-support=true"));
     }
     // Virtual kubelets: a free kubelet port each (several on this host), the cluster's CA
     // (which signed the API server's kubelet client certificate) for the kubelet API.

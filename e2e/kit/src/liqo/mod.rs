@@ -75,6 +75,9 @@ pub struct Options {
     /// Give the virtual kubelets the cluster's IPAM (`--virtual-kubelet-ipam-address`) with
     /// the network manager off: the caller tells the IPAM the peers' views itself.
     pub vk_ipam: bool,
+    /// The controller-manager's `--virtual-kubelet-apiserver-support` (process mode): offloaded
+    /// pods get tokens of their home ServiceAccounts and the home API server's address.
+    pub vk_apiserver_support: bool,
 }
 
 impl Default for Options {
@@ -91,6 +94,7 @@ impl Default for Options {
             sharing_percentage: BTreeMap::new(),
             vk_pod_workers: None,
             vk_ipam: false,
+            vk_apiserver_support: false,
         }
     }
 }
@@ -195,6 +199,7 @@ async fn install_one(
                 .map(PathBuf::as_path),
             sharing: opts.sharing_percentage.get(&c.name).copied(),
             vk_pod_workers: opts.vk_pod_workers,
+            vk_apiserver_support: opts.vk_apiserver_support,
             vk_ipam: running
                 .iter()
                 .filter(|_| opts.vk_ipam && !opts.network)

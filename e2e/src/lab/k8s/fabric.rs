@@ -108,9 +108,19 @@ pub async fn start(
             connect: ipam,
         },
     ];
+    let api_node = api_node(c);
     for n in &c.nodes {
         let node = n.name.as_str();
         let ns = lab.node_netns(c.name.as_str(), node);
+        let mut forwards = forwards.to_vec();
+        if n.name == api_node.name {
+            // Where the API server says it is (`default/kubernetes`): what peers reach
+            // through their tunnel, the gateway translating an external-CIDR address to it.
+            forwards.push(Forward {
+                listen: SocketAddr::new(n.lan_addr.addr().into(), api.port()),
+                connect: api,
+            });
+        }
         let p = relay::spawn(
             &ns,
             &forwards,
@@ -251,6 +261,13 @@ fn loopback_port(server: &str) -> Result<SocketAddr, K8sLabError> {
                 "not https://<ip>:<port>",
             )
         })
+}
+
+/// The node the cluster's API server is published at (`--advertise-address`, its relay
+/// forwarding that address to the API server): the last one, so that a peer reaching the home
+/// API server crosses the cluster's LAN from the gateway (the first node).
+pub fn api_node(c: &Cluster) -> &crate::topology::Node {
+    c.nodes.last().expect("a lab cluster has nodes")
 }
 
 /// Waits until something listens at `addr` inside `node` (the relay bound it), or its process

@@ -100,6 +100,7 @@ async fn bring_up(
             pod_cidr: c.pod_cidr,
             service_cidr: c.service_cidr,
             nodes: 0,
+            advertise: Some(fabric::api_node(c).lan_addr.addr()),
         })
         .collect();
     let mut set = Clusters::up_named(bins, &lab.prefix, &named).await?;
@@ -120,6 +121,7 @@ async fn bring_up(
         &liqo::Options {
             reserved_subnets: reserved,
             network: true,
+            vk_apiserver_support: true,
             ..liqo::Options::default()
         },
     )

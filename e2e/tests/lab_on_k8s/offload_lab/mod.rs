@@ -15,6 +15,7 @@ use kube::{
 };
 use serde_json::json;
 
+pub(crate) mod api;
 pub(crate) mod reach;
 pub(crate) mod services;
 

@@ -28,7 +28,7 @@ use super::{
 const SERVICE: &str = "lab-echo";
 const PORT: u16 = 7307;
 /// The milan pod that dials.
-const CLIENT_POD: &str = "n1-p1";
+pub(crate) const CLIENT_POD: &str = "n1-p1";
 
 /// rome's pod `n<i>-p0` of every node: (lab pod name, address).
 fn rome_servers(k: &K8sLab) -> Vec<(String, Ipv4Addr)> {

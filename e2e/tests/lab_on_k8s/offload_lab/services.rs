@@ -26,7 +26,7 @@ pub(crate) const SVC_NS: &str = "liqo-demo-svc";
 const SERVICE: &str = "flights-service";
 
 /// rome's IPAM's answer for `ip` exposed to `peer` (`liqo-ipam map-ip`, in rome's node).
-fn map_ip(k: &K8sLab, peer: &str, ip: &str) -> String {
+pub(crate) fn map_ip(k: &K8sLab, peer: &str, ip: &str) -> String {
     let c = k.lab.topology.cluster("rome").unwrap();
     let ns = Netns::open(&k.lab.node_netns("rome", c.nodes[0].name.as_str())).unwrap();
     let out = ns

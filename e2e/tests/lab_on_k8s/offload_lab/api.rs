@@ -1,0 +1,227 @@
+//! An offloaded pod's ServiceAccount at work from where the pod runs: rome's API server
+//! publishes its address as one of its nodes' (`default/kubernetes`; the node relays it), the
+//! virtual kubelet gives the remote pod that address as milan reaches it (an external-CIDR
+//! address of rome, which rome's gateway translates) with a token of its home ServiceAccount;
+//! a pod of milan dials it with that token and the reflected root CA, checks the certificate as
+//! `kubernetes.default.svc`, and lists the pods of the home namespace through the tunnel.
+
+use std::{net::Ipv4Addr, time::Duration};
+
+use base64::Engine as _;
+use control::shadowpod::token::API_NAMES;
+use dataplane::netns::Netns;
+use e2e::lab::k8s::{K8sLab, fabric::api_node};
+use k8s_openapi::api::{
+    core::v1::{ConfigMap, Pod, Secret},
+    rbac::v1::{Role, RoleBinding},
+};
+use kube::{
+    Api, Client, Config,
+    api::{ListParams, PostParams},
+    config::{KubeConfigOptions, Kubeconfig},
+};
+use serde_json::json;
+
+use super::{NS, reach::CLIENT_POD, services::map_ip, until};
+
+/// What the remote pod was given to reach the home API server.
+#[derive(Debug)]
+pub(crate) struct Given {
+    /// The address its API names resolve to (hostAliases).
+    pub(crate) host: Ipv4Addr,
+    /// `KUBERNETES_SERVICE_PORT`.
+    pub(crate) port: u16,
+    /// The token (its Secret on milan).
+    token: String,
+    /// The root CA (its reflected ConfigMap on milan).
+    ca: String,
+}
+
+/// Reads what the remote pod `pod` of milan was given, once all of it is there.
+async fn given(milan: &Client, pod: &str) -> Result<Given, String> {
+    let p = Api::<Pod>::namespaced(milan.clone(), NS)
+        .get(pod)
+        .await
+        .map_err(|e| e.to_string())?;
+    let spec = p.spec.ok_or("no spec")?;
+    let host = spec
+        .host_aliases
+        .unwrap_or_default()
+        .into_iter()
+        .find(|a| {
+            a.hostnames
+                .as_ref()
+                .is_some_and(|h| h.iter().any(|n| n == API_NAMES[2]))
+        })
+        .ok_or("no hostAlias for the API names")?
+        .ip
+        .parse::<Ipv4Addr>()
+        .map_err(|e| e.to_string())?;
+    let env = spec.containers[0].env.clone().unwrap_or_default();
+    let var = |n: &str| {
+        env.iter()
+            .find(|e| e.name == n)
+            .and_then(|e| e.value.clone())
+    };
+    assert_eq!(
+        var("KUBERNETES_SERVICE_HOST").as_deref(),
+        Some(API_NAMES[2]),
+        "the remote pod dials the certificate's name"
+    );
+    let port = var("KUBERNETES_SERVICE_PORT")
+        .ok_or("no KUBERNETES_SERVICE_PORT")?
+        .parse::<u16>()
+        .map_err(|e| e.to_string())?;
+    // The projection's sources: the token Secret and the root CA's copy.
+    let sources: Vec<_> = spec
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| v.projected)
+        .flat_map(|p| p.sources.unwrap_or_default())
+        .collect();
+    let secret = sources
+        .iter()
+        .find_map(|s| s.secret.as_ref().map(|s| s.name.clone()))
+        .ok_or("no token Secret projected")?;
+    let cm = sources
+        .iter()
+        .find_map(|s| s.config_map.as_ref().map(|c| c.name.clone()))
+        .ok_or("no root CA projected")?;
+    assert!(cm.starts_with("kube-root-ca.crt."), "{cm}");
+    let s = Api::<Secret>::namespaced(milan.clone(), NS)
+        .get(&secret)
+        .await
+        .map_err(|e| format!("{secret}: {e}"))?;
+    let token = s
+        .data
+        .and_then(|d| d.get("token").map(|t| t.0.clone()))
+        .ok_or(format!("{secret} holds no token"))?;
+    let ca = Api::<ConfigMap>::namespaced(milan.clone(), NS)
+        .get(&cm)
+        .await
+        .map_err(|e| format!("{cm}: {e}"))?
+        .data
+        .and_then(|d| d.get("ca.crt").cloned())
+        .ok_or(format!("{cm} holds no ca.crt"))?;
+    Ok(Given {
+        host,
+        port,
+        token: String::from_utf8(token).map_err(|e| e.to_string())?,
+        ca,
+    })
+}
+
+/// Lists the pods of [`NS`] at the home API server as `g` says, from milan's client pod's
+/// network namespace: the names listed.
+fn list_from_milan(k: &K8sLab, g: &Given) -> Result<Vec<String>, String> {
+    let kc: Kubeconfig = serde_json::from_value(json!({
+        "clusters": [{"name": "home", "cluster": {
+            "server": format!("https://{}:{}", API_NAMES[2], g.port),
+            "certificate-authority-data":
+                base64::engine::general_purpose::STANDARD.encode(&g.ca),
+        }}],
+        "users": [{"name": "pod", "user": {"token": g.token}}],
+        "contexts": [{"name": "home", "context": {"cluster": "home", "user": "pod"}}],
+        "current-context": "home",
+    }))
+    .map_err(|e| e.to_string())?;
+    let (host, port) = (g.host, g.port);
+    let ns = Netns::open(&k.lab.pod_netns("milan", CLIENT_POD)).map_err(|e| e.to_string())?;
+    ns.run(move || -> Result<Vec<String>, String> {
+        // A runtime of this thread: its sockets are made in the pod's namespace.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async move {
+            let mut cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            // The name the certificate holds, at the address the pod's hostAliases give.
+            cfg.cluster_url = format!("https://{host}:{port}").parse().expect("a URL");
+            cfg.tls_server_name = Some(API_NAMES[2].to_owned());
+            cfg.connect_timeout = Some(Duration::from_secs(5));
+            cfg.read_timeout = Some(Duration::from_secs(10));
+            let c = Client::try_from(cfg).map_err(|e| e.to_string())?;
+            let pods = Api::<Pod>::namespaced(c, NS)
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            Ok(pods
+                .items
+                .into_iter()
+                .filter_map(|p| p.metadata.name)
+                .collect())
+        })
+    })
+    .map_err(|e| e.to_string())?
+}
+
+/// The check on home pod `pod` (offloaded to milan); returns what the pod was given and how
+/// many pods its token listed.
+pub(crate) async fn token_lists_home_pods(
+    k: &K8sLab,
+    rome: &Client,
+    milan: &Client,
+    milan_id: &str,
+    pod: &str,
+) -> (Ipv4Addr, u16, usize) {
+    // The home ServiceAccount may list pods in its namespace.
+    let pp = PostParams::default();
+    Api::<Role>::namespaced(rome.clone(), NS)
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "pod-reader"},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(rome.clone(), NS)
+        .create(
+            &pp,
+            &serde_json::from_value(json!({"metadata": {"name": "pod-reader"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": "pod-reader"},
+                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": NS}]}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+
+    let g = until(
+        60,
+        "the remote pod's token, root CA and API address",
+        || given(milan, pod),
+    )
+    .await;
+    // The address is rome's IPAM's answer for the node rome's API server is published at.
+    let rome_c = k.lab.topology.cluster("rome").unwrap();
+    let published = api_node(rome_c).lan_addr.addr();
+    assert_eq!(
+        g.host.to_string(),
+        map_ip(k, milan_id, &published.to_string()),
+        "the remote pod's API address is milan's view of {published}"
+    );
+    let server = &k.set.get("rome").unwrap().server;
+    assert!(
+        server.ends_with(&format!(":{}", g.port)),
+        "the remote pod's port is rome's API server's ({server})"
+    );
+    // rome's gateway runs the translation once its operator has read the IPAM again.
+    let listed = until(
+        60,
+        "rome's pods listed from milan with the pod's token",
+        || {
+            let r = list_from_milan(k, &g);
+            async move { r }
+        },
+    )
+    .await;
+    assert!(
+        listed.iter().any(|n| n == pod),
+        "the token lists its own home pod {pod}: {listed:?}"
+    );
+    (g.host, g.port, listed.len())
+}
