@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use dataplane::{
     IfName, Netlink,
     addr::AddressSpec,
-    link::{LinkKind, LinkSpec},
+    link::{LinkInfo, LinkKind, LinkSpec},
     netlink,
 };
 use liqo_daemon::{ApplyError, RollbackFailed};
@@ -36,14 +36,13 @@ pub enum AgentError {
     },
 }
 
-/// Converges this node to `cfg`: the VXLAN device (recreated only if its identity changed),
-/// address, forwarding entries and neighbours, the overlay table and its rules.
-pub async fn apply(nl: &Netlink, cfg: &Config) -> Result<(), AgentError> {
-    let want = plan::device(cfg);
-    let existing = nl.link(&cfg.device).await?;
+/// The link named `name`, if there is one; an error if it is not a VXLAN device (not ours to
+/// take over).
+async fn vxlan_or_none(nl: &Netlink, name: &IfName) -> Result<Option<LinkInfo>, AgentError> {
+    let existing = nl.link(name).await?;
     if let Some(l) = existing.as_ref().filter(|l| l.kind != "vxlan") {
         return Err(AgentError::NotOurs {
-            device: cfg.device.clone(),
+            device: name.clone(),
             kind: if l.kind.is_empty() {
                 "plain".into()
             } else {
@@ -51,6 +50,14 @@ pub async fn apply(nl: &Netlink, cfg: &Config) -> Result<(), AgentError> {
             },
         });
     }
+    Ok(existing)
+}
+
+/// Converges this node to `cfg`: the VXLAN device (recreated only if its identity changed),
+/// address, forwarding entries and neighbours, the overlay table and its rules.
+pub async fn apply(nl: &Netlink, cfg: &Config) -> Result<(), AgentError> {
+    let want = plan::device(cfg);
+    let existing = vxlan_or_none(nl, &cfg.device).await?;
     let recreate = match &existing {
         None => true,
         Some(_) => !same_identity(nl, &want).await?,
@@ -189,6 +196,9 @@ impl Agent {
     /// Converges to `next` (the old device goes first if the device's name changes).
     async fn switch(&self, cfg: &Config, next: &Config) -> Result<(), AgentError> {
         if next.device != cfg.device {
+            // A name taken by a link that is not ours fails before anything is torn down: a
+            // retried change then never takes the running device away, even for a moment.
+            vxlan_or_none(&self.nl, &next.device).await?;
             teardown(&self.nl, cfg).await?;
         }
         apply(&self.nl, next).await

@@ -50,8 +50,9 @@ pub struct VkConfig {
     pub ping_timeout: Duration,
     /// Extra labels of the node (`--node-extra-labels`).
     pub extra_labels: BTreeMap<String, String>,
-    /// API server support (`--enable-apiserver-support`): offloaded pods get tokens of their
-    /// home ServiceAccounts and reach the home API server.
+    /// API server support as asked for (`--enable-apiserver-support`): offloaded pods get
+    /// tokens of their home ServiceAccounts and reach the home API server. Read it through
+    /// [`VkConfig::api_support`] (a home API server given implies it).
     pub apiserver_support: bool,
     /// Where the provider's pods reach the home API server (`--home-api-server`; implies
     /// support); none with support on: found from `default/kubernetes` and the IPAM.

@@ -30,6 +30,7 @@ pub mod mapped;
 pub mod probe;
 pub mod queue;
 pub mod shared;
+pub mod token_watch;
 pub mod tokens;
 pub mod watch;
 pub mod worker;
@@ -88,7 +89,7 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
         failures: Mutex::new(HashMap::new()),
         recorder,
         probed: Mutex::new(HashMap::new()),
-        tokens: Mutex::new(HashMap::new()),
+        tokens: Arc::new(Mutex::new(HashMap::new())),
         home_api: std::sync::OnceLock::new(),
     });
     let (mapped_tx, mapped_rx) = tokio::sync::watch::channel(false);

@@ -232,7 +232,7 @@ impl VkArgs {
                 None => ipam,
             },
             pod_workers: self.pod_workers,
-            apiserver_support: self.apiserver_support || self.home_api.is_some(),
+            apiserver_support: self.apiserver_support,
             home_api: self.home_api.clone(),
             // In-process: Services, Secrets and the root CA (ConfigMaps at 0 keep that one).
             reflection: self.reflection(match self.mode {

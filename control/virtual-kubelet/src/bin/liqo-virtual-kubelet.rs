@@ -174,7 +174,7 @@ async fn main() -> anyhow::Result<()> {
         ping_interval: args.node_ping_interval,
         ping_timeout: args.node_ping_timeout,
         extra_labels: args.node_extra_labels,
-        apiserver_support: args.enable_apiserver_support || args.home_api_server.is_some(),
+        apiserver_support: args.enable_apiserver_support,
         home_api: args.home_api_server,
         reflection: ReflectionWorkers {
             service: args.service_reflection_workers,

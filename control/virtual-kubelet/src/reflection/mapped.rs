@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use control::api::virtualkubelet::ShadowPod;
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::reflector::Store;
 use tokio::task::AbortHandle;
 
@@ -18,8 +18,6 @@ pub struct Namespace {
     pub(super) shadows: Store<ShadowPod>,
     /// Its Pods (ours).
     pub(super) pods: Store<Pod>,
-    /// Its pods' token Secrets (ours; API server support only).
-    pub(super) tokens: Option<Store<Secret>>,
     /// Set once both stores are listed.
     pub(super) ready: Arc<std::sync::atomic::AtomicBool>,
     /// The tasks that fill the stores.
@@ -34,9 +32,6 @@ pub struct NamespaceView {
     pub shadows: Store<ShadowPod>,
     /// Its Pods (ours), once listed.
     pub pods: Store<Pod>,
-    /// Its pods' token Secrets (ours; API server support only): a token Secret gone from it
-    /// is written again before its renewal.
-    pub tokens: Option<Store<Secret>>,
     /// Whether both stores are listed.
     pub ready: bool,
 }
@@ -48,7 +43,6 @@ impl Namespace {
             remote: self.remote.clone(),
             shadows: self.shadows.clone(),
             pods: self.pods.clone(),
-            tokens: self.tokens.clone(),
             ready: self.ready.load(std::sync::atomic::Ordering::Acquire),
         }
     }

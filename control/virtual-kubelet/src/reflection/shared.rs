@@ -41,8 +41,9 @@ pub struct Shared {
     /// Per key, the UID of the ShadowPod whose remote name was looked up for a foreign Pod
     /// (once each).
     pub probed: Mutex<HashMap<Key, String>>,
-    /// The ServiceAccount tokens written, per pod.
-    pub tokens: Tokens,
+    /// The ServiceAccount tokens written, per pod (shared with the token Secrets' watches,
+    /// which forget a token whose Secret is deleted).
+    pub tokens: Arc<Tokens>,
     /// The home API server as the provider's pods reach it, once found (API server support;
     /// asked again while the home cluster publishes no address).
     pub home_api: std::sync::OnceLock<control::shadowpod::token::HomeApi>,

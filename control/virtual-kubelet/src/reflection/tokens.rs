@@ -22,12 +22,10 @@ use k8s_openapi::{
 use kube::{
     Api,
     api::{Patch, PatchParams, PostParams},
-    runtime::reflector::ObjectRef,
 };
 
 use super::{
     key::Key,
-    mapped::NamespaceView,
     shared::{Issued, Shared},
 };
 
@@ -86,18 +84,17 @@ fn until(at: Timestamp) -> Duration {
         .max(Duration::from_secs(1))
 }
 
-/// Makes sure the token Secret of `local` (whose ShadowPod `shadow` exists in the remote
-/// namespace of `view`) holds a live token; queues the key again at its renewal. A token
-/// Secret the watch no longer holds is written again at once.
+/// Makes sure the token Secret of `local` (whose ShadowPod `shadow` exists in `remote_ns`)
+/// holds a live token; queues the key again at its renewal. (A token Secret deleted on the
+/// provider is forgotten by [`super::token_watch`], which queues the key: written again now.)
 pub async fn ensure(
     shared: &Shared,
     key: &Key,
     local: &Pod,
-    view: &NamespaceView,
+    remote_ns: &str,
     shadow: &ShadowPod,
     need: &TokenNeed,
 ) -> Result<(), TokenError> {
-    let remote_ns = view.remote.as_str();
     let name = secret_name(&key.name);
     let uid = shadow.metadata.uid.clone().unwrap_or_default();
     let cached = shared
@@ -111,10 +108,6 @@ pub async fn ensure(
         && c.shadow_uid == uid
         && c.pod_uid == pod_uid
         && Timestamp::now() < c.renew_at
-        // Deleted on the provider (the watch saw it go): written again now.
-        && view.tokens.as_ref().is_none_or(|t| {
-            t.get(&ObjectRef::new(&name).within(remote_ns)).is_some()
-        })
     {
         shared.queue.add_after(key.clone(), until(c.renew_at));
         return Ok(());

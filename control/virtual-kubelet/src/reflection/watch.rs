@@ -1,8 +1,8 @@
 //! The watches of pod reflection, each into a reflector store, each event queuing the local
 //! key: the local pods on the node, our NamespaceMaps (the mapping, whose changes start and
 //! stop the per-namespace remote watches), and per mapped namespace the remote ShadowPods and
-//! Pods with the reflection labels (and, with API server support, the pods' token Secrets,
-//! each queuing the pod of the ShadowPod that owns it).
+//! Pods with the reflection labels (and, with API server support, the deletions of the pods'
+//! token Secrets: [`super::token_watch`]).
 //!
 //! After a watch re-lists, the keys it held before are queued too: an object deleted while
 //! the watch was down has no event of its own.
@@ -17,6 +17,7 @@ use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::{
     Api, Resource,
+    api::PartialObjectMeta,
     runtime::{
         WatchStreamExt,
         reflector::{self, Store, store::Writer},
@@ -239,42 +240,23 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
         t3.abort_handle(),
         t4.abort_handle(),
     ];
-    let tokens = cfg.api_support().then(|| {
-        let (tokens, writer) = reflector::store();
-        let api: Api<Secret> = Api::namespaced(cfg.remote.watch.clone(), remote);
+    if cfg.api_support() {
+        let api: Api<PartialObjectMeta<Secret>> = Api::namespaced(cfg.remote.watch.clone(), remote);
         let config = watcher::Config::default().labels(&format!("{selector},{POD_LABEL}"));
-        let t = tokio::spawn(feed(
-            watcher(api, config).default_backoff(),
-            writer,
+        let t = tokio::spawn(super::token_watch::follow(
+            api,
+            config,
+            local.to_owned(),
+            shared.tokens.clone(),
             shared.queue.clone(),
-            owner_key(local),
         ));
         tasks.push(t.abort_handle());
-        tokens
-    });
+    }
     Namespace {
         remote: remote.to_owned(),
         shadows,
         pods,
-        tokens,
         ready,
         tasks,
-    }
-}
-
-/// The key of the pod whose ShadowPod owns a token Secret (the ShadowPod has the pod's name).
-fn owner_key(namespace: &str) -> impl Fn(&Secret) -> Option<Key> + use<> {
-    let namespace = namespace.to_owned();
-    move |s: &Secret| {
-        let owner = s
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.kind == ShadowPod::kind(&()))?;
-        Some(Key {
-            namespace: namespace.clone(),
-            name: owner.name.clone(),
-        })
     }
 }

@@ -210,7 +210,7 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         )
         && let Some(need) = control::shadowpod::token::need(l)
     {
-        super::tokens::ensure(shared, key, l, v, s, &need)
+        super::tokens::ensure(shared, key, l, &v.remote, s, &need)
             .await
             .map_err(HandleError::Token)?;
     }

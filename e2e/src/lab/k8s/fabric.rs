@@ -23,7 +23,7 @@ use liqo_peering::{Peerings, plan};
 
 use super::{
     K8sLabError,
-    relay::{self, API_LISTEN, Forward, IPAM_LISTEN},
+    relay::{self, API_LISTEN, IPAM_LISTEN},
 };
 use crate::{
     k8s::{self, MANAGER},
@@ -98,29 +98,10 @@ pub async fn start(
         .ok_or_else(|| K8sLabError::lab(format!("the IPAM of {}", c.name), "not running"))?
         .parse::<SocketAddr>()
         .map_err(|e| K8sLabError::lab(format!("the IPAM address of {}", c.name), e))?;
-    let forwards = [
-        Forward {
-            listen: API_LISTEN.parse().expect("literal"),
-            connect: api,
-        },
-        Forward {
-            listen: IPAM_LISTEN.parse().expect("literal"),
-            connect: ipam,
-        },
-    ];
-    let api_node = api_node(c);
     for n in &c.nodes {
         let node = n.name.as_str();
         let ns = lab.node_netns(c.name.as_str(), node);
-        let mut forwards = forwards.to_vec();
-        if n.name == api_node.name {
-            // Where the API server says it is (`default/kubernetes`): what peers reach
-            // through their tunnel, the gateway translating an external-CIDR address to it.
-            forwards.push(Forward {
-                listen: SocketAddr::new(n.lan_addr.addr().into(), api.port()),
-                connect: api,
-            });
-        }
+        let forwards = relay::forwards(c, n, api, ipam);
         let p = relay::spawn(
             &ns,
             &forwards,
@@ -261,13 +242,6 @@ fn loopback_port(server: &str) -> Result<SocketAddr, K8sLabError> {
                 "not https://<ip>:<port>",
             )
         })
-}
-
-/// The node the cluster's API server is published at (`--advertise-address`, its relay
-/// forwarding that address to the API server): the last one, so that a peer reaching the home
-/// API server crosses the cluster's LAN from the gateway (the first node).
-pub fn api_node(c: &Cluster) -> &crate::topology::Node {
-    c.nodes.last().expect("a lab cluster has nodes")
 }
 
 /// Waits until something listens at `addr` inside `node` (the relay bound it), or its process

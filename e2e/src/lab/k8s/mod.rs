@@ -5,7 +5,7 @@
 //! LoadBalancer whose ingress is the cluster's public address), and per node a relay to the API
 //! server and the IPAM ([`relay`]), the route operator and the overlay agent, plus the gateway
 //! operator and the gateway on the gateway node ([`fabric`]). The API server publishes itself
-//! in `default/kubernetes` at the LAN address of the last node ([`fabric::api_node`]), whose
+//! in `default/kubernetes` at the LAN address of the last node ([`relay::api_node`]), whose
 //! relay forwards it: peers reach it there through their tunnel (the virtual kubelets run with
 //! API server support, so offloaded pods' tokens work). The operators render the daemons'
 //! files from the Kubernetes objects; the lab writes no peer list. `check` reads the peer

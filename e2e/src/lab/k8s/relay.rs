@@ -19,12 +19,46 @@ use dataplane::{
 };
 
 use super::K8sLabError;
+use crate::topology::{Cluster, Node};
 
 /// Where the API server is reached inside every lab node (the TLS name 127.0.0.1 of the
 /// harness's serving certificate holds there too).
 pub const API_LISTEN: &str = "127.0.0.1:6443";
 /// Where the cluster's IPAM service is reached inside every lab node.
 pub const IPAM_LISTEN: &str = "127.0.0.1:6000";
+
+/// The node the cluster's API server is published at (`--advertise-address`: its LAN
+/// address, which its relay forwards to the API server): the last one, so that a peer reaching
+/// the home API server crosses the cluster's LAN from the gateway while the gateway stays on
+/// the first node (one node, or the gateway moved there: it is reached on the gateway's node).
+pub fn api_node(c: &Cluster) -> &Node {
+    c.nodes.last().expect("a lab cluster has nodes")
+}
+
+/// What the relay of node `n` of `c` forwards: the API server ([`API_LISTEN`]) and the IPAM
+/// ([`IPAM_LISTEN`]) inside the node, given their addresses on the host's loopback; on the
+/// [`api_node`] also its LAN address at the API server's port (where `default/kubernetes`
+/// says the API server is: what peers reach through their tunnel, the gateway translating an
+/// external-CIDR address to it).
+pub fn forwards(c: &Cluster, n: &Node, api: SocketAddr, ipam: SocketAddr) -> Vec<Forward> {
+    let mut out = vec![
+        Forward {
+            listen: API_LISTEN.parse().expect("literal"),
+            connect: api,
+        },
+        Forward {
+            listen: IPAM_LISTEN.parse().expect("literal"),
+            connect: ipam,
+        },
+    ];
+    if n.name == api_node(c).name {
+        out.push(Forward {
+            listen: SocketAddr::new(n.lan_addr.addr().into(), api.port()),
+            connect: api,
+        });
+    }
+    out
+}
 
 /// One forwarded port: `listen` inside the node, `connect` in the root namespace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use super::{
     error::K8sLabError,
     fabric, inband,
     k8s_lab::{K8sLab, Options, is_k8s, marker},
-    nodes,
+    nodes, relay,
 };
 use crate::{
     k8s::{self, Binaries, Clusters, Named},
@@ -100,7 +100,7 @@ async fn bring_up(
             pod_cidr: c.pod_cidr,
             service_cidr: c.service_cidr,
             nodes: 0,
-            advertise: Some(fabric::api_node(c).lan_addr.addr()),
+            advertise: Some(relay::api_node(c).lan_addr.addr()),
         })
         .collect();
     let mut set = Clusters::up_named(bins, &lab.prefix, &named).await?;
@@ -121,6 +121,8 @@ async fn bring_up(
         &liqo::Options {
             reserved_subnets: reserved,
             network: true,
+            // Offloaded pods get working tokens, as a user expects: the virtual kubelets
+            // then hold a pod back until the IPAM maps the home API server's address.
             vk_apiserver_support: true,
             ..liqo::Options::default()
         },

@@ -8,24 +8,25 @@
 use std::{net::Ipv4Addr, time::Duration};
 
 use base64::Engine as _;
-use control::shadowpod::token::API_NAMES;
+use control::shadowpod::token::{API_NAMES, HOST_ENV, PORT_ENV, TOKEN_KEY};
 use dataplane::netns::Netns;
-use e2e::lab::k8s::{K8sLab, fabric::api_node};
+use e2e::lab::k8s::{K8sLab, relay::api_node};
 use k8s_openapi::api::{
+    authentication::v1::SelfSubjectReview,
     core::v1::{ConfigMap, Pod, Secret},
     rbac::v1::{Role, RoleBinding},
 };
 use kube::{
     Api, Client, Config,
-    api::{ListParams, PostParams},
+    api::{DeleteParams, ListParams, PostParams},
     config::{KubeConfigOptions, Kubeconfig},
 };
 use serde_json::json;
 
 use super::{NS, reach::CLIENT_POD, services::map_ip, until};
 
-/// What the remote pod was given to reach the home API server.
-#[derive(Debug)]
+/// What the remote pod was given to reach the home API server (its Debug leaves the token
+/// out).
 pub(crate) struct Given {
     /// The address its API names resolve to (hostAliases).
     pub(crate) host: Ipv4Addr,
@@ -35,6 +36,26 @@ pub(crate) struct Given {
     token: String,
     /// The root CA (its reflected ConfigMap on milan).
     ca: String,
+}
+
+impl std::fmt::Debug for Given {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Given")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("token", &"<redacted>")
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the home API server says of the token, and the pods it lists with it.
+struct Answer {
+    /// The user the token authenticates as.
+    user: String,
+    /// The pod the token is bound to (the user's extra `authentication.kubernetes.io/pod-name`).
+    bound_to: Vec<String>,
+    /// The pods of [`NS`] listed.
+    pods: Vec<String>,
 }
 
 /// Reads what the remote pod `pod` of milan was given, once all of it is there.
@@ -64,12 +85,12 @@ async fn given(milan: &Client, pod: &str) -> Result<Given, String> {
             .and_then(|e| e.value.clone())
     };
     assert_eq!(
-        var("KUBERNETES_SERVICE_HOST").as_deref(),
+        var(HOST_ENV).as_deref(),
         Some(API_NAMES[2]),
         "the remote pod dials the certificate's name"
     );
-    let port = var("KUBERNETES_SERVICE_PORT")
-        .ok_or("no KUBERNETES_SERVICE_PORT")?
+    let port = var(PORT_ENV)
+        .ok_or(format!("no {PORT_ENV}"))?
         .parse::<u16>()
         .map_err(|e| e.to_string())?;
     // The projection's sources: the token Secret and the root CA's copy.
@@ -95,7 +116,7 @@ async fn given(milan: &Client, pod: &str) -> Result<Given, String> {
         .map_err(|e| format!("{secret}: {e}"))?;
     let token = s
         .data
-        .and_then(|d| d.get("token").map(|t| t.0.clone()))
+        .and_then(|d| d.get(TOKEN_KEY).map(|t| t.0.clone()))
         .ok_or(format!("{secret} holds no token"))?;
     let ca = Api::<ConfigMap>::namespaced(milan.clone(), NS)
         .get(&cm)
@@ -112,9 +133,9 @@ async fn given(milan: &Client, pod: &str) -> Result<Given, String> {
     })
 }
 
-/// Lists the pods of [`NS`] at the home API server as `g` says, from milan's client pod's
-/// network namespace: the names listed.
-fn list_from_milan(k: &K8sLab, g: &Given) -> Result<Vec<String>, String> {
+/// Asks the home API server who the token is and lists the pods of [`NS`] with it, as `g`
+/// says, from milan's client pod's network namespace.
+fn ask_from_milan(k: &K8sLab, g: &Given) -> Result<Answer, String> {
     let kc: Kubeconfig = serde_json::from_value(json!({
         "clusters": [{"name": "home", "cluster": {
             "server": format!("https://{}:{}", API_NAMES[2], g.port),
@@ -128,7 +149,7 @@ fn list_from_milan(k: &K8sLab, g: &Given) -> Result<Vec<String>, String> {
     .map_err(|e| e.to_string())?;
     let (host, port) = (g.host, g.port);
     let ns = Netns::open(&k.lab.pod_netns("milan", CLIENT_POD)).map_err(|e| e.to_string())?;
-    ns.run(move || -> Result<Vec<String>, String> {
+    ns.run(move || -> Result<Answer, String> {
         // A runtime of this thread: its sockets are made in the pod's namespace.
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -144,22 +165,39 @@ fn list_from_milan(k: &K8sLab, g: &Given) -> Result<Vec<String>, String> {
             cfg.connect_timeout = Some(Duration::from_secs(5));
             cfg.read_timeout = Some(Duration::from_secs(10));
             let c = Client::try_from(cfg).map_err(|e| e.to_string())?;
+            let review = Api::<SelfSubjectReview>::all(c.clone())
+                .create(&PostParams::default(), &SelfSubjectReview::default())
+                .await
+                .map_err(|e| format!("SelfSubjectReview: {e}"))?;
+            let info = review
+                .status
+                .and_then(|s| s.user_info)
+                .ok_or("SelfSubjectReview: no user")?;
             let pods = Api::<Pod>::namespaced(c, NS)
                 .list(&ListParams::default())
                 .await
                 .map_err(|e| e.to_string())?;
-            Ok(pods
-                .items
-                .into_iter()
-                .filter_map(|p| p.metadata.name)
-                .collect())
+            Ok(Answer {
+                user: info.username.unwrap_or_default(),
+                bound_to: info
+                    .extra
+                    .unwrap_or_default()
+                    .remove("authentication.kubernetes.io/pod-name")
+                    .unwrap_or_default(),
+                pods: pods
+                    .items
+                    .into_iter()
+                    .filter_map(|p| p.metadata.name)
+                    .collect(),
+            })
         })
     })
     .map_err(|e| e.to_string())?
 }
 
-/// The check on home pod `pod` (offloaded to milan); returns what the pod was given and how
-/// many pods its token listed.
+/// The check on home pod `pod` (offloaded to milan): the token is the pod's (its
+/// ServiceAccount, bound to it) and lists the pods of its namespace; the Role it needs is
+/// removed after. Returns the address and port the pod was given and how many pods it listed.
 pub(crate) async fn token_lists_home_pods(
     k: &K8sLab,
     rome: &Client,
@@ -210,18 +248,31 @@ pub(crate) async fn token_lists_home_pods(
         "the remote pod's port is rome's API server's ({server})"
     );
     // rome's gateway runs the translation once its operator has read the IPAM again.
-    let listed = until(
+    let answer = until(
         60,
         "rome's pods listed from milan with the pod's token",
         || {
-            let r = list_from_milan(k, &g);
+            let r = ask_from_milan(k, &g);
             async move { r }
         },
     )
     .await;
+    // The pod's own token: its home ServiceAccount, bound to the home pod.
+    assert_eq!(answer.user, format!("system:serviceaccount:{NS}:default"));
+    assert_eq!(answer.bound_to, [pod], "the token is bound to the home pod");
     assert!(
-        listed.iter().any(|n| n == pod),
-        "the token lists its own home pod {pod}: {listed:?}"
+        answer.pods.iter().any(|n| n == pod),
+        "the token lists its own home pod {pod}: {:?}",
+        answer.pods
     );
-    (g.host, g.port, listed.len())
+    let dp = DeleteParams::default();
+    Api::<RoleBinding>::namespaced(rome.clone(), NS)
+        .delete("pod-reader", &dp)
+        .await
+        .unwrap();
+    Api::<Role>::namespaced(rome.clone(), NS)
+        .delete("pod-reader", &dp)
+        .await
+        .unwrap();
+    (g.host, g.port, answer.pods.len())
 }

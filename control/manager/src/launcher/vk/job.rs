@@ -47,7 +47,8 @@ pub struct Settings {
     pub liqo_network: bool,
     /// Pod reflection workers.
     pub pod_workers: usize,
-    /// API server support: offloaded pods get tokens of their home ServiceAccounts.
+    /// API server support as asked for: offloaded pods get tokens of their home
+    /// ServiceAccounts (a home API server given implies it: `VkConfig::api_support`).
     pub apiserver_support: bool,
     /// Where the provider's pods reach the home API server, if given (else found).
     pub home_api: Option<control::shadowpod::token::HomeApi>,
