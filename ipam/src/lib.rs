@@ -6,7 +6,8 @@
 //! out), and per peer a remapped view of its pod and external CIDRs (the same prefix when free
 //! here, else a free prefix of the same length, chosen deterministically). It also records how
 //! each peer sees us, so the gateway can build its NAT from IPAM state alone. Persistence sits
-//! behind [`store::Store`]; the default [`store::FileStore`] is crash-safe.
+//! behind [`store::Store`]: the default [`store::FileStore`] is crash-safe; in a cluster,
+//! [`store::configmap::ConfigMapStore`] keeps it in a ConfigMap with compare-and-swap.
 //!
 //! [`service`] serves it over gRPC (loopback by default; TLS, a bearer token and client
 //! certificates for a cluster) and holds the one client connection every caller uses;

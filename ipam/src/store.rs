@@ -1,4 +1,14 @@
-//! Persistence behind a small trait; the default is a crash-safe file.
+//! Persistence behind a small trait: the IPAM's state saved after every change, loaded at
+//! start. The default is a crash-safe file ([`FileStore`]); in a cluster, one ConfigMap in the
+//! API server written with compare-and-swap ([`configmap::ConfigMapStore`]); [`MemStore`] for
+//! tests.
+//!
+//! The trait is synchronous: a save happens under the service's writer lock, between a change
+//! and its acknowledgement. Callers on an async runtime run it off the runtime's workers (the
+//! service does, with `spawn_blocking`); the ConfigMap store does its own async I/O on a thread
+//! of its own.
+
+pub mod configmap;
 
 use std::{
     fs::{self, File},
@@ -31,14 +41,34 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+    /// Another writer changed the ConfigMap since this store last read or wrote it: nothing
+    /// was written.
+    #[error(
+        "ConfigMap {configmap} was changed by another writer (expected resourceVersion \
+         {expected}); refusing to overwrite it (restart liqo-ipam to load what it holds)"
+    )]
+    Conflict {
+        /// The ConfigMap, `namespace/name`.
+        configmap: String,
+        /// The resourceVersion this store last saw (`none`: it expected to create it).
+        expected: String,
+    },
+    /// Reading or writing the ConfigMap failed otherwise, or it holds no valid state.
+    #[error(transparent)]
+    ConfigMap(#[from] configmap::ConfigMapError),
 }
 
 /// Where the IPAM keeps its state.
 pub trait Store {
-    /// The last saved state, if any.
-    fn load(&self) -> Result<Option<State>, StoreError>;
-    /// Replaces the saved state; after it returns, a crash loses nothing.
+    /// The last saved state, if any (a store that writes with compare-and-swap remembers the
+    /// version it read).
+    fn load(&mut self) -> Result<Option<State>, StoreError>;
+    /// Replaces the saved state; after it returns `Ok`, a crash loses nothing. On `Err` the
+    /// saved state is the previous one, or (an outcome the store could not learn) possibly the
+    /// new one, never a mix.
     fn save(&mut self, state: &State) -> Result<(), StoreError>;
+    /// Where the state is kept, for people: `file <path>`, `configmap <namespace>/<name>`.
+    fn describe(&self) -> String;
 }
 
 /// A JSON file replaced atomically: write a temporary file, fsync it, rename it over the old one,
@@ -69,7 +99,11 @@ impl FileStore {
 }
 
 impl Store for FileStore {
-    fn load(&self) -> Result<Option<State>, StoreError> {
+    fn describe(&self) -> String {
+        format!("file {}", self.path.display())
+    }
+
+    fn load(&mut self) -> Result<Option<State>, StoreError> {
         let bytes = match fs::read(&self.path) {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -112,7 +146,11 @@ pub struct MemStore {
 }
 
 impl Store for MemStore {
-    fn load(&self) -> Result<Option<State>, StoreError> {
+    fn describe(&self) -> String {
+        "memory".to_owned()
+    }
+
+    fn load(&mut self) -> Result<Option<State>, StoreError> {
         Ok(self.state.clone())
     }
 

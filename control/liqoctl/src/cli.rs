@@ -62,6 +62,12 @@ pub enum Command {
     /// are deleted).
     #[command(subcommand)]
     Unoffload(Unoffload),
+    /// Install or upgrade Liqo on this cluster (Helm, with the chart built into liqoctl).
+    // `--version` is the chart's (the manual's flag), not liqoctl's.
+    #[command(disable_version_flag = true)]
+    Install(crate::install::args::InstallArgs),
+    /// Remove Liqo from this cluster (refused while peered or offloading).
+    Uninstall(crate::install::args::UninstallArgs),
     /// Show this cluster's identity, its auth URL and its peerings.
     Status,
     /// Give this cluster's gateway a new WireGuard key: the gateway switches to it live, the

@@ -7,7 +7,8 @@
 //! `unoffload namespace` write or delete a namespace's NamespaceOffloading and follow its
 //! phase ([`offload`]); `status` shows the identity, the auth URL and the peerings;
 //! `rotate-key` gives the gateway a new WireGuard key and follows the peers back
-//! ([`rotate`]); `version` and `completion`.
+//! ([`rotate`]); `install` and `uninstall` with Helm and the chart built in ([`install`]);
+//! `version` and `completion`.
 //!
 //! It owns the command line ([`cli`]), the decision of where a peering stands ([`stages`], pure)
 //! and what is printed ([`render`], pure). It reads the identity, tokens and auth URL only
@@ -23,6 +24,7 @@ pub mod client;
 pub mod consts;
 pub mod inband;
 pub mod info;
+pub mod install;
 pub mod offload;
 pub mod peer;
 pub mod render;
@@ -56,6 +58,12 @@ pub enum Error {
     /// `rotate-key`.
     #[error(transparent)]
     Rotate(#[from] rotate::RotateError),
+    /// `install`.
+    #[error(transparent)]
+    Install(#[from] install::InstallError),
+    /// `uninstall`.
+    #[error(transparent)]
+    Uninstall(#[from] install::uninstall::UninstallError),
 }
 
 /// Runs the parsed command; `program` is how to name ourselves in printed commands
@@ -103,6 +111,21 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
         }
         Command::Unoffload(Unoffload::Namespace { name, timeout }) => {
             offload::unoffload(&connect().await?, name.as_str(), *timeout).await?;
+        }
+        Command::Install(args) => {
+            let helm = install::helm::Helm::find(cli.kubeconfig.as_deref(), cli.context.as_deref());
+            // Only the values file can be made without Helm.
+            let helm = match helm {
+                Ok(h) => Some(h),
+                Err(_) if args.only_output_values => None,
+                Err(e) => return Err(install::InstallError::from(e).into()),
+            };
+            install::install(&connect().await?, helm.as_ref(), ns, args).await?;
+        }
+        Command::Uninstall(args) => {
+            let helm = install::helm::Helm::find(cli.kubeconfig.as_deref(), cli.context.as_deref())
+                .map_err(install::InstallError::from)?;
+            install::uninstall::uninstall(&connect().await?, &helm, ns, args).await?;
         }
         Command::RotateKey { timeout } => {
             rotate::rotate(&connect().await?, ns, *timeout).await?;

@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use liqo_daemon::{FieldError, server::ServerError, source::ReadError, tasks::RunError};
 
-use crate::service::{ServiceError, server::ServeError};
+use crate::{
+    service::{ServiceError, server::ServeError},
+    store::configmap::ConfigMapError,
+};
 
 /// Why the daemon could not start, or stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -36,11 +39,14 @@ pub enum DaemonError {
         #[source]
         source: std::io::Error,
     },
+    /// The ConfigMap store could not start (no client for the API server).
+    #[error("starting the ConfigMap store")]
+    Store(#[source] ConfigMapError),
     /// The stored state could not be opened (or the settings applied to it).
-    #[error("opening the IPAM state {}", state.display())]
+    #[error("opening the IPAM state in {state}")]
     Open {
-        /// The state file.
-        state: PathBuf,
+        /// Where it is kept: `file <path>` or `configmap <namespace>/<name>`.
+        state: String,
         /// The cause.
         #[source]
         source: ServiceError,

@@ -53,19 +53,22 @@ pub(super) fn managed(flags: &Settings, running: &Settings, config: Option<&Path
 }
 
 impl Running {
-    fn apply_now(&mut self, new: Settings) -> Result<(), ApplyError> {
+    async fn apply_now(&mut self, new: Settings) -> Result<(), ApplyError> {
         let change = new
             .change_from(&self.running)
             .map_err(ApplyError::Refused)?;
         if change.pools.is_some() || change.reserved.is_some() {
-            self.service.reconfigure(&change).map_err(|e| match e {
-                ServiceError::Ipam(ipam) => {
-                    let field = settings::refused_field(&change, &new, &ipam);
-                    ApplyError::Refused(liqo_types::field::bad(field, ipam.to_string()))
-                }
-                // Saving failed and the change was undone: try again.
-                e @ ServiceError::Store(_) => ApplyError::failed(e),
-            })?;
+            self.service
+                .reconfigure_async(change.clone())
+                .await
+                .map_err(|e| match e {
+                    ServiceError::Ipam(ipam) => {
+                        let field = settings::refused_field(&change, &new, &ipam);
+                        ApplyError::Refused(liqo_types::field::bad(field, ipam.to_string()))
+                    }
+                    // Saving failed and the change was undone: try again.
+                    e @ (ServiceError::Store(_) | ServiceError::Stopped) => ApplyError::failed(e),
+                })?;
             tracing::info!(pools = ?change.pools, reserved = ?change.reserved, "pools and reserved subnets changed");
         }
         self.service
@@ -82,10 +85,11 @@ impl Daemon for Running {
         let s = self.flags.clone().over(Settings::from_yaml(text)?);
         s.pools()?;
         s.reserved()?;
+        s.store()?;
         Ok(s)
     }
 
     fn apply(&mut self, new: Settings) -> impl Future<Output = Result<(), ApplyError>> + Send {
-        std::future::ready(self.apply_now(new))
+        self.apply_now(new)
     }
 }

@@ -1,5 +1,5 @@
-//! [`serve`]: the daemon's start-up (settings, gRPC server, state, status server), its run
-//! until a signal or a failure, and its clean stop.
+//! [`serve`]: the daemon's start-up (settings, gRPC server, the store and the state, status
+//! server), its run until a signal or a failure, and its clean stop.
 
 use std::path::PathBuf;
 
@@ -11,15 +11,58 @@ use super::{
     running::{Running, managed},
 };
 use crate::{
-    service::{Service, server::Server},
-    settings::Settings,
-    store::FileStore,
+    Config,
+    service::{Overrides, Service, ServiceError, server::Server},
+    settings::{Settings, StoreChoice},
+    store::{FileStore, Store, configmap::ConfigMapStore},
 };
 
 /// Resolves once `stop` turns true.
 async fn stopped(mut stop: watch::Receiver<bool>) {
     // An error means the sender is gone, which only happens once we are stopping anyway.
     let _ = stop.wait_for(|s| *s).await;
+}
+
+/// Opens the store and the service from it. On the blocking pool: a ConfigMap store waits
+/// for the API server.
+async fn open(
+    choice: &StoreChoice,
+    config: Config,
+    overrides: Overrides,
+) -> Result<Service, DaemonError> {
+    let open_err = |source| DaemonError::Open {
+        state: choice.to_string(),
+        source,
+    };
+    let c = choice.clone();
+    let opened = tokio::task::spawn_blocking(move || {
+        let store: Box<dyn Store + Send> = match c {
+            StoreChoice::File(path) => {
+                if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                    std::fs::create_dir_all(dir).map_err(|source| {
+                        Box::new(DaemonError::StateDir {
+                            dir: dir.to_owned(),
+                            source,
+                        })
+                    })?;
+                }
+                Box::new(FileStore::new(path))
+            }
+            StoreChoice::ConfigMap(target) => Box::new(
+                ConfigMapStore::connect(target).map_err(|e| Box::new(DaemonError::Store(e)))?,
+            ),
+        };
+        // Boxed: the error is large, and this is the closure's result.
+        Ok::<_, Box<DaemonError>>(Service::open(config, overrides, store))
+    })
+    .await;
+    match opened {
+        Ok(r) => r.map_err(|e| *e)?.map_err(open_err),
+        Err(e) => match e.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_) => Err(open_err(ServiceError::Stopped)),
+        },
+    }
 }
 
 /// Runs `liqo-ipam serve` until SIGTERM or SIGINT (or a failure): `flags` are the settings
@@ -45,20 +88,15 @@ pub async fn serve(flags: Settings, config: Option<PathBuf>) -> Result<(), Daemo
     let security = settings.security();
     let grpc = Server::bind(settings.listen(), &security).await?;
     let (config, overrides) = settings.config().map_err(DaemonError::Settings)?;
-    let state = settings.state();
-    if let Some(dir) = state.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|source| DaemonError::StateDir {
-            dir: dir.to_owned(),
-            source,
-        })?;
+    let store = settings.store().map_err(DaemonError::Settings)?;
+    for flag in settings.unused_store_flags() {
+        tracing::warn!(
+            flag,
+            store = store.kind(),
+            "ignored: this store does not use it"
+        );
     }
-    let service =
-        Service::open(config, overrides, Box::new(FileStore::new(&state))).map_err(|source| {
-            DaemonError::Open {
-                state: state.clone(),
-                source,
-            }
-        })?;
+    let service = open(&store, config, overrides).await?;
     let status_server = StatusServer::bind(settings.metrics_listen()).await?;
 
     let listen = grpc.local_addr();
@@ -76,12 +114,18 @@ pub async fn serve(flags: Settings, config: Option<PathBuf>) -> Result<(), Daemo
         .map(|(s, t)| Reload::started(s, t));
     let view = reload.as_ref().map(Reload::view);
     let status = {
-        let (service, view, state) = (service.clone(), view.clone(), state.clone());
+        let (service, view, kind, state) = (
+            service.clone(),
+            view.clone(),
+            store.kind(),
+            store.location(),
+        );
         move || {
             let (peers, endpoints) = service.read(|i| (i.peers().count(), i.endpoints().count()));
             serde_json::json!({
                 "listen": format!("{scheme}://{listen}"),
                 "authentication": auth,
+                "store": kind,
                 "state": state,
                 "peers": peers,
                 "endpoints": endpoints,
@@ -104,10 +148,9 @@ pub async fn serve(flags: Settings, config: Option<PathBuf>) -> Result<(), Daemo
         "the /status and /metrics server",
         status_server.serve(status, metrics),
     );
-    tracing::info!(%listen, scheme, auth, %metrics_listen, state = %state.display(), "liqo-ipam serving");
+    tracing::info!(%listen, scheme, auth, %metrics_listen, %store, "liqo-ipam serving");
     println!(
-        "liqo-ipam serving gRPC on {scheme}://{listen} ({auth}), metrics on http://{metrics_listen}/metrics, state in {}",
-        state.display()
+        "liqo-ipam serving gRPC on {scheme}://{listen} ({auth}), metrics on http://{metrics_listen}/metrics, state in {store}"
     );
 
     let (stop, stop_rx) = watch::channel(false);

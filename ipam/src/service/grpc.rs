@@ -1,6 +1,9 @@
-//! The gRPC handlers: parse and validate, call the IPAM, map errors to status codes.
+//! The gRPC handlers: parse and validate, call the IPAM, map errors to status codes. A change
+//! runs (and is saved) on the blocking pool, and is answered only once saved.
 
 use std::net::Ipv4Addr;
+
+use ipnet::Ipv4Net;
 
 use tonic::{Request, Response, Status};
 
@@ -36,7 +39,7 @@ fn refused(field: &str, e: impl Into<ServiceError>) -> Status {
 fn status(e: ServiceError) -> Status {
     let field = match &e {
         ServiceError::Ipam(i) => field_of(i),
-        ServiceError::Store(_) => None,
+        ServiceError::Store(_) | ServiceError::Stopped => None,
     };
     named(e, field)
 }
@@ -44,8 +47,8 @@ fn status(e: ServiceError) -> Status {
 fn named(e: ServiceError, field: Option<&str>) -> Status {
     // A store failure carries its causes (the file, the OS error); a refusal is its message.
     let text = match &e {
-        ServiceError::Store(_) => liqo_types::chain(&e),
-        ServiceError::Ipam(_) => e.to_string(),
+        ServiceError::Store(_) => format!("not saved, nothing changed: {}", liqo_types::chain(&e)),
+        ServiceError::Ipam(_) | ServiceError::Stopped => e.to_string(),
     };
     let msg = match field {
         Some(f) => format!("{f}: {text}"),
@@ -53,6 +56,7 @@ fn named(e: ServiceError, field: Option<&str>) -> Status {
     };
     match e {
         ServiceError::Store(_) => Status::internal(msg),
+        ServiceError::Stopped => Status::unavailable(msg),
         ServiceError::Ipam(e) => match e {
             Error::UnknownPeer(_) => Status::not_found(msg),
             Error::PoolExhausted { .. } => Status::resource_exhausted(msg),
@@ -102,7 +106,7 @@ pub(crate) fn peer_info(p: &Peer) -> proto::PeerInfo {
     }
 }
 
-/// The wire form of the whole IPAM.
+/// The wire form of the whole IPAM (without where it is kept: see [`Service::listed`]).
 pub(crate) fn list(ipam: &Ipam) -> proto::ListResponse {
     let c = ipam.config();
     let s = |v: &[ipnet::Ipv4Net]| v.iter().map(ToString::to_string).collect();
@@ -140,10 +144,19 @@ pub(crate) fn list(ipam: &Ipam) -> proto::ListResponse {
                 total,
             })
             .collect(),
+        store: String::new(),
     }
 }
 
 impl Service {
+    /// `l` with where the state is kept.
+    fn listed(&self, l: proto::ListResponse) -> proto::ListResponse {
+        proto::ListResponse {
+            store: self.location().to_owned(),
+            ..l
+        }
+    }
+
     /// Refuses an API change of a list that a flag or the config file sets.
     fn unmanaged(&self, what: &str, by: Option<String>) -> Result<(), Status> {
         match by {
@@ -158,6 +171,35 @@ impl Service {
         self.metrics.request(method, r.is_ok());
         r.map_err(status)
     }
+
+    /// A reserved subnet or pool added or removed at run time (refused while the settings
+    /// manage them), answered with the new listing.
+    async fn subnet_change(
+        &self,
+        method: &'static str,
+        which: Subnets,
+        req: Request<proto::Subnet>,
+        change: fn(&mut Ipam, Ipv4Net) -> Result<(), Error>,
+    ) -> Result<Response<proto::ListResponse>, Status> {
+        let net = cidr("cidr", &req.into_inner().cidr)?;
+        let managed = self.managed();
+        match which {
+            Subnets::Reserved => self.unmanaged("reserved subnets", managed.reserved)?,
+            Subnets::Pools => self.unmanaged("pools", managed.pools)?,
+        }
+        let out = self
+            .mutate_async(move |ipam| change(ipam, net).map(|()| list(ipam)))
+            .await;
+        self.observe(method, out)
+            .map(|l| Response::new(self.listed(l)))
+    }
+}
+
+/// The run-time changeable lists.
+#[derive(Debug, Clone, Copy)]
+enum Subnets {
+    Reserved,
+    Pools,
 }
 
 #[tonic::async_trait]
@@ -172,10 +214,12 @@ impl proto::ipam_server::Ipam for Service {
             cidr("pod_cidr", &r.pod_cidr)?,
             cidr("external_cidr", &r.external_cidr)?,
         );
-        let out = self.mutate(|ipam| {
-            ipam.acquire(&peer, pod, ext)?;
-            Ok(peer_info(ipam.peer(&peer)?))
-        });
+        let out = self
+            .mutate_async(move |ipam| {
+                ipam.acquire(&peer, pod, ext)?;
+                Ok(peer_info(ipam.peer(&peer)?))
+            })
+            .await;
         self.observe("remap", out).map(Response::new)
     }
 
@@ -184,7 +228,9 @@ impl proto::ipam_server::Ipam for Service {
         req: Request<proto::PeerRef>,
     ) -> Result<Response<proto::PeerInfo>, Status> {
         let peer = id(&req.into_inner().cluster_id)?;
-        let out = self.mutate(|ipam| ipam.release(&peer).map(|p| peer_info(&p)));
+        let out = self
+            .mutate_async(move |ipam| ipam.release(&peer).map(|p| peer_info(&p)))
+            .await;
         self.observe("release", out).map(Response::new)
     }
 
@@ -198,10 +244,12 @@ impl proto::ipam_server::Ipam for Service {
             cidr("our_pod_view", &r.our_pod_view)?,
             cidr("our_external_view", &r.our_external_view)?,
         );
-        let out = self.mutate(|ipam| {
-            ipam.set_peer_view(&peer, pod, ext)?;
-            Ok(peer_info(ipam.peer(&peer)?))
-        });
+        let out = self
+            .mutate_async(move |ipam| {
+                ipam.set_peer_view(&peer, pod, ext)?;
+                Ok(peer_info(ipam.peer(&peer)?))
+            })
+            .await;
         self.observe("set_peer_view", out).map(Response::new)
     }
 
@@ -210,10 +258,12 @@ impl proto::ipam_server::Ipam for Service {
         req: Request<proto::PeerRef>,
     ) -> Result<Response<proto::PeerInfo>, Status> {
         let peer = id(&req.into_inner().cluster_id)?;
-        let out = self.mutate(|ipam| {
-            ipam.clear_peer_view(&peer)?;
-            Ok(peer_info(ipam.peer(&peer)?))
-        });
+        let out = self
+            .mutate_async(move |ipam| {
+                ipam.clear_peer_view(&peer)?;
+                Ok(peer_info(ipam.peer(&peer)?))
+            })
+            .await;
         self.observe("clear_peer_view", out).map(Response::new)
     }
 
@@ -227,29 +277,31 @@ impl proto::ipam_server::Ipam for Service {
         let dir = proto::Direction::try_from(r.direction).map_err(|_| {
             Status::invalid_argument(format!("direction: unknown direction {}", r.direction))
         })?;
-        let out = self.mutate(|ipam| match dir {
-            proto::Direction::RemoteToLocal => {
-                ipam.remote_to_local(&peer, addr)
-                    .map(|a| proto::MapIpResponse {
-                        ip: a.to_string(),
-                        external_ip: String::new(),
-                    })
-            }
-            proto::Direction::LocalToPeer => {
-                ipam.local_to_peer(&peer, addr)
-                    .map(|a| proto::MapIpResponse {
-                        ip: a.to_string(),
-                        external_ip: String::new(),
-                    })
-            }
-            proto::Direction::Endpoint => {
-                ipam.map_endpoint(&peer, addr, &holder)
-                    .map(|m| proto::MapIpResponse {
-                        ip: m.seen_by_peer.to_string(),
-                        external_ip: m.external_ip.map(|a| a.to_string()).unwrap_or_default(),
-                    })
-            }
-        });
+        let out = self
+            .mutate_async(move |ipam| match dir {
+                proto::Direction::RemoteToLocal => {
+                    ipam.remote_to_local(&peer, addr)
+                        .map(|a| proto::MapIpResponse {
+                            ip: a.to_string(),
+                            external_ip: String::new(),
+                        })
+                }
+                proto::Direction::LocalToPeer => {
+                    ipam.local_to_peer(&peer, addr)
+                        .map(|a| proto::MapIpResponse {
+                            ip: a.to_string(),
+                            external_ip: String::new(),
+                        })
+                }
+                proto::Direction::Endpoint => {
+                    ipam.map_endpoint(&peer, addr, &holder)
+                        .map(|m| proto::MapIpResponse {
+                            ip: m.seen_by_peer.to_string(),
+                            external_ip: m.external_ip.map(|a| a.to_string()).unwrap_or_default(),
+                        })
+                }
+            })
+            .await;
         self.observe("map_ip", out).map(Response::new)
     }
 
@@ -259,7 +311,9 @@ impl proto::ipam_server::Ipam for Service {
     ) -> Result<Response<proto::Empty>, Status> {
         let r = req.into_inner();
         let (peer, addr, holder) = (id(&r.cluster_id)?, ip(&r.ip)?, holder(&r.holder)?);
-        let out = self.mutate(|ipam| ipam.unmap_endpoint(&peer, addr, &holder));
+        let out = self
+            .mutate_async(move |ipam| ipam.unmap_endpoint(&peer, addr, &holder))
+            .await;
         self.observe("unmap_endpoint", out)
             .map(|()| Response::new(proto::Empty {}))
     }
@@ -269,46 +323,43 @@ impl proto::ipam_server::Ipam for Service {
         _: Request<proto::Empty>,
     ) -> Result<Response<proto::ListResponse>, Status> {
         self.metrics.request("list", true);
-        Ok(Response::new(self.read(list)))
+        Ok(Response::new(self.listed(self.read(list))))
     }
 
     async fn add_reserved(
         &self,
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
-        let net = cidr("cidr", &req.into_inner().cidr)?;
-        self.unmanaged("reserved subnets", self.managed().reserved)?;
-        let out = self.mutate(|ipam| ipam.add_reserved(net).map(|()| list(ipam)));
-        self.observe("add_reserved", out).map(Response::new)
+        self.subnet_change("add_reserved", Subnets::Reserved, req, Ipam::add_reserved)
+            .await
     }
 
     async fn remove_reserved(
         &self,
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
-        let net = cidr("cidr", &req.into_inner().cidr)?;
-        self.unmanaged("reserved subnets", self.managed().reserved)?;
-        let out = self.mutate(|ipam| ipam.remove_reserved(net).map(|()| list(ipam)));
-        self.observe("remove_reserved", out).map(Response::new)
+        self.subnet_change(
+            "remove_reserved",
+            Subnets::Reserved,
+            req,
+            Ipam::remove_reserved,
+        )
+        .await
     }
 
     async fn add_pool(
         &self,
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
-        let net = cidr("cidr", &req.into_inner().cidr)?;
-        self.unmanaged("pools", self.managed().pools)?;
-        let out = self.mutate(|ipam| ipam.add_pool(net).map(|()| list(ipam)));
-        self.observe("add_pool", out).map(Response::new)
+        self.subnet_change("add_pool", Subnets::Pools, req, Ipam::add_pool)
+            .await
     }
 
     async fn remove_pool(
         &self,
         req: Request<proto::Subnet>,
     ) -> Result<Response<proto::ListResponse>, Status> {
-        let net = cidr("cidr", &req.into_inner().cidr)?;
-        self.unmanaged("pools", self.managed().pools)?;
-        let out = self.mutate(|ipam| ipam.remove_pool(net).map(|()| list(ipam)));
-        self.observe("remove_pool", out).map(Response::new)
+        self.subnet_change("remove_pool", Subnets::Pools, req, Ipam::remove_pool)
+            .await
     }
 }

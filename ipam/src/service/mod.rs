@@ -29,20 +29,28 @@ pub enum ServiceError {
     /// The IPAM refused.
     #[error(transparent)]
     Ipam(#[from] Error),
-    /// The store failed; the change was rolled back.
-    #[error("persisting the IPAM state")]
+    /// The store failed (it names the file or the ConfigMap); a change was rolled back.
+    #[error(transparent)]
     Store(#[from] crate::store::StoreError),
-}
-
-struct Inner {
-    ipam: Ipam,
-    store: Box<dyn Store + Send>,
+    /// The runtime is shutting down: the change was not applied.
+    #[error("the service is stopping")]
+    Stopped,
 }
 
 /// The shared state of the service.
+///
+/// Changes take the store's lock, apply to a copy of the IPAM, save it and only then publish
+/// it: changes are saved one at a time, a failed save leaves the IPAM as it was, and reads
+/// (which take the IPAM's lock only to look) never wait for a save nor see a change that is not
+/// saved.
 #[derive(Clone)]
 pub struct Service {
-    inner: Arc<Mutex<Inner>>,
+    /// The IPAM as last saved.
+    ipam: Arc<Mutex<Ipam>>,
+    /// Held by a change from its start to the end of its save.
+    store: Arc<Mutex<Box<dyn Store + Send>>>,
+    /// Where the state is kept ([`Store::describe`]).
+    location: Arc<str>,
     metrics: Arc<metrics::Metrics>,
     managed: Arc<Mutex<Managed>>,
 }
@@ -98,10 +106,17 @@ impl Service {
         let metrics = Arc::new(metrics::Metrics::default());
         metrics.observe(&ipam);
         Ok(Service {
-            inner: Arc::new(Mutex::new(Inner { ipam, store })),
+            ipam: Arc::new(Mutex::new(ipam)),
+            location: store.describe().into(),
+            store: Arc::new(Mutex::new(store)),
             metrics,
             managed: Arc::default(),
         })
+    }
+
+    /// Where the state is kept: `file <path>`, `configmap <namespace>/<name>`.
+    pub fn location(&self) -> &str {
+        &self.location
     }
 
     /// Records who sets the pools and reserved subnets (see [`Managed`]).
@@ -117,51 +132,60 @@ impl Service {
             .clone()
     }
 
-    /// Reads the IPAM.
+    /// Reads the IPAM as last saved (never waits for a save).
     pub fn read<T>(&self, f: impl FnOnce(&Ipam) -> T) -> T {
-        f(&self.inner.lock().unwrap_or_else(|p| p.into_inner()).ipam)
+        f(&self.ipam.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
-    /// Changes the IPAM with `f` and persists the result. If `f` fails nothing changed; if
-    /// saving fails the change is undone, so memory and disk never disagree.
+    /// Changes the IPAM with `f` and persists the result; the change is seen (and the call
+    /// returns `Ok`) only once saved. If `f` fails nothing changed; if saving fails the IPAM
+    /// stays as it was, so memory and the store never disagree. It blocks while saving: from
+    /// async code use [`Service::mutate_async`].
     pub fn mutate<T>(
         &self,
         f: impl FnOnce(&mut Ipam) -> Result<T, Error>,
     ) -> Result<T, ServiceError> {
-        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        let before = inner.ipam.clone();
-        let out = match f(&mut inner.ipam) {
-            Ok(out) => out,
-            Err(e) => {
-                // Whatever the operation did before failing is undone here too.
-                inner.ipam = before;
-                return Err(e.into());
-            }
-        };
-        let state = inner.ipam.state();
-        if state != before.state() {
-            if let Err(e) = inner.store.save(&state) {
-                inner.ipam = before;
-                return Err(e.into());
-            }
-            self.metrics.observe(&inner.ipam);
+        let mut store = self.store.lock().unwrap_or_else(|p| p.into_inner());
+        // Only a change (holding the store's lock) replaces the IPAM: this copy is current.
+        let (mut next, before) = self.read(|i| (i.clone(), i.state()));
+        // On failure, whatever `f` did to the copy is dropped with it.
+        let out = f(&mut next)?;
+        let state = next.state();
+        if state != before {
+            store.save(&state)?;
+            self.metrics.observe(&next);
         }
+        *self.ipam.lock().unwrap_or_else(|p| p.into_inner()) = next;
         Ok(out)
+    }
+
+    /// [`Service::mutate`] on the blocking pool, so that a slow store never holds a runtime
+    /// worker (nor the calls and tasks waiting for one).
+    pub async fn mutate_async<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Ipam) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, ServiceError> {
+        let service = self.clone();
+        match tokio::task::spawn_blocking(move || service.mutate(f)).await {
+            Ok(r) => r,
+            Err(e) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                // Cancelled: only when the runtime shuts down, before it ran.
+                Err(_) => Err(ServiceError::Stopped),
+            },
+        }
     }
 
     /// Sets the pools and reserved subnets `change` gives (the others stay) on the running
     /// IPAM, with the checks of the runtime changes; all or nothing, saved.
     pub fn reconfigure(&self, change: &Overrides) -> Result<(), ServiceError> {
-        self.mutate(|ipam| {
-            let mut wanted = ipam.config().clone();
-            if let Some(p) = &change.pools {
-                wanted.pools.clone_from(p);
-            }
-            if let Some(r) = &change.reserved {
-                wanted.reserved.clone_from(r);
-            }
-            ipam.reconfigure(wanted)
-        })
+        self.mutate(|ipam| reconfigured(ipam, change))
+    }
+
+    /// [`Service::reconfigure`] off the runtime's workers.
+    pub async fn reconfigure_async(&self, change: Overrides) -> Result<(), ServiceError> {
+        self.mutate_async(move |ipam| reconfigured(ipam, &change))
+            .await
     }
 
     /// The metrics of this service.
@@ -180,3 +204,18 @@ impl Service {
         proto::ipam_server::IpamServer::with_interceptor(self.clone(), auth)
     }
 }
+
+/// `ipam` with the pools and reserved subnets `change` gives.
+fn reconfigured(ipam: &mut Ipam, change: &Overrides) -> Result<(), Error> {
+    let mut wanted = ipam.config().clone();
+    if let Some(p) = &change.pools {
+        wanted.pools.clone_from(p);
+    }
+    if let Some(r) = &change.reserved {
+        wanted.reserved.clone_from(r);
+    }
+    ipam.reconfigure(wanted)
+}
+
+#[cfg(test)]
+mod tests;

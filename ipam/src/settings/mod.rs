@@ -5,6 +5,7 @@
 //! Pools (`pools`, `additionalPools`) and `reservedSubnets` apply while running, with the checks
 //! of the runtime changes (a pool or reserved subnet holding a peer's range is refused, naming
 //! the peer); every other field needs a restart, and a file changing one is refused naming it.
+//! Where the state is kept (`store`: a file, or a ConfigMap) is in [`store`].
 
 use std::{net::SocketAddr, path::PathBuf};
 
@@ -14,6 +15,10 @@ use liqo_types::{
     field::{FieldError, bad},
 };
 use serde::Deserialize;
+
+mod store;
+
+pub use store::{StoreChoice, StoreKind, configmap_name, namespace_name};
 
 use crate::{
     Config, check_cidr,
@@ -38,8 +43,14 @@ pub struct Settings {
     pub listen: Option<SocketAddr>,
     /// Prometheus metrics (and `/status`) listen address.
     pub metrics_listen: Option<SocketAddr>,
-    /// State file.
+    /// Where the state is kept (default: a file).
+    pub store: Option<StoreKind>,
+    /// State file (`store: file`).
     pub state: Option<PathBuf>,
+    /// The ConfigMap of the state (`store: configmap`).
+    pub state_configmap: Option<String>,
+    /// The namespace of that ConfigMap.
+    pub namespace: Option<String>,
     /// Local pod CIDR (required).
     pub pod_cidr: Option<Cidr>,
     /// Local service CIDR.
@@ -110,7 +121,10 @@ impl Settings {
         Settings {
             listen: self.listen.or(file.listen),
             metrics_listen: self.metrics_listen.or(file.metrics_listen),
+            store: self.store.or(file.store),
             state: self.state.or(file.state),
+            state_configmap: self.state_configmap.or(file.state_configmap),
+            namespace: self.namespace.or(file.namespace),
             pod_cidr: self.pod_cidr.or(file.pod_cidr),
             service_cidr: self.service_cidr.or(file.service_cidr),
             external_cidr: self.external_cidr.or(file.external_cidr),
@@ -133,6 +147,28 @@ impl Settings {
     pub fn metrics_listen(&self) -> SocketAddr {
         self.metrics_listen
             .unwrap_or_else(|| literal(DEFAULT_METRICS_LISTEN))
+    }
+
+    /// The store's settings as given.
+    fn store_given(&self) -> store::Given<'_> {
+        store::Given {
+            kind: self.store,
+            state: self.state.as_deref(),
+            configmap: self.state_configmap.as_deref(),
+            namespace: self.namespace.as_deref(),
+        }
+    }
+
+    /// Where the state is kept: the file (default [`DEFAULT_STATE`]), or the ConfigMap
+    /// (default `liqo-ipam-state` in `liqo`) with its name and namespace checked, an error
+    /// naming the field, its flag and the value.
+    pub fn store(&self) -> Result<StoreChoice, FieldError> {
+        self.store_given().choice(self.state())
+    }
+
+    /// Settings given that the chosen store does not use (each is ignored), by flag.
+    pub fn unused_store_flags(&self) -> Vec<&'static str> {
+        self.store_given().unused_flags()
     }
 
     /// The state file (default [`DEFAULT_STATE`]).
@@ -240,6 +276,7 @@ impl Settings {
         if self.state() != running.state() {
             return Err(restart("state", running.state().display().to_string()));
         }
+        self.store_given().change_from(&running.store_given())?;
         let effective = |c: Option<Cidr>, default: &str| c.unwrap_or_else(|| literal(default));
         for (field, new, old) in [
             (

@@ -180,3 +180,74 @@ fn list_elements_are_named_when_repeated_overlapping_or_whole() {
     let e = err("additionalPools: [10.64.0.0/10]");
     assert_eq!(e.field, "additionalPools[0]", "{e}");
 }
+
+#[test]
+fn the_store_is_a_file_by_default_or_a_checked_configmap() {
+    let s = Settings::default();
+    assert_eq!(
+        s.store().unwrap(),
+        StoreChoice::File("/var/lib/liqo-ipam/state.json".into())
+    );
+    let s = yaml("store: configmap");
+    let c = s.store().unwrap();
+    assert_eq!(c.to_string(), "configmap liqo/liqo-ipam-state");
+    assert_eq!(
+        (c.kind(), c.location().as_str()),
+        ("configmap", "liqo/liqo-ipam-state")
+    );
+    let s = yaml("store: configmap\nstateConfigmap: ipam.state\nnamespace: net");
+    assert_eq!(s.store().unwrap().to_string(), "configmap net/ipam.state");
+    assert_eq!(s.unused_store_flags(), Vec::<&str>::new());
+    for (text, field, want) in [
+        (
+            "store: configmap\nstateConfigmap: Bad_Name",
+            "stateConfigmap",
+            "--state-configmap \"Bad_Name\": not a valid ConfigMap name: contains 'B'",
+        ),
+        (
+            "store: configmap\nnamespace: liqo.system",
+            "namespace",
+            "--namespace \"liqo.system\": not a valid namespace: contains '.'",
+        ),
+    ] {
+        let e = yaml(text).store().unwrap_err();
+        assert_eq!(e.field, field, "{text}");
+        assert!(e.problem.starts_with(want), "{text}: {e}");
+    }
+    assert_eq!(Settings::from_yaml("store: s3").unwrap_err().field, "store");
+    // What the chosen store does not use is named (the daemon warns).
+    let s = yaml("stateConfigmap: x\nnamespace: tenant");
+    assert_eq!(s.unused_store_flags(), ["--state-configmap", "--namespace"]);
+    assert_eq!(
+        yaml("store: configmap\nstate: /x").unused_store_flags(),
+        ["--state"]
+    );
+    assert_eq!(
+        configmap_name("liqo-ipam-state").unwrap(),
+        "liqo-ipam-state"
+    );
+    assert!(configmap_name("x_y").is_err());
+    assert!(namespace_name("a.b").is_err());
+}
+
+#[test]
+fn the_store_changes_only_on_a_restart() {
+    let running = yaml("podCidr: 10.200.0.0/16\nstore: configmap");
+    for (text, field) in [
+        ("podCidr: 10.200.0.0/16", "store"),
+        (
+            "podCidr: 10.200.0.0/16\nstore: configmap\nstateConfigmap: other",
+            "stateConfigmap",
+        ),
+        (
+            "podCidr: 10.200.0.0/16\nstore: configmap\nnamespace: other",
+            "namespace",
+        ),
+    ] {
+        let e = yaml(text).change_from(&running).unwrap_err();
+        assert_eq!(e.field, field, "{text}: {e}");
+        assert!(e.problem.contains("only on a restart"), "{e}");
+    }
+    let same = yaml("podCidr: 10.200.0.0/16\nstore: configmap\nnamespace: liqo");
+    assert!(same.change_from(&running).is_ok());
+}

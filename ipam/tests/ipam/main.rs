@@ -1,9 +1,11 @@
 //! The ipam crate's integration tests, one binary: the liqo-ipam service over gRPC (`service`),
-//! its TLS, tokens and client certificates (`security`), and its configuration reload
-//! (`reload`). Shared helpers in `common`.
+//! its TLS, tokens and client certificates (`security`), its configuration reload (`reload`),
+//! and its state in a ConfigMap of a real API server (`configmap_k8s`). Shared helpers in
+//! `common`.
 
 mod common;
 
+mod configmap_k8s;
 mod reload;
 mod security;
 mod service;

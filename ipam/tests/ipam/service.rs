@@ -139,3 +139,42 @@ fn bad_requests_are_refused_naming_the_value() {
         "refused requests changed nothing"
     );
 }
+
+#[test]
+fn a_bad_configmap_store_is_refused_at_start_naming_the_flag_and_value() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let config = dir.path().join("ipam.yaml");
+    std::fs::write(&config, "store: configmap\nstateConfigmap: From_File\n").unwrap();
+    let config = config.to_str().unwrap();
+    let missing = dir.path().join("no-kubeconfig");
+    for (args, want) in [
+        (
+            vec!["--store", "configmap", "--state-configmap", "Bad_Name"],
+            "invalid value 'Bad_Name' for '--state-configmap <STATE_CONFIGMAP>': not a valid ConfigMap name: contains 'B'",
+        ),
+        (
+            vec!["--store", "configmap", "--namespace", "liqo.system"],
+            "invalid value 'liqo.system' for '--namespace <NAMESPACE>': not a valid namespace: contains '.'",
+        ),
+        (
+            vec!["--config", config],
+            "invalid settings: stateConfigmap: --state-configmap \"From_File\": not a valid ConfigMap name",
+        ),
+        (
+            vec!["--store", "s3"],
+            "invalid value 's3' for '--store <STORE>'",
+        ),
+        (
+            vec!["--store", "configmap"],
+            "starting the ConfigMap store: making the Kubernetes client (in-cluster config or KUBECONFIG)",
+        ),
+    ] {
+        let spec = common::serve_spec(&state, &args)
+            .env("KUBECONFIG", &missing)
+            .env_remove("KUBERNETES_SERVICE_HOST");
+        let (status, out) = common::run_to_exit(spec);
+        assert!(!status.success() && out.contains(want), "{args:?}: {out}");
+    }
+    assert!(!state.exists(), "no state written");
+}

@@ -24,6 +24,7 @@ const NEEDED: &[&str] = &[
     "kwok",
     "kwok-stage-fast.yaml",
     "kubectl",
+    "helm",
 ];
 
 impl Binaries {

@@ -2,13 +2,12 @@
 //! `e2e/k8s/README.md`, "What the test clusters leave out").
 
 /// The kube-controller-manager's controllers not started: what neither Liqo nor its tests use
-/// (workload kinds other than Deployments and ReplicaSets, volumes, autoscaling, dynamic
-/// resources, cloud providers). Each one costs informers, lists at start and CPU on a 2-core
+/// (workload kinds other than Deployments, ReplicaSets and DaemonSets (the chart's route
+/// agents), volumes, autoscaling, dynamic resources, cloud providers). Each one costs informers, lists at start and CPU on a 2-core
 /// machine that runs many clusters. `LIQO_K8S_ALL_CONTROLLERS=1` starts all of them.
 const CONTROLLERS_OFF: &[&str] = &[
     "cloud-node-lifecycle-controller",
     "cronjob-controller",
-    "daemonset-controller",
     "device-taint-eviction-controller",
     "ephemeral-volume-controller",
     "horizontal-pod-autoscaler-controller",

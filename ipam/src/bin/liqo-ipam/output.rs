@@ -29,6 +29,9 @@ pub(crate) fn list_table(l: &proto::ListResponse) -> String {
         "pod CIDR {}  service CIDR {}  external CIDR {}\n",
         l.pod_cidr, l.service_cidr, l.external_cidr
     ));
+    if !l.store.is_empty() {
+        o.push_str(&format!("store: {}\n", l.store));
+    }
     o.push_str(&format!("pools: {}\n", l.pools.join(", ")));
     o.push_str(&format!(
         "reserved: {}\n",
@@ -115,7 +118,7 @@ pub(crate) fn list_json(l: &proto::ListResponse) -> serde_json::Value {
         .map(|u| serde_json::json!({"pool": u.pool, "used": u.used, "total": u.total}))
         .collect();
     serde_json::json!({"podCIDR": l.pod_cidr, "serviceCIDR": l.service_cidr, "externalCIDR": l.external_cidr,
-        "pools": l.pools, "reserved": l.reserved, "peers": peers, "endpoints": endpoints, "usage": usage})
+        "store": l.store, "pools": l.pools, "reserved": l.reserved, "peers": peers, "endpoints": endpoints, "usage": usage})
 }
 
 pub(crate) use liqo_daemon::show::out;

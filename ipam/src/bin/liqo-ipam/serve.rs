@@ -5,7 +5,7 @@ use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use ipam::settings::Settings;
+use ipam::settings::{Settings, StoreKind, configmap_name, namespace_name};
 use liqo_types::Cidr;
 
 /// `serve` flags; the config file (`--config`, YAML) takes the same names in camelCase.
@@ -22,9 +22,19 @@ pub(crate) struct Serve {
     /// /metrics and /status listen address [default: 127.0.0.1:9106].
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
+    /// Where the state is kept: `file` (--state) or `configmap` (--state-configmap in
+    /// --namespace, through the in-cluster config or KUBECONFIG) [default: file].
+    #[arg(long, value_enum)]
+    store: Option<StoreKind>,
     /// State file (crash-safe JSON) [default: /var/lib/liqo-ipam/state.json].
     #[arg(long)]
     state: Option<PathBuf>,
+    /// The ConfigMap of the state, with --store configmap [default: liqo-ipam-state].
+    #[arg(long, value_parser = configmap_name)]
+    state_configmap: Option<String>,
+    /// The namespace of --state-configmap [default: liqo].
+    #[arg(long, value_parser = namespace_name)]
+    namespace: Option<String>,
     /// Local pod CIDR.
     #[arg(long)]
     pod_cidr: Option<Cidr>,
@@ -74,7 +84,10 @@ impl Serve {
         let s = Settings {
             listen: self.listen,
             metrics_listen: self.metrics_listen,
+            store: self.store,
             state: self.state,
+            state_configmap: self.state_configmap,
+            namespace: self.namespace,
             pod_cidr: self.pod_cidr,
             service_cidr: self.service_cidr,
             external_cidr: self.external_cidr,

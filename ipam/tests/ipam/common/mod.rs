@@ -11,6 +11,8 @@ use std::{
 
 use dataplane::supervisor::{Attached, Spec};
 
+pub(crate) mod k8s;
+
 pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_liqo-ipam");
 
 pub(crate) fn free_port() -> u16 {

@@ -1,0 +1,178 @@
+//! `liqoctl uninstall [--purge]`: refused while peerings or offloaded namespaces exist (their
+//! finalizers need the controllers the release runs); otherwise the release goes first (Helm
+//! deletes what it made), then the namespace liqoctl made (with what the components made in it
+//! at run time: certificates, keys, tokens, the IPAM's state, Leases), and with `--purge` the
+//! CRDs. Each wait is bounded by `--timeout`; what is left is named, never waited on forever.
+
+use std::time::Duration;
+
+use control::api::{discovery::ForeignCluster, offloading::NamespaceOffloading};
+use k8s_openapi::{
+    api::core::v1::Namespace,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams},
+};
+
+use super::{
+    InstallError, NAMESPACE_LABEL, NAMESPACE_LABEL_VALUE, api_err,
+    args::UninstallArgs,
+    helm::{Helm, RELEASE, os},
+};
+
+/// How often removal is checked.
+const POLL: Duration = Duration::from_secs(1);
+
+/// Why `uninstall` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum UninstallError {
+    /// Peerings exist.
+    #[error("refusing to uninstall while peered with {0} (unpeer first: liqoctl unpeer <name>)")]
+    Peered(String),
+    /// Offloaded namespaces exist.
+    #[error(
+        "refusing to uninstall while namespaces are offloaded: {0} (liqoctl unoffload namespace <name> first)"
+    )]
+    Offloaded(String),
+    /// Something failed on the way.
+    #[error(transparent)]
+    Install(#[from] InstallError),
+    /// Not all gone in time.
+    #[error("still present after {secs} s: {left}")]
+    Left {
+        /// The timeout.
+        secs: u64,
+        /// What is left.
+        left: String,
+    },
+}
+
+/// Runs `uninstall`.
+pub async fn uninstall(
+    client: &Client,
+    helm: &Helm,
+    ns: &str,
+    a: &UninstallArgs,
+) -> Result<(), UninstallError> {
+    // Refusals first: nothing is touched.
+    let fcs: Api<ForeignCluster> = Api::all(client.clone());
+    let peers = names(
+        fcs.list(&ListParams::default())
+            .await
+            .map_err(api_err("listing the ForeignClusters"))?
+            .items
+            .iter()
+            .map(|f| f.metadata.name.clone().unwrap_or_default()),
+    );
+    if !peers.is_empty() {
+        return Err(UninstallError::Peered(peers));
+    }
+    let nsoffs: Api<NamespaceOffloading> = Api::all(client.clone());
+    let offloaded = names(
+        nsoffs
+            .list(&ListParams::default())
+            .await
+            .map_err(api_err("listing the NamespaceOffloadings"))?
+            .items
+            .iter()
+            .map(|o| o.metadata.namespace.clone().unwrap_or_default()),
+    );
+    if !offloaded.is_empty() {
+        return Err(UninstallError::Offloaded(offloaded));
+    }
+    let deadline = tokio::time::Instant::now() + a.timeout;
+    let secs = a.timeout.as_secs().max(1).to_string();
+    if helm.revisions(ns).map_err(InstallError::from)? > 0 {
+        println!("Removing release {RELEASE} from namespace {ns}");
+        helm.run(&os(&[
+            "uninstall",
+            RELEASE,
+            "-n",
+            ns,
+            "--wait",
+            "--timeout",
+            &format!("{secs}s"),
+        ]))
+        .map_err(InstallError::from)?;
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let ours = namespaces
+        .get_opt(ns)
+        .await
+        .map_err(api_err(format!("reading namespace {ns}")))?
+        .filter(|n| {
+            n.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(NAMESPACE_LABEL))
+                .is_some_and(|v| v == NAMESPACE_LABEL_VALUE)
+        });
+    if ours.is_some() {
+        println!("Removing namespace {ns} (made by liqoctl install)");
+        delete_and_wait(&namespaces, ns, deadline, a.timeout).await?;
+    }
+    if a.purge {
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let liqo: Vec<String> = crds
+            .list(&ListParams::default())
+            .await
+            .map_err(api_err("listing the CRDs"))?
+            .items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .filter(|n| n.ends_with(".liqo.io"))
+            .collect();
+        for name in &liqo {
+            println!("Removing CRD {name}");
+            delete_and_wait(&crds, name, deadline, a.timeout).await?;
+        }
+    }
+    println!(
+        "Liqo is uninstalled{}",
+        if a.purge { " (CRDs too)" } else { "" }
+    );
+    Ok(())
+}
+
+fn names(it: impl Iterator<Item = String>) -> String {
+    let mut v: Vec<String> = it.collect();
+    v.sort();
+    v.dedup();
+    v.join(", ")
+}
+
+/// Deletes `name` and waits until it is gone (or the deadline).
+async fn delete_and_wait<K>(
+    api: &Api<K>,
+    name: &str,
+    deadline: tokio::time::Instant,
+    timeout: Duration,
+) -> Result<(), UninstallError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(api_err(format!("deleting {name}"))(e).into()),
+    }
+    loop {
+        let left = api
+            .get_opt(name)
+            .await
+            .map_err(api_err(format!("reading {name}")))?;
+        let Some(left) = left else {
+            return Ok(());
+        };
+        if tokio::time::Instant::now() >= deadline {
+            let finalizers = left.meta().finalizers.clone().unwrap_or_default();
+            return Err(UninstallError::Left {
+                secs: timeout.as_secs(),
+                left: format!("{name} (finalizers {finalizers:?})"),
+            });
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}

@@ -1,0 +1,18 @@
+//! The Helm chart (`chart/`): `helm lint` is clean and the chart's version is the workspace's
+//! (`lint`); every case of the values matrix (`chart/tests/values/`) renders as its snapshot
+//! (`chart/tests/snapshots/`; `UPDATE_SNAPSHOTS=1` rewrites them) and the files of `chart/files/`
+//! are in the render unchanged but for their namespace and labels (`snapshots`); bad values are
+//! refused naming their key (`refusals`); every container has only the privileges its program
+//! needs (`security`); what an install prints, and a fresh cluster ID without an override
+//! (`notes`); each render passes `kubectl apply --dry-run=server` on a harness cluster, and a
+//! render with cluster access keeps the existing cluster ID and IPAM credentials (`on_cluster`).
+//!
+//! helm is `$HELM`, else `helm` on `PATH`: without it every test fails saying so.
+
+mod helm;
+mod lint;
+mod notes;
+mod on_cluster;
+mod refusals;
+mod security;
+mod snapshots;

@@ -1,0 +1,116 @@
+//! What every render of the matrix grants its pods: each container non-root, read-only and
+//! without capabilities but the two data-plane daemons (the gateway privileged, the overlay
+//! agent root with NET_ADMIN only); no API token in the host-network pods' daemon containers; no
+//! generated secret in a ConfigMap; no Helm hook.
+
+use serde_json::Value;
+
+use crate::helm;
+
+/// The pod templates of a render, with the workload's name.
+fn pods(objects: &[Value]) -> Vec<(String, &Value)> {
+    objects
+        .iter()
+        .filter(|o| o["kind"] == "Deployment" || o["kind"] == "DaemonSet")
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_owned(),
+                &o["spec"]["template"]["spec"],
+            )
+        })
+        .collect()
+}
+
+fn check_container(case: &str, pod: &str, c: &Value) {
+    let name = c["name"].as_str().unwrap();
+    let sc = &c["securityContext"];
+    let what = format!("{case}: {pod}/{name}");
+    assert_eq!(sc["readOnlyRootFilesystem"], true, "{what}");
+    match (pod, name) {
+        ("liqo-gateway", "gateway") => {
+            assert_eq!(sc["privileged"], true, "{what}");
+        }
+        ("liqo-route", "overlay") => {
+            assert_eq!(
+                sc["capabilities"]["add"],
+                serde_json::json!(["NET_ADMIN"]),
+                "{what}"
+            );
+            assert_eq!(
+                sc["capabilities"]["drop"],
+                serde_json::json!(["ALL"]),
+                "{what}"
+            );
+            assert_eq!(sc["allowPrivilegeEscalation"], false, "{what}");
+            assert!(sc["privileged"].is_null(), "{what}");
+        }
+        _ => {
+            assert_eq!(sc["runAsNonRoot"], true, "{what}");
+            assert_eq!(sc["allowPrivilegeEscalation"], false, "{what}");
+            assert_eq!(
+                sc["capabilities"]["drop"],
+                serde_json::json!(["ALL"]),
+                "{what}"
+            );
+            assert!(sc["capabilities"]["add"].is_null(), "{what}");
+            assert!(sc["privileged"].is_null(), "{what}");
+        }
+    }
+}
+
+#[test]
+fn every_container_has_the_least_privileges_its_program_needs() {
+    for case in helm::cases() {
+        let render = helm::template(&case.values, &[]).expect_ok();
+        let objects = helm::objects(&render);
+        let pods = pods(&objects);
+        assert!(pods.len() >= 4, "{}: {} workloads", case.name, pods.len());
+        for (pod, spec) in &pods {
+            assert_eq!(
+                spec["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+                "{}: {pod}",
+                case.name
+            );
+            let containers = spec["containers"].as_array().unwrap();
+            for c in containers {
+                check_container(&case.name, pod, c);
+            }
+            if spec["hostNetwork"] == true {
+                // The API token only where the operator is: not in the daemon's container.
+                assert_eq!(
+                    spec["automountServiceAccountToken"], false,
+                    "{}: {pod}",
+                    case.name
+                );
+                let with_token: Vec<&str> = containers
+                    .iter()
+                    .filter(|c| {
+                        c["volumeMounts"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|m| m["name"] == "api-token")
+                    })
+                    .map(|c| c["name"].as_str().unwrap())
+                    .collect();
+                assert_eq!(with_token.len(), 1, "{}: {pod}: {with_token:?}", case.name);
+                assert!(with_token[0].ends_with("-operator"), "{}: {pod}", case.name);
+            }
+        }
+        for cm in objects.iter().filter(|o| o["kind"] == "ConfigMap") {
+            let text = cm["data"].to_string();
+            assert!(
+                !text.contains("BEGIN") && !text.contains("privateKey:"),
+                "{}: ConfigMap {} holds key material",
+                case.name,
+                cm["metadata"]["name"]
+            );
+        }
+        assert!(
+            !objects.iter().any(|o| o["kind"] == "Job"
+                || o["metadata"]["annotations"].get("helm.sh/hook").is_some()),
+            "{}: a Job or a Helm hook",
+            case.name
+        );
+    }
+}
