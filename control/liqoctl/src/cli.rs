@@ -68,8 +68,14 @@ pub enum Command {
     Install(crate::install::args::InstallArgs),
     /// Remove Liqo from this cluster (refused while peered or offloading).
     Uninstall(crate::install::args::UninstallArgs),
-    /// Show this cluster's identity, its auth URL and its peerings.
-    Status,
+    /// Show this cluster's identity, API server and auth URL, its network, each component's
+    /// readiness and version, and its peerings.
+    #[command(alias = "info")]
+    Status {
+        /// Print the report as data instead of text.
+        #[arg(short, long, value_enum)]
+        output: Option<OutputFormat>,
+    },
     /// Give this cluster's gateway a new WireGuard key: the gateway switches to it live, the
     /// peers learn its public half and reconnect; waits until every peer is connected again.
     RotateKey {

@@ -2,12 +2,17 @@
 //! the auth URL and the ForeignClusters (through `liqo_auth`), and print them.
 
 use control::api::discovery::ForeignCluster;
+use k8s_openapi::api::{
+    apps::v1::{DaemonSet, Deployment},
+    core::v1::ConfigMap,
+};
 use kube::{Api, Client, api::ListParams};
 use liqo_auth::url::Overrides;
 
 use crate::{
     client::ApiFailure,
-    render::{self, Missing, StatusReport},
+    install::ready,
+    render::{self, ComponentStatus, Missing, Network, StatusReport},
 };
 
 /// Why `generate peer-command` failed.
@@ -69,7 +74,80 @@ pub async fn status(client: &Client, ns: &str) -> StatusReport {
         identity,
         auth_url,
         peers,
+        network: network(client, ns).await,
+        components: components(client, ns).await,
     }
+}
+
+/// The network from the IPAM's state in the API server (`None`: no such ConfigMap).
+async fn network(client: &Client, ns: &str) -> Result<Option<Network>, Missing> {
+    use ipam::store::configmap::{DATA_KEY, DEFAULT_NAME};
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let cm = api
+        .get_opt(DEFAULT_NAME)
+        .await
+        .map_err(|e| Missing::Network(format!("reading ConfigMap {ns}/{DEFAULT_NAME}: {e}")))?;
+    let Some(cm) = cm else {
+        return Ok(None);
+    };
+    let text = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get(DATA_KEY))
+        .ok_or_else(|| {
+            Missing::Network(format!("ConfigMap {ns}/{DEFAULT_NAME} has no {DATA_KEY}"))
+        })?;
+    let state: ipam::state::State = serde_json::from_str(text).map_err(|e| {
+        Missing::Network(format!(
+            "ConfigMap {ns}/{DEFAULT_NAME} holds no IPAM state: {e}"
+        ))
+    })?;
+    let strings = |v: &[ipnet::Ipv4Net]| v.iter().map(ToString::to_string).collect();
+    Ok(Some(Network {
+        pod_cidr: state.config.pod_cidr.to_string(),
+        service_cidr: state.config.service_cidr.to_string(),
+        external_cidr: state.external_cidr.to_string(),
+        reserved_subnets: strings(&state.config.reserved),
+        pools: strings(&state.config.pools),
+        peers: state.peers.len(),
+        endpoints: state.endpoints.len(),
+    }))
+}
+
+/// The release's Deployments and DaemonSets, ready or not, with their versions.
+async fn components(client: &Client, ns: &str) -> Result<Vec<ComponentStatus>, Missing> {
+    let lp = ListParams::default().labels("app.kubernetes.io/part-of=liqo");
+    let fail = |e: kube::Error| Missing::Components(ApiFailure::from(e).into());
+    let version = |m: &kube::api::ObjectMeta| {
+        m.labels
+            .as_ref()
+            .and_then(|l| l.get("app.kubernetes.io/version").cloned())
+    };
+    let line = |c: ready::Component, v: Option<String>| ComponentStatus {
+        name: c.name,
+        ready: c.ready,
+        wanted: c.wanted,
+        done: c.done,
+        version: v,
+    };
+    let mut out: Vec<ComponentStatus> = Api::<Deployment>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .map_err(fail)?
+        .items
+        .iter()
+        .map(|d| line(ready::deployment(d), version(&d.metadata)))
+        .collect();
+    out.extend(
+        Api::<DaemonSet>::namespaced(client.clone(), ns)
+            .list(&lp)
+            .await
+            .map_err(fail)?
+            .items
+            .iter()
+            .map(|d| line(ready::daemon_set(d), version(&d.metadata))),
+    );
+    Ok(out)
 }
 
 /// The Kubernetes API server's version, for `version` without `--client`.

@@ -22,9 +22,12 @@ pub mod values;
 
 use std::{collections::BTreeMap, time::Duration};
 
-use k8s_openapi::api::{
-    apps::v1::{DaemonSet, Deployment},
-    core::v1::Namespace,
+use k8s_openapi::{
+    api::{
+        apps::v1::{DaemonSet, Deployment},
+        core::v1::Namespace,
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
     Api, Client,
@@ -61,6 +64,9 @@ pub enum InstallError {
         /// Available.
         have: String,
     },
+    /// The installed identity could not be read (an upgrade would lose the cluster's name).
+    #[error("reading the installed cluster identity")]
+    Identity(#[source] liqo_auth::cluster::IdentityError),
     /// A CIDR could not be found.
     #[error(transparent)]
     Detect(#[from] DetectError),
@@ -76,6 +82,14 @@ pub enum InstallError {
     /// Helm.
     #[error(transparent)]
     Helm(#[from] HelmError),
+    /// A CRD file of the chart is not a CRD.
+    #[error("{file} is not a CustomResourceDefinition: {why}")]
+    Crd {
+        /// The file.
+        file: String,
+        /// Why.
+        why: String,
+    },
     /// Encoding the values.
     #[error("encoding the Helm values")]
     Values(#[source] serde_saphyr::SerializeError),
@@ -119,8 +133,13 @@ pub async fn install(
             have,
         });
     }
-    // An upgrade keeps the installed name unless a new one is given.
-    let installed = liqo_auth::cluster::local_identity(client, ns).await.ok();
+    // An upgrade keeps the installed name unless a new one is given; only a missing identity
+    // means a first install (an identity that cannot be read stops here).
+    let installed = match liqo_auth::cluster::local_identity(client, ns).await {
+        Ok(i) => Some(i),
+        Err(liqo_auth::cluster::IdentityError::NotFound { .. }) => None,
+        Err(e) => return Err(InstallError::Identity(e)),
+    };
     let cluster_name = match (&a.cluster_name, &installed) {
         (Some(n), _) => n.clone(),
         (None, Some(i)) => i.cluster_name.clone(),
@@ -175,11 +194,14 @@ pub async fn install(
     helm.run(&chart_and_values(os(&["template", RELEASE])))?;
     if !a.dry_run {
         prepare_namespace(client, ns).await?;
+        // Helm installs `crds/` only the first time and never upgrades it.
+        apply_crds(client, &chart).await?;
     }
-    let before = helm.revisions(ns)?;
+    let before = helm.last_revision(ns)?;
     let mut cmd = chart_and_values(os(&["upgrade", "--install", RELEASE]));
     if a.dry_run {
-        cmd.extend(os(&["--dry-run=server"]));
+        // Helm reads the installed Secrets (the IPAM's credentials) with `lookup`: never printed.
+        cmd.extend(os(&["--dry-run=server", "--hide-secret"]));
         print!("{}", helm.run(&cmd)?);
         return Ok(());
     }
@@ -192,9 +214,9 @@ pub async fn install(
             Ok(())
         }
         Err(pending) => {
-            let rolled_back = before > 0;
-            if rolled_back {
-                helm.run(&os(&["rollback", RELEASE, &before.to_string(), "-n", ns]))?;
+            let rolled_back = before.is_some();
+            if let Some(rev) = before {
+                helm.run(&os(&["rollback", RELEASE, &rev.to_string(), "-n", ns]))?;
             }
             Err(InstallError::Timeout {
                 secs: a.timeout.as_secs(),
@@ -250,6 +272,43 @@ async fn prepare_namespace(client: &Client, ns: &str) -> Result<(), InstallError
     )
     .await
     .map_err(api_err(format!("labelling namespace {ns}")))?;
+    Ok(())
+}
+
+/// Applies the chart's CRDs (server-side, as liqoctl): new ones created, changed ones
+/// upgraded.
+async fn apply_crds(client: &Client, chart: &std::path::Path) -> Result<(), InstallError> {
+    let dir = chart.join("crds");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .map_err(|source| HelmError::Write {
+            path: dir.clone(),
+            source,
+        })?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for f in files {
+        let text = std::fs::read_to_string(&f).map_err(|source| HelmError::Write {
+            path: f.clone(),
+            source,
+        })?;
+        let crd: CustomResourceDefinition =
+            serde_saphyr::from_str(&text).map_err(|e| InstallError::Crd {
+                file: f.display().to_string(),
+                why: e.to_string(),
+            })?;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        api.patch(
+            &name,
+            &PatchParams::apply(crate::FIELD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(api_err(format!("applying CRD {name}")))?;
+    }
     Ok(())
 }
 

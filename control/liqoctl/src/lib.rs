@@ -58,6 +58,9 @@ pub enum Error {
     /// `rotate-key`.
     #[error(transparent)]
     Rotate(#[from] rotate::RotateError),
+    /// `status -o`.
+    #[error("printing the report")]
+    Output(#[source] offload::decide::RenderError),
     /// `install`.
     #[error(transparent)]
     Install(#[from] install::InstallError),
@@ -130,13 +133,20 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
         Command::RotateKey { timeout } => {
             rotate::rotate(&connect().await?, ns, *timeout).await?;
         }
-        Command::Status => {
+        Command::Status { output } => {
             let config = client::config(cli.kubeconfig.as_deref(), cli.context.as_deref()).await?;
             let server = config.cluster_url.to_string();
             let client = kube::Client::try_from(config).map_err(client::ClientError::Build)?;
             let mut report = info::status(&client, ns).await;
             report.api_server = Some(server);
-            print!("{}", render::status(&report));
+            match output {
+                None => print!("{}", render::status(&report)),
+                Some(format) => {
+                    let text = offload::decide::render(&render::status_value(&report), *format)
+                        .map_err(Error::Output)?;
+                    print!("{text}");
+                }
+            }
         }
         Command::Peer(args) => {
             if let Some(PeerMode::InBand(ib)) = &args.mode {

@@ -52,6 +52,48 @@ pub enum Missing {
     /// The ForeignClusters could not be listed.
     #[error("listing ForeignClusters")]
     Peers(#[source] Arc<ApiFailure>),
+    /// The IPAM's state could not be read.
+    #[error("{0}")]
+    Network(String),
+    /// The components could not be listed.
+    #[error("listing the Deployments and DaemonSets")]
+    Components(#[source] Arc<ApiFailure>),
+}
+
+/// The network as the IPAM's state holds it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Network {
+    /// The pod CIDR.
+    pub pod_cidr: String,
+    /// The service CIDR.
+    pub service_cidr: String,
+    /// The external CIDR in use.
+    pub external_cidr: String,
+    /// The reserved subnets.
+    pub reserved_subnets: Vec<String>,
+    /// The pools.
+    pub pools: Vec<String>,
+    /// How many peers have ranges.
+    pub peers: usize,
+    /// How many endpoint mappings there are.
+    pub endpoints: usize,
+}
+
+/// One component: readiness and the version its labels say.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ComponentStatus {
+    /// `Deployment/<name>` or `DaemonSet/<name>`.
+    pub name: String,
+    /// Pods ready.
+    pub ready: i32,
+    /// Pods wanted.
+    pub wanted: i32,
+    /// Whether it is ready.
+    pub done: bool,
+    /// `app.kubernetes.io/version`.
+    pub version: Option<String>,
 }
 
 /// What `status` found; each piece is a value or why it is missing.
@@ -67,6 +109,10 @@ pub struct StatusReport {
     pub auth_url: Result<String, Missing>,
     /// The ForeignClusters.
     pub peers: Result<Vec<ForeignCluster>, Missing>,
+    /// The network (`None`: no IPAM state in the API server: none saved yet, or in a file).
+    pub network: Result<Option<Network>, Missing>,
+    /// The components.
+    pub components: Result<Vec<ComponentStatus>, Missing>,
 }
 
 /// The `status` report.
@@ -83,6 +129,42 @@ pub fn status(report: &StatusReport) -> String {
         Ok(url) => out.push_str(&format!("Auth URL: {url}\n")),
         Err(why) => out.push_str(&format!("Auth URL: unknown ({})\n", chain(why))),
     }
+    match &report.network {
+        Ok(Some(n)) => out.push_str(&format!(
+            "Network: pod CIDR {}, service CIDR {}, external CIDR {}, reserved subnets [{}], pools [{}]; {} peer(s) with ranges, {} endpoint mapping(s)\n",
+            n.pod_cidr,
+            n.service_cidr,
+            n.external_cidr,
+            n.reserved_subnets.join(", "),
+            n.pools.join(", "),
+            n.peers,
+            n.endpoints
+        )),
+        Ok(None) => out.push_str(
+            "Network: no IPAM state in the API server (none saved yet, or kept in a file: liqo-ipam list)\n",
+        ),
+        Err(why) => out.push_str(&format!("Network: unknown ({})\n", chain(why))),
+    }
+    match &report.components {
+        Ok(cs) if cs.is_empty() => out.push_str("Components: none found\n"),
+        Ok(cs) => {
+            out.push_str("Components:\n");
+            for c in cs {
+                out.push_str(&format!(
+                    "  {} {}/{} {}{}\n",
+                    c.name,
+                    c.ready,
+                    c.wanted,
+                    if c.done { "ready" } else { "NOT READY" },
+                    c.version
+                        .as_deref()
+                        .map(|v| format!(" (version {v})"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        Err(why) => out.push_str(&format!("Components: unknown ({})\n", chain(why))),
+    }
     match &report.peers {
         Err(why) => out.push_str(&format!("Peers: unknown ({})\n", chain(why))),
         Ok(fcs) if fcs.is_empty() => out.push_str("Peers: none (no ForeignCluster)\n"),
@@ -95,6 +177,43 @@ pub fn status(report: &StatusReport) -> String {
         }
     }
     out
+}
+
+/// The `status` report as data (`-o json|yaml`): a missing piece is `{"error": ...}`.
+pub fn status_value(report: &StatusReport) -> serde_json::Value {
+    use serde_json::json;
+    fn or_error<T>(
+        r: &Result<T, Missing>,
+        f: impl FnOnce(&T) -> serde_json::Value,
+    ) -> serde_json::Value {
+        match r {
+            Ok(v) => f(v),
+            Err(why) => json!({"error": chain(why)}),
+        }
+    }
+    let cond = |fc: &ForeignCluster, t| {
+        fc.status
+            .as_ref()
+            .map(|s| format!("{:?}", s.condition(t)))
+            .unwrap_or_else(|| "None".to_owned())
+    };
+    json!({
+        "namespace": report.namespace,
+        "apiServer": report.api_server,
+        "identity": or_error(&report.identity, |(id, name)| json!({"clusterID": id, "clusterName": name})),
+        "authURL": or_error(&report.auth_url, |u| json!(u)),
+        "network": or_error(&report.network, |n| json!(n)),
+        "components": or_error(&report.components, |c| json!(c)),
+        "peers": or_error(&report.peers, |fcs| fcs.iter().map(|fc| json!({
+            "name": fc.metadata.name,
+            "clusterID": fc.spec.cluster_identity.cluster_id,
+            "authURL": fc.spec.foreign_auth_url,
+            "outgoing": cond(fc, T::OutgoingPeering),
+            "incoming": cond(fc, T::IncomingPeering),
+            "authentication": cond(fc, T::AuthenticationStatus),
+            "network": cond(fc, T::NetworkStatus),
+        })).collect::<Vec<_>>().into()),
+    })
 }
 
 fn peer_line(fc: &ForeignCluster) -> String {

@@ -47,7 +47,11 @@ fn status(e: ServiceError) -> Status {
 fn named(e: ServiceError, field: Option<&str>) -> Status {
     // A store failure carries its causes (the file, the OS error); a refusal is its message.
     let text = match &e {
-        ServiceError::Store(_) => format!("not saved, nothing changed: {}", liqo_types::chain(&e)),
+        ServiceError::Store(_) => format!(
+            "not saved, nothing changed here (a write whose answer was lost may still land; \
+             the next change writes over it): {}",
+            liqo_types::chain(&e)
+        ),
         ServiceError::Ipam(_) | ServiceError::Stopped => e.to_string(),
     };
     let msg = match field {

@@ -66,6 +66,36 @@ pub struct ConfigMapStore {
     jobs: mpsc::UnboundedSender<Job>,
     /// The object as last read or written; `None`: absent (the next save creates it).
     seen: Option<Seen>,
+    /// Digests of the data this store loaded or wrote lately, and of writes whose outcome was
+    /// unknown (such a write may land after it was given up): a 409 over data of ours is no
+    /// other writer.
+    ours: Ours,
+}
+
+/// The digests of the last few data this store loaded or sent.
+#[derive(Debug, Default)]
+struct Ours(std::collections::VecDeque<u64>);
+
+impl Ours {
+    const KEPT: usize = 8;
+
+    fn digest(json: &str) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        json.hash(&mut h);
+        h.finish()
+    }
+
+    fn note(&mut self, json: &str) {
+        if self.0.len() == Self::KEPT {
+            self.0.pop_front();
+        }
+        self.0.push_back(Self::digest(json));
+    }
+
+    fn holds(&self, json: &str) -> bool {
+        self.0.contains(&Self::digest(json))
+    }
 }
 
 impl std::fmt::Debug for ConfigMapStore {
@@ -133,6 +163,7 @@ impl ConfigMapStore {
             target,
             jobs,
             seen: None,
+            ours: Ours::default(),
         })
     }
 
@@ -241,10 +272,22 @@ impl Store for ConfigMapStore {
         };
         let state = object::decode(&self.target, &cm)?;
         self.seen = Some(Seen::of(&self.target, &cm)?);
+        if let Some(d) = object::data(&cm) {
+            self.ours.note(d);
+        }
         Ok(Some(state))
     }
 
     fn save(&mut self, state: &State) -> Result<(), StoreError> {
+        self.save_once(state, true)
+    }
+}
+
+impl ConfigMapStore {
+    /// One save; on a 409 over data of ours (an edit of the metadata only, or a write of ours
+    /// that landed after it was given up), the object's new version is taken and the save
+    /// tried again once (`retry`).
+    fn save_once(&mut self, state: &State, retry: bool) -> Result<(), StoreError> {
         let json = object::encode_state(state)?;
         let cm = object::object(
             &self.target,
@@ -267,23 +310,34 @@ impl Store for ConfigMapStore {
         match outcome {
             Outcome::Done(cm) => {
                 self.seen = Some(Seen::of(&self.target, &cm)?);
+                self.ours.note(&json);
                 Ok(())
             }
             Outcome::Failed(e) => match classify(&e, creating) {
+                Failure::Conflict if retry => match self.get() {
+                    Ok(Some(now)) if object::data(&now).is_some_and(|d| self.ours.holds(d)) => {
+                        tracing::info!(configmap = %self.target, "the ConfigMap changed but holds our data: writing over its new version");
+                        self.seen = Some(Seen::of(&self.target, &now)?);
+                        self.save_once(state, false)
+                    }
+                    _ => Err(self.conflict(expected.as_deref())),
+                },
                 Failure::Conflict => Err(self.conflict(expected.as_deref())),
                 Failure::Gone => {
                     tracing::warn!(configmap = %self.target, "the ConfigMap was deleted; creating it again");
                     self.seen = None;
-                    self.save(state)
+                    self.save_once(state, retry)
                 }
                 Failure::Refused => Err(self.failed(op, e).into()),
                 Failure::Unknown => {
                     let cause = self.failed(op, e);
+                    self.ours.note(&json);
                     self.settle(&json, expected, cause)
                 }
             },
             Outcome::TimedOut => {
                 let cause = self.timed_out(op);
+                self.ours.note(&json);
                 self.settle(&json, expected, cause)
             }
         }

@@ -267,6 +267,7 @@ async fn a_stale_writer_is_refused_and_overwrites_nothing() {
         state_with(&["a", "d"]),
     );
     let (expected, s4_) = (s2.clone(), s4.clone());
+    let admin = leased.admin.clone();
     // The stores block on their requests: off the runtime's workers, as the service runs them.
     let after_stores = tokio::task::spawn_blocking(move || {
         let store = || ConfigMapStore::with_config(target.clone(), cfg.clone()).unwrap();
@@ -291,6 +292,23 @@ async fn a_stale_writer_is_refused_and_overwrites_nothing() {
             "{text}"
         );
         assert_eq!(second.resource_version(), Some(stale.as_str()));
+
+        // An edit of the metadata alone (a label, a backup tool's annotation) is no other
+        // writer: the next save takes the new version and goes through.
+        let api = Api::<ConfigMap>::namespaced(admin.clone(), &target.namespace);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(api.patch(
+            &target.name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                serde_json::json!({"metadata": {"labels": {"backup": "done"}}}),
+            ),
+        ))
+        .unwrap();
+        first.save(&s2).unwrap();
 
         // A service on a store that goes stale: its change fails and is undone.
         let service = Service::open(config(), Overrides::default(), Box::new(store())).unwrap();

@@ -211,7 +211,31 @@ fn other_commands() {
     ));
     assert!(matches!(
         parse(&["status"]).unwrap().command,
-        Command::Status
+        Command::Status { output: None }
+    ));
+    assert!(matches!(
+        parse(&["info", "-o", "json"]).unwrap().command,
+        Command::Status {
+            output: Some(OutputFormat::Json)
+        }
+    ));
+    assert!(parse(&["status", "-o", "xml"]).is_err());
+    assert!(matches!(
+        parse(&[
+            "install",
+            "kubeadm",
+            "--cluster-name",
+            "rome",
+            "--version",
+            "0.1.0",
+            "--reserved-subnets",
+            "10.1.0.0/16,10.2.0.0/16"
+        ])
+        .unwrap()
+        .command,
+        Command::Install(a) if a.provider == crate::install::args::Provider::Kubeadm
+            && a.version.as_deref() == Some("0.1.0")
+            && a.reserved_subnets.len() == 2
     ));
     assert!(matches!(
         parse(&["version", "--client"]).unwrap().command,

@@ -15,10 +15,11 @@ pub enum Provider {
     Kubeadm,
     /// KinD (kubeadm inside): as kubeadm.
     Kind,
-    /// K3s: the nodes' pod CIDRs and the API server's service range.
+    /// K3s: its default pod CIDR (10.42.0.0/16: give --pod-cidr if the cluster was made with
+    /// another) and the API server's service range.
     K3s,
-    /// Any other distribution: the nodes' pod CIDRs and the API server's service range, or
-    /// the flags.
+    /// Any other distribution: kube-proxy's cluster CIDR and the API server's service range,
+    /// or the flags.
     Generic,
 }
 
@@ -65,7 +66,8 @@ pub struct InstallArgs {
     /// Where `--only-output-values` writes the values.
     #[arg(long, default_value = "./values.yaml")]
     pub dump_values_path: PathBuf,
-    /// Render and validate on the API server, create nothing (`helm --dry-run=server`).
+    /// Render with what the cluster holds visible to the chart (Helm's `--dry-run=server`,
+    /// Secrets hidden) and print it; create nothing.
     #[arg(long)]
     pub dry_run: bool,
     /// The chart's version; only the chart built into this liqoctl is available.

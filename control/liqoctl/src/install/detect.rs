@@ -86,35 +86,35 @@ pub fn from_kube_proxy(config: &str) -> Option<String> {
 /// One lookup's outcome: a value and where it came from, or what was looked at.
 type Found = Result<(String, String), String>;
 
-async fn config_map_key(client: &Client, name: &str, key: &str) -> Option<String> {
+/// Key `key` of ConfigMap kube-system/`name`: `Err` says why not (absent, no such key, or
+/// the API server's refusal, e.g. Forbidden).
+async fn config_map_key(client: &Client, name: &str, key: &str) -> Result<String, String> {
+    let what = format!("ConfigMap kube-system/{name}");
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
-    api.get_opt(name)
-        .await
-        .ok()
-        .flatten()?
-        .data?
-        .get(key)
-        .cloned()
+    match api.get_opt(name).await {
+        Ok(Some(cm)) => cm
+            .data
+            .and_then(|d| d.get(key).cloned())
+            .ok_or(format!("{what} has no key {key}")),
+        Ok(None) => Err(format!("no {what}")),
+        Err(e) => Err(format!("reading {what}: {e}")),
+    }
 }
 
 async fn kubeadm(client: &Client, which: Which) -> Found {
     let what = "ConfigMap kube-system/kubeadm-config";
-    match config_map_key(client, "kubeadm-config", "ClusterConfiguration").await {
-        Some(cfg) => from_kubeadm(&cfg, which)
-            .map(|v| (v, what.to_owned()))
-            .ok_or(format!("{what} has no networking subnet")),
-        None => Err(format!("no {what}")),
-    }
+    let cfg = config_map_key(client, "kubeadm-config", "ClusterConfiguration").await?;
+    from_kubeadm(&cfg, which)
+        .map(|v| (v, what.to_owned()))
+        .ok_or(format!("{what} has no networking subnet"))
 }
 
 async fn kube_proxy(client: &Client) -> Found {
     let what = "ConfigMap kube-system/kube-proxy";
-    match config_map_key(client, "kube-proxy", "config.conf").await {
-        Some(cfg) => from_kube_proxy(&cfg)
-            .map(|v| (v, what.to_owned()))
-            .ok_or(format!("{what} has no clusterCIDR")),
-        None => Err(format!("no {what}")),
-    }
+    let cfg = config_map_key(client, "kube-proxy", "config.conf").await?;
+    from_kube_proxy(&cfg)
+        .map(|v| (v, what.to_owned()))
+        .ok_or(format!("{what} has no clusterCIDR"))
 }
 
 async fn service_cidrs(client: &Client) -> Found {

@@ -15,6 +15,15 @@ mod files {
 
 /// The release name.
 pub const RELEASE: &str = "liqo";
+/// The oldest Helm that has what liqoctl uses (`--dry-run=server`, `--hide-secret`).
+pub const MIN_VERSION: (u64, u64) = (3, 13);
+
+/// `(major, minor)` of `helm version --short` (`v3.14.2+g...`).
+pub fn version(short: &str) -> Option<(u64, u64)> {
+    let v = short.trim().strip_prefix('v')?;
+    let mut parts = v.split(['.', '+', '-']);
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
 
 /// Why Helm could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +38,14 @@ pub enum HelmError {
     /// `$HELM` is not a file.
     #[error("HELM={0} is not a file")]
     BadEnv(String),
+    /// A Helm too old for liqoctl.
+    #[error("{path} is Helm {found:?}: liqoctl install needs Helm 3.13 or newer")]
+    Version {
+        /// The binary.
+        path: String,
+        /// What it says it is.
+        found: String,
+    },
     /// Writing the chart or the values.
     #[error("writing {path}")]
     Write {
@@ -46,6 +63,14 @@ pub enum HelmError {
         /// The cause.
         #[source]
         source: std::io::Error,
+    },
+    /// Helm answered something liqoctl cannot read.
+    #[error("{command} answered {why}")]
+    Answer {
+        /// The command line.
+        command: String,
+        /// What is wrong.
+        why: String,
     },
     /// Helm failed.
     #[error("{command} failed ({status}): {stderr}")]
@@ -167,11 +192,19 @@ impl Helm {
                 .find(|p| p.is_file())
                 .ok_or(HelmError::Missing)?,
         };
-        Ok(Helm {
+        let helm = Helm {
             path,
             kubeconfig: kubeconfig.map(Path::to_owned),
             context: context.map(str::to_owned),
-        })
+        };
+        let out = helm.run(&os(&["version", "--short"]))?;
+        match version(&out) {
+            Some(v) if v >= MIN_VERSION => Ok(helm),
+            _ => Err(HelmError::Version {
+                path: helm.path.display().to_string(),
+                found: out.trim().to_owned(),
+            }),
+        }
     }
 
     /// Runs `helm <args>` with the cluster flags; its stdout.
@@ -208,16 +241,32 @@ impl Helm {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
-    /// How many revisions release [`RELEASE`] has in `ns` (0: never installed).
-    pub fn revisions(&self, ns: &str) -> Result<usize, HelmError> {
+    /// The latest revision of release [`RELEASE`] in `ns` (`None`: never installed).
+    pub fn last_revision(&self, ns: &str) -> Result<Option<u64>, HelmError> {
         match self.run(&os(&["history", RELEASE, "-n", ns, "-o", "json"])) {
-            Ok(out) => Ok(serde_json::from_str::<Vec<serde_json::Value>>(&out)
-                .map(|v| v.len())
-                .unwrap_or(0)),
-            Err(HelmError::Failed { stderr, .. }) if stderr.contains("not found") => Ok(0),
+            Ok(out) => last_revision(&out).map_err(|why| HelmError::Answer {
+                command: format!("helm history {RELEASE} -n {ns}"),
+                why,
+            }),
+            Err(HelmError::Failed { stderr, .. }) if stderr.contains("not found") => Ok(None),
             Err(e) => Err(e),
         }
     }
+}
+
+/// The highest `revision` of `helm history -o json` (Helm keeps only the last few: their
+/// count is not the latest one).
+pub fn last_revision(history: &str) -> Result<Option<u64>, String> {
+    let entries: Vec<serde_json::Value> =
+        serde_json::from_str(history).map_err(|e| e.to_string())?;
+    entries
+        .iter()
+        .map(|e| {
+            e.get("revision")
+                .and_then(serde_json::Value::as_u64)
+                .ok_or_else(|| format!("an entry without a revision: {e}"))
+        })
+        .try_fold(None, |max: Option<u64>, r| Ok(max.max(Some(r?))))
 }
 
 /// `&str`s as command arguments.

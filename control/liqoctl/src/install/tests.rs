@@ -157,3 +157,24 @@ fn the_chart_built_in_is_the_source_trees_without_its_tests() {
         Some("1.2.3")
     );
 }
+
+#[test]
+fn the_rollback_target_is_the_latest_revision_not_the_count() {
+    // Helm keeps the last 10: revisions 3 to 12.
+    let history: Vec<serde_json::Value> = (3..=12)
+        .map(|r| json!({"revision": r, "status": if r == 12 { "deployed" } else { "superseded" }}))
+        .collect();
+    let text = serde_json::to_string(&history).unwrap();
+    assert_eq!(helm::last_revision(&text), Ok(Some(12)));
+    assert_eq!(helm::last_revision("[]"), Ok(None));
+    assert!(helm::last_revision("not json").is_err());
+    assert!(helm::last_revision(r#"[{"status": "deployed"}]"#).is_err());
+}
+
+#[test]
+fn helm_versions_are_read_from_the_short_form() {
+    assert_eq!(helm::version("v4.1.4+g05fa379\n"), Some((4, 1)));
+    assert_eq!(helm::version("v3.13.0+g825e86f"), Some((3, 13)));
+    assert!(helm::version("v3.12.3+g3a31588").unwrap() < helm::MIN_VERSION);
+    assert_eq!(helm::version("garbage"), None);
+}

@@ -6,9 +6,18 @@
 
 use std::time::Duration;
 
-use control::api::{discovery::ForeignCluster, offloading::NamespaceOffloading};
+use control::api::{
+    discovery::{ForeignCluster, ResourceRequest},
+    net::{NetworkConfig, TunnelEndpoint},
+    offloading::NamespaceOffloading,
+    sharing::ResourceOffer,
+    virtualkubelet::{NamespaceMap, ShadowPod},
+};
 use k8s_openapi::{
-    api::core::v1::Namespace,
+    api::{
+        coordination::v1::Lease,
+        core::v1::{ConfigMap, Namespace, Secret},
+    },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
@@ -36,6 +45,11 @@ pub enum UninstallError {
         "refusing to uninstall while namespaces are offloaded: {0} (liqoctl unoffload namespace <name> first)"
     )]
     Offloaded(String),
+    /// Liqo objects still wait for their controllers.
+    #[error(
+        "refusing to uninstall while these wait for Liqo's controllers (their finalizers): {0}"
+    )]
+    Finalized(String),
     /// Something failed on the way.
     #[error(transparent)]
     Install(#[from] InstallError),
@@ -57,34 +71,36 @@ pub async fn uninstall(
     a: &UninstallArgs,
 ) -> Result<(), UninstallError> {
     // Refusals first: nothing is touched.
-    let fcs: Api<ForeignCluster> = Api::all(client.clone());
-    let peers = names(
-        fcs.list(&ListParams::default())
-            .await
-            .map_err(api_err("listing the ForeignClusters"))?
-            .items
-            .iter()
-            .map(|f| f.metadata.name.clone().unwrap_or_default()),
-    );
+    let peers = listed(Api::<ForeignCluster>::all(client.clone())).await?;
     if !peers.is_empty() {
-        return Err(UninstallError::Peered(peers));
+        return Err(UninstallError::Peered(names(
+            peers.iter().map(|o| o.name.clone()),
+        )));
     }
-    let nsoffs: Api<NamespaceOffloading> = Api::all(client.clone());
-    let offloaded = names(
-        nsoffs
-            .list(&ListParams::default())
-            .await
-            .map_err(api_err("listing the NamespaceOffloadings"))?
-            .items
-            .iter()
-            .map(|o| o.metadata.namespace.clone().unwrap_or_default()),
-    );
+    let offloaded = listed(Api::<NamespaceOffloading>::all(client.clone())).await?;
     if !offloaded.is_empty() {
-        return Err(UninstallError::Offloaded(offloaded));
+        return Err(UninstallError::Offloaded(names(
+            offloaded.iter().map(|o| o.namespace.clone()),
+        )));
+    }
+    // Whatever else still holds a finalizer needs its controller, which the release runs.
+    let mut held = Vec::new();
+    held.extend(finalized::<ResourceRequest>(client).await?);
+    held.extend(finalized::<ResourceOffer>(client).await?);
+    held.extend(finalized::<NetworkConfig>(client).await?);
+    held.extend(finalized::<TunnelEndpoint>(client).await?);
+    held.extend(finalized::<NamespaceMap>(client).await?);
+    held.extend(finalized::<ShadowPod>(client).await?);
+    if !held.is_empty() {
+        return Err(UninstallError::Finalized(held.join(", ")));
     }
     let deadline = tokio::time::Instant::now() + a.timeout;
     let secs = a.timeout.as_secs().max(1).to_string();
-    if helm.revisions(ns).map_err(InstallError::from)? > 0 {
+    if helm
+        .last_revision(ns)
+        .map_err(InstallError::from)?
+        .is_some()
+    {
         println!("Removing release {RELEASE} from namespace {ns}");
         helm.run(&os(&[
             "uninstall",
@@ -112,6 +128,36 @@ pub async fn uninstall(
     if ours.is_some() {
         println!("Removing namespace {ns} (made by liqoctl install)");
         delete_and_wait(&namespaces, ns, deadline, a.timeout).await?;
+    } else {
+        // Not liqoctl's namespace: what the components made there at run time stays, named.
+        let mut left: Vec<String> = Vec::new();
+        for (kind, items) in [
+            (
+                "Secret",
+                listed(Api::<Secret>::namespaced(client.clone(), ns)).await?,
+            ),
+            (
+                "ConfigMap",
+                listed(Api::<ConfigMap>::namespaced(client.clone(), ns)).await?,
+            ),
+            (
+                "Lease",
+                listed(Api::<Lease>::namespaced(client.clone(), ns)).await?,
+            ),
+        ] {
+            left.extend(
+                items
+                    .into_iter()
+                    .filter(|o| o.name != "kube-root-ca.crt")
+                    .map(|o| format!("{kind} {}", o.name)),
+            );
+        }
+        if !left.is_empty() {
+            println!(
+                "Namespace {ns} was not made by liqoctl install: kept, with {}",
+                left.join(", ")
+            );
+        }
     }
     if a.purge {
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -134,6 +180,47 @@ pub async fn uninstall(
         if a.purge { " (CRDs too)" } else { "" }
     );
     Ok(())
+}
+
+/// One object listed: its namespace, name and finalizers.
+struct Listed {
+    namespace: String,
+    name: String,
+    finalizers: Vec<String>,
+}
+
+/// Every object of `api` (none when its CRD is gone: a purge that stopped half-way can run
+/// again).
+async fn listed<K>(api: Api<K>) -> Result<Vec<Listed>, UninstallError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.list(&ListParams::default()).await {
+        Ok(l) => Ok(l
+            .items
+            .iter()
+            .map(|o| Listed {
+                namespace: o.meta().namespace.clone().unwrap_or_default(),
+                name: o.meta().name.clone().unwrap_or_default(),
+                finalizers: o.meta().finalizers.clone().unwrap_or_default(),
+            })
+            .collect()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(api_err(format!("listing the {}s", K::kind(&())))(e).into()),
+    }
+}
+
+/// The objects of kind `K` that hold a finalizer, as `Kind ns/name`.
+async fn finalized<K>(client: &Client) -> Result<Vec<String>, UninstallError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let items = listed(Api::<K>::all(client.clone())).await?;
+    Ok(items
+        .into_iter()
+        .filter(|o| !o.finalizers.is_empty())
+        .map(|o| format!("{} {}/{}", K::kind(&()), o.namespace, o.name))
+        .collect())
 }
 
 fn names(it: impl Iterator<Item = String>) -> String {

@@ -45,15 +45,15 @@ pub fn namespace_offloading(
 #[derive(Debug, thiserror::Error)]
 pub enum RenderError {
     /// As YAML.
-    #[error("rendering the NamespaceOffloading as YAML")]
+    #[error("rendering as YAML")]
     Yaml(#[source] serde_saphyr::SerializeError),
     /// As JSON.
-    #[error("rendering the NamespaceOffloading as JSON")]
+    #[error("rendering as JSON")]
     Json(#[source] serde_json::Error),
 }
 
 /// The object as `-o yaml` or `-o json` prints it (ending with a newline).
-pub fn render(obj: &NamespaceOffloading, format: OutputFormat) -> Result<String, RenderError> {
+pub fn render<T: serde::Serialize>(obj: &T, format: OutputFormat) -> Result<String, RenderError> {
     match format {
         OutputFormat::Yaml => serde_saphyr::to_string(obj).map_err(RenderError::Yaml),
         OutputFormat::Json => serde_json::to_string_pretty(obj)

@@ -89,6 +89,31 @@ fn status_report() {
             ),
             fc("naples", &[]),
         ]),
+        network: Ok(Some(Network {
+            pod_cidr: "10.244.0.0/16".into(),
+            service_cidr: "10.96.0.0/12".into(),
+            external_cidr: "10.70.0.0/16".into(),
+            reserved_subnets: vec!["192.168.7.0/24".into()],
+            pools: vec!["10.0.0.0/8".into(), "172.16.0.0/12".into()],
+            peers: 1,
+            endpoints: 3,
+        })),
+        components: Ok(vec![
+            ComponentStatus {
+                name: "Deployment/liqo-auth".into(),
+                ready: 1,
+                wanted: 1,
+                done: true,
+                version: Some("0.1.0".into()),
+            },
+            ComponentStatus {
+                name: "DaemonSet/liqo-route".into(),
+                ready: 1,
+                wanted: 2,
+                done: false,
+                version: None,
+            },
+        ]),
     };
     let missing = StatusReport {
         namespace: "liqo".into(),
@@ -100,6 +125,8 @@ fn status_report() {
             namespace: "liqo".into(),
         }))),
         peers: Ok(vec![]),
+        network: Ok(None),
+        components: Ok(vec![]),
     };
     let no_crd = StatusReport {
         peers: Err(Missing::Peers(Arc::new(ApiFailure::from(
@@ -117,4 +144,19 @@ fn status_report() {
         status(&missing),
         status(&no_crd)
     ));
+    // As data: every piece, a missing one as its error.
+    let v = status_value(&full);
+    assert_eq!(v["identity"]["clusterName"], "rome");
+    assert_eq!(v["network"]["reservedSubnets"][0], "192.168.7.0/24");
+    assert_eq!(v["components"][1]["done"], false);
+    assert_eq!(v["peers"][0]["name"], "milan");
+    let v = status_value(&no_crd);
+    assert!(
+        v["peers"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("listing ForeignClusters"),
+        "{v}"
+    );
+    assert_eq!(v["network"], serde_json::Value::Null);
 }

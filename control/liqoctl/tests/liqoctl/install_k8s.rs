@@ -250,6 +250,24 @@ async fn install_upgrade_and_uninstall_with_helm() {
     let ipam = args(&deploys.get("liqo-ipam").await.unwrap()).join(" ");
     assert!(ipam.contains("192.168.7.0/24"), "{ipam}");
 
+    // status (and its alias info): every component ready, with its version; as data too.
+    let o = run(&ctl, h, &["status"]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let version = format!("(version {})", env!("CARGO_PKG_VERSION"));
+    for c in [
+        "Deployment/liqo-controller-manager 1/1 ready",
+        "DaemonSet/liqo-route 1/1 ready",
+    ] {
+        assert!(text.contains(&format!("{c} {version}")), "{c}: {text}");
+    }
+    assert!(text.contains("Cluster name: rome"), "{text}");
+    let o = run(&ctl, h, &["info", "-o", "json"]).await;
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["identity"]["clusterName"], "rome");
+    assert_eq!(v["components"].as_array().unwrap().len(), 5, "{v}");
+
     // An upgrade keeps the name and the ID.
     let o = run(&ctl, h, &["install", "kubeadm"]).await;
     assert!(o.status.success(), "{}", stderr(&o));

@@ -84,7 +84,7 @@ pub(crate) async fn sandbox(leased: &Leased, prefix: &str, configmap: &str, dir:
         "rules": [
             {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
             {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [configmap],
-             "verbs": ["get", "update", "patch"]},
+             "verbs": ["get", "update"]},
         ],
     }))
     .unwrap();
