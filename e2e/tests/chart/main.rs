@@ -3,12 +3,14 @@
 //! (`chart/tests/snapshots/`; `UPDATE_SNAPSHOTS=1` rewrites them) and the files of `chart/files/`
 //! are in the render unchanged but for their namespace and labels (`snapshots`); bad values are
 //! refused naming their key (`refusals`); every container has only the privileges its program
-//! needs (`security`); what an install prints, and a fresh cluster ID without an override
+//! needs (`security`); every rendered command line parses with its program (`args`); what an install prints, and a fresh cluster ID without an override
 //! (`notes`); each render passes `kubectl apply --dry-run=server` on a harness cluster, and a
 //! render with cluster access keeps the existing cluster ID and IPAM credentials (`on_cluster`).
 //!
-//! helm is `$HELM`, else `helm` on `PATH`: without it every test fails saying so.
+//! helm is `$HELM`, else the one beside the Kubernetes binaries (`e2e/k8s/build.sh`): without
+//! it every test fails saying so.
 
+mod args;
 mod helm;
 mod lint;
 mod notes;
