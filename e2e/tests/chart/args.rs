@@ -7,8 +7,6 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
-
 use crate::helm;
 
 /// The program of an image `<registry>/<prefix>/<program>:<tag>`.
