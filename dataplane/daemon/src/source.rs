@@ -128,6 +128,31 @@ impl ConfigFile {
         })
     }
 
+    /// The file's text, waiting up to `wait` for it to appear (a daemon started before whoever
+    /// writes its config, as the chart's operators do): the first read's error at once when it
+    /// is not a missing file or `wait` is zero, else the last one when `wait` ends.
+    pub async fn first_read(&mut self, wait: Duration) -> Result<String, ReadError> {
+        let deadline = Instant::now() + wait;
+        let mut said = false;
+        loop {
+            match self.read() {
+                Err(e)
+                    if e.source.kind() == io::ErrorKind::NotFound && Instant::now() < deadline =>
+                {
+                    if !said {
+                        tracing::info!(config = %self.path.display(), ?wait, "waiting for the config file");
+                        said = true;
+                    }
+                    tokio::select! {
+                        _ = self.next() => {}
+                        _ = tokio::time::sleep_until(deadline) => {}
+                    }
+                }
+                r => return r,
+            }
+        }
+    }
+
     /// Waits until the file may have changed, the tick or the resync.
     pub async fn next(&mut self) -> Trigger {
         let every = &mut self.resync;
@@ -334,6 +359,41 @@ mod tests {
         std::fs::remove_file(&path).unwrap();
         std::fs::create_dir(&path).unwrap();
         assert!(f.read().is_err());
+    }
+
+    #[tokio::test]
+    async fn the_first_read_waits_for_a_missing_file_only_as_long_as_told() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.yaml");
+        let mut f = ConfigFile::with_tick(&path, Duration::from_millis(20));
+        // No wait: the error at once.
+        let t = std::time::Instant::now();
+        let e = f.first_read(Duration::ZERO).await.unwrap_err();
+        assert_eq!(e.source.kind(), io::ErrorKind::NotFound);
+        assert!(t.elapsed() < Duration::from_millis(500));
+        // A wait that ends: the error after it.
+        let t = std::time::Instant::now();
+        let e = f.first_read(Duration::from_millis(200)).await.unwrap_err();
+        assert_eq!(e.source.kind(), io::ErrorKind::NotFound);
+        assert!(
+            t.elapsed() >= Duration::from_millis(200),
+            "{:?}",
+            t.elapsed()
+        );
+        // Written while it waits: read.
+        let p = path.clone();
+        let writer = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(150)).await;
+            std::fs::write(p, "v1").unwrap();
+        });
+        assert_eq!(f.first_read(Duration::from_secs(10)).await.unwrap(), "v1");
+        writer.await.unwrap();
+        // Another error (a directory in its place) is not waited on.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        let t = std::time::Instant::now();
+        assert!(f.first_read(Duration::from_secs(10)).await.is_err());
+        assert!(t.elapsed() < Duration::from_secs(5));
     }
 
     #[tokio::test]

@@ -47,6 +47,10 @@ enum Command {
         /// changed behind the gateway's back come back); 0 turns them off.
         #[arg(long, default_value_t = 10)]
         resync_secs: u64,
+        /// How long to wait for the config file when it does not exist yet (`30s`, `5m`; its
+        /// operator writes it); 0: a missing file is an error at once.
+        #[arg(long, default_value = "0s", value_parser = humantime::parse_duration)]
+        wait_for_config: Duration,
     },
     /// Validate a configuration file and print what it resolves to.
     CheckConfig {
@@ -79,10 +83,21 @@ fn load(path: &Path, text: &str, own: Option<gateway::keys::PublicKey>) -> Resul
         .with_context(|| format!("invalid configuration {}", path.display()))
 }
 
-async fn run(config: PathBuf, status_listen: SocketAddr, resync: Duration) -> Result<()> {
-    let stop = liqo_daemon::signal::shutdown().context("installing signal handlers")?;
-    let source = ConfigFile::watch(&config).with_resync(Some(resync));
-    let text = source.read()?;
+async fn run(
+    config: PathBuf,
+    status_listen: SocketAddr,
+    resync: Duration,
+    wait: Duration,
+) -> Result<()> {
+    let mut stop = Box::pin(liqo_daemon::signal::shutdown().context("installing signal handlers")?);
+    let mut source = ConfigFile::watch(&config).with_resync(Some(resync));
+    let text = tokio::select! {
+        r = source.first_read(wait) => r?,
+        s = &mut stop => {
+            tracing::info!(signal = ?s, "stopped while waiting for the config file");
+            return Ok(());
+        }
+    };
     // Validate against our own key too, so that a peer using it is named by its field: the one
     // `publicKey` names (the start checks the file holds it), else the file's (made if missing).
     let first = load(&config, &text, None)?;
@@ -121,7 +136,16 @@ async fn cli(cli: Cli) -> Result<()> {
             config,
             status_listen,
             resync_secs,
-        } => run(config, status_listen, Duration::from_secs(resync_secs)).await?,
+            wait_for_config,
+        } => {
+            run(
+                config,
+                status_listen,
+                Duration::from_secs(resync_secs),
+                wait_for_config,
+            )
+            .await?
+        }
         Command::CheckConfig { config } => {
             let text = std::fs::read_to_string(&config)
                 .with_context(|| format!("reading {}", config.display()))?;
