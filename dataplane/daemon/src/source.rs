@@ -153,6 +153,26 @@ impl ConfigFile {
         }
     }
 
+    /// [`ConfigFile::first_read`], given up when `stop` (the daemon's shutdown signal) comes
+    /// first: `Ok(None)` then, and the daemon ends cleanly without having started.
+    pub async fn first_read_or_stop<S>(
+        &mut self,
+        wait: Duration,
+        stop: &mut S,
+    ) -> Result<Option<String>, ReadError>
+    where
+        S: std::future::Future + Unpin,
+        S::Output: std::fmt::Debug,
+    {
+        tokio::select! {
+            r = self.first_read(wait) => r.map(Some),
+            s = stop => {
+                tracing::info!(signal = ?s, "stopped while waiting for the config file");
+                Ok(None)
+            }
+        }
+    }
+
     /// Waits until the file may have changed, the tick or the resync.
     pub async fn next(&mut self) -> Trigger {
         let every = &mut self.resync;

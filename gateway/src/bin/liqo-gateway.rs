@@ -91,12 +91,8 @@ async fn run(
 ) -> Result<()> {
     let mut stop = Box::pin(liqo_daemon::signal::shutdown().context("installing signal handlers")?);
     let mut source = ConfigFile::watch(&config).with_resync(Some(resync));
-    let text = tokio::select! {
-        r = source.first_read(wait) => r?,
-        s = &mut stop => {
-            tracing::info!(signal = ?s, "stopped while waiting for the config file");
-            return Ok(());
-        }
+    let Some(text) = source.first_read_or_stop(wait, &mut stop).await? else {
+        return Ok(());
     };
     // Validate against our own key too, so that a peer using it is named by its field: the one
     // `publicKey` names (the start checks the file holds it), else the file's (made if missing).

@@ -85,12 +85,8 @@ async fn run(
 ) -> Result<()> {
     let mut stop = Box::pin(liqo_daemon::signal::shutdown().context("installing signal handlers")?);
     let mut source = ConfigFile::watch(&config).with_resync(Some(resync));
-    let text = tokio::select! {
-        r = source.first_read(wait) => r?,
-        s = &mut stop => {
-            tracing::info!(signal = ?s, "stopped while waiting for the config file");
-            return Ok(());
-        }
+    let Some(text) = source.first_read_or_stop(wait, &mut stop).await? else {
+        return Ok(());
     };
     let cfg = load(&config, &text)?;
     let server = StatusServer::bind(status_listen).await?;
