@@ -127,6 +127,8 @@ pub mod objects {
     pub const VIRTUAL_NODE_PREFIX: &str = "liqo-";
     /// Prefix of a peering RoleBinding (`liqo-binding-<ClusterRole>`).
     pub const ROLE_BINDING_PREFIX: &str = "liqo-binding-";
+    /// The Lease the controller-manager's replicas elect their leader on (`--leader-elect`).
+    pub const MANAGER_LEADER_LEASE: &str = "liqo-controller-manager";
 }
 
 /// The network fabric's strings (network manager, gateway and route operators), as upstream

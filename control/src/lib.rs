@@ -9,6 +9,7 @@
 //! - [`conditions`]: the ForeignCluster's conditions, typed, and how they are written;
 //! - [`phase`]: the peering phase, the role sets it binds and the kinds it replicates;
 //! - [`identity`]: the auth service's wire types and the auth token;
+//! - [`leader`]: leader election on a Lease (the controller-manager's replicas);
 //! - [`quantity`]: Kubernetes quantities, parsed exactly;
 //! - [`offer`]: the ResourceOffer computed from nodes and pods, and its update threshold;
 //! - [`selector`]: node selectors with Kubernetes' semantics (matching, kubectl parsing, the
@@ -37,6 +38,7 @@ pub mod consts;
 pub mod crdgen;
 pub mod forge;
 pub mod identity;
+pub mod leader;
 pub mod names;
 pub mod network;
 pub mod offer;

@@ -51,11 +51,6 @@ const POLL: Duration = Duration::from_secs(2);
 /// Why `install` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
-    /// `--enable-ha` before the controller manager elects a leader.
-    #[error(
-        "--enable-ha: the controller manager has no leader election yet, so it runs one replica"
-    )]
-    HaUnavailable,
     /// `--version` of a chart liqoctl does not have.
     #[error("--version {asked}: this liqoctl has chart {have} only (or give --local-chart-path)")]
     Version {
@@ -117,9 +112,6 @@ pub async fn install(
     ns: &str,
     a: &InstallArgs,
 ) -> Result<(), InstallError> {
-    if a.enable_ha {
-        return Err(InstallError::HaUnavailable);
-    }
     let have = match &a.local_chart_path {
         Some(p) => std::fs::read_to_string(p.join("Chart.yaml"))
             .ok()
@@ -162,6 +154,7 @@ pub async fn install(
         reserved_subnets: a.reserved_subnets.clone(),
         api_server_url: a.api_server_url.clone(),
         tag: env!("CARGO_PKG_VERSION").to_owned(),
+        ha: a.enable_ha,
     };
     let text = values::to_yaml(&values::values(&inputs)).map_err(InstallError::Values)?;
     if a.only_output_values {

@@ -30,6 +30,7 @@ pub mod gateway_lease;
 pub mod inflight;
 pub mod kit;
 pub mod launcher;
+pub mod leader;
 pub mod metrics;
 pub mod network;
 pub mod offer;

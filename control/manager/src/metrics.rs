@@ -1,11 +1,11 @@
 //! Prometheus metrics: reconciles and errors per controller, admission reviews by webhook and
-//! outcome, served on `--metrics-listen`.
+//! outcome, whether this replica leads, served on `--metrics-listen`.
 
 use std::sync::Arc;
 
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
-    metrics::{counter::Counter, family::Family},
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
 
@@ -32,6 +32,7 @@ pub struct Metrics {
     reconciles: Family<ControllerLabels, Counter>,
     errors: Family<ControllerLabels, Counter>,
     reviews: Family<ReviewLabels, Counter>,
+    leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -51,11 +52,18 @@ impl Default for Metrics {
             "Admission reviews by webhook and outcome",
             reviews.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica leads (reconciles and runs the virtual kubelets); always 1 without --leader-elect",
+            leader.clone(),
+        );
         Metrics {
             registry: Arc::new(registry),
             reconciles,
             errors,
             reviews,
+            leader,
         }
     }
 }
@@ -80,6 +88,11 @@ impl Metrics {
         self.reviews
             .get_or_create(&ReviewLabels { webhook, outcome })
             .inc();
+    }
+
+    /// The gauge saying whether this replica leads.
+    pub fn leader(&self) -> Gauge {
+        self.leader.clone()
     }
 
     /// The text exposition.

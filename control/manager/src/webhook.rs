@@ -12,10 +12,11 @@
 //! [`CA_SETTLE`] more has passed: the apiserver learns configurations through an informer, so a
 //! bundle just written may not yet be the one it verifies with.
 //!
-//! One replica serves the webhooks (the chart runs one). With several, each keeper writes the
-//! bundle of the Secret it last read: they agree, except during a rotation, when a replica
-//! still holding the old material puts back the old CA alone until its own hourly check reads
-//! the new Secret (the bundles are replaced, not merged).
+//! Every replica serves the webhooks (with `--leader-elect` the chart runs two). Replicas
+//! starting together race to create the Secret: the loser reads it again and serves the
+//! winner's certificates. Each keeper writes the bundle of the Secret it last read: they agree,
+//! except during a rotation, when a replica still holding the old material puts back the old CA
+//! alone until its own hourly check reads the new Secret (the bundles are replaced, not merged).
 //!
 //! Their decisions are `control::offloading::webhook`'s; the serving loop is
 //! `liqo_auth::https`'s. It never creates the configurations (the chart does), never writes a

@@ -85,6 +85,7 @@ fn every_string_is_defined_once() {
             objects::REMOTE_TOKEN_PREFIX,
             objects::TENANT_NAMESPACE_PREFIX,
             objects::VIRTUAL_NODE_PREFIX,
+            objects::MANAGER_LEADER_LEASE,
             objects::ROLE_BINDING_PREFIX,
             keys::CLUSTER_ID,
             keys::CLUSTER_NAME,

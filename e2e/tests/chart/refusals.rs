@@ -147,7 +147,7 @@ fn out_of_range_numbers_and_unknown_choices_are_refused_naming_their_key() {
             "/controllerManager/config/resourceSharingPercentage",
         ),
         (
-            "controllerManager.replicas=2",
+            "controllerManager.replicas=6",
             "/controllerManager/replicas",
         ),
         ("gateway.replicas=2", "/gateway/replicas"),

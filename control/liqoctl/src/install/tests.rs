@@ -14,6 +14,7 @@ fn the_values_carry_the_flags_under_the_charts_keys() {
         reserved_subnets: vec![super::args::parse_cidr("192.168.0.0/24").unwrap()],
         api_server_url: Some("https://rome.example:6443".into()),
         tag: "0.1.0".into(),
+        ha: true,
     };
     let v = values::values(&i);
     assert_eq!(
@@ -22,7 +23,7 @@ fn the_values_carry_the_flags_under_the_charts_keys() {
             "tag": "0.1.0",
             "apiServer": {"address": "https://rome.example:6443"},
             "discovery": {"config": {"clusterName": "rome", "clusterLabels": {"region": "north"}}},
-            "controllerManager": {"config": {"resourceSharingPercentage": 90}},
+            "controllerManager": {"replicas": 2, "config": {"resourceSharingPercentage": 90}},
             "networkManager": {"config": {"podCIDR": "10.244.0.0/16", "serviceCIDR": "10.96.0.0/12",
                 "reservedSubnets": ["192.168.0.0/24"]}},
         })

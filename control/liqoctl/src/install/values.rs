@@ -25,6 +25,8 @@ pub struct Inputs {
     pub api_server_url: Option<String>,
     /// The images' tag (this liqoctl's version).
     pub tag: String,
+    /// Two controller-manager replicas electing a leader (`--enable-ha`).
+    pub ha: bool,
 }
 
 /// The values document.
@@ -35,9 +37,10 @@ pub fn values(i: &Inputs) -> Value {
             "clusterName": i.cluster_name.as_str(),
             "clusterLabels": i.cluster_labels,
         }},
-        "controllerManager": {"config": {
-            "resourceSharingPercentage": i.sharing_percentage,
-        }},
+        "controllerManager": {
+            "replicas": if i.ha { 2 } else { 1 },
+            "config": {"resourceSharingPercentage": i.sharing_percentage},
+        },
         "networkManager": {"config": {
             "podCIDR": i.pod_cidr.to_string(),
             "serviceCIDR": i.service_cidr.to_string(),

@@ -18,6 +18,7 @@ use liqo_auth::url::Overrides;
 use liqo_controller_manager::{
     context::{Context, Settings},
     launcher::{self, vk::VkLauncher},
+    leader,
     metrics::Metrics,
     network, run, webhook,
 };
@@ -88,6 +89,25 @@ struct Args {
     /// (repeatable, or comma-separated).
     #[arg(long, value_delimiter = ',')]
     webhook_cert_names: Vec<String>,
+    /// Elect a leader among the replicas on the Lease `liqo-controller-manager`: every replica
+    /// serves the webhooks, only the leader reconciles and runs the virtual kubelets. Needed
+    /// with more than one replica.
+    #[arg(long)]
+    leader_elect: bool,
+    /// How long followers wait after they last saw the Lease renewed before taking it.
+    #[arg(long, default_value = "10s", value_parser = liqo_controller_manager::duration::parse)]
+    leader_elect_lease_duration: Duration,
+    /// How long the leader tries to renew before it stops leading (and exits, to be restarted
+    /// as a follower).
+    #[arg(long, default_value = "7s", value_parser = liqo_controller_manager::duration::parse)]
+    leader_elect_renew_deadline: Duration,
+    /// How often each replica tries to take or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = liqo_controller_manager::duration::parse)]
+    leader_elect_retry_period: Duration,
+    /// This replica's name in the Lease, followed by `_` and a random suffix (default: the
+    /// POD_NAME variable, else the host name).
+    #[arg(long, env = "POD_NAME")]
+    leader_elect_identity: Option<String>,
     #[command(flatten)]
     virtual_kubelet: launcher::args::VkArgs,
 }
@@ -121,6 +141,14 @@ async fn main() -> anyhow::Result<()> {
         o.prepare()
             .with_context(|| format!("--ipam-address {}", o.server))?;
     }
+    let timing = control::leader::Timing::new(
+        args.leader_elect_lease_duration,
+        args.leader_elect_renew_deadline,
+        args.leader_elect_retry_period,
+    )
+    .context(
+        "--leader-elect-lease-duration, --leader-elect-renew-deadline, --leader-elect-retry-period",
+    )?;
     let vk_settings = args
         .virtual_kubelet
         .settings(ipam.clone())
@@ -143,6 +171,7 @@ async fn main() -> anyhow::Result<()> {
         cluster_labels: args.cluster_labels.clone(),
     };
     let metrics = Metrics::default();
+    let metrics_leader = metrics.leader();
     tracing::info!(cluster = %local.cluster_id, name = %local.cluster_name, "starting");
     let shutdown = signals()?;
     let webhooks = if args.disable_webhooks {
@@ -189,7 +218,25 @@ async fn main() -> anyhow::Result<()> {
     }
     let ctx = Arc::new(ctx);
     let started = std::time::Instant::now();
-    let controllers = run::run_bounded(ctx, shutdown.clone(), args.shutdown_grace);
+    let elector = if args.leader_elect {
+        let base = match &args.leader_elect_identity {
+            Some(name) => name.clone(),
+            None => hostname().context("the host name (for --leader-elect)")?,
+        };
+        let me = leader::identity(&base).context("a random leader identity (/dev/urandom)")?;
+        Some(leader::Elector::new(
+            ctx.client.clone(),
+            &args.namespace,
+            control::consts::objects::MANAGER_LEADER_LEASE,
+            me,
+            timing,
+            metrics_leader,
+        ))
+    } else {
+        metrics_leader.set(1);
+        None
+    };
+    let controllers = led(elector, ctx, shutdown.clone(), args.shutdown_grace);
     let stopped = match webhooks {
         None => controllers.await,
         Some(mut server) => {
@@ -236,6 +283,42 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(0)
         }
     }
+}
+
+/// The controllers, run while this replica leads (always without an elector): with one, they
+/// start once it leads (or never, on a shutdown before), a lost lead exits the process at once
+/// (status 1: restarted as a follower, it never reconciles beside the new leader), and a clean
+/// stop gives the Lease back.
+async fn led(
+    elector: Option<leader::Elector>,
+    ctx: Arc<Context>,
+    shutdown: futures::future::Shared<futures::future::BoxFuture<'static, ()>>,
+    grace: Duration,
+) -> run::Stopped {
+    let Some(mut elector) = elector else {
+        return run::run_bounded(ctx, shutdown, grace).await;
+    };
+    tokio::select! {
+        () = elector.acquire() => {}
+        () = shutdown.clone() => return run::Stopped::Clean,
+    }
+    let stopped = tokio::select! {
+        stopped = run::run_bounded(ctx, shutdown, grace) => stopped,
+        lost = elector.keep() => {
+            tracing::error!(identity = elector.identity(), error = %liqo_types::chain(&lost), "lost the lead: exiting");
+            eprintln!("Error: lost the lead ({})", liqo_types::chain(&lost));
+            std::process::exit(1)
+        }
+    };
+    elector.release().await;
+    stopped
+}
+
+/// The host name (the kernel's).
+fn hostname() -> std::io::Result<String> {
+    Ok(std::fs::read_to_string("/proc/sys/kernel/hostname")?
+        .trim()
+        .to_owned())
 }
 
 /// The shutdown: the first SIGTERM or ctrl-c. A second one during the shutdown grace exits at

@@ -133,11 +133,32 @@ pub(super) fn secret_data(m: &certs::Material) -> std::collections::BTreeMap<Str
 }
 
 /// Reads the Secret, reuses or replaces its certificates (creating it when absent) and returns
-/// the material to serve with.
+/// the material to serve with. Replicas starting together race to write it: the loser (a
+/// conflict) reads it again and serves what the winner wrote.
 pub async fn ensure_certs(
     client: &Client,
     config: &Config,
 ) -> Result<certs::Material, WebhookError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match attempt(client, config).await {
+            Err(WebhookError::Secret {
+                source: kube::Error::Api(s),
+                ..
+            }) if s.code == 409 && tries < 3 => {
+                tracing::info!(
+                    secret = webhook::CERTS_SECRET,
+                    "another replica wrote the webhook certificates first: reading them again"
+                );
+            }
+            done => return done,
+        }
+    }
+}
+
+/// One read and, when needed, one write of the Secret.
+async fn attempt(client: &Client, config: &Config) -> Result<certs::Material, WebhookError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), &config.namespace);
     let secret_err = |source| WebhookError::Secret {
         namespace: config.namespace.clone(),

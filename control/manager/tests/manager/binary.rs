@@ -57,6 +57,26 @@ fn bad_flags_are_refused_naming_the_value() {
         err.contains("--ipam-address http://10.0.0.1:6000") && err.contains("clear text"),
         "{err}"
     );
+    // Leader election durations that cannot elect safely: refused before the apiserver is
+    // asked, naming them.
+    let out = Command::new(BIN)
+        .args([
+            "--leader-elect",
+            "--leader-elect-lease-duration",
+            "5s",
+            "--leader-elect-renew-deadline",
+            "7s",
+        ])
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("lease duration (5s)") && err.contains("renew deadline (7s)"),
+        "{err}"
+    );
+    refused(&["--leader-elect-retry-period", "2"], "2");
     let help = Command::new(BIN).arg("--help").output().unwrap();
     assert!(help.status.success());
     let text = String::from_utf8_lossy(&help.stdout);
@@ -76,6 +96,11 @@ fn bad_flags_are_refused_naming_the_value() {
         "--webhook-listen",
         "--disable-webhooks",
         "--webhook-cert-names",
+        "--leader-elect",
+        "--leader-elect-lease-duration",
+        "--leader-elect-renew-deadline",
+        "--leader-elect-retry-period",
+        "--leader-elect-identity",
     ] {
         assert!(text.contains(flag), "{flag} missing from --help");
     }

@@ -51,6 +51,9 @@ pub(super) struct Ctx<'a> {
     pub(super) vk_ipam: Option<String>,
     /// `--virtual-kubelet-apiserver-support`.
     pub(super) vk_apiserver_support: bool,
+    /// The controller-manager's replica number when several run (`--leader-elect`, identity
+    /// `<cluster>-<n>`), `None` for a lone one.
+    pub(super) replica: Option<usize>,
 }
 
 /// How the controller-manager runs the virtual kubelets.
@@ -167,6 +170,13 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
     if c.vk_apiserver_support {
         args.push(s("--virtual-kubelet-apiserver-support=true"));
     }
+    if let Some(n) = c.replica {
+        args.extend([
+            s("--leader-elect"),
+            s("--leader-elect-identity"),
+            format!("{}-{n}", c.cluster.name),
+        ]);
+    }
     // Virtual kubelets: a free kubelet port each (several on this host), the cluster's CA
     // (which signed the API server's kubelet client certificate) for the kubelet API.
     args.extend([
@@ -238,7 +248,10 @@ impl Component {
         program: &Path,
         kubeconfig: Option<&PathBuf>,
     ) -> Result<Running, LiqoError> {
-        let log = ctx.dir.join(format!("{}.log", self.program));
+        let log = match ctx.replica.filter(|n| *n > 0) {
+            Some(n) => ctx.dir.join(format!("{}-{n}.log", self.program)),
+            None => ctx.dir.join(format!("{}.log", self.program)),
+        };
         let mut spec = Spec::new(self.program, program, &log)
             .args((self.args)(ctx))
             .env("RUST_LOG", "info");

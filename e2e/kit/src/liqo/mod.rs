@@ -40,7 +40,7 @@ pub use restart::{Killed, kill9_component, restart_component};
 pub use crate::programs::IPAM;
 use crate::{
     k8s::{Binaries, Cluster, Clusters, Proc},
-    programs::AUTH,
+    programs::{AUTH, CONTROLLER_MANAGER},
 };
 
 /// How long a component of an earlier install gets between SIGTERM and SIGKILL.
@@ -78,6 +78,10 @@ pub struct Options {
     /// The controller-manager's `--virtual-kubelet-apiserver-support` (process mode): offloaded
     /// pods get tokens of their home ServiceAccounts and the home API server's address.
     pub vk_apiserver_support: bool,
+    /// How many controller-manager processes run per cluster: more than one elect a leader
+    /// (`--leader-elect`, identities `<cluster>-<n>`), each in `Installed::running` in order;
+    /// the webhook configurations call the first.
+    pub manager_replicas: usize,
 }
 
 impl Default for Options {
@@ -95,6 +99,7 @@ impl Default for Options {
             vk_pod_workers: None,
             vk_ipam: false,
             vk_apiserver_support: false,
+            manager_replicas: 1,
         }
     }
 }
@@ -176,7 +181,16 @@ async fn install_one(
     }
     let mut running: Vec<Running> = Vec::new();
     let mut auth_url = None;
-    for comp in wanted {
+    let replicas = opts.manager_replicas.max(1);
+    let starts = wanted.iter().flat_map(|comp| {
+        let n = if comp.program == CONTROLLER_MANAGER {
+            replicas
+        } else {
+            1
+        };
+        (0..n).map(move |i| (*comp, (replicas > 1 && n > 1).then_some(i)))
+    });
+    for (comp, replica) in starts {
         let ipam = running
             .iter()
             .filter(|_| opts.network)
@@ -192,7 +206,13 @@ async fn install_one(
             reserved,
             ipam: ipam.as_deref(),
             cluster_labels: opts.cluster_labels.get(&c.name).map(String::as_str),
-            webhook: hooks.port,
+            // A second replica serves its webhooks too, on a port of its own (the
+            // configurations call the first).
+            webhook: match replica {
+                Some(n) if n > 0 => crate::k8s::free_port()?,
+                _ => hooks.port,
+            },
+            replica,
             vk_mode: opts.virtual_kubelet,
             vk_kubeconfig: kubeconfigs
                 .get(components::VIRTUAL_KUBELET_SA)
