@@ -1,5 +1,6 @@
-//! Builds the chart into liqoctl: every file of `chart/` (but its `tests/`) as bytes, listed in
-//! `$OUT_DIR/chart.rs`, which `install::chart` writes out for Helm.
+//! Builds the chart into liqoctl: every file of `chart/` (but its `tests/` and its images'
+//! recipes, `images/`: what `.helmignore` leaves out) as bytes, listed in `$OUT_DIR/chart.rs`,
+//! which `install::chart` writes out for Helm.
 
 use std::{
     env, fs,
@@ -15,7 +16,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) {
     entries.sort();
     for p in entries {
         let rel = p.strip_prefix(root).expect("under the chart").to_path_buf();
-        if rel == Path::new("tests") {
+        if rel == Path::new("tests") || rel == Path::new("images") {
             continue;
         }
         if p.is_dir() {

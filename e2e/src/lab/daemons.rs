@@ -204,17 +204,84 @@ pub(crate) async fn ipam_client(lab: &Lab, c: &Cluster, secs: u64) -> Result<Cli
     }
 }
 
-/// Starts `c`'s gateway on `node` with its config file; records its pid.
+/// The environment variable of a command prefix the lab runs each gateway through (a container
+/// runtime running the gateway's image, a profiler): words separated by whitespace, in each of
+/// which `{netns}` is the node's namespace, `{dir}` the cluster's files directory (the config,
+/// the key, the log) and `{gateway}` the liqo-gateway binary; the gateway's arguments
+/// (`run --config ... --status-listen ...`) follow. Its first word is the process the lab
+/// records and stops with SIGTERM (which a container runtime passes on). Unset or empty: the
+/// binary itself. Every `liqo-lab` command that starts a gateway (`up`, `move-gateway`) reads it.
+pub const GATEWAY_RUN_ENV: &str = "LIQO_LAB_GATEWAY_RUN";
+
+/// What starts a gateway: the program, its file name (what [`supervisor::is_ours`] checks) and
+/// the arguments before the gateway's own.
+#[derive(Debug, PartialEq, Eq)]
+struct Launch {
+    program: String,
+    name: String,
+    args: Vec<String>,
+}
+
+/// The [`Launch`] of the prefix `words` ([`GATEWAY_RUN_ENV`]) with these values of `{netns}`,
+/// `{dir}` and `{gateway}`; `None` for no prefix. Any other `{...}` is refused, naming it.
+fn launch(
+    words: &str,
+    netns: &str,
+    dir: &Path,
+    gateway: &Path,
+) -> Result<Option<Launch>, LabError> {
+    let mut out = Vec::new();
+    for w in words.split_whitespace() {
+        let w = w
+            .replace("{netns}", netns)
+            .replace("{dir}", &dir.display().to_string())
+            .replace("{gateway}", &gateway.display().to_string());
+        if let Some(at) = w.find('{')
+            && let Some(len) = w[at..].find('}')
+        {
+            return Err(LabError::build(
+                format!("{GATEWAY_RUN_ENV}={words:?}"),
+                format!(
+                    "{:?} is not a placeholder (there are {{netns}}, {{dir}} and {{gateway}})",
+                    &w[at..=at + len]
+                ),
+            ));
+        }
+        out.push(w);
+    }
+    let mut words = out.into_iter();
+    Ok(words.next().map(|program| Launch {
+        name: Path::new(&program)
+            .file_name()
+            .map_or_else(|| program.clone(), |f| f.to_string_lossy().into_owned()),
+        program,
+        args: words.collect(),
+    }))
+}
+
+/// Starts `c`'s gateway on `node` with its config file (through [`GATEWAY_RUN_ENV`]'s prefix
+/// when set); records its pid and program name.
 pub(crate) fn spawn_gateway(lab: &Lab, c: &Cluster, node: &str) -> Result<Proc, LabError> {
     let files = lab.files(c);
-    let p = Spec::new("liqo-gateway", bin("liqo-gateway")?, files.gateway_log())
+    let ns = lab.node(c, node)?;
+    let gateway = bin("liqo-gateway")?;
+    let prefix = match std::env::var(GATEWAY_RUN_ENV) {
+        Ok(words) => launch(&words, ns.name().as_str(), files.dir(), &gateway)?,
+        Err(std::env::VarError::NotPresent) => None,
+        Err(e) => return Err(LabError::build(format!("reading {GATEWAY_RUN_ENV}"), e)),
+    };
+    let spec = match prefix {
+        Some(l) => Spec::new(l.name, l.program, files.gateway_log()).args(l.args),
+        None => Spec::new("liqo-gateway", gateway, files.gateway_log()),
+    };
+    let p = spec
         .args(["run", "--config"])
         .args([files.gateway_config()])
         .args(["--status-listen", GATEWAY_STATUS])
-        .netns(&lab.node(c, node)?)
+        .netns(&ns)
         .detached()
         .map_err(|e| LabError::build(format!("starting the gateway of {} on {node}", c.name), e))?;
-    write_atomic(&files.gateway_pid(), &p.pid.to_string())?;
+    write_atomic(&files.gateway_pid(), &format!("{}\n{}\n", p.pid, p.name))?;
     Ok(p)
 }
 
@@ -228,14 +295,22 @@ pub(crate) fn stop_gateway(lab: &Lab, c: &Cluster) -> Result<(), LabError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(LabError::build(format!("reading {}", path.display()), e)),
     };
-    let pid = text.trim().parse().map_err(|_| {
+    // The pid, then the program's name (a file without it: liqo-gateway itself).
+    let mut lines = text.lines();
+    let pid = lines.next().unwrap_or("").trim();
+    let pid = pid.parse().map_err(|_| {
         LabError::build(
             format!("reading {}", path.display()),
-            format!("{text:?} is not a pid"),
+            format!("{pid:?} is not a pid"),
         )
     })?;
     let p = Proc {
-        name: "liqo-gateway".into(),
+        name: lines
+            .next()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .unwrap_or("liqo-gateway")
+            .into(),
         pid,
         log: lab.files(c).gateway_log().display().to_string(),
     };
@@ -322,4 +397,65 @@ where
         .join()
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::{Launch, launch};
+
+    #[test]
+    fn a_gateway_prefix_gets_the_node_the_directory_and_the_binary() {
+        let dir = Path::new("/run/liqo-lab/lq.d/rome");
+        let gw = Path::new("/t/liqo-gateway");
+        let l = launch(
+            " podman run --network ns:/run/netns/{netns} -v {dir}:{dir}  img\n",
+            "lq-rome-n0",
+            dir,
+            gw,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            l,
+            Launch {
+                program: "podman".into(),
+                name: "podman".into(),
+                args: [
+                    "run",
+                    "--network",
+                    "ns:/run/netns/lq-rome-n0",
+                    "-v",
+                    "/run/liqo-lab/lq.d/rome:/run/liqo-lab/lq.d/rome",
+                    "img"
+                ]
+                .map(String::from)
+                .to_vec(),
+            }
+        );
+        let l = launch("/usr/bin/strace -f {gateway}", "n", dir, gw)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (l.program.as_str(), l.name.as_str()),
+            ("/usr/bin/strace", "strace")
+        );
+        assert_eq!(l.args, ["-f", "/t/liqo-gateway"]);
+        assert_eq!(launch(" \t", "n", dir, gw).unwrap(), None);
+    }
+
+    #[test]
+    fn an_unknown_placeholder_is_refused_naming_it() {
+        let e = launch(
+            "podman -v {dirr}:/x img",
+            "n",
+            Path::new("/d"),
+            Path::new("/g"),
+        )
+        .unwrap_err();
+        let text = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+        assert!(text.contains("\"{dirr}\" is not a placeholder"), "{text}");
+        assert!(text.contains("LIQO_LAB_GATEWAY_RUN"), "{text}");
+    }
 }

@@ -38,7 +38,7 @@ mod wan;
 
 pub use build::up;
 pub use cluster::{gateway_node, peerings};
-pub use daemons::{GATEWAY_PORT, IPAM_LISTEN, bin, overlay_status};
+pub use daemons::{GATEWAY_PORT, GATEWAY_RUN_ENV, IPAM_LISTEN, bin, overlay_status};
 pub use error::LabError;
 pub use liqo_peering::Moved;
 pub use names::{BadTarget, Prefix, Target};

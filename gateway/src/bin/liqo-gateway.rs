@@ -27,7 +27,7 @@ use liqo_daemon::{
 
 /// Userspace-WireGuard gateway between peered clusters.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(name = "liqo-gateway", version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -26,7 +26,7 @@ use overlay::{
 
 /// VXLAN overlay to the gateway node and the policy routing for remote clusters.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(name = "liqo-overlay", version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -16,7 +16,7 @@ use output::{list_json, list_table, out, peer_line};
 
 /// Address management for peered clusters: remapping of overlapping CIDRs and IP translation.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(name = "liqo-ipam", version, about)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
