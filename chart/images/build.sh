@@ -33,8 +33,9 @@ Builds every image of the chart as an OCI archive, OUT/<program>.oci.tar.
   --registry HOST           the images' registry (default: chart/values.yaml's image.registry)
   --repository-prefix PATH  the path before the program (default: image.repositoryPrefix)
   --tag TAG                 the images' tag (default: chart/Chart.yaml's appVersion)
-  --source URL              org.opencontainers.image.source (default: the git remote origin,
-                            else https://github.com/liqo-rs/liqo-rs)
+  --source URL              org.opencontainers.image.source (default: the git remote origin
+                            when it is an https or git@ address, without credentials; else
+                            https://github.com/liqo-rs/liqo-rs)
   --refresh-base            make the Debian bases again instead of using the cached ones
   --no-run-check            do not run the images (no podman needed); the version column is
                             then the copied binary's, run on this machine
@@ -140,8 +141,14 @@ yaml_value() {
 [ -n "$registry" ] || die "no image.registry in chart/values.yaml (give --registry)"
 [ -n "$tag" ] || die "no appVersion in chart/Chart.yaml (give --tag)"
 if [ -z "$source_url" ]; then
+  # The remote as a web address, without any credentials in it (a label is public); a local
+  # path or another scheme is no source to publish.
   source_url=$(git -C "$REPO" config --get remote.origin.url 2>/dev/null || true)
-  [ -n "$source_url" ] || source_url=https://github.com/liqo-rs/liqo-rs
+  case $source_url in
+    https://*) source_url=$(sed -E 's|^https://[^/@]*@|https://|; s|\.git$||' <<<"$source_url") ;;
+    git@*:*) source_url=$(sed -E 's|^git@([^:]+):|https://\1/|; s|\.git$||' <<<"$source_url") ;;
+    *) source_url=https://github.com/liqo-rs/liqo-rs ;;
+  esac
 fi
 revision=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
 # The chart's liqo.image: <registry>/<repositoryPrefix>/<program>:<tag>, an empty part left out.
