@@ -17,6 +17,30 @@ pub struct Overrides {
     pub port: Option<u16>,
 }
 
+impl Overrides {
+    /// The overrides a controller-manager runs with, from its command line
+    /// (`--auth-service-address-override`, `--auth-service-port-override`, as `--flag=value` or
+    /// `--flag value`): what a tool reading the Deployment (`liqoctl generate peer-command`)
+    /// must announce. A port that does not parse counts as none.
+    pub fn from_args<S: AsRef<str>>(args: &[S]) -> Overrides {
+        let mut out = Overrides::default();
+        let mut it = args.iter().map(AsRef::as_ref).peekable();
+        while let Some(a) = it.next() {
+            let (flag, inline) = match a.split_once('=') {
+                Some((f, v)) => (f, Some(v.to_owned())),
+                None => (a, None),
+            };
+            let value = inline.or_else(|| it.peek().map(|v| (*v).to_owned()));
+            match flag {
+                "--auth-service-address-override" => out.address = value.filter(|v| !v.is_empty()),
+                "--auth-service-port-override" => out.port = value.and_then(|v| v.parse().ok()),
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
 /// Why no URL can be made.
 #[derive(Debug, thiserror::Error)]
 pub enum UrlError {
@@ -204,6 +228,28 @@ pub async fn discover(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overrides_are_read_from_a_command_line() {
+        let o = Overrides::from_args(&[
+            "--namespace=liqo",
+            "--auth-service-address-override=auth.example",
+            "--auth-service-port-override",
+            "31443",
+        ]);
+        assert_eq!(
+            o,
+            Overrides {
+                address: Some("auth.example".into()),
+                port: Some(31443)
+            }
+        );
+        assert_eq!(Overrides::from_args(&["--x"]), Overrides::default());
+        assert_eq!(
+            Overrides::from_args(&["--auth-service-port-override=http"]),
+            Overrides::default()
+        );
+    }
 
     fn service(
         kind: &str,

@@ -29,6 +29,34 @@ pub enum GenerateError {
     Url(#[source] liqo_auth::url::UrlError),
 }
 
+/// The auth URL overrides the controller-manager runs with (the chart's
+/// `auth.config.addressOverride`/`portOverride` are its flags): peers must be told the same
+/// URL it announces. None when its Deployment cannot be read (a cluster without the chart).
+async fn manager_overrides(client: &Client, ns: &str) -> Overrides {
+    let deploy = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get_opt(MANAGER_DEPLOYMENT)
+        .await;
+    let args: Vec<String> = match deploy {
+        Ok(Some(d)) => d
+            .spec
+            .and_then(|s| s.template.spec)
+            .map(|p| p.containers)
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|c| c.args.unwrap_or_default())
+            .collect(),
+        Ok(None) => Vec::new(),
+        Err(e) => {
+            tracing::debug!(error = %e, "reading the controller-manager's Deployment: no overrides");
+            Vec::new()
+        }
+    };
+    Overrides::from_args(&args)
+}
+
+/// The controller-manager's Deployment (the chart's).
+const MANAGER_DEPLOYMENT: &str = "liqo-controller-manager";
+
 /// The peer command of this cluster.
 pub async fn peer_command(
     client: &Client,
@@ -41,7 +69,7 @@ pub async fn peer_command(
     let token = liqo_auth::tokens::local_token(client, ns)
         .await
         .map_err(GenerateError::Token)?;
-    let url = liqo_auth::url::discover(client, ns, &Overrides::default())
+    let url = liqo_auth::url::discover(client, ns, &manager_overrides(client, ns).await)
         .await
         .map_err(GenerateError::Url)?;
     Ok(render::peer_command(
@@ -59,7 +87,7 @@ pub async fn status(client: &Client, ns: &str) -> StatusReport {
         .await
         .map(|i| (i.cluster_id.to_string(), i.cluster_name.to_string()))
         .map_err(|e| Missing::Identity(e.into()));
-    let auth_url = liqo_auth::url::discover(client, ns, &Overrides::default())
+    let auth_url = liqo_auth::url::discover(client, ns, &manager_overrides(client, ns).await)
         .await
         .map_err(|e| Missing::AuthUrl(e.into()));
     let fcs: Api<ForeignCluster> = Api::all(client.clone());

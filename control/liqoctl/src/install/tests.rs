@@ -179,3 +179,42 @@ fn helm_versions_are_read_from_the_short_form() {
     assert!(helm::version("v3.12.3+g3a31588").unwrap() < helm::MIN_VERSION);
     assert_eq!(helm::version("garbage"), None);
 }
+
+#[test]
+fn only_peerings_under_way_refuse_an_uninstall() {
+    use control::api::discovery::ForeignCluster;
+    let fc = |name: &str, status: serde_json::Value| -> ForeignCluster {
+        serde_json::from_value(json!({
+            "apiVersion": "discovery.liqo.io/v1alpha1", "kind": "ForeignCluster",
+            "metadata": {"name": name},
+            "spec": {"clusterIdentity": {"clusterID": "b07938e3-d241-460c-a77b-e286c0f733c7", "clusterName": name},
+                     "foreignAuthUrl": "https://milan.example"},
+            "status": status,
+        }))
+        .unwrap()
+    };
+    let cond = |t: &str, s: &str| json!({"type": t, "status": s, "reason": "r", "message": "m"});
+    let fcs = [
+        fc(
+            "past",
+            json!({"peeringConditions": [cond("OutgoingPeering", "None"), cond("IncomingPeering", "None")]}),
+        ),
+        fc("fresh", json!({})),
+        fc(
+            "out",
+            json!({"peeringConditions": [cond("OutgoingPeering", "Established")]}),
+        ),
+        fc(
+            "in",
+            json!({"peeringConditions": [cond("IncomingPeering", "Pending")]}),
+        ),
+        fc(
+            "going",
+            json!({"peeringConditions": [cond("OutgoingPeering", "Disconnecting")]}),
+        ),
+    ];
+    assert_eq!(
+        super::uninstall::active_peerings(&fcs),
+        ["out", "in", "going"]
+    );
+}

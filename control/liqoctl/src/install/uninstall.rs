@@ -1,6 +1,8 @@
-//! `liqoctl uninstall [--purge]`: refused while peerings or offloaded namespaces exist (their
-//! finalizers need the controllers the release runs); otherwise the release goes first (Helm
-//! deletes what it made), then the namespace liqoctl made (with what the components made in it
+//! `liqoctl uninstall [--purge]`: refused while peerings are active or namespaces offloaded
+//! (their finalizers need the controllers the release runs); otherwise the ForeignClusters of
+//! past peerings go first (their controller still runs) with the tenant namespaces made for
+//! those peers, then the release (Helm deletes what it
+//! made), then the namespace liqoctl made (with what the components made in it
 //! at run time: certificates, keys, tokens, the IPAM's state, Leases), and with `--purge` the
 //! CRDs. Each wait is bounded by `--timeout`; what is left is named, never waited on forever.
 
@@ -37,8 +39,10 @@ const POLL: Duration = Duration::from_secs(1);
 /// Why `uninstall` failed.
 #[derive(Debug, thiserror::Error)]
 pub enum UninstallError {
-    /// Peerings exist.
-    #[error("refusing to uninstall while peered with {0} (unpeer first: liqoctl unpeer <name>)")]
+    /// Peerings are active.
+    #[error(
+        "refusing to uninstall while peered with {0} (unpeer first: liqoctl unpeer <name> here, and on the peer for its peering with this cluster)"
+    )]
     Peered(String),
     /// Offloaded namespaces exist.
     #[error(
@@ -71,11 +75,10 @@ pub async fn uninstall(
     a: &UninstallArgs,
 ) -> Result<(), UninstallError> {
     // Refusals first: nothing is touched.
-    let peers = listed(Api::<ForeignCluster>::all(client.clone())).await?;
-    if !peers.is_empty() {
-        return Err(UninstallError::Peered(names(
-            peers.iter().map(|o| o.name.clone()),
-        )));
+    let fcs = foreign_clusters(client).await?;
+    let active = active_peerings(&fcs);
+    if !active.is_empty() {
+        return Err(UninstallError::Peered(names(active.into_iter())));
     }
     let offloaded = listed(Api::<NamespaceOffloading>::all(client.clone())).await?;
     if !offloaded.is_empty() {
@@ -83,19 +86,54 @@ pub async fn uninstall(
             offloaded.iter().map(|o| o.namespace.clone()),
         )));
     }
-    // Whatever else still holds a finalizer needs its controller, which the release runs.
-    let mut held = Vec::new();
-    held.extend(finalized::<ResourceRequest>(client).await?);
-    held.extend(finalized::<ResourceOffer>(client).await?);
-    held.extend(finalized::<NetworkConfig>(client).await?);
-    held.extend(finalized::<TunnelEndpoint>(client).await?);
-    held.extend(finalized::<NamespaceMap>(client).await?);
-    held.extend(finalized::<ShadowPod>(client).await?);
-    if !held.is_empty() {
-        return Err(UninstallError::Finalized(held.join(", ")));
-    }
+    // Whatever else still holds a finalizer needs its controller, which the release runs: a
+    // teardown under way (an unpeer just made) gets until the timeout to finish; then the
+    // refusal names what is left, and nothing was touched.
     let deadline = tokio::time::Instant::now() + a.timeout;
+    let mut said = false;
+    loop {
+        let held = held(client).await?;
+        if held.is_empty() {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(UninstallError::Finalized(held.join(", ")));
+        }
+        if !said {
+            println!(
+                "Waiting for Liqo's controllers to release {} (up to {} s)",
+                held.join(", "),
+                a.timeout.as_secs()
+            );
+            said = true;
+        }
+        tokio::time::sleep(POLL).await;
+    }
     let secs = a.timeout.as_secs().max(1).to_string();
+    // The ForeignClusters of past peerings go while their controller still runs (it releases
+    // what they hold: finalizers, the tenant's objects).
+    let fc_api = Api::<ForeignCluster>::all(client.clone());
+    for fc in &fcs {
+        let name = fc.metadata.name.clone().unwrap_or_default();
+        println!("Removing ForeignCluster {name} (no active peering)");
+        delete_and_wait(&fc_api, &name, deadline, a.timeout).await?;
+    }
+    // The tenant namespaces the components made for past peers (no release owns them): the
+    // peers' identities, certificate records and role bindings.
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let tenants = namespaces
+        .list(&ListParams::default().labels(&format!(
+            "{}={}",
+            control::consts::labels::TENANT_NAMESPACE,
+            control::consts::values::TRUE
+        )))
+        .await
+        .map_err(api_err("listing the tenant namespaces"))?;
+    for t in tenants.items {
+        let name = t.metadata.name.unwrap_or_default();
+        println!("Removing tenant namespace {name}");
+        delete_and_wait(&namespaces, &name, deadline, a.timeout).await?;
+    }
     if helm
         .last_revision(ns)
         .map_err(InstallError::from)?
@@ -113,7 +151,6 @@ pub async fn uninstall(
         ]))
         .map_err(InstallError::from)?;
     }
-    let namespaces: Api<Namespace> = Api::all(client.clone());
     let ours = namespaces
         .get_opt(ns)
         .await
@@ -180,6 +217,46 @@ pub async fn uninstall(
         if a.purge { " (CRDs too)" } else { "" }
     );
     Ok(())
+}
+
+/// The objects whose finalizers need the controllers the release runs, as `Kind ns/name`.
+async fn held(client: &Client) -> Result<Vec<String>, UninstallError> {
+    let mut held = Vec::new();
+    held.extend(finalized::<ResourceRequest>(client).await?);
+    held.extend(finalized::<ResourceOffer>(client).await?);
+    held.extend(finalized::<NetworkConfig>(client).await?);
+    held.extend(finalized::<TunnelEndpoint>(client).await?);
+    held.extend(finalized::<NamespaceMap>(client).await?);
+    held.extend(finalized::<ShadowPod>(client).await?);
+    Ok(held)
+}
+
+/// Every ForeignCluster (none when its CRD is gone).
+async fn foreign_clusters(client: &Client) -> Result<Vec<ForeignCluster>, UninstallError> {
+    match Api::<ForeignCluster>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+    {
+        Ok(l) => Ok(l.items),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(api_err("listing the ForeignClusters")(e).into()),
+    }
+}
+
+/// The ForeignClusters with a peering under way in either direction (outgoing or incoming
+/// not `None`): uninstalling would leave the peer's side and their finalizers without a
+/// controller. Past peerings (both `None`) are not active.
+pub fn active_peerings(fcs: &[ForeignCluster]) -> Vec<String> {
+    use control::api::discovery::{PeeringConditionStatus as S, PeeringConditionType as T};
+    fcs.iter()
+        .filter(|fc| {
+            let st = fc.status.clone().unwrap_or_default();
+            [T::OutgoingPeering, T::IncomingPeering]
+                .into_iter()
+                .any(|t| st.condition(t) != S::None)
+        })
+        .map(|fc| fc.metadata.name.clone().unwrap_or_default())
+        .collect()
 }
 
 /// One object listed: its namespace, name and finalizers.

@@ -16,7 +16,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, DynamicObject, ListParams, PostParams},
+    api::{DynamicObject, ListParams, PostParams},
     discovery::{Discovery, verbs},
 };
 use serde_json::json;
@@ -55,7 +55,7 @@ async fn no_namespace(client: &Client) {
 }
 
 /// Every object of every listable kind whose name or labels say Liqo.
-async fn liqo_objects(client: &Client) -> Vec<String> {
+pub(crate) async fn liqo_objects(client: &Client) -> Vec<String> {
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
     let mut found = Vec::new();
     for group in discovery.groups() {
@@ -319,6 +319,15 @@ async fn install_upgrade_and_uninstall_with_helm() {
     )
     .await
     .unwrap();
+    // A past peering (both directions None) is no reason to refuse; an established one is.
+    crate::common::set_conditions(
+        &fcs,
+        "milan",
+        &[control::conditions::Condition::Outgoing(
+            control::conditions::Peering::Accepted,
+        )],
+    )
+    .await;
     let o = run(&ctl, h, &["uninstall"]).await;
     assert_eq!(o.status.code(), Some(1));
     assert!(
@@ -333,12 +342,26 @@ async fn install_upgrade_and_uninstall_with_helm() {
             .unwrap()
             .is_some()
     );
-    fcs.delete("milan", &DeleteParams::default()).await.unwrap();
+    crate::common::set_conditions(
+        &fcs,
+        "milan",
+        &[control::conditions::Condition::Outgoing(
+            control::conditions::Peering::None,
+        )],
+    )
+    .await;
 
-    // Uninstall: the release and the namespace go, the CRDs stay; --purge takes them too.
+    // Uninstall: the past peering's ForeignCluster, the release and the namespace go, the CRDs
+    // stay; --purge takes them too.
     let t = std::time::Instant::now();
     let o = run(&ctl, h, &["uninstall", "--timeout", "2m"]).await;
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("Removing ForeignCluster milan (no active peering)"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(fcs.get_opt("milan").await.unwrap().is_none());
     println!(
         "TIMING liqoctl uninstall: {:.1} s",
         t.elapsed().as_secs_f64()

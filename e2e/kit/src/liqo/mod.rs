@@ -16,6 +16,7 @@
 
 mod components;
 mod error;
+pub mod from_chart;
 mod objects;
 mod probe;
 mod record;
@@ -30,8 +31,8 @@ use std::{
 
 pub use components::{COMPONENTS, Component, Ready, VkMode};
 pub use error::LiqoError;
-pub use objects::service_account;
 pub use objects::{NAMESPACE, ensure_identity, new_cluster_id};
+pub use objects::{service_account, token_kubeconfig};
 pub use probe::{ProbeError, probe};
 pub use record::save;
 pub use record::{Installed, Liqo, Running, env, load};

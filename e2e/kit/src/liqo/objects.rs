@@ -225,6 +225,21 @@ pub async fn service_account(
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NAMESPACE}],
     }));
     apply(&Api::all(client.clone()), name, &crb).await?;
+    token_kubeconfig(client, c, name, dir, server).await
+}
+
+/// A kubeconfig (0600, `<dir>/<name>.kubeconfig`) for cluster `c` (at `server`, else its own
+/// URL) with a fresh token of the existing ServiceAccount `name` of `liqo` (a TokenRequest,
+/// what the kubelet mounts into a pod), namespace `liqo`: a process with it has exactly that
+/// ServiceAccount's RBAC.
+pub async fn token_kubeconfig(
+    client: &Client,
+    c: &Cluster,
+    name: &str,
+    dir: &Path,
+    server: Option<&str>,
+) -> Result<PathBuf, LiqoError> {
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), NAMESPACE);
     let req = TokenRequest {
         spec: TokenRequestSpec {
             audiences: Vec::new(), // The apiserver's own.
