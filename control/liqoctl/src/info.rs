@@ -11,7 +11,7 @@ use liqo_auth::url::Overrides;
 
 use crate::{
     client::ApiFailure,
-    install::ready,
+    install::{MANAGER_DEPLOYMENT, ready},
     render::{self, ComponentStatus, Missing, Network, StatusReport},
 };
 
@@ -31,7 +31,8 @@ pub enum GenerateError {
 
 /// The auth URL overrides the controller-manager runs with (the chart's
 /// `auth.config.addressOverride`/`portOverride` are its flags): peers must be told the same
-/// URL it announces. None when its Deployment cannot be read (a cluster without the chart).
+/// URL it announces. None without its Deployment (a cluster without the chart); a Deployment
+/// that cannot be read is said on stderr, as the URL may then differ from the announced one.
 async fn manager_overrides(client: &Client, ns: &str) -> Overrides {
     let deploy = Api::<Deployment>::namespaced(client.clone(), ns)
         .get_opt(MANAGER_DEPLOYMENT)
@@ -47,15 +48,15 @@ async fn manager_overrides(client: &Client, ns: &str) -> Overrides {
             .collect(),
         Ok(None) => Vec::new(),
         Err(e) => {
-            tracing::debug!(error = %e, "reading the controller-manager's Deployment: no overrides");
+            eprintln!(
+                "warning: reading Deployment {ns}/{MANAGER_DEPLOYMENT} ({}): its auth URL overrides are not applied, the URL below may differ from the one it announces",
+                liqo_types::chain(&e)
+            );
             Vec::new()
         }
     };
     Overrides::from_args(&args)
 }
-
-/// The controller-manager's Deployment (the chart's).
-const MANAGER_DEPLOYMENT: &str = "liqo-controller-manager";
 
 /// The peer command of this cluster.
 pub async fn peer_command(

@@ -45,6 +45,8 @@ use self::{
 pub const NAMESPACE_LABEL: &str = "app.kubernetes.io/managed-by";
 /// Its value.
 pub const NAMESPACE_LABEL_VALUE: &str = "liqoctl";
+/// The controller-manager's Deployment (the chart's).
+pub const MANAGER_DEPLOYMENT: &str = "liqo-controller-manager";
 /// How often readiness is read.
 const POLL: Duration = Duration::from_secs(2);
 
@@ -193,7 +195,8 @@ pub async fn install(
     let before = helm.last_revision(ns)?;
     let mut cmd = chart_and_values(os(&["upgrade", "--install", RELEASE]));
     if a.dry_run {
-        // Helm reads the installed Secrets (the IPAM's credentials) with `lookup`: never printed.
+        // Helm reads installed objects with `lookup` (the cluster ID); no Secret of the render
+        // or the cluster is ever printed.
         cmd.extend(os(&["--dry-run=server", "--hide-secret"]));
         print!("{}", helm.run(&cmd)?);
         return Ok(());

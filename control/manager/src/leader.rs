@@ -37,6 +37,15 @@ pub enum LeaderError {
         #[source]
         source: kube::Error,
     },
+    /// A renewal still had no answer at the renew deadline (a stalled API server or
+    /// connection): the others may take over soon, so this replica stops leading first.
+    #[error("the Lease {lease}: no answer to a renewal within the renew deadline ({deadline:?})")]
+    Stalled {
+        /// `namespace/name`.
+        lease: String,
+        /// The renew deadline.
+        deadline: std::time::Duration,
+    },
 }
 
 /// One replica's side of the election.
@@ -48,6 +57,9 @@ pub struct Elector {
     timing: Timing,
     seen: Option<Seen>,
     leading: Gauge,
+    /// When the last successful write was sent (before it: the others count from when they
+    /// saw it, later).
+    renewed: Option<Instant>,
 }
 
 /// The outcome of one try.
@@ -75,6 +87,7 @@ impl Elector {
             timing,
             seen: None,
             leading,
+            renewed: None,
         }
     }
 
@@ -130,17 +143,26 @@ impl Elector {
     pub async fn acquire(&mut self) {
         let mut last: Option<String> = None;
         loop {
-            let now = match self.try_once().await {
-                Ok(Try::Leading) => {
+            let start = Instant::now();
+            // A try without an answer within the deadline is given up (and made again).
+            let tried = tokio::time::timeout(self.timing.renew_deadline, self.try_once()).await;
+            let now = match tried {
+                Err(_elapsed) => "the Lease: no answer within the renew deadline".to_owned(),
+                Ok(Ok(Try::Leading)) => {
+                    self.renewed = Some(start);
                     self.leading.set(1);
                     tracing::info!(lease = %self.lease(), identity = %self.me, "leading");
                     return;
                 }
-                Ok(Try::Following(holder)) => format!("following {holder}"),
-                Err(e) => format!("the Lease: {}", liqo_types::chain(&e)),
+                Ok(Ok(Try::Following(holder))) => format!("following {holder}"),
+                Ok(Err(e)) => format!("the Lease: {}", liqo_types::chain(&e)),
             };
             if last.as_ref() != Some(&now) {
-                tracing::info!(lease = %self.lease(), identity = %self.me, "not leading: {now}");
+                if now.starts_with("the Lease") {
+                    tracing::warn!(lease = %self.lease(), identity = %self.me, "not leading: {now}");
+                } else {
+                    tracing::info!(lease = %self.lease(), identity = %self.me, "not leading: {now}");
+                }
                 last = Some(now);
             }
             tokio::time::sleep(self.timing.retry_period).await;
@@ -150,12 +172,24 @@ impl Elector {
     /// Renews every retry period while this replica leads; returns why it stopped leading
     /// (another took the Lease, or no renewal succeeded within the renew deadline).
     pub async fn keep(&mut self) -> LeaderError {
-        let mut renewed = Instant::now();
+        let mut renewed = self.renewed.unwrap_or_else(Instant::now);
         loop {
             tokio::time::sleep(self.timing.retry_period).await;
-            let failure = match self.try_once().await {
+            let start = Instant::now();
+            // No try outlives the deadline: a stalled call must not keep a replica leading
+            // while another takes the Lease.
+            let left = (renewed + self.timing.renew_deadline).saturating_duration_since(start);
+            let Ok(tried) = tokio::time::timeout(left, self.try_once()).await else {
+                self.leading.set(0);
+                return LeaderError::Stalled {
+                    lease: self.lease(),
+                    deadline: self.timing.renew_deadline,
+                };
+            };
+            let failure = match tried {
                 Ok(Try::Leading) => {
-                    renewed = Instant::now();
+                    renewed = start;
+                    self.renewed = Some(start);
                     continue;
                 }
                 Ok(Try::Following(holder)) => {
@@ -194,11 +228,11 @@ impl Elector {
         let Some(free) = leader::released(&read, &self.me, Timestamp::now()) else {
             return;
         };
-        match self
-            .api
-            .replace(&self.name, &PostParams::default(), &free)
-            .await
-        {
+        let pp = PostParams {
+            field_manager: Some(crate::FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        match self.api.replace(&self.name, &pp, &free).await {
             Ok(_) => tracing::info!(lease = %self.lease(), "released the Lease"),
             Err(e) => {
                 tracing::warn!(lease = %self.lease(), error = %liqo_types::chain(&e), "releasing the Lease: it expires on its own");

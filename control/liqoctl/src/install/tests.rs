@@ -213,8 +213,6 @@ fn only_peerings_under_way_refuse_an_uninstall() {
             json!({"peeringConditions": [cond("OutgoingPeering", "Disconnecting")]}),
         ),
     ];
-    assert_eq!(
-        super::uninstall::active_peerings(&fcs),
-        ["out", "in", "going"]
-    );
+    assert_eq!(super::uninstall::active_peerings(&fcs), ["out", "in"]);
+    assert_eq!(super::uninstall::disconnecting(&fcs), ["going"]);
 }

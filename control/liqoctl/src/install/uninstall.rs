@@ -17,6 +17,7 @@ use control::api::{
 };
 use k8s_openapi::{
     api::{
+        apps::v1::Deployment,
         coordination::v1::Lease,
         core::v1::{ConfigMap, Namespace, Secret},
     },
@@ -28,7 +29,7 @@ use kube::{
 };
 
 use super::{
-    InstallError, NAMESPACE_LABEL, NAMESPACE_LABEL_VALUE, api_err,
+    InstallError, MANAGER_DEPLOYMENT, NAMESPACE_LABEL, NAMESPACE_LABEL_VALUE, api_err,
     args::UninstallArgs,
     helm::{Helm, RELEASE, os},
 };
@@ -44,6 +45,11 @@ pub enum UninstallError {
         "refusing to uninstall while peered with {0} (unpeer first: liqoctl unpeer <name> here, and on the peer for its peering with this cluster)"
     )]
     Peered(String),
+    /// ForeignClusters of past peerings exist but no controller-manager runs to release them.
+    #[error(
+        "refusing to uninstall: ForeignClusters {0} need the controller-manager to be removed, and Deployment liqo-controller-manager has no available replica (start it again, or delete them yourself)"
+    )]
+    ManagerDown(String),
     /// Offloaded namespaces exist.
     #[error(
         "refusing to uninstall while namespaces are offloaded: {0} (liqoctl unoffload namespace <name> first)"
@@ -87,14 +93,25 @@ pub async fn uninstall(
         )));
     }
     // Whatever else still holds a finalizer needs its controller, which the release runs: a
-    // teardown under way (an unpeer just made) gets until the timeout to finish; then the
-    // refusal names what is left, and nothing was touched.
+    // teardown under way (an unpeer just made: a peering Disconnecting, objects still held)
+    // gets until the timeout to finish; then the refusal names what is left, and nothing was
+    // touched. A peering that starts meanwhile is refused.
     let deadline = tokio::time::Instant::now() + a.timeout;
     let mut said = false;
-    loop {
-        let held = held(client).await?;
+    let fcs = loop {
+        let fcs = foreign_clusters(client).await?;
+        let active = active_peerings(&fcs);
+        if !active.is_empty() {
+            return Err(UninstallError::Peered(names(active.into_iter())));
+        }
+        let mut held = held(client).await?;
+        held.extend(
+            disconnecting(&fcs)
+                .into_iter()
+                .map(|n| format!("ForeignCluster {n} (Disconnecting)")),
+        );
         if held.is_empty() {
-            break;
+            break fcs;
         }
         if tokio::time::Instant::now() >= deadline {
             return Err(UninstallError::Finalized(held.join(", ")));
@@ -108,8 +125,14 @@ pub async fn uninstall(
             said = true;
         }
         tokio::time::sleep(POLL).await;
+    };
+    // Their finalizers need the controller-manager: none available, nothing is touched.
+    if !fcs.is_empty() && !manager_available(client, ns).await? {
+        return Err(UninstallError::ManagerDown(names(
+            fcs.iter()
+                .map(|f| f.metadata.name.clone().unwrap_or_default()),
+        )));
     }
-    let secs = a.timeout.as_secs().max(1).to_string();
     // The ForeignClusters of past peerings go while their controller still runs (it releases
     // what they hold: finalizers, the tenant's objects).
     let fc_api = Api::<ForeignCluster>::all(client.clone());
@@ -140,6 +163,12 @@ pub async fn uninstall(
         .is_some()
     {
         println!("Removing release {RELEASE} from namespace {ns}");
+        // What is left of the timeout (at least 1 s).
+        let secs = deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+            .as_secs()
+            .max(1)
+            .to_string();
         helm.run(&os(&[
             "uninstall",
             RELEASE,
@@ -243,20 +272,47 @@ async fn foreign_clusters(client: &Client) -> Result<Vec<ForeignCluster>, Uninst
     }
 }
 
-/// The ForeignClusters with a peering under way in either direction (outgoing or incoming
-/// not `None`): uninstalling would leave the peer's side and their finalizers without a
-/// controller. Past peerings (both `None`) are not active.
+/// The ForeignClusters with a peering in either direction (outgoing or incoming `Pending` or
+/// `Established`): uninstalling would leave the peer's side and their finalizers without a
+/// controller. Past peerings (`None`) are not active; `Disconnecting` ones are going
+/// ([`disconnecting`]).
 pub fn active_peerings(fcs: &[ForeignCluster]) -> Vec<String> {
-    use control::api::discovery::{PeeringConditionStatus as S, PeeringConditionType as T};
+    with_peering(fcs, |s| !matches!(s, Status::None | Status::Disconnecting))
+}
+
+/// The ForeignClusters with a peering being torn down (`Disconnecting` in either direction).
+pub fn disconnecting(fcs: &[ForeignCluster]) -> Vec<String> {
+    with_peering(fcs, |s| s == Status::Disconnecting)
+}
+
+use control::api::discovery::PeeringConditionStatus as Status;
+
+fn with_peering(fcs: &[ForeignCluster], pick: impl Fn(Status) -> bool) -> Vec<String> {
+    use control::api::discovery::PeeringConditionType as T;
     fcs.iter()
         .filter(|fc| {
             let st = fc.status.clone().unwrap_or_default();
             [T::OutgoingPeering, T::IncomingPeering]
                 .into_iter()
-                .any(|t| st.condition(t) != S::None)
+                .any(|t| pick(st.condition(t)))
         })
         .map(|fc| fc.metadata.name.clone().unwrap_or_default())
         .collect()
+}
+
+/// Whether the controller-manager's Deployment has an available replica (the ForeignClusters'
+/// finalizers need it).
+async fn manager_available(client: &Client, ns: &str) -> Result<bool, UninstallError> {
+    let d = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get_opt(MANAGER_DEPLOYMENT)
+        .await
+        .map_err(api_err(format!(
+            "reading Deployment {ns}/{MANAGER_DEPLOYMENT}"
+        )))?;
+    Ok(d.and_then(|d| d.status)
+        .and_then(|s| s.available_replicas)
+        .unwrap_or(0)
+        > 0)
 }
 
 /// One object listed: its namespace, name and finalizers.

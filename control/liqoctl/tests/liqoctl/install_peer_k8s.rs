@@ -285,6 +285,19 @@ async fn two_clusters_installed_by_liqoctl_peer_offload_and_uninstall_clean() {
     let o = run(&ctl("rome"), &helm, &["uninstall"]).await;
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("milan"), "{}", stderr(&o));
+    let fcs: Api<control::api::discovery::ForeignCluster> = Api::all(rome.clone());
+    assert!(
+        fcs.get_opt("milan").await.unwrap().is_some(),
+        "the ForeignCluster stays"
+    );
+    assert!(
+        Api::<Namespace>::all(rome.clone())
+            .get_opt("liqo")
+            .await
+            .unwrap()
+            .is_some(),
+        "the release's namespace stays"
+    );
 
     // Unoffload, unpeer, uninstall both: nothing of Liqo is left.
     let o = run(

@@ -310,7 +310,13 @@ async fn led(
             std::process::exit(1)
         }
     };
-    elector.release().await;
+    // Bounded: a stalled API server must not hold the exit (the Lease then expires).
+    if tokio::time::timeout(Duration::from_secs(5), elector.release())
+        .await
+        .is_err()
+    {
+        tracing::warn!("releasing the Lease: no answer in 5 s; it expires on its own");
+    }
     stopped
 }
 

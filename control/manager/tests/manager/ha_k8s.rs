@@ -2,9 +2,10 @@
 //! controller-manager processes per cluster under the chart's RBAC (the Role of
 //! `chart/files/liqo-controller-manager-leader-election-Role.yaml`). Exactly one leads (the
 //! Lease's holder, and the only one whose `liqo_controller_manager_leader` gauge is 1); both serve
-//! their webhooks and metrics. The leader killed with SIGKILL: the other takes the Lease within
-//! 15 s, and a peering made afterwards completes (the offer accepted, the virtual node Ready,
-//! made by the new leader's virtual kubelet). A leader stopped with SIGTERM gives the Lease back.
+//! their webhooks and metrics. rome peers with milan: the leader runs the virtual kubelet. The
+//! leader killed with SIGKILL: its virtual kubelet dies with it, the other takes the Lease within
+//! 15 s and runs the virtual kubelet again, and a peering made afterwards (milan with rome)
+//! completes. A leader stopped with SIGTERM gives the Lease back.
 //!
 //! Its own clusters, not the shared pool's: it kills a component and leaves a peering with
 //! running virtual kubelets behind, which the pool's clean-up cannot undo.
@@ -103,6 +104,56 @@ async fn one_leader(client: &Client, cluster: &str, replicas: &[Running]) -> Res
     Ok(leader)
 }
 
+/// Node `node` of `client` is Ready and belongs to `provider`.
+async fn node_ready(client: &Client, node: &str, provider: &str) -> Result<(), String> {
+    let n = Api::<Node>::all(client.clone())
+        .get_opt(node)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or("no node yet")?;
+    let labels = n.metadata.labels.clone().unwrap_or_default();
+    if labels
+        .get(control::consts::labels::REMOTE_CLUSTER_ID)
+        .map(String::as_str)
+        != Some(provider)
+    {
+        return Err(format!("labels {labels:?}"));
+    }
+    let ready = n
+        .status
+        .and_then(|s| s.conditions)
+        .unwrap_or_default()
+        .into_iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True");
+    if ready {
+        Ok(())
+    } else {
+        Err("not Ready".into())
+    }
+}
+
+/// The pids of the children of `pid` (its virtual kubelets).
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...: the comm may hold spaces, so after its last ')'.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) {
+            out.push(child);
+        }
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_leader_moves_the_lease_and_a_later_peering_completes() {
     let bins = k8s::binaries().unwrap();
@@ -117,6 +168,8 @@ async fn killing_the_leader_moves_the_lease_and_a_later_peering_completes() {
     };
     let installed = liqo::install(&set, &bins, &opts).await.unwrap();
     let rome = set.get("rome").unwrap().client().await.unwrap();
+    let milan = set.get("milan").unwrap().client().await.unwrap();
+    let rome_id = installed.get("rome").unwrap().cluster_id.clone();
     let milan_id = installed.get("milan").unwrap().cluster_id.clone();
     let replicas = managers(&installed, "rome");
     assert_eq!(replicas.len(), 2, "{replicas:?}");
@@ -134,13 +187,44 @@ async fn killing_the_leader_moves_the_lease_and_a_later_peering_completes() {
     let leader = one_leader(&rome, "rome", &replicas).await.unwrap();
     let follower = 1 - leader;
 
-    // The leader killed: the follower takes the Lease.
+    // rome peers with milan: the leader runs the virtual kubelet (its child), the follower none.
+    peer(&set, &installed, "rome", "milan");
+    eventually(90, "virtual node liqo-milan Ready", || {
+        let (rome, milan_id) = (rome.clone(), milan_id.clone());
+        async move { node_ready(&rome, "liqo-milan", &milan_id).await }
+    })
+    .await;
+    let kubelets = children(replicas[leader].proc.pid);
+    assert_eq!(
+        kubelets.len(),
+        1,
+        "the leader's virtual kubelets: {kubelets:?}"
+    );
+    assert_eq!(children(replicas[follower].proc.pid), Vec::<u32>::new());
+
+    // The leader killed: its virtual kubelet goes with it, the follower takes the Lease and
+    // runs the virtual kubelet again.
     let killed = Instant::now();
     assert!(
         k8s::kill9(&replicas[leader].proc, Duration::from_secs(10)),
         "rome's leader (pid {}) still runs",
         replicas[leader].proc.pid
     );
+    eventually(10, "the dead leader's virtual kubelet gone", || {
+        let alive: Vec<u32> = kubelets
+            .iter()
+            .copied()
+            .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+            .collect();
+        async move {
+            if alive.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("still running: {alive:?}"))
+            }
+        }
+    })
+    .await;
     eventually(30, "the follower holding the Lease", || {
         let rome = rome.clone();
         async move {
@@ -158,40 +242,34 @@ async fn killing_the_leader_moves_the_lease_and_a_later_peering_completes() {
     );
     assert!(moved < Duration::from_secs(15), "{moved:?}");
     assert_eq!(gauge(&replicas[follower]).await, Ok(1));
-
-    // A peering made now completes: the new leader accepts the offer and runs the virtual
-    // kubelet, whose node gets Ready.
-    let t = Instant::now();
-    peer(&set, &installed, "rome", "milan");
-    let node = "liqo-milan".to_owned();
-    eventually(90, "virtual node liqo-milan Ready", || {
-        let (rome, node, milan_id) = (rome.clone(), node.clone(), milan_id.clone());
+    eventually(60, "the new leader's virtual kubelet", || {
+        let n = children(replicas[follower].proc.pid).len();
         async move {
-            let n = Api::<Node>::all(rome)
-                .get_opt(&node)
-                .await
-                .map_err(|e| e.to_string())?
-                .ok_or("no node yet")?;
-            let ready = n
-                .status
-                .and_then(|s| s.conditions)
-                .unwrap_or_default()
-                .into_iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True");
-            let labels = n.metadata.labels.unwrap_or_default();
-            if labels.get(control::consts::labels::REMOTE_CLUSTER_ID) != Some(&milan_id) {
-                return Err(format!("labels {labels:?}"));
-            }
-            if ready {
+            if n == 1 {
                 Ok(())
             } else {
-                Err("not Ready".into())
+                Err(format!("{n} children"))
             }
         }
     })
     .await;
+    eventually(60, "virtual node liqo-milan Ready again", || {
+        let (rome, milan_id) = (rome.clone(), milan_id.clone());
+        async move { node_ready(&rome, "liqo-milan", &milan_id).await }
+    })
+    .await;
+
+    // A peering made now completes: milan peers with rome, whose new leader answers the
+    // request with an offer; milan's virtual node gets Ready.
+    let t = Instant::now();
+    peer(&set, &installed, "milan", "rome");
+    eventually(90, "milan's virtual node liqo-rome Ready", || {
+        let (milan, rome_id) = (milan.clone(), rome_id.clone());
+        async move { node_ready(&milan, "liqo-rome", &rome_id).await }
+    })
+    .await;
     println!(
-        "TIMING peering rome -> milan after the failover, to the virtual node Ready: {:.1} s",
+        "TIMING peering milan -> rome after the failover, to the virtual node Ready: {:.1} s",
         t.elapsed().as_secs_f64()
     );
     // Still one leader: the survivor.

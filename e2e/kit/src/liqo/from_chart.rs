@@ -19,7 +19,11 @@
 //! balancer would write ([`load_balancers`]). The processes are found and stopped with the
 //! cluster, as [`super::install`]'s are (their `KUBECONFIG` is in its directory).
 
+mod net;
 mod plumb;
+mod pod;
+
+use pod::{containers, name_of};
 
 use std::{
     collections::BTreeMap,
@@ -27,18 +31,8 @@ use std::{
 };
 
 use dataplane::supervisor::Spec;
-use k8s_openapi::{
-    api::{
-        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
-        apps::v1::Deployment,
-        core::v1::{ConfigMap, Container, EnvVar, Pod, Secret, Service, Volume},
-    },
-    apimachinery::pkg::util::intstr::IntOrString,
-};
-use kube::{
-    Api, Client,
-    api::{ListParams, Patch, PatchParams, PostParams},
-};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{Api, Client};
 
 use super::{
     NAMESPACE, components::wait_ready, error::LiqoError, objects::token_kubeconfig, record::Running,
@@ -145,7 +139,7 @@ pub async fn run(c: &Cluster, pinned: &Pinned) -> Result<Vec<Running>, LiqoError
             }
         }
     }
-    let services = service_ports(&client, &wanted, &ports).await?;
+    let services = net::service_ports(&client, &wanted, &ports).await?;
     let names: Vec<String> = services.keys().map(|(h, _)| h.clone()).collect();
     let hosts = dir.join("hosts");
     std::fs::write(&hosts, plumb::hosts(names.iter())).map_err(|e| LiqoError::io(&hosts, e))?;
@@ -163,9 +157,9 @@ pub async fn run(c: &Cluster, pinned: &Pinned) -> Result<Vec<Running>, LiqoError
     }
     let manager = "liqo-controller-manager".to_owned();
     if let Some(port) = ports.get(&(manager, webhook_port(&wanted)?)) {
-        webhooks(&client, *port).await?;
+        net::webhooks(&client, *port).await?;
     }
-    load_balancers(c, &client).await?;
+    net::load_balancers(c, &client).await?;
     Ok(running)
 }
 
@@ -177,17 +171,6 @@ struct Where<'a> {
     hosts: &'a Path,
     ports: &'a BTreeMap<(String, u16), u16>,
     services: &'a BTreeMap<(String, u16), u16>,
-}
-
-fn name_of(d: &Deployment) -> String {
-    d.metadata.name.clone().unwrap_or_default()
-}
-
-fn containers(d: &Deployment) -> &[Container] {
-    d.spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .map_or(&[][..], |p| p.containers.as_slice())
 }
 
 /// The container port the controller-manager serves its webhooks on (named `webhook`).
@@ -203,61 +186,6 @@ fn webhook_port(wanted: &[Deployment]) -> Result<u16, LiqoError> {
             path: PathBuf::from("Deployment liqo/liqo-controller-manager"),
             problem: "no container port named webhook".into(),
         })
-}
-
-/// Every name and port of the Services in front of `wanted`, with the loopback port of the
-/// container port behind it.
-async fn service_ports(
-    client: &Client,
-    wanted: &[Deployment],
-    ports: &BTreeMap<(String, u16), u16>,
-) -> Result<BTreeMap<(String, u16), u16>, LiqoError> {
-    let svcs = Api::<Service>::namespaced(client.clone(), NAMESPACE)
-        .list(&ListParams::default())
-        .await
-        .map_err(LiqoError::kube(format!(
-            "listing the Services of {NAMESPACE}"
-        )))?;
-    let mut out = BTreeMap::new();
-    for svc in svcs.items {
-        let Some(spec) = svc.spec.as_ref() else {
-            continue;
-        };
-        let Some(selector) = spec.selector.as_ref().filter(|s| !s.is_empty()) else {
-            continue;
-        };
-        let behind = wanted.iter().find(|d| {
-            let labels = d
-                .spec
-                .as_ref()
-                .and_then(|s| s.template.metadata.as_ref())
-                .and_then(|m| m.labels.as_ref());
-            labels.is_some_and(|l| selector.iter().all(|(k, v)| l.get(k) == Some(v)))
-        });
-        let Some(d) = behind else { continue };
-        for sp in spec.ports.iter().flatten() {
-            let target = containers(d)
-                .iter()
-                .flat_map(|c| c.ports.iter().flatten())
-                .find(|p| match &sp.target_port {
-                    Some(IntOrString::String(n)) => p.name.as_deref() == Some(n),
-                    Some(IntOrString::Int(n)) => p.container_port == *n,
-                    None => p.container_port == sp.port,
-                });
-            let Some(local) = target
-                .and_then(|p| u16::try_from(p.container_port).ok())
-                .and_then(|p| ports.get(&(name_of(d), p)))
-            else {
-                continue;
-            };
-            let port = u16::try_from(sp.port).unwrap_or(0);
-            for n in plumb::service_names(&svc.metadata.name.clone().unwrap_or_default(), NAMESPACE)
-            {
-                out.insert((n, port), *local);
-            }
-        }
-    }
-    Ok(out)
 }
 
 /// Starts container `r` of Deployment `d` and waits until it serves.
@@ -297,8 +225,8 @@ async fn start(at: &Where<'_>, r: &Run, d: &Deployment) -> Result<Running, LiqoE
     let own = at.dir.join(&name);
     std::fs::create_dir_all(&own).map_err(|e| LiqoError::io(&own, e))?;
     let kubeconfig = token_kubeconfig(client, c, &sa, &own, None).await?;
-    let identity = pod_of(client, d).await?;
-    let env = env(
+    let identity = pod::pod_of(client, d).await?;
+    let env = pod::env(
         client,
         &name,
         &identity,
@@ -314,7 +242,7 @@ async fn start(at: &Where<'_>, r: &Run, d: &Deployment) -> Result<Running, LiqoE
             .find(|v| v.name == m.name)
             .ok_or_else(|| bad(format!("volume {} is not declared", m.name)))?;
         let local = own.join(&m.name);
-        volume(client, c, &sa, vol, &local).await?;
+        pod::volume(client, c, &sa, vol, &local).await?;
         mounts.push((m.mount_path.clone(), local.display().to_string()));
     }
     let given: Vec<String> = ct
@@ -385,285 +313,4 @@ async fn start(at: &Where<'_>, r: &Run, d: &Deployment) -> Result<Running, LiqoE
         listen,
         metrics,
     })
-}
-
-/// The pod of Deployment `d` (kwok runs its status): its name and node, for the downward API.
-async fn pod_of(client: &Client, d: &Deployment) -> Result<(String, String), LiqoError> {
-    let name = name_of(d);
-    let selector = d
-        .spec
-        .as_ref()
-        .and_then(|s| s.selector.match_labels.as_ref())
-        .map(|l| {
-            l.iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
-    let pods = Api::<Pod>::namespaced(client.clone(), NAMESPACE)
-        .list(&ListParams::default().labels(&selector))
-        .await
-        .map_err(LiqoError::kube(format!(
-            "listing the pods of Deployment {name}"
-        )))?;
-    pods.items
-        .iter()
-        .find_map(|p| {
-            let node = p.spec.as_ref()?.node_name.clone()?;
-            Some((p.metadata.name.clone()?, node))
-        })
-        .ok_or_else(|| LiqoError::Chart {
-            path: PathBuf::from(format!("Deployment {NAMESPACE}/{name}")),
-            problem: "no scheduled pod".into(),
-        })
-}
-
-/// The container's environment, resolved as the kubelet would for a pod of the harness
-/// (`status.podIP` is 127.0.0.1, the pod's name and node are its kwok pod's; a field the
-/// harness cannot give is an error naming it).
-async fn env(
-    client: &Client,
-    deployment: &str,
-    (pod, node): &(String, String),
-    vars: &[EnvVar],
-) -> Result<BTreeMap<String, String>, LiqoError> {
-    let mut out = BTreeMap::new();
-    for v in vars {
-        let value = match (&v.value, &v.value_from) {
-            (Some(x), _) => plumb::expand(x, &out),
-            (None, Some(from)) => {
-                if let Some(f) = &from.field_ref {
-                    match f.field_path.as_str() {
-                        "status.podIP" | "status.hostIP" => "127.0.0.1".to_owned(),
-                        "metadata.name" => pod.clone(),
-                        "spec.nodeName" => node.clone(),
-                        "metadata.namespace" => NAMESPACE.to_owned(),
-                        other => {
-                            return Err(LiqoError::Chart {
-                                path: PathBuf::from(format!("Deployment {NAMESPACE}/{deployment}")),
-                                problem: format!("env {}: fieldRef {other} is not plumbed", v.name),
-                            });
-                        }
-                    }
-                } else if let Some(k) = &from.secret_key_ref {
-                    let s = Api::<Secret>::namespaced(client.clone(), NAMESPACE)
-                        .get(&k.name)
-                        .await
-                        .map_err(LiqoError::kube(format!("reading Secret {}", k.name)))?;
-                    let data = s.data.unwrap_or_default();
-                    String::from_utf8_lossy(
-                        &data.get(&k.key).map(|b| b.0.clone()).unwrap_or_default(),
-                    )
-                    .into_owned()
-                } else if let Some(k) = &from.config_map_key_ref {
-                    let m = Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
-                        .get(&k.name)
-                        .await
-                        .map_err(LiqoError::kube(format!("reading ConfigMap {}", k.name)))?;
-                    m.data
-                        .unwrap_or_default()
-                        .get(&k.key)
-                        .cloned()
-                        .unwrap_or_default()
-                } else {
-                    String::new()
-                }
-            }
-            (None, None) => String::new(),
-        };
-        out.insert(v.name.clone(), value);
-    }
-    Ok(out)
-}
-
-/// Writes the files volume `vol` shows its container into `local`.
-async fn volume(
-    client: &Client,
-    c: &Cluster,
-    sa: &str,
-    vol: &Volume,
-    local: &Path,
-) -> Result<(), LiqoError> {
-    std::fs::create_dir_all(local).map_err(|e| LiqoError::io(local, e))?;
-    let write = |name: &str, bytes: &[u8]| -> Result<(), LiqoError> {
-        let path = local.join(name);
-        crate::k8s::write_file(&path, &String::from_utf8_lossy(bytes), true)?;
-        Ok(())
-    };
-    if let Some(s) = &vol.secret {
-        let name = s.secret_name.clone().unwrap_or_default();
-        let secret = Api::<Secret>::namespaced(client.clone(), NAMESPACE)
-            .get(&name)
-            .await
-            .map_err(LiqoError::kube(format!("reading Secret {name}")))?;
-        let data = secret.data.unwrap_or_default();
-        let items: Vec<(String, String)> = match &s.items {
-            Some(items) => items
-                .iter()
-                .map(|i| (i.key.clone(), i.path.clone()))
-                .collect(),
-            None => data.keys().map(|k| (k.clone(), k.clone())).collect(),
-        };
-        for (key, path) in items {
-            write(
-                &path,
-                &data.get(&key).map(|b| b.0.clone()).unwrap_or_default(),
-            )?;
-        }
-    } else if let Some(m) = &vol.config_map {
-        config_map(client, &m.name, m.items.as_deref(), &write).await?;
-    } else if let Some(p) = &vol.projected {
-        for src in p.sources.iter().flatten() {
-            if let Some(t) = &src.service_account_token {
-                let kc = token_kubeconfig(client, c, sa, local, None).await?;
-                let token = token_of(&kc)?;
-                write(&t.path, token.as_bytes())?;
-                std::fs::remove_file(&kc).map_err(|e| LiqoError::io(&kc, e))?;
-            }
-            if let Some(m) = &src.config_map {
-                config_map(client, &m.name, m.items.as_deref(), &write).await?;
-            }
-            if let Some(d) = &src.downward_api {
-                for i in d.items.iter().flatten() {
-                    if i.field_ref.as_ref().map(|f| f.field_path.as_str())
-                        == Some("metadata.namespace")
-                    {
-                        write(&i.path, NAMESPACE.as_bytes())?;
-                    }
-                }
-            }
-        }
-    }
-    // emptyDir: the directory itself.
-    Ok(())
-}
-
-async fn config_map(
-    client: &Client,
-    name: &str,
-    items: Option<&[k8s_openapi::api::core::v1::KeyToPath]>,
-    write: &impl Fn(&str, &[u8]) -> Result<(), LiqoError>,
-) -> Result<(), LiqoError> {
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
-        .get(name)
-        .await
-        .map_err(LiqoError::kube(format!("reading ConfigMap {name}")))?;
-    let data = cm.data.unwrap_or_default();
-    let pairs: Vec<(String, String)> = match items {
-        Some(items) => items
-            .iter()
-            .map(|i| (i.key.clone(), i.path.clone()))
-            .collect(),
-        None => data.keys().map(|k| (k.clone(), k.clone())).collect(),
-    };
-    for (key, path) in pairs {
-        write(
-            &path,
-            data.get(&key).map(String::as_bytes).unwrap_or_default(),
-        )?;
-    }
-    Ok(())
-}
-
-/// The token of a kubeconfig [`token_kubeconfig`] wrote.
-fn token_of(kubeconfig: &Path) -> Result<String, LiqoError> {
-    let text = std::fs::read_to_string(kubeconfig).map_err(|e| LiqoError::io(kubeconfig, e))?;
-    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| LiqoError::Chart {
-        path: kubeconfig.to_owned(),
-        problem: e.to_string(),
-    })?;
-    Ok(v["users"][0]["user"]["token"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned())
-}
-
-/// The webhook configurations call the controller-manager at `https://127.0.0.1:<port>`
-/// (the API server has no route to a Service of the harness); their caBundle is kept.
-async fn webhooks(client: &Client, port: u16) -> Result<(), LiqoError> {
-    let name = control::consts::webhook::CONFIGURATION;
-    let url = |path: Option<&str>| format!("https://127.0.0.1:{port}{}", path.unwrap_or("/"));
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let mut m = mutating.get(name).await.map_err(LiqoError::kube(format!(
-        "reading MutatingWebhookConfiguration {name}"
-    )))?;
-    for w in m.webhooks.iter_mut().flatten() {
-        let path = w
-            .client_config
-            .service
-            .as_ref()
-            .and_then(|s| s.path.clone());
-        w.client_config.service = None;
-        w.client_config.url = Some(url(path.as_deref()));
-    }
-    m.metadata.managed_fields = None;
-    mutating
-        .replace(name, &PostParams::default(), &m)
-        .await
-        .map_err(LiqoError::kube(format!(
-            "pointing MutatingWebhookConfiguration {name} at 127.0.0.1"
-        )))?;
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mut v = validating.get(name).await.map_err(LiqoError::kube(format!(
-        "reading ValidatingWebhookConfiguration {name}"
-    )))?;
-    for w in v.webhooks.iter_mut().flatten() {
-        let path = w
-            .client_config
-            .service
-            .as_ref()
-            .and_then(|s| s.path.clone());
-        w.client_config.service = None;
-        w.client_config.url = Some(url(path.as_deref()));
-    }
-    v.metadata.managed_fields = None;
-    validating
-        .replace(name, &PostParams::default(), &v)
-        .await
-        .map_err(LiqoError::kube(format!(
-            "pointing ValidatingWebhookConfiguration {name} at 127.0.0.1"
-        )))?;
-    Ok(())
-}
-
-/// The status a cloud load balancer writes on every LoadBalancer Service of the namespace:
-/// ingress 127.0.0.1 for `liqo-auth` (the peer's processes reach it there), an address of
-/// TEST-NET-1 for the others (the gateway's: a peer's endpoint must be an address it can send
-/// to, never loopback, and the harness's nodes say 127.0.0.1; no packet goes there on kwok's
-/// nodes), one per cluster (from its API server's port).
-async fn load_balancers(c: &Cluster, client: &Client) -> Result<(), LiqoError> {
-    let api = Api::<Service>::namespaced(client.clone(), NAMESPACE);
-    let svcs = api
-        .list(&ListParams::default())
-        .await
-        .map_err(LiqoError::kube(format!(
-            "listing the Services of {NAMESPACE}"
-        )))?;
-    let port: u32 = c
-        .server
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .unwrap_or(0);
-    let node_ip = format!("192.0.2.{}", 1 + port % 254);
-    for svc in svcs.items {
-        let kind = svc.spec.as_ref().and_then(|s| s.type_.as_deref());
-        if kind != Some("LoadBalancer") {
-            continue;
-        }
-        let name = svc.metadata.name.unwrap_or_default();
-        let ip = if name == control::consts::objects::AUTH_SERVICE {
-            "127.0.0.1"
-        } else {
-            node_ip.as_str()
-        };
-        let status = serde_json::json!({"status": {"loadBalancer": {"ingress": [{"ip": ip}]}}});
-        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .map_err(LiqoError::kube(format!(
-                "writing the load-balancer status of {name}"
-            )))?;
-    }
-    Ok(())
 }

@@ -24,74 +24,80 @@ pub struct Plumbing {
 }
 
 impl Plumbing {
-    /// `arg` with its plumbing replaced.
+    /// `arg` with its plumbing replaced (each part only where it starts the argument, its
+    /// value after `=`, a list item after `,` or, for an address, a URL's authority after
+    /// `//`, and only when whole).
     pub fn arg(&self, arg: &str) -> String {
         let mut out = expand(arg, &self.env);
         // Longest mount path first: a nested mount wins over its parent.
         let mut mounts: Vec<&(String, String)> = self.mounts.iter().collect();
         mounts.sort_by_key(|(m, _)| std::cmp::Reverse(m.len()));
         for (mount, local) in mounts {
-            out = replace_bounded(&out, mount, local, |next| next.is_none_or(|c| c == '/'));
+            out = replace(&out, mount, local, value_start, |c| {
+                c.is_none_or(|c| c == '/')
+            });
         }
-        for (port, local) in &self.listens {
-            out = replace_bounded(
-                &out,
-                &format!("0.0.0.0:{port}"),
-                &format!("127.0.0.1:{local}"),
-                |next| next.is_none_or(|c| !c.is_ascii_digit()),
+        let addresses = self
+            .listens
+            .iter()
+            .map(|(p, l)| (format!("0.0.0.0:{p}"), format!("127.0.0.1:{l}")))
+            .chain(
+                self.loopbacks
+                    .iter()
+                    .map(|(p, l)| (format!("127.0.0.1:{p}"), format!("127.0.0.1:{l}"))),
+            )
+            .chain(
+                self.services
+                    .iter()
+                    .map(|((h, p), l)| (format!("{h}:{p}"), format!("{h}:{l}"))),
             );
-        }
-        for (port, local) in &self.loopbacks {
-            out = replace_bounded(
-                &out,
-                &format!("127.0.0.1:{port}"),
-                &format!("127.0.0.1:{local}"),
-                |next| next.is_none_or(|c| !c.is_ascii_digit()),
-            );
-        }
-        for ((host, port), local) in &self.services {
-            out = replace_host_port(&out, host, *port, *local);
+        for (from, to) in addresses {
+            out = replace(&out, &from, &to, address_start, port_end);
         }
         out
     }
 }
 
-/// Replaces each occurrence of `from` whose next character passes `ends` by `to`.
-fn replace_bounded(s: &str, from: &str, to: &str, ends: impl Fn(Option<char>) -> bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    while let Some(i) = rest.find(from) {
-        let after = &rest[i + from.len()..];
-        out.push_str(&rest[..i]);
-        out.push_str(if ends(after.chars().next()) { to } else { from });
-        rest = after;
-    }
-    out.push_str(rest);
-    out
+/// Where a path may start: the argument, its value, a list item.
+fn value_start(prev: Option<char>) -> bool {
+    matches!(prev, None | Some('=' | ','))
 }
 
-/// `host:port` → `host:local` where `host` starts the argument, its value (after `=`) or a
-/// URL's authority (after `//`), and the port is whole.
-fn replace_host_port(s: &str, host: &str, port: u16, local: u16) -> String {
-    let from = format!("{host}:{port}");
+/// Where an address may start: as a path, or a URL's authority.
+fn address_start(prev: Option<char>) -> bool {
+    value_start(prev) || prev == Some('/')
+}
+
+/// A port ends where no digit follows.
+fn port_end(next: Option<char>) -> bool {
+    next.is_none_or(|c| !c.is_ascii_digit())
+}
+
+/// Replaces each occurrence of `from` in `s` whose previous character passes `starts` and
+/// next character passes `ends` by `to`, in one pass (a replacement is never read again by
+/// this call).
+fn replace(
+    s: &str,
+    from: &str,
+    to: &str,
+    starts: impl Fn(Option<char>) -> bool,
+    ends: impl Fn(Option<char>) -> bool,
+) -> String {
     let mut out = String::with_capacity(s.len());
-    let mut rest = s;
-    let mut before: Option<char> = None;
-    while let Some(i) = rest.find(&from) {
-        let prev = rest[..i].chars().next_back().or(before);
-        let after = &rest[i + from.len()..];
-        let starts = matches!(prev, None | Some('=' | '/' | ','));
-        let whole = after.chars().next().is_none_or(|c| !c.is_ascii_digit());
-        out.push_str(&rest[..i]);
-        if starts && whole {
-            out.push_str(&format!("{host}:{local}"));
+    let mut at = 0;
+    while let Some(i) = s[at..].find(from) {
+        let i = at + i;
+        let prev = s[..i].chars().next_back();
+        let next = s[i + from.len()..].chars().next();
+        out.push_str(&s[at..i]);
+        if starts(prev) && ends(next) {
+            out.push_str(to);
         } else {
-            out.push_str(&from);
+            out.push_str(from);
         }
-        before = from.chars().next_back();
-        rest = after;
+        at = i + from.len();
     }
-    out.push_str(rest);
+    out.push_str(&s[at..]);
     out
 }
 
@@ -237,6 +243,12 @@ mod tests {
             (
                 "--status-url=http://127.0.0.1:91100/x",
                 "--status-url=http://127.0.0.1:91100/x",
+            ),
+            ("--listen=10.0.0.0:9443", "--listen=10.0.0.0:9443"),
+            ("--file=/x/etc/liqo/ipam/a", "--file=/x/etc/liqo/ipam/a"),
+            (
+                "--files=/etc/liqo/ipam/a,/etc/liqo/b",
+                "--files=/tmp/c/pods/m/ipam/a,/tmp/c/pods/m/all/b",
             ),
         ];
         for (arg, want) in cases {
