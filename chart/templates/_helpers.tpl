@@ -155,7 +155,12 @@ files the automatic mount would (token, CA, namespace).
   readOnly: true
 {{- end }}
 
-{{/* liqo-ipam's address and credentials (Secret liqo-ipam-tls), as its clients take them. */}}
+{{/*
+liqo-ipam's address and credentials, as its clients take them: the CA and token of Secret
+liqo-ipam-tls, which liqo-ipam makes at its first start (--tls-secret; until then the kubelet
+retries the mount and the client's pod waits in ContainerCreating). Only those two keys: the
+Secret also holds the serving key and the CA's key.
+*/}}
 {{- define "liqo.ipamClientArgs" -}}
 - --ipam-address=https://liqo-ipam.{{ .Release.Namespace }}:{{ include "liqo.port" "ipam" }}
 - --ipam-ca-file={{ include "liqo.path" "ipamCredentials" }}/ca.crt

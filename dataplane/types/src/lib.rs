@@ -17,12 +17,19 @@
 //! - [`addr::unusable_node_address`]: why an address cannot be a node's (the overlay's node
 //!   addresses and the gateway's endpoints share it);
 //! - [`GatewayPeer`], [`EndpointMapping`] and [`OverlayNode`]: the entries the control plane (or the lab) writes into
-//!   the gateway's and the overlay agents' configurations ([`wire`]).
+//!   the gateway's and the overlay agents' configurations ([`wire`]);
+//! - with the `certs` feature, `certs`: the CA and serving certificate a component makes and
+//!   keeps itself in a Secret (the controller-manager's webhooks, liqo-ipam): reading them back,
+//!   the decision to reuse, reissue or replace them, and making them.
 //!
-//! This crate does no I/O and holds no policy: it only parses, validates and prints values.
-//! With the `schemars` feature the identifiers and CIDRs carry JSON schemas for the CRDs.
+//! This crate does no I/O (but for `certs`' new keys, from the kernel's random source) and holds
+//! no policy (a `certs::Profile`, how long certificates live, is the caller's): it only parses,
+//! validates and prints values. With the `schemars` feature the identifiers and CIDRs carry
+//! JSON schemas for the CRDs.
 
 pub mod addr;
+#[cfg(feature = "certs")]
+pub mod certs;
 pub mod chain;
 pub mod cidr;
 pub mod dns;

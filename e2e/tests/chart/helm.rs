@@ -1,5 +1,4 @@
-//! Running helm on the chart: the binary, the values matrix, a render and its objects, and the
-//! IPAM credentials the chart generates at each render (replaced for the snapshots).
+//! Running helm on the chart: the binary, the values matrix, a render and its objects.
 
 use std::{
     ffi::OsStr,
@@ -7,17 +6,14 @@ use std::{
     process::Command,
 };
 
-use base64::Engine as _;
 use serde_json::Value;
 
 /// The release every render is named after.
 pub(crate) const RELEASE: &str = "liqo";
 /// The namespace every render is made for (the one the files of `chart/files/` hard-code).
 pub(crate) const NAMESPACE: &str = "liqo";
-/// The Secret whose data the chart generates (sprig) at each render without cluster access.
-pub(crate) const GENERATED_SECRET: &str = "liqo-ipam-tls";
-/// Its keys.
-pub(crate) const GENERATED_KEYS: [&str; 4] = ["ca.crt", "tls.crt", "tls.key", "token"];
+/// The Secret liqo-ipam makes and keeps itself (`--tls-secret`): never in a render.
+pub(crate) const IPAM_SECRET: &str = "liqo-ipam-tls";
 
 /// The repository's root.
 pub(crate) fn repo() -> PathBuf {
@@ -153,53 +149,4 @@ pub(crate) fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> Option<&
     objects
         .iter()
         .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
-}
-
-/// The decoded data of the generated Secret in `render`, checked well-formed: PEM certificates,
-/// an RSA key, a 48-character alphanumeric token.
-pub(crate) fn generated(render: &str) -> Vec<(String, String)> {
-    let objs = objects(render);
-    let secret = find(&objs, "Secret", GENERATED_SECRET)
-        .unwrap_or_else(|| panic!("no Secret {GENERATED_SECRET} in the render"));
-    GENERATED_KEYS
-        .iter()
-        .map(|k| {
-            let b64 = secret["data"][*k]
-                .as_str()
-                .unwrap_or_else(|| panic!("{GENERATED_SECRET} has no {k}"));
-            let text = base64::engine::general_purpose::STANDARD
-                .decode(b64)
-                .map(|b| String::from_utf8(b).unwrap())
-                .unwrap_or_else(|e| panic!("{GENERATED_SECRET}/{k} is not base64: {e}"));
-            let want = match *k {
-                "ca.crt" | "tls.crt" => "-----BEGIN CERTIFICATE-----",
-                "tls.key" => "-----BEGIN RSA PRIVATE KEY-----",
-                _ => "",
-            };
-            assert!(text.starts_with(want), "{GENERATED_SECRET}/{k}: {text}");
-            if *k == "token" {
-                assert!(
-                    text.len() == 48 && text.chars().all(|c| c.is_ascii_alphanumeric()),
-                    "the token is not 48 alphanumerics: {text:?}"
-                );
-            }
-            ((*k).to_owned(), b64.to_owned())
-        })
-        .collect()
-}
-
-/// `render` with the generated Secret's values replaced by `<generated>` (they change at each
-/// render); fails unless each of its keys was replaced exactly once.
-pub(crate) fn normalize(render: &str) -> String {
-    let mut out = render.to_owned();
-    for (k, b64) in generated(render) {
-        let line = format!("  {k}: {b64}\n");
-        assert_eq!(
-            out.matches(&line).count(),
-            1,
-            "{GENERATED_SECRET}/{k} is not one line of the render"
-        );
-        out = out.replace(&line, &format!("  {k}: <generated>\n"));
-    }
-    out
 }

@@ -1,8 +1,8 @@
 //! On a harness cluster (`testkit::k8s`: one per test binary, pool `chr`, lent to one test at a
 //! time and torn down at exit, or at once when a test fails): every render of the values matrix
 //! passes `kubectl apply --dry-run=server` with the CRDs applied; with cluster access, a render
-//! keeps the existing cluster ID and IPAM credentials, and NOTES.txt leaves out the Pod Security
-//! command once the namespace has the label.
+//! keeps the existing cluster ID and leaves the IPAM's Secret (liqo-ipam's own) out, and
+//! NOTES.txt leaves out the Pod Security command once the namespace has the label.
 
 use std::{
     io::Write as _,
@@ -15,7 +15,7 @@ use kube::{Api, Client, api::PostParams};
 use serde_json::json;
 use testkit::k8s::{self, Cluster, Pool, Shape};
 
-use crate::helm::{self, GENERATED_SECRET, NAMESPACE};
+use crate::helm::{self, IPAM_SECRET, NAMESPACE};
 
 /// This binary's clusters.
 static POOL: Pool = Pool::new("chr");
@@ -117,7 +117,7 @@ async fn every_render_of_the_values_matrix_passes_a_server_side_dry_run() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_render_with_cluster_access_keeps_the_cluster_id_and_the_ipam_credentials() {
+async fn a_render_with_cluster_access_keeps_the_cluster_id_and_leaves_the_ipam_secret_alone() {
     let values = helm::case("defaults");
     let _turn = TURN.lock().await;
     let bins = k8s::binaries().unwrap();
@@ -129,7 +129,7 @@ async fn a_render_with_cluster_access_keeps_the_cluster_id_and_the_ipam_credenti
     let access: Vec<&str> = access.iter().map(String::as_str).collect();
 
     // What an earlier install of release liqo left (with Helm's marks of ownership, which an
-    // upgrade checks): its identity and credentials.
+    // upgrade checks): its identity; and the Secret liqo-ipam made (not Helm's).
     let owned = |name: &str| {
         json!({
             "name": name,
@@ -150,10 +150,12 @@ async fn a_render_with_cluster_access_keeps_the_cluster_id_and_the_ipam_credenti
         .create(&PostParams::default(), &cm)
         .await
         .unwrap();
-    let earlier = helm::generated(&helm::template(&values, &[]).expect_ok());
-    let data: serde_json::Map<_, _> = earlier.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
     let secret: Secret = serde_json::from_value(json!({
-        "metadata": owned(GENERATED_SECRET), "data": data,
+        "metadata": {
+            "name": IPAM_SECRET,
+            "labels": {"app.kubernetes.io/managed-by": "liqo-ipam"},
+        },
+        "stringData": {"ca.crt": "CA", "token": "t".repeat(64)},
     }))
     .unwrap();
     Api::<Secret>::namespaced(client.clone(), NAMESPACE)
@@ -174,10 +176,23 @@ async fn a_render_with_cluster_access_keeps_the_cluster_id_and_the_ipam_credenti
         got["data"]["CLUSTER_ID"], id,
         "the upgrade changed the cluster ID"
     );
+    assert!(
+        helm::find(&objects, "Secret", IPAM_SECRET).is_none(),
+        "the render holds {IPAM_SECRET}: an upgrade would take it over"
+    );
     assert_eq!(
-        helm::generated(&render),
-        earlier,
-        "the upgrade changed {GENERATED_SECRET}"
+        render,
+        helm::template(
+            &values,
+            &[
+                "--set",
+                "discovery.config.clusterIDOverride=",
+                "--set",
+                &format!("discovery.config.clusterIDOverride={id}")
+            ]
+        )
+        .expect_ok(),
+        "with cluster access the render is the one without, given the installed cluster ID"
     );
 
     // The namespace has the Pod Security label: NOTES.txt does not ask for it.

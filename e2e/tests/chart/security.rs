@@ -1,9 +1,10 @@
 //! What every render of the matrix grants its pods: each container non-root, read-only and
 //! without capabilities but the two data-plane daemons (the gateway privileged, the overlay
 //! agent root with NET_ADMIN only); no API token in the host-network pods' daemon containers; no
-//! generated secret in a ConfigMap; no Helm hook.
+//! generated secret in a ConfigMap; no Helm hook; liqo-ipam's Role reaches its Secret and its
+//! state's ConfigMap only.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::helm;
 
@@ -113,4 +114,62 @@ fn every_container_has_the_least_privileges_its_program_needs() {
             case.name
         );
     }
+}
+
+#[test]
+fn liqo_ipam_may_read_and_write_its_secret_and_its_state_only() {
+    for case in helm::cases() {
+        let render = helm::template(&case.values, &[]).expect_ok();
+        let objects = helm::objects(&render);
+        let deploy = helm::find(&objects, "Deployment", "liqo-ipam").unwrap();
+        let spec = &deploy["spec"]["template"]["spec"];
+        assert_eq!(spec["serviceAccountName"], "liqo-ipam", "{}", case.name);
+        // It holds no file of its credentials: the Secret is read through the API.
+        assert!(
+            spec["volumes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .all(|v| v["secret"].is_null()),
+            "{}: {}",
+            case.name,
+            spec["volumes"]
+        );
+        let role = helm::find(&objects, "Role", "liqo-ipam")
+            .unwrap_or_else(|| panic!("{}: no Role liqo-ipam", case.name));
+        let configmap = case_store(&objects) == "configmap";
+        let mut want = vec![
+            json!({"apiGroups": [""], "resources": ["secrets"],
+                   "resourceNames": [helm::IPAM_SECRET], "verbs": ["get", "update"]}),
+            json!({"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]}),
+        ];
+        if configmap {
+            want.extend([
+                json!({"apiGroups": [""], "resources": ["configmaps"],
+                       "resourceNames": ["liqo-ipam-state"], "verbs": ["get", "update"]}),
+                json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}),
+            ]);
+        }
+        assert_eq!(role["rules"], json!(want), "{}", case.name);
+        let binding = helm::find(&objects, "RoleBinding", "liqo-ipam").unwrap();
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "liqo-ipam", "namespace": helm::NAMESPACE}]),
+            "{}",
+            case.name
+        );
+        assert!(helm::find(&objects, "ServiceAccount", "liqo-ipam").is_some());
+    }
+}
+
+/// The store the IPAM's Deployment runs with (`--store=`).
+fn case_store(objects: &[Value]) -> String {
+    let d = helm::find(objects, "Deployment", "liqo-ipam").unwrap();
+    d["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|a| a.as_str()?.strip_prefix("--store="))
+        .unwrap()
+        .to_owned()
 }

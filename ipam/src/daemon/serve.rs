@@ -85,7 +85,7 @@ pub async fn serve(flags: Settings, config: Option<PathBuf>) -> Result<(), Daemo
     let settings = flags.clone().over(file);
     // Refuse an exposed, unauthenticated listener or unusable TLS or token files before
     // touching the state.
-    let security = settings.security();
+    let security = settings.security().map_err(DaemonError::Settings)?;
     let grpc = Server::bind(settings.listen(), &security).await?;
     let (config, overrides) = settings.config().map_err(DaemonError::Settings)?;
     let store = settings.store().map_err(DaemonError::Settings)?;
@@ -101,12 +101,14 @@ pub async fn serve(flags: Settings, config: Option<PathBuf>) -> Result<(), Daemo
 
     let listen = grpc.local_addr();
     let scheme = if grpc.tls() { "https" } else { "http" };
-    let auth = match (&security.token_file, &security.client_ca_file) {
-        (Some(_), Some(_)) => "bearer token and client certificate required",
-        (Some(_), None) => "bearer token required",
-        (None, Some(_)) => "client certificate required",
-        (None, None) => "no authentication",
+    let token = security.token_file.is_some() || security.tls_secret.is_some();
+    let auth = match (token, &security.client_ca_file) {
+        (true, Some(_)) => "bearer token and client certificate required",
+        (true, None) => "bearer token required",
+        (false, Some(_)) => "client certificate required",
+        (false, None) => "no authentication",
     };
+    let tls_secret = security.tls_secret.as_ref().map(ToString::to_string);
     let metrics_listen = status_server.local_addr();
     let reload = source
         .as_ref()
@@ -114,17 +116,19 @@ pub async fn serve(flags: Settings, config: Option<PathBuf>) -> Result<(), Daemo
         .map(|(s, t)| Reload::started(s, t));
     let view = reload.as_ref().map(Reload::view);
     let status = {
-        let (service, view, kind, state) = (
+        let (service, view, kind, state, tls_secret) = (
             service.clone(),
             view.clone(),
             store.kind(),
             store.location(),
+            tls_secret,
         );
         move || {
             let (peers, endpoints) = service.read(|i| (i.peers().count(), i.endpoints().count()));
             serde_json::json!({
                 "listen": format!("{scheme}://{listen}"),
                 "authentication": auth,
+                "tlsSecret": tls_secret,
                 "store": kind,
                 "state": state,
                 "peers": peers,

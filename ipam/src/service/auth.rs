@@ -112,6 +112,12 @@ impl Token {
         })
     }
 
+    /// The token in `bytes` (e.g. a Secret's value), if usable: surrounding whitespace is not
+    /// part of it; nothing but whitespace, or characters a header cannot carry, are not a token.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Token> {
+        Token::parse(bytes).ok()
+    }
+
     /// The token in a file's bytes.
     fn parse(bytes: &[u8]) -> Result<Token, ParseError> {
         let t = bytes.trim_ascii();

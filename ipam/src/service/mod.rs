@@ -1,11 +1,13 @@
 //! The `liqo-ipam` service: the [`crate::Ipam`] behind gRPC, persisted after every change;
-//! [`server`] serves it (TLS, authentication, clean stop), [`client`] connects to it.
+//! [`server`] serves it (TLS, authentication, clean stop), with its certificate and token from
+//! files or from a Secret it keeps itself ([`tls_secret`]); [`client`] connects to it.
 
 pub mod auth;
 pub mod client;
 mod grpc;
 pub mod metrics;
 pub mod server;
+pub mod tls_secret;
 
 use std::sync::{Arc, Mutex};
 

@@ -2,7 +2,8 @@
 //!
 //! A listener that other hosts can reach must use TLS and authenticate its callers; loopback may
 //! go without. [`Security::check`] decides that without touching a file, [`Server::bind`] reads
-//! the files and binds, [`Server::run`] serves until the shutdown future resolves.
+//! the files (or the Secret of `--tls-secret`, [`super::tls_secret`]) and binds, [`Server::run`]
+//! serves until the shutdown future resolves.
 
 use std::{
     future::Future,
@@ -18,6 +19,7 @@ use tonic::transport::{Certificate, Identity, ServerTlsConfig, server::TcpIncomi
 use super::{
     Service,
     auth::{Authenticator, Token, TokenError},
+    tls_secret::{self, TlsSecret, TlsSecretError},
 };
 
 /// How long calls in flight may take to finish after the shutdown signal.
@@ -26,7 +28,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The security options of the server (the flags `--tls-cert-file`, `--tls-key-file`,
-/// `--token-file`, `--client-ca-file`; PEM files).
+/// `--token-file`, `--client-ca-file`: PEM files; or `--tls-secret` for the first three).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Security {
     /// The server's certificate chain.
@@ -37,6 +39,9 @@ pub struct Security {
     pub token_file: Option<PathBuf>,
     /// The CA that signs the client certificates callers must present (mutual TLS).
     pub client_ca_file: Option<PathBuf>,
+    /// The Secret holding (or to hold) the certificate, its key and the token, instead of the
+    /// files.
+    pub tls_secret: Option<TlsSecret>,
 }
 
 /// A combination of options the server refuses.
@@ -45,8 +50,8 @@ pub enum SecurityError {
     /// Other hosts could reach the API in clear text.
     #[error(
         "refusing to serve on {listen} without TLS: it is not a loopback address; add \
-         --tls-cert-file and --tls-key-file (and --token-file or --client-ca-file), or listen on \
-         127.0.0.1"
+         --tls-cert-file and --tls-key-file (and --token-file or --client-ca-file), or \
+         --tls-secret, or listen on 127.0.0.1"
     )]
     ExposedWithoutTls {
         /// The listen address.
@@ -70,8 +75,17 @@ pub enum SecurityError {
         missing: &'static str,
     },
     /// Client certificates without TLS.
-    #[error("--client-ca-file needs --tls-cert-file and --tls-key-file")]
+    #[error("--client-ca-file needs --tls-secret, or --tls-cert-file and --tls-key-file")]
     ClientCaWithoutTls,
+    /// The Secret and a file of what it holds.
+    #[error(
+        "--tls-secret cannot be used with --{flag}: liqo-ipam makes and keeps the certificate, \
+         its key and the token in the Secret itself"
+    )]
+    SecretWithFiles {
+        /// The file's flag.
+        flag: &'static str,
+    },
 }
 
 /// Why the server could not start or stopped with an error.
@@ -95,8 +109,17 @@ pub enum ServeError {
     #[error("--token-file")]
     Token(#[source] TokenError),
     /// The TLS configuration was refused (a bad certificate or key).
-    #[error("configuring TLS with --tls-cert-file and --tls-key-file")]
-    Tls(#[source] tonic::transport::Error),
+    #[error("configuring TLS with {what}")]
+    Tls {
+        /// Where the certificate and key came from.
+        what: String,
+        /// The cause.
+        #[source]
+        source: tonic::transport::Error,
+    },
+    /// The Secret of `--tls-secret` could not give a certificate and a token.
+    #[error(transparent)]
+    TlsSecret(#[from] TlsSecretError),
     /// The address could not be bound.
     #[error("listening on {listen}")]
     Bind {
@@ -118,10 +141,23 @@ pub enum ServeError {
 }
 
 impl Security {
-    /// Checks the combination for a server on `listen`: TLS needs both files, client
-    /// certificates need TLS, and an address other hosts can reach (anything but loopback,
-    /// `0.0.0.0` included) needs TLS and a way to authenticate callers.
+    /// Checks the combination for a server on `listen`: the Secret replaces the certificate,
+    /// key and token files, TLS needs both files (or the Secret), client certificates need TLS,
+    /// and an address other hosts can reach (anything but loopback, `0.0.0.0` included) needs
+    /// TLS and a way to authenticate callers (the Secret's token is one).
     pub fn check(&self, listen: SocketAddr) -> Result<(), SecurityError> {
+        if self.tls_secret.is_some() {
+            for (given, flag) in [
+                (self.tls_cert_file.is_some(), "tls-cert-file"),
+                (self.tls_key_file.is_some(), "tls-key-file"),
+                (self.token_file.is_some(), "token-file"),
+            ] {
+                if given {
+                    return Err(SecurityError::SecretWithFiles { flag });
+                }
+            }
+            return Ok(());
+        }
         match (&self.tls_cert_file, &self.tls_key_file) {
             (Some(_), None) => {
                 return Err(SecurityError::Incomplete {
@@ -152,13 +188,19 @@ impl Security {
         Ok(())
     }
 
-    /// The TLS configuration, if TLS is on.
+    /// The TLS configuration of the files, if TLS is on.
     fn tls(&self) -> Result<Option<ServerTlsConfig>, ServeError> {
         let (Some(cert), Some(key)) = (&self.tls_cert_file, &self.tls_key_file) else {
             return Ok(None);
         };
         warn_if_exposed(key, "tls-key-file");
         let identity = Identity::from_pem(read("tls-cert-file", cert)?, read("tls-key-file", key)?);
+        self.tls_with(identity).map(Some)
+    }
+
+    /// The TLS configuration serving `identity` (and asking for client certificates with
+    /// `--client-ca-file`).
+    fn tls_with(&self, identity: Identity) -> Result<ServerTlsConfig, ServeError> {
         let mut tls = ServerTlsConfig::new()
             .identity(identity)
             .timeout(TLS_HANDSHAKE_TIMEOUT);
@@ -170,7 +212,7 @@ impl Security {
                 .client_ca_root(Certificate::from_pem(read("client-ca-file", ca)?))
                 .client_auth_optional(true);
         }
-        Ok(Some(tls))
+        Ok(tls)
     }
 }
 
@@ -197,22 +239,37 @@ fn warn_if_exposed(path: &Path, flag: &str) {
 pub struct Server {
     listen: SocketAddr,
     incoming: TcpIncoming,
-    tls: Option<ServerTlsConfig>,
+    /// The TLS configuration, and where its certificate came from (for errors).
+    tls: Option<(ServerTlsConfig, String)>,
     token: Option<Token>,
     client_cert: bool,
 }
 
 impl Server {
-    /// Checks `security` for `listen`, reads its files and binds the address.
+    /// Checks `security` for `listen`, reads its files (or makes or reuses its Secret's
+    /// certificate and token: the in-cluster config or `KUBECONFIG` reaches the API server) and
+    /// binds the address.
     pub async fn bind(listen: SocketAddr, security: &Security) -> Result<Server, ServeError> {
         security.check(listen)?;
-        let tls = security.tls()?;
-        let token = security
-            .token_file
-            .as_deref()
-            .map(Token::from_file)
-            .transpose()
-            .map_err(ServeError::Token)?;
+        let (tls, token) = match &security.tls_secret {
+            Some(secret) => {
+                let served = tls_secret::ensure_default(secret).await?;
+                let tls = security.tls_with(served.identity())?;
+                let what = format!("the certificate of Secret {secret} (--tls-secret)");
+                (Some((tls, what)), Some(served.token))
+            }
+            None => {
+                let what = "--tls-cert-file and --tls-key-file".to_owned();
+                let tls = security.tls()?.map(|t| (t, what));
+                let token = security
+                    .token_file
+                    .as_deref()
+                    .map(Token::from_file)
+                    .transpose()
+                    .map_err(ServeError::Token)?;
+                (tls, token)
+            }
+        };
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .map_err(|source| ServeError::Bind { listen, source })?;
@@ -249,8 +306,10 @@ impl Server {
         let listen = self.listen;
         let auth = Authenticator::new(self.token, self.client_cert, service.metrics());
         let mut builder = tonic::transport::Server::builder();
-        if let Some(tls) = self.tls {
-            builder = builder.tls_config(tls).map_err(ServeError::Tls)?;
+        if let Some((tls, what)) = self.tls {
+            builder = builder
+                .tls_config(tls)
+                .map_err(|source| ServeError::Tls { what, source })?;
         }
         let stopping = Arc::new(Notify::new());
         let signal = {
@@ -296,6 +355,45 @@ mod tests {
             tls_key_file: p(key, "k.pem"),
             token_file: p(token, "token"),
             client_ca_file: p(ca, "ca.pem"),
+            tls_secret: None,
+        }
+    }
+
+    fn with_secret(mut s: Security) -> Security {
+        s.tls_secret = Some(TlsSecret {
+            namespace: "liqo".into(),
+            name: "liqo-ipam-tls".into(),
+            extra_names: vec![],
+        });
+        s
+    }
+
+    #[test]
+    fn the_secret_is_tls_and_a_token_and_replaces_their_files() {
+        for listen in ["127.0.0.1:6000", "0.0.0.0:6000", "10.0.0.1:6000"] {
+            let listen = listen.parse().unwrap();
+            assert_eq!(
+                with_secret(sec(false, false, false, false)).check(listen),
+                Ok(())
+            );
+            // With client certificates too.
+            assert_eq!(
+                with_secret(sec(false, false, false, true)).check(listen),
+                Ok(())
+            );
+            for (s, flag) in [
+                (sec(true, true, false, false), "tls-cert-file"),
+                (sec(false, true, false, false), "tls-key-file"),
+                (sec(false, false, true, false), "token-file"),
+            ] {
+                let e = with_secret(s).check(listen).unwrap_err();
+                assert_eq!(e, SecurityError::SecretWithFiles { flag });
+                assert!(
+                    e.to_string()
+                        .starts_with(&format!("--tls-secret cannot be used with --{flag}")),
+                    "{e}"
+                );
+            }
         }
     }
 

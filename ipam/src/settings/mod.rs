@@ -20,10 +20,20 @@ mod store;
 
 pub use store::{StoreChoice, StoreKind, configmap_name, namespace_name};
 
+/// `--tls-secret`'s value parser: a valid Secret name.
+pub fn secret_name(s: &str) -> Result<String, String> {
+    check_secret_name(s).map(|()| s.to_owned())
+}
+
 use crate::{
     Config, check_cidr,
-    service::{Overrides, server::Security},
+    service::{
+        Overrides,
+        server::Security,
+        tls_secret::{TlsSecret, check_secret_name},
+    },
     state::{DEFAULT_EXTERNAL_CIDR, DEFAULT_POOLS},
+    store::configmap::{DEFAULT_NAMESPACE, check_namespace},
 };
 
 /// The gRPC address when none is given: loopback only.
@@ -49,7 +59,7 @@ pub struct Settings {
     pub state: Option<PathBuf>,
     /// The ConfigMap of the state (`store: configmap`).
     pub state_configmap: Option<String>,
-    /// The namespace of that ConfigMap.
+    /// The namespace of that ConfigMap and of the TLS Secret.
     pub namespace: Option<String>,
     /// Local pod CIDR (required).
     pub pod_cidr: Option<Cidr>,
@@ -71,6 +81,10 @@ pub struct Settings {
     pub token_file: Option<PathBuf>,
     /// Client CA (mutual TLS).
     pub client_ca_file: Option<PathBuf>,
+    /// The Secret liqo-ipam keeps its certificate and token in (instead of the three files).
+    pub tls_secret: Option<String>,
+    /// Names of that certificate besides the Service's.
+    pub tls_names: Option<Vec<String>>,
 }
 
 /// The pools and reserved subnets a changed file asks a running service to set (`None`: keep).
@@ -135,6 +149,8 @@ impl Settings {
             tls_key_file: self.tls_key_file.or(file.tls_key_file),
             token_file: self.token_file.or(file.token_file),
             client_ca_file: self.client_ca_file.or(file.client_ca_file),
+            tls_secret: self.tls_secret.or(file.tls_secret),
+            tls_names: self.tls_names.or(file.tls_names),
         }
     }
 
@@ -166,9 +182,14 @@ impl Settings {
         self.store_given().choice(self.state())
     }
 
-    /// Settings given that the chosen store does not use (each is ignored), by flag.
+    /// Settings given that the chosen store does not use (each is ignored), by flag
+    /// (`--namespace` is the TLS Secret's too).
     pub fn unused_store_flags(&self) -> Vec<&'static str> {
-        self.store_given().unused_flags()
+        let mut flags = self.store_given().unused_flags();
+        if self.tls_secret.is_some() {
+            flags.retain(|f| *f != "--namespace");
+        }
+        flags
     }
 
     /// The state file (default [`DEFAULT_STATE`]).
@@ -176,14 +197,46 @@ impl Settings {
         self.state.clone().unwrap_or_else(|| DEFAULT_STATE.into())
     }
 
-    /// The server's security options.
-    pub fn security(&self) -> Security {
-        Security {
+    /// The server's security options; the TLS Secret's name, namespace and extra names
+    /// checked, an error naming the field, its flag and the value.
+    pub fn security(&self) -> Result<Security, FieldError> {
+        Ok(Security {
             tls_cert_file: self.tls_cert_file.clone(),
             tls_key_file: self.tls_key_file.clone(),
             token_file: self.token_file.clone(),
             client_ca_file: self.client_ca_file.clone(),
+            tls_secret: self.tls_secret()?,
+        })
+    }
+
+    /// The TLS Secret (`--tls-secret` in `--namespace`, default `liqo`), if given.
+    fn tls_secret(&self) -> Result<Option<TlsSecret>, FieldError> {
+        let Some(name) = &self.tls_secret else {
+            return match self.tls_names {
+                Some(_) => Err(bad("tlsNames", "needs tlsSecret (--tls-secret)")),
+                None => Ok(None),
+            };
+        };
+        check_secret_name(name)
+            .map_err(|p| bad("tlsSecret", format!("--tls-secret {name:?}: {p}")))?;
+        let namespace = self.namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE);
+        check_namespace(namespace)
+            .map_err(|p| bad("namespace", format!("--namespace {namespace:?}: {p}")))?;
+        let mut extra_names = Vec::new();
+        for (i, n) in self.tls_names.iter().flatten().enumerate() {
+            if n.parse::<std::net::IpAddr>().is_err() && !liqo_types::dns::is_dns_name(n) {
+                return Err(bad(
+                    format!("tlsNames[{i}]"),
+                    format!("--tls-names {n:?}: neither a DNS name nor an IP address"),
+                ));
+            }
+            extra_names.push(n.clone());
         }
+        Ok(Some(TlsSecret {
+            namespace: namespace.to_owned(),
+            name: name.clone(),
+            extra_names,
+        }))
     }
 
     /// The pools asked for: `pools` (or the defaults) plus `additionalPools`; `None` when
@@ -298,6 +351,16 @@ impl Settings {
             if new != old {
                 return Err(restart(field, old.unwrap_or_else(|| "none".into())));
             }
+        }
+        if self.tls_secret != running.tls_secret {
+            return Err(restart(
+                "tlsSecret",
+                running.tls_secret.clone().unwrap_or_else(|| "none".into()),
+            ));
+        }
+        if self.tls_names != running.tls_names {
+            let old = running.tls_names.as_ref().map(|n| n.join(","));
+            return Err(restart("tlsNames", old.unwrap_or_else(|| "none".into())));
         }
         for (field, new, old) in [
             ("tlsCertFile", &self.tls_cert_file, &running.tls_cert_file),

@@ -17,7 +17,7 @@ fn defaults_are_loopback_and_the_documented_paths() {
     assert!(s.listen().ip().is_loopback());
     assert_eq!(s.metrics_listen(), "127.0.0.1:9106".parse().unwrap());
     assert_eq!(s.state(), PathBuf::from("/var/lib/liqo-ipam/state.json"));
-    assert_eq!(s.security(), Security::default());
+    assert_eq!(s.security().unwrap(), Security::default());
     let e = s.config().unwrap_err();
     assert_eq!(e.field, "podCidr");
 }
@@ -121,6 +121,7 @@ fn a_running_service_takes_pools_and_reserved_subnets_only() {
         ("podCidr: 10.200.0.0/16\nstate: /tmp/x.json", "state"),
         ("podCidr: 10.200.0.0/16\ntokenFile: /t", "tokenFile"),
         ("podCidr: 10.200.0.0/16\nclientCaFile: /t", "clientCaFile"),
+        ("podCidr: 10.200.0.0/16\ntlsSecret: t", "tlsSecret"),
     ] {
         let e = yaml(text).change_from(&running).unwrap_err();
         assert_eq!(e.field, field, "{text}: {e}");
@@ -222,6 +223,11 @@ fn the_store_is_a_file_by_default_or_a_checked_configmap() {
         yaml("store: configmap\nstate: /x").unused_store_flags(),
         ["--state"]
     );
+    // The TLS Secret's namespace is used with a file store.
+    assert_eq!(
+        yaml("stateConfigmap: x\nnamespace: tenant\ntlsSecret: t").unused_store_flags(),
+        ["--state-configmap"]
+    );
     assert_eq!(
         configmap_name("liqo-ipam-state").unwrap(),
         "liqo-ipam-state"
@@ -250,4 +256,50 @@ fn the_store_changes_only_on_a_restart() {
     }
     let same = yaml("podCidr: 10.200.0.0/16\nstore: configmap\nnamespace: liqo");
     assert!(same.change_from(&running).is_ok());
+}
+
+#[test]
+fn the_tls_secret_is_in_the_namespace_with_the_names_checked() {
+    let s = yaml("tlsSecret: liqo-ipam-tls\ntlsNames: [ipam.example.com, 10.0.0.1]");
+    let t = s.security().unwrap().tls_secret.unwrap();
+    assert_eq!(t.to_string(), "liqo/liqo-ipam-tls");
+    assert_eq!(t.extra_names, ["ipam.example.com", "10.0.0.1"]);
+    let t = yaml("tlsSecret: x\nnamespace: tenant")
+        .security()
+        .unwrap()
+        .tls_secret
+        .unwrap();
+    assert_eq!((t.namespace.as_str(), t.name.as_str()), ("tenant", "x"));
+    for (text, field, want) in [
+        (
+            "tlsSecret: Bad_Name",
+            "tlsSecret",
+            "--tls-secret \"Bad_Name\": not a valid Secret name",
+        ),
+        (
+            "tlsSecret: x\nnamespace: a.b",
+            "namespace",
+            "--namespace \"a.b\": not a valid namespace",
+        ),
+        (
+            "tlsSecret: x\ntlsNames: [ok.example, not a name]",
+            "tlsNames[1]",
+            "--tls-names \"not a name\": neither a DNS name nor an IP address",
+        ),
+        (
+            "tlsNames: [a.example]",
+            "tlsNames",
+            "needs tlsSecret (--tls-secret)",
+        ),
+    ] {
+        let e = yaml(text).security().unwrap_err();
+        assert_eq!(e.field, field, "{text}: {e}");
+        assert!(e.problem.starts_with(want), "{text}: {e}");
+    }
+    // Changing the names needs a restart too.
+    let running = yaml("podCidr: 10.200.0.0/16\ntlsSecret: t");
+    let e = yaml("podCidr: 10.200.0.0/16\ntlsSecret: t\ntlsNames: [a.example]")
+        .change_from(&running)
+        .unwrap_err();
+    assert_eq!(e.field, "tlsNames");
 }

@@ -33,7 +33,7 @@ use tokio::sync::mpsc;
 
 pub use object::{
     DATA_KEY, MANAGED_BY, MANAGED_BY_LABEL, MAX_DATA, Target, VERSION_ANNOTATION, check_name,
-    check_namespace,
+    check_namespace, check_subdomain,
 };
 use object::{Failure, Seen, classify};
 

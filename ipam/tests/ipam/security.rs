@@ -1,6 +1,7 @@
 //! `liqo-ipam serve` as a daemon an operator can expose: loopback by default, no exposed listener
 //! without TLS and authentication, every call (reads included) refused without valid credentials
-//! (bearer token, client certificate), and a clean stop on SIGTERM that keeps the state.
+//! (bearer token, client certificate), `--tls-secret` refused beside the files it replaces, and a
+//! clean stop on SIGTERM that keeps the state.
 
 use crate::common;
 
@@ -109,6 +110,48 @@ fn exposed_listener_without_tls_or_auth_is_refused_at_start() {
         !state.exists(),
         "a refused start touches no state before the TLS/auth check"
     );
+}
+
+#[test]
+fn the_tls_secret_replaces_the_certificate_key_and_token_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let metrics = || format!("127.0.0.1:{}", free_port());
+    // On the command line, clap refuses the mix naming both flags.
+    for flag in ["--tls-cert-file", "--tls-key-file", "--token-file"] {
+        let (status, err) = run_to_exit(
+            serve_spec(&state, &["--tls-secret", "liqo-ipam-tls", flag, "/x"])
+                .args(["--metrics-listen", &metrics()]),
+        );
+        assert!(
+            !status.success() && err.contains("--tls-secret") && err.contains(flag),
+            "{flag}: {status}: {err}"
+        );
+    }
+    let (status, err) = run_to_exit(
+        serve_spec(&state, &["--tls-names", "ipam.example.com"])
+            .args(["--metrics-listen", &metrics()]),
+    );
+    assert!(
+        !status.success() && err.contains("--tls-secret"),
+        "{status}: {err}"
+    );
+    // Through the config file, the server refuses it before reaching any API server.
+    let config = dir.path().join("ipam.yaml");
+    std::fs::write(&config, "tlsSecret: liqo-ipam-tls\n").unwrap();
+    let (status, err) = run_to_exit(
+        serve_spec(
+            &state,
+            &["--config", config.to_str().unwrap(), "--token-file", "/x"],
+        )
+        .args(["--metrics-listen", &metrics()])
+        .env("KUBECONFIG", "/nonexistent"),
+    );
+    assert!(
+        !status.success() && err.contains("--tls-secret cannot be used with --token-file"),
+        "{status}: {err}"
+    );
+    assert!(!state.exists(), "a refused start touches no state");
 }
 
 /// Lists as JSON with the right credentials.

@@ -1,30 +1,13 @@
-//! The webhook's CA and serving certificate: what the Secret `liqo-webhook-certs` holds, the
-//! decision to reuse, reissue or replace it ([`plan`], pure, time as input), and making them
-//! (rcgen). It never reads or writes the Secret (the caller does) and never logs a key.
-//!
-//! The Secret is `Opaque`, not `kubernetes.io/tls`: besides `tls.crt`/`tls.key` it holds the
-//! CA's certificate and private key (`ca.crt`, `ca.key`), which the TLS type does not describe
-//! and which tools reading TLS Secrets must not take for the serving pair.
+//! The webhook's CA and serving certificate in the Secret `liqo-webhook-certs`: the webhooks'
+//! [`PROFILE`] (a CA of 10 years, serving certificates of one, reissued 30 days before their end)
+//! over the shared material, decision and making of `liqo_types::certs` (which liqo-ipam uses
+//! too). It never reads or writes the Secret (the caller does) and never logs a key.
 
 use std::time::{Duration, SystemTime};
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, PublicKeyData,
+pub use liqo_types::certs::{
+    CA_CERT, CA_KEY, CertError, Inspected, Material, Plan, Profile, TLS_CERT, TLS_KEY, inspect,
 };
-use x509_parser::{
-    extensions::GeneralName,
-    pem::{Pem, parse_x509_pem},
-};
-
-/// The Secret's keys.
-pub const CA_CERT: &str = "ca.crt";
-/// The CA's private key (PEM, PKCS#8).
-pub const CA_KEY: &str = "ca.key";
-/// The serving certificate (PEM).
-pub const TLS_CERT: &str = "tls.crt";
-/// The serving key (PEM, PKCS#8).
-pub const TLS_KEY: &str = "tls.key";
 
 /// How long a CA is valid.
 pub const CA_VALIDITY: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -35,234 +18,28 @@ pub const CERT_RENEW_BEFORE: Duration = Duration::from_secs(30 * 24 * 3600);
 /// A CA with less left than this is replaced (so that a certificate it signs never outlives it).
 pub const CA_RENEW_BEFORE: Duration = CERT_VALIDITY;
 
-/// The CA's common name.
-const CA_CN: &str = "liqo-webhook-ca";
+/// The webhooks' policy (the CA's common name is `liqo-webhook-ca`).
+pub const PROFILE: Profile = Profile {
+    name: "liqo-webhook",
+    ca_validity: CA_VALIDITY,
+    cert_validity: CERT_VALIDITY,
+    cert_renew_before: CERT_RENEW_BEFORE,
+    ca_renew_before: CA_RENEW_BEFORE,
+};
 
-/// The PEM material (the Secret's four keys). Its `Debug` never shows the keys.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Material {
-    /// The CA certificate (the caBundle).
-    pub ca_cert: String,
-    /// The CA key.
-    pub ca_key: String,
-    /// The serving certificate.
-    pub cert: String,
-    /// The serving key.
-    pub key: String,
-}
-
-impl std::fmt::Debug for Material {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Material")
-            .field("ca_cert", &self.ca_cert)
-            .field("cert", &self.cert)
-            .finish_non_exhaustive()
-    }
-}
-
-/// What a stored Material is, as read from its certificates.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Inspected {
-    /// When the CA becomes valid.
-    pub ca_not_before: SystemTime,
-    /// When the CA expires.
-    pub ca_not_after: SystemTime,
-    /// When the serving certificate becomes valid.
-    pub cert_not_before: SystemTime,
-    /// When the serving certificate expires.
-    pub cert_not_after: SystemTime,
-    /// The serving certificate's DNS names and IP addresses.
-    pub cert_sans: Vec<String>,
-    /// Whether the serving certificate is signed by the CA, and the CA's key is the CA's.
-    pub consistent: bool,
-}
-
-/// What to do with the stored material.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Plan {
-    /// Keep it all.
-    Reuse,
-    /// Keep the CA, sign a new serving certificate with it (names changed or near expiry).
-    Reissue,
-    /// A new CA and serving certificate (none stored, unreadable, inconsistent, or the CA near
-    /// expiry).
-    New,
-}
-
-/// Why certificates cannot be made or read.
-#[derive(Debug, thiserror::Error)]
-pub enum CertError {
-    /// rcgen failed.
-    #[error("generating the webhook's certificates")]
-    Generate(#[source] rcgen::Error),
-    /// A stored PEM is not a certificate.
-    #[error("the stored {what} is not a PEM certificate: {reason}")]
-    Parse {
-        /// Which one.
-        what: &'static str,
-        /// Why.
-        reason: String,
-    },
-    /// A stored key is not a PEM private key.
-    #[error("the stored {what} is not a PEM private key")]
-    Key {
-        /// Which one.
-        what: &'static str,
-        /// The cause.
-        #[source]
-        source: rcgen::Error,
-    },
-}
-
-/// The decision: `stored` is `None` when there is nothing (or nothing readable) stored. A
-/// certificate not yet valid at `now` (made by a clock ahead of ours) counts as expired.
+/// The decision under [`PROFILE`] ([`Profile::plan`]).
 pub fn plan(stored: Option<&Inspected>, sans: &[String], now: SystemTime) -> Plan {
-    let Some(s) = stored else { return Plan::New };
-    if !s.consistent || s.ca_not_before > now || left(s.ca_not_after, now) < CA_RENEW_BEFORE {
-        return Plan::New;
-    }
-    let covers = sans.iter().all(|n| s.cert_sans.contains(n));
-    if !covers || s.cert_not_before > now || left(s.cert_not_after, now) < CERT_RENEW_BEFORE {
-        return Plan::Reissue;
-    }
-    Plan::Reuse
+    PROFILE.plan(stored, sans, now)
 }
 
-fn left(not_after: SystemTime, now: SystemTime) -> Duration {
-    not_after.duration_since(now).unwrap_or_default()
-}
-
-fn pem(what: &'static str, text: &str) -> Result<Pem, CertError> {
-    parse_x509_pem(text.as_bytes())
-        .map(|(_, p)| p)
-        .map_err(|e| CertError::Parse {
-            what,
-            reason: e.to_string(),
-        })
-}
-
-fn parse<'a>(
-    what: &'static str,
-    p: &'a Pem,
-) -> Result<x509_parser::certificate::X509Certificate<'a>, CertError> {
-    p.parse_x509().map_err(|e| CertError::Parse {
-        what,
-        reason: e.to_string(),
-    })
-}
-
-fn time(t: x509_parser::time::ASN1Time) -> SystemTime {
-    SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(t.timestamp()).unwrap_or(0))
-}
-
-/// Reads what `m` holds.
-pub fn inspect(m: &Material) -> Result<Inspected, CertError> {
-    let ca_pem = pem("CA certificate", &m.ca_cert)?;
-    let cert_pem = pem("serving certificate", &m.cert)?;
-    let ca = parse("CA certificate", &ca_pem)?;
-    let cert = parse("serving certificate", &cert_pem)?;
-    let ca_key = KeyPair::from_pem(&m.ca_key).map_err(|source| CertError::Key {
-        what: "CA key",
-        source,
-    })?;
-    let key = KeyPair::from_pem(&m.key).map_err(|source| CertError::Key {
-        what: "serving key",
-        source,
-    })?;
-    let mut cert_sans = Vec::new();
-    if let Ok(Some(san)) = cert.subject_alternative_name() {
-        for n in &san.value.general_names {
-            match n {
-                GeneralName::DNSName(d) => cert_sans.push((*d).to_owned()),
-                GeneralName::IPAddress(b) => match b.len() {
-                    4 => cert_sans.push(
-                        std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*b).unwrap_or_default())
-                            .to_string(),
-                    ),
-                    16 => cert_sans.push(
-                        std::net::Ipv6Addr::from(<[u8; 16]>::try_from(*b).unwrap_or_default())
-                            .to_string(),
-                    ),
-                    _ => {}
-                },
-                _ => {}
-            }
-        }
-    }
-    let consistent = cert.verify_signature(Some(ca.public_key())).is_ok()
-        && ca.public_key().raw == ca_key.subject_public_key_info()
-        && cert.public_key().raw == key.subject_public_key_info();
-    Ok(Inspected {
-        ca_not_before: time(ca.validity().not_before),
-        ca_not_after: time(ca.validity().not_after),
-        cert_not_before: time(cert.validity().not_before),
-        cert_not_after: time(cert.validity().not_after),
-        cert_sans,
-        consistent,
-    })
-}
-
-fn ca_params() -> CertificateParams {
-    let mut p = CertificateParams::default();
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, CA_CN);
-    p.distinguished_name = dn;
-    p.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    p.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    p
-}
-
-fn since_epoch(t: SystemTime) -> Duration {
-    t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default()
-}
-
-/// Makes what `plan` asks (`Reuse` returns `stored` unchanged; `Reissue` without `stored`
-/// makes all anew).
+/// Makes what `plan` asks under [`PROFILE`] ([`Profile::make`]).
 pub fn make(
     plan: Plan,
     stored: Option<&Material>,
     sans: &[String],
     now: SystemTime,
 ) -> Result<Material, CertError> {
-    let epoch = rcgen::date_time_ymd(1970, 1, 1);
-    let now_t = epoch + since_epoch(now);
-    let (ca_cert, ca_key_pem) = match (plan, stored) {
-        (Plan::Reuse, Some(m)) => return Ok(m.clone()),
-        (Plan::Reissue, Some(m)) => (m.ca_cert.clone(), m.ca_key.clone()),
-        _ => {
-            let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
-                .map_err(CertError::Generate)?;
-            let mut p = ca_params();
-            p.not_before = now_t - Duration::from_secs(60);
-            p.not_after = now_t + CA_VALIDITY;
-            let cert = p.self_signed(&key).map_err(CertError::Generate)?;
-            (cert.pem(), key.serialize_pem())
-        }
-    };
-    let ca_key = KeyPair::from_pem(&ca_key_pem).map_err(|source| CertError::Key {
-        what: "CA key",
-        source,
-    })?;
-    let issuer = Issuer::new(ca_params(), ca_key);
-    let key = KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(CertError::Generate)?;
-    let mut p = CertificateParams::new(sans.to_vec()).map_err(CertError::Generate)?;
-    let mut dn = DistinguishedName::new();
-    dn.push(
-        DnType::CommonName,
-        sans.first().map_or("liqo-webhook", String::as_str),
-    );
-    p.distinguished_name = dn;
-    p.not_before = now_t - Duration::from_secs(60);
-    p.not_after = now_t + CERT_VALIDITY;
-    p.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = p.signed_by(&key, &issuer).map_err(CertError::Generate)?;
-    Ok(Material {
-        ca_cert,
-        ca_key: ca_key_pem,
-        cert: cert.pem(),
-        key: key.serialize_pem(),
-    })
+    PROFILE.make(plan, stored, sans, now)
 }
 
 #[cfg(test)]

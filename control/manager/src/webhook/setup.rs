@@ -107,29 +107,15 @@ pub enum WebhookError {
 
 pub(super) fn material(secret: &Secret) -> Option<certs::Material> {
     let data = secret.data.as_ref()?;
-    let get = |k: &str| {
-        data.get(k)
-            .and_then(|b| String::from_utf8(b.0.clone()).ok())
-    };
-    Some(certs::Material {
-        ca_cert: get(certs::CA_CERT)?,
-        ca_key: get(certs::CA_KEY)?,
-        cert: get(certs::TLS_CERT)?,
-        key: get(certs::TLS_KEY)?,
-    })
+    certs::Material::from_data(|k| data.get(k).map(|b| b.0.as_slice()))
 }
 
 /// The Secret's data holding `m` (what [`material`] reads back).
 pub(super) fn secret_data(m: &certs::Material) -> std::collections::BTreeMap<String, ByteString> {
-    [
-        (certs::CA_CERT, &m.ca_cert),
-        (certs::CA_KEY, &m.ca_key),
-        (certs::TLS_CERT, &m.cert),
-        (certs::TLS_KEY, &m.key),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), ByteString(v.clone().into_bytes())))
-    .collect()
+    m.data()
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+        .collect()
 }
 
 /// Reads the Secret, reuses or replaces its certificates (creating it when absent) and returns

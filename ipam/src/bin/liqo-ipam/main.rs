@@ -25,7 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the gRPC service.
-    Serve(serve::Serve),
+    Serve(Box<serve::Serve>),
     /// Decide where a peer's pod and external CIDRs appear locally.
     Remap {
         #[command(flatten)]
@@ -153,7 +153,7 @@ async fn client(c: Conn) -> Result<client::Client> {
 
 async fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Serve(s) => serve::serve(s).await?,
+        Command::Serve(s) => serve::serve(*s).await?,
         Command::Remap {
             server,
             peer,

@@ -5,7 +5,7 @@ use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use ipam::settings::{Settings, StoreKind, configmap_name, namespace_name};
+use ipam::settings::{Settings, StoreKind, configmap_name, namespace_name, secret_name};
 use liqo_types::Cidr;
 
 /// `serve` flags; the config file (`--config`, YAML) takes the same names in camelCase.
@@ -15,8 +15,8 @@ pub(crate) struct Serve {
     /// additionalPools and reservedSubnets apply while running; others need a restart.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// gRPC listen address [default: 127.0.0.1:6000]. Anything but loopback needs
-    /// --tls-cert-file, --tls-key-file and --token-file or --client-ca-file.
+    /// gRPC listen address [default: 127.0.0.1:6000]. Anything but loopback needs --tls-secret,
+    /// or --tls-cert-file, --tls-key-file and --token-file or --client-ca-file.
     #[arg(long)]
     listen: Option<SocketAddr>,
     /// /metrics and /status listen address [default: 127.0.0.1:9106].
@@ -32,7 +32,7 @@ pub(crate) struct Serve {
     /// The ConfigMap of the state, with --store configmap [default: liqo-ipam-state].
     #[arg(long, value_parser = configmap_name)]
     state_configmap: Option<String>,
-    /// The namespace of --state-configmap [default: liqo].
+    /// The namespace of --state-configmap and --tls-secret [default: liqo].
     #[arg(long, value_parser = namespace_name)]
     namespace: Option<String>,
     /// Local pod CIDR.
@@ -65,6 +65,18 @@ pub(crate) struct Serve {
     /// Require a client certificate signed by this CA on every call (PEM; needs TLS).
     #[arg(long)]
     client_ca_file: Option<PathBuf>,
+    /// Serve TLS and require a bearer token, both kept in this Secret of --namespace (through
+    /// the in-cluster config or KUBECONFIG): made at start when absent, or when its certificate
+    /// is not valid for the names (liqo-ipam, liqo-ipam.<ns>, liqo-ipam.<ns>.svc,
+    /// liqo-ipam.<ns>.svc.cluster.local, --tls-names) or within 30 days of its end; else served
+    /// as it is (10 years; a restart renews it). Keys ca.crt, ca.key, tls.crt, tls.key, token.
+    /// Needs secrets create, and get and update of that name.
+    #[arg(long, value_parser = secret_name, conflicts_with_all = ["tls_cert_file", "tls_key_file", "token_file"])]
+    tls_secret: Option<String>,
+    /// Names of --tls-secret's certificate besides the Service's (DNS names or IP addresses,
+    /// comma-separated).
+    #[arg(long, value_delimiter = ',', requires = "tls_secret")]
+    tls_names: Option<Vec<String>>,
 }
 
 /// A comma-separated flag's CIDRs (empty items ignored, so '' is the empty list).
@@ -98,6 +110,8 @@ impl Serve {
             tls_key_file: self.tls_key_file,
             token_file: self.token_file,
             client_ca_file: self.client_ca_file,
+            tls_secret: self.tls_secret,
+            tls_names: self.tls_names,
         };
         Ok((s, self.config))
     }

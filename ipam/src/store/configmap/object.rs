@@ -65,9 +65,15 @@ fn lowercase_rfc1123(s: &str, max: usize, dots: bool) -> Result<(), String> {
     Ok(())
 }
 
+/// Why `name` is not an RFC 1123 subdomain (the names of most objects, checked as the API server
+/// does).
+pub fn check_subdomain(name: &str) -> Result<(), String> {
+    lowercase_rfc1123(name, 253, true)
+}
+
 /// Checks a ConfigMap name (an RFC 1123 subdomain, as the API server does).
 pub fn check_name(name: &str) -> Result<(), String> {
-    lowercase_rfc1123(name, 253, true).map_err(|p| format!("not a valid ConfigMap name: {p}"))
+    check_subdomain(name).map_err(|p| format!("not a valid ConfigMap name: {p}"))
 }
 
 /// Checks a namespace name (an RFC 1123 label, as the API server does).

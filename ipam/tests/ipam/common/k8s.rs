@@ -1,7 +1,8 @@
-//! A harness cluster for the ConfigMap store, shared by this binary's tests one at a time, and
-//! in it per test: a namespace, and a ServiceAccount bound by a Role with exactly the chart's
-//! rules for the IPAM (configmaps `create`; `get`, `update`, `patch` of the state's ConfigMap
-//! only), whose token `liqo-ipam` runs with.
+//! A harness cluster for the ConfigMap store and the TLS Secret, shared by this binary's tests
+//! one at a time, and in it per test: a namespace, and a ServiceAccount bound by a Role with
+//! exactly the chart's rules for the IPAM (`chart/templates/ipam-rbac.yaml`: configmaps
+//! `create`, `get` and `update` of the state's ConfigMap only; secrets `create`, `get` and
+//! `update` of its Secret only), whose token `liqo-ipam` runs with.
 
 use std::{
     path::{Path, PathBuf},
@@ -66,6 +67,35 @@ impl Leased {
 /// the chart's rules for ConfigMap `configmap`; returns a kubeconfig with its token (in `dir`),
 /// after checking that the token can do no more than the role says.
 pub(crate) async fn sandbox(leased: &Leased, prefix: &str, configmap: &str, dir: &Path) -> PathBuf {
+    let kubeconfig = sandbox_with(leased, prefix, &rules("configmaps", configmap), dir).await;
+    // The token reaches its ConfigMap only: no list, no other name.
+    let cms = Api::<ConfigMap>::namespaced(client_of(&kubeconfig).await, prefix);
+    let e = cms.list(&ListParams::default()).await.unwrap_err();
+    assert!(forbidden(&e), "{e}");
+    let e = cms.get("another").await.unwrap_err();
+    assert!(forbidden(&e), "{e}");
+    assert!(cms.get_opt(configmap).await.unwrap().is_none());
+    kubeconfig
+}
+
+/// The chart's rules for the IPAM's object `name` of `resource` (`configmaps`, `secrets`):
+/// `create`, and `get` and `update` of that name.
+pub(crate) fn rules(resource: &str, name: &str) -> Vec<serde_json::Value> {
+    vec![
+        serde_json::json!({"apiGroups": [""], "resources": [resource], "verbs": ["create"]}),
+        serde_json::json!({"apiGroups": [""], "resources": [resource], "resourceNames": [name],
+         "verbs": ["get", "update"]}),
+    ]
+}
+
+/// The test's namespace `prefix`, and the ServiceAccount `<prefix>-ipam` bound by a Role with
+/// `rules`; returns a kubeconfig with its token (in `dir`).
+pub(crate) async fn sandbox_with(
+    leased: &Leased,
+    prefix: &str,
+    rules: &[serde_json::Value],
+    dir: &Path,
+) -> PathBuf {
     let admin = &leased.admin;
     let create = PostParams::default();
     let ns: Namespace =
@@ -81,11 +111,7 @@ pub(crate) async fn sandbox(leased: &Leased, prefix: &str, configmap: &str, dir:
     sas.create(&create, &sa).await.unwrap();
     let role: Role = serde_json::from_value(serde_json::json!({
         "metadata": {"name": sa_name},
-        "rules": [
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]},
-            {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": [configmap],
-             "verbs": ["get", "update"]},
-        ],
+        "rules": rules,
     }))
     .unwrap();
     Api::<Role>::namespaced(admin.clone(), prefix)
@@ -113,18 +139,10 @@ pub(crate) async fn sandbox(leased: &Leased, prefix: &str, configmap: &str, dir:
         .status
         .unwrap()
         .token;
-    let kubeconfig = write_kubeconfig(leased, prefix, &token, dir);
-    // The token reaches its ConfigMap only: no list, no other name.
-    let cms = Api::<ConfigMap>::namespaced(client_of(&kubeconfig).await, prefix);
-    let e = cms.list(&ListParams::default()).await.unwrap_err();
-    assert!(forbidden(&e), "{e}");
-    let e = cms.get("another").await.unwrap_err();
-    assert!(forbidden(&e), "{e}");
-    assert!(cms.get_opt(configmap).await.unwrap().is_none());
-    kubeconfig
+    write_kubeconfig(leased, prefix, &token, dir)
 }
 
-fn forbidden(e: &kube::Error) -> bool {
+pub(crate) fn forbidden(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 403)
 }
 
