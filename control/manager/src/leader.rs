@@ -64,7 +64,8 @@ pub struct Elector {
 
 /// The outcome of one try.
 enum Try {
-    Leading,
+    /// Written: we lead, since the write was sent (the others count from when they saw it).
+    Leading(Instant),
     Following(String),
 }
 
@@ -125,12 +126,13 @@ impl Elector {
             field_manager: Some(crate::FIELD_MANAGER.to_owned()),
             ..PostParams::default()
         };
+        let sent = Instant::now();
         let wrote = match read {
             None => self.api.create(&pp, &lease).await,
             Some(_) => self.api.replace(&self.name, &pp, &lease).await,
         };
         match wrote {
-            Ok(_) => Ok(Try::Leading),
+            Ok(_) => Ok(Try::Leading(sent)),
             Err(kube::Error::Api(s)) if s.code == 409 => {
                 Ok(Try::Following("a replica that wrote it first (409)".into()))
             }
@@ -143,13 +145,12 @@ impl Elector {
     pub async fn acquire(&mut self) {
         let mut last: Option<String> = None;
         loop {
-            let start = Instant::now();
             // A try without an answer within the deadline is given up (and made again).
             let tried = tokio::time::timeout(self.timing.renew_deadline, self.try_once()).await;
             let now = match tried {
                 Err(_elapsed) => "the Lease: no answer within the renew deadline".to_owned(),
-                Ok(Ok(Try::Leading)) => {
-                    self.renewed = Some(start);
+                Ok(Ok(Try::Leading(sent))) => {
+                    self.renewed = Some(sent);
                     self.leading.set(1);
                     tracing::info!(lease = %self.lease(), identity = %self.me, "leading");
                     return;
@@ -187,9 +188,9 @@ impl Elector {
                 };
             };
             let failure = match tried {
-                Ok(Try::Leading) => {
-                    renewed = start;
-                    self.renewed = Some(start);
+                Ok(Try::Leading(sent)) => {
+                    renewed = sent;
+                    self.renewed = Some(sent);
                     continue;
                 }
                 Ok(Try::Following(holder)) => {

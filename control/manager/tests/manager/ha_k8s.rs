@@ -225,6 +225,8 @@ async fn killing_the_leader_moves_the_lease_and_a_later_peering_completes() {
         }
     })
     .await;
+    // From now on, only another virtual kubelet can renew the node's Lease.
+    let killed_wall = k8s_openapi::jiff::Timestamp::now();
     eventually(30, "the follower holding the Lease", || {
         let rome = rome.clone();
         async move {
@@ -253,10 +255,32 @@ async fn killing_the_leader_moves_the_lease_and_a_later_peering_completes() {
         }
     })
     .await;
-    eventually(60, "virtual node liqo-milan Ready again", || {
-        let (rome, milan_id) = (rome.clone(), milan_id.clone());
-        async move { node_ready(&rome, "liqo-milan", &milan_id).await }
-    })
+    // Ready, and its Lease renewed since the kill: by the new leader's virtual kubelet (the
+    // old status stays Ready for the node controller's grace period).
+    eventually(
+        60,
+        "virtual node liqo-milan Ready and renewed again",
+        || {
+            let (rome, milan_id) = (rome.clone(), milan_id.clone());
+            async move {
+                node_ready(&rome, "liqo-milan", &milan_id).await?;
+                let renewed = Api::<Lease>::namespaced(rome, "kube-node-lease")
+                    .get_opt("liqo-milan")
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .and_then(|l| l.spec?.renew_time)
+                    .ok_or("no node Lease")?;
+                if renewed.0 > killed_wall {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "node Lease last renewed {}, before the old virtual kubelet died",
+                        renewed.0
+                    ))
+                }
+            }
+        },
+    )
     .await;
 
     // A peering made now completes: milan peers with rome, whose new leader answers the
