@@ -54,6 +54,23 @@ async fn no_namespace(client: &Client) {
     assert!(ns.is_none(), "nothing created: namespace liqo exists");
 }
 
+/// kubeadm's published CIDRs (what `install kubeadm` detects): pod 10.244.0.0/16, service
+/// 10.96.0.0/16.
+pub(crate) async fn kubeadm_config(client: &Client) {
+    Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "kubeadm-config"},
+                "data": {"ClusterConfiguration":
+                    "kind: ClusterConfiguration\nnetworking:\n  podSubnet: 10.244.0.0/16\n  serviceSubnet: 10.96.0.0/16\n"},
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
 /// Every object of every listable kind whose name or labels say Liqo.
 pub(crate) async fn liqo_objects(client: &Client) -> Vec<String> {
     let discovery = Discovery::new(client.clone()).run().await.unwrap();
@@ -144,18 +161,7 @@ async fn install_upgrade_and_uninstall_with_helm() {
     );
     no_namespace(&client).await;
     // kubeadm publishes its CIDRs.
-    Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "kubeadm-config"},
-                "data": {"ClusterConfiguration":
-                    "kind: ClusterConfiguration\nnetworking:\n  podSubnet: 10.244.0.0/16\n  serviceSubnet: 10.96.0.0/16\n"},
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
+    kubeadm_config(&client).await;
     let o = run(
         &ctl,
         h,

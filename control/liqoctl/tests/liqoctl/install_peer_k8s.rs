@@ -15,9 +15,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::{
-    Api, Client,
+    Api,
     api::{ListParams, PostParams},
 };
 use serde_json::json;
@@ -27,7 +27,7 @@ use testkit::{
 };
 
 use crate::common::{Ctl, DownOnDrop, NEXT, stderr, stdout};
-use crate::install_k8s::liqo_objects;
+use crate::install_k8s::{kubeadm_config, liqo_objects};
 
 const LIQOCTL: &str = env!("CARGO_BIN_EXE_liqoctl");
 
@@ -68,22 +68,6 @@ where
             Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
         }
     }
-}
-
-/// kubeadm's published CIDRs (what `install kubeadm` detects).
-async fn kubeadm_config(client: &Client) {
-    Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({
-                "metadata": {"name": "kubeadm-config"},
-                "data": {"ClusterConfiguration":
-                    "kind: ClusterConfiguration\nnetworking:\n  podSubnet: 10.244.0.0/16\n  serviceSubnet: 10.96.0.0/16\n"},
-            }))
-            .unwrap(),
-        )
-        .await
-        .unwrap();
 }
 
 fn ready(n: &Node) -> bool {

@@ -170,7 +170,7 @@ async fn install_one(
     crate::k8s::stop_procs(&earlier, STOP_GRACE);
     let hooks = webhooks::Webhooks {
         port: crate::k8s::free_port()?,
-        pod_failure_policy: opts.pod_webhook_failure_policy.clone(),
+        pod_failure_policy: Some(opts.pod_webhook_failure_policy.clone()),
     };
     let cluster_id = objects::prepare(&client, c, &opts.chart, &hooks).await?;
     let ca = objects::write_ca(c, &dir)?;

@@ -1,6 +1,6 @@
 //! How the chart's webhook configurations are rewritten for the harness ([`Webhooks`]): the
 //! apiserver reaches the controller-manager's webhooks on the loopback, not through a Service.
-//! It only edits objects in memory; applying them is `objects`'s.
+//! It only edits objects in memory; applying them is `objects`'s (and `from_chart`'s).
 
 use kube::api::DynamicObject;
 
@@ -11,8 +11,8 @@ use kube::api::DynamicObject;
 pub(super) struct Webhooks {
     /// The controller-manager's `--webhook-listen` port.
     pub(super) port: u16,
-    /// The pod webhook's failurePolicy (`Fail`, `Ignore`).
-    pub(super) pod_failure_policy: String,
+    /// The pod webhook's failurePolicy (`Fail`, `Ignore`); `None` keeps the object's.
+    pub(super) pod_failure_policy: Option<String>,
 }
 
 impl Webhooks {
@@ -32,11 +32,20 @@ impl Webhooks {
                 .and_then(|p| p.as_str())
                 .unwrap_or("/")
                 .to_owned();
+            // The caBundle, if the controller-manager set it already, stays.
+            let ca = h.pointer("/clientConfig/caBundle").cloned();
             h["clientConfig"] = serde_json::json!({
                 "url": format!("https://127.0.0.1:{}{path}", self.port),
             });
-            if h["name"] == control::consts::webhook::POD_WEBHOOK {
-                h["failurePolicy"] = serde_json::json!(self.pod_failure_policy);
+            if let Some(ca) = ca {
+                h["clientConfig"]["caBundle"] = ca;
+            }
+            if let Some(policy) = self
+                .pod_failure_policy
+                .as_ref()
+                .filter(|_| h["name"] == control::consts::webhook::POD_WEBHOOK)
+            {
+                h["failurePolicy"] = serde_json::json!(policy);
             }
         }
     }
@@ -53,7 +62,7 @@ mod tests {
     fn the_charts_webhooks_are_rewritten_to_the_loopback_port_and_policy() {
         let hooks = Webhooks {
             port: 40123,
-            pod_failure_policy: "Ignore".into(),
+            pod_failure_policy: Some("Ignore".into()),
         };
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../chart/files");
         let mut seen = 0;
@@ -84,7 +93,7 @@ mod tests {
         assert_eq!(seen, 2);
         let fail = Webhooks {
             port: 1,
-            pod_failure_policy: "Fail".into(),
+            pod_failure_policy: Some("Fail".into()),
         };
         let path = dir.join("liqo-webhook-ValidatingWebhookConfiguration.yaml");
         let text = fs::read_to_string(&path).unwrap();
@@ -94,6 +103,22 @@ mod tests {
             obj.data["webhooks"][0]["failurePolicy"], "Ignore",
             "not the pod webhook"
         );
+        // A live configuration: its caBundle and failurePolicy stay with no policy given.
+        let live = Webhooks {
+            port: 2,
+            pod_failure_policy: None,
+        };
+        let path = dir.join("liqo-webhook-MutatingWebhookConfiguration.yaml");
+        let text = fs::read_to_string(&path).unwrap();
+        let (gvk, mut obj) = documents(&path, &text).unwrap().remove(0);
+        obj.data["webhooks"][0]["clientConfig"]["caBundle"] = serde_json::json!("Q0E=");
+        let policy = obj.data["webhooks"][0]["failurePolicy"].clone();
+        live.rewrite(&gvk.kind, &mut obj);
+        assert_eq!(
+            obj.data["webhooks"][0]["clientConfig"],
+            serde_json::json!({"url": "https://127.0.0.1:2/mutate/pod", "caBundle": "Q0E="})
+        );
+        assert_eq!(obj.data["webhooks"][0]["failurePolicy"], policy);
         let text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\nwebhooks: []\n";
         let (gvk, mut obj) = documents(Path::new("x.yaml"), text).unwrap().remove(0);
         let before = obj.clone();

@@ -6,16 +6,14 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::{
-    api::{
-        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
-        apps::v1::Deployment,
-        core::v1::Service,
-    },
+    api::{apps::v1::Deployment, core::v1::Service},
     apimachinery::pkg::util::intstr::IntOrString,
 };
 use kube::{
     Api, Client,
-    api::{ListParams, Patch, PatchParams, PostParams},
+    api::{
+        ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    },
 };
 
 use super::{
@@ -80,50 +78,37 @@ pub(super) async fn service_ports(
 }
 
 /// The webhook configurations call the controller-manager at `https://127.0.0.1:<port>`
-/// (the API server has no route to a Service of the harness); their caBundle is kept.
+/// (the API server has no route to a Service of the harness): rewritten as the kit's install
+/// rewrites the chart's files ([`crate::liqo::webhooks::Webhooks`]), their caBundle and
+/// failurePolicy kept.
 pub(super) async fn webhooks(client: &Client, port: u16) -> Result<(), LiqoError> {
     let name = control::consts::webhook::CONFIGURATION;
-    let url = |path: Option<&str>| format!("https://127.0.0.1:{port}{}", path.unwrap_or("/"));
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let mut m = mutating.get(name).await.map_err(LiqoError::kube(format!(
-        "reading MutatingWebhookConfiguration {name}"
-    )))?;
-    for w in m.webhooks.iter_mut().flatten() {
-        let path = w
-            .client_config
-            .service
-            .as_ref()
-            .and_then(|s| s.path.clone());
-        w.client_config.service = None;
-        w.client_config.url = Some(url(path.as_deref()));
+    let hooks = crate::liqo::webhooks::Webhooks {
+        port,
+        pod_failure_policy: None,
+    };
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(
+            "admissionregistration.k8s.io",
+            "v1",
+            kind,
+        ));
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let mut obj = api
+            .get(name)
+            .await
+            .map_err(LiqoError::kube(format!("reading {kind} {name}")))?;
+        hooks.rewrite(kind, &mut obj);
+        obj.metadata.managed_fields = None;
+        api.replace(name, &PostParams::default(), &obj)
+            .await
+            .map_err(LiqoError::kube(format!(
+                "pointing {kind} {name} at 127.0.0.1"
+            )))?;
     }
-    m.metadata.managed_fields = None;
-    mutating
-        .replace(name, &PostParams::default(), &m)
-        .await
-        .map_err(LiqoError::kube(format!(
-            "pointing MutatingWebhookConfiguration {name} at 127.0.0.1"
-        )))?;
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    let mut v = validating.get(name).await.map_err(LiqoError::kube(format!(
-        "reading ValidatingWebhookConfiguration {name}"
-    )))?;
-    for w in v.webhooks.iter_mut().flatten() {
-        let path = w
-            .client_config
-            .service
-            .as_ref()
-            .and_then(|s| s.path.clone());
-        w.client_config.service = None;
-        w.client_config.url = Some(url(path.as_deref()));
-    }
-    v.metadata.managed_fields = None;
-    validating
-        .replace(name, &PostParams::default(), &v)
-        .await
-        .map_err(LiqoError::kube(format!(
-            "pointing ValidatingWebhookConfiguration {name} at 127.0.0.1"
-        )))?;
     Ok(())
 }
 
