@@ -172,8 +172,10 @@ async fn refusals_make_no_apiserver_call_and_slow_or_excess_clients_are_cut_off(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let mut c = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let excess = closed_after(&mut c, Duration::from_secs(1)).await;
-    assert!(excess < Duration::from_millis(800), "{excess:?}");
+    // Closed by the refusal (counted below), not by the handshake timeout: well before it,
+    // even when a loaded machine accepts late (a CI run once took over 1 s).
+    let excess = closed_after(&mut c, Duration::from_secs(4)).await;
+    assert!(excess < Duration::from_secs(4), "{excess:?}");
     let text = metrics.encode();
     assert!(
         text.lines()
