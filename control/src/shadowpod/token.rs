@@ -1,9 +1,9 @@
 //! Working ServiceAccounts for offloaded pods (issue 29): the remote pod gets a token of its
 //! home ServiceAccount (a TokenRequest at home bound to the home pod, written to a Secret in
 //! the remote namespace that the pod's `kube-api-access-*` projection reads instead of the
-//! provider's token) and `KUBERNETES_SERVICE_HOST`/`PORT` pointing at the home API server as
-//! the provider reaches it. The token is renewed at 80% of its lifetime. Pure: the virtual
-//! kubelet requests the token and writes the Secret.
+//! provider's token) and the variables locating the API server pointing at the home API server
+//! as the provider reaches it ([`home`]). The token is renewed at 80% of its lifetime. Pure:
+//! the virtual kubelet requests the token and writes the Secret.
 
 use std::collections::BTreeMap;
 
@@ -11,10 +11,20 @@ use k8s_openapi::{
     ByteString,
     api::{
         authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec},
-        core::v1::{EnvVar, HostAlias, Pod, Secret, Volume},
+        core::v1::{Pod, Secret, Volume},
     },
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference},
     jiff::{SignedDuration, Timestamp},
+};
+use kube::Resource;
+
+use crate::api::virtualkubelet::ShadowPod;
+
+pub mod home;
+
+pub use home::{
+    API_NAMES, HOST_ENV, HomeApi, InvalidHomeApi, PORT_ENV, SERVICE_PORT, api_endpoint, api_env,
+    dial_host, host_aliases, with_api_env,
 };
 
 /// The name prefix of the projected volume the ServiceAccount admission adds to a pod.
@@ -35,70 +45,6 @@ pub const POD_LABEL: &str = "liqo.io/token-for-pod";
 pub const DEFAULT_EXPIRATION_SECONDS: i64 = 3600;
 /// The lifetime the API server extends (the kubelet's default projection asks for it).
 const EXTENDED_EXPIRATION_SECONDS: i64 = 3607;
-/// The environment variables that locate the API server.
-pub const HOST_ENV: &str = "KUBERNETES_SERVICE_HOST";
-/// Its port.
-pub const PORT_ENV: &str = "KUBERNETES_SERVICE_PORT";
-
-/// The home API server as the provider's pods reach it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HomeApi {
-    /// Its address (through the tunnel).
-    pub host: String,
-    /// Its port.
-    pub port: u16,
-}
-
-/// A `host:port` refused, naming it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidHomeApi {
-    /// No `:port`.
-    #[error("{0:?} is not host:port")]
-    NotHostPort(String),
-    /// Nothing before the port.
-    #[error("{0:?} has no host")]
-    NoHost(String),
-    /// The port does not parse.
-    #[error("{text:?}: port {port:?}")]
-    Port {
-        /// As given.
-        text: String,
-        /// The port as given.
-        port: String,
-        /// Why.
-        #[source]
-        source: std::num::ParseIntError,
-    },
-}
-
-impl std::str::FromStr for HomeApi {
-    type Err = InvalidHomeApi;
-
-    /// `host:port` (`10.70.0.1:6443`, `api.rome.example:443`).
-    fn from_str(text: &str) -> Result<Self, InvalidHomeApi> {
-        let (host, port) = text
-            .rsplit_once(':')
-            .ok_or_else(|| InvalidHomeApi::NotHostPort(text.to_owned()))?;
-        let port = port.parse::<u16>().map_err(|source| InvalidHomeApi::Port {
-            text: text.to_owned(),
-            port: port.to_owned(),
-            source,
-        })?;
-        if host.is_empty() {
-            return Err(InvalidHomeApi::NoHost(text.to_owned()));
-        }
-        Ok(HomeApi {
-            host: host.to_owned(),
-            port,
-        })
-    }
-}
-
-impl std::fmt::Display for HomeApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.host, self.port)
-    }
-}
 
 /// What a pod's ServiceAccount projection asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -242,8 +188,8 @@ pub fn token_secret(
             namespace: Some(remote_namespace.to_owned()),
             labels: Some(labels),
             owner_references: Some(vec![OwnerReference {
-                api_version: "virtualkubelet.liqo.io/v1alpha1".into(),
-                kind: "ShadowPod".into(),
+                api_version: ShadowPod::api_version(&()).into_owned(),
+                kind: ShadowPod::kind(&()).into_owned(),
                 name: pod,
                 uid: shadow_uid.to_owned(),
                 ..OwnerReference::default()
@@ -290,98 +236,4 @@ pub fn use_secret(volume: &mut Volume, pod: &str) {
             *s = secret(NAMESPACE_KEY, item.path.clone());
         }
     }
-}
-
-/// The names the home API server's certificate holds for it in every cluster: the remote pod
-/// resolves them to the home API server's address ([`host_aliases`]), so that its clients'
-/// TLS checks pass and the provider's own `kubernetes` Service is not used by mistake.
-pub const API_NAMES: [&str; 4] = [
-    "kubernetes",
-    "kubernetes.default",
-    "kubernetes.default.svc",
-    "kubernetes.default.svc.cluster.local",
-];
-
-/// The host the remote pod's clients dial: the certificate's `kubernetes.default.svc` when
-/// the address is an IP (aliased to it), else the given name.
-pub fn dial_host(api: &HomeApi) -> &str {
-    if api.host.parse::<std::net::IpAddr>().is_ok() {
-        API_NAMES[2]
-    } else {
-        &api.host
-    }
-}
-
-/// `aliases` plus the home API server's names at its address (an IP; a name needs none).
-pub fn host_aliases(aliases: Option<Vec<HostAlias>>, api: &HomeApi) -> Option<Vec<HostAlias>> {
-    if api.host.parse::<std::net::IpAddr>().is_err() {
-        return aliases;
-    }
-    let mut aliases: Vec<HostAlias> = aliases
-        .unwrap_or_default()
-        .into_iter()
-        .map(|mut a| {
-            // Ours win: the names point at the home API server only.
-            if let Some(h) = a.hostnames.as_mut() {
-                h.retain(|n| !API_NAMES.contains(&n.as_str()));
-            }
-            a
-        })
-        .filter(|a| a.hostnames.as_ref().is_some_and(|h| !h.is_empty()))
-        .collect();
-    aliases.push(HostAlias {
-        ip: api.host.clone(),
-        hostnames: Some(API_NAMES.iter().map(|n| (*n).to_owned()).collect()),
-    });
-    Some(aliases)
-}
-
-/// `env` with the API server variables set to `api` (replacing any).
-pub fn with_api_env(env: Option<Vec<EnvVar>>, api: &HomeApi) -> Option<Vec<EnvVar>> {
-    let mut env: Vec<EnvVar> = env
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|e| e.name != HOST_ENV && e.name != PORT_ENV)
-        .collect();
-    env.push(EnvVar {
-        name: HOST_ENV.into(),
-        value: Some(dial_host(api).to_owned()),
-        value_from: None,
-    });
-    env.push(EnvVar {
-        name: PORT_ENV.into(),
-        value: Some(api.port.to_string()),
-        value_from: None,
-    });
-    Some(env)
-}
-
-/// The home API server's address and HTTPS port from the EndpointSlices of
-/// `default/kubernetes`: the lowest ready address (the same on every restart), the port named
-/// `https` (else the first); none when no slice publishes one.
-pub fn api_endpoint(
-    slices: &[k8s_openapi::api::discovery::v1::EndpointSlice],
-) -> Option<(String, u16)> {
-    slices
-        .iter()
-        .filter_map(|s| {
-            let port = s
-                .ports
-                .iter()
-                .flatten()
-                .find(|p| p.name.as_deref() == Some("https"))
-                .or_else(|| s.ports.iter().flatten().next())?
-                .port?;
-            let port = u16::try_from(port).ok()?;
-            let ip = s
-                .endpoints
-                .iter()
-                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready) != Some(false))
-                .flat_map(|e| e.addresses.iter())
-                .filter_map(|a| a.parse::<std::net::IpAddr>().ok())
-                .min()?;
-            Some((ip, port))
-        })
-        .min()
-        .map(|(ip, port)| (ip.to_string(), port))
 }

@@ -132,8 +132,12 @@ fn the_secret_holds_the_token_and_the_home_namespace_and_is_owned_by_the_shadow_
     assert_eq!(data["namespace"].0, b"demo");
     let owner = &s.metadata.owner_references.unwrap()[0];
     assert_eq!(
-        (owner.kind.as_str(), owner.uid.as_str()),
-        ("ShadowPod", "shadow-uid")
+        (
+            owner.api_version.as_str(),
+            owner.kind.as_str(),
+            owner.uid.as_str()
+        ),
+        ("virtualkubelet.liqo.io/v1alpha1", "ShadowPod", "shadow-uid")
     );
     let labels = s.metadata.labels.unwrap();
     assert_eq!(labels.get(POD_LABEL).map(String::as_str), Some("web-1"));
@@ -171,12 +175,12 @@ fn with_api_support_the_remote_spec_reads_the_secret_and_points_at_home() {
     );
     assert_eq!(env["KUBERNETES_SERVICE_PORT"], "6443");
     assert_eq!(env["KEEP"], "1");
-    assert_eq!(env.len(), 3, "{env:?}");
+    assert_eq!(env.len(), 1 + api_env(&api()).len(), "{env:?}");
     let init = spec.init_containers.as_ref().unwrap()[0]
         .env
         .clone()
         .unwrap();
-    assert_eq!(init.len(), 2);
+    assert_eq!(init.len(), api_env(&api()).len());
     let sources = spec.volumes.as_ref().unwrap()[1]
         .projected
         .clone()
@@ -276,4 +280,41 @@ fn only_this_pods_token_secret_of_this_peering_is_ours_to_overwrite() {
     let mut copy = ours.clone();
     copy.metadata.labels = Some(labels.clone());
     assert!(!super::token::is_token_secret_of(&copy, "web-1", &labels));
+}
+
+#[test]
+fn every_variable_the_kubelet_gives_about_its_api_server_points_at_home() {
+    let var = |n: &str, v: &str| k8s_openapi::api::core::v1::EnvVar {
+        name: n.into(),
+        value: Some(v.into()),
+        value_from: None,
+    };
+    let env = with_api_env(
+        Some(vec![
+            var("KUBERNETES_PORT", "tcp://10.96.0.1:443"),
+            var("KUBERNETES_PORT_443_TCP_ADDR", "10.96.0.1"),
+            var("KEEP", "1"),
+        ]),
+        &api(),
+    )
+    .unwrap();
+    assert_eq!(env.len(), 9, "each once: {env:?}");
+    let env: BTreeMap<&str, &str> = env
+        .iter()
+        .map(|e| (e.name.as_str(), e.value.as_deref().unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        env,
+        BTreeMap::from([
+            ("KEEP", "1"),
+            ("KUBERNETES_SERVICE_HOST", "kubernetes.default.svc"),
+            ("KUBERNETES_SERVICE_PORT", "6443"),
+            ("KUBERNETES_SERVICE_PORT_HTTPS", "6443"),
+            ("KUBERNETES_PORT", "tcp://10.70.0.1:6443"),
+            ("KUBERNETES_PORT_443_TCP", "tcp://10.70.0.1:6443"),
+            ("KUBERNETES_PORT_443_TCP_PROTO", "tcp"),
+            ("KUBERNETES_PORT_443_TCP_PORT", "6443"),
+            ("KUBERNETES_PORT_443_TCP_ADDR", "10.70.0.1"),
+        ])
+    );
 }

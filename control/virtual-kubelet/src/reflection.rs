@@ -15,7 +15,8 @@
 //!   Pod there that is not ours: a Warning Event).
 //!
 //! * [`tokens`]: with API server support, each offloaded pod's ServiceAccount token written
-//!   beside its ShadowPod and renewed.
+//!   beside its ShadowPod and renewed (what was written: [`issued`]; a deleted token Secret
+//!   written again: [`token_watch`]).
 //! * [`events`]: the provider's Events about our remote pods mirrored onto the home pods
 //!   (rate-limited per pod).
 //!
@@ -25,6 +26,7 @@
 
 pub mod events;
 pub mod ips;
+pub mod issued;
 pub mod key;
 pub mod mapped;
 pub mod probe;
@@ -89,7 +91,7 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
         failures: Mutex::new(HashMap::new()),
         recorder,
         probed: Mutex::new(HashMap::new()),
-        tokens: Arc::new(Mutex::new(HashMap::new())),
+        tokens: Arc::new(issued::Tokens::default()),
         home_api: std::sync::OnceLock::new(),
     });
     let (mapped_tx, mapped_rx) = tokio::sync::watch::channel(false);

@@ -59,7 +59,11 @@ pub struct Reflectors {
 }
 
 fn make<K: Io>(cfg: &Arc<VkConfig>, recorder: &Recorder, extra: K::Extra) -> Option<Of<K>> {
-    (workers::<K>(cfg) > 0).then(|| Arc::new(Reflector::new(cfg.clone(), recorder.clone(), extra)))
+    (workers::<K>(cfg) > 0).then(|| {
+        let mut r = Reflector::new(cfg.clone(), recorder.clone(), extra);
+        r.trim = K::trim_remote;
+        Arc::new(r)
+    })
 }
 
 /// The workers of kind `K`: as configured, but ConfigMaps always have one (for the root CA,

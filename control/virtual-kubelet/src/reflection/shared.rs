@@ -14,6 +14,7 @@ use control::shadowpod::reflection as decide;
 
 use super::{
     ips,
+    issued::Tokens,
     key::Key,
     mapped::{Namespace, NamespaceView},
     queue,
@@ -55,18 +56,22 @@ impl Shared {
         let map = self.namespaces.read().unwrap_or_else(|p| p.into_inner());
         map.get(local).map(Namespace::view)
     }
-}
 
-/// A token written for a pod: for which ShadowPod, and when it is renewed.
-#[derive(Debug, Clone)]
-pub struct Issued {
-    /// The ShadowPod the token Secret belongs to.
-    pub shadow_uid: String,
-    /// The home pod the token is bound to.
-    pub pod_uid: String,
-    /// When the token is renewed.
-    pub renew_at: k8s_openapi::jiff::Timestamp,
+    /// Forgets what is kept of pod `key` (it is gone, or no longer ours).
+    pub fn forget(&self, key: &Key) {
+        self.restarts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        self.ips.forget(key);
+        self.probed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+        self.tokens.drop_pod(key);
+        self.failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(key);
+    }
 }
-
-/// The tokens written, per pod.
-pub type Tokens = Mutex<HashMap<Key, Issued>>;

@@ -3,7 +3,9 @@
 //! and the pod queued, so the token is written again at once rather than at its renewal.
 //!
 //! Metadata only: the watch keeps names and owners, never a token. [`Seen`] is the pure core
-//! (which pods' Secrets are gone after each event); [`follow`] the thin I/O around it.
+//! (which pods' Secrets are gone after each event); [`follow`] the thin I/O around it, which
+//! tells when it has first listed (the namespace's reflection waits for it: a Secret deleted
+//! before would be missed).
 
 use std::{collections::BTreeSet, sync::Arc};
 
@@ -15,8 +17,9 @@ use kube::{
     api::PartialObjectMeta,
     runtime::{WatchStreamExt, watcher},
 };
+use tokio::sync::oneshot;
 
-use super::{key::Key, queue::Queue, shared::Tokens};
+use super::{issued::Tokens, key::Key, queue::Queue};
 
 /// The pod a token Secret belongs to: the owner ShadowPod's name (the home pod's), in the
 /// local namespace `namespace`.
@@ -31,7 +34,8 @@ pub fn owner_key(namespace: &str, meta: &ObjectMeta) -> Option<Key> {
     })
 }
 
-/// The token Secrets present, by pod, as the watch's events tell them.
+/// The token Secrets present, by pod, as the watch's events tell them. (Not `watch::feed`,
+/// which after a re-list queues every key it held: that would mint every pod's token again.)
 #[derive(Debug, Default)]
 pub struct Seen {
     present: BTreeSet<Key>,
@@ -76,22 +80,33 @@ impl Seen {
 }
 
 /// Follows the token Secrets of local namespace `namespace` (`api` and `config`: their
-/// metadata in the remote namespace, our labels and the pod label) until aborted.
+/// metadata in the remote namespace, our labels and the pod label) until aborted; `listed`
+/// is told once they are first listed.
 pub async fn follow(
     api: Api<PartialObjectMeta<Secret>>,
     config: watcher::Config,
     namespace: String,
     tokens: Arc<Tokens>,
     queue: Arc<Queue<Key>>,
+    listed: oneshot::Sender<()>,
 ) {
     let mut seen = Seen::default();
+    let mut listed = Some(listed);
     let mut events = std::pin::pin!(watcher(api, config).default_backoff());
     while let Some(event) = events.next().await {
         let key = |o: &PartialObjectMeta<Secret>| owner_key(&namespace, &o.metadata);
         let event = match event {
             Ok(watcher::Event::Init) => watcher::Event::Init,
             Ok(watcher::Event::InitApply(o)) => watcher::Event::InitApply(key(&o)),
-            Ok(watcher::Event::InitDone) => watcher::Event::InitDone,
+            Ok(watcher::Event::InitDone) => {
+                if let Some(tx) = listed.take()
+                    && tx.send(()).is_err()
+                {
+                    // The namespace's readiness task is gone: it is being stopped.
+                    tracing::debug!(namespace = %namespace, "token Secrets listed, nobody waits");
+                }
+                watcher::Event::InitDone
+            }
             Ok(watcher::Event::Apply(o)) => watcher::Event::Apply(key(&o)),
             Ok(watcher::Event::Delete(o)) => watcher::Event::Delete(key(&o)),
             // The watcher retries with its backoff.
@@ -102,10 +117,7 @@ pub async fn follow(
         };
         for key in seen.event(event) {
             tracing::info!(pod = %key, "token Secret deleted on the provider: written again");
-            tokens
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(&key);
+            tokens.forget(&key);
             queue.add(key);
         }
     }
@@ -153,6 +165,17 @@ mod tests {
         assert_eq!(s.event(watcher::Event::InitDone), [key("a")]);
         // Only once.
         s.event(watcher::Event::Init);
-        assert!(s.event(watcher::Event::InitDone).contains(&key("b")));
+        assert_eq!(s.event(watcher::Event::InitDone), [key("b")]);
+    }
+
+    #[test]
+    fn a_token_secret_names_its_pod() {
+        use control::shadowpod::token::token_secret;
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-1", "namespace": "demo", "uid": "u-1"}
+        }))
+        .expect("a pod");
+        let secret = token_secret(&pod, "demo-rome", "t", "shadow-uid", Default::default());
+        assert_eq!(owner_key("demo", &secret.metadata), Some(key("web-1")));
     }
 }

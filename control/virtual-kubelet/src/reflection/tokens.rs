@@ -1,7 +1,8 @@
 //! The ServiceAccount tokens of offloaded pods (API server support on): per pod whose
 //! projection asks for a token, a TokenRequest at home bound to the home pod, written to the
 //! pod's token Secret beside its ShadowPod (owned by it), renewed at 80% of its lifetime (the
-//! key comes back then). The token is never logged.
+//! key comes back then). What was written is kept in [`super::issued::Tokens`], unless the
+//! Secret was deleted meanwhile. The token is never logged.
 
 use std::time::Duration;
 
@@ -24,10 +25,7 @@ use kube::{
     api::{Patch, PatchParams, PostParams},
 };
 
-use super::{
-    key::Key,
-    shared::{Issued, Shared},
-};
+use super::{issued::Issued, key::Key, shared::Shared};
 
 /// Why a token could not be issued or written.
 #[derive(Debug, thiserror::Error)]
@@ -97,14 +95,10 @@ pub async fn ensure(
 ) -> Result<(), TokenError> {
     let name = secret_name(&key.name);
     let uid = shadow.metadata.uid.clone().unwrap_or_default();
-    let cached = shared
-        .tokens
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(key)
-        .cloned();
+    // Before the TokenRequest: a deletion of the Secret from now on voids what is written.
+    let begun = shared.tokens.begin(key);
     let pod_uid = local.metadata.uid.clone().unwrap_or_default();
-    if let Some(c) = cached
+    if let Some(c) = begun.issued
         && c.shadow_uid == uid
         && c.pod_uid == pod_uid
         && Timestamp::now() < c.renew_at
@@ -160,18 +154,16 @@ pub async fn ensure(
         .map_err(write_error)?;
     let renew = renew_at(issued, status.expiration_timestamp.0);
     tracing::info!(pod = %key, secret = %name, renew_at = %renew, "ServiceAccount token written");
-    shared
-        .tokens
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(
-            key.clone(),
-            Issued {
-                shadow_uid: uid,
-                pod_uid,
-                renew_at: renew,
-            },
-        );
+    let written = Issued {
+        shadow_uid: uid,
+        pod_uid,
+        renew_at: renew,
+    };
+    if !shared.tokens.record(key, begun.generation, written) {
+        // Deleted while it was written: the token Secrets' watch queued the key again.
+        tracing::info!(pod = %key, secret = %name, "token Secret deleted meanwhile: not kept");
+        return Ok(());
+    }
     shared.queue.add_after(key.clone(), until(renew));
     Ok(())
 }

@@ -174,7 +174,8 @@ fn queue_namespace(local: &Store<Pod>, queue: &Queue<Key>, namespace: &str) {
 }
 
 /// The remote watches of one mapped namespace, and the task that marks it ready (then queues
-/// its local pods).
+/// its local pods) once they have listed (with API server support, the token Secrets' watch
+/// too).
 fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
     let cfg = &shared.cfg;
     let selector = reflection_selector(&cfg.home.cluster_id, &cfg.foreign.cluster_id);
@@ -184,6 +185,14 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
     let shadow_api: Api<ShadowPod> = Api::namespaced(cfg.remote.watch.clone(), remote);
     let pod_api: Api<Pod> = Api::namespaced(cfg.remote.watch.clone(), remote);
     let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // With API server support, the token Secrets' first listing too: a token written before
+    // it, whose Secret is deleted before it, would be seen neither deleted nor gone.
+    let (tokens_listed, tokens_listed_rx) = if cfg.api_support() {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
     let t1: JoinHandle<()> = tokio::spawn(feed(
         watcher(shadow_api, config.clone()).default_backoff(),
         shadow_writer,
@@ -201,8 +210,14 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
         let (local_pods, queue, local) =
             (shared.local.clone(), shared.queue.clone(), local.to_owned());
         async move {
-            // The writers live in the tasks above, aborted together with this one.
+            // The writers (and the token watch) live in the tasks above and below, aborted
+            // together with this one.
             if shadows.wait_until_ready().await.is_err() || pods.wait_until_ready().await.is_err() {
+                return;
+            }
+            if let Some(rx) = tokens_listed_rx
+                && rx.await.is_err()
+            {
                 return;
             }
             ready.store(true, std::sync::atomic::Ordering::Release);
@@ -240,7 +255,7 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
         t3.abort_handle(),
         t4.abort_handle(),
     ];
-    if cfg.api_support() {
+    if let Some(listed) = tokens_listed {
         let api: Api<PartialObjectMeta<Secret>> = Api::namespaced(cfg.remote.watch.clone(), remote);
         let config = watcher::Config::default().labels(&format!("{selector},{POD_LABEL}"));
         let t = tokio::spawn(super::token_watch::follow(
@@ -249,6 +264,7 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
             local.to_owned(),
             shared.tokens.clone(),
             shared.queue.clone(),
+            listed,
         ));
         tasks.push(t.abort_handle());
     }

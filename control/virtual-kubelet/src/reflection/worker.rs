@@ -386,29 +386,7 @@ async fn perform(
                 .map_err(kerr(format!("writing the status of pod {key}")))?;
             tracing::debug!(pod = %key, phase = ?status.phase, "pod status written");
         }
-        Action::Forget => {
-            shared
-                .restarts
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(key);
-            shared.ips.forget(key);
-            shared
-                .probed
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(key);
-            shared
-                .tokens
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(key);
-            shared
-                .failures
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(key);
-        }
+        Action::Forget => shared.forget(key),
     }
     Ok(())
 }

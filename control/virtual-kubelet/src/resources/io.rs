@@ -8,7 +8,10 @@ use std::{
     sync::{Arc, OnceLock, Weak},
 };
 
-use control::reflection::{Inputs, Reflect, ServiceState, endpointslice, meta, ours};
+use control::{
+    reflection::{Inputs, Reflect, ServiceState, endpointslice, meta, ours},
+    shadowpod::token::POD_LABEL,
+};
 use k8s_openapi::api::{
     core::v1::{ConfigMap, Secret, Service, ServiceAccount},
     discovery::v1::EndpointSlice,
@@ -52,6 +55,9 @@ pub trait Io: Reflect {
 
     /// `key` was handled.
     fn handled(_r: &Reflector<Self, Self::Extra>, _key: &Key) {}
+
+    /// What the remote store keeps of `remote`: all of it unless the kind says.
+    fn trim_remote(_remote: &mut Self) {}
 }
 
 /// What Services need: the EndpointSlice reflector (set once both exist).
@@ -91,6 +97,21 @@ impl Io for ConfigMap {
 }
 impl Io for Secret {
     type Extra = ();
+
+    /// An offloaded pod's token Secret (pod reflection's, never a copy) without its token: its
+    /// name is still seen (a local Secret of that name is reported as colliding), no token
+    /// kept in memory.
+    fn trim_remote(remote: &mut Self) {
+        if remote
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(POD_LABEL))
+        {
+            remote.data = None;
+            remote.string_data = None;
+        }
+    }
 }
 impl Io for ServiceAccount {
     type Extra = ();
@@ -189,4 +210,29 @@ fn service_state(
         .get(&ObjectRef::new(name).within(&pair.remote));
     let ctx = services.ctx(&key.namespace, &pair.remote);
     endpointslice::service_state(local.as_deref(), remote.as_deref(), &ctx, pair.ready())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret(labels: serde_json::Value) -> Secret {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "liqo-token-web-1", "labels": labels},
+            "data": {"token": "dG9r"},
+            "stringData": {"namespace": "demo"},
+        }))
+        .expect("a Secret")
+    }
+
+    #[test]
+    fn the_remote_store_keeps_no_token_of_an_offloaded_pod() {
+        let mut token = secret(serde_json::json!({ POD_LABEL: "web-1" }));
+        Secret::trim_remote(&mut token);
+        assert_eq!((token.data, token.string_data), (None, None));
+        assert_eq!(token.metadata.name.as_deref(), Some("liqo-token-web-1"));
+        let mut other = secret(serde_json::json!({"app": "web"}));
+        Secret::trim_remote(&mut other);
+        assert!(other.data.is_some() && other.string_data.is_some());
+    }
 }

@@ -2,7 +2,9 @@
 //! the namespace: RBAC on the provider is per namespace) into reflector stores, every event
 //! queuing the local name; a keyed de-duplicating queue; the workers ([`super::worker`]).
 //! The remote watch sees every object of the kind in the remote namespace, ours or not, so
-//! that a name taken by someone else is seen (and reported) without a read.
+//! that a name taken by someone else is seen (and reported) without a read; its store keeps
+//! them as the kind's [`Reflector::trim`] leaves them (an offloaded pod's token Secret without
+//! its token).
 
 use std::{
     collections::HashMap,
@@ -76,6 +78,8 @@ pub struct Reflector<K: Reflect, E> {
     /// The one name this kind handles, if it runs for one only (the root CA with ConfigMaps
     /// off).
     pub only: Option<&'static str>,
+    /// What the remote store keeps of a remote object (all of it unless the kind says).
+    pub trim: fn(&mut K),
 }
 
 impl<K: Reflect, E> Reflector<K, E> {
@@ -91,6 +95,7 @@ impl<K: Reflect, E> Reflector<K, E> {
             extra,
             node,
             only: None,
+            trim: |_| {},
         }
     }
 
@@ -174,7 +179,9 @@ impl<K: Reflect, E> Reflector<K, E> {
             local_key.clone(),
         ));
         let t2 = tokio::spawn(feed(
-            watcher(remote_api, config).default_backoff(),
+            watcher(remote_api, config)
+                .default_backoff()
+                .modify(self.trim),
             remote_writer,
             self.queue.clone(),
             remote_key.clone(),
