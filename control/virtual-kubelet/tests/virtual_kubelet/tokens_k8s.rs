@@ -4,53 +4,40 @@
 //! its home namespace at rome (as the remote pod would), and is written again at once when
 //! deleted on milan; an Event milan records about the remote pod shows on the home pod.
 
+use control::shadowpod::token::{NAMESPACE_KEY, TOKEN_KEY, secret_name};
 use k8s_openapi::api::{
     core::v1::{Event as CoreEvent, Pod, Secret},
     events::v1::Event,
-    rbac::v1::{Role, RoleBinding},
 };
-use kube::{
-    Api, Client, Config,
-    api::ListParams,
-    config::{AuthInfo, KubeConfigOptions, Kubeconfig},
-};
+use kube::{Api, Client, api::ListParams};
 use serde_json::json;
-use testkit::k8s::Cluster;
+use testkit::k8s::{Cluster, account};
 
 use crate::common::{create, eventually, pods::REMOTE_NS};
 
 /// A client of `rome` authenticated by `token` only.
-pub(crate) async fn with_token(rome: &Cluster, token: &str) -> Client {
-    let mut kc = Kubeconfig::read_from(&rome.kubeconfig).unwrap();
-    let auth: AuthInfo = serde_json::from_value(json!({"token": token})).unwrap();
-    for a in &mut kc.auth_infos {
-        a.auth_info = Some(auth.clone());
-    }
-    let opts = KubeConfigOptions {
-        context: Some(rome.name.clone()),
-        ..KubeConfigOptions::default()
-    };
-    Client::try_from(Config::from_custom_kubeconfig(kc, &opts).await.unwrap()).unwrap()
+async fn with_token(rome: &Cluster, token: &str) -> Client {
+    account::client(rome, token)
+        .await
+        .expect("a client with the token")
+}
+
+/// The token `s` holds, if any.
+fn token_of(s: &Secret) -> Option<String> {
+    let t = s.data.as_ref()?.get(TOKEN_KEY)?;
+    String::from_utf8(t.0.clone())
+        .ok()
+        .filter(|t| !t.is_empty())
 }
 
 /// The checks; returns the token (to check it dies with the home pod).
 pub(crate) async fn check(rome_c: &Cluster, rome: &Client, milan: &Client, pod: &str) -> String {
     // The home ServiceAccount may list pods in its namespace.
-    create(
-        &Api::<Role>::namespaced(rome.clone(), "demo"),
-        json!({"metadata": {"name": "pod-reader"},
-               "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]}),
-    )
-    .await;
-    create(
-        &Api::<RoleBinding>::namespaced(rome.clone(), "demo"),
-        json!({"metadata": {"name": "pod-reader"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
-               "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": "demo"}]}),
-    )
-    .await;
+    account::grant_pod_list(rome, "demo", "default")
+        .await
+        .expect("granting the pod list");
     let secrets: Api<Secret> = Api::namespaced(milan.clone(), REMOTE_NS);
-    let name = format!("liqo-token-{pod}");
+    let name = secret_name(pod);
     let secret = eventually(60, "the token Secret on milan", || {
         let (secrets, name) = (secrets.clone(), name.clone());
         async move { secrets.get(&name).await.map_err(|e| e.to_string()) }
@@ -58,9 +45,9 @@ pub(crate) async fn check(rome_c: &Cluster, rome: &Client, milan: &Client, pod: 
     .await;
     let owner = secret.metadata.owner_references.clone().unwrap_or_default();
     assert_eq!(owner.first().map(|o| o.kind.as_str()), Some("ShadowPod"));
-    let data = secret.data.unwrap();
-    assert_eq!(data["namespace"].0, b"demo");
-    let token = String::from_utf8(data["token"].0.clone()).unwrap();
+    let token = token_of(&secret).expect("the token Secret holds a token");
+    let data = secret.data.clone().unwrap_or_default();
+    assert_eq!(data[NAMESPACE_KEY].0, b"demo");
     let as_pod = with_token(rome_c, &token).await;
     let listed = Api::<Pod>::namespaced(as_pod, "demo")
         .list(&ListParams::default())
@@ -75,7 +62,8 @@ pub(crate) async fn check(rome_c: &Cluster, rome: &Client, milan: &Client, pod: 
         listed.items.len()
     );
 
-    // Deleted on milan, the token Secret is written again at once (not at its renewal).
+    // Deleted on milan, the token Secret is written again at once (not at its renewal), with
+    // a token.
     let old_uid = secret.metadata.uid.clone();
     secrets
         .delete(&name, &Default::default())
@@ -86,8 +74,11 @@ pub(crate) async fn check(rome_c: &Cluster, rome: &Client, milan: &Client, pod: 
         let (secrets, name, old_uid) = (secrets.clone(), name.clone(), old_uid.clone());
         async move {
             match secrets.get_opt(&name).await.map_err(|e| e.to_string())? {
-                Some(s) if s.metadata.uid != old_uid => Ok(()),
-                other => Err(format!("{:?}", other.map(|s| s.metadata.uid))),
+                Some(s) if s.metadata.uid != old_uid && token_of(&s).is_some() => Ok(()),
+                other => Err(format!(
+                    "{:?}",
+                    other.map(|s| (token_of(&s).is_some(), s.metadata.uid))
+                )),
             }
         }
     })

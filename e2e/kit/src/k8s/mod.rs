@@ -7,6 +7,7 @@
 //! Ready; dropping the value (or [`down`] for a detached set started by `liqo-lab k8s up`) stops
 //! every process and removes every file, also after a failure halfway.
 
+pub mod account;
 mod bins;
 mod cluster;
 mod controllers;

@@ -261,16 +261,15 @@ pub async fn token_kubeconfig(
             path: dir.to_owned(),
             problem: format!("the TokenRequest of {name} returned no token"),
         })?;
-    let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem(c)?);
-    let cluster = &c.name;
-    let text = serde_json::to_string_pretty(&serde_json::json!({
-        "apiVersion": "v1", "kind": "Config",
-        "clusters": [{"name": cluster, "cluster": {"server": server.unwrap_or(&c.server), "certificate-authority-data": ca}}],
-        "users": [{"name": name, "user": {"token": token}}],
-        "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": name, "namespace": NAMESPACE}}],
-        "current-context": cluster,
-    }))
-    .expect("JSON of literals");
+    let kc = crate::k8s::account::kubeconfig(
+        &c.name,
+        server.unwrap_or(&c.server),
+        &ca_pem(c)?,
+        name,
+        &token,
+        Some(NAMESPACE),
+    );
+    let text = serde_json::to_string_pretty(&kc).expect("JSON of literals");
     let path = dir.join(format!("{name}.kubeconfig"));
     // JSON is YAML: every kubeconfig reader takes it. It holds the token: 0600.
     crate::k8s::write_file(&path, &text, true)?;

@@ -7,26 +7,24 @@
 
 use std::{net::Ipv4Addr, time::Duration};
 
-use base64::Engine as _;
-use control::shadowpod::token::{API_NAMES, HOST_ENV, PORT_ENV, TOKEN_KEY};
-use dataplane::netns::Netns;
+use control::shadowpod::token::{API_NAMES, HomeApi, PORT_ENV, TOKEN_KEY, api_env};
+use dataplane::{NetnsName, netns::Netns};
 use e2e::lab::k8s::{K8sLab, relay::api_node};
 use k8s_openapi::api::{
     authentication::v1::SelfSubjectReview,
-    core::v1::{ConfigMap, Pod, Secret},
-    rbac::v1::{Role, RoleBinding},
+    core::v1::{ConfigMap, Container, Pod, Secret},
 };
 use kube::{
-    Api, Client, Config,
-    api::{DeleteParams, ListParams, PostParams},
-    config::{KubeConfigOptions, Kubeconfig},
+    Api, Client,
+    api::{ListParams, PostParams},
 };
-use serde_json::json;
+use testkit::k8s::account;
 
 use super::{NS, reach::CLIENT_POD, services::map_ip, until};
 
 /// What the remote pod was given to reach the home API server (its Debug leaves the token
 /// out).
+#[derive(Clone)]
 pub(crate) struct Given {
     /// The address its API names resolve to (hostAliases).
     pub(crate) host: Ipv4Addr,
@@ -54,6 +52,8 @@ struct Answer {
     user: String,
     /// The pod the token is bound to (the user's extra `authentication.kubernetes.io/pod-name`).
     bound_to: Vec<String>,
+    /// Its UID (the extra `authentication.kubernetes.io/pod-uid`).
+    bound_uid: Vec<String>,
     /// The pods of [`NS`] listed.
     pods: Vec<String>,
 }
@@ -78,21 +78,43 @@ async fn given(milan: &Client, pod: &str) -> Result<Given, String> {
         .ip
         .parse::<Ipv4Addr>()
         .map_err(|e| e.to_string())?;
-    let env = spec.containers[0].env.clone().unwrap_or_default();
-    let var = |n: &str| {
-        env.iter()
+    // Every container dials the certificate's name (`HOST_ENV`, the address being an IP) at the
+    // port, and every variable locating the API server (the provider kubelet's service links
+    // too) points there.
+    let containers: Vec<_> = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .collect();
+    let var = |c: &Container, n: &str| {
+        c.env
+            .iter()
+            .flatten()
             .find(|e| e.name == n)
             .and_then(|e| e.value.clone())
     };
-    assert_eq!(
-        var(HOST_ENV).as_deref(),
-        Some(API_NAMES[2]),
-        "the remote pod dials the certificate's name"
-    );
-    let port = var(PORT_ENV)
-        .ok_or(format!("no {PORT_ENV}"))?
+    let port = containers
+        .first()
+        .and_then(|c| var(c, PORT_ENV))
+        .ok_or(format!("no {PORT_ENV}"))?;
+    let port = port
         .parse::<u16>()
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| format!("{PORT_ENV} {port:?}: {e}"))?;
+    let home = HomeApi {
+        host: host.to_string(),
+        port,
+    };
+    for c in &containers {
+        for (name, value) in api_env(&home) {
+            let got = var(c, &name);
+            if got.as_deref() != Some(value.as_str()) {
+                return Err(format!(
+                    "container {}: {name} {got:?}, not {value:?}",
+                    c.name
+                ));
+            }
+        }
+    }
     // The projection's sources: the token Secret and the root CA's copy.
     let sources: Vec<_> = spec
         .volumes
@@ -109,7 +131,9 @@ async fn given(milan: &Client, pod: &str) -> Result<Given, String> {
         .iter()
         .find_map(|s| s.config_map.as_ref().map(|c| c.name.clone()))
         .ok_or("no root CA projected")?;
-    assert!(cm.starts_with("kube-root-ca.crt."), "{cm}");
+    if !cm.starts_with("kube-root-ca.crt.") {
+        return Err(format!("the root CA projected is {cm}, not its copy"));
+    }
     let s = Api::<Secret>::namespaced(milan.clone(), NS)
         .get(&secret)
         .await
@@ -134,21 +158,11 @@ async fn given(milan: &Client, pod: &str) -> Result<Given, String> {
 }
 
 /// Asks the home API server who the token is and lists the pods of [`NS`] with it, as `g`
-/// says, from milan's client pod's network namespace.
-fn ask_from_milan(k: &K8sLab, g: &Given) -> Result<Answer, String> {
-    let kc: Kubeconfig = serde_json::from_value(json!({
-        "clusters": [{"name": "home", "cluster": {
-            "server": format!("https://{}:{}", API_NAMES[2], g.port),
-            "certificate-authority-data":
-                base64::engine::general_purpose::STANDARD.encode(&g.ca),
-        }}],
-        "users": [{"name": "pod", "user": {"token": g.token}}],
-        "contexts": [{"name": "home", "context": {"cluster": "home", "user": "pod"}}],
-        "current-context": "home",
-    }))
-    .map_err(|e| e.to_string())?;
-    let (host, port) = (g.host, g.port);
-    let ns = Netns::open(&k.lab.pod_netns("milan", CLIENT_POD)).map_err(|e| e.to_string())?;
+/// says, from the network namespace `netns` (milan's client pod's). Blocking: a thread of its
+/// own in that namespace.
+fn ask_from(netns: &NetnsName, g: &Given) -> Result<Answer, String> {
+    let g = g.clone();
+    let ns = Netns::open(netns).map_err(|e| e.to_string())?;
     ns.run(move || -> Result<Answer, String> {
         // A runtime of this thread: its sockets are made in the pod's namespace.
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -156,11 +170,11 @@ fn ask_from_milan(k: &K8sLab, g: &Given) -> Result<Answer, String> {
             .build()
             .map_err(|e| e.to_string())?;
         rt.block_on(async move {
-            let mut cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            // The address the pod's hostAliases give, checked as the name the certificate holds.
+            let server = format!("https://{}:{}", g.host, g.port);
+            let mut cfg = account::config(&server, g.ca.as_bytes(), &g.token)
                 .await
                 .map_err(|e| e.to_string())?;
-            // The name the certificate holds, at the address the pod's hostAliases give.
-            cfg.cluster_url = format!("https://{host}:{port}").parse().expect("a URL");
             cfg.tls_server_name = Some(API_NAMES[2].to_owned());
             cfg.connect_timeout = Some(Duration::from_secs(5));
             cfg.read_timeout = Some(Duration::from_secs(10));
@@ -177,12 +191,14 @@ fn ask_from_milan(k: &K8sLab, g: &Given) -> Result<Answer, String> {
                 .list(&ListParams::default())
                 .await
                 .map_err(|e| e.to_string())?;
+            let mut extra = info.extra.unwrap_or_default();
             Ok(Answer {
                 user: info.username.unwrap_or_default(),
-                bound_to: info
-                    .extra
-                    .unwrap_or_default()
+                bound_to: extra
                     .remove("authentication.kubernetes.io/pod-name")
+                    .unwrap_or_default(),
+                bound_uid: extra
+                    .remove("authentication.kubernetes.io/pod-uid")
                     .unwrap_or_default(),
                 pods: pods
                     .items
@@ -206,27 +222,15 @@ pub(crate) async fn token_lists_home_pods(
     pod: &str,
 ) -> (Ipv4Addr, u16, usize) {
     // The home ServiceAccount may list pods in its namespace.
-    let pp = PostParams::default();
-    Api::<Role>::namespaced(rome.clone(), NS)
-        .create(
-            &pp,
-            &serde_json::from_value(json!({"metadata": {"name": "pod-reader"},
-                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]}))
-            .unwrap(),
-        )
+    account::grant_pod_list(rome, NS, "default")
         .await
-        .unwrap();
-    Api::<RoleBinding>::namespaced(rome.clone(), NS)
-        .create(
-            &pp,
-            &serde_json::from_value(json!({"metadata": {"name": "pod-reader"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
-                            "name": "pod-reader"},
-                "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": NS}]}))
-            .unwrap(),
-        )
+        .expect("granting the pod list");
+    let uid = Api::<Pod>::namespaced(rome.clone(), NS)
+        .get(pod)
         .await
-        .unwrap();
+        .expect("the home pod")
+        .metadata
+        .uid;
 
     let g = until(
         60,
@@ -248,31 +252,35 @@ pub(crate) async fn token_lists_home_pods(
         "the remote pod's port is rome's API server's ({server})"
     );
     // rome's gateway runs the translation once its operator has read the IPAM again.
+    let netns = k.lab.pod_netns("milan", CLIENT_POD);
     let answer = until(
         60,
         "rome's pods listed from milan with the pod's token",
         || {
-            let r = ask_from_milan(k, &g);
-            async move { r }
+            let (netns, g) = (netns.clone(), g.clone());
+            async move {
+                tokio::task::spawn_blocking(move || ask_from(&netns, &g))
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
         },
     )
     .await;
     // The pod's own token: its home ServiceAccount, bound to the home pod.
     assert_eq!(answer.user, format!("system:serviceaccount:{NS}:default"));
     assert_eq!(answer.bound_to, [pod], "the token is bound to the home pod");
+    assert_eq!(
+        answer.bound_uid,
+        Vec::from_iter(uid),
+        "the token is bound to this home pod (its UID)"
+    );
     assert!(
         answer.pods.iter().any(|n| n == pod),
         "the token lists its own home pod {pod}: {:?}",
         answer.pods
     );
-    let dp = DeleteParams::default();
-    Api::<RoleBinding>::namespaced(rome.clone(), NS)
-        .delete("pod-reader", &dp)
+    account::revoke_pod_list(rome, NS)
         .await
-        .unwrap();
-    Api::<Role>::namespaced(rome.clone(), NS)
-        .delete("pod-reader", &dp)
-        .await
-        .unwrap();
+        .expect("removing the pod list");
     (g.host, g.port, answer.pods.len())
 }
