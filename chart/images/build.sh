@@ -5,8 +5,8 @@
 #     packages, plus what BASE_PACKAGES below lists), cached in $LIQO_IMAGES_CACHE (default
 #     /var/cache/liqo-images) under a hash of everything that makes them, so a second run skips
 #     them (--refresh-base makes them again, e.g. for Debian's security updates);
-#   - the binaries: `cargo build --release` of the programs (or the ones in --bin-dir), copied
-#     stripped (the target directory is left as it is);
+#   - the binaries: `cargo build --release` of the programs (or the ones in --bin-dir, or each
+#     --extra-bin), copied stripped (the target directory is left as it is);
 #   - each image: chart/images/<program>/Containerfile, built by buildah with a scratch storage
 #     (overlay, else vfs) that is removed at the end, written as an OCI archive OUT/<program>.oci.tar whose
 #     reference is the chart's: <registry>/<repositoryPrefix>/<program>:<tag> (chart/values.yaml,
@@ -14,6 +14,10 @@
 #   - the run check: every archive loaded into a scratch podman storage and run as the chart runs
 #     its container (read-only root file system, no capability, no network) with --version,
 #     which must name the program.
+# With --images e2e/images it builds the lab's own images the same way (the demo application,
+# the sandbox's pause), named localhost/liqo-lab/<name>:<tag>. A Containerfile there may have
+# no base (FROM scratch and a static binary), and may name its binary's version flag with a
+# line `# build.sh version flag: FLAG`.
 # Then it prints one line per image: its reference, the archive's size in MB (10^6 bytes), the
 # image's user and the version its binary printed; and the seconds it took.
 # What it needs from Debian (mmdebstrap, buildah, binutils; podman and runc for the run check)
@@ -24,11 +28,16 @@ usage() {
   cat <<'EOF'
 Usage: chart/images/build.sh [options]     (as root)
 
-Builds every image of the chart as an OCI archive, OUT/<program>.oci.tar.
+Builds every image of the chart (or of --images DIR) as an OCI archive, OUT/<program>.oci.tar.
 
   --out DIR                 where the archives go (default: target/images in the repository)
+  --images DIR              the folder of <program>/Containerfile to build (default:
+                            chart/images; e2e/images: the lab's images, whose --registry and
+                            --repository-prefix default to localhost and liqo-lab)
   --bin-dir DIR             take the binaries from DIR instead of `cargo build --release`
                             (e.g. target/debug for a quick check; they are copied stripped)
+  --extra-bin PATH          take the binary named as PATH's file from PATH (repeatable), e.g.
+                            the lab's pause: --extra-bin "$(bash e2e/k8s/build.sh node)/pause"
   --only PROGRAM            build this image only (repeatable), e.g. --only liqo-gateway
   --registry HOST           the images' registry (default: chart/values.yaml's image.registry)
   --repository-prefix PATH  the path before the program (default: image.repositoryPrefix)
@@ -77,7 +86,9 @@ die() {
 }
 
 out=$REPO/target/images
+images=$HERE
 bin_dir=
+extra_bins=()
 only=()
 registry=
 prefix=
@@ -88,11 +99,13 @@ refresh_base=0
 run_check=1
 while [ $# -gt 0 ]; do
   case $1 in
-    --out | --bin-dir | --only | --registry | --repository-prefix | --tag | --source)
+    --out | --images | --bin-dir | --extra-bin | --only | --registry | --repository-prefix | --tag | --source)
       [ $# -ge 2 ] || die "$1 needs a value (see --help)"
       case $1 in
         --out) out=$2 ;;
+        --images) images=$2 ;;
         --bin-dir) bin_dir=$2 ;;
+        --extra-bin) extra_bins+=("$2") ;;
         --only) only+=("$2") ;;
         --registry) registry=$2 ;;
         --repository-prefix) prefix=$2 prefix_set=1 ;;
@@ -111,15 +124,17 @@ done
 [ "$(id -u)" -eq 0 ] || die "needs root (mmdebstrap, buildah and podman with a storage of their own); run: sudo bash $0"
 [ "$(uname -m)" = x86_64 ] || die "the bases are made for amd64; this machine is $(uname -m)"
 case $out in *:*) die "--out $out: an OCI archive path may not hold ':'" ;; esac
+[ -d "$images" ] || die "--images $images: no such folder"
+images=$(cd "$images" && pwd)
 
 # ---- the programs and the chart's naming -----------------------------------------------------
 # Every program with a Containerfile, or the --only ones (each must have one).
-mapfile -t all < <(cd "$HERE" && for f in */Containerfile; do echo "${f%/Containerfile}"; done)
-[ "${#all[@]}" -gt 0 ] || die "no $HERE/*/Containerfile"
+mapfile -t all < <(cd "$images" && for f in */Containerfile; do echo "${f%/Containerfile}"; done)
+[ "${#all[@]}" -gt 0 ] || die "no $images/*/Containerfile"
 programs=()
 if [ "${#only[@]}" -gt 0 ]; then
   for p in "${only[@]}"; do
-    [ -f "$HERE/$p/Containerfile" ] || die "--only $p: no $HERE/$p/Containerfile (programs: ${all[*]})"
+    [ -f "$images/$p/Containerfile" ] || die "--only $p: no $images/$p/Containerfile (programs: ${all[*]})"
     programs+=("$p")
   done
 else
@@ -135,8 +150,14 @@ yaml_value() {
       sub("^ *" k ": *", ""); sub(" *#.*$", ""); gsub("\"", ""); print; exit
     }' "$file"
 }
-[ -n "$registry" ] || registry=$(yaml_value "$REPO/chart/values.yaml" image registry)
-[ "$prefix_set" -eq 1 ] || prefix=$(yaml_value "$REPO/chart/values.yaml" image repositoryPrefix)
+if [ "$images" = "$HERE" ]; then
+  [ -n "$registry" ] || registry=$(yaml_value "$REPO/chart/values.yaml" image registry)
+  [ "$prefix_set" -eq 1 ] || prefix=$(yaml_value "$REPO/chart/values.yaml" image repositoryPrefix)
+else
+  # Another folder's images (the lab's) are no chart's: a local name no registry serves.
+  [ -n "$registry" ] || registry=localhost
+  [ "$prefix_set" -eq 1 ] || prefix=liqo-lab
+fi
 [ -n "$tag" ] || tag=$(yaml_value "$REPO/chart/Chart.yaml" "" appVersion)
 [ -n "$registry" ] || die "no image.registry in chart/values.yaml (give --registry)"
 [ -n "$tag" ] || die "no appVersion in chart/Chart.yaml (give --tag)"
@@ -154,18 +175,28 @@ revision=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)
 # The chart's liqo.image: <registry>/<repositoryPrefix>/<program>:<tag>, an empty part left out.
 ref_of() { echo "$registry${prefix:+/$prefix}/$1:$tag"; }
 
-# What a Containerfile takes from the build context: its base and its binaries.
-base_of() { sed -n 's|^ADD rootfs-\([a-z0-9]*\)\.tar /$|\1|p' "$HERE/$1/Containerfile"; }
-bins_of() { sed -n 's|^COPY bin/\([^ ]*\) .*|\1|p' "$HERE/$1/Containerfile"; }
+# What a Containerfile takes from the build context: its base and its binaries; where a binary
+# goes in the image, and the flag that makes it print its version (default --version).
+base_of() { sed -n 's|^ADD rootfs-\([a-z0-9]*\)\.tar /$|\1|p' "$images/$1/Containerfile"; }
+bins_of() { sed -n 's|^COPY bin/\([^ ]*\) .*|\1|p' "$images/$1/Containerfile"; }
+dest_of() { sed -n "s|^COPY bin/$2 \\([^ ]*\\)\$|\\1|p" "$images/$1/Containerfile"; }
+version_flag_of() {
+  local f
+  f=$(sed -n 's|^# build.sh version flag: *\([^ ]*\) *$|\1|p' "$images/$1/Containerfile")
+  echo "${f:---version}"
+}
 bases=()
 binaries=()
 for p in "${programs[@]}"; do
   b=$(base_of "$p")
-  [ -n "$b" ] || die "$HERE/$p/Containerfile: no 'ADD rootfs-<base>.tar /' line"
-  [ -n "${BASE_PACKAGES[$b]+x}" ] || die "$HERE/$p/Containerfile: base $b is not one of: ${!BASE_PACKAGES[*]}"
-  [[ " ${bases[*]} " == *" $b "* ]] || bases+=("$b")
+  # The chart's images all have a base; another folder's may be FROM scratch and static binaries.
+  [ -n "$b" ] || [ "$images" != "$HERE" ] || die "$HERE/$p/Containerfile: no 'ADD rootfs-<base>.tar /' line"
+  if [ -n "$b" ]; then
+    [ -n "${BASE_PACKAGES[$b]+x}" ] || die "$images/$p/Containerfile: base $b is not one of: ${!BASE_PACKAGES[*]}"
+    [[ " ${bases[*]} " == *" $b "* ]] || bases+=("$b")
+  fi
   mapfile -t bs < <(bins_of "$p")
-  [ "${#bs[@]}" -gt 0 ] || die "$HERE/$p/Containerfile: no 'COPY bin/<binary> ...' line"
+  [ "${#bs[@]}" -gt 0 ] || die "$images/$p/Containerfile: no 'COPY bin/<binary> ...' line"
   binaries+=("${bs[@]}")
 done
 
@@ -286,11 +317,19 @@ done
 
 # ---- the binaries --------------------------------------------------------------------------------
 mapfile -t binaries < <(printf '%s\n' "${binaries[@]}" | sort -u)
-if [ -z "$bin_dir" ]; then
+# The --extra-bin ones by name; the others from --bin-dir or cargo.
+declare -A extra=()
+for e in "${extra_bins[@]}"; do
+  [ -x "$e" ] || die "--extra-bin $e: no executable"
+  extra[$(basename "$e")]=$e
+done
+bin_args=()
+for b in "${binaries[@]}"; do
+  [ -n "${extra[$b]+x}" ] || bin_args+=(--bin "$b")
+done
+if [ -z "$bin_dir" ] && [ "${#bin_args[@]}" -gt 0 ]; then
   command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
   command -v cargo >/dev/null 2>&1 || die "cargo not found (install Rust, or give --bin-dir)"
-  bin_args=()
-  for b in "${binaries[@]}"; do bin_args+=(--bin "$b"); done
   log "cargo build --release --locked ${bin_args[*]}"
   t0=$EPOCHREALTIME
   (cd "$REPO" && cargo build --release --locked "${bin_args[@]}") >&2
@@ -301,8 +340,9 @@ if [ -z "$bin_dir" ]; then
   log "release build: $(since "$t0") s"
 fi
 for b in "${binaries[@]}"; do
-  [ -x "$bin_dir/$b" ] || die "no executable $bin_dir/$b"
-  strip --strip-all -o "$ctx/bin/$b" "$bin_dir/$b" || die "strip $bin_dir/$b failed"
+  src=${extra[$b]:-$bin_dir/$b}
+  [ -x "$src" ] || die "no executable $src"
+  strip --strip-all -o "$ctx/bin/$b" "$src" || die "strip $src failed"
 done
 
 # ---- the images ----------------------------------------------------------------------------------
@@ -313,8 +353,8 @@ for p in "${programs[@]}"; do
   # --layers: the base's layer is made once and shared by every image on it.
   "${BUILDAH[@]}" build --quiet --layers --pull=never \
     --build-arg "VERSION=$tag" --build-arg "REVISION=$revision" --build-arg "SOURCE=$source_url" \
-    -f "$HERE/$p/Containerfile" -t "$ref" "$ctx" >/dev/null ||
-    die "building $HERE/$p/Containerfile failed"
+    -f "$images/$p/Containerfile" -t "$ref" "$ctx" >/dev/null ||
+    die "building $images/$p/Containerfile failed"
   archive=$out/$p.oci.tar
   rm -f "$archive.tmp"
   "${BUILDAH[@]}" push --quiet "$ref" "oci-archive:$archive.tmp:$ref" >&2 ||
@@ -326,17 +366,19 @@ for p in "${programs[@]}"; do
 done
 
 # ---- the run check -------------------------------------------------------------------------------
-# run IMAGE ENTRYPOINT: ENTRYPOINT --version in IMAGE, as the chart runs its containers.
+# run IMAGE ENTRYPOINT FLAG: ENTRYPOINT FLAG (--version) in IMAGE, as the chart runs its
+# containers.
 run_version() {
   "${PODMAN[@]}" run --rm --pull=never --network=none --read-only --cap-drop=all \
     --ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc" \
-    --entrypoint "$2" "$1" --version
+    --entrypoint "$2" "$1" "$3"
 }
 t0=$EPOCHREALTIME
 for p in "${programs[@]}"; do
   ref=$(ref_of "$p")
+  flag=$(version_flag_of "$p")
   if [ "$run_check" -eq 0 ]; then
-    v=$("$ctx/bin/$p" --version) || die "$ctx/bin/$p --version failed"
+    v=$("$ctx/bin/$p" "$flag") || die "$ctx/bin/$p $flag failed"
     version[$p]=$v
     continue
   fi
@@ -344,13 +386,13 @@ for p in "${programs[@]}"; do
   [[ "$loaded" == *"$ref"* ]] || die "podman load -i $out/$p.oci.tar loaded '$loaded', not $ref"
   v=""
   for b in $(bins_of "$p"); do
-    got=$(run_version "$ref" "/usr/local/bin/$b") || die "$ref: $b --version failed: $got"
-    [[ "$got" == "$b "* ]] || die "$ref: $b --version printed '$got', which does not name $b"
+    got=$(run_version "$ref" "$(dest_of "$p" "$b")" "$flag") || die "$ref: $b $flag failed: $got"
+    [[ "$got" == "$b "* ]] || die "$ref: $b $flag printed '$got', which does not name $b"
     v+="${v:+, }$got"
   done
   version[$p]=$v
 done
-[ "$run_check" -eq 0 ] || log "run check: every image ran its binaries (--version) in $(since "$t0") s"
+[ "$run_check" -eq 0 ] || log "run check: every image ran its binaries (their version flag) in $(since "$t0") s"
 
 echo
 printf '%-50s %8s %12s  %s\n' IMAGE MB USER VERSION
