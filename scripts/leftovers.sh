@@ -14,7 +14,7 @@
 set -euo pipefail
 
 # The programs the tests start, by file name.
-PROGRAMS='^(etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok|liqo-[a-z-]+|liqoctl|wireguard-go|boringtun-cli|iperf3)$'
+PROGRAMS='^(etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok|liqo-[a-z-]+|liqoctl|wireguard-go|boringtun-cli|iperf3|kubelet|kube-proxy|containerd|containerd-shim-runc-v2|coredns|pause)$'
 
 # One line per thing that exists now. A source that cannot be read (no `ip`, no nf_tables) is
 # said on stderr and skipped: the check then covers the others.
@@ -29,6 +29,10 @@ state() {
     [ -d "$d" ] || continue
     find "$d" -mindepth 1 -maxdepth 1 ! -name k8s -printf "dir %p\n" 2>/dev/null || true
   done
+  # The lab's real nodes: their data, mounts and cgroups.
+  [ -d /var/lib/liqo-lab ] && find /var/lib/liqo-lab -mindepth 1 -maxdepth 1 -printf "dir %p\n" 2>/dev/null
+  awk '$5 ~ /liqo-lab/ {print "mount " $5}' /proc/self/mountinfo 2>/dev/null || true
+  find /sys/fs/cgroup -maxdepth 6 -type d -name 'liqo-lab-*' -printf "cgroup %p\n" 2>/dev/null || true
   for p in /proc/[0-9]*; do
     local exe
     # A process may exit while we look.
@@ -53,7 +57,7 @@ case "$1" in
     state | sort -u >"$2"
     # What is there already is never reported by the check: say it now (a lab run by hand, or
     # what an interrupted run left, whose processes may still use CPU).
-    before=$(grep -E '^(netns|dir|process|nftables) ' "$2" || true)
+    before=$(grep -E '^(netns|dir|process|nftables|mount|cgroup) ' "$2" || true)
     if [ -n "$before" ]; then
       echo "note: present before the tests (the check after them does not report these):"
       head -n 40 <<<"$before" | sed 's/^/  /'
@@ -76,7 +80,7 @@ case "$1" in
       sed 's/^/  /' <<<"$left" >&2
       exit 1
     fi
-    echo "no leftovers (network namespaces, links, nftables tables, /run/liqo-lab, processes)"
+    echo "no leftovers (network namespaces, links, nftables tables, /run/liqo-lab, real nodes' data, mounts and cgroups, processes)"
     ;;
   *)
     echo "usage: $0 snapshot FILE | check FILE" >&2

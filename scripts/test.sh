@@ -73,6 +73,9 @@ fi
 echo "== Kubernetes control-plane binaries (built once from the Go module proxy, then cached)"
 LIQO_K8S_BIN=$(phase_quiet "Kubernetes binaries" bash e2e/k8s/build.sh | tail -n1)
 export LIQO_K8S_BIN
+# The real nodes' kubelet, kube-proxy, containerd, runc and CoreDNS (the real-node lab test).
+LIQO_K8S_NODE_BIN=$(phase_quiet "Kubernetes node binaries" bash e2e/k8s/build.sh node | tail -n1)
+export LIQO_K8S_NODE_BIN
 snapshot="$scratch/before-tests"
 bash scripts/leftovers.sh snapshot "$snapshot"
 echo "== integration tests (root: network namespaces, real packets, real API servers)"

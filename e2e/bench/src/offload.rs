@@ -70,6 +70,7 @@ async fn bench(
         service_cidr: ipnet::Ipv4Net::new([10, 96 + i, 0, 0].into(), 16).expect("a /16"),
         nodes,
         advertise: None,
+        egress: None,
     };
     let set = Clusters::up_named(
         &bins,

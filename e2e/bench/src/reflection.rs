@@ -73,6 +73,7 @@ async fn bench(
         service_cidr: ipnet::Ipv4Net::new([10, 96 + i, 0, 0].into(), 16).expect("a /16"),
         nodes: 1,
         advertise: None,
+        egress: None,
     };
     eprintln!("bench: starting clusters {prefix}");
     let set = Clusters::up_named(&bins, &prefix, &[named(0, "rome"), named(1, "milan")])

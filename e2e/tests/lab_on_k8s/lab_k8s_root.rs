@@ -34,7 +34,10 @@ async fn up_k8s_gives_every_lab_cluster_a_control_plane_whose_nodes_are_the_lab_
     let k = k8s::up(
         p.clone(),
         Topology::preset("two-clusters").unwrap(),
-        &k8s::Options { operators: false },
+        &k8s::Options {
+            operators: false,
+            ..k8s::Options::default()
+        },
     )
     .await
     .unwrap();

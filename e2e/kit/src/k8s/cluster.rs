@@ -160,6 +160,23 @@ where
     }
 }
 
+/// The API server's egress selection: what it dials in the cluster goes through the HTTP
+/// CONNECT proxy on Unix socket `uds`.
+fn egress_selector(uds: &Path) -> String {
+    serde_json::json!({
+        "apiVersion": "apiserver.k8s.io/v1beta1",
+        "kind": "EgressSelectorConfiguration",
+        "egressSelections": [{
+            "name": "cluster",
+            "connection": {
+                "proxyProtocol": "HTTPConnect",
+                "transport": {"uds": {"udsName": uds.display().to_string()}},
+            },
+        }],
+    })
+    .to_string()
+}
+
 fn arg(k: &str, v: impl std::fmt::Display) -> String {
     format!("--{k}={v}")
 }
@@ -173,6 +190,8 @@ pub(crate) struct Spec<'a> {
     pub(crate) nodes: usize,
     /// `--advertise-address` (default 127.0.0.1).
     pub(crate) advertise: Option<std::net::Ipv4Addr>,
+    /// The API server's egress proxy (see [`super::Named::egress`]).
+    pub(crate) egress: Option<&'a Path>,
 }
 
 /// Starts a cluster; every process started is pushed to `started` as soon as it runs, so the
@@ -193,6 +212,17 @@ pub(crate) async fn start(
     let pki = pki::create(&s.dir.join("pki"), first_service_ip)?;
     let log = |n: &str| logs.join(format!("{n}.log"));
     let path = |p: &Path| p.display().to_string();
+    let egress = match s.egress {
+        Some(uds) => {
+            let file = s.dir.join("egress-selector.json");
+            pki::write(&file, &egress_selector(uds), false)?;
+            vec![
+                arg("egress-selector-config-file", path(&file)),
+                arg("kubelet-preferred-address-types", "InternalIP,Hostname"),
+            ]
+        }
+        None => Vec::new(),
+    };
 
     let (client_port, peer_port) = (free_port()?, free_port()?);
     let etcd_url = format!("http://127.0.0.1:{client_port}");
@@ -259,7 +289,10 @@ pub(crate) async fn start(
             arg("cert-dir", path(&s.dir.join("apiserver-certs"))),
             arg("kubelet-client-certificate", path(&pki.kubelet_client_crt)),
             arg("kubelet-client-key", path(&pki.kubelet_client_key)),
-        ],
+        ]
+        .into_iter()
+        .chain(egress)
+        .collect::<Vec<_>>(),
         &log("kube-apiserver"),
     )?;
     started.push(api.clone());
@@ -396,4 +429,20 @@ fn ready(n: &Node) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[cfg(test)]
+mod egress_tests {
+    #[test]
+    fn the_egress_selection_sends_the_cluster_s_traffic_to_the_socket() {
+        let y = super::egress_selector(std::path::Path::new("/run/x/egress.sock"));
+        let v: serde_json::Value = serde_json::from_str(&y).unwrap();
+        let c = &v["egressSelections"][0];
+        assert_eq!(c["name"], "cluster", "{y}");
+        assert_eq!(c["connection"]["proxyProtocol"], "HTTPConnect", "{y}");
+        assert_eq!(
+            c["connection"]["transport"]["uds"]["udsName"], "/run/x/egress.sock",
+            "{y}"
+        );
+    }
 }

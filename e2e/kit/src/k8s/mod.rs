@@ -20,11 +20,11 @@ mod shared;
 mod state;
 mod sweep;
 
-pub use bins::{Binaries, binaries};
+pub use bins::{Binaries, binaries, node_binaries};
 pub use cluster::{Cluster, client};
 pub use crds::{MANAGER, install_crds};
 pub use error::K8sError;
-pub use pki::write as write_file;
+pub use pki::{issue_client, write as write_file};
 pub use procs::free_port;
 pub use procs::stop as stop_procs;
 pub(crate) use procs::using as procs_using;

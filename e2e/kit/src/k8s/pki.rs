@@ -163,12 +163,45 @@ fn client_cert(
     key_path: &Path,
     what: &str,
 ) -> Result<(), K8sError> {
+    signed_client(ca, cn, Some("system:masters"), crt, key_path, what)
+}
+
+/// A client certificate of user `cn` (in group `org`, if any) signed by the cluster's CA
+/// (`ca.crt`, `ca.key` in `pki_dir`), written to `crt` and `key` (0600): a kubelet's
+/// (`system:node:<name>` in `system:nodes`), kube-proxy's (`system:kube-proxy`), CoreDNS's.
+pub fn issue_client(
+    pki_dir: &Path,
+    cn: &str,
+    org: Option<&str>,
+    crt: &Path,
+    key: &Path,
+) -> Result<(), K8sError> {
+    let read = |n: &str| {
+        let p = pki_dir.join(n);
+        fs::read_to_string(&p).map_err(|e| K8sError::io(&p, e))
+    };
+    let ca_key = KeyPair::from_pem(&read("ca.key")?).map_err(pki_err("the CA key"))?;
+    let ca = rcgen::Issuer::from_ca_cert_pem(&read("ca.crt")?, ca_key)
+        .map_err(pki_err("the CA certificate"))?;
+    signed_client(&ca, cn, org, crt, key, cn)
+}
+
+fn signed_client(
+    ca: &rcgen::Issuer<'_, KeyPair>,
+    cn: &str,
+    org: Option<&str>,
+    crt: &Path,
+    key_path: &Path,
+    what: &str,
+) -> Result<(), K8sError> {
     let cert_what = format!("{what} cert");
     let mut params = CertificateParams::new(Vec::<String>::new()).map_err(pki_err(&cert_what))?;
     params.distinguished_name.push(DnType::CommonName, cn);
-    params
-        .distinguished_name
-        .push(DnType::OrganizationName, "system:masters");
+    if let Some(org) = org {
+        params
+            .distinguished_name
+            .push(DnType::OrganizationName, org);
+    }
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
     let key_what = format!("{what} key");

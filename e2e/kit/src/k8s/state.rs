@@ -107,6 +107,11 @@ pub struct Named {
     /// The address the API server publishes in `default/kubernetes` (`--advertise-address`;
     /// it still listens on 127.0.0.1 only): the lab's, where a node relays it. Else 127.0.0.1.
     pub advertise: Option<std::net::Ipv4Addr>,
+    /// Where the API server sends what it dials in the cluster (kubelets, pods, Services): an
+    /// HTTP CONNECT proxy on this Unix socket (`--egress-selector-config-file`), for nodes in
+    /// network namespaces the root namespace cannot reach. Kubelets are then dialled at their
+    /// InternalIP. Else directly.
+    pub egress: Option<std::path::PathBuf>,
 }
 
 impl Clusters {
@@ -125,6 +130,7 @@ impl Clusters {
                     service_cidr,
                     nodes: opts.nodes,
                     advertise: None,
+                    egress: None,
                 }
             })
             .collect();
@@ -174,6 +180,7 @@ impl Clusters {
                     service_cidr: n.service_cidr,
                     nodes: n.nodes,
                     advertise: n.advertise,
+                    egress: n.egress.as_deref(),
                 };
                 let result = cluster::start(bins, &spec, &mut started).await;
                 (result, started)

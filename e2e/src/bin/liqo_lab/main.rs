@@ -60,6 +60,12 @@ enum Command {
         /// peered with `liqoctl peer in-band`.
         #[arg(long, requires = "k8s")]
         in_band: bool,
+        /// With `--k8s`: real nodes, each lab node running containerd, a kubelet and
+        /// kube-proxy (CoreDNS on one), pods in real containers; the images imported from
+        /// `$LIQO_LAB_IMAGES` (default target/lab-images: `bash chart/images/build.sh --images
+        /// e2e/images`). Without it the nodes are kwok's (nothing runs in them).
+        #[arg(long, requires = "k8s", conflicts_with = "in_band")]
+        real_nodes: bool,
     },
     /// Show the clusters, nodes, pods and their addresses.
     Status {
@@ -143,6 +149,10 @@ enum Command {
         /// A path under the lab's directory (teardown finds the relay by it).
         #[arg(long)]
         tag: PathBuf,
+        /// Also serve the API server's egress proxy (HTTP CONNECT) on this Unix socket,
+        /// dialling from inside the node (a lab with real nodes).
+        #[arg(long)]
+        egress_socket: Option<PathBuf>,
     },
     /// Real Kubernetes control planes (etcd, apiserver, controller-manager, scheduler, kwok
     /// nodes) as local processes, for the control plane.
@@ -161,9 +171,10 @@ fn main() -> ExitCode {
         netns,
         forward,
         tag: _,
+        egress_socket,
     } = &cli.command
     {
-        return relay::run(netns, forward);
+        return relay::run(netns, forward, egress_socket.as_deref());
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -188,7 +199,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             source,
             k8s,
             in_band,
-        } => up::run(prefix, &source, k8s, in_band).await,
+            real_nodes,
+        } => up::run(prefix, &source, k8s, in_band, real_nodes).await,
         Command::Status { output } => status::run(&prefix, output).await,
         Command::Exec { target, command } => exec::run(&prefix, &target, &command),
         Command::Check => check::run(&prefix).await,

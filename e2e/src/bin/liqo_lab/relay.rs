@@ -5,8 +5,12 @@ use std::process::ExitCode;
 
 use e2e::lab::k8s::relay::{self, Forward};
 
-pub(crate) fn run(netns: &dataplane::NetnsName, forward: &[Forward]) -> ExitCode {
-    match relay::serve(netns, forward) {
+pub(crate) fn run(
+    netns: &dataplane::NetnsName,
+    forward: &[Forward],
+    egress: Option<&std::path::Path>,
+) -> ExitCode {
+    match relay::serve(netns, forward, egress) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", liqo_types::chain(&e));

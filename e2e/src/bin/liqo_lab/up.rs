@@ -15,6 +15,7 @@ pub(crate) async fn run(
     source: &Source,
     k8s: bool,
     in_band: bool,
+    real_nodes: bool,
 ) -> Result<ExitCode> {
     let topo = source.load()?;
     require_root()?;
@@ -23,7 +24,11 @@ pub(crate) async fn run(
         let k = if in_band {
             lab::k8s::up_in_band(prefix, topo).await?
         } else {
-            lab::k8s::up(prefix, topo, &lab::k8s::Options::default()).await?
+            let opts = lab::k8s::Options {
+                real_nodes,
+                ..lab::k8s::Options::default()
+            };
+            lab::k8s::up(prefix, topo, &opts).await?
         };
         print!("{}", k.set.env());
         print!("{}", e2e::liqo::env(&k.liqo));

@@ -28,6 +28,17 @@ pub struct Down {
 pub fn down(prefix: &Prefix) -> Result<Down, K8sLabError> {
     let k8s_mode = is_k8s(prefix);
     let dir = Path::new(STATE_DIR).join(format!("{prefix}.d"));
+    // Real nodes first: their programs run in their cgroups, not in the lab's namespaces'
+    // process lists.
+    let real = super::realnode::stop(prefix)?;
+    if real.nodes > 0 {
+        tracing::info!(
+            nodes = real.nodes,
+            killed = real.killed,
+            unmounted = real.unmounted,
+            "real nodes stopped"
+        );
+    }
     let relays = relays_of(&dir);
     let stopped = k8s::stop_procs(&relays, RELAY_GRACE);
     if stopped > 0 {

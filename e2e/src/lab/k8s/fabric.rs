@@ -102,9 +102,13 @@ pub async fn start(
         let node = n.name.as_str();
         let ns = lab.node_netns(c.name.as_str(), node);
         let forwards = relay::forwards(c, n, api, ipam);
+        // The API node also carries the API server's way into the lab, with real nodes.
+        let egress = (opts.real_nodes && n.name == relay::api_node(c).name)
+            .then(|| super::realnode::egress_socket(lab, c));
         let p = relay::spawn(
             &ns,
             &forwards,
+            egress.as_deref(),
             &paths.relay_tag(node),
             &paths.log("relay", node),
         )?;

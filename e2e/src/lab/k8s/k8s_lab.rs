@@ -19,11 +19,17 @@ pub struct Options {
     /// Start the gateway and route operators (which then render the daemons' files); without
     /// them the daemons run their base files (no peers).
     pub operators: bool,
+    /// Real nodes ([`super::realnode`]): a kubelet, containerd and kube-proxy in every lab
+    /// node instead of kwok.
+    pub real_nodes: bool,
 }
 
 impl Default for Options {
     fn default() -> Options {
-        Options { operators: true }
+        Options {
+            operators: true,
+            real_nodes: false,
+        }
     }
 }
 

@@ -20,6 +20,7 @@
 //! `--tag`, and everything in a node is killed with its namespace.
 
 mod down;
+pub mod egress;
 mod error;
 pub mod fabric;
 pub mod inband;
@@ -27,6 +28,7 @@ mod k8s_lab;
 mod moving;
 pub mod nodes;
 mod peer;
+pub mod realnode;
 pub mod relay;
 pub mod restart;
 pub mod rotate;

@@ -16,9 +16,15 @@ use crate::topology::Cluster;
 /// How long kwok may take to make the nodes Ready.
 const READY_SECS: u64 = 60;
 
-/// The Node object of a lab node.
-pub fn object(name: &str, internal_ip: std::net::Ipv4Addr, pod_cidr: ipnet::Ipv4Net) -> Node {
-    serde_json::from_value(serde_json::json!({
+/// The Node object of a lab node, for kwok (`kwok`) or for the kubelet that registers it (its
+/// pod CIDR and address set here, which a kubelet cannot set).
+pub fn object(
+    name: &str,
+    internal_ip: std::net::Ipv4Addr,
+    pod_cidr: ipnet::Ipv4Net,
+    kwok: bool,
+) -> Node {
+    let mut node: Node = serde_json::from_value(serde_json::json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {
             "name": name,
@@ -36,7 +42,20 @@ pub fn object(name: &str, internal_ip: std::net::Ipv4Addr, pod_cidr: ipnet::Ipv4
             "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"},
         },
     }))
-    .expect("a literal Node")
+    .expect("a literal Node");
+    if !kwok {
+        node.metadata.annotations = None;
+        if let Some(l) = node.metadata.labels.as_mut() {
+            l.remove("type");
+        }
+        // The addresses stay (the route operator plans the overlay from them before the
+        // kubelet reports its own); capacity is the kubelet's to report.
+        if let Some(st) = node.status.as_mut() {
+            st.allocatable = None;
+            st.capacity = None;
+        }
+    }
+    node
 }
 
 /// The InternalIP of a Node, if it has one.
@@ -90,18 +109,21 @@ pub fn check(c: &Cluster, found: &[Node]) -> Option<String> {
     None
 }
 
-/// Creates the Node objects of `c` and waits until kwok made them Ready with the addresses
-/// kept.
-pub async fn create(client: &Client, c: &Cluster) -> Result<(), K8sLabError> {
+/// Creates the Node objects of `c`; for kwok (`kwok`), waits until it made them Ready with the
+/// addresses kept (real nodes are Ready once their kubelets run).
+pub async fn create(client: &Client, c: &Cluster, kwok: bool) -> Result<(), K8sLabError> {
     let api: Api<Node> = Api::all(client.clone());
     for n in &c.nodes {
-        let obj = object(n.name.as_str(), n.lan_addr.addr(), n.pod_slice);
+        let obj = object(n.name.as_str(), n.lan_addr.addr(), n.pod_slice, kwok);
         api.create(&PostParams::default(), &obj)
             .await
             .map_err(K8sLabError::kube(format!(
                 "creating Node {} of {}",
                 n.name, c.name
             )))?;
+    }
+    if !kwok {
+        return Ok(());
     }
     let deadline = Instant::now() + Duration::from_secs(READY_SECS);
     loop {
@@ -137,7 +159,7 @@ mod tests {
         let mut objs: Vec<Node> = c
             .nodes
             .iter()
-            .map(|n| object(n.name.as_str(), n.lan_addr.addr(), n.pod_slice))
+            .map(|n| object(n.name.as_str(), n.lan_addr.addr(), n.pod_slice, true))
             .collect();
         // Not Ready yet.
         assert!(check(c, &objs).unwrap().contains("not Ready"));

@@ -93,8 +93,13 @@ impl std::fmt::Display for Forward {
 }
 
 /// Binds every listener inside `netns`, then relays until killed (the `liqo-lab relay`
-/// process).
-pub fn serve(netns: &NetnsName, forwards: &[Forward]) -> Result<(), K8sLabError> {
+/// process); with `egress`, also serves the API server's egress proxy on that socket
+/// ([`super::egress`]).
+pub fn serve(
+    netns: &NetnsName,
+    forwards: &[Forward],
+    egress: Option<&Path>,
+) -> Result<(), K8sLabError> {
     let ns = Netns::open(netns).map_err(|e| K8sLabError::lab(format!("opening {netns}"), e))?;
     let mut bound = Vec::new();
     for f in forwards {
@@ -118,6 +123,11 @@ pub fn serve(netns: &NetnsName, forwards: &[Forward]) -> Result<(), K8sLabError>
             let l = tokio::net::TcpListener::from_std(l)
                 .map_err(|e| K8sLabError::lab("registering a listener", e))?;
             tasks.push(tokio::spawn(accept(l, to)));
+        }
+        if let Some(socket) = egress {
+            let ns =
+                Netns::open(netns).map_err(|e| K8sLabError::lab(format!("opening {netns}"), e))?;
+            super::egress::serve(socket, ns).await?;
         }
         for t in tasks {
             // An accept loop only ends by a panic; the process then exits and is restarted
@@ -166,6 +176,7 @@ async fn accept(l: tokio::net::TcpListener, to: SocketAddr) {
 pub(crate) fn spawn(
     netns: &NetnsName,
     forwards: &[Forward],
+    egress: Option<&Path>,
     tag: &Path,
     log: &Path,
 ) -> Result<Proc, K8sLabError> {
@@ -176,6 +187,9 @@ pub(crate) fn spawn(
         .args([tag]);
     for f in forwards {
         spec = spec.args(["--forward".to_owned(), f.to_string()]);
+    }
+    if let Some(socket) = egress {
+        spec = spec.args(["--egress-socket"]).args([socket]);
     }
     spec.detached()
         .map_err(|e| K8sLabError::lab(format!("starting the relay of {netns}"), e))

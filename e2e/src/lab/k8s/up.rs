@@ -8,7 +8,7 @@ use super::{
     error::K8sLabError,
     fabric, inband,
     k8s_lab::{K8sLab, Options, is_k8s, marker},
-    nodes, relay,
+    nodes, realnode, relay,
 };
 use crate::{
     k8s::{self, Binaries, Clusters, Named},
@@ -37,6 +37,11 @@ async fn up_mode(
 ) -> Result<K8sLab, K8sLabError> {
     // The binaries first: nothing is created if one is missing.
     let bins = k8s::binaries()?;
+    let node_bins = if opts.real_nodes {
+        Some(k8s::node_binaries()?)
+    } else {
+        None
+    };
     if in_band {
         for program in ["liqo-proxy", "liqo-controller-manager"] {
             crate::lab::bin(program)
@@ -58,7 +63,7 @@ async fn up_mode(
     }
     let lab = build::up_with(prefix.clone(), topology, false).await?;
     let up = async {
-        let (set, liqo) = bring_up(&lab, &bins, opts, in_band).await?;
+        let (set, liqo) = bring_up(&lab, &bins, node_bins.as_ref(), opts, in_band).await?;
         let mut k = K8sLab { lab, set, liqo };
         if in_band {
             inband::setup(&mut k).await?;
@@ -79,6 +84,7 @@ async fn up_mode(
 async fn bring_up(
     lab: &Lab,
     bins: &Binaries,
+    node_bins: Option<&Binaries>,
     opts: &Options,
     in_band: bool,
 ) -> Result<(Clusters, liqo::Liqo), K8sLabError> {
@@ -89,6 +95,7 @@ async fn bring_up(
     }
     let text = serde_json::json!({
         "harness": lab.prefix.as_str(), "operators": opts.operators, "inBand": in_band,
+        "realNodes": node_bins.is_some(),
     });
     state::write_atomic(&path, &text.to_string())?;
     let named: Vec<Named> = lab
@@ -101,11 +108,12 @@ async fn bring_up(
             service_cidr: c.service_cidr,
             nodes: 0,
             advertise: Some(relay::api_node(c).lan_addr.addr()),
+            egress: node_bins.map(|_| realnode::egress_socket(lab, c)),
         })
         .collect();
     let mut set = Clusters::up_named(bins, &lab.prefix, &named).await?;
     for (c, kc) in lab.topology.clusters.iter().zip(&mut set.clusters) {
-        nodes::create(&kc.client().await?, c).await?;
+        nodes::create(&kc.client().await?, c, node_bins.is_none()).await?;
         kc.nodes = c.nodes.iter().map(|n| n.name.to_string()).collect();
     }
     set.save()?;
@@ -132,6 +140,12 @@ async fn bring_up(
         let kc = set.get(c.name.as_str()).expect("one per lab cluster");
         let i = installed.get(c.name.as_str()).expect("installed on each");
         fabric::start(lab, c, kc, i, opts).await?;
+    }
+    if let Some(node_bins) = node_bins {
+        for c in &lab.topology.clusters {
+            let kc = set.get(c.name.as_str()).expect("one per lab cluster");
+            realnode::start(lab, c, kc, node_bins).await?;
+        }
     }
     set.detach();
     Ok((k8s::load(&lab.prefix)?, installed))

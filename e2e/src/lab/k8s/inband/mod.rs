@@ -156,6 +156,7 @@ async fn cluster(k: &K8sLab, c: &Cluster) -> Result<(InBand, Proc), K8sLabError>
             listen: auth,
             connect: auth_listen,
         }],
+        None,
         &paths.relay_tag("inband-auth"),
         &paths.log("relay-auth", &node),
     )?;

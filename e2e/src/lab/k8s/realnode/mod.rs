@@ -1,0 +1,93 @@
+//! Real nodes (`liqo-lab up --k8s --real-nodes`): each lab node's network namespace runs
+//! containerd (with runc and the CNI plugins), a kubelet registered with the cluster's API server
+//! (through the node's relay) and kube-proxy; the API node also runs CoreDNS behind the
+//! `kube-dns` Service. Every program of a node and everything it starts lives in the node's
+//! cgroup ([`host`]), below the session's; the kubelet runs in a mount namespace of its own whose
+//! kernel tunables it would rewrite are private copies (the host's stay as they are), with its
+//! root directory a shared mount (its volumes reach containerd). Images come from OCI archives
+//! (no registry): every `*.oci.tar` of the lab's image directory is imported into each node.
+//! The API server reaches the kubelets through its egress proxy ([`super::egress`]).
+//!
+//! Teardown ([`stop`]) needs no state but the node directories: each records its cgroup;
+//! killing the cgroup stops every program of the node, then its mounts and files go.
+
+mod dns;
+mod host;
+pub mod images;
+mod io;
+mod paths;
+mod render;
+mod start;
+
+use std::path::{Path, PathBuf};
+
+pub use host::HostError;
+use paths::CGROUP_FILE;
+pub use paths::{DATA_ROOT, NodePaths};
+pub use render::{PAUSE_IMAGE, cluster_dns};
+pub use start::{egress_socket, start};
+
+use super::K8sLabError;
+use crate::lab::{Prefix, error::STATE_DIR};
+
+/// What [`stop`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stopped {
+    /// Nodes stopped.
+    pub nodes: usize,
+    /// Processes killed.
+    pub killed: usize,
+    /// Mounts removed.
+    pub unmounted: usize,
+}
+
+/// Stops every real node of lab `prefix` (also after a crash): kills each node's cgroup,
+/// unmounts what is under its directories, removes its data.
+pub fn stop(prefix: &Prefix) -> Result<Stopped, K8sLabError> {
+    let lab_dir = Path::new(STATE_DIR).join(format!("{prefix}.d"));
+    let mut out = Stopped::default();
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for cluster in read_dirs(&lab_dir) {
+        for node in read_dirs(&cluster) {
+            if node
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("node-"))
+            {
+                dirs.push(node);
+            }
+        }
+    }
+    let data = Path::new(DATA_ROOT).join(prefix.as_str());
+    for dir in &dirs {
+        if let Ok(cg) = std::fs::read_to_string(dir.join(CGROUP_FILE)) {
+            out.killed += host::remove_cgroup(cg.trim()).map_err(host_err)?;
+        }
+        out.nodes += 1;
+    }
+    let mut under: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    under.push(&data);
+    out.unmounted = host::unmount_under(&under).map_err(host_err)?;
+    for d in dirs.iter().chain([&data]) {
+        match std::fs::remove_dir_all(d) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(K8sLabError::lab(format!("removing {}", d.display()), e)),
+        }
+    }
+    Ok(out)
+}
+
+fn read_dirs(d: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(d)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn host_err(e: HostError) -> K8sLabError {
+    K8sLabError::lab("tearing a real node down", e)
+}

@@ -1,0 +1,287 @@
+//! Real nodes (`liqo-lab up --k8s --real-nodes`), as root: every lab node runs containerd, a
+//! kubelet and kube-proxy (CoreDNS on one), with the lab's images (the sandbox's pause, the
+//! demo) built by `chart/images/build.sh --images e2e/images` and imported. Two clusters: every
+//! Node Ready with its kubelet's and runtime's versions; the demo pod runs in real containers
+//! (its readiness probe passes); `kubectl exec` in it resolves `kubernetes.default` through
+//! CoreDNS and reaches the API server through the `kubernetes` Service; `kubectl logs -f`
+//! follows a container; a lab pod of the other node reaches the demo at its pod address and
+//! the pod reaches itself through its Service. Everything is torn down (cgroups, mounts, files)
+//! by `liqo-lab down`, also when the test fails.
+//!
+//! Needs the binaries next to this test or in `$LIQO_BIN_DIR` (see lab_k8s_root.rs), with
+//! `liqo-demo`; the node binaries come from `e2e/k8s/build.sh node`.
+
+use crate::lab_k8s;
+
+use std::{
+    io::{BufRead, BufReader, Read, Write},
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use dataplane::Netns;
+use e2e::{
+    lab::k8s::{self, K8sLab, realnode},
+    topology::Topology,
+};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::{Api, api::ListParams};
+use lab_k8s::{DownOnDrop, ONE_AT_A_TIME, prefix};
+use serde_json::json;
+
+/// Runs a tool of the lab on `cluster`: its stdout; panics naming the command on a failure.
+fn run(k: &K8sLab, tool: &str, cluster: &str, args: &[&str]) -> String {
+    let out = k.tool(tool, cluster, args).unwrap();
+    assert!(
+        out.status.success(),
+        "{tool} {args:?} on {cluster}: exit {:?}: {}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn demo_pod() -> serde_json::Value {
+    let image = "localhost/liqo-lab/liqo-demo:lab";
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "demo", "namespace": "default", "labels": {"app": "demo"}},
+        "spec": {
+            "nodeName": "n1",
+            "containers": [
+                {"name": "demo", "image": image, "imagePullPolicy": "Never",
+                 "env": [
+                     {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                     {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                     {"name": "CLUSTER_NAME", "value": "rome"}],
+                 "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1}},
+                {"name": "ticker", "image": image, "imagePullPolicy": "Never",
+                 "command": ["bash", "-c", "i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.3; done"]},
+            ],
+        },
+    })
+}
+
+async fn ready_pod(rome: &kube::Client) -> Pod {
+    let api: Api<Pod> = Api::namespaced(rome.clone(), "default");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let p = api.get("demo").await.unwrap();
+        let ready = p
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        if ready {
+            return p;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "demo not Ready in 90 s: {:?}",
+            p.status
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// A plain HTTP GET from inside lab pod netns `ns` to `addr`: the answer's body.
+fn get_from(ns: &str, addr: std::net::SocketAddr) -> String {
+    let netns = Netns::open(&ns.parse().unwrap()).unwrap();
+    netns
+        .run(move || -> std::io::Result<String> {
+            let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+            s.set_read_timeout(Some(Duration::from_secs(5)))?;
+            s.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+            let mut out = String::new();
+            s.read_to_string(&mut out)?;
+            Ok(out.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned())
+        })
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec() {
+    dataplane::netns::require_root();
+    let _one = ONE_AT_A_TIME.lock().await;
+    let p = prefix("rn");
+    let _guard = DownOnDrop(p.clone());
+    let node_bin = testkit::k8s::node_binaries().unwrap();
+    let demo = e2e::lab::bin("liqo-demo").unwrap();
+    let t = Instant::now();
+    realnode::images::build(demo.parent().unwrap(), &node_bin.dir).unwrap();
+    eprintln!(
+        "TIMING the lab's images built: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    let t = Instant::now();
+    let opts = k8s::Options {
+        real_nodes: true,
+        ..k8s::Options::default()
+    };
+    let k = k8s::up(p.clone(), Topology::preset("two-clusters").unwrap(), &opts)
+        .await
+        .unwrap();
+    eprintln!(
+        "TIMING up --k8s --real-nodes, every node Ready: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    // Every node Ready, with the versions its kubelet and runtime report.
+    for c in &k.lab.topology.clusters {
+        let client = k.set.get(c.name.as_str()).unwrap().client().await.unwrap();
+        let nodes = Api::<Node>::all(client)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        assert_eq!(nodes.len(), c.nodes.len(), "{}", c.name);
+        for n in &nodes {
+            let info = n
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .unwrap();
+            assert_eq!(info.kubelet_version, "v1.36.3", "{:?}", n.metadata.name);
+            assert!(
+                info.container_runtime_version
+                    .starts_with("containerd://2."),
+                "{:?}: {}",
+                n.metadata.name,
+                info.container_runtime_version
+            );
+            assert!(k8s::nodes::ready(n), "{:?} not Ready", n.metadata.name);
+        }
+        eprintln!(
+            "{}",
+            run(
+                &k,
+                "kubectl",
+                c.name.as_str(),
+                &["get", "nodes", "-o", "wide"]
+            )
+        );
+    }
+
+    // The demo in real containers, Ready by its probe.
+    let rome = k.set.get("rome").unwrap().client().await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(rome.clone(), "default");
+    pods.create(
+        &Default::default(),
+        &serde_json::from_value(demo_pod()).unwrap(),
+    )
+    .await
+    .unwrap();
+    let t = Instant::now();
+    let pod = ready_pod(&rome).await;
+    let ip = pod.status.as_ref().and_then(|s| s.pod_ip.clone()).unwrap();
+    eprintln!(
+        "TIMING the demo pod Ready: {:.1} s (at {ip})",
+        t.elapsed().as_secs_f64()
+    );
+    let slice = k.lab.topology.cluster("rome").unwrap().nodes[1].pod_slice;
+    assert!(
+        slice.contains(&ip.parse::<std::net::Ipv4Addr>().unwrap()),
+        "{ip} in {slice}"
+    );
+
+    // exec: cluster DNS and the API server through the kubernetes Service.
+    let exec = |script: &str| {
+        run(
+            &k,
+            "kubectl",
+            "rome",
+            &["exec", "demo", "-c", "demo", "--", "bash", "-c", script],
+        )
+    };
+    let resolved = exec("getent hosts kubernetes.default");
+    assert!(resolved.starts_with("10.96.0.1 "), "{resolved}");
+    // Plain HTTP to the API server's TLS port: Go's TLS server answers 400 in clear.
+    let api = exec(
+        "exec 3<>/dev/tcp/kubernetes.default/443 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && head -c 12 <&3",
+    );
+    assert_eq!(
+        api, "HTTP/1.0 400",
+        "the API server answers through the kubernetes Service"
+    );
+
+    // logs -f follows the ticker.
+    let mut follow = k
+        .tool_command(
+            "kubectl",
+            "rome",
+            &["logs", "-f", "demo", "-c", "ticker", "--tail", "1"],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let l = lines.next().expect("logs -f ended").unwrap();
+        seen.push(l.trim_start_matches("tick ").parse::<u64>().unwrap());
+    }
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+    assert!(
+        seen.windows(2).all(|w| w[1] == w[0] + 1),
+        "followed in order: {seen:?}"
+    );
+
+    // A lab pod of the other node reaches the demo; the demo reaches itself by its Service.
+    let body = get_from(
+        &format!("{p}-rome-n0-p0"),
+        format!("{ip}:8080").parse().unwrap(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (v["pod"].as_str(), v["node"].as_str()),
+        (Some("demo"), Some("n1")),
+        "{body}"
+    );
+    let client = k.lab.topology.cluster("rome").unwrap().nodes[0].pods[0]
+        .addr
+        .addr();
+    assert!(
+        v["client"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("{client}:")),
+        "{body}"
+    );
+    run(
+        &k,
+        "kubectl",
+        "rome",
+        &[
+            "expose",
+            "pod",
+            "demo",
+            "--port",
+            "80",
+            "--target-port",
+            "8080",
+        ],
+    );
+    let via_service = exec(
+        "exec 3<>/dev/tcp/demo.default.svc.cluster.local/80 && printf 'GET /?format=text HTTP/1.0\\r\\n\\r\\n' >&3 && tail -n1 <&3",
+    );
+    assert!(via_service.contains("pod=demo"), "{via_service}");
+    eprintln!("the demo through its Service: {via_service}");
+
+    let report = k8s::down(&p).unwrap();
+    eprintln!("down: {report:?}");
+    let dirs = [
+        std::path::Path::new(realnode::DATA_ROOT).join(p.as_str()),
+        std::path::PathBuf::from(format!("/run/liqo-lab/{p}.d")),
+    ];
+    for d in &dirs {
+        assert!(!d.exists(), "{} left", d.display());
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(&format!("/liqo-lab/{p}")),
+        "mounts left:\n{mounts}"
+    );
+}
