@@ -5,7 +5,8 @@
 //! (its readiness probe passes); `kubectl exec` in it resolves `kubernetes.default` through
 //! CoreDNS and reaches the API server through the `kubernetes` Service; `kubectl logs -f`
 //! follows a container; a lab pod of the other node reaches the demo at its pod address and
-//! the pod reaches itself through its Service. Everything is torn down (cgroups, mounts, files)
+//! the pod reaches itself through its Service; then the main job ([`crate::real_nodes_offload`]).
+//! Everything is torn down (cgroups, mounts, files)
 //! by `liqo-lab down`, also when the test fails.
 //!
 //! Needs the binaries next to this test or in `$LIQO_BIN_DIR` (see lab_k8s_root.rs), with
@@ -269,6 +270,10 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
     );
     assert!(via_service.contains("pod=demo"), "{via_service}");
     eprintln!("the demo through its Service: {via_service}");
+
+    // The main job: peering, offloading, the demo answering from both clusters.
+    let answers = crate::real_nodes_offload::offload_demo(&k).await;
+    eprintln!("real nodes: 40 requests to the demo's Service answered by {answers:?}");
 
     let report = k8s::down(&p).unwrap();
     eprintln!("down: {report:?}");

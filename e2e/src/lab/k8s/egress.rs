@@ -4,7 +4,8 @@
 //! inside a node's network namespace, where the lab's LAN and pods are. The root namespace
 //! cannot reach them. It runs in the node's relay process ([`super::relay`]).
 //!
-//! Only `CONNECT <IPv4>:<port>` is served (the API server dials kubelets at their InternalIP);
+//! Only `CONNECT <IPv4>:<port>` is served (the API server dials kubelets at their InternalIP); a
+//! loopback target is dialled from the root namespace (a virtual kubelet runs as a host process);
 //! anything else is answered 400 naming what was asked, and a refused dial 502 with the error.
 
 use std::{
@@ -50,6 +51,25 @@ pub fn target(head: &str) -> Result<SocketAddrV4, Refused> {
                 .map_err(|_| Refused::Target(t.to_owned()))
         }
         _ => Err(Refused::NotConnect(line.chars().take(200).collect())),
+    }
+}
+
+/// Where a target is dialled from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum From {
+    /// The root namespace: a loopback address is a program of the host (a virtual kubelet
+    /// run as a process, whose node's InternalIP is 127.0.0.1).
+    Root,
+    /// Inside the node: the lab's LAN and pods.
+    Node,
+}
+
+/// Where `to` is dialled from.
+pub fn dial_from(to: &SocketAddrV4) -> From {
+    if to.ip().is_loopback() {
+        From::Root
+    } else {
+        From::Node
     }
 }
 
@@ -108,9 +128,12 @@ async fn handle(mut conn: tokio::net::UnixStream, ns: &Netns) -> std::io::Result
         }
     };
     // A socket keeps the namespace it was made in.
-    let socket = ns
-        .run(tokio::net::TcpSocket::new_v4)
-        .map_err(std::io::Error::other)??;
+    let socket = match dial_from(&to) {
+        From::Root => tokio::net::TcpSocket::new_v4()?,
+        From::Node => ns
+            .run(tokio::net::TcpSocket::new_v4)
+            .map_err(std::io::Error::other)??,
+    };
     let dialled = tokio::time::timeout(DIAL, socket.connect(SocketAddr::V4(to))).await;
     let mut out = match dialled {
         Ok(Ok(s)) => s,
@@ -163,5 +186,7 @@ mod tests {
                 .to_string()
                 .contains("\"n1:1\"")
         );
+        assert_eq!(dial_from(&"127.0.0.1:34429".parse().unwrap()), From::Root);
+        assert_eq!(dial_from(&"172.18.0.2:10250".parse().unwrap()), From::Node);
     }
 }
