@@ -14,7 +14,7 @@
 set -euo pipefail
 
 # The programs the tests start, by file name.
-PROGRAMS='^(etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok|liqo-[a-z-]+|liqoctl|wireguard-go|boringtun-cli|iperf3|kubelet|kube-proxy|containerd|containerd-shim-runc-v2|coredns|pause)$'
+PROGRAMS='^(etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kwok|liqo-[a-z-]+|liqoctl|wireguard-go|boringtun-cli|iperf3|kubelet|kube-proxy|containerd|containerd-shim-runc-v2|coredns|pause|kubectl)$'
 
 # One line per thing that exists now. A source that cannot be read (no `ip`, no nf_tables) is
 # said on stderr and skipped: the check then covers the others.
@@ -30,8 +30,13 @@ state() {
     find "$d" -mindepth 1 -maxdepth 1 ! -name k8s -printf "dir %p\n" 2>/dev/null || true
   done
   # The lab's real nodes: their data, mounts and cgroups.
-  [ -d /var/lib/liqo-lab ] && find /var/lib/liqo-lab -mindepth 1 -maxdepth 1 -printf "dir %p\n" 2>/dev/null
-  awk '$5 ~ /liqo-lab/ {print "mount " $5}' /proc/self/mountinfo 2>/dev/null || true
+  if [ -d /var/lib/liqo-lab ]; then
+    find /var/lib/liqo-lab -mindepth 1 -maxdepth 1 -printf "dir %p\n" 2>/dev/null || true
+  fi
+  # A mount of the lab's, or one over the kernel's tunables (the kubelet's private copies).
+  awk '$4 ~ /liqo-lab/ || $5 ~ /liqo-lab/ || $5 ~ /^\/proc\/sys\// {print "mount " $5}' /proc/self/mountinfo 2>/dev/null || true
+  # The kubelet's container log links.
+  find /var/log/containers -mindepth 1 -maxdepth 1 -lname '*liqo-lab*' -printf "loglink %p\n" 2>/dev/null || true
   find /sys/fs/cgroup -maxdepth 6 -type d -name 'liqo-lab-*' -printf "cgroup %p\n" 2>/dev/null || true
   for p in /proc/[0-9]*; do
     local exe
@@ -57,7 +62,7 @@ case "$1" in
     state | sort -u >"$2"
     # What is there already is never reported by the check: say it now (a lab run by hand, or
     # what an interrupted run left, whose processes may still use CPU).
-    before=$(grep -E '^(netns|dir|process|nftables|mount|cgroup) ' "$2" || true)
+    before=$(grep -E '^(netns|dir|process|nftables|mount|cgroup|loglink) ' "$2" || true)
     if [ -n "$before" ]; then
       echo "note: present before the tests (the check after them does not report these):"
       head -n 40 <<<"$before" | sed 's/^/  /'

@@ -30,6 +30,20 @@ use kube::{Api, api::ListParams};
 use lab_k8s::{DownOnDrop, ONE_AT_A_TIME, prefix};
 use serde_json::json;
 
+/// A child process killed (and reaped) when dropped.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Err(e) = self.0.kill() {
+            eprintln!("killing kubectl logs -f: {e}");
+        }
+        if let Err(e) = self.0.wait() {
+            eprintln!("reaping kubectl logs -f: {e}");
+        }
+    }
+}
+
 /// Runs a tool of the lab on `cluster`: its stdout; panics naming the command on a failure.
 fn run(k: &K8sLab, tool: &str, cluster: &str, args: &[&str]) -> String {
     let out = k.tool(tool, cluster, args).unwrap();
@@ -69,12 +83,7 @@ async fn ready_pod(rome: &kube::Client) -> Pod {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let p = api.get("demo").await.unwrap();
-        let ready = p
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        if ready {
+        if crate::real_nodes_offload::ready(&p) {
             return p;
         }
         assert!(
@@ -197,7 +206,19 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
         )
     };
     let resolved = exec("getent hosts kubernetes.default");
-    assert!(resolved.starts_with("10.96.0.1 "), "{resolved}");
+    let service_ip = k
+        .lab
+        .topology
+        .cluster("rome")
+        .unwrap()
+        .service_cidr
+        .hosts()
+        .next()
+        .unwrap();
+    assert!(
+        resolved.starts_with(&format!("{service_ip} ")),
+        "{resolved}"
+    );
     // Plain HTTP to the API server's TLS port: Go's TLS server answers 400 in clear.
     let api = exec(
         "exec 3<>/dev/tcp/kubernetes.default/443 && printf 'GET / HTTP/1.0\\r\\n\\r\\n' >&3 && head -c 12 <&3",
@@ -208,7 +229,7 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
     );
 
     // logs -f follows the ticker.
-    let mut follow = k
+    let follow = k
         .tool_command(
             "kubectl",
             "rome",
@@ -217,14 +238,26 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    // Killed when dropped, also when an assertion fails.
+    let mut follow = KillOnDrop(follow);
+    let stdout = follow.0.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines() {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
     let mut seen = Vec::new();
     while seen.len() < 4 {
-        let l = lines.next().expect("logs -f ended").unwrap();
+        let l = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a line of logs -f within 10 s")
+            .unwrap();
         seen.push(l.trim_start_matches("tick ").parse::<u64>().unwrap());
     }
-    follow.kill().unwrap();
-    follow.wait().unwrap();
+    drop(follow);
     assert!(
         seen.windows(2).all(|w| w[1] == w[0] + 1),
         "followed in order: {seen:?}"
@@ -289,4 +322,31 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
         !mounts.contains(&format!("/liqo-lab/{p}")),
         "mounts left:\n{mounts}"
     );
+    assert!(
+        !mounts.contains(" /proc/sys/"),
+        "a tunable's copy left mounted:\n{mounts}"
+    );
+    let cgroups = std::process::Command::new("find")
+        .args(["/sys/fs/cgroup", "-maxdepth", "6", "-type", "d", "-name"])
+        .arg(format!("liqo-lab-{p}"))
+        .output()
+        .unwrap();
+    assert!(cgroups.status.success());
+    assert!(
+        cgroups.stdout.is_empty(),
+        "cgroups left: {}",
+        String::from_utf8_lossy(&cgroups.stdout)
+    );
+    let ours = format!("/liqo-lab/{p}/");
+    let links: Vec<_> = std::fs::read_dir("/var/log/containers")
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|l| {
+                    std::fs::read_link(l).is_ok_and(|t| t.to_string_lossy().contains(&ours))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(links.is_empty(), "container log links left: {links:?}");
 }

@@ -151,21 +151,22 @@ async fn a_new_key_is_switched_to_live_and_the_old_one_is_never_used_again() {
     assert!(s.peers[0].handshake_age_secs.is_none(), "{:?}", s.peers[0]);
 
     // Given the new public key, wireguard-go calls at once: traffic resumes (20-50 ms here,
-    // printed). The bound allows one handshake retry (wireguard-go's REKEY_TIMEOUT, 5 s, plus
-    // its jitter): twice in CI runs on a loaded machine no ping passed within 2 s, and the
-    // cause (a first initiation or its answer lost) is not established. A missing switch,
-    // which this checks, never resumes at all.
+    // printed). The bound allows two handshake retries (wireguard-go's REKEY_TIMEOUT, 5 s, plus
+    // its jitter): in CI runs on a loaded machine no ping passed within 2 s (twice), and once
+    // not within 7 s (real lab nodes running beside it); the cause (a first initiation or its
+    // answer lost) is not established. A missing switch, which this checks, never resumes at
+    // all.
     go.remove_peer(&old);
     let t = Instant::now();
     go.add_peer(&new_pub);
     let mut resumed = false;
-    while !resumed && t.elapsed() < Duration::from_secs(7) {
+    while !resumed && t.elapsed() < Duration::from_secs(12) {
         resumed = go.ping("10.77.0.2", 1);
     }
     let took = t.elapsed();
     eprintln!("traffic resumed {took:?} after the peer got the new key");
     assert!(
-        resumed && took < Duration::from_secs(7),
+        resumed && took < Duration::from_secs(12),
         "{took:?}\n{}",
         ours.log()
     );

@@ -29,13 +29,15 @@ pub fn down(prefix: &Prefix) -> Result<Down, K8sLabError> {
     let k8s_mode = is_k8s(prefix);
     let dir = Path::new(STATE_DIR).join(format!("{prefix}.d"));
     // Real nodes first: their programs run in their cgroups, not in the lab's namespaces'
-    // process lists.
-    let real = super::realnode::stop(prefix)?;
-    if real.nodes > 0 {
+    // process lists. A failure there is returned after the rest is torn down.
+    let real = super::realnode::stop(prefix);
+    if let Ok(r) = &real
+        && r.nodes > 0
+    {
         tracing::info!(
-            nodes = real.nodes,
-            killed = real.killed,
-            unmounted = real.unmounted,
+            nodes = r.nodes,
+            killed = r.killed,
+            unmounted = r.unmounted,
             "real nodes stopped"
         );
     }
@@ -50,6 +52,7 @@ pub fn down(prefix: &Prefix) -> Result<Down, K8sLabError> {
     } else {
         0
     };
+    real?;
     Ok(Down {
         lab,
         k8s,

@@ -85,10 +85,25 @@ pub async fn serve(socket: &Path, ns: Netns) -> Result<(), K8sLabError> {
             ));
         }
     }
-    let l = tokio::net::UnixListener::bind(socket)
-        .map_err(|e| K8sLabError::lab(format!("binding {}", socket.display()), e))?;
-    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| K8sLabError::lab(format!("chmod 0600 {}", socket.display()), e))?;
+    // Bound under a name no client uses, made 0600, then renamed: never reachable with the
+    // umask's mode.
+    let staged = socket.with_extension("staged");
+    match std::fs::remove_file(&staged) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(K8sLabError::lab(
+                format!("removing {}", staged.display()),
+                e,
+            ));
+        }
+    }
+    let l = tokio::net::UnixListener::bind(&staged)
+        .map_err(|e| K8sLabError::lab(format!("binding {}", staged.display()), e))?;
+    std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| K8sLabError::lab(format!("chmod 0600 {}", staged.display()), e))?;
+    std::fs::rename(&staged, socket)
+        .map_err(|e| K8sLabError::lab(format!("renaming to {}", socket.display()), e))?;
     let ns = std::sync::Arc::new(ns);
     loop {
         let (conn, _) = match l.accept().await {

@@ -125,7 +125,13 @@ pub async fn create(client: &Client, c: &Cluster, kwok: bool) -> Result<(), K8sL
     if !kwok {
         return Ok(());
     }
-    let deadline = Instant::now() + Duration::from_secs(READY_SECS);
+    wait_ready(client, c, READY_SECS).await
+}
+
+/// Waits up to `secs` until every Node of `c` is Ready with its InternalIP and pod CIDR.
+pub async fn wait_ready(client: &Client, c: &Cluster, secs: u64) -> Result<(), K8sLabError> {
+    let api: Api<Node> = Api::all(client.clone());
+    let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
         let found = api
             .list(&ListParams::default())
@@ -139,7 +145,7 @@ pub async fn create(client: &Client, c: &Cluster, kwok: bool) -> Result<(), K8sL
         };
         if Instant::now() > deadline {
             return Err(K8sLabError::lab(
-                format!("waiting {READY_SECS} s for the Nodes of {}", c.name),
+                format!("waiting {secs} s for the Nodes of {}", c.name),
                 why,
             ));
         }

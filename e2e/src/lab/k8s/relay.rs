@@ -127,7 +127,13 @@ pub fn serve(
         if let Some(socket) = egress {
             let ns =
                 Netns::open(netns).map_err(|e| K8sLabError::lab(format!("opening {netns}"), e))?;
-            super::egress::serve(socket, ns).await?;
+            let socket = socket.to_owned();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = super::egress::serve(&socket, ns).await {
+                    // The API server then cannot reach the kubelets: end the relay loudly.
+                    panic!("the egress proxy: {}", liqo_types::chain(&e));
+                }
+            }));
         }
         for t in tasks {
             // An accept loop only ends by a panic; the process then exits and is restarted

@@ -62,8 +62,8 @@ pub(super) fn mounts_under(mountinfo: &str, dirs: &[&Path]) -> Vec<PathBuf> {
         .map(|m| PathBuf::from(unescape(m)))
         .filter(|m| dirs.iter().any(|d| m.starts_with(d)))
         .collect();
+    // Stacked mounts on one path stay: each needs its own unmount.
     found.sort_by_key(|m| std::cmp::Reverse(m.components().count()));
-    found.dedup();
     found
 }
 
@@ -104,6 +104,23 @@ fn hierarchies(unified: bool) -> Vec<PathBuf> {
         .collect();
     out.sort();
     out
+}
+
+/// Whether this host runs cgroup v1 with a memory controller (the kubelet's cgroupfs driver and
+/// this module's per-hierarchy paths assume it); why not otherwise.
+pub(super) fn check_v1() -> Result<(), String> {
+    let root = Path::new(CGROUP_FS);
+    if root.join("cgroup.controllers").exists() {
+        return Err(format!(
+            "{CGROUP_FS} is cgroup v2 (unified): real lab nodes need cgroup v1"
+        ));
+    }
+    if !root.join("memory/cgroup.procs").is_file() {
+        return Err(format!(
+            "{CGROUP_FS}/memory is no cgroup v1 memory hierarchy"
+        ));
+    }
+    Ok(())
 }
 
 /// Makes `path` in every hierarchy (cpuset's CPUs and memory nodes copied down, as a new
@@ -211,14 +228,16 @@ pub(super) fn remove_cgroup(path: &str) -> Result<usize, HostError> {
         for d in dirs.iter().rev() {
             fs::remove_dir(d).map_err(err("removing cgroup", d))?;
         }
-        // Parents this lab made in hierarchies the session is not in; a busy or non-empty
-        // one (the session's own, another lab's) stays.
-        let mut up = root.parent();
-        while let Some(p) = up {
-            if p == h || fs::remove_dir(p).is_err() {
-                break;
+        // The lab's own parent (`liqo-lab-<prefix>`) once empty, never above it: those are
+        // the session's (or were, for a session that ended), not the lab's.
+        if let Some(p) = root.parent().filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("liqo-lab-"))
+        }) {
+            // Another node of the lab still there keeps it.
+            if let Err(e) = fs::remove_dir(p) {
+                tracing::debug!(path = %p.display(), error = %e, "the lab's cgroup stays");
             }
-            up = p.parent();
         }
     }
     Ok(killed)
@@ -241,6 +260,23 @@ pub(super) fn shared_bind(dir: &Path) -> Result<(), HostError> {
     )
     .map_err(io)
     .map_err(err("making shared", dir))
+}
+
+/// Where the kubelet links every container's log (a fixed path of the kubelet's).
+const CONTAINER_LOG_LINKS: &str = "/var/log/containers";
+
+/// Removes the kubelet's links in [`CONTAINER_LOG_LINKS`] that point under `dirs` (the nodes'
+/// pod logs); a link that does not read is left.
+pub(super) fn remove_log_links(dirs: &[&Path]) {
+    let Ok(rd) = fs::read_dir(CONTAINER_LOG_LINKS) else {
+        return;
+    };
+    for link in rd.filter_map(Result::ok).map(|e| e.path()) {
+        let ours = fs::read_link(&link).is_ok_and(|t| dirs.iter().any(|d| t.starts_with(d)));
+        if ours && let Err(e) = fs::remove_file(&link) {
+            tracing::warn!(link = %link.display(), error = %e, "removing a container log link");
+        }
+    }
 }
 
 /// Unmounts (lazily) every mount under `dirs`, deepest first; returns how many.

@@ -26,6 +26,15 @@ pub(super) fn spawn_in(spec: Spec, cgroup: &str) -> Result<u32, K8sLabError> {
     let p = spec
         .detached()
         .map_err(|e| K8sLabError::lab("starting a node program", e))?;
-    host::enter_cgroup(cgroup, p.pid).map_err(|e| K8sLabError::lab("the node's cgroup", e))?;
+    if let Err(e) = host::enter_cgroup(cgroup, p.pid) {
+        // Outside the node's cgroup, teardown would not find it: stop it now.
+        if let Err(k) = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(p.pid as i32),
+            nix::sys::signal::SIGKILL,
+        ) {
+            tracing::warn!(pid = p.pid, error = %k, "killing a node program left outside its cgroup");
+        }
+        return Err(K8sLabError::lab("the node's cgroup", e));
+    }
     Ok(p.pid)
 }

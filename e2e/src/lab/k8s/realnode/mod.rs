@@ -58,23 +58,47 @@ pub fn stop(prefix: &Prefix) -> Result<Stopped, K8sLabError> {
         }
     }
     let data = Path::new(DATA_ROOT).join(prefix.as_str());
+    // Every node is stopped even if one fails; the first failure is returned at the end (its
+    // directory, which records its cgroup, stays for another try).
+    let mut first: Option<K8sLabError> = None;
+    let mut failed: Vec<&Path> = Vec::new();
     for dir in &dirs {
         if let Ok(cg) = std::fs::read_to_string(dir.join(CGROUP_FILE)) {
-            out.killed += host::remove_cgroup(cg.trim()).map_err(host_err)?;
+            match host::remove_cgroup(cg.trim()) {
+                Ok(n) => out.killed += n,
+                Err(e) => {
+                    failed.push(dir);
+                    first.get_or_insert(host_err(e));
+                }
+            }
         }
         out.nodes += 1;
     }
     let mut under: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
     under.push(&data);
-    out.unmounted = host::unmount_under(&under).map_err(host_err)?;
-    for d in dirs.iter().chain([&data]) {
+    match host::unmount_under(&under) {
+        Ok(n) => out.unmounted = n,
+        Err(e) => {
+            first.get_or_insert(host_err(e));
+        }
+    }
+    host::remove_log_links(&under);
+    for d in dirs.iter().map(PathBuf::as_path).chain([data.as_path()]) {
+        if failed.contains(&d) {
+            continue;
+        }
         match std::fs::remove_dir_all(d) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(K8sLabError::lab(format!("removing {}", d.display()), e)),
+            Err(e) => {
+                first.get_or_insert(K8sLabError::lab(format!("removing {}", d.display()), e));
+            }
         }
     }
-    Ok(out)
+    match first {
+        Some(e) => Err(e),
+        None => Ok(out),
+    }
 }
 
 fn read_dirs(d: &Path) -> Vec<PathBuf> {

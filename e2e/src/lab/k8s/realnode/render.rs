@@ -25,7 +25,7 @@ pub(super) fn containerd_toml(paths: &NodePaths, runc: &Path, cni_bin: &Path) ->
         r#"version = 3
 root = {root}
 state = {state}
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.blockfile", "io.containerd.nri.v1.nri"]
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.blockfile", "io.containerd.nri.v1.nri", "io.containerd.internal.v1.opt"]
 
 [grpc]
   address = {sock}
@@ -50,6 +50,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         BinaryName = {runc}
+        Root = {runc_root}
         SystemdCgroup = false
   [plugins."io.containerd.cri.v1.runtime".cni]
     bin_dirs = [{cni_bin}]
@@ -65,6 +66,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         ttrpc = toml_str(&format!("{}.ttrpc", paths.cri_socket.display())),
         pause = toml_str(PAUSE_IMAGE),
         runc = q(runc),
+        runc_root = q(&paths.containerd_state.join("runc")),
         cni_bin = q(cni_bin),
         cni_conf = q(&paths.cni_conf),
     )
@@ -153,6 +155,7 @@ pub(super) fn kubelet_config(k: &KubeletInput<'_>) -> String {
         "clusterDomain": "cluster.local",
         "resolvConf": p(&k.paths.resolv_conf),
         "podLogsDir": p(&k.paths.pod_logs),
+        "volumePluginDir": p(&k.paths.data.join("volume-plugins")),
         "imageGCHighThresholdPercent": 100,
         "imageGCLowThresholdPercent": 99,
         "evictionHard": {"memory.available": "1Mi", "nodefs.available": "0%", "imagefs.available": "0%"},

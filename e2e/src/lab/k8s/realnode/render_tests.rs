@@ -20,6 +20,7 @@ fn containerd_keeps_everything_of_the_node_in_its_directories() {
         "  netns_mounts_under_state_dir = true",
         r#"        BinaryName = "/x/runc""#,
         "        SystemdCgroup = false",
+        r#"        Root = "/run/liqo-lab/lq.d/rome/node-n1/containerd/runc""#,
         r#"    bin_dirs = ["/usr/lib/cni"]"#,
     ] {
         assert!(t.lines().any(|l| l == line), "no line {line:?} in\n{t}");
@@ -58,6 +59,10 @@ fn the_kubelet_accepts_cgroup_v1_and_serves_on_the_node_s_address() {
     assert_eq!(v["cgroupRoot"], "/s/liqo-lab-lq-rome-n1");
     assert_eq!(v["address"], "172.18.0.2");
     assert_eq!(v["readOnlyPort"], 0);
+    assert_eq!(
+        v["volumePluginDir"],
+        "/var/lib/liqo-lab/lq/rome-n1/volume-plugins"
+    );
     assert_eq!(v["authentication"]["anonymous"]["enabled"], false);
     assert_eq!(v["clusterDNS"][0], "10.96.0.10");
     assert_eq!(

@@ -7,8 +7,6 @@ use std::{
 };
 
 use dataplane::supervisor::Spec;
-use k8s_openapi::api::core::v1::Node;
-use kube::{Api, Client, api::ListParams};
 
 use super::{
     host,
@@ -55,7 +53,9 @@ pub async fn start(
     let images = super::images::archives()?;
     let proc_cgroup = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| K8sLabError::lab("reading /proc/self/cgroup", e))?;
-    let session = host::memory_cgroup(&proc_cgroup).unwrap_or_else(|| "/".into());
+    host::check_v1().map_err(|e| K8sLabError::lab("real nodes", e))?;
+    let session = host::memory_cgroup(&proc_cgroup)
+        .ok_or_else(|| K8sLabError::lab("real nodes", "no memory cgroup in /proc/self/cgroup"))?;
     let pki = kc.dir.join("pki");
     for n in &c.nodes {
         let paths = NodePaths::new(
@@ -101,7 +101,7 @@ pub async fn start(
         .await
         .map_err(|e| K8sLabError::lab("a client", e))?;
     super::dns::objects(&client, c).await?;
-    ready(&client, c).await
+    nodes::wait_ready(&client, c, READY_SECS).await
 }
 
 /// The node's directories, certificates, configurations, private tunables and cgroup.
@@ -198,9 +198,15 @@ async fn containerd(
         .args([ns])
         .args([bins.path("containerd")])
         .args(["--config".into(), conf]);
-    spawn_in(spec, cgroup)?;
+    let pid = spawn_in(spec, cgroup)?;
     let deadline = Instant::now() + Duration::from_secs(20);
     while !paths.cri_socket.exists() {
+        if !dataplane::supervisor::alive(pid) {
+            return Err(K8sLabError::lab(
+                "containerd",
+                format!("it exited; see {}", paths.log("containerd").display()),
+            ));
+        }
         if Instant::now() > deadline {
             return Err(K8sLabError::lab(
                 "containerd",
@@ -218,7 +224,9 @@ async fn containerd(
 
 /// Imports an OCI archive into the node's containerd (namespace `k8s.io`, as the CRI sees it).
 fn import(paths: &NodePaths, bins: &Binaries, image: &Path) -> Result<(), K8sLabError> {
-    let out = Command::new(bins.path("ctr"))
+    let out = Command::new("timeout")
+        .arg("120")
+        .arg(bins.path("ctr"))
         .arg("--address")
         .arg(&paths.cri_socket)
         .args(["--namespace", "k8s.io", "images", "import"])
@@ -267,8 +275,9 @@ fn kubelet(
             )
         })
         .collect();
+    // /proc made private first: on a host whose /proc is shared the binds would reach it.
     let script = format!(
-        "{binds}exec {} --config {} --kubeconfig {} --root-dir {} --cert-dir {} --hostname-override {} --node-ip {}",
+        "mount --make-rprivate /proc && {binds}exec {} --config {} --kubeconfig {} --root-dir {} --cert-dir {} --hostname-override {} --node-ip {}",
         bins.path("kubelet").display(),
         conf.display(),
         paths.kubeconfig("kubelet").display(),
@@ -288,29 +297,4 @@ fn kubelet(
         &script,
     ]);
     spawn_in(spec, cgroup).map(drop)
-}
-
-/// Waits until every Node of `c` is Ready with its address and slice.
-async fn ready(client: &Client, c: &Cluster) -> Result<(), K8sLabError> {
-    let api: Api<Node> = Api::all(client.clone());
-    let deadline = Instant::now() + Duration::from_secs(READY_SECS);
-    loop {
-        let found = api
-            .list(&ListParams::default())
-            .await
-            .map_err(K8sLabError::kube(format!(
-                "listing the Nodes of {}",
-                c.name
-            )))?;
-        let Some(why) = nodes::check(c, &found.items) else {
-            return Ok(());
-        };
-        if Instant::now() > deadline {
-            return Err(K8sLabError::lab(
-                format!("waiting {READY_SECS} s for the real nodes of {}", c.name),
-                why,
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
