@@ -22,8 +22,8 @@ use crate::{error::Error, logic::reply::Identity};
 #[derive(Debug, Parser)]
 #[command(name = "liqo-demo", version)]
 struct Args {
-    /// The address to serve on.
-    #[arg(long, default_value = "0.0.0.0:8080")]
+    /// The address to serve on (loopback unless asked: the image asks for 0.0.0.0:8080).
+    #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
     /// This pod's name (downward API: fieldRef metadata.name).
     #[arg(long, env = "POD_NAME", default_value = "unknown")]

@@ -4,6 +4,7 @@
 //! Shared helpers in `common`.
 
 mod common;
+mod demo_app;
 mod mutation;
 
 mod endpoint_lab_root;
