@@ -4,7 +4,6 @@
 //! Shared helpers in `common`.
 
 mod common;
-mod demo_app;
 mod mutation;
 
 mod endpoint_lab_root;

@@ -13,11 +13,6 @@ use std::{
 
 use serde_json::Value;
 
-/// The `liqo-demo` binary (next to this test or in `$LIQO_BIN_DIR`).
-fn demo_bin() -> std::path::PathBuf {
-    e2e::lab::bin("liqo-demo").expect("the liqo-demo binary: cargo build --workspace --bins")
-}
-
 /// A running instance, killed when dropped (a failed assertion leaves nothing behind).
 struct Demo {
     child: Child,
@@ -40,7 +35,7 @@ fn free_port() -> u16 {
 /// Starts the binary as pod `pod` of `cluster`, and waits until `/healthz` answers 200.
 fn start(pod: &str, cluster: &str) -> Demo {
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-    let child = Command::new(demo_bin())
+    let child = Command::new(env!("CARGO_BIN_EXE_liqo-demo"))
         .arg("--listen")
         .arg(addr.to_string())
         .arg("--cluster-name")
@@ -114,7 +109,10 @@ fn json(body: &str) -> Value {
 
 #[test]
 fn version_names_the_program() {
-    let out = Command::new(demo_bin()).arg("--version").output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_liqo-demo"))
+        .arg("--version")
+        .output()
+        .unwrap();
     assert!(out.status.success());
     let v = String::from_utf8(out.stdout).unwrap();
     assert_eq!(v.trim(), format!("liqo-demo {}", env!("CARGO_PKG_VERSION")));
