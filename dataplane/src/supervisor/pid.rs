@@ -113,9 +113,30 @@ pub fn stop(p: &Proc, grace: Duration) -> Stopped {
     }
 }
 
-/// The last `n` non-empty lines of `log`, one per line after the first, indented.
+/// The last `n` non-empty lines of `log`, one per line after the first, indented; a Rust
+/// backtrace's frames are left out, so a program that ended with a panic or an error shows
+/// its message rather than the bottom of its stack.
 pub fn tail(log: &Path, n: usize) -> String {
-    let text = fs::read_to_string(log).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    tail_of(&fs::read_to_string(log).unwrap_or_default(), n)
+}
+
+/// [`tail`] of a log's text.
+pub(crate) fn tail_of(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !backtrace_line(l))
+        .collect();
     lines[lines.len().saturating_sub(n)..].join("\n    ")
+}
+
+/// A line of a Rust backtrace (`stack backtrace:`, a numbered frame, its `at file:line`).
+fn backtrace_line(line: &str) -> bool {
+    let t = line.trim_start();
+    let indented = t.len() < line.len();
+    let frame = t
+        .split_once(": ")
+        .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    t.eq_ignore_ascii_case("stack backtrace:")
+        || t.starts_with("note: Some details are omitted")
+        || (indented && (frame || t.starts_with("at /") || t.starts_with("at ./")))
 }

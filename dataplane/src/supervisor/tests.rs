@@ -129,3 +129,19 @@ fn a_kill_on_drop_child_is_gone_after_the_drop_without_sigterm() {
     assert!(!tail(&l, 5).contains("got TERM"), "{}", tail(&l, 5));
     fs::remove_file(&l).unwrap();
 }
+
+#[test]
+fn a_tail_leaves_out_a_backtrace_and_keeps_the_error() {
+    let log = "starting\nError: the webhook port 127.0.0.1:9443 is in use\n\nStack backtrace:\n   0: std::backtrace::Backtrace::create\n             at /rustc/x/library/std/src/backtrace.rs:331:13\n  21: main\n   note: Some details are omitted, run with `RUST_BACKTRACE=full`\n";
+    assert_eq!(
+        pid::tail_of(log, 2),
+        "starting\n    Error: the webhook port 127.0.0.1:9443 is in use"
+    );
+    let panic = "thread 'main' panicked at src/run.rs:3:5:\nboom\nstack backtrace:\n   0: rust_begin_unwind\n";
+    assert_eq!(pid::tail_of(panic, 1), "boom");
+    // Indented lines that are not frames stay.
+    assert_eq!(
+        pid::tail_of("  at least one: x\n    7: y", 5),
+        "  at least one: x"
+    );
+}
