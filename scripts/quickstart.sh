@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main demo: installs what is missing, builds liqo-lab and runs its quickstart. Needs root:
+# The main job: installs what is missing, builds liqo-lab and runs its quickstart. Needs root:
 # run it as root (`bash scripts/quickstart.sh`); as another user it asks sudo for root itself,
 # keeping the caller's Rust toolchain; without sudo it says to run it as root.
 set -euo pipefail
@@ -30,4 +30,7 @@ command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
 echo "== building the binaries (release; a few minutes the first time)"
 cargo build --release --locked --bins
 give_back
-exec ./target/release/liqo-lab "$@" quickstart
+# The manual's quick start on real nodes: two clusters whose nodes run kubelets and containerd,
+# Liqo, peering, an offloaded demo answering from both clusters. Builds the Kubernetes binaries
+# the first time (Go module proxy; cached in /var/cache/liqo-lab).
+exec ./target/release/liqo-lab "$@" quickstart --k8s --real-nodes

@@ -1,12 +1,13 @@
-//! Real nodes (`liqo-lab up --k8s --real-nodes`), as root: every lab node runs containerd, a
-//! kubelet and kube-proxy (CoreDNS on one), with the lab's images (the sandbox's pause, the
-//! demo) built by `chart/images/build.sh --images e2e/images` and imported. Two clusters: every
-//! Node Ready with its kubelet's and runtime's versions; the demo pod runs in real containers
-//! (its readiness probe passes); `kubectl exec` in it resolves `kubernetes.default` through
-//! CoreDNS and reaches the API server through the `kubernetes` Service; `kubectl logs -f`
-//! follows a container; a lab pod of the other node reaches the demo at its pod address and
-//! the pod reaches itself through its Service; then the main job ([`crate::real_nodes_offload`]).
-//! Everything is torn down (cgroups, mounts, files)
+//! Real nodes, as root: the main job as a user runs it, `liqo-lab quickstart --k8s
+//! --real-nodes` (the lab's images built by `chart/images/build.sh --images e2e/images`; every
+//! lab node running containerd, a kubelet and kube-proxy, CoreDNS on one; peering by `liqoctl`;
+//! `liqo-demo` offloaded; 100 requests to the demo's Service answered by both clusters), its
+//! report checked; then on the lab it leaves: every Node Ready with its kubelet's and runtime's
+//! versions; a pod in real containers (its readiness probe passes); `kubectl exec` in it
+//! resolves `kubernetes.default` through CoreDNS and reaches the API server through the
+//! `kubernetes` Service; `kubectl logs -f` follows a container; a lab pod of the other node
+//! reaches it at its pod address and the pod reaches itself through its Service; the offloaded
+//! demo pods ([`crate::real_nodes_offload`]). Everything is torn down (cgroups, mounts, files)
 //! by `liqo-lab down`, also when the test fails.
 //!
 //! Needs the binaries next to this test or in `$LIQO_BIN_DIR` (see lab_k8s_root.rs), with
@@ -21,9 +22,9 @@ use std::{
 };
 
 use dataplane::Netns;
-use e2e::{
-    lab::k8s::{self, K8sLab, realnode},
-    topology::Topology,
+use e2e::lab::{
+    Prefix,
+    k8s::{self, K8sLab, realnode},
 };
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{Api, api::ListParams};
@@ -83,7 +84,7 @@ async fn ready_pod(rome: &kube::Client) -> Pod {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         let p = api.get("demo").await.unwrap();
-        if crate::real_nodes_offload::ready(&p) {
+        if k8s::demo::ready(&p) {
             return p;
         }
         assert!(
@@ -111,32 +112,83 @@ fn get_from(ns: &str, addr: std::net::SocketAddr) -> String {
         .unwrap()
 }
 
+/// What the quickstart's report must show: both clusters' nodes with their runtime, the demo's
+/// pods on rome's nodes and on liqo-milan, 100 of 100 requests answered by both clusters, the
+/// memory of the four nodes' kubelets and runtimes, every probe, both ForeignClusters.
+fn check_report(report: &str, p: &Prefix) {
+    let has = |s: &str| assert!(report.contains(s), "the report lacks {s:?}:\n{report}");
+    for s in [
+        "== kubectl --context rome get nodes -o wide",
+        "== kubectl --context milan get nodes -o wide",
+        "containerd://2.",
+        "liqo-milan",
+        "answered 100/100: ",
+        " by milan",
+        " by rome",
+        "56 of 56 probes passed",
+        "across clusters",
+        "== kubectl --context rome get foreignclusters",
+    ] {
+        has(s);
+    }
+    let answers = report
+        .lines()
+        .find(|l| l.trim_start().starts_with("answered "))
+        .unwrap();
+    assert!(!answers.contains("failed"), "{answers}");
+    // A memory row per node: kubelet and containerd measured (MiB, not "-").
+    let rows: Vec<&str> = report
+        .lines()
+        .skip_while(|l| !l.starts_with("== Memory of the real nodes"))
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() >= 7 && ["rome", "milan"].contains(&f[0]) && ["n0", "n1"].contains(&f[1])
+        })
+        .collect();
+    assert_eq!(rows.len(), 4, "a memory row per node:\n{report}");
+    for r in &rows {
+        let f: Vec<&str> = r.split_whitespace().collect();
+        for mib in &f[2..4] {
+            assert!(
+                mib.parse::<u32>().is_ok_and(|m| m > 0),
+                "kubelet and containerd measured: {r}"
+            );
+        }
+    }
+    has(&format!("liqo-lab --prefix {p} down"));
+    assert!(!report.contains("FAILED"), "{report}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec() {
     dataplane::netns::require_root();
     let _one = ONE_AT_A_TIME.lock().await;
     let p = prefix("rn");
     let _guard = DownOnDrop(p.clone());
-    let node_bin = testkit::k8s::node_binaries().unwrap();
-    let demo = e2e::lab::bin("liqo-demo").unwrap();
     let t = Instant::now();
-    realnode::images::build(demo.parent().unwrap(), &node_bin.dir).unwrap();
-    eprintln!(
-        "TIMING the lab's images built: {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    let t = Instant::now();
-    let opts = k8s::Options {
-        real_nodes: true,
-        ..k8s::Options::default()
-    };
-    let k = k8s::up(p.clone(), Topology::preset("two-clusters").unwrap(), &opts)
-        .await
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_liqo-lab"))
+        .args([
+            "--prefix",
+            p.as_str(),
+            "quickstart",
+            "--k8s",
+            "--real-nodes",
+        ])
+        .output()
         .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
     eprintln!(
-        "TIMING up --k8s --real-nodes, every node Ready: {:.1} s",
+        "TIMING liqo-lab quickstart --k8s --real-nodes: {:.1} s\n{report}",
         t.elapsed().as_secs_f64()
     );
+    assert!(
+        out.status.success(),
+        "quickstart: {:?}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    check_report(&report, &p);
+    let k = K8sLab::load(&p).unwrap();
 
     // Every node Ready, with the versions its kubelet and runtime report.
     for c in &k.lab.topology.clusters {
@@ -145,7 +197,17 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
             .list(&ListParams::default())
             .await
             .unwrap()
-            .items;
+            .items
+            .into_iter()
+            // The virtual node (liqo-milan on rome) is Liqo's, not the lab's.
+            .filter(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("liqo.io/type"))
+                    .is_none_or(|t| t != "virtual-node")
+            })
+            .collect::<Vec<_>>();
         assert_eq!(nodes.len(), c.nodes.len(), "{}", c.name);
         for n in &nodes {
             let info = n
@@ -263,6 +325,36 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
         "followed in order: {seen:?}"
     );
 
+    // port-forward: a local port reaches the container through the API server and the kubelet.
+    let forward = k
+        .tool_command("kubectl", "rome", &["port-forward", "pod/demo", "0:8080"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut forward = KillOnDrop(forward);
+    let mut first = String::new();
+    // Kept open until kubectl is killed: it writes a line per connection (a closed pipe would
+    // kill it mid-request).
+    let mut said = BufReader::new(forward.0.stdout.take().unwrap());
+    said.read_line(&mut first).unwrap();
+    // "Forwarding from 127.0.0.1:40123 -> 8080"
+    let local: std::net::SocketAddr = first
+        .split_whitespace()
+        .nth(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("kubectl port-forward said {first:?}"));
+    let mut s = std::net::TcpStream::connect_timeout(&local, Duration::from_secs(5)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s.write_all(b"GET /?format=text HTTP/1.0\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    assert!(
+        answer.contains("pod=demo "),
+        "through port-forward: {answer}"
+    );
+    drop(forward);
+    drop(said);
+
     // A lab pod of the other node reaches the demo; the demo reaches itself by its Service.
     let body = get_from(
         &format!("{p}-rome-n0-p0"),
@@ -304,12 +396,11 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
     assert!(via_service.contains("pod=demo"), "{via_service}");
     eprintln!("the demo through its Service: {via_service}");
 
-    // The main job: peering, offloading, the demo answering from both clusters.
-    let answers = crate::real_nodes_offload::offload_demo(&k).await;
-    eprintln!("real nodes: 40 requests to the demo's Service answered by {answers:?}");
+    // The quickstart's offloaded demo: real containers on milan, logs, exec, mounts.
+    crate::real_nodes_offload::offloaded_demo(&k).await;
 
-    let report = k8s::down(&p).unwrap();
-    eprintln!("down: {report:?}");
+    let down = k8s::down(&p).unwrap();
+    eprintln!("down: {down:?}");
     let dirs = [
         std::path::Path::new(realnode::DATA_ROOT).join(p.as_str()),
         std::path::PathBuf::from(format!("/run/liqo-lab/{p}.d")),

@@ -12,6 +12,7 @@ mod move_gateway;
 mod peer;
 mod plan;
 mod quickstart;
+mod quickstart_demo;
 mod relay;
 mod rotate_key;
 mod shared;
@@ -136,6 +137,11 @@ enum Command {
         /// `liqoctl peer in-band`.
         #[arg(long, requires = "k8s")]
         in_band: bool,
+        /// With `--k8s`: real nodes (see `up --real-nodes`; builds what they run the first
+        /// time), and the manual's demo on them: `liqo-demo` offloaded, its pods spread over
+        /// both clusters, 100 requests to its Service.
+        #[arg(long, requires = "k8s", conflicts_with = "in_band")]
+        real_nodes: bool,
     },
     /// Relay TCP from inside a node's namespace to the root namespace (started by `up --k8s`).
     #[command(hide = true)]
@@ -215,9 +221,11 @@ async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Unpeer { a, b } => peer::unpeer(&prefix, &a, &b),
         Command::Down => down::run(&prefix),
         Command::Quickstart { k8s: false, .. } => quickstart::quickstart(prefix).await,
-        Command::Quickstart { k8s: true, in_band } => {
-            quickstart::quickstart_k8s(prefix, in_band).await
-        }
+        Command::Quickstart {
+            k8s: true,
+            in_band,
+            real_nodes,
+        } => quickstart::quickstart_k8s(prefix, in_band, real_nodes).await,
         Command::Relay { .. } => unreachable!("handled before the runtime starts"),
         Command::K8s { what } => k8s::run(prefix, what).await,
     }

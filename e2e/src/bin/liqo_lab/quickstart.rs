@@ -8,7 +8,7 @@ use e2e::{
     topology::Topology,
 };
 
-use crate::shared::require_root;
+use crate::{quickstart_demo, shared::require_root};
 
 pub(crate) async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
     require_root()?;
@@ -44,8 +44,13 @@ pub(crate) async fn quickstart(prefix: Prefix) -> Result<ExitCode> {
 /// [`quickstart`] with control planes: the clusters come up with `up --k8s`, `liqoctl` peers
 /// them, and the views are the TunnelEndpoints'.
 /// `in_band`: the clusters come up with `up --k8s --in-band` and `liqoctl peer in-band` peers
-/// them.
-pub(crate) async fn quickstart_k8s(prefix: Prefix, in_band: bool) -> Result<ExitCode> {
+/// them. `real_nodes`: the nodes run kubelets and containerd, and the manual's demo runs on them
+/// ([`quickstart_demo`]).
+pub(crate) async fn quickstart_k8s(
+    prefix: Prefix,
+    in_band: bool,
+    real_nodes: bool,
+) -> Result<ExitCode> {
     require_root()?;
     let started = Instant::now();
     let r = lab::k8s::down(&prefix)?;
@@ -55,23 +60,47 @@ pub(crate) async fn quickstart_k8s(prefix: Prefix, in_band: bool) -> Result<Exit
             r.lab.namespaces, r.k8s
         );
     }
+    if real_nodes {
+        quickstart_demo::build()?;
+    }
     let t = Instant::now();
     let topology = Topology::preset("two-clusters")?;
     let k = if in_band {
         lab::k8s::up_in_band(prefix.clone(), topology).await?
     } else {
-        lab::k8s::up(prefix.clone(), topology, &lab::k8s::Options::default()).await?
+        let opts = lab::k8s::Options {
+            real_nodes,
+            ..lab::k8s::Options::default()
+        };
+        lab::k8s::up(prefix.clone(), topology, &opts).await?
     };
     println!(
         "== Two clusters, rome and milan, both with pod CIDR 10.200.0.0/16, built in {:.2} s",
         t.elapsed().as_secs_f64()
     );
-    println!(
-        "   each: a control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) whose \
-         Nodes are the lab's\n   2 nodes (x 2 pods, network namespaces); Liqo (liqo-ipam, liqo-auth, \
-         liqo-controller-manager);\n   the gateway operator and a userspace-WireGuard gateway on n0, \
-         a route operator and a VXLAN\n   overlay agent on every node\n"
-    );
+    if real_nodes {
+        println!(
+            "   each: a control plane (etcd, kube-apiserver, controller-manager, scheduler) and 2 \
+             real nodes (network\n   namespaces), each running containerd with runc, a kubelet and \
+             kube-proxy (CoreDNS on n1), plus 2 lab\n   pods; Liqo (liqo-ipam, liqo-auth, \
+             liqo-controller-manager); the gateway operator and a userspace-WireGuard\n   gateway \
+             on n0, a route operator and a VXLAN overlay agent on every node\n"
+        );
+        for c in ["rome", "milan"] {
+            let out = k.tool("kubectl", c, &["get", "nodes", "-o", "wide"])?;
+            println!(
+                "== kubectl --context {c} get nodes -o wide\n\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    } else {
+        println!(
+            "   each: a control plane (etcd, kube-apiserver, controller-manager, scheduler, kwok) \
+             whose Nodes are the lab's\n   2 nodes (x 2 pods, network namespaces); Liqo (liqo-ipam, \
+             liqo-auth, liqo-controller-manager);\n   the gateway operator and a userspace-WireGuard \
+             gateway on n0, a route operator and a VXLAN\n   overlay agent on every node\n"
+        );
+    }
     if in_band {
         println!(
             "   in-band: each API server and auth service reachable only inside its cluster \
@@ -120,6 +149,11 @@ pub(crate) async fn quickstart_k8s(prefix: Prefix, in_band: bool) -> Result<Exit
             .with_context(|| format!("no TunnelEndpoint for {to} on {from}"))
     };
     let (va, vb) = (view("rome", "milan")?, view("milan", "rome")?);
+    let demo_ok = if real_nodes {
+        quickstart_demo::run(&k, &prefix).await?
+    } else {
+        true
+    };
     let mut fcs = String::new();
     for c in ["rome", "milan"] {
         fcs.push_str(&format!(
@@ -127,7 +161,12 @@ pub(crate) async fn quickstart_k8s(prefix: Prefix, in_band: bool) -> Result<Exit
             k.foreign_clusters(c)?
         ));
     }
-    report(&prefix, &k.lab, (&va, &vb), &m, started, &fcs, &views)
+    let code = report(&prefix, &k.lab, (&va, &vb), &m, started, &fcs, &views)?;
+    if !demo_ok {
+        println!("\nFAILED: the demo was not answered by both clusters on every request (above)");
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(code)
 }
 
 /// The quickstart's report once peered: the pods and their addresses across, the matrix `m`,

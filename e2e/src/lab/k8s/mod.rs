@@ -19,6 +19,7 @@
 //! `liqo-lab --prefix <p> relay --tag <lab dir>/...`) are found by the lab directory in their
 //! `--tag`, and everything in a node is killed with its namespace.
 
+pub mod demo;
 mod down;
 pub mod egress;
 mod error;

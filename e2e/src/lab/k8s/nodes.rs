@@ -153,6 +153,38 @@ pub async fn wait_ready(client: &Client, c: &Cluster, secs: u64) -> Result<(), K
     }
 }
 
+/// Waits until Node `name` exists and is Ready (at most `within`; a virtual node appears
+/// once a peering's resources are accepted); how long it took.
+pub async fn wait_named(
+    client: &Client,
+    name: &str,
+    within: Duration,
+) -> Result<Duration, K8sLabError> {
+    let api: Api<Node> = Api::all(client.clone());
+    let t = Instant::now();
+    loop {
+        let node = api
+            .get_opt(name)
+            .await
+            .map_err(K8sLabError::kube(format!("reading Node {name}")))?;
+        if node.as_ref().is_some_and(ready) {
+            return Ok(t.elapsed());
+        }
+        if t.elapsed() > within {
+            let state = if node.is_some() {
+                "not Ready"
+            } else {
+                "absent"
+            };
+            return Err(K8sLabError::lab(
+                format!("waiting {} s for Node {name}", within.as_secs()),
+                format!("it is {state}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

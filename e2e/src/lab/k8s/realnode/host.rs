@@ -163,7 +163,7 @@ pub(super) fn enter_cgroup(path: &str, pid: u32) -> Result<(), HostError> {
 }
 
 /// Every process in `path` or below, in any hierarchy.
-fn pids_in(path: &str) -> Vec<i32> {
+pub(super) fn pids_in(path: &str) -> Vec<i32> {
     let mut pids = Vec::new();
     for h in hierarchies(true) {
         let root = h.join(path.trim_start_matches('/'));

@@ -18,6 +18,7 @@ mod io;
 mod paths;
 mod render;
 mod start;
+mod usage;
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +27,7 @@ use paths::CGROUP_FILE;
 pub use paths::{DATA_ROOT, NodePaths};
 pub use render::{PAUSE_IMAGE, cluster_dns};
 pub use start::{egress_socket, start};
+pub use usage::{NodeUsage, usage};
 
 use super::K8sLabError;
 use crate::lab::{Prefix, error::STATE_DIR};
@@ -44,19 +46,8 @@ pub struct Stopped {
 /// Stops every real node of lab `prefix` (also after a crash): kills each node's cgroup,
 /// unmounts what is under its directories, removes its data.
 pub fn stop(prefix: &Prefix) -> Result<Stopped, K8sLabError> {
-    let lab_dir = Path::new(STATE_DIR).join(format!("{prefix}.d"));
     let mut out = Stopped::default();
-    let mut dirs: Vec<PathBuf> = Vec::new();
-    for cluster in read_dirs(&lab_dir) {
-        for node in read_dirs(&cluster) {
-            if node
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("node-"))
-            {
-                dirs.push(node);
-            }
-        }
-    }
+    let dirs = node_dirs(prefix);
     let data = Path::new(DATA_ROOT).join(prefix.as_str());
     // Every node is stopped even if one fails; the first failure is returned at the end (its
     // directory, which records its cgroup, stays for another try).
@@ -99,6 +90,24 @@ pub fn stop(prefix: &Prefix) -> Result<Stopped, K8sLabError> {
         Some(e) => Err(e),
         None => Ok(out),
     }
+}
+
+/// The directories of lab `prefix`'s real nodes (`<lab dir>/<cluster>/node-<node>`).
+fn node_dirs(prefix: &Prefix) -> Vec<PathBuf> {
+    let lab_dir = Path::new(STATE_DIR).join(format!("{prefix}.d"));
+    let mut dirs = Vec::new();
+    for cluster in read_dirs(&lab_dir) {
+        for node in read_dirs(&cluster) {
+            if node
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("node-"))
+            {
+                dirs.push(node);
+            }
+        }
+    }
+    dirs.sort();
+    dirs
 }
 
 fn read_dirs(d: &Path) -> Vec<PathBuf> {

@@ -1,0 +1,334 @@
+//! The demo application on a lab with real nodes (the manual's quick start): namespace
+//! `liqo-demo` offloaded by `liqoctl offload namespace`, a Deployment of `liqo-demo` spread over
+//! the home cluster's nodes and its virtual node, its Service; requests from a demo pod to the
+//! Service ([`ask`]) and their answers counted per pod ([`Tally`]). The quickstart and the
+//! tests use it; it never tears anything down (`liqo-lab down` does).
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::{Duration, Instant},
+};
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Namespace, Pod, Service},
+};
+use kube::{Api, Client, api::ListParams};
+use serde_json::json;
+
+use super::{K8sLab, K8sLabError};
+
+/// The namespace the demo runs in (offloaded).
+pub const NAMESPACE: &str = "liqo-demo";
+/// The demo's image (imported into every real node).
+pub const IMAGE: &str = "localhost/liqo-lab/liqo-demo:lab";
+/// The name of the demo's Deployment and Service, and its pods' `app` label.
+pub const NAME: &str = "demo";
+/// The toleration pods need to run on a virtual node.
+pub const VIRTUAL_NODE_TAINT: &str = "virtual-node.liqo.io/not-allowed";
+
+/// One answer of the demo (its `?format=text` line).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    /// The pod that answered.
+    pub pod: String,
+    /// Its node, as its own cluster names it.
+    pub node: String,
+    /// The client address it saw (without the port).
+    pub client: String,
+}
+
+/// An answer line (`pod=… namespace=… node=… cluster=… client=ip:port served=…`), if it is one.
+pub fn parse(line: &str) -> Option<Answer> {
+    let field = |k: &str| {
+        line.split_whitespace()
+            .find_map(|f| f.strip_prefix(k)?.strip_prefix('='))
+            .map(str::to_owned)
+    };
+    let client = field("client")?;
+    let client = match client.rsplit_once(':') {
+        Some((ip, port)) if port.parse::<u16>().is_ok() => ip.trim_matches(['[', ']']).to_owned(),
+        _ => client,
+    };
+    Some(Answer {
+        pod: field("pod")?,
+        node: field("node")?,
+        client,
+    })
+}
+
+/// The answers to a series of requests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// Requests made.
+    pub asked: usize,
+    /// What came back instead of an answer, one entry per failed request.
+    pub failed: Vec<String>,
+    /// Per answering pod: how many answers, and the client addresses it saw.
+    pub by_pod: BTreeMap<String, (usize, BTreeSet<String>)>,
+}
+
+impl Tally {
+    /// Counts the output of [`script`] for `asked` requests: an answer per line, or `FAIL …`.
+    pub fn of(output: &str, asked: usize) -> Tally {
+        let mut t = Tally {
+            asked,
+            ..Tally::default()
+        };
+        for line in output.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            match parse(line) {
+                Some(a) => {
+                    let e = t.by_pod.entry(a.pod).or_default();
+                    e.0 += 1;
+                    e.1.insert(a.client);
+                }
+                None => t.failed.push(line.to_owned()),
+            }
+        }
+        let answered = t.answered();
+        for _ in (answered + t.failed.len())..asked {
+            t.failed.push("no answer".into());
+        }
+        t
+    }
+
+    /// How many requests were answered.
+    pub fn answered(&self) -> usize {
+        self.by_pod.values().map(|(n, _)| n).sum()
+    }
+}
+
+/// The shell script a client pod runs: `each` requests to every one of `hosts` (port 80), one
+/// line per request (the answer, or `FAIL <host>`).
+pub fn script(hosts: &[&str], each: usize) -> String {
+    format!(
+        "for h in {}; do for i in $(seq 1 {each}); do \
+         if exec 3<>/dev/tcp/$h/80; then \
+         printf 'GET /?format=text HTTP/1.0\\r\\n\\r\\n' >&3; \
+         a=$(timeout 5 cat <&3 | tail -n1); exec 3<&-; echo \"${{a:-FAIL $h (empty)}}\"; \
+         else echo \"FAIL $h\"; fi; done; done",
+        hosts.join(" ")
+    )
+}
+
+/// Whether a pod is Ready.
+pub fn ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The node a pod is bound to (empty when not yet scheduled).
+pub fn node_of(p: &Pod) -> String {
+    p.spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .unwrap_or_default()
+}
+
+async fn create<K>(api: Api<K>, v: serde_json::Value) -> Result<(), K8sLabError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let what = format!("creating {}", v["metadata"]["name"]);
+    let obj: K = serde_json::from_value(v).map_err(|e| K8sLabError::lab(what.clone(), e))?;
+    api.create(&Default::default(), &obj)
+        .await
+        .map_err(K8sLabError::kube(what))?;
+    Ok(())
+}
+
+/// On cluster `home`: the namespace, offloaded with `liqoctl offload namespace`, the demo's
+/// Deployment of `replicas` spread one per node at most apart (virtual nodes included) and its
+/// Service (port 80).
+pub async fn deploy(k: &K8sLab, home: &str, replicas: u32) -> Result<(), K8sLabError> {
+    let client = client(k, home).await?;
+    create(
+        Api::<Namespace>::all(client.clone()),
+        json!({"metadata": {"name": NAMESPACE}}),
+    )
+    .await?;
+    let out = k.tool("liqoctl", home, &["offload", "namespace", NAMESPACE])?;
+    if !out.status.success() {
+        return Err(K8sLabError::lab(
+            format!("liqoctl offload namespace {NAMESPACE} on {home}"),
+            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        ));
+    }
+    let env = json!([
+        {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]);
+    let labels = json!({"app": NAME});
+    create(Api::<Deployment>::namespaced(client.clone(), NAMESPACE), json!({
+        "metadata": {"name": NAME},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": labels}}],
+                "tolerations": [{"key": VIRTUAL_NODE_TAINT, "operator": "Exists", "effect": "NoExecute"}],
+                "containers": [{"name": NAME, "image": IMAGE, "imagePullPolicy": "Never", "env": env,
+                    "readinessProbe": {"httpGet": {"path": "/healthz", "port": 8080}, "periodSeconds": 1}}]}}}})).await?;
+    create(
+        Api::<Service>::namespaced(client, NAMESPACE),
+        json!({"metadata": {"name": NAME},
+            "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}}),
+    )
+    .await
+}
+
+/// A client of cluster `name`.
+pub async fn client(k: &K8sLab, name: &str) -> Result<Client, K8sLabError> {
+    let c = k
+        .set
+        .get(name)
+        .ok_or_else(|| K8sLabError::lab(format!("cluster {name}"), "it is not one of the lab's"))?;
+    Ok(c.client().await?)
+}
+
+/// The demo's pods on `home` once `n` of them are Ready and none is terminating (at most
+/// `within`); the error names each pod's node and readiness.
+pub async fn ready_pods(
+    home: &Client,
+    n: usize,
+    within: Duration,
+) -> Result<Vec<Pod>, K8sLabError> {
+    let api: Api<Pod> = Api::namespaced(home.clone(), NAMESPACE);
+    let deadline = Instant::now() + within;
+    loop {
+        let live: Vec<Pod> = api
+            .list(&ListParams::default().labels(&format!("app={NAME}")))
+            .await
+            .map_err(K8sLabError::kube("listing the demo's pods"))?
+            .items
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        if live.len() == n && live.iter().all(ready) {
+            return Ok(live);
+        }
+        if Instant::now() >= deadline {
+            let seen: Vec<String> = live
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} on {:?} ready={}",
+                        p.metadata.name.as_deref().unwrap_or("?"),
+                        node_of(p),
+                        ready(p)
+                    )
+                })
+                .collect();
+            return Err(K8sLabError::lab(
+                format!("waiting {} s for {n} Ready demo pods", within.as_secs()),
+                format!("found {seen:?}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Runs [`script`] in pod `from` of the demo's namespace on `home` and counts the answers.
+pub fn ask(
+    k: &K8sLab,
+    home: &str,
+    from: &str,
+    hosts: &[&str],
+    each: usize,
+) -> Result<Tally, K8sLabError> {
+    let out = k.tool(
+        "kubectl",
+        home,
+        &[
+            "exec",
+            "-n",
+            NAMESPACE,
+            from,
+            "--",
+            "bash",
+            "-c",
+            &script(hosts, each),
+        ],
+    )?;
+    if !out.status.success() {
+        return Err(K8sLabError::lab(
+            format!("kubectl exec {from} on {home}"),
+            format!(
+                "exit {:?}: {}",
+                out.status.code(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        ));
+    }
+    Ok(Tally::of(
+        &String::from_utf8_lossy(&out.stdout),
+        hosts.len() * each,
+    ))
+}
+
+/// Asks `host` from pod `from` until pod `pod` answers (at most `within`): an endpoint reaches
+/// kube-proxy a moment after its pod is Ready.
+pub fn until_answered_by(
+    k: &K8sLab,
+    home: &str,
+    from: &str,
+    host: &str,
+    pod: &str,
+    within: Duration,
+) -> Result<Duration, K8sLabError> {
+    let t = Instant::now();
+    loop {
+        let tally = ask(k, home, from, &[host], 3)?;
+        if tally.by_pod.contains_key(pod) {
+            return Ok(t.elapsed());
+        }
+        if t.elapsed() >= within {
+            return Err(K8sLabError::lab(
+                format!(
+                    "waiting {} s for {pod} to answer at {host}",
+                    within.as_secs()
+                ),
+                format!("the last answers: {tally:?}"),
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_parsed_and_counted_and_a_missing_one_is_a_failure() {
+        let out = "pod=demo-a namespace=liqo-demo node=n0 cluster=rome client=10.200.0.17:40000 served=1\n\
+                   FAIL 10.96.0.20\n\
+                   pod=demo-b namespace=liqo-demo node=n1 cluster= client=[fd00::1]:5 served=2\n\
+                   pod=demo-a namespace=liqo-demo node=n0 cluster=rome client=10.200.0.18:1 served=3\n";
+        let t = Tally::of(out, 5);
+        assert_eq!(t.answered(), 3);
+        assert_eq!(
+            t.failed,
+            vec!["FAIL 10.96.0.20".to_owned(), "no answer".to_owned()]
+        );
+        assert_eq!(t.by_pod["demo-a"].0, 2);
+        assert_eq!(
+            t.by_pod["demo-a"].1.iter().cloned().collect::<Vec<_>>(),
+            vec!["10.200.0.17", "10.200.0.18"]
+        );
+        assert_eq!(t.by_pod["demo-b"].1.iter().next().unwrap(), "fd00::1");
+        assert_eq!(parse("HTTP/1.0 500"), None);
+        assert_eq!(parse("pod=x node=y").map(|a| a.pod), None, "no client");
+    }
+
+    #[test]
+    fn the_script_asks_every_host_each_time() {
+        let s = script(&["10.96.0.20", "demo.liqo-demo.svc.cluster.local"], 50);
+        assert!(
+            s.starts_with(
+                "for h in 10.96.0.20 demo.liqo-demo.svc.cluster.local; do for i in $(seq 1 50);"
+            ),
+            "{s}"
+        );
+        assert!(s.contains("FAIL $h"), "{s}");
+    }
+}
