@@ -23,14 +23,14 @@ mod usage;
 use std::path::{Path, PathBuf};
 
 pub use host::HostError;
-use paths::CGROUP_FILE;
+use paths::{CGROUP_FILE, node_dirs};
 pub use paths::{DATA_ROOT, NodePaths};
 pub use render::{PAUSE_IMAGE, cluster_dns};
 pub use start::{egress_socket, start};
 pub use usage::{NodeUsage, usage};
 
 use super::K8sLabError;
-use crate::lab::{Prefix, error::STATE_DIR};
+use crate::lab::Prefix;
 
 /// What [`stop`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -90,35 +90,6 @@ pub fn stop(prefix: &Prefix) -> Result<Stopped, K8sLabError> {
         Some(e) => Err(e),
         None => Ok(out),
     }
-}
-
-/// The directories of lab `prefix`'s real nodes (`<lab dir>/<cluster>/node-<node>`).
-fn node_dirs(prefix: &Prefix) -> Vec<PathBuf> {
-    let lab_dir = Path::new(STATE_DIR).join(format!("{prefix}.d"));
-    let mut dirs = Vec::new();
-    for cluster in read_dirs(&lab_dir) {
-        for node in read_dirs(&cluster) {
-            if node
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("node-"))
-            {
-                dirs.push(node);
-            }
-        }
-    }
-    dirs.sort();
-    dirs
-}
-
-fn read_dirs(d: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(d)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn host_err(e: HostError) -> K8sLabError {

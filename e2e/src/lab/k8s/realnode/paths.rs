@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::lab::{Prefix, error::STATE_DIR};
+
 /// Where big node data lives (on disk, not tmpfs).
 pub const DATA_ROOT: &str = "/var/lib/liqo-lab";
 /// The file in a node's directory that records its cgroup (teardown reads it).
@@ -73,4 +75,33 @@ impl NodePaths {
     pub fn log(&self, who: &str) -> PathBuf {
         self.dir.join(format!("{who}.log"))
     }
+}
+
+/// The directories of lab `prefix`'s real nodes (`<lab dir>/<cluster>/node-<node>`).
+pub(super) fn node_dirs(prefix: &Prefix) -> Vec<PathBuf> {
+    let lab_dir = Path::new(STATE_DIR).join(format!("{prefix}.d"));
+    let mut dirs = Vec::new();
+    for cluster in read_dirs(&lab_dir) {
+        for node in read_dirs(&cluster) {
+            if node
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("node-"))
+            {
+                dirs.push(node);
+            }
+        }
+    }
+    dirs.sort();
+    dirs
+}
+
+fn read_dirs(d: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(d)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -4,7 +4,10 @@
 
 use std::{collections::BTreeMap, fs};
 
-use super::{CGROUP_FILE, host, node_dirs};
+use super::{
+    host,
+    paths::{CGROUP_FILE, node_dirs},
+};
 use crate::lab::Prefix;
 
 /// The resident memory of one real node's programs.
