@@ -15,8 +15,8 @@
 //! - A leader that stops cleanly releases the Lease ([`released`]): the next one takes it at its
 //!   next try instead of waiting for the expiry.
 //!
-//! Pure: the reads and writes are the controller-manager's (`liqo_controller_manager::leader`);
-//! times are inputs.
+//! Pure: the reads and writes are `liqo_lease`'s (the controller-manager's and the gateway
+//! operators' elector); times are inputs.
 
 use std::time::{Duration, Instant};
 

@@ -41,6 +41,7 @@ pub const SETTLED: Duration = Duration::from_secs(10);
 mod ctx;
 mod ipam;
 mod key;
+pub mod standby;
 
 pub use crate::runner::Dataplane;
 pub use ctx::{Ctx, KeyState, MANAGER, Settings};

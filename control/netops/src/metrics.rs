@@ -28,6 +28,8 @@ pub struct Metrics {
     pub pending: Gauge,
     /// Gateway keys rotated (a new key handed to the gateway; the gateway operator only).
     pub key_rotations: Counter,
+    /// 1 while this gateway operator is the active one (always 1 without `--leader-elect`).
+    pub leading: Gauge,
 }
 
 impl Metrics {
@@ -43,6 +45,7 @@ impl Metrics {
             refused: Gauge::default(),
             pending: Gauge::default(),
             key_rotations: Counter::default(),
+            leading: Gauge::default(),
         };
         registry.register("reconciles", "Reconciles", m.reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles", m.errors.clone());
@@ -62,6 +65,11 @@ impl Metrics {
             "key_rotations",
             "Gateway keys rotated (a rotation asked for, or the key Secret deleted)",
             m.key_rotations.clone(),
+        );
+        registry.register(
+            "leading",
+            "1 while this gateway operator is the active one (always 1 without --leader-elect)",
+            m.leading.clone(),
         );
         Metrics {
             registry: Arc::new(registry),

@@ -231,6 +231,7 @@ async fn main() -> anyhow::Result<()> {
             me,
             timing,
             metrics_leader,
+            liqo_controller_manager::FIELD_MANAGER,
         ))
     } else {
         metrics_leader.set(1);

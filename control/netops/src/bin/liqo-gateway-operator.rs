@@ -10,10 +10,11 @@ use clap::Parser;
 use futures::{FutureExt, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::{Api, api::DynamicObject, runtime::watcher};
+use liqo_lease::Elector;
 use liqo_netops::{
     cli,
     files::{self, StatusUrl},
-    gateway_op::{self, Ctx, Dataplane, MANAGER, Settings},
+    gateway_op::{self, Ctx, Dataplane, MANAGER, Settings, standby},
     kube::{keys, lease, tep_resource},
     metrics::Metrics,
     runner,
@@ -37,6 +38,11 @@ struct Args {
     private_key_file: Option<PathBuf>,
     #[command(flatten)]
     ipam: cli::Ipam,
+    /// Active/standby: elect on the Lease `liqo-gateway` with the other replicas (this node's
+    /// name as identity). A standby's gateway runs the key without peers; the active one gives
+    /// the Lease back as soon as its gateway stops answering, and the standby takes over.
+    #[arg(long)]
+    leader_elect: bool,
 }
 
 #[tokio::main]
@@ -48,6 +54,7 @@ async fn main() -> anyhow::Result<()> {
         gateway_status_url,
         private_key_file,
         ipam,
+        leader_elect,
     } = Args::parse();
     // Checked before anything runs: a bad IPAM flag is named.
     let ipam = ipam.options()?;
@@ -93,10 +100,6 @@ async fn main() -> anyhow::Result<()> {
     let key = keys::ensure(&client, &args.namespace, adopt)
         .await
         .context("the gateway's key")?;
-    // Announced by a reconcile once the gateway runs it (never before).
-    let published = keys::published(&client, &args.namespace)
-        .await
-        .context("the gateway's public key")?;
     if let Dataplane::Files {
         private_key_file: Some(path),
         ..
@@ -109,14 +112,38 @@ async fn main() -> anyhow::Result<()> {
     }
     let public_key = key.public();
     drop(key);
-    let before = lease::take(&client, &args.namespace, &args.node_name, MANAGER)
-        .await
-        .context("the gateway Lease")?;
-    tracing::info!(node = %args.node_name, previous = ?before, %public_key, fake = matches!(dataplane, Dataplane::Fake), "gateway operator starting");
     let metrics = Metrics::new("liqo_gateway_operator");
     liqo_daemon::server::spawn_metrics(args.metrics_listen, metrics.registry())
         .await
         .context("--metrics-listen")?;
+    let elector = if leader_elect {
+        Some(
+            standby(
+                &client,
+                (&args.namespace, &args.node_name),
+                &base,
+                &dataplane,
+                &metrics,
+            )
+            .await?,
+        )
+    } else {
+        let before = lease::take(&client, &args.namespace, &args.node_name, MANAGER)
+            .await
+            .context("the gateway Lease")?;
+        metrics.leading.set(1);
+        tracing::info!(previous = ?before, "took the gateway Lease");
+        None
+    };
+    // Read once active: a standby may have waited through a rotation.
+    let published = keys::published(&client, &args.namespace)
+        .await
+        .context("the gateway's public key")?;
+    tracing::info!(node = %args.node_name, %public_key, fake = matches!(dataplane, Dataplane::Fake), "gateway operator starting");
+    let status_url = match &dataplane {
+        Dataplane::Files { status, .. } => Some(status.clone()),
+        Dataplane::Fake => None,
+    };
     let settings = Settings {
         namespace: args.namespace.clone(),
         node_name: args.node_name.clone(),
@@ -132,13 +159,9 @@ async fn main() -> anyhow::Result<()> {
         published,
         metrics.clone(),
     ));
-    let lost = lease::keep(
-        client.clone(),
-        args.namespace.clone(),
-        args.node_name.clone(),
-        MANAGER.into(),
-    );
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    // Sent when the operator stopped on its own (a signal): the Lease is given back.
+    let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
     let shutdown = async move {
         tokio::select! {
             _ = runner::signalled() => {}
@@ -150,11 +173,18 @@ async fn main() -> anyhow::Result<()> {
     .shared();
     // Why the Lease was lost, set before the stop is sent (so the exit status never depends
     // on whether the task has finished when the controller stops).
-    let lost_why = Arc::new(std::sync::Mutex::new(None::<liqo_netops::kube::KubeError>));
+    let lost_why = Arc::new(std::sync::Mutex::new(None::<anyhow::Error>));
     let lost_slot = lost_why.clone();
+    let lease = (
+        client.clone(),
+        args.namespace.clone(),
+        args.node_name.clone(),
+    );
     let lease_task = tokio::spawn(async move {
-        let e = lost.await;
-        tracing::error!(error = %liqo_types::chain(&e), "the gateway Lease is lost; stopping");
+        let Some(e) = hold(elector, lease, status_url, done_rx).await else {
+            return;
+        };
+        tracing::error!(error = %format!("{e:#}"), "no longer the active gateway; stopping");
         *lost_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
         // The receiver is gone only when the operator stopped already.
         let _ = stop_tx.send(());
@@ -185,9 +215,84 @@ async fn main() -> anyhow::Result<()> {
         shutdown,
     )
     .await;
-    lease_task.abort();
+    // The receiver is gone when the task ended already (the Lease lost or given back).
+    let _ = done_tx.send(());
+    if tokio::time::timeout(std::time::Duration::from_secs(5), lease_task)
+        .await
+        .is_err()
+    {
+        tracing::warn!("giving the gateway Lease back took over 5 s: it expires on its own");
+    }
     if let Some(e) = lost_why.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        return Err(anyhow::Error::new(e).context("the gateway Lease"));
+        return Err(e.context("the gateway Lease"));
     }
     Ok(())
+}
+
+/// `--leader-elect`: the gateway runs the key without peers until this replica is elected.
+async fn standby(
+    client: &kube::Client,
+    (namespace, node): (&str, &str),
+    base: &liqo_gateway_api::config::File,
+    dataplane: &Dataplane,
+    metrics: &Metrics,
+) -> anyhow::Result<Elector> {
+    if let Dataplane::Files {
+        config,
+        private_key_file,
+        ..
+    } = dataplane
+    {
+        let key = private_key_file.as_ref().map(|p| p.display().to_string());
+        let text = standby::config(base, key.as_deref())?;
+        files::ensure_config(config, &text).context("--config (the standby's, without peers)")?;
+    }
+    let mut elector = Elector::new(
+        client.clone(),
+        namespace,
+        control::consts::net::GATEWAY_LEASE,
+        node.to_owned(),
+        standby::TIMING,
+        metrics.leading.clone(),
+        MANAGER,
+    );
+    tracing::info!(node, "standby: waiting to be elected on the gateway Lease");
+    elector.acquire().await;
+    Ok(elector)
+}
+
+/// Holds the Lease while the operator runs: renewed (elected) or kept (taken); returns why this
+/// replica is no longer the active one, or `None` once `done` says the operator stopped (an
+/// elected replica gives the Lease back then, and when its gateway stops answering).
+async fn hold(
+    elector: Option<Elector>,
+    (client, ns, node): (kube::Client, String, String),
+    status: Option<StatusUrl>,
+    done: tokio::sync::oneshot::Receiver<()>,
+) -> Option<anyhow::Error> {
+    let Some(mut elector) = elector else {
+        return tokio::select! {
+            e = lease::keep(client, ns, node, MANAGER.into()) => Some(e.into()),
+            _ = done => None,
+        };
+    };
+    let gone = async {
+        match &status {
+            Some(url) => {
+                let (every, misses) = standby::WATCH;
+                standby::until_gone(url, every, misses).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let why = tokio::select! {
+        e = elector.keep() => return Some(e.into()),
+        why = gone => anyhow::anyhow!("the gateway stopped answering ({why}); the Lease is given back to a standby"),
+        _ = done => {
+            elector.release().await;
+            return None;
+        }
+    };
+    elector.release().await;
+    Some(why)
 }

@@ -4,11 +4,13 @@
 //! daemons serving `/status` for the files' digests (`operators/files.rs`). The files must be
 //! what the peering core's plan gives, a bad TunnelEndpoint must get an Error naming its field while the others are
 //! rendered, and a deleted TunnelEndpoint must stay until the gateway and every node's agent
-//! dropped it.
+//! dropped it. Last, active/standby gateways (`operators/ha.rs`).
 
 use crate::common;
 #[path = "operators/files.rs"]
 mod files;
+#[path = "operators/ha.rs"]
+mod ha;
 
 use common::{
     Op, Setup, eventually, node, none_forbidden,
@@ -240,4 +242,5 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
     }
 
     files::phase(&set, &secrets).await;
+    ha::phase(&set).await;
 }

@@ -20,6 +20,8 @@ pub(crate) struct Fake {
     /// Its status URL.
     pub(crate) url: String,
     frozen: Arc<Mutex<Option<String>>>,
+    /// While set, every connection is closed unanswered (a dead daemon).
+    dead: Arc<std::sync::atomic::AtomicBool>,
     render: Arc<Render>,
     config: PathBuf,
 }
@@ -29,11 +31,15 @@ impl Fake {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}/status", listener.local_addr().unwrap());
         let frozen: Arc<Mutex<Option<String>>> = Arc::default();
-        let (f, r, c) = (frozen.clone(), render.clone(), config.clone());
+        let dead: Arc<std::sync::atomic::AtomicBool> = Arc::default();
+        let (f, r, c, d) = (frozen.clone(), render.clone(), config.clone(), dead.clone());
         // Runs until the test process ends.
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(mut s) = conn else { continue };
+                if d.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
                 let mut buf = [0u8; 4096];
                 let mut got = Vec::new();
                 while !got.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -54,6 +60,7 @@ impl Fake {
         Fake {
             url,
             frozen,
+            dead,
             render,
             config,
         }
@@ -73,6 +80,11 @@ impl Fake {
     pub(crate) fn freeze(&self) {
         let now = (self.render)(&self.config);
         *self.frozen.lock().unwrap() = Some(now);
+    }
+
+    /// Dies (`true`: every look fails) or comes back (`false`).
+    pub(crate) fn set_dead(&self, dead: bool) {
+        self.dead.store(dead, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Follows its file again.
