@@ -158,6 +158,9 @@ pub mod net {
     pub const GATEWAY_NODE_IP_ANNOTATION: &str = "net.liqo.io/gatewayNodeIP";
     /// The Lease the gateway operator holds (holderIdentity: the node its gateway runs on).
     pub const GATEWAY_LEASE: &str = "liqo-gateway";
+    /// On the active gateway's pod (`"true"`) with active/standby replicas: the gateway
+    /// Service selects it, so peers reach the active replica only.
+    pub const GATEWAY_ACTIVE_LABEL: &str = "net.liqo.io/gateway-active";
     /// On a ForeignCluster while the network manager still holds IPAM ranges or objects for it.
     pub const NETWORK_MANAGER_FINALIZER: &str = "net.liqo.io/network-manager";
     /// On a TunnelEndpoint until its gateway dropped the peer.

@@ -150,7 +150,7 @@ fn out_of_range_numbers_and_unknown_choices_are_refused_naming_their_key() {
             "controllerManager.replicas=6",
             "/controllerManager/replicas",
         ),
-        ("gateway.replicas=2", "/gateway/replicas"),
+        ("gateway.replicas=3", "/gateway/replicas"),
         ("auth.service.type=ExternalName", "/auth/service/type"),
         ("gateway.service.type=ClusterIP", "/gateway/service/type"),
         ("pullPolicy=Sometimes", "/pullPolicy"),

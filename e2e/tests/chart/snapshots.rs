@@ -135,7 +135,12 @@ fn as_rendered(mut obj: Value, ns: &str) -> Value {
 #[test]
 fn every_object_of_the_files_is_in_the_render_with_only_its_namespace_and_labels_changed() {
     let ns = "liqo-elsewhere";
-    let render = helm::template(&helm::case("defaults"), &["--namespace", ns]).expect_ok();
+    // Active/standby gateways: the one file rendered only then is in too.
+    let render = helm::template(
+        &helm::case("defaults"),
+        &["--namespace", ns, "--set", "gateway.replicas=2"],
+    )
+    .expect_ok();
     let rendered = helm::objects(&render);
     let dir = helm::chart().join("files");
     let mut files: Vec<_> = std::fs::read_dir(&dir)

@@ -54,8 +54,10 @@ pub struct InstallArgs {
     /// The API server URL given to peers (default: the kubeconfig's).
     #[arg(long)]
     pub api_server_url: Option<String>,
-    /// Two replicas of the controller manager electing a leader on a Lease (active/standby:
-    /// both serve the webhooks, the leader reconciles; a standby takes over within ~12 s).
+    /// Two replicas of the controller manager electing a leader on a Lease (both serve the
+    /// webhooks, the leader reconciles; a standby takes over within ~12 s), and two
+    /// active/standby gateways on two nodes (the Service selects the active one; the standby
+    /// takes over within seconds of the active gateway's death).
     #[arg(long)]
     pub enable_ha: bool,
     /// Helm values (`key=value`, Helm's syntax), after liqoctl's own. Repeatable.

@@ -24,6 +24,7 @@ fn the_values_carry_the_flags_under_the_charts_keys() {
             "apiServer": {"address": "https://rome.example:6443"},
             "discovery": {"config": {"clusterName": "rome", "clusterLabels": {"region": "north"}}},
             "controllerManager": {"replicas": 2, "config": {"resourceSharingPercentage": 90}},
+            "gateway": {"replicas": 2},
             "networkManager": {"config": {"podCIDR": "10.244.0.0/16", "serviceCIDR": "10.96.0.0/12",
                 "reservedSubnets": ["192.168.0.0/24"]}},
         })

@@ -25,7 +25,8 @@ pub struct Inputs {
     pub api_server_url: Option<String>,
     /// The images' tag (this liqoctl's version).
     pub tag: String,
-    /// Two controller-manager replicas electing a leader (`--enable-ha`).
+    /// Two controller-manager replicas electing a leader and two active/standby gateways
+    /// (`--enable-ha`).
     pub ha: bool,
 }
 
@@ -41,6 +42,7 @@ pub fn values(i: &Inputs) -> Value {
             "replicas": if i.ha { 2 } else { 1 },
             "config": {"resourceSharingPercentage": i.sharing_percentage},
         },
+        "gateway": {"replicas": if i.ha { 2 } else { 1 }},
         "networkManager": {"config": {
             "podCIDR": i.pod_cidr.to_string(),
             "serviceCIDR": i.service_cidr.to_string(),

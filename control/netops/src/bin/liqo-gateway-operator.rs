@@ -43,6 +43,11 @@ struct Args {
     /// the Lease back as soon as its gateway stops answering, and the standby takes over.
     #[arg(long)]
     leader_elect: bool,
+    /// With `--leader-elect`: this replica's pod (in `--namespace`), labelled
+    /// `net.liqo.io/gateway-active=true` while it is the active one (the gateway Service selects
+    /// that label) and unlabelled while it is a standby.
+    #[arg(long, env = "POD_NAME", requires = "leader_elect")]
+    pod_name: Option<String>,
 }
 
 #[tokio::main]
@@ -55,6 +60,7 @@ async fn main() -> anyhow::Result<()> {
         private_key_file,
         ipam,
         leader_elect,
+        pod_name,
     } = Args::parse();
     // Checked before anything runs: a bad IPAM flag is named.
     let ipam = ipam.options()?;
@@ -120,7 +126,7 @@ async fn main() -> anyhow::Result<()> {
         Some(
             standby(
                 &client,
-                (&args.namespace, &args.node_name),
+                (&args.namespace, &args.node_name, pod_name.as_deref()),
                 &base,
                 &dataplane,
                 &metrics,
@@ -180,8 +186,9 @@ async fn main() -> anyhow::Result<()> {
         args.namespace.clone(),
         args.node_name.clone(),
     );
+    let pod = pod_name.clone();
     let lease_task = tokio::spawn(async move {
-        let Some(e) = hold(elector, lease, status_url, done_rx).await else {
+        let Some(e) = hold(elector, lease, pod, status_url, done_rx).await else {
             return;
         };
         tracing::error!(error = %format!("{e:#}"), "no longer the active gateway; stopping");
@@ -232,7 +239,7 @@ async fn main() -> anyhow::Result<()> {
 /// `--leader-elect`: the gateway runs the key without peers until this replica is elected.
 async fn standby(
     client: &kube::Client,
-    (namespace, node): (&str, &str),
+    (namespace, node, pod): (&str, &str, Option<&str>),
     base: &liqo_gateway_api::config::File,
     dataplane: &Dataplane,
     metrics: &Metrics,
@@ -247,6 +254,11 @@ async fn standby(
         let text = standby::config(base, key.as_deref())?;
         files::ensure_config(config, &text).context("--config (the standby's, without peers)")?;
     }
+    if let Some(pod) = pod {
+        liqo_netops::kube::pod::mark(client, namespace, pod, false)
+            .await
+            .context("--pod-name")?;
+    }
     let mut elector = Elector::new(
         client.clone(),
         namespace,
@@ -258,6 +270,13 @@ async fn standby(
     );
     tracing::info!(node, "standby: waiting to be elected on the gateway Lease");
     elector.acquire().await;
+    if let Some(pod) = pod
+        && let Err(e) = liqo_netops::kube::pod::mark(client, namespace, pod, true).await
+    {
+        // Unreachable through the Service: another replica must take over.
+        elector.release().await;
+        return Err(anyhow::Error::new(e).context("elected, but the pod cannot be marked active"));
+    }
     Ok(elector)
 }
 
@@ -267,6 +286,7 @@ async fn standby(
 async fn hold(
     elector: Option<Elector>,
     (client, ns, node): (kube::Client, String, String),
+    pod: Option<String>,
     status: Option<StatusUrl>,
     done: tokio::sync::oneshot::Receiver<()>,
 ) -> Option<anyhow::Error> {
@@ -286,13 +306,22 @@ async fn hold(
         }
     };
     let why = tokio::select! {
-        e = elector.keep() => return Some(e.into()),
-        why = gone => anyhow::anyhow!("the gateway stopped answering ({why}); the Lease is given back to a standby"),
-        _ = done => {
-            elector.release().await;
-            return None;
-        }
+        e = elector.keep() => Some(anyhow::Error::new(e)),
+        why = gone => Some(anyhow::anyhow!("the gateway stopped answering ({why}); the Lease is given back to a standby")),
+        _ = done => None,
     };
-    elector.release().await;
-    Some(why)
+    // No longer active: unmarked first (the Service stops sending here), then the Lease given
+    // back (a lost one is not ours to give back).
+    if let Some(pod) = &pod
+        && let Err(e) = liqo_netops::kube::pod::mark(&client, &ns, pod, false).await
+    {
+        tracing::warn!(error = %liqo_types::chain(&e), "unmarking the pod: it stays selected until it is gone");
+    }
+    if !why
+        .as_ref()
+        .is_some_and(|e| e.is::<liqo_lease::LeaderError>())
+    {
+        elector.release().await;
+    }
+    why
 }

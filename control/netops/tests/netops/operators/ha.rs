@@ -3,13 +3,16 @@
 //! standby's gateway runs the key without peers and the Lease names the active node. When the
 //! active gateway stops answering, its operator gives the Lease back and exits; the standby
 //! takes over within 5 s (the Lease names its node, its gateway gets the peer, the
-//! TunnelEndpoint is Connected through it). The old one, started again, stays standby (its file
+//! TunnelEndpoint is Connected through it, its pod is the one labelled active for the Service). The old one, started again, stays standby (its file
 //! without peers); a clean stop of the active one hands the Lease over at once.
 
 use std::time::{Duration, Instant};
 
 use control::{api::net::ConnectionStatus, consts::net};
-use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
+use k8s_openapi::api::{
+    coordination::v1::Lease,
+    core::v1::{Namespace, Pod},
+};
 use kube::{
     Api,
     api::{DeleteParams, PostParams},
@@ -31,6 +34,23 @@ async fn holder(admin: &kube::Client) -> Option<String> {
         .unwrap()
         .as_ref()
         .and_then(control::network::routes::lease_holder)
+}
+
+/// Which of the two pods are labelled active.
+async fn active_pods(admin: &kube::Client) -> Vec<bool> {
+    let pods = Api::<Pod>::namespaced(admin.clone(), "liqo");
+    let mut out = Vec::new();
+    for n in NODES {
+        let p = pods.get(&format!("gw-ha-{n}")).await.unwrap();
+        let label = p
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get(net::GATEWAY_ACTIVE_LABEL)
+            .cloned();
+        out.push(label.as_deref() == Some("true"));
+    }
+    out
 }
 
 /// The peers in a gateway config file.
@@ -66,6 +86,19 @@ pub(crate) async fn phase(set: &Setup) {
         .unwrap();
     create_tep(admin, &tep("genoa", 75, &key(75).to_string())).await;
     let (ipam, _client) = crate::common::ipam::serve("10.244.0.0/16").await;
+    // Each replica's pod (never run: these nodes have no kubelet), labelled by its operator.
+    for n in NODES {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("gw-ha-{n}"), "namespace": "liqo",
+                "labels": {net::GATEWAY_ACTIVE_LABEL: "true"}},
+            "spec": {"nodeName": n, "containers": [{"name": "gw", "image": "liqo-gateway-operator"}]},
+        }))
+        .unwrap();
+        Api::<Pod>::namespaced(admin.clone(), "liqo")
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
+    }
     // One fake gateway, config and key file per node.
     let sides: Vec<(std::path::PathBuf, std::path::PathBuf, Fake)> = NODES
         .iter()
@@ -84,7 +117,11 @@ pub(crate) async fn phase(set: &Setup) {
         );
         let at = args.iter().position(|a| a == "--node-name").unwrap();
         args[at + 1] = NODES[i].to_owned();
-        args.push("--leader-elect".into());
+        args.extend([
+            "--leader-elect".into(),
+            "--pod-name".into(),
+            format!("gw-ha-{}", NODES[i]),
+        ]);
         Op::start(GW, &format!("gw-ha-{}", NODES[i]), gw_kc, dir.path(), &args)
     };
     let mut a = start(0);
@@ -113,6 +150,8 @@ pub(crate) async fn phase(set: &Setup) {
         },
     )
     .await;
+    // The Service selects the active pod only (the standby's label, stale here, removed).
+    assert_eq!(active_pods(admin).await, vec![true, false]);
 
     // The active gateway dies: its operator gives the Lease back, the standby takes over.
     let t = Instant::now();
@@ -133,6 +172,7 @@ pub(crate) async fn phase(set: &Setup) {
     assert!(!a.exited(10).success());
     assert!(a.log().contains("stopped answering"), "{}", a.log());
     want(admin, "genoa", ConnectionStatus::Connected, "handshake").await;
+    assert_eq!(active_pods(admin).await, vec![false, true]);
 
     // The old one comes back as the standby.
     sides[0].2.set_dead(false);
@@ -167,5 +207,6 @@ pub(crate) async fn phase(set: &Setup) {
         "TIMING gateway handover on a clean stop: {:.2} s",
         t.elapsed().as_secs_f64()
     );
+    assert_eq!(active_pods(admin).await, vec![true, false]);
     assert!(a.stop().success());
 }
