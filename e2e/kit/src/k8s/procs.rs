@@ -23,8 +23,26 @@ use crate::programs;
 /// kernel hands out (what `bind(0)` gives) is also what every outgoing connection takes, so on a
 /// busy machine (clusters' clients connecting all the time) another socket could take it
 /// between our release and the process's bind. Ports below that range are only ever taken on
-/// purpose. Falls back to the kernel's pick when no such port is free.
+/// purpose. Falls back to the kernel's pick when no such port is free. A port is handed out
+/// once per process: the tests of a binary start clusters at the same time, and two of them
+/// picking the same port before either binds it would collide.
 pub fn free_port() -> Result<u16, K8sError> {
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    for _ in 0..16 {
+        let port = pick_port()?;
+        if GIVEN.lock().unwrap_or_else(|p| p.into_inner()).insert(port) {
+            return Ok(port);
+        }
+    }
+    Err(K8sError::Spawn {
+        what: "finding a free port".into(),
+        source: std::io::Error::other("16 picks in a row were ports handed out already"),
+    })
+}
+
+/// One free port (see [`free_port`]).
+fn pick_port() -> Result<u16, K8sError> {
     let low = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|t| t.split_whitespace().next()?.parse::<u16>().ok())
@@ -205,4 +223,16 @@ pub(crate) fn using(dir: &Path) -> Vec<Proc> {
             log: String::new(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_port_is_handed_out_once_per_process() {
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..300 {
+            let p = super::free_port().unwrap();
+            assert!(seen.insert(p), "port {p} handed out twice");
+        }
+    }
 }
