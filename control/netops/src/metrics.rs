@@ -28,7 +28,8 @@ pub struct Metrics {
     pub pending: Gauge,
     /// Gateway keys rotated (a new key handed to the gateway; the gateway operator only).
     pub key_rotations: Counter,
-    /// 1 while this gateway operator is the active one (always 1 without `--leader-elect`).
+    /// 1 while this gateway operator is the active one (always 1 without `--leader-elect`;
+    /// always 0 for the route operator).
     pub leading: Gauge,
 }
 
@@ -68,7 +69,7 @@ impl Metrics {
         );
         registry.register(
             "leading",
-            "1 while this gateway operator is the active one (always 1 without --leader-elect)",
+            "Gateway operator: 1 while it is the active one (always 1 without --leader-elect); route operator: 0",
             m.leading.clone(),
         );
         Metrics {

@@ -122,21 +122,26 @@ pub fn tail(log: &Path, n: usize) -> String {
 
 /// [`tail`] of a log's text.
 pub(crate) fn tail_of(text: &str, n: usize) -> String {
+    let mut in_backtrace = false;
     let lines: Vec<&str> = text
         .lines()
-        .filter(|l| !l.trim().is_empty() && !backtrace_line(l))
+        .filter(|l| {
+            let t = l.trim_start();
+            if t.eq_ignore_ascii_case("stack backtrace:") {
+                in_backtrace = true;
+                return false;
+            }
+            // A backtrace is its header's indented lines (frames, their `at file:line`) and
+            // its closing note; anything else ends it (anyhow's numbered causes are kept).
+            if in_backtrace {
+                let indented = t.len() < l.len();
+                if indented || t.starts_with("note: Some details are omitted") {
+                    return false;
+                }
+                in_backtrace = false;
+            }
+            !t.is_empty()
+        })
         .collect();
     lines[lines.len().saturating_sub(n)..].join("\n    ")
-}
-
-/// A line of a Rust backtrace (`stack backtrace:`, a numbered frame, its `at file:line`).
-fn backtrace_line(line: &str) -> bool {
-    let t = line.trim_start();
-    let indented = t.len() < line.len();
-    let frame = t
-        .split_once(": ")
-        .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-    t.eq_ignore_ascii_case("stack backtrace:")
-        || t.starts_with("note: Some details are omitted")
-        || (indented && (frame || t.starts_with("at /") || t.starts_with("at ./")))
 }

@@ -139,9 +139,10 @@ fn a_tail_leaves_out_a_backtrace_and_keeps_the_error() {
     );
     let panic = "thread 'main' panicked at src/run.rs:3:5:\nboom\nstack backtrace:\n   0: rust_begin_unwind\n";
     assert_eq!(pid::tail_of(panic, 1), "boom");
-    // Indented lines that are not frames stay.
+    // anyhow's numbered causes stay; only a backtrace's lines go.
+    let chain = "Error: the webhooks\n\nCaused by:\n    0: Secret liqo/x\n    1: connection refused\n\nStack backtrace:\n   0: anyhow::error\n             at ./src/x.rs:1:2\n";
     assert_eq!(
-        pid::tail_of("  at least one: x\n    7: y", 5),
-        "  at least one: x"
+        pid::tail_of(chain, 4),
+        "Error: the webhooks\n    Caused by:\n        0: Secret liqo/x\n        1: connection refused"
     );
 }

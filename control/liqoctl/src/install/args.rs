@@ -57,7 +57,8 @@ pub struct InstallArgs {
     /// Two replicas of the controller manager electing a leader on a Lease (both serve the
     /// webhooks, the leader reconciles; a standby takes over within ~12 s), and two
     /// active/standby gateways on two nodes (the Service selects the active one; the standby
-    /// takes over within seconds of the active gateway's death).
+    /// takes over within seconds of the active gateway's death). Needs two schedulable nodes:
+    /// with one, the second gateway stays Pending and the install waits for it.
     #[arg(long)]
     pub enable_ha: bool,
     /// Helm values (`key=value`, Helm's syntax), after liqoctl's own. Repeatable.

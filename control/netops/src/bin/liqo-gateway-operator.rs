@@ -118,38 +118,44 @@ async fn main() -> anyhow::Result<()> {
     }
     let public_key = key.public();
     drop(key);
+    // Announced by a reconcile once the gateway runs it (never before).
+    let published = keys::published(&client, &args.namespace)
+        .await
+        .context("the gateway's public key")?;
     let metrics = Metrics::new("liqo_gateway_operator");
     liqo_daemon::server::spawn_metrics(args.metrics_listen, metrics.registry())
         .await
         .context("--metrics-listen")?;
-    let elector = if leader_elect {
-        Some(
-            standby(
-                &client,
-                (&args.namespace, &args.node_name, pod_name.as_deref()),
-                &base,
-                &dataplane,
-                &metrics,
-            )
-            .await?,
+    let replica = if leader_elect {
+        let r = standby::Replica::new(
+            client.clone(),
+            &args.namespace,
+            &args.node_name,
+            pod_name,
+            &base,
+            &dataplane,
         )
+        .context("the standby's gateway config")?;
+        Some(r)
     } else {
-        let before = lease::take(&client, &args.namespace, &args.node_name, MANAGER)
-            .await
-            .context("the gateway Lease")?;
-        metrics.leading.set(1);
-        tracing::info!(previous = ?before, "took the gateway Lease");
         None
     };
-    // Read once active: a standby may have waited through a rotation.
-    let published = keys::published(&client, &args.namespace)
-        .await
-        .context("the gateway's public key")?;
-    tracing::info!(node = %args.node_name, %public_key, fake = matches!(dataplane, Dataplane::Fake), "gateway operator starting");
-    let status_url = match &dataplane {
-        Dataplane::Files { status, .. } => Some(status.clone()),
-        Dataplane::Fake => None,
+    let elector = match &replica {
+        Some(r) => tokio::select! {
+            e = r.elect(metrics.leading.clone()) => Some(e.context("standing for election")?),
+            // A standby stops at once (no Lease, no peers of its own).
+            _ = runner::signalled() => return Ok(()),
+        },
+        None => {
+            let before = lease::take(&client, &args.namespace, &args.node_name, MANAGER)
+                .await
+                .context("the gateway Lease")?;
+            metrics.leading.set(1);
+            tracing::info!(previous = ?before, "took the gateway Lease");
+            None
+        }
     };
+    tracing::info!(node = %args.node_name, %public_key, fake = matches!(dataplane, Dataplane::Fake), "gateway operator starting");
     let settings = Settings {
         namespace: args.namespace.clone(),
         node_name: args.node_name.clone(),
@@ -186,9 +192,10 @@ async fn main() -> anyhow::Result<()> {
         args.namespace.clone(),
         args.node_name.clone(),
     );
-    let pod = pod_name.clone();
+    let replica = replica.map(Arc::new);
+    let in_task = replica.clone();
     let lease_task = tokio::spawn(async move {
-        let Some(e) = hold(elector, lease, pod, status_url, done_rx).await else {
+        let Some(e) = hold(in_task, elector, lease, done_rx).await else {
             return;
         };
         tracing::error!(error = %format!("{e:#}"), "no longer the active gateway; stopping");
@@ -222,6 +229,12 @@ async fn main() -> anyhow::Result<()> {
         shutdown,
     )
     .await;
+    // A reconcile under way when it stopped may have written peers after the step down.
+    if let Some(r) = &replica
+        && let Err(e) = r.standby_file()
+    {
+        tracing::warn!(error = %liqo_types::chain(&e), "writing the standby's gateway file");
+    }
     // The receiver is gone when the task ended already (the Lease lost or given back).
     let _ = done_tx.send(());
     if tokio::time::timeout(std::time::Duration::from_secs(5), lease_task)
@@ -236,92 +249,26 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `--leader-elect`: the gateway runs the key without peers until this replica is elected.
-async fn standby(
-    client: &kube::Client,
-    (namespace, node, pod): (&str, &str, Option<&str>),
-    base: &liqo_gateway_api::config::File,
-    dataplane: &Dataplane,
-    metrics: &Metrics,
-) -> anyhow::Result<Elector> {
-    if let Dataplane::Files {
-        config,
-        private_key_file,
-        ..
-    } = dataplane
-    {
-        let key = private_key_file.as_ref().map(|p| p.display().to_string());
-        let text = standby::config(base, key.as_deref())?;
-        files::ensure_config(config, &text).context("--config (the standby's, without peers)")?;
-    }
-    if let Some(pod) = pod {
-        liqo_netops::kube::pod::mark(client, namespace, pod, false)
-            .await
-            .context("--pod-name")?;
-    }
-    let mut elector = Elector::new(
-        client.clone(),
-        namespace,
-        control::consts::net::GATEWAY_LEASE,
-        node.to_owned(),
-        standby::TIMING,
-        metrics.leading.clone(),
-        MANAGER,
-    );
-    tracing::info!(node, "standby: waiting to be elected on the gateway Lease");
-    elector.acquire().await;
-    if let Some(pod) = pod
-        && let Err(e) = liqo_netops::kube::pod::mark(client, namespace, pod, true).await
-    {
-        // Unreachable through the Service: another replica must take over.
-        elector.release().await;
-        return Err(anyhow::Error::new(e).context("elected, but the pod cannot be marked active"));
-    }
-    Ok(elector)
-}
-
-/// Holds the Lease while the operator runs: renewed (elected) or kept (taken); returns why this
-/// replica is no longer the active one, or `None` once `done` says the operator stopped (an
-/// elected replica gives the Lease back then, and when its gateway stops answering).
+/// Holds the Lease while the operator runs: renewed (elected `replica`) or kept (taken);
+/// returns why this replica is no longer the active one (after stepping down), or `None` once
+/// `done` says the operator stopped (an elected replica steps down then too).
 async fn hold(
+    replica: Option<Arc<standby::Replica>>,
     elector: Option<Elector>,
     (client, ns, node): (kube::Client, String, String),
-    pod: Option<String>,
-    status: Option<StatusUrl>,
     done: tokio::sync::oneshot::Receiver<()>,
 ) -> Option<anyhow::Error> {
-    let Some(mut elector) = elector else {
+    let (Some(replica), Some(mut elector)) = (replica, elector) else {
         return tokio::select! {
             e = lease::keep(client, ns, node, MANAGER.into()) => Some(e.into()),
             _ = done => None,
         };
     };
-    let gone = async {
-        match &status {
-            Some(url) => {
-                let (every, misses) = standby::WATCH;
-                standby::until_gone(url, every, misses).await
-            }
-            None => std::future::pending().await,
-        }
-    };
     let why = tokio::select! {
-        e = elector.keep() => Some(anyhow::Error::new(e)),
-        why = gone => Some(anyhow::anyhow!("the gateway stopped answering ({why}); the Lease is given back to a standby")),
+        why = replica.hold(&mut elector) => Some(why),
         _ = done => None,
     };
-    // No longer active: unmarked first (the Service stops sending here), then the Lease given
-    // back (a lost one is not ours to give back).
-    if let Some(pod) = &pod
-        && let Err(e) = liqo_netops::kube::pod::mark(&client, &ns, pod, false).await
-    {
-        tracing::warn!(error = %liqo_types::chain(&e), "unmarking the pod: it stays selected until it is gone");
-    }
-    if !why
-        .as_ref()
-        .is_some_and(|e| e.is::<liqo_lease::LeaderError>())
-    {
-        elector.release().await;
-    }
-    why
+    let lost = matches!(why, Some(standby::SteppedDown::Lost(_)));
+    replica.step_down(&mut elector, lost).await;
+    why.map(anyhow::Error::new)
 }

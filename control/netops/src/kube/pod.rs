@@ -6,7 +6,7 @@ use control::consts::net;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Client,
-    api::{Patch, PatchParams},
+    api::{ListParams, Patch, PatchParams},
 };
 
 use super::error::{KubeError, api};
@@ -32,6 +32,22 @@ pub async fn mark(client: &Client, ns: &str, name: &str, active: bool) -> Result
         )
         .await
         .map_err(api(format!("labelling pod {ns}/{name} {state}")))?;
+    Ok(())
+}
+
+/// Removes the label from every pod of `ns` carrying it but `me`.
+pub async fn unmark_others(client: &Client, ns: &str, me: &str) -> Result<(), KubeError> {
+    let marked = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("{}=true", net::GATEWAY_ACTIVE_LABEL)))
+        .await
+        .map_err(api(format!("listing the pods of {ns} marked active")))?;
+    for p in marked.items {
+        let name = p.metadata.name.unwrap_or_default();
+        if name != me {
+            tracing::info!(pod = %name, "unmarking another pod marked active");
+            mark(client, ns, &name, false).await?;
+        }
+    }
     Ok(())
 }
 

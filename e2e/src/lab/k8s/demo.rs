@@ -98,15 +98,15 @@ impl Tally {
     }
 }
 
-/// The shell script a client pod runs: `each` requests to every one of `hosts` (port 80), one
-/// line per request (the answer, or `FAIL <host>`).
-pub fn script(hosts: &[&str], each: usize) -> String {
+/// The shell script a client pod runs: `each` requests to every one of `hosts` (at `port`), one
+/// line per request (the answer, or `FAIL <host>`); each request bounded by 5 s (a path that
+/// drops packets would hold a connect for minutes).
+pub fn script(hosts: &[&str], port: u16, each: usize) -> String {
     format!(
-        "for h in {}; do for i in $(seq 1 {each}); do \
-         if exec 3<>/dev/tcp/$h/80; then \
-         printf 'GET /?format=text HTTP/1.0\\r\\n\\r\\n' >&3; \
-         a=$(timeout 5 cat <&3 | tail -n1); exec 3<&-; echo \"${{a:-FAIL $h (empty)}}\"; \
-         else echo \"FAIL $h\"; fi; done; done",
+        "ask() {{ exec 3<>/dev/tcp/$1/{port} && printf 'GET /?format=text HTTP/1.0\\r\\n\\r\\n' >&3 \
+         && cat <&3 | tail -n1; }}; export -f ask; \
+         for h in {}; do for i in $(seq 1 {each}); do \
+         a=$(timeout 5 bash -c 'ask \"$0\"' \"$h\"); echo \"${{a:-FAIL $h}}\"; done; done",
         hosts.join(" ")
     )
 }
@@ -247,7 +247,7 @@ pub fn ask(
             "--",
             "bash",
             "-c",
-            &script(hosts, each),
+            &script(hosts, 80, each),
         ],
     )?;
     if !out.status.success() {
@@ -321,14 +321,40 @@ mod tests {
     }
 
     #[test]
-    fn the_script_asks_every_host_each_time() {
-        let s = script(&["10.96.0.20", "demo.liqo-demo.svc.cluster.local"], 50);
+    fn the_script_asks_every_host_each_time_and_says_which_failed() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            for n in 0..3 {
+                let (mut s, peer) = listener.accept().unwrap();
+                let mut buf = [0u8; 512];
+                let got = s.read(&mut buf).unwrap();
+                assert!(buf[..got].starts_with(b"GET /?format=text HTTP/1.0"));
+                let line = format!(
+                    "pod=demo-{n} namespace=d node=n0 cluster=rome client={peer} served={n}\n"
+                );
+                let answer = format!(
+                    "HTTP/1.0 200 OK\r\ncontent-length: {}\r\n\r\n{line}",
+                    line.len()
+                );
+                s.write_all(answer.as_bytes()).unwrap();
+            }
+        });
+        // 127.0.0.2 is loopback too, but nothing listens there: every request to it fails.
+        let out = std::process::Command::new("bash")
+            .args(["-c", &script(&["127.0.0.1", "127.0.0.2"], port, 3)])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        server.join().unwrap();
+        let t = Tally::of(&String::from_utf8_lossy(&out.stdout), 6);
+        assert_eq!(t.answered(), 3, "{t:?}");
+        assert_eq!(t.by_pod.len(), 3, "{t:?}");
         assert!(
-            s.starts_with(
-                "for h in 10.96.0.20 demo.liqo-demo.svc.cluster.local; do for i in $(seq 1 50);"
-            ),
-            "{s}"
+            t.by_pod.values().all(|(_, c)| c.contains("127.0.0.1")),
+            "{t:?}"
         );
-        assert!(s.contains("FAIL $h"), "{s}");
+        assert_eq!(t.failed, vec!["FAIL 127.0.0.2".to_owned(); 3]);
     }
 }
