@@ -13,4 +13,5 @@ mod lab_k8s_chaos_root;
 mod lab_k8s_root;
 mod offload_lab_root;
 mod real_nodes_offload;
+mod real_nodes_report;
 mod real_nodes_root;

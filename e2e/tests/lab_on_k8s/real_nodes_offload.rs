@@ -14,15 +14,9 @@ use serde_json::json;
 const NS: &str = demo::NAMESPACE;
 const IMAGE: &str = demo::IMAGE;
 
+/// `kubectl` on `cluster`; panics on a failure.
 fn run(k: &K8sLab, cluster: &str, args: &[&str]) -> String {
-    let out = k.tool("kubectl", cluster, args).unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} on {cluster}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    crate::offload_lab::run(k, "kubectl", cluster, args)
 }
 
 async fn create<K>(api: Api<K>, v: serde_json::Value)

@@ -21,11 +21,9 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::offload_lab::run;
 use dataplane::Netns;
-use e2e::lab::{
-    Prefix,
-    k8s::{self, K8sLab, realnode},
-};
+use e2e::lab::k8s::{self, K8sLab, realnode};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::{Api, api::ListParams};
 use lab_k8s::{DownOnDrop, ONE_AT_A_TIME, prefix};
@@ -43,19 +41,6 @@ impl Drop for KillOnDrop {
             eprintln!("reaping kubectl logs -f: {e}");
         }
     }
-}
-
-/// Runs a tool of the lab on `cluster`: its stdout; panics naming the command on a failure.
-fn run(k: &K8sLab, tool: &str, cluster: &str, args: &[&str]) -> String {
-    let out = k.tool(tool, cluster, args).unwrap();
-    assert!(
-        out.status.success(),
-        "{tool} {args:?} on {cluster}: exit {:?}: {}{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn demo_pod() -> serde_json::Value {
@@ -112,53 +97,6 @@ fn get_from(ns: &str, addr: std::net::SocketAddr) -> String {
         .unwrap()
 }
 
-/// What the quickstart's report must show: both clusters' nodes with their runtime, the demo's
-/// pods on rome's nodes and on liqo-milan, 100 of 100 requests answered by both clusters, the
-/// memory of the four nodes' kubelets and runtimes, every probe, both ForeignClusters.
-fn check_report(report: &str, p: &Prefix) {
-    let has = |s: &str| assert!(report.contains(s), "the report lacks {s:?}:\n{report}");
-    for s in [
-        "== kubectl --context rome get nodes -o wide",
-        "== kubectl --context milan get nodes -o wide",
-        "containerd://2.",
-        "liqo-milan",
-        "answered 100/100: ",
-        " by milan",
-        " by rome",
-        "56 of 56 probes passed",
-        "across clusters",
-        "== kubectl --context rome get foreignclusters",
-    ] {
-        has(s);
-    }
-    let answers = report
-        .lines()
-        .find(|l| l.trim_start().starts_with("answered "))
-        .unwrap();
-    assert!(!answers.contains("failed"), "{answers}");
-    // A memory row per node: kubelet and containerd measured (MiB, not "-").
-    let rows: Vec<&str> = report
-        .lines()
-        .skip_while(|l| !l.starts_with("== Memory of the real nodes"))
-        .filter(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            f.len() >= 7 && ["rome", "milan"].contains(&f[0]) && ["n0", "n1"].contains(&f[1])
-        })
-        .collect();
-    assert_eq!(rows.len(), 4, "a memory row per node:\n{report}");
-    for r in &rows {
-        let f: Vec<&str> = r.split_whitespace().collect();
-        for mib in &f[2..4] {
-            assert!(
-                mib.parse::<u32>().is_ok_and(|m| m > 0),
-                "kubelet and containerd measured: {r}"
-            );
-        }
-    }
-    has(&format!("liqo-lab --prefix {p} down"));
-    assert!(!report.contains("FAILED"), "{report}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec() {
     dataplane::netns::require_root();
@@ -187,7 +125,7 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
         out.status,
         String::from_utf8_lossy(&out.stderr)
     );
-    check_report(&report, &p);
+    crate::real_nodes_report::check(&report, &p);
     let k = K8sLab::load(&p).unwrap();
 
     // Every node Ready, with the versions its kubelet and runtime report.
