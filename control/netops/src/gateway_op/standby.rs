@@ -150,14 +150,15 @@ impl Replica {
         Ok(())
     }
 
-    /// As a standby until elected: the standby's file, the pod unmarked, the gateway answering;
+    /// As a standby until elected: the pod unmarked, the standby's file, the gateway answering;
     /// then elected, other pods unmarked and this one marked (a failure to mark gives the Lease
     /// back: unreachable through the Service, another replica must take over).
     pub async fn elect(&self, leading: Gauge) -> Result<Elector, OpError> {
-        self.standby_file()?;
+        // The pod first: a bad --pod-name fails before the gateway's file is touched.
         if let Some(p) = &self.pod {
             pod::mark(&self.client, &self.namespace, p, false).await?;
         }
+        self.standby_file()?;
         if let Some(url) = &self.status {
             until_answering(url, WATCH.0).await;
         }

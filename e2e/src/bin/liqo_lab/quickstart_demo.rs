@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use e2e::lab::{
     self, Prefix,
     k8s::{K8sLab, demo, nodes, realnode},
@@ -50,7 +50,7 @@ pub(crate) fn build() -> Result<()> {
 /// The demo on lab `k` (peered rome -> milan): prints its sections; whether every request was
 /// answered, by both clusters.
 pub(crate) async fn run(k: &K8sLab, prefix: &Prefix) -> Result<bool> {
-    let rome = demo::client(k, "rome").await?;
+    let rome = k.client("rome").await?;
     let took = nodes::wait_named(&rome, "liqo-milan", Duration::from_secs(120)).await?;
     println!(
         "   the virtual node liqo-milan Ready {:.1} s later\n",
@@ -66,16 +66,7 @@ pub(crate) async fn run(k: &K8sLab, prefix: &Prefix) -> Result<bool> {
         ns = demo::NAMESPACE,
         img = demo::IMAGE,
     );
-    let wide = |ctx: &str, args: &[&str]| -> Result<String> {
-        let out = k.tool("kubectl", ctx, args)?;
-        if !out.status.success() {
-            bail!(
-                "kubectl {args:?} on {ctx}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
+    let wide = |ctx: &str, args: &[&str]| k.tool_ok("kubectl", ctx, args);
     println!(
         "== kubectl --context rome -n {ns} get pods -o wide\n\n{}",
         wide(

@@ -143,19 +143,13 @@ where
 /// Deployment of `replicas` spread one per node at most apart (virtual nodes included) and its
 /// Service (port 80).
 pub async fn deploy(k: &K8sLab, home: &str, replicas: u32) -> Result<(), K8sLabError> {
-    let client = client(k, home).await?;
+    let client = k.client(home).await?;
     create(
         Api::<Namespace>::all(client.clone()),
         json!({"metadata": {"name": NAMESPACE}}),
     )
     .await?;
-    let out = k.tool("liqoctl", home, &["offload", "namespace", NAMESPACE])?;
-    if !out.status.success() {
-        return Err(K8sLabError::lab(
-            format!("liqoctl offload namespace {NAMESPACE} on {home}"),
-            String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-        ));
-    }
+    k.tool_ok("liqoctl", home, &["offload", "namespace", NAMESPACE])?;
     let env = json!([
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]);
@@ -175,15 +169,6 @@ pub async fn deploy(k: &K8sLab, home: &str, replicas: u32) -> Result<(), K8sLabE
             "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}}),
     )
     .await
-}
-
-/// A client of cluster `name`.
-pub async fn client(k: &K8sLab, name: &str) -> Result<Client, K8sLabError> {
-    let c = k
-        .set
-        .get(name)
-        .ok_or_else(|| K8sLabError::lab(format!("cluster {name}"), "it is not one of the lab's"))?;
-    Ok(c.client().await?)
 }
 
 /// The demo's pods on `home` once `n` of them are Ready and none is terminating (at most
@@ -236,7 +221,7 @@ pub fn ask(
     hosts: &[&str],
     each: usize,
 ) -> Result<Tally, K8sLabError> {
-    let out = k.tool(
+    let out = k.tool_ok(
         "kubectl",
         home,
         &[
@@ -250,20 +235,7 @@ pub fn ask(
             &script(hosts, 80, each),
         ],
     )?;
-    if !out.status.success() {
-        return Err(K8sLabError::lab(
-            format!("kubectl exec {from} on {home}"),
-            format!(
-                "exit {:?}: {}",
-                out.status.code(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        ));
-    }
-    Ok(Tally::of(
-        &String::from_utf8_lossy(&out.stdout),
-        hosts.len() * each,
-    ))
+    Ok(Tally::of(&out, hosts.len() * each))
 }
 
 /// Asks `host` from pod `from` until pod `pod` answers (at most `within`): an endpoint reaches

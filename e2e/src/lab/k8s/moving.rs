@@ -43,11 +43,7 @@ pub async fn move_gateway(k: &K8sLab, cluster: &str, to: &str) -> Result<Moved, 
             format!("it runs on {to} already"),
         ));
     }
-    let kc = k
-        .set
-        .get(cluster)
-        .ok_or_else(|| K8sLabError::lab(format!("cluster {cluster}"), "no control plane"))?;
-    let client = kc.client().await?;
+    let client = k.client(cluster).await?;
     let nodes: Api<Node> = Api::all(client.clone());
     nodes
         .patch(

@@ -48,27 +48,42 @@ impl K8sLab {
             .map_err(|e| K8sLabError::lab(format!("running {tool}"), e))
     }
 
+    /// Runs [`K8sLab::tool`] and requires success: its stdout; on a failure an error naming the
+    /// command with its exit status and stderr (never its stdout, which may hold a token).
+    pub fn tool_ok(&self, tool: &str, context: &str, args: &[&str]) -> Result<String, K8sLabError> {
+        let out = self.tool(tool, context, args)?;
+        if !out.status.success() {
+            return Err(K8sLabError::lab(
+                format!("{tool} {} on {context}", args.join(" ")),
+                format!(
+                    "exit {:?}: {}",
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ),
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// A client of cluster `name`'s API server.
+    pub async fn client(&self, name: &str) -> Result<kube::Client, K8sLabError> {
+        let c = self
+            .set
+            .get(name)
+            .ok_or_else(|| K8sLabError::lab(format!("cluster {name}"), "not one of the lab's"))?;
+        Ok(c.client().await?)
+    }
+
     /// `consumer` peers with `provider` by the command `liqoctl generate peer-command` prints
     /// on the provider, run by bash with the consumer's own kubeconfig; returns how long
     /// `liqoctl peer` took.
     pub fn peer(&self, consumer: &str, provider: &str) -> Result<Duration, K8sLabError> {
-        let out = self.tool(
+        // Its stdout holds the token: a failure reports only the exit status and stderr.
+        let command = self.tool_ok(
             "liqoctl",
             provider,
             &["generate", "peer-command", "--only-command"],
         )?;
-        let command = String::from_utf8_lossy(&out.stdout).into_owned();
-        if !out.status.success() {
-            // Its stdout holds the token: only the exit status and stderr are reported.
-            return Err(K8sLabError::lab(
-                format!("liqoctl generate peer-command on {provider}"),
-                format!(
-                    "exit {:?}: {}",
-                    out.status.code(),
-                    String::from_utf8_lossy(&out.stderr)
-                ),
-            ));
-        }
         let kubeconfig = &self
             .set
             .get(consumer)
@@ -158,14 +173,7 @@ impl K8sLab {
 
     /// What `kubectl get foreignclusters` prints on `cluster`.
     pub fn foreign_clusters(&self, cluster: &str) -> Result<String, K8sLabError> {
-        let out = self.tool("kubectl", cluster, &["get", "foreignclusters"])?;
-        if !out.status.success() {
-            return Err(K8sLabError::lab(
-                format!("kubectl get foreignclusters on {cluster}"),
-                failed(&out),
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        self.tool_ok("kubectl", cluster, &["get", "foreignclusters"])
     }
 
     /// Waits (up to `secs`) until a pod of `from` reaches a pod of `to` over TCP, each on a

@@ -154,14 +154,6 @@ fn ping_gaps(out: &str) -> (u32, u32, Duration) {
 }
 
 impl K8sLab {
-    async fn client_of(&self, cluster: &str) -> Result<kube::Client, K8sLabError> {
-        let kc = self
-            .set
-            .get(cluster)
-            .ok_or_else(|| K8sLabError::lab(format!("cluster {cluster}"), "no control plane"))?;
-        Ok(kc.client().await?)
-    }
-
     /// Rotates the gateway key of `cluster` while `from` probes it (ping and TCP), asked for
     /// by `trigger`; waits until the gateway runs a new key and both loops have answered for
     /// `settle` without a miss (at most `within`).
@@ -215,7 +207,7 @@ impl K8sLab {
                 )
             }
             Trigger::DeleteSecret => {
-                let client = self.client_of(cluster).await?;
+                let client = self.client(cluster).await?;
                 Api::<Secret>::namespaced(client, NAMESPACE)
                     .delete(net::PRIVATE_KEY_SECRET, &DeleteParams::default())
                     .await
@@ -267,7 +259,7 @@ impl K8sLab {
         let tcp = prober.finish()?;
         let ping = pinger.finish()?;
         let new_key = daemons::gateway_status(&gw)?.public_key;
-        let client = self.client_of(cluster).await?;
+        let client = self.client(cluster).await?;
         let published = Api::<Secret>::namespaced(client, NAMESPACE)
             .get(net::PUBLIC_KEY_SECRET)
             .await

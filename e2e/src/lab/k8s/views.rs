@@ -83,11 +83,7 @@ pub async fn check(k: &K8sLab) -> Result<Matrix, K8sLabError> {
 /// Each ForeignCluster of `cluster` as `(name, NETWORKING status)` (the status as
 /// `kubectl get foreignclusters` prints it; `None` when unset).
 pub async fn networking(k: &K8sLab, cluster: &str) -> Result<Vec<(String, String)>, K8sLabError> {
-    let c = k
-        .set
-        .get(cluster)
-        .ok_or_else(|| K8sLabError::lab(format!("cluster {cluster}"), "not in the lab"))?;
-    let api: Api<ForeignCluster> = Api::all(c.client().await?);
+    let api: Api<ForeignCluster> = Api::all(k.client(cluster).await?);
     let list = api
         .list(&ListParams::default())
         .await
