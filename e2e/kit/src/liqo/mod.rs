@@ -34,8 +34,8 @@ pub use error::LiqoError;
 pub use objects::{NAMESPACE, ensure_identity, new_cluster_id};
 pub use objects::{service_account, token_kubeconfig};
 pub use probe::{ProbeError, probe};
-pub use record::save;
 pub use record::{Installed, Liqo, Running, env, load};
+pub use record::{record_pods, save};
 pub use restart::{Killed, kill9_component, restart_component};
 
 pub use crate::programs::IPAM;

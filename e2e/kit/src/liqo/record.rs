@@ -76,6 +76,21 @@ impl Liqo {
     }
 }
 
+/// Records Liqo installed from its chart as pods (`clusters`, no process of ours): the tools'
+/// directory (`kubectl`, `liqoctl`) and the record, as [`super::install`] leaves them.
+pub fn record_pods(
+    set: &Clusters,
+    bins: &Binaries,
+    clusters: Vec<Installed>,
+) -> Result<Liqo, LiqoError> {
+    let liqo = Liqo {
+        bin: link_tools(&set.dir, bins, &BTreeMap::new())?,
+        clusters,
+    };
+    save(set, &liqo)?;
+    Ok(liqo)
+}
+
 /// Writes the record of `liqo` into the directory of `set`.
 pub fn save(set: &Clusters, liqo: &Liqo) -> Result<(), LiqoError> {
     let path = set.dir.join(STATE);

@@ -67,6 +67,12 @@ enum Command {
         /// e2e/images`). Without it the nodes are kwok's (nothing runs in them).
         #[arg(long, requires = "k8s", conflicts_with = "in_band")]
         real_nodes: bool,
+        /// With `--real-nodes`: Liqo installed by `liqoctl install` from its chart, every
+        /// component a pod on the real nodes, from the chart's images (`$LIQO_LAB_IMAGES/chart`:
+        /// `bash chart/images/build.sh --registry localhost --repository-prefix liqo-lab --tag
+        /// lab`), instead of lab processes.
+        #[arg(long, requires = "real_nodes")]
+        chart: bool,
     },
     /// Show the clusters, nodes, pods and their addresses.
     Status {
@@ -206,7 +212,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             k8s,
             in_band,
             real_nodes,
-        } => up::run(prefix, &source, k8s, in_band, real_nodes).await,
+            chart,
+        } => up::run(prefix, &source, k8s, in_band, real_nodes, chart).await,
         Command::Status { output } => status::run(&prefix, output).await,
         Command::Exec { target, command } => exec::run(&prefix, &target, &command),
         Command::Check => check::run(&prefix).await,

@@ -16,6 +16,7 @@ pub(crate) async fn run(
     k8s: bool,
     in_band: bool,
     real_nodes: bool,
+    chart: bool,
 ) -> Result<ExitCode> {
     let topo = source.load()?;
     require_root()?;
@@ -26,6 +27,7 @@ pub(crate) async fn run(
         } else {
             let opts = lab::k8s::Options {
                 real_nodes,
+                chart,
                 ..lab::k8s::Options::default()
             };
             lab::k8s::up(prefix, topo, &opts).await?

@@ -89,31 +89,13 @@ pub async fn start(
     gateway_service(&client, c).await?;
     let paths = Paths::of(lab, c);
     let files = lab.files(c);
-    std::fs::create_dir_all(files.dir())
-        .map_err(|e| K8sLabError::lab(format!("creating {}", files.dir().display()), e))?;
-    let api = loopback_port(&kc.server)?;
     let ipam = installed
         .get("liqo-ipam")
         .and_then(|r| r.listen.as_deref())
         .ok_or_else(|| K8sLabError::lab(format!("the IPAM of {}", c.name), "not running"))?
         .parse::<SocketAddr>()
         .map_err(|e| K8sLabError::lab(format!("the IPAM address of {}", c.name), e))?;
-    for n in &c.nodes {
-        let node = n.name.as_str();
-        let ns = lab.node_netns(c.name.as_str(), node);
-        let forwards = relay::forwards(c, n, api, ipam);
-        // The API node also carries the API server's way into the lab, with real nodes.
-        let egress = (opts.real_nodes && n.name == relay::api_node(c).name)
-            .then(|| super::realnode::egress_socket(lab, c));
-        let p = relay::spawn(
-            &ns,
-            &forwards,
-            egress.as_deref(),
-            &paths.relay_tag(node),
-            &paths.log("relay", node),
-        )?;
-        wait_listening(lab, c, node, &p, API_LISTEN).await?;
-    }
+    relays(lab, c, kc, Some(ipam), opts.real_nodes).await?;
 
     // The base files: what the lab itself runs with no peer.
     let gw_node = c.gateway().name.to_string();
@@ -194,6 +176,40 @@ pub async fn start(
             },
         )
         .await?;
+    }
+    Ok(())
+}
+
+/// Starts a relay in every node of `c` (to the API server, and to the IPAM at `ipam` if
+/// given; with `real_nodes`, the API node's also carries the API server's way into the lab)
+/// and waits until each listens.
+pub async fn relays(
+    lab: &Lab,
+    c: &Cluster,
+    kc: &k8s::Cluster,
+    ipam: Option<SocketAddr>,
+    real_nodes: bool,
+) -> Result<(), K8sLabError> {
+    let paths = Paths::of(lab, c);
+    let dir = lab.files(c).dir().to_owned();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| K8sLabError::lab(format!("creating {}", dir.display()), e))?;
+    let api = loopback_port(&kc.server)?;
+    for n in &c.nodes {
+        let node = n.name.as_str();
+        let ns = lab.node_netns(c.name.as_str(), node);
+        let forwards = relay::forwards(c, n, api, ipam);
+        // The API node also carries the API server's way into the lab, with real nodes.
+        let egress = (real_nodes && n.name == relay::api_node(c).name)
+            .then(|| super::realnode::egress_socket(lab, c));
+        let p = relay::spawn(
+            &ns,
+            &forwards,
+            egress.as_deref(),
+            &paths.relay_tag(node),
+            &paths.log("relay", node),
+        )?;
+        wait_listening(lab, c, node, &p, API_LISTEN).await?;
     }
     Ok(())
 }

@@ -22,6 +22,9 @@ pub struct Options {
     /// Real nodes ([`super::realnode`]): a kubelet, containerd and kube-proxy in every lab
     /// node instead of kwok.
     pub real_nodes: bool,
+    /// Liqo from its chart (`liqoctl install`): every component a pod on the real nodes
+    /// ([`super::chart`]); needs `real_nodes`.
+    pub chart: bool,
 }
 
 impl Default for Options {
@@ -29,6 +32,7 @@ impl Default for Options {
         Options {
             operators: true,
             real_nodes: false,
+            chart: false,
         }
     }
 }

@@ -12,13 +12,16 @@
 //! views from the TunnelEndpoints ([`views`]).
 //!
 //! Brought up with [`up_in_band`], the clusters can only be peered in-band ([`inband`]); the
-//! marker records it.
+//! marker records it. With real nodes and [`Options::chart`], nothing of Liqo is a lab process:
+//! `liqoctl install` runs every component as a pod from the chart's images ([`chart`]), the
+//! lab keeping only the relays and the gateway Service's load balancer.
 //!
 //! Teardown ([`down`]) needs no state: the marker file says the lab has clusters, the harness
 //! finds its processes by directory, the relays (also those started by hand with
 //! `liqo-lab --prefix <p> relay --tag <lab dir>/...`) are found by the lab directory in their
 //! `--tag`, and everything in a node is killed with its namespace.
 
+pub mod chart;
 pub mod demo;
 mod down;
 pub mod egress;

@@ -40,17 +40,15 @@ pub fn api_node(c: &Cluster) -> &Node {
 /// [`api_node`] also its LAN address at the API server's port (where `default/kubernetes`
 /// says the API server is: what peers reach through their tunnel, the gateway translating an
 /// external-CIDR address to it).
-pub fn forwards(c: &Cluster, n: &Node, api: SocketAddr, ipam: SocketAddr) -> Vec<Forward> {
-    let mut out = vec![
-        Forward {
-            listen: API_LISTEN.parse().expect("literal"),
-            connect: api,
-        },
-        Forward {
-            listen: IPAM_LISTEN.parse().expect("literal"),
-            connect: ipam,
-        },
-    ];
+pub fn forwards(c: &Cluster, n: &Node, api: SocketAddr, ipam: Option<SocketAddr>) -> Vec<Forward> {
+    let mut out = vec![Forward {
+        listen: API_LISTEN.parse().expect("literal"),
+        connect: api,
+    }];
+    out.extend(ipam.map(|connect| Forward {
+        listen: IPAM_LISTEN.parse().expect("literal"),
+        connect,
+    }));
     if n.name == api_node(c).name {
         out.push(Forward {
             listen: SocketAddr::new(n.lan_addr.addr().into(), api.port()),

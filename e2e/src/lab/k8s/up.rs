@@ -4,6 +4,7 @@
 use std::{collections::BTreeMap, fs, path::Path};
 
 use super::{
+    chart,
     down::down,
     error::K8sLabError,
     fabric, inband,
@@ -37,6 +38,12 @@ async fn up_mode(
 ) -> Result<K8sLab, K8sLabError> {
     // The binaries first: nothing is created if one is missing.
     let bins = k8s::binaries()?;
+    if opts.chart && !opts.real_nodes {
+        return Err(K8sLabError::lab(
+            format!("lab {prefix} with Liqo from its chart"),
+            "the chart's pods need real nodes (--real-nodes)",
+        ));
+    }
     let node_bins = if opts.real_nodes {
         Some(k8s::node_binaries()?)
     } else {
@@ -95,7 +102,7 @@ async fn bring_up(
     }
     let text = serde_json::json!({
         "harness": lab.prefix.as_str(), "operators": opts.operators, "inBand": in_band,
-        "realNodes": node_bins.is_some(),
+        "realNodes": node_bins.is_some(), "chart": opts.chart,
     });
     state::write_atomic(&path, &text.to_string())?;
     let named: Vec<Named> = lab
@@ -117,6 +124,16 @@ async fn bring_up(
         kc.nodes = c.nodes.iter().map(|n| n.name.to_string()).collect();
     }
     set.save()?;
+    if let (true, Some(node_bins)) = (opts.chart, node_bins) {
+        for c in &lab.topology.clusters {
+            let kc = set.get(c.name.as_str()).expect("one per lab cluster");
+            fabric::relays(lab, c, kc, None, true).await?;
+            realnode::start(lab, c, kc, node_bins, true).await?;
+        }
+        let installed = chart::install(lab, &set, bins).await?;
+        set.detach();
+        return Ok((k8s::load(&lab.prefix)?, installed));
+    }
     let reserved: BTreeMap<String, Vec<ipnet::Ipv4Net>> = lab
         .topology
         .clusters
@@ -144,7 +161,7 @@ async fn bring_up(
     if let Some(node_bins) = node_bins {
         for c in &lab.topology.clusters {
             let kc = set.get(c.name.as_str()).expect("one per lab cluster");
-            realnode::start(lab, c, kc, node_bins).await?;
+            realnode::start(lab, c, kc, node_bins, false).await?;
         }
     }
     set.detach();

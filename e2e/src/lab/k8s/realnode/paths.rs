@@ -36,6 +36,9 @@ pub struct NodePaths {
     pub resolv_conf: PathBuf,
     /// The cluster's CA (client certificates the kubelet accepts).
     pub ca: PathBuf,
+    /// The node's own `/run/netns` (bound there for containerd and its containers): the
+    /// network namespaces its pods make (the gateway's).
+    pub netns: PathBuf,
 }
 
 impl NodePaths {
@@ -56,9 +59,20 @@ impl NodePaths {
             pod_logs: data.join("pods"),
             resolv_conf: dir.join("resolv.conf"),
             ca: dir.join("ca.crt"),
+            netns: dir.join("run-netns"),
             dir,
             data,
         }
+    }
+
+    /// The paths of node `node` of cluster `c` of `lab`.
+    pub fn of(lab: &crate::lab::Lab, c: &crate::topology::Cluster, node: &str) -> NodePaths {
+        NodePaths::new(
+            lab.prefix.as_str(),
+            lab.files(c).dir(),
+            c.name.as_str(),
+            node,
+        )
     }
 
     /// A component's file (`<dir>/<name>`).

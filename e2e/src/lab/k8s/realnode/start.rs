@@ -43,14 +43,16 @@ pub fn egress_socket(lab: &Lab, c: &Cluster) -> PathBuf {
 }
 
 /// Starts containerd, the kubelet and kube-proxy on every node of `c` (whose harness cluster
-/// is `kc`), CoreDNS on its API node, and waits until every Node is Ready.
+/// is `kc`), CoreDNS on its API node, and waits until every Node is Ready. With `chart`, the
+/// chart's images are imported too.
 pub async fn start(
     lab: &Lab,
     c: &Cluster,
     kc: &KubeCluster,
     bins: &Binaries,
+    chart: bool,
 ) -> Result<(), K8sLabError> {
-    let images = super::images::archives()?;
+    let images = super::images::archives(chart)?;
     let proc_cgroup = std::fs::read_to_string("/proc/self/cgroup")
         .map_err(|e| K8sLabError::lab("reading /proc/self/cgroup", e))?;
     host::check_v1().map_err(|e| K8sLabError::lab("real nodes", e))?;
@@ -58,12 +60,7 @@ pub async fn start(
         .ok_or_else(|| K8sLabError::lab("real nodes", "no memory cgroup in /proc/self/cgroup"))?;
     let pki = kc.dir.join("pki");
     for n in &c.nodes {
-        let paths = NodePaths::new(
-            lab.prefix.as_str(),
-            lab.files(c).dir(),
-            c.name.as_str(),
-            n.name.as_str(),
-        );
+        let paths = NodePaths::of(lab, c, n.name.as_str());
         let cgroup = host::node_cgroup(
             &session,
             lab.prefix.as_str(),
@@ -71,6 +68,7 @@ pub async fn start(
             n.name.as_str(),
         );
         prepare(&paths, c, n, &pki, &cgroup)?;
+        service_route(lab, c, n).await?;
         let ns = format!(
             "--net=/var/run/netns/{}",
             lab.node_netns(c.name.as_str(), n.name.as_str())
@@ -102,6 +100,23 @@ pub async fn start(
         .map_err(|e| K8sLabError::lab("a client", e))?;
     super::dns::objects(&client, c).await?;
     nodes::wait_ready(&client, c, READY_SECS).await
+}
+
+/// The route to the service CIDR a node's own programs (host-network pods) need: kube-proxy
+/// translates a ClusterIP only after the kernel found a route to it (a node of a real cluster
+/// has its default route).
+async fn service_route(lab: &Lab, c: &Cluster, n: &LabNode) -> Result<(), K8sLabError> {
+    let ns = lab.node(c, n.name.as_str())?;
+    let route = dataplane::route::RouteSpec {
+        dev: Some("eth0".parse().expect("literal")),
+        src: Some(n.lan_addr.addr().into()),
+        ..dataplane::route::RouteSpec::to(ipnet::IpNet::V4(c.service_cidr))
+    };
+    dataplane::Netlink::connect_in(&ns)
+        .map_err(|e| K8sLabError::lab(format!("netlink in {}", ns.name()), e))?
+        .add_route(&route)
+        .await
+        .map_err(|e| K8sLabError::lab(format!("route {route} in {}", ns.name()), e))
 }
 
 /// The node's directories, certificates, configurations, private tunables and cgroup.
@@ -193,11 +208,31 @@ async fn containerd(
         bins.dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    // In a mount namespace of its own whose /run/netns is the node's (a slave of the host's
+    // mounts, so the kubelet's volumes still reach it): what its containers make there (the
+    // gateway's namespace) is the node's, as on a machine of its own, not the host's.
+    let netns_dir = &paths.netns;
+    mkdirs(&[netns_dir])?;
+    // The host's /run/netns is unmounted there first: containerd reads the propagation of the
+    // first mount it finds at a path, not the top one.
+    let script = format!(
+        "mount --make-rslave / && {{ ! mountpoint -q /run/netns || umount -l /run/netns; }} && mount --bind {} /run/netns && mount --make-shared /run/netns && exec {} --config {}",
+        netns_dir.display(),
+        bins.path("containerd").display(),
+        conf.display(),
+    );
     let spec = Spec::new("containerd", "nsenter", paths.log("containerd"))
         .env("PATH", path)
-        .args([ns])
-        .args([bins.path("containerd")])
-        .args(["--config".into(), conf]);
+        .args([
+            ns,
+            "unshare",
+            "--mount",
+            "--propagation",
+            "unchanged",
+            "sh",
+            "-c",
+            &script,
+        ]);
     let pid = spawn_in(spec, cgroup)?;
     let deadline = Instant::now() + Duration::from_secs(20);
     while !paths.cri_socket.exists() {

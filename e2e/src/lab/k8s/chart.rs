@@ -1,0 +1,196 @@
+//! Liqo from its chart on a lab with real nodes (`liqo-lab up --k8s --real-nodes --chart`):
+//! `liqoctl install` on every cluster (at the same time), so every component is a pod on the
+//! real nodes, from the chart's images imported into each node
+//! ([`super::realnode::images::build_chart`]), with the chart's ServiceAccounts, security
+//! contexts, probes and mounts. Nothing of Liqo runs as a lab process. The lab stands in for the
+//! cloud's load balancer of the gateway's UDP Service ([`follow_gateway`]): the cluster's public
+//! link `wan0` moves to the node the gateway's pod runs on, and the Service's status says the
+//! cluster's public address.
+
+use std::{path::Path, process::Stdio, time::Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use kube::{
+    Api, Client,
+    api::{ListParams, Patch, PatchParams},
+};
+
+use super::{K8sLabError, fabric::GATEWAY_SERVICE, realnode::images};
+use crate::{
+    k8s::{self, Binaries, Clusters},
+    lab::{Lab, cluster::gateway_node, state, wan},
+    liqo::{self, Installed, Liqo, NAMESPACE},
+    topology::Cluster,
+};
+
+/// The label selecting the gateway's pods (the chart's `liqo.selectorLabels`).
+const GATEWAY_PODS: &str = "app.kubernetes.io/component=gateway";
+
+/// Installs Liqo with `liqoctl install` on every cluster of `lab` (harness `set`) and records
+/// it; each install's output is in `liqoctl-install.log` in the cluster's lab directory.
+pub async fn install(lab: &Lab, set: &Clusters, bins: &Binaries) -> Result<Liqo, K8sLabError> {
+    let liqoctl = crate::lab::bin("liqoctl")
+        .map_err(|e| K8sLabError::lab("installing Liqo from its chart", e))?;
+    let t = Instant::now();
+    let runs = lab.topology.clusters.iter().map(|c| {
+        let kc = set.get(c.name.as_str()).expect("one per lab cluster");
+        run_install(lab, c, kc, bins, &liqoctl)
+    });
+    for r in futures::future::join_all(runs).await {
+        r?;
+    }
+    println!(
+        "Liqo installed from its chart on {} in {:.0} s",
+        lab.topology
+            .clusters
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" and "),
+        t.elapsed().as_secs_f64()
+    );
+    let mut installed = Vec::new();
+    for c in &lab.topology.clusters {
+        let kc = set.get(c.name.as_str()).expect("one per lab cluster");
+        let client = kc.client().await?;
+        follow_gateway(lab, c, &client).await?;
+        installed.push(Installed {
+            cluster: c.name.to_string(),
+            cluster_id: cluster_id(&client, c).await?,
+            dir: kc.dir.join("liqo"),
+            kubeconfigs: Default::default(),
+            auth_url: None,
+            running: Vec::new(),
+        });
+    }
+    liqo::record_pods(set, bins, installed)
+        .map_err(|e| K8sLabError::lab("recording Liqo installed from its chart", e))
+}
+
+/// `liqoctl install` on `c` with the lab's images (never pulled), its CIDRs and reserved
+/// subnets.
+async fn run_install(
+    lab: &Lab,
+    c: &Cluster,
+    kc: &k8s::Cluster,
+    bins: &Binaries,
+    liqoctl: &Path,
+) -> Result<(), K8sLabError> {
+    let log_path = lab.files(c).dir().join("liqoctl-install.log");
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| K8sLabError::lab(format!("creating {}", log_path.display()), e))?;
+    let err = log
+        .try_clone()
+        .map_err(|e| K8sLabError::lab(format!("opening {}", log_path.display()), e))?;
+    let mut cmd = tokio::process::Command::new(liqoctl);
+    cmd.env("KUBECONFIG", &kc.kubeconfig)
+        .env("HELM", bins.path("helm"))
+        .args(["install", "--cluster-name", c.name.as_str()])
+        .args(["--pod-cidr", &c.pod_cidr.to_string()])
+        .args(["--service-cidr", &c.service_cidr.to_string()])
+        .args(["--timeout", "5m"])
+        .stdout(Stdio::from(log))
+        .stderr(Stdio::from(err));
+    if !c.reserved_subnets.is_empty() {
+        let list: Vec<String> = c.reserved_subnets.iter().map(|n| n.to_string()).collect();
+        cmd.args(["--reserved-subnets", &list.join(",")]);
+    }
+    for set in [
+        format!("image.registry={}", images::REGISTRY),
+        format!("image.repositoryPrefix={}", images::PREFIX),
+        format!("tag={}", images::TAG),
+        "pullPolicy=Never".to_owned(),
+    ] {
+        cmd.args(["--set", &set]);
+    }
+    println!(
+        "Installing Liqo on {} from its chart (liqoctl install)",
+        c.name
+    );
+    let status = cmd
+        .status()
+        .await
+        .map_err(|e| K8sLabError::lab(format!("running {}", liqoctl.display()), e))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(K8sLabError::lab(
+            format!("liqoctl install on {}", c.name),
+            format!(
+                "exited {status}; the end of {}:\n{}",
+                log_path.display(),
+                dataplane::supervisor::tail(&log_path, 15)
+            ),
+        ))
+    }
+}
+
+/// The cluster ID the install made.
+async fn cluster_id(client: &Client, c: &Cluster) -> Result<String, K8sLabError> {
+    use control::consts::{keys, objects};
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), NAMESPACE)
+        .get(objects::CLUSTER_ID_CONFIGMAP)
+        .await
+        .map_err(K8sLabError::kube(format!(
+            "reading the cluster ID of {}",
+            c.name
+        )))?;
+    cm.data
+        .and_then(|d| d.get(keys::CLUSTER_ID).cloned())
+        .ok_or_else(|| {
+            K8sLabError::lab(
+                format!("ConfigMap {} of {}", objects::CLUSTER_ID_CONFIGMAP, c.name),
+                format!("no {}", keys::CLUSTER_ID),
+            )
+        })
+}
+
+/// The load balancer of the gateway's Service, as a cloud runs it: `wan0` moves to the node
+/// of the (active) gateway pod, and the Service's status says the cluster's public address.
+pub async fn follow_gateway(lab: &Lab, c: &Cluster, client: &Client) -> Result<(), K8sLabError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let list = pods
+        .list(&ListParams::default().labels(GATEWAY_PODS))
+        .await
+        .map_err(K8sLabError::kube(format!(
+            "listing the gateway pods of {}",
+            c.name
+        )))?;
+    let active = list.items.iter().find(|p| {
+        let labels = p.metadata.labels.as_ref();
+        list.items.len() == 1
+            || labels.is_some_and(|l| {
+                l.get(control::consts::net::GATEWAY_ACTIVE_LABEL)
+                    .is_some_and(|v| v == control::consts::values::TRUE)
+            })
+    });
+    let node = active
+        .and_then(|p| p.spec.as_ref())
+        .and_then(|s| s.node_name.clone())
+        .ok_or_else(|| {
+            K8sLabError::lab(
+                format!("the gateway of {}", c.name),
+                format!("no gateway pod scheduled ({} found)", list.items.len()),
+            )
+        })?;
+    let from = gateway_node(lab, c)?;
+    if from != node {
+        wan::relocate(lab, c, &lab.node(c, &from)?, &lab.node(c, &node)?).await?;
+        state::write_atomic(&lab.files(c).gateway_node(), &node)?;
+    }
+    let status = serde_json::json!({"status": {"loadBalancer": {"ingress": [
+        {"ip": c.wan_addr.addr().to_string()},
+    ]}}});
+    Api::<Service>::namespaced(client.clone(), NAMESPACE)
+        .patch_status(
+            GATEWAY_SERVICE,
+            &PatchParams::default(),
+            &Patch::Merge(&status),
+        )
+        .await
+        .map_err(K8sLabError::kube(format!(
+            "writing the load-balancer status of {GATEWAY_SERVICE} of {}",
+            c.name
+        )))?;
+    Ok(())
+}
