@@ -71,6 +71,7 @@ async fn bench(
         nodes,
         advertise: None,
         egress: None,
+        public: Vec::new(),
     };
     let set = Clusters::up_named(
         &bins,

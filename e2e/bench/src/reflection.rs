@@ -74,6 +74,7 @@ async fn bench(
         nodes: 1,
         advertise: None,
         egress: None,
+        public: Vec::new(),
     };
     eprintln!("bench: starting clusters {prefix}");
     let set = Clusters::up_named(&bins, &prefix, &[named(0, "rome"), named(1, "milan")])

@@ -187,7 +187,7 @@ fn upstream_keys_not_honoured_yet_are_refused_unless_left_as_they_are() {
 #[test]
 fn inconsistent_values_are_refused_naming_their_keys() {
     refused(
-        &["virtualKubelet.apiServerSupport=true"],
+        &["virtualKubelet.mode=in-process"],
         &["virtualKubelet.apiServerSupport needs virtualKubelet.mode=process"],
     );
     refused(

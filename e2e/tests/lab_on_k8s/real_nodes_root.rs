@@ -1,6 +1,7 @@
 //! Real nodes, as root: the main job as a user runs it, `liqo-lab quickstart --k8s
 //! --real-nodes` (the lab's images built by `chart/images/build.sh --images e2e/images`; every
-//! lab node running containerd, a kubelet and kube-proxy, CoreDNS on one; peering by `liqoctl`;
+//! lab node running containerd, a kubelet and kube-proxy, CoreDNS on one; Liqo installed by
+//! `liqoctl install` from its chart ([`crate::real_nodes_chart`]); peering by `liqoctl`;
 //! `liqo-demo` offloaded; 100 requests to the demo's Service answered by both clusters), its
 //! report checked; then on the lab it leaves: every Node Ready with its kubelet's and runtime's
 //! versions; a pod in real containers (its readiness probe passes); `kubectl exec` in it
@@ -127,6 +128,7 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
     );
     crate::real_nodes_report::check(&report, &p);
     let k = K8sLab::load(&p).unwrap();
+    crate::real_nodes_chart::installed_from_chart(&k).await;
 
     // Every node Ready, with the versions its kubelet and runtime report.
     for c in &k.lab.topology.clusters {

@@ -73,8 +73,8 @@ impl fmt::Debug for Token {
 impl Token {
     /// Reads a token file (as a Kubernetes Secret is mounted): surrounding whitespace, such as
     /// the final newline, is not part of the token. An empty file, one writable by group or
-    /// others, or one with characters a header cannot carry is refused; one readable by group
-    /// or others is used with a warning.
+    /// others, or one with characters a header cannot carry is refused; one readable by others
+    /// is used with a warning (readable by group is how a pod's fsGroup reads a Secret).
     pub fn from_file(path: &Path) -> Result<Token, TokenError> {
         let read = |source| TokenError::Read {
             path: path.to_owned(),
@@ -88,12 +88,13 @@ impl Token {
                 mode,
             });
         }
-        if mode & 0o044 != 0 {
+        // Group-readable is how a pod's non-root user reads a Secret volume (fsGroup).
+        if mode & 0o004 != 0 {
             tracing::warn!(
                 path = %path.display(),
                 mode = format!("{mode:o}"),
-                "the token file is readable by group or others; make it 0600 or 0400 \
-                 (defaultMode: 0400 on a Secret volume)"
+                "the token file is readable by others; make it 0600, 0400 or 0440 \
+                 (defaultMode on a Secret volume, with the pod's fsGroup)"
             );
         }
         if meta.len() > MAX_TOKEN_LEN {

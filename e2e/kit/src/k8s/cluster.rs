@@ -192,6 +192,8 @@ pub(crate) struct Spec<'a> {
     pub(crate) advertise: Option<std::net::Ipv4Addr>,
     /// The API server's egress proxy (see [`super::Named::egress`]).
     pub(crate) egress: Option<&'a Path>,
+    /// More addresses its certificate names (see [`super::Named::public`]).
+    pub(crate) public: &'a [std::net::Ipv4Addr],
 }
 
 /// Starts a cluster; every process started is pushed to `started` as soon as it runs, so the
@@ -209,7 +211,8 @@ pub(crate) async fn start(
         .hosts()
         .next()
         .unwrap_or(s.service_cidr.addr());
-    let pki = pki::create(&s.dir.join("pki"), first_service_ip)?;
+    let more: Vec<std::net::Ipv4Addr> = s.advertise.iter().chain(s.public).copied().collect();
+    let pki = pki::create(&s.dir.join("pki"), first_service_ip, &more)?;
     let log = |n: &str| logs.join(format!("{n}.log"));
     let path = |p: &Path| p.display().to_string();
     let egress = match s.egress {

@@ -74,7 +74,7 @@ pub fn write(path: &Path, text: &str, private: bool) -> Result<(), K8sError> {
 
 /// Writes a fresh set into `dir`. `service_ip` is the first address of the service range (the
 /// `kubernetes` service).
-pub(crate) fn create(dir: &Path, service_ip: Ipv4Addr) -> Result<Pki, K8sError> {
+pub(crate) fn create(dir: &Path, service_ip: Ipv4Addr, more: &[Ipv4Addr]) -> Result<Pki, K8sError> {
     fs::create_dir_all(dir).map_err(|e| K8sError::io(dir, e))?;
     let p = |n: &str| dir.join(n);
     let pki = Pki {
@@ -117,10 +117,10 @@ pub(crate) fn create(dir: &Path, service_ip: Ipv4Addr) -> Result<Pki, K8sError> 
     serving
         .distinguished_name
         .push(DnType::CommonName, "kube-apiserver");
-    for ip in [Ipv4Addr::LOCALHOST, service_ip] {
+    for ip in [Ipv4Addr::LOCALHOST, service_ip].iter().chain(more) {
         serving
             .subject_alt_names
-            .push(SanType::IpAddress(IpAddr::V4(ip)));
+            .push(SanType::IpAddress(IpAddr::V4(*ip)));
     }
     serving.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     serving.key_usages = vec![

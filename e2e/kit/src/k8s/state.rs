@@ -112,6 +112,9 @@ pub struct Named {
     /// network namespaces the root namespace cannot reach. Kubelets are then dialled at their
     /// InternalIP. Else directly.
     pub egress: Option<std::path::PathBuf>,
+    /// More addresses the API server's certificate names (a load balancer's, where peers
+    /// reach it).
+    pub public: Vec<std::net::Ipv4Addr>,
 }
 
 impl Clusters {
@@ -131,6 +134,7 @@ impl Clusters {
                     nodes: opts.nodes,
                     advertise: None,
                     egress: None,
+                    public: Vec::new(),
                 }
             })
             .collect();
@@ -181,6 +185,7 @@ impl Clusters {
                     nodes: n.nodes,
                     advertise: n.advertise,
                     egress: n.egress.as_deref(),
+                    public: &n.public,
                 };
                 let result = cluster::start(bins, &spec, &mut started).await;
                 (result, started)

@@ -68,8 +68,11 @@ pub(crate) async fn quickstart_k8s(
     let k = if in_band {
         lab::k8s::up_in_band(prefix.clone(), topology).await?
     } else {
+        // On real nodes, Liqo is installed as the manual installs it: `liqoctl install`, its
+        // components pods from the chart's images.
         let opts = lab::k8s::Options {
             real_nodes,
+            chart: real_nodes,
             ..lab::k8s::Options::default()
         };
         lab::k8s::up(prefix.clone(), topology, &opts).await?
@@ -82,16 +85,20 @@ pub(crate) async fn quickstart_k8s(
         println!(
             "   each: a control plane (etcd, kube-apiserver, controller-manager, scheduler) and 2 \
              real nodes (network\n   namespaces), each running containerd with runc, a kubelet and \
-             kube-proxy (CoreDNS on n1), plus 2 lab\n   pods; Liqo (liqo-ipam, liqo-auth, \
-             liqo-controller-manager); the gateway operator and a userspace-WireGuard\n   gateway \
-             on n0, a route operator and a VXLAN overlay agent on every node\n"
+             kube-proxy (CoreDNS on n1), plus 2 lab\n   pods; Liqo installed by `liqoctl install` \
+             from its chart, every component a pod: liqo-auth,\n   liqo-ipam, \
+             liqo-controller-manager, liqo-gateway (a userspace-WireGuard gateway and its \
+             operator), and\n   liqo-route on every node (a VXLAN overlay agent and its route \
+             operator)\n"
         );
         for c in ["rome", "milan"] {
-            let out = k.tool("kubectl", c, &["get", "nodes", "-o", "wide"])?;
-            println!(
-                "== kubectl --context {c} get nodes -o wide\n\n{}",
-                String::from_utf8_lossy(&out.stdout)
-            );
+            for args in [
+                &["get", "nodes", "-o", "wide"][..],
+                &["-n", "liqo", "get", "pods", "-o", "wide"][..],
+            ] {
+                let out = k.tool_ok("kubectl", c, args)?;
+                println!("== kubectl --context {c} {}\n\n{out}", args.join(" "));
+            }
         }
     } else {
         println!(

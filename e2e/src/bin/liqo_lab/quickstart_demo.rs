@@ -44,6 +44,18 @@ pub(crate) fn build() -> Result<()> {
         t.elapsed().as_secs_f64(),
         dir.display()
     );
+    println!("== Building Liqo's images (one per component of the chart, OCI archives)");
+    let t = Instant::now();
+    let dir = realnode::images::build_chart(
+        demo_bin
+            .parent()
+            .context("the liqo-demo binary's directory")?,
+    )?;
+    println!(
+        "   images ready in {:.1} s: {}",
+        t.elapsed().as_secs_f64(),
+        dir.display()
+    );
     Ok(())
 }
 

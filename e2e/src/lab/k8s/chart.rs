@@ -3,34 +3,38 @@
 //! real nodes, from the chart's images imported into each node
 //! ([`super::realnode::images::build_chart`]), with the chart's ServiceAccounts, security
 //! contexts, probes and mounts. Nothing of Liqo runs as a lab process. The lab stands in for the
-//! cloud's load balancer of the gateway's UDP Service ([`follow_gateway`]): the cluster's public
-//! link `wan0` moves to the node the gateway's pod runs on, and the Service's status says the
-//! cluster's public address.
+//! cloud's load balancers and Internet egress ([`super::lb`]): peers reach the gateway, the
+//! auth service and the API server at the cluster's public address.
 
 use std::{path::Path, process::Stdio, time::Instant};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
-use kube::{
-    Api, Client,
-    api::{ListParams, Patch, PatchParams},
-};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{Api, Client};
 
-use super::{K8sLabError, fabric::GATEWAY_SERVICE, realnode::images};
+use super::{K8sLabError, fabric, lb, realnode::images, relay};
 use crate::{
     k8s::{self, Binaries, Clusters},
-    lab::{Lab, cluster::gateway_node, state, wan},
+    lab::Lab,
     liqo::{self, Installed, Liqo, NAMESPACE},
     topology::Cluster,
 };
-
-/// The label selecting the gateway's pods (the chart's `liqo.selectorLabels`).
-const GATEWAY_PODS: &str = "app.kubernetes.io/component=gateway";
 
 /// Installs Liqo with `liqoctl install` on every cluster of `lab` (harness `set`) and records
 /// it; each install's output is in `liqoctl-install.log` in the cluster's lab directory.
 pub async fn install(lab: &Lab, set: &Clusters, bins: &Binaries) -> Result<Liqo, K8sLabError> {
     let liqoctl = crate::lab::bin("liqoctl")
         .map_err(|e| K8sLabError::lab("installing Liqo from its chart", e))?;
+    for c in &lab.topology.clusters {
+        let kc = set.get(c.name.as_str()).expect("one per lab cluster");
+        let api = fabric::loopback_port(&kc.server)?;
+        lb::api_service(
+            &kc.client().await?,
+            c,
+            relay::api_node(c).lan_addr.addr(),
+            api.port(),
+        )
+        .await?;
+    }
     let t = Instant::now();
     let runs = lab.topology.clusters.iter().map(|c| {
         let kc = set.get(c.name.as_str()).expect("one per lab cluster");
@@ -53,7 +57,7 @@ pub async fn install(lab: &Lab, set: &Clusters, bins: &Binaries) -> Result<Liqo,
     for c in &lab.topology.clusters {
         let kc = set.get(c.name.as_str()).expect("one per lab cluster");
         let client = kc.client().await?;
-        follow_gateway(lab, c, &client).await?;
+        lb::follow_gateway(lab, c, &client).await?;
         installed.push(Installed {
             cluster: c.name.to_string(),
             cluster_id: cluster_id(&client, c).await?,
@@ -88,6 +92,7 @@ async fn run_install(
         .args(["install", "--cluster-name", c.name.as_str()])
         .args(["--pod-cidr", &c.pod_cidr.to_string()])
         .args(["--service-cidr", &c.service_cidr.to_string()])
+        .args(["--api-server-url", &lb::api_url(c)])
         .args(["--timeout", "5m"])
         .stdout(Stdio::from(log))
         .stderr(Stdio::from(err));
@@ -100,6 +105,22 @@ async fn run_install(
         format!("image.repositoryPrefix={}", images::PREFIX),
         format!("tag={}", images::TAG),
         "pullPolicy=Never".to_owned(),
+        // The public address is on the gateway's node (wan0 follows the gateway): peers reach
+        // the gateway's own UDP port there, not a load balancer's address kube-proxy would
+        // translate (its NAT of the gateway's own traffic clashes with it).
+        "gateway.service.type=NodePort".to_owned(),
+        // The virtual kubelets as processes with their own identity, and API server support:
+        // offloaded pods get their ConfigMaps, Secrets and working tokens.
+        "virtualKubelet.mode=process".to_owned(),
+        "virtualKubelet.apiServerSupport=true".to_owned(),
+        format!(
+            "gateway.config.endpointOverride.address={}",
+            c.wan_addr.addr()
+        ),
+        format!(
+            "gateway.config.endpointOverride.port={}",
+            crate::lab::daemons::GATEWAY_PORT
+        ),
     ] {
         cmd.args(["--set", &set]);
     }
@@ -143,54 +164,4 @@ async fn cluster_id(client: &Client, c: &Cluster) -> Result<String, K8sLabError>
                 format!("no {}", keys::CLUSTER_ID),
             )
         })
-}
-
-/// The load balancer of the gateway's Service, as a cloud runs it: `wan0` moves to the node
-/// of the (active) gateway pod, and the Service's status says the cluster's public address.
-pub async fn follow_gateway(lab: &Lab, c: &Cluster, client: &Client) -> Result<(), K8sLabError> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    let list = pods
-        .list(&ListParams::default().labels(GATEWAY_PODS))
-        .await
-        .map_err(K8sLabError::kube(format!(
-            "listing the gateway pods of {}",
-            c.name
-        )))?;
-    let active = list.items.iter().find(|p| {
-        let labels = p.metadata.labels.as_ref();
-        list.items.len() == 1
-            || labels.is_some_and(|l| {
-                l.get(control::consts::net::GATEWAY_ACTIVE_LABEL)
-                    .is_some_and(|v| v == control::consts::values::TRUE)
-            })
-    });
-    let node = active
-        .and_then(|p| p.spec.as_ref())
-        .and_then(|s| s.node_name.clone())
-        .ok_or_else(|| {
-            K8sLabError::lab(
-                format!("the gateway of {}", c.name),
-                format!("no gateway pod scheduled ({} found)", list.items.len()),
-            )
-        })?;
-    let from = gateway_node(lab, c)?;
-    if from != node {
-        wan::relocate(lab, c, &lab.node(c, &from)?, &lab.node(c, &node)?).await?;
-        state::write_atomic(&lab.files(c).gateway_node(), &node)?;
-    }
-    let status = serde_json::json!({"status": {"loadBalancer": {"ingress": [
-        {"ip": c.wan_addr.addr().to_string()},
-    ]}}});
-    Api::<Service>::namespaced(client.clone(), NAMESPACE)
-        .patch_status(
-            GATEWAY_SERVICE,
-            &PatchParams::default(),
-            &Patch::Merge(&status),
-        )
-        .await
-        .map_err(K8sLabError::kube(format!(
-            "writing the load-balancer status of {GATEWAY_SERVICE} of {}",
-            c.name
-        )))?;
-    Ok(())
 }

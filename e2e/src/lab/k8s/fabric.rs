@@ -252,7 +252,7 @@ async fn gateway_service(client: &Client, c: &Cluster) -> Result<(), K8sLabError
 }
 
 /// The port of `https://127.0.0.1:<port>` (the harness's API servers listen on loopback).
-fn loopback_port(server: &str) -> Result<SocketAddr, K8sLabError> {
+pub(crate) fn loopback_port(server: &str) -> Result<SocketAddr, K8sLabError> {
     server
         .strip_prefix("https://")
         .and_then(|a| a.parse().ok())

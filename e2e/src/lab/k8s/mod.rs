@@ -29,6 +29,7 @@ mod error;
 pub mod fabric;
 pub mod inband;
 mod k8s_lab;
+pub mod lb;
 mod moving;
 pub mod nodes;
 mod peer;

@@ -116,6 +116,13 @@ async fn bring_up(
             nodes: 0,
             advertise: Some(relay::api_node(c).lan_addr.addr()),
             egress: node_bins.map(|_| realnode::egress_socket(lab, c)),
+            // With Liqo from its chart, peers' pods reach the API server at the cluster's
+            // public address (the lab's load balancer, [`chart`]).
+            public: if opts.chart {
+                vec![c.wan_addr.addr()]
+            } else {
+                Vec::new()
+            },
         })
         .collect();
     let mut set = Clusters::up_named(bins, &lab.prefix, &named).await?;

@@ -1,0 +1,208 @@
+//! The lab's load balancer and Internet egress for Liqo from its chart ([`super::chart`]), as a
+//! cloud gives them to a cluster: the cluster's public address (its link `wan0`) sits on the
+//! node of the gateway's pod ([`follow_gateway`]), where peers reach the gateway's UDP port
+//! (the chart's `gateway.config.endpointOverride`), and the LoadBalancer Services say that
+//! address: `liqo-auth`'s and the API server's ([`API_SERVICE`], a Service without selector
+//! whose endpoint is the API node's relay). kube-proxy on that node translates what arrives
+//! there to the Services' endpoints, as for any load-balancer address.
+//! The other nodes route the WAN through it, and it masquerades what leaves by `wan0` but the
+//! gateway's own traffic (from the public address), so that pods reach the peers' public
+//! addresses.
+
+use std::net::Ipv4Addr;
+
+use dataplane::{Netlink, Netns, nft, route::RouteSpec};
+use ipnet::IpNet;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::{
+    Api, Client,
+    api::{ListParams, Patch, PatchParams},
+};
+
+use super::K8sLabError;
+use crate::{
+    k8s::MANAGER,
+    lab::{Lab, cluster::gateway_node, state, wan},
+    liqo::NAMESPACE,
+    topology::Cluster,
+};
+
+/// The Service (in `default`) peers reach the API server through.
+pub const API_SERVICE: &str = "liqo-lab-apiserver";
+/// Its port: peers reach the API server at `https://<public address>:6443`.
+pub const API_PORT: u16 = 6443;
+/// The label selecting the gateway's pods (the chart's `liqo.selectorLabels`).
+const GATEWAY_PODS: &str = "app.kubernetes.io/component=gateway";
+/// The nftables table of the egress (on `wan0`'s node).
+const TABLE: &str = "lab_egress";
+
+/// The API server's URL for peers.
+pub fn api_url(c: &Cluster) -> String {
+    format!("https://{}:{API_PORT}", c.wan_addr.addr())
+}
+
+/// The Service peers reach the API server through: its endpoint the API node's relay
+/// (`relay_addr`:`relay_port`), its load-balancer address the cluster's public one.
+pub async fn api_service(
+    client: &Client,
+    c: &Cluster,
+    relay_addr: Ipv4Addr,
+    relay_port: u16,
+) -> Result<(), K8sLabError> {
+    let what = |s: &str| format!("{s} {API_SERVICE} of {}", c.name);
+    let svc: Service = serde_json::from_value(serde_json::json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": API_SERVICE, "namespace": "default"},
+        "spec": {"type": "LoadBalancer", "ports": [
+            {"name": "https", "port": API_PORT, "targetPort": relay_port, "protocol": "TCP"},
+        ]},
+    }))
+    .expect("a literal Service");
+    let pp = PatchParams::apply(MANAGER).force();
+    let services: Api<Service> = Api::namespaced(client.clone(), "default");
+    services
+        .patch(API_SERVICE, &pp, &Patch::Apply(&svc))
+        .await
+        .map_err(K8sLabError::kube(what("applying Service")))?;
+    let slice = serde_json::json!({
+        "apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+        "metadata": {"name": API_SERVICE, "namespace": "default",
+                     "labels": {"kubernetes.io/service-name": API_SERVICE,
+                                "endpointslice.kubernetes.io/managed-by": MANAGER}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [relay_addr.to_string()], "conditions": {"ready": true}}],
+        "ports": [{"name": "https", "port": relay_port, "protocol": "TCP"}],
+    });
+    let slices: Api<k8s_openapi::api::discovery::v1::EndpointSlice> =
+        Api::namespaced(client.clone(), "default");
+    slices
+        .patch(API_SERVICE, &pp, &Patch::Apply(&slice))
+        .await
+        .map_err(K8sLabError::kube(what("applying the EndpointSlice of")))?;
+    ingress(client, c, "default", API_SERVICE).await
+}
+
+/// Writes the cluster's public address into the load-balancer status of Service `ns/name`.
+async fn ingress(client: &Client, c: &Cluster, ns: &str, name: &str) -> Result<(), K8sLabError> {
+    let status = serde_json::json!({"status": {"loadBalancer": {"ingress": [
+        {"ip": c.wan_addr.addr().to_string()},
+    ]}}});
+    Api::<Service>::namespaced(client.clone(), ns)
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .map_err(K8sLabError::kube(format!(
+            "writing the load-balancer status of {ns}/{name} of {}",
+            c.name
+        )))?;
+    Ok(())
+}
+
+/// Puts `wan0` on the node of the (active) gateway pod, routes the other nodes' WAN traffic
+/// through it with its egress, and writes the public address into the load-balancer status of
+/// the auth service's Service.
+pub async fn follow_gateway(lab: &Lab, c: &Cluster, client: &Client) -> Result<(), K8sLabError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let list = pods
+        .list(&ListParams::default().labels(GATEWAY_PODS))
+        .await
+        .map_err(K8sLabError::kube(format!(
+            "listing the gateway pods of {}",
+            c.name
+        )))?;
+    let active = list.items.iter().find(|p| {
+        let labels = p.metadata.labels.as_ref();
+        list.items.len() == 1
+            || labels.is_some_and(|l| {
+                l.get(control::consts::net::GATEWAY_ACTIVE_LABEL)
+                    .is_some_and(|v| v == control::consts::values::TRUE)
+            })
+    });
+    let node = active
+        .and_then(|p| p.spec.as_ref())
+        .and_then(|s| s.node_name.clone())
+        .ok_or_else(|| {
+            K8sLabError::lab(
+                format!("the gateway of {}", c.name),
+                format!("no gateway pod scheduled ({} found)", list.items.len()),
+            )
+        })?;
+    let from = gateway_node(lab, c)?;
+    if from != node {
+        wan::relocate(lab, c, &lab.node(c, &from)?, &lab.node(c, &node)?).await?;
+        state::write_atomic(&lab.files(c).gateway_node(), &node)?;
+    }
+    egress(lab, c, &node).await?;
+    ingress(client, c, NAMESPACE, control::consts::objects::AUTH_SERVICE).await
+}
+
+/// The WAN through node `holder` (where `wan0` is) for every node of `c`.
+async fn egress(lab: &Lab, c: &Cluster, holder: &str) -> Result<(), K8sLabError> {
+    let fail = |what: String| move |e: dataplane::netlink::Error| K8sLabError::lab(what, e);
+    let via = c
+        .node(holder)
+        .ok_or_else(|| K8sLabError::lab(format!("node {holder} of {}", c.name), "not in the lab"))?
+        .lan_addr
+        .addr();
+    let wan = lab.topology.wan_cidr;
+    for n in &c.nodes {
+        let ns: Netns = lab.node(c, n.name.as_str())?;
+        let nl = Netlink::connect_in(&ns).map_err(fail(format!("netlink in {}", ns.name())))?;
+        let table = TABLE.parse().expect("literal");
+        if n.name == holder {
+            let own = if c.behind_nat {
+                wan::nat_lan_node().addr()
+            } else {
+                c.wan_addr.addr()
+            };
+            nft::apply(Some(&ns), &masquerade(own))
+                .map_err(|e| K8sLabError::lab(format!("the egress NAT in {}", ns.name()), e))?;
+        } else {
+            let route = RouteSpec {
+                via: Some(via.into()),
+                ..RouteSpec::to(IpNet::V4(wan))
+            };
+            nl.replace_route(&route)
+                .await
+                .map_err(fail(format!("route {route} in {}", ns.name())))?;
+            // Where wan0 was before, its NAT goes (absent: nothing to do).
+            if nft::tables(Some(&ns))
+                .map_err(|e| K8sLabError::lab(format!("nftables in {}", ns.name()), e))?
+                .iter()
+                .any(|(f, t)| *f == nft::Family::Ip && *t == table)
+            {
+                nft::delete(Some(&ns), nft::Family::Ip, &table).map_err(|e| {
+                    K8sLabError::lab(format!("removing the egress NAT in {}", ns.name()), e)
+                })?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Masquerade what leaves by `wan0`, but what the node sends from `own` (the gateway's
+/// WireGuard traffic keeps its address and port).
+fn masquerade(own: Ipv4Addr) -> nft::Ruleset {
+    let wan0: dataplane::IfName = wan::WAN0.parse().expect("literal");
+    let mut rs = nft::Ruleset::new(nft::Family::Ip, TABLE.parse().expect("literal"));
+    rs.chains.push(nft::Chain {
+        name: "postrouting".parse().expect("literal"),
+        base: Some(nft::BaseChain {
+            kind: nft::ChainKind::Nat,
+            hook: nft::Hook::Postrouting,
+            priority: 100,
+            policy: nft::Policy::Accept,
+        }),
+        rules: vec![
+            nft::Rule::new(vec![
+                nft::Expr::Oif(wan0.clone()),
+                nft::Expr::Prefix(
+                    nft::Field::Saddr,
+                    IpNet::V4(ipnet::Ipv4Net::new(own, 32).expect("a /32")),
+                ),
+                nft::Expr::Accept,
+            ]),
+            nft::Rule::new(vec![nft::Expr::Oif(wan0), nft::Expr::Masquerade]),
+        ],
+    });
+    rs
+}
