@@ -3,9 +3,9 @@
 //! `chart/images/build.sh` from this build's binaries and imported into every node): every Liqo
 //! pod Running and Ready by its probes, with the chart's ServiceAccount, on the host network
 //! where the chart says so (the gateway and the route agents); `liqoctl status` lists every
-//! component ready; the gateway's network namespace is its node's (under the node's own
-//! `/run/netns`), not the host's; the cluster's public address is on the gateway pod's node,
-//! and the auth service's load balancer says it.
+//! component ready; each of the two gateways' network namespace is its node's (under the
+//! node's own `/run/netns`), not the host's; the cluster's public address is on the active
+//! gateway's node, and the auth service's load balancer says it.
 
 use std::path::Path;
 
@@ -40,12 +40,14 @@ pub(crate) async fn installed_from_chart(k: &K8sLab) {
             |p: &Pod| p.metadata.labels.as_ref().unwrap()["app.kubernetes.io/component"].clone();
         let mut seen: Vec<String> = pods.iter().map(component).collect();
         seen.sort();
-        // One route agent per node, one pod of every other component.
+        // One route agent per node, two gateways (active and standby), one pod of every other
+        // component.
         assert_eq!(
             seen,
             [
                 "auth",
                 "controller-manager",
+                "gateway",
                 "gateway",
                 "ipam",
                 "route",
@@ -81,25 +83,30 @@ pub(crate) async fn installed_from_chart(k: &K8sLab) {
         for line in [
             "Deployment/liqo-auth 1/1 ready",
             "Deployment/liqo-controller-manager 1/1 ready",
-            "Deployment/liqo-gateway 1/1 ready",
+            "Deployment/liqo-gateway 2/2 ready",
             "Deployment/liqo-ipam 1/1 ready",
             "DaemonSet/liqo-route 2/2 ready",
         ] {
             assert!(status.contains(line), "{name}: no {line:?} in\n{status}");
         }
 
-        // The gateway's namespace is its node's, and the public address is on that node.
-        let gw = pods.iter().find(|p| component(p) == "gateway").unwrap();
-        let node = gw.spec.as_ref().unwrap().node_name.clone().unwrap();
+        // Each gateway's namespace is its node's; the public address is on the active one's.
+        for gw in pods.iter().filter(|p| component(p) == "gateway") {
+            let node = gw.spec.as_ref().unwrap().node_name.clone().unwrap();
+            let node_netns = realnode::NodePaths::of(&k.lab, c, &node)
+                .netns
+                .join("liqo-gateway");
+            assert!(node_netns.exists(), "{name}: no {}", node_netns.display());
+        }
+        let active = e2e::lab::k8s::lb::active_gateway_node(&client, c)
+            .await
+            .unwrap()
+            .expect("an active gateway");
         assert_eq!(
             gateway_node(&k.lab, c).unwrap(),
-            node,
+            active,
             "{name}: wan0's node"
         );
-        let node_netns = realnode::NodePaths::of(&k.lab, c, &node)
-            .netns
-            .join("liqo-gateway");
-        assert!(node_netns.exists(), "{name}: no {}", node_netns.display());
         let svc = Api::<Service>::namespaced(client, "liqo")
             .get("liqo-auth")
             .await

@@ -8,7 +8,9 @@
 //! resolves `kubernetes.default` through CoreDNS and reaches the API server through the
 //! `kubernetes` Service; `kubectl logs -f` follows a container; a lab pod of the other node
 //! reaches it at its pod address and the pod reaches itself through its Service; the offloaded
-//! demo pods ([`crate::real_nodes_offload`]). Everything is torn down (cgroups, mounts, files)
+//! demo pods ([`crate::real_nodes_offload`]); with two gateway replicas per cluster, the active
+//! gateway killed -9 twice while a pod probes across (traffic back within 5 s, the standby
+//! active, the killed one back as the standby). Everything is torn down (cgroups, mounts, files)
 //! by `liqo-lab down`, also when the test fails.
 //!
 //! Needs the binaries next to this test or in `$LIQO_BIN_DIR` (see lab_k8s_root.rs), with
@@ -112,6 +114,8 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
             "quickstart",
             "--k8s",
             "--real-nodes",
+            "--gateway-replicas",
+            "2",
         ])
         .output()
         .unwrap();
@@ -338,6 +342,19 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
 
     // The quickstart's offloaded demo: real containers on milan, logs, exec, mounts.
     crate::real_nodes_offload::offloaded_demo(&k).await;
+
+    // Gateway HA: the active gateway killed -9 while a rome pod probes milan, twice (there
+    // and back); traffic resumes within 5 s, the standby is the active one, the killed one
+    // comes back as the standby.
+    for round in 0..2 {
+        let f = k8s::failover::kill_active_gateway(&k, "rome")
+            .await
+            .unwrap();
+        eprintln!("TIMING failover {round}: {f:?}");
+        assert!(f.outage.up_at_end, "{f:?}");
+        assert!(f.outage.longest_gap < Duration::from_secs(5), "{f:?}");
+        assert_ne!(f.killed.1, f.active.1, "{f:?}");
+    }
 
     let down = k8s::down(&p).unwrap();
     eprintln!("down: {down:?}");

@@ -274,36 +274,53 @@ mod tests {
         .expect("gone while nothing answers");
         assert!(why.contains(&addr.to_string()), "{why}");
 
-        // A status that answers twice, then its listener is closed: gone.
+        // A status that answers until told to stop, then its listener is closed: gone. (It
+        // answers as long as asked: a probe timed out under load is retried.)
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
         let url = StatusUrl {
             addr,
             path: "/status".into(),
         };
-        let server = std::thread::spawn(move || {
-            use std::io::{Read, Write};
-            for _ in 0..2 {
-                let (mut s, _) = listener.accept().unwrap();
-                let mut buf = [0u8; 1024];
-                let _read = s.read(&mut buf).unwrap();
-                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{}")
-                    .unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let server = std::thread::spawn({
+            let stop = stop.clone();
+            move || {
+                use std::io::{Read, Write};
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((mut s, _)) => {
+                            s.set_nonblocking(false).unwrap();
+                            let mut buf = [0u8; 1024];
+                            let _read = s.read(&mut buf).unwrap();
+                            s.write_all(
+                                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{}",
+                            )
+                            .unwrap();
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            std::thread::sleep(Duration::from_millis(5));
+                        }
+                        Err(e) => panic!("accept: {e}"),
+                    }
+                }
             }
         });
         tokio::time::timeout(
-            Duration::from_secs(5),
+            Duration::from_secs(30),
             until_answering(&url, Duration::from_millis(20)),
         )
         .await
         .expect("answering");
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        server.join().unwrap();
         let why = tokio::time::timeout(
-            Duration::from_secs(5),
+            Duration::from_secs(30),
             until_gone(&url, Duration::from_millis(20), 2),
         )
         .await
         .expect("gone once its status stops answering");
-        server.join().unwrap();
         assert!(why.contains(&addr.to_string()), "{why}");
     }
 }

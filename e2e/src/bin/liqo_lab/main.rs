@@ -8,6 +8,7 @@ mod check;
 mod down;
 mod exec;
 mod k8s;
+mod kill_gateway;
 mod move_gateway;
 mod peer;
 mod plan;
@@ -22,7 +23,7 @@ mod up;
 
 use std::{path::PathBuf, process::ExitCode};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use e2e::lab::{self, Prefix, Target};
 
@@ -73,6 +74,10 @@ enum Command {
         /// lab`), instead of lab processes.
         #[arg(long, requires = "real_nodes")]
         chart: bool,
+        /// With `--chart`: replicas of each cluster's gateway, 1 or 2 (active/standby on two
+        /// nodes; the lab's load balancer follows the active one).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2), requires = "chart")]
+        gateway_replicas: u8,
     },
     /// Show the clusters, nodes, pods and their addresses.
     Status {
@@ -148,6 +153,10 @@ enum Command {
         /// both clusters, 100 requests to its Service.
         #[arg(long, requires = "k8s", conflicts_with = "in_band")]
         real_nodes: bool,
+        /// With `--real-nodes`: replicas of each cluster's gateway, 1 or 2 (active/standby;
+        /// `liqo-lab kill-gateway rome` then shows the failover).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=2), requires = "real_nodes")]
+        gateway_replicas: u8,
     },
     /// Relay TCP from inside a node's namespace to the root namespace (started by `up --k8s`).
     #[command(hide = true)]
@@ -165,6 +174,24 @@ enum Command {
         /// dialling from inside the node (a lab with real nodes).
         #[arg(long)]
         egress_socket: Option<PathBuf>,
+    },
+    /// Kill -9 the active gateway of a cluster of Liqo from its chart with two gateway replicas
+    /// (`up --k8s --real-nodes --chart --gateway-replicas 2`) while a pod probes across: who
+    /// took over and how long traffic stopped (exit code 1 past 5 s).
+    KillGateway {
+        /// The cluster.
+        cluster: String,
+    },
+    /// The load balancer of a cluster of Liqo from its chart with two gateway replicas (started
+    /// by `up --chart --gateway-replicas 2`): the public address follows the active gateway.
+    #[command(hide = true)]
+    Balance {
+        /// The cluster.
+        #[arg(long)]
+        cluster: String,
+        /// A path under the lab's directory (teardown finds the process by it).
+        #[arg(long)]
+        tag: PathBuf,
     },
     /// Real Kubernetes control planes (etcd, apiserver, controller-manager, scheduler, kwok
     /// nodes) as local processes, for the control plane.
@@ -213,7 +240,31 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             in_band,
             real_nodes,
             chart,
-        } => up::run(prefix, &source, k8s, in_band, real_nodes, chart).await,
+            gateway_replicas,
+        } => {
+            up::run(
+                prefix,
+                &source,
+                k8s,
+                in_band,
+                real_nodes,
+                chart,
+                gateway_replicas,
+            )
+            .await
+        }
+        Command::KillGateway { cluster } => kill_gateway::run(&prefix, &cluster).await,
+        Command::Balance { cluster, tag: _ } => {
+            let k = lab::k8s::K8sLab::load(&prefix)?;
+            let c = k
+                .lab
+                .topology
+                .cluster(&cluster)
+                .with_context(|| format!("no cluster {cluster:?} in lab {prefix}"))?
+                .clone();
+            let client = k.client(&cluster).await?;
+            lab::k8s::lb::balance(&k.lab, &c, &client).await
+        }
         Command::Status { output } => status::run(&prefix, output).await,
         Command::Exec { target, command } => exec::run(&prefix, &target, &command),
         Command::Check => check::run(&prefix).await,
@@ -232,7 +283,8 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             k8s: true,
             in_band,
             real_nodes,
-        } => quickstart::quickstart_k8s(prefix, in_band, real_nodes).await,
+            gateway_replicas,
+        } => quickstart::quickstart_k8s(prefix, in_band, real_nodes, gateway_replicas).await,
         Command::Relay { .. } => unreachable!("handled before the runtime starts"),
         Command::K8s { what } => k8s::run(prefix, what).await,
     }

@@ -50,6 +50,7 @@ pub(crate) async fn quickstart_k8s(
     prefix: Prefix,
     in_band: bool,
     real_nodes: bool,
+    gateway_replicas: u8,
 ) -> Result<ExitCode> {
     require_root()?;
     let started = Instant::now();
@@ -73,6 +74,7 @@ pub(crate) async fn quickstart_k8s(
         let opts = lab::k8s::Options {
             real_nodes,
             chart: real_nodes,
+            gateway_replicas,
             ..lab::k8s::Options::default()
         };
         lab::k8s::up(prefix.clone(), topology, &opts).await?
@@ -88,8 +90,13 @@ pub(crate) async fn quickstart_k8s(
              kube-proxy (CoreDNS on n1), plus 2 lab\n   pods; Liqo installed by `liqoctl install` \
              from its chart, every component a pod: liqo-auth,\n   liqo-ipam, \
              liqo-controller-manager, liqo-gateway (a userspace-WireGuard gateway and its \
-             operator), and\n   liqo-route on every node (a VXLAN overlay agent and its route \
-             operator)\n"
+             operator{}), and\n   liqo-route on every node (a VXLAN overlay agent and its route \
+             operator)\n",
+            if gateway_replicas > 1 {
+                "; two replicas, active and standby"
+            } else {
+                ""
+            }
         );
         for c in ["rome", "milan"] {
             for args in [
@@ -169,6 +176,12 @@ pub(crate) async fn quickstart_k8s(
         ));
     }
     let code = report(&prefix, &k.lab, (&va, &vb), &m, started, &fcs, &views)?;
+    if gateway_replicas > 1 {
+        println!(
+            "Failover:  liqo-lab --prefix {prefix} kill-gateway rome   (kill -9 the active \
+             gateway while a rome pod probes milan)"
+        );
+    }
     if !demo_ok {
         println!("\nFAILED: the demo was not answered by both clusters on every request (above)");
         return Ok(ExitCode::FAILURE);

@@ -17,6 +17,7 @@ pub(crate) async fn run(
     in_band: bool,
     real_nodes: bool,
     chart: bool,
+    gateway_replicas: u8,
 ) -> Result<ExitCode> {
     let topo = source.load()?;
     require_root()?;
@@ -28,6 +29,7 @@ pub(crate) async fn run(
             let opts = lab::k8s::Options {
                 real_nodes,
                 chart,
+                gateway_replicas,
                 ..lab::k8s::Options::default()
             };
             lab::k8s::up(prefix, topo, &opts).await?

@@ -21,7 +21,14 @@ use crate::{
 
 /// Installs Liqo with `liqoctl install` on every cluster of `lab` (harness `set`) and records
 /// it; each install's output is in `liqoctl-install.log` in the cluster's lab directory.
-pub async fn install(lab: &Lab, set: &Clusters, bins: &Binaries) -> Result<Liqo, K8sLabError> {
+/// With two gateway replicas, a load balancer per cluster follows the active one
+/// ([`lb::balance`], a `liqo-lab balance` process teardown finds by its `--tag`).
+pub async fn install(
+    lab: &Lab,
+    set: &Clusters,
+    bins: &Binaries,
+    gateway_replicas: u8,
+) -> Result<Liqo, K8sLabError> {
     let liqoctl = crate::lab::bin("liqoctl")
         .map_err(|e| K8sLabError::lab("installing Liqo from its chart", e))?;
     for c in &lab.topology.clusters {
@@ -38,7 +45,7 @@ pub async fn install(lab: &Lab, set: &Clusters, bins: &Binaries) -> Result<Liqo,
     let t = Instant::now();
     let runs = lab.topology.clusters.iter().map(|c| {
         let kc = set.get(c.name.as_str()).expect("one per lab cluster");
-        run_install(lab, c, kc, bins, &liqoctl)
+        run_install(lab, c, kc, bins, &liqoctl, gateway_replicas)
     });
     for r in futures::future::join_all(runs).await {
         r?;
@@ -67,8 +74,35 @@ pub async fn install(lab: &Lab, set: &Clusters, bins: &Binaries) -> Result<Liqo,
             running: Vec::new(),
         });
     }
-    liqo::record_pods(set, bins, installed)
-        .map_err(|e| K8sLabError::lab("recording Liqo installed from its chart", e))
+    let liqo = liqo::record_pods(set, bins, installed)
+        .map_err(|e| K8sLabError::lab("recording Liqo installed from its chart", e))?;
+    if gateway_replicas > 1 {
+        for c in &lab.topology.clusters {
+            spawn_balancer(lab, c)?;
+        }
+    }
+    Ok(liqo)
+}
+
+/// Starts `liqo-lab balance` for `c` (detached; its `--tag`, under the lab's directory, is
+/// how teardown finds it).
+fn spawn_balancer(lab: &Lab, c: &Cluster) -> Result<(), K8sLabError> {
+    let program = crate::lab::bin("liqo-lab")
+        .map_err(|e| K8sLabError::lab("finding liqo-lab for the load balancer", e))?;
+    let dir = lab.files(c).dir().to_owned();
+    dataplane::supervisor::Spec::new("liqo-lab", program, dir.join("balance.log"))
+        .env("RUST_LOG", "info")
+        .args([
+            "--prefix",
+            lab.prefix.as_str(),
+            "balance",
+            "--cluster",
+            c.name.as_str(),
+        ])
+        .args(["--tag".as_ref(), dir.join("balance").as_os_str()])
+        .detached()
+        .map(drop)
+        .map_err(|e| K8sLabError::lab(format!("starting the load balancer of {}", c.name), e))
 }
 
 /// `liqoctl install` on `c` with the lab's images (never pulled), its CIDRs and reserved
@@ -79,6 +113,7 @@ async fn run_install(
     kc: &k8s::Cluster,
     bins: &Binaries,
     liqoctl: &Path,
+    gateway_replicas: u8,
 ) -> Result<(), K8sLabError> {
     let log_path = lab.files(c).dir().join("liqoctl-install.log");
     let log = std::fs::File::create(&log_path)
@@ -113,6 +148,7 @@ async fn run_install(
         // offloaded pods get their ConfigMaps, Secrets and working tokens.
         "virtualKubelet.mode=process".to_owned(),
         "virtualKubelet.apiServerSupport=true".to_owned(),
+        format!("gateway.replicas={gateway_replicas}"),
         format!(
             "gateway.config.endpointOverride.address={}",
             c.wan_addr.addr()

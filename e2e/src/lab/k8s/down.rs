@@ -60,7 +60,8 @@ pub fn down(prefix: &Prefix) -> Result<Down, K8sLabError> {
     })
 }
 
-/// Whether `args` (a command line, the program first) is a `liqo-lab relay` whose `--tag`
+/// Whether `args` (a command line, the program first) is a `liqo-lab relay` (or `balance`,
+/// the load balancer of Liqo from its chart) whose `--tag`
 /// is under `needle` (whatever global flags, such as `--prefix`, come before `relay`).
 fn is_relay_of(args: &[String], needle: &str) -> bool {
     let tagged = args
@@ -74,7 +75,7 @@ fn is_relay_of(args: &[String], needle: &str) -> bool {
         .first()
         .and_then(|p| Path::new(p).file_name())
         .is_some_and(|n| n == "liqo-lab");
-    program && tagged && args.iter().skip(1).any(|a| a == "relay")
+    program && tagged && args.iter().skip(1).any(|a| a == "relay" || a == "balance")
 }
 
 /// The relay processes of the lab whose directory is `dir` (by their command line).
@@ -107,6 +108,7 @@ mod tests {
             "/x/liqo-lab relay --netns ib1-rome-n0 --tag /run/liqo-lab/ib1.d/rome/relay-n0",
             "/x/liqo-lab --prefix ib1 relay --netns a --forward 1=2 --tag /run/liqo-lab/ib1.d/t",
             "liqo-lab relay --tag=/run/liqo-lab/ib1.d/t --netns a",
+            "/x/liqo-lab --prefix ib1 balance --cluster rome --tag /run/liqo-lab/ib1.d/rome/balance",
         ] {
             assert!(is_relay_of(&args(yes), n), "{yes}");
         }

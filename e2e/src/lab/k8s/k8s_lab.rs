@@ -25,6 +25,9 @@ pub struct Options {
     /// Liqo from its chart (`liqoctl install`): every component a pod on the real nodes
     /// ([`super::chart`]); needs `real_nodes`.
     pub chart: bool,
+    /// With `chart`: replicas of the gateway (1, or 2 active/standby, the lab's load balancer
+    /// then following the active one: [`super::lb::balance`]).
+    pub gateway_replicas: u8,
 }
 
 impl Default for Options {
@@ -33,6 +36,7 @@ impl Default for Options {
             operators: true,
             real_nodes: false,
             chart: false,
+            gateway_replicas: 1,
         }
     }
 }

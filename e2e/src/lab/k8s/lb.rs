@@ -97,10 +97,12 @@ async fn ingress(client: &Client, c: &Cluster, ns: &str, name: &str) -> Result<(
     Ok(())
 }
 
-/// Puts `wan0` on the node of the (active) gateway pod, routes the other nodes' WAN traffic
-/// through it with its egress, and writes the public address into the load-balancer status of
-/// the auth service's Service.
-pub async fn follow_gateway(lab: &Lab, c: &Cluster, client: &Client) -> Result<(), K8sLabError> {
+/// The node of the active gateway pod of `c`: the only one, or (two replicas) the one
+/// labelled active; `None` while none is (a failover).
+pub async fn active_gateway_node(
+    client: &Client,
+    c: &Cluster,
+) -> Result<Option<String>, K8sLabError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let list = pods
         .list(&ListParams::default().labels(GATEWAY_PODS))
@@ -117,22 +119,67 @@ pub async fn follow_gateway(lab: &Lab, c: &Cluster, client: &Client) -> Result<(
                     .is_some_and(|v| v == control::consts::values::TRUE)
             })
     });
-    let node = active
+    Ok(active
         .and_then(|p| p.spec.as_ref())
-        .and_then(|s| s.node_name.clone())
-        .ok_or_else(|| {
-            K8sLabError::lab(
-                format!("the gateway of {}", c.name),
-                format!("no gateway pod scheduled ({} found)", list.items.len()),
-            )
-        })?;
+        .and_then(|s| s.node_name.clone()))
+}
+
+/// Puts the public address of `c` on `node` with its egress (the other nodes' WAN through
+/// it); whether it moved.
+pub async fn place(lab: &Lab, c: &Cluster, node: &str) -> Result<bool, K8sLabError> {
+    let from = gateway_node(lab, c)?;
+    let moved = from != node;
+    if moved {
+        wan::relocate(lab, c, &lab.node(c, &from)?, &lab.node(c, node)?).await?;
+        state::write_atomic(&lab.files(c).gateway_node(), node)?;
+    }
+    egress(lab, c, node).await?;
+    Ok(moved)
+}
+
+/// Puts the public address on the node of the (active) gateway pod and writes it into the
+/// load-balancer status of the auth service's Service (once, at install).
+pub async fn follow_gateway(lab: &Lab, c: &Cluster, client: &Client) -> Result<(), K8sLabError> {
+    let node = active_gateway_node(client, c).await?.ok_or_else(|| {
+        K8sLabError::lab(
+            format!("the gateway of {}", c.name),
+            "no gateway pod scheduled",
+        )
+    })?;
+    place(lab, c, &node).await?;
+    ingress(client, c, NAMESPACE, control::consts::objects::AUTH_SERVICE).await
+}
+
+/// How often the balancer looks at the gateway's pods.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The load balancer of `c` as a process (`liqo-lab balance`, started by the lab with two
+/// gateway replicas): whenever another gateway pod becomes the active one, the public address
+/// moves to its node, as a cloud's load balancer sends to the Service's ready endpoint. Runs
+/// until killed; a failed look is logged and retried.
+pub async fn balance(lab: &Lab, c: &Cluster, client: &Client) -> ! {
+    loop {
+        let look = async {
+            match active_gateway_node(client, c).await? {
+                Some(node) => place_if_moved(lab, c, &node).await,
+                None => Ok(()),
+            }
+        };
+        if let Err(e) = look.await {
+            tracing::warn!(cluster = %c.name, error = %liqo_types::chain(&e), "following the gateway");
+        }
+        tokio::time::sleep(FOLLOW_EVERY).await;
+    }
+}
+
+async fn place_if_moved(lab: &Lab, c: &Cluster, node: &str) -> Result<(), K8sLabError> {
     let from = gateway_node(lab, c)?;
     if from != node {
-        wan::relocate(lab, c, &lab.node(c, &from)?, &lab.node(c, &node)?).await?;
-        state::write_atomic(&lab.files(c).gateway_node(), &node)?;
+        let t = std::time::Instant::now();
+        place(lab, c, node).await?;
+        tracing::info!(cluster = %c.name, %from, to = %node, took_ms = t.elapsed().as_millis() as u64, "the public address moved to the active gateway");
     }
-    egress(lab, c, &node).await?;
-    ingress(client, c, NAMESPACE, control::consts::objects::AUTH_SERVICE).await
+    Ok(())
 }
 
 /// The WAN through node `holder` (where `wan0` is) for every node of `c`.
@@ -149,6 +196,25 @@ async fn egress(lab: &Lab, c: &Cluster, holder: &str) -> Result<(), K8sLabError>
         let nl = Netlink::connect_in(&ns).map_err(fail(format!("netlink in {}", ns.name())))?;
         let table = TABLE.parse().expect("literal");
         if n.name == holder {
+            // Its route to the WAN through the node that held wan0 before goes (it would win
+            // over wan0's own); behind NAT, wan0's route to the router stays.
+            let main = 254;
+            for r in nl
+                .routes(main)
+                .await
+                .map_err(fail(format!("listing the routes in {}", ns.name())))?
+                .into_iter()
+                .filter(|r| {
+                    r.dst == IpNet::V4(wan)
+                        && c.nodes
+                            .iter()
+                            .any(|o| r.via == Some(o.lan_addr.addr().into()))
+                })
+            {
+                nl.delete_route(&r)
+                    .await
+                    .map_err(fail(format!("deleting route {r} in {}", ns.name())))?;
+            }
             let own = if c.behind_nat {
                 wan::nat_lan_node().addr()
             } else {

@@ -27,6 +27,7 @@ mod down;
 pub mod egress;
 mod error;
 pub mod fabric;
+pub mod failover;
 pub mod inband;
 mod k8s_lab;
 pub mod lb;

@@ -137,7 +137,7 @@ async fn bring_up(
             fabric::relays(lab, c, kc, None, true).await?;
             realnode::start(lab, c, kc, node_bins, true).await?;
         }
-        let installed = chart::install(lab, &set, bins).await?;
+        let installed = chart::install(lab, &set, bins, opts.gateway_replicas).await?;
         set.detach();
         return Ok((k8s::load(&lab.prefix)?, installed));
     }

@@ -92,6 +92,27 @@ pub fn stop(prefix: &Prefix) -> Result<Stopped, K8sLabError> {
     }
 }
 
+/// The pids of the processes named `comm` (as `/proc/<pid>/comm` says) among those of real
+/// node `node` of cluster `c`: its containers' too.
+pub fn pids_named(
+    lab: &crate::lab::Lab,
+    c: &crate::topology::Cluster,
+    node: &str,
+    comm: &str,
+) -> Result<Vec<u32>, K8sLabError> {
+    let paths = NodePaths::of(lab, c, node);
+    let file = paths.file(CGROUP_FILE);
+    let cgroup = std::fs::read_to_string(&file)
+        .map_err(|e| K8sLabError::lab(format!("reading {}", file.display()), e))?;
+    Ok(host::pids_in(cgroup.trim())
+        .into_iter()
+        .filter_map(|pid| u32::try_from(pid).ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|n| n.trim() == comm)
+        })
+        .collect())
+}
+
 fn host_err(e: HostError) -> K8sLabError {
     K8sLabError::lab("tearing a real node down", e)
 }
