@@ -126,6 +126,14 @@ async fn two_clusters_installed_by_liqoctl_peer_offload_and_uninstall_clean() {
                 &c.name,
                 "--set",
                 &format!("auth.config.portOverride={auth}"),
+                // The components run here as processes of this host, not in their pods: a
+                // virtual kubelet the controller-manager would start as a child process finds
+                // none of its pod's files. Tasks of the controller-manager instead (the chart's
+                // process mode runs in pods on real nodes: e2e's real_nodes test).
+                "--set",
+                "virtualKubelet.mode=in-process",
+                "--set",
+                "virtualKubelet.apiServerSupport=false",
                 "--timeout",
                 "3m",
             ],

@@ -144,10 +144,6 @@ async fn run_install(
         // the gateway's own UDP port there, not a load balancer's address kube-proxy would
         // translate (its NAT of the gateway's own traffic clashes with it).
         "gateway.service.type=NodePort".to_owned(),
-        // The virtual kubelets as processes with their own identity, and API server support:
-        // offloaded pods get their ConfigMaps, Secrets and working tokens.
-        "virtualKubelet.mode=process".to_owned(),
-        "virtualKubelet.apiServerSupport=true".to_owned(),
         format!("gateway.replicas={gateway_replicas}"),
         format!(
             "gateway.config.endpointOverride.address={}",

@@ -19,7 +19,7 @@ pub struct Down {
     pub lab: DownReport,
     /// The harness's processes (0 without control planes).
     pub k8s: usize,
-    /// The relays.
+    /// The relays and load balancers (`liqo-lab balance`).
     pub relays: usize,
 }
 
@@ -28,6 +28,13 @@ pub struct Down {
 pub fn down(prefix: &Prefix) -> Result<Down, K8sLabError> {
     let k8s_mode = is_k8s(prefix);
     let dir = Path::new(STATE_DIR).join(format!("{prefix}.d"));
+    // The relays and the load balancers (`liqo-lab balance`) first: a balancer would go on
+    // moving the public address while the nodes go.
+    let relays = relays_of(&dir);
+    let stopped = k8s::stop_procs(&relays, RELAY_GRACE);
+    if stopped > 0 {
+        tracing::warn!(stopped, "relays needed SIGKILL");
+    }
     // Real nodes first: their programs run in their cgroups, not in the lab's namespaces'
     // process lists. A failure there is returned after the rest is torn down.
     let real = super::realnode::stop(prefix);
@@ -40,11 +47,6 @@ pub fn down(prefix: &Prefix) -> Result<Down, K8sLabError> {
             unmounted = r.unmounted,
             "real nodes stopped"
         );
-    }
-    let relays = relays_of(&dir);
-    let stopped = k8s::stop_procs(&relays, RELAY_GRACE);
-    if stopped > 0 {
-        tracing::warn!(stopped, "relays needed SIGKILL");
     }
     let lab = lab::down(prefix)?;
     let k8s = if k8s_mode {

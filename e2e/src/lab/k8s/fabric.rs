@@ -214,6 +214,20 @@ pub async fn relays(
     Ok(())
 }
 
+/// Waits until something listens at `addr` inside `node` (the relay bound it), or its process
+/// exited.
+async fn wait_listening(
+    lab: &Lab,
+    c: &Cluster,
+    node: &str,
+    p: &Proc,
+    addr: &str,
+) -> Result<(), K8sLabError> {
+    let what = format!("the relay of {}/{node}", c.name);
+    let addr: SocketAddr = addr.parse().expect("literal");
+    listening(&lab.node(c, node)?, p, addr, Duration::from_secs(10), &what).await
+}
+
 /// The Service peers reach the gateway at: a LoadBalancer (no selector: the gateway is a lab
 /// process) whose status says the cluster's public address, as a cloud would write it.
 async fn gateway_service(client: &Client, c: &Cluster) -> Result<(), K8sLabError> {
@@ -262,20 +276,6 @@ pub(crate) fn loopback_port(server: &str) -> Result<SocketAddr, K8sLabError> {
                 "not https://<ip>:<port>",
             )
         })
-}
-
-/// Waits until something listens at `addr` inside `node` (the relay bound it), or its process
-/// exited.
-async fn wait_listening(
-    lab: &Lab,
-    c: &Cluster,
-    node: &str,
-    p: &Proc,
-    addr: &str,
-) -> Result<(), K8sLabError> {
-    let what = format!("the relay of {}/{node}", c.name);
-    let addr: SocketAddr = addr.parse().expect("literal");
-    listening(&lab.node(c, node)?, p, addr, Duration::from_secs(10), &what).await
 }
 
 /// Waits up to `within` until something listens at `addr` inside `ns`, or `p` (`what`)

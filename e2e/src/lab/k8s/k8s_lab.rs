@@ -61,6 +61,14 @@ pub fn is_in_band(prefix: &Prefix) -> bool {
         .is_some_and(|v| v["inBand"] == true)
 }
 
+/// Whether lab `prefix` runs Liqo from its chart (`up --k8s --real-nodes --chart`).
+pub fn is_chart(prefix: &Prefix) -> bool {
+    fs::read(marker(prefix))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .is_some_and(|v| v["chart"] == true)
+}
+
 /// A lab that is up with control planes.
 pub struct K8sLab {
     /// The lab.

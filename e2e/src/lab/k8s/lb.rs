@@ -13,7 +13,10 @@ use std::net::Ipv4Addr;
 
 use dataplane::{Netlink, Netns, nft, route::RouteSpec};
 use ipnet::IpNet;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Pod, Service},
+};
 use kube::{
     Api, Client,
     api::{ListParams, Patch, PatchParams},
@@ -22,7 +25,7 @@ use kube::{
 use super::K8sLabError;
 use crate::{
     k8s::MANAGER,
-    lab::{Lab, cluster::gateway_node, state, wan},
+    lab::{Lab, state, wan},
     liqo::NAMESPACE,
     topology::Cluster,
 };
@@ -33,6 +36,9 @@ pub const API_SERVICE: &str = "liqo-lab-apiserver";
 pub const API_PORT: u16 = 6443;
 /// The label selecting the gateway's pods (the chart's `liqo.selectorLabels`).
 const GATEWAY_PODS: &str = "app.kubernetes.io/component=gateway";
+/// The gateway's Deployment and container (the chart's).
+const GATEWAY_DEPLOYMENT: &str = "liqo-gateway";
+const GATEWAY_CONTAINER: &str = "gateway";
 /// The nftables table of the egress (on `wan0`'s node).
 const TABLE: &str = "lab_egress";
 
@@ -97,12 +103,23 @@ async fn ingress(client: &Client, c: &Cluster, ns: &str, name: &str) -> Result<(
     Ok(())
 }
 
-/// The node of the active gateway pod of `c`: the only one, or (two replicas) the one
-/// labelled active; `None` while none is (a failover).
-pub async fn active_gateway_node(
-    client: &Client,
-    c: &Cluster,
-) -> Result<Option<String>, K8sLabError> {
+/// A gateway pod as the lab sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayPod {
+    /// Its name.
+    pub name: String,
+    /// Its node (empty while unscheduled).
+    pub node: String,
+    /// Whether it is labelled the active one (two replicas).
+    pub active: bool,
+    /// Whether it is Ready.
+    pub ready: bool,
+    /// Restarts of its gateway container.
+    pub restarts: i32,
+}
+
+/// The gateway pods of `c`.
+pub async fn gateway_pods(client: &Client, c: &Cluster) -> Result<Vec<GatewayPod>, K8sLabError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     let list = pods
         .list(&ListParams::default().labels(GATEWAY_PODS))
@@ -111,30 +128,81 @@ pub async fn active_gateway_node(
             "listing the gateway pods of {}",
             c.name
         )))?;
-    let active = list.items.iter().find(|p| {
-        let labels = p.metadata.labels.as_ref();
-        list.items.len() == 1
-            || labels.is_some_and(|l| {
+    Ok(list
+        .items
+        .iter()
+        .map(|p| GatewayPod {
+            name: p.metadata.name.clone().unwrap_or_default(),
+            node: p
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.clone())
+                .unwrap_or_default(),
+            active: p.metadata.labels.as_ref().is_some_and(|l| {
                 l.get(control::consts::net::GATEWAY_ACTIVE_LABEL)
                     .is_some_and(|v| v == control::consts::values::TRUE)
-            })
-    });
-    Ok(active
-        .and_then(|p| p.spec.as_ref())
-        .and_then(|s| s.node_name.clone()))
+            }),
+            ready: super::demo::ready(p),
+            restarts: p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.iter().find(|c| c.name == GATEWAY_CONTAINER))
+                .map_or(0, |c| c.restart_count),
+        })
+        .collect())
+}
+
+/// The node of the active gateway pod of `c`: with one replica its pod's, with two the one
+/// labelled active; `None` while there is none (a failover, a pod not yet scheduled).
+pub async fn active_gateway_node(
+    client: &Client,
+    c: &Cluster,
+) -> Result<Option<String>, K8sLabError> {
+    let replicas = Api::<Deployment>::namespaced(client.clone(), NAMESPACE)
+        .get(GATEWAY_DEPLOYMENT)
+        .await
+        .map_err(K8sLabError::kube(format!(
+            "reading Deployment {GATEWAY_DEPLOYMENT} of {}",
+            c.name
+        )))?
+        .spec
+        .and_then(|s| s.replicas)
+        .unwrap_or(1);
+    let pods = gateway_pods(client, c).await?;
+    let active = if replicas == 1 {
+        pods.first().filter(|_| pods.len() == 1)
+    } else {
+        pods.iter().find(|p| p.active)
+    };
+    Ok(active.map(|p| p.node.clone()).filter(|n| !n.is_empty()))
 }
 
 /// Puts the public address of `c` on `node` with its egress (the other nodes' WAN through
 /// it); whether it moved.
 pub async fn place(lab: &Lab, c: &Cluster, node: &str) -> Result<bool, K8sLabError> {
-    let from = gateway_node(lab, c)?;
+    let from = wan0_node(lab, c).await?;
     let moved = from != node;
     if moved {
         wan::relocate(lab, c, &lab.node(c, &from)?, &lab.node(c, node)?).await?;
-        state::write_atomic(&lab.files(c).gateway_node(), node)?;
     }
+    state::write_atomic(&lab.files(c).gateway_node(), node)?;
     egress(lab, c, node).await?;
     Ok(moved)
+}
+
+/// The node `wan0` of `c` is in, looked for in every node (a move that failed half-way left
+/// the recorded node stale).
+async fn wan0_node(lab: &Lab, c: &Cluster) -> Result<String, K8sLabError> {
+    for n in &c.nodes {
+        if wan::is_in(&lab.node(c, n.name.as_str())?).await? {
+            return Ok(n.name.to_string());
+        }
+    }
+    Err(K8sLabError::lab(
+        format!("the public link of {}", c.name),
+        format!("{} is in none of its nodes", wan::WAN0),
+    ))
 }
 
 /// Puts the public address on the node of the (active) gateway pod and writes it into the
@@ -173,7 +241,7 @@ pub async fn balance(lab: &Lab, c: &Cluster, client: &Client) -> ! {
 }
 
 async fn place_if_moved(lab: &Lab, c: &Cluster, node: &str) -> Result<(), K8sLabError> {
-    let from = gateway_node(lab, c)?;
+    let from = wan0_node(lab, c).await?;
     if from != node {
         let t = std::time::Instant::now();
         place(lab, c, node).await?;
@@ -196,8 +264,8 @@ async fn egress(lab: &Lab, c: &Cluster, holder: &str) -> Result<(), K8sLabError>
         let nl = Netlink::connect_in(&ns).map_err(fail(format!("netlink in {}", ns.name())))?;
         let table = TABLE.parse().expect("literal");
         if n.name == holder {
-            // Its route to the WAN through the node that held wan0 before goes (it would win
-            // over wan0's own); behind NAT, wan0's route to the router stays.
+            // Its route to the WAN through the node that held wan0 before goes: it would win
+            // over wan0's own.
             let main = 254;
             for r in nl
                 .routes(main)

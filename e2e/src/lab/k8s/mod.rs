@@ -13,8 +13,10 @@
 //!
 //! Brought up with [`up_in_band`], the clusters can only be peered in-band ([`inband`]); the
 //! marker records it. With real nodes and [`Options::chart`], nothing of Liqo is a lab process:
-//! `liqoctl install` runs every component as a pod from the chart's images ([`chart`]), the
-//! lab keeping only the relays and the gateway Service's load balancer.
+//! `liqoctl install` runs every component as a pod from the chart's images ([`chart`]); the
+//! lab keeps only the relays and plays the cloud: load balancers and Internet egress ([`lb`];
+//! with two gateway replicas, a `liqo-lab balance` process per cluster, which teardown finds
+//! by its `--tag` as it finds the relays).
 //!
 //! Teardown ([`down`]) needs no state: the marker file says the lab has clusters, the harness
 //! finds its processes by directory, the relays (also those started by hand with
@@ -43,6 +45,6 @@ pub mod views;
 
 pub use down::{Down, down};
 pub use error::K8sLabError;
-pub use k8s_lab::{K8sLab, Options, is_in_band, is_k8s};
+pub use k8s_lab::{K8sLab, Options, is_chart, is_in_band, is_k8s};
 pub use moving::move_gateway;
 pub use up::{up, up_in_band};

@@ -25,6 +25,13 @@ const READY_SECS: u64 = 30;
 /// Moves the gateway of `cluster` to node `to`.
 pub async fn move_gateway(k: &K8sLab, cluster: &str, to: &str) -> Result<Moved, K8sLabError> {
     let lab = &k.lab;
+    if super::is_chart(&lab.prefix) {
+        return Err(K8sLabError::lab(
+            format!("moving the gateway of {cluster}"),
+            "Liqo runs from its chart here: its gateway is a pod the scheduler places (with two \
+             replicas, `liqo-lab kill-gateway` shows the failover)",
+        ));
+    }
     let c = lab
         .topology
         .cluster(cluster)

@@ -44,6 +44,30 @@ async fn up_mode(
             "the chart's pods need real nodes (--real-nodes)",
         ));
     }
+    if opts.chart {
+        for c in &topology.clusters {
+            if c.behind_nat {
+                return Err(K8sLabError::lab(
+                    format!("cluster {} with Liqo from its chart", c.name),
+                    "it is behind NAT: its peers cannot reach its gateway, auth service and API \
+                     server at the router's address (the lab's load balancer is the gateway's \
+                     node); use a topology without behind_nat",
+                ));
+            }
+            if c.nodes.len() < usize::from(opts.gateway_replicas) {
+                return Err(K8sLabError::lab(
+                    format!(
+                        "cluster {} with {} gateway replicas",
+                        c.name, opts.gateway_replicas
+                    ),
+                    format!(
+                        "it has {} node(s): the replicas run on different nodes",
+                        c.nodes.len()
+                    ),
+                ));
+            }
+        }
+    }
     let node_bins = if opts.real_nodes {
         Some(k8s::node_binaries()?)
     } else {

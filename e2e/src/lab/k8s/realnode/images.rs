@@ -42,7 +42,12 @@ pub(super) fn archives(chart: bool) -> Result<Vec<PathBuf>, K8sLabError> {
     let mut found = oci_archives(&dir)?;
     if chart {
         let dir = chart_dir();
-        let theirs = oci_archives(&dir).unwrap_or_default();
+        // No directory yet: nothing built (said below, naming the first image missing).
+        let theirs = match oci_archives(&dir) {
+            Ok(found) => found,
+            Err(_) if !dir.exists() => Vec::new(),
+            Err(e) => return Err(e),
+        };
         for program in chart_programs()? {
             if !theirs
                 .iter()
@@ -117,7 +122,7 @@ pub fn build_chart(bin_dir: &Path) -> Result<PathBuf, K8sLabError> {
 fn run_build(cmd: &mut Command, what: &str) -> Result<(), K8sLabError> {
     let status = cmd
         .status()
-        .map_err(|e| K8sLabError::lab("running chart/images/build.sh", e))?;
+        .map_err(|e| K8sLabError::lab(format!("{what}: running chart/images/build.sh"), e))?;
     if status.success() {
         Ok(())
     } else {

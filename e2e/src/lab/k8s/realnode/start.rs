@@ -213,14 +213,9 @@ async fn containerd(
     // gateway's namespace) is the node's, as on a machine of its own, not the host's.
     let netns_dir = &paths.netns;
     mkdirs(&[netns_dir])?;
-    // The host's /run/netns is unmounted there first: containerd reads the propagation of the
-    // first mount it finds at a path, not the top one.
-    let script = format!(
-        "mount --make-rslave / && {{ ! mountpoint -q /run/netns || umount -l /run/netns; }} && mount --bind {} /run/netns && mount --make-shared /run/netns && exec {} --config {}",
-        netns_dir.display(),
-        bins.path("containerd").display(),
-        conf.display(),
-    );
+    // The host's /run/netns is unmounted there first (every mount stacked on it): containerd
+    // reads the propagation of the first mount it finds at a path, not the top one.
+    let script = "mount --make-rslave / && while mountpoint -q /run/netns; do umount -l /run/netns || exit 1; done && mount --bind \"$1\" /run/netns && mount --make-shared /run/netns && exec \"$2\" --config \"$3\"";
     let spec = Spec::new("containerd", "nsenter", paths.log("containerd"))
         .env("PATH", path)
         .args([
@@ -231,8 +226,10 @@ async fn containerd(
             "unchanged",
             "sh",
             "-c",
-            &script,
-        ]);
+            script,
+            "sh",
+        ])
+        .args([netns_dir.as_path(), &bins.path("containerd"), &conf]);
     let pid = spawn_in(spec, cgroup)?;
     let deadline = Instant::now() + Duration::from_secs(20);
     while !paths.cri_socket.exists() {
