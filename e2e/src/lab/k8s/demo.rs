@@ -196,11 +196,41 @@ pub async fn ready_pods(
             let seen: Vec<String> = live
                 .iter()
                 .map(|p| {
+                    // What holds a pod back: its phase, its false conditions, its containers'
+                    // waiting reasons.
+                    let st = p.status.as_ref();
+                    let held: Vec<String> = st
+                        .and_then(|s| s.conditions.as_ref())
+                        .into_iter()
+                        .flatten()
+                        .filter(|c| c.status != "True")
+                        .map(|c| {
+                            format!(
+                                "{} {}",
+                                c.type_,
+                                c.message.as_deref().or(c.reason.as_deref()).unwrap_or("")
+                            )
+                        })
+                        .chain(
+                            st.and_then(|s| s.container_statuses.as_ref())
+                                .into_iter()
+                                .flatten()
+                                .filter_map(|c| c.state.as_ref()?.waiting.as_ref())
+                                .map(|w| {
+                                    format!(
+                                        "waiting {} {}",
+                                        w.reason.as_deref().unwrap_or(""),
+                                        w.message.as_deref().unwrap_or("")
+                                    )
+                                }),
+                        )
+                        .collect();
                     format!(
-                        "{} on {:?} ready={}",
+                        "{} on {:?} ready={} phase={:?} {held:?}",
                         p.metadata.name.as_deref().unwrap_or("?"),
                         node_of(p),
-                        ready(p)
+                        ready(p),
+                        st.and_then(|s| s.phase.as_deref()),
                     )
                 })
                 .collect();
