@@ -55,7 +55,34 @@ pub(crate) async fn up_with(
 
 /// Masquerade everything leaving through `oif`.
 fn masquerade(oif: &str) -> nft::Ruleset {
-    let mut rs = nft::Ruleset::new(nft::Family::Ip, "lab_router".parse().expect("literal"));
+    masquerade_table("lab_router", oif, None)
+}
+
+/// Table `table` masquerading what leaves through `oif`, except (when given) what leaves
+/// from address `keep` (which keeps its address and port).
+pub(crate) fn masquerade_table(
+    table: &str,
+    oif: &str,
+    keep: Option<std::net::Ipv4Addr>,
+) -> nft::Ruleset {
+    let mut rs = nft::Ruleset::new(nft::Family::Ip, table.parse().expect("a literal name"));
+    let mut rules: Vec<nft::Rule> = keep
+        .map(|a| {
+            nft::Rule::new(vec![
+                nft::Expr::Oif(ifname(oif)),
+                nft::Expr::Prefix(
+                    nft::Field::Saddr,
+                    IpNet::V4(Ipv4Net::new(a, 32).expect("a /32")),
+                ),
+                nft::Expr::Accept,
+            ])
+        })
+        .into_iter()
+        .collect();
+    rules.push(nft::Rule::new(vec![
+        nft::Expr::Oif(ifname(oif)),
+        nft::Expr::Masquerade,
+    ]));
     rs.chains.push(nft::Chain {
         name: "postrouting".parse().expect("literal"),
         base: Some(nft::BaseChain {
@@ -64,10 +91,7 @@ fn masquerade(oif: &str) -> nft::Ruleset {
             priority: 100,
             policy: nft::Policy::Accept,
         }),
-        rules: vec![nft::Rule::new(vec![
-            nft::Expr::Oif(ifname(oif)),
-            nft::Expr::Masquerade,
-        ])],
+        rules,
     });
     rs
 }

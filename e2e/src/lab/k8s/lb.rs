@@ -288,8 +288,11 @@ async fn egress(lab: &Lab, c: &Cluster, holder: &str) -> Result<(), K8sLabError>
             } else {
                 c.wan_addr.addr()
             };
-            nft::apply(Some(&ns), &masquerade(own))
-                .map_err(|e| K8sLabError::lab(format!("the egress NAT in {}", ns.name()), e))?;
+            nft::apply(
+                Some(&ns),
+                &crate::lab::build::masquerade_table(TABLE, wan::WAN0, Some(own)),
+            )
+            .map_err(|e| K8sLabError::lab(format!("the egress NAT in {}", ns.name()), e))?;
         } else {
             let route = RouteSpec {
                 via: Some(via.into()),
@@ -311,32 +314,4 @@ async fn egress(lab: &Lab, c: &Cluster, holder: &str) -> Result<(), K8sLabError>
         }
     }
     Ok(())
-}
-
-/// Masquerade what leaves by `wan0`, but what the node sends from `own` (the gateway's
-/// WireGuard traffic keeps its address and port).
-fn masquerade(own: Ipv4Addr) -> nft::Ruleset {
-    let wan0: dataplane::IfName = wan::WAN0.parse().expect("literal");
-    let mut rs = nft::Ruleset::new(nft::Family::Ip, TABLE.parse().expect("literal"));
-    rs.chains.push(nft::Chain {
-        name: "postrouting".parse().expect("literal"),
-        base: Some(nft::BaseChain {
-            kind: nft::ChainKind::Nat,
-            hook: nft::Hook::Postrouting,
-            priority: 100,
-            policy: nft::Policy::Accept,
-        }),
-        rules: vec![
-            nft::Rule::new(vec![
-                nft::Expr::Oif(wan0.clone()),
-                nft::Expr::Prefix(
-                    nft::Field::Saddr,
-                    IpNet::V4(ipnet::Ipv4Net::new(own, 32).expect("a /32")),
-                ),
-                nft::Expr::Accept,
-            ]),
-            nft::Rule::new(vec![nft::Expr::Oif(wan0), nft::Expr::Masquerade]),
-        ],
-    });
-    rs
 }
