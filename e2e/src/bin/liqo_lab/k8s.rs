@@ -9,7 +9,7 @@ use e2e::{k8s, lab::Prefix};
 
 #[derive(Subcommand)]
 pub(crate) enum K8s {
-    /// Start clusters (builds the binaries on first use: about 11 minutes) and wait until they
+    /// Start clusters (builds the binaries on first use: about 8 minutes) and wait until they
     /// serve, then leave them running.
     Up {
         /// Number of clusters (named rome, milan, turin, ...).

@@ -4,8 +4,10 @@
 //! its chart, also the chart's images ([`build_chart`]).
 
 use std::{
+    ffi::OsString,
     path::{Path, PathBuf},
     process::Command,
+    time::UNIX_EPOCH,
 };
 
 use crate::lab::k8s::K8sLabError;
@@ -80,8 +82,12 @@ pub(super) fn archives(chart: bool) -> Result<Vec<PathBuf>, K8sLabError> {
 
 /// The programs the chart runs: a folder with a `Containerfile` each in `chart/images`.
 fn chart_programs() -> Result<Vec<String>, K8sLabError> {
-    let dir = repo().join("chart/images");
-    let mut out: Vec<String> = std::fs::read_dir(&dir)
+    chart_like_programs(&repo().join("chart/images"))
+}
+
+/// The programs of a folder of images: a subfolder with a `Containerfile` each.
+fn chart_like_programs(dir: &Path) -> Result<Vec<String>, K8sLabError> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
         .map_err(|e| K8sLabError::lab(format!("reading {}", dir.display()), e))?
         .filter_map(Result::ok)
         .filter(|e| e.path().join("Containerfile").is_file())
@@ -107,45 +113,204 @@ fn oci_archives(dir: &Path) -> Result<Vec<PathBuf>, K8sLabError> {
 /// `localhost/liqo-lab/<program>:lab`.
 pub fn build_chart(bin_dir: &Path) -> Result<PathBuf, K8sLabError> {
     let out = chart_dir();
+    let args: Vec<OsString> = [
+        "--registry",
+        REGISTRY,
+        "--repository-prefix",
+        PREFIX,
+        "--tag",
+        TAG,
+        "--no-run-check",
+    ]
+    .iter()
+    .map(OsString::from)
+    .chain(["--bin-dir".into(), bin_dir.into()])
+    .collect();
+    let src = repo().join("chart/images");
     run_build(
-        Command::new("bash")
-            .arg(repo().join("chart/images/build.sh"))
-            .args(["--registry", REGISTRY, "--repository-prefix", PREFIX])
-            .args(["--tag", TAG, "--no-run-check"])
-            .args(["--bin-dir".as_ref(), bin_dir.as_os_str()])
-            .args(["--out".as_ref(), out.as_os_str()]),
-        "building the chart's images for the lab",
+        &src,
+        bin_dir,
+        &[],
+        &args,
+        &out,
+        "the chart's images for the lab",
     )?;
     Ok(out)
 }
 
-fn run_build(cmd: &mut Command, what: &str) -> Result<(), K8sLabError> {
-    let status = cmd
-        .status()
-        .map_err(|e| K8sLabError::lab(format!("{what}: running chart/images/build.sh"), e))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(K8sLabError::lab(
-            what,
-            format!("chart/images/build.sh exited {status}; see its output above"),
-        ))
+/// Runs `chart/images/build.sh ARGS --out OUT`, unless every input is as at the last successful
+/// build into `out` ([`inputs`], kept in `out/.inputs`): a lab started again with the same
+/// binaries reuses the archives instead of spending half a minute remaking them.
+fn run_build(
+    src: &Path,
+    bin_dir: &Path,
+    extra: &[PathBuf],
+    args: &[OsString],
+    out: &Path,
+    what: &str,
+) -> Result<(), K8sLabError> {
+    let stamp = out.join(".inputs");
+    let now = inputs(src, bin_dir, extra, args)?;
+    let archives = chart_like_programs(src)?
+        .iter()
+        .all(|p| out.join(format!("{p}.oci.tar")).is_file());
+    if archives && std::fs::read_to_string(&stamp).is_ok_and(|was| was == now) {
+        println!("   {what}: up to date in {}", out.display());
+        return Ok(());
     }
+    // A build that fails half-way leaves no claim that the archives match.
+    match std::fs::remove_file(&stamp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(K8sLabError::lab(format!("removing {}", stamp.display()), e)),
+    }
+    let status = Command::new("bash")
+        .arg(repo().join("chart/images/build.sh"))
+        .args(args)
+        .args(["--out".as_ref(), out.as_os_str()])
+        .status()
+        .map_err(|e| {
+            K8sLabError::lab(format!("building {what}: running chart/images/build.sh"), e)
+        })?;
+    if !status.success() {
+        return Err(K8sLabError::lab(
+            format!("building {what}"),
+            format!("chart/images/build.sh exited {status}; see its output above"),
+        ));
+    }
+    std::fs::write(&stamp, now)
+        .map_err(|e| K8sLabError::lab(format!("writing {}", stamp.display()), e))
+}
+
+/// What an image build reads, as text: the build script, every file of the images' folder and
+/// every binary an image copies in (size and modification time: cargo and the Go build rewrite
+/// a binary they change), and the build's flags.
+fn inputs(
+    src: &Path,
+    bin_dir: &Path,
+    extra: &[PathBuf],
+    args: &[OsString],
+) -> Result<String, K8sLabError> {
+    let mut files = vec![repo().join("chart/images/build.sh")];
+    for program in chart_like_programs(src)? {
+        let dir = src.join(&program);
+        let containerfile = dir.join("Containerfile");
+        let text = std::fs::read_to_string(&containerfile)
+            .map_err(|e| K8sLabError::lab(format!("reading {}", containerfile.display()), e))?;
+        files.extend(
+            std::fs::read_dir(&dir)
+                .map_err(|e| K8sLabError::lab(format!("reading {}", dir.display()), e))?
+                .filter_map(Result::ok)
+                .map(|e| e.path()),
+        );
+        files.extend(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("COPY bin/"))
+                .filter_map(|l| l.split_whitespace().next())
+                .map(|bin| match extra.iter().find(|x| x.ends_with(bin)) {
+                    Some(x) => x.clone(),
+                    None => bin_dir.join(bin),
+                }),
+        );
+    }
+    files.sort();
+    files.dedup();
+    let mut text: String = args
+        .iter()
+        .map(|a| format!("arg {}\n", a.to_string_lossy()))
+        .collect();
+    for f in files {
+        text += &match std::fs::metadata(&f) {
+            Ok(m) => {
+                let mtime = m
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos());
+                format!("file {} {} {mtime}\n", f.display(), m.len())
+            }
+            // Said by the build itself, which then fails.
+            Err(_) => format!("file {} missing\n", f.display()),
+        };
+    }
+    Ok(text)
 }
 
 /// Builds the lab's images into [`images_dir`]: the demo from `bin_dir` (where `liqo-demo`
 /// is), the sandbox's pause from the node binaries `node_bin`.
 pub fn build(bin_dir: &Path, node_bin: &Path) -> Result<PathBuf, K8sLabError> {
     let out = images_dir();
-    run_build(
-        Command::new("bash")
-            .arg(repo().join("chart/images/build.sh"))
-            .args(["--images".as_ref(), repo().join("e2e/images").as_os_str()])
-            .args(["--tag", TAG, "--no-run-check"])
-            .args(["--bin-dir".as_ref(), bin_dir.as_os_str()])
-            .args(["--extra-bin".as_ref(), node_bin.join("pause").as_os_str()])
-            .args(["--out".as_ref(), out.as_os_str()]),
-        "building the lab's images",
-    )?;
+    let src = repo().join("e2e/images");
+    let pause = node_bin.join("pause");
+    let args: Vec<OsString> = vec![
+        "--images".into(),
+        src.clone().into(),
+        "--tag".into(),
+        TAG.into(),
+        "--no-run-check".into(),
+        "--bin-dir".into(),
+        bin_dir.into(),
+        "--extra-bin".into(),
+        pause.clone().into(),
+    ];
+    run_build(&src, bin_dir, &[pause], &args, &out, "the lab's images")?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A folder of one image copying `liqo-demo` and `pause`, and a bin dir with `liqo-demo`.
+    fn setup() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let src = t.path().join("images");
+        std::fs::create_dir_all(src.join("demo")).unwrap();
+        std::fs::write(
+            src.join("demo/Containerfile"),
+            "FROM scratch\nCOPY bin/liqo-demo /liqo-demo\nCOPY bin/pause /pause\n",
+        )
+        .unwrap();
+        let bins = t.path().join("bin");
+        std::fs::create_dir_all(&bins).unwrap();
+        std::fs::write(bins.join("liqo-demo"), "v1").unwrap();
+        let pause = t.path().join("node/pause");
+        std::fs::create_dir_all(pause.parent().unwrap()).unwrap();
+        std::fs::write(&pause, "p").unwrap();
+        (t, src, bins, pause)
+    }
+
+    #[test]
+    fn inputs_name_every_copied_binary_and_change_with_one() {
+        let (_t, src, bins, pause) = setup();
+        let args = [OsString::from("--tag"), OsString::from("lab")];
+        let a = inputs(&src, &bins, std::slice::from_ref(&pause), &args).unwrap();
+        assert!(a.contains("arg --tag\narg lab\n"), "{a}");
+        assert!(
+            a.contains(&format!("file {} 2 ", bins.join("liqo-demo").display())),
+            "{a}"
+        );
+        // The extra binary is taken from where it was given, not from the bin dir.
+        assert!(a.contains(&format!("file {} 1 ", pause.display())), "{a}");
+        assert!(a.contains("/demo/Containerfile "), "{a}");
+        assert_eq!(
+            a,
+            inputs(&src, &bins, std::slice::from_ref(&pause), &args).unwrap()
+        );
+        std::fs::write(bins.join("liqo-demo"), "v22").unwrap();
+        let b = inputs(&src, &bins, std::slice::from_ref(&pause), &args).unwrap();
+        assert_ne!(a, b, "a rebuilt binary must make the images again");
+        let other = [OsString::from("--tag"), OsString::from("other")];
+        assert_ne!(b, inputs(&src, &bins, &[pause], &other).unwrap());
+    }
+
+    #[test]
+    fn a_missing_binary_is_named_not_an_error() {
+        let (_t, src, bins, _pause) = setup();
+        let a = inputs(&src, &bins, &[], &[]).unwrap();
+        assert!(
+            a.contains(&format!("file {} missing", bins.join("pause").display())),
+            "{a}"
+        );
+    }
 }
