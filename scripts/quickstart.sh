@@ -16,7 +16,7 @@ fi
 # back to that user afterwards, so their own cargo can use them again.
 give_back() {
   [ -n "${SUDO_UID:-}" ] && [ "$SUDO_UID" != 0 ] || return 0
-  local owner="$SUDO_UID:${SUDO_GID:-$SUDO_UID}" dirs=(target)
+  local owner="$SUDO_UID:${SUDO_GID:-$SUDO_UID}" dirs=("$target_dir")
   # Only a cargo home that is the user's own (never root's).
   if [ -n "${CARGO_HOME:-}" ] && [ "$(stat -c %u "$CARGO_HOME" 2>/dev/null)" = "$SUDO_UID" ]; then
     dirs+=("$CARGO_HOME")
@@ -32,9 +32,12 @@ command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"
 # the chart's images run; not the benches' driver.
 echo "== building the binaries (profile quickstart; about 12 minutes the first time on 2 cores)"
 . scripts/mold.sh
+# Where cargo puts them: CARGO_TARGET_DIR, a config's build.target-dir, else target/.
+target_dir=$(cargo metadata --no-deps --locked --format-version 1 |
+  python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')
 cargo build --profile quickstart --locked --workspace --exclude liqo-bench --bins
 give_back
 # The manual's quick start on real nodes: two clusters whose nodes run kubelets and containerd,
 # Liqo, peering, an offloaded demo answering from both clusters. Builds the Kubernetes binaries
 # the first time (Go module proxy; cached in /var/cache/liqo-lab).
-exec "${CARGO_TARGET_DIR:-target}/quickstart/liqo-lab" "$@" quickstart --k8s --real-nodes
+exec "$target_dir/quickstart/liqo-lab" "$@" quickstart --k8s --real-nodes

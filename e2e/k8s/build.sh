@@ -10,12 +10,15 @@
 #   e2e/k8s/build.sh node       build if needed the binaries of a real node (kubelet, kube-proxy,
 #                               containerd, its runc shim, ctr, CoreDNS); the LAST line on stdout
 #                               is their bin dir (<cache>/node-v<k8s>-<stamp>/bin)
-#   e2e/k8s/build.sh derive     regenerate kube/go.mod+go.sum and etcd/go.mod+go.sum from the pins
-#                               below (needs the Go proxy; run after changing a version, then commit)
+#   e2e/k8s/build.sh derive     regenerate the go.mod+go.sum of kube/, etcd/ and coredns/ from the
+#                               pins below (needs the Go proxy; run after changing a version, then
+#                               commit)
 #
 # Everything goes to $LIQO_K8S_CACHE (default /var/cache/liqo-lab/k8s):
-#   <cache>/<stamp>/bin/      finished binaries; <stamp> is a hash of this script and of every
-#                             go.mod/go.sum/main.go below, so any pin change gives a new dir
+#   <cache>/<stamp>/bin/      finished binaries; <stamp> is a hash of this script and of the
+#                             go.mod/go.sum/main.go files they are built from (the control
+#                             plane: kube/cmd, etcd; a node: kube/node, coredns), so any pin
+#                             change gives a new dir
 #   <cache>/go/{mod,build}    GOMODCACHE / GOCACHE (persist across runs, never in the work tree)
 #   <cache>/dl/               the downloaded wheel
 # Only the $LIQO_K8S_KEEP (default 3) most recently used <stamp> dirs are kept.
@@ -47,7 +50,7 @@ die() { log "error: $*"; exit 1; }
 
 # The first Go 1.26+ of PATH's and /usr/local/go's (an older one on PATH, e.g. Debian's, is
 # passed over).
-go_ok() { "$1" version 2>/dev/null | grep -Eq 'go1\.(2[6-9]|[3-9][0-9])(\.| )'; }
+go_ok() { GOTOOLCHAIN=local "$1" version 2>/dev/null | grep -Eq 'go1\.(2[6-9]|[3-9][0-9])(\.| )'; }
 GO=
 for g in "$(command -v go 2>/dev/null || true)" /usr/local/go/bin/go; do
     if [[ -n $g && -x $g ]] && go_ok "$g"; then GO=$g; break; fi

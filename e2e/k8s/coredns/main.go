@@ -1,6 +1,7 @@
 // CoreDNS for the lab's real nodes, with only the plugins a cluster's DNS uses: the lab's
-// Corefile (bind, errors, health, ready, kubernetes, cache) and kubeadm's default one (forward,
-// loop, reload, loadbalance, log, prometheus, hosts). Upstream's main imports every plugin
+// Corefile (bind, errors, health, ready, kubernetes, cache), the rest of kubeadm's default one
+// (forward, loop, reload, loadbalance, prometheus) and log and hosts, for a Corefile edited to
+// debug a name or pin one. Upstream's main imports every plugin
 // (the cloud DNS providers, etcd, tracing), which took 380 of the node build's 645 cold seconds.
 // Same startup as upstream's coredns.go: coremain.Run.
 package main

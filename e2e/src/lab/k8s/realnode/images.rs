@@ -87,23 +87,28 @@ fn chart_programs() -> Result<Vec<String>, K8sLabError> {
 
 /// The programs of a folder of images: a subfolder with a `Containerfile` each.
 fn chart_like_programs(dir: &Path) -> Result<Vec<String>, K8sLabError> {
-    let mut out: Vec<String> = std::fs::read_dir(dir)
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)
         .map_err(|e| K8sLabError::lab(format!("reading {}", dir.display()), e))?
-        .filter_map(Result::ok)
-        .filter(|e| e.path().join("Containerfile").is_file())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    {
+        let entry = entry.map_err(|e| K8sLabError::lab(format!("reading {}", dir.display()), e))?;
+        if entry.path().join("Containerfile").is_file() {
+            out.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
     out.sort();
     Ok(out)
 }
 
 fn oci_archives(dir: &Path) -> Result<Vec<PathBuf>, K8sLabError> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(|e| K8sLabError::lab(format!("reading the lab's images in {}", dir.display()), e))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.to_string_lossy().ends_with(".oci.tar"))
-        .collect();
+    let what = || format!("reading the lab's images in {}", dir.display());
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| K8sLabError::lab(what(), e))? {
+        let path = entry.map_err(|e| K8sLabError::lab(what(), e))?.path();
+        if path.to_string_lossy().ends_with(".oci.tar") {
+            found.push(path);
+        }
+    }
     found.sort();
     Ok(found)
 }
@@ -138,9 +143,10 @@ pub fn build_chart(bin_dir: &Path) -> Result<PathBuf, K8sLabError> {
     Ok(out)
 }
 
-/// Runs `chart/images/build.sh ARGS --out OUT`, unless every input is as at the last successful
-/// build into `out` ([`inputs`], kept in `out/.inputs`): a lab started again with the same
-/// binaries reuses the archives instead of spending half a minute remaking them.
+/// Runs `chart/images/build.sh ARGS --out OUT`, unless every input ([`inputs`]) and every
+/// archive is as the last successful build into `out` left them (kept in `out/.inputs`): a lab
+/// started again with the same binaries reuses the archives instead of spending half a minute
+/// remaking them, and archives made since by hand (other binaries) are made again.
 fn run_build(
     src: &Path,
     bin_dir: &Path,
@@ -150,13 +156,18 @@ fn run_build(
     what: &str,
 ) -> Result<(), K8sLabError> {
     let stamp = out.join(".inputs");
-    let now = inputs(src, bin_dir, extra, args)?;
-    let archives = chart_like_programs(src)?
+    let programs = chart_like_programs(src)?;
+    let archives: Vec<PathBuf> = programs
         .iter()
-        .all(|p| out.join(format!("{p}.oci.tar")).is_file());
-    if archives && std::fs::read_to_string(&stamp).is_ok_and(|was| was == now) {
-        println!("   {what}: up to date in {}", out.display());
-        return Ok(());
+        .map(|p| out.join(format!("{p}.oci.tar")))
+        .collect();
+    let now = inputs(src, bin_dir, extra, args)?;
+    if archives.iter().all(|a| a.is_file()) {
+        let current = now.clone() + &files_text(&archives)?;
+        if std::fs::read_to_string(&stamp).is_ok_and(|was| was == current) {
+            println!("   {what}: up to date in {}", out.display());
+            return Ok(());
+        }
     }
     // A build that fails half-way leaves no claim that the archives match.
     match std::fs::remove_file(&stamp) {
@@ -178,7 +189,8 @@ fn run_build(
             format!("chart/images/build.sh exited {status}; see its output above"),
         ));
     }
-    std::fs::write(&stamp, now)
+    let made = files_text(&archives)?;
+    std::fs::write(&stamp, now + &made)
         .map_err(|e| K8sLabError::lab(format!("writing {}", stamp.display()), e))
 }
 
@@ -197,12 +209,13 @@ fn inputs(
         let containerfile = dir.join("Containerfile");
         let text = std::fs::read_to_string(&containerfile)
             .map_err(|e| K8sLabError::lab(format!("reading {}", containerfile.display()), e))?;
-        files.extend(
-            std::fs::read_dir(&dir)
-                .map_err(|e| K8sLabError::lab(format!("reading {}", dir.display()), e))?
-                .filter_map(Result::ok)
-                .map(|e| e.path()),
-        );
+        for entry in std::fs::read_dir(&dir)
+            .map_err(|e| K8sLabError::lab(format!("reading {}", dir.display()), e))?
+        {
+            let entry =
+                entry.map_err(|e| K8sLabError::lab(format!("reading {}", dir.display()), e))?;
+            files.push(entry.path());
+        }
         files.extend(
             text.lines()
                 .filter_map(|l| l.strip_prefix("COPY bin/"))
@@ -215,23 +228,33 @@ fn inputs(
     }
     files.sort();
     files.dedup();
-    let mut text: String = args
+    let text: String = args
         .iter()
         .map(|a| format!("arg {}\n", a.to_string_lossy()))
         .collect();
+    Ok(text + &files_text(&files)?)
+}
+
+/// One line per file: its path, size and modification time, or `missing` (a missing input is
+/// said by the build itself, which then fails).
+fn files_text(files: &[PathBuf]) -> Result<String, K8sLabError> {
+    let mut text = String::new();
     for f in files {
-        text += &match std::fs::metadata(&f) {
-            Ok(m) => {
-                let mtime = m
-                    .modified()
-                    .ok()
-                    .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                    .map_or(0, |d| d.as_nanos());
-                format!("file {} {} {mtime}\n", f.display(), m.len())
+        let meta = match std::fs::metadata(f) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                text += &format!("file {} missing\n", f.display());
+                continue;
             }
-            // Said by the build itself, which then fails.
-            Err(_) => format!("file {} missing\n", f.display()),
+            Err(e) => return Err(K8sLabError::lab(format!("reading {}", f.display()), e)),
         };
+        let mtime = meta
+            .modified()
+            .map_err(|e| K8sLabError::lab(format!("the modification time of {}", f.display()), e))?
+            .duration_since(UNIX_EPOCH)
+            // A time before 1970 (a clock set wrong) counts as 0: the size still tells.
+            .map_or(0, |d| d.as_nanos());
+        text += &format!("file {} {} {mtime}\n", f.display(), meta.len());
     }
     Ok(text)
 }
