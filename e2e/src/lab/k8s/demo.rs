@@ -141,15 +141,24 @@ where
 
 /// On cluster `home`: the namespace, offloaded with `liqoctl offload namespace`, the demo's
 /// Deployment of `replicas` spread one per node at most apart (virtual nodes included) and its
-/// Service (port 80).
-pub async fn deploy(k: &K8sLab, home: &str, replicas: u32) -> Result<(), K8sLabError> {
+/// Service (port 80). Returns how long the offload took.
+pub async fn deploy(k: &K8sLab, home: &str, replicas: u32) -> Result<Duration, K8sLabError> {
     let client = k.client(home).await?;
     create(
         Api::<Namespace>::all(client.clone()),
         json!({"metadata": {"name": NAMESPACE}}),
     )
     .await?;
-    k.tool_ok("liqoctl", home, &["offload", "namespace", NAMESPACE])?;
+    // liqoctl waits until every provider created the namespace and said so: a round trip
+    // across the WAN through both clusters' replicators. Its default (20 s, upstream's) was
+    // too short on a loaded 2-core machine (CI run 45); the time it took is printed.
+    let t = Instant::now();
+    k.tool_ok(
+        "liqoctl",
+        home,
+        &["offload", "namespace", NAMESPACE, "--timeout", "2m"],
+    )?;
+    let offloaded = t.elapsed();
     let env = json!([
         {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}]);
@@ -168,7 +177,8 @@ pub async fn deploy(k: &K8sLab, home: &str, replicas: u32) -> Result<(), K8sLabE
         json!({"metadata": {"name": NAME},
             "spec": {"selector": labels, "ports": [{"port": 80, "targetPort": 8080}]}}),
     )
-    .await
+    .await?;
+    Ok(offloaded)
 }
 
 /// The demo's pods on `home` once `n` of them are Ready and none is terminating (at most
