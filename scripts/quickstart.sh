@@ -7,7 +7,8 @@ if [ "$(id -u)" -ne 0 ]; then
   if command -v sudo >/dev/null 2>&1; then
     echo "== not root: asking sudo for root"
     exec sudo env "PATH=$PATH" "CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}" \
-      "RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}" bash "$(readlink -f "$0")" "$@"
+      "RUSTUP_HOME=${RUSTUP_HOME:-$HOME/.rustup}" ${CARGO_TARGET_DIR:+"CARGO_TARGET_DIR=$CARGO_TARGET_DIR"} \
+      bash "$(readlink -f "$0")" "$@"
   fi
   echo "error: the quickstart needs root (it creates network namespaces) and sudo is not installed: run it as root" >&2
   exit 1

@@ -21,7 +21,7 @@ const EACH: usize = 50;
 pub(crate) fn build() -> Result<()> {
     println!(
         "== Building what the real nodes run: kubelet, kube-proxy, containerd, runc, CoreDNS \
-         (from the Go module proxy;\n   about 4 minutes the first time, cached after)"
+         (from the Go module proxy;\n   about 8 minutes the first time, cached after)"
     );
     let t = Instant::now();
     let node = testkit::k8s::node_binaries().context("the node binaries")?;

@@ -164,6 +164,7 @@ fn run_build(
     let now = inputs(src, bin_dir, extra, args)?;
     if archives.iter().all(|a| a.is_file()) {
         let current = now.clone() + &files_text(&archives)?;
+        // An unreadable stamp (none yet, or damaged) only means building again.
         if std::fs::read_to_string(&stamp).is_ok_and(|was| was == current) {
             println!("   {what}: up to date in {}", out.display());
             return Ok(());
