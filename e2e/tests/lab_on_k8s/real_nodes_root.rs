@@ -10,8 +10,9 @@
 //! reaches it at its pod address and the pod reaches itself through its Service; the offloaded
 //! demo pods ([`crate::real_nodes_offload`]); with two gateway replicas per cluster, the active
 //! gateway killed -9 while a pod probes across (traffic back within 5 s, the standby active,
-//! the killed one back as the standby; then every pod pair across both clusters answers). Everything is torn down (cgroups, mounts, files)
-//! by `liqo-lab down`, also when the test fails.
+//! the killed one back as the standby; then every pod pair across both clusters answers).
+//! Everything is torn down (cgroups, mounts, files) by `liqo-lab down`, also when the test
+//! fails.
 //!
 //! Needs the binaries next to this test or in `$LIQO_BIN_DIR` (see lab_k8s_root.rs), with
 //! `liqo-demo`; the node binaries come from `e2e/k8s/build.sh node`.

@@ -161,7 +161,7 @@ fn run_build(
         .iter()
         .map(|p| out.join(format!("{p}.oci.tar")))
         .collect();
-    let now = inputs(src, bin_dir, extra, args)?;
+    let now = inputs(src, &programs, bin_dir, extra, args)?;
     if archives.iter().all(|a| a.is_file()) {
         let current = now.clone() + &files_text(&archives)?;
         // An unreadable stamp (none yet, or damaged) only means building again.
@@ -200,13 +200,14 @@ fn run_build(
 /// a binary they change), and the build's flags.
 fn inputs(
     src: &Path,
+    programs: &[String],
     bin_dir: &Path,
     extra: &[PathBuf],
     args: &[OsString],
 ) -> Result<String, K8sLabError> {
     let mut files = vec![repo().join("chart/images/build.sh")];
-    for program in chart_like_programs(src)? {
-        let dir = src.join(&program);
+    for program in programs {
+        let dir = src.join(program);
         let containerfile = dir.join("Containerfile");
         let text = std::fs::read_to_string(&containerfile)
             .map_err(|e| K8sLabError::lab(format!("reading {}", containerfile.display()), e))?;
@@ -304,11 +305,22 @@ mod tests {
         (t, src, bins, pause)
     }
 
+    fn programs(src: &Path) -> Vec<String> {
+        chart_like_programs(src).unwrap()
+    }
+
     #[test]
     fn inputs_name_every_copied_binary_and_change_with_one() {
         let (_t, src, bins, pause) = setup();
         let args = [OsString::from("--tag"), OsString::from("lab")];
-        let a = inputs(&src, &bins, std::slice::from_ref(&pause), &args).unwrap();
+        let a = inputs(
+            &src,
+            &programs(&src),
+            &bins,
+            std::slice::from_ref(&pause),
+            &args,
+        )
+        .unwrap();
         assert!(a.contains("arg --tag\narg lab\n"), "{a}");
         assert!(
             a.contains(&format!("file {} 2 ", bins.join("liqo-demo").display())),
@@ -319,19 +331,36 @@ mod tests {
         assert!(a.contains("/demo/Containerfile "), "{a}");
         assert_eq!(
             a,
-            inputs(&src, &bins, std::slice::from_ref(&pause), &args).unwrap()
+            inputs(
+                &src,
+                &programs(&src),
+                &bins,
+                std::slice::from_ref(&pause),
+                &args
+            )
+            .unwrap()
         );
         std::fs::write(bins.join("liqo-demo"), "v22").unwrap();
-        let b = inputs(&src, &bins, std::slice::from_ref(&pause), &args).unwrap();
+        let b = inputs(
+            &src,
+            &programs(&src),
+            &bins,
+            std::slice::from_ref(&pause),
+            &args,
+        )
+        .unwrap();
         assert_ne!(a, b, "a rebuilt binary must make the images again");
         let other = [OsString::from("--tag"), OsString::from("other")];
-        assert_ne!(b, inputs(&src, &bins, &[pause], &other).unwrap());
+        assert_ne!(
+            b,
+            inputs(&src, &programs(&src), &bins, &[pause], &other).unwrap()
+        );
     }
 
     #[test]
     fn a_missing_binary_is_named_not_an_error() {
         let (_t, src, bins, _pause) = setup();
-        let a = inputs(&src, &bins, &[], &[]).unwrap();
+        let a = inputs(&src, &programs(&src), &bins, &[], &[]).unwrap();
         assert!(
             a.contains(&format!("file {} missing", bins.join("pause").display())),
             "{a}"
