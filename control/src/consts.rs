@@ -297,6 +297,43 @@ pub mod virtual_node {
 
 // ---- end of pod webhook and virtual node ----
 
+// ---- storage fabric ----
+
+/// The storage fabric (§6 of the control-plane spec; upstream `pkg/consts/storage.go` and the
+/// external-provisioner's annotations).
+pub mod storage {
+    /// The virtual StorageClass (the chart makes it).
+    pub const CLASS: &str = "liqo";
+    /// Its provisioner: the controller-manager's provisioner loop.
+    pub const PROVISIONER: &str = "liqo.io/storage";
+    /// Where the twin (real) claims of the claims bound on physical nodes live.
+    pub const NAMESPACE: &str = "liqo-storage";
+    /// On a twin claim: the namespace of the virtual claim it backs.
+    pub const VIRTUAL_PVC_NAMESPACE: &str = "storage.liqo.io/virtual-pvc-namespace";
+    /// On a twin claim: the name of the virtual claim it backs.
+    pub const VIRTUAL_PVC_NAME: &str = "storage.liqo.io/virtual-pvc-name";
+    /// On a claim: the node its first consumer was scheduled on (the scheduler sets it).
+    pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+    /// On a claim: the provisioner asked to provision it (the PV controller sets it).
+    pub const STORAGE_PROVISIONER: &str = "volume.kubernetes.io/storage-provisioner";
+    /// The beta spelling of [`STORAGE_PROVISIONER`].
+    pub const BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
+    /// On a provisioned volume: its provisioner (the PV controller leaves its deletion to it).
+    pub const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
+    /// The hostPath of a volume whose data lives on a provider (never mounted: its pods run
+    /// there).
+    pub const PLACEHOLDER_PATH: &str = "/tmp/liqo-placeholder";
+    /// The annotation prefixes Kubernetes keeps on claims for binding and provisioning: not
+    /// carried to a copy (the copy's cluster sets its own).
+    pub const BINDING_ANNOTATION_PREFIXES: [&str; 3] = [
+        "volume.kubernetes.io/",
+        "volume.beta.kubernetes.io/",
+        "pv.kubernetes.io/",
+    ];
+}
+
+// ---- end of storage fabric ----
+
 // ---- virtual kubelet and pod reflection ----
 
 /// The virtual kubelet's pod reflection and the provider's ShadowPod controller (upstream

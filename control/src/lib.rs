@@ -26,6 +26,8 @@
 //!   status, heartbeat, reachability, Lease);
 //! - [`reflection`]: resource reflection's decisions (the copies of Services, EndpointSlices,
 //!   Ingresses, ConfigMaps, Secrets and ServiceAccounts, and what to do about each);
+//! - [`storage`]: the storage fabric's decisions (the `liqo` class's provisioner: twin claims,
+//!   virtual and placeholder volumes with data gravity, reclaim);
 //! - [`forge`]: objects built whole from their inputs (the virtual node).
 //!
 //! It owns the shape of the objects and these decisions; it never talks to an apiserver or
@@ -49,4 +51,5 @@ pub mod quantity;
 pub mod reflection;
 pub mod selector;
 pub mod shadowpod;
+pub mod storage;
 pub mod virtual_node;

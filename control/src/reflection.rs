@@ -1,6 +1,7 @@
 //! Resource reflection (§5 of the control-plane spec): what a consumer's virtual kubelet makes
 //! of the local Services, EndpointSlices, Ingresses, ConfigMaps, Secrets and ServiceAccounts
-//! of a namespace offloaded to a provider, and what it does about one object from what it
+//! of a namespace offloaded to a provider (and its claims of class `liqo` bound on the virtual
+//! node, [`claim`]), and what it does about one object from what it
 //! observed on both sides ([`decide()`]). Pods are [`crate::shadowpod`]'s.
 //!
 //! - [`Reflect`]: one kind's contract: its remote name, whether a local object is reflected
@@ -16,6 +17,7 @@
 //! addresses and gives the answers in [`Inputs`]) and never reads a clock. It never decides
 //! which namespaces are offloaded (the NamespaceMaps say so).
 
+pub mod claim;
 pub mod configmap;
 mod contract;
 mod decide;

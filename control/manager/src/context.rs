@@ -26,6 +26,10 @@ pub struct Settings {
     /// `--cluster-labels`: the labels our ResourceOffers carry (`spec.labels`), which the
     /// consumers' virtual nodes get and NamespaceOffloading selectors match.
     pub cluster_labels: std::collections::BTreeMap<String, String>,
+    /// `--enable-storage` with `--storage-namespace` and `--real-storage-class-name`: the
+    /// storage fabric's provisioner (its reclaim policy is read from the `liqo` class); none:
+    /// off.
+    pub storage: Option<control::storage::provision::Settings>,
 }
 
 impl Settings {
@@ -38,6 +42,7 @@ impl Settings {
             enable_incoming: true,
             resync: Duration::from_secs(30),
             cluster_labels: Default::default(),
+            storage: None,
         }
     }
 }

@@ -45,6 +45,9 @@ pub enum Error {
         #[source]
         source: Box<liqo_peering::grpc::GrpcError>,
     },
+    /// A storage fabric object could not be forged.
+    #[error("storage")]
+    Storage(#[source] Box<control::storage::StorageError>),
     /// An object without a name or namespace (never from the apiserver).
     #[error("object without {0}")]
     Incomplete(&'static str),

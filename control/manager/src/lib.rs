@@ -6,7 +6,8 @@
 //! the virtual kubelet behind [`launcher::Launcher`]), and, given an IPAM, the network manager
 //! ([`network`]: NetworkConfigs, the IPAM exchange through `liqo-peering`, TunnelEndpoints);
 //! namespace offloading ([`offloading`]: the virtual node of an accepted offer, the
-//! virtual-node, NamespaceOffloading and NamespaceMap controllers). A shutdown is bounded
+//! virtual-node, NamespaceOffloading and NamespaceMap controllers); with `--enable-storage`,
+//! the storage fabric's provisioner ([`storage`]). A shutdown is bounded
 //! ([`run::run_bounded`], [`inflight`]).
 //!
 //! Each controller carries out a pure decision of `control` (`control::peering`,
@@ -39,6 +40,7 @@ pub mod replicator;
 pub mod request;
 pub mod roles;
 pub mod run;
+pub mod storage;
 pub mod webhook;
 
 /// Label selectors the controllers watch with.

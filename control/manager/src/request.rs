@@ -220,7 +220,13 @@ async fn storage(ctx: &Context) -> Result<Vec<control::api::sharing::StorageType
             (c.name_any(), default)
         })
         .collect();
-    Ok(decide::storage_classes(&classes, None))
+    // The class twin claims get here is the one consumers' claims get too.
+    let configured = ctx
+        .settings
+        .storage
+        .as_ref()
+        .and_then(|s| s.real_class.as_deref());
+    Ok(decide::storage_classes(&classes, configured))
 }
 
 /// The offer for a consumer from our nodes and pods.

@@ -147,6 +147,12 @@ pub fn controllers(
         inflight,
         &config,
     ));
+    all.extend(crate::storage::controllers(
+        &ctx,
+        shutdown.clone(),
+        inflight,
+        &config,
+    ));
     // The network manager, per ForeignCluster, when an IPAM is configured; its failures back
     // off (an IPAM that is down is not asked every 2 s).
     match ctx.network.clone() {

@@ -53,6 +53,13 @@ const LABELS: &[&str] = &[
     virtual_node::ARCH,
     virtual_node::EXCLUDE_FROM_EXTERNAL_LB,
     virtual_node::EXCLUDE_BALANCER_ALPHA,
+    storage::PROVISIONER,
+    storage::VIRTUAL_PVC_NAMESPACE,
+    storage::VIRTUAL_PVC_NAME,
+    storage::SELECTED_NODE,
+    storage::STORAGE_PROVISIONER,
+    storage::BETA_STORAGE_PROVISIONER,
+    storage::PROVISIONED_BY,
 ];
 
 /// Label keys, annotation keys and finalizers are qualified names, as Kubernetes checks them

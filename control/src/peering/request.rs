@@ -155,12 +155,16 @@ pub enum Action {
 }
 
 /// The storage classes an offer lists: every local class (name, whether it is annotated as
-/// the default), by name; the default is the configured class when given and present, else
+/// the default) but the virtual class `liqo` (a consumer's claim is never provisioned through
+/// a second hop), by name; the default is the configured class when given and present, else
 /// the annotated one(s).
 pub fn storage_classes(classes: &[(String, bool)], configured: Option<&str>) -> Vec<StorageType> {
-    let configured = configured.filter(|c| classes.iter().any(|(n, _)| n == c));
+    let virtual_class = crate::consts::storage::CLASS;
+    let configured =
+        configured.filter(|c| *c != virtual_class && classes.iter().any(|(n, _)| n == c));
     let mut out: Vec<StorageType> = classes
         .iter()
+        .filter(|(name, _)| name != virtual_class)
         .map(|(name, annotated)| StorageType {
             storage_class_name: name.clone(),
             default: match configured {
@@ -446,13 +450,22 @@ mod tests {
 
     #[test]
     fn storage_classes_and_their_default() {
-        let classes = [("standard".to_string(), true), ("fast".to_string(), false)];
+        let classes = [
+            ("standard".to_string(), true),
+            ("fast".to_string(), false),
+            ("liqo".to_string(), false),
+        ];
         let st = |n: &str, d: bool| StorageType {
             storage_class_name: n.into(),
             default: d,
         };
+        // The virtual class is never offered.
         assert_eq!(
             storage_classes(&classes, None),
+            vec![st("fast", false), st("standard", true)]
+        );
+        assert_eq!(
+            storage_classes(&classes, Some("liqo")),
             vec![st("fast", false), st("standard", true)]
         );
         assert_eq!(

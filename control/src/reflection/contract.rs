@@ -31,17 +31,20 @@ pub enum Kind {
     Secret,
     /// `v1/ServiceAccount`.
     ServiceAccount,
+    /// `v1/PersistentVolumeClaim` (of class `liqo`, bound on the virtual node).
+    PersistentVolumeClaim,
 }
 
 impl Kind {
     /// Every kind.
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Service,
         Kind::EndpointSlice,
         Kind::Ingress,
         Kind::ConfigMap,
         Kind::Secret,
         Kind::ServiceAccount,
+        Kind::PersistentVolumeClaim,
     ];
 
     /// The kind's name as the API spells it.
@@ -53,6 +56,7 @@ impl Kind {
             Kind::ConfigMap => "ConfigMap",
             Kind::Secret => "Secret",
             Kind::ServiceAccount => "ServiceAccount",
+            Kind::PersistentVolumeClaim => "PersistentVolumeClaim",
         }
     }
 }
@@ -98,6 +102,9 @@ pub struct Inputs {
     pub addresses: BTreeMap<String, String>,
     /// EndpointSlices: their Service's reflection.
     pub service: ServiceState,
+    /// PersistentVolumeClaims: the class of their copies (the offer's default); none: the
+    /// provider's default.
+    pub storage_class: Option<String>,
 }
 
 /// Why a local object is not reflected.

@@ -78,6 +78,9 @@ pub struct ReflectionWorkers {
     pub secret: usize,
     /// ServiceAccounts (`--serviceaccount-reflection-workers`).
     pub serviceaccount: usize,
+    /// PersistentVolumeClaims of class `liqo` bound on the virtual node
+    /// (`--persistentvolumeclaim-reflection-workers`).
+    pub persistentvolumeclaim: usize,
 }
 
 impl Default for ReflectionWorkers {
@@ -90,6 +93,7 @@ impl Default for ReflectionWorkers {
             configmap: 3,
             secret: 3,
             serviceaccount: 3,
+            persistentvolumeclaim: 3,
         }
     }
 }
@@ -114,7 +118,7 @@ pub enum InvalidReflectionWorkers {
     /// Not a reflected kind.
     #[error(
         "{0:?} is not a reflected kind (service, endpointslice, ingress, configmap, secret, \
-         serviceaccount)"
+         serviceaccount, persistentvolumeclaim)"
     )]
     Kind(String),
 }
@@ -123,7 +127,7 @@ impl std::str::FromStr for ReflectionWorkers {
     type Err = InvalidReflectionWorkers;
 
     /// `kind=n,...` over the defaults (`service`, `endpointslice`, `ingress`, `configmap`,
-    /// `secret`, `serviceaccount`); an unknown kind or a bad count is refused, naming it.
+    /// `secret`, `serviceaccount`, `persistentvolumeclaim`); an unknown kind or a bad count is refused, naming it.
     fn from_str(text: &str) -> Result<Self, InvalidReflectionWorkers> {
         ReflectionWorkers::parse_over(ReflectionWorkers::default(), text)
     }
@@ -138,6 +142,7 @@ impl ReflectionWorkers {
         configmap: 0,
         secret: 0,
         serviceaccount: 0,
+        persistentvolumeclaim: 0,
     };
 
     /// An in-process virtual kubelet's (the controller-manager's identity, whose role reads
@@ -173,6 +178,7 @@ impl ReflectionWorkers {
                 "configmap" => &mut w.configmap,
                 "secret" => &mut w.secret,
                 "serviceaccount" => &mut w.serviceaccount,
+                "persistentvolumeclaim" => &mut w.persistentvolumeclaim,
                 other => return Err(InvalidReflectionWorkers::Kind(other.to_owned())),
             };
             *slot = n;
@@ -189,6 +195,10 @@ impl ReflectionWorkers {
             ("--configmap-reflection-workers", self.configmap),
             ("--secret-reflection-workers", self.secret),
             ("--serviceaccount-reflection-workers", self.serviceaccount),
+            (
+                "--persistentvolumeclaim-reflection-workers",
+                self.persistentvolumeclaim,
+            ),
         ]
         .into_iter()
         .flat_map(|(k, v)| [k.to_owned(), v.to_string()])
@@ -205,6 +215,7 @@ impl ReflectionWorkers {
             Kind::ConfigMap => self.configmap,
             Kind::Secret => self.secret,
             Kind::ServiceAccount => self.serviceaccount,
+            Kind::PersistentVolumeClaim => self.persistentvolumeclaim,
         }
     }
 }

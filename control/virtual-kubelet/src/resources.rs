@@ -1,6 +1,6 @@
 //! Resource reflection (§5 of the control-plane spec): the Services, EndpointSlices,
 //! Ingresses, ConfigMaps, Secrets and ServiceAccounts of every namespace offloaded to the
-//! provider are copied into its remote namespace and kept equal; a local deletion deletes the
+//! provider, and its claims of class `liqo` bound on the virtual node, are copied into its remote namespace and kept equal; a local deletion deletes the
 //! copy. One [`reflector::Reflector`] per kind (its workers from `--<kind>-reflection-workers`;
 //! 0 turns the kind off), all following the NamespaceMaps' mapping that pod reflection
 //! publishes. The decisions are `control::reflection`'s; this module reads, maps and writes.
@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use control::reflection::Kind;
 use k8s_openapi::api::{
-    core::v1::{ConfigMap, Secret, Service, ServiceAccount},
+    core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount},
     discovery::v1::EndpointSlice,
     networking::v1::Ingress,
 };
@@ -56,6 +56,8 @@ pub struct Reflectors {
     pub secrets: Option<Of<Secret>>,
     /// ServiceAccounts.
     pub service_accounts: Option<Of<ServiceAccount>>,
+    /// PersistentVolumeClaims of class `liqo` bound on the virtual node.
+    pub claims: Option<Of<PersistentVolumeClaim>>,
 }
 
 fn make<K: Io>(cfg: &Arc<VkConfig>, recorder: &Recorder, extra: K::Extra) -> Option<Of<K>> {
@@ -128,6 +130,7 @@ impl Reflectors {
             config_maps,
             secrets: make(cfg, &recorder, ()),
             service_accounts: make(cfg, &recorder, ()),
+            claims: make(cfg, &recorder, ()),
         })
     }
 
@@ -148,6 +151,7 @@ impl Reflectors {
         one(&self.config_maps, mapping);
         one(&self.secrets, mapping);
         one(&self.service_accounts, mapping);
+        one(&self.claims, mapping);
     }
 
     fn spawn_workers(&self, tasks: &mut JoinSet<&'static str>) {
@@ -164,6 +168,7 @@ impl Reflectors {
         one(&self.config_maps, tasks);
         one(&self.secrets, tasks);
         one(&self.service_accounts, tasks);
+        one(&self.claims, tasks);
     }
 
     /// The kinds reflected.
@@ -177,6 +182,7 @@ impl Reflectors {
                 Kind::ConfigMap => self.config_maps.is_some(),
                 Kind::Secret => self.secrets.is_some(),
                 Kind::ServiceAccount => self.service_accounts.is_some(),
+                Kind::PersistentVolumeClaim => self.claims.is_some(),
             })
             .collect()
     }

@@ -48,6 +48,15 @@ struct Args {
     /// consumers' virtual nodes get them, and NamespaceOffloading cluster selectors match them.
     #[arg(long, default_value = "", value_parser = control::selector::parse_labels)]
     cluster_labels: std::collections::BTreeMap<String, String>,
+    /// The storage fabric: provision the claims of the virtual StorageClass `liqo`.
+    #[arg(long, default_value_t = false, action = ArgAction::Set)]
+    enable_storage: bool,
+    /// Where the twin claims of the claims bound on our nodes live.
+    #[arg(long, default_value = control::consts::storage::NAMESPACE)]
+    storage_namespace: control::names::NamespaceName,
+    /// The class of the twin claims (empty: the cluster's default class).
+    #[arg(long, default_value = "", value_parser = class_name)]
+    real_storage_class_name: String,
     /// Where Prometheus metrics are served (`GET /metrics`).
     #[arg(long)]
     metrics_listen: Option<SocketAddr>,
@@ -169,6 +178,14 @@ async fn main() -> anyhow::Result<()> {
         enable_incoming: args.enable_incoming_peering,
         resync: args.resync_period,
         cluster_labels: args.cluster_labels.clone(),
+        storage: args
+            .enable_storage
+            .then(|| control::storage::provision::Settings {
+                namespace: args.storage_namespace.to_string(),
+                real_class: Some(args.real_storage_class_name.clone()).filter(|c| !c.is_empty()),
+                // Read from the `liqo` class at each decision.
+                reclaim: String::new(),
+            }),
     };
     let metrics = Metrics::default();
     let metrics_leader = metrics.leader();
@@ -362,6 +379,14 @@ fn signals() -> anyhow::Result<futures::future::Shared<futures::future::BoxFutur
     }
     .boxed()
     .shared())
+}
+
+/// A StorageClass name (a DNS-1123 subdomain), or empty (the default class).
+fn class_name(s: &str) -> Result<String, control::names::InvalidName> {
+    if !s.is_empty() {
+        control::names::validate_subdomain(s)?;
+    }
+    Ok(s.to_owned())
 }
 
 #[cfg(test)]

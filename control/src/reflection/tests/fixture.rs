@@ -73,6 +73,7 @@ pub(super) fn slice_inputs(service: ServiceState, addresses: &[(&str, &str)]) ->
             .map(|(l, r)| ((*l).to_owned(), (*r).to_owned()))
             .collect(),
         service,
+        ..Inputs::default()
     }
 }
 

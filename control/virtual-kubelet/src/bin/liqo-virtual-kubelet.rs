@@ -86,6 +86,10 @@ struct Args {
     /// ServiceAccount reflection workers (0: not reflected).
     #[arg(long, default_value_t = ReflectionWorkers::default().serviceaccount)]
     serviceaccount_reflection_workers: usize,
+    /// Reflection workers of the PersistentVolumeClaims of class `liqo` bound on the virtual
+    /// node (0: not reflected).
+    #[arg(long, default_value_t = ReflectionWorkers::default().persistentvolumeclaim)]
+    persistentvolumeclaim_reflection_workers: usize,
     /// API server support: offloaded pods get tokens of their home ServiceAccounts and reach
     /// the home API server (found from `default/kubernetes` and the IPAM).
     #[arg(long)]
@@ -183,6 +187,7 @@ async fn main() -> anyhow::Result<()> {
             configmap: args.configmap_reflection_workers,
             secret: args.secret_reflection_workers,
             serviceaccount: args.serviceaccount_reflection_workers,
+            persistentvolumeclaim: args.persistentvolumeclaim_reflection_workers,
         },
     };
     liqo_virtual_kubelet::run(cfg, shutdown()?)

@@ -13,7 +13,7 @@ use control::{
     shadowpod::token::POD_LABEL,
 };
 use k8s_openapi::api::{
-    core::v1::{ConfigMap, Secret, Service, ServiceAccount},
+    core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount},
     discovery::v1::EndpointSlice,
     networking::v1::Ingress,
 };
@@ -117,6 +117,46 @@ impl Io for ServiceAccount {
     type Extra = ();
 }
 
+/// A claim's copy takes the class the offer names as its default: read from the accepted
+/// offer at each decision (claims are few; the offer may change).
+impl Io for PersistentVolumeClaim {
+    type Extra = ();
+
+    async fn inputs(
+        r: &Reflector<Self, ()>,
+        key: &Key,
+        local: Option<&Self>,
+        _remote: Option<&Self>,
+    ) -> Result<Inputs, HandleError> {
+        if local.is_none() {
+            return Ok(Inputs::default());
+        }
+        let cfg = &r.cfg;
+        let offers: kube::Api<control::api::sharing::ResourceOffer> =
+            kube::Api::namespaced(cfg.local.clone(), &cfg.tenant_namespace);
+        let offer = offers
+            .get_opt(&cfg.offer)
+            .await
+            .map_err(|source| HandleError::Kube {
+                what: format!(
+                    "get ResourceOffer {}/{} (the class of the copy of {key})",
+                    cfg.tenant_namespace, cfg.offer
+                ),
+                source,
+            })?;
+        Ok(Inputs {
+            storage_class: offer.and_then(|o| {
+                o.spec
+                    .storage_classes
+                    .into_iter()
+                    .find(|c| c.default)
+                    .map(|c| c.storage_class_name)
+            }),
+            ..Inputs::default()
+        })
+    }
+}
+
 /// What EndpointSlices need: the Service reflector (absent when Services are not reflected)
 /// and the IPAM.
 pub struct Slices {
@@ -166,7 +206,11 @@ impl Io for EndpointSlice {
             r.extra.endpoints.release(key, &BTreeMap::new()).await;
             return Ok(Inputs::default());
         }
-        Ok(Inputs { addresses, service })
+        Ok(Inputs {
+            addresses,
+            service,
+            ..Inputs::default()
+        })
     }
 
     async fn written(r: &Reflector<Self, Slices>, key: &Key) {

@@ -1,0 +1,318 @@
+//! The storage fabric's provisioner (§6 of the control-plane spec) in the controller-manager,
+//! our own external-provisioner loop (no sidecar): [`provision`] over the claims of class
+//! `liqo` (twin claims, volumes; a twin's events and our volumes' queue their claim), and
+//! [`reclaim`] over the volumes we provisioned (a released one goes after its twin claim).
+//! The decisions are `control::storage`'s; this module reads, creates and deletes.
+//!
+//! It never copies a claim to a provider (the virtual kubelet does), never deletes a claim it
+//! did not make, and never deletes anything while the claim it backs exists.
+
+use std::{sync::Arc, time::Duration};
+
+use control::{
+    consts::{labels, storage as consts, values},
+    storage::{
+        self, forge,
+        provision::{self as decide, Action, NodeKind, Observed, Settings},
+        reclaim,
+    },
+};
+use futures::{FutureExt, StreamExt, future::BoxFuture};
+use k8s_openapi::api::{
+    core::v1::{Node, PersistentVolume, PersistentVolumeClaim},
+    storage::v1::StorageClass,
+};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DeleteParams, PostParams, Preconditions},
+    runtime::{
+        Controller, controller::Action as Requeue, controller::Config as ControllerConfig,
+        reflector::ObjectRef, watcher,
+    },
+};
+
+use crate::{
+    context::Context,
+    error::{Error, kube as kerr},
+    inflight::InFlight,
+    kit::{event, log, not_found, policy, tracked},
+};
+
+/// The provisioner's name in metrics and logs.
+pub const NAME: &str = "storage-provisioner";
+/// The reclaimer's name in metrics and logs.
+pub const RECLAIM: &str = "storage-reclaim";
+/// Event reason: a claim of class `liqo` that cannot be provisioned as it is.
+pub const REASON_REFUSED: &str = "ProvisioningRefused";
+/// Event reason: a claim provisioned.
+pub const REASON_PROVISIONED: &str = "Provisioned";
+
+/// The storage controllers, when the fabric is on (`--enable-storage`).
+pub fn controllers(
+    ctx: &Arc<Context>,
+    shutdown: impl futures::Future<Output = ()> + Send + Sync + Clone + 'static,
+    inflight: &InFlight,
+    config: &ControllerConfig,
+) -> Vec<BoxFuture<'static, ()>> {
+    let Some(s) = &ctx.settings.storage else {
+        return Vec::new();
+    };
+    let client = &ctx.client;
+    let provisioner = Controller::new(
+        Api::<PersistentVolumeClaim>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    // A twin claim's events (bound, deleted) concern its virtual claim.
+    .watches(
+        Api::<PersistentVolumeClaim>::namespaced(client.clone(), &s.namespace),
+        watcher::Config::default().labels(consts::VIRTUAL_PVC_NAME),
+        |twin| {
+            let l = twin.metadata.labels.as_ref()?;
+            Some(
+                ObjectRef::new(l.get(consts::VIRTUAL_PVC_NAME)?)
+                    .within(l.get(consts::VIRTUAL_PVC_NAMESPACE)?),
+            )
+        },
+    )
+    .with_config(config.clone())
+    .graceful_shutdown_on(shutdown.clone())
+    .run(
+        tracked(NAME, inflight, provision),
+        policy::<PersistentVolumeClaim>(NAME),
+        ctx.clone(),
+    )
+    .for_each(log(NAME))
+    .boxed();
+    let reclaimer = Controller::new(
+        Api::<PersistentVolume>::all(client.clone()),
+        watcher::Config::default().labels(consts::VIRTUAL_PVC_NAME),
+    )
+    .with_config(config.clone())
+    .graceful_shutdown_on(shutdown)
+    .run(
+        tracked(RECLAIM, inflight, reclaim_volume),
+        policy::<PersistentVolume>(RECLAIM),
+        ctx.clone(),
+    )
+    .for_each(log(RECLAIM))
+    .boxed();
+    vec![provisioner, reclaimer]
+}
+
+/// What the selected node is.
+async fn node_kind(ctx: &Context, name: &str) -> Result<NodeKind, Error> {
+    let node = Api::<Node>::all(ctx.client.clone())
+        .get_opt(name)
+        .await
+        .map_err(kerr(format!("get Node {name}")))?;
+    Ok(match node {
+        None => NodeKind::Missing,
+        Some(n)
+            if n.labels().get(labels::NODE_TYPE).map(String::as_str)
+                == Some(values::VIRTUAL_NODE) =>
+        {
+            NodeKind::Virtual
+        }
+        Some(_) => NodeKind::Physical,
+    })
+}
+
+/// The `liqo` class's reclaim policy (`Delete` when it says none).
+async fn reclaim_policy(ctx: &Context) -> Result<String, Error> {
+    let class = Api::<StorageClass>::all(ctx.client.clone())
+        .get_opt(consts::CLASS)
+        .await
+        .map_err(kerr(format!("get StorageClass {}", consts::CLASS)))?;
+    Ok(class
+        .and_then(|c| c.reclaim_policy)
+        .unwrap_or_else(|| "Delete".to_owned()))
+}
+
+/// One reconcile of a claim.
+pub async fn provision(
+    claim: Arc<PersistentVolumeClaim>,
+    ctx: Arc<Context>,
+) -> Result<Requeue, Error> {
+    ctx.metrics.reconcile(NAME);
+    let Some(s) = &ctx.settings.storage else {
+        return Ok(Requeue::await_change());
+    };
+    let bound = claim
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.as_deref())
+        .is_some_and(|v| !v.is_empty());
+    if !storage::is_virtual(&claim) || bound || claim.metadata.deletion_timestamp.is_some() {
+        return Ok(Requeue::await_change());
+    }
+    let Some(node) = storage::selected_node(&claim) else {
+        return Ok(Requeue::await_change());
+    };
+    let uid = claim.uid().ok_or(Error::Incomplete("claim UID"))?;
+    let volumes = Api::<PersistentVolume>::all(ctx.client.clone());
+    let twins = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &s.namespace);
+    let volume_name = forge::volume_name(&uid);
+    let volume = volumes
+        .get_opt(&volume_name)
+        .await
+        .map_err(kerr(format!("get PersistentVolume {volume_name}")))?;
+    let kind = node_kind(&ctx, node).await?;
+    let twin = match kind {
+        NodeKind::Physical => twins.get_opt(&uid).await.map_err(kerr(format!(
+            "get PersistentVolumeClaim {}/{uid}",
+            s.namespace
+        )))?,
+        _ => None,
+    };
+    let twin_volume = match twin
+        .as_ref()
+        .and_then(|t| t.spec.as_ref()?.volume_name.clone())
+    {
+        Some(v) if !v.is_empty() => volumes
+            .get_opt(&v)
+            .await
+            .map_err(kerr(format!("get PersistentVolume {v}")))?,
+        _ => None,
+    };
+    let settings = Settings {
+        reclaim: reclaim_policy(&ctx).await?,
+        ..s.clone()
+    };
+    let observed = Observed {
+        claim: &claim,
+        node: kind,
+        volume: volume.as_ref(),
+        twin: twin.as_ref(),
+        twin_volume: twin_volume.as_ref(),
+        settings: &settings,
+    };
+    let action = decide::decide(&observed).map_err(|e| Error::Storage(Box::new(e)))?;
+    let who = format!(
+        "{}/{}",
+        claim.namespace().unwrap_or_default(),
+        claim.name_any()
+    );
+    match action {
+        Action::Nothing(why) => {
+            tracing::debug!(claim = %who, why, "nothing to do");
+            Ok(Requeue::requeue(ctx.settings.resync))
+        }
+        Action::CreateTwin(t) => {
+            create(&twins, &t, "PersistentVolumeClaim").await?;
+            tracing::info!(claim = %who, twin = %format!("{}/{uid}", s.namespace), node, "twin claim created");
+            Ok(Requeue::await_change())
+        }
+        Action::CreateVolume(v) => {
+            create(&volumes, &v, "PersistentVolume").await?;
+            let note = match kind {
+                NodeKind::Virtual => format!(
+                    "volume {volume_name} provisioned on virtual node {node}: the data lives on the provider (a copy of this claim there)"
+                ),
+                _ => format!(
+                    "volume {volume_name} provisioned on node {node} (twin claim {}/{uid})",
+                    s.namespace
+                ),
+            };
+            tracing::info!(claim = %who, volume = %volume_name, node, "volume provisioned");
+            event(
+                &ctx,
+                &claim.object_ref(&()),
+                false,
+                REASON_PROVISIONED,
+                note,
+            )
+            .await;
+            Ok(Requeue::await_change())
+        }
+        Action::Refuse(note) => {
+            tracing::warn!(claim = %who, %note, "not provisioned");
+            event(&ctx, &claim.object_ref(&()), true, REASON_REFUSED, note).await;
+            Ok(Requeue::requeue(ctx.settings.resync))
+        }
+    }
+}
+
+/// Creates `object`; one already there (a retry after a lost answer) is done.
+async fn create<K>(api: &Api<K>, object: &K, kind: &str) -> Result<(), Error>
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    match api.create(&PostParams::default(), object).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+        Err(e) => Err(kerr(format!(
+            "create {kind} {}",
+            object.meta().name.as_deref().unwrap_or_default()
+        ))(e)),
+    }
+}
+
+fn delete_params(uid: String) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    }
+}
+
+/// One reconcile of a volume of ours.
+pub async fn reclaim_volume(
+    volume: Arc<PersistentVolume>,
+    ctx: Arc<Context>,
+) -> Result<Requeue, Error> {
+    ctx.metrics.reconcile(RECLAIM);
+    let Some(s) = &ctx.settings.storage else {
+        return Ok(Requeue::await_change());
+    };
+    if !forge::is_ours(&volume) {
+        return Ok(Requeue::await_change());
+    }
+    let claim_uid = volume
+        .spec
+        .as_ref()
+        .and_then(|s| s.claim_ref.as_ref()?.uid.clone());
+    let twins = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &s.namespace);
+    let twin = match &claim_uid {
+        Some(uid) => twins.get_opt(uid).await.map_err(kerr(format!(
+            "get PersistentVolumeClaim {}/{uid}",
+            s.namespace
+        )))?,
+        None => None,
+    };
+    match reclaim::decide(&volume, twin.as_ref()) {
+        reclaim::Action::Nothing(why) => {
+            tracing::debug!(volume = %volume.name_any(), why, "nothing to reclaim");
+            Ok(Requeue::await_change())
+        }
+        reclaim::Action::DeleteTwin {
+            namespace,
+            name,
+            uid,
+        } => {
+            twins
+                .delete(&name, &delete_params(uid))
+                .await
+                .map(drop)
+                .or_else(not_found)
+                .map_err(kerr(format!(
+                    "delete PersistentVolumeClaim {namespace}/{name}"
+                )))?;
+            tracing::info!(volume = %volume.name_any(), twin = %format!("{namespace}/{name}"), "released: twin claim deleted");
+            // The volume goes once the twin is gone (polled: the twin's deletion is not this
+            // controller's event).
+            Ok(Requeue::requeue(Duration::from_secs(2)))
+        }
+        reclaim::Action::DeleteVolume { name, uid } => {
+            Api::<PersistentVolume>::all(ctx.client.clone())
+                .delete(&name, &delete_params(uid))
+                .await
+                .map(drop)
+                .or_else(not_found)
+                .map_err(kerr(format!("delete PersistentVolume {name}")))?;
+            tracing::info!(volume = %name, "released: volume deleted");
+            Ok(Requeue::await_change())
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! What becomes of a volume of ours once its claim is gone (phase `Released`): with reclaim
+//! policy `Delete`, the twin claim first (its class's provisioner deletes the real data), then
+//! the volume; with `Retain`, nothing (the operator keeps both). A volume whose claim exists is
+//! never touched.
+
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+
+use super::forge;
+
+/// One thing to do about a volume.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Nothing (why, for the log).
+    Nothing(&'static str),
+    /// Delete the twin claim (UID precondition).
+    DeleteTwin {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// Its UID.
+        uid: String,
+    },
+    /// Delete the volume (UID precondition).
+    DeleteVolume {
+        /// Its name.
+        name: String,
+        /// Its UID.
+        uid: String,
+    },
+}
+
+/// What to do about `volume`, given the claim named after its claim's UID in the twin
+/// namespace (`twin`, if any).
+pub fn decide(volume: &PersistentVolume, twin: Option<&PersistentVolumeClaim>) -> Action {
+    if !forge::is_ours(volume) {
+        return Action::Nothing("not provisioned by liqo.io/storage");
+    }
+    if volume.metadata.deletion_timestamp.is_some() {
+        return Action::Nothing("being deleted");
+    }
+    let phase = volume.status.as_ref().and_then(|s| s.phase.as_deref());
+    if phase != Some("Released") {
+        return Action::Nothing("its claim exists");
+    }
+    let spec = volume.spec.as_ref();
+    if spec.and_then(|s| s.persistent_volume_reclaim_policy.as_deref()) != Some("Delete") {
+        return Action::Nothing("reclaim policy is not Delete");
+    }
+    let claim = spec.and_then(|s| s.claim_ref.as_ref());
+    let (ns, name) = (
+        claim
+            .and_then(|c| c.namespace.as_deref())
+            .unwrap_or_default(),
+        claim.and_then(|c| c.name.as_deref()).unwrap_or_default(),
+    );
+    match twin {
+        Some(t) if forge::is_twin_of(t, ns, name) => {
+            if t.metadata.deletion_timestamp.is_some() {
+                Action::Nothing("its twin claim is being deleted")
+            } else {
+                Action::DeleteTwin {
+                    namespace: t.metadata.namespace.clone().unwrap_or_default(),
+                    name: t.metadata.name.clone().unwrap_or_default(),
+                    uid: t.metadata.uid.clone().unwrap_or_default(),
+                }
+            }
+        }
+        _ => Action::DeleteVolume {
+            name: volume.metadata.name.clone().unwrap_or_default(),
+            uid: volume.metadata.uid.clone().unwrap_or_default(),
+        },
+    }
+}
