@@ -4,8 +4,10 @@
 //! [`reclaim`] over the volumes we provisioned (a released one goes after its twin claim).
 //! The decisions are `control::storage`'s; this module reads, creates and deletes.
 //!
-//! It never copies a claim to a provider (the virtual kubelet does), never deletes a claim it
-//! did not make, and never deletes anything while the claim it backs exists.
+//! It creates the twin claims' namespace when it first needs it (the chart does not own it:
+//! it holds data). It never copies a claim to a provider (the virtual kubelet does), never
+//! deletes a claim it did not make, never deletes the namespace, and never deletes anything
+//! while the claim it backs exists.
 
 use std::{sync::Arc, time::Duration};
 
@@ -19,7 +21,7 @@ use control::{
 };
 use futures::{FutureExt, StreamExt, future::BoxFuture};
 use k8s_openapi::api::{
-    core::v1::{Node, PersistentVolume, PersistentVolumeClaim},
+    core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim},
     storage::v1::StorageClass,
 };
 use kube::{
@@ -198,6 +200,7 @@ pub async fn provision(
             Ok(Requeue::requeue(ctx.settings.resync))
         }
         Action::CreateTwin(t) => {
+            ensure_namespace(&ctx, &s.namespace).await?;
             create(&twins, &t, "PersistentVolumeClaim").await?;
             tracing::info!(claim = %who, twin = %format!("{}/{uid}", s.namespace), node, "twin claim created");
             Ok(Requeue::await_change())
@@ -230,6 +233,30 @@ pub async fn provision(
             Ok(Requeue::requeue(ctx.settings.resync))
         }
     }
+}
+
+/// Creates the twin claims' namespace if it is not there (not the chart's: neither an
+/// uninstall nor a reinstall trips over it while it holds data).
+async fn ensure_namespace(ctx: &Context, name: &str) -> Result<(), Error> {
+    let api = Api::<Namespace>::all(ctx.client.clone());
+    if api
+        .get_opt(name)
+        .await
+        .map_err(kerr(format!("get Namespace {name}")))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let ns = Namespace {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    create(&api, &ns, "Namespace").await?;
+    tracing::info!(namespace = name, "the twin claims' namespace created");
+    Ok(())
 }
 
 /// Creates `object`; one already there (a retry after a lost answer) is done.

@@ -5,7 +5,9 @@
 //! Rules (design 15 §3.1, §5.12): a name that is not a DNS-1123 label, or is reserved, is
 //! never created; an existing namespace is never adopted (the I/O side creates by POST) and
 //! never deleted unless it carries this map's `liqo.io/managed-by-namespace-map` (deletion
-//! carries a UID precondition); a phase comes from observation only, never from a call that
+//! carries a UID precondition) and never while it holds the consumer's claims of class `liqo`
+//! (their data: kept, a Warning Event says why, until they are deleted by name); a phase comes
+//! from observation only, never from a call that
 //! returned OK. It never talks to the apiserver: the controller observes and acts.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +41,9 @@ pub struct NsView {
     pub managed_by: Option<String>,
     /// Whether it has a `deletionTimestamp`.
     pub terminating: bool,
+    /// The consumer's copies of its claims of class `liqo` there (the data of its offloaded
+    /// pods), by name: while any is there the namespace is kept.
+    pub claims: Vec<String>,
 }
 
 /// What the controller observed for one NamespaceMap copy.
@@ -113,6 +118,36 @@ pub const RESERVED_NAME: &str = "ReservedNamespace";
 pub const CONFLICT: &str = "NamespaceConflict";
 /// Event reason: a namespace to release is not this map's (left alone).
 pub const NOT_OURS: &str = "NamespaceNotManaged";
+/// Event reason: a namespace to release still holds the consumer's claims (kept until they
+/// are deleted by name).
+pub const HOLDS_DATA: &str = "NamespaceHoldsData";
+
+/// Deletes namespace `name` (`ns`), unless it holds claims: then a Warning Event names them and
+/// says how to let it go.
+fn delete_unless_data(
+    o: &Observed<'_>,
+    name: &str,
+    ns: &NsView,
+    actions: &mut Vec<Action>,
+    events: &mut Vec<Action>,
+) {
+    if ns.claims.is_empty() {
+        actions.push(Action::DeleteNamespace {
+            name: name.to_owned(),
+            uid: ns.uid.clone(),
+        });
+        return;
+    }
+    events.push(Action::Event {
+        reason: HOLDS_DATA,
+        message: format!(
+            "namespace {name:?} is kept: it holds the data of the consumer's claims {:?} \
+             (NamespaceMap {:?}); it goes once they are deleted (at home: \
+             `liqoctl unoffload --delete-remote-volumes`, or the claims deleted by name)",
+            ns.claims, o.key
+        ),
+    });
+}
 
 /// Names no consumer may have created or deleted, whatever the map says: `default`,
 /// `kube-*` (`kube-system`, `kube-public`, `kube-node-lease`) and tenant namespaces
@@ -208,10 +243,7 @@ pub fn decide(o: &Observed<'_>) -> Vec<Action> {
     for (name, ns) in o.namespaces {
         let ours = ns.managed_by.as_deref() == Some(o.key);
         if ours && !ns.terminating && !seen.contains(name.as_str()) && !reserved(o, name) {
-            actions.push(Action::DeleteNamespace {
-                name: name.clone(),
-                uid: ns.uid.clone(),
-            });
+            delete_unless_data(o, name, ns, &mut actions, &mut events);
         }
     }
     let any_ours = o
@@ -253,10 +285,7 @@ fn release(
         return None;
     }
     if !ns.terminating {
-        actions.push(Action::DeleteNamespace {
-            name: remote.to_owned(),
-            uid: ns.uid.clone(),
-        });
+        delete_unless_data(o, remote, ns, actions, events);
     }
     Some(MappingPhase::Terminating)
 }

@@ -6,7 +6,8 @@
 //! 10 home pods Running on `liqo-milan` whose IPs are rome's view of milan's pods; the remote
 //! ShadowPods and pods labelled and stripped; chapter 14's Service reflected, every address of a
 //! reflected slice reached over TCP, an offloaded pod's token listing its home namespace's
-//! pods through the tunnel; a remote pod deleted is re-created by milan alone
+//! pods through the tunnel; claims of class `liqo` provisioned where their first consumer
+//! runs (`offload_lab::storage`); a remote pod deleted is re-created by milan alone
 //! (also while rome's API server is frozen) and rome shows the restart; a home pod deleted goes
 //! remotely first; scale to 0 leaves nothing; the virtual kubelet frozen makes the node
 //! Unknown and tainted, killed it comes back and adopts (no duplicates, the orphan removed);
@@ -152,6 +153,10 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
     let milan_id = k.liqo.get("milan").unwrap().cluster_id.clone();
     let rome_id = k.liqo.get("rome").unwrap().cluster_id.clone();
 
+    // The storage fabric's stand-in real class, before the peering (milan's offer names it).
+    for c in [&rome, &milan] {
+        offload_lab::storage::prepare(c).await;
+    }
     let t = Instant::now();
     k.peer("rome", "milan").unwrap();
     k.peer("milan", "rome").unwrap();
@@ -252,6 +257,14 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         "TIMING the home API server reached from milan at {host}:{port} with {first}'s token \
          ({listed} pods listed): {:.1} s",
         secs(t)
+    );
+
+    // The storage fabric: claims of class liqo provisioned where their first consumer runs.
+    let (home_secs, remote_secs) =
+        offload_lab::storage::claims_follow_their_first_consumer(&rome, &milan).await;
+    println!(
+        "TIMING a liqo claim's first consumer Running on a rome node: {home_secs:.1} s; on \
+         {NODE} (the copy bound on milan): {remote_secs:.1} s"
     );
 
     // 2. A remote pod deleted: milan re-creates it; rome shows the restart.

@@ -25,7 +25,10 @@ use control::{
         Action, NsView, Observed, binding_is_right, decide, namespace, role_binding,
     },
 };
-use k8s_openapi::api::{core::v1::Namespace, rbac::v1::RoleBinding};
+use k8s_openapi::api::{
+    core::v1::{Namespace, PersistentVolumeClaim},
+    rbac::v1::RoleBinding,
+};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PostParams, Preconditions},
@@ -37,10 +40,6 @@ use crate::{
     error::{Error, kube as kerr},
     kit::{apply, apply_status, set_finalizers, with_finalizer},
 };
-
-/// The chart's namespace of the virtual storage class's volumes: reserved like Liqo's own, never
-/// made, bound or deleted for a consumer.
-pub const STORAGE_NAMESPACE: &str = "liqo-storage";
 
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "namespacemap";
@@ -69,6 +68,7 @@ fn view(n: &Namespace) -> NsView {
         uid: n.metadata.uid.clone().unwrap_or_default(),
         managed_by: n.annotations().get(MANAGED_BY_NAMESPACE_MAP).cloned(),
         terminating: n.meta().deletion_timestamp.is_some(),
+        claims: Vec::new(),
     }
 }
 
@@ -132,6 +132,18 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
             namespaces.insert(n, view(&found));
         }
     }
+    // The consumer's copies of its liqo claims (their data): a namespace holding any is kept.
+    let claims = Api::<PersistentVolumeClaim>::all(client.clone())
+        .list(&ListParams::default().labels(&format!("{}={origin}", labels::OFFLOADED_ORIGIN)))
+        .await
+        .map_err(kerr(format!("list the claims of {origin}")))?;
+    for c in claims.items {
+        if let (Some(n), Some(v)) = (c.namespace(), c.metadata.name.clone())
+            && let Some(view) = namespaces.get_mut(&n)
+        {
+            view.claims.push(v);
+        }
+    }
     let mut bindings = BTreeMap::new();
     for (n, v) in &namespaces {
         if v.managed_by.as_deref() != Some(key.as_str()) {
@@ -146,7 +158,14 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
             found.is_some_and(|b| binding_is_right(&b, &origin)),
         );
     }
-    let reserved = BTreeSet::from([ctx.settings.namespace.clone(), STORAGE_NAMESPACE.to_owned()]);
+    let storage = ctx
+        .settings
+        .storage
+        .as_ref()
+        .map_or(control::consts::storage::NAMESPACE.to_owned(), |s| {
+            s.namespace.clone()
+        });
+    let reserved = BTreeSet::from([ctx.settings.namespace.clone(), storage]);
     let observed = Observed {
         key: &key,
         desired: &map.spec.desired_mapping,

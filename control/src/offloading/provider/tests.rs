@@ -42,6 +42,7 @@ impl World {
             uid: format!("uid-{name}"),
             managed_by: managed_by.map(String::from),
             terminating,
+            claims: Vec::new(),
         };
         self.namespaces.insert(name.into(), view);
         self.bindings.insert(name.into(), bound);
@@ -370,4 +371,53 @@ fn a_reserved_namespace_is_never_deleted_even_if_annotated() {
         assert_eq!(actions[0], Action::Status(BTreeMap::new()), "{name}");
     }
     assert!(is_reserved("kube-public") && !is_reserved("kubernetes") && !is_reserved("liqo-demo"));
+}
+
+#[test]
+fn a_namespace_holding_the_consumers_claims_is_kept_and_says_why() {
+    let mut w =
+        World::new()
+            .ours("demo", false, true)
+            .has("demo", "demo", Some(MappingPhase::Accepted));
+    w.namespaces.get_mut("demo").unwrap().claims = vec!["data".into(), "logs".into()];
+    let actions = w.decide();
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNamespace { .. })),
+        "{actions:?}"
+    );
+    let Some(Action::Event { reason, message }) = actions.last() else {
+        panic!("an Event: {actions:?}")
+    };
+    assert_eq!(*reason, HOLDS_DATA);
+    assert!(
+        message.contains(r#"["data", "logs"]"#) && message.contains("--delete-remote-volumes"),
+        "{message}"
+    );
+    // The map deleting (unpeer): kept too, and the finalizer waits.
+    w.deleting = true;
+    let actions = w.decide();
+    assert!(!actions.contains(&Action::RemoveFinalizer), "{actions:?}");
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNamespace { .. }))
+    );
+    // An orphan of ours holding claims: kept as well.
+    let mut w = World::new().ours("old", false, false);
+    w.namespaces.get_mut("old").unwrap().claims = vec!["data".into()];
+    assert!(matches!(
+        w.decide().as_slice(),
+        [Action::Event {
+            reason: HOLDS_DATA,
+            ..
+        }]
+    ));
+    // The claims deleted: the namespace goes.
+    w.namespaces.get_mut("old").unwrap().claims.clear();
+    assert!(matches!(
+        w.decide().as_slice(),
+        [Action::DeleteNamespace { .. }]
+    ));
 }

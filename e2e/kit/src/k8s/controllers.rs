@@ -3,7 +3,8 @@
 
 /// The kube-controller-manager's controllers not started: what neither Liqo nor its tests use
 /// (workload kinds other than Deployments, ReplicaSets and DaemonSets (the chart's route
-/// agents), volumes, autoscaling, dynamic resources, cloud providers). Each one costs informers, lists at start and CPU on a 2-core
+/// agents), volume attachment and expansion (the PV binder and the PV and PVC protections stay:
+/// the storage fabric binds claims), autoscaling, dynamic resources, cloud providers). Each one costs informers, lists at start and CPU on a 2-core
 /// machine that runs many clusters. `LIQO_K8S_ALL_CONTROLLERS=1` starts all of them.
 const CONTROLLERS_OFF: &[&str] = &[
     "cloud-node-lifecycle-controller",
@@ -16,10 +17,7 @@ const CONTROLLERS_OFF: &[&str] = &[
     "legacy-serviceaccount-token-cleaner-controller",
     "node-route-controller",
     "persistentvolume-attach-detach-controller",
-    "persistentvolume-binder-controller",
     "persistentvolume-expander-controller",
-    "persistentvolume-protection-controller",
-    "persistentvolumeclaim-protection-controller",
     "podcertificaterequest-cleaner-controller",
     "podgroup-protection-controller",
     "replicationcontroller-controller",
@@ -63,6 +61,9 @@ mod tests {
             "garbage-collector-controller",
             "certificatesigningrequest-signing-controller",
             "node-lifecycle-controller",
+            "persistentvolume-binder-controller",
+            "persistentvolume-protection-controller",
+            "persistentvolumeclaim-protection-controller",
         ] {
             assert!(!off.contains(&needed), "{needed} is off: {f}");
         }

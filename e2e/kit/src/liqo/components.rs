@@ -151,6 +151,8 @@ fn manager_args(c: &Ctx<'_>) -> Vec<String> {
         format!("127.0.0.1:{}", c.webhook),
         s("--webhook-cert-names"),
         s("127.0.0.1,localhost"),
+        // The storage fabric, as the chart turns it on (files/liqo-storage.yaml is applied).
+        s("--enable-storage=true"),
     ];
     if let Some(ipam) = c.ipam {
         args.extend([s("--ipam-address"), s(ipam)]);

@@ -18,6 +18,7 @@ use serde_json::json;
 pub(crate) mod api;
 pub(crate) mod reach;
 pub(crate) mod services;
+pub(crate) mod storage;
 
 /// The offloaded namespace (same name remotely: EnforceSameName).
 pub(crate) const NS: &str = "liqo-demo";

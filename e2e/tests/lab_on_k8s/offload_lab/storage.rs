@@ -1,0 +1,314 @@
+//! The storage fabric on the lab's control planes (kwok nodes: binding and placement, no data;
+//! control-plane.md §6): a no-provisioner class `lab-local`, default on both clusters, stands
+//! in for the real class, with static local volumes on milan (its scheduler binds them) and,
+//! on rome, the test acting as the real class's provisioner for the twin claims (a volume made
+//! for each, pre-bound). Then:
+//! - a claim of class `liqo` whose first consumer lands on a rome node: the twin claim bound in
+//!   `liqo-storage`, the virtual volume with the real one's source and affinity plus
+//!   `liqo.io/type DoesNotExist`, a second consumer on the same node;
+//! - a claim of class `liqo` whose first consumer is offloaded: the placeholder volume pinned to
+//!   `liqo-milan`, the copy on milan bound with the offer's class, a second consumer on
+//!   `liqo-milan`;
+//! - both claims deleted: the virtual volume after the twin, the copy on milan with its claim.
+
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, PostParams},
+};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{NS, until};
+
+/// The stand-in for the real class (no provisioner, bound at the first consumer).
+pub(crate) const REAL: &str = "lab-local";
+/// The namespace of the claim used on rome's own nodes (not offloaded).
+const HOME_NS: &str = "storage-home";
+const NODE: &str = "liqo-milan";
+
+fn obj<T: DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).unwrap()
+}
+
+async fn create<K>(api: &Api<K>, v: Value)
+where
+    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let what = format!("creating {}", v["metadata"]["name"]);
+    api.create(&PostParams::default(), &obj(v))
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// The stand-in class, the default on `c` (before the peering: milan's offer names it).
+pub(crate) async fn prepare(c: &Client) {
+    create(
+        &Api::<k8s_openapi::api::storage::v1::StorageClass>::all(c.clone()),
+        json!({"metadata": {"name": REAL, "annotations":
+                {"storageclass.kubernetes.io/is-default-class": "true"}},
+               "provisioner": "kubernetes.io/no-provisioner",
+               "volumeBindingMode": "WaitForFirstConsumer", "reclaimPolicy": "Delete"}),
+    )
+    .await;
+}
+
+/// A local volume of the stand-in class on `node`, bound in advance to `claim` if given.
+fn local_volume(name: &str, node: &str, claim: Option<(&str, &str)>) -> Value {
+    let mut v = json!({
+        "metadata": {"name": name},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                 "storageClassName": REAL, "persistentVolumeReclaimPolicy": "Retain",
+                 "local": {"path": format!("/mnt/{name}")},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}}
+    });
+    if let Some((ns, n)) = claim {
+        v["spec"]["claimRef"] = json!({"namespace": ns, "name": n});
+    }
+    v
+}
+
+fn claim(name: &str) -> Value {
+    json!({"metadata": {"name": name},
+           "spec": {"storageClassName": "liqo", "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}})
+}
+
+fn pod(name: &str, claim: &str) -> Value {
+    json!({"metadata": {"name": name},
+           "spec": {"containers": [{"name": "main", "image": "busybox:1.37",
+                                    "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}},
+                                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}],
+                    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]}})
+}
+
+/// The node `name` runs on, once Running.
+async fn running(api: &Api<Pod>, name: &str) -> Result<String, String> {
+    let p = api.get(name).await.map_err(|e| e.to_string())?;
+    let phase = p.status.as_ref().and_then(|s| s.phase.clone());
+    match (phase.as_deref(), p.spec.and_then(|s| s.node_name)) {
+        (Some("Running"), Some(n)) => Ok(n),
+        other => Err(format!("{other:?}")),
+    }
+}
+
+async fn bound(
+    api: &Api<PersistentVolumeClaim>,
+    name: &str,
+) -> Result<PersistentVolumeClaim, String> {
+    let c = api.get(name).await.map_err(|e| e.to_string())?;
+    match c.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Bound") => Ok(c),
+        other => Err(format!("phase {other:?}")),
+    }
+}
+
+fn affinity(v: &PersistentVolume) -> Value {
+    serde_json::to_value(&v.spec.as_ref().unwrap().node_affinity).unwrap()
+}
+
+/// Runs the checks; returns the seconds each binding took.
+pub(crate) async fn claims_follow_their_first_consumer(
+    rome: &Client,
+    milan: &Client,
+) -> (f64, f64) {
+    let volumes = Api::<PersistentVolume>::all(rome.clone());
+    // A static local volume on milan's n0 for the copy (milan's scheduler binds it).
+    create(
+        &Api::<PersistentVolume>::all(milan.clone()),
+        local_volume("milan-n0-a", "n0", None),
+    )
+    .await;
+    create(
+        &Api::<Namespace>::all(rome.clone()),
+        json!({"metadata": {"name": HOME_NS}}),
+    )
+    .await;
+
+    // 1. On rome's own nodes.
+    let t = Instant::now();
+    let claims = Api::<PersistentVolumeClaim>::namespaced(rome.clone(), HOME_NS);
+    let pods = Api::<Pod>::namespaced(rome.clone(), HOME_NS);
+    create(&claims, claim("data")).await;
+    let uid = claims.get("data").await.unwrap().metadata.uid.unwrap();
+    create(&pods, pod("first", "data")).await;
+    let twins = Api::<PersistentVolumeClaim>::namespaced(rome.clone(), "liqo-storage");
+    let twin = until(60, "the twin claim in liqo-storage", || {
+        let twins = twins.clone();
+        let uid = uid.clone();
+        async move { twins.get(&uid).await.map_err(|e| e.to_string()) }
+    })
+    .await;
+    let labels = twin.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels["storage.liqo.io/virtual-pvc-namespace"], HOME_NS);
+    assert_eq!(labels["storage.liqo.io/virtual-pvc-name"], "data");
+    assert_eq!(
+        twin.spec.as_ref().unwrap().storage_class_name.as_deref(),
+        Some(REAL),
+        "the default class"
+    );
+    let node =
+        twin.metadata.annotations.clone().unwrap_or_default()["volume.kubernetes.io/selected-node"]
+            .clone();
+    assert!(!node.starts_with("liqo-"), "a physical node: {node}");
+    // The real class's provisioner (the test): a volume on that node for the twin.
+    create(
+        &volumes,
+        local_volume(&format!("real-{uid}"), &node, Some(("liqo-storage", &uid))),
+    )
+    .await;
+    let on = until(90, "the first consumer Running", || running(&pods, "first")).await;
+    let home_secs = t.elapsed().as_secs_f64();
+    assert_eq!(on, node, "the pod runs where its claim was provisioned");
+    bound(&twins, &uid).await.expect("the twin claim is bound");
+    let c = bound(&claims, "data")
+        .await
+        .expect("the virtual claim is bound");
+    let v = volumes
+        .get(c.spec.unwrap().volume_name.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        v.metadata.name.as_deref(),
+        Some(format!("pvc-{uid}").as_str())
+    );
+    let spec = v.spec.as_ref().unwrap();
+    assert_eq!(
+        spec.local.as_ref().unwrap().path,
+        format!("/mnt/real-{uid}")
+    );
+    assert_eq!(spec.storage_class_name.as_deref(), Some("liqo"));
+    assert_eq!(
+        affinity(&v),
+        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]},
+            {"key": "liqo.io/type", "operator": "DoesNotExist"}]}]}})
+    );
+    create(&pods, pod("second", "data")).await;
+    let on = until(60, "the second consumer Running", || {
+        running(&pods, "second")
+    })
+    .await;
+    assert_eq!(on, node, "a later consumer follows the data");
+
+    // 2. Offloaded: the first consumer lands on liqo-milan.
+    let t = Instant::now();
+    let claims_o = Api::<PersistentVolumeClaim>::namespaced(rome.clone(), NS);
+    let pods_o = Api::<Pod>::namespaced(rome.clone(), NS);
+    create(&claims_o, claim("data")).await;
+    let uid_o = claims_o.get("data").await.unwrap().metadata.uid.unwrap();
+    create(&pods_o, pod("stateful-0", "data")).await;
+    let on = until(120, "the offloaded consumer Running", || {
+        running(&pods_o, "stateful-0")
+    })
+    .await;
+    let remote_secs = t.elapsed().as_secs_f64();
+    assert_eq!(on, NODE);
+    let c = bound(&claims_o, "data")
+        .await
+        .expect("the virtual claim is bound");
+    let v = volumes
+        .get(c.spec.unwrap().volume_name.as_deref().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        v.metadata.name.as_deref(),
+        Some(format!("pvc-{uid_o}").as_str())
+    );
+    assert_eq!(
+        v.spec.as_ref().unwrap().host_path.as_ref().unwrap().path,
+        "/tmp/liqo-placeholder"
+    );
+    assert_eq!(
+        affinity(&v),
+        json!({"required": {"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [NODE]}]}]}})
+    );
+    let remote_claims = Api::<PersistentVolumeClaim>::namespaced(milan.clone(), NS);
+    let copy = until(60, "the copy bound on milan", || {
+        bound(&remote_claims, "data")
+    })
+    .await;
+    let cs = copy.spec.as_ref().unwrap();
+    assert_eq!(
+        cs.storage_class_name.as_deref(),
+        Some(REAL),
+        "the offer's class"
+    );
+    assert_eq!(cs.volume_name.as_deref(), Some("milan-n0-a"));
+    let remote_pod = Api::<Pod>::namespaced(milan.clone(), NS)
+        .get("stateful-0")
+        .await
+        .unwrap();
+    assert_eq!(
+        remote_pod.spec.unwrap().node_name.as_deref(),
+        Some("n0"),
+        "where the data is"
+    );
+    create(&pods_o, pod("stateful-1", "data")).await;
+    let on = until(120, "the second offloaded consumer Running", || {
+        running(&pods_o, "stateful-1")
+    })
+    .await;
+    assert_eq!(on, NODE, "a later consumer follows the data to liqo-milan");
+
+    // 3. Deleted by name: the data goes, after the pods.
+    for (p, c, names) in [
+        (&pods, &claims, ["first", "second"]),
+        (&pods_o, &claims_o, ["stateful-0", "stateful-1"]),
+    ] {
+        for n in names {
+            p.delete(n, &DeleteParams::default().grace_period(0))
+                .await
+                .unwrap();
+        }
+        c.delete("data", &DeleteParams::default()).await.unwrap();
+    }
+    for (what, name) in [
+        ("the virtual volume", format!("pvc-{uid}")),
+        ("the placeholder", format!("pvc-{uid_o}")),
+    ] {
+        until(90, &format!("{what} deleted"), || {
+            let (volumes, name) = (volumes.clone(), name.clone());
+            async move {
+                match volumes.get_opt(&name).await.map_err(|e| e.to_string())? {
+                    None => Ok(()),
+                    Some(v) => Err(format!("{:?}", v.status.and_then(|s| s.phase))),
+                }
+            }
+        })
+        .await;
+    }
+    assert!(
+        twins.get_opt(&uid).await.unwrap().is_none(),
+        "the twin claim went first"
+    );
+    until(60, "the copy on milan deleted", || {
+        let remote_claims = remote_claims.clone();
+        async move {
+            match remote_claims
+                .get_opt("data")
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                None => Ok(()),
+                Some(_) => Err("still there".into()),
+            }
+        }
+    })
+    .await;
+    // What the test made itself.
+    Api::<Namespace>::all(rome.clone())
+        .delete(HOME_NS, &DeleteParams::default())
+        .await
+        .unwrap();
+    let left = Api::<PersistentVolumeClaim>::namespaced(rome.clone(), NS)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(left.items.is_empty(), "no claim left in {NS}");
+    (home_secs, remote_secs)
+}
