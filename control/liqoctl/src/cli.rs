@@ -204,6 +204,10 @@ pub struct UnpeerArgs {
     /// How long to wait for the teardown.
     #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
     pub timeout: Duration,
+    /// Delete the claims of class liqo whose data lives on this peer (and that data) instead
+    /// of refusing.
+    #[arg(long)]
+    pub delete_remote_volumes: bool,
 }
 
 /// `unpeer` modes.
@@ -218,6 +222,10 @@ pub enum UnpeerMode {
         /// How long to wait for the teardown.
         #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
         timeout: Duration,
+        /// Delete the claims of class liqo whose data lives on this peer (and that data)
+        /// instead of refusing.
+        #[arg(long)]
+        delete_remote_volumes: bool,
     },
     /// Disable an in-band peering on both clusters and tear its tunnel down.
     #[command(name = "in-band", visible_alias = "ib")]

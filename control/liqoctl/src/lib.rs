@@ -5,7 +5,8 @@
 //! `unpeer in-band`, holding both clusters' kubeconfigs, build the tunnel first and send the
 //! authentication and API traffic through it ([`inband`]); `offload namespace` and
 //! `unoffload namespace` write or delete a namespace's NamespaceOffloading and follow its
-//! phase ([`offload`]); `status` shows the identity, the auth URL and the peerings;
+//! phase ([`offload`]; both unoffload and unpeer refuse while claims of class `liqo` hold
+//! data on a provider, [`volumes`]); `status` shows the identity, the auth URL and the peerings;
 //! `rotate-key` gives the gateway a new WireGuard key and follows the peers back
 //! ([`rotate`]); `install` and `uninstall` with Helm and the chart built in ([`install`]);
 //! `version` and `completion`.
@@ -31,6 +32,7 @@ pub mod render;
 pub mod rotate;
 pub mod stages;
 pub mod unpeer;
+pub mod volumes;
 
 use clap::CommandFactory;
 use cli::{Cli, Command, Generate, Offload, PeerMode, Unoffload, UnpeerMode};
@@ -67,6 +69,9 @@ pub enum Error {
     /// `uninstall`.
     #[error(transparent)]
     Uninstall(#[from] install::uninstall::UninstallError),
+    /// `unoffload` and `unpeer` with claims holding data on a provider.
+    #[error(transparent)]
+    Volumes(#[from] volumes::VolumesError),
 }
 
 /// Runs the parsed command; `program` is how to name ourselves in printed commands
@@ -112,8 +117,21 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
             }
             offload::offload(&connect().await?, &obj, args.timeout).await?;
         }
-        Command::Unoffload(Unoffload::Namespace { name, timeout }) => {
-            offload::unoffload(&connect().await?, name.as_str(), *timeout).await?;
+        Command::Unoffload(Unoffload::Namespace {
+            name,
+            timeout,
+            delete_remote_volumes,
+        }) => {
+            let client = connect().await?;
+            volumes::guard(
+                &client,
+                volumes::Scope::Namespace(name.as_str()),
+                *delete_remote_volumes,
+                &format!("unoffload namespace {name}"),
+                program,
+            )
+            .await?;
+            offload::unoffload(&client, name.as_str(), *timeout).await?;
         }
         Command::Install(args) => {
             let helm = install::helm::Helm::find(cli.kubeconfig.as_deref(), cli.context.as_deref());
@@ -178,12 +196,27 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
                 return Ok(());
             }
             let client = connect().await?;
-            let (name, timeout) = match (&args.mode, &args.name) {
-                (Some(UnpeerMode::OutOfBand { name, timeout }), _) => (name, *timeout),
-                (None, Some(name)) => (name, args.timeout),
+            let (name, timeout, delete_remote_volumes) = match (&args.mode, &args.name) {
+                (
+                    Some(UnpeerMode::OutOfBand {
+                        name,
+                        timeout,
+                        delete_remote_volumes,
+                    }),
+                    _,
+                ) => (name, *timeout, *delete_remote_volumes),
+                (None, Some(name)) => (name, args.timeout, args.delete_remote_volumes),
                 (Some(UnpeerMode::InBand { .. }), _) => unreachable!("handled above"),
                 (None, None) => unreachable!("clap requires a name without a subcommand"),
             };
+            volumes::guard(
+                &client,
+                volumes::Scope::Peer(name.as_str()),
+                delete_remote_volumes,
+                &format!("unpeer {name}"),
+                program,
+            )
+            .await?;
             peer::disable(&client, ns, name.as_str(), timeout).await?;
         }
     }

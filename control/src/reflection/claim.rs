@@ -4,7 +4,8 @@
 //! modes and volume mode asked; Kubernetes' binding annotations stay home. Every other claim
 //! is not this reflector's: one of another class has no copy; one of class `liqo` bound
 //! elsewhere (a physical node, another virtual node) or not bound yet waits, and a copy made
-//! earlier is never deleted for it (its data stays until the local claim is deleted).
+//! earlier is never deleted for it (its data stays until the local claim is deleted: from the
+//! moment it is marked for deletion, its pods still holding it).
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 use liqo_types::FieldError;
@@ -18,6 +19,11 @@ impl Reflect for PersistentVolumeClaim {
     fn skip(local: &Self, ctx: &Ctx<'_>, _inputs: &Inputs) -> Option<Skip> {
         if !storage::is_virtual(local) {
             return Some(Skip::Excluded("not of class liqo"));
+        }
+        if local.metadata.deletion_timestamp.is_some() {
+            // Deleted by name (it waits for its pods): its copy goes too, and the provider
+            // may let the namespace go (a copy being deleted holds no data it keeps).
+            return Some(Skip::Excluded("being deleted"));
         }
         if storage::selected_node(local) != Some(ctx.node) {
             // Wait, not Excluded: a copy is deleted only with its local claim.

@@ -11,7 +11,8 @@
 //! (also while rome's API server is frozen) and rome shows the restart; a home pod deleted goes
 //! remotely first; scale to 0 leaves nothing; the virtual kubelet frozen makes the node
 //! Unknown and tainted, killed it comes back and adopts (no duplicates, the orphan removed);
-//! `kubectl logs` relays milan's; unpeer with 50 pods evicts them, removes the node and the
+//! `kubectl logs` relays milan's; unpeer is refused while a claim of class `liqo` holds data on
+//! milan, and with `--delete-remote-volumes` and 50 pods evicts them, removes the node and the
 //! remote namespace, and leaves milan's peering with rome. Prints the timings it measures.
 //!
 //! Needs the binaries next to this test or in `$LIQO_BIN_DIR` (see lab_k8s_root.rs), and
@@ -85,12 +86,22 @@ async fn node_ready(rome: &Client) -> Result<Node, String> {
     }
 }
 
+/// The ShadowPods of the Deployment's pods (the storage step's stateful pods stay until the
+/// unpeer).
 async fn shadows(milan: &Client) -> Vec<ShadowPod> {
     Api::<ShadowPod>::namespaced(milan.clone(), NS)
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
+        .into_iter()
+        .filter(|s| {
+            s.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with(&format!("{}-", offload_lab::APP)))
+        })
+        .collect()
 }
 
 /// The remote pod of each home pod: same name.
@@ -266,6 +277,7 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         "TIMING a liqo claim's first consumer Running on a rome node: {home_secs:.1} s; on \
          {NODE} (the copy bound on milan): {remote_secs:.1} s"
     );
+    offload_lab::storage::unoffload_keeps_remote_data_unless_asked(&k, &rome, &milan).await;
 
     // 2. A remote pod deleted: milan re-creates it; rome shows the restart.
     let victim = home[0].metadata.name.clone().unwrap();
@@ -514,8 +526,31 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         running_on(&rome, NODE, 50)
     })
     .await;
+    // The offloaded claim of the storage step holds data on milan: refused, naming it.
+    let out = k
+        .tool("liqoctl", "rome", &["unpeer", "out-of-band", "milan"])
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "unpeer refused: {err}");
+    assert!(
+        err.contains("liqo-demo/data (on liqo-milan)"),
+        "the refusal names the claim: {err}"
+    );
+    assert!(node_ready(&rome).await.is_ok(), "nothing changed");
     let t = Instant::now();
-    k.unpeer("rome", "milan").unwrap();
+    run(
+        &k,
+        "liqoctl",
+        "rome",
+        &[
+            "unpeer",
+            "out-of-band",
+            "milan",
+            "--timeout",
+            "120s",
+            "--delete-remote-volumes",
+        ],
+    );
     println!(
         "TIMING liqoctl unpeer with 50 offloaded pods: {:.1} s",
         secs(t)

@@ -179,15 +179,20 @@ fn peer_and_unpeer_forms() {
     assert_eq!((n.as_str(), timeout), ("consumer", Duration::from_secs(10)));
     let cli = parse(&["unpeer", "out-of-band", "milan"]).unwrap();
     let Command::Unpeer(UnpeerArgs {
-        mode: Some(UnpeerMode::OutOfBand { name, timeout }),
+        mode:
+            Some(UnpeerMode::OutOfBand {
+                name,
+                timeout,
+                delete_remote_volumes,
+            }),
         ..
     }) = cli.command
     else {
         panic!()
     };
     assert_eq!(
-        (name.as_str(), timeout),
-        ("milan", Duration::from_secs(120))
+        (name.as_str(), timeout, delete_remote_volumes),
+        ("milan", Duration::from_secs(120), false)
     );
     let cli = parse(&["unpeer", "milan"]).unwrap();
     assert!(matches!(
@@ -195,9 +200,28 @@ fn peer_and_unpeer_forms() {
         Command::Unpeer(UnpeerArgs {
             mode: None,
             name: Some(_),
+            delete_remote_volumes: false,
             ..
         })
     ));
+    for argv in [
+        &["unpeer", "milan", "--delete-remote-volumes"][..],
+        &["unpeer", "out-of-band", "milan", "--delete-remote-volumes"],
+    ] {
+        let cli = parse(argv).unwrap();
+        let Command::Unpeer(args) = cli.command else {
+            panic!()
+        };
+        let asked = match args.mode {
+            Some(UnpeerMode::OutOfBand {
+                delete_remote_volumes,
+                ..
+            }) => delete_remote_volumes,
+            _ => args.delete_remote_volumes,
+        };
+        assert!(asked, "{argv:?}");
+    }
+    assert!(parse(&["unoffload", "namespace", "demo", "--delete-remote-volumes"]).is_ok());
     assert!(parse(&["unpeer", "Bad_Name"]).is_err());
 }
 

@@ -76,6 +76,10 @@ pub enum Unoffload {
         /// How long to wait for the teardown.
         #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
         timeout: Duration,
+        /// Delete the namespace's claims of class liqo whose data lives on a provider (and
+        /// that data) instead of refusing.
+        #[arg(long)]
+        delete_remote_volumes: bool,
     },
 }
 

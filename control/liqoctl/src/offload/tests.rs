@@ -344,7 +344,7 @@ mod flags {
             assert_eq!(serde_json::to_value(o.pod_offloading_strategy).unwrap(), s);
         }
         let cli = parse(&["unoffload", "namespace", "foo"]).unwrap();
-        let Command::Unoffload(Unoffload::Namespace { name, timeout }) = cli.command else {
+        let Command::Unoffload(Unoffload::Namespace { name, timeout, .. }) = cli.command else {
             panic!("not unoffload")
         };
         assert_eq!((name.as_str(), timeout), ("foo", Duration::from_secs(120)));

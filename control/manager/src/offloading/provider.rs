@@ -46,6 +46,8 @@ pub const NAME: &str = "namespacemap";
 
 /// How soon a map is observed again after a write (its outcome is then reported).
 pub const AGAIN: std::time::Duration = std::time::Duration::from_millis(500);
+/// How soon a map whose namespace is kept for its data is looked at again.
+pub const KEPT_AGAIN: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The namespaces of a consumer this controller may have made.
 pub fn namespaces_selector(origin: &ClusterId) -> String {
@@ -137,7 +139,12 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
         .list(&ListParams::default().labels(&format!("{}={origin}", labels::OFFLOADED_ORIGIN)))
         .await
         .map_err(kerr(format!("list the claims of {origin}")))?;
-    for c in claims.items {
+    // One being deleted (asked by name) holds nothing to keep.
+    for c in claims
+        .items
+        .iter()
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+    {
         if let (Some(n), Some(v)) = (c.namespace(), c.metadata.name.clone())
             && let Some(view) = namespaces.get_mut(&n)
         {
@@ -181,11 +188,21 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
     let mut new_status = None;
     // A write whose outcome nothing watched reports (a RoleBinding) is observed again soon.
     let mut wrote = false;
+    // A namespace kept for its data is looked at again soon (the claims' deletion is not
+    // this controller's event).
+    let mut kept = false;
     for action in decide(&observed) {
         if let Action::Status(s) = action {
             new_status = Some(s);
             continue;
         }
+        kept |= matches!(
+            action,
+            Action::Event {
+                reason: control::offloading::provider::HOLDS_DATA,
+                ..
+            }
+        );
         wrote |= !matches!(action, Action::Event { .. });
         if failed.is_some() {
             continue;
@@ -215,6 +232,7 @@ pub async fn reconcile(map: Arc<NamespaceMap>, ctx: Arc<Context>) -> Result<Requ
     match failed {
         Some(e) => Err(e),
         None if wrote => Ok(Requeue::requeue(AGAIN)),
+        None if kept => Ok(Requeue::requeue(KEPT_AGAIN)),
         None => Ok(Requeue::requeue(ctx.settings.resync)),
     }
 }

@@ -89,6 +89,13 @@ fn other_claims_are_not_copied_and_a_copy_goes_only_with_its_claim() {
         decide(Some(&claim("standard", NODE)), None, &ctx, &inputs),
         Action::Nothing
     );
+    // The local claim marked for deletion (its pods still hold it): the copy goes too.
+    let mut deleting = claim("liqo", NODE);
+    deleting.metadata.deletion_timestamp = Some(obj(json!("2026-11-30T03:00:00Z")));
+    assert!(matches!(
+        decide(Some(&deleting), Some(&remote), &ctx, &inputs),
+        Action::Delete { .. }
+    ));
     // The local claim deleted: the copy goes (its data with it, as asked).
     assert!(matches!(
         decide::<PersistentVolumeClaim>(None, Some(&remote), &ctx, &inputs),

@@ -347,3 +347,21 @@ fn a_rejected_status_turns_true_conditions_false_and_containers_not_ready() {
         )
     );
 }
+
+/// Externally managed storage (manual §20.2): a pod's own volumes reach the remote pod as they
+/// are, a claim that exists only on the provider included.
+#[test]
+fn a_pods_own_volumes_reach_the_remote_pod_verbatim() {
+    let (home, _) = ids();
+    let mut spec = local_pod().spec.unwrap();
+    let volumes: Vec<k8s_openapi::api::core::v1::Volume> = serde_json::from_value(json!([
+        {"name": "db", "persistentVolumeClaim": {"claimName": "only-on-milan", "readOnly": true}},
+        {"name": "nfs", "nfs": {"server": "10.0.0.9", "path": "/exports/a"}},
+        {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}},
+        {"name": "cfg", "configMap": {"name": "settings", "defaultMode": 420}}
+    ]))
+    .unwrap();
+    spec.volumes = Some(volumes.clone());
+    let remote = remote_pod_spec(&spec, &home, None);
+    assert_eq!(remote.volumes, Some(volumes));
+}

@@ -9,19 +9,27 @@
 //! - a claim of class `liqo` whose first consumer is offloaded: the placeholder volume pinned to
 //!   `liqo-milan`, the copy on milan bound with the offer's class, a second consumer on
 //!   `liqo-milan`;
-//! - both claims deleted: the virtual volume after the twin, the copy on milan with its claim.
+//! - a pod on `liqo-milan` naming a claim that exists only on milan (externally managed
+//!   storage, manual §20.2): the remote pod has it verbatim and runs;
+//! - the home claim deleted: the virtual volume after the twin (the offloaded one stays: the
+//!   unpeer at the end of the test is refused for it, then asked to delete it);
+//! - `liqoctl unoffload namespace` of another namespace with such a claim: refused naming it,
+//!   then with `--delete-remote-volumes` the claim, its copy, the placeholder and the remote
+//!   namespace gone.
 
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, PostParams},
+    api::{DeleteParams, PostParams},
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{NS, until};
+use e2e::lab::k8s::K8sLab;
+
+use super::{NS, run, until};
 
 /// The stand-in for the real class (no provisioner, bound at the first consumer).
 pub(crate) const REAL: &str = "lab-local";
@@ -255,60 +263,205 @@ pub(crate) async fn claims_follow_their_first_consumer(
     .await;
     assert_eq!(on, NODE, "a later consumer follows the data to liqo-milan");
 
-    // 3. Deleted by name: the data goes, after the pods.
-    for (p, c, names) in [
-        (&pods, &claims, ["first", "second"]),
-        (&pods_o, &claims_o, ["stateful-0", "stateful-1"]),
-    ] {
-        for n in names {
-            p.delete(n, &DeleteParams::default().grace_period(0))
-                .await
-                .unwrap();
-        }
-        c.delete("data", &DeleteParams::default()).await.unwrap();
+    // Externally managed storage (§20.2): a claim that exists only on milan, named by a pod
+    // placed on liqo-milan by nodeName, reaches the remote pod verbatim.
+    create(
+        &Api::<PersistentVolume>::all(milan.clone()),
+        local_volume("milan-n1-ext", "n1", None),
+    )
+    .await;
+    let ext = json!({"metadata": {"name": "only-on-milan"},
+           "spec": {"storageClassName": REAL, "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}});
+    create(&remote_claims, ext).await;
+    let mut p = pod("ext-0", "only-on-milan");
+    p["spec"]["nodeName"] = json!(NODE);
+    create(&pods_o, p).await;
+    until(120, "ext-0 Running", || running(&pods_o, "ext-0")).await;
+    let remote = Api::<Pod>::namespaced(milan.clone(), NS)
+        .get("ext-0")
+        .await
+        .unwrap();
+    let vols = serde_json::to_value(&remote.spec.as_ref().unwrap().volumes).unwrap();
+    assert!(
+        vols.as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["persistentVolumeClaim"]["claimName"] == "only-on-milan"),
+        "the claim verbatim: {vols}"
+    );
+    bound(&remote_claims, "only-on-milan")
+        .await
+        .expect("milan bound its own claim");
+    pods_o
+        .delete("ext-0", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+
+    // 3. The home claim deleted by name: the virtual volume goes after the twin claim.
+    for n in ["first", "second"] {
+        pods.delete(n, &DeleteParams::default().grace_period(0))
+            .await
+            .unwrap();
     }
-    for (what, name) in [
-        ("the virtual volume", format!("pvc-{uid}")),
-        ("the placeholder", format!("pvc-{uid_o}")),
-    ] {
-        until(90, &format!("{what} deleted"), || {
-            let (volumes, name) = (volumes.clone(), name.clone());
-            async move {
-                match volumes.get_opt(&name).await.map_err(|e| e.to_string())? {
-                    None => Ok(()),
-                    Some(v) => Err(format!("{:?}", v.status.and_then(|s| s.phase))),
-                }
-            }
-        })
-        .await;
-    }
+    claims
+        .delete("data", &DeleteParams::default())
+        .await
+        .unwrap();
+    gone(&volumes, &format!("pvc-{uid}"), "the virtual volume").await;
     assert!(
         twins.get_opt(&uid).await.unwrap().is_none(),
         "the twin claim went first"
     );
-    until(60, "the copy on milan deleted", || {
-        let remote_claims = remote_claims.clone();
+    Api::<Namespace>::all(rome.clone())
+        .delete(HOME_NS, &DeleteParams::default())
+        .await
+        .unwrap();
+    // The offloaded claim stays (with stateful-0 and -1): the unpeer at the end is refused
+    // for it.
+    (home_secs, remote_secs)
+}
+
+/// Polls until the cluster-scoped object `name` is gone.
+async fn gone<K>(api: &Api<K>, name: &str, what: &str)
+where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    until(90, &format!("{what} {name} deleted"), || {
+        let (api, name) = (api.clone(), name.to_owned());
         async move {
-            match remote_claims
-                .get_opt("data")
-                .await
-                .map_err(|e| e.to_string())?
-            {
+            match api.get_opt(&name).await.map_err(|e| e.to_string())? {
                 None => Ok(()),
                 Some(_) => Err("still there".into()),
             }
         }
     })
     .await;
-    // What the test made itself.
+}
+
+/// `liqoctl unoffload namespace` with a claim of class `liqo` holding data on milan: refused
+/// naming it, nothing changed; with `--delete-remote-volumes`: done, the claim, its copy, the
+/// placeholder and the remote namespace gone.
+pub(crate) async fn unoffload_keeps_remote_data_unless_asked(
+    k: &K8sLab,
+    rome: &Client,
+    milan: &Client,
+) {
+    const OFF: &str = "storage-off";
+    create(
+        &Api::<PersistentVolume>::all(milan.clone()),
+        local_volume("milan-n0-b", "n0", None),
+    )
+    .await;
+    create(
+        &Api::<Namespace>::all(rome.clone()),
+        json!({"metadata": {"name": OFF}}),
+    )
+    .await;
+    run(
+        k,
+        "liqoctl",
+        "rome",
+        &[
+            "offload",
+            "namespace",
+            OFF,
+            "--namespace-mapping-strategy",
+            "EnforceSameName",
+            "--pod-offloading-strategy",
+            "Remote",
+            "--timeout",
+            "2m",
+        ],
+    );
+    let claims = Api::<PersistentVolumeClaim>::namespaced(rome.clone(), OFF);
+    let pods = Api::<Pod>::namespaced(rome.clone(), OFF);
+    create(&claims, claim("data")).await;
+    let uid = claims.get("data").await.unwrap().metadata.uid.unwrap();
+    create(&pods, pod("s-0", "data")).await;
+    until(120, "s-0 Running", || running(&pods, "s-0")).await;
+    let remote_claims = Api::<PersistentVolumeClaim>::namespaced(milan.clone(), OFF);
+    until(60, "the copy bound on milan", || {
+        bound(&remote_claims, "data")
+    })
+    .await;
+
+    let out = k
+        .tool("liqoctl", "rome", &["unoffload", "namespace", OFF])
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "refused: {err}");
+    assert!(
+        err.contains("storage-off/data (on liqo-milan)") && err.contains("--delete-remote-volumes"),
+        "the refusal names the claim and the way out: {err}"
+    );
+    // Nothing changed.
+    let offloading =
+        Api::<control::api::offloading::NamespaceOffloading>::namespaced(rome.clone(), OFF);
+    assert!(
+        offloading
+            .get_opt(control::api::offloading::NAME)
+            .await
+            .unwrap()
+            .is_some(),
+        "still offloaded"
+    );
+    bound(&remote_claims, "data")
+        .await
+        .expect("the copy is still bound");
+    assert!(claims.get_opt("data").await.unwrap().is_some());
+
+    let t = Instant::now();
+    let out = run(
+        k,
+        "liqoctl",
+        "rome",
+        &["unoffload", "namespace", OFF, "--delete-remote-volumes"],
+    );
+    assert!(out.contains("Claim storage-off/data deleted"), "{out}");
+    gone(
+        &Api::<Namespace>::all(milan.clone()),
+        OFF,
+        "the remote namespace",
+    )
+    .await;
+    println!(
+        "TIMING unoffload --delete-remote-volumes, the data gone on milan: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+    // The home claim goes with its last pod (s-0, OffloadingAborted: a bare pod, nobody
+    // replaces it), then its placeholder.
+    assert!(
+        claims
+            .get("data")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some(),
+        "the home claim is marked for deletion"
+    );
+    pods.delete("s-0", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    gone(
+        &Api::<PersistentVolume>::all(rome.clone()),
+        &format!("pvc-{uid}"),
+        "the placeholder",
+    )
+    .await;
+    until(60, "the claim gone at home", || {
+        let claims = claims.clone();
+        async move {
+            match claims.get_opt("data").await.map_err(|e| e.to_string())? {
+                None => Ok(()),
+                Some(_) => Err("still there".into()),
+            }
+        }
+    })
+    .await;
     Api::<Namespace>::all(rome.clone())
-        .delete(HOME_NS, &DeleteParams::default())
+        .delete(OFF, &DeleteParams::default())
         .await
         .unwrap();
-    let left = Api::<PersistentVolumeClaim>::namespaced(rome.clone(), NS)
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    assert!(left.items.is_empty(), "no claim left in {NS}");
-    (home_secs, remote_secs)
 }
