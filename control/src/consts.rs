@@ -308,9 +308,11 @@ pub mod storage {
     pub const PROVISIONER: &str = "liqo.io/storage";
     /// Where the twin (real) claims of the claims bound on physical nodes live.
     pub const NAMESPACE: &str = "liqo-storage";
-    /// On a twin claim: the namespace of the virtual claim it backs.
+    /// Label on a twin claim and on a volume we provision: the namespace of the virtual claim
+    /// it backs.
     pub const VIRTUAL_PVC_NAMESPACE: &str = "storage.liqo.io/virtual-pvc-namespace";
-    /// On a twin claim: the name of the virtual claim it backs.
+    /// Annotation on a twin claim and on a volume we provision: the name of the virtual claim
+    /// it backs (an annotation: a claim's name may be longer than a label value).
     pub const VIRTUAL_PVC_NAME: &str = "storage.liqo.io/virtual-pvc-name";
     /// On a claim: the node its first consumer was scheduled on (the scheduler sets it).
     pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
@@ -320,6 +322,9 @@ pub mod storage {
     pub const BETA_STORAGE_PROVISIONER: &str = "volume.beta.kubernetes.io/storage-provisioner";
     /// On a provisioned volume: its provisioner (the PV controller leaves its deletion to it).
     pub const PROVISIONED_BY: &str = "pv.kubernetes.io/provisioned-by";
+    /// Event reason on a claim marked for deletion: the virtual kubelet deleted its copy on
+    /// the provider.
+    pub const REASON_COPY_DELETED: &str = "RemoteCopyDeleted";
     /// The hostPath of a volume whose data lives on a provider (never mounted: its pods run
     /// there).
     pub const PLACEHOLDER_PATH: &str = "/tmp/liqo-placeholder";

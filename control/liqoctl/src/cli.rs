@@ -236,6 +236,10 @@ pub enum UnpeerMode {
         /// How long to wait for the teardown.
         #[arg(long, default_value = DEFAULT_TIMEOUT, value_parser = parse_timeout)]
         timeout: Duration,
+        /// Delete the claims of class liqo whose data lives on the other cluster (on either
+        /// side, and that data) instead of refusing.
+        #[arg(long)]
+        delete_remote_volumes: bool,
     },
 }
 

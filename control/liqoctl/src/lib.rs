@@ -190,9 +190,15 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
             }
         }
         Command::Unpeer(args) => {
-            if let Some(UnpeerMode::InBand { remote, timeout }) = &args.mode {
+            if let Some(UnpeerMode::InBand {
+                remote,
+                timeout,
+                delete_remote_volumes,
+            }) = &args.mode
+            {
                 let (local, remote) = in_band_sides(&cli, remote).await?;
-                inband::run::unpeer(local, remote, *timeout).await?;
+                inband::run::unpeer(local, remote, *timeout, *delete_remote_volumes, program)
+                    .await?;
                 return Ok(());
             }
             let client = connect().await?;

@@ -1,8 +1,9 @@
 //! The storage fabric's guard for `unoffload namespace` and `unpeer`: the claims of class
 //! `liqo` whose data lives on a provider (bound on a virtual node) are found first; the command
-//! is refused naming each (and how to move it home or let it go) unless
-//! `--delete-remote-volumes` was given, which deletes them by name before going on (their
-//! copies on the provider, and the data, go with them).
+//! is refused naming each (and how to let it go) unless `--delete-remote-volumes` was given,
+//! which deletes them by name and waits until the virtual kubelet reports each copy deleted
+//! (an Event `RemoteCopyDeleted` on the claim) before going on: the provider keeps a namespace
+//! that holds a copy not being deleted.
 //!
 //! It never deletes a claim that was not named in what it printed, nor one bound on a node of
 //! this cluster.
@@ -14,7 +15,7 @@ use control::{
     consts::{labels, values},
     storage,
 };
-use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{Event, Node, PersistentVolumeClaim};
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, ListParams, Preconditions},
@@ -28,6 +29,13 @@ pub enum VolumesError {
     /// Claims hold data on a provider, and `--delete-remote-volumes` was not given.
     #[error("{0}")]
     Held(String),
+    /// A copy was not reported deleted by the virtual kubelet in time.
+    #[error(
+        "the copies of {0} were not reported deleted within {COPY_WAIT:?} (is the virtual \
+         kubelet of their node running?): the claims are marked for deletion; nothing else was \
+         changed"
+    )]
+    CopiesKept(String),
     /// A call to the apiserver failed.
     #[error("{what}")]
     Kube {
@@ -38,6 +46,9 @@ pub enum VolumesError {
         source: ApiFailure,
     },
 }
+
+/// How long the copies' deletion is waited for.
+pub const COPY_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> VolumesError {
     let what = what.into();
@@ -54,6 +65,8 @@ pub enum Scope<'a> {
     Namespace(&'a str),
     /// Every claim on the virtual node of one ForeignCluster (`unpeer`).
     Peer(&'a str),
+    /// Every claim on the virtual node of one cluster, by ID (`unpeer in-band`).
+    Cluster(&'a str),
 }
 
 /// A claim of class `liqo` whose data lives on a provider.
@@ -95,38 +108,37 @@ pub fn refusal(command: &str, program: &str, held: &[Held]) -> String {
         .iter()
         .map(|h| format!("{}/{} (on {})", h.namespace, h.name, h.node))
         .collect();
-    let first = &held[0];
     format!(
         "refusing to {command}: {} claim(s) of class liqo hold data on a provider: {}. Nothing was \
-         changed. Move each home first ({program} move volume {} --namespace {} --node <a node \
-         of this cluster>), or delete them and their data with {command} \
-         --delete-remote-volumes",
+         changed. Copy the data out first if you need it, then delete them and their data with \
+         {program} {command} --delete-remote-volumes",
         held.len(),
         list.join(", "),
-        first.name,
-        first.namespace,
     )
 }
 
 async fn virtual_nodes(
     client: &Client,
-    peer: Option<&str>,
+    scope: Scope<'_>,
 ) -> Result<BTreeSet<String>, VolumesError> {
     let mut selector = format!("{}={}", labels::NODE_TYPE, values::VIRTUAL_NODE);
-    if let Some(fc) = peer {
-        let found = Api::<ForeignCluster>::all(client.clone())
-            .get_opt(fc)
-            .await
-            .map_err(kube_err(format!("reading ForeignCluster {fc}")))?;
-        let Some(found) = found else {
-            // No such peer: nothing of it to guard (the command itself reports the name).
-            return Ok(BTreeSet::new());
-        };
-        selector.push_str(&format!(
-            ",{}={}",
-            labels::REMOTE_CLUSTER_ID,
-            found.spec.cluster_identity.cluster_id
-        ));
+    let id = match scope {
+        Scope::Namespace(_) => None,
+        Scope::Cluster(id) => Some(id.to_owned()),
+        Scope::Peer(fc) => {
+            let found = Api::<ForeignCluster>::all(client.clone())
+                .get_opt(fc)
+                .await
+                .map_err(kube_err(format!("reading ForeignCluster {fc}")))?;
+            let Some(found) = found else {
+                // No such peer: nothing of it to guard (the command itself reports the name).
+                return Ok(BTreeSet::new());
+            };
+            Some(found.spec.cluster_identity.cluster_id.to_string())
+        }
+    };
+    if let Some(id) = id {
+        selector.push_str(&format!(",{}={id}", labels::REMOTE_CLUSTER_ID));
     }
     Ok(Api::<Node>::all(client.clone())
         .list(&ListParams::default().labels(&selector))
@@ -148,11 +160,11 @@ pub async fn guard(
     command: &str,
     program: &str,
 ) -> Result<(), VolumesError> {
-    let (namespace, peer) = match scope {
-        Scope::Namespace(ns) => (Some(ns), None),
-        Scope::Peer(fc) => (None, Some(fc)),
+    let namespace = match scope {
+        Scope::Namespace(ns) => Some(ns),
+        Scope::Peer(_) | Scope::Cluster(_) => None,
     };
-    let nodes = virtual_nodes(client, peer).await?;
+    let nodes = virtual_nodes(client, scope).await?;
     if nodes.is_empty() {
         return Ok(());
     }
@@ -199,7 +211,60 @@ pub async fn guard(
             h.namespace, h.name, h.node
         );
     }
-    Ok(())
+    wait_copies_deleted(client, &held).await
+}
+
+/// Waits until the virtual kubelet reported each copy deleted (an Event on the claim), or the
+/// claim is gone: only then may the offloading go (a provider keeps a namespace holding a copy
+/// that is not being deleted).
+async fn wait_copies_deleted(client: &Client, held: &[Held]) -> Result<(), VolumesError> {
+    let deadline = tokio::time::Instant::now() + COPY_WAIT;
+    let mut left: Vec<&Held> = held.iter().collect();
+    loop {
+        let mut still = Vec::new();
+        for h in left {
+            if !copy_deleted(client, h).await? {
+                still.push(h);
+            }
+        }
+        if still.is_empty() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let names: Vec<String> = still
+                .iter()
+                .map(|h| format!("{}/{}", h.namespace, h.name))
+                .collect();
+            return Err(VolumesError::CopiesKept(names.join(", ")));
+        }
+        left = still;
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+async fn copy_deleted(client: &Client, h: &Held) -> Result<bool, VolumesError> {
+    let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &h.namespace)
+        .get_opt(&h.name)
+        .await
+        .map_err(kube_err(format!(
+            "reading claim {}/{}",
+            h.namespace, h.name
+        )))?;
+    if claim.is_none_or(|c| c.uid().as_deref() != Some(h.uid.as_str())) {
+        return Ok(true);
+    }
+    let events = Api::<Event>::namespaced(client.clone(), &h.namespace)
+        .list(&ListParams::default().fields(&format!(
+            "involvedObject.uid={},reason={}",
+            h.uid,
+            control::consts::storage::REASON_COPY_DELETED
+        )))
+        .await
+        .map_err(kube_err(format!(
+            "listing the Events of claim {}/{}",
+            h.namespace, h.name
+        )))?;
+    Ok(!events.items.is_empty())
 }
 
 #[cfg(test)]
@@ -246,9 +311,8 @@ mod tests {
             line,
             "refusing to unoffload namespace demo: 2 claim(s) of class liqo hold data on a \
              provider: demo/data (on liqo-milan), demo/logs (on liqo-milan). Nothing was changed. \
-             Move each home first (liqoctl move volume data --namespace demo --node <a node of \
-             this cluster>), or delete them and their data with unoffload namespace demo \
-             --delete-remote-volumes"
+             Copy the data out first if you need it, then delete them and their data with \
+             liqoctl unoffload namespace demo --delete-remote-volumes"
         );
     }
 }

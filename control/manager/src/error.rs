@@ -45,8 +45,8 @@ pub enum Error {
         #[source]
         source: Box<liqo_peering::grpc::GrpcError>,
     },
-    /// A storage fabric object could not be forged.
-    #[error("storage")]
+    /// A storage fabric object could not be forged (the cause names the object and field).
+    #[error("forging a storage fabric object")]
     Storage(#[source] Box<control::storage::StorageError>),
     /// An object without a name or namespace (never from the apiserver).
     #[error("object without {0}")]

@@ -1,7 +1,8 @@
 //! The storage fabric's provisioner (§6 of the control-plane spec) in the controller-manager,
 //! our own external-provisioner loop (no sidecar): [`provision`] over the claims of class
-//! `liqo` (twin claims, volumes; a twin's events and our volumes' queue their claim), and
-//! [`reclaim`] over the volumes we provisioned (a released one goes after its twin claim).
+//! `liqo` (twin claims, volumes; a twin's events queue its claim), [`reclaim_volume`] over the
+//! volumes we provisioned (a released one goes after its twin claim), and [`orphan_twin`] over
+//! the twin claims (one whose claim was deleted before its volume was made goes too).
 //! The decisions are `control::storage`'s; this module reads, creates and deletes.
 //!
 //! It creates the twin claims' namespace when it first needs it (the chart does not own it:
@@ -26,7 +27,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, PostParams, Preconditions},
+    api::{DeleteParams, Patch, PostParams, Preconditions},
     runtime::{
         Controller, controller::Action as Requeue, controller::Config as ControllerConfig,
         reflector::ObjectRef, watcher,
@@ -44,6 +45,8 @@ use crate::{
 pub const NAME: &str = "storage-provisioner";
 /// The reclaimer's name in metrics and logs.
 pub const RECLAIM: &str = "storage-reclaim";
+/// The twin claims' controller's name in metrics and logs.
+pub const ORPHANS: &str = "storage-twins";
 /// Event reason: a claim of class `liqo` that cannot be provisioned as it is.
 pub const REASON_REFUSED: &str = "ProvisioningRefused";
 /// Event reason: a claim provisioned.
@@ -67,13 +70,10 @@ pub fn controllers(
     // A twin claim's events (bound, deleted) concern its virtual claim.
     .watches(
         Api::<PersistentVolumeClaim>::namespaced(client.clone(), &s.namespace),
-        watcher::Config::default().labels(consts::VIRTUAL_PVC_NAME),
+        watcher::Config::default().labels(consts::VIRTUAL_PVC_NAMESPACE),
         |twin| {
-            let l = twin.metadata.labels.as_ref()?;
-            Some(
-                ObjectRef::new(l.get(consts::VIRTUAL_PVC_NAME)?)
-                    .within(l.get(consts::VIRTUAL_PVC_NAMESPACE)?),
-            )
+            let (ns, name) = forge::named_claim(&twin.metadata)?;
+            Some(ObjectRef::new(name).within(ns))
         },
     )
     .with_config(config.clone())
@@ -87,10 +87,10 @@ pub fn controllers(
     .boxed();
     let reclaimer = Controller::new(
         Api::<PersistentVolume>::all(client.clone()),
-        watcher::Config::default().labels(consts::VIRTUAL_PVC_NAME),
+        watcher::Config::default().labels(consts::VIRTUAL_PVC_NAMESPACE),
     )
     .with_config(config.clone())
-    .graceful_shutdown_on(shutdown)
+    .graceful_shutdown_on(shutdown.clone())
     .run(
         tracked(RECLAIM, inflight, reclaim_volume),
         policy::<PersistentVolume>(RECLAIM),
@@ -98,7 +98,20 @@ pub fn controllers(
     )
     .for_each(log(RECLAIM))
     .boxed();
-    vec![provisioner, reclaimer]
+    let orphans = Controller::new(
+        Api::<PersistentVolumeClaim>::namespaced(client.clone(), &s.namespace),
+        watcher::Config::default().labels(consts::VIRTUAL_PVC_NAMESPACE),
+    )
+    .with_config(config.clone())
+    .graceful_shutdown_on(shutdown)
+    .run(
+        tracked(ORPHANS, inflight, orphan_twin),
+        policy::<PersistentVolumeClaim>(ORPHANS),
+        ctx.clone(),
+    )
+    .for_each(log(ORPHANS))
+    .boxed();
+    vec![provisioner, reclaimer, orphans]
 }
 
 /// What the selected node is.
@@ -232,6 +245,24 @@ pub async fn provision(
             event(&ctx, &claim.object_ref(&()), true, REASON_REFUSED, note).await;
             Ok(Requeue::requeue(ctx.settings.resync))
         }
+        Action::Unselect(note) => {
+            let patch =
+                serde_json::json!({"metadata": {"annotations": {consts::SELECTED_NODE: null}}});
+            Api::<PersistentVolumeClaim>::namespaced(
+                ctx.client.clone(),
+                &claim.namespace().unwrap_or_default(),
+            )
+            .patch(
+                &claim.name_any(),
+                &crate::kit::merge_params(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(kerr(format!("unselect the node of claim {who}")))?;
+            tracing::warn!(claim = %who, %note, "selection undone");
+            event(&ctx, &claim.object_ref(&()), true, REASON_REFUSED, note).await;
+            Ok(Requeue::await_change())
+        }
     }
 }
 
@@ -311,6 +342,11 @@ pub async fn reclaim_volume(
     match reclaim::decide(&volume, twin.as_ref()) {
         reclaim::Action::Nothing(why) => {
             tracing::debug!(volume = %volume.name_any(), why, "nothing to reclaim");
+            // A twin still going (pvc-protection, a finalizer): its deletion is not this
+            // controller's event.
+            if twin.is_some() {
+                return Ok(Requeue::requeue(Duration::from_secs(2)));
+            }
             Ok(Requeue::await_change())
         }
         reclaim::Action::DeleteTwin {
@@ -342,4 +378,42 @@ pub async fn reclaim_volume(
             Ok(Requeue::await_change())
         }
     }
+}
+
+/// One reconcile of a twin claim: deleted when its claim is gone before its volume was made.
+pub async fn orphan_twin(
+    twin: Arc<PersistentVolumeClaim>,
+    ctx: Arc<Context>,
+) -> Result<Requeue, Error> {
+    ctx.metrics.reconcile(ORPHANS);
+    let Some((ns, name)) = forge::named_claim(&twin.metadata) else {
+        return Ok(Requeue::await_change());
+    };
+    let claim = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), ns)
+        .get_opt(name)
+        .await
+        .map_err(kerr(format!("get PersistentVolumeClaim {ns}/{name}")))?;
+    let volume_name = forge::volume_name(&twin.name_any());
+    let volume = Api::<PersistentVolume>::all(ctx.client.clone())
+        .get_opt(&volume_name)
+        .await
+        .map_err(kerr(format!("get PersistentVolume {volume_name}")))?;
+    let Some(reclaim::Action::DeleteTwin {
+        namespace,
+        name: twin_name,
+        uid,
+    }) = reclaim::orphan(&twin, claim.as_ref(), volume.is_some())
+    else {
+        return Ok(Requeue::requeue(ctx.settings.resync));
+    };
+    Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &namespace)
+        .delete(&twin_name, &delete_params(uid))
+        .await
+        .map(drop)
+        .or_else(not_found)
+        .map_err(kerr(format!(
+            "delete PersistentVolumeClaim {namespace}/{twin_name}"
+        )))?;
+    tracing::info!(twin = %format!("{namespace}/{twin_name}"), claim = %format!("{ns}/{name}"), "its claim is gone: twin claim deleted");
+    Ok(Requeue::await_change())
 }

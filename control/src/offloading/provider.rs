@@ -142,8 +142,9 @@ fn delete_unless_data(
         reason: HOLDS_DATA,
         message: format!(
             "namespace {name:?} is kept: it holds the data of the consumer's claims {:?} \
-             (NamespaceMap {:?}); it goes once they are deleted (at home: \
-             `liqoctl unoffload --delete-remote-volumes`, or the claims deleted by name)",
+             (NamespaceMap {:?}); it goes once they are deleted: by the consumer (its claims \
+             deleted by name, or `liqoctl unoffload --delete-remote-volumes` before \
+             unoffloading) or here (`kubectl delete pvc -n {name} ...`)",
             ns.claims, o.key
         ),
     });

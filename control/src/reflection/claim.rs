@@ -16,6 +16,12 @@ use crate::storage::{self, forge};
 impl Reflect for PersistentVolumeClaim {
     const KIND: Kind = Kind::PersistentVolumeClaim;
 
+    /// Opted out (`liqo.io/skip-reflection`), or labelled as a copy: an existing copy stays
+    /// (its data goes only with its claim, deleted by name).
+    fn keeps_excluded_copy(local: &Self) -> bool {
+        local.metadata.deletion_timestamp.is_none()
+    }
+
     fn skip(local: &Self, ctx: &Ctx<'_>, _inputs: &Inputs) -> Option<Skip> {
         if !storage::is_virtual(local) {
             return Some(Skip::Excluded("not of class liqo"));

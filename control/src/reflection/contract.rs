@@ -151,6 +151,12 @@ pub trait Reflect:
         true
     }
 
+    /// Whether the copy of `local`, excluded from reflection (opted out, a fixed exception), is
+    /// kept rather than deleted: a claim's copy holds data, and goes only with its claim.
+    fn keeps_excluded_copy(_local: &Self) -> bool {
+        false
+    }
+
     /// Why `local` is not reflected as it is (`None`: it is), beyond what `meta::skip`
     /// checks for every kind.
     fn skip(_local: &Self, _ctx: &Ctx<'_>, _inputs: &Inputs) -> Option<Skip> {

@@ -77,6 +77,7 @@ pub fn decide<K: Reflect>(
     };
     let skip = meta::skip(local.meta()).or_else(|| K::skip(local, ctx, inputs));
     match skip {
+        Some(Skip::Excluded(_)) if K::keeps_excluded_copy(local) => return Action::Nothing,
         Some(Skip::Excluded(_)) => return delete_ours(remote, ctx),
         Some(Skip::Wait(why)) => return Action::Wait(why),
         Some(Skip::Refused(e)) => return refused(e),

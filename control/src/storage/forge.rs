@@ -78,23 +78,29 @@ fn claim_ref(c: &Claim<'_>) -> ObjectReference {
     }
 }
 
-/// The labels by which a twin claim names its virtual claim.
-pub fn twin_labels(namespace: &str, name: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (
-            consts::VIRTUAL_PVC_NAMESPACE.to_owned(),
-            namespace.to_owned(),
-        ),
-        (consts::VIRTUAL_PVC_NAME.to_owned(), name.to_owned()),
-    ])
+/// How a twin claim (and a volume we provision) names its virtual claim: the namespace as a
+/// label (selectable), the name as an annotation (a claim's name may be longer than a label
+/// value).
+fn names_claim(meta: &mut ObjectMeta, namespace: &str, name: &str) {
+    meta.labels.get_or_insert_default().insert(
+        consts::VIRTUAL_PVC_NAMESPACE.to_owned(),
+        namespace.to_owned(),
+    );
+    meta.annotations
+        .get_or_insert_default()
+        .insert(consts::VIRTUAL_PVC_NAME.to_owned(), name.to_owned());
+}
+
+/// The virtual claim (namespace, name) a twin claim or a volume of ours names, if it does.
+pub fn named_claim(meta: &ObjectMeta) -> Option<(&str, &str)> {
+    let ns = meta.labels.as_ref()?.get(consts::VIRTUAL_PVC_NAMESPACE)?;
+    let name = meta.annotations.as_ref()?.get(consts::VIRTUAL_PVC_NAME)?;
+    Some((ns, name))
 }
 
 /// Whether `twin` names `virtual_claim` as the claim it backs.
 pub fn is_twin_of(twin: &PersistentVolumeClaim, namespace: &str, name: &str) -> bool {
-    let l = twin.metadata.labels.as_ref();
-    let get = |k: &str| l.and_then(|l| l.get(k)).map(String::as_str);
-    get(consts::VIRTUAL_PVC_NAMESPACE) == Some(namespace)
-        && get(consts::VIRTUAL_PVC_NAME) == Some(name)
+    named_claim(&twin.metadata) == Some((namespace, name))
 }
 
 /// The twin claim of `virtual_claim`, bound on physical node `node`: named after its UID in
@@ -109,17 +115,18 @@ pub fn twin_claim(
 ) -> Result<PersistentVolumeClaim, StorageError> {
     let c = claim(virtual_claim)?;
     let size = requested(virtual_claim)?;
+    let mut metadata = ObjectMeta {
+        name: Some(c.uid.to_owned()),
+        namespace: Some(namespace.to_owned()),
+        annotations: Some(BTreeMap::from([(
+            consts::SELECTED_NODE.to_owned(),
+            node.to_owned(),
+        )])),
+        ..ObjectMeta::default()
+    };
+    names_claim(&mut metadata, c.namespace, c.name);
     Ok(PersistentVolumeClaim {
-        metadata: ObjectMeta {
-            name: Some(c.uid.to_owned()),
-            namespace: Some(namespace.to_owned()),
-            labels: Some(twin_labels(c.namespace, c.name)),
-            annotations: Some(BTreeMap::from([(
-                consts::SELECTED_NODE.to_owned(),
-                node.to_owned(),
-            )])),
-            ..ObjectMeta::default()
-        },
+        metadata,
         spec: Some(PersistentVolumeClaimSpec {
             access_modes: c.spec.access_modes.clone(),
             volume_mode: c.spec.volume_mode.clone(),
@@ -150,15 +157,16 @@ fn physical_only() -> NodeSelector {
 
 /// The metadata of a volume we provision for `c`.
 fn volume_meta(c: &Claim<'_>) -> ObjectMeta {
-    ObjectMeta {
+    let mut meta = ObjectMeta {
         name: Some(volume_name(c.uid)),
-        labels: Some(twin_labels(c.namespace, c.name)),
         annotations: Some(BTreeMap::from([(
             consts::PROVISIONED_BY.to_owned(),
             consts::PROVISIONER.to_owned(),
         )])),
         ..ObjectMeta::default()
-    }
+    };
+    names_claim(&mut meta, c.namespace, c.name);
+    meta
 }
 
 /// The virtual volume of `virtual_claim`, mirroring `real` (the volume its twin claim is bound

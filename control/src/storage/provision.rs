@@ -6,8 +6,9 @@
 //!   claim is the virtual kubelet's).
 //! - Selected node physical: the twin claim in `liqo-storage`; once it is bound, the virtual
 //!   volume mirroring its volume.
-//! - Selected node gone, or the twin's name taken by a claim that is not the twin: refused,
-//!   with the reason (an Event on the claim); nothing is made.
+//! - Selected node gone: the selection is undone (the scheduler selects again), with an Event.
+//! - The twin's name taken by a claim that is not the twin: refused, with the reason (an Event
+//!   on the claim); nothing is made.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
@@ -64,6 +65,9 @@ pub enum Action {
     CreateVolume(Box<PersistentVolume>),
     /// Refused: a Warning Event on the claim says why; nothing is made.
     Refuse(String),
+    /// The selected node is gone: remove the claim's selected-node annotation (the scheduler
+    /// selects again, as with any external provisioner) and say why in a Warning Event.
+    Unselect(String),
 }
 
 /// What to do about `o.claim`.
@@ -95,8 +99,9 @@ pub fn decide(o: &Observed<'_>) -> Result<Action, StorageError> {
         return Ok(Action::Nothing("no node selected yet (first consumer)"));
     };
     match o.node {
-        NodeKind::Missing => Ok(Action::Refuse(format!(
-            "not provisioned: the selected node {node:?} does not exist"
+        NodeKind::Missing => Ok(Action::Unselect(format!(
+            "not provisioned: the selected node {node:?} does not exist; the scheduler selects \
+             another"
         ))),
         NodeKind::Virtual => Ok(Action::CreateVolume(Box::new(forge::placeholder_volume(
             claim,

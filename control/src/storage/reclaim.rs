@@ -1,7 +1,8 @@
 //! What becomes of a volume of ours once its claim is gone (phase `Released`): with reclaim
 //! policy `Delete`, the twin claim first (its class's provisioner deletes the real data), then
 //! the volume; with `Retain`, nothing (the operator keeps both). A volume whose claim exists is
-//! never touched.
+//! never touched. And what becomes of a twin claim whose virtual claim was deleted before its
+//! volume was made ([`orphan`]): deleted, as its claim was.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
@@ -71,4 +72,28 @@ pub fn decide(volume: &PersistentVolume, twin: Option<&PersistentVolumeClaim>) -
             uid: volume.metadata.uid.clone().unwrap_or_default(),
         },
     }
+}
+
+/// Whether `twin` is left over: the virtual claim it names is gone (or is another claim of
+/// that name: its UID is not the twin's name), and no volume was made for it (`volume`: whether
+/// `pvc-<twin's name>` exists; if it does, [`decide`] handles the release). Then the twin is
+/// to be deleted (UID precondition): its claim was deleted by name.
+pub fn orphan(
+    twin: &PersistentVolumeClaim,
+    claim: Option<&PersistentVolumeClaim>,
+    volume: bool,
+) -> Option<Action> {
+    let name = twin.metadata.name.as_deref()?;
+    forge::named_claim(&twin.metadata)?;
+    if volume || twin.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let live = claim.is_some_and(|c| {
+        c.metadata.uid.as_deref() == Some(name) && c.metadata.deletion_timestamp.is_none()
+    });
+    (!live).then(|| Action::DeleteTwin {
+        namespace: twin.metadata.namespace.clone().unwrap_or_default(),
+        name: name.to_owned(),
+        uid: twin.metadata.uid.clone().unwrap_or_default(),
+    })
 }

@@ -151,7 +151,10 @@ fn on_a_physical_node_a_twin_claim_then_the_virtual_volume_with_data_gravity() {
     }
     // The volume exists: the PV controller binds it.
     o.volume = Some(&v);
-    assert!(matches!(provision::decide(&o).unwrap(), Action::Nothing(_)));
+    assert_eq!(
+        provision::decide(&o).unwrap(),
+        Action::Nothing("its volume exists (the PV controller binds it)")
+    );
 }
 
 #[test]
@@ -184,9 +187,9 @@ fn on_a_virtual_node_a_placeholder_pinned_to_it_and_a_missing_node_is_refused() 
             Some(&["liqo-milan".to_owned()][..])
         )
     );
-    let Action::Refuse(why) = provision::decide(&observe(&c, NodeKind::Missing, &s)).unwrap()
+    let Action::Unselect(why) = provision::decide(&observe(&c, NodeKind::Missing, &s)).unwrap()
     else {
-        panic!("refused")
+        panic!("the selection undone")
     };
     assert!(why.contains("\"liqo-milan\" does not exist"), "{why}");
 }
@@ -197,6 +200,7 @@ fn a_twin_name_taken_by_another_claim_is_refused_and_a_claim_without_size_is_an_
     let c = claim("liqo", Some("n0"));
     let mut stranger = c.clone();
     stranger.metadata.labels = None;
+    stranger.metadata.annotations = None;
     let mut o = observe(&c, NodeKind::Physical, &s);
     o.twin = Some(&stranger);
     assert!(
@@ -242,23 +246,47 @@ fn a_released_volume_goes_after_its_twin_and_never_with_retain_or_a_claim() {
     );
     // A claim of that name that is not the twin is not deleted.
     let mut stranger = twin.clone();
-    stranger.metadata.labels = None;
+    stranger.metadata.annotations = None;
     assert!(matches!(
         reclaim::decide(&v, Some(&stranger)),
         reclaim::Action::DeleteVolume { .. }
     ));
-    assert!(matches!(
+    assert_eq!(
         reclaim::decide(&released("Retain", "Released"), Some(&twin)),
-        reclaim::Action::Nothing(_)
-    ));
-    assert!(matches!(
+        reclaim::Action::Nothing("reclaim policy is not Delete")
+    );
+    assert_eq!(
         reclaim::decide(&released("Delete", "Bound"), Some(&twin)),
-        reclaim::Action::Nothing(_)
-    ));
+        reclaim::Action::Nothing("its claim exists")
+    );
     let mut foreign = released("Delete", "Released");
     foreign.metadata.annotations = None;
     assert!(matches!(
         reclaim::decide(&foreign, None),
         reclaim::Action::Nothing(_)
     ));
+}
+
+#[test]
+fn a_twin_whose_claim_is_gone_before_its_volume_goes_too() {
+    let c = claim("liqo", Some("n0"));
+    let mut twin = forge::twin_claim(&c, "n0", None, "liqo-storage").unwrap();
+    twin.metadata.uid = Some("t-1".into());
+    // Its claim live: kept; a volume made: the release path's.
+    assert_eq!(reclaim::orphan(&twin, Some(&c), false), None);
+    assert_eq!(reclaim::orphan(&twin, None, true), None);
+    let gone = Some(reclaim::Action::DeleteTwin {
+        namespace: "liqo-storage".into(),
+        name: "u-1".into(),
+        uid: "t-1".into(),
+    });
+    assert_eq!(reclaim::orphan(&twin, None, false), gone);
+    // Another claim of that name (re-created): the twin is not its.
+    let mut other = c.clone();
+    other.metadata.uid = Some("u-2".into());
+    assert_eq!(reclaim::orphan(&twin, Some(&other), false), gone);
+    // Not a twin of ours (no names): never.
+    let mut stranger = twin.clone();
+    stranger.metadata.annotations = None;
+    assert_eq!(reclaim::orphan(&stranger, None, false), None);
 }

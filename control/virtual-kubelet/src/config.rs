@@ -146,10 +146,11 @@ impl ReflectionWorkers {
     };
 
     /// An in-process virtual kubelet's (the controller-manager's identity, whose role reads
-    /// Services and Secrets only): those, with the defaults' workers; the root CA.
+    /// Services, Secrets and claims only): those, with the defaults' workers; the root CA.
     pub const IN_PROCESS: ReflectionWorkers = ReflectionWorkers {
         service: 3,
         secret: 3,
+        persistentvolumeclaim: 3,
         ..ReflectionWorkers::NONE
     };
 
@@ -278,7 +279,11 @@ mod tests {
             .to_string();
         assert!(e.contains("kind=count"), "{e}");
         let args = ReflectionWorkers::default().args();
-        assert_eq!(args.len(), 12);
+        assert_eq!(args.len(), 14);
+        assert_eq!(
+            args[12..],
+            ["--persistentvolumeclaim-reflection-workers", "3"]
+        );
         assert_eq!(args[..2], ["--service-reflection-workers", "3"]);
     }
 }

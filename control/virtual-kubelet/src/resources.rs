@@ -11,6 +11,7 @@
 
 pub mod endpoints;
 pub mod error;
+pub mod event;
 pub mod io;
 pub mod reflector;
 mod sweep;

@@ -277,7 +277,7 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         "TIMING a liqo claim's first consumer Running on a rome node: {home_secs:.1} s; on \
          {NODE} (the copy bound on milan): {remote_secs:.1} s"
     );
-    offload_lab::storage::unoffload_keeps_remote_data_unless_asked(&k, &rome, &milan).await;
+    offload_lab::storage_guard::unoffload_keeps_remote_data_unless_asked(&k, &rome, &milan).await;
 
     // 2. A remote pod deleted: milan re-creates it; rome shows the restart.
     let victim = home[0].metadata.name.clone().unwrap();

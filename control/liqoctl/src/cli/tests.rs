@@ -367,7 +367,9 @@ fn peer_and_unpeer_in_band() {
     ])
     .unwrap();
     let Command::Unpeer(UnpeerArgs {
-        mode: Some(UnpeerMode::InBand { remote, timeout }),
+        mode: Some(UnpeerMode::InBand {
+            remote, timeout, ..
+        }),
         ..
     }) = cli.command
     else {

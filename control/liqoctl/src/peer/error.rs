@@ -8,6 +8,9 @@ use crate::client::ApiFailure;
 /// Why a peering command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
+    /// `unpeer in-band` with claims holding data on the peer.
+    #[error(transparent)]
+    Volumes(#[from] crate::volumes::VolumesError),
     /// The remote cluster ID is ours.
     #[error(
         "--cluster-id {0} is the ID of this cluster: a cluster cannot peer with itself (run the \

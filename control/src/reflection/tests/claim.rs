@@ -84,6 +84,18 @@ fn other_claims_are_not_copied_and_a_copy_goes_only_with_its_claim() {
         decide(Some(&claim("liqo", "n0")), Some(&remote), &ctx, &inputs),
         Action::Wait("not bound on this virtual node")
     );
+    // Opted out after the copy was made: the copy (its data) stays.
+    let mut opted_out = claim("liqo", NODE);
+    opted_out
+        .metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert("liqo.io/skip-reflection".into(), "true".into());
+    assert_eq!(
+        decide(Some(&opted_out), Some(&remote), &ctx, &inputs),
+        Action::Nothing
+    );
     // Another class: never copied.
     assert_eq!(
         decide(Some(&claim("standard", NODE)), None, &ctx, &inputs),

@@ -17,7 +17,7 @@ use k8s_openapi::api::{
     discovery::v1::EndpointSlice,
     networking::v1::Ingress,
 };
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{events::EventType, reflector::ObjectRef};
 
 use super::{endpoints::Endpoints, error::HandleError, reflector::Reflector};
 use crate::reflection::key::Key;
@@ -117,8 +117,10 @@ impl Io for ServiceAccount {
     type Extra = ();
 }
 
-/// A claim's copy takes the class the offer names as its default: read from the accepted
-/// offer at each decision (claims are few; the offer may change).
+/// A claim's copy takes the class the offer names as its default (read from the accepted offer
+/// at each decision: claims are few, the offer may change), or keeps the class it was made
+/// with (immutable). Once a copy is deleted for a claim marked for deletion, an Event on the
+/// claim says so (`liqoctl ... --delete-remote-volumes` waits for it).
 impl Io for PersistentVolumeClaim {
     type Extra = ();
 
@@ -126,10 +128,16 @@ impl Io for PersistentVolumeClaim {
         r: &Reflector<Self, ()>,
         key: &Key,
         local: Option<&Self>,
-        _remote: Option<&Self>,
+        remote: Option<&Self>,
     ) -> Result<Inputs, HandleError> {
         if local.is_none() {
             return Ok(Inputs::default());
+        }
+        if let Some(class) = remote.and_then(|c| c.spec.as_ref()?.storage_class_name.clone()) {
+            return Ok(Inputs {
+                storage_class: Some(class),
+                ..Inputs::default()
+            });
         }
         let cfg = &r.cfg;
         let offers: kube::Api<control::api::sharing::ResourceOffer> =
@@ -154,6 +162,30 @@ impl Io for PersistentVolumeClaim {
             }),
             ..Inputs::default()
         })
+    }
+
+    async fn released(r: &Reflector<Self, ()>, key: &Key, copy: Option<&Self>) {
+        let Some(copy) = copy else { return };
+        let Some(local) = r.pair(&key.namespace).and_then(|p| {
+            p.local
+                .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        }) else {
+            return;
+        };
+        let note = format!(
+            "its copy on {} ({}/{}) was deleted: the data there goes once the pods there are gone",
+            r.cfg.foreign.cluster_id,
+            copy.metadata.namespace.as_deref().unwrap_or_default(),
+            copy.metadata.name.as_deref().unwrap_or_default()
+        );
+        super::event::publish(
+            &r.recorder,
+            local.as_ref(),
+            EventType::Normal,
+            control::consts::storage::REASON_COPY_DELETED,
+            note,
+        )
+        .await;
     }
 }
 

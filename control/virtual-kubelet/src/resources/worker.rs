@@ -14,17 +14,11 @@ use control::{
 use kube::{
     Api,
     api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
-    runtime::{
-        events::{Event, EventType},
-        reflector::ObjectRef,
-    },
+    runtime::{events::EventType, reflector::ObjectRef},
 };
 
 use super::{error::HandleError, io::Io, reflector::Reflector};
 use crate::reflection::{key::Key, worker::retry_delay};
-
-/// The longest note an Event takes (events.k8s.io/v1: 1 kB).
-const NOTE_MAX: usize = 1000;
 
 /// What handling a key came to.
 enum Outcome {
@@ -226,23 +220,5 @@ pub async fn warn<K: Io>(
 ) {
     tracing::warn!(kind = %K::KIND, %note, "reflection skipped");
     let Some(local) = local else { return };
-    let mut note = note;
-    if note.len() > NOTE_MAX {
-        let mut end = NOTE_MAX;
-        while !note.is_char_boundary(end) {
-            end -= 1;
-        }
-        note.truncate(end);
-    }
-    let event = Event {
-        type_: EventType::Warning,
-        reason: reason.into(),
-        note: Some(note),
-        action: "Reflect".into(),
-        secondary: None,
-    };
-    // An Event is a courtesy: failing to publish it is logged, not retried.
-    if let Err(e) = r.recorder.publish(&event, &local.object_ref(&())).await {
-        tracing::warn!(kind = %K::KIND, error = %e, "publishing an event");
-    }
+    super::event::publish(&r.recorder, local, EventType::Warning, reason, note).await;
 }

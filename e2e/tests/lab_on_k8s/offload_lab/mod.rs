@@ -19,6 +19,7 @@ pub(crate) mod api;
 pub(crate) mod reach;
 pub(crate) mod services;
 pub(crate) mod storage;
+pub(crate) mod storage_guard;
 
 /// The offloaded namespace (same name remotely: EnforceSameName).
 pub(crate) const NS: &str = "liqo-demo";

@@ -13,9 +13,7 @@
 //!   storage, manual §20.2): the remote pod has it verbatim and runs;
 //! - the home claim deleted: the virtual volume after the twin (the offloaded one stays: the
 //!   unpeer at the end of the test is refused for it, then asked to delete it);
-//! - `liqoctl unoffload namespace` of another namespace with such a claim: refused naming it,
-//!   then with `--delete-remote-volumes` the claim, its copy, the placeholder and the remote
-//!   namespace gone.
+//! - (`storage_guard`: `liqoctl unoffload namespace` of another namespace with such a claim.)
 
 use std::time::Instant;
 
@@ -27,9 +25,7 @@ use kube::{
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use e2e::lab::k8s::K8sLab;
-
-use super::{NS, run, until};
+use super::{NS, until};
 
 /// The stand-in for the real class (no provisioner, bound at the first consumer).
 pub(crate) const REAL: &str = "lab-local";
@@ -41,7 +37,7 @@ fn obj<T: DeserializeOwned>(v: Value) -> T {
     serde_json::from_value(v).unwrap()
 }
 
-async fn create<K>(api: &Api<K>, v: Value)
+pub(super) async fn create<K>(api: &Api<K>, v: Value)
 where
     K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
@@ -64,7 +60,7 @@ pub(crate) async fn prepare(c: &Client) {
 }
 
 /// A local volume of the stand-in class on `node`, bound in advance to `claim` if given.
-fn local_volume(name: &str, node: &str, claim: Option<(&str, &str)>) -> Value {
+pub(super) fn local_volume(name: &str, node: &str, claim: Option<(&str, &str)>) -> Value {
     let mut v = json!({
         "metadata": {"name": name},
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
@@ -79,13 +75,13 @@ fn local_volume(name: &str, node: &str, claim: Option<(&str, &str)>) -> Value {
     v
 }
 
-fn claim(name: &str) -> Value {
+pub(super) fn claim(name: &str) -> Value {
     json!({"metadata": {"name": name},
            "spec": {"storageClassName": "liqo", "accessModes": ["ReadWriteOnce"],
                     "resources": {"requests": {"storage": "1Gi"}}}})
 }
 
-fn pod(name: &str, claim: &str) -> Value {
+pub(super) fn pod(name: &str, claim: &str) -> Value {
     json!({"metadata": {"name": name},
            "spec": {"containers": [{"name": "main", "image": "busybox:1.37",
                                     "resources": {"requests": {"cpu": "1m", "memory": "1Mi"}},
@@ -94,7 +90,7 @@ fn pod(name: &str, claim: &str) -> Value {
 }
 
 /// The node `name` runs on, once Running.
-async fn running(api: &Api<Pod>, name: &str) -> Result<String, String> {
+pub(super) async fn running(api: &Api<Pod>, name: &str) -> Result<String, String> {
     let p = api.get(name).await.map_err(|e| e.to_string())?;
     let phase = p.status.as_ref().and_then(|s| s.phase.clone());
     match (phase.as_deref(), p.spec.and_then(|s| s.node_name)) {
@@ -103,7 +99,7 @@ async fn running(api: &Api<Pod>, name: &str) -> Result<String, String> {
     }
 }
 
-async fn bound(
+pub(super) async fn bound(
     api: &Api<PersistentVolumeClaim>,
     name: &str,
 ) -> Result<PersistentVolumeClaim, String> {
@@ -150,9 +146,11 @@ pub(crate) async fn claims_follow_their_first_consumer(
         async move { twins.get(&uid).await.map_err(|e| e.to_string()) }
     })
     .await;
-    let labels = twin.metadata.labels.clone().unwrap_or_default();
-    assert_eq!(labels["storage.liqo.io/virtual-pvc-namespace"], HOME_NS);
-    assert_eq!(labels["storage.liqo.io/virtual-pvc-name"], "data");
+    assert_eq!(
+        control::storage::forge::named_claim(&twin.metadata),
+        Some((HOME_NS, "data")),
+        "the twin names its claim"
+    );
     assert_eq!(
         twin.spec.as_ref().unwrap().storage_class_name.as_deref(),
         Some(REAL),
@@ -311,7 +309,7 @@ pub(crate) async fn claims_follow_their_first_consumer(
     gone(&volumes, &format!("pvc-{uid}"), "the virtual volume").await;
     assert!(
         twins.get_opt(&uid).await.unwrap().is_none(),
-        "the twin claim went first"
+        "the twin claim is gone too"
     );
     Api::<Namespace>::all(rome.clone())
         .delete(HOME_NS, &DeleteParams::default())
@@ -323,7 +321,7 @@ pub(crate) async fn claims_follow_their_first_consumer(
 }
 
 /// Polls until the cluster-scoped object `name` is gone.
-async fn gone<K>(api: &Api<K>, name: &str, what: &str)
+pub(super) async fn gone<K>(api: &Api<K>, name: &str, what: &str)
 where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug,
 {
@@ -337,131 +335,4 @@ where
         }
     })
     .await;
-}
-
-/// `liqoctl unoffload namespace` with a claim of class `liqo` holding data on milan: refused
-/// naming it, nothing changed; with `--delete-remote-volumes`: done, the claim, its copy, the
-/// placeholder and the remote namespace gone.
-pub(crate) async fn unoffload_keeps_remote_data_unless_asked(
-    k: &K8sLab,
-    rome: &Client,
-    milan: &Client,
-) {
-    const OFF: &str = "storage-off";
-    create(
-        &Api::<PersistentVolume>::all(milan.clone()),
-        local_volume("milan-n0-b", "n0", None),
-    )
-    .await;
-    create(
-        &Api::<Namespace>::all(rome.clone()),
-        json!({"metadata": {"name": OFF}}),
-    )
-    .await;
-    run(
-        k,
-        "liqoctl",
-        "rome",
-        &[
-            "offload",
-            "namespace",
-            OFF,
-            "--namespace-mapping-strategy",
-            "EnforceSameName",
-            "--pod-offloading-strategy",
-            "Remote",
-            "--timeout",
-            "2m",
-        ],
-    );
-    let claims = Api::<PersistentVolumeClaim>::namespaced(rome.clone(), OFF);
-    let pods = Api::<Pod>::namespaced(rome.clone(), OFF);
-    create(&claims, claim("data")).await;
-    let uid = claims.get("data").await.unwrap().metadata.uid.unwrap();
-    create(&pods, pod("s-0", "data")).await;
-    until(120, "s-0 Running", || running(&pods, "s-0")).await;
-    let remote_claims = Api::<PersistentVolumeClaim>::namespaced(milan.clone(), OFF);
-    until(60, "the copy bound on milan", || {
-        bound(&remote_claims, "data")
-    })
-    .await;
-
-    let out = k
-        .tool("liqoctl", "rome", &["unoffload", "namespace", OFF])
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "refused: {err}");
-    assert!(
-        err.contains("storage-off/data (on liqo-milan)") && err.contains("--delete-remote-volumes"),
-        "the refusal names the claim and the way out: {err}"
-    );
-    // Nothing changed.
-    let offloading =
-        Api::<control::api::offloading::NamespaceOffloading>::namespaced(rome.clone(), OFF);
-    assert!(
-        offloading
-            .get_opt(control::api::offloading::NAME)
-            .await
-            .unwrap()
-            .is_some(),
-        "still offloaded"
-    );
-    bound(&remote_claims, "data")
-        .await
-        .expect("the copy is still bound");
-    assert!(claims.get_opt("data").await.unwrap().is_some());
-
-    let t = Instant::now();
-    let out = run(
-        k,
-        "liqoctl",
-        "rome",
-        &["unoffload", "namespace", OFF, "--delete-remote-volumes"],
-    );
-    assert!(out.contains("Claim storage-off/data deleted"), "{out}");
-    gone(
-        &Api::<Namespace>::all(milan.clone()),
-        OFF,
-        "the remote namespace",
-    )
-    .await;
-    println!(
-        "TIMING unoffload --delete-remote-volumes, the data gone on milan: {:.1} s",
-        t.elapsed().as_secs_f64()
-    );
-    // The home claim goes with its last pod (s-0, OffloadingAborted: a bare pod, nobody
-    // replaces it), then its placeholder.
-    assert!(
-        claims
-            .get("data")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_some(),
-        "the home claim is marked for deletion"
-    );
-    pods.delete("s-0", &DeleteParams::default().grace_period(0))
-        .await
-        .unwrap();
-    gone(
-        &Api::<PersistentVolume>::all(rome.clone()),
-        &format!("pvc-{uid}"),
-        "the placeholder",
-    )
-    .await;
-    until(60, "the claim gone at home", || {
-        let claims = claims.clone();
-        async move {
-            match claims.get_opt("data").await.map_err(|e| e.to_string())? {
-                None => Ok(()),
-                Some(_) => Err("still there".into()),
-            }
-        }
-    })
-    .await;
-    Api::<Namespace>::all(rome.clone())
-        .delete(OFF, &DeleteParams::default())
-        .await
-        .unwrap();
 }

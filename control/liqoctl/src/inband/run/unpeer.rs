@@ -15,10 +15,28 @@ use crate::peer::error::{PeerError, kube_err};
 /// `unpeer in-band`: outgoing `No` on both sides (waited for), the ForeignClusters deleted
 /// (their network torn down by the network managers) and waited for, then the tenant
 /// namespaces, and last any auth/proxy mapping the IPAM still holds.
-pub async fn unpeer(local: Side, remote: Side, timeout: Duration) -> Result<(), PeerError> {
+pub async fn unpeer(
+    local: Side,
+    remote: Side,
+    timeout: Duration,
+    delete_remote_volumes: bool,
+    program: &str,
+) -> Result<(), PeerError> {
     let deadline = Instant::now() + timeout;
     let a = read(local).await?;
     let b = read(remote).await?;
+    // Claims of class liqo holding data on the peer, on either side: refused before anything
+    // changes (or deleted, with --delete-remote-volumes).
+    for (on, peer) in [(&a, &b), (&b, &a)] {
+        crate::volumes::guard(
+            &on.client,
+            crate::volumes::Scope::Cluster(peer.identity.cluster_id.as_ref()),
+            delete_remote_volumes,
+            "unpeer in-band",
+            program,
+        )
+        .await?;
+    }
     let mut names = Vec::new();
     for (on, peer) in [(&a, &b), (&b, &a)] {
         let Some(fc) = find_fc(&on.client, &peer.identity.cluster_id).await? else {

@@ -49,9 +49,9 @@ fn the_child_gets_both_identities_its_offer_and_only_the_options_set() {
         10251,
     );
     // Pairs, then API server support (a switch).
-    assert_eq!(a.len(), 33, "{a:?}");
-    assert_eq!(a[32], "--enable-apiserver-support");
-    let pairs: Vec<(&str, &str)> = a[..32]
+    assert_eq!(a.len(), 35, "{a:?}");
+    assert_eq!(a[34], "--enable-apiserver-support");
+    let pairs: Vec<(&str, &str)> = a[..34]
         .chunks(2)
         .map(|c| (c[0].as_str(), c[1].as_str()))
         .collect();
@@ -74,6 +74,7 @@ fn the_child_gets_both_identities_its_offer_and_only_the_options_set() {
             ("--configmap-reflection-workers", "3"),
             ("--secret-reflection-workers", "3"),
             ("--serviceaccount-reflection-workers", "3"),
+            ("--persistentvolumeclaim-reflection-workers", "3"),
         ]
     );
     let a = child_args(
@@ -84,7 +85,7 @@ fn the_child_gets_both_identities_its_offer_and_only_the_options_set() {
         Path::new("/k"),
         1,
     );
-    let tail = a[33..].join(" ");
+    let tail = a[35..].join(" ");
     assert_eq!(
         tail,
         "--client-ca-file /etc/ca.crt --ipam-server https://ipam:6000 --ipam-token-file /run/token"
