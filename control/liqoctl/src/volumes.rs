@@ -80,14 +80,17 @@ pub struct Held {
     pub uid: String,
     /// The virtual node it is bound on.
     pub node: String,
+    /// Whether it is marked for deletion already (going: not refused for, but its copy's
+    /// deletion is waited for).
+    pub deleting: bool,
 }
 
 /// The claims among `claims` of class `liqo` bound on one of `virtual_nodes`, by namespace and
-/// name (those already being deleted are going anyway).
+/// name (those marked for deletion too, [`Held::deleting`]).
 pub fn held(claims: &[PersistentVolumeClaim], virtual_nodes: &BTreeSet<String>) -> Vec<Held> {
     let mut out: Vec<Held> = claims
         .iter()
-        .filter(|c| storage::is_virtual(c) && c.metadata.deletion_timestamp.is_none())
+        .filter(|c| storage::is_virtual(c))
         .filter_map(|c| {
             let node = storage::selected_node(c)?;
             virtual_nodes.contains(node).then(|| Held {
@@ -95,6 +98,7 @@ pub fn held(claims: &[PersistentVolumeClaim], virtual_nodes: &BTreeSet<String>) 
                 name: c.name_any(),
                 uid: c.uid().unwrap_or_default(),
                 node: node.to_owned(),
+                deleting: c.metadata.deletion_timestamp.is_some(),
             })
         })
         .collect();
@@ -178,13 +182,12 @@ pub async fn guard(
         .map_err(kube_err("listing the claims"))?
         .items;
     let held = held(&claims, &nodes);
-    if held.is_empty() {
-        return Ok(());
+    let live: Vec<&Held> = held.iter().filter(|h| !h.deleting).collect();
+    if !live.is_empty() && !delete {
+        let live: Vec<Held> = live.into_iter().cloned().collect();
+        return Err(VolumesError::Held(refusal(command, program, &live)));
     }
-    if !delete {
-        return Err(VolumesError::Held(refusal(command, program, &held)));
-    }
-    for h in &held {
+    for h in live {
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: Some(h.uid.clone()),
@@ -214,9 +217,9 @@ pub async fn guard(
     wait_copies_deleted(client, &held).await
 }
 
-/// Waits until the virtual kubelet reported each copy deleted (an Event on the claim), or the
-/// claim is gone: only then may the offloading go (a provider keeps a namespace holding a copy
-/// that is not being deleted).
+/// Waits until the virtual kubelet reported each copy deleted, or that there is none (an Event
+/// on the claim, also once the claim is gone): only then may the offloading go (a provider
+/// keeps a namespace holding a copy that is not being deleted).
 async fn wait_copies_deleted(client: &Client, held: &[Held]) -> Result<(), VolumesError> {
     let deadline = tokio::time::Instant::now() + COPY_WAIT;
     let mut left: Vec<&Held> = held.iter().collect();
@@ -243,16 +246,6 @@ async fn wait_copies_deleted(client: &Client, held: &[Held]) -> Result<(), Volum
 }
 
 async fn copy_deleted(client: &Client, h: &Held) -> Result<bool, VolumesError> {
-    let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &h.namespace)
-        .get_opt(&h.name)
-        .await
-        .map_err(kube_err(format!(
-            "reading claim {}/{}",
-            h.namespace, h.name
-        )))?;
-    if claim.is_none_or(|c| c.uid().as_deref() != Some(h.uid.as_str())) {
-        return Ok(true);
-    }
     let events = Api::<Event>::namespaced(client.clone(), &h.namespace)
         .list(&ListParams::default().fields(&format!(
             "involvedObject.uid={},reason={}",
@@ -294,6 +287,7 @@ mod tests {
 
     #[test]
     fn only_liqo_claims_on_virtual_nodes_are_held_and_the_refusal_names_each() {
+        // (One marked for deletion is held too, as going.)
         let nodes = BTreeSet::from(["liqo-milan".to_owned()]);
         let claims = [
             claim("demo", "logs", "liqo", "liqo-milan", false),
@@ -303,10 +297,11 @@ mod tests {
             claim("demo", "going", "liqo", "liqo-milan", true),
         ];
         let h = held(&claims, &nodes);
-        let names: Vec<&str> = h.iter().map(|h| h.name.as_str()).collect();
-        assert_eq!(names, ["data", "logs"]);
+        let names: Vec<(&str, bool)> = h.iter().map(|h| (h.name.as_str(), h.deleting)).collect();
+        assert_eq!(names, [("data", false), ("going", true), ("logs", false)]);
         assert_eq!(h[0].uid, "u-data");
-        let line = refusal("unoffload namespace demo", "liqoctl", &h);
+        let live: Vec<Held> = h.into_iter().filter(|h| !h.deleting).collect();
+        let line = refusal("unoffload namespace demo", "liqoctl", &live);
         assert_eq!(
             line,
             "refusing to unoffload namespace demo: 2 claim(s) of class liqo hold data on a \

@@ -49,6 +49,8 @@ pub const RECLAIM: &str = "storage-reclaim";
 pub const ORPHANS: &str = "storage-twins";
 /// Event reason: a claim of class `liqo` that cannot be provisioned as it is.
 pub const REASON_REFUSED: &str = "ProvisioningRefused";
+/// Event reason: a claim's selected node is gone; the selection is undone.
+pub const REASON_UNSELECTED: &str = "SelectedNodeGone";
 /// Event reason: a claim provisioned.
 pub const REASON_PROVISIONED: &str = "Provisioned";
 
@@ -260,7 +262,7 @@ pub async fn provision(
             .await
             .map_err(kerr(format!("unselect the node of claim {who}")))?;
             tracing::warn!(claim = %who, %note, "selection undone");
-            event(&ctx, &claim.object_ref(&()), true, REASON_REFUSED, note).await;
+            event(&ctx, &claim.object_ref(&()), true, REASON_UNSELECTED, note).await;
             Ok(Requeue::await_change())
         }
     }
@@ -344,7 +346,10 @@ pub async fn reclaim_volume(
             tracing::debug!(volume = %volume.name_any(), why, "nothing to reclaim");
             // A twin still going (pvc-protection, a finalizer): its deletion is not this
             // controller's event.
-            if twin.is_some() {
+            if twin
+                .as_ref()
+                .is_some_and(|t| t.metadata.deletion_timestamp.is_some())
+            {
                 return Ok(Requeue::requeue(Duration::from_secs(2)));
             }
             Ok(Requeue::await_change())
@@ -398,11 +403,14 @@ pub async fn orphan_twin(
         .get_opt(&volume_name)
         .await
         .map_err(kerr(format!("get PersistentVolume {volume_name}")))?;
+    // With Retain the twin is kept whatever became of its volume (an operator may have
+    // deleted the released volume: the data stays in the twin).
+    let delete = reclaim_policy(&ctx).await? == "Delete";
     let Some(reclaim::Action::DeleteTwin {
         namespace,
         name: twin_name,
         uid,
-    }) = reclaim::orphan(&twin, claim.as_ref(), volume.is_some())
+    }) = reclaim::orphan(&twin, claim.as_ref(), volume.is_some() || !delete)
     else {
         return Ok(Requeue::requeue(ctx.settings.resync));
     };

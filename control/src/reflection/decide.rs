@@ -75,6 +75,15 @@ pub fn decide<K: Reflect>(
     let Some(local) = local else {
         return delete_ours(remote, ctx);
     };
+    // A copy of an earlier local object of the same name (deleted, then made again): that
+    // object is gone, so is its copy, whatever becomes of the new one.
+    if let Some(r) = remote
+        && ours(r, ctx)
+        && let (Some(was), Some(is)) = (meta::local_uid(r.meta()), local.meta().uid.as_deref())
+        && was != is
+    {
+        return delete_ours(remote, ctx);
+    }
     let skip = meta::skip(local.meta()).or_else(|| K::skip(local, ctx, inputs));
     match skip {
         Some(Skip::Excluded(_)) if K::keeps_excluded_copy(local) => return Action::Nothing,
@@ -93,14 +102,6 @@ pub fn decide<K: Reflect>(
             note: not_ours_note(K::KIND.as_str(), ctx.remote_namespace, &remote_name),
             field: None,
         };
-    }
-    // A copy of an earlier local object of the same name: made again (some fields are
-    // immutable).
-    if let Some(r) = remote
-        && let (Some(was), Some(is)) = (meta::local_uid(r.meta()), local.meta().uid.as_deref())
-        && was != is
-    {
-        return delete_ours(remote, ctx);
     }
     let desired = match K::forge(local, ctx, inputs) {
         Ok(d) => d,

@@ -76,8 +76,9 @@ pub fn decide(volume: &PersistentVolume, twin: Option<&PersistentVolumeClaim>) -
 
 /// Whether `twin` is left over: the virtual claim it names is gone (or is another claim of
 /// that name: its UID is not the twin's name), and no volume was made for it (`volume`: whether
-/// `pvc-<twin's name>` exists; if it does, [`decide`] handles the release). Then the twin is
-/// to be deleted (UID precondition): its claim was deleted by name.
+/// `pvc-<twin's name>` exists; if it does, [`decide`] handles the release; the caller also says
+/// `true` under `Retain`, which keeps every twin). Then the twin is to be deleted (UID
+/// precondition): its claim was deleted by name.
 pub fn orphan(
     twin: &PersistentVolumeClaim,
     claim: Option<&PersistentVolumeClaim>,

@@ -96,6 +96,14 @@ fn other_claims_are_not_copied_and_a_copy_goes_only_with_its_claim() {
         decide(Some(&opted_out), Some(&remote), &ctx, &inputs),
         Action::Nothing
     );
+    // The claim deleted and made again under its name (the deletion missed), now opted out:
+    // the old copy goes all the same.
+    let mut again = opted_out.clone();
+    again.metadata.uid = Some("u-2".into());
+    assert!(matches!(
+        decide(Some(&again), Some(&remote), &ctx, &inputs),
+        Action::Delete { .. }
+    ));
     // Another class: never copied.
     assert_eq!(
         decide(Some(&claim("standard", NODE)), None, &ctx, &inputs),

@@ -2,18 +2,16 @@
 //! cut to what the API takes; a failure to publish is logged, never retried (an Event is a
 //! courtesy on top of the log).
 
-use kube::{
-    Resource,
-    runtime::events::{Event, EventType, Recorder},
-};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder};
 
 /// The longest note an Event takes (events.k8s.io/v1: 1 kB).
 const NOTE_MAX: usize = 1000;
 
-/// Publishes an Event about `local`.
-pub async fn publish<K: Resource<DynamicType = ()>>(
+/// Publishes an Event about the local object `local` (its reference: it may be gone already).
+pub async fn publish(
     recorder: &Recorder,
-    local: &K,
+    local: &ObjectReference,
     type_: EventType,
     reason: &str,
     note: String,
@@ -33,7 +31,7 @@ pub async fn publish<K: Resource<DynamicType = ()>>(
         action: "Reflect".into(),
         secondary: None,
     };
-    if let Err(e) = recorder.publish(&event, &local.object_ref(&())).await {
+    if let Err(e) = recorder.publish(&event, local).await {
         tracing::warn!(%reason, error = %e, "publishing an event");
     }
 }

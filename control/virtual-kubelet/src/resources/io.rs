@@ -13,7 +13,9 @@ use control::{
     shadowpod::token::POD_LABEL,
 };
 use k8s_openapi::api::{
-    core::v1::{ConfigMap, PersistentVolumeClaim, Secret, Service, ServiceAccount},
+    core::v1::{
+        ConfigMap, ObjectReference, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+    },
     discovery::v1::EndpointSlice,
     networking::v1::Ingress,
 };
@@ -164,23 +166,51 @@ impl Io for PersistentVolumeClaim {
         })
     }
 
+    /// The copy of a claim that is going (marked for deletion, or gone) deleted, or such a
+    /// claim of ours with no copy there: an Event on the claim says so (referenced by the
+    /// copy's record of its UID when it is gone already).
     async fn released(r: &Reflector<Self, ()>, key: &Key, copy: Option<&Self>) {
-        let Some(copy) = copy else { return };
-        let Some(local) = r.pair(&key.namespace).and_then(|p| {
+        let local = r.pair(&key.namespace).and_then(|p| {
             p.local
                 .get(&ObjectRef::new(&key.name).within(&key.namespace))
-        }) else {
+        });
+        if local
+            .as_ref()
+            .is_some_and(|l| l.metadata.deletion_timestamp.is_none())
+        {
             return;
+        }
+        let note = match (copy, local.as_deref()) {
+            (Some(copy), _) => format!(
+                "its copy on {} ({}/{}) was deleted: the data there goes once the pods there are \
+                 gone",
+                r.cfg.foreign.cluster_id,
+                copy.metadata.namespace.as_deref().unwrap_or_default(),
+                copy.metadata.name.as_deref().unwrap_or_default()
+            ),
+            (None, Some(l))
+                if control::storage::is_virtual(l)
+                    && control::storage::selected_node(l) == Some(r.cfg.node_name().as_str()) =>
+            {
+                format!("it has no copy on {}", r.cfg.foreign.cluster_id)
+            }
+            (None, _) => return,
         };
-        let note = format!(
-            "its copy on {} ({}/{}) was deleted: the data there goes once the pods there are gone",
-            r.cfg.foreign.cluster_id,
-            copy.metadata.namespace.as_deref().unwrap_or_default(),
-            copy.metadata.name.as_deref().unwrap_or_default()
-        );
+        let reference = match (local.as_deref(), copy) {
+            (Some(l), _) => kube::Resource::object_ref(l, &()),
+            (None, Some(copy)) => ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("PersistentVolumeClaim".into()),
+                namespace: Some(key.namespace.clone()),
+                name: Some(key.name.clone()),
+                uid: control::reflection::meta::local_uid(&copy.metadata).map(str::to_owned),
+                ..ObjectReference::default()
+            },
+            (None, None) => return,
+        };
         super::event::publish(
             &r.recorder,
-            local.as_ref(),
+            &reference,
             EventType::Normal,
             control::consts::storage::REASON_COPY_DELETED,
             note,

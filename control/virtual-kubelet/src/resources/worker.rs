@@ -220,5 +220,12 @@ pub async fn warn<K: Io>(
 ) {
     tracing::warn!(kind = %K::KIND, %note, "reflection skipped");
     let Some(local) = local else { return };
-    super::event::publish(&r.recorder, local, EventType::Warning, reason, note).await;
+    super::event::publish(
+        &r.recorder,
+        &local.object_ref(&()),
+        EventType::Warning,
+        reason,
+        note,
+    )
+    .await;
 }
