@@ -129,6 +129,8 @@ pub mod objects {
     pub const ROLE_BINDING_PREFIX: &str = "liqo-binding-";
     /// The Lease the controller-manager's replicas elect their leader on (`--leader-elect`).
     pub const MANAGER_LEADER_LEASE: &str = "liqo-controller-manager";
+    /// The controller-manager's Deployment (the chart's); its image also holds `liqo-mover`.
+    pub const CONTROLLER_MANAGER: &str = "liqo-controller-manager";
 }
 
 /// The network fabric's strings (network manager, gateway and route operators), as upstream

@@ -49,6 +49,7 @@ pub mod peering;
 pub mod phase;
 pub mod quantity;
 pub mod reflection;
+pub mod requests;
 pub mod selector;
 pub mod shadowpod;
 pub mod storage;

@@ -6,27 +6,34 @@
 //!   twin's volume with the data-gravity affinity, the placeholder volume of a claim bound on
 //!   a virtual node (pinned to it), and the provider's copy of such a claim;
 //! - [`provision`]: the provisioner's decision for one virtual claim (make the twin claim,
-//!   make the volume, wait, or refuse with a reason);
+//!   pre-bind a static volume to it, make the volume, wait, or refuse with a reason);
+//! - [`static_bind`]: the static volume a twin claim of a class without a provisioner
+//!   (`kubernetes.io/no-provisioner`) is pre-bound to, chosen as the scheduler's volume binder
+//!   chooses (the twin has no pod: nothing else would bind it);
 //! - [`reclaim`]: the decision for one volume of ours whose claim is gone (the twin claim
-//!   first, then the volume; never with `Retain`).
+//!   first, then the volume; never with `Retain`);
+//! - [`moving`]: `liqoctl move volume`'s refusals, the objects a move makes and the claim
+//!   re-bound to the moved data.
 //!
 //! Pure: it reads no API server and no clock. It never decides which namespaces are offloaded
 //! and never deletes anything whose claim still exists: a volume's data goes only with the
 //! claim someone deleted by name.
 
 pub mod forge;
+pub mod moving;
 pub mod provision;
 pub mod reclaim;
+pub mod static_bind;
 
 #[cfg(test)]
 mod tests;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
-use crate::consts::storage as consts;
+use crate::{consts::storage as consts, quantity::InvalidQuantity};
 
 /// Why an object could not be forged (fields the API server always sets, or a claim without
-/// a size).
+/// a size, or with a size that is not a quantity).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StorageError {
     /// A field the object must have is missing.
@@ -36,6 +43,18 @@ pub enum StorageError {
         object: String,
         /// The missing field's path.
         field: &'static str,
+    },
+    /// A size that does not parse as a quantity (the API server validates them: never from
+    /// it).
+    #[error("{object} has a bad {field}")]
+    Quantity {
+        /// The object, as `kind namespace/name`.
+        object: String,
+        /// The field's path.
+        field: &'static str,
+        /// The parser's refusal.
+        #[source]
+        source: InvalidQuantity,
     },
 }
 

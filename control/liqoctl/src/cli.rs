@@ -62,6 +62,9 @@ pub enum Command {
     /// are deleted).
     #[command(subcommand)]
     Unoffload(Unoffload),
+    /// Move what Liqo manages between nodes.
+    #[command(subcommand, name = "move")]
+    Move(Move),
     /// Install or upgrade Liqo on this cluster (Helm, with the chart built into liqoctl).
     // `--version` is the chart's (the manual's flag), not liqoctl's.
     #[command(disable_version_flag = true)]
@@ -94,6 +97,37 @@ pub enum Command {
         /// The shell.
         shell: Shell,
     },
+}
+
+/// `move ...`.
+#[derive(Debug, Subcommand)]
+pub enum Move {
+    /// Move the data of a claim of class liqo to a node of this cluster (from a provider or
+    /// another node): copied by two Jobs, verified file by file, then the claim re-bound to the
+    /// copy and the original deleted. Refused while a pod mounts the claim. `-n/--namespace`
+    /// names the claim's namespace.
+    Volume(MoveVolumeArgs),
+}
+
+/// `move volume <claim> -n <namespace> --node <node>`.
+#[derive(Debug, Args)]
+pub struct MoveVolumeArgs {
+    /// The claim (PersistentVolumeClaim) to move, in the namespace `-n/--namespace` names.
+    #[arg(value_name = "CLAIM")]
+    pub claim: ObjectName,
+    /// The node of this cluster to move its data to.
+    #[arg(long, visible_alias = "target-node", value_name = "NODE")]
+    pub node: ObjectName,
+    /// The namespace where Liqo is installed (its controller-manager's image runs the copy).
+    #[arg(long, default_value = objects::LIQO_NAMESPACE)]
+    pub liqo_namespace: NamespaceName,
+    /// The image of the copy's Jobs (default: the controller-manager's, which holds
+    /// liqo-mover).
+    #[arg(long, value_name = "REF")]
+    pub image: Option<String>,
+    /// How long the copy may take.
+    #[arg(long, default_value = "10m", value_parser = parse_timeout)]
+    pub timeout: Duration,
 }
 
 /// `generate ...`.

@@ -8,7 +8,8 @@
 //! phase ([`offload`]; both unoffload and unpeer refuse while claims of class `liqo` hold
 //! data on a provider, [`volumes`]); `status` shows the identity, the auth URL and the peerings;
 //! `rotate-key` gives the gateway a new WireGuard key and follows the peers back
-//! ([`rotate`]); `install` and `uninstall` with Helm and the chart built in ([`install`]);
+//! ([`rotate`]); `move volume` moves a `liqo` claim's data to a node of this cluster, verified
+//! before the original goes ([`moving`]); `install` and `uninstall` with Helm and the chart built in ([`install`]);
 //! `version` and `completion`.
 //!
 //! It owns the command line ([`cli`]), the decision of where a peering stands ([`stages`], pure)
@@ -26,6 +27,7 @@ pub mod consts;
 pub mod inband;
 pub mod info;
 pub mod install;
+pub mod moving;
 pub mod offload;
 pub mod peer;
 pub mod render;
@@ -35,7 +37,7 @@ pub mod unpeer;
 pub mod volumes;
 
 use clap::CommandFactory;
-use cli::{Cli, Command, Generate, Offload, PeerMode, Unoffload, UnpeerMode};
+use cli::{Cli, Command, Generate, Move, Offload, PeerMode, Unoffload, UnpeerMode};
 
 pub use consts::FIELD_MANAGER;
 
@@ -72,6 +74,9 @@ pub enum Error {
     /// `unoffload` and `unpeer` with claims holding data on a provider.
     #[error(transparent)]
     Volumes(#[from] volumes::VolumesError),
+    /// `move volume`.
+    #[error(transparent)]
+    Move(#[from] moving::MoveError),
 }
 
 /// Runs the parsed command; `program` is how to name ourselves in printed commands
@@ -132,6 +137,17 @@ pub async fn run(cli: Cli, program: &str) -> Result<(), Error> {
             )
             .await?;
             offload::unoffload(&client, name.as_str(), *timeout).await?;
+        }
+        Command::Move(Move::Volume(args)) => {
+            let request = moving::Request {
+                namespace: ns,
+                claim: args.claim.as_str(),
+                node: args.node.as_str(),
+                liqo_namespace: args.liqo_namespace.as_str(),
+                image: args.image.as_deref(),
+                timeout: args.timeout,
+            };
+            moving::move_volume(&connect().await?, &request).await?;
         }
         Command::Install(args) => {
             let helm = install::helm::Helm::find(cli.kubeconfig.as_deref(), cli.context.as_deref());

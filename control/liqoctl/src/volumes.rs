@@ -16,10 +16,7 @@ use control::{
     storage,
 };
 use k8s_openapi::api::core::v1::{Event, Node, PersistentVolumeClaim};
-use kube::{
-    Api, Client, ResourceExt,
-    api::{DeleteParams, ListParams, Preconditions},
-};
+use kube::{Api, Client, ResourceExt, api::ListParams};
 
 use crate::client::ApiFailure;
 
@@ -188,13 +185,7 @@ pub async fn guard(
         return Err(VolumesError::Held(refusal(command, program, &live)));
     }
     for h in live {
-        let dp = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(h.uid.clone()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
+        let dp = control::requests::delete_by_uid(&h.uid);
         match Api::<PersistentVolumeClaim>::namespaced(client.clone(), &h.namespace)
             .delete(&h.name, &dp)
             .await

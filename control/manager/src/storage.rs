@@ -1,19 +1,23 @@
 //! The storage fabric's provisioner (§6 of the control-plane spec) in the controller-manager,
 //! our own external-provisioner loop (no sidecar): [`provision`] over the claims of class
-//! `liqo` (twin claims, volumes; a twin's events queue its claim), [`reclaim_volume`] over the
-//! volumes we provisioned (a released one goes after its twin claim), and [`orphan_twin`] over
-//! the twin claims (one whose claim was deleted before its volume was made goes too).
-//! The decisions are `control::storage`'s; this module reads, creates and deletes.
+//! `liqo` (twin claims, volumes; a twin's events queue its claim; a twin of a class without a
+//! provisioner pre-bound to a static volume, [`static_bind`]), [`reclaim_volume`] over the
+//! volumes we provisioned (a released one goes after its twin claim, found by the volume's
+//! name), and [`orphan_twin`] over the twin claims (one whose claim was deleted before its
+//! volume was made goes too). The decisions are `control::storage`'s; this module reads,
+//! creates, patches and deletes.
 //!
 //! It creates the twin claims' namespace when it first needs it (the chart does not own it:
 //! it holds data). It never copies a claim to a provider (the virtual kubelet does), never
 //! deletes a claim it did not make, never deletes the namespace, and never deletes anything
 //! while the claim it backs exists.
 
+mod static_bind;
+
 use std::{sync::Arc, time::Duration};
 
 use control::{
-    consts::{labels, storage as consts, values},
+    consts::storage as consts,
     storage::{
         self, forge,
         provision::{self as decide, Action, NodeKind, Observed, Settings},
@@ -27,7 +31,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, Patch, PostParams, Preconditions},
+    api::{Patch, PostParams},
     runtime::{
         Controller, controller::Action as Requeue, controller::Config as ControllerConfig,
         reflector::ObjectRef, watcher,
@@ -116,22 +120,14 @@ pub fn controllers(
     vec![provisioner, reclaimer, orphans]
 }
 
-/// What the selected node is.
-async fn node_kind(ctx: &Context, name: &str) -> Result<NodeKind, Error> {
+/// What the selected node is, and the node if it exists.
+async fn node_kind(ctx: &Context, name: &str) -> Result<(NodeKind, Option<Node>), Error> {
     let node = Api::<Node>::all(ctx.client.clone())
         .get_opt(name)
         .await
         .map_err(kerr(format!("get Node {name}")))?;
-    Ok(match node {
-        None => NodeKind::Missing,
-        Some(n)
-            if n.labels().get(labels::NODE_TYPE).map(String::as_str)
-                == Some(values::VIRTUAL_NODE) =>
-        {
-            NodeKind::Virtual
-        }
-        Some(_) => NodeKind::Physical,
-    })
+    let kind = NodeKind::of(node.as_ref());
+    Ok((kind, node))
 }
 
 /// The `liqo` class's reclaim policy (`Delete` when it says none).
@@ -173,7 +169,7 @@ pub async fn provision(
         .get_opt(&volume_name)
         .await
         .map_err(kerr(format!("get PersistentVolume {volume_name}")))?;
-    let kind = node_kind(&ctx, node).await?;
+    let (kind, selected) = node_kind(&ctx, node).await?;
     let twin = match kind {
         NodeKind::Physical => twins.get_opt(&uid).await.map_err(kerr(format!(
             "get PersistentVolumeClaim {}/{uid}",
@@ -191,6 +187,7 @@ pub async fn provision(
             .map_err(kerr(format!("get PersistentVolume {v}")))?,
         _ => None,
     };
+    let static_volumes = static_bind::volumes(&ctx, twin.as_ref()).await?;
     let settings = Settings {
         reclaim: reclaim_policy(&ctx).await?,
         ..s.clone()
@@ -198,9 +195,11 @@ pub async fn provision(
     let observed = Observed {
         claim: &claim,
         node: kind,
+        selected: selected.as_ref(),
         volume: volume.as_ref(),
         twin: twin.as_ref(),
         twin_volume: twin_volume.as_ref(),
+        static_volumes: static_volumes.as_deref(),
         settings: &settings,
     };
     let action = decide::decide(&observed).map_err(|e| Error::Storage(Box::new(e)))?;
@@ -242,9 +241,22 @@ pub async fn provision(
             .await;
             Ok(Requeue::await_change())
         }
+        Action::PreBind {
+            volume: static_volume,
+            resource_version,
+            claim_ref,
+        } => {
+            static_bind::pre_bind(&ctx, &static_volume, &resource_version, &claim_ref).await?;
+            tracing::info!(claim = %who, twin = %format!("{}/{uid}", s.namespace), volume = %static_volume, node, "static volume pre-bound to the twin claim");
+            // The PV controller's binding of the twin is the twin watch's event; the resync
+            // only backs it up.
+            Ok(Requeue::requeue(ctx.settings.resync))
+        }
         Action::Refuse(note) => {
             tracing::warn!(claim = %who, %note, "not provisioned");
             event(&ctx, &claim.object_ref(&()), true, REASON_REFUSED, note).await;
+            // Retried at the resync period (a static volume made since is picked then); not
+            // sooner: each refusal is an Event.
             Ok(Requeue::requeue(ctx.settings.resync))
         }
         Action::Unselect(note) => {
@@ -307,16 +319,6 @@ where
     }
 }
 
-fn delete_params(uid: String) -> DeleteParams {
-    DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    }
-}
-
 /// One reconcile of a volume of ours.
 pub async fn reclaim_volume(
     volume: Arc<PersistentVolume>,
@@ -329,14 +331,12 @@ pub async fn reclaim_volume(
     if !forge::is_ours(&volume) {
         return Ok(Requeue::await_change());
     }
-    let claim_uid = volume
-        .spec
-        .as_ref()
-        .and_then(|s| s.claim_ref.as_ref()?.uid.clone());
+    // The twin by the volume's own name (`pvc-<twin>`), not by its claim's UID: a volume
+    // moved to a new claim of the same name keeps its twin.
     let twins = Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &s.namespace);
-    let twin = match &claim_uid {
-        Some(uid) => twins.get_opt(uid).await.map_err(kerr(format!(
-            "get PersistentVolumeClaim {}/{uid}",
+    let twin = match forge::twin_name_of(&volume) {
+        Some(name) => twins.get_opt(name).await.map_err(kerr(format!(
+            "get PersistentVolumeClaim {}/{name}",
             s.namespace
         )))?,
         None => None,
@@ -360,7 +360,7 @@ pub async fn reclaim_volume(
             uid,
         } => {
             twins
-                .delete(&name, &delete_params(uid))
+                .delete(&name, &control::requests::delete_by_uid(uid))
                 .await
                 .map(drop)
                 .or_else(not_found)
@@ -374,7 +374,7 @@ pub async fn reclaim_volume(
         }
         reclaim::Action::DeleteVolume { name, uid } => {
             Api::<PersistentVolume>::all(ctx.client.clone())
-                .delete(&name, &delete_params(uid))
+                .delete(&name, &control::requests::delete_by_uid(uid))
                 .await
                 .map(drop)
                 .or_else(not_found)
@@ -415,7 +415,7 @@ pub async fn orphan_twin(
         return Ok(Requeue::requeue(ctx.settings.resync));
     };
     Api::<PersistentVolumeClaim>::namespaced(ctx.client.clone(), &namespace)
-        .delete(&twin_name, &delete_params(uid))
+        .delete(&twin_name, &control::requests::delete_by_uid(uid))
         .await
         .map(drop)
         .or_else(not_found)

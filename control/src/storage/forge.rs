@@ -17,10 +17,27 @@ use crate::{
     selector,
 };
 
+/// The prefix of a volume's name before its claim's UID.
+const VOLUME_PREFIX: &str = "pvc-";
+
 /// The name of the volume provisioned for the claim of UID `uid` (as the external
 /// provisioner names them).
 pub fn volume_name(uid: &str) -> String {
-    format!("pvc-{uid}")
+    format!("{VOLUME_PREFIX}{uid}")
+}
+
+/// The inverse of [`volume_name`]: the name of the twin claim (in the twin namespace) that a
+/// volume of ours mirrors, from the volume's own name (`pvc-<uid>` -> `<uid>`, the UID of the
+/// claim it was provisioned for). Not its claim reference's UID: `liqoctl move volume`
+/// re-binds a volume to a new claim of the same name (another UID), its twin keeping its name.
+/// `None` for a name without the prefix (or nothing after it).
+pub fn twin_name_of(volume: &PersistentVolume) -> Option<&str> {
+    volume
+        .metadata
+        .name
+        .as_deref()?
+        .strip_prefix(VOLUME_PREFIX)
+        .filter(|n| !n.is_empty())
 }
 
 /// What the forges need of a claim: fields the API server always sets.
@@ -48,8 +65,8 @@ fn claim(c: &PersistentVolumeClaim) -> Result<Claim<'_>, StorageError> {
     })
 }
 
-/// The size `claim` asks for.
-fn requested(c: &PersistentVolumeClaim) -> Result<Quantity, StorageError> {
+/// The size `claim` asks for (`spec.resources.requests.storage`).
+pub(super) fn requested(c: &PersistentVolumeClaim) -> Result<Quantity, StorageError> {
     c.spec
         .as_ref()
         .and_then(|s| {
@@ -76,6 +93,12 @@ fn claim_ref(c: &Claim<'_>) -> ObjectReference {
         uid: Some(c.uid.into()),
         ..ObjectReference::default()
     }
+}
+
+/// The claim reference a volume bound to `c` carries (API version, kind, namespace, name,
+/// UID).
+pub(super) fn reference(c: &PersistentVolumeClaim) -> Result<ObjectReference, StorageError> {
+    Ok(claim_ref(&claim(c)?))
 }
 
 /// How a twin claim (and a volume we provision) names its virtual claim: the namespace as a

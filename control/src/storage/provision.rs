@@ -5,14 +5,15 @@
 //! - Selected node virtual: the placeholder volume pinned to it (the provider's copy of the
 //!   claim is the virtual kubelet's).
 //! - Selected node physical: the twin claim in `liqo-storage`; once it is bound, the virtual
-//!   volume mirroring its volume.
+//!   volume mirroring its volume. While it is not, and its class has no provisioner, a static
+//!   volume pre-bound to it ([`static_bind`]), or, when none fits, refused with the reason.
 //! - Selected node gone: the selection is undone (the scheduler selects again), with an Event.
 //! - The twin's name taken by a claim that is not the twin: refused, with the reason (an Event
 //!   on the claim); nothing is made.
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{Node, ObjectReference, PersistentVolume, PersistentVolumeClaim};
 
-use super::{StorageError, asked_provisioner, forge, is_virtual, selected_node};
+use super::{StorageError, asked_provisioner, forge, is_virtual, selected_node, static_bind};
 use crate::consts::storage as consts;
 
 /// What the selected node is.
@@ -24,6 +25,27 @@ pub enum NodeKind {
     Virtual,
     /// No such node.
     Missing,
+}
+
+impl NodeKind {
+    /// What `node` (absent: none of that name) is.
+    pub fn of(node: Option<&k8s_openapi::api::core::v1::Node>) -> NodeKind {
+        use crate::consts::{labels, values};
+        match node {
+            None => NodeKind::Missing,
+            Some(n)
+                if n.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(labels::NODE_TYPE))
+                    .map(String::as_str)
+                    == Some(values::VIRTUAL_NODE) =>
+            {
+                NodeKind::Virtual
+            }
+            Some(_) => NodeKind::Physical,
+        }
+    }
 }
 
 /// The provisioner's settings.
@@ -44,12 +66,19 @@ pub struct Observed<'a> {
     pub claim: &'a PersistentVolumeClaim,
     /// What its selected node is (when one is selected).
     pub node: NodeKind,
+    /// The selected node, if it exists (a static volume's node affinity is matched against
+    /// it).
+    pub selected: Option<&'a Node>,
     /// The volume `pvc-<uid>`, if it exists.
     pub volume: Option<&'a PersistentVolume>,
     /// The claim named after its UID in the twin namespace, if it exists.
     pub twin: Option<&'a PersistentVolumeClaim>,
     /// The volume the twin is bound to, if it is.
     pub twin_volume: Option<&'a PersistentVolume>,
+    /// Every volume, when the twin exists unbound and its class (none named: the default
+    /// class) has no provisioner (`kubernetes.io/no-provisioner`); `None` otherwise (the
+    /// class's provisioner binds it).
+    pub static_volumes: Option<&'a [PersistentVolume]>,
     /// The settings.
     pub settings: &'a Settings,
 }
@@ -63,6 +92,17 @@ pub enum Action {
     CreateTwin(Box<PersistentVolumeClaim>),
     /// Create the claim's volume.
     CreateVolume(Box<PersistentVolume>),
+    /// Pre-bind a static volume to the twin claim (the scheduler's volume binder's part: the
+    /// PV controller completes the binding): its claim reference set, if it is still at
+    /// `resource_version` ([`static_bind::pre_bind_patch`]).
+    PreBind {
+        /// The volume's name.
+        volume: String,
+        /// The volume's resource version as read (a conflict if it changed).
+        resource_version: String,
+        /// The twin claim's reference (API version, kind, namespace, name, UID).
+        claim_ref: ObjectReference,
+    },
     /// Refused: a Warning Event on the claim says why; nothing is made.
     Refuse(String),
     /// The selected node is gone: remove the claim's selected-node annotation (the scheduler
@@ -137,12 +177,21 @@ fn physical(o: &Observed<'_>, node: &str) -> Result<Action, StorageError> {
         return Ok(Action::Nothing("its twin claim is being deleted"));
     }
     let bound = twin.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound");
-    match (bound, o.twin_volume) {
-        (true, Some(real)) => Ok(Action::CreateVolume(Box::new(forge::virtual_volume(
+    if let (true, Some(real)) = (bound, o.twin_volume) {
+        return Ok(Action::CreateVolume(Box::new(forge::virtual_volume(
             claim,
             real,
             &o.settings.reclaim,
-        )?))),
+        )?)));
+    }
+    // A volume named in the twin already: the PV controller finishes the binding.
+    let named = twin
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.as_deref())
+        .is_some_and(|v| !v.is_empty());
+    match (named, o.static_volumes, o.selected) {
+        (false, Some(volumes), Some(node)) => static_bind::decide(twin, volumes, node),
         _ => Ok(Action::Nothing("its twin claim is not bound yet")),
     }
 }

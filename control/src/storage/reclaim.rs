@@ -1,8 +1,9 @@
 //! What becomes of a volume of ours once its claim is gone (phase `Released`): with reclaim
-//! policy `Delete`, the twin claim first (its class's provisioner deletes the real data), then
-//! the volume; with `Retain`, nothing (the operator keeps both). A volume whose claim exists is
-//! never touched. And what becomes of a twin claim whose virtual claim was deleted before its
-//! volume was made ([`orphan`]): deleted, as its claim was.
+//! policy `Delete`, the twin claim first (the one named after the volume, [`decide`]; the real
+//! volume's reclaim policy then decides what becomes of the real data), then the volume; with
+//! `Retain`, nothing (the operator keeps both). A volume whose claim exists is never touched.
+//! And what becomes of a twin claim whose virtual claim was deleted before its volume was made
+//! ([`orphan`]): deleted, as its claim was.
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 
@@ -31,8 +32,10 @@ pub enum Action {
     },
 }
 
-/// What to do about `volume`, given the claim named after its claim's UID in the twin
-/// namespace (`twin`, if any).
+/// What to do about `volume`, given the claim of the twin namespace named after the volume's
+/// own name (`twin`, if any: `pvc-<name>` mirrors `<name>`, [`forge::twin_name_of`]; not its
+/// claim reference's UID, which `liqoctl move volume` changes). It is deleted first only if it
+/// names the claim the volume was bound to (its namespace and name, as the move updates them).
 pub fn decide(volume: &PersistentVolume, twin: Option<&PersistentVolumeClaim>) -> Action {
     if !forge::is_ours(volume) {
         return Action::Nothing("not provisioned by liqo.io/storage");

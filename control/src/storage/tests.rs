@@ -7,7 +7,7 @@ use super::{
     reclaim,
 };
 
-fn claim(class: &str, node: Option<&str>) -> PersistentVolumeClaim {
+pub(super) fn claim(class: &str, node: Option<&str>) -> PersistentVolumeClaim {
     let mut a = serde_json::Map::new();
     if let Some(n) = node {
         a.insert("volume.kubernetes.io/selected-node".into(), json!(n));
@@ -24,7 +24,7 @@ fn claim(class: &str, node: Option<&str>) -> PersistentVolumeClaim {
     .unwrap()
 }
 
-fn settings() -> Settings {
+pub(super) fn settings() -> Settings {
     Settings {
         namespace: "liqo-storage".into(),
         real_class: Some("local".into()),
@@ -32,13 +32,19 @@ fn settings() -> Settings {
     }
 }
 
-fn observe<'a>(c: &'a PersistentVolumeClaim, node: NodeKind, s: &'a Settings) -> Observed<'a> {
+pub(super) fn observe<'a>(
+    c: &'a PersistentVolumeClaim,
+    node: NodeKind,
+    s: &'a Settings,
+) -> Observed<'a> {
     Observed {
         claim: c,
         node,
+        selected: None,
         volume: None,
         twin: None,
         twin_volume: None,
+        static_volumes: None,
         settings: s,
     }
 }
@@ -289,4 +295,25 @@ fn a_twin_whose_claim_is_gone_before_its_volume_goes_too() {
     let mut stranger = twin.clone();
     stranger.metadata.annotations = None;
     assert_eq!(reclaim::orphan(&stranger, None, false), None);
+}
+
+#[test]
+fn a_volume_names_its_twin_by_its_own_name_even_once_moved_to_another_claim() {
+    let c = claim("liqo", Some("n0"));
+    let mut twin = forge::twin_claim(&c, "n0", None, "liqo-storage").unwrap();
+    twin.metadata.uid = Some("t-1".into());
+    // `liqoctl move volume`: re-bound to a new claim of the same name (another UID); the twin
+    // keeps its name.
+    let mut v = released("Delete", "Released");
+    v.spec.as_mut().unwrap().claim_ref.as_mut().unwrap().uid = Some("u-2".into());
+    assert_eq!(forge::twin_name_of(&v), Some("u-1"));
+    assert_eq!(forge::twin_name_of(&v), twin.metadata.name.as_deref());
+    assert!(matches!(
+        reclaim::decide(&v, Some(&twin)),
+        reclaim::Action::DeleteTwin { .. }
+    ));
+    for name in ["local-n0", "pvc-"] {
+        v.metadata.name = Some(name.into());
+        assert_eq!(forge::twin_name_of(&v), None, "{name}");
+    }
 }

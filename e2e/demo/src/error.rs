@@ -1,5 +1,7 @@
 //! The demo's errors: a `/call` refused before any I/O (a missing or bad URL: 400), a call that
-//! failed (502), and the listener's failure at start. Each names the URL or the address.
+//! failed (502), an `/append` refused before any I/O (a missing or bad entry: 400), and the
+//! listener's failure at start. Each names the URL, the entry or the address. The data
+//! directory's I/O errors are [`crate::store::StoreError`]'s.
 
 use std::net::SocketAddr;
 
@@ -32,6 +34,13 @@ pub(crate) enum Error {
     /// The answer's body is larger than the call accepts.
     #[error("calling {url}: the answer's body exceeds {limit} bytes")]
     TooLarge { url: String, limit: usize },
+    /// `/append` without an `entry` parameter.
+    #[error("/append needs an entry parameter, e.g. POST /append?entry=hello")]
+    MissingEntry,
+    /// The `entry` parameter breaks a rule (its length, a control character) or is not
+    /// percent-decodable.
+    #[error("bad entry {entry:?}: {reason}")]
+    BadEntry { entry: String, reason: String },
     /// The server could not listen.
     #[error("cannot listen on {addr}: {source}")]
     Listen {
@@ -46,7 +55,10 @@ impl Error {
     /// the called service's failure, 500 otherwise.
     pub(crate) fn status(&self) -> u16 {
         match self {
-            Error::MissingUrl | Error::BadUrl { .. } => 400,
+            Error::MissingUrl
+            | Error::BadUrl { .. }
+            | Error::MissingEntry
+            | Error::BadEntry { .. } => 400,
             Error::Connect { .. }
             | Error::Http { .. }
             | Error::Timeout { .. }
@@ -84,5 +96,12 @@ mod tests {
             secs: 5,
         };
         assert_eq!(timeout.status(), 502);
+        assert_eq!(Error::MissingEntry.status(), 400);
+        let bad = Error::BadEntry {
+            entry: "a\nb".into(),
+            reason: "no control character".into(),
+        };
+        assert_eq!(bad.status(), 400);
+        assert_eq!(bad.to_string(), r#"bad entry "a\nb": no control character"#);
     }
 }

@@ -1,15 +1,18 @@
 //! `liqo-demo`: the lab's demo application. Answers `GET /` with the pod, namespace, node and
 //! cluster that served it and the client address it saw, `GET /call?url=…` by calling another
-//! service and answering both, `GET /healthz` with `ok`; serves until SIGINT or SIGTERM (it runs
-//! as PID 1 of its container). This file owns the flags, the logs and the signals; the answers
-//! are [`logic`]'s, the network [`server`]'s and [`client`]'s.
+//! service and answering both, `GET /healthz` with `ok`; with a data directory, `POST
+//! /append?entry=…` and `GET /log` (a database-like demo on a persistent volume); serves until
+//! SIGINT or SIGTERM (it runs as PID 1 of its container). This file owns the flags, the logs and
+//! the signals; the answers are [`logic`]'s, the network [`server`]'s and [`client`]'s, the
+//! files [`store`]'s.
 
 mod client;
 mod error;
 mod logic;
 mod server;
+mod store;
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc};
 
 use clap::Parser;
 use tokio::signal::unix::{SignalKind, signal};
@@ -38,6 +41,10 @@ struct Args {
     /// The cluster's name (no downward API field: set by the manifest, e.g. per cluster).
     #[arg(long, env = "CLUSTER_NAME", default_value = "unknown")]
     cluster_name: String,
+    /// A directory (e.g. a persistent volume's mount) for POST /append?entry=… and GET /log,
+    /// which keep their lines in its file `log`; without it, those paths answer 404.
+    #[arg(long, env = "DEMO_DATA_DIR")]
+    data_dir: Option<PathBuf>,
 }
 
 /// Completes on SIGINT or SIGTERM; when listening for them fails, at once (never a server that
@@ -76,6 +83,13 @@ async fn main() -> std::process::ExitCode {
         node: args.node_name,
         cluster: args.cluster_name,
     };
+    let store = match args.data_dir.as_deref().map(store::Store::open).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
     let listener = match tokio::net::TcpListener::bind(args.listen).await {
         Ok(l) => l,
         Err(source) => {
@@ -94,11 +108,12 @@ async fn main() -> std::process::ExitCode {
         namespace = %identity.namespace,
         node = %identity.node,
         cluster = %identity.cluster,
+        log = store.as_ref().map(|s| s.path().display().to_string()),
         "serving"
     );
     server::serve(
         listener,
-        Arc::new(server::State::new(identity)),
+        Arc::new(server::State::new(identity, store)),
         stop_signal(),
     )
     .await;

@@ -2,110 +2,19 @@
 //! each started on a free port and polled until `/healthz` answers. `/` names the pod and the
 //! client address the server saw; `/call` crosses from one to the other; a bad URL is a 400, a
 //! refused one a 502, both naming the URL; an unknown path a 404; SIGTERM stops it cleanly.
-//! The HTTP client is a few lines over `std::net` (one request per connection).
+//! Without a data directory, `/append` and `/log` are unknown paths. The helpers are in
+//! `common/`; the data directory's tests in `data.rs`.
+
+mod common;
 
 use std::{
     io::{Read, Write},
-    net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream},
-    process::{Child, Command, Stdio},
+    net::TcpStream,
+    process::Command,
     time::{Duration, Instant},
 };
 
-use serde_json::Value;
-
-/// A running instance, killed when dropped (a failed assertion leaves nothing behind).
-struct Demo {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A loopback port nothing listens on now (the kernel's choice, released at once).
-fn free_port() -> u16 {
-    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    l.local_addr().unwrap().port()
-}
-
-/// Starts the binary as pod `pod` of `cluster`, and waits until `/healthz` answers 200.
-fn start(pod: &str, cluster: &str) -> Demo {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()));
-    let child = Command::new(env!("CARGO_BIN_EXE_liqo-demo"))
-        .arg("--listen")
-        .arg(addr.to_string())
-        .arg("--cluster-name")
-        .arg(cluster)
-        .env("POD_NAME", pod)
-        .env("POD_NAMESPACE", "demo")
-        .env("NODE_NAME", format!("{cluster}-worker"))
-        .env_remove("CLUSTER_NAME")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut demo = Demo { child, addr };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(status) = demo.child.try_wait().unwrap() {
-            panic!("liqo-demo on {addr} exited before it was ready: {status}");
-        }
-        if let Ok((200, _, body, _)) = try_get(addr, "/healthz", None) {
-            assert_eq!(body, "ok\n");
-            return demo;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "liqo-demo on {addr}: /healthz not 200 in 20 s"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// One GET: (status, content type, body, the local address of the connection).
-fn try_get(
-    addr: SocketAddr,
-    target: &str,
-    accept: Option<&str>,
-) -> std::io::Result<(u16, String, String, SocketAddr)> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(15)))?;
-    let accept = accept
-        .map(|a| format!("Accept: {a}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "GET {target} HTTP/1.1\r\nHost: {addr}\r\n{accept}Connection: close\r\n\r\n"
-    )?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let (head, body) = raw.split_once("\r\n\r\n").expect("a head and a body");
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .expect("a status code");
-    let content_type = head
-        .lines()
-        .find_map(|l| {
-            l.to_ascii_lowercase()
-                .strip_prefix("content-type: ")
-                .map(str::to_owned)
-        })
-        .unwrap_or_default();
-    Ok((status, content_type, body.to_owned(), s.local_addr()?))
-}
-
-fn get(addr: SocketAddr, target: &str) -> (u16, String, String, SocketAddr) {
-    try_get(addr, target, None).unwrap_or_else(|e| panic!("GET {target} on {addr}: {e}"))
-}
-
-fn json(body: &str) -> Value {
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
-}
+use common::{free_port, get, json, request, start, try_get};
 
 #[test]
 fn version_names_the_program() {
@@ -208,8 +117,12 @@ fn answers_who_served_calls_across_and_reports_bad_calls() {
     );
     assert!(error.to_lowercase().contains("refused"), "{error}");
 
-    // Unknown path, other method.
+    // Unknown path (`/append` and `/log` too without a data directory), other method.
     assert_eq!(get(front.addr, "/nothing").0, 404);
+    assert_eq!(get(front.addr, "/log").0, 404);
+    let a = request(front.addr, "POST", "/append?entry=x");
+    assert_eq!((a.status, a.allow.as_str()), (404, ""), "{}", a.body);
+    assert!(a.body.contains("with --data-dir"), "{}", a.body);
     let mut s = TcpStream::connect(front.addr).unwrap();
     write!(
         s,
@@ -219,6 +132,10 @@ fn answers_who_served_calls_across_and_reports_bad_calls() {
     let mut raw = String::new();
     s.read_to_string(&mut raw).unwrap();
     assert!(raw.starts_with("HTTP/1.1 405 "), "{raw}");
+    assert!(
+        raw.to_ascii_lowercase().contains("\r\nallow: get\r\n"),
+        "{raw}"
+    );
 }
 
 #[test]

@@ -194,7 +194,8 @@ fn every_image_runs_as_the_chart_runs_it_and_the_gateway_image_carries_the_lab()
         let flags = chart::security_flags(c);
         let mut binaries = vec![c.program.clone()];
         if c.program == "liqo-controller-manager" {
-            binaries.push("liqo-virtual-kubelet".into());
+            // Its virtual kubelets, and liqoctl move volume's Jobs.
+            binaries.extend(["liqo-virtual-kubelet".into(), "liqo-mover".into()]);
         }
         for b in &binaries {
             let got = run(c, &flags, &format!("/usr/local/bin/{b}"), &["--version"]);

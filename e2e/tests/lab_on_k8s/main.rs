@@ -16,3 +16,5 @@ mod real_nodes_chart;
 mod real_nodes_offload;
 mod real_nodes_report;
 mod real_nodes_root;
+mod real_nodes_stateful;
+mod real_nodes_storage;

@@ -115,7 +115,7 @@ pub(crate) async fn offloaded_demo(k: &K8sLab) {
 }
 
 /// The namespace milan holds rome's offloaded pods in.
-async fn remote_ns(milan: &Client) -> String {
+pub(crate) async fn remote_ns(milan: &Client) -> String {
     Api::<Namespace>::all(milan.clone())
         .list(&ListParams::default())
         .await

@@ -31,7 +31,7 @@ use k8s_openapi::api::{
 };
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, ListParams, Patch, PostParams, Preconditions},
+    api::{ListParams, Patch, PostParams},
     runtime::{controller::Action as Requeue, reflector::ObjectRef},
 };
 
@@ -276,13 +276,7 @@ async fn execute(
             apply(&rb, &map_ns, &value).await.map(drop)
         }
         Action::DeleteNamespace { name: remote, uid } => {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(uid),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
+            let params = control::requests::delete_by_uid(uid);
             match ns_api.delete(&remote, &params).await {
                 Ok(_) => Ok(()),
                 // Gone, or another namespace of that name now: the next pass observes.

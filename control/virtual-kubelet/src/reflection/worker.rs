@@ -14,7 +14,7 @@ use control::{
 use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::Time, jiff::Timestamp};
 use kube::{
     Api,
-    api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
+    api::{Patch, PatchParams, PostParams},
     runtime::reflector::ObjectRef,
 };
 use serde_json::json;
@@ -255,16 +255,6 @@ async fn home_api(
     Ok(found)
 }
 
-fn precondition(uid: String) -> DeleteParams {
-    DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    }
-}
-
 /// A deletion whose object is already gone (404) or replaced (409: UID precondition) is done.
 fn deleted<T>(r: Result<T, kube::Error>) -> Result<bool, kube::Error> {
     match r {
@@ -289,14 +279,14 @@ async fn perform(
         Action::DeleteShadow { uid } => {
             let Some(ns) = remote_ns else { return Ok(()) };
             let r = shadows(ns)
-                .delete(&key.name, &precondition(uid.clone()))
+                .delete(&key.name, &control::requests::delete_by_uid(uid.clone()))
                 .await;
             if deleted(r).map_err(kerr(format!("deleting ShadowPod {ns}/{}", key.name)))? {
                 tracing::info!(pod = %key, remote = %ns, %uid, "ShadowPod deleted");
             }
         }
         Action::DeleteLocal { uid } => {
-            let mut dp = precondition(uid);
+            let mut dp = control::requests::delete_by_uid(uid);
             dp.grace_period_seconds = Some(0);
             let r = local_api.delete(&key.name, &dp).await;
             if deleted(r).map_err(kerr(format!("deleting pod {key}")))? {

@@ -13,7 +13,7 @@ use control::{
 };
 use kube::{
     Api,
-    api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions},
+    api::{Patch, PatchParams, PostParams},
     runtime::{events::EventType, reflector::ObjectRef},
 };
 
@@ -112,13 +112,7 @@ async fn handle<K: Io>(r: &Reflector<K, K::Extra>, key: &Key) -> Result<Outcome,
             return Ok(Outcome::Done);
         }
         Action::Delete { name, uid } => {
-            let dp = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(uid),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
+            let dp = control::requests::delete_by_uid(uid);
             match api.delete(&name, &dp).await {
                 Ok(_) => {}
                 // Already gone, or replaced (the UID precondition): nothing of ours to delete.

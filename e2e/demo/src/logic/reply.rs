@@ -1,13 +1,14 @@
 //! The answers, built from their inputs only: who this pod is (its identity), who asked (the
 //! peer address as the server saw it) and how many answers it has given; `/call`'s answer from
-//! the called service's; the errors as JSON naming the URL.
+//! the called service's; `/append`'s and `/log`'s from the store's result; the errors as JSON
+//! naming the URL, the entry or the path.
 
 use std::net::SocketAddr;
 
 use serde_json::{Value, json};
 
 use super::route::{Format, Route};
-use crate::error::Error;
+use crate::{error::Error, store::StoreError};
 
 /// Who this pod is: from the downward API's environment, or flags (`unknown` when unset).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,7 +75,8 @@ fn hello_line(id: &Identity, client: SocketAddr, served: u64) -> String {
     )
 }
 
-/// The answer of every route but a valid `/call` (which needs the network: see [`called`]).
+/// The answer of every route but a valid `/call` (which needs the network: see [`called`]),
+/// `/append` and `/log` (which need the data directory: see [`appended`] and [`log`]).
 pub(crate) fn answer(route: &Route, id: &Identity, client: SocketAddr, served: u64) -> Reply {
     match route {
         Route::Hello(Format::Json) => Reply::json(200, &hello(id, client, served)),
@@ -83,10 +85,41 @@ pub(crate) fn answer(route: &Route, id: &Identity, client: SocketAddr, served: u
             500,
             &json!({"error": format!("{} was not called", target.url)}),
         ),
-        Route::BadCall(error) => Reply::json(400, &json!({"error": error})),
+        Route::BadCall(error) | Route::BadAppend(error) => {
+            Reply::json(400, &json!({"error": error}))
+        }
+        Route::Append(entry) => Reply::json(
+            500,
+            &json!({"error": format!("{entry:?} was not appended: no data directory")}),
+        ),
+        Route::Log => Reply::json(500, &json!({"error": "no data directory"})),
         Route::Health => Reply::text(200, "ok\n"),
-        Route::MethodNotAllowed => Reply::text(405, "method not allowed: GET only\n"),
-        Route::NotFound => Reply::text(404, "not found: GET /, /call?url=…, /healthz\n"),
+        Route::MethodNotAllowed(allow) => {
+            Reply::text(405, format!("method not allowed: {allow} only\n"))
+        }
+        Route::NotFound => Reply::text(
+            404,
+            "not found: GET /, /call?url=…, /healthz (with --data-dir: POST /append?entry=…, \
+             GET /log)\n",
+        ),
+    }
+}
+
+/// `/append`'s answer: `via` (this pod's fields), the line appended and the file's line count
+/// after it; or the store's error with status 500.
+pub(crate) fn appended(via: Value, line: &str, result: Result<u64, StoreError>) -> Reply {
+    match result {
+        Ok(lines) => Reply::json(200, &json!({"via": via, "appended": line, "lines": lines})),
+        Err(e) => Reply::json(500, &json!({"error": e.to_string()})),
+    }
+}
+
+/// `/log`'s answer: the file's whole content as text (bytes that are not UTF-8, which the demo
+/// never writes, shown as U+FFFD); or the store's error with status 500.
+pub(crate) fn log(result: Result<Vec<u8>, StoreError>) -> Reply {
+    match result {
+        Ok(bytes) => Reply::text(200, String::from_utf8_lossy(&bytes)),
+        Err(e) => Reply::json(500, &json!({"error": e.to_string()})),
     }
 }
 
@@ -152,7 +185,14 @@ mod tests {
         assert_eq!(status(Route::Health), 200);
         assert_eq!(answer(&Route::Health, &rome(), client(), 0).body, "ok\n");
         assert_eq!(status(Route::NotFound), 404);
-        assert_eq!(status(Route::MethodNotAllowed), 405);
+        let not_allowed = answer(&Route::MethodNotAllowed("POST"), &rome(), client(), 0);
+        assert_eq!(
+            (not_allowed.status, not_allowed.body.as_str()),
+            (405, "method not allowed: POST only\n")
+        );
+        assert_eq!(status(Route::BadAppend("bad entry".into())), 400);
+        assert_eq!(status(Route::Append("x".into())), 500);
+        assert_eq!(status(Route::Log), 500);
         let bad = answer(
             &Route::BadCall("bad url \"x\"".into()),
             &rome(),
@@ -209,5 +249,45 @@ mod tests {
             "calling http://back.demo/: no complete answer within 5 s"
         );
         assert_eq!(v["via"]["cluster"], "rome");
+    }
+
+    #[test]
+    fn an_append_answers_via_the_line_and_the_count_or_the_store_s_error() {
+        let via = hello(&rome(), client(), 3);
+        let line = "paid pod=front-1 cluster=rome";
+        let r = appended(via.clone(), line, Ok(4));
+        assert_eq!((r.status, r.content_type), (200, JSON));
+        let v: Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(v, json!({"via": via, "appended": line, "lines": 4}));
+
+        let r = appended(via, line, Err(full_disk()));
+        assert_eq!((r.status, r.content_type), (500, JSON));
+        let v: Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(
+            v,
+            json!({"error": "cannot append to /data/log: No space left on device"})
+        );
+    }
+
+    fn full_disk() -> StoreError {
+        StoreError {
+            op: "append to",
+            path: "/data/log".into(),
+            source: std::io::Error::other("No space left on device"),
+        }
+    }
+
+    #[test]
+    fn the_log_is_its_text_or_the_store_s_error() {
+        let r = log(Ok(b"a pod=p cluster=c\nb pod=p cluster=c\n".to_vec()));
+        assert_eq!((r.status, r.content_type), (200, TEXT));
+        assert_eq!(r.body, "a pod=p cluster=c\nb pod=p cluster=c\n");
+        assert_eq!(log(Ok(Vec::new())).body, "");
+        let r = log(Err(full_disk()));
+        assert_eq!((r.status, r.content_type), (500, JSON));
+        assert_eq!(
+            r.body,
+            "{\"error\":\"cannot append to /data/log: No space left on device\"}\n"
+        );
     }
 }

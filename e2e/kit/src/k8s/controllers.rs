@@ -2,8 +2,8 @@
 //! `e2e/k8s/README.md`, "What the test clusters leave out").
 
 /// The kube-controller-manager's controllers not started: what neither Liqo nor its tests use
-/// (workload kinds other than Deployments, ReplicaSets and DaemonSets (the chart's route
-/// agents), volume attachment and expansion (the PV binder and the PV and PVC protections stay:
+/// (workload kinds other than Deployments, ReplicaSets, DaemonSets (the chart's route
+/// agents) and Jobs (`liqoctl move volume`'s copy), volume attachment and expansion (the PV binder and the PV and PVC protections stay:
 /// the storage fabric binds claims), autoscaling, dynamic resources, cloud providers). Each one costs informers, lists at start and CPU on a 2-core
 /// machine that runs many clusters. `LIQO_K8S_ALL_CONTROLLERS=1` starts all of them.
 const CONTROLLERS_OFF: &[&str] = &[
@@ -12,7 +12,6 @@ const CONTROLLERS_OFF: &[&str] = &[
     "device-taint-eviction-controller",
     "ephemeral-volume-controller",
     "horizontal-pod-autoscaler-controller",
-    "job-controller",
     "kube-apiserver-serving-clustertrustbundle-publisher-controller",
     "legacy-serviceaccount-token-cleaner-controller",
     "node-route-controller",
@@ -58,6 +57,7 @@ mod tests {
         for needed in [
             "disruption-controller",
             "namespace-controller",
+            "job-controller",
             "garbage-collector-controller",
             "certificatesigningrequest-signing-controller",
             "node-lifecycle-controller",

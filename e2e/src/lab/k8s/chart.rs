@@ -4,14 +4,15 @@
 //! ([`super::realnode::images::build_chart`]), with the chart's ServiceAccounts, security
 //! contexts, probes and mounts. Nothing of Liqo runs as a lab process. The lab stands in for the
 //! cloud's load balancers and Internet egress ([`super::lb`]): peers reach the gateway, the
-//! auth service and the API server at the cluster's public address.
+//! auth service and the API server at the cluster's public address, and for their disks
+//! ([`super::volumes`]: the storage fabric's real class).
 
 use std::{path::Path, process::Stdio, time::Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 
-use super::{K8sLabError, fabric, lb, realnode::images, relay};
+use super::{K8sLabError, fabric, lb, realnode::images, relay, volumes};
 use crate::{
     k8s::{self, Binaries, Clusters},
     lab::Lab,
@@ -34,13 +35,9 @@ pub async fn install(
     for c in &lab.topology.clusters {
         let kc = set.get(c.name.as_str()).expect("one per lab cluster");
         let api = fabric::loopback_port(&kc.server)?;
-        lb::api_service(
-            &kc.client().await?,
-            c,
-            relay::api_node(c).lan_addr.addr(),
-            api.port(),
-        )
-        .await?;
+        let client = kc.client().await?;
+        lb::api_service(&client, c, relay::api_node(c).lan_addr.addr(), api.port()).await?;
+        volumes::create(lab, c, &client).await?;
     }
     let t = Instant::now();
     let runs = lab.topology.clusters.iter().map(|c| {
@@ -145,6 +142,9 @@ async fn run_install(
         // translate (its NAT of the gateway's own traffic clashes with it).
         "gateway.service.type=NodePort".to_owned(),
         format!("gateway.replicas={gateway_replicas}"),
+        // The storage fabric over the lab's static volumes.
+        "storage.enable=true".to_owned(),
+        format!("storage.realStorageClassName={}", volumes::CLASS),
         format!(
             "gateway.config.endpointOverride.address={}",
             c.wan_addr.addr()

@@ -42,6 +42,7 @@ pub mod restart;
 pub mod rotate;
 mod up;
 pub mod views;
+pub mod volumes;
 
 pub use down::{Down, down};
 pub use error::K8sLabError;

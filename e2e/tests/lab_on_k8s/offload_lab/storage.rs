@@ -1,10 +1,11 @@
 //! The storage fabric on the lab's control planes (kwok nodes: binding and placement, no data;
 //! control-plane.md §6): a no-provisioner class `lab-local`, default on both clusters, stands
-//! in for the real class, with static local volumes on milan (its scheduler binds them) and,
-//! on rome, the test acting as the real class's provisioner for the twin claims (a volume made
-//! for each, pre-bound). Then:
-//! - a claim of class `liqo` whose first consumer lands on a rome node: the twin claim bound in
-//!   `liqo-storage`, the virtual volume with the real one's source and affinity plus
+//! in for the real class, with static local volumes on milan (its scheduler binds them) and on
+//! each of rome's own nodes (two sizes; nothing but the controller-manager binds a twin claim:
+//! it has no pod). Then:
+//! - a claim of class `liqo` whose first consumer lands on a rome node: the twin claim in
+//!   `liqo-storage` bound by the controller-manager to the smallest static volume on that node,
+//!   the virtual volume with the real one's source and affinity plus
 //!   `liqo.io/type DoesNotExist`, a second consumer on the same node;
 //! - a claim of class `liqo` whose first consumer is offloaded: the placeholder volume pinned to
 //!   `liqo-milan`, the copy on milan bound with the offer's class, a second consumer on
@@ -17,10 +18,10 @@
 
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::{Namespace, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::{
     Api, Client,
-    api::{DeleteParams, PostParams},
+    api::{DeleteParams, ListParams, PostParams},
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -59,7 +60,7 @@ pub(crate) async fn prepare(c: &Client) {
     .await;
 }
 
-/// A local volume of the stand-in class on `node`, bound in advance to `claim` if given.
+/// A local volume of the stand-in class on `node`, 1Gi, bound in advance to `claim` if given.
 pub(super) fn local_volume(name: &str, node: &str, claim: Option<(&str, &str)>) -> Value {
     let mut v = json!({
         "metadata": {"name": name},
@@ -114,6 +115,12 @@ fn affinity(v: &PersistentVolume) -> Value {
     serde_json::to_value(&v.spec.as_ref().unwrap().node_affinity).unwrap()
 }
 
+/// The static volumes on rome's node `node`: the one a 1Gi twin claim there is bound to (the
+/// smallest that fits), then a larger one.
+fn rome_volumes(node: &str) -> [String; 2] {
+    [format!("rome-{node}-1g"), format!("rome-{node}-2g")]
+}
+
 /// Runs the checks; returns the seconds each binding took.
 pub(crate) async fn claims_follow_their_first_consumer(
     rome: &Client,
@@ -126,6 +133,21 @@ pub(crate) async fn claims_follow_their_first_consumer(
         local_volume("milan-n0-a", "n0", None),
     )
     .await;
+    // Static local volumes on each of rome's own nodes, two sizes (the real class has no
+    // provisioner: the controller-manager pre-binds each twin claim to one).
+    let nodes = Api::<Node>::all(rome.clone())
+        .list(&ListParams::default().labels("!liqo.io/type"))
+        .await
+        .unwrap();
+    assert!(!nodes.items.is_empty(), "rome has nodes of its own");
+    for n in &nodes.items {
+        let node = n.metadata.name.as_deref().unwrap();
+        let [small, big] = rome_volumes(node);
+        create(&volumes, local_volume(&small, node, None)).await;
+        let mut v = local_volume(&big, node, None);
+        v["spec"]["capacity"]["storage"] = json!("2Gi");
+        create(&volumes, v).await;
+    }
     create(
         &Api::<Namespace>::all(rome.clone()),
         json!({"metadata": {"name": HOME_NS}}),
@@ -160,16 +182,27 @@ pub(crate) async fn claims_follow_their_first_consumer(
         twin.metadata.annotations.clone().unwrap_or_default()["volume.kubernetes.io/selected-node"]
             .clone();
     assert!(!node.starts_with("liqo-"), "a physical node: {node}");
-    // The real class's provisioner (the test): a volume on that node for the twin.
-    create(
-        &volumes,
-        local_volume(&format!("real-{uid}"), &node, Some(("liqo-storage", &uid))),
-    )
+    // Nothing but the controller-manager binds the twin (no pod, no provisioner): to the
+    // smallest static volume on its node.
+    let [real, _] = rome_volumes(&node);
+    let twin = until(30, "the twin claim bound by the controller-manager", || {
+        bound(&twins, &uid)
+    })
     .await;
+    assert_eq!(
+        twin.spec.as_ref().unwrap().volume_name.as_deref(),
+        Some(real.as_str()),
+        "the smallest static volume on {node}"
+    );
+    let claim_ref = volumes.get(&real).await.unwrap().spec.unwrap().claim_ref;
+    assert_eq!(
+        claim_ref.and_then(|r| r.uid),
+        twin.metadata.uid,
+        "{real} is the twin's"
+    );
     let on = until(90, "the first consumer Running", || running(&pods, "first")).await;
     let home_secs = t.elapsed().as_secs_f64();
     assert_eq!(on, node, "the pod runs where its claim was provisioned");
-    bound(&twins, &uid).await.expect("the twin claim is bound");
     let c = bound(&claims, "data")
         .await
         .expect("the virtual claim is bound");
@@ -182,10 +215,7 @@ pub(crate) async fn claims_follow_their_first_consumer(
         Some(format!("pvc-{uid}").as_str())
     );
     let spec = v.spec.as_ref().unwrap();
-    assert_eq!(
-        spec.local.as_ref().unwrap().path,
-        format!("/mnt/real-{uid}")
-    );
+    assert_eq!(spec.local.as_ref().unwrap().path, format!("/mnt/{real}"));
     assert_eq!(spec.storage_class_name.as_deref(), Some("liqo"));
     assert_eq!(
         affinity(&v),

@@ -1,0 +1,278 @@
+//! `liqoctl move volume <claim> -n <namespace> --node <node>`: moves the data of a claim of
+//! class `liqo` to a node of this cluster (from a provider, or from another node), the way
+//! [`control::storage::moving`] lays out: refused (naming why, nothing changed) unless the
+//! claim is bound, of class `liqo`, mounted by no pod and the node is a physical node other
+//! than its own; then the data is copied by two Jobs of `liqo-mover` (the controller-manager's
+//! image) into a new claim on the node, both sides' manifests compared, and only when they are
+//! equal the new volume is re-bound to a claim of the original name and the original deleted.
+//!
+//! A failure before the switch deletes what the move made (the original untouched); a move
+//! killed then leaves its objects (labelled with the claim's UID), which the next try deletes
+//! first. Killed during the switch (the new volume holds the verified data, `Retain`, and
+//! records the claim it goes to): the next `move volume` of that claim finishes it.
+
+mod io;
+mod switch;
+
+use std::time::{Duration, Instant};
+
+use control::{
+    identity::AuthToken,
+    storage::{
+        moving::{self, Image, Names, Refusal},
+        provision::NodeKind,
+    },
+};
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::{Node, PersistentVolumeClaim, Pod},
+};
+use kube::{Api, Client, api::ListParams};
+
+use crate::client::ApiFailure;
+
+/// Why a move failed.
+#[derive(Debug, thiserror::Error)]
+pub enum MoveError {
+    /// Refused; nothing was changed.
+    #[error("refusing to move {claim} (nothing was changed)")]
+    Refused {
+        /// `namespace/name`.
+        claim: String,
+        /// Why.
+        #[source]
+        source: Refusal,
+    },
+    /// No such claim (and no move of it to finish).
+    #[error(
+        "claim {0} does not exist (-n/--namespace names the claim's namespace for move volume)"
+    )]
+    NotFound(String),
+    /// The image could not be found.
+    #[error(
+        "cannot tell the mover's image: {0}; give it with --image (the controller-manager's \
+         image of this Liqo version)"
+    )]
+    Image(String),
+    /// The copy failed; what the move made was deleted, the original is untouched.
+    #[error("{0}; the original claim, its volume and its data are untouched")]
+    Copy(String),
+    /// The switch stopped half-way: the data is safe in the new volume.
+    #[error(
+        "{0}; the copy was verified and is kept in volume {1} (Retain): run the same move \
+         volume again to finish"
+    )]
+    Switch(String, String),
+    /// A forged object was invalid (a bug).
+    #[error(transparent)]
+    Forge(#[from] moving::ForgeError),
+    /// No random token.
+    #[error(transparent)]
+    Random(#[from] control::identity::RandomUnavailable),
+    /// A call to the apiserver failed.
+    #[error("{what}")]
+    Kube {
+        /// What was being done.
+        what: String,
+        /// The cause.
+        #[source]
+        source: ApiFailure,
+    },
+}
+
+pub(crate) fn kube_err(what: impl Into<String>) -> impl FnOnce(kube::Error) -> MoveError {
+    let what = what.into();
+    move |e| MoveError::Kube {
+        what,
+        source: e.into(),
+    }
+}
+
+/// What a move asks.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The claim's namespace.
+    pub namespace: &'a str,
+    /// Its name.
+    pub claim: &'a str,
+    /// The target node.
+    pub node: &'a str,
+    /// Where Liqo is installed (its controller-manager's image runs the mover).
+    pub liqo_namespace: &'a str,
+    /// The image, instead of the controller-manager's.
+    pub image: Option<&'a str>,
+    /// How long the copy may take.
+    pub timeout: Duration,
+}
+
+/// Moves the claim as `r` asks, printing progress.
+pub async fn move_volume(client: &Client, r: &Request<'_>) -> Result<(), MoveError> {
+    let id = format!("{}/{}", r.namespace, r.claim);
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), r.namespace);
+    let claim = claims
+        .get_opt(r.claim)
+        .await
+        .map_err(kube_err(format!("reading claim {id}")))?;
+    let kept = switch::kept_for(client, r.namespace, r.claim).await?;
+    let claim = match (claim, kept) {
+        // Killed after the original was deleted: its data is in the volume kept for it.
+        (None, Some(volume)) => return switch::finish(client, &volume).await,
+        (None, None) => return Err(MoveError::NotFound(id)),
+        (Some(c), Some(volume))
+            if c.spec.as_ref().and_then(|s| s.volume_name.as_deref())
+                == volume.metadata.name.as_deref() =>
+        {
+            // Bound to the copy already: the end of the switch.
+            return switch::finish(client, &volume).await;
+        }
+        (Some(c), Some(volume)) if c.metadata.deletion_timestamp.is_some() => {
+            // The original going (its data with it): the copy is what is left.
+            switch::gone(client, r.namespace, r.claim, c.metadata.uid.as_deref()).await?;
+            return switch::finish(client, &volume).await;
+        }
+        // Killed before the original was deleted: the original is what counts (it may have
+        // changed since); the copy goes and the move starts again.
+        (Some(c), Some(volume)) => {
+            switch::discard(client, &volume).await?;
+            c
+        }
+        (Some(c), None) => c,
+    };
+    let names = Names::new(claim.metadata.uid.as_deref().unwrap_or_default());
+    io::clean(client, r.namespace, &names, true).await?;
+    let pods = Api::<Pod>::namespaced(client.clone(), r.namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing the pods of {}", r.namespace)))?
+        .items;
+    let kind = node_kind(client, r.node).await?;
+    moving::check(&claim, &pods, r.node, kind).map_err(|source| MoveError::Refused {
+        claim: id.clone(),
+        source,
+    })?;
+    let image = image(client, r).await?;
+    let from = control::storage::selected_node(&claim)
+        .unwrap_or("?")
+        .to_owned();
+    println!("Moving {id} from {from} to {}", r.node);
+    let t = Instant::now();
+    let copied = match copy(client, &claim, &names, &image, r).await {
+        Ok(c) => c,
+        Err(e) => {
+            io::clean(client, r.namespace, &names, false).await?;
+            return Err(e);
+        }
+    };
+    let secs = t.elapsed().as_secs_f64();
+    let gib = copied.bytes as f64 / f64::from(1u32 << 30);
+    println!(
+        "Copied and verified {} files, {} bytes in {secs:.1} s ({:.1} s per GiB): both sides' \
+         manifests are sha256 {}",
+        copied.files,
+        copied.bytes,
+        if gib > 0.0 { secs / gib } else { 0.0 },
+        copied.digest
+    );
+    switch::switch(client, &claim, &names, r.node).await?;
+    io::clean(client, r.namespace, &names, false).await?;
+    println!(
+        "Moved {id} to {} in {:.1} s; the original volume is deleted with its claim",
+        r.node,
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// The copy: the move's objects made, both Jobs done, the manifests equal.
+async fn copy(
+    client: &Client,
+    claim: &PersistentVolumeClaim,
+    names: &Names,
+    image: &Image,
+    r: &Request<'_>,
+) -> Result<moving::Manifest, MoveError> {
+    let deadline = r.timeout.as_secs().max(1);
+    let token = AuthToken::generate()?;
+    io::create(
+        client,
+        r.namespace,
+        moving::token_secret(claim, names, token.expose())?,
+    )
+    .await?;
+    io::create(
+        client,
+        r.namespace,
+        moving::temp_claim(claim, r.node, names)?,
+    )
+    .await?;
+    io::create(client, r.namespace, moving::service(claim, names)?).await?;
+    let receiver = moving::receiver_job(claim, names, image, r.node, deadline)?;
+    io::create(client, r.namespace, receiver).await?;
+    io::create(
+        client,
+        r.namespace,
+        moving::sender_job(claim, names, image, deadline)?,
+    )
+    .await?;
+    println!(
+        "Copying with Jobs {} (on {}) and {} (next to the data)",
+        names.job("receive"),
+        r.node,
+        names.job("send")
+    );
+    let logs = io::wait_jobs(client, r.namespace, names, r.timeout).await?;
+    let (Some(sent), Some(received)) = (moving::manifest(&logs.0), moving::manifest(&logs.1))
+    else {
+        return Err(MoveError::Copy(format!(
+            "a Job printed no manifest; the sender said: {}; the receiver said: {}",
+            io::last_lines(&logs.0),
+            io::last_lines(&logs.1)
+        )));
+    };
+    if sent != received {
+        return Err(MoveError::Copy(format!(
+            "the copy differs from the original: sent sha256 {} ({} files, {} bytes), received \
+             sha256 {} ({} files, {} bytes)",
+            sent.digest, sent.files, sent.bytes, received.digest, received.files, received.bytes
+        )));
+    }
+    Ok(received)
+}
+
+async fn node_kind(client: &Client, node: &str) -> Result<NodeKind, MoveError> {
+    let n = Api::<Node>::all(client.clone())
+        .get_opt(node)
+        .await
+        .map_err(kube_err(format!("reading node {node}")))?;
+    Ok(NodeKind::of(n.as_ref()))
+}
+
+/// The controller-manager's image (and pull policy), or the one given.
+async fn image(client: &Client, r: &Request<'_>) -> Result<Image, MoveError> {
+    if let Some(name) = r.image {
+        return Ok(Image {
+            name: name.to_owned(),
+            pull_policy: None,
+        });
+    }
+    let name = control::consts::objects::CONTROLLER_MANAGER;
+    let d = Api::<Deployment>::namespaced(client.clone(), r.liqo_namespace)
+        .get_opt(name)
+        .await
+        .map_err(kube_err(format!(
+            "reading Deployment {}/{name}",
+            r.liqo_namespace
+        )))?
+        .ok_or_else(|| MoveError::Image(format!("no Deployment {}/{name}", r.liqo_namespace)))?;
+    let c = d
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.into_iter().next())
+        .ok_or_else(|| MoveError::Image(format!("Deployment {name} has no container")))?;
+    Ok(Image {
+        name: c
+            .image
+            .ok_or_else(|| MoveError::Image(format!("Deployment {name} names no image")))?,
+        pull_policy: c.image_pull_policy,
+    })
+}

@@ -1,0 +1,216 @@
+//! The move's objects: made, followed (the two Jobs), read (their logs) and deleted.
+
+use std::time::{Duration, Instant};
+
+use control::storage::moving::Names;
+use k8s_openapi::{
+    NamespaceResourceScope,
+    api::{
+        batch::v1::Job,
+        core::v1::{PersistentVolumeClaim, Pod, Secret, Service},
+    },
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{DeleteParams, ListParams, LogParams, PostParams, PropagationPolicy},
+};
+use serde::{Serialize, de::DeserializeOwned};
+
+use super::{MoveError, kube_err};
+
+/// Creates `obj` in `ns`.
+pub(super) async fn create<K>(client: &Client, ns: &str, obj: K) -> Result<(), MoveError>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + Serialize
+        + std::fmt::Debug,
+{
+    let what = format!("creating {} {ns}/{}", K::kind(&()), obj.name_any());
+    Api::<K>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &obj)
+        .await
+        .map(drop)
+        .map_err(kube_err(what))
+}
+
+/// Deletes every object of the move `names` in `ns` (the Jobs with their pods, waited for:
+/// until they are gone they mount the claims). With `earlier`, says so when there was
+/// something: the leftovers of a move that was killed.
+pub(super) async fn clean(
+    client: &Client,
+    ns: &str,
+    names: &Names,
+    earlier: bool,
+) -> Result<(), MoveError> {
+    let lp = ListParams::default().labels(&names.selector());
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..DeleteParams::default()
+    };
+    let mut found = delete_jobs(client, ns, names, PODS_GONE).await?;
+    found += delete_all::<Service>(client, ns, &lp, &dp).await?;
+    found += delete_all::<Secret>(client, ns, &lp, &dp).await?;
+    found += delete_all::<PersistentVolumeClaim>(client, ns, &lp, &dp).await?;
+    if earlier && found > 0 {
+        println!(
+            "Deleted {found} object(s) an earlier, interrupted move of this claim left ({})",
+            names.selector()
+        );
+    }
+    Ok(())
+}
+
+async fn delete_all<K>(
+    client: &Client,
+    ns: &str,
+    lp: &ListParams,
+    dp: &DeleteParams,
+) -> Result<usize, MoveError>
+where
+    K: Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api = Api::<K>::namespaced(client.clone(), ns);
+    let kind = K::kind(&());
+    let items = api
+        .list(lp)
+        .await
+        .map_err(kube_err(format!("listing the move's {kind}s in {ns}")))?
+        .items;
+    for o in &items {
+        match api.delete(&o.name_any(), dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => {
+                return Err(kube_err(format!("deleting {kind} {ns}/{}", o.name_any()))(
+                    e,
+                ));
+            }
+        }
+    }
+    Ok(items.len())
+}
+
+/// Waits until both Jobs of `names` succeeded; their pods' logs (sender's, receiver's). A Job
+/// that failed, or `timeout`: the failure, with what its pod said last.
+pub(super) async fn wait_jobs(
+    client: &Client,
+    ns: &str,
+    names: &Names,
+    timeout: Duration,
+) -> Result<(String, String), MoveError> {
+    let jobs = Api::<Job>::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + timeout;
+    let (send, receive) = (names.job("send"), names.job("receive"));
+    loop {
+        let mut done = 0;
+        for name in [&send, &receive] {
+            let job = jobs
+                .get(name)
+                .await
+                .map_err(kube_err(format!("reading Job {ns}/{name}")))?;
+            let s = job.status.unwrap_or_default();
+            if s.failed.unwrap_or(0) > 0 {
+                let said = pod_log(client, ns, name)
+                    .await
+                    .unwrap_or_else(|e| e.to_string());
+                return Err(MoveError::Copy(format!(
+                    "Job {ns}/{name} failed; its pod said: {}",
+                    last_lines(&said)
+                )));
+            }
+            if s.succeeded.unwrap_or(0) > 0 {
+                done += 1;
+            }
+        }
+        if done == 2 {
+            return Ok((
+                pod_log(client, ns, &send).await?,
+                pod_log(client, ns, &receive).await?,
+            ));
+        }
+        if Instant::now() >= deadline {
+            let said = pod_log(client, ns, &send)
+                .await
+                .unwrap_or_else(|e| e.to_string());
+            return Err(MoveError::Copy(format!(
+                "the copy did not end within {timeout:?}; the sender said: {}",
+                last_lines(&said)
+            )));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The log of the pod of Job `job`.
+async fn pod_log(client: &Client, ns: &str, job: &str) -> Result<String, MoveError> {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let found = pods
+        .list(&ListParams::default().labels(&format!("job-name={job}")))
+        .await
+        .map_err(kube_err(format!("listing the pods of Job {ns}/{job}")))?
+        .items;
+    let Some(pod) = found.first() else {
+        return Ok(format!("(no pod of Job {job})"));
+    };
+    pods.logs(&pod.name_any(), &LogParams::default())
+        .await
+        .map_err(kube_err(format!(
+            "reading the log of pod {ns}/{}",
+            pod.name_any()
+        )))
+}
+
+/// The last lines of `log` (on one line), for an error.
+pub(super) fn last_lines(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = &lines[lines.len().saturating_sub(3)..];
+    if tail.is_empty() {
+        "(nothing)".into()
+    } else {
+        tail.join(" | ")
+    }
+}
+
+/// How long the move's pods are waited for once their Jobs are deleted.
+pub(super) const PODS_GONE: Duration = Duration::from_secs(120);
+
+/// Deletes the Jobs of `names` and waits until their pods are gone (the claims they mount
+/// are then free); how many Jobs there were.
+pub(super) async fn delete_jobs(
+    client: &Client,
+    ns: &str,
+    names: &Names,
+    timeout: Duration,
+) -> Result<usize, MoveError> {
+    let lp = ListParams::default().labels(&names.selector());
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..DeleteParams::default()
+    };
+    let jobs = delete_all::<Job>(client, ns, &lp, &dp).await?;
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = pods
+            .list(&lp)
+            .await
+            .map_err(kube_err(format!("listing the move's pods in {ns}")))?
+            .items;
+        if left.is_empty() {
+            return Ok(jobs);
+        }
+        if Instant::now() >= deadline {
+            let names: Vec<String> = left.iter().map(ResourceExt::name_any).collect();
+            return Err(MoveError::Copy(format!(
+                "the Jobs' pods {} were not gone within {timeout:?}",
+                names.join(", ")
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

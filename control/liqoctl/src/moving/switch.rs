@@ -1,0 +1,269 @@
+//! The switch, once the copy is verified: the new volume kept (`Retain`) and marked with the
+//! claim it goes to, the move's claim deleted, the volume reserved for the original name, the
+//! original deleted (its data with it), a claim of the original name bound to the new volume,
+//! and the volume given back its reclaim policy. Each step is finished by the next `move
+//! volume` of the claim if this one is killed ([`kept_for`], [`finish`]).
+
+use std::time::{Duration, Instant};
+
+use control::{
+    consts::storage as consts,
+    requests::delete_by_uid,
+    storage::{
+        forge,
+        moving::{self, MOVED_CLAIM, Names, RECLAIM_BEFORE},
+    },
+};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+};
+use serde_json::json;
+
+use super::{MoveError, io, kube_err};
+
+/// How long a claim's deletion or binding is waited for.
+const WAIT: Duration = Duration::from_secs(120);
+
+/// The claim a volume kept by a move goes to.
+fn record(volume: &PersistentVolume) -> Option<PersistentVolumeClaim> {
+    let a = volume.metadata.annotations.as_ref()?.get(MOVED_CLAIM)?;
+    serde_json::from_str(a).ok()
+}
+
+/// The volume a move kept for claim `ns/name`, if one did.
+pub(super) async fn kept_for(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<Option<PersistentVolume>, MoveError> {
+    let all = Api::<PersistentVolume>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err("listing the PersistentVolumes"))?
+        .items;
+    Ok(all.into_iter().find(|v| {
+        record(v).is_some_and(|c| {
+            c.metadata.namespace.as_deref() == Some(ns) && c.metadata.name.as_deref() == Some(name)
+        })
+    }))
+}
+
+/// Deletes a copy kept by an earlier move that was killed before the original went (the
+/// original may have changed since): its twin claim, then the volume.
+pub(super) async fn discard(client: &Client, volume: &PersistentVolume) -> Result<(), MoveError> {
+    let name = volume.name_any();
+    println!("Discarding volume {name}, the copy of an earlier move killed before the switch");
+    if let Some(twin) = forge::twin_name_of(volume) {
+        match Api::<PersistentVolumeClaim>::namespaced(client.clone(), consts::NAMESPACE)
+            .delete(twin, &DeleteParams::default())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(kube_err(format!("deleting twin claim {twin}"))(e)),
+        }
+    }
+    Api::<PersistentVolume>::all(client.clone())
+        .delete(&name, &delete_by_uid(volume.uid().unwrap_or_default()))
+        .await
+        .map(drop)
+        .map_err(kube_err(format!("deleting volume {name}")))
+}
+
+async fn patch_volume(
+    client: &Client,
+    name: &str,
+    patch: serde_json::Value,
+) -> Result<PersistentVolume, MoveError> {
+    Api::<PersistentVolume>::all(client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(kube_err(format!("updating volume {name}")))
+}
+
+/// Waits until claim `ns/name` of UID `uid` is gone.
+pub(super) async fn gone(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<(), MoveError> {
+    let api = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let c = api
+            .get_opt(name)
+            .await
+            .map_err(kube_err(format!("reading claim {ns}/{name}")))?;
+        if c.is_none_or(|c| c.metadata.uid.as_deref() != uid) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(MoveError::Copy(format!(
+                "claim {ns}/{name} was not gone within {WAIT:?} (a pod still mounts it?)"
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Switches `original` to the verified copy in the move's claim (`names`) on `node`.
+pub(super) async fn switch(
+    client: &Client,
+    original: &PersistentVolumeClaim,
+    names: &Names,
+    node: &str,
+) -> Result<(), MoveError> {
+    let ns = original.metadata.namespace.as_deref().unwrap_or_default();
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
+    let temp = claims
+        .get(&names.base)
+        .await
+        .map_err(kube_err(format!("reading claim {ns}/{}", names.base)))?;
+    let volume = temp
+        .spec
+        .as_ref()
+        .and_then(|s| s.volume_name.clone())
+        .ok_or_else(|| MoveError::Copy(format!("claim {ns}/{} is not bound", names.base)))?;
+    io::delete_jobs(client, ns, names, io::PODS_GONE).await?;
+    let v = Api::<PersistentVolume>::all(client.clone())
+        .get(&volume)
+        .await
+        .map_err(kube_err(format!("reading volume {volume}")))?;
+    let policy = v
+        .spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_reclaim_policy.clone())
+        .unwrap_or_else(|| "Delete".into());
+    let goes_to = serde_json::to_string(&moving::rebound_claim(original, &volume, node)?)
+        .map_err(|e| MoveError::Copy(format!("recording the claim to make: {e}")))?;
+    // From here on the copy is kept whatever becomes of the claims.
+    patch_volume(
+        client,
+        &volume,
+        json!({
+            "metadata": {"annotations": {MOVED_CLAIM: goes_to, RECLAIM_BEFORE: policy}},
+            "spec": {"persistentVolumeReclaimPolicy": "Retain"},
+        }),
+    )
+    .await?;
+    let switch_err = |e: MoveError| MoveError::Switch(e.to_string(), volume.clone());
+    claims
+        .delete(&names.base, &delete_by_uid(temp.uid().unwrap_or_default()))
+        .await
+        .map_err(kube_err(format!("deleting claim {ns}/{}", names.base)))
+        .map_err(switch_err)?;
+    gone(client, ns, &names.base, temp.uid().as_deref())
+        .await
+        .map_err(switch_err)?;
+    // The original goes, and its data with it: the copy is verified and kept.
+    claims
+        .delete(
+            &original.name_any(),
+            &delete_by_uid(original.uid().unwrap_or_default()),
+        )
+        .await
+        .map_err(kube_err(format!(
+            "deleting claim {ns}/{}",
+            original.name_any()
+        )))
+        .map_err(switch_err)?;
+    gone(client, ns, &original.name_any(), original.uid().as_deref())
+        .await
+        .map_err(switch_err)?;
+    let v = Api::<PersistentVolume>::all(client.clone())
+        .get(&volume)
+        .await
+        .map_err(kube_err(format!("reading volume {volume}")))
+        .map_err(switch_err)?;
+    finish(client, &v).await
+}
+
+/// Ends a move whose copy is in `volume` (kept, [`MOVED_CLAIM`] naming the claim): the
+/// volume reserved for the claim, the claim made (or found) and bound, its twin and the
+/// volume naming it, the reclaim policy restored.
+pub(super) async fn finish(client: &Client, volume: &PersistentVolume) -> Result<(), MoveError> {
+    let name = volume.name_any();
+    let err = |e: MoveError| MoveError::Switch(e.to_string(), name.clone());
+    let claim = record(volume).ok_or_else(|| {
+        MoveError::Switch(
+            format!("{MOVED_CLAIM} of volume {name} is not a claim"),
+            name.clone(),
+        )
+    })?;
+    let (ns, cname) = (
+        claim.metadata.namespace.clone().unwrap_or_default(),
+        claim.metadata.name.clone().unwrap_or_default(),
+    );
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), &ns);
+    let existing = claims
+        .get_opt(&cname)
+        .await
+        .map_err(kube_err(format!("reading claim {ns}/{cname}")))
+        .map_err(err)?;
+    if existing.is_none() {
+        if !moving::names_claim(volume, &ns, &cname) {
+            patch_volume(
+                client,
+                &name,
+                json!({"spec": {"claimRef": {
+                "apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": ns, "name": cname,
+                "uid": null, "resourceVersion": null}}}),
+            )
+            .await
+            .map_err(err)?;
+        }
+        claims
+            .create(&PostParams::default(), &claim)
+            .await
+            .map_err(kube_err(format!("creating claim {ns}/{cname}")))
+            .map_err(err)?;
+    }
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let c = claims
+            .get(&cname)
+            .await
+            .map_err(kube_err(format!("reading claim {ns}/{cname}")))
+            .map_err(err)?;
+        let bound_here = c.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(&name);
+        if bound_here && c.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Bound") {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(err(MoveError::Copy(format!(
+                "claim {ns}/{cname} was not bound to volume {name} within {WAIT:?}"
+            ))));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // The twin and the volume name the claim they back now.
+    let names_it = json!({"metadata": {"annotations": {consts::VIRTUAL_PVC_NAME: cname}}});
+    if let Some(twin) = forge::twin_name_of(volume) {
+        Api::<PersistentVolumeClaim>::namespaced(client.clone(), consts::NAMESPACE)
+            .patch(twin, &PatchParams::default(), &Patch::Merge(&names_it))
+            .await
+            .map_err(kube_err(format!(
+                "updating twin claim {}/{twin}",
+                consts::NAMESPACE
+            )))
+            .map_err(err)?;
+    }
+    let policy = volume
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RECLAIM_BEFORE))
+        .cloned()
+        .unwrap_or_else(|| "Delete".into());
+    patch_volume(client, &name, json!({
+        "metadata": {"annotations": {MOVED_CLAIM: null, RECLAIM_BEFORE: null, consts::VIRTUAL_PVC_NAME: cname}},
+        "spec": {"persistentVolumeReclaimPolicy": policy},
+    }))
+    .await
+    .map_err(err)?;
+    println!("Claim {ns}/{cname} is bound to volume {name}, which holds the moved data");
+    Ok(())
+}

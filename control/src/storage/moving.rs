@@ -1,0 +1,269 @@
+//! `liqoctl move volume`: whether a claim of class `liqo` may be moved to a node, the objects
+//! a move makes, and how it ends (manual §20.1.3; safer than upstream, which deletes the
+//! original before the copy is restored).
+//!
+//! A move copies the claim's data into a new claim of class `liqo` selected on the target
+//! node (named after the claim's UID, [`Names`]): a receiver Job on the target mounts the new
+//! claim, a sender Job mounts the original (on its node: a provider's, through the virtual
+//! kubelet, or this cluster's), and `liqo-mover` carries every file through a ClusterIP
+//! Service over the network fabric, with a token from a Secret; each side prints a manifest
+//! (a sha256 over every entry's path, mode, owner, size and content, the receiver's re-read
+//! from disk), and the two must be equal. Only then is the new volume re-bound to a claim of
+//! the original name ([`rebound_claim`]) and the original deleted (its data with it). Until
+//! then the original claim, its volume and its data are never touched: a move that fails or
+//! is killed leaves them as they were (its leftovers, labelled [`MOVE_OF`], go at the next
+//! try).
+//!
+//! Pure: it reads no API server and no clock; `liqoctl` does the I/O.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
+
+use super::{is_virtual, provision::NodeKind, selected_node};
+
+/// Label on every object a move makes: the UID of the claim being moved.
+pub const MOVE_OF: &str = "storage.liqo.io/move-of";
+/// Label on a move's pods: `receive` or `send`.
+pub const ROLE: &str = "storage.liqo.io/move-role";
+/// Annotation on the new volume while it is re-bound: the claim it goes to, as JSON (what
+/// [`rebound_claim`] made; a move killed after the original was deleted is finished from it).
+pub const MOVED_CLAIM: &str = "storage.liqo.io/moved-claim";
+/// Annotation on the new volume while it is re-bound: its reclaim policy before the move
+/// (restored at the end; `Retain` meanwhile keeps it when the move's claim goes).
+pub const RECLAIM_BEFORE: &str = "storage.liqo.io/reclaim-before-move";
+/// The receiver's port.
+pub const PORT: i32 = 8080;
+/// Where the Jobs mount the volumes.
+pub const MOUNT: &str = "/data";
+/// The mover's program in the controller-manager's image.
+pub const PROGRAM: &str = "/usr/local/bin/liqo-mover";
+/// The Secret key (and environment variable) of the token.
+pub const TOKEN_ENV: &str = "LIQO_MOVER_TOKEN";
+
+/// Why a move is refused (nothing was changed).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// Not of class `liqo`.
+    #[error(
+        "{claim} is of class {class:?}, not liqo: move volume moves claims of the virtual \
+         storage class liqo only"
+    )]
+    NotLiqo {
+        /// `namespace/name`.
+        claim: String,
+        /// Its class.
+        class: String,
+    },
+    /// Not bound: no data yet.
+    #[error("{claim} is not bound (phase {phase}): there is no data to move")]
+    NotBound {
+        /// `namespace/name`.
+        claim: String,
+        /// Its phase.
+        phase: String,
+    },
+    /// Marked for deletion.
+    #[error("{claim} is being deleted")]
+    Deleting {
+        /// `namespace/name`.
+        claim: String,
+    },
+    /// Pods mount it.
+    #[error(
+        "{claim} is mounted by {}: delete them (or scale their workload to zero) first; a \
+         volume is moved only while nothing writes to it",
+        pods.join(", ")
+    )]
+    Mounted {
+        /// `namespace/name`.
+        claim: String,
+        /// `namespace/name (on node)` of each pod.
+        pods: Vec<String>,
+    },
+    /// The target node does not exist.
+    #[error("node {node:?} does not exist")]
+    NoNode {
+        /// The target.
+        node: String,
+    },
+    /// The target is a virtual node.
+    #[error(
+        "{node} is a virtual node: moving onto a provider is not supported; move to a node of \
+         this cluster (a claim whose first consumer lands on a virtual node is made there)"
+    )]
+    Virtual {
+        /// The target.
+        node: String,
+    },
+    /// Its data is on the target already.
+    #[error("{claim} is on node {node} already")]
+    There {
+        /// `namespace/name`.
+        claim: String,
+        /// The target.
+        node: String,
+    },
+}
+
+fn id(claim: &PersistentVolumeClaim) -> String {
+    format!(
+        "{}/{}",
+        claim.metadata.namespace.as_deref().unwrap_or_default(),
+        claim.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The pods (not finished) whose volumes name claim `name` of their namespace.
+pub fn mounting<'p>(name: &str, pods: &'p [Pod]) -> Vec<&'p Pod> {
+    pods.iter()
+        .filter(|p| {
+            let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .filter(|p| {
+            p.spec
+                .iter()
+                .flat_map(|s| s.volumes.iter().flatten())
+                .any(|v| {
+                    v.persistent_volume_claim
+                        .as_ref()
+                        .is_some_and(|c| c.claim_name == name)
+                })
+        })
+        .collect()
+}
+
+/// Whether `claim` may be moved to node `target` (what it is: `kind`), given the pods of its
+/// namespace.
+pub fn check(
+    claim: &PersistentVolumeClaim,
+    pods: &[Pod],
+    target: &str,
+    kind: NodeKind,
+) -> Result<(), Refusal> {
+    let name = id(claim);
+    if !is_virtual(claim) {
+        let class = claim
+            .spec
+            .as_ref()
+            .and_then(|s| s.storage_class_name.clone());
+        return Err(Refusal::NotLiqo {
+            claim: name,
+            class: class.unwrap_or_else(|| "(default)".into()),
+        });
+    }
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Err(Refusal::Deleting { claim: name });
+    }
+    let phase = claim.status.as_ref().and_then(|s| s.phase.as_deref());
+    if phase != Some("Bound") {
+        return Err(Refusal::NotBound {
+            claim: name,
+            phase: phase.unwrap_or("none").into(),
+        });
+    }
+    let by = mounting(claim.metadata.name.as_deref().unwrap_or_default(), pods);
+    if !by.is_empty() {
+        let pods = by
+            .iter()
+            .map(|p| {
+                let node = p.spec.as_ref().and_then(|s| s.node_name.as_deref());
+                format!(
+                    "pod {}/{} (on {})",
+                    p.metadata.namespace.as_deref().unwrap_or_default(),
+                    p.metadata.name.as_deref().unwrap_or_default(),
+                    node.unwrap_or("no node yet")
+                )
+            })
+            .collect();
+        return Err(Refusal::Mounted { claim: name, pods });
+    }
+    match kind {
+        NodeKind::Missing => Err(Refusal::NoNode {
+            node: target.into(),
+        }),
+        NodeKind::Virtual => Err(Refusal::Virtual {
+            node: target.into(),
+        }),
+        NodeKind::Physical if selected_node(claim) == Some(target) => Err(Refusal::There {
+            claim: name,
+            node: target.into(),
+        }),
+        NodeKind::Physical => Ok(()),
+    }
+}
+
+/// The names of a move's objects, from the moved claim's UID: one move per claim at a time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    /// The claim's UID.
+    pub uid: String,
+    /// `liqo-move-<first 8 of the UID>`: the new claim, the Secret and the Service.
+    pub base: String,
+}
+
+impl Names {
+    /// The names for moving the claim of UID `uid`.
+    pub fn new(uid: &str) -> Names {
+        let short: String = uid.chars().filter(|c| *c != '-').take(8).collect();
+        Names {
+            uid: uid.to_owned(),
+            base: format!("liqo-move-{short}"),
+        }
+    }
+
+    /// A Job's name (`role`: `receive` or `send`).
+    pub fn job(&self, role: &str) -> String {
+        format!("{}-{role}", self.base)
+    }
+
+    /// The labels of every object of the move.
+    pub fn labels(&self) -> BTreeMap<String, String> {
+        BTreeMap::from([(MOVE_OF.to_owned(), self.uid.clone())])
+    }
+
+    /// The selector of every object of the move.
+    pub fn selector(&self) -> String {
+        format!("{MOVE_OF}={}", self.uid)
+    }
+}
+
+/// The image the Jobs run (the controller-manager's, which holds `liqo-mover`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// Its reference.
+    pub name: String,
+    /// Its pull policy (the controller-manager's).
+    pub pull_policy: Option<String>,
+}
+
+mod objects;
+#[cfg(test)]
+mod tests;
+
+pub use objects::{
+    ForgeError, Manifest, manifest, rebound_claim, receiver_job, sender_job, service, temp_claim,
+    token_secret,
+};
+
+/// The reference a volume re-bound to the claim `namespace/name` carries before that claim
+/// exists (the PV controller binds the claim to it when it is made).
+pub fn reserved_for(namespace: &str, name: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("PersistentVolumeClaim".into()),
+        namespace: Some(namespace.into()),
+        name: Some(name.into()),
+        ..ObjectReference::default()
+    }
+}
+
+/// Whether `volume`'s claim reference names `namespace/name` (any UID).
+pub fn names_claim(volume: &PersistentVolume, ns: &str, name: &str) -> bool {
+    volume
+        .spec
+        .as_ref()
+        .and_then(|s| s.claim_ref.as_ref())
+        .is_some_and(|r| r.namespace.as_deref() == Some(ns) && r.name.as_deref() == Some(name))
+}

@@ -1,0 +1,189 @@
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use serde_json::json;
+
+use super::*;
+
+fn claim(class: &str, phase: &str, node: &str) -> PersistentVolumeClaim {
+    serde_json::from_value(json!({
+        "metadata": {"name": "data", "namespace": "shop", "uid": "1b2c3d4e-5f60-7182-93a4-b5c6d7e8f901",
+            "labels": {"app": "db"},
+            "annotations": {"volume.kubernetes.io/selected-node": node, "pv.kubernetes.io/bind-completed": "yes", "team": "a"}},
+        "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"], "volumeName": "pvc-old",
+            "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": phase, "capacity": {"storage": "2Gi"}},
+    }))
+    .unwrap()
+}
+
+fn pod(name: &str, claim: &str, phase: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": "shop"},
+        "spec": {"nodeName": "liqo-milan", "containers": [{"name": "c", "image": "i"}],
+            "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": claim}}]},
+        "status": {"phase": phase},
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_bound_unmounted_liqo_claim_moves_to_a_physical_node_only() {
+    let c = claim("liqo", "Bound", "liqo-milan");
+    let done = [
+        pod("old", "data", "Succeeded"),
+        pod("other", "logs", "Running"),
+    ];
+    assert_eq!(check(&c, &done, "n1", NodeKind::Physical), Ok(()));
+    let e = check(&c, &done, "n9", NodeKind::Missing).unwrap_err();
+    assert_eq!(e.to_string(), "node \"n9\" does not exist");
+    let e = check(&c, &done, "liqo-paris", NodeKind::Virtual).unwrap_err();
+    assert!(
+        e.to_string().starts_with("liqo-paris is a virtual node"),
+        "{e}"
+    );
+    let there = claim("liqo", "Bound", "n1");
+    let e = check(&there, &[], "n1", NodeKind::Physical).unwrap_err();
+    assert_eq!(e.to_string(), "shop/data is on node n1 already");
+}
+
+#[test]
+fn refusals_name_the_claim_its_class_phase_and_each_pod() {
+    let e = check(
+        &claim("local", "Bound", "n0"),
+        &[],
+        "n1",
+        NodeKind::Physical,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("shop/data is of class \"local\", not liqo"),
+        "{e}"
+    );
+    let e = check(
+        &claim("liqo", "Pending", "n0"),
+        &[],
+        "n1",
+        NodeKind::Physical,
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "shop/data is not bound (phase Pending): there is no data to move"
+    );
+    let pods = [
+        pod("db-0", "data", "Running"),
+        pod("db-1", "data", "Pending"),
+    ];
+    let e = check(
+        &claim("liqo", "Bound", "liqo-milan"),
+        &pods,
+        "n1",
+        NodeKind::Physical,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().starts_with(
+            "shop/data is mounted by pod shop/db-0 (on liqo-milan), pod shop/db-1 (on liqo-milan):"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_objects_of_a_move_carry_its_label_and_mount_the_right_claims() {
+    let c = claim("liqo", "Bound", "liqo-milan");
+    let names = Names::new(c.metadata.uid.as_deref().unwrap());
+    assert_eq!(names.base, "liqo-move-1b2c3d4e");
+    let image = Image {
+        name: "reg/liqo-controller-manager:v1".into(),
+        pull_policy: Some("Never".into()),
+    };
+    let t = temp_claim(&c, "n1", &names).unwrap();
+    assert_eq!(t.metadata.name.as_deref(), Some("liqo-move-1b2c3d4e"));
+    let spec = t.spec.unwrap();
+    assert_eq!(spec.storage_class_name.as_deref(), Some("liqo"));
+    assert_eq!(spec.volume_name, None);
+    assert_eq!(
+        spec.resources.unwrap().requests.unwrap()["storage"].0,
+        "2Gi"
+    );
+    assert_eq!(t.metadata.labels.unwrap()[MOVE_OF], names.uid);
+
+    let r = serde_json::to_value(receiver_job(&c, &names, &image, "n1", 600).unwrap()).unwrap();
+    let pod = &r["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        "liqo-move-1b2c3d4e"
+    );
+    assert_eq!(pod["containers"][0]["command"][1], "receive");
+    assert_eq!(pod["containers"][0]["imagePullPolicy"], "Never");
+    assert_eq!(
+        pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+            [0]["matchFields"][0]["values"][0],
+        "n1"
+    );
+    assert_eq!(r["spec"]["template"]["metadata"]["labels"][ROLE], "receive");
+    let s = serde_json::to_value(sender_job(&c, &names, &image, 600).unwrap()).unwrap();
+    let pod = &s["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"][0]["persistentVolumeClaim"]["claimName"],
+        "data"
+    );
+    assert_eq!(pod["volumes"][0]["persistentVolumeClaim"]["readOnly"], true);
+    assert_eq!(
+        pod["containers"][0]["command"][5],
+        "liqo-move-1b2c3d4e:8080"
+    );
+    assert_eq!(
+        pod["tolerations"][0]["key"],
+        "virtual-node.liqo.io/not-allowed"
+    );
+    let svc = serde_json::to_value(service(&c, &names).unwrap()).unwrap();
+    assert_eq!(svc["spec"]["selector"][ROLE], "receive");
+    let sec = token_secret(&c, &names, "t0k3n").unwrap();
+    assert_eq!(sec.string_data.unwrap()[TOKEN_ENV], "t0k3n");
+}
+
+#[test]
+fn the_rebound_claim_keeps_its_name_and_labels_and_names_the_new_volume() {
+    let c = claim("liqo", "Bound", "liqo-milan");
+    let r = rebound_claim(&c, "pvc-new", "n1").unwrap();
+    assert_eq!(r.metadata.name.as_deref(), Some("data"));
+    assert_eq!(r.metadata.uid, None);
+    assert_eq!(r.metadata.labels.unwrap()["app"], "db");
+    let a = r.metadata.annotations.unwrap();
+    assert_eq!(a["volume.kubernetes.io/selected-node"], "n1");
+    assert_eq!(a["team"], "a");
+    assert!(!a.contains_key("pv.kubernetes.io/bind-completed"));
+    let spec = r.spec.unwrap();
+    assert_eq!(spec.volume_name.as_deref(), Some("pvc-new"));
+    assert_eq!(spec.storage_class_name.as_deref(), Some("liqo"));
+    assert!(r.status.is_none());
+    let v = serde_json::from_value(json!({"spec": {"claimRef": reserved_for("shop", "data")}}))
+        .unwrap();
+    assert!(names_claim(&v, "shop", "data"));
+    assert!(!names_claim(&v, "shop", "logs"));
+}
+
+#[test]
+fn the_last_manifest_line_is_read_and_a_broken_one_is_not() {
+    let d = "a".repeat(64);
+    let log = format!(
+        "starting\nmanifest sha256={} files=1 bytes=2\nmanifest sha256={d} files=3 dirs=1 symlinks=0 bytes=104857600\nverified\n",
+        "b".repeat(64)
+    );
+    assert_eq!(
+        manifest(&log),
+        Some(Manifest {
+            digest: d.clone(),
+            files: 3,
+            bytes: 104857600
+        })
+    );
+    assert_eq!(manifest("manifest sha256=xyz files=1 bytes=1"), None);
+    assert_eq!(
+        manifest(&format!("manifest sha256={d} files=x bytes=1")),
+        None
+    );
+    assert_eq!(manifest("nothing"), None);
+}
