@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use control::{
     identity::AuthToken,
     storage::{
-        moving::{self, Image, Names, Refusal},
+        moving::{self, Image, Names, Refusal, Resume},
         provision::NodeKind,
     },
 };
@@ -27,7 +27,7 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Node, PersistentVolumeClaim, Pod},
 };
-use kube::{Api, Client, api::ListParams};
+use kube::{Api, Client, ResourceExt, api::ListParams};
 
 use crate::client::ApiFailure;
 
@@ -57,12 +57,24 @@ pub enum MoveError {
     /// The copy failed; what the move made was deleted, the original is untouched.
     #[error("{0}; the original claim, its volume and its data are untouched")]
     Copy(String),
+    /// Something was not done in time, or a step after the copy failed (said in full).
+    #[error("{0}")]
+    Wait(String),
+    /// Another claim holds the name a kept copy is for.
+    #[error("{0}")]
+    Conflict(String),
     /// The switch stopped half-way: the data is safe in the new volume.
     #[error(
-        "{0}; the copy was verified and is kept in volume {1} (Retain): run the same move \
-         volume again to finish"
+        "the switch to the copy stopped; the copy was verified and is kept in volume {volume} \
+         (Retain): run the same move volume again to finish"
     )]
-    Switch(String, String),
+    Switch {
+        /// The volume holding the copy.
+        volume: String,
+        /// Why it stopped.
+        #[source]
+        source: Box<MoveError>,
+    },
     /// A forged object was invalid (a bug).
     #[error(transparent)]
     Forge(#[from] moving::ForgeError),
@@ -114,42 +126,39 @@ pub async fn move_volume(client: &Client, r: &Request<'_>) -> Result<(), MoveErr
         .await
         .map_err(kube_err(format!("reading claim {id}")))?;
     let kept = switch::kept_for(client, r.namespace, r.claim).await?;
-    let claim = match (claim, kept) {
-        // Killed after the original was deleted: its data is in the volume kept for it.
-        (None, Some(volume)) => return switch::finish(client, &volume).await,
-        (None, None) => return Err(MoveError::NotFound(id)),
-        (Some(c), Some(volume))
-            if c.spec.as_ref().and_then(|s| s.volume_name.as_deref())
-                == volume.metadata.name.as_deref() =>
-        {
-            // Bound to the copy already: the end of the switch.
-            return switch::finish(client, &volume).await;
-        }
-        (Some(c), Some(volume)) if c.metadata.deletion_timestamp.is_some() => {
-            // The original going (its data with it): the copy is what is left.
+    let claim = match moving::resume(claim.as_ref(), kept.as_ref()) {
+        Resume::NotFound => return Err(MoveError::NotFound(id)),
+        Resume::Conflict(why) => return Err(MoveError::Conflict(why)),
+        // Killed after the original was deleted, or bound already: the copy is what is left.
+        Resume::Finish => return switch::finish(client, kept.as_ref().expect("kept")).await,
+        Resume::WaitThenFinish => {
+            let c = claim.as_ref().expect("claim");
             switch::gone(client, r.namespace, r.claim, c.metadata.uid.as_deref()).await?;
-            return switch::finish(client, &volume).await;
+            return switch::finish(client, kept.as_ref().expect("kept")).await;
         }
-        // Killed before the original was deleted: the original is what counts (it may have
-        // changed since); the copy goes and the move starts again.
-        (Some(c), Some(volume)) => {
-            switch::discard(client, &volume).await?;
-            c
-        }
-        (Some(c), None) => c,
+        Resume::Discard | Resume::Start => claim.expect("claim"),
     };
     let names = Names::new(claim.metadata.uid.as_deref().unwrap_or_default());
-    io::clean(client, r.namespace, &names, true).await?;
-    let pods = Api::<Pod>::namespaced(client.clone(), r.namespace)
+    // The pods of an earlier try of this move go with its leftovers.
+    let pods: Vec<Pod> = Api::<Pod>::namespaced(client.clone(), r.namespace)
         .list(&ListParams::default())
         .await
         .map_err(kube_err(format!("listing the pods of {}", r.namespace)))?
-        .items;
+        .items
+        .into_iter()
+        .filter(|p| p.labels().get(moving::MOVE_OF) != Some(&names.uid))
+        .collect();
     let kind = node_kind(client, r.node).await?;
     moving::check(&claim, &pods, r.node, kind).map_err(|source| MoveError::Refused {
         claim: id.clone(),
         source,
     })?;
+    // Killed before the original was deleted: the original is what counts (it may have
+    // changed since); the kept copy goes, and the leftovers.
+    if let Some(volume) = kept {
+        switch::discard(client, &volume).await?;
+    }
+    io::clean(client, r.namespace, &names, true).await?;
     let image = image(client, r).await?;
     let from = control::storage::selected_node(&claim)
         .unwrap_or("?")
@@ -159,8 +168,14 @@ pub async fn move_volume(client: &Client, r: &Request<'_>) -> Result<(), MoveErr
     let copied = match copy(client, &claim, &names, &image, r).await {
         Ok(c) => c,
         Err(e) => {
-            io::clean(client, r.namespace, &names, false).await?;
-            return Err(e);
+            return Err(match io::clean(client, r.namespace, &names, false).await {
+                Ok(()) => e,
+                Err(cleaning) => MoveError::Copy(format!(
+                    "{e}; deleting what the move made also failed ({}: {cleaning}; the next \
+                     move volume of the claim deletes it)",
+                    names.selector()
+                )),
+            });
         }
     };
     let secs = t.elapsed().as_secs_f64();
@@ -174,7 +189,14 @@ pub async fn move_volume(client: &Client, r: &Request<'_>) -> Result<(), MoveErr
         copied.digest
     );
     switch::switch(client, &claim, &names, r.node).await?;
-    io::clean(client, r.namespace, &names, false).await?;
+    // The claim was made again (a new UID): what is left is found by this move's label only.
+    io::clean(client, r.namespace, &names, false)
+        .await
+        .map_err(|e| MoveError::Wait(format!(
+            "the move is done, but deleting its Jobs, Service and token Secret ({}) failed: {e}; \
+             delete them by that label",
+            names.selector()
+        )))?;
     println!(
         "Moved {id} to {} in {:.1} s; the original volume is deleted with its claim",
         r.node,

@@ -308,7 +308,10 @@ fn send_content(
 
 /// A failed write: the receiver's own reason when it sent one before closing, else `source`.
 fn receiver_failure(stream: &TcpStream, peer: SocketAddr, source: WireError) -> SendError {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    if let Err(e) = stream.set_read_timeout(Some(Duration::from_secs(5))) {
+        // Without the bound the read below may wait for the peer's close: still an answer.
+        tracing::debug!(%peer, error = %e, "no read timeout for the receiver's reason");
+    }
     match wire::read_reply(&mut &*stream) {
         Ok(Reply::Failed(message)) => SendError::ReceiverFailed { peer, message },
         _ => SendError::Peer { peer, source },

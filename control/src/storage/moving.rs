@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 
 use super::{is_virtual, provision::NodeKind, selected_node};
 
@@ -29,6 +29,10 @@ pub const ROLE: &str = "storage.liqo.io/move-role";
 /// Annotation on the new volume while it is re-bound: the claim it goes to, as JSON (what
 /// [`rebound_claim`] made; a move killed after the original was deleted is finished from it).
 pub const MOVED_CLAIM: &str = "storage.liqo.io/moved-claim";
+/// Annotation on the new volume while it is re-bound: the UID of the claim it was copied
+/// from (only that claim's going lets the switch go on; only while that claim is still there
+/// may the copy be discarded).
+pub const MOVED_FROM_UID: &str = "storage.liqo.io/moved-from-uid";
 /// Annotation on the new volume while it is re-bound: its reclaim policy before the move
 /// (restored at the end; `Retain` meanwhile keeps it when the move's claim goes).
 pub const RECLAIM_BEFORE: &str = "storage.liqo.io/reclaim-before-move";
@@ -247,23 +251,81 @@ pub use objects::{
     token_secret,
 };
 
-/// The reference a volume re-bound to the claim `namespace/name` carries before that claim
-/// exists (the PV controller binds the claim to it when it is made).
-pub fn reserved_for(namespace: &str, name: &str) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("v1".into()),
-        kind: Some("PersistentVolumeClaim".into()),
-        namespace: Some(namespace.into()),
-        name: Some(name.into()),
-        ..ObjectReference::default()
-    }
+/// The merge patch that reserves a volume for the claim `namespace/name` before that claim
+/// exists (the PV controller binds the claim to it when it is made): the UID and resource
+/// version of the claim it had are cleared.
+pub fn reserve_patch(namespace: &str, name: &str) -> serde_json::Value {
+    serde_json::json!({"spec": {"claimRef": {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace,
+        "name": name, "uid": null, "resourceVersion": null}}})
 }
 
-/// Whether `volume`'s claim reference names `namespace/name` (any UID).
-pub fn names_claim(volume: &PersistentVolume, ns: &str, name: &str) -> bool {
+/// Whether `volume` is reserved for the claim `namespace/name` (no UID yet) or bound to it.
+pub fn reserved_for(volume: &PersistentVolume, namespace: &str, name: &str) -> bool {
     volume
         .spec
         .as_ref()
         .and_then(|s| s.claim_ref.as_ref())
-        .is_some_and(|r| r.namespace.as_deref() == Some(ns) && r.name.as_deref() == Some(name))
+        .is_some_and(|r| {
+            r.namespace.as_deref() == Some(namespace)
+                && r.name.as_deref() == Some(name)
+                && r.uid.as_deref().is_none_or(str::is_empty)
+        })
+}
+
+/// What a `move volume` of a claim does about a volume an earlier move of it kept (`kept`:
+/// the verified copy, `Retain`, [`MOVED_CLAIM`] and [`MOVED_FROM_UID`] set), given the claim
+/// of that name now (`claim`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resume {
+    /// No earlier move to finish: a move starts.
+    Start,
+    /// No such claim, no kept copy.
+    NotFound,
+    /// The original is gone, or the claim is bound to the copy already: finish the switch.
+    Finish,
+    /// The original is being deleted (by the switch): wait until it is gone, then finish.
+    WaitThenFinish,
+    /// The original is still there (killed before it was deleted): it is what counts (it may
+    /// have changed since); the copy is discarded and a move starts again.
+    Discard,
+    /// Another claim of that name (not the original, not bound to the copy): nothing is
+    /// touched; the copy stays kept. Why, naming both.
+    Conflict(String),
+}
+
+/// The decision [`Resume`] describes.
+pub fn resume(claim: Option<&PersistentVolumeClaim>, kept: Option<&PersistentVolume>) -> Resume {
+    let (claim, kept) = match (claim, kept) {
+        (None, None) => return Resume::NotFound,
+        (None, Some(_)) => return Resume::Finish,
+        (Some(_), None) => return Resume::Start,
+        (Some(c), Some(v)) => (c, v),
+    };
+    let volume = kept.metadata.name.as_deref().unwrap_or_default();
+    if claim.spec.as_ref().and_then(|s| s.volume_name.as_deref()) == Some(volume) {
+        return Resume::Finish;
+    }
+    let from = kept
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MOVED_FROM_UID))
+        .map(String::as_str);
+    let uid = claim.metadata.uid.as_deref();
+    match (from, uid) {
+        (Some(f), Some(u)) if f == u && claim.metadata.deletion_timestamp.is_some() => {
+            Resume::WaitThenFinish
+        }
+        (Some(f), Some(u)) if f == u => Resume::Discard,
+        _ => Resume::Conflict(format!(
+            "claim {} (UID {}) is not the claim whose data volume {volume} holds (UID {}): the \
+             verified copy stays in {volume} (Retain); delete claim {} (or give it another \
+             name), then run move volume again to bind the copy to a claim of that name",
+            id(claim),
+            uid.unwrap_or("?"),
+            from.unwrap_or("?"),
+            id(claim),
+        )),
+    }
 }

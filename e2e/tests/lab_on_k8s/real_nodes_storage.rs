@@ -3,8 +3,9 @@
 //! milan): a pod on `liqo-milan` writes 100 MiB to its `liqo` claim (data on a milan node);
 //! deleted and made again, it reads the same sha256. `liqoctl move volume` is refused with a
 //! pod mounting the claim, for a claim of another class and for a node that does not exist,
-//! nothing changed each time; a move killed while it copies leaves the original bound and its
-//! data on milan; the next one moves it to rome's node n1: a pod there reads the same sha256,
+//! nothing changed each time; a move whose receiver is killed fails saying so and deletes what
+//! it made, and a move killed (liqoctl) while it copies leaves the original bound and its data
+//! on milan; the next one moves it to rome's node n1: a pod there reads the same sha256,
 //! the claim of the same name is bound to a volume on n1, and milan's copy is gone. Everything
 //! made is deleted at the end (the lab goes anyway).
 
@@ -164,6 +165,57 @@ async fn refused(
     eprintln!("refused as it should: {}", err.trim());
 }
 
+/// Restarts rome's controller-manager (its virtual kubelets with it) and waits until
+/// `liqo-milan` is Ready again with a Lease renewed after the restart.
+pub(crate) async fn fresh_virtual_kubelet(k: &K8sLab) {
+    let rome = k.client("rome").await.unwrap();
+    let liqo = Api::<Pod>::namespaced(rome.clone(), "liqo");
+    let lp = ListParams::default().labels("app.kubernetes.io/component=controller-manager");
+    let old: Vec<String> = liqo
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect();
+    assert!(!old.is_empty(), "no controller-manager pod");
+    let t = Instant::now();
+    for name in &old {
+        liqo.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(
+        rome.clone(),
+        "kube-node-lease",
+    );
+    let since = k8s_openapi::jiff::Timestamp::now();
+    until(
+        180,
+        "liqo-milan's Lease renewed by a new virtual kubelet",
+        || async {
+            let pods = liqo.list(&lp).await.map_err(|e| e.to_string())?.items;
+            let fresh = pods
+                .iter()
+                .any(|p| !old.contains(p.metadata.name.as_ref().unwrap()) && demo::ready(p));
+            let lease = leases.get("liqo-milan").await.map_err(|e| e.to_string())?;
+            let renewed = lease
+                .spec
+                .and_then(|s| s.renew_time)
+                .is_some_and(|r| r.0 > since);
+            if fresh && renewed {
+                Ok(())
+            } else {
+                Err(format!("fresh pod {fresh}, renewed {renewed}"))
+            }
+        },
+    )
+    .await;
+    eprintln!(
+        "TIMING controller-manager restarted, liqo-milan renewed: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+}
+
 /// The checks above on lab `k`.
 pub(crate) async fn claims_move(k: &K8sLab) {
     let rome = k.client("rome").await.unwrap();
@@ -239,6 +291,56 @@ pub(crate) async fn claims_move(k: &K8sLab) {
         "node \"nowhere\" does not exist",
     )
     .await;
+
+    // A move whose receiver is killed while it copies: liqoctl says so and deletes what it
+    // made; the original as it was.
+    let child = k
+        .tool_command(
+            "liqoctl",
+            "rome",
+            &["move", "volume", CLAIM, "-n", NS, "--node", TARGET],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let receiver = until(120, "the move's receiver running", || async {
+        let l = pods
+            .list(&ListParams::default().labels("storage.liqo.io/move-role=receive"))
+            .await
+            .map_err(|e| e.to_string())?;
+        let running = l
+            .items
+            .iter()
+            .find(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
+        running
+            .and_then(|p| p.metadata.name.clone())
+            .ok_or_else(|| format!("{} receiver pods, none Running", l.items.len()))
+    })
+    .await;
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    pods.delete(&receiver, &now).await.unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "the move with its receiver killed: {err}"
+    );
+    assert!(err.contains("failed") && err.contains("untouched"), "{err}");
+    eprintln!("the move with its receiver killed: {}", err.trim());
+    assert_eq!(
+        bound(&claims).await,
+        (uid.clone(), volume.clone()),
+        "after the failed move"
+    );
+    assert!(
+        milan_copy(&milan).await.is_some(),
+        "milan's copy after the failed move"
+    );
+    assert_eq!(move_jobs(&rome).await, 0, "the failed move's Jobs left");
 
     // A move killed while it copies: the original as it was.
     let mut child = k

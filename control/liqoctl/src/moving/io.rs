@@ -53,6 +53,25 @@ pub(super) async fn clean(
     found += delete_all::<Service>(client, ns, &lp, &dp).await?;
     found += delete_all::<Secret>(client, ns, &lp, &dp).await?;
     found += delete_all::<PersistentVolumeClaim>(client, ns, &lp, &dp).await?;
+    // The move's claim is made again under the same name: wait until it is gone (its
+    // finalizer goes once its pods are).
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
+    let deadline = Instant::now() + PODS_GONE;
+    while !claims
+        .list(&lp)
+        .await
+        .map_err(kube_err(format!("listing the move's claims in {ns}")))?
+        .items
+        .is_empty()
+    {
+        if Instant::now() >= deadline {
+            return Err(MoveError::Wait(format!(
+                "the move's claim {ns}/{} was not gone within {PODS_GONE:?}",
+                names.base
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     if earlier && found > 0 {
         println!(
             "Deleted {found} object(s) an earlier, interrupted move of this claim left ({})",
@@ -137,8 +156,17 @@ pub(super) async fn wait_jobs(
             let said = pod_log(client, ns, &send)
                 .await
                 .unwrap_or_else(|e| e.to_string());
+            let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
+                .get_opt(&names.base)
+                .await
+                .map_err(kube_err(format!("reading claim {ns}/{}", names.base)))?;
+            let phase = claim
+                .and_then(|c| c.status?.phase)
+                .unwrap_or_else(|| "gone".into());
             return Err(MoveError::Copy(format!(
-                "the copy did not end within {timeout:?}; the sender said: {}",
+                "the copy did not end within {timeout:?} (the new claim {ns}/{} is {phase}: see \
+                 its Events and the receiver pod's); the sender said: {}",
+                names.base,
                 last_lines(&said)
             )));
         }
@@ -206,7 +234,7 @@ pub(super) async fn delete_jobs(
         }
         if Instant::now() >= deadline {
             let names: Vec<String> = left.iter().map(ResourceExt::name_any).collect();
-            return Err(MoveError::Copy(format!(
+            return Err(MoveError::Wait(format!(
                 "the Jobs' pods {} were not gone within {timeout:?}",
                 names.join(", ")
             )));

@@ -11,10 +11,10 @@ use control::{
     requests::delete_by_uid,
     storage::{
         forge,
-        moving::{self, MOVED_CLAIM, Names, RECLAIM_BEFORE},
+        moving::{self, MOVED_CLAIM, MOVED_FROM_UID, Names, RECLAIM_BEFORE},
     },
 };
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use kube::{
     Api, Client, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
@@ -26,10 +26,23 @@ use super::{MoveError, io, kube_err};
 /// How long a claim's deletion or binding is waited for.
 const WAIT: Duration = Duration::from_secs(120);
 
-/// The claim a volume kept by a move goes to.
-fn record(volume: &PersistentVolume) -> Option<PersistentVolumeClaim> {
-    let a = volume.metadata.annotations.as_ref()?.get(MOVED_CLAIM)?;
-    serde_json::from_str(a).ok()
+/// The claim a volume kept by a move goes to (none: not kept by a move).
+fn record(volume: &PersistentVolume) -> Result<Option<PersistentVolumeClaim>, MoveError> {
+    let Some(a) = volume
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MOVED_CLAIM))
+    else {
+        return Ok(None);
+    };
+    serde_json::from_str(a).map(Some).map_err(|e| {
+        MoveError::Wait(format!(
+            "annotation {MOVED_CLAIM} of volume {} is not a claim ({e}): a move kept its data \
+             there; fix or remove the annotation",
+            volume.name_any()
+        ))
+    })
 }
 
 /// The volume a move kept for claim `ns/name`, if one did.
@@ -43,11 +56,14 @@ pub(super) async fn kept_for(
         .await
         .map_err(kube_err("listing the PersistentVolumes"))?
         .items;
-    Ok(all.into_iter().find(|v| {
-        record(v).is_some_and(|c| {
+    for v in all {
+        if record(&v)?.is_some_and(|c| {
             c.metadata.namespace.as_deref() == Some(ns) && c.metadata.name.as_deref() == Some(name)
-        })
-    }))
+        }) {
+            return Ok(Some(v));
+        }
+    }
+    Ok(None)
 }
 
 /// Deletes a copy kept by an earlier move that was killed before the original went (the
@@ -101,7 +117,7 @@ pub(super) async fn gone(
             return Ok(());
         }
         if Instant::now() >= deadline {
-            return Err(MoveError::Copy(format!(
+            return Err(MoveError::Wait(format!(
                 "claim {ns}/{name} was not gone within {WAIT:?} (a pod still mounts it?)"
             )));
         }
@@ -144,12 +160,16 @@ pub(super) async fn switch(
         client,
         &volume,
         json!({
-            "metadata": {"annotations": {MOVED_CLAIM: goes_to, RECLAIM_BEFORE: policy}},
+            "metadata": {"annotations": {MOVED_CLAIM: goes_to, RECLAIM_BEFORE: policy,
+                MOVED_FROM_UID: original.uid().unwrap_or_default()}},
             "spec": {"persistentVolumeReclaimPolicy": "Retain"},
         }),
     )
     .await?;
-    let switch_err = |e: MoveError| MoveError::Switch(e.to_string(), volume.clone());
+    let switch_err = |e: MoveError| MoveError::Switch {
+        volume: volume.clone(),
+        source: Box::new(e),
+    };
     claims
         .delete(&names.base, &delete_by_uid(temp.uid().unwrap_or_default()))
         .await
@@ -158,6 +178,31 @@ pub(super) async fn switch(
     gone(client, ns, &names.base, temp.uid().as_deref())
         .await
         .map_err(switch_err)?;
+    // A pod that started mounting the original during the copy may have written what the copy
+    // lacks: the original stays, the copy goes.
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(kube_err(format!("listing the pods of {ns}")))
+        .map_err(switch_err)?
+        .items;
+    let by: Vec<String> = moving::mounting(&original.name_any(), &pods)
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    if !by.is_empty() {
+        let v = Api::<PersistentVolume>::all(client.clone())
+            .get(&volume)
+            .await
+            .map_err(kube_err(format!("reading volume {volume}")))
+            .map_err(switch_err)?;
+        discard(client, &v).await.map_err(switch_err)?;
+        return Err(MoveError::Copy(format!(
+            "pod(s) {} started mounting {ns}/{} during the copy: the copy is discarded",
+            by.join(", "),
+            original.name_any()
+        )));
+    }
     // The original goes, and its data with it: the copy is verified and kept.
     claims
         .delete(
@@ -186,12 +231,14 @@ pub(super) async fn switch(
 /// volume naming it, the reclaim policy restored.
 pub(super) async fn finish(client: &Client, volume: &PersistentVolume) -> Result<(), MoveError> {
     let name = volume.name_any();
-    let err = |e: MoveError| MoveError::Switch(e.to_string(), name.clone());
-    let claim = record(volume).ok_or_else(|| {
-        MoveError::Switch(
-            format!("{MOVED_CLAIM} of volume {name} is not a claim"),
-            name.clone(),
-        )
+    let err = |e: MoveError| MoveError::Switch {
+        volume: name.clone(),
+        source: Box::new(e),
+    };
+    let claim = record(volume)?.ok_or_else(|| {
+        MoveError::Wait(format!(
+            "volume {name} has no {MOVED_CLAIM}: no move kept it"
+        ))
     })?;
     let (ns, cname) = (
         claim.metadata.namespace.clone().unwrap_or_default(),
@@ -203,17 +250,22 @@ pub(super) async fn finish(client: &Client, volume: &PersistentVolume) -> Result
         .await
         .map_err(kube_err(format!("reading claim {ns}/{cname}")))
         .map_err(err)?;
+    if let Some(c) = &existing
+        && c.spec.as_ref().and_then(|s| s.volume_name.as_deref()) != Some(name.as_str())
+    {
+        // Made again by someone since the original went: never bound over, never discarded.
+        return Err(MoveError::Conflict(format!(
+            "claim {ns}/{cname} (UID {}) was made again while the move switched: the verified \
+             copy stays in volume {name} (Retain); delete claim {ns}/{cname}, then run move \
+             volume again to bind the copy to a claim of that name",
+            c.uid().unwrap_or_default()
+        )));
+    }
     if existing.is_none() {
-        if !moving::names_claim(volume, &ns, &cname) {
-            patch_volume(
-                client,
-                &name,
-                json!({"spec": {"claimRef": {
-                "apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": ns, "name": cname,
-                "uid": null, "resourceVersion": null}}}),
-            )
-            .await
-            .map_err(err)?;
+        if !moving::reserved_for(volume, &ns, &cname) {
+            patch_volume(client, &name, moving::reserve_patch(&ns, &cname))
+                .await
+                .map_err(err)?;
         }
         claims
             .create(&PostParams::default(), &claim)
@@ -233,7 +285,7 @@ pub(super) async fn finish(client: &Client, volume: &PersistentVolume) -> Result
             break;
         }
         if Instant::now() >= deadline {
-            return Err(err(MoveError::Copy(format!(
+            return Err(err(MoveError::Wait(format!(
                 "claim {ns}/{cname} was not bound to volume {name} within {WAIT:?}"
             ))));
         }

@@ -181,7 +181,11 @@ pub fn receiver_job(
     let args = ["receive", "--dir", MOUNT, "--listen"]
         .map(str::to_owned)
         .into_iter()
-        .chain([format!("0.0.0.0:{PORT}")])
+        .chain([
+            format!("0.0.0.0:{PORT}"),
+            "--timeout-seconds".into(),
+            deadline.to_string(),
+        ])
         .collect();
     let placement = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [target]}]}]}}}});
@@ -202,7 +206,11 @@ pub fn sender_job(
     let args = ["send", "--dir", MOUNT, "--to"]
         .map(str::to_owned)
         .into_iter()
-        .chain([format!("{}:{PORT}", names.base)])
+        .chain([
+            format!("{}:{PORT}", names.base),
+            "--connect-timeout-seconds".into(),
+            deadline.to_string(),
+        ])
         .collect();
     let placement =
         json!({"tolerations": [{"key": virtual_node::NOT_ALLOWED_TAINT, "operator": "Exists"}]});

@@ -1,4 +1,4 @@
-use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
 use serde_json::json;
 
 use super::*;
@@ -159,10 +159,75 @@ fn the_rebound_claim_keeps_its_name_and_labels_and_names_the_new_volume() {
     assert_eq!(spec.volume_name.as_deref(), Some("pvc-new"));
     assert_eq!(spec.storage_class_name.as_deref(), Some("liqo"));
     assert!(r.status.is_none());
-    let v = serde_json::from_value(json!({"spec": {"claimRef": reserved_for("shop", "data")}}))
-        .unwrap();
-    assert!(names_claim(&v, "shop", "data"));
-    assert!(!names_claim(&v, "shop", "logs"));
+    let mut v: PersistentVolume = serde_json::from_value(json!({"spec": {"claimRef": {
+        "namespace": "shop", "name": "liqo-move-1b2c3d4e", "uid": "t", "resourceVersion": "7"}}}))
+    .unwrap();
+    assert!(!reserved_for(&v, "shop", "data"));
+    let mut value = serde_json::to_value(&v).unwrap();
+    json_patch_merge(&mut value, &reserve_patch("shop", "data"));
+    v = serde_json::from_value(value).unwrap();
+    assert!(reserved_for(&v, "shop", "data"), "{v:?}");
+    assert!(!reserved_for(&v, "shop", "logs"));
+}
+
+/// RFC 7386, as the API server applies a merge patch.
+fn json_patch_merge(target: &mut serde_json::Value, patch: &serde_json::Value) {
+    match (target, patch) {
+        (serde_json::Value::Object(t), serde_json::Value::Object(p)) => {
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    json_patch_merge(t.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+                }
+            }
+        }
+        (t, p) => *t = p.clone(),
+    }
+}
+
+fn kept(from: &str) -> PersistentVolume {
+    serde_json::from_value(json!({"metadata": {"name": "pvc-new",
+        "annotations": {MOVED_FROM_UID: from, MOVED_CLAIM: "{}"}}}))
+    .unwrap()
+}
+
+#[test]
+fn a_kept_copy_is_finished_discarded_or_left_alone_by_the_claim_found() {
+    let original = claim("liqo", "Bound", "liqo-milan");
+    let uid = original.metadata.uid.clone().unwrap();
+    let v = kept(&uid);
+    assert_eq!(resume(None, None), Resume::NotFound);
+    assert_eq!(resume(Some(&original), None), Resume::Start);
+    // The original gone: finish; still there: its data counts, the copy goes.
+    assert_eq!(resume(None, Some(&v)), Resume::Finish);
+    assert_eq!(resume(Some(&original), Some(&v)), Resume::Discard);
+    let mut going = original.clone();
+    going.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-03-04T05:06:07Z".parse().unwrap(),
+    ));
+    assert_eq!(resume(Some(&going), Some(&v)), Resume::WaitThenFinish);
+    // Bound to the copy already: finish.
+    let mut rebound = original.clone();
+    rebound.metadata.uid = Some("other".into());
+    rebound.spec.as_mut().unwrap().volume_name = Some("pvc-new".into());
+    assert_eq!(resume(Some(&rebound), Some(&v)), Resume::Finish);
+    // Another claim of that name (made again by someone): the copy is never discarded for it.
+    let mut other = original.clone();
+    other.metadata.uid = Some("other".into());
+    let Resume::Conflict(why) = resume(Some(&other), Some(&v)) else {
+        panic!("not a conflict");
+    };
+    assert!(
+        why.starts_with(
+            "claim shop/data (UID other) is not the claim whose data volume pvc-new holds"
+        ),
+        "{why}"
+    );
+    assert!(matches!(
+        resume(Some(&original), Some(&kept(""))),
+        Resume::Conflict(_)
+    ));
 }
 
 #[test]

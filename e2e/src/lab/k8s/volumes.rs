@@ -15,7 +15,7 @@ use crate::{lab::Lab, topology::Cluster};
 /// The lab's real storage class.
 pub const CLASS: &str = "lab-local";
 /// Volumes per node.
-pub const PER_NODE: usize = 3;
+pub const PER_NODE: usize = 8;
 /// Each volume's size.
 pub const SIZE: &str = "1Gi";
 
