@@ -148,6 +148,8 @@ pub async fn move_volume(client: &Client, r: &Request<'_>) -> Result<(), MoveErr
         .into_iter()
         .filter(|p| p.labels().get(moving::MOVE_OF) != Some(&names.uid))
         .collect();
+    // Every pod there now: one made after this is looked for before the original goes.
+    let seen = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
     let kind = node_kind(client, r.node).await?;
     moving::check(&claim, &pods, r.node, kind).map_err(|source| MoveError::Refused {
         claim: id.clone(),
@@ -188,7 +190,7 @@ pub async fn move_volume(client: &Client, r: &Request<'_>) -> Result<(), MoveErr
         if gib > 0.0 { secs / gib } else { 0.0 },
         copied.digest
     );
-    switch::switch(client, &claim, &names, r.node).await?;
+    switch::switch(client, &claim, &names, r.node, &seen).await?;
     // The claim was made again (a new UID): what is left is found by this move's label only.
     io::clean(client, r.namespace, &names, false)
         .await

@@ -138,6 +138,41 @@ pub fn mounting<'p>(name: &str, pods: &'p [Pod]) -> Vec<&'p Pod> {
         .collect()
 }
 
+/// The pods that used claim `name` since the move's check, which listed the pods of UIDs
+/// `seen`: one not finished that mounts it, or one made since (finished or not: it may have
+/// written what the copy lacks). The move's own pods (label [`MOVE_OF`] = `moved`) are not.
+pub fn used_since<'p>(
+    name: &str,
+    moved: &str,
+    pods: &'p [Pod],
+    seen: &std::collections::BTreeSet<String>,
+) -> Vec<&'p Pod> {
+    let live = mounting(name, pods);
+    pods.iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(MOVE_OF))
+                .map(String::as_str)
+                != Some(moved)
+        })
+        .filter(|p| {
+            let new = !p.metadata.uid.as_ref().is_some_and(|u| seen.contains(u));
+            let names_it = p
+                .spec
+                .iter()
+                .flat_map(|s| s.volumes.iter().flatten())
+                .any(|v| {
+                    v.persistent_volume_claim
+                        .as_ref()
+                        .is_some_and(|c| c.claim_name == name)
+                });
+            names_it && (new || live.iter().any(|l| std::ptr::eq(*l, *p)))
+        })
+        .collect()
+}
+
 /// Whether `claim` may be moved to node `target` (what it is: `kind`), given the pods of its
 /// namespace.
 pub fn check(
@@ -260,7 +295,8 @@ pub fn reserve_patch(namespace: &str, name: &str) -> serde_json::Value {
         "name": name, "uid": null, "resourceVersion": null}}})
 }
 
-/// Whether `volume` is reserved for the claim `namespace/name` (no UID yet) or bound to it.
+/// Whether `volume` is reserved for the claim `namespace/name`: its claim reference names it
+/// without a UID (one with a UID is an earlier claim of that name).
 pub fn reserved_for(volume: &PersistentVolume, namespace: &str, name: &str) -> bool {
     volume
         .spec

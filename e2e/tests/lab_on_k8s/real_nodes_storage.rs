@@ -165,8 +165,8 @@ async fn refused(
     eprintln!("refused as it should: {}", err.trim());
 }
 
-/// Restarts rome's controller-manager (its virtual kubelets with it) and waits until
-/// `liqo-milan` is Ready again with a Lease renewed after the restart.
+/// Restarts rome's controller-manager (its virtual kubelets with it) and waits until a new
+/// pod is Ready and `liqo-milan`'s Lease was renewed after it started.
 pub(crate) async fn fresh_virtual_kubelet(k: &K8sLab) {
     let rome = k.client("rome").await.unwrap();
     let liqo = Api::<Pod>::namespaced(rome.clone(), "liqo");
@@ -188,24 +188,31 @@ pub(crate) async fn fresh_virtual_kubelet(k: &K8sLab) {
         rome.clone(),
         "kube-node-lease",
     );
-    let since = k8s_openapi::jiff::Timestamp::now();
     until(
         180,
         "liqo-milan's Lease renewed by a new virtual kubelet",
         || async {
             let pods = liqo.list(&lp).await.map_err(|e| e.to_string())?.items;
-            let fresh = pods
+            if pods
                 .iter()
-                .any(|p| !old.contains(p.metadata.name.as_ref().unwrap()) && demo::ready(p));
+                .any(|p| old.contains(p.metadata.name.as_ref().unwrap()))
+            {
+                return Err("the old pod still there".to_owned());
+            }
+            // The old pod gone (its virtual kubelets with it), the new one Ready, and the Lease
+            // renewed after it started: by its virtual kubelet.
+            let started = pods
+                .iter()
+                .filter(|p| !old.contains(p.metadata.name.as_ref().unwrap()) && demo::ready(p))
+                .find_map(|p| p.status.as_ref()?.start_time.clone())
+                .ok_or("no new controller-manager pod Ready")?;
             let lease = leases.get("liqo-milan").await.map_err(|e| e.to_string())?;
-            let renewed = lease
-                .spec
-                .and_then(|s| s.renew_time)
-                .is_some_and(|r| r.0 > since);
-            if fresh && renewed {
-                Ok(())
-            } else {
-                Err(format!("fresh pod {fresh}, renewed {renewed}"))
+            let renewed = lease.spec.and_then(|s| s.renew_time);
+            match renewed {
+                Some(r) if r.0 > started.0 => Ok(()),
+                other => Err(format!(
+                    "renewed {other:?}, the new pod started {started:?}"
+                )),
             }
         },
     )

@@ -131,6 +131,7 @@ pub(super) async fn switch(
     original: &PersistentVolumeClaim,
     names: &Names,
     node: &str,
+    seen: &std::collections::BTreeSet<String>,
 ) -> Result<(), MoveError> {
     let ns = original.metadata.namespace.as_deref().unwrap_or_default();
     let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns);
@@ -178,15 +179,15 @@ pub(super) async fn switch(
     gone(client, ns, &names.base, temp.uid().as_deref())
         .await
         .map_err(switch_err)?;
-    // A pod that started mounting the original during the copy may have written what the copy
-    // lacks: the original stays, the copy goes.
+    // A pod that used the original since the check (mounting it now, or made since, even
+    // finished) may have written what the copy lacks: the original stays, the copy goes.
     let pods = Api::<Pod>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
         .map_err(kube_err(format!("listing the pods of {ns}")))
         .map_err(switch_err)?
         .items;
-    let by: Vec<String> = moving::mounting(&original.name_any(), &pods)
+    let by: Vec<String> = moving::used_since(&original.name_any(), &names.uid, &pods, seen)
         .iter()
         .map(|p| p.name_any())
         .collect();
@@ -198,7 +199,7 @@ pub(super) async fn switch(
             .map_err(switch_err)?;
         discard(client, &v).await.map_err(switch_err)?;
         return Err(MoveError::Copy(format!(
-            "pod(s) {} started mounting {ns}/{} during the copy: the copy is discarded",
+            "pod(s) {} used {ns}/{} during the copy: the copy is discarded",
             by.join(", "),
             original.name_any()
         )));
@@ -311,11 +312,21 @@ pub(super) async fn finish(client: &Client, volume: &PersistentVolume) -> Result
         .cloned()
         .unwrap_or_else(|| "Delete".into());
     patch_volume(client, &name, json!({
-        "metadata": {"annotations": {MOVED_CLAIM: null, RECLAIM_BEFORE: null, consts::VIRTUAL_PVC_NAME: cname}},
+        "metadata": {"annotations": {MOVED_CLAIM: null, RECLAIM_BEFORE: null, MOVED_FROM_UID: null,
+            consts::VIRTUAL_PVC_NAME: cname}},
         "spec": {"persistentVolumeReclaimPolicy": policy},
     }))
     .await
     .map_err(err)?;
     println!("Claim {ns}/{cname} is bound to volume {name}, which holds the moved data");
+    // A move finished by a later run leaves no Secret or Service of its own behind.
+    if let Some(uid) = volume
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(MOVED_FROM_UID))
+    {
+        io::clean(client, &ns, &Names::new(uid), false).await?;
+    }
     Ok(())
 }

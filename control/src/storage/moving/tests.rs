@@ -46,6 +46,26 @@ fn a_bound_unmounted_liqo_claim_moves_to_a_physical_node_only() {
 }
 
 #[test]
+fn a_pod_that_used_the_claim_during_the_copy_is_seen_even_finished() {
+    let mut old = pod("old", "data", "Succeeded");
+    old.metadata.uid = Some("u-old".into());
+    let mut quick = pod("quick", "data", "Succeeded");
+    quick.metadata.uid = Some("u-quick".into());
+    let mut other = pod("other", "logs", "Running");
+    other.metadata.uid = Some("u-other".into());
+    let mut mover = pod("liqo-move-x-send", "data", "Running");
+    mover.metadata.uid = Some("u-mover".into());
+    mover.metadata.labels = Some([(MOVE_OF.to_owned(), "moved".to_owned())].into());
+    let seen: std::collections::BTreeSet<String> = ["u-old".to_owned()].into();
+    let pods = [old, quick, other, mover];
+    let used: Vec<&str> = used_since("data", "moved", &pods, &seen)
+        .iter()
+        .map(|p| p.metadata.name.as_deref().unwrap())
+        .collect();
+    assert_eq!(used, ["quick"]);
+}
+
+#[test]
 fn refusals_name_the_claim_its_class_phase_and_each_pod() {
     let e = check(
         &claim("local", "Bound", "n0"),
