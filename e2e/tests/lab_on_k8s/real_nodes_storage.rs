@@ -348,6 +348,18 @@ pub(crate) async fn claims_move(k: &K8sLab) {
         "milan's copy after the failed move"
     );
     assert_eq!(move_jobs(&rome).await, 0, "the failed move's Jobs left");
+    // Its pods going (the sender's through the virtual kubelet) before the next move starts.
+    until(240, "the failed move's pods gone", || async {
+        let l = pods
+            .list(&ListParams::default().labels(MOVE_OF))
+            .await
+            .map_err(|e| e.to_string())?;
+        match l.items.len() {
+            0 => Ok(()),
+            n => Err(format!("{n} pods")),
+        }
+    })
+    .await;
 
     // A move killed while it copies: the original as it was.
     let mut child = k
@@ -356,12 +368,13 @@ pub(crate) async fn claims_move(k: &K8sLab) {
             "rome",
             &["move", "volume", CLAIM, "-n", NS, "--node", TARGET],
         )
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // Its progress and any error in the test's output.
+        .stdout(Stdio::inherit())
+        .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
     let jobs = Api::<Job>::namespaced(rome.clone(), NS);
-    until(60, "the move's receiver Job", || async {
+    until(240, "the move's receiver Job", || async {
         let l = jobs.list(&ListParams::default().labels(MOVE_OF)).await;
         match l.map_err(|e| e.to_string())?.items.len() {
             2 => Ok(()),
