@@ -243,9 +243,14 @@ fn serve(
     let owners = !opts.no_owner;
     let mut reader = BufReader::with_capacity(256 * 1024, Deadline { stream, deadline });
     let failed = |message: String| {
-        // Best effort: the sender names the cause too, when it can still read it.
-        let _ = stream.set_write_timeout(Some(Duration::from_secs(5)));
-        let _ = wire::write_reply(&mut &*stream, &Reply::Failed(message));
+        // Best effort: the sender names the cause too, when it can still read it; the
+        // receiver's own error is reported by its caller either way.
+        if let Err(e) = stream.set_write_timeout(Some(Duration::from_secs(5))) {
+            tracing::debug!(error = %e, "no write timeout for the failure reply");
+        }
+        if let Err(e) = wire::write_reply(&mut &*stream, &Reply::Failed(message)) {
+            tracing::warn!(error = %e, "the sender was not told why the copy failed");
+        }
     };
     let applied = apply::apply(&mut reader, &opts.dir, owners).map_err(|source| {
         failed(crate::error_chain(&source));

@@ -145,7 +145,9 @@ mod tests {
 
     impl Drop for TempDir {
         fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
+            if let Err(e) = std::fs::remove_dir_all(&self.0) {
+                eprintln!("removing {}: {e}", self.0.display());
+            }
         }
     }
 

@@ -6,6 +6,9 @@
 //! `common/`; the data directory's tests in `data.rs`.
 
 mod common;
+// The database-like mode (`--data-dir`), in this test binary.
+#[path = "demo/data.rs"]
+mod data;
 
 use std::{
     io::{Read, Write},

@@ -61,8 +61,9 @@ impl Receiver {
                 break s;
             }
             if Instant::now() > deadline {
-                let _ = self.child.kill();
-                let _ = self.child.wait();
+                if let Err(e) = self.child.kill().and_then(|()| self.child.wait().map(drop)) {
+                    eprintln!("stopping the receiver: {e}");
+                }
                 panic!(
                     "the receiver did not exit within {secs} s: {}",
                     std::fs::read_to_string(&self.err).unwrap()

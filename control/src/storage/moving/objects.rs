@@ -182,6 +182,8 @@ pub fn receiver_job(
         .map(str::to_owned)
         .into_iter()
         .chain([
+            // Every interface: the sender reaches it through the Service (from a provider,
+            // through the fabric); it accepts only a caller presenting the move's token.
             format!("0.0.0.0:{PORT}"),
             "--timeout-seconds".into(),
             deadline.to_string(),

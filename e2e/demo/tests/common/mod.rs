@@ -22,8 +22,9 @@ pub(crate) struct Demo {
 
 impl Drop for Demo {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Err(e) = self.child.kill().and_then(|()| self.child.wait().map(drop)) {
+            eprintln!("stopping liqo-demo: {e}");
+        }
     }
 }
 
@@ -175,6 +176,8 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if let Err(e) = std::fs::remove_dir_all(&self.0) {
+            eprintln!("removing {}: {e}", self.0.display());
+        }
     }
 }

@@ -4,11 +4,9 @@
 //! distinct counts; a restarted instance on the same directory (given by the variable this
 //! time) serves the same log and appends after it.
 
-mod common;
-
 use std::{net::SocketAddr, path::Path};
 
-use common::{Answer, TempDir, json, request, start_with};
+use crate::common::{Answer, TempDir, json, request, start_with};
 
 fn append(addr: SocketAddr, encoded_entry: &str) -> Answer {
     request(addr, "POST", &format!("/append?entry={encoded_entry}"))
