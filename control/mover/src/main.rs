@@ -67,13 +67,8 @@ struct SendArgs {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
+    liqo_daemon::logging::init();
     let cli = Cli::parse();
     let (log, result) = match &cli.command {
         Command::Receive(a) => (&a.termination_log, run_receive(a)),

@@ -31,6 +31,9 @@ pub struct Metrics {
     /// 1 while this gateway operator is the active one (always 1 without `--leader-elect`;
     /// always 0 for the route operator).
     pub leading: Gauge,
+    /// Times this gateway operator stopped being the active one while it ran (the Lease lost,
+    /// or given back when its gateway stopped answering) and stood again as a standby.
+    pub step_downs: Counter,
 }
 
 impl Metrics {
@@ -47,6 +50,7 @@ impl Metrics {
             pending: Gauge::default(),
             key_rotations: Counter::default(),
             leading: Gauge::default(),
+            step_downs: Counter::default(),
         };
         registry.register("reconciles", "Reconciles", m.reconciles.clone());
         registry.register("reconcile_errors", "Failed reconciles", m.errors.clone());
@@ -71,6 +75,11 @@ impl Metrics {
             "leading",
             "Gateway operator: 1 while it is the active one (always 1 without --leader-elect); route operator: 0",
             m.leading.clone(),
+        );
+        registry.register(
+            "step_downs",
+            "Gateway operator: times it stopped being the active one and stood again as a standby",
+            m.step_downs.clone(),
         );
         Metrics {
             registry: Arc::new(registry),

@@ -88,12 +88,8 @@ async fn shutdown(
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
+    liqo_daemon::logging::init();
     let args = Args::parse();
     check_listen(args.listen, args.plain_http).map_err(anyhow::Error::msg)?;
     let kube_config = kube::Config::infer()

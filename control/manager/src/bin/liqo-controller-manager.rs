@@ -132,11 +132,8 @@ fn ipam_address(s: &str) -> Result<String, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
+    liqo_daemon::logging::init();
     let args = Args::parse();
     let ipam = args.ipam_address.clone().map(|address| {
         let mut o = ipam::service::client::ClientOptions::new(address);

@@ -282,7 +282,7 @@ async fn sigterm_exits_within_the_grace_while_a_reconcile_waits_on_a_silent_peer
             held.push(s);
         }
     });
-    // Its log (tracing writes to stdout).
+    // Its log (tracing writes to stderr).
     let log = kubeconfig.dir.path().join("log");
     let child = Command::new(BIN)
         .args([
@@ -294,8 +294,8 @@ async fn sigterm_exits_within_the_grace_while_a_reconcile_waits_on_a_silent_peer
         .env("KUBECONFIG", &kubeconfig.path)
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(child);
@@ -358,8 +358,8 @@ async fn sigterm_exits_within_the_grace_while_a_reconcile_waits_on_a_silent_peer
         .env("KUBECONFIG", &kubeconfig.path)
         .env("RUST_LOG", "info")
         .env("NO_COLOR", "1")
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(Stdio::inherit())
+        .stdout(Stdio::inherit())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let mut child = KillOnDrop(child);

@@ -136,24 +136,9 @@ async fn main() -> anyhow::Result<()> {
             &dataplane,
         )
         .context("the standby's gateway config")?;
-        Some(r)
+        Some(Arc::new(r))
     } else {
         None
-    };
-    let elector = match &replica {
-        Some(r) => tokio::select! {
-            e = r.elect(metrics.leading.clone()) => Some(e.context("standing for election")?),
-            // A standby stops at once (no Lease, no peers of its own).
-            _ = runner::signalled() => return Ok(()),
-        },
-        None => {
-            let before = lease::take(&client, &args.namespace, &args.node_name, MANAGER)
-                .await
-                .context("the gateway Lease")?;
-            metrics.leading.set(1);
-            tracing::info!(previous = ?before, "took the gateway Lease");
-            None
-        }
     };
     tracing::info!(node = %args.node_name, %public_key, fake = matches!(dataplane, Dataplane::Fake), "gateway operator starting");
     let settings = Settings {
@@ -171,34 +156,93 @@ async fn main() -> anyhow::Result<()> {
         published,
         metrics.clone(),
     ));
+    // Active, then (elected replicas) back to standby and standing again whenever the Lease is
+    // lost or given back: a slow API server costs a takeover, never a container restart and
+    // its back-off.
+    loop {
+        let elector = match &replica {
+            Some(r) => tokio::select! {
+                e = r.elect(metrics.leading.clone()) => Some(e.context("standing for election")?),
+                // A standby stops at once (no Lease, no peers of its own).
+                _ = runner::signalled() => return Ok(()),
+            },
+            None => {
+                let before = lease::take(&client, &args.namespace, &args.node_name, MANAGER)
+                    .await
+                    .context("the gateway Lease")?;
+                metrics.leading.set(1);
+                tracing::info!(previous = ?before, "took the gateway Lease");
+                None
+            }
+        };
+        tracing::info!(node = %args.node_name, "the active gateway operator");
+        let lease = (
+            client.clone(),
+            args.namespace.clone(),
+            args.node_name.clone(),
+        );
+        match serve(
+            &client,
+            &args.namespace,
+            ctx.clone(),
+            replica.clone(),
+            elector,
+            lease,
+        )
+        .await
+        {
+            Served::Stopped => return Ok(()),
+            Served::SteppedDown(e) if replica.is_some() => {
+                metrics.step_downs.inc();
+                tracing::warn!(error = %format!("{e:#}"), "no longer the active gateway: standing again as a standby");
+            }
+            Served::SteppedDown(e) => return Err(e.context("the gateway Lease")),
+        }
+    }
+}
+
+/// How one term as the active operator ended.
+enum Served {
+    /// A signal: the process stops (the Lease given back).
+    Stopped,
+    /// The Lease lost or given back (its gateway gone), already stepped down: why.
+    SteppedDown(anyhow::Error),
+}
+
+/// Reconciles as the active operator (holding the Lease with `elector`, or kept when taken)
+/// until a signal or the Lease is lost.
+async fn serve(
+    client: &kube::Client,
+    namespace: &str,
+    ctx: Arc<Ctx>,
+    replica: Option<Arc<standby::Replica>>,
+    elector: Option<Elector>,
+    lease: (kube::Client, String, String),
+) -> Served {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     // Sent when the operator stopped on its own (a signal): the Lease is given back.
     let (done_tx, done_rx) = tokio::sync::oneshot::channel::<()>();
+    let signalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = signalled.clone();
     let shutdown = async move {
         tokio::select! {
-            _ = runner::signalled() => {}
+            _ = runner::signalled() => flag.store(true, std::sync::atomic::Ordering::SeqCst),
             // Sent when the Lease was lost.
             _ = stop_rx => {}
         }
     }
     .boxed()
     .shared();
-    // Why the Lease was lost, set before the stop is sent (so the exit status never depends
-    // on whether the task has finished when the controller stops).
+    // Why the Lease was lost, set before the stop is sent (so the outcome never depends on
+    // whether the task has finished when the controller stops).
     let lost_why = Arc::new(std::sync::Mutex::new(None::<anyhow::Error>));
     let lost_slot = lost_why.clone();
-    let lease = (
-        client.clone(),
-        args.namespace.clone(),
-        args.node_name.clone(),
-    );
-    let replica = replica.map(Arc::new);
     let in_task = replica.clone();
     let lease_task = tokio::spawn(async move {
         let Some(e) = hold(in_task, elector, lease, done_rx).await else {
             return;
         };
-        tracing::error!(error = %format!("{e:#}"), "no longer the active gateway; stopping");
+        tracing::error!(error = %format!("{e:#}"), "no longer the active gateway; stopping its reconciles");
         *lost_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
         // The receiver is gone only when the operator stopped already.
         let _ = stop_tx.send(());
@@ -211,7 +255,7 @@ async fn main() -> anyhow::Result<()> {
     );
     // The private key Secret: a rotation asked for, or the Secret deleted, acts at once.
     let key_secret = runner::events(
-        Api::<Secret>::namespaced(client.clone(), &args.namespace),
+        Api::<Secret>::namespaced(client.clone(), namespace),
         watcher::Config::default().fields(&format!(
             "metadata.name={}",
             control::consts::net::PRIVATE_KEY_SECRET
@@ -219,9 +263,11 @@ async fn main() -> anyhow::Result<()> {
         "the key Secret",
     );
     let trigger = futures::stream::select(trigger, key_secret).boxed();
+    let node = ctx.settings.node_name.clone();
+    let metrics = ctx.metrics.clone();
     runner::run(
-        client,
-        &args.node_name,
+        client.clone(),
+        &node,
         trigger,
         gateway_op::reconcile,
         ctx,
@@ -243,10 +289,11 @@ async fn main() -> anyhow::Result<()> {
     {
         tracing::warn!("giving the gateway Lease back took over 5 s: it expires on its own");
     }
-    if let Some(e) = lost_why.lock().unwrap_or_else(|p| p.into_inner()).take() {
-        return Err(e.context("the gateway Lease"));
+    let lost = lost_why.lock().unwrap_or_else(|p| p.into_inner()).take();
+    match lost {
+        Some(e) if !signalled.load(std::sync::atomic::Ordering::SeqCst) => Served::SteppedDown(e),
+        _ => Served::Stopped,
     }
-    Ok(())
 }
 
 /// Holds the Lease while the operator runs: renewed (elected `replica`) or kept (taken);

@@ -28,13 +28,8 @@ struct Cli {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
+    liqo_daemon::logging::init();
     let cli = Cli::parse();
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await

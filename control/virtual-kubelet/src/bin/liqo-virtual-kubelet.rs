@@ -113,11 +113,8 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
-        .init();
+    // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
+    liqo_daemon::logging::init();
     let args = Args::parse();
     exit_with_parent()?;
     if args.pod_reflection_workers == 0 {

@@ -85,6 +85,10 @@ enum Command {
         #[arg(short, long, value_enum, default_value_t = status::Format::Table)]
         output: status::Format,
     },
+    /// With control planes (`up --k8s`): what each cluster shows, to say why something did
+    /// not come up: peerings, network objects, Liqo's pods and restarts, warning events and (from
+    /// the chart) the last lines of each Liqo container's log. Read-only.
+    Diagnose,
     /// Run a command inside a node or pod: `exec rome/n0-p1 -- ping -c1 10.200.0.2`.
     Exec {
         /// `<cluster>/<node>`, `<cluster>/<pod>`, `<cluster>/lan` or `wan`.
@@ -266,6 +270,18 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             lab::k8s::lb::balance(&k.lab, &c, &client).await
         }
         Command::Status { output } => status::run(&prefix, output).await,
+        Command::Diagnose => {
+            let k = lab::k8s::K8sLab::load(&prefix)?;
+            let names: Vec<&str> = k
+                .lab
+                .topology
+                .clusters
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect();
+            print!("{}", k.diagnose(&names));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Exec { target, command } => exec::run(&prefix, &target, &command),
         Command::Check => check::run(&prefix).await,
         Command::Peer { a, b } => peer::peer(&prefix, &a, &b),

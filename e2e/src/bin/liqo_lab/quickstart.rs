@@ -127,7 +127,14 @@ pub(crate) async fn quickstart_k8s(
     } else {
         k.peer("rome", "milan")?
     };
-    let first = k.first_cross_probe("rome", "milan", t, 60).await?;
+    let first = match k.first_cross_probe("rome", "milan", t, 60).await {
+        Ok(d) => d,
+        Err(e) => {
+            // What the clusters show, to say why (the lab stays up to look further).
+            eprintln!("{}", k.diagnose(&["rome", "milan"]));
+            return Err(e.into());
+        }
+    };
     if in_band {
         println!(
             "== Peered in-band with liqoctl: `liqoctl peer in-band --bidirectional` returned in \

@@ -25,6 +25,7 @@
 
 pub mod chart;
 pub mod demo;
+mod diagnose;
 mod down;
 pub mod egress;
 mod error;
