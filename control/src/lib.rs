@@ -41,6 +41,7 @@ pub mod crdgen;
 pub mod forge;
 pub mod identity;
 pub mod leader;
+pub mod lean;
 pub mod names;
 pub mod network;
 pub mod offer;

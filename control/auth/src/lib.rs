@@ -25,6 +25,7 @@ pub mod peer_client;
 pub mod server;
 pub mod tokens;
 pub mod url;
+pub mod user_agent;
 
 /// The field manager of this component's writes.
 pub const FIELD_MANAGER: &str = "liqo-auth";

@@ -5,7 +5,11 @@
 use std::{sync::Arc, time::Duration};
 
 use control::{api::discovery::ClusterIdentity, offer::Percent};
-use kube::Client;
+use k8s_openapi::api::core::v1::Pod;
+use kube::{
+    Client,
+    runtime::reflector::{Store, store::Writer},
+};
 use liqo_auth::{client::AuthClient, url::Overrides};
 
 use crate::{identity::Peers, launcher::Launcher, metrics::Metrics};
@@ -72,6 +76,11 @@ pub struct Context {
     /// Each peer's last refused (or unanswered) identity request.
     pub auth_failures:
         std::sync::Mutex<std::collections::HashMap<control::api::ClusterId, AuthFailure>>,
+    /// Every pod as the ResourceOffer reads it (`control::lean::offer_pod`), fed by the watch
+    /// that also triggers the offers' recomputation (see [`Context::take_offer_pods_writer`]):
+    /// the offer is computed from here, not from a listing of every pod.
+    pub offer_pods: Store<Pod>,
+    offer_pods_writer: std::sync::Mutex<Option<Writer<Pod>>>,
 }
 
 /// An identity request that failed: when, the condition it left (its message saying why and
@@ -109,7 +118,10 @@ impl Context {
         launcher: Arc<dyn Launcher>,
         metrics: Metrics,
     ) -> Self {
+        let (offer_pods, writer) = kube::runtime::reflector::store();
         Context {
+            offer_pods,
+            offer_pods_writer: std::sync::Mutex::new(Some(writer)),
             client,
             settings,
             local,
@@ -122,6 +134,15 @@ impl Context {
             network: None,
             auth_failures: Default::default(),
         }
+    }
+
+    /// The writer of [`Context::offer_pods`], once (the watch that feeds it takes it; `None`
+    /// after).
+    pub fn take_offer_pods_writer(&self) -> Option<Writer<Pod>> {
+        self.offer_pods_writer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
     }
 
     /// This context with the network manager.

@@ -17,7 +17,10 @@ use futures::{FutureExt, StreamExt, future::BoxFuture};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::{
     Api,
-    runtime::{Controller, controller::Config as ControllerConfig, watcher},
+    api::PartialObjectMeta,
+    runtime::{
+        Controller, WatchStreamExt, controller::Config as ControllerConfig, reflector, watcher,
+    },
 };
 
 use crate::{
@@ -99,23 +102,40 @@ pub fn controllers(
     .boxed();
 
     // A provider's ShadowPods: their pods re-created when deleted (the owned pods' events).
-    let shadowpod_controller = Controller::new(
+    // Stored lean (no managed fields); the pods they own as metadata only (whose pod it is,
+    // whether it terminates: all the decision reads), so that memory follows the ShadowPods,
+    // not the pods' specs and statuses, and a reconcile reads the pod from the store.
+    let (shadows, shadow_writer) = reflector::store();
+    let shadow_stream = watcher(
         Api::<ShadowPod>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
-    .owns(
-        Api::<Pod>::all(ctx.client.clone()),
+    .default_backoff()
+    .modify(|s| control::lean::meta(&mut s.metadata))
+    .reflect(shadow_writer)
+    .applied_objects();
+    let (owned, pod_writer) = reflector::store();
+    let pod_stream = watcher(
+        Api::<PartialObjectMeta<Pod>>::all(ctx.client.clone()),
         watcher::Config::default().labels(&shadowpod::pods_selector()),
     )
-    .with_config(config.clone())
-    .graceful_shutdown_on(shutdown.clone())
-    .run(
-        tracked(shadowpod::NAME, inflight, shadowpod::reconcile),
-        policy::<ShadowPod>(shadowpod::NAME),
-        ctx.clone(),
-    )
-    .for_each(log(shadowpod::NAME))
-    .boxed();
+    .default_backoff()
+    .modify(|p| control::lean::meta(&mut p.metadata))
+    .reflect(pod_writer)
+    .touched_objects();
+    let shadowpod_controller = Controller::for_stream(shadow_stream, shadows)
+        .owns_stream(pod_stream)
+        .with_config(config.clone())
+        .graceful_shutdown_on(shutdown.clone())
+        .run(
+            tracked(shadowpod::NAME, inflight, move |s, c| {
+                shadowpod::reconcile(s, c, owned.clone())
+            }),
+            policy::<ShadowPod>(shadowpod::NAME),
+            ctx.clone(),
+        )
+        .for_each(log(shadowpod::NAME))
+        .boxed();
 
     vec![
         vnode_controller,

@@ -229,6 +229,9 @@ async fn storage(ctx: &Context) -> Result<Vec<control::api::sharing::StorageType
     Ok(decide::storage_classes(&classes, configured))
 }
 
+/// How long an offer waits for the pods' store to have listed before it lists the pods itself.
+const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The offer for a consumer from our nodes and pods.
 async fn compute(
     ctx: &Context,
@@ -245,13 +248,29 @@ async fn compute(
         .map(NodeInput::from_node)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Error::OfferInput(Box::new(e)))?;
-    let pods = pods
-        .list(&ListParams::default().fields("status.phase=Running"))
+    // From the store the pods' watch keeps (`Context::offer_pods`); listed only until it has
+    // listed once.
+    let listed = tokio::time::timeout(STORE_WAIT, ctx.offer_pods.wait_until_ready())
         .await
-        .map_err(kerr("list pods"))?
-        .items
+        .is_ok_and(|r| r.is_ok());
+    let running: Vec<Arc<Pod>> = if listed {
+        ctx.offer_pods
+            .state()
+            .into_iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .collect()
+    } else {
+        pods.list(&ListParams::default().fields("status.phase=Running"))
+            .await
+            .map_err(kerr("list pods"))?
+            .items
+            .into_iter()
+            .map(Arc::new)
+            .collect()
+    };
+    let pods = running
         .iter()
-        .map(PodInput::from_pod)
+        .map(|p| PodInput::from_pod(p))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Error::OfferInput(Box::new(e)))?;
     Ok(offer::offer(&nodes, &pods, consumer, ctx.settings.sharing))

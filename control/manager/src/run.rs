@@ -17,7 +17,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Secret};
 use kube::{
     Api,
     runtime::{
-        Controller,
+        Controller, WatchStreamExt,
         controller::{Action as Requeue, Config as ControllerConfig},
         watcher,
     },
@@ -106,7 +106,7 @@ pub fn controllers(
     // one): their events recompute the offers at most every OFFER_THROTTLE, the first at once.
     let rr_trigger = futures::stream::select_all([
         throttled(events::<Node>(&client, None), OFFER_THROTTLE).boxed(),
-        throttled(events::<Pod>(&client, None), OFFER_THROTTLE).boxed(),
+        throttled(offer_pods(&ctx), OFFER_THROTTLE).boxed(),
         events::<ForeignCluster>(&client, None).boxed(),
         events::<ResourceOffer>(&client, Some(&source())).boxed(),
     ]);
@@ -275,6 +275,20 @@ pub async fn run(
     // Abandoned reconciles and an end without a signal were logged by run_bounded; the
     // caller only needs it over.
     drop(run_bounded(ctx, shutdown, DEFAULT_SHUTDOWN_GRACE).await);
+}
+
+/// The pods' events for the offers, feeding [`Context::offer_pods`] (each stored as
+/// `control::lean::offer_pod` leaves it). A second call (the writer taken already) only
+/// watches.
+fn offer_pods(ctx: &Context) -> futures::stream::BoxStream<'static, ()> {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .modify(control::lean::offer_pod);
+    match ctx.take_offer_pods_writer() {
+        Some(writer) => events.reflect(writer).map(|_| ()).boxed(),
+        None => events.map(|_| ()).boxed(),
+    }
 }
 
 #[cfg(test)]

@@ -47,8 +47,8 @@ pub enum Action {
     Nothing,
 }
 
-/// Whether `pod` is controlled by the ShadowPod of UID `uid`.
-pub fn controlled_by(pod: &Pod, uid: &str) -> bool {
+/// Whether `pod` (a Pod, or only its metadata) is controlled by the ShadowPod of UID `uid`.
+pub fn controlled_by(pod: &impl Resource, uid: &str) -> bool {
     pod.owner_references()
         .iter()
         .any(|o| o.controller == Some(true) && o.uid == uid && o.kind == "ShadowPod")
@@ -128,7 +128,7 @@ pub fn pod_of(shadow: &ShadowPod) -> Option<Pod> {
 /// The decision for a ShadowPod given the pod of its name (if any): create it when absent;
 /// wait while it terminates; warn when another controls it; else nothing. A ShadowPod being
 /// deleted gets nothing (its pod goes with it).
-pub fn decide(shadow: &ShadowPod, pod: Option<&Pod>) -> Action {
+pub fn decide(shadow: &ShadowPod, pod: Option<&impl Resource>) -> Action {
     if shadow.meta().deletion_timestamp.is_some() {
         return Action::Nothing;
     }

@@ -22,7 +22,7 @@ fn shadow(deleting: bool) -> ShadowPod {
 #[test]
 fn a_missing_pod_is_created_with_labels_annotations_spec_and_controller() {
     let s = shadow(false);
-    let Action::Create(p, _) = decide(&s, None) else {
+    let Action::Create(p, _) = decide(&s, None::<&Pod>) else {
         panic!("create expected");
     };
     assert_eq!(p.metadata.name.as_deref(), Some("web-1"));
@@ -55,19 +55,19 @@ fn a_missing_pod_is_created_with_labels_annotations_spec_and_controller() {
         (o.controller, o.block_owner_deletion),
         (Some(true), Some(true))
     );
-    assert!(controlled_by(&p, "sp-uid"));
-    assert!(!controlled_by(&p, "other"));
+    assert!(controlled_by(&*p, "sp-uid"));
+    assert!(!controlled_by(&*p, "other"));
     assert_eq!(pods_selector(), "liqo.io/managed-by=shadowpod");
 }
 
 #[test]
 fn an_existing_pod_is_never_updated_and_a_foreign_one_only_warned_about() {
     let s = shadow(false);
-    let Action::Create(mut mine, _) = decide(&s, None) else {
+    let Action::Create(mut mine, _) = decide(&s, None::<&Pod>) else {
         panic!("create expected");
     };
     mine.spec.as_mut().unwrap().containers[0].image = Some("old".into());
-    assert_eq!(decide(&s, Some(&mine)), Action::Nothing);
+    assert_eq!(decide(&s, Some(&*mine)), Action::Nothing);
     let mut foreign = (*mine).clone();
     foreign.metadata.owner_references = None;
     let Action::Warn(reason, message) = decide(&s, Some(&foreign)) else {
@@ -84,16 +84,16 @@ fn an_existing_pod_is_never_updated_and_a_foreign_one_only_warned_about() {
 #[test]
 fn a_terminating_pod_is_waited_for_and_a_deleted_shadowpod_left_to_the_gc() {
     let s = shadow(false);
-    let Action::Create(mut p, _) = decide(&s, None) else {
+    let Action::Create(mut p, _) = decide(&s, None::<&Pod>) else {
         panic!("create expected");
     };
     p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         k8s_openapi::jiff::Timestamp::now(),
     ));
-    assert_eq!(decide(&s, Some(&p)), Action::Again(TERMINATING_AGAIN));
+    assert_eq!(decide(&s, Some(&*p)), Action::Again(TERMINATING_AGAIN));
     p.metadata.owner_references = None;
-    assert_eq!(decide(&s, Some(&p)), Action::Again(TERMINATING_AGAIN));
-    assert_eq!(decide(&shadow(true), None), Action::Nothing);
+    assert_eq!(decide(&s, Some(&*p)), Action::Again(TERMINATING_AGAIN));
+    assert_eq!(decide(&shadow(true), None::<&Pod>), Action::Nothing);
 }
 
 #[test]
@@ -106,7 +106,7 @@ fn what_would_reach_past_the_namespace_is_removed_and_named() {
         "priority": 2000001000, "automountServiceAccountToken": true, "serviceAccountName": "app",
     }))
     .unwrap();
-    let Action::Create(p, removed) = decide(&s, None) else {
+    let Action::Create(p, removed) = decide(&s, None::<&Pod>) else {
         panic!("create expected");
     };
     assert_eq!(

@@ -75,7 +75,7 @@ pub use super::provider::controlled_by;
 /// neither its status, its IPs nor a restart).
 pub fn current_remote<'a>(shadow: Option<&ShadowPod>, remote: Option<&'a Pod>) -> Option<&'a Pod> {
     let uid = shadow?.metadata.uid.as_deref()?;
-    remote.filter(|r| controlled_by(r, uid))
+    remote.filter(|r| controlled_by(*r, uid))
 }
 
 /// Whether the IPs must be mapped: `actions` (decided without IPs) write a status and the

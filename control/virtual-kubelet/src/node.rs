@@ -72,18 +72,21 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, config))
-        .default_backoff()
-        .map(move |e| match e {
-            Ok(watcher::Event::InitDone) => Seen::Ready(index),
-            Ok(_) => Seen::Changed,
-            Err(e) => {
-                // The watcher retries with a backoff; the store keeps its last state.
-                tracing::warn!(error = %e, "virtual node: a watch failed (retried with a backoff)");
-                Seen::Changed
-            }
-        })
-        .boxed();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, config).modify(|o| control::lean::meta(o.meta_mut())),
+    )
+    .default_backoff()
+    .map(move |e| match e {
+        Ok(watcher::Event::InitDone) => Seen::Ready(index),
+        Ok(_) => Seen::Changed,
+        Err(e) => {
+            // The watcher retries with a backoff; the store keeps its last state.
+            tracing::warn!(error = %e, "virtual node: a watch failed (retried with a backoff)");
+            Seen::Changed
+        }
+    })
+    .boxed();
     (reader, stream)
 }
 
@@ -142,6 +145,10 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), NodeError> {
     };
     let mut tick = tokio::time::interval(state.cfg.ping_interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Whether the Lease was renewed since the start: the first renewal comes as soon as the
+    // stores have listed (a restarted virtual kubelet's node is Ready again at once, not a
+    // ping interval later).
+    let mut renewed = false;
     loop {
         tokio::select! {
             _ = tick.tick() => {
@@ -151,6 +158,7 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), NodeError> {
                     let uid = state.reconcile().await;
                     if let Some(uid) = uid.filter(|_| state.reach.reachable()) {
                         state.renew(&uid).await;
+                        renewed = true;
                     }
                 }
             }
@@ -162,7 +170,11 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), NodeError> {
                     mark(s);
                 }
                 if ready.iter().all(|r| *r) {
-                    state.reconcile().await;
+                    let uid = state.reconcile().await;
+                    if !renewed && let Some(uid) = uid.filter(|_| state.reach.reachable()) {
+                        state.renew(&uid).await;
+                        renewed = true;
+                    }
                 }
             }
         }

@@ -21,6 +21,8 @@ pub(crate) mod bed;
 mod options;
 pub mod render;
 pub mod report;
+pub mod requests;
+pub mod restart;
 pub(crate) mod setup;
 mod track;
 mod workload;
@@ -30,6 +32,7 @@ use std::time::Instant;
 use bed::Bed;
 pub use options::{
     DEFAULT_PODS, DEFAULT_PROVIDER_NODES, OFFLOADED, OffloadOptions, PODS_PER_NODE, VANILLA,
+    provider_nodes_for, timeout_for,
 };
 pub use render::render;
 pub use report::{Latency, Level, OffloadReport, Phase, Side};
@@ -72,6 +75,8 @@ async fn bench(
         advertise: None,
         egress: None,
         public: Vec::new(),
+        // Requests per pod are counted from the API servers' audit logs.
+        audit: true,
     };
     let set = Clusters::up_named(
         &bins,

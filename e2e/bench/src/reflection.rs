@@ -75,6 +75,7 @@ async fn bench(
         advertise: None,
         egress: None,
         public: Vec::new(),
+        audit: false,
     };
     eprintln!("bench: starting clusters {prefix}");
     let set = Clusters::up_named(&bins, &prefix, &[named(0, "rome"), named(1, "milan")])

@@ -130,6 +130,14 @@ fn ipam_address(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// mimalloc, not glibc's malloc: the stores' objects come and go by the thousand across the
+/// runtime's threads, and glibc keeps what they freed in per-thread arenas (the process did
+/// not give memory back after its pods were deleted); mimalloc returns freed pages to the
+/// system. Built without transparent huge pages (`no_thp`): with them, each thread's pages
+/// were 2 MiB and an idle process held 12 MiB more.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
@@ -159,9 +167,16 @@ async fn main() -> anyhow::Result<()> {
         .virtual_kubelet
         .settings(ipam.clone())
         .context("the virtual kubelet flags")?;
-    let client = kube::Client::try_default()
+    let mut config = kube::Config::infer()
         .await
         .context("kube config (KUBECONFIG or in-cluster)")?;
+    liqo_auth::user_agent::set(
+        &mut config,
+        "liqo-controller-manager",
+        env!("CARGO_PKG_VERSION"),
+    );
+    let client =
+        kube::Client::try_from(config).context("kube config (KUBECONFIG or in-cluster)")?;
     let local = liqo_auth::cluster::local_identity(&client, &args.namespace)
         .await
         .context("the local cluster identity")?;

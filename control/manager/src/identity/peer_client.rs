@@ -58,6 +58,12 @@ impl Peers {
                     secret: name.clone(),
                     source,
                 })?;
+        let mut config = config;
+        liqo_auth::user_agent::set(
+            &mut config,
+            "liqo-controller-manager",
+            env!("CARGO_PKG_VERSION"),
+        );
         let (api, watch) = peer_configs(config, PEER_CONNECT_TIMEOUT, PEER_READ_TIMEOUT);
         let build = |c: Config| {
             Client::try_from(c).map_err(|source| IdentityError::Client {

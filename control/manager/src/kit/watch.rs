@@ -55,7 +55,7 @@ where
 }
 
 /// How often pod and node events may recompute the ResourceOffers (each recomputation lists
-/// every node and pod).
+/// every node; the pods come from the store their watch keeps).
 pub const OFFER_THROTTLE: Duration = Duration::from_secs(2);
 
 /// `events`, at most one every `period` plus one at the end of a burst: the first passes at

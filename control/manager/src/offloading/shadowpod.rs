@@ -22,7 +22,14 @@ use control::{
     shadowpod::provider::{Action, CONFINED, TERMINATING_AGAIN, decide},
 };
 use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, Resource, ResourceExt, api::PostParams, runtime::controller::Action as Requeue};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{PartialObjectMeta, PostParams},
+    runtime::{
+        controller::Action as Requeue,
+        reflector::{ObjectRef, Store},
+    },
+};
 
 pub use control::shadowpod::provider::pods_selector;
 
@@ -34,17 +41,20 @@ use crate::{
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "shadowpod";
 
-/// One reconcile of a ShadowPod.
-pub async fn reconcile(shadow: Arc<ShadowPod>, ctx: Arc<Context>) -> Result<Requeue, Error> {
+/// One reconcile of a ShadowPod; `owned` holds the metadata of the pods ShadowPods made (the
+/// pod of its name is read from there; read from the API server only when a create meets one
+/// the store does not hold: not labelled as ours, or not seen yet).
+pub async fn reconcile(
+    shadow: Arc<ShadowPod>,
+    ctx: Arc<Context>,
+    owned: Store<PartialObjectMeta<Pod>>,
+) -> Result<Requeue, Error> {
     ctx.metrics.reconcile(NAME);
     let ns = shadow.namespace().ok_or(Error::Incomplete("namespace"))?;
     let name = shadow.name_any();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let pod = pods
-        .get_opt(&name)
-        .await
-        .map_err(kerr(format!("get Pod {ns}/{name}")))?;
-    match decide(&shadow, pod.as_ref()) {
+    let seen = owned.get(&ObjectRef::new(&name).within(&ns));
+    match decide(&shadow, seen.as_deref()) {
         Action::Create(pod, removed) => match pods.create(&PostParams::default(), &pod).await {
             Ok(_) => {
                 tracing::info!(pod = %format!("{ns}/{name}"), "created the pod of a ShadowPod");
@@ -57,8 +67,23 @@ pub async fn reconcile(shadow: Arc<ShadowPod>, ctx: Arc<Context>) -> Result<Requ
                 }
                 Ok(Requeue::requeue(ctx.settings.resync))
             }
-            // One appeared since the read: the next pass observes whose it is.
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Requeue::requeue(TERMINATING_AGAIN)),
+            // One exists that the store does not hold: read it once and decide on it.
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let pod = pods
+                    .get_metadata_opt(&name)
+                    .await
+                    .map_err(kerr(format!("get Pod {ns}/{name}")))?;
+                match decide(&shadow, pod.as_ref()) {
+                    Action::Warn(reason, message) => {
+                        crate::kit::event(&ctx, &shadow.object_ref(&()), true, reason, message)
+                            .await;
+                        Ok(Requeue::requeue(ctx.settings.resync))
+                    }
+                    Action::Nothing => Ok(Requeue::requeue(ctx.settings.resync)),
+                    // Gone again or terminating: the next pass observes it.
+                    _ => Ok(Requeue::requeue(TERMINATING_AGAIN)),
+                }
+            }
             Err(e) => Err(kerr(format!("create Pod {ns}/{name}"))(e)),
         },
         Action::Again(after) => Ok(Requeue::requeue(after)),

@@ -111,6 +111,16 @@ struct Args {
     node_extra_labels: std::collections::BTreeMap<String, String>,
 }
 
+/// mimalloc, not glibc's malloc: the stores' objects come and go by the thousand across the
+/// runtime's threads, and glibc keeps what they freed in per-thread arenas (the process did
+/// not give memory back after its pods were deleted); mimalloc returns freed pages to the
+/// system. Built without transparent huge pages (`no_thp`): with them, each thread's pages
+/// were 2 MiB and an idle process held 12 MiB more.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+/// The program's name (its `User-Agent`).
+const PROGRAM: &str = "liqo-virtual-kubelet";
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
@@ -150,10 +160,15 @@ async fn main() -> anyhow::Result<()> {
             .with_context(|| {
                 format!("--foreign-kubeconfig {}", args.foreign_kubeconfig.display())
             })?;
+    let mut remote_config = remote_config;
+    liqo_auth::user_agent::set(&mut remote_config, PROGRAM, env!("CARGO_PKG_VERSION"));
     let remote = config::Remote::from_config(remote_config).context("the provider's client")?;
-    let local = kube::Client::try_default()
+    let mut local_config = kube::Config::infer()
         .await
         .context("kube config (KUBECONFIG or in-cluster)")?;
+    liqo_auth::user_agent::set(&mut local_config, PROGRAM, env!("CARGO_PKG_VERSION"));
+    let local =
+        kube::Client::try_from(local_config).context("kube config (KUBECONFIG or in-cluster)")?;
     let cfg = VkConfig {
         local,
         remote,

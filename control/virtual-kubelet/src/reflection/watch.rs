@@ -84,7 +84,11 @@ pub async fn local_pods(
 ) -> &'static str {
     let api: Api<Pod> = Api::all(cfg.local.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={}", cfg.node_name()));
-    let events = watcher(api, config).default_backoff();
+    // Stored without managed fields: the forged ShadowPod reads the spec, the rest the
+    // metadata and status.
+    let events = watcher(api, config)
+        .default_backoff()
+        .modify(|p| control::lean::meta(&mut p.metadata));
     feed(events, writer, queue, |p: &Pod| {
         Some(Key {
             namespace: p.metadata.namespace.clone().unwrap_or_default(),
@@ -193,14 +197,20 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
     } else {
         (None, None)
     };
+    // Stored lean: the ShadowPods without managed fields, the remote pods without their spec
+    // (the ShadowPod's; their status and owner are what is read).
     let t1: JoinHandle<()> = tokio::spawn(feed(
-        watcher(shadow_api, config.clone()).default_backoff(),
+        watcher(shadow_api, config.clone())
+            .default_backoff()
+            .modify(|s| control::lean::meta(&mut s.metadata)),
         shadow_writer,
         shared.queue.clone(),
         key_of::<ShadowPod>(local),
     ));
     let t2: JoinHandle<()> = tokio::spawn(feed(
-        watcher(pod_api, config).default_backoff(),
+        watcher(pod_api, config)
+            .default_backoff()
+            .modify(control::lean::remote_pod),
         pod_writer,
         shared.queue.clone(),
         key_of::<Pod>(local),

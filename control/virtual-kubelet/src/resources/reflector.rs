@@ -173,7 +173,9 @@ impl<K: Reflect, E> Reflector<K, E> {
             None => config.clone(),
         };
         let t1 = tokio::spawn(feed(
-            watcher(local_api, local_config).default_backoff(),
+            watcher(local_api, local_config)
+                .default_backoff()
+                .modify(|o| control::lean::meta(o.meta_mut())),
             local_writer,
             self.queue.clone(),
             local_key.clone(),
@@ -181,7 +183,8 @@ impl<K: Reflect, E> Reflector<K, E> {
         let t2 = tokio::spawn(feed(
             watcher(remote_api, config)
                 .default_backoff()
-                .modify(self.trim),
+                .modify(self.trim)
+                .modify(|o| control::lean::meta(o.meta_mut())),
             remote_writer,
             self.queue.clone(),
             remote_key.clone(),

@@ -67,24 +67,29 @@ struct OffloadArgs {
     /// Replicas of the Deployment.
     #[arg(long, default_value_t = liqo_bench::offload::DEFAULT_PODS)]
     pods: u32,
-    /// milan's kwok nodes (110 pods each).
-    #[arg(long, default_value_t = liqo_bench::offload::DEFAULT_PROVIDER_NODES)]
-    provider_nodes: usize,
+    /// milan's kwok nodes (110 pods each; default: enough for the pods at 90 %, at least 12).
+    #[arg(long)]
+    provider_nodes: Option<usize>,
     /// rome's kwok nodes.
     #[arg(long, default_value_t = 1)]
     consumer_nodes: usize,
     /// Timed runs per side (the median is reported).
     #[arg(long, default_value_t = 1)]
     repeats: u32,
-    /// Seconds each wait (all Running, a cleanup, a setup step) may take.
-    #[arg(long, default_value_t = 600)]
-    timeout: u64,
+    /// Seconds each wait (all Running, a cleanup, a setup step) may take (default: 600, and
+    /// a second per 8 pods above 4,800).
+    #[arg(long)]
+    timeout: Option<u64>,
     /// Only the vanilla side, without installing Liqo (the harness's own floor).
     #[arg(long)]
     vanilla_only: bool,
     /// The virtual kubelet's pod reflection workers (default: the controller-manager's, 10).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     vk_workers: Option<u16>,
+    /// Do not kill the virtual kubelet at the end of the last Liqo run (by default it is, and
+    /// its restart measured: time to its node's Lease, to quiet, writes to pods).
+    #[arg(long)]
+    no_restart: bool,
     /// Output format.
     #[arg(short, long, value_enum, default_value_t = Format::Table)]
     output: Format,
@@ -258,12 +263,17 @@ async fn run(cli: Cli) -> Result<ExitCode> {
             let report = liqo_bench::offload::offload(liqo_bench::offload::OffloadOptions {
                 prefix,
                 pods: a.pods,
-                provider_nodes: a.provider_nodes,
+                provider_nodes: a
+                    .provider_nodes
+                    .unwrap_or_else(|| liqo_bench::offload::provider_nodes_for(a.pods)),
                 consumer_nodes: a.consumer_nodes,
                 repeats: a.repeats,
-                timeout_secs: a.timeout,
+                timeout_secs: a
+                    .timeout
+                    .unwrap_or_else(|| liqo_bench::offload::timeout_for(a.pods)),
                 vanilla_only: a.vanilla_only,
                 vk_workers: a.vk_workers.map(usize::from),
+                restart_vk: !a.no_restart,
             })
             .await?;
             show(a.output, &report, liqo_bench::offload::render)?;

@@ -9,6 +9,7 @@ use kube::Client;
 use super::{
     options::{OFFLOADED, OffloadOptions, VANILLA},
     report::{Level, Phase, ProcUsage, Side},
+    requests, restart,
     setup::{self, Procs, Setup},
     track, workload,
 };
@@ -47,7 +48,7 @@ struct Place<'a> {
 /// The clusters and what every run shares.
 pub(super) struct Bed {
     /// Held so that the clusters live as long as the bed (dropping it stops them).
-    _set: Clusters,
+    set: Clusters,
     rome: Client,
     milan: Client,
     pub(super) liqo: Option<WithLiqo>,
@@ -95,7 +96,7 @@ impl Bed {
         workload::service_account(&milan, VANILLA, timeout).await?;
         Ok((
             Bed {
-                _set: set,
+                set,
                 rome,
                 milan,
                 liqo,
@@ -159,7 +160,11 @@ impl Bed {
                 order.reverse();
             }
             for side in order {
-                let p = self.timed(side, repeat, opts.pods, &mut load).await?;
+                // The last Liqo run ends with the virtual kubelet killed and started again.
+                let restart = side == Side::Liqo && repeat == opts.repeats && opts.restart_vk;
+                let p = self
+                    .timed(side, repeat, opts.pods, restart, &mut load)
+                    .await?;
                 eprintln!(
                     "{} {} run {repeat}: {:.2} s to {} Running, scheduled->Ready p50 {:.0} ms \
                      p99 {:.0} ms",
@@ -227,6 +232,7 @@ impl Bed {
         side: Side,
         repeat: u32,
         pods: u32,
+        restart: bool,
         load: &mut LoadTracker,
     ) -> Result<Phase, BenchError> {
         let Place {
@@ -246,6 +252,8 @@ impl Bed {
             Some((c, rns)) => Some(workload::PodWatch::open_all(c, rns).await?),
             None => None,
         };
+        let audit = self.audit_logs();
+        let before = requests::Mark::now(&audit).await?;
         let cpu0 = procs.map(Procs::cpu).transpose()?.unwrap_or_default();
         let t0 = Instant::now();
         watch.restart_clock_at(t0);
@@ -275,9 +283,53 @@ impl Bed {
             breakdown,
             cpu: setup::cpu_delta(&cpu0, &cpu1),
             background_load_pct,
+            requests: Vec::new(),
+            restart: None,
         };
+        let restart = match (restart, remote, procs) {
+            (true, Some((milan, remote_ns)), Some(procs)) => {
+                eprintln!("bench: killing the virtual kubelet with {pods} pods Running");
+                let r = restart::measure(&restart::Inputs {
+                    rome: client,
+                    ns,
+                    milan,
+                    remote_ns,
+                    procs,
+                    audit: &audit,
+                    pods,
+                    timeout: self.timeout,
+                })
+                .await?;
+                eprintln!(
+                    "bench: virtual kubelet again in {:.1} s, its Lease renewed after {:.1} s, \
+                     quiet after {:.1} s; {} pod writes; {} Running, {} ShadowPods, {} remote pods",
+                    r.secs_to_process,
+                    r.secs_to_lease,
+                    r.secs_to_quiet,
+                    r.pod_writes,
+                    r.home_running,
+                    r.shadow_pods,
+                    r.remote_pods
+                );
+                Some(r)
+            }
+            _ => None,
+        };
+        let phase = Phase { restart, ..phase };
         workload::clear(client, ns, remote, self.timeout).await?;
-        Ok(phase)
+        // Every request from the create until every pod is gone on both sides.
+        let after = requests::Mark::now(&audit).await?;
+        let requests = before.until(&after)?.per_client(pods);
+        Ok(Phase { requests, ..phase })
+    }
+
+    /// Each cluster's audit log.
+    fn audit_logs(&self) -> Vec<(String, std::path::PathBuf)> {
+        self.set
+            .clusters
+            .iter()
+            .map(|c| (c.name.clone(), c.audit_log()))
+            .collect()
     }
 
     /// The last lines of both controller-managers' logs (they go with the clusters).

@@ -11,6 +11,19 @@ pub const PODS_PER_NODE: u32 = 110;
 pub const DEFAULT_PODS: u32 = 1000;
 /// milan's kwok nodes by default (12 × 110 pods cover 1,000 with room).
 pub const DEFAULT_PROVIDER_NODES: usize = 12;
+/// milan's kwok nodes for `pods`: enough to hold them at 90 % of [`PODS_PER_NODE`], at least
+/// [`DEFAULT_PROVIDER_NODES`].
+pub fn provider_nodes_for(pods: u32) -> usize {
+    let per_node = PODS_PER_NODE * 9 / 10;
+    (pods.div_ceil(per_node) as usize).max(DEFAULT_PROVIDER_NODES)
+}
+
+/// Seconds each wait may take for `pods`: 600, and a second per 8 pods above 4,800 (the
+/// ReplicaSet controller creates about 20 pods a second).
+pub fn timeout_for(pods: u32) -> u64 {
+    600.max(u64::from(pods) / 8)
+}
+
 /// The offloaded namespace on rome.
 pub const OFFLOADED: &str = "liqo-bench-offload";
 /// The vanilla Deployment's namespace on milan.
@@ -37,6 +50,8 @@ pub struct OffloadOptions {
     pub vanilla_only: bool,
     /// The virtual kubelet's pod reflection workers (`None`: the default).
     pub vk_workers: Option<usize>,
+    /// Kill the virtual kubelet at the end of the last Liqo run and measure its restart.
+    pub restart_vk: bool,
 }
 
 impl OffloadOptions {
@@ -46,9 +61,9 @@ impl OffloadOptions {
         if !(1..=10_000).contains(&self.pods) {
             return bad(format!("--pods {} is outside 1..=10000", self.pods));
         }
-        if !(1..=50).contains(&self.provider_nodes) || !(1..=50).contains(&self.consumer_nodes) {
+        if !(1..=200).contains(&self.provider_nodes) || !(1..=50).contains(&self.consumer_nodes) {
             return bad(format!(
-                "--provider-nodes {} and --consumer-nodes {} must be within 1..=50",
+                "--provider-nodes {} must be within 1..=200 and --consumer-nodes {} within 1..=50",
                 self.provider_nodes, self.consumer_nodes
             ));
         }
@@ -100,7 +115,17 @@ mod tests {
             timeout_secs: 600,
             vanilla_only: false,
             vk_workers: None,
+            restart_vk: true,
         }
+    }
+
+    #[test]
+    fn the_default_nodes_and_timeout_grow_with_the_pods() {
+        assert_eq!(provider_nodes_for(1000), 12);
+        assert_eq!(provider_nodes_for(10_000), 102);
+        assert!(opts(10_000, provider_nodes_for(10_000)).validate().is_ok());
+        assert_eq!(timeout_for(1000), 600);
+        assert_eq!(timeout_for(10_000), 1250);
     }
 
     #[test]

@@ -74,7 +74,48 @@ fn small_offload_bench_runs_both_sides_measures_every_figure_and_stops_its_clust
         liqo.cpu
     );
     assert!(r.ratio.is_some_and(|x| x > 0.0), "{r:?}");
-    assert_eq!(r.targets.len(), 4);
+    // Requests per pod from the audit logs: the virtual kubelet wrote to milan (ShadowPods)
+    // and the provider's controller-manager made the pods; the vanilla run has no Liqo client.
+    let client = |p: &liqo_bench::offload::Phase, cluster: &str, client: &str| {
+        p.requests
+            .iter()
+            .find(|c| c.cluster == cluster && c.client == client)
+            .map(|c| c.writes)
+    };
+    assert!(
+        client(liqo, "milan", "liqo-virtual-kubelet").is_some_and(|w| w >= 1.0),
+        "{:?}",
+        liqo.requests
+    );
+    assert!(
+        client(liqo, "milan", "liqo-controller-manager").is_some_and(|w| w >= 1.0),
+        "{:?}",
+        liqo.requests
+    );
+    let vanilla = r.phases.iter().find(|p| p.side == Side::Vanilla).unwrap();
+    assert!(
+        !vanilla.requests.is_empty()
+            && vanilla
+                .requests
+                .iter()
+                .all(|c| !c.client.starts_with("liqo-") || c.writes < 0.5),
+        "{:?}",
+        vanilla.requests
+    );
+    // The virtual kubelet killed with every pod Running: back, nothing rewritten, nothing
+    // duplicated.
+    let x = liqo.restart.as_ref().expect("the restart measured");
+    assert_eq!(x.pod_writes, 0, "{x:?}");
+    assert_eq!(
+        (x.home_running, x.shadow_pods, x.remote_pods),
+        (PODS as usize, PODS as usize, PODS as usize),
+        "{x:?}"
+    );
+    assert!(
+        x.secs_to_process <= x.secs_to_lease && x.secs_to_lease > 0.0,
+        "{x:?}"
+    );
+    assert_eq!(r.targets.len(), 7);
     for t in &r.targets {
         assert!(t.met.is_some(), "every target measured: {t:?}");
     }

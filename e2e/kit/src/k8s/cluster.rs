@@ -51,6 +51,12 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// Its API server's audit log (written only when it was started with
+    /// [`super::Named::audit`]).
+    pub fn audit_log(&self) -> PathBuf {
+        audit_log(&self.dir)
+    }
+
     /// A client for it.
     pub async fn client(&self) -> Result<Client, K8sError> {
         client(&self.kubeconfig, &self.name).await
@@ -177,6 +183,20 @@ fn egress_selector(uds: &Path) -> String {
     .to_string()
 }
 
+/// Every request at level Metadata (who, which client, verb, object; no bodies), once, when
+/// its response is complete (a watch: when it started).
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+";
+
+/// The audit log of the cluster whose files are in `dir` (see [`super::Named::audit`]).
+pub(crate) fn audit_log(dir: &Path) -> PathBuf {
+    dir.join("logs").join("audit.log")
+}
+
 fn arg(k: &str, v: impl std::fmt::Display) -> String {
     format!("--{k}={v}")
 }
@@ -194,6 +214,8 @@ pub(crate) struct Spec<'a> {
     pub(crate) egress: Option<&'a Path>,
     /// More addresses its certificate names (see [`super::Named::public`]).
     pub(crate) public: &'a [std::net::Ipv4Addr],
+    /// The audit log on (see [`super::Named::audit`]).
+    pub(crate) audit: bool,
 }
 
 /// Starts a cluster; every process started is pushed to `started` as soon as it runs, so the
@@ -225,6 +247,21 @@ pub(crate) async fn start(
             ]
         }
         None => Vec::new(),
+    };
+    let audit = if s.audit {
+        let file = s.dir.join("audit-policy.yaml");
+        pki::write(&file, AUDIT_POLICY, false)?;
+        vec![
+            arg("audit-policy-file", path(&file)),
+            arg("audit-log-path", path(&audit_log(s.dir))),
+            arg("audit-log-format", "json"),
+            // Buffered: a request does not wait for its line.
+            arg("audit-log-mode", "batch"),
+            arg("audit-log-batch-max-wait", "1s"),
+            arg("audit-log-maxsize", 0),
+        ]
+    } else {
+        Vec::new()
     };
 
     let (client_port, peer_port) = (free_port()?, free_port()?);
@@ -295,6 +332,7 @@ pub(crate) async fn start(
         ]
         .into_iter()
         .chain(egress)
+        .chain(audit)
         .collect::<Vec<_>>(),
         &log("kube-apiserver"),
     )?;

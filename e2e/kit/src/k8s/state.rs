@@ -115,6 +115,10 @@ pub struct Named {
     /// More addresses the API server's certificate names (a load balancer's, where peers
     /// reach it).
     pub public: Vec<std::net::Ipv4Addr>,
+    /// The API server's audit log (every request's user, client, verb and object at level
+    /// Metadata, JSON lines in [`Cluster::audit_log`]): for benches that count requests; off
+    /// by default (it costs the API server a write per request).
+    pub audit: bool,
 }
 
 impl Clusters {
@@ -135,6 +139,7 @@ impl Clusters {
                     advertise: None,
                     egress: None,
                     public: Vec::new(),
+                    audit: false,
                 }
             })
             .collect();
@@ -186,6 +191,7 @@ impl Clusters {
                     advertise: n.advertise,
                     egress: n.egress.as_deref(),
                     public: &n.public,
+                    audit: n.audit,
                 };
                 let result = cluster::start(bins, &spec, &mut started).await;
                 (result, started)

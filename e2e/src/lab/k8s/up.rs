@@ -147,6 +147,7 @@ async fn bring_up(
             } else {
                 Vec::new()
             },
+            audit: false,
         })
         .collect();
     let mut set = Clusters::up_named(bins, &lab.prefix, &named).await?;
