@@ -99,7 +99,10 @@ fn medians_ratio_and_targets() {
     assert!((r.ratio.unwrap() - 90.0 / 55.0).abs() < 1e-9);
     let t = &r.targets[0];
     assert_eq!((t.value, t.met), (Some(90.0), Some(false)));
-    assert!((t.limit.unwrap() - (1.1 * 55.0 + 2.0)).abs() < 1e-9, "{t:?}");
+    assert!(
+        (t.limit.unwrap() - (1.1 * 55.0 + 2.0)).abs() < 1e-9,
+        "{t:?}"
+    );
     let vk = &r.targets[1];
     assert_eq!((vk.value, vk.met), (Some(120.0), Some(false)), "{vk:?}");
     assert_eq!(r.targets[2].met, Some(true), "rome 30 MiB");
