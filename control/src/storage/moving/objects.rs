@@ -144,7 +144,10 @@ fn job(
             "image": image.name,
             "imagePullPolicy": image.pull_policy,
             "command": command,
-            "env": [{"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": names.base, "key": TOKEN_ENV}}}],
+            "env": [
+                {"name": TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": names.base, "key": TOKEN_ENV}}},
+                {"name": POD_IP_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            ],
             "ports": [{"containerPort": PORT, "protocol": "TCP"}],
             // Root: every file is read, and written back with its owner and mode.
             "securityContext": {"runAsUser": 0, "runAsGroup": 0, "allowPrivilegeEscalation": false},
@@ -169,6 +172,10 @@ fn job(
     )
 }
 
+/// The variable holding the pod's own address (downward API `status.podIP`): where the
+/// receiver listens.
+pub const POD_IP_ENV: &str = "POD_IP";
+
 /// The receiver: on node `target`, the new claim mounted, listening on [`PORT`]; stops after
 /// `deadline` seconds.
 pub fn receiver_job(
@@ -182,9 +189,10 @@ pub fn receiver_job(
         .map(str::to_owned)
         .into_iter()
         .chain([
-            // Every interface: the sender reaches it through the Service (from a provider,
-            // through the fabric); it accepts only a caller presenting the move's token.
-            format!("0.0.0.0:{PORT}"),
+            // The pod's own address only (not every interface): the sender reaches it through
+            // the Service (from a provider, through the fabric), and it accepts only a caller
+            // presenting the move's token. Kubernetes expands $(POD_IP) from the downward API.
+            format!("$({POD_IP_ENV}):{PORT}"),
             "--timeout-seconds".into(),
             deadline.to_string(),
         ])

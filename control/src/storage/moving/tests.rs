@@ -136,6 +136,23 @@ fn the_objects_of_a_move_carry_its_label_and_mount_the_right_claims() {
         "liqo-move-1b2c3d4e"
     );
     assert_eq!(pod["containers"][0]["command"][1], "receive");
+    // It listens on its own address only (not every interface), from the downward API.
+    let command: Vec<&str> = pod["containers"][0]["command"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let at = command.iter().position(|a| *a == "--listen").unwrap();
+    assert_eq!(
+        command[at + 1],
+        format!("$({}):{PORT}", super::objects::POD_IP_ENV)
+    );
+    assert!(!command.iter().any(|a| a.starts_with("0.0.0.0")));
+    assert_eq!(
+        pod["containers"][0]["env"][1]["valueFrom"]["fieldRef"]["fieldPath"],
+        "status.podIP"
+    );
     assert_eq!(pod["containers"][0]["imagePullPolicy"], "Never");
     assert_eq!(
         pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
