@@ -174,7 +174,7 @@ fn job(
 
 /// The variable holding the pod's own address (downward API `status.podIP`): where the
 /// receiver listens.
-pub const POD_IP_ENV: &str = "POD_IP";
+pub(super) const POD_IP_ENV: &str = "POD_IP";
 
 /// The receiver: on node `target`, the new claim mounted, listening on [`PORT`]; stops after
 /// `deadline` seconds.
