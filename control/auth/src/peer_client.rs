@@ -1,10 +1,20 @@
 //! The clients of a peer's API server ([`PeerClient`]): every one with connect and read
-//! timeouts, so that a peer that accepts and never answers holds nothing forever. Shared by the
+//! timeouts, so that a peer that accepts and never answers holds nothing forever, and with TCP
+//! keepalive, so that a connection a NAT on the way forgot (a gateway failover moves the egress
+//! to another node) is found dead in seconds, not at the end of a silent watch. Shared by the
 //! controller-manager's identity manager and the virtual kubelet.
 
 use std::time::Duration;
 
-use kube::{Client, Config};
+use hyper_util::{
+    client::legacy::{Client as HyperClient, connect::HttpConnector},
+    rt::TokioExecutor,
+};
+use kube::{
+    Client, Config,
+    client::{ConfigExt, retry::RetryPolicy},
+};
+use tower::{BoxError, ServiceBuilder, retry::RetryLayer};
 
 /// How long connecting to a peer's API server may take.
 pub const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -17,6 +27,18 @@ pub const PEER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// it. The watcher has no timeout of its own over the initial list or the wait for a watch's
 /// response: without this, a peer that accepts and never answers holds a remote watch forever.
 pub const PEER_WATCH_READ_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// How long a connection to a peer's API server may stay idle before the kernel probes it, then
+/// how far apart the probes go and how many may go unanswered: a connection whose NAT entry is
+/// gone (or whose peer vanished) is closed within about 25 s, and a watch on it starts again.
+pub const PEER_KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+/// See [`PEER_KEEPALIVE_IDLE`].
+pub const PEER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+/// See [`PEER_KEEPALIVE_IDLE`].
+pub const PEER_KEEPALIVE_PROBES: u32 = 3;
+/// How long data sent to a peer's API server may stay unacknowledged before the connection is
+/// closed (`TCP_USER_TIMEOUT`): a request written into a dead connection fails in this time.
+pub const PEER_TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The clients of one peer's API server.
 #[derive(Clone)]
@@ -35,10 +57,47 @@ impl PeerClient {
     pub fn from_config(config: Config) -> Result<PeerClient, kube::Error> {
         let (api, watch) = peer_configs(config, PEER_CONNECT_TIMEOUT, PEER_READ_TIMEOUT);
         Ok(PeerClient {
-            api: Client::try_from(api)?,
-            watch: Client::try_from(watch)?,
+            api: client(api)?,
+            watch: client(watch)?,
         })
     }
+}
+
+/// A client of a peer's API server from `config` (its timeouts included) whose connections
+/// carry TCP keepalive ([`PEER_KEEPALIVE_IDLE`]) and a user timeout ([`PEER_TCP_USER_TIMEOUT`]):
+/// kube's own builder sets neither. The layers are kube's (base URI, authentication, extra
+/// headers such as the User-Agent, retry of the server's 429/503 when `config` asks for it);
+/// tracing and gzip are left out. A config that names a proxy gets kube's own client (the
+/// keepalive is then the proxy's business).
+pub fn client(config: Config) -> Result<Client, kube::Error> {
+    if config.proxy_url.is_some() {
+        return Client::try_from(config);
+    }
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_keepalive(Some(PEER_KEEPALIVE_IDLE));
+    http.set_keepalive_interval(Some(PEER_KEEPALIVE_INTERVAL));
+    http.set_keepalive_retries(Some(PEER_KEEPALIVE_PROBES));
+    http.set_tcp_user_timeout(Some(PEER_TCP_USER_TIMEOUT));
+    let https = config.rustls_https_connector_with_connector(http)?;
+    let mut timed = hyper_timeout::TimeoutConnector::new(https);
+    timed.set_connect_timeout(config.connect_timeout);
+    timed.set_read_timeout(config.read_timeout);
+    timed.set_write_timeout(config.write_timeout);
+    timed.set_reset_reader_on_write(config.reset_reader_on_write);
+    let hyper = HyperClient::builder(TokioExecutor::new()).build(timed);
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(
+            config
+                .default_retry
+                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+        )
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(BoxError::from)
+        .service(hyper);
+    Ok(Client::new(service, config.default_namespace.clone()))
 }
 
 /// The configs of [`PeerClient`]: for requests (`read`) and for watches
@@ -83,7 +142,7 @@ mod tests {
         assert!(PEER_WATCH_READ_TIMEOUT > Duration::from_secs(290));
         // The same with a short read timeout, against the silent peer.
         let (api, _) = peer_configs(api, Duration::from_secs(1), Duration::from_secs(1));
-        let client = Client::try_from(api).unwrap();
+        let client = client(api).unwrap();
         let t = std::time::Instant::now();
         let got = tokio::time::timeout(
             Duration::from_secs(10),
@@ -93,6 +152,45 @@ mod tests {
         .expect("the request ends on its own");
         assert!(got.is_err(), "{got:?}");
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        hold.abort();
+    }
+
+    #[tokio::test]
+    async fn a_peer_connection_carries_keepalive_and_a_user_timeout() {
+        // Accepts and holds the connection, answers nothing: the request stays open.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let hold = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                held.push(s);
+            }
+        });
+        let config = Config::new(format!("http://{addr}").parse().unwrap());
+        let (api, _) = peer_configs(config, PEER_CONNECT_TIMEOUT, Duration::from_secs(20));
+        let c = client(api).unwrap();
+        let request =
+            tokio::spawn(async move { Api::<Secret>::namespaced(c, "x").get_opt("y").await });
+        // The kernel's view of our end of the connection: its keepalive timer runs.
+        let mut seen = String::new();
+        for _ in 0..50 {
+            let out = std::process::Command::new("ss")
+                .args(["-tno", "state", "established", "dst"])
+                .arg(addr.to_string())
+                .output()
+                .expect("ss runs");
+            assert!(out.status.success(), "ss: {out:?}");
+            seen = String::from_utf8_lossy(&out.stdout).into_owned();
+            if seen.contains("timer:(keepalive") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(
+            seen.contains("timer:(keepalive"),
+            "no keepalive timer:\n{seen}"
+        );
+        request.abort();
         hold.abort();
     }
 }

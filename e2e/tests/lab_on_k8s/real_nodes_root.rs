@@ -387,11 +387,10 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
 
     // The storage fabric (after the failover, which is timed on a lab as the quickstart left
     // it): 100 MiB on liqo-milan, kept across pods, moved to rome verified; a database-like
-    // service, one replica per cluster on its own liqo volume. Known defect first: the
-    // failover loses the egress NAT of rome's connections to milan's API server, and the
-    // virtual kubelet's remote watches on them stay silent until their read timeout (300 s);
-    // its controller-manager is restarted so that the storage checks start on live watches.
-    crate::real_nodes_storage::fresh_virtual_kubelet(&k).await;
+    // service, one replica per cluster on its own liqo volume. First: the failover lost the
+    // egress NAT of rome's connections to milan's API server; the peer clients' TCP keepalive
+    // finds them dead and the virtual kubelet's remote watches start again by themselves.
+    crate::real_nodes_storage::remote_watches_recover(&k).await;
     crate::real_nodes_storage::claims_move(&k).await;
     crate::real_nodes_stateful::survives_its_pods(&k).await;
 

@@ -66,7 +66,7 @@ impl Peers {
         );
         let (api, watch) = peer_configs(config, PEER_CONNECT_TIMEOUT, PEER_READ_TIMEOUT);
         let build = |c: Config| {
-            Client::try_from(c).map_err(|source| IdentityError::Client {
+            liqo_auth::peer_client::client(c).map_err(|source| IdentityError::Client {
                 secret: name.clone(),
                 source,
             })
