@@ -78,8 +78,17 @@ use crate::config::Config;
 /// The nftables table the gateway owns in its namespace.
 pub const NAT_TABLE: &str = "liqo_gateway";
 
-/// Routing table (and rule priority) for the peers' ranges in the host namespace.
+/// Routing table for the peers' ranges in the host namespace.
 pub const HOST_TABLE: u32 = 18951;
+
+/// Priority of the host rule that consults [`HOST_TABLE`]: after the overlay's rule
+/// (`overlay_api` `TABLE`, 18952), so that on a node that is no longer the gateway node the
+/// overlay's routes to the peers' ranges (over VXLAN to the new gateway node) win over a rule a
+/// killed gateway left behind (a SIGKILL undoes nothing; its container comes back only after a
+/// restart back-off, which took up to 50 s of lost traffic from that node's pods in the lab).
+/// On the gateway node the overlay's rule matches only what comes out of the gateway
+/// namespace, so the node's own traffic still reaches this one.
+pub const HOST_RULE_PRIORITY: u32 = 18953;
 
 /// Routing table (and rule priority) of the gateway namespace; the gateway owns it entirely, so
 /// reconciling it never touches the kernel's own routes in `main`.
@@ -351,7 +360,7 @@ pub fn host_rules(c: &Config) -> Vec<RuleSpec> {
         return Vec::new();
     }
     vec![RuleSpec {
-        priority: HOST_TABLE,
+        priority: HOST_RULE_PRIORITY,
         from: None,
         to: None,
         iif: None,

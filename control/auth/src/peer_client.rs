@@ -30,15 +30,17 @@ pub const PEER_WATCH_READ_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// How long a connection to a peer's API server may stay idle before the kernel probes it, then
 /// how far apart the probes go and how many may go unanswered: a connection whose NAT entry is
-/// gone (or whose peer vanished) is closed within about 25 s, and a watch on it starts again.
-pub const PEER_KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+/// gone (or whose peer vanished) is closed within about 11 s, and a watch on it starts again
+/// (with 10 s and 5 s a lab failover still held a new offloaded pod for 34 s).
+pub const PEER_KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
 /// See [`PEER_KEEPALIVE_IDLE`].
-pub const PEER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+pub const PEER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
 /// See [`PEER_KEEPALIVE_IDLE`].
 pub const PEER_KEEPALIVE_PROBES: u32 = 3;
 /// How long data sent to a peer's API server may stay unacknowledged before the connection is
-/// closed (`TCP_USER_TIMEOUT`): a request written into a dead connection fails in this time.
-pub const PEER_TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
+/// closed (`TCP_USER_TIMEOUT`): a request written into a dead connection fails in this time. A
+/// live peer's kernel acknowledges within a round trip however busy its API server is.
+pub const PEER_TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The clients of one peer's API server.
 #[derive(Clone)]

@@ -280,11 +280,17 @@ pub(crate) async fn down(bed: &Bed, mut leg: Leg) {
 /// What our gateway would have removed on SIGTERM (normally nothing is left): its host rules
 /// and routes, its veth and its namespace.
 async fn scrub_ours(bed: &Bed) {
-    use gateway::{config::defaults, plan::HOST_TABLE};
+    use gateway::{
+        config::defaults,
+        plan::{HOST_RULE_PRIORITY, HOST_TABLE},
+    };
     for side_a in [true, false] {
         let nl = bed.nl(Node::gw(side_a));
-        if let Err(e) = nl.reconcile_rules(HOST_TABLE, &[]).await {
-            cleanup_failed(format_args!("emptying the rules at {HOST_TABLE}"), &e);
+        if let Err(e) = nl.reconcile_rules(HOST_RULE_PRIORITY, &[]).await {
+            cleanup_failed(
+                format_args!("emptying the rules at {HOST_RULE_PRIORITY}"),
+                &e,
+            );
         }
         if let Err(e) = nl.reconcile_table(HOST_TABLE, &[]).await {
             cleanup_failed(format_args!("emptying table {HOST_TABLE}"), &e);

@@ -350,24 +350,13 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
     // Gateway HA: the active gateway killed -9 while a rome pod probes milan: traffic resumes
     // within 5 s, the standby is the active one, the killed one comes back as the standby;
     // then every pod still reaches every other across both clusters.
-    let mut f = k8s::failover::kill_active_gateway(&k, "rome")
+    // (About half the runs once lost 10 to 50 s here: the killed gateway's host rule, left on
+    // its node, sent that node's pods into the dead gateway until its container restarted; the
+    // gateway's rule now comes after the overlay's, and the test no longer tries twice.)
+    let f = k8s::failover::kill_active_gateway(&k, "rome")
         .await
         .unwrap();
     eprintln!("TIMING failover: {f:?}");
-    if f.outage.longest_gap >= Duration::from_secs(5) && f.outage.up_at_end {
-        // A known flake, root cause not found yet (seen in about half the runs since CI run
-        // 51: the standby active and the public address moved within 1.5 s, traffic back only
-        // after about 12 s, as if its first handshakes were lost). Said, then measured once
-        // more on the other gateway: that one must meet the 5 s.
-        eprintln!(
-            "FLAKE: the failover's traffic came back after {:?}; killing the new active gateway once more",
-            f.outage.longest_gap
-        );
-        f = k8s::failover::kill_active_gateway(&k, "rome")
-            .await
-            .unwrap();
-        eprintln!("TIMING failover (second kill): {f:?}");
-    }
     assert!(f.outage.up_at_end, "{f:?}");
     assert!(f.outage.longest_gap < Duration::from_secs(5), "{f:?}");
     assert_ne!(f.killed.1, f.active.1, "{f:?}");

@@ -254,7 +254,7 @@ impl Gateway {
             routes(host, table, last.map(|l| &l.host[..]), &want.host).await?;
             rules(
                 host,
-                table,
+                plan::HOST_RULE_PRIORITY,
                 last.map(|l| &l.host_rules[..]),
                 &want.host_rules,
             )

@@ -61,7 +61,7 @@ fn routes_and_rules() {
     let rules: Vec<String> = host_rules(&c).iter().map(ToString::to_string).collect();
     assert_eq!(
         rules,
-        ["18951: lookup 18951"],
+        ["18953: lookup 18951"],
         "one rule whatever the peers"
     );
     c.peers.clear();

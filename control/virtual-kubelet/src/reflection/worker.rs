@@ -124,7 +124,12 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         // Mapped, remote stores not listed yet: the key is queued again once they are.
         Some(v) if !v.ready => return Ok(()),
         Some(v) => (
-            v.shadows.get(&ObjectRef::new(&key.name).within(&v.remote)),
+            // One we created and the watch did not bring yet counts as there.
+            shared.created.or_stored(
+                key,
+                v.shadows.get(&ObjectRef::new(&key.name).within(&v.remote)),
+                std::time::Instant::now(),
+            ),
             v.pods.get(&ObjectRef::new(&key.name).within(&v.remote)),
         ),
         None => (None, None),
@@ -315,7 +320,11 @@ async fn perform(
                 ..PostParams::default()
             };
             match shadows(ns).create(&pp, &shadow).await {
-                Ok(_) => tracing::info!(pod = %key, remote = %ns, "ShadowPod created"),
+                Ok(mut made) => {
+                    control::lean::meta(&mut made.metadata);
+                    shared.created.insert(key, made, std::time::Instant::now());
+                    tracing::info!(pod = %key, remote = %ns, "ShadowPod created");
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     // Ours but not yet in the store: its event comes. Not ours: never
                     // touched, retried (it may go away).

@@ -99,7 +99,16 @@ async fn kill_once(k: &K8sLab, cluster: &str) -> Result<Outcome, K8sLabError> {
         ));
     };
     let views = views::peerings(k).await?;
-    let (src, dst, addr, _) = outage::pair_across_views(&k.lab, &views, cluster, &[])?
+    // The probe leaves from a pod on the killed gateway's node, the node whose routes must
+    // follow the failover (a host rule the dead gateway left there once held its pods' traffic
+    // until its container restarted).
+    let others: Vec<String> = c
+        .pods()
+        .map(|(n, _)| n.name.to_string())
+        .filter(|n| *n != active.node)
+        .collect();
+    let avoid: Vec<&str> = others.iter().map(String::as_str).collect();
+    let (src, dst, addr, _) = outage::pair_across_views(&k.lab, &views, cluster, &avoid)?
         .ok_or_else(|| K8sLabError::lab(what.clone(), "no peering to probe across"))?;
     let prober = outage::Prober::start(&src, &dst, addr)?;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -163,3 +172,11 @@ async fn kill_once(k: &K8sLab, cluster: &str) -> Result<Outcome, K8sLabError> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+// A node that stops being the gateway node keeps, until its killed gateway's container restarts,
+// the gateway's host rule; the overlay's rule (routes over VXLAN to the new gateway node) must
+// come first so that its pods' traffic follows the failover at once. Checked at compile time.
+const _: () = assert!(
+    ::overlay::config::defaults::TABLE < gateway::plan::HOST_RULE_PRIORITY,
+    "the overlay's rule must precede the gateway's host rule"
+);
