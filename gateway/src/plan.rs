@@ -90,6 +90,9 @@ pub const HOST_TABLE: u32 = 18951;
 /// namespace, so the node's own traffic still reaches this one.
 pub const HOST_RULE_PRIORITY: u32 = 18953;
 
+/// Where older gateways put that rule (before the overlay's): emptied on start and on removal.
+pub const OLD_HOST_RULE_PRIORITY: u32 = HOST_TABLE;
+
 /// Routing table (and rule priority) of the gateway namespace; the gateway owns it entirely, so
 /// reconciling it never touches the kernel's own routes in `main`.
 pub const GATEWAY_TABLE: u32 = 18952;

@@ -6,8 +6,12 @@
 
 use std::time::Duration;
 
+use hyper::rt::{Read, Write};
 use hyper_util::{
-    client::legacy::{Client as HyperClient, connect::HttpConnector},
+    client::legacy::{
+        Client as HyperClient,
+        connect::{Connection, HttpConnector, proxy::Tunnel},
+    },
     rt::TokioExecutor,
 };
 use kube::{
@@ -39,8 +43,10 @@ pub const PEER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
 pub const PEER_KEEPALIVE_PROBES: u32 = 3;
 /// How long data sent to a peer's API server may stay unacknowledged before the connection is
 /// closed (`TCP_USER_TIMEOUT`): a request written into a dead connection fails in this time. A
-/// live peer's kernel acknowledges within a round trip however busy its API server is.
-pub const PEER_TCP_USER_TIMEOUT: Duration = Duration::from_secs(10);
+/// live peer's kernel acknowledges within a round trip however busy its API server is, and
+/// answers zero-window probes while a stream's reader is slow (since Linux 5.11 only unanswered
+/// probes count; the margin is for older kernels and slow links).
+pub const PEER_TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The clients of one peer's API server.
 #[derive(Clone)]
@@ -67,21 +73,39 @@ impl PeerClient {
 
 /// A client of a peer's API server from `config` (its timeouts included) whose connections
 /// carry TCP keepalive ([`PEER_KEEPALIVE_IDLE`]) and a user timeout ([`PEER_TCP_USER_TIMEOUT`]):
-/// kube's own builder sets neither. The layers are kube's (base URI, authentication, extra
-/// headers such as the User-Agent, retry of the server's 429/503 when `config` asks for it);
-/// tracing and gzip are left out. A config that names a proxy gets kube's own client (the
-/// keepalive is then the proxy's business).
+/// kube's own builder sets neither. Through an HTTP proxy without credentials (in-band
+/// peering's liqo-proxy, reached across the tunnel) the connection to the proxy carries them.
+/// Any other proxy gets kube's own client, without them.
 pub fn client(config: Config) -> Result<Client, kube::Error> {
-    if config.proxy_url.is_some() {
-        return Client::try_from(config);
-    }
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_keepalive(Some(PEER_KEEPALIVE_IDLE));
     http.set_keepalive_interval(Some(PEER_KEEPALIVE_INTERVAL));
     http.set_keepalive_retries(Some(PEER_KEEPALIVE_PROBES));
     http.set_tcp_user_timeout(Some(PEER_TCP_USER_TIMEOUT));
-    let https = config.rustls_https_connector_with_connector(http)?;
+    match config.proxy_url.clone() {
+        None => build(&config, http),
+        Some(proxy)
+            if proxy.scheme_str() == Some("http")
+                && !proxy.authority().is_some_and(|a| a.as_str().contains('@')) =>
+        {
+            build(&config, Tunnel::new(proxy, http))
+        }
+        Some(_) => Client::try_from(config),
+    }
+}
+
+/// The client over `connector`, with kube's layers (base URI, retry of the server's 429/503
+/// when `config` asks for it, authentication, extra headers such as the User-Agent) and
+/// `config`'s timeouts; tracing and gzip are left out.
+fn build<C>(config: &Config, connector: C) -> Result<Client, kube::Error>
+where
+    C: tower::Service<http::Uri> + Clone + Send + Sync + 'static,
+    C::Response: Connection + Read + Write + Send + Unpin + 'static,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    let https = config.rustls_https_connector_with_connector(connector)?;
     let mut timed = hyper_timeout::TimeoutConnector::new(https);
     timed.set_connect_timeout(config.connect_timeout);
     timed.set_read_timeout(config.read_timeout);

@@ -67,3 +67,36 @@ pub async fn resolve(cfg: &VkConfig) -> Result<Option<HomeApi>, HomeApiError> {
     tracing::info!(%host, port, "the home API server as the provider's pods reach it");
     Ok(Some(HomeApi { host, port }))
 }
+
+/// The home API server as the provider's pods reach it, with API server support: given, or
+/// found once (for a pod whose ShadowPod needs it: it waits until then); none without.
+pub async fn for_pod(
+    shared: &crate::reflection::shared::Shared,
+    local: Option<&k8s_openapi::api::core::v1::Pod>,
+) -> Result<Option<HomeApi>, HomeApiError> {
+    let cfg = &shared.cfg;
+    if let Some(a) = &cfg.home_api {
+        return Ok(Some(a.clone()));
+    }
+    if !cfg.api_support() {
+        return Ok(None);
+    }
+    let needed = local.is_some_and(|l| {
+        l.metadata.deletion_timestamp.is_none() && control::shadowpod::token::need(l).is_some()
+    });
+    if let Some(a) = shared.home_api.get() {
+        return Ok(Some(a.clone()));
+    }
+    if !needed {
+        return Ok(None);
+    }
+    // Only an address is kept: an API server that publishes none yet is asked again.
+    let found = resolve(cfg).await?;
+    if let Some(a) = &found
+        && shared.home_api.set(a.clone()).is_err()
+    {
+        // Another worker resolved it meanwhile (the same address, the same IPAM answer).
+        tracing::debug!("home API server resolved by another worker");
+    }
+    Ok(found)
+}

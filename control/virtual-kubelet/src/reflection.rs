@@ -24,6 +24,7 @@
 //! Warning Event on the local pod says so), never watches the provider cluster-wide, and
 //! never creates the remote Pod itself (the provider's ShadowPod controller does).
 
+pub mod created;
 pub mod events;
 pub mod ips;
 pub mod issued;

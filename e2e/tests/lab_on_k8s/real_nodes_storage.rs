@@ -168,8 +168,9 @@ async fn refused(
 /// After a gateway failover, rome's connections to milan's API server went through a NAT entry
 /// that is gone: TCP keepalive on the peer clients must find them dead so that the virtual
 /// kubelet's remote watches start again, well before the 300 s a silent watch may last. A pod
-/// on `liqo-milan` (no volume) runs to its end, its status brought home by those watches,
-/// within 90 s of the failover's end; no component is restarted.
+/// on `liqo-milan` (no volume), made once the failover is over and every pod pair answers
+/// again, runs to its end, its status brought home by those watches, and is deleted within
+/// 90 s; no component is restarted.
 pub(crate) async fn remote_watches_recover(k: &K8sLab) {
     let rome = k.client("rome").await.unwrap();
     let pods = Api::<Pod>::namespaced(rome, NS);

@@ -61,6 +61,8 @@ pub(super) async fn rules(
 /// (with the tunnel and the NAT table); what is missing already is fine.
 pub(super) async fn remove(host: &Netlink, cfg: &Config) -> Result<(), GatewayError> {
     host.reconcile_rules(plan::HOST_RULE_PRIORITY, &[]).await?;
+    host.reconcile_rules(plan::OLD_HOST_RULE_PRIORITY, &[])
+        .await?;
     host.reconcile_table(plan::HOST_TABLE, &[]).await?;
     host.delete_link(&cfg.host_link).await?;
     Netns::delete(&cfg.namespace)?;

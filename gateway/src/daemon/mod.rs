@@ -251,6 +251,12 @@ impl Gateway {
         };
         let host = async {
             let table = plan::HOST_TABLE;
+            if last.is_none() {
+                // The rule of an older gateway, at the table's own priority (before the
+                // overlay's), left by one killed on this node.
+                host.reconcile_rules(plan::OLD_HOST_RULE_PRIORITY, &[])
+                    .await?;
+            }
             routes(host, table, last.map(|l| &l.host[..]), &want.host).await?;
             rules(
                 host,

@@ -64,17 +64,10 @@ impl Peers {
             "liqo-controller-manager",
             env!("CARGO_PKG_VERSION"),
         );
-        let (api, watch) = peer_configs(config, PEER_CONNECT_TIMEOUT, PEER_READ_TIMEOUT);
-        let build = |c: Config| {
-            liqo_auth::peer_client::client(c).map_err(|source| IdentityError::Client {
-                secret: name.clone(),
-                source,
-            })
-        };
-        let client = PeerClient {
-            api: build(api)?,
-            watch: build(watch)?,
-        };
+        let client = PeerClient::from_config(config).map_err(|source| IdentityError::Client {
+            secret: name.clone(),
+            source,
+        })?;
         self.lock().insert(peer.clone(), (version, client.clone()));
         Ok(Some(client))
     }

@@ -5,16 +5,15 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex, RwLock},
-    time::{Duration, Instant},
 };
 
-use control::api::virtualkubelet::ShadowPod;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{events::Recorder, reflector::Store};
 
 use control::shadowpod::reflection as decide;
 
 use super::{
+    created::Created,
     ips,
     issued::Tokens,
     key::Key,
@@ -50,69 +49,8 @@ pub struct Shared {
     /// The home API server as the provider's pods reach it, once found (API server support;
     /// asked again while the home cluster publishes no address).
     pub home_api: std::sync::OnceLock<control::shadowpod::token::HomeApi>,
-    /// The ShadowPods this worker created that the remote store did not show yet
-    /// ([`Created`]).
+    /// The ShadowPods the workers created that the remote store did not show yet.
     pub created: Created,
-}
-
-/// How long a ShadowPod we created stands in for the store's copy: its watch event comes
-/// within this (else the store is trusted again, e.g. if it was deleted meanwhile).
-pub const CREATED_FOR: Duration = Duration::from_secs(30);
-
-/// ShadowPods created and not yet seen in the remote store, per key: a key handled again
-/// before the watch brings the new ShadowPod (the pod's next event comes first, as its label
-/// is written) reads it from here, instead of creating it again, meeting 409 and GETting it.
-#[derive(Default)]
-pub struct Created(Mutex<HashMap<Key, (Instant, Arc<ShadowPod>)>>);
-
-impl Created {
-    /// `shadow` was created for `key` at `now`.
-    pub fn insert(&self, key: &Key, shadow: ShadowPod, now: Instant) {
-        self.lock().insert(key.clone(), (now, Arc::new(shadow)));
-    }
-
-    /// What the store shows for `key` (`stored`), or the ShadowPod created for it within
-    /// [`CREATED_FOR`] while the store shows none. Once the store shows one, or the time is
-    /// up, the record goes.
-    pub fn or_stored(
-        &self,
-        key: &Key,
-        stored: Option<Arc<ShadowPod>>,
-        now: Instant,
-    ) -> Option<Arc<ShadowPod>> {
-        let mut map = self.lock();
-        if stored.is_some() {
-            map.remove(key);
-            return stored;
-        }
-        match map.get(key) {
-            Some((at, s)) if now.duration_since(*at) < CREATED_FOR => Some(s.clone()),
-            Some(_) => {
-                map.remove(key);
-                None
-            }
-            None => None,
-        }
-    }
-
-    /// Forgets `key`'s record.
-    pub fn forget(&self, key: &Key) {
-        self.lock().remove(key);
-    }
-
-    /// How many records are held.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    /// Whether no record is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, (Instant, Arc<ShadowPod>)>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 impl Shared {
@@ -139,47 +77,5 @@ impl Shared {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(key);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn shadow(uid: &str) -> ShadowPod {
-        let mut s = ShadowPod::new("p", Default::default());
-        s.metadata.uid = Some(uid.into());
-        s
-    }
-
-    #[test]
-    fn a_created_shadowpod_stands_in_until_the_store_shows_one_or_the_time_is_up() {
-        let c = Created::default();
-        let key = Key {
-            namespace: "ns".into(),
-            name: "p".into(),
-        };
-        let t0 = Instant::now();
-        assert!(c.or_stored(&key, None, t0).is_none(), "nothing created");
-        c.insert(&key, shadow("made"), t0);
-        let got = c.or_stored(&key, None, t0 + Duration::from_secs(1));
-        assert_eq!(got.unwrap().metadata.uid.as_deref(), Some("made"));
-        // The store's copy wins and ends the record.
-        let stored = Arc::new(shadow("stored"));
-        let got = c.or_stored(&key, Some(stored), t0 + Duration::from_secs(2));
-        assert_eq!(got.unwrap().metadata.uid.as_deref(), Some("stored"));
-        assert!(c.is_empty());
-        assert!(
-            c.or_stored(&key, None, t0 + Duration::from_secs(3))
-                .is_none()
-        );
-        // Not seen within CREATED_FOR: the store is trusted again (deleted meanwhile).
-        c.insert(&key, shadow("made"), t0);
-        assert!(c.or_stored(&key, None, t0 + CREATED_FOR).is_none());
-        assert!(c.is_empty());
-        // Forgotten with its pod.
-        c.insert(&key, shadow("made"), t0);
-        c.forget(&key);
-        assert!(c.is_empty());
     }
 }

@@ -123,15 +123,20 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     let (shadow, remote) = match &view {
         // Mapped, remote stores not listed yet: the key is queued again once they are.
         Some(v) if !v.ready => return Ok(()),
-        Some(v) => (
+        Some(v) => {
             // One we created and the watch did not bring yet counts as there.
-            shared.created.or_stored(
+            let standing = shared.created.or_stored(
                 key,
+                &v.remote,
                 v.shadows.get(&ObjectRef::new(&key.name).within(&v.remote)),
                 std::time::Instant::now(),
-            ),
-            v.pods.get(&ObjectRef::new(&key.name).within(&v.remote)),
-        ),
+            );
+            if let Some(after) = standing.recheck {
+                shared.queue.add_after(key.clone(), after);
+            }
+            let remote = v.pods.get(&ObjectRef::new(&key.name).within(&v.remote));
+            (standing.shadow, remote)
+        }
         None => (None, None),
     };
     // Only the pod of the current ShadowPod counts (restarts, IPs, status).
@@ -156,7 +161,9 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         },
         None => Target::Unmapped,
     };
-    let api = home_api(shared, local.as_deref()).await?;
+    let api = crate::home_api::for_pod(shared, local.as_deref())
+        .await
+        .map_err(HandleError::HomeApi)?;
     let node_ip = cfg.node_ip.to_string();
     let now = Time(Timestamp::now());
     let ctx = Context {
@@ -225,41 +232,6 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     }
 }
 
-/// The home API server as the provider's pods reach it, with API server support: given, or
-/// found once (for a pod whose ShadowPod needs it: it waits until then); none without.
-async fn home_api(
-    shared: &Shared,
-    local: Option<&Pod>,
-) -> Result<Option<control::shadowpod::token::HomeApi>, HandleError> {
-    let cfg = &shared.cfg;
-    if let Some(a) = &cfg.home_api {
-        return Ok(Some(a.clone()));
-    }
-    if !cfg.api_support() {
-        return Ok(None);
-    }
-    let needed = local.is_some_and(|l| {
-        l.metadata.deletion_timestamp.is_none() && control::shadowpod::token::need(l).is_some()
-    });
-    if let Some(a) = shared.home_api.get() {
-        return Ok(Some(a.clone()));
-    }
-    if !needed {
-        return Ok(None);
-    }
-    // Only an address is kept: an API server that publishes none yet is asked again.
-    let found = crate::home_api::resolve(cfg)
-        .await
-        .map_err(HandleError::HomeApi)?;
-    if let Some(a) = &found
-        && shared.home_api.set(a.clone()).is_err()
-    {
-        // Another worker resolved it meanwhile (the same address, the same IPAM answer).
-        tracing::debug!("home API server resolved by another worker");
-    }
-    Ok(found)
-}
-
 /// A deletion whose object is already gone (404) or replaced (409: UID precondition) is done.
 fn deleted<T>(r: Result<T, kube::Error>) -> Result<bool, kube::Error> {
     match r {
@@ -282,6 +254,8 @@ async fn perform(
     match action {
         Action::Warn { reason, note } => probe::warn(shared, key, local, reason, note).await,
         Action::DeleteShadow { uid } => {
+            // A created one no longer stands in: the store's view decides what is left.
+            shared.created.forget(key);
             let Some(ns) = remote_ns else { return Ok(()) };
             let r = shadows(ns)
                 .delete(&key.name, &control::requests::delete_by_uid(uid.clone()))
@@ -322,7 +296,9 @@ async fn perform(
             match shadows(ns).create(&pp, &shadow).await {
                 Ok(mut made) => {
                     control::lean::meta(&mut made.metadata);
-                    shared.created.insert(key, made, std::time::Instant::now());
+                    shared
+                        .created
+                        .insert(key, ns, made, std::time::Instant::now());
                     tracing::info!(pod = %key, remote = %ns, "ShadowPod created");
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 => {
