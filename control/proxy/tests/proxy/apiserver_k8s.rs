@@ -113,7 +113,11 @@ async fn peer_client(secret: &Secret) -> Client {
         .await
         .unwrap();
     assert!(config.proxy_url.is_some());
-    Client::try_from(config).unwrap()
+    // The peer client the controller-manager and the virtual kubelet use (keepalive on the
+    // connection to the proxy, its CONNECT tunnel, TLS inside).
+    liqo_controller_manager::identity::PeerClient::from_config(config)
+        .unwrap()
+        .api
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
