@@ -73,6 +73,9 @@ pub(crate) async fn scale(client: &Client, ns: &str, replicas: u32) -> Result<()
 
 /// Waits until `check` returns `Ok(true)`, looking every [`POLL`]; fails after `timeout`
 /// naming `what` and the last state `check` described.
+/// How often a deletion of many pods is asked again while some are left.
+const REASK: Duration = Duration::from_secs(20);
+
 async fn poll<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<(), BenchError>
 where
     F: FnMut() -> Fut,
@@ -186,12 +189,24 @@ pub(crate) async fn clear(
         grace_period_seconds: Some(0),
         ..DeleteParams::default()
     };
-    pods.delete_collection(&now, &ListParams::default().labels(&sel))
-        .await
-        .map_err(|e| BenchError::step(format!("deleting the pods of {ns}"), &e))?;
+    // Asked again every REASK while pods are left: one request for thousands of pods can
+    // outlast the API server's request timeout (10,000 at once did: "connection closed before
+    // message completed"), while the deletion goes on server-side.
+    let mut asked: Option<Instant> = None;
     poll(&format!("the pods of {ns} gone"), timeout, || {
-        let (pods, sel) = (pods.clone(), sel.clone());
+        let again = asked.is_none_or(|a| a.elapsed() >= REASK);
+        if again {
+            asked = Some(Instant::now());
+        }
+        let (pods, sel, now, ns) = (pods.clone(), sel.clone(), now.clone(), ns.to_owned());
         async move {
+            if again
+                && let Err(e) = pods
+                    .delete_collection(&now, &ListParams::default().labels(&sel))
+                    .await
+            {
+                eprintln!("bench: deleting the pods of {ns}: {e}; asked again while any is left");
+            }
             let n = count(&pods, Some(&sel)).await?;
             Ok((n == 0, format!("{n} left")))
         }
