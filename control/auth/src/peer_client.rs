@@ -145,9 +145,8 @@ mod tests {
     use k8s_openapi::api::core::v1::Secret;
     use kube::Api;
 
-    #[tokio::test]
-    async fn a_peer_that_accepts_and_never_answers_fails_a_request_in_the_read_timeout() {
-        // Accepts, reads nothing, answers nothing.
+    /// A peer that accepts connections, holds them, reads nothing and answers nothing.
+    async fn silent_peer() -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let hold = tokio::spawn(async move {
@@ -156,6 +155,13 @@ mod tests {
                 held.push(s);
             }
         });
+        (addr, hold)
+    }
+
+    #[tokio::test]
+    async fn a_peer_that_accepts_and_never_answers_fails_a_request_in_the_read_timeout() {
+        // Accepts, reads nothing, answers nothing.
+        let (addr, hold) = silent_peer().await;
         let config = Config::new(format!("http://{addr}").parse().unwrap());
         let (api, watch) = peer_configs(config, PEER_CONNECT_TIMEOUT, PEER_READ_TIMEOUT);
         assert_eq!(api.connect_timeout, Some(PEER_CONNECT_TIMEOUT));
@@ -184,14 +190,7 @@ mod tests {
     #[tokio::test]
     async fn a_peer_connection_carries_keepalive_and_a_user_timeout() {
         // Accepts and holds the connection, answers nothing: the request stays open.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let hold = tokio::spawn(async move {
-            let mut held = Vec::new();
-            while let Ok((s, _)) = listener.accept().await {
-                held.push(s);
-            }
-        });
+        let (addr, hold) = silent_peer().await;
         let config = Config::new(format!("http://{addr}").parse().unwrap());
         let (api, _) = peer_configs(config, PEER_CONNECT_TIMEOUT, Duration::from_secs(20));
         let c = client(api).unwrap();
