@@ -41,12 +41,15 @@ pub const PEER_KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
 pub const PEER_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
 /// See [`PEER_KEEPALIVE_IDLE`].
 pub const PEER_KEEPALIVE_PROBES: u32 = 3;
-/// How long data sent to a peer's API server may stay unacknowledged before the connection is
-/// closed (`TCP_USER_TIMEOUT`): a request written into a dead connection fails in this time. A
-/// live peer's kernel acknowledges within a round trip however busy its API server is, and
-/// answers zero-window probes while a stream's reader is slow (since Linux 5.11 only unanswered
-/// probes count; the margin is for older kernels and slow links).
-pub const PEER_TCP_USER_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long data sent to a peer's API server may stay unacknowledged, and how long a connection
+/// may go without hearing from it, before it is closed (`TCP_USER_TIMEOUT`). Linux lets it
+/// override keepalive's give-up rule (tcp(7)), so it equals keepalive's own give-up time
+/// (idle, then every probe): a dead connection closes at about 11 s whether it was idle or had
+/// data in flight. A live peer acknowledges within a round trip however busy its API server
+/// is, and answers zero-window probes while a stream's reader is slow (since Linux 5.11 only
+/// unanswered probes count).
+pub const PEER_TCP_USER_TIMEOUT: Duration = PEER_KEEPALIVE_IDLE
+    .saturating_add(PEER_KEEPALIVE_INTERVAL.saturating_mul(PEER_KEEPALIVE_PROBES));
 
 /// The clients of one peer's API server.
 #[derive(Clone)]

@@ -59,6 +59,9 @@ pub struct Gateway {
     nat: Arc<Mutex<nft::Session>>,
     /// The routes and rules the last converge left in the kernel, if it succeeded.
     planned: Option<Planned>,
+    /// Whether the host rule an older gateway put at [`plan::OLD_HOST_RULE_PRIORITY`] was
+    /// removed (once per process).
+    old_rule_gone: bool,
 }
 
 impl Gateway {
@@ -206,6 +209,7 @@ impl Gateway {
             threads,
             nat,
             planned: None,
+            old_rule_gone: false,
         })
     }
 
@@ -237,6 +241,7 @@ impl Gateway {
         let want = Planned::of(cfg);
         let last = self.planned.take().filter(|l| *l != want);
         let (gw, host, last) = (&self.gw, &self.host, last.as_ref());
+        let old_rule_gone = self.old_rule_gone;
         let gateway = async {
             let table = plan::GATEWAY_TABLE;
             routes(gw, table, last.map(|l| &l.gateway[..]), &want.gateway).await?;
@@ -251,9 +256,9 @@ impl Gateway {
         };
         let host = async {
             let table = plan::HOST_TABLE;
-            if last.is_none() {
+            if !old_rule_gone {
                 // The rule of an older gateway, at the table's own priority (before the
-                // overlay's), left by one killed on this node.
+                // overlay's), left by one killed on this node: once per process.
                 host.reconcile_rules(plan::OLD_HOST_RULE_PRIORITY, &[])
                     .await?;
             }
@@ -276,6 +281,7 @@ impl Gateway {
             "kernel state converged"
         );
         self.planned = Some(want);
+        self.old_rule_gone = true;
         Ok(())
     }
 

@@ -254,13 +254,15 @@ async fn perform(
     match action {
         Action::Warn { reason, note } => probe::warn(shared, key, local, reason, note).await,
         Action::DeleteShadow { uid } => {
-            // A created one no longer stands in: the store's view decides what is left.
-            shared.created.forget(key);
             let Some(ns) = remote_ns else { return Ok(()) };
             let r = shadows(ns)
                 .delete(&key.name, &control::requests::delete_by_uid(uid.clone()))
                 .await;
-            if deleted(r).map_err(kerr(format!("deleting ShadowPod {ns}/{}", key.name)))? {
+            let done = deleted(r).map_err(kerr(format!("deleting ShadowPod {ns}/{}", key.name)))?;
+            // Deleted (or gone already): a created one no longer stands in; the store's view
+            // decides what is left. A failed deletion keeps it, for the retry.
+            shared.created.forget(key);
+            if done {
                 tracing::info!(pod = %key, remote = %ns, %uid, "ShadowPod deleted");
             }
         }

@@ -2,7 +2,10 @@
 //! times every pod until N are Running, and the cleanup between runs (every pod gone, also the
 //! remote ones on the provider).
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
 
 use futures::{StreamExt, stream::BoxStream};
 use k8s_openapi::api::{
@@ -71,11 +74,12 @@ pub(crate) async fn scale(client: &Client, ns: &str, replicas: u32) -> Result<()
         .map_err(|e| BenchError::step(format!("scaling Deployment {ns}/{APP} to {replicas}"), &e))
 }
 
-/// Waits until `check` returns `Ok(true)`, looking every [`POLL`]; fails after `timeout`
-/// naming `what` and the last state `check` described.
-/// How often a deletion of many pods is asked again while some are left.
+/// How often, after its last answer, a deletion of many pods is asked again while some are
+/// left.
 const REASK: Duration = Duration::from_secs(20);
 
+/// Waits until `check` returns `Ok(true)`, looking every [`POLL`]; fails after `timeout`
+/// naming `what` and the last state `check` described.
 async fn poll<F, Fut>(what: &str, timeout: Duration, mut check: F) -> Result<(), BenchError>
 where
     F: FnMut() -> Fut,
@@ -189,23 +193,33 @@ pub(crate) async fn clear(
         grace_period_seconds: Some(0),
         ..DeleteParams::default()
     };
-    // Asked again every REASK while pods are left: one request for thousands of pods can
-    // outlast the API server's request timeout (10,000 at once did: "connection closed before
-    // message completed"), while the deletion goes on server-side.
-    let mut asked: Option<Instant> = None;
+    // Asked again REASK after the last answer while pods are left: one request for thousands
+    // of pods can outlast the API server's request timeout (10,000 at once did: "connection
+    // closed before message completed"), while the deletion goes on server-side. A refusal
+    // by the API server (an error status) ends the cleanup.
+    let answered: Arc<Mutex<Option<Instant>>> = Arc::default();
     poll(&format!("the pods of {ns} gone"), timeout, || {
-        let again = asked.is_none_or(|a| a.elapsed() >= REASK);
-        if again {
-            asked = Some(Instant::now());
-        }
+        let again = answered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_none_or(|a| a.elapsed() >= REASK);
         let (pods, sel, now, ns) = (pods.clone(), sel.clone(), now.clone(), ns.to_owned());
+        let answered = answered.clone();
         async move {
-            if again
-                && let Err(e) = pods
+            if again {
+                let r = pods
                     .delete_collection(&now, &ListParams::default().labels(&sel))
-                    .await
-            {
-                eprintln!("bench: deleting the pods of {ns}: {e}; asked again while any is left");
+                    .await;
+                *answered.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+                match r {
+                    Ok(_) => {}
+                    Err(e @ kube::Error::Api(_)) => {
+                        return Err(BenchError::step(format!("deleting the pods of {ns}"), &e));
+                    }
+                    Err(e) => eprintln!(
+                        "bench: deleting the pods of {ns}: {e}; asked again while any is left"
+                    ),
+                }
             }
             let n = count(&pods, Some(&sel)).await?;
             Ok((n == 0, format!("{n} left")))
