@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     requests::{ClientRequests, Mark},
     setup::Procs,
+    workload::count,
 };
 use crate::BenchError;
 use control::api::virtualkubelet::ShadowPod;
@@ -151,18 +152,12 @@ pub(crate) async fn measure(i: &Inputs<'_>) -> Result<VkRestart, BenchError> {
         .iter()
         .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
         .count();
-    let shadow_pods = Api::<ShadowPod>::namespaced(i.milan.clone(), i.remote_ns)
-        .list_metadata(&ListParams::default())
-        .await
-        .map_err(|e| fail("listing the ShadowPods", &e))?
-        .items
-        .len();
-    let remote_pods = Api::<Pod>::namespaced(i.milan.clone(), i.remote_ns)
-        .list_metadata(&ListParams::default())
-        .await
-        .map_err(|e| fail("listing the provider's pods", &e))?
-        .items
-        .len();
+    let shadow_pods = count(
+        &Api::<ShadowPod>::namespaced(i.milan.clone(), i.remote_ns),
+        None,
+    )
+    .await?;
+    let remote_pods = count(&Api::<Pod>::namespaced(i.milan.clone(), i.remote_ns), None).await?;
     Ok(VkRestart {
         pods: i.pods,
         secs_to_process,

@@ -135,15 +135,19 @@ pub(crate) async fn service_account(
     .await
 }
 
-async fn count(api: &Api<Pod>, labels: Option<&str>) -> Result<usize, BenchError> {
+/// How many objects `api` lists (with `labels`, if any); metadata only.
+pub(crate) async fn count<K>(api: &Api<K>, labels: Option<&str>) -> Result<usize, BenchError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let mut lp = ListParams::default();
     if let Some(l) = labels {
         lp = lp.labels(l);
     }
-    api.list(&lp)
+    api.list_metadata(&lp)
         .await
         .map(|l| l.items.len())
-        .map_err(|e| BenchError::step("listing pods", &e))
+        .map_err(|e| BenchError::step(format!("listing {}", K::plural(&())), &e))
 }
 
 /// Deletes the Deployment and every one of its pods (grace 0) in `ns`, and waits until none
