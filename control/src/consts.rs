@@ -358,6 +358,9 @@ pub mod reflection {
     pub const IPAM_HOLDER_HOME_API: &str = "virtual-kubelet-home-api";
     /// The field manager of everything the virtual kubelet writes remotely.
     pub const FIELD_MANAGER: &str = "reflection.liqo.io";
+    /// On a ShadowPod: the digest of what the virtual kubelet forged (labels, annotations and
+    /// `spec.pod`), so that its store keeps the metadata only and still sees a change.
+    pub const SHADOW_DIGEST: &str = "reflection.liqo.io/shadowpod-digest";
     /// On a pod the provider's ShadowPod controller made (value [`MANAGED_BY_SHADOWPOD`]).
     pub const MANAGED_BY: &str = "liqo.io/managed-by";
     /// The value of [`MANAGED_BY`] on pods made from ShadowPods.

@@ -3,13 +3,16 @@
 //! server sends. The watchers of the virtual kubelet and the controller manager call these on
 //! every object they store.
 //!
-//! It never drops a field a decision of this repository reads: labels, annotations, owner
-//! references, UIDs, deletion timestamps and finalizers stay.
+//! It never drops a field a decision on the stored object reads. A pod's spec, read only when
+//! a ShadowPod is forged, is kept as compact JSON ([`StoredPod`]): about a tenth of the memory
+//! of the decoded spec.
 
-use k8s_openapi::{
-    api::core::v1::{Container, Pod, PodSpec, PodStatus},
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::consts::reflection;
+
+mod stored_pod;
+pub use stored_pod::{CompactSpec, SpecDecodeError, StoredPod};
 
 /// The annotation `kubectl apply` writes: a copy of the whole object as last applied.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -23,114 +26,181 @@ pub fn meta(m: &mut ObjectMeta) {
     }
 }
 
-/// A provider's pod as the virtual kubelet reads it: its metadata and status (the status comes
-/// home; the owner reference names its ShadowPod); the spec is the ShadowPod's, never read
-/// from the pod.
-pub fn remote_pod(p: &mut Pod) {
-    meta(&mut p.metadata);
-    p.spec = None;
+/// What [`trim`] keeps of an object's metadata besides its name, namespace, UID, resource
+/// version and creation and deletion times.
+struct Keep<'a> {
+    labels: &'a [&'a str],
+    annotations: &'a [&'a str],
+    owners: bool,
 }
 
-/// A pod as the ResourceOffer reads it (`crate::offer`'s `PodInput`): its name, namespace,
-/// UID and labels; its node; each container's name, restart policy and resources; the pod's
-/// resources and overhead; its phase. Everything else is dropped.
-pub fn offer_pod(p: &mut Pod) {
-    let m = std::mem::take(&mut p.metadata);
-    p.metadata = ObjectMeta {
-        name: m.name,
-        namespace: m.namespace,
-        uid: m.uid,
-        labels: m.labels,
-        resource_version: m.resource_version,
+fn trim(m: &mut ObjectMeta, keep: &Keep<'_>) {
+    let taken = std::mem::take(m);
+    let only = |map: Option<std::collections::BTreeMap<String, String>>, keys: &[&str]| {
+        map.map(|l| {
+            l.into_iter()
+                .filter(|(k, _)| keys.contains(&k.as_str()))
+                .collect()
+        })
+        .filter(|l: &std::collections::BTreeMap<String, String>| !l.is_empty())
+    };
+    *m = ObjectMeta {
+        name: taken.name,
+        namespace: taken.namespace,
+        uid: taken.uid,
+        resource_version: taken.resource_version,
+        creation_timestamp: taken.creation_timestamp,
+        deletion_timestamp: taken.deletion_timestamp,
+        labels: only(taken.labels, keep.labels),
+        annotations: only(taken.annotations, keep.annotations),
+        owner_references: taken.owner_references.filter(|_| keep.owners),
         ..ObjectMeta::default()
     };
-    let container = |c: Container| Container {
-        name: c.name,
-        restart_policy: c.restart_policy,
-        resources: c.resources,
-        ..Container::default()
-    };
-    p.spec = p.spec.take().map(|s| PodSpec {
-        node_name: s.node_name,
-        containers: s.containers.into_iter().map(container).collect(),
-        init_containers: s
-            .init_containers
-            .map(|cs| cs.into_iter().map(container).collect()),
-        resources: s.resources,
-        overhead: s.overhead,
-        ..PodSpec::default()
-    });
-    p.status = p.status.take().map(|s| PodStatus {
-        phase: s.phase,
-        ..PodStatus::default()
-    });
+}
+
+/// A remote ShadowPod as the stores keep it (its metadata only): its name, namespace, UID,
+/// creation and deletion times, the reflection labels (whose it is) and the digest of what
+/// was forged ([`crate::consts::reflection::SHADOW_DIGEST`]); everything else goes.
+pub fn shadow(m: &mut ObjectMeta) {
+    trim(
+        m,
+        &Keep {
+            labels: &[reflection::ORIGIN, reflection::DESTINATION],
+            annotations: &[reflection::SHADOW_DIGEST],
+            owners: false,
+        },
+    );
+}
+
+/// A provider's pod as the virtual kubelet's store keeps its metadata: the reflection labels
+/// (whose it is) and its owner references (which ShadowPod controls it) besides name,
+/// namespace, UID and times.
+pub fn remote_pod(m: &mut ObjectMeta) {
+    trim(
+        m,
+        &Keep {
+            labels: &[reflection::ORIGIN, reflection::DESTINATION],
+            annotations: &[],
+            owners: true,
+        },
+    );
+}
+
+/// A pod a ShadowPod made, as the provider's ShadowPod controller keeps its metadata: its
+/// owner references (which ShadowPod controls it) besides name, namespace, UID and times.
+pub fn owned_pod(m: &mut ObjectMeta) {
+    trim(
+        m,
+        &Keep {
+            labels: &[],
+            annotations: &[],
+            owners: true,
+        },
+    );
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
 
-    use k8s_openapi::{
-        api::core::v1::{PodSpec, PodStatus},
-        apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
-    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, Time};
 
     use super::*;
 
     #[test]
-    fn managed_fields_and_the_applied_copy_go_labels_and_status_stay() {
-        let mut p = Pod {
-            metadata: ObjectMeta {
-                name: Some("p".into()),
-                uid: Some("u".into()),
-                labels: Some(BTreeMap::from([("a".into(), "b".into())])),
-                annotations: Some(BTreeMap::from([
-                    (LAST_APPLIED.into(), "{...}".into()),
-                    ("keep".into(), "me".into()),
-                ])),
-                managed_fields: Some(vec![ManagedFieldsEntry::default()]),
-                ..ObjectMeta::default()
-            },
-            spec: Some(PodSpec::default()),
-            status: Some(PodStatus {
-                phase: Some("Running".into()),
-                ..PodStatus::default()
-            }),
+    fn managed_fields_and_the_applied_copy_go_labels_stay() {
+        let mut m = ObjectMeta {
+            name: Some("p".into()),
+            uid: Some("u".into()),
+            labels: Some(BTreeMap::from([("a".into(), "b".into())])),
+            annotations: Some(BTreeMap::from([
+                (LAST_APPLIED.into(), "{...}".into()),
+                ("keep".into(), "me".into()),
+            ])),
+            managed_fields: Some(vec![ManagedFieldsEntry::default()]),
+            ..ObjectMeta::default()
         };
-        remote_pod(&mut p);
-        assert_eq!(p.metadata.managed_fields, None);
-        let a = p.metadata.annotations.as_ref().unwrap();
+        meta(&mut m);
+        assert_eq!(m.managed_fields, None);
+        let a = m.annotations.as_ref().unwrap();
         assert_eq!(a.len(), 1);
         assert_eq!(a["keep"], "me");
-        assert_eq!(p.metadata.labels.as_ref().unwrap()["a"], "b");
-        assert_eq!(p.metadata.uid.as_deref(), Some("u"));
-        assert!(p.spec.is_none());
-        assert_eq!(p.status.unwrap().phase.as_deref(), Some("Running"));
+        assert_eq!(m.labels.as_ref().unwrap()["a"], "b");
+        assert_eq!(m.uid.as_deref(), Some("u"));
     }
 
     #[test]
-    fn an_offer_pod_keeps_what_the_offer_reads_and_computes_the_same() {
-        let pod: Pod = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "p", "namespace": "n", "uid": "u", "labels": {"a": "b"},
-                "annotations": {"x": "y"}, "managedFields": [{}]},
-            "spec": {"nodeName": "n1", "hostNetwork": true, "overhead": {"cpu": "10m"},
-                "containers": [{"name": "c", "image": "i", "args": ["a"],
-                    "resources": {"requests": {"cpu": "100m", "memory": "1Mi"}}}],
-                "initContainers": [{"name": "s", "image": "i", "restartPolicy": "Always",
-                    "resources": {"requests": {"cpu": "5m"}}}]},
-            "status": {"phase": "Running", "podIP": "10.0.0.1"}
-        }))
-        .unwrap();
-        let mut lean = pod.clone();
-        offer_pod(&mut lean);
+    fn a_shadow_keeps_whose_it_is_its_digest_and_its_times() {
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let mut m = ObjectMeta {
+            name: Some("p".into()),
+            namespace: Some("n".into()),
+            uid: Some("u".into()),
+            creation_timestamp: Some(now.clone()),
+            deletion_timestamp: Some(now.clone()),
+            labels: Some(BTreeMap::from([
+                ("app".into(), "x".into()),
+                (reflection::ORIGIN.into(), "home".into()),
+                (reflection::DESTINATION.into(), "away".into()),
+            ])),
+            annotations: Some(BTreeMap::from([
+                ("big".into(), "x".repeat(1000)),
+                (reflection::SHADOW_DIGEST.into(), "d".into()),
+            ])),
+            managed_fields: Some(vec![ManagedFieldsEntry::default()]),
+            finalizers: Some(vec!["f".into()]),
+            ..ObjectMeta::default()
+        };
+        shadow(&mut m);
+        assert_eq!(m.name.as_deref(), Some("p"));
+        assert_eq!(m.namespace.as_deref(), Some("n"));
+        assert_eq!(m.uid.as_deref(), Some("u"));
+        assert_eq!(m.creation_timestamp, Some(now.clone()));
+        assert_eq!(m.deletion_timestamp, Some(now));
+        let labels = m.labels.unwrap();
+        assert_eq!(labels.len(), 2);
+        assert_eq!(labels[reflection::ORIGIN], "home");
         assert_eq!(
-            crate::offer::PodInput::from_pod(&lean).unwrap(),
-            crate::offer::PodInput::from_pod(&pod).unwrap()
+            m.annotations.unwrap(),
+            BTreeMap::from([(reflection::SHADOW_DIGEST.into(), "d".into())])
         );
-        let spec = lean.spec.as_ref().unwrap();
-        assert_eq!(spec.containers[0].image, None);
-        assert_eq!(spec.host_network, None);
-        assert_eq!(lean.metadata.annotations, None);
-        assert_eq!(lean.status.unwrap().pod_ip, None);
+        assert_eq!(m.managed_fields, None);
+        assert_eq!(m.finalizers, None);
+    }
+
+    #[test]
+    fn a_remote_pod_keeps_whose_it_is_and_its_owner_an_owned_pod_its_owner() {
+        let owner = k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            kind: "ShadowPod".into(),
+            uid: "s".into(),
+            controller: Some(true),
+            ..Default::default()
+        };
+        let full = ObjectMeta {
+            name: Some("p".into()),
+            uid: Some("u".into()),
+            labels: Some(BTreeMap::from([
+                ("app".into(), "x".into()),
+                (reflection::ORIGIN.into(), "home".into()),
+            ])),
+            annotations: Some(BTreeMap::from([("a".into(), "b".into())])),
+            owner_references: Some(vec![owner.clone()]),
+            generate_name: Some("p-".into()),
+            ..ObjectMeta::default()
+        };
+        let mut m = full.clone();
+        remote_pod(&mut m);
+        assert_eq!(
+            m.labels,
+            Some(BTreeMap::from([(reflection::ORIGIN.into(), "home".into())]))
+        );
+        assert_eq!(m.annotations, None);
+        assert_eq!(m.owner_references, Some(vec![owner.clone()]));
+        assert_eq!((m.generate_name, m.uid), (None, Some("u".into())));
+        let mut m = full;
+        owned_pod(&mut m);
+        assert_eq!((m.labels, m.annotations), (None, None));
+        assert_eq!(m.owner_references, Some(vec![owner]));
+        assert_eq!(m.name.as_deref(), Some("p"));
     }
 }

@@ -15,12 +15,14 @@
 //! written (upstream's update threshold, default [`DEFAULT_UPDATE_THRESHOLD`]).
 
 pub mod input;
+mod stored;
 
 use std::{collections::BTreeMap, fmt, str::FromStr};
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 pub use input::{BadInput, NodeInput, PodInput, pod_requests};
+pub use stored::OfferPod;
 
 use crate::{
     api::ClusterId,

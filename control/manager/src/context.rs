@@ -4,8 +4,10 @@
 
 use std::{sync::Arc, time::Duration};
 
-use control::{api::discovery::ClusterIdentity, offer::Percent};
-use k8s_openapi::api::core::v1::Pod;
+use control::{
+    api::discovery::ClusterIdentity,
+    offer::{OfferPod, Percent},
+};
 use kube::{
     Client,
     runtime::reflector::{Store, store::Writer},
@@ -76,11 +78,11 @@ pub struct Context {
     /// Each peer's last refused (or unanswered) identity request.
     pub auth_failures:
         std::sync::Mutex<std::collections::HashMap<control::api::ClusterId, AuthFailure>>,
-    /// Every pod as the ResourceOffer reads it (`control::lean::offer_pod`), fed by the watch
+    /// Every pod as the ResourceOffer reads it (`control::offer::OfferPod`), fed by the watch
     /// that also triggers the offers' recomputation (see [`Context::take_offer_pods_writer`]):
     /// the offer is computed from here, not from a listing of every pod.
-    pub offer_pods: Store<Pod>,
-    offer_pods_writer: std::sync::Mutex<Option<Writer<Pod>>>,
+    pub offer_pods: Store<OfferPod>,
+    offer_pods_writer: std::sync::Mutex<Option<Writer<OfferPod>>>,
 }
 
 /// An identity request that failed: when, the condition it left (its message saying why and
@@ -138,7 +140,7 @@ impl Context {
 
     /// The writer of [`Context::offer_pods`], once (the watch that feeds it takes it; `None`
     /// after).
-    pub fn take_offer_pods_writer(&self) -> Option<Writer<Pod>> {
+    pub fn take_offer_pods_writer(&self) -> Option<Writer<OfferPod>> {
         self.offer_pods_writer
             .lock()
             .unwrap_or_else(|p| p.into_inner())

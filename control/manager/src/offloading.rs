@@ -102,16 +102,17 @@ pub fn controllers(
     .boxed();
 
     // A provider's ShadowPods: their pods re-created when deleted (the owned pods' events).
-    // Stored lean (no managed fields); the pods they own as metadata only (whose pod it is,
-    // whether it terminates: all the decision reads), so that memory follows the ShadowPods,
-    // not the pods' specs and statuses, and a reconcile reads the pod from the store.
+    // Both as trimmed metadata (`control::lean::{shadow, owned_pod}`): the decision reads
+    // whose pod it is and whether either terminates; a ShadowPod's spec is read (one GET) only to make its pod.
+    // So memory follows the number of ShadowPods, not their specs, and a reconcile reads the
+    // pod from the store.
     let (shadows, shadow_writer) = reflector::store();
     let shadow_stream = watcher(
-        Api::<ShadowPod>::all(ctx.client.clone()),
+        Api::<PartialObjectMeta<ShadowPod>>::all(ctx.client.clone()),
         watcher::Config::default(),
     )
     .default_backoff()
-    .modify(|s| control::lean::meta(&mut s.metadata))
+    .modify(|s| control::lean::shadow(&mut s.metadata))
     .reflect(shadow_writer)
     .applied_objects();
     let (owned, pod_writer) = reflector::store();
@@ -120,7 +121,7 @@ pub fn controllers(
         watcher::Config::default().labels(&shadowpod::pods_selector()),
     )
     .default_backoff()
-    .modify(|p| control::lean::meta(&mut p.metadata))
+    .modify(|p| control::lean::owned_pod(&mut p.metadata))
     .reflect(pod_writer)
     .touched_objects();
     let shadowpod_controller = Controller::for_stream(shadow_stream, shadows)
@@ -131,7 +132,7 @@ pub fn controllers(
             tracked(shadowpod::NAME, inflight, move |s, c| {
                 shadowpod::reconcile(s, c, owned.clone())
             }),
-            policy::<ShadowPod>(shadowpod::NAME),
+            policy::<PartialObjectMeta<ShadowPod>>(shadowpod::NAME),
             ctx.clone(),
         )
         .for_each(log(shadowpod::NAME))

@@ -11,13 +11,10 @@ use control::{
     },
     consts::{discovery_types, labels, values},
     names,
-    offer::{self, NodeInput, PodInput},
+    offer::{self, NodeInput, OfferPod},
 };
 use k8s_openapi::{
-    api::{
-        core::v1::{Node, Pod},
-        storage::v1::StorageClass,
-    },
+    api::{core::v1::Node, storage::v1::StorageClass},
     apimachinery::pkg::api::resource::Quantity,
 };
 use kube::{
@@ -238,7 +235,7 @@ async fn compute(
     consumer: &control::api::ClusterId,
 ) -> Result<BTreeMap<String, Quantity>, Error> {
     let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let pods: Api<Pod> = Api::all(ctx.client.clone());
+    let pods: Api<OfferPod> = Api::all(ctx.client.clone());
     let nodes = nodes
         .list(&ListParams::default())
         .await
@@ -253,11 +250,12 @@ async fn compute(
     let listed = tokio::time::timeout(STORE_WAIT, ctx.offer_pods.wait_until_ready())
         .await
         .is_ok_and(|r| r.is_ok());
-    let running: Vec<Arc<Pod>> = if listed {
+    // Listed as OfferPods too: each read into what the offer needs as it is decoded.
+    let running: Vec<Arc<OfferPod>> = if listed {
         ctx.offer_pods
             .state()
             .into_iter()
-            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .filter(|p| p.running)
             .collect()
     } else {
         pods.list(&ListParams::default().fields("status.phase=Running"))
@@ -270,7 +268,7 @@ async fn compute(
     };
     let pods = running
         .iter()
-        .map(|p| PodInput::from_pod(p))
+        .map(|p| p.input.clone())
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| Error::OfferInput(Box::new(e)))?;
     Ok(offer::offer(&nodes, &pods, consumer, ctx.settings.sharing))

@@ -13,7 +13,7 @@ use control::api::{
     sharing::ResourceOffer,
 };
 use futures::{FutureExt, StreamExt, future::BoxFuture};
-use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::{
     Api,
     runtime::{
@@ -277,14 +277,12 @@ pub async fn run(
     drop(run_bounded(ctx, shutdown, DEFAULT_SHUTDOWN_GRACE).await);
 }
 
-/// The pods' events for the offers, feeding [`Context::offer_pods`] (each stored as
-/// `control::lean::offer_pod` leaves it). A second call (the writer taken already) only
-/// watches.
+/// The pods' events for the offers, feeding [`Context::offer_pods`] (each read as a
+/// `control::offer::OfferPod`: what the offer reads, decoded once). A second call (the writer
+/// taken already) only watches.
 fn offer_pods(ctx: &Context) -> futures::stream::BoxStream<'static, ()> {
-    let api: Api<Pod> = Api::all(ctx.client.clone());
-    let events = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .modify(control::lean::offer_pod);
+    let api: Api<control::offer::OfferPod> = Api::all(ctx.client.clone());
+    let events = watcher(api, watcher::Config::default()).default_backoff();
     match ctx.take_offer_pods_writer() {
         Some(writer) => events.reflect(writer).map(|_| ()).boxed(),
         None => events.map(|_| ()).boxed(),

@@ -88,8 +88,8 @@ pub fn remote_config_map_name(local: &str, home: &ClusterId) -> String {
 }
 
 /// The ShadowPod of `local` in `remote_namespace`: same name; labels and annotations of the
-/// local pod plus the reflection labels, minus `liqo.io/shadowPod`; the spec of
-/// [`remote_pod_spec`].
+/// local pod plus the reflection labels, minus `liqo.io/shadowPod`, plus the digest of the
+/// rest ([`shadow_digest`]); the spec of [`remote_pod_spec`].
 pub fn shadow_pod(
     local: &Pod,
     remote_namespace: &str,
@@ -100,21 +100,37 @@ pub fn shadow_pod(
     let mut labels_out = local.metadata.labels.clone().unwrap_or_default();
     labels_out.remove(labels::SHADOW_POD);
     labels_out.extend(reflection_labels(home, foreign));
-    let annotations = local.metadata.annotations.clone().filter(|a| !a.is_empty());
+    let mut annotations = local.metadata.annotations.clone().unwrap_or_default();
+    annotations.remove(reflection::SHADOW_DIGEST);
     let spec = local.spec.clone().unwrap_or_default();
     let name = local.metadata.name.clone().unwrap_or_default();
+    let pod = remote_pod_spec(&spec, home, api.map(|a| (a, name.as_str())));
+    let digest = shadow_digest(&labels_out, &annotations, &pod);
+    annotations.insert(reflection::SHADOW_DIGEST.to_owned(), digest);
     ShadowPod {
         metadata: ObjectMeta {
             name: local.metadata.name.clone(),
             namespace: Some(remote_namespace.to_owned()),
             labels: Some(labels_out),
-            annotations,
+            annotations: Some(annotations),
             ..ObjectMeta::default()
         },
-        spec: ShadowPodSpec {
-            pod: remote_pod_spec(&spec, home, api.map(|a| (a, name.as_str()))),
-        },
+        spec: ShadowPodSpec { pod },
     }
+}
+
+/// The digest of a forged ShadowPod ([`reflection::SHADOW_DIGEST`]): SHA-256 (first 16 bytes,
+/// hex) of its labels, its other annotations and its `spec.pod` as JSON. Two forges differ
+/// exactly when their digests do (maps serialize in key order, struct fields in a fixed one).
+pub fn shadow_digest(
+    labels: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+    pod: &PodSpec,
+) -> String {
+    use sha2::{Digest, Sha256};
+    // Serializing string maps and a PodSpec to JSON does not fail.
+    let json = serde_json::to_vec(&(labels, annotations, pod)).unwrap_or_default();
+    hex::encode(&Sha256::digest(&json)[..16])
 }
 
 /// The remote pod's spec from the local one (upstream `RemotePodSpec`): the copied fields

@@ -37,8 +37,8 @@ pub const CONFINED: &str = "SpecConfined";
 /// What to do for one ShadowPod.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Create this pod; the fields of the ShadowPod's spec removed to make it ([`confine`]).
-    Create(Box<Pod>, Vec<&'static str>),
+    /// Create its pod ([`made`] from the whole ShadowPod).
+    Create,
     /// Observe again after this long (the pod of its name is terminating).
     Again(Duration),
     /// A Warning Event on the ShadowPod (reason, message); nothing else.
@@ -110,7 +110,9 @@ pub fn pod_of(shadow: &ShadowPod) -> Option<Pod> {
         controller: Some(true),
         block_owner_deletion: Some(true),
     };
-    let annotations = shadow.annotations().clone();
+    let mut annotations = shadow.annotations().clone();
+    // The consumer's own bookkeeping, not the pod's.
+    annotations.remove(reflection::SHADOW_DIGEST);
     Some(Pod {
         metadata: ObjectMeta {
             name: shadow.meta().name.clone(),
@@ -125,18 +127,24 @@ pub fn pod_of(shadow: &ShadowPod) -> Option<Pod> {
     })
 }
 
-/// The decision for a ShadowPod given the pod of its name (if any): create it when absent;
-/// wait while it terminates; warn when another controls it; else nothing. A ShadowPod being
-/// deleted gets nothing (its pod goes with it).
-pub fn decide(shadow: &ShadowPod, pod: Option<&impl Resource>) -> Action {
+/// The pod of a ShadowPod ([`pod_of`]) and what [`confine`] removed from its spec.
+pub fn made(shadow: &ShadowPod) -> Option<(Pod, Vec<&'static str>)> {
+    let pod = pod_of(shadow)?;
+    Some((pod, confine(&shadow.spec.pod).1))
+}
+
+/// The decision for a ShadowPod (its metadata: what the controller's store keeps) given the
+/// pod of its name (if any): create it when absent; wait while it terminates; warn when
+/// another controls it; else nothing. A ShadowPod being deleted gets nothing (its pod goes
+/// with it).
+pub fn decide(shadow: &impl Resource, pod: Option<&impl Resource>) -> Action {
     if shadow.meta().deletion_timestamp.is_some() {
         return Action::Nothing;
     }
     let uid = shadow.meta().uid.clone().unwrap_or_default();
     match pod {
-        None => pod_of(shadow).map_or(Action::Nothing, |p| {
-            Action::Create(Box::new(p), confine(&shadow.spec.pod).1)
-        }),
+        None if shadow.meta().name.is_some() && !uid.is_empty() => Action::Create,
+        None => Action::Nothing,
         Some(p) if p.meta().deletion_timestamp.is_some() => Action::Again(TERMINATING_AGAIN),
         Some(p) if controlled_by(p, &uid) => Action::Nothing,
         Some(p) => Action::Warn(

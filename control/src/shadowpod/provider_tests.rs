@@ -22,9 +22,8 @@ fn shadow(deleting: bool) -> ShadowPod {
 #[test]
 fn a_missing_pod_is_created_with_labels_annotations_spec_and_controller() {
     let s = shadow(false);
-    let Action::Create(p, _) = decide(&s, None::<&Pod>) else {
-        panic!("create expected");
-    };
+    assert_eq!(decide(&s, None::<&Pod>), Action::Create);
+    let (p, _) = made(&s).unwrap();
     assert_eq!(p.metadata.name.as_deref(), Some("web-1"));
     assert_eq!(p.metadata.namespace.as_deref(), Some("demo-rome"));
     let labels = p.metadata.labels.clone().unwrap();
@@ -55,20 +54,19 @@ fn a_missing_pod_is_created_with_labels_annotations_spec_and_controller() {
         (o.controller, o.block_owner_deletion),
         (Some(true), Some(true))
     );
-    assert!(controlled_by(&*p, "sp-uid"));
-    assert!(!controlled_by(&*p, "other"));
+    assert!(controlled_by(&p, "sp-uid"));
+    assert!(!controlled_by(&p, "other"));
     assert_eq!(pods_selector(), "liqo.io/managed-by=shadowpod");
 }
 
 #[test]
 fn an_existing_pod_is_never_updated_and_a_foreign_one_only_warned_about() {
     let s = shadow(false);
-    let Action::Create(mut mine, _) = decide(&s, None::<&Pod>) else {
-        panic!("create expected");
-    };
+    assert_eq!(decide(&s, None::<&Pod>), Action::Create);
+    let (mut mine, _) = made(&s).unwrap();
     mine.spec.as_mut().unwrap().containers[0].image = Some("old".into());
-    assert_eq!(decide(&s, Some(&*mine)), Action::Nothing);
-    let mut foreign = (*mine).clone();
+    assert_eq!(decide(&s, Some(&mine)), Action::Nothing);
+    let mut foreign = mine.clone();
     foreign.metadata.owner_references = None;
     let Action::Warn(reason, message) = decide(&s, Some(&foreign)) else {
         panic!("warning expected");
@@ -76,7 +74,7 @@ fn an_existing_pod_is_never_updated_and_a_foreign_one_only_warned_about() {
     assert_eq!(reason, FOREIGN_POD);
     assert!(message.contains("demo-rome/web-1"), "{message}");
     // Another ShadowPod of that name (an earlier UID) does not control it either.
-    let mut earlier = (*mine).clone();
+    let mut earlier = mine.clone();
     earlier.metadata.owner_references.as_mut().unwrap()[0].uid = "sp-old".into();
     assert!(matches!(decide(&s, Some(&earlier)), Action::Warn(..)));
 }
@@ -84,15 +82,14 @@ fn an_existing_pod_is_never_updated_and_a_foreign_one_only_warned_about() {
 #[test]
 fn a_terminating_pod_is_waited_for_and_a_deleted_shadowpod_left_to_the_gc() {
     let s = shadow(false);
-    let Action::Create(mut p, _) = decide(&s, None::<&Pod>) else {
-        panic!("create expected");
-    };
+    assert_eq!(decide(&s, None::<&Pod>), Action::Create);
+    let (mut p, _) = made(&s).unwrap();
     p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         k8s_openapi::jiff::Timestamp::now(),
     ));
-    assert_eq!(decide(&s, Some(&*p)), Action::Again(TERMINATING_AGAIN));
+    assert_eq!(decide(&s, Some(&p)), Action::Again(TERMINATING_AGAIN));
     p.metadata.owner_references = None;
-    assert_eq!(decide(&s, Some(&*p)), Action::Again(TERMINATING_AGAIN));
+    assert_eq!(decide(&s, Some(&p)), Action::Again(TERMINATING_AGAIN));
     assert_eq!(decide(&shadow(true), None::<&Pod>), Action::Nothing);
 }
 
@@ -106,9 +103,8 @@ fn what_would_reach_past_the_namespace_is_removed_and_named() {
         "priority": 2000001000, "automountServiceAccountToken": true, "serviceAccountName": "app",
     }))
     .unwrap();
-    let Action::Create(p, removed) = decide(&s, None::<&Pod>) else {
-        panic!("create expected");
-    };
+    assert_eq!(decide(&s, None::<&Pod>), Action::Create);
+    let (p, removed) = made(&s).unwrap();
     assert_eq!(
         removed,
         [
@@ -135,4 +131,28 @@ fn what_would_reach_past_the_namespace_is_removed_and_named() {
     // A spec asking for nothing of that: nothing named.
     let (_, none) = confine(&shadow(false).spec.pod);
     assert!(none.is_empty(), "{none:?}");
+}
+
+#[test]
+fn the_decision_needs_only_the_metadata_and_the_digest_stays_with_the_shadowpod() {
+    let mut s = shadow(false);
+    s.metadata
+        .annotations
+        .as_mut()
+        .unwrap()
+        .insert(reflection::SHADOW_DIGEST.into(), "d".into());
+    let meta = kube::api::PartialObjectMeta::<ShadowPod> {
+        types: None,
+        metadata: s.metadata.clone(),
+        _phantom: Default::default(),
+    };
+    assert_eq!(decide(&meta, None::<&Pod>), Action::Create);
+    let (p, _) = made(&s).unwrap();
+    let annotations = p.metadata.annotations.unwrap();
+    assert_eq!(annotations["note"], "x");
+    assert!(!annotations.contains_key(reflection::SHADOW_DIGEST));
+    // Without a UID (never from the API server) nothing is made.
+    let mut nameless = meta.clone();
+    nameless.metadata.uid = None;
+    assert_eq!(decide(&nameless, None::<&Pod>), Action::Nothing);
 }

@@ -7,12 +7,12 @@
 
 use crate::{
     api::{ClusterId, virtualkubelet::ShadowPod},
-    consts::{labels, values},
+    consts::{labels, reflection::SHADOW_DIGEST, values},
     shadowpod::consumer::{self as forge, StatusInputs},
 };
 use k8s_openapi::{
     api::core::v1::{Pod, PodStatus},
-    apimachinery::pkg::apis::meta::v1::Time,
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
 };
 
 /// The reason of the Warning Event on a local pod whose remote name is taken by an object
@@ -56,8 +56,9 @@ pub enum Target<'a> {
     Mapped {
         /// The remote namespace.
         namespace: &'a str,
-        /// The remote ShadowPod of the same name.
-        shadow: Option<&'a ShadowPod>,
+        /// The metadata of the remote ShadowPod of the same name (what its store keeps:
+        /// `crate::lean::shadow`).
+        shadow: Option<&'a ObjectMeta>,
         /// The remote Pod of the same name (ours by its labels; its status is used only if
         /// it is the [`current_remote`] pod of `shadow`).
         remote: Option<&'a Pod>,
@@ -73,8 +74,8 @@ pub use super::provider::controlled_by;
 /// The remote pod whose status counts: `remote` only if the ShadowPod `shadow` controls it
 /// (a same-name pod of an earlier ShadowPod, still terminating after a re-create, lends
 /// neither its status, its IPs nor a restart).
-pub fn current_remote<'a>(shadow: Option<&ShadowPod>, remote: Option<&'a Pod>) -> Option<&'a Pod> {
-    let uid = shadow?.metadata.uid.as_deref()?;
+pub fn current_remote<'a>(shadow: Option<&ObjectMeta>, remote: Option<&'a Pod>) -> Option<&'a Pod> {
+    let uid = shadow?.uid.as_deref()?;
     remote.filter(|r| controlled_by(*r, uid))
 }
 
@@ -96,15 +97,15 @@ pub fn without_status(actions: Vec<Action>) -> Vec<Action> {
 /// When to look the remote name up for a foreign Pod: `None` never (no live ShadowPod of
 /// ours, or its pod is there), `Some(ZERO)` now, else after the delay returned.
 pub fn probe_foreign(
-    shadow: Option<&ShadowPod>,
+    shadow: Option<&ObjectMeta>,
     current: Option<&Pod>,
     now: &Time,
 ) -> Option<std::time::Duration> {
     let s = shadow?;
-    if current.is_some() || terminating(&s.metadata) {
+    if current.is_some() || terminating(s) {
         return None;
     }
-    let Some(created) = &s.metadata.creation_timestamp else {
+    let Some(created) = &s.creation_timestamp else {
         return Some(std::time::Duration::ZERO);
     };
     let age = now.0.duration_since(created.0);
@@ -176,11 +177,11 @@ pub fn track_restarts(prev: Option<&Restarts>, local: &PodStatus, remote: &Pod) 
     }
 }
 
-fn uid(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+fn uid(meta: &ObjectMeta) -> String {
     meta.uid.clone().unwrap_or_default()
 }
 
-fn terminating(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+fn terminating(meta: &ObjectMeta) -> bool {
     meta.deletion_timestamp.is_some()
 }
 
@@ -221,15 +222,15 @@ fn fallback(local: Option<&Pod>, ctx: &Context<'_>) -> Vec<Action> {
 fn mapped(
     local: Option<&Pod>,
     namespace: &str,
-    shadow: Option<&ShadowPod>,
+    shadow: Option<&ObjectMeta>,
     remote: Option<&Pod>,
     ctx: &Context<'_>,
 ) -> Vec<Action> {
     // 1. Never touch what is not ours.
     let foreign_remote = remote
         .is_some_and(|r| !forge::is_reflected(r.metadata.labels.as_ref(), ctx.home, ctx.foreign));
-    let foreign_shadow = shadow
-        .is_some_and(|s| !forge::is_reflected(s.metadata.labels.as_ref(), ctx.home, ctx.foreign));
+    let foreign_shadow =
+        shadow.is_some_and(|s| !forge::is_reflected(s.labels.as_ref(), ctx.home, ctx.foreign));
     if foreign_remote || foreign_shadow {
         let Some(local) = local else { return vec![] };
         let what = if foreign_shadow { "ShadowPod" } else { "Pod" };
@@ -242,12 +243,9 @@ fn mapped(
     // 2. Local gone: the ShadowPod goes (the provider's GC removes the pod).
     let Some(local) = local else {
         return match shadow {
-            Some(s) if !terminating(&s.metadata) => vec![
-                Action::DeleteShadow {
-                    uid: uid(&s.metadata),
-                },
-                Action::Forget,
-            ],
+            Some(s) if !terminating(s) => {
+                vec![Action::DeleteShadow { uid: uid(s) }, Action::Forget]
+            }
             _ => vec![Action::Forget],
         };
     };
@@ -262,9 +260,7 @@ fn mapped(
                 },
                 Action::Forget,
             ],
-            (Some(s), _) if !terminating(&s.metadata) => vec![Action::DeleteShadow {
-                uid: uid(&s.metadata),
-            }],
+            (Some(s), _) if !terminating(s) => vec![Action::DeleteShadow { uid: uid(s) }],
             _ => status(local, current, ctx).into_iter().collect(),
         };
     }
@@ -272,9 +268,7 @@ fn mapped(
     let local_status = local.status.clone().unwrap_or_default();
     if forge::is_aborted(&local_status) {
         return match shadow {
-            Some(s) if !terminating(&s.metadata) => vec![Action::DeleteShadow {
-                uid: uid(&s.metadata),
-            }],
+            Some(s) if !terminating(s) => vec![Action::DeleteShadow { uid: uid(s) }],
             _ => vec![],
         };
     }
@@ -298,7 +292,7 @@ fn mapped(
             return actions;
         }
         // A ShadowPod of a previous pod of this name still going: wait for its deletion.
-        Some(s) if terminating(&s.metadata) => return actions,
+        Some(s) if terminating(s) => return actions,
         Some(s) if !same_shadow(s, &forged) => actions.push(Action::UpdateShadow(Box::new(forged))),
         Some(_) => {}
     }
@@ -307,13 +301,11 @@ fn mapped(
     actions
 }
 
-/// Whether the remote ShadowPod has the forged labels, annotations and spec.
-fn same_shadow(current: &ShadowPod, forged: &ShadowPod) -> bool {
-    let labels = |s: &ShadowPod| s.metadata.labels.clone().unwrap_or_default();
-    let annotations = |s: &ShadowPod| s.metadata.annotations.clone().unwrap_or_default();
-    labels(current) == labels(forged)
-        && annotations(current) == annotations(forged)
-        && current.spec.pod == forged.spec.pod
+/// Whether the remote ShadowPod has the forged labels, annotations and spec: its digest is
+/// the forged one's (one without a digest, from an older virtual kubelet, is forged again).
+fn same_shadow(current: &ObjectMeta, forged: &ShadowPod) -> bool {
+    let digest = |m: &ObjectMeta| m.annotations.as_ref()?.get(SHADOW_DIGEST).cloned();
+    digest(current).is_some() && digest(current) == digest(&forged.metadata)
 }
 
 /// Whether two statuses serialize the same (as the API server would store them).

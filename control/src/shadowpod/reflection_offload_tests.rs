@@ -18,7 +18,7 @@ fn a_same_name_remote_pod_of_an_earlier_shadow_pod_lends_no_status() {
     let mut old = remote(&ids);
     old.metadata.deletion_timestamp = Some(now());
     let ips = ["10.201.0.9".to_owned()];
-    assert!(current_remote(Some(&s), Some(&old)).is_none());
+    assert!(current_remote(Some(&s.metadata), Some(&old)).is_none());
     assert_eq!(
         decide(Some(&l), mapped(Some(&s), Some(&old)), &ctx(&ids, &ips)),
         []
@@ -34,16 +34,16 @@ fn a_same_name_remote_pod_of_an_earlier_shadow_pod_lends_no_status() {
     // Its own pod (controller reference to the current ShadowPod) does.
     let mut own = remote(&ids);
     own.metadata.owner_references.as_mut().unwrap()[0].uid = "u-shadow-2".into();
-    assert!(current_remote(Some(&s), Some(&own)).is_some());
+    assert!(current_remote(Some(&s.metadata), Some(&own)).is_some());
     let got = decide(Some(&l), mapped(Some(&s), Some(&own)), &ctx(&ids, &ips));
     assert!(matches!(&got[..], [Action::WriteStatus(_)]), "{got:?}");
     // A controller reference that is not a ShadowPod's, or not the controller: no.
     let mut not_controller = own.clone();
     not_controller.metadata.owner_references.as_mut().unwrap()[0].controller = Some(false);
-    assert!(current_remote(Some(&s), Some(&not_controller)).is_none());
+    assert!(current_remote(Some(&s.metadata), Some(&not_controller)).is_none());
     let mut other_kind = own.clone();
     other_kind.metadata.owner_references.as_mut().unwrap()[0].kind = "ReplicaSet".into();
-    assert!(current_remote(Some(&s), Some(&other_kind)).is_none());
+    assert!(current_remote(Some(&s.metadata), Some(&other_kind)).is_none());
     assert!(current_remote(None, Some(&own)).is_none());
 }
 
@@ -67,8 +67,9 @@ fn without_the_ipam_everything_but_the_status_still_happens() {
     // the apply happen, the status waits.
     let mut l = local();
     l.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
-    let mut stale = shadow_of(&l, &ids);
-    stale.spec.pod.containers[0].image = Some("nginx:0".into());
+    let mut older = l.clone();
+    older.spec.as_mut().unwrap().containers[0].image = Some("nginx:0".into());
+    let stale = shadow_of(&older, &ids);
     let got = decide(Some(&l), mapped(Some(&stale), Some(&r)), &ctx(&ids, &[]));
     assert!(
         matches!(
@@ -105,18 +106,18 @@ fn a_shadow_pod_whose_pod_does_not_come_has_its_name_probed_after_a_while() {
     };
     s.metadata.creation_timestamp = Some(created(10));
     assert_eq!(
-        probe_foreign(Some(&s), None, &now()),
+        probe_foreign(Some(&s.metadata), None, &now()),
         Some(PROBE_AFTER - std::time::Duration::from_secs(10))
     );
     s.metadata.creation_timestamp = Some(created(45));
     assert_eq!(
-        probe_foreign(Some(&s), None, &now()),
+        probe_foreign(Some(&s.metadata), None, &now()),
         Some(std::time::Duration::ZERO)
     );
     // Its pod is there, no ShadowPod, or the ShadowPod goes: never.
     let r = remote(&ids);
-    assert_eq!(probe_foreign(Some(&s), Some(&r), &now()), None);
+    assert_eq!(probe_foreign(Some(&s.metadata), Some(&r), &now()), None);
     assert_eq!(probe_foreign(None, None, &now()), None);
     s.metadata.deletion_timestamp = Some(now());
-    assert_eq!(probe_foreign(Some(&s), None, &now()), None);
+    assert_eq!(probe_foreign(Some(&s.metadata), None, &now()), None);
 }

@@ -56,9 +56,11 @@ pub(super) fn terminating(mut p: Pod) -> Pod {
     p
 }
 
+/// The ShadowPod of `local` as the virtual kubelet's store holds it (`crate::lean::shadow`).
 pub(super) fn shadow_of(local: &Pod, ids: &Ids) -> ShadowPod {
     let mut s = forge::shadow_pod(local, NS, &ids.home, &ids.foreign, None);
     s.metadata.uid = Some("u-shadow".into());
+    crate::lean::shadow(&mut s.metadata);
     s
 }
 
@@ -85,7 +87,7 @@ pub(super) fn remote(ids: &Ids) -> Pod {
 pub(super) fn mapped<'a>(shadow: Option<&'a ShadowPod>, remote: Option<&'a Pod>) -> Target<'a> {
     Target::Mapped {
         namespace: NS,
-        shadow,
+        shadow: shadow.map(|s| &s.metadata),
         remote,
     }
 }
@@ -146,6 +148,62 @@ fn an_up_to_date_shadow_pod_is_left_alone_and_a_stale_one_is_applied() {
         .insert("tier".into(), "front".into());
     let got = decide(Some(&relabelled), mapped(Some(&s), None), &ctx(&ids, &[]));
     assert!(matches!(&got[..], [Action::UpdateShadow(_)]), "{got:?}");
+    let mut annotated = l.clone();
+    annotated.metadata.annotations = Some([("note".to_owned(), "x".to_owned())].into());
+    let got = decide(Some(&annotated), mapped(Some(&s), None), &ctx(&ids, &[]));
+    assert!(matches!(&got[..], [Action::UpdateShadow(_)]), "{got:?}");
+}
+
+#[test]
+fn a_shadow_pod_without_a_digest_is_forged_again_once() {
+    let ids = ids();
+    let l = local();
+    let mut old = shadow_of(&l, &ids);
+    old.metadata.annotations = None;
+    let got = decide(Some(&l), mapped(Some(&old), None), &ctx(&ids, &[]));
+    let [Action::UpdateShadow(n)] = &got[..] else {
+        panic!("{got:?}")
+    };
+    // Once applied, its store copy has the digest: nothing more.
+    let mut applied = (**n).clone();
+    applied.metadata.uid = Some("u-shadow".into());
+    crate::lean::shadow(&mut applied.metadata);
+    assert_eq!(
+        decide(Some(&l), mapped(Some(&applied), None), &ctx(&ids, &[])),
+        []
+    );
+}
+
+#[test]
+fn the_digest_follows_labels_annotations_and_spec_and_nothing_else() {
+    let ids = ids();
+    let l = local();
+    let digest = |p: &Pod| {
+        forge::shadow_pod(p, NS, &ids.home, &ids.foreign, None)
+            .metadata
+            .annotations
+            .unwrap()[crate::consts::reflection::SHADOW_DIGEST]
+            .clone()
+    };
+    let base = digest(&l);
+    assert_eq!(base.len(), 32);
+    let mut status_only = l.clone();
+    status_only.status = Some(Default::default());
+    status_only.metadata.resource_version = Some("42".into());
+    assert_eq!(digest(&status_only), base);
+    // A digest the local pod carries (copied by hand) is not taken as its own.
+    let mut copied = l.clone();
+    copied.metadata.annotations = Some(
+        [(
+            crate::consts::reflection::SHADOW_DIGEST.to_owned(),
+            "forged".to_owned(),
+        )]
+        .into(),
+    );
+    assert_eq!(digest(&copied), base);
+    let mut imaged = l.clone();
+    imaged.spec.as_mut().unwrap().containers[0].image = Some("nginx:9".into());
+    assert_ne!(digest(&imaged), base);
 }
 
 #[test]

@@ -43,7 +43,7 @@ use std::{
     sync::{Arc, Mutex, RwLock},
 };
 
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Recorder;
 use tokio::task::JoinSet;
 
 use crate::VkConfig;
@@ -75,13 +75,7 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
         Arc::new(crate::resources::Reflectors::new(&cfg).map_err(ReflectionError::Resources)?);
     let queue = Arc::new(queue::Queue::default());
     let (local_store, local_writer) = kube::runtime::reflector::store();
-    let recorder = Recorder::new(
-        cfg.local.clone(),
-        Reporter {
-            controller: control::consts::reflection::FIELD_MANAGER.into(),
-            instance: Some(cfg.node_name()),
-        },
-    );
+    let recorder = Recorder::new(cfg.local.clone(), events::reporter(&cfg));
     let shared = Arc::new(Shared {
         cfg: cfg.clone(),
         queue: queue.clone(),

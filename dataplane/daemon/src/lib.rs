@@ -18,6 +18,8 @@
 //!   lab), and the supervision of background tasks such as that server or a gRPC server
 //!   ([`tasks::Tasks`]): a task that stops stops the daemon with its error;
 //! - logging setup ([`logging::init`]) and the shutdown signals ([`signal::shutdown`]);
+//! - the runtime of the Kubernetes components, whose allocator is mimalloc ([`memory::runtime`]:
+//!   each worker thread gives its free pages back as it goes idle);
 //! - the `status` subcommand's output ([`show::status`], `-o table|json`);
 //! - how the process ends ([`exit::block_on`]: runtime, exit code, the error printed once;
 //!   [`exit::conclude`]: a failed run and a failed teardown both reported).
@@ -35,6 +37,7 @@ pub mod driver;
 pub mod exit;
 pub mod localhttp;
 pub mod logging;
+pub mod memory;
 pub mod server;
 pub mod show;
 pub mod signal;

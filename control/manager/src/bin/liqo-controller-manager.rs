@@ -138,8 +138,12 @@ fn ipam_address(s: &str) -> Result<String, String> {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// The runtime gives memory back as its threads go idle (`liqo_daemon::memory`).
+fn main() -> anyhow::Result<()> {
+    liqo_daemon::memory::runtime()?.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
     liqo_daemon::logging::init();
     let args = Args::parse();

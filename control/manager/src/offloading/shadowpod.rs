@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use control::{
     api::virtualkubelet::ShadowPod,
-    shadowpod::provider::{Action, CONFINED, TERMINATING_AGAIN, decide},
+    shadowpod::provider::{Action, CONFINED, TERMINATING_AGAIN, decide, made},
 };
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
@@ -41,11 +41,12 @@ use crate::{
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "shadowpod";
 
-/// One reconcile of a ShadowPod; `owned` holds the metadata of the pods ShadowPods made (the
-/// pod of its name is read from there; read from the API server only when a create meets one
-/// the store does not hold: not labelled as ours, or not seen yet).
+/// One reconcile of a ShadowPod (its metadata, as the store keeps it); `owned` holds the
+/// metadata of the pods ShadowPods made (the pod of its name is read from there; read from the
+/// API server only when a create meets one the store does not hold: not labelled as ours, or
+/// not seen yet). The whole ShadowPod is read only to make its pod.
 pub async fn reconcile(
-    shadow: Arc<ShadowPod>,
+    shadow: Arc<PartialObjectMeta<ShadowPod>>,
     ctx: Arc<Context>,
     owned: Store<PartialObjectMeta<Pod>>,
 ) -> Result<Requeue, Error> {
@@ -54,43 +55,71 @@ pub async fn reconcile(
     let name = shadow.name_any();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
     let seen = owned.get(&ObjectRef::new(&name).within(&ns));
-    match decide(&shadow, seen.as_deref()) {
-        Action::Create(pod, removed) => match pods.create(&PostParams::default(), &pod).await {
-            Ok(_) => {
-                tracing::info!(pod = %format!("{ns}/{name}"), "created the pod of a ShadowPod");
-                if !removed.is_empty() {
-                    let message = format!(
-                        "removed from the pod made here (not for a consumer to set): {}",
-                        removed.join(", ")
-                    );
-                    crate::kit::event(&ctx, &shadow.object_ref(&()), true, CONFINED, message).await;
-                }
-                Ok(Requeue::requeue(ctx.settings.resync))
-            }
-            // One exists that the store does not hold: read it once and decide on it.
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                let pod = pods
-                    .get_metadata_opt(&name)
-                    .await
-                    .map_err(kerr(format!("get Pod {ns}/{name}")))?;
-                match decide(&shadow, pod.as_ref()) {
-                    Action::Warn(reason, message) => {
-                        crate::kit::event(&ctx, &shadow.object_ref(&()), true, reason, message)
-                            .await;
-                        Ok(Requeue::requeue(ctx.settings.resync))
-                    }
-                    Action::Nothing => Ok(Requeue::requeue(ctx.settings.resync)),
-                    // Gone again or terminating: the next pass observes it.
-                    _ => Ok(Requeue::requeue(TERMINATING_AGAIN)),
-                }
-            }
-            Err(e) => Err(kerr(format!("create Pod {ns}/{name}"))(e)),
-        },
+    let reference = shadow.object_ref(&());
+    match decide(&*shadow, seen.as_deref()) {
+        Action::Create => {
+            let shadows: Api<ShadowPod> = Api::namespaced(ctx.client.clone(), &ns);
+            let full = shadows
+                .get_opt(&name)
+                .await
+                .map_err(kerr(format!("get ShadowPod {ns}/{name}")))?;
+            // Gone, or replaced since the store saw it: its own event comes.
+            let Some(full) = full.filter(|f| f.metadata.uid == shadow.metadata.uid) else {
+                return Ok(Requeue::await_change());
+            };
+            let Some((pod, removed)) = made(&full) else {
+                return Ok(Requeue::await_change());
+            };
+            create(&ctx, &pods, &shadow, pod, removed, reference).await
+        }
         Action::Again(after) => Ok(Requeue::requeue(after)),
         Action::Warn(reason, message) => {
-            crate::kit::event(&ctx, &shadow.object_ref(&()), true, reason, message).await;
+            crate::kit::event(&ctx, &reference, true, reason, message).await;
             Ok(Requeue::requeue(ctx.settings.resync))
         }
         Action::Nothing => Ok(Requeue::requeue(ctx.settings.resync)),
+    }
+}
+
+/// Creates the pod of `shadow`; a 409 is decided again on the pod found there.
+async fn create(
+    ctx: &Context,
+    pods: &Api<Pod>,
+    shadow: &PartialObjectMeta<ShadowPod>,
+    pod: Pod,
+    removed: Vec<&'static str>,
+    reference: k8s_openapi::api::core::v1::ObjectReference,
+) -> Result<Requeue, Error> {
+    let ns = shadow.namespace().unwrap_or_default();
+    let name = shadow.name_any();
+    match pods.create(&PostParams::default(), &pod).await {
+        Ok(_) => {
+            tracing::info!(pod = %format!("{ns}/{name}"), "created the pod of a ShadowPod");
+            if !removed.is_empty() {
+                let message = format!(
+                    "removed from the pod made here (not for a consumer to set): {}",
+                    removed.join(", ")
+                );
+                crate::kit::event(ctx, &reference, true, CONFINED, message).await;
+            }
+            Ok(Requeue::requeue(ctx.settings.resync))
+        }
+        // One exists that the store does not hold: read it once and decide on it.
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let pod = pods
+                .get_metadata_opt(&name)
+                .await
+                .map_err(kerr(format!("get Pod {ns}/{name}")))?;
+            match decide(shadow, pod.as_ref()) {
+                Action::Warn(reason, message) => {
+                    crate::kit::event(ctx, &reference, true, reason, message).await;
+                    Ok(Requeue::requeue(ctx.settings.resync))
+                }
+                Action::Nothing => Ok(Requeue::requeue(ctx.settings.resync)),
+                // Gone again or terminating: the next pass observes it.
+                _ => Ok(Requeue::requeue(TERMINATING_AGAIN)),
+            }
+        }
+        Err(e) => Err(kerr(format!("create Pod {ns}/{name}"))(e)),
     }
 }

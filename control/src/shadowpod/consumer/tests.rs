@@ -71,6 +71,11 @@ fn local_pod() -> Pod {
 fn the_shadow_pod_copies_the_listed_fields_and_strips_the_rest() {
     let (home, foreign) = ids();
     let shadow = shadow_pod(&local_pod(), "demo-rome", &home, &foreign, None);
+    let digest = shadow_digest(
+        shadow.metadata.labels.as_ref().unwrap(),
+        &[("note".to_owned(), "kept".to_owned())].into(),
+        &shadow.spec.pod,
+    );
     let got = serde_json::to_value(&shadow).unwrap();
     let expected = json!({
         "apiVersion": "virtualkubelet.liqo.io/v1alpha1",
@@ -79,7 +84,7 @@ fn the_shadow_pod_copies_the_listed_fields_and_strips_the_rest() {
             "name": "web-1", "namespace": "demo-rome",
             "labels": {"app": "web", "virtualkubelet.liqo.io/origin": HOME,
                        "virtualkubelet.liqo.io/destination": FOREIGN},
-            "annotations": {"note": "kept"}
+            "annotations": {"note": "kept", "reflection.liqo.io/shadowpod-digest": digest}
         },
         "spec": {"pod": {
             "containers": [{"name": "nginx", "image": "nginx:1", "volumeMounts": [

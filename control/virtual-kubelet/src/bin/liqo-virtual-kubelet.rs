@@ -121,8 +121,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// The program's name (its `User-Agent`).
 const PROGRAM: &str = "liqo-virtual-kubelet";
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// The runtime gives memory back as its threads go idle (`liqo_daemon::memory`).
+fn main() -> anyhow::Result<()> {
+    liqo_daemon::memory::runtime()?.block_on(run())
+}
+
+async fn run() -> anyhow::Result<()> {
     // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
     liqo_daemon::logging::init();
     let args = Args::parse();

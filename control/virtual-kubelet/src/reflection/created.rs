@@ -7,6 +7,7 @@ use std::{
 };
 
 use control::api::virtualkubelet::ShadowPod;
+use kube::api::PartialObjectMeta;
 
 use super::key::Key;
 
@@ -19,7 +20,7 @@ pub const CREATED_FOR: Duration = Duration::from_secs(30);
 struct Record {
     at: Instant,
     namespace: String,
-    shadow: Arc<ShadowPod>,
+    shadow: Arc<PartialObjectMeta<ShadowPod>>,
 }
 
 /// ShadowPods created and not yet seen in the remote store, per key: a key handled again
@@ -30,20 +31,28 @@ pub struct Created(Mutex<HashMap<Key, Record>>);
 
 /// What stands for a key's ShadowPod ([`Created::or_stored`]).
 pub struct Standing {
-    /// The store's copy, else the one created (if it stands in).
-    pub shadow: Option<Arc<ShadowPod>>,
+    /// The store's copy, else the one created (if it stands in): its metadata, as the
+    /// store keeps it.
+    pub shadow: Option<Arc<PartialObjectMeta<ShadowPod>>>,
     /// When the created one stands in: handle the key again after this, once the record is
     /// due to go.
     pub recheck: Option<Duration>,
 }
 
 impl Created {
-    /// `shadow` was created for `key` in remote `namespace` at `now`.
+    /// `shadow` was created for `key` in remote `namespace` at `now` (kept as the store would
+    /// keep it: `control::lean::shadow`).
     pub fn insert(&self, key: &Key, namespace: &str, shadow: ShadowPod, now: Instant) {
+        let mut metadata = shadow.metadata;
+        control::lean::shadow(&mut metadata);
         let record = Record {
             at: now,
             namespace: namespace.to_owned(),
-            shadow: Arc::new(shadow),
+            shadow: Arc::new(PartialObjectMeta {
+                types: None,
+                metadata,
+                _phantom: Default::default(),
+            }),
         };
         self.lock().insert(key.clone(), record);
     }
@@ -55,7 +64,7 @@ impl Created {
         &self,
         key: &Key,
         namespace: &str,
-        stored: Option<Arc<ShadowPod>>,
+        stored: Option<Arc<PartialObjectMeta<ShadowPod>>>,
         now: Instant,
     ) -> Standing {
         let mut map = self.lock();
@@ -126,7 +135,11 @@ mod tests {
         assert_eq!(uid(&s), Some("made"));
         assert_eq!(s.recheck, Some(CREATED_FOR - Duration::from_secs(1)));
         // The store's copy wins and ends the record.
-        let stored = Some(Arc::new(shadow("stored")));
+        let stored = Some(Arc::new(PartialObjectMeta {
+            types: None,
+            metadata: shadow("stored").metadata,
+            _phantom: Default::default(),
+        }));
         let s = c.or_stored(&key, "remote", stored, t0 + Duration::from_secs(2));
         assert_eq!((uid(&s), s.recheck), (Some("stored"), None));
         assert!(c.is_empty());

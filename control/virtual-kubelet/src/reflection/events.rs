@@ -6,14 +6,15 @@
 
 use std::{sync::Arc, time::Instant};
 
+use control::lean::StoredPod;
 use control::shadowpod::events::{Limiter, mirror};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Event as CoreEvent, Pod};
+use k8s_openapi::api::core::v1::Event as CoreEvent;
 use kube::{
     Api, Resource,
     runtime::{
         WatchStreamExt,
-        events::{Event, EventType, Recorder},
+        events::{Event, EventType, Recorder, Reporter},
         reflector::{ObjectRef, Store},
         watcher,
     },
@@ -26,11 +27,9 @@ pub struct Follow {
     /// The configuration.
     pub cfg: Arc<VkConfig>,
     /// The home pods on the node.
-    pub local: Store<Pod>,
+    pub local: Store<StoredPod>,
     /// Our remote pods in the namespace.
-    pub remote_pods: Store<Pod>,
-    /// Events on home pods.
-    pub recorder: Recorder,
+    pub remote_pods: Store<StoredPod>,
 }
 
 /// Mirrors the Events of the remote namespace `remote` onto the home pods of `local`, until
@@ -89,9 +88,22 @@ pub async fn follow(f: Follow, local: String, remote: String) {
             action: m.action,
             secondary: None,
         };
-        // A mirrored Event is a courtesy: a failure is logged, not retried.
-        if let Err(err) = f.recorder.publish(&event, &pod.object_ref(&())).await {
+        // A mirrored Event is a courtesy: a failure is logged, not retried. Each is published
+        // by a recorder of its own: kube's Recorder keeps every Event it published for six
+        // minutes (to count repeats in a series), ten thousand of them in a burst, and a
+        // mirrored Event is never repeated (the limiter above, the watch's own history).
+        let recorder = Recorder::new(f.cfg.local.clone(), reporter(&f.cfg));
+        if let Err(err) = recorder.publish(&event, &pod.object_ref(&())).await {
             tracing::warn!(pod = %name, error = %err, "publishing a mirrored Event");
         }
+    }
+}
+
+/// Who publishes the Events of pod reflection on home pods: the reflection's field manager, on
+/// this virtual node.
+pub fn reporter(cfg: &VkConfig) -> Reporter {
+    Reporter {
+        controller: control::consts::reflection::FIELD_MANAGER.into(),
+        instance: Some(cfg.node_name()),
     }
 }

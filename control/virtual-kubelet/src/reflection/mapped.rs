@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 
-use control::api::virtualkubelet::ShadowPod;
-use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::reflector::Store;
+use control::{api::virtualkubelet::ShadowPod, lean::StoredPod};
+use kube::{api::PartialObjectMeta, runtime::reflector::Store};
 use tokio::task::AbortHandle;
 
 /// A mapped namespace: its remote name, the remote stores, whether both are listed, and the
@@ -14,10 +13,10 @@ use tokio::task::AbortHandle;
 pub struct Namespace {
     /// The remote namespace.
     pub(super) remote: String,
-    /// Its ShadowPods (ours).
-    pub(super) shadows: Store<ShadowPod>,
-    /// Its Pods (ours).
-    pub(super) pods: Store<Pod>,
+    /// Its ShadowPods (ours; their metadata).
+    pub(super) shadows: Store<PartialObjectMeta<ShadowPod>>,
+    /// Its Pods (ours; without their spec).
+    pub(super) pods: Store<StoredPod>,
     /// Set once both stores are listed.
     pub(super) ready: Arc<std::sync::atomic::AtomicBool>,
     /// The tasks that fill the stores.
@@ -28,10 +27,10 @@ pub struct Namespace {
 pub struct NamespaceView {
     /// The remote namespace.
     pub remote: String,
-    /// Its ShadowPods (ours), once listed.
-    pub shadows: Store<ShadowPod>,
-    /// Its Pods (ours), once listed.
-    pub pods: Store<Pod>,
+    /// Its ShadowPods (ours; their metadata), once listed.
+    pub shadows: Store<PartialObjectMeta<ShadowPod>>,
+    /// Its Pods (ours; without their spec), once listed.
+    pub pods: Store<StoredPod>,
     /// Whether both stores are listed.
     pub ready: bool,
 }

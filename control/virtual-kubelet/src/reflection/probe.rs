@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use control::{api::virtualkubelet::ShadowPod, shadowpod::consumer::is_reflected};
-use k8s_openapi::api::core::v1::Pod;
+use control::shadowpod::consumer::is_reflected;
+use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use kube::{
     Api, Resource,
     runtime::events::{Event, EventType},
@@ -24,16 +24,14 @@ pub async fn probe(
     key: &Key,
     local: &Pod,
     ns: &str,
-    shadow: Option<&ShadowPod>,
+    shadow: Option<&ObjectMeta>,
     delay: Duration,
 ) {
     if !delay.is_zero() {
         shared.queue.add_after(key.clone(), delay);
         return;
     }
-    let uid = shadow
-        .and_then(|s| s.metadata.uid.clone())
-        .unwrap_or_default();
+    let uid = shadow.and_then(|s| s.uid.clone()).unwrap_or_default();
     {
         let mut probed = shared.probed.lock().unwrap_or_else(|p| p.into_inner());
         if probed.get(key) == Some(&uid) {

@@ -7,10 +7,9 @@ use std::{
     sync::{Arc, Mutex, RwLock},
 };
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::{events::Recorder, reflector::Store};
 
-use control::shadowpod::reflection as decide;
+use control::{lean::StoredPod, shadowpod::reflection as decide};
 
 use super::{
     created::Created,
@@ -28,8 +27,8 @@ pub struct Shared {
     pub cfg: Arc<VkConfig>,
     /// The work queue.
     pub queue: Arc<queue::Queue<Key>>,
-    /// The local pods on the node.
-    pub local: Store<Pod>,
+    /// The local pods on the node (their specs compact).
+    pub local: Store<StoredPod>,
     /// Per local namespace offloaded here, its remote namespace and stores.
     pub namespaces: RwLock<HashMap<String, Namespace>>,
     /// The remote pods each local pod saw replaced.

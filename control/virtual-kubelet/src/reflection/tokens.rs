@@ -7,7 +7,6 @@
 use std::time::Duration;
 
 use control::{
-    api::virtualkubelet::ShadowPod,
     consts::reflection::FIELD_MANAGER,
     shadowpod::{
         consumer::reflection_labels,
@@ -18,6 +17,7 @@ use control::{
 };
 use k8s_openapi::{
     api::core::v1::{Pod, Secret, ServiceAccount},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
     jiff::Timestamp,
 };
 use kube::{
@@ -90,11 +90,11 @@ pub async fn ensure(
     key: &Key,
     local: &Pod,
     remote_ns: &str,
-    shadow: &ShadowPod,
+    shadow: &ObjectMeta,
     need: &TokenNeed,
 ) -> Result<(), TokenError> {
     let name = secret_name(&key.name);
-    let uid = shadow.metadata.uid.clone().unwrap_or_default();
+    let uid = shadow.uid.clone().unwrap_or_default();
     // Before the TokenRequest: a deletion of the Secret from now on voids what is written.
     let begun = shared.tokens.begin(key);
     let pod_uid = local.metadata.uid.clone().unwrap_or_default();

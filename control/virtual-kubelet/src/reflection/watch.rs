@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use control::{
     api::virtualkubelet::{NamespaceMap, ShadowPod},
+    lean::StoredPod,
     shadowpod::{consumer::reflection_selector, token::POD_LABEL},
 };
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::{Pod, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::{
     Api, Resource,
     api::PartialObjectMeta,
@@ -79,17 +80,17 @@ fn key_of<K: Resource>(namespace: &str) -> impl Fn(&K) -> Option<Key> + use<K> {
 /// The local pods on the node (all namespaces, field selector `spec.nodeName`).
 pub async fn local_pods(
     cfg: Arc<VkConfig>,
-    writer: Writer<Pod>,
+    writer: Writer<StoredPod>,
     queue: Arc<Queue<Key>>,
 ) -> &'static str {
-    let api: Api<Pod> = Api::all(cfg.local.clone());
+    let api: Api<StoredPod> = Api::all(cfg.local.clone());
     let config = watcher::Config::default().fields(&format!("spec.nodeName={}", cfg.node_name()));
-    // Stored without managed fields: the forged ShadowPod reads the spec, the rest the
-    // metadata and status.
+    // Stored without managed fields, the spec compact: the forged ShadowPod reads the spec,
+    // the rest the metadata and status.
     let events = watcher(api, config)
         .default_backoff()
         .modify(|p| control::lean::meta(&mut p.metadata));
-    feed(events, writer, queue, |p: &Pod| {
+    feed(events, writer, queue, |p: &StoredPod| {
         Some(Key {
             namespace: p.metadata.namespace.clone().unwrap_or_default(),
             name: p.metadata.name.clone().unwrap_or_default(),
@@ -166,7 +167,7 @@ fn sync(shared: &Shared, mapping: &namespaces::Mapping) {
     }
 }
 
-fn queue_namespace(local: &Store<Pod>, queue: &Queue<Key>, namespace: &str) {
+fn queue_namespace(local: &Store<StoredPod>, queue: &Queue<Key>, namespace: &str) {
     for p in local.state() {
         if p.metadata.namespace.as_deref() == Some(namespace) {
             queue.add(Key {
@@ -186,8 +187,9 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
     let config = watcher::Config::default().labels(&selector);
     let (shadows, shadow_writer) = reflector::store();
     let (pods, pod_writer) = reflector::store();
-    let shadow_api: Api<ShadowPod> = Api::namespaced(cfg.remote.watch.clone(), remote);
-    let pod_api: Api<Pod> = Api::namespaced(cfg.remote.watch.clone(), remote);
+    let shadow_api: Api<PartialObjectMeta<ShadowPod>> =
+        Api::namespaced(cfg.remote.watch.clone(), remote);
+    let pod_api: Api<StoredPod> = Api::namespaced(cfg.remote.watch.clone(), remote);
     let ready = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // With API server support, the token Secrets' first listing too: a token written before
     // it, whose Secret is deleted before it, would be seen neither deleted nor gone.
@@ -197,23 +199,25 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
     } else {
         (None, None)
     };
-    // Stored lean: the ShadowPods without managed fields, the remote pods without their spec
-    // (the ShadowPod's; their status and owner are what is read).
+    // Stored lean: the ShadowPods' metadata only (whose, when, and the digest of what was
+    // forged: `control::lean::shadow`), the remote pods without their spec (the ShadowPod's;
+    // their status, whose they are and their owner are what is read: `lean::remote_pod`).
     let t1: JoinHandle<()> = tokio::spawn(feed(
         watcher(shadow_api, config.clone())
             .default_backoff()
-            .modify(|s| control::lean::meta(&mut s.metadata)),
+            .modify(|s| control::lean::shadow(&mut s.metadata)),
         shadow_writer,
         shared.queue.clone(),
-        key_of::<ShadowPod>(local),
+        key_of::<PartialObjectMeta<ShadowPod>>(local),
     ));
     let t2: JoinHandle<()> = tokio::spawn(feed(
-        watcher(pod_api, config)
-            .default_backoff()
-            .modify(control::lean::remote_pod),
+        watcher(pod_api, config).default_backoff().modify(|p| {
+            control::lean::remote_pod(&mut p.metadata);
+            p.without_spec();
+        }),
         pod_writer,
         shared.queue.clone(),
-        key_of::<Pod>(local),
+        key_of::<StoredPod>(local),
     ));
     let t3 = tokio::spawn({
         let (shadows, pods, ready) = (shadows.clone(), pods.clone(), ready.clone());
@@ -254,7 +258,6 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
             cfg: cfg.clone(),
             local: shared.local.clone(),
             remote_pods: pods.clone(),
-            recorder: shared.recorder.clone(),
         },
         local.to_owned(),
         remote.to_owned(),

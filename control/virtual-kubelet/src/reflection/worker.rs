@@ -65,6 +65,9 @@ pub enum HandleError {
         /// Its name.
         name: String,
     },
+    /// A stored pod's spec does not decode (never: the store wrote it).
+    #[error("pod {0} as stored")]
+    Stored(String, #[source] control::lean::SpecDecodeError),
     /// The remote name is taken by an object that is not ours.
     #[error("remote ShadowPod {namespace}/{name} exists and is not ours")]
     NotOurs {
@@ -116,9 +119,13 @@ pub async fn run(shared: Arc<Shared>, mut mapped: Receiver<bool>) -> &'static st
 /// One key: read, decide, act.
 pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     let cfg = &shared.cfg;
+    // Decoded from the stores' compact form for this decision only.
     let local = shared
         .local
-        .get(&ObjectRef::new(&key.name).within(&key.namespace));
+        .get(&ObjectRef::new(&key.name).within(&key.namespace))
+        .map(|p| p.to_pod())
+        .transpose()
+        .map_err(|e| HandleError::Stored(key.to_string(), e))?;
     let view = shared.namespace(&key.namespace);
     let (shadow, remote) = match &view {
         // Mapped, remote stores not listed yet: the key is queued again once they are.
@@ -134,13 +141,19 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
             if let Some(after) = standing.recheck {
                 shared.queue.add_after(key.clone(), after);
             }
-            let remote = v.pods.get(&ObjectRef::new(&key.name).within(&v.remote));
+            let remote = v
+                .pods
+                .get(&ObjectRef::new(&key.name).within(&v.remote))
+                .map(|p| p.to_pod())
+                .transpose()
+                .map_err(|e| HandleError::Stored(format!("{}/{}", v.remote, key.name), e))?;
             (standing.shadow, remote)
         }
         None => (None, None),
     };
+    let shadow = shadow.as_deref().map(|s| &s.metadata);
     // Only the pod of the current ShadowPod counts (restarts, IPs, status).
-    let current = decide::current_remote(shadow.as_deref(), remote.as_deref());
+    let current = decide::current_remote(shadow, remote.as_ref());
     let (mut remote_ips, mut restarts) = (Vec::new(), 0);
     if let (Some(l), Some(r)) = (&local, current) {
         let local_status = l.status.clone().unwrap_or_default();
@@ -156,12 +169,12 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     let target = match &view {
         Some(v) => Target::Mapped {
             namespace: &v.remote,
-            shadow: shadow.as_deref(),
-            remote: remote.as_deref(),
+            shadow,
+            remote: remote.as_ref(),
         },
         None => Target::Unmapped,
     };
-    let api = crate::home_api::for_pod(shared, local.as_deref())
+    let api = crate::home_api::for_pod(shared, local.as_ref())
         .await
         .map_err(HandleError::HomeApi)?;
     let node_ip = cfg.node_ip.to_string();
@@ -177,7 +190,7 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     };
     // Decided without IPs first: the IPAM is asked only for a status to write, and its
     // failure holds back that write alone (deletions and ShadowPod writes still happen).
-    let mut actions = decide::decide(local.as_deref(), target, &ctx);
+    let mut actions = decide::decide(local.as_ref(), target, &ctx);
     let mut ip_error = None;
     if decide::needs_ips(&actions, &remote_ips) {
         match shared.ips.map(key, &remote_ips).await {
@@ -186,7 +199,7 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
                     pod_ips: &pod_ips,
                     ..ctx
                 };
-                actions = decide::decide(local.as_deref(), target, &ctx);
+                actions = decide::decide(local.as_ref(), target, &ctx);
             }
             Err(e) => {
                 actions = decide::without_status(actions);
@@ -198,7 +211,7 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         perform(
             shared,
             key,
-            local.as_deref(),
+            local.as_ref(),
             view.as_ref().map(|v| v.remote.as_str()),
             action,
         )
@@ -206,17 +219,17 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     }
     if let (Some(l), Some(v)) = (&local, &view)
         && l.metadata.deletion_timestamp.is_none()
-        && let Some(delay) = decide::probe_foreign(shadow.as_deref(), current, &now)
+        && let Some(delay) = decide::probe_foreign(shadow, current, &now)
     {
-        probe::probe(shared, key, l, &v.remote, shadow.as_deref(), delay).await;
+        probe::probe(shared, key, l, &v.remote, shadow, delay).await;
     }
     if api.is_some()
-        && let (Some(l), Some(v), Some(s)) = (&local, &view, shadow.as_deref())
+        && let (Some(l), Some(v), Some(s)) = (&local, &view, shadow)
         && l.metadata.deletion_timestamp.is_none()
         // Only beside a ShadowPod of ours that stays: a token never goes to another's.
-        && s.metadata.deletion_timestamp.is_none()
+        && s.deletion_timestamp.is_none()
         && is_reflected(
-            s.metadata.labels.as_ref(),
+            s.labels.as_ref(),
             &cfg.home.cluster_id,
             &cfg.foreign.cluster_id,
         )

@@ -1,0 +1,121 @@
+//! [`OfferPod`]: a pod as the offer's store keeps it, read once into a [`PodInput`].
+
+use std::borrow::Cow;
+
+use k8s_openapi::{
+    NamespaceResourceScope, api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+use serde::{Deserialize, Deserializer};
+
+use super::{BadInput, PodInput};
+use crate::consts::labels;
+
+/// A pod as the offer's store keeps it: its name and namespace, and what the offer reads of it
+/// ([`PodInput`], with only the labels the offer reads), or why that does not read (a bad
+/// quantity: the offer names the pod, if it runs). Listed and watched as a Pod: a few hundred
+/// bytes where the decoded pod takes ten kilobytes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OfferPod {
+    /// The pod's name and namespace only.
+    pub metadata: ObjectMeta,
+    /// Its phase is `Running` (the offer counts only those).
+    pub running: bool,
+    /// What the offer reads, or why it does not read.
+    pub input: Result<PodInput, BadInput>,
+}
+
+impl OfferPod {
+    /// What the offer's store keeps of `pod`.
+    pub fn from_pod(pod: &Pod) -> Self {
+        let input = PodInput::from_pod(pod).map(|mut i| {
+            i.labels
+                .retain(|k, _| k == labels::SHADOW_POD || k == labels::OFFLOADED_ORIGIN);
+            i
+        });
+        Self {
+            metadata: ObjectMeta {
+                name: pod.metadata.name.clone(),
+                namespace: pod.metadata.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            running: pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"),
+            input,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for OfferPod {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Pod::deserialize(d).map(|p| Self::from_pod(&p))
+    }
+}
+
+impl kube::Resource for OfferPod {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Pod::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        Pod::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        Pod::version(dt)
+    }
+    fn api_version(dt: &()) -> Cow<'_, str> {
+        Pod::api_version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Pod::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(cpu: &str, phase: &str) -> serde_json::Value {
+        serde_json::json!({
+            "metadata": {"name": "p", "namespace": "n", "uid": "u",
+                "labels": {"app": "b", "liqo.io/shadowPod": "true"},
+                "annotations": {"x": "y"}, "managedFields": [{}]},
+            "spec": {"nodeName": "n1", "hostNetwork": true, "overhead": {"cpu": "10m"},
+                "containers": [{"name": "c", "image": "i", "args": ["a"],
+                    "resources": {"requests": {"cpu": cpu, "memory": "1Mi"}}}],
+                "initContainers": [{"name": "s", "image": "i", "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": "5m"}}}]},
+            "status": {"phase": phase, "podIP": "10.0.0.1"}
+        })
+    }
+
+    #[test]
+    fn it_reads_as_the_offer_reads_the_pod_keeping_only_the_offers_labels() {
+        let full: Pod = serde_json::from_value(pod("100m", "Running")).unwrap();
+        let stored: OfferPod = serde_json::from_value(pod("100m", "Running")).unwrap();
+        let mut expected = PodInput::from_pod(&full).unwrap();
+        expected.labels.remove("app");
+        assert_eq!(stored.input, Ok(expected));
+        assert_eq!(stored.metadata.name.as_deref(), Some("p"));
+        assert_eq!(stored.metadata.namespace.as_deref(), Some("n"));
+        assert_eq!(stored.metadata.annotations, None);
+        assert!(stored.running);
+        let pending: OfferPod = serde_json::from_value(pod("100m", "Pending")).unwrap();
+        assert!(!pending.running);
+    }
+
+    #[test]
+    fn a_bad_quantity_is_kept_as_the_error_naming_the_pod() {
+        let stored: OfferPod = serde_json::from_value(pod("lots", "Pending")).unwrap();
+        let err = stored.input.clone().unwrap_err();
+        assert_eq!(err.object, "pod n/p");
+        assert!(err.field.contains("cpu"), "{err:?}");
+        assert!(!stored.running);
+    }
+}

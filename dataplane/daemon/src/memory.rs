@@ -1,0 +1,102 @@
+//! The tokio runtime of the binaries whose global allocator is mimalloc (the controller-manager
+//! and the virtual kubelet): multi-threaded, and each worker thread, as it parks (goes idle),
+//! asks mimalloc to collect its pages (at most once a second per thread).
+//!
+//! Why: mimalloc frees a thread's empty pages, and returns them to the system after its purge
+//! delay, only when that thread allocates or collects again. A worker that went idle after
+//! ten thousand objects were freed (the objects of deleted pods, often freed on another
+//! thread) kept their pages, and the process did not come back to its idle memory. Parking is
+//! the moment it has nothing else to do. Its purge delay is 0 (instead of a second): a
+//! collect gives the pages back at once, not at a later collect that an idle thread may never
+//! make.
+//!
+//! It never sets the global allocator: a binary declares its own (`mimalloc::MiMalloc`); in a
+//! binary that does not, a collect finds nothing of its own to free.
+
+use std::{
+    cell::Cell,
+    time::{Duration, Instant},
+};
+
+/// The least time between two collects on one thread.
+pub const COLLECT_EVERY: Duration = Duration::from_secs(1);
+
+/// `mi_option_purge_delay` in `mimalloc.h`'s `mi_option_e` (the same in v2 and v3; the
+/// bindings do not name it).
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+thread_local! {
+    static LAST: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Whether a thread that last collected at `last` collects at `now`.
+pub fn due(last: Option<Instant>, now: Instant) -> bool {
+    last.is_none_or(|l| now.saturating_duration_since(l) >= COLLECT_EVERY)
+}
+
+#[expect(unsafe_code, reason = "mi_collect is mimalloc's C API")]
+fn on_park() {
+    let now = Instant::now();
+    if due(LAST.get(), now) {
+        LAST.set(Some(now));
+        // SAFETY: mi_collect only walks the calling thread's own heap and the shared arenas;
+        // it takes no pointer and may be called at any time from any thread.
+        unsafe { libmimalloc_sys::mi_collect(false) };
+    }
+}
+
+#[expect(unsafe_code, reason = "mi_option_set is mimalloc's C API")]
+fn purge_at_once() {
+    // SAFETY: setting an option takes no pointer; mimalloc reads its options atomically.
+    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+}
+
+/// A multi-threaded runtime (all drivers enabled) whose worker threads collect as they park,
+/// mimalloc purging what they free at once.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    purge_at_once();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(on_park)
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_collects_at_most_once_a_second() {
+        let t0 = Instant::now();
+        assert!(due(None, t0));
+        assert!(!due(Some(t0), t0 + Duration::from_millis(999)));
+        assert!(due(Some(t0), t0 + COLLECT_EVERY));
+    }
+
+    #[test]
+    #[expect(unsafe_code, reason = "reading mimalloc's options back")]
+    fn the_purge_delay_is_set_to_zero() {
+        purge_at_once();
+        // SAFETY: reading an option takes no pointer.
+        let (delay, version) = unsafe {
+            (
+                libmimalloc_sys::mi_option_get(MI_OPTION_PURGE_DELAY),
+                libmimalloc_sys::mi_version(),
+            )
+        };
+        assert_eq!(delay, 0);
+        // The option's number is from mimalloc 2.x and 3.x's header (version 2xxyy, 3xxyy).
+        assert!((20000..40000).contains(&version), "mimalloc {version}");
+    }
+
+    #[test]
+    fn the_runtime_runs_and_its_threads_collect_when_idle() {
+        let rt = runtime().unwrap();
+        let n = rt.block_on(async {
+            let v: Vec<Vec<u8>> = (0..1000).map(|i| vec![0u8; 1000 + i]).collect();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            v.len()
+        });
+        assert_eq!(n, 1000);
+    }
+}
