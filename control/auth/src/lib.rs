@@ -10,6 +10,7 @@
 //!   with the identity;
 //! - [`metrics`]: the service's requests by outcome;
 //! - [`peer_client`]: the clients of a peer's API server, with timeouts;
+//! - [`rate`]: the clients' rate limits (a token bucket in front of a client);
 //! - [`https`]: the serving loop (TLS, connection limits, timeouts) shared with the
 //!   controller-manager's webhooks.
 //!
@@ -22,6 +23,7 @@ pub mod cluster;
 pub mod https;
 pub mod metrics;
 pub mod peer_client;
+pub mod rate;
 pub mod server;
 pub mod tokens;
 pub mod url;

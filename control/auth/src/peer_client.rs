@@ -20,6 +20,8 @@ use kube::{
 };
 use tower::{BoxError, ServiceBuilder, retry::RetryLayer};
 
+use crate::rate::{Limits, RateLimitLayer};
+
 /// How long connecting to a peer's API server may take.
 pub const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a peer's API server may take to answer a request (a peer that accepts and never
@@ -64,12 +66,13 @@ pub struct PeerClient {
 
 impl PeerClient {
     /// Both clients of a peer's API server from its config, with [`PEER_CONNECT_TIMEOUT`] and
-    /// [`PEER_READ_TIMEOUT`].
-    pub fn from_config(config: Config) -> Result<PeerClient, kube::Error> {
+    /// [`PEER_READ_TIMEOUT`], sharing the rate `limits` (one bucket for the server).
+    pub fn from_config(config: Config, limits: Limits) -> Result<PeerClient, kube::Error> {
         let (api, watch) = peer_configs(config, PEER_CONNECT_TIMEOUT, PEER_READ_TIMEOUT);
+        let rate = RateLimitLayer::new(limits);
         Ok(PeerClient {
-            api: client(api)?,
-            watch: client(watch)?,
+            api: limited(api, &rate)?,
+            watch: limited(watch, &rate)?,
         })
     }
 }
@@ -80,6 +83,11 @@ impl PeerClient {
 /// peering's liqo-proxy, reached across the tunnel) the connection to the proxy carries them.
 /// Any other proxy gets kube's own client, without them.
 pub fn client(config: Config) -> Result<Client, kube::Error> {
+    limited(config, &RateLimitLayer::new(Limits { qps: 0.0, burst: 0 }))
+}
+
+/// [`client`] behind `rate`.
+fn limited(config: Config, rate: &RateLimitLayer) -> Result<Client, kube::Error> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     http.set_keepalive(Some(PEER_KEEPALIVE_IDLE));
@@ -87,21 +95,23 @@ pub fn client(config: Config) -> Result<Client, kube::Error> {
     http.set_keepalive_retries(Some(PEER_KEEPALIVE_PROBES));
     http.set_tcp_user_timeout(Some(PEER_TCP_USER_TIMEOUT));
     match config.proxy_url.clone() {
-        None => build(&config, http),
+        None => build(&config, http, rate),
         Some(proxy)
             if proxy.scheme_str() == Some("http")
                 && !proxy.authority().is_some_and(|a| a.as_str().contains('@')) =>
         {
-            build(&config, Tunnel::new(proxy, http))
+            build(&config, Tunnel::new(proxy, http), rate)
         }
-        Some(_) => Client::try_from(config),
+        Some(_) => Ok(kube::client::ClientBuilder::try_from(config)?
+            .with_layer(rate)
+            .build()),
     }
 }
 
-/// The client over `connector`, with kube's layers (base URI, retry of the server's 429/503
-/// when `config` asks for it, authentication, extra headers such as the User-Agent) and
-/// `config`'s timeouts; tracing and gzip are left out.
-fn build<C>(config: &Config, connector: C) -> Result<Client, kube::Error>
+/// The client over `connector`, behind `rate`, with kube's layers (base URI, retry of the
+/// server's 429/503 when `config` asks for it, authentication, extra headers such as the
+/// User-Agent) and `config`'s timeouts; tracing and gzip are left out.
+fn build<C>(config: &Config, connector: C, rate: &RateLimitLayer) -> Result<Client, kube::Error>
 where
     C: tower::Service<http::Uri> + Clone + Send + Sync + 'static,
     C::Response: Connection + Read + Write + Send + Unpin + 'static,
@@ -116,6 +126,7 @@ where
     timed.set_reset_reader_on_write(config.reset_reader_on_write);
     let hyper = HyperClient::builder(TokioExecutor::new()).build(timed);
     let service = ServiceBuilder::new()
+        .layer(rate.clone())
         .layer(config.base_uri_layer())
         .option_layer(
             config

@@ -41,6 +41,13 @@ struct Args {
     /// Accept incoming peerings whose ForeignCluster says Auto.
     #[arg(long, default_value_t = true, action = ArgAction::Set)]
     enable_incoming_peering: bool,
+    /// Requests a second to this cluster's API server (0: unlimited); the peers' API servers
+    /// get the default limits (`liqo_auth::rate::DEFAULT`).
+    #[arg(long, default_value_t = liqo_auth::rate::DEFAULT.qps)]
+    api_server_qps: f64,
+    /// Requests at once to this cluster's API server.
+    #[arg(long, default_value_t = liqo_auth::rate::DEFAULT.burst)]
+    api_server_burst: u32,
     /// How often every object is reconciled again (`30s`, `1m`; at least `1s`).
     #[arg(long, default_value = "30s", value_parser = liqo_controller_manager::duration::parse_period)]
     resync_period: Duration,
@@ -179,8 +186,15 @@ async fn run() -> anyhow::Result<()> {
         "liqo-controller-manager",
         env!("CARGO_PKG_VERSION"),
     );
-    let client =
-        kube::Client::try_from(config).context("kube config (KUBECONFIG or in-cluster)")?;
+    let limits =
+        liqo_auth::rate::Limits::new("--api-server", args.api_server_qps, args.api_server_burst)?;
+    let client = liqo_auth::rate::client(config, limits)
+        .context("kube config (KUBECONFIG or in-cluster)")?;
+    tracing::info!(
+        qps = limits.qps,
+        burst = limits.burst,
+        "the API client's rate limits"
+    );
     let local = liqo_auth::cluster::local_identity(&client, &args.namespace)
         .await
         .context("the local cluster identity")?;

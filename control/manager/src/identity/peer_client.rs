@@ -64,10 +64,13 @@ impl Peers {
             "liqo-controller-manager",
             env!("CARGO_PKG_VERSION"),
         );
-        let client = PeerClient::from_config(config).map_err(|source| IdentityError::Client {
-            secret: name.clone(),
-            source,
-        })?;
+        let client =
+            PeerClient::from_config(config, liqo_auth::rate::DEFAULT).map_err(|source| {
+                IdentityError::Client {
+                    secret: name.clone(),
+                    source,
+                }
+            })?;
         self.lock().insert(peer.clone(), (version, client.clone()));
         Ok(Some(client))
     }

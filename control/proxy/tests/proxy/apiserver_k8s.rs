@@ -115,7 +115,7 @@ async fn peer_client(secret: &Secret) -> Client {
     assert!(config.proxy_url.is_some());
     // The peer client the controller-manager and the virtual kubelet use (keepalive on the
     // connection to the proxy, its CONNECT tunnel, TLS inside).
-    liqo_controller_manager::identity::PeerClient::from_config(config)
+    liqo_controller_manager::identity::PeerClient::from_config(config, liqo_auth::rate::DEFAULT)
         .unwrap()
         .api
 }

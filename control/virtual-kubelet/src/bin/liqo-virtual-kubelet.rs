@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use control::api::{ClusterId, discovery::ClusterIdentity};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use liqo_auth::rate::Limits;
 use liqo_virtual_kubelet::{
     VkConfig,
     config::{self, ReflectionWorkers},
@@ -97,6 +98,18 @@ struct Args {
     /// Where the provider's pods reach the home API server (`host:port`; implies support).
     #[arg(long)]
     home_api_server: Option<control::shadowpod::token::HomeApi>,
+    /// Requests a second to the home API server (0: unlimited).
+    #[arg(long, default_value_t = liqo_auth::rate::DEFAULT.qps)]
+    home_api_server_qps: f64,
+    /// Requests at once to the home API server.
+    #[arg(long, default_value_t = liqo_auth::rate::DEFAULT.burst)]
+    home_api_server_burst: u32,
+    /// Requests a second to the provider's API server (0: unlimited).
+    #[arg(long, default_value_t = liqo_auth::rate::DEFAULT.qps)]
+    foreign_api_server_qps: f64,
+    /// Requests at once to the provider's API server.
+    #[arg(long, default_value_t = liqo_auth::rate::DEFAULT.burst)]
+    foreign_api_server_burst: u32,
     /// The node Lease's duration (`40s`).
     #[arg(long, default_value = "40s", value_parser = humantime::parse_duration)]
     node_lease_duration: Duration,
@@ -156,6 +169,16 @@ async fn run() -> anyhow::Result<()> {
         o.prepare()
             .with_context(|| format!("--ipam-server {}", o.server))?;
     }
+    let home_limits = Limits::new(
+        "--home-api-server",
+        args.home_api_server_qps,
+        args.home_api_server_burst,
+    )?;
+    let foreign_limits = Limits::new(
+        "--foreign-api-server",
+        args.foreign_api_server_qps,
+        args.foreign_api_server_burst,
+    )?;
     let kubeconfig = Kubeconfig::read_from(&args.foreign_kubeconfig)
         .with_context(|| format!("--foreign-kubeconfig {}", args.foreign_kubeconfig.display()))?;
     let remote_config =
@@ -166,13 +189,21 @@ async fn run() -> anyhow::Result<()> {
             })?;
     let mut remote_config = remote_config;
     liqo_auth::user_agent::set(&mut remote_config, PROGRAM, env!("CARGO_PKG_VERSION"));
-    let remote = config::Remote::from_config(remote_config).context("the provider's client")?;
+    let remote = config::Remote::from_config(remote_config, foreign_limits)
+        .context("the provider's client")?;
     let mut local_config = kube::Config::infer()
         .await
         .context("kube config (KUBECONFIG or in-cluster)")?;
     liqo_auth::user_agent::set(&mut local_config, PROGRAM, env!("CARGO_PKG_VERSION"));
-    let local =
-        kube::Client::try_from(local_config).context("kube config (KUBECONFIG or in-cluster)")?;
+    let local = liqo_auth::rate::client(local_config, home_limits)
+        .context("kube config (KUBECONFIG or in-cluster)")?;
+    tracing::info!(
+        home_qps = home_limits.qps,
+        home_burst = home_limits.burst,
+        foreign_qps = foreign_limits.qps,
+        foreign_burst = foreign_limits.burst,
+        "API clients' rate limits"
+    );
     let cfg = VkConfig {
         local,
         remote,

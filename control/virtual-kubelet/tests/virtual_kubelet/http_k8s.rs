@@ -122,7 +122,11 @@ async fn logs_and_exec_of_offloaded_pods_are_relayed_to_the_provider() {
 
     let cfg = Arc::new(VkConfig {
         local: rome.clone(),
-        remote: config::Remote::from_config(common::config(milan_c).await).unwrap(),
+        remote: config::Remote::from_config(
+            common::config(milan_c).await,
+            liqo_auth::rate::DEFAULT,
+        )
+        .unwrap(),
         home: identity(ROME_ID, "rome"),
         foreign: identity(MILAN_ID, "milan"),
         tenant_namespace: TENANT.into(),

@@ -72,7 +72,11 @@ async fn the_virtual_node_follows_its_offer_tunnel_and_provider() {
     // The virtual kubelet's own identity (the chart's ClusterRole and node-lease Role).
     let vk_kubeconfig = &installed.get("rome").unwrap().kubeconfigs["liqo-virtual-kubelet-local"];
     let local = Client::try_from(client_of(vk_kubeconfig, None).await).unwrap();
-    let remote = Remote::from_config(client_of(&milan_c.kubeconfig, Some("milan")).await).unwrap();
+    let remote = Remote::from_config(
+        client_of(&milan_c.kubeconfig, Some("milan")).await,
+        liqo_auth::rate::DEFAULT,
+    )
+    .unwrap();
     let identity = |id: &str, name: &str| ClusterIdentity {
         cluster_id: id.parse().unwrap(),
         cluster_name: name.parse().unwrap(),

@@ -130,7 +130,11 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
 
     let cfg = Arc::new(VkConfig {
         local: rome.clone(),
-        remote: config::Remote::from_config(common::config(milan_c).await).unwrap(),
+        remote: config::Remote::from_config(
+            common::config(milan_c).await,
+            liqo_auth::rate::DEFAULT,
+        )
+        .unwrap(),
         home: identity(ROME_ID, "rome"),
         foreign: identity(MILAN_ID, "milan"),
         tenant_namespace: TENANT.into(),

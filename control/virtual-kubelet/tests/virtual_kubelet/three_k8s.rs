@@ -176,7 +176,11 @@ pub(crate) async fn check(cfg: &VkConfig, rome_c: &Cluster, milan_c: &Cluster, t
     let mut to_milan = cfg.clone();
     to_milan.ipam = Some(ipam.options.clone());
     let mut to_turin = to_milan.clone();
-    to_turin.remote = config::Remote::from_config(crate::common::config(turin_c).await).unwrap();
+    to_turin.remote = config::Remote::from_config(
+        crate::common::config(turin_c).await,
+        liqo_auth::rate::DEFAULT,
+    )
+    .unwrap();
     to_turin.foreign = identity(TURIN_ID, "turin");
     to_turin.offer = "turin".into();
     let nodes = [to_milan.node_name(), to_turin.node_name()];
@@ -292,7 +296,11 @@ pub(crate) async fn check(cfg: &VkConfig, rome_c: &Cluster, milan_c: &Cluster, t
     // milan peers back: its reflection of the namespace holding rome's copies.
     let mut back = to_milan.clone();
     back.local = milan.clone();
-    back.remote = config::Remote::from_config(crate::common::config(rome_c).await).unwrap();
+    back.remote = config::Remote::from_config(
+        crate::common::config(rome_c).await,
+        liqo_auth::rate::DEFAULT,
+    )
+    .unwrap();
     back.home = cfg.foreign.clone();
     back.foreign = cfg.home.clone();
     back.ipam = None;
