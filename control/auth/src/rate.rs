@@ -33,11 +33,14 @@ pub const DEFAULT: Limits = Limits {
     burst: 1000,
 };
 
+/// The lowest rate a limited client may have: a request waits at most `burst` / this long.
+pub const MIN_QPS: f64 = 0.01;
+
 /// Limits that do not hold (named in the error).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LimitsError {
-    /// `qps` is negative or not a number.
-    #[error("{flag} {qps}: requests a second must be 0 (unlimited) or more")]
+    /// `qps` is negative, not a number, or below [`MIN_QPS`] but not 0.
+    #[error("{flag} {qps}: requests a second must be 0 (unlimited) or at least {MIN_QPS}")]
     Qps {
         /// The flag.
         flag: String,
@@ -56,7 +59,7 @@ impl Limits {
     /// Checked limits; `flags` names the two flags they came from (`--home-api-server`: its
     /// `-qps` and `-burst`).
     pub fn new(flags: &str, qps: f64, burst: u32) -> Result<Self, LimitsError> {
-        if !qps.is_finite() || qps < 0.0 {
+        if !qps.is_finite() || qps < 0.0 || (qps > 0.0 && qps < MIN_QPS) {
             return Err(LimitsError::Qps {
                 flag: format!("{flags}-qps"),
                 qps,
@@ -224,7 +227,7 @@ mod tests {
             Limits::new("--home-api-server", -1.0, 5)
                 .unwrap_err()
                 .to_string(),
-            "--home-api-server-qps -1: requests a second must be 0 (unlimited) or more"
+            "--home-api-server-qps -1: requests a second must be 0 (unlimited) or at least 0.01"
         );
         assert_eq!(
             Limits::new("--home-api-server", 5.0, 0)
@@ -233,6 +236,7 @@ mod tests {
             "--home-api-server-burst 0: a limited client needs a burst of at least 1"
         );
         assert!(Limits::new("--x", f64::NAN, 5).is_err());
+        assert!(Limits::new("--x", 1e-30, 5).is_err());
     }
 
     #[tokio::test]

@@ -102,10 +102,11 @@ pub fn controllers(
     .boxed();
 
     // A provider's ShadowPods: their pods re-created when deleted (the owned pods' events).
-    // Both as trimmed metadata (`control::lean::{shadow, owned_pod}`): the decision reads
-    // whose pod it is and whether either terminates; a ShadowPod's spec is read (one GET) only to make its pod.
-    // So memory follows the number of ShadowPods, not their specs, and a reconcile reads the
-    // pod from the store.
+    // Both watched as metadata (kube asks `Api<PartialObjectMeta<_>>` for metadata only) and
+    // stored trimmed (`control::lean::{shadow, owned_pod}`): the decision reads whose pod it
+    // is and whether either terminates; a ShadowPod's spec is read (one GET) only to make its
+    // pod. So memory follows the number of ShadowPods, not their specs, and a reconcile reads
+    // the pod from the store.
     let (shadows, shadow_writer) = reflector::store();
     let shadow_stream = watcher(
         Api::<PartialObjectMeta<ShadowPod>>::all(ctx.client.clone()),
@@ -124,9 +125,12 @@ pub fn controllers(
     .modify(|p| control::lean::owned_pod(&mut p.metadata))
     .reflect(pod_writer)
     .touched_objects();
+    // At most `shadowpod::CONCURRENCY` reconciles at once: a burst of ten thousand ShadowPods
+    // queues here, not as requests in the client's rate limiter (where the virtual kubelets'
+    // Lease renewals would wait behind them).
     let shadowpod_controller = Controller::for_stream(shadow_stream, shadows)
         .owns_stream(pod_stream)
-        .with_config(config.clone())
+        .with_config(config.clone().concurrency(shadowpod::CONCURRENCY))
         .graceful_shutdown_on(shutdown.clone())
         .run(
             tracked(shadowpod::NAME, inflight, move |s, c| {

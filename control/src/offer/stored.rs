@@ -10,13 +10,14 @@ use serde::{Deserialize, Deserializer};
 use super::{BadInput, PodInput};
 use crate::consts::labels;
 
-/// A pod as the offer's store keeps it: its name and namespace, and what the offer reads of it
+/// A pod as the offer's store keeps it: its name, namespace, UID and resource version (the
+/// watch resumes from the last one it saw), and what the offer reads of it
 /// ([`PodInput`], with only the labels the offer reads), or why that does not read (a bad
 /// quantity: the offer names the pod, if it runs). Listed and watched as a Pod: a few hundred
 /// bytes where the decoded pod takes ten kilobytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct OfferPod {
-    /// The pod's name and namespace only.
+    /// The pod's name, namespace, UID and resource version only.
     pub metadata: ObjectMeta,
     /// Its phase is `Running` (the offer counts only those).
     pub running: bool,
@@ -36,6 +37,9 @@ impl OfferPod {
             metadata: ObjectMeta {
                 name: pod.metadata.name.clone(),
                 namespace: pod.metadata.namespace.clone(),
+                uid: pod.metadata.uid.clone(),
+                // Without it, kube's watcher takes every event for an error and lists again.
+                resource_version: pod.metadata.resource_version.clone(),
                 ..ObjectMeta::default()
             },
             running: pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"),
@@ -83,7 +87,7 @@ mod tests {
 
     fn pod(cpu: &str, phase: &str) -> serde_json::Value {
         serde_json::json!({
-            "metadata": {"name": "p", "namespace": "n", "uid": "u",
+            "metadata": {"name": "p", "namespace": "n", "uid": "u", "resourceVersion": "42",
                 "labels": {"app": "b", "liqo.io/shadowPod": "true"},
                 "annotations": {"x": "y"}, "managedFields": [{}]},
             "spec": {"nodeName": "n1", "hostNetwork": true, "overhead": {"cpu": "10m"},
@@ -104,6 +108,8 @@ mod tests {
         assert_eq!(stored.input, Ok(expected));
         assert_eq!(stored.metadata.name.as_deref(), Some("p"));
         assert_eq!(stored.metadata.namespace.as_deref(), Some("n"));
+        assert_eq!(stored.metadata.uid.as_deref(), Some("u"));
+        assert_eq!(stored.metadata.resource_version.as_deref(), Some("42"));
         assert_eq!(stored.metadata.annotations, None);
         assert!(stored.running);
         let pending: OfferPod = serde_json::from_value(pod("100m", "Pending")).unwrap();

@@ -45,10 +45,18 @@ fn on_park() {
     }
 }
 
+/// Sets the purge delay to 0 once per process, unless `MIMALLOC_PURGE_DELAY` chose one.
 #[expect(unsafe_code, reason = "mi_option_set is mimalloc's C API")]
 fn purge_at_once() {
-    // SAFETY: setting an option takes no pointer; mimalloc reads its options atomically.
-    unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return;
+    }
+    ONCE.call_once(|| {
+        // SAFETY: setting an option takes no pointer; `mi_option_set` is not thread-safe, so
+        // it runs once, before the runtime's threads start (`runtime` calls it first).
+        unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) };
+    });
 }
 
 /// A multi-threaded runtime (all drivers enabled) whose worker threads collect as they park,

@@ -145,9 +145,10 @@ fn ipam_address(s: &str) -> Result<String, String> {
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The runtime gives memory back as its threads go idle (`liqo_daemon::memory`).
+/// The runtime gives memory back as its threads go idle (`liqo_daemon::memory`); everything
+/// runs on its worker threads (the thread that blocks on it never parks as a worker).
 fn main() -> anyhow::Result<()> {
-    liqo_daemon::memory::runtime()?.block_on(run())
+    liqo_daemon::memory::runtime()?.block_on(async { tokio::spawn(run()).await? })
 }
 
 async fn run() -> anyhow::Result<()> {
@@ -188,6 +189,10 @@ async fn run() -> anyhow::Result<()> {
     );
     let limits =
         liqo_auth::rate::Limits::new("--api-server", args.api_server_qps, args.api_server_burst)?;
+    // The leader's Lease has a client of its own, never rate limited: its renewals never wait
+    // behind the controllers' requests.
+    let lease_client =
+        kube::Client::try_from(config.clone()).context("kube config (KUBECONFIG or in-cluster)")?;
     let client = liqo_auth::rate::client(config, limits)
         .context("kube config (KUBECONFIG or in-cluster)")?;
     tracing::info!(
@@ -272,7 +277,7 @@ async fn run() -> anyhow::Result<()> {
         };
         let me = leader::identity(&base).context("a random leader identity (/dev/urandom)")?;
         Some(leader::Elector::new(
-            ctx.client.clone(),
+            lease_client,
             &args.namespace,
             control::consts::objects::MANAGER_LEADER_LEASE,
             me,

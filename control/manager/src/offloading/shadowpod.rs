@@ -41,6 +41,9 @@ use crate::{
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "shadowpod";
 
+/// Reconciles at once (each makes at most two requests: the ShadowPod read, the pod created).
+pub const CONCURRENCY: u16 = 32;
+
 /// One reconcile of a ShadowPod (its metadata, as the store keeps it); `owned` holds the
 /// metadata of the pods ShadowPods made (the pod of its name is read from there; read from the
 /// API server only when a create meets one the store does not hold: not labelled as ours, or
@@ -63,8 +66,10 @@ pub async fn reconcile(
                 .get_opt(&name)
                 .await
                 .map_err(kerr(format!("get ShadowPod {ns}/{name}")))?;
-            // Gone, or replaced since the store saw it: its own event comes.
-            let Some(full) = full.filter(|f| f.metadata.uid == shadow.metadata.uid) else {
+            // Gone, replaced since the store saw it, or being deleted: its own event comes.
+            let Some(full) = full.filter(|f| {
+                f.metadata.uid == shadow.metadata.uid && f.metadata.deletion_timestamp.is_none()
+            }) else {
                 return Ok(Requeue::await_change());
             };
             let Some((pod, removed)) = made(&full) else {

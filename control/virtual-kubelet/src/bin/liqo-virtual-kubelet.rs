@@ -134,9 +134,10 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// The program's name (its `User-Agent`).
 const PROGRAM: &str = "liqo-virtual-kubelet";
 
-/// The runtime gives memory back as its threads go idle (`liqo_daemon::memory`).
+/// The runtime gives memory back as its threads go idle (`liqo_daemon::memory`); everything
+/// runs on its worker threads (the thread that blocks on it never parks as a worker).
 fn main() -> anyhow::Result<()> {
-    liqo_daemon::memory::runtime()?.block_on(run())
+    liqo_daemon::memory::runtime()?.block_on(async { tokio::spawn(run()).await? })
 }
 
 async fn run() -> anyhow::Result<()> {

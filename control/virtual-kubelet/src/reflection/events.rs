@@ -90,8 +90,9 @@ pub async fn follow(f: Follow, local: String, remote: String) {
         };
         // A mirrored Event is a courtesy: a failure is logged, not retried. Each is published
         // by a recorder of its own: kube's Recorder keeps every Event it published for six
-        // minutes (to count repeats in a series), ten thousand of them in a burst, and a
-        // mirrored Event is never repeated (the limiter above, the watch's own history).
+        // minutes (to count repeats in a series), ten thousand of them in a burst. A remote
+        // Event seen again (its count grew) is mirrored again as a new Event, within the
+        // limiter's pace per pod.
         let recorder = Recorder::new(f.cfg.local.clone(), reporter(&f.cfg));
         if let Err(err) = recorder.publish(&event, &pod.object_ref(&())).await {
             tracing::warn!(pod = %name, error = %err, "publishing a mirrored Event");

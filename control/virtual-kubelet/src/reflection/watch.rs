@@ -199,7 +199,8 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
     } else {
         (None, None)
     };
-    // Stored lean: the ShadowPods' metadata only (whose, when, and the digest of what was
+    // Stored lean: the ShadowPods' metadata only, watched as such (kube asks
+    // `Api<PartialObjectMeta<_>>` for metadata only: whose, when, and the digest of what was
     // forged: `control::lean::shadow`), the remote pods without their spec (the ShadowPod's;
     // their status, whose they are and their owner are what is read: `lean::remote_pod`).
     let t1: JoinHandle<()> = tokio::spawn(feed(
