@@ -313,11 +313,21 @@ impl PodWatch {
             lp = lp.labels(sel);
             wp = wp.labels(sel);
         }
-        let list = self
-            .api
-            .list(&lp)
-            .await
-            .map_err(|e| BenchError::step(format!("listing {}", self.what), &e))?;
+        // After a 290 s watch, the pooled connection a list takes may be one the server closed
+        // while it idled: such a request never reached it and is sent again (twice at most).
+        let mut attempt = 0;
+        let list = loop {
+            attempt += 1;
+            match self.api.list(&lp).await {
+                Err(e) if attempt < 3 && !matches!(e, kube::Error::Api(_)) => {
+                    eprintln!("bench: listing {} failed ({e}), again", self.what);
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                r => {
+                    break r.map_err(|e| BenchError::step(format!("listing {}", self.what), &e))?;
+                }
+            }
+        };
         let at = self.now();
         let mut uids = Vec::new();
         for p in &list.items {
