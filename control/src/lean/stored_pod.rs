@@ -1,9 +1,6 @@
 //! [`StoredPod`]: a pod as a store keeps it, its spec as compact JSON.
 
-use std::borrow::Cow;
-
 use k8s_openapi::{
-    NamespaceResourceScope,
     api::core::v1::{Pod, PodSpec, PodStatus},
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
@@ -88,32 +85,7 @@ impl StoredPod {
     }
 }
 
-impl kube::Resource for StoredPod {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Pod::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        Pod::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        Pod::version(dt)
-    }
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        Pod::api_version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Pod::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::lean::pod_resource!(StoredPod);
 
 #[cfg(test)]
 mod tests {

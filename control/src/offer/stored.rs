@@ -1,10 +1,6 @@
 //! [`OfferPod`]: a pod as the offer's store keeps it, read once into a [`PodInput`].
 
-use std::borrow::Cow;
-
-use k8s_openapi::{
-    NamespaceResourceScope, api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta,
-};
+use k8s_openapi::{api::core::v1::Pod, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 use serde::{Deserialize, Deserializer};
 
 use super::{BadInput, PodInput};
@@ -54,32 +50,7 @@ impl<'de> Deserialize<'de> for OfferPod {
     }
 }
 
-impl kube::Resource for OfferPod {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Pod::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        Pod::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        Pod::version(dt)
-    }
-    fn api_version(dt: &()) -> Cow<'_, str> {
-        Pod::api_version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Pod::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+crate::lean::pod_resource!(OfferPod);
 
 #[cfg(test)]
 mod tests {
