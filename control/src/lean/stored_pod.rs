@@ -85,7 +85,7 @@ impl StoredPod {
     }
 }
 
-crate::lean::pod_resource!(StoredPod);
+crate::lean::resource::pod_resource!(StoredPod);
 
 #[cfg(test)]
 mod tests {

@@ -50,7 +50,7 @@ impl<'de> Deserialize<'de> for OfferPod {
     }
 }
 
-crate::lean::pod_resource!(OfferPod);
+crate::lean::resource::pod_resource!(OfferPod);
 
 #[cfg(test)]
 mod tests {
