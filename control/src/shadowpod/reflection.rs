@@ -273,29 +273,33 @@ fn mapped(
         };
     }
     let mut actions = Vec::new();
-    // 5. The local pod marked as offloaded.
+    // 5. The local pod marked as offloaded: after the ShadowPod's write, which is what the
+    // pod waits for (its first creation is not held back by a write to the home cluster).
     let labelled = local
         .metadata
         .labels
         .as_ref()
         .and_then(|l| l.get(labels::SHADOW_POD))
         .is_some_and(|v| v == values::TRUE);
-    if !labelled {
-        actions.push(Action::LabelLocal);
-    }
+    let label = (!labelled).then_some(Action::LabelLocal);
     // 6. The ShadowPod as forged.
     let forged = forge::shadow_pod(local, namespace, ctx.home, ctx.foreign, ctx.api);
     match shadow {
         None => {
             actions.push(Action::CreateShadow(Box::new(forged)));
+            actions.extend(label);
             // Its status comes with the remote pod's events.
             return actions;
         }
         // A ShadowPod of a previous pod of this name still going: wait for its deletion.
-        Some(s) if terminating(s) => return actions,
+        Some(s) if terminating(s) => {
+            actions.extend(label);
+            return actions;
+        }
         Some(s) if !same_shadow(s, &forged) => actions.push(Action::UpdateShadow(Box::new(forged))),
         Some(_) => {}
     }
+    actions.extend(label);
     // 7. The status back.
     actions.extend(status(local, current, ctx));
     actions

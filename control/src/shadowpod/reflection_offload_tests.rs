@@ -63,8 +63,8 @@ fn without_the_ipam_everything_but_the_status_still_happens() {
         }]
     );
     assert!(!needs_ips(&got, &remote_ips));
-    // A live pod whose ShadowPod is stale and whose status is due: without IPs, the label and
-    // the apply happen, the status waits.
+    // A live pod whose ShadowPod is stale and whose status is due: without IPs, the apply and
+    // the label happen, the status waits.
     let mut l = local();
     l.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
     let mut older = l.clone();
@@ -75,8 +75,8 @@ fn without_the_ipam_everything_but_the_status_still_happens() {
         matches!(
             &got[..],
             [
-                Action::LabelLocal,
                 Action::UpdateShadow(_),
+                Action::LabelLocal,
                 Action::WriteStatus(_)
             ]
         ),
@@ -86,7 +86,7 @@ fn without_the_ipam_everything_but_the_status_still_happens() {
     assert!(!needs_ips(&got, &[]), "no remote IP: nothing to map");
     let kept = without_status(got);
     assert!(
-        matches!(&kept[..], [Action::LabelLocal, Action::UpdateShadow(_)]),
+        matches!(&kept[..], [Action::UpdateShadow(_), Action::LabelLocal]),
         "{kept:?}"
     );
 }

@@ -93,7 +93,7 @@ pub(super) fn mapped<'a>(shadow: Option<&'a ShadowPod>, remote: Option<&'a Pod>)
 }
 
 #[test]
-fn a_new_pod_is_labelled_and_gets_its_shadow_pod() {
+fn a_new_pod_gets_its_shadow_pod_then_is_labelled() {
     let ids = ids();
     let mut l = local();
     l.metadata
@@ -103,8 +103,9 @@ fn a_new_pod_is_labelled_and_gets_its_shadow_pod() {
         .remove("liqo.io/shadowPod");
     let got = decide(Some(&l), mapped(None, None), &ctx(&ids, &[]));
     assert_eq!(got.len(), 2, "{got:?}");
-    assert_eq!(got[0], Action::LabelLocal);
-    let Action::CreateShadow(s) = &got[1] else {
+    // The ShadowPod first: the pod waits for it, not for its label.
+    assert_eq!(got[1], Action::LabelLocal);
+    let Action::CreateShadow(s) = &got[0] else {
         panic!("{got:?}")
     };
     assert_eq!(s.metadata.namespace.as_deref(), Some(NS));

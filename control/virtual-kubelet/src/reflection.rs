@@ -103,10 +103,43 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
     for _ in 0..cfg.pod_workers.max(1) {
         tasks.spawn(worker::run(shared.clone(), mapped_rx.clone()));
     }
+    tasks.spawn(report(queue.clone()));
     tracing::info!(node = %cfg.node_name(), workers = cfg.pod_workers, "pod reflection started");
     match tasks.join_next().await {
         Some(Ok(what)) => Err(ReflectionError::Ended(what)),
         Some(Err(e)) => Err(ReflectionError::Task(e)),
         None => Err(ReflectionError::Ended("set of tasks")),
+    }
+}
+
+/// How often [`report`] logs.
+const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Logs, every [`REPORT_EVERY`] while there is work, what the queue holds and how long keys
+/// waited for a worker and workers took: a backlog shows there first (`--pod-reflection-workers`,
+/// the clients' `--*-api-server-qps`).
+async fn report(queue: Arc<queue::Queue<key::Key>>) -> &'static str {
+    let mut tick = tokio::time::interval(REPORT_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let s = queue.take_stats();
+        if s.handled == 0 && s.queued == 0 && s.active == 0 {
+            continue;
+        }
+        let ms = |d: std::time::Duration| d.as_millis();
+        tracing::info!(
+            queued = s.queued,
+            delayed = s.delayed,
+            active = s.active,
+            oldest_ms = ms(s.oldest),
+            handled = s.handled,
+            wait_mean_ms = ms(s.wait_mean),
+            wait_max_ms = ms(s.wait_max),
+            busy_mean_ms = ms(s.busy_mean),
+            busy_max_ms = ms(s.busy_max),
+            "pod reflection queue"
+        );
     }
 }

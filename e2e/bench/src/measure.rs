@@ -39,7 +39,8 @@ pub(crate) struct LoadTracker {
     pub(crate) waited: Duration,
 }
 
-fn busy() -> Result<(u64, u64), BenchError> {
+/// Ticks (`USER_HZ`) all CPUs spent busy since boot, and in all.
+pub(crate) fn busy() -> Result<(u64, u64), BenchError> {
     let text =
         fs::read_to_string("/proc/stat").map_err(|e| fail("reading /proc/stat", e.to_string()))?;
     parse::proc_stat_busy(&text).map_err(|e| BenchError::step("parsing /proc/stat", &e))

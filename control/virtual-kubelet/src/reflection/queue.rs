@@ -1,7 +1,8 @@
 //! A keyed work queue (as client-go's): a key queued twice is handled once; a key added while
 //! a worker handles it is handled again after (never by two workers at once); keys can be
 //! added after a delay (retries). No tasks of its own: the delays are waited for by the
-//! workers in [`Queue::next`].
+//! workers in [`Queue::next`]. It times what it holds: how long keys waited and how long
+//! workers took ([`Queue::take_stats`]).
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -20,10 +21,45 @@ pub struct Queue<K> {
 
 struct State<K> {
     ready: VecDeque<K>,
-    queued: HashSet<K>,
-    active: HashSet<K>,
+    /// Queued keys, with when each became ready.
+    queued: HashMap<K, Instant>,
+    /// Keys being handled, with when each was taken.
+    active: HashMap<K, Instant>,
     dirty: HashSet<K>,
     delayed: HashMap<K, Instant>,
+    stats: Totals,
+}
+
+/// Keys handled and times summed since the last [`Queue::take_stats`].
+#[derive(Debug, Default, Clone, Copy)]
+struct Totals {
+    taken: u64,
+    handled: u64,
+    wait: Duration,
+    wait_max: Duration,
+    busy: Duration,
+    busy_max: Duration,
+}
+
+/// What the queue did since the last [`Queue::take_stats`], and holds now.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Keys ready now.
+    pub queued: usize,
+    /// Keys waiting for a delay now.
+    pub delayed: usize,
+    /// Keys being handled now.
+    pub active: usize,
+    /// The longest a key ready now has waited.
+    pub oldest: Duration,
+    /// Keys handled since.
+    pub handled: u64,
+    /// Mean and longest time a key taken by a worker since had waited, ready.
+    pub wait_mean: Duration,
+    pub wait_max: Duration,
+    /// Mean and longest time a worker took on a key handled since.
+    pub busy_mean: Duration,
+    pub busy_max: Duration,
 }
 
 impl<K: Clone + Eq + Hash> Default for Queue<K> {
@@ -31,10 +67,11 @@ impl<K: Clone + Eq + Hash> Default for Queue<K> {
         Queue {
             state: Mutex::new(State {
                 ready: VecDeque::new(),
-                queued: HashSet::new(),
-                active: HashSet::new(),
+                queued: HashMap::new(),
+                active: HashMap::new(),
                 dirty: HashSet::new(),
                 delayed: HashMap::new(),
+                stats: Totals::default(),
             }),
             notify: Notify::new(),
         }
@@ -42,16 +79,19 @@ impl<K: Clone + Eq + Hash> Default for Queue<K> {
 }
 
 impl<K: Clone + Eq + Hash> State<K> {
-    fn push(&mut self, key: K) -> bool {
-        if self.active.contains(&key) {
+    fn push(&mut self, key: K, now: Instant) -> bool {
+        if self.active.contains_key(&key) {
             self.dirty.insert(key);
             return false;
         }
-        if self.queued.insert(key.clone()) {
-            self.ready.push_back(key);
-            return true;
+        match self.queued.entry(key.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(now);
+                self.ready.push_back(key);
+                true
+            }
         }
-        false
     }
 
     fn promote(&mut self, now: Instant) {
@@ -63,7 +103,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             .collect();
         for k in due {
             self.delayed.remove(&k);
-            self.push(k);
+            self.push(k, now);
         }
     }
 }
@@ -76,7 +116,7 @@ impl<K: Clone + Eq + Hash> Queue<K> {
 
     /// Queues `key` now.
     pub fn add(&self, key: K) {
-        if self.state().push(key) {
+        if self.state().push(key, Instant::now()) {
             self.notify.notify_one();
         }
     }
@@ -98,10 +138,14 @@ impl<K: Clone + Eq + Hash> Queue<K> {
         loop {
             let deadline = {
                 let mut s = self.state();
-                s.promote(Instant::now());
+                let now = Instant::now();
+                s.promote(now);
                 if let Some(k) = s.ready.pop_front() {
-                    s.queued.remove(&k);
-                    s.active.insert(k.clone());
+                    let waited = s.queued.remove(&k).map_or(Duration::ZERO, |t| now - t);
+                    s.stats.taken += 1;
+                    s.stats.wait += waited;
+                    s.stats.wait_max = s.stats.wait_max.max(waited);
+                    s.active.insert(k.clone(), now);
                     let more = !s.ready.is_empty();
                     drop(s);
                     if more {
@@ -125,8 +169,14 @@ impl<K: Clone + Eq + Hash> Queue<K> {
     pub fn done(&self, key: &K) {
         let again = {
             let mut s = self.state();
-            s.active.remove(key);
-            s.dirty.remove(key) && s.push(key.clone())
+            let now = Instant::now();
+            if let Some(taken) = s.active.remove(key) {
+                let busy = now - taken;
+                s.stats.handled += 1;
+                s.stats.busy += busy;
+                s.stats.busy_max = s.stats.busy_max.max(busy);
+            }
+            s.dirty.remove(key) && s.push(key.clone(), now)
         };
         if again {
             self.notify.notify_one();
@@ -137,6 +187,29 @@ impl<K: Clone + Eq + Hash> Queue<K> {
     pub fn len(&self) -> usize {
         let s = self.state();
         s.ready.len() + s.delayed.len()
+    }
+
+    /// What it holds now and did since the last call (which starts a new count).
+    pub fn take_stats(&self) -> Stats {
+        let mut s = self.state();
+        let now = Instant::now();
+        let t = std::mem::take(&mut s.stats);
+        let per = |sum: Duration, n: u64| sum / u32::try_from(n.max(1)).unwrap_or(u32::MAX);
+        Stats {
+            queued: s.ready.len(),
+            delayed: s.delayed.len(),
+            active: s.active.len(),
+            oldest: s
+                .ready
+                .front()
+                .and_then(|k| s.queued.get(k))
+                .map_or(Duration::ZERO, |t| now - *t),
+            handled: t.handled,
+            wait_mean: per(t.wait, t.taken),
+            wait_max: t.wait_max,
+            busy_mean: per(t.busy, t.handled),
+            busy_max: t.busy_max,
+        }
     }
 
     /// Whether nothing is queued or delayed.
@@ -195,6 +268,32 @@ mod tests {
         );
         assert_eq!(q.next().await, "late");
         assert!(start.elapsed() >= Duration::from_millis(400));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stats_time_the_wait_and_the_work() {
+        let q = Queue::default();
+        q.add("a");
+        q.add("b");
+        tokio::time::advance(Duration::from_millis(300)).await;
+        let s = q.take_stats();
+        assert_eq!((s.queued, s.active, s.handled), (2, 0, 0));
+        assert_eq!(s.oldest, Duration::from_millis(300));
+        let a = q.next().await;
+        tokio::time::advance(Duration::from_millis(100)).await;
+        q.done(&a);
+        let b = q.next().await;
+        tokio::time::advance(Duration::from_millis(50)).await;
+        let s = q.take_stats();
+        assert_eq!((s.queued, s.active, s.handled), (0, 1, 1));
+        // "a" waited 300 ms, "b" 400 ms; "a" took 100 ms.
+        assert_eq!(s.wait_max, Duration::from_millis(400));
+        assert_eq!(s.wait_mean, Duration::from_millis(350));
+        assert_eq!(s.busy_max, Duration::from_millis(100));
+        q.done(&b);
+        let s = q.take_stats();
+        assert_eq!((s.handled, s.wait_max), (1, Duration::ZERO));
+        assert_eq!(s.busy_mean, Duration::from_millis(50));
     }
 
     #[tokio::test]

@@ -254,7 +254,8 @@ impl Bed {
         };
         let audit = self.audit_logs();
         let before = requests::Mark::now(&audit).await?;
-        let cpu0 = procs.map(Procs::cpu).transpose()?.unwrap_or_default();
+        let mut cpu0 = procs.map(Procs::cpu).transpose()?.unwrap_or_default();
+        cpu0.extend(setup::harness_cpu(&self.set)?);
         let t0 = Instant::now();
         watch.restart_clock_at(t0);
         if let Some(r) = remote_watch.as_mut() {
@@ -268,7 +269,8 @@ impl Bed {
                 None => Ok(None),
             }
         })?;
-        let cpu1 = procs.map(Procs::cpu).transpose()?.unwrap_or_default();
+        let mut cpu1 = procs.map(Procs::cpu).transpose()?.unwrap_or_default();
+        cpu1.extend(setup::harness_cpu(&self.set)?);
         let t = watch.tracker();
         let breakdown = remote_watch
             .as_ref()

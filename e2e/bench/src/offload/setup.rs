@@ -250,6 +250,32 @@ impl Procs {
     }
 }
 
+/// The row of the machine's CPU (every process on it) in the timed runs' CPU table.
+pub(crate) const MACHINE: &str = "machine (all CPUs, busy)";
+
+/// CPU seconds so far of the clusters' own processes (`rome kube-apiserver`, `milan etcd`,
+/// ...) and of the whole machine ([`MACHINE`]): whether a run was bound by a saturated API
+/// server or by the machine shows there.
+pub(crate) fn harness_cpu(set: &e2e::k8s::Clusters) -> Result<Vec<ProcCpu>, BenchError> {
+    let hz = measure::clock_ticks();
+    let mut out = Vec::new();
+    for cluster in ["rome", "milan"] {
+        let Some(c) = set.get(cluster) else { continue };
+        for p in &c.procs {
+            out.push(ProcCpu {
+                process: format!("{cluster} {}", p.name),
+                cpu_secs: probe::cpu_secs(p.pid, hz)?,
+            });
+        }
+    }
+    let (busy, _) = measure::busy()?;
+    out.push(ProcCpu {
+        process: MACHINE.to_owned(),
+        cpu_secs: busy as f64 / hz.max(1) as f64,
+    });
+    Ok(out)
+}
+
 /// CPU spent between `before` and `after` by each process in both (a process that restarted
 /// in between counts from its start).
 pub(crate) fn cpu_delta(before: &[ProcCpu], after: &[ProcCpu]) -> Vec<ProcCpu> {
