@@ -11,6 +11,7 @@
 //! - [`metrics`]: the service's requests by outcome;
 //! - [`peer_client`]: the clients of a peer's API server, with timeouts;
 //! - [`rate`]: the clients' rate limits (a token bucket in front of a client);
+//! - [`compact`]: reflector stores and maps that give their memory back after a burst;
 //! - [`https`]: the serving loop (TLS, connection limits, timeouts) shared with the
 //!   controller-manager's webhooks.
 //!
@@ -20,6 +21,7 @@
 
 pub mod client;
 pub mod cluster;
+pub mod compact;
 pub mod https;
 pub mod metrics;
 pub mod peer_client;

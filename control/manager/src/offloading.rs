@@ -106,24 +106,29 @@ pub fn controllers(
     // stored trimmed (`control::lean::{shadow, owned_pod}`): the decision reads whose pod it
     // is and whether either terminates; a ShadowPod's spec is read (one GET) only to make its
     // pod. So memory follows the number of ShadowPods, not their specs, and a reconcile reads
-    // the pod from the store.
+    // the pod from the store. Both stores are rebuilt once most of them is deleted
+    // (`liqo_auth::compact`).
     let (shadows, shadow_writer) = reflector::store();
-    let shadow_stream = watcher(
-        Api::<PartialObjectMeta<ShadowPod>>::all(ctx.client.clone()),
-        watcher::Config::default(),
+    let shadow_stream = liqo_auth::compact::reflect(
+        watcher(
+            Api::<PartialObjectMeta<ShadowPod>>::all(ctx.client.clone()),
+            watcher::Config::default(),
+        )
+        .default_backoff()
+        .modify(|s| control::lean::shadow(&mut s.metadata)),
+        shadow_writer,
     )
-    .default_backoff()
-    .modify(|s| control::lean::shadow(&mut s.metadata))
-    .reflect(shadow_writer)
     .applied_objects();
     let (owned, pod_writer) = reflector::store();
-    let pod_stream = watcher(
-        Api::<PartialObjectMeta<Pod>>::all(ctx.client.clone()),
-        watcher::Config::default().labels(&shadowpod::pods_selector()),
+    let pod_stream = liqo_auth::compact::reflect(
+        watcher(
+            Api::<PartialObjectMeta<Pod>>::all(ctx.client.clone()),
+            watcher::Config::default().labels(&shadowpod::pods_selector()),
+        )
+        .default_backoff()
+        .modify(|p| control::lean::owned_pod(&mut p.metadata)),
+        pod_writer,
     )
-    .default_backoff()
-    .modify(|p| control::lean::owned_pod(&mut p.metadata))
-    .reflect(pod_writer)
     .touched_objects();
     // At most `shadowpod::CONCURRENCY` reconciles at once: a burst of ten thousand ShadowPods
     // queues here, not as requests in the client's rate limiter (where the virtual kubelets'

@@ -284,7 +284,10 @@ fn offer_pods(ctx: &Context) -> futures::stream::BoxStream<'static, ()> {
     let api: Api<control::offer::OfferPod> = Api::all(ctx.client.clone());
     let events = watcher(api, watcher::Config::default()).default_backoff();
     match ctx.take_offer_pods_writer() {
-        Some(writer) => events.reflect(writer).map(|_| ()).boxed(),
+        // Rebuilt once most of it is deleted (`liqo_auth::compact`).
+        Some(writer) => liqo_auth::compact::reflect(events, writer)
+            .map(|_| ())
+            .boxed(),
         None => events.map(|_| ()).boxed(),
     }
 }

@@ -133,6 +133,7 @@ async fn report(queue: Arc<queue::Queue<key::Key>>) -> &'static str {
             queued = s.queued,
             delayed = s.delayed,
             active = s.active,
+            idle = s.idle,
             oldest_ms = ms(s.oldest),
             handled = s.handled,
             wait_mean_ms = ms(s.wait_mean),

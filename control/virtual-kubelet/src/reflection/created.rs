@@ -73,7 +73,9 @@ impl Created {
             recheck: None,
         };
         if stored.is_some() {
-            map.remove(key);
+            if map.remove(key).is_some() {
+                liqo_auth::compact::shrink(&mut map);
+            }
             return Standing {
                 shadow: stored,
                 ..gone
@@ -83,6 +85,7 @@ impl Created {
         let age = now.saturating_duration_since(r.at);
         if r.namespace != namespace || age >= CREATED_FOR {
             map.remove(key);
+            liqo_auth::compact::shrink(&mut map);
             return gone;
         }
         Standing {
@@ -93,7 +96,9 @@ impl Created {
 
     /// Forgets `key`'s record (its pod is gone, or its ShadowPod is being deleted).
     pub fn forget(&self, key: &Key) {
-        self.lock().remove(key);
+        let mut m = self.lock();
+        m.remove(key);
+        liqo_auth::compact::shrink(&mut m);
     }
 
     #[cfg(test)]

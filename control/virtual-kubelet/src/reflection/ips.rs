@@ -130,7 +130,9 @@ impl Mapper {
 
     /// Forgets the local pod `key`.
     pub fn forget(&self, key: &Key) {
-        self.cache().remove(key);
+        let mut cache = self.cache();
+        cache.remove(key);
+        liqo_auth::compact::shrink(&mut cache);
     }
 }
 

@@ -11,12 +11,31 @@ use std::{
     time::Duration,
 };
 
+use liqo_auth::compact;
 use tokio::{sync::Notify, time::Instant};
 
 /// The queue.
 pub struct Queue<K> {
     state: Mutex<State<K>>,
     notify: Notify,
+    /// Workers in [`Queue::next`] now.
+    waiting: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts a worker in [`Queue::next`] until dropped (also when its future is).
+struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Waiting<'a> {
+    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
+        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Waiting(n)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 struct State<K> {
@@ -50,6 +69,8 @@ pub struct Stats {
     pub delayed: usize,
     /// Keys being handled now.
     pub active: usize,
+    /// Workers waiting for a key now.
+    pub idle: usize,
     /// The longest a key ready now has waited.
     pub oldest: Duration,
     /// Keys handled since.
@@ -74,6 +95,7 @@ impl<K: Clone + Eq + Hash> Default for Queue<K> {
                 stats: Totals::default(),
             }),
             notify: Notify::new(),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 }
@@ -105,6 +127,7 @@ impl<K: Clone + Eq + Hash> State<K> {
             self.delayed.remove(&k);
             self.push(k, now);
         }
+        compact::shrink(&mut self.delayed);
     }
 }
 
@@ -135,6 +158,7 @@ impl<K: Clone + Eq + Hash> Queue<K> {
 
     /// The next key to handle (waiting for one); call [`Queue::done`] after handling it.
     pub async fn next(&self) -> K {
+        let _waiting = Waiting::new(&self.waiting);
         loop {
             let deadline = {
                 let mut s = self.state();
@@ -142,6 +166,11 @@ impl<K: Clone + Eq + Hash> Queue<K> {
                 s.promote(now);
                 if let Some(k) = s.ready.pop_front() {
                     let waited = s.queued.remove(&k).map_or(Duration::ZERO, |t| now - t);
+                    compact::shrink(&mut s.queued);
+                    if compact::due(s.ready.capacity(), s.ready.len()) {
+                        let len = s.ready.len();
+                        s.ready.shrink_to(len * 2);
+                    }
                     s.stats.taken += 1;
                     s.stats.wait += waited;
                     s.stats.wait_max = s.stats.wait_max.max(waited);
@@ -170,6 +199,7 @@ impl<K: Clone + Eq + Hash> Queue<K> {
         let again = {
             let mut s = self.state();
             let now = Instant::now();
+            compact::shrink_set(&mut s.dirty);
             if let Some(taken) = s.active.remove(key) {
                 let busy = now - taken;
                 s.stats.handled += 1;
@@ -199,6 +229,7 @@ impl<K: Clone + Eq + Hash> Queue<K> {
             queued: s.ready.len(),
             delayed: s.delayed.len(),
             active: s.active.len(),
+            idle: self.waiting.load(std::sync::atomic::Ordering::Relaxed),
             oldest: s
                 .ready
                 .front()
@@ -294,6 +325,47 @@ mod tests {
         let s = q.take_stats();
         assert_eq!((s.handled, s.wait_max), (1, Duration::ZERO));
         assert_eq!(s.busy_mean, Duration::from_millis(50));
+    }
+
+    /// Ten workers on a burst of keys, delayed keys pending: all ten work at once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_burst_keeps_every_worker_busy() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let q = Arc::new(Queue::default());
+        for i in 0..500 {
+            q.add_after(format!("later-{i}"), Duration::from_secs(60 + i));
+        }
+        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        for _ in 0..10 {
+            let (q, now, most) = (q.clone(), now.clone(), most.clone());
+            tokio::spawn(async move {
+                loop {
+                    let k = q.next().await;
+                    let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                    most.fetch_max(n, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    now.fetch_sub(1, Ordering::SeqCst);
+                    q.done(&k);
+                }
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let start = std::time::Instant::now();
+        for i in 0..200 {
+            q.add(format!("k-{i}"));
+            if i % 20 == 0 {
+                tokio::task::yield_now().await;
+            }
+        }
+        while q.take_stats().queued > 0 || now.load(Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let took = start.elapsed();
+        assert!(most.load(Ordering::SeqCst) >= 8, "{most:?} at most at once");
+        assert!(
+            took < Duration::from_millis(1500),
+            "{took:?} for 200 keys of 20 ms"
+        );
     }
 
     #[tokio::test]

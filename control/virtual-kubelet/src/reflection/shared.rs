@@ -8,6 +8,7 @@ use std::{
 };
 
 use kube::runtime::{events::Recorder, reflector::Store};
+use liqo_auth::compact::shrink;
 
 use control::{lean::StoredPod, shadowpod::reflection as decide};
 
@@ -61,20 +62,21 @@ impl Shared {
 
     /// Forgets what is kept of pod `key` (it is gone, or no longer ours).
     pub fn forget(&self, key: &Key) {
-        self.restarts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        {
+            let mut m = self.restarts.lock().unwrap_or_else(|p| p.into_inner());
+            m.remove(key);
+            shrink(&mut m);
+        }
         self.ips.forget(key);
-        self.probed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        {
+            let mut m = self.probed.lock().unwrap_or_else(|p| p.into_inner());
+            m.remove(key);
+            shrink(&mut m);
+        }
         self.tokens.drop_pod(key);
         self.created.forget(key);
-        self.failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(key);
+        let mut m = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        m.remove(key);
+        shrink(&mut m);
     }
 }

@@ -1,0 +1,157 @@
+//! Memory given back after a burst: reflector stores and maps that shrink once most of what
+//! they held is deleted.
+//!
+//! Why: a hash map never shrinks as entries are removed. A store that held ten thousand pods
+//! keeps the table of ten thousand after they are all deleted (kube's store is rebuilt only by
+//! a re-list), and so does every per-pod map beside it. Here a store is rebuilt, locally (no
+//! request), once it holds at most a quarter of the most it held since it was last built; a
+//! map is shrunk to twice its size once it is at most a quarter full. Each costs one pass over
+//! what is left, after at least as many deletions: constant time per deletion.
+//!
+//! It never reads the API server (a rebuild feeds the writer the objects its store holds) and
+//! never changes what a store holds, only the memory it takes.
+
+use std::{
+    collections::{HashMap, HashSet},
+    hash::{BuildHasher, Hash},
+};
+
+use futures::{Stream, StreamExt};
+use kube::runtime::{
+    reflector::{Lookup, Store, store::Writer},
+    watcher,
+};
+
+/// Below this many objects at its largest, a store or a map is left as it is.
+pub const MIN_PEAK: usize = 1024;
+
+/// Whether a store that held `peak` objects at most since it was built, and holds `len` now,
+/// is rebuilt.
+pub fn due(peak: usize, len: usize) -> bool {
+    peak >= MIN_PEAK && len.saturating_mul(4) <= peak
+}
+
+/// As kube's `reflector` (`WatchStreamExt::reflect`): applies every event to `writer`'s
+/// store and passes it on; after a deletion that leaves the store [`due`], rebuilds it. A
+/// writer made with a dispatcher (shared streams) is not for this: nothing is dispatched.
+pub fn reflect<K, S>(stream: S, mut writer: Writer<K>) -> impl Stream<Item = S::Item>
+where
+    K: Lookup + Clone,
+    K::DynamicType: Eq + Hash + Clone,
+    S: Stream<Item = watcher::Result<watcher::Event<K>>>,
+{
+    let reader = writer.as_reader();
+    let mut peak = 0;
+    stream.map(move |event| {
+        if let Ok(ev) = &event {
+            writer.apply_watcher_event(ev);
+            let len = reader.len();
+            match ev {
+                watcher::Event::Delete(_) if due(peak, len) => {
+                    rebuild(&mut writer, &reader);
+                    peak = len;
+                }
+                // A re-list built the store afresh.
+                watcher::Event::InitDone => peak = len,
+                _ => peak = peak.max(len),
+            }
+        }
+        event
+    })
+}
+
+/// The store built afresh from what it holds (the same objects, a table of their number).
+fn rebuild<K>(writer: &mut Writer<K>, reader: &Store<K>)
+where
+    K: Lookup + Clone,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for o in reader.state() {
+        writer.apply_watcher_event(&watcher::Event::InitApply(K::clone(&o)));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+}
+
+/// Shrinks `map` to twice its length once it is at most a quarter full (and was large).
+pub fn shrink<K: Eq + Hash, V, H: BuildHasher>(map: &mut HashMap<K, V, H>) {
+    if due(map.capacity(), map.len()) {
+        map.shrink_to(map.len().saturating_mul(2));
+    }
+}
+
+/// [`shrink`] for a set.
+pub fn shrink_set<K: Eq + Hash, H: BuildHasher>(set: &mut HashSet<K, H>) {
+    if due(set.capacity(), set.len()) {
+        set.shrink_to(set.len().saturating_mul(2));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::stream;
+    use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+    use kube::runtime::reflector::{self, ObjectRef};
+
+    use super::*;
+
+    fn cm(i: usize) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("cm-{i}")),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn due_once_a_large_store_is_a_quarter_full() {
+        assert!(!due(MIN_PEAK - 1, 0), "small: never");
+        assert!(due(MIN_PEAK, 0));
+        assert!(due(4000, 1000));
+        assert!(!due(4000, 1001));
+    }
+
+    #[tokio::test]
+    async fn a_store_emptied_by_deletions_is_rebuilt_with_what_is_left() {
+        let (reader, writer) = reflector::store::<ConfigMap>();
+        let n = 4 * MIN_PEAK;
+        let mut events = vec![watcher::Event::Init];
+        events.extend((0..n).map(|i| watcher::Event::InitApply(cm(i))));
+        events.push(watcher::Event::InitDone);
+        events.extend((0..n - 10).map(|i| watcher::Event::Delete(cm(i))));
+        events.push(watcher::Event::Apply(cm(n)));
+        let seen: Vec<_> = reflect(stream::iter(events.into_iter().map(Ok)), writer)
+            .collect()
+            .await;
+        // Every event passed on, in order.
+        assert_eq!(seen.len(), 2 * n - 10 + 3);
+        assert!(matches!(seen.last(), Some(Ok(watcher::Event::Apply(_)))));
+        // The store holds exactly what is left, and every object is found.
+        assert_eq!(reader.len(), 11);
+        for i in (n - 10..n).chain([n]) {
+            let o = reader.get(&ObjectRef::from_obj(&cm(i)));
+            assert_eq!(o.as_deref(), Some(&cm(i)), "cm-{i}");
+        }
+        assert!(reader.get(&ObjectRef::from_obj(&cm(0))).is_none());
+    }
+
+    #[test]
+    fn a_map_shrinks_once_a_quarter_full() {
+        let mut m: HashMap<usize, usize> = (0..4 * MIN_PEAK).map(|i| (i, i)).collect();
+        let full = m.capacity();
+        for i in 0..3 * MIN_PEAK {
+            m.remove(&i);
+            shrink(&mut m);
+        }
+        assert_eq!(m.len(), MIN_PEAK);
+        assert!(m.capacity() < full / 2, "{} of {full}", m.capacity());
+        let mut s: HashSet<usize> = (0..4 * MIN_PEAK).collect();
+        s.retain(|i| *i < 10);
+        shrink_set(&mut s);
+        assert!(s.capacity() < 64, "{}", s.capacity());
+        assert_eq!(s.len(), 10);
+    }
+}
