@@ -42,17 +42,24 @@ where
 {
     let reader = writer.as_reader();
     let mut peak = 0;
+    // Between a list's Init and InitDone the writer's buffer holds the list: a rebuild (which
+    // uses that buffer) waits until it is done. kube's watcher sends no deletion then.
+    let mut listing = false;
     stream.map(move |event| {
         if let Ok(ev) = &event {
             writer.apply_watcher_event(ev);
             let len = reader.len();
             match ev {
-                watcher::Event::Delete(_) if due(peak, len) => {
+                watcher::Event::Init => listing = true,
+                watcher::Event::Delete(_) if !listing && due(peak, len) => {
                     rebuild(&mut writer, &reader);
                     peak = len;
                 }
-                // A re-list built the store afresh.
-                watcher::Event::InitDone => peak = len,
+                // A list built the store afresh.
+                watcher::Event::InitDone => {
+                    listing = false;
+                    peak = len;
+                }
                 _ => peak = peak.max(len),
             }
         }
@@ -89,7 +96,6 @@ pub fn shrink_set<K: Eq + Hash, H: BuildHasher>(set: &mut HashSet<K, H>) {
 
 #[cfg(test)]
 mod tests {
-    use futures::stream;
     use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta};
     use kube::runtime::reflector::{self, ObjectRef};
 
@@ -121,11 +127,25 @@ mod tests {
         let mut events = vec![watcher::Event::Init];
         events.extend((0..n).map(|i| watcher::Event::InitApply(cm(i))));
         events.push(watcher::Event::InitDone);
-        events.extend((0..n - 10).map(|i| watcher::Event::Delete(cm(i))));
-        events.push(watcher::Event::Apply(cm(n)));
-        let seen: Vec<_> = reflect(stream::iter(events.into_iter().map(Ok)), writer)
-            .collect()
-            .await;
+        let mut deletions: Vec<_> = (0..n - 10).map(|i| watcher::Event::Delete(cm(i))).collect();
+        deletions.push(watcher::Event::Apply(cm(n)));
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let fed = tokio::spawn(reflect(rx, writer).collect::<Vec<_>>());
+        for e in events {
+            tx.unbounded_send(Ok(e)).unwrap();
+        }
+        while reader.len() < n {
+            tokio::task::yield_now().await;
+        }
+        let kept = reader.get(&ObjectRef::from_obj(&cm(n - 1))).unwrap();
+        for e in deletions {
+            tx.unbounded_send(Ok(e)).unwrap();
+        }
+        drop(tx);
+        let seen = fed.await.unwrap();
+        // Rebuilt: the object kept is a copy in a new table, not the one stored before.
+        let now = reader.get(&ObjectRef::from_obj(&cm(n - 1))).unwrap();
+        assert!(!std::sync::Arc::ptr_eq(&kept, &now), "not rebuilt");
         // Every event passed on, in order.
         assert_eq!(seen.len(), 2 * n - 10 + 3);
         assert!(matches!(seen.last(), Some(Ok(watcher::Event::Apply(_)))));

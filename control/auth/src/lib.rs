@@ -12,6 +12,7 @@
 //! - [`peer_client`]: the clients of a peer's API server, with timeouts;
 //! - [`rate`]: the clients' rate limits (a token bucket in front of a client);
 //! - [`compact`]: reflector stores and maps that give their memory back after a burst;
+//! - [`ready`]: a store's readiness that any number of tasks can wait for;
 //! - [`https`]: the serving loop (TLS, connection limits, timeouts) shared with the
 //!   controller-manager's webhooks.
 //!
@@ -26,6 +27,7 @@ pub mod https;
 pub mod metrics;
 pub mod peer_client;
 pub mod rate;
+pub mod ready;
 pub mod server;
 pub mod tokens;
 pub mod url;

@@ -83,6 +83,8 @@ pub struct Context {
     /// the offer is computed from here, not from a listing of every pod.
     pub offer_pods: Store<OfferPod>,
     offer_pods_writer: std::sync::Mutex<Option<Writer<OfferPod>>>,
+    /// Whether [`Context::offer_pods`] has listed, for concurrent waiters.
+    offer_pods_ready: liqo_auth::ready::Listed,
 }
 
 /// An identity request that failed: when, the condition it left (its message saying why and
@@ -122,6 +124,7 @@ impl Context {
     ) -> Self {
         let (offer_pods, writer) = kube::runtime::reflector::store();
         Context {
+            offer_pods_ready: liqo_auth::ready::shared(&offer_pods),
             offer_pods,
             offer_pods_writer: std::sync::Mutex::new(Some(writer)),
             client,
@@ -136,6 +139,13 @@ impl Context {
             network: None,
             auth_failures: Default::default(),
         }
+    }
+
+    /// Waits until [`Context::offer_pods`] has listed (`false`: its watch ended before). Any
+    /// number of reconciles may wait at once (`liqo_auth::ready`: kube's `wait_until_ready`
+    /// wakes only one of them).
+    pub async fn offer_pods_listed(&self) -> bool {
+        self.offer_pods_ready.clone().await
     }
 
     /// The writer of [`Context::offer_pods`], once (the watch that feeds it takes it; `None`

@@ -247,9 +247,9 @@ async fn compute(
         .map_err(|e| Error::OfferInput(Box::new(e)))?;
     // From the store the pods' watch keeps (`Context::offer_pods`); listed only until it has
     // listed once.
-    let listed = tokio::time::timeout(STORE_WAIT, ctx.offer_pods.wait_until_ready())
+    let listed = tokio::time::timeout(STORE_WAIT, ctx.offer_pods_listed())
         .await
-        .is_ok_and(|r| r.is_ok());
+        .unwrap_or(false);
     // Listed as OfferPods too: each read into what the offer needs as it is decoded.
     let running: Vec<Arc<OfferPod>> = if listed {
         ctx.offer_pods

@@ -100,8 +100,15 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
         mapping_rx,
         mapped_rx.clone(),
     ));
+    // Every worker waits for the local store's first list: through a channel that wakes them
+    // all (kube's `wait_until_ready` wakes only one of several waiters).
+    let listed = liqo_auth::ready::shared(&shared.local);
     for _ in 0..cfg.pod_workers.max(1) {
-        tasks.spawn(worker::run(shared.clone(), mapped_rx.clone()));
+        tasks.spawn(worker::run(
+            shared.clone(),
+            listed.clone(),
+            mapped_rx.clone(),
+        ));
     }
     tasks.spawn(report(queue.clone()));
     tracing::info!(node = %cfg.node_name(), workers = cfg.pod_workers, "pod reflection started");

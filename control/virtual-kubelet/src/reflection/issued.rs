@@ -112,7 +112,9 @@ impl Tokens {
 
     /// The pod is gone: its entry is dropped.
     pub fn drop_pod(&self, key: &Key) {
-        self.state().entries.remove(key);
+        let mut state = self.state();
+        state.entries.remove(key);
+        liqo_auth::compact::shrink(&mut state.entries);
     }
 }
 

@@ -5,7 +5,7 @@
 //! workers took ([`Queue::take_stats`]).
 
 use std::{
-    collections::{HashMap, HashSet, VecDeque},
+    collections::{BTreeMap, HashMap, HashSet, VecDeque},
     hash::Hash,
     sync::Mutex,
     time::Duration,
@@ -45,7 +45,13 @@ struct State<K> {
     /// Keys being handled, with when each was taken.
     active: HashMap<K, Instant>,
     dirty: HashSet<K>,
-    delayed: HashMap<K, Instant>,
+    /// Delayed keys, with when each is due and its place in `due`.
+    delayed: HashMap<K, (Instant, u64)>,
+    /// The same keys by when they are due (the number orders keys due at once): the next due
+    /// is the first, without a pass over them all.
+    due: BTreeMap<(Instant, u64), K>,
+    /// The next number of `due`.
+    seq: u64,
     stats: Totals,
 }
 
@@ -92,6 +98,8 @@ impl<K: Clone + Eq + Hash> Default for Queue<K> {
                 active: HashMap::new(),
                 dirty: HashSet::new(),
                 delayed: HashMap::new(),
+                due: BTreeMap::new(),
+                seq: 0,
                 stats: Totals::default(),
             }),
             notify: Notify::new(),
@@ -117,17 +125,37 @@ impl<K: Clone + Eq + Hash> State<K> {
     }
 
     fn promote(&mut self, now: Instant) {
-        let due: Vec<K> = self
-            .delayed
-            .iter()
-            .filter(|(_, at)| **at <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in due {
+        let mut any = false;
+        while let Some(entry) = self.due.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let k = entry.remove();
             self.delayed.remove(&k);
             self.push(k, now);
+            any = true;
         }
-        compact::shrink(&mut self.delayed);
+        if any {
+            compact::shrink(&mut self.delayed);
+        }
+    }
+
+    /// `key` due at `at`, unless it is due earlier already.
+    fn delay(&mut self, key: K, at: Instant) {
+        if let Some(&(was, n)) = self.delayed.get(&key) {
+            if was <= at {
+                return;
+            }
+            self.due.remove(&(was, n));
+        }
+        self.seq += 1;
+        self.delayed.insert(key.clone(), (at, self.seq));
+        self.due.insert((at, self.seq), key);
+    }
+
+    /// When the next delayed key is due.
+    fn next_due(&self) -> Option<Instant> {
+        self.due.first_key_value().map(|((at, _), _)| *at)
     }
 }
 
@@ -147,11 +175,7 @@ impl<K: Clone + Eq + Hash> Queue<K> {
     /// Queues `key` after `delay` (the earliest of several delayed adds wins).
     pub fn add_after(&self, key: K, delay: Duration) {
         let at = Instant::now() + delay;
-        {
-            let mut s = self.state();
-            let entry = s.delayed.entry(key).or_insert(at);
-            *entry = (*entry).min(at);
-        }
+        self.state().delay(key, at);
         // A waiting worker recomputes its deadline.
         self.notify.notify_one();
     }
@@ -183,7 +207,7 @@ impl<K: Clone + Eq + Hash> Queue<K> {
                     }
                     return k;
                 }
-                s.delayed.values().min().copied()
+                s.next_due()
             };
             let notified = self.notify.notified();
             match deadline {
@@ -250,135 +274,5 @@ impl<K: Clone + Eq + Hash> Queue<K> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-
-    #[tokio::test]
-    async fn a_key_queued_twice_is_handled_once() {
-        let q = Queue::default();
-        q.add("a");
-        q.add("b");
-        q.add("a");
-        assert_eq!(q.len(), 2);
-        assert_eq!(q.next().await, "a");
-        assert_eq!(q.next().await, "b");
-        q.done(&"a");
-        q.done(&"b");
-        assert!(q.is_empty());
-    }
-
-    #[tokio::test]
-    async fn a_key_added_while_active_comes_back_after_done_only() {
-        let q = Queue::default();
-        q.add("a");
-        let k = q.next().await;
-        q.add("a");
-        q.add("b");
-        // "a" is active: only "b" is ready.
-        assert_eq!(q.next().await, "b");
-        assert!(q.is_empty());
-        q.done(&k);
-        assert_eq!(q.next().await, "a");
-    }
-
-    #[tokio::test]
-    async fn delayed_keys_come_when_due_and_the_earliest_delay_wins() {
-        let q = Arc::new(Queue::default());
-        let start = Instant::now();
-        q.add_after("late", Duration::from_millis(400));
-        q.add_after("soon", Duration::from_millis(100));
-        q.add_after("soon", Duration::from_millis(300));
-        assert_eq!(q.len(), 2);
-        assert_eq!(q.next().await, "soon");
-        let t = start.elapsed();
-        assert!(
-            t >= Duration::from_millis(100) && t < Duration::from_millis(300),
-            "{t:?}"
-        );
-        assert_eq!(q.next().await, "late");
-        assert!(start.elapsed() >= Duration::from_millis(400));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn stats_time_the_wait_and_the_work() {
-        let q = Queue::default();
-        q.add("a");
-        q.add("b");
-        tokio::time::advance(Duration::from_millis(300)).await;
-        let s = q.take_stats();
-        assert_eq!((s.queued, s.active, s.handled), (2, 0, 0));
-        assert_eq!(s.oldest, Duration::from_millis(300));
-        let a = q.next().await;
-        tokio::time::advance(Duration::from_millis(100)).await;
-        q.done(&a);
-        let b = q.next().await;
-        tokio::time::advance(Duration::from_millis(50)).await;
-        let s = q.take_stats();
-        assert_eq!((s.queued, s.active, s.handled), (0, 1, 1));
-        // "a" waited 300 ms, "b" 400 ms; "a" took 100 ms.
-        assert_eq!(s.wait_max, Duration::from_millis(400));
-        assert_eq!(s.wait_mean, Duration::from_millis(350));
-        assert_eq!(s.busy_max, Duration::from_millis(100));
-        q.done(&b);
-        let s = q.take_stats();
-        assert_eq!((s.handled, s.wait_max), (1, Duration::ZERO));
-        assert_eq!(s.busy_mean, Duration::from_millis(50));
-    }
-
-    /// Ten workers on a burst of keys, delayed keys pending: all ten work at once.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_burst_keeps_every_worker_busy() {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let q = Arc::new(Queue::default());
-        for i in 0..500 {
-            q.add_after(format!("later-{i}"), Duration::from_secs(60 + i));
-        }
-        let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-        for _ in 0..10 {
-            let (q, now, most) = (q.clone(), now.clone(), most.clone());
-            tokio::spawn(async move {
-                loop {
-                    let k = q.next().await;
-                    let n = now.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(n, Ordering::SeqCst);
-                    tokio::time::sleep(Duration::from_millis(20)).await;
-                    now.fetch_sub(1, Ordering::SeqCst);
-                    q.done(&k);
-                }
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        let start = std::time::Instant::now();
-        for i in 0..200 {
-            q.add(format!("k-{i}"));
-            if i % 20 == 0 {
-                tokio::task::yield_now().await;
-            }
-        }
-        while q.take_stats().queued > 0 || now.load(Ordering::SeqCst) > 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        let took = start.elapsed();
-        assert!(most.load(Ordering::SeqCst) >= 8, "{most:?} at most at once");
-        assert!(
-            took < Duration::from_millis(1500),
-            "{took:?} for 200 keys of 20 ms"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_waiting_worker_wakes_on_add() {
-        let q = Arc::new(Queue::default());
-        let w = tokio::spawn({
-            let q = q.clone();
-            async move { q.next().await }
-        });
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(!w.is_finished());
-        q.add("x");
-        let got = tokio::time::timeout(Duration::from_secs(5), w).await;
-        assert_eq!(got.unwrap().unwrap(), "x");
-    }
-}
+#[path = "queue_tests.rs"]
+mod tests;

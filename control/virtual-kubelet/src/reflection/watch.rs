@@ -32,9 +32,11 @@ use super::{key::Key, mapped::Namespace, queue::Queue, shared::Shared};
 use crate::{VkConfig, namespaces};
 
 /// Feeds `writer` from `events`, queuing `key(object)` for every object touched (`None`: no
-/// key stands for it). A re-list queues only what it changed: an object listed again with the
-/// resource version the store holds is not queued, one the store held that the list lacks is.
-/// The store is rebuilt once most of it is deleted (`liqo_auth::compact`).
+/// key stands for it). A re-list queues only what it changed, once it is done (before, the
+/// store still holds what it held before the re-list: a worker would decide on that): an
+/// object listed again with the resource version the store holds is not queued, one the store
+/// held that the list lacks is. `key` must map one object of the store to one key. The store
+/// is rebuilt once most of it is deleted (`liqo_auth::compact`).
 pub(crate) async fn feed<K, S>(
     events: S,
     writer: Writer<K>,
@@ -45,28 +47,32 @@ pub(crate) async fn feed<K, S>(
     S: Stream<Item = watcher::Result<watcher::Event<K>>> + Send,
 {
     let reader = writer.as_reader();
+    // During a list: the keys the store held, and those the list changed or brought.
     let mut before: HashSet<Key> = HashSet::new();
+    let mut changed: Vec<Key> = Vec::new();
     let mut events = std::pin::pin!(liqo_auth::compact::reflect(events, writer));
     while let Some(event) = events.next().await {
         match event {
             Ok(watcher::Event::Init) => {
                 before = reader.state().iter().filter_map(|o| key(o)).collect();
+                changed.clear();
             }
             Ok(watcher::Event::InitApply(o)) => {
                 let Some(k) = key(&o) else { continue };
-                // Until the re-list is done the store holds what it held before it.
+                // Until the list is done the store holds what it held before it.
                 let unchanged = before.remove(&k)
                     && reader
                         .get(&ObjectRef::from_obj(&o))
                         .is_some_and(|old| same_version(old.meta(), o.meta()));
                 if !unchanged {
-                    queue.add(k);
+                    changed.push(k);
                 }
             }
             Ok(watcher::Event::InitDone) => {
-                for k in before.drain() {
+                for k in changed.drain(..).chain(before.drain()) {
                     queue.add(k);
                 }
+                changed.shrink_to_fit();
                 liqo_auth::compact::shrink_set(&mut before);
             }
             Ok(watcher::Event::Apply(o) | watcher::Event::Delete(o)) => {
@@ -314,80 +320,5 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
 }
 
 #[cfg(test)]
-mod tests {
-    use futures::stream;
-    use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta};
-
-    use super::*;
-
-    fn cm(name: &str, rv: &str) -> ConfigMap {
-        ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.into()),
-                namespace: Some("remote".into()),
-                uid: Some(format!("uid-{name}")),
-                resource_version: Some(rv.into()),
-                ..ObjectMeta::default()
-            },
-            ..ConfigMap::default()
-        }
-    }
-
-    /// Every key queued now, in order.
-    async fn drain(q: &Queue<Key>) -> Vec<String> {
-        let mut out = Vec::new();
-        while q.take_stats().queued > 0 {
-            let k = q.next().await;
-            q.done(&k);
-            out.push(k.name);
-        }
-        out
-    }
-
-    #[tokio::test]
-    async fn a_relist_queues_only_what_changed_or_went() {
-        use watcher::Event::{Apply, Init, InitApply, InitDone};
-        let queue = Arc::new(Queue::default());
-        let (reader, writer) = reflector::store::<ConfigMap>();
-        let (tx, rx) = futures::channel::mpsc::unbounded();
-        let fed = tokio::spawn(feed(rx, writer, queue.clone(), key_of("local")));
-        let send = |events: Vec<watcher::Event<ConfigMap>>| {
-            for e in events {
-                tx.unbounded_send(Ok(e)).unwrap();
-            }
-        };
-        let settle = || async {
-            for _ in 0..50 {
-                tokio::task::yield_now().await;
-            }
-        };
-        send(vec![
-            Init,
-            InitApply(cm("a", "1")),
-            InitApply(cm("b", "1")),
-            InitDone,
-            Apply(cm("c", "2")),
-        ]);
-        settle().await;
-        assert_eq!(
-            drain(&queue).await,
-            ["a", "b", "c"],
-            "the first list queues all"
-        );
-        // Re-listed: a unchanged, b changed, c gone, d new.
-        send(vec![
-            Init,
-            InitApply(cm("a", "1")),
-            InitApply(cm("b", "3")),
-            InitApply(cm("d", "4")),
-            InitDone,
-        ]);
-        settle().await;
-        assert_eq!(drain(&queue).await, ["b", "d", "c"]);
-        assert_eq!(reader.len(), 3);
-        assert!(reader.get(&ObjectRef::from_obj(&cm("c", "2"))).is_none());
-        drop(send);
-        drop(tx);
-        fed.await.unwrap();
-    }
-}
+#[path = "watch_tests.rs"]
+mod tests;

@@ -90,9 +90,14 @@ pub fn retry_delay(n: u32) -> Duration {
         .min(MAX_RETRY)
 }
 
-/// A worker: waits for the local store and the first mapping, then handles keys forever.
-pub async fn run(shared: Arc<Shared>, mut mapped: Receiver<bool>) -> &'static str {
-    if shared.local.wait_until_ready().await.is_err() || mapped.wait_for(|m| *m).await.is_err() {
+/// A worker: waits for the local store (`listed`: `liqo_auth::ready`, which wakes every
+/// worker) and the first mapping, then handles keys forever.
+pub async fn run(
+    shared: Arc<Shared>,
+    listed: liqo_auth::ready::Listed,
+    mut mapped: Receiver<bool>,
+) -> &'static str {
+    if !listed.await || mapped.wait_for(|m| *m).await.is_err() {
         return "worker (its watches ended)";
     }
     loop {

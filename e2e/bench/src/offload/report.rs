@@ -376,7 +376,7 @@ fn notes(h: &Header, s: &Setup, levels: &[Level]) -> Vec<String> {
             .into(),
         "CPU s during a timed run: also each cluster's own processes (etcd, kube-apiserver, \
          kube-controller-manager, kube-scheduler, kwok; each a Go program limited to one CPU, \
-         GOMAXPROCS=1, so one CPU second per second is its ceiling) and the machine's busy \
+         GOMAXPROCS=1, so about one CPU second per second is its ceiling) and the machine's busy \
          time over all its CPUs (/proc/stat): a process near its ceiling bounds the run"
             .into(),
     ];

@@ -259,11 +259,10 @@ pub(crate) const MACHINE: &str = "machine (all CPUs, busy)";
 pub(crate) fn harness_cpu(set: &e2e::k8s::Clusters) -> Result<Vec<ProcCpu>, BenchError> {
     let hz = measure::clock_ticks();
     let mut out = Vec::new();
-    for cluster in ["rome", "milan"] {
-        let Some(c) = set.get(cluster) else { continue };
+    for c in &set.clusters {
         for p in &c.procs {
             out.push(ProcCpu {
-                process: format!("{cluster} {}", p.name),
+                process: format!("{} {}", c.name, p.name),
                 cpu_secs: probe::cpu_secs(p.pid, hz)?,
             });
         }
