@@ -13,6 +13,7 @@ use crate::consts::reflection;
 
 pub(crate) mod resource;
 
+pub mod shrink;
 mod stored_pod;
 pub use stored_pod::{CompactSpec, SpecDecodeError, StoredPod};
 

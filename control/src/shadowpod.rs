@@ -8,6 +8,7 @@
 
 pub mod consumer;
 pub mod events;
+pub mod pending;
 pub mod provider;
 pub mod reflection;
 pub mod token;

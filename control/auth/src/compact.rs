@@ -1,5 +1,5 @@
 //! Memory given back after a burst: reflector stores and maps that shrink once most of what
-//! they held is deleted.
+//! they held is deleted (the rule, and the maps' shrink: `control::lean::shrink`, re-exported).
 //!
 //! Why: a hash map never shrinks as entries are removed. A store that held ten thousand pods
 //! keeps the table of ten thousand after they are all deleted (kube's store is rebuilt only by
@@ -11,10 +11,7 @@
 //! It never reads the API server (a rebuild feeds the writer the objects its store holds) and
 //! never changes what a store holds, only the memory it takes.
 
-use std::{
-    collections::{HashMap, HashSet},
-    hash::{BuildHasher, Hash},
-};
+use std::hash::Hash;
 
 use futures::{Stream, StreamExt};
 use kube::runtime::{
@@ -22,14 +19,7 @@ use kube::runtime::{
     watcher,
 };
 
-/// Below this many objects at its largest, a store or a map is left as it is.
-pub const MIN_PEAK: usize = 1024;
-
-/// Whether a store that held `peak` objects at most since it was built, and holds `len` now,
-/// is rebuilt.
-pub fn due(peak: usize, len: usize) -> bool {
-    peak >= MIN_PEAK && len.saturating_mul(4) <= peak
-}
+pub use control::lean::shrink::{MIN_PEAK, due, shrink, shrink_set};
 
 /// As kube's `reflector` (`WatchStreamExt::reflect`): applies every event to `writer`'s
 /// store and passes it on; after a deletion that leaves the store [`due`], rebuilds it. A
@@ -80,20 +70,6 @@ where
     writer.apply_watcher_event(&watcher::Event::InitDone);
 }
 
-/// Shrinks `map` to twice its length once it is at most a quarter full (and was large).
-pub fn shrink<K: Eq + Hash, V, H: BuildHasher>(map: &mut HashMap<K, V, H>) {
-    if due(map.capacity(), map.len()) {
-        map.shrink_to(map.len().saturating_mul(2));
-    }
-}
-
-/// [`shrink`] for a set.
-pub fn shrink_set<K: Eq + Hash, H: BuildHasher>(set: &mut HashSet<K, H>) {
-    if due(set.capacity(), set.len()) {
-        set.shrink_to(set.len().saturating_mul(2));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta};
@@ -110,14 +86,6 @@ mod tests {
             },
             ..ConfigMap::default()
         }
-    }
-
-    #[test]
-    fn due_once_a_large_store_is_a_quarter_full() {
-        assert!(!due(MIN_PEAK - 1, 0), "small: never");
-        assert!(due(MIN_PEAK, 0));
-        assert!(due(4000, 1000));
-        assert!(!due(4000, 1001));
     }
 
     #[tokio::test]
@@ -156,22 +124,5 @@ mod tests {
             assert_eq!(o.as_deref(), Some(&cm(i)), "cm-{i}");
         }
         assert!(reader.get(&ObjectRef::from_obj(&cm(0))).is_none());
-    }
-
-    #[test]
-    fn a_map_shrinks_once_a_quarter_full() {
-        let mut m: HashMap<usize, usize> = (0..4 * MIN_PEAK).map(|i| (i, i)).collect();
-        let full = m.capacity();
-        for i in 0..3 * MIN_PEAK {
-            m.remove(&i);
-            shrink(&mut m);
-        }
-        assert_eq!(m.len(), MIN_PEAK);
-        assert!(m.capacity() < full / 2, "{} of {full}", m.capacity());
-        let mut s: HashSet<usize> = (0..4 * MIN_PEAK).collect();
-        s.retain(|i| *i < 10);
-        shrink_set(&mut s);
-        assert!(s.capacity() < 64, "{}", s.capacity());
-        assert_eq!(s.len(), 10);
     }
 }

@@ -88,6 +88,7 @@ impl<K: Eq + Hash + Clone> Limiter<K> {
     /// Forgets `key` (its pod is gone).
     pub fn forget(&mut self, key: &K) {
         self.buckets.remove(key);
+        crate::lean::shrink::shrink(&mut self.buckets);
     }
 
     /// Forgets the keys full again at `now` (they would start full anyway): bounds the map.
@@ -96,6 +97,7 @@ impl<K: Eq + Hash + Clone> Limiter<K> {
             let earned = now.saturating_duration_since(*at).as_secs_f64() / REFILL.as_secs_f64();
             *tokens + earned < f64::from(BURST)
         });
+        crate::lean::shrink::shrink(&mut self.buckets);
     }
 }
 

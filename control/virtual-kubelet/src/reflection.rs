@@ -89,6 +89,7 @@ pub async fn run(cfg: Arc<VkConfig>) -> Result<(), ReflectionError> {
         tokens: Arc::new(issued::Tokens::default()),
         home_api: std::sync::OnceLock::new(),
         created: Default::default(),
+        pending: Mutex::new(HashMap::new()),
     });
     let (mapped_tx, mapped_rx) = tokio::sync::watch::channel(false);
     let (mapping_tx, mapping_rx) = tokio::sync::watch::channel(Arc::default());

@@ -10,7 +10,11 @@ use std::{
 use kube::runtime::{events::Recorder, reflector::Store};
 use liqo_auth::compact::shrink;
 
-use control::{lean::StoredPod, shadowpod::reflection as decide};
+use control::{
+    lean::StoredPod,
+    shadowpod::{pending::Pending, reflection as decide},
+};
+use k8s_openapi::api::core::v1::Pod;
 
 use super::{
     created::Created,
@@ -51,6 +55,8 @@ pub struct Shared {
     pub home_api: std::sync::OnceLock<control::shadowpod::token::HomeApi>,
     /// The ShadowPods the workers created that the remote store did not show yet.
     pub created: Created,
+    /// The writes to home pods the local store does not show yet.
+    pub pending: Mutex<HashMap<Key, Pending>>,
 }
 
 impl Shared {
@@ -58,6 +64,27 @@ impl Shared {
     pub fn namespace(&self, local: &str) -> Option<NamespaceView> {
         let map = self.namespaces.read().unwrap_or_else(|p| p.into_inner());
         map.get(local).map(Namespace::view)
+    }
+
+    /// Lays over `stored` our writes to it the store does not show yet; drops the record of
+    /// them once it does (`control::shadowpod::pending`).
+    pub fn overlay_pending(&self, key: &Key, stored: &mut Pod) {
+        let mut m = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        match m.get(key) {
+            Some(p) if p.stands(stored) => p.apply(stored),
+            Some(_) => {
+                m.remove(key);
+                shrink(&mut m);
+            }
+            None => {}
+        }
+    }
+
+    /// Records a write made to `key`'s pod on version `stored` (`what` names it).
+    pub fn record_pending(&self, key: &Key, stored: &Pod, what: impl FnOnce(&mut Pending)) {
+        let mut m = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let was = m.remove(key).unwrap_or_default();
+        m.insert(key.clone(), was.after(stored, what));
     }
 
     /// Forgets what is kept of pod `key` (it is gone, or no longer ours).
@@ -75,6 +102,11 @@ impl Shared {
         }
         self.tokens.drop_pod(key);
         self.created.forget(key);
+        {
+            let mut m = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            m.remove(key);
+            shrink(&mut m);
+        }
         let mut m = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         m.remove(key);
         shrink(&mut m);

@@ -125,12 +125,16 @@ pub async fn run(
 pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     let cfg = &shared.cfg;
     // Decoded from the stores' compact form for this decision only.
-    let local = shared
+    let mut local = shared
         .local
         .get(&ObjectRef::new(&key.name).within(&key.namespace))
         .map(|p| p.to_pod())
         .transpose()
         .map_err(|e| HandleError::Stored(key.to_string(), e))?;
+    // Our writes the store does not show yet, laid over it (no second write of the same).
+    if let Some(l) = local.as_mut() {
+        shared.overlay_pending(key, l);
+    }
     let view = shared.namespace(&key.namespace);
     let (shadow, remote) = match &view {
         // Mapped, remote stores not listed yet: the key is queued again once they are.
@@ -306,6 +310,9 @@ async fn perform(
                 )
                 .await
                 .map_err(kerr(format!("labelling pod {key}")))?;
+            if let Some(l) = local {
+                shared.record_pending(key, l, |p| p.labelled = true);
+            }
         }
         Action::CreateShadow(shadow) => {
             let Some(ns) = remote_ns else { return Ok(()) };
@@ -379,6 +386,9 @@ async fn perform(
                 )
                 .await
                 .map_err(kerr(format!("writing the status of pod {key}")))?;
+            if let Some(l) = local {
+                shared.record_pending(key, l, |p| p.status = Some(status.clone()));
+            }
             tracing::debug!(pod = %key, phase = ?status.phase, "pod status written");
         }
         Action::Forget => shared.forget(key),
