@@ -53,7 +53,9 @@ mod tests {
             shrink(&mut m);
         }
         assert_eq!(m.len(), MIN_PEAK);
-        assert!(m.capacity() < full / 2, "{} of {full}", m.capacity());
+        // Never more than four times the entries (it was seven).
+        assert!(m.capacity() <= 4 * m.len(), "{} of {full}", m.capacity());
+        assert!(m.capacity() <= full / 2, "{} of {full}", m.capacity());
         let mut s: HashSet<usize> = (0..4 * MIN_PEAK).collect();
         s.retain(|i| *i < 10);
         shrink_set(&mut s);

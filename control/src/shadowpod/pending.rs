@@ -7,7 +7,8 @@
 //! decision then sees the pod as the writes left it. Once the store shows another version (our
 //! write's event came, or a later one), the record is dropped.
 //!
-//! It never holds a record past the next version of its pod.
+//! It never holds a record past the next version of its pod, and none for a write that made
+//! no new version (no event would come to drop it).
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
@@ -20,7 +21,7 @@ pub struct Pending {
     pub resource_version: Option<String>,
     /// The offloaded label was written.
     pub labelled: bool,
-    /// This status was written (the merge patch leaves exactly it).
+    /// The status the API server answered the write with.
     pub status: Option<Box<PodStatus>>,
 }
 

@@ -53,8 +53,9 @@ fn on_park() {
         if force {
             LAST_FORCED.set(Some(now));
         }
-        // SAFETY: mi_collect only walks the calling thread's own heap and the shared arenas;
-        // it takes no pointer and may be called at any time from any thread.
+        // SAFETY: mi_collect walks the calling thread's own heap and, forced, also takes back
+        // pages other threads abandoned and purges the shared arenas (under mimalloc's own
+        // locks); it takes no pointer and may be called at any time from any thread.
         unsafe { libmimalloc_sys::mi_collect(force) };
     }
 }

@@ -7,7 +7,10 @@ use std::{
     sync::{Arc, Mutex, RwLock},
 };
 
-use kube::runtime::{events::Recorder, reflector::Store};
+use kube::runtime::{
+    events::Recorder,
+    reflector::{ObjectRef, Store},
+};
 use liqo_auth::compact::shrink;
 
 use control::{
@@ -66,22 +69,44 @@ impl Shared {
         map.get(local).map(Namespace::view)
     }
 
-    /// Lays over `stored` our writes to it the store does not show yet; drops the record of
-    /// them once it does (`control::shadowpod::pending`).
-    pub fn overlay_pending(&self, key: &Key, stored: &mut Pod) {
+    /// The local pod of `key` as stored (its spec decoded), with our writes to it that the
+    /// store does not show yet laid over it (`control::shadowpod::pending`: no second write of
+    /// the same); the record of them is dropped once the store shows another version.
+    pub fn stored_local(&self, key: &Key) -> Result<Option<Pod>, control::lean::SpecDecodeError> {
+        let Some(mut pod) = self
+            .local
+            .get(&ObjectRef::new(&key.name).within(&key.namespace))
+            .map(|p| p.to_pod())
+            .transpose()?
+        else {
+            return Ok(None);
+        };
         let mut m = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         match m.get(key) {
-            Some(p) if p.stands(stored) => p.apply(stored),
+            Some(p) if p.stands(&pod) => p.apply(&mut pod),
             Some(_) => {
                 m.remove(key);
                 shrink(&mut m);
             }
             None => {}
         }
+        Ok(Some(pod))
     }
 
-    /// Records a write made to `key`'s pod on version `stored` (`what` names it).
-    pub fn record_pending(&self, key: &Key, stored: &Pod, what: impl FnOnce(&mut Pending)) {
+    /// Records a write to `key`'s pod made on version `stored`, which the API server answered
+    /// with `written` (`what` names what was written). A write that changed nothing (the same
+    /// version back: no event will come) is not recorded.
+    pub fn record_pending(
+        &self,
+        key: &Key,
+        stored: Option<&Pod>,
+        written: &Pod,
+        what: impl FnOnce(&mut Pending),
+    ) {
+        let Some(stored) = stored else { return };
+        if written.metadata.resource_version == stored.metadata.resource_version {
+            return;
+        }
         let mut m = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         let was = m.remove(key).unwrap_or_default();
         m.insert(key.clone(), was.after(stored, what));

@@ -1,6 +1,5 @@
 //! The watches' tests.
 
-use futures::stream;
 use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::ObjectMeta};
 
 use super::*;
@@ -74,7 +73,6 @@ async fn a_relist_queues_only_what_changed_or_went() {
     assert_eq!(drain(&queue).await, ["b", "d", "c"]);
     assert_eq!(reader.len(), 3);
     assert!(reader.get(&ObjectRef::from_obj(&cm("c", "2"))).is_none());
-    drop(send);
     drop(tx);
     fed.await.unwrap();
 }

@@ -125,16 +125,9 @@ pub async fn run(
 pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     let cfg = &shared.cfg;
     // Decoded from the stores' compact form for this decision only.
-    let mut local = shared
-        .local
-        .get(&ObjectRef::new(&key.name).within(&key.namespace))
-        .map(|p| p.to_pod())
-        .transpose()
+    let local = shared
+        .stored_local(key)
         .map_err(|e| HandleError::Stored(key.to_string(), e))?;
-    // Our writes the store does not show yet, laid over it (no second write of the same).
-    if let Some(l) = local.as_mut() {
-        shared.overlay_pending(key, l);
-    }
     let view = shared.namespace(&key.namespace);
     let (shadow, remote) = match &view {
         // Mapped, remote stores not listed yet: the key is queued again once they are.
@@ -302,7 +295,7 @@ async fn perform(
                 "metadata": {"name": key.name, "namespace": key.namespace,
                              "labels": {labels::SHADOW_POD: values::TRUE}}
             });
-            local_api
+            let written = local_api
                 .patch(
                     &key.name,
                     &PatchParams::apply(FIELD_MANAGER).force(),
@@ -310,9 +303,7 @@ async fn perform(
                 )
                 .await
                 .map_err(kerr(format!("labelling pod {key}")))?;
-            if let Some(l) = local {
-                shared.record_pending(key, l, |p| p.labelled = true);
-            }
+            shared.record_pending(key, local, &written, |p| p.labelled = true);
         }
         Action::CreateShadow(shadow) => {
             let Some(ns) = remote_ns else { return Ok(()) };
@@ -375,7 +366,7 @@ async fn perform(
         Action::WriteStatus(status) => {
             let current = local.and_then(|l| l.status.clone()).unwrap_or_default();
             let patch = decide::status_patch(&current, &status);
-            local_api
+            let written = local_api
                 .patch_status(
                     &key.name,
                     &PatchParams {
@@ -386,9 +377,8 @@ async fn perform(
                 )
                 .await
                 .map_err(kerr(format!("writing the status of pod {key}")))?;
-            if let Some(l) = local {
-                shared.record_pending(key, l, |p| p.status = Some(status.clone()));
-            }
+            let kept = written.status.clone().map(Box::new);
+            shared.record_pending(key, local, &written, |p| p.status = kept);
             tracing::debug!(pod = %key, phase = ?status.phase, "pod status written");
         }
         Action::Forget => shared.forget(key),
