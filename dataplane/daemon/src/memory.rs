@@ -94,6 +94,14 @@ mod tests {
         assert!(due(None, t0));
         assert!(!due(Some(t0), t0 + Duration::from_millis(999)));
         assert!(due(Some(t0), t0 + COLLECT_EVERY));
+        // Forced: at most once every FORCE_EVERY.
+        assert!(due_every(None, t0, FORCE_EVERY));
+        assert!(!due_every(
+            Some(t0),
+            t0 + Duration::from_secs(9),
+            FORCE_EVERY
+        ));
+        assert!(due_every(Some(t0), t0 + FORCE_EVERY, FORCE_EVERY));
     }
 
     #[test]

@@ -7,7 +7,10 @@
 use std::{
     collections::{BTreeMap, HashMap, HashSet, VecDeque},
     hash::Hash,
-    sync::Mutex,
+    sync::{
+        Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -19,22 +22,22 @@ pub struct Queue<K> {
     state: Mutex<State<K>>,
     notify: Notify,
     /// Workers in [`Queue::next`] now.
-    waiting: std::sync::atomic::AtomicUsize,
+    waiting: AtomicUsize,
 }
 
 /// Counts a worker in [`Queue::next`] until dropped (also when its future is).
-struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
+struct Waiting<'a>(&'a AtomicUsize);
 
 impl<'a> Waiting<'a> {
-    fn new(n: &'a std::sync::atomic::AtomicUsize) -> Self {
-        n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    fn new(n: &'a AtomicUsize) -> Self {
+        n.fetch_add(1, Ordering::Relaxed);
         Waiting(n)
     }
 }
 
 impl Drop for Waiting<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -103,7 +106,7 @@ impl<K: Clone + Eq + Hash> Default for Queue<K> {
                 stats: Totals::default(),
             }),
             notify: Notify::new(),
-            waiting: std::sync::atomic::AtomicUsize::new(0),
+            waiting: AtomicUsize::new(0),
         }
     }
 }
@@ -223,14 +226,15 @@ impl<K: Clone + Eq + Hash> Queue<K> {
         let again = {
             let mut s = self.state();
             let now = Instant::now();
-            compact::shrink_set(&mut s.dirty);
             if let Some(taken) = s.active.remove(key) {
                 let busy = now - taken;
                 s.stats.handled += 1;
                 s.stats.busy += busy;
                 s.stats.busy_max = s.stats.busy_max.max(busy);
             }
-            s.dirty.remove(key) && s.push(key.clone(), now)
+            let dirty = s.dirty.remove(key);
+            compact::shrink_set(&mut s.dirty);
+            dirty && s.push(key.clone(), now)
         };
         if again {
             self.notify.notify_one();
@@ -253,7 +257,7 @@ impl<K: Clone + Eq + Hash> Queue<K> {
             queued: s.ready.len(),
             delayed: s.delayed.len(),
             active: s.active.len(),
-            idle: self.waiting.load(std::sync::atomic::Ordering::Relaxed),
+            idle: self.waiting.load(Ordering::Relaxed),
             oldest: s
                 .ready
                 .front()
