@@ -5,7 +5,7 @@ use std::{
     collections::BTreeSet,
     path::{Path, PathBuf},
     process::Command,
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use dataplane::netns::require_root;
@@ -313,12 +313,18 @@ fn every_image_runs_as_the_chart_runs_it_and_the_gateway_image_carries_the_lab()
         );
     }
     assert_eq!(
-        podman.ok(&["ps", "--all", "--quiet"]),
+        podman.containers_left(Duration::from_secs(30)),
         "",
-        "containers left"
+        "containers left 30 s after they stopped"
     );
     lab::down(&g.prefix).unwrap();
-    let left = podman.processes();
+    // The last cleanup process exits just after its container is gone: awaited, bounded.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left = podman.processes();
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        left = podman.processes();
+    }
     assert!(
         left.is_empty(),
         "processes of the test's podman left: {left:#?}"

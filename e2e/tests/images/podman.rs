@@ -117,6 +117,20 @@ impl Podman {
         }
     }
 
+    /// The containers of this storage (`ps --all --quiet`) once none is left, or what is still
+    /// there after `within`: a container run with `--rm` is removed by conmon's cleanup process
+    /// after `podman stop` returned, so its removal is awaited, not assumed.
+    pub(crate) fn containers_left(&self, within: std::time::Duration) -> String {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let left = self.ok(&["ps", "--all", "--quiet"]);
+            if left.is_empty() || std::time::Instant::now() >= deadline {
+                return left;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// The mount points under the scratch directory, deepest first.
     pub(crate) fn mounts(&self) -> Vec<String> {
         let dir = self.dir().display().to_string();
