@@ -25,6 +25,7 @@
 pub mod cabundle;
 pub mod certs;
 mod keeper;
+mod offloadings;
 pub mod server;
 mod setup;
 
@@ -36,7 +37,7 @@ use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
 pub use setup::{CA_SETTLE, CA_START_DEADLINE, Config, WebhookError, ensure_certs};
-use setup::{lookup, set_at_start, tls_parts};
+use setup::{set_at_start, tls_parts};
 
 /// Makes or reuses the certificates, binds, sets the caBundle, and returns the future serving
 /// the webhooks and keeping the caBundle until `shutdown` completes (so a bad certificate or
@@ -58,9 +59,10 @@ pub async fn start(
             addr: config.listen,
             source,
         })?;
+    let (lookup, offloadings) = offloadings::watched(client.clone());
     let router = server::router(server::Webhooks {
         local,
-        lookup: lookup(client.clone()),
+        lookup,
         metrics,
         max_body: config.max_body,
         timeout: config.review_timeout,
@@ -75,6 +77,7 @@ pub async fn start(
     let keeper = keeper::keep(client, config, cert, m);
     Ok(async move {
         let keeper = tokio::spawn(keeper);
+        let offloadings = tokio::spawn(offloadings);
         liqo_auth::https::serve(
             "the webhooks",
             listener,
@@ -87,6 +90,7 @@ pub async fn start(
         )
         .await;
         keeper.abort();
+        offloadings.abort();
     })
 }
 

@@ -333,7 +333,32 @@ fn status(local: &Pod, remote: Option<&Pod>, ctx: &Context<'_>) -> Option<Action
         },
     );
     let current = local.status.clone().unwrap_or_default();
-    (!same_status(&current, &forged)).then(|| Action::WriteStatus(Box::new(forged)))
+    let news =
+        !same_status(&current, &forged) && !(only_scheduled(&current) && only_scheduled(&forged));
+    news.then(|| Action::WriteStatus(Box::new(forged)))
+}
+
+/// Whether a status says no more than "Pending, scheduled": no container, IP, reason or
+/// message, and no condition but `PodScheduled` true. The home pod says so from its own
+/// scheduler on; a remote pod says so from its creation until its kubelet reports, and
+/// writing that back would only change times and the host IP (two writes per pod for
+/// nothing). An unschedulable remote pod, or any container news, is written.
+fn only_scheduled(s: &PodStatus) -> bool {
+    matches!(s.phase.as_deref(), None | Some("Pending"))
+        && s.container_statuses.as_ref().is_none_or(Vec::is_empty)
+        && s.init_container_statuses.as_ref().is_none_or(Vec::is_empty)
+        && s.ephemeral_container_statuses
+            .as_ref()
+            .is_none_or(Vec::is_empty)
+        && s.pod_ip.is_none()
+        && s.pod_ips.as_ref().is_none_or(Vec::is_empty)
+        && s.reason.is_none()
+        && s.message.is_none()
+        && s.nominated_node_name.is_none()
+        && s.conditions
+            .iter()
+            .flatten()
+            .all(|c| c.type_ == "PodScheduled" && c.status == "True")
 }
 
 /// The JSON merge patch turning status `current` into `target`: every field of `target`, and

@@ -121,3 +121,56 @@ fn a_shadow_pod_whose_pod_does_not_come_has_its_name_probed_after_a_while() {
     s.metadata.deletion_timestamp = Some(now());
     assert_eq!(probe_foreign(Some(&s.metadata), None, &now()), None);
 }
+
+#[test]
+fn a_remote_pod_saying_only_pending_and_scheduled_is_not_written_back() {
+    let ids = ids();
+    let with_status = |p: &mut k8s_openapi::api::core::v1::Pod, status: serde_json::Value| {
+        p.status = Some(serde_json::from_value(status).unwrap());
+    };
+    let scheduled = serde_json::json!({"phase": "Pending", "qosClass": "BestEffort",
+        "conditions": [{"type": "PodScheduled", "status": "True",
+                        "lastTransitionTime": "2026-03-04T05:06:00Z"}]});
+    // The home pod as its scheduler left it.
+    let mut l = local();
+    with_status(&mut l, scheduled.clone());
+    let s = shadow_of(&l, &ids);
+    let mut r = remote(&ids);
+    let decided = |l: &k8s_openapi::api::core::v1::Pod, r: &k8s_openapi::api::core::v1::Pod| {
+        decide(Some(l), mapped(Some(&s), Some(r)), &ctx(&ids, &[]))
+    };
+    // The remote pod just created, then bound (other times): nothing new to say.
+    with_status(
+        &mut r,
+        serde_json::json!({"phase": "Pending", "qosClass": "BestEffort"}),
+    );
+    assert_eq!(decided(&l, &r), []);
+    let mut bound = scheduled.clone();
+    bound["conditions"][0]["lastTransitionTime"] = "2026-03-04T05:06:07Z".into();
+    with_status(&mut r, bound.clone());
+    assert_eq!(decided(&l, &r), []);
+    // Unschedulable there: written (the provider has no room).
+    with_status(
+        &mut r,
+        serde_json::json!({"phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}),
+    );
+    let got = decided(&l, &r);
+    let [Action::WriteStatus(unschedulable)] = &got[..] else {
+        panic!("{got:?}")
+    };
+    // Then scheduled there: the home pod says Unschedulable, so that is written too.
+    l.status = Some((**unschedulable).clone());
+    with_status(&mut r, bound);
+    assert!(matches!(&decided(&l, &r)[..], [Action::WriteStatus(_)]));
+    // A container waiting (news from the provider's kubelet): written.
+    with_status(&mut l, scheduled);
+    with_status(
+        &mut r,
+        serde_json::json!({"phase": "Pending",
+        "containerStatuses": [{"name": "c", "image": "nginx", "imageID": "", "ready": false,
+                               "restartCount": 0,
+                               "state": {"waiting": {"reason": "ContainerCreating"}}}]}),
+    );
+    assert!(matches!(&decided(&l, &r)[..], [Action::WriteStatus(_)]));
+}

@@ -1,9 +1,9 @@
 //! The webhooks' settings and errors, and their certificate Secret: made or reused, turned
 //! into TLS parts, and the caBundle set at start; what the server and the keeper both read.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
-use control::{api::offloading::NamespaceOffloading, consts::webhook};
+use control::consts::webhook;
 use k8s_openapi::{ByteString, api::core::v1::Secret};
 use kube::{
     Api, Client,
@@ -11,7 +11,7 @@ use kube::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use super::{cabundle, certs, server};
+use super::{cabundle, certs};
 
 /// How long the start tries to set the caBundle before failing.
 pub const CA_START_DEADLINE: Duration = Duration::from_secs(30);
@@ -238,19 +238,6 @@ pub(super) fn tls_parts(
         der("CA certificate", &m.ca_cert)?,
     ];
     Ok((chain, key))
-}
-
-/// The pod webhook's lookup against the apiserver.
-pub(super) fn lookup(client: Client) -> server::Lookup {
-    Arc::new(move |namespace: String| {
-        let client = client.clone();
-        Box::pin(async move {
-            let api: Api<NamespaceOffloading> = Api::namespaced(client, &namespace);
-            api.get_opt(control::api::offloading::NAME)
-                .await
-                .map_err(|e| e.to_string())
-        })
-    })
 }
 
 /// Sets the caBundle, tried every second until `within` has passed.

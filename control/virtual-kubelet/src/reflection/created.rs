@@ -1,4 +1,5 @@
-//! ShadowPods the workers created that the remote store does not show yet ([`Created`]).
+//! ShadowPods the workers created or deleted that the remote store does not show so yet
+//! ([`Created`]).
 
 use std::{
     collections::HashMap,
@@ -7,35 +8,44 @@ use std::{
 };
 
 use control::api::virtualkubelet::ShadowPod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::PartialObjectMeta;
 
 use super::key::Key;
 
-/// How long a ShadowPod we created stands in for the store's copy: its watch event comes
-/// within this. The key is handled again when the time is up, and the store trusted again
-/// (e.g. if the ShadowPod was deleted before the store saw it).
+/// How long a ShadowPod we created (or deleted) stands in for the store's view: its watch
+/// event comes within this. The key is handled again when the time is up, and the store
+/// trusted again (e.g. if the ShadowPod was deleted before the store saw it).
 pub const CREATED_FOR: Duration = Duration::from_secs(30);
 
-/// A ShadowPod created for a key, in a remote namespace, at a time.
+/// What a worker did to a key's ShadowPod.
+enum Made {
+    /// Created it (kept as the store would keep it).
+    Created(Arc<PartialObjectMeta<ShadowPod>>),
+    /// Deleted the one of this UID, at this time.
+    Deleted { uid: String, at: Time },
+}
+
+/// A write to a key's ShadowPod in a remote namespace, at a time.
 struct Record {
     at: Instant,
     namespace: String,
-    shadow: Arc<PartialObjectMeta<ShadowPod>>,
+    made: Made,
 }
 
-/// ShadowPods created and not yet seen in the remote store, per key: a key handled again
-/// before the watch brings the new ShadowPod (the pod's next event comes first, as its label
-/// is written) reads it from here instead of creating it again, meeting 409 and GETting it.
+/// ShadowPods created or deleted and not yet shown so by the remote store, per key: a key
+/// handled again before the watch brings the change (the pod's next event comes first)
+/// reads it from here instead of creating the ShadowPod again (meeting 409 and GETting it)
+/// or deleting it a second time.
 #[derive(Default)]
 pub struct Created(Mutex<HashMap<Key, Record>>);
 
 /// What stands for a key's ShadowPod ([`Created::or_stored`]).
 pub struct Standing {
-    /// The store's copy, else the one created (if it stands in): its metadata, as the
-    /// store keeps it.
+    /// The store's copy (marked deleted while our deletion stands in), else the one created
+    /// (if it stands in): its metadata, as the store keeps it.
     pub shadow: Option<Arc<PartialObjectMeta<ShadowPod>>>,
-    /// When the created one stands in: handle the key again after this, once the record is
-    /// due to go.
+    /// When a record stands in: handle the key again after this, once it is due to go.
     pub recheck: Option<Duration>,
 }
 
@@ -45,21 +55,34 @@ impl Created {
     pub fn insert(&self, key: &Key, namespace: &str, shadow: ShadowPod, now: Instant) {
         let mut metadata = shadow.metadata;
         control::lean::shadow(&mut metadata);
+        let made = Made::Created(Arc::new(PartialObjectMeta {
+            types: None,
+            metadata,
+            _phantom: Default::default(),
+        }));
+        self.record(key, namespace, made, now);
+    }
+
+    /// `key`'s ShadowPod of `uid` in remote `namespace` was deleted at `now` (`at` as the API
+    /// server would stamp it): until the store shows it going, its copy there is seen going.
+    pub fn deleted(&self, key: &Key, namespace: &str, uid: String, at: Time, now: Instant) {
+        self.record(key, namespace, Made::Deleted { uid, at }, now);
+    }
+
+    fn record(&self, key: &Key, namespace: &str, made: Made, now: Instant) {
         let record = Record {
             at: now,
             namespace: namespace.to_owned(),
-            shadow: Arc::new(PartialObjectMeta {
-                types: None,
-                metadata,
-                _phantom: Default::default(),
-            }),
+            made,
         };
         self.lock().insert(key.clone(), record);
     }
 
-    /// What the store shows for `key` in remote `namespace` (`stored`), or the ShadowPod
-    /// created there within [`CREATED_FOR`] while the store shows none. Once the store shows
-    /// one, the time is up or the namespace is another, the record goes.
+    /// What the store shows for `key` in remote `namespace` (`stored`), with what a record
+    /// made within [`CREATED_FOR`] in that namespace the store does not show yet: the one
+    /// created while the store shows none, the stored one of a UID we deleted as deleted
+    /// while the store shows it live. Once the store shows the change, the time is up or the
+    /// namespace is another, the record goes.
     pub fn or_stored(
         &self,
         key: &Key,
@@ -68,33 +91,41 @@ impl Created {
         now: Instant,
     ) -> Standing {
         let mut map = self.lock();
-        let gone = Standing {
-            shadow: None,
-            recheck: None,
-        };
-        if stored.is_some() {
-            if map.remove(key).is_some() {
-                liqo_auth::compact::shrink(&mut map);
+        let standing = map.get(key).and_then(|r| {
+            let age = now.saturating_duration_since(r.at);
+            if r.namespace != namespace || age >= CREATED_FOR {
+                return None;
             }
-            return Standing {
-                shadow: stored,
-                ..gone
+            let shadow = match (&r.made, &stored) {
+                (Made::Created(made), None) => made.clone(),
+                (Made::Deleted { uid, at }, Some(s))
+                    if s.metadata.uid.as_ref() == Some(uid)
+                        && s.metadata.deletion_timestamp.is_none() =>
+                {
+                    let mut going = (**s).clone();
+                    going.metadata.deletion_timestamp = Some(at.clone());
+                    Arc::new(going)
+                }
+                _ => return None,
             };
+            Some(Standing {
+                shadow: Some(shadow),
+                recheck: Some(CREATED_FOR - age),
+            })
+        });
+        if let Some(standing) = standing {
+            return standing;
         }
-        let Some(r) = map.get(key) else { return gone };
-        let age = now.saturating_duration_since(r.at);
-        if r.namespace != namespace || age >= CREATED_FOR {
-            map.remove(key);
+        if map.remove(key).is_some() {
             liqo_auth::compact::shrink(&mut map);
-            return gone;
         }
         Standing {
-            shadow: Some(r.shadow.clone()),
-            recheck: Some(CREATED_FOR - age),
+            shadow: stored,
+            recheck: None,
         }
     }
 
-    /// Forgets `key`'s record (its pod is gone, or its ShadowPod is being deleted).
+    /// Forgets `key`'s record (its pod is gone, or its ShadowPod was gone already).
     pub fn forget(&self, key: &Key) {
         let mut m = self.lock();
         m.remove(key);
@@ -163,6 +194,68 @@ mod tests {
         // Forgotten with its pod, or as its ShadowPod is deleted.
         c.insert(&key, "remote", shadow("made"), t0);
         c.forget(&key);
+        assert!(c.is_empty());
+    }
+
+    fn stored(uid: &str, deleting: bool) -> Option<Arc<PartialObjectMeta<ShadowPod>>> {
+        let mut metadata = shadow(uid).metadata;
+        if deleting {
+            metadata.deletion_timestamp = Some(at());
+        }
+        Some(Arc::new(PartialObjectMeta {
+            types: None,
+            metadata,
+            _phantom: Default::default(),
+        }))
+    }
+
+    fn at() -> Time {
+        Time("2026-11-30T21:00:00Z".parse().unwrap())
+    }
+
+    fn going(s: &Standing) -> bool {
+        s.shadow
+            .as_ref()
+            .is_some_and(|s| s.metadata.deletion_timestamp.is_some())
+    }
+
+    #[test]
+    fn a_deleted_shadowpod_is_seen_going_until_the_store_shows_it_so() {
+        let c = Created::default();
+        let key = Key {
+            namespace: "ns".into(),
+            name: "p".into(),
+        };
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_secs(1);
+        c.deleted(&key, "remote", "u1".into(), at(), t0);
+        // The store still shows it live: seen going, handled again once the record is due.
+        let s = c.or_stored(&key, "remote", stored("u1", false), t1);
+        assert!(going(&s) && uid(&s) == Some("u1"), "seen going");
+        assert_eq!(s.recheck, Some(CREATED_FOR - Duration::from_secs(1)));
+        assert!(!c.is_empty());
+        // Another UID (a new ShadowPod): the record does not touch it, and goes.
+        let s = c.or_stored(&key, "remote", stored("u2", false), t1);
+        assert!(!going(&s) && uid(&s) == Some("u2") && s.recheck.is_none());
+        assert!(c.is_empty());
+        // The store shows it going, or gone: the record goes.
+        c.deleted(&key, "remote", "u1".into(), at(), t0);
+        assert!(going(&c.or_stored(&key, "remote", stored("u1", true), t1)));
+        assert!(c.is_empty());
+        c.deleted(&key, "remote", "u1".into(), at(), t0);
+        assert!(c.or_stored(&key, "remote", None, t1).shadow.is_none());
+        assert!(c.is_empty());
+        // Past CREATED_FOR, or in another namespace: the store is trusted.
+        c.deleted(&key, "remote", "u1".into(), at(), t0);
+        assert!(!going(&c.or_stored(
+            &key,
+            "remote",
+            stored("u1", false),
+            t0 + CREATED_FOR
+        )));
+        assert!(c.is_empty());
+        c.deleted(&key, "remote", "u1".into(), at(), t0);
+        assert!(!going(&c.or_stored(&key, "other", stored("u1", false), t1)));
         assert!(c.is_empty());
     }
 }

@@ -274,11 +274,15 @@ async fn perform(
                 .delete(&key.name, &control::requests::delete_by_uid(uid.clone()))
                 .await;
             let done = deleted(r).map_err(kerr(format!("deleting ShadowPod {ns}/{}", key.name)))?;
-            // Deleted (or gone already): a created one no longer stands in; the store's view
-            // decides what is left. A failed deletion keeps it, for the retry.
-            shared.created.forget(key);
+            // Deleted: seen going until the store shows it (no second deletion meanwhile).
+            // Gone already: the store's view decides. A failed deletion keeps the record, for
+            // the retry.
             if done {
+                let at = Time(Timestamp::now());
                 tracing::info!(pod = %key, remote = %ns, %uid, "ShadowPod deleted");
+                (shared.created).deleted(key, ns, uid, at, std::time::Instant::now());
+            } else {
+                shared.created.forget(key);
             }
         }
         Action::DeleteLocal { uid } => {
