@@ -179,9 +179,11 @@ impl Bed {
             }
         }
         if let Some(l) = &self.liqo {
+            // Sampled at rest, as the idle level was: once the deletions' work is done.
+            let settled = l.procs.settle().await?;
             levels.push(Level {
                 pods: 0,
-                secs: 0.0,
+                secs: settled,
                 after_timed: true,
                 processes: l.procs.usage()?,
             });

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::setup::{QUIET_CPU_SECS, QUIET_SPAN, REST};
 pub use super::track::{Breakdown, Latency};
 use crate::report_core::{Header, Spread, Target, ratio};
 
@@ -387,13 +388,17 @@ fn notes(h: &Header, s: &Setup, levels: &[Level]) -> Vec<String> {
                 .into(),
         );
     }
-    if levels.iter().any(|l| l.after_timed) {
-        out.push(
+    if let Some(after) = levels.iter().find(|l| l.after_timed) {
+        out.push(format!(
             "the last row of each process (\"0 after timed\") was sampled after the timed \
-             runs, once every pod was deleted: its VmHWM is the peak over the whole run, its \
-             CPU since previous the timed runs' (both sides)"
-                .into(),
-        );
+             runs, once every pod was deleted and Liqo's processes were at rest (together \
+             under {QUIET_CPU_SECS} CPU s in {} s, then {} s more for their allocator's \
+             forced collects): {:.0} s after the last run; its VmHWM is the peak over the \
+             whole run, its CPU since previous the timed runs' (both sides)",
+            QUIET_SPAN.as_secs(),
+            REST.as_secs(),
+            after.secs
+        ));
     }
     if levels
         .iter()
