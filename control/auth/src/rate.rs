@@ -27,7 +27,7 @@ pub struct Limits {
 }
 
 /// The default of the components' clients: 500 requests a second, 1,000 at once (a virtual
-/// kubelet making four writes a pod keeps up with 125 new pods a second).
+/// kubelet making about three writes a pod at home keeps up with 150 new pods a second).
 pub const DEFAULT: Limits = Limits {
     qps: 500.0,
     burst: 1000,

@@ -40,7 +40,8 @@ pub use setup::{CA_SETTLE, CA_START_DEADLINE, Config, WebhookError, ensure_certs
 use setup::{set_at_start, tls_parts};
 
 /// Makes or reuses the certificates, binds, sets the caBundle, and returns the future serving
-/// the webhooks and keeping the caBundle until `shutdown` completes (so a bad certificate or
+/// the webhooks, keeping the caBundle and watching the NamespaceOffloadings for the pod
+/// webhook (`offloadings`) until `shutdown` completes (so a bad certificate or
 /// address, or a caBundle not set within [`CA_START_DEADLINE`], fails the start).
 pub async fn start(
     client: Client,

@@ -226,13 +226,17 @@ fn mapped(
     remote: Option<&Pod>,
     ctx: &Context<'_>,
 ) -> Vec<Action> {
-    // 1. Never touch what is not ours.
+    // 1. Never touch what is not ours: a live pod is warned about it; for a pod going or
+    // gone it is as if absent (nothing of ours is there: the pod's deletion finishes, its
+    // records are forgotten).
     let foreign_remote = remote
         .is_some_and(|r| !forge::is_reflected(r.metadata.labels.as_ref(), ctx.home, ctx.foreign));
     let foreign_shadow =
         shadow.is_some_and(|s| !forge::is_reflected(s.labels.as_ref(), ctx.home, ctx.foreign));
-    if foreign_remote || foreign_shadow {
-        let Some(local) = local else { return vec![] };
+    if let Some(local) = local
+        && (foreign_remote || foreign_shadow)
+        && !terminating(&local.metadata)
+    {
         let what = if foreign_shadow { "ShadowPod" } else { "Pod" };
         let name = local.metadata.name.as_deref().unwrap_or_default();
         return vec![Action::Warn {
@@ -240,6 +244,8 @@ fn mapped(
             note: not_ours_note(what, namespace, name),
         }];
     }
+    let shadow = shadow.filter(|_| !foreign_shadow);
+    let remote = remote.filter(|_| !foreign_remote);
     // 2. Local gone: the ShadowPod goes (the provider's GC removes the pod).
     let Some(local) = local else {
         return match shadow {
@@ -333,9 +339,9 @@ fn status(local: &Pod, remote: Option<&Pod>, ctx: &Context<'_>) -> Option<Action
         },
     );
     let current = local.status.clone().unwrap_or_default();
-    let news =
-        !same_status(&current, &forged) && !(only_scheduled(&current) && only_scheduled(&forged));
-    news.then(|| Action::WriteStatus(Box::new(forged)))
+    let nothing_new =
+        same_status(&current, &forged) || only_scheduled(&current) && only_scheduled(&forged);
+    (!nothing_new).then(|| Action::WriteStatus(Box::new(forged)))
 }
 
 /// Whether a status says no more than "Pending, scheduled": no container, IP, reason or

@@ -163,6 +163,18 @@ fn a_remote_pod_saying_only_pending_and_scheduled_is_not_written_back() {
     l.status = Some((**unschedulable).clone());
     with_status(&mut r, bound);
     assert!(matches!(&decided(&l, &r)[..], [Action::WriteStatus(_)]));
+    // A home pod that said more (Running, from a remote pod since replaced): the new remote
+    // pod's "Pending, scheduled" is written.
+    let mut was_running = l.clone();
+    with_status(&mut was_running, serde_json::json!({"phase": "Running"}));
+    with_status(
+        &mut r,
+        serde_json::json!({"phase": "Pending", "qosClass": "BestEffort"}),
+    );
+    assert!(matches!(
+        &decided(&was_running, &r)[..],
+        [Action::WriteStatus(_)]
+    ));
     // A container waiting (news from the provider's kubelet): written.
     with_status(&mut l, scheduled);
     with_status(
@@ -173,4 +185,62 @@ fn a_remote_pod_saying_only_pending_and_scheduled_is_not_written_back() {
                                "state": {"waiting": {"reason": "ContainerCreating"}}}]}),
     );
     assert!(matches!(&decided(&l, &r)[..], [Action::WriteStatus(_)]));
+}
+
+#[test]
+fn namesakes_not_ours_are_warned_about_for_a_live_pod_and_as_if_absent_for_one_going() {
+    let ids = ids();
+    let l = local();
+    // A remote Pod and a ShadowPod of the name made by someone else (no reflection labels).
+    let mut theirs = remote(&ids);
+    theirs.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
+    let mut their_shadow = shadow_of(&l, &ids);
+    their_shadow.metadata.labels = None;
+    let got = decide(Some(&l), mapped(None, Some(&theirs)), &ctx(&ids, &[]));
+    assert!(
+        matches!(&got[..], [Action::Warn { note, .. }] if note.starts_with("remote Pod ")),
+        "{got:?}"
+    );
+    let got = decide(Some(&l), mapped(Some(&their_shadow), None), &ctx(&ids, &[]));
+    assert!(
+        matches!(&got[..], [Action::Warn { note, .. }] if note.starts_with("remote ShadowPod ")),
+        "{got:?}"
+    );
+    // Going: nothing of ours is there, so its deletion finishes and its records go.
+    let t = terminating(local());
+    let expect = [
+        Action::DeleteLocal {
+            uid: "u-local".into(),
+        },
+        Action::Forget,
+    ];
+    assert_eq!(
+        decide(
+            Some(&t),
+            mapped(Some(&their_shadow), Some(&theirs)),
+            &ctx(&ids, &[])
+        ),
+        expect
+    );
+    // Going beside our ShadowPod whose remote namesake is not ours: ours is deleted first.
+    let ours = shadow_of(&l, &ids);
+    assert_eq!(
+        decide(
+            Some(&t),
+            mapped(Some(&ours), Some(&theirs)),
+            &ctx(&ids, &[])
+        ),
+        [Action::DeleteShadow {
+            uid: "u-shadow".into()
+        }]
+    );
+    // Gone: its records are forgotten (they were kept forever before).
+    assert_eq!(
+        decide(
+            None,
+            mapped(Some(&their_shadow), Some(&theirs)),
+            &ctx(&ids, &[])
+        ),
+        [Action::Forget]
+    );
 }

@@ -222,10 +222,10 @@ fn objects_without_our_labels_are_never_touched_and_the_local_pod_gets_a_warning
     their_pod.metadata.labels = None;
     let got = decide(Some(&l), mapped(None, Some(&their_pod)), &ctx(&ids, &[]));
     assert!(matches!(&got[..], [Action::Warn { .. }]), "{got:?}");
-    // Local gone: nothing at all (not even a deletion).
+    // Local gone: nothing is touched, not even deleted; only our records are forgotten.
     assert_eq!(
         decide(None, mapped(Some(&theirs), None), &ctx(&ids, &[])),
-        []
+        [Action::Forget]
     );
 }
 

@@ -11,8 +11,10 @@
 //!   local `namespace/name`.
 //! * [`queue`]: the keyed dedup queue; `cfg.pod_workers` workers run [`worker`]: read the
 //!   stores, `control::shadowpod::reflection` (pure), map the IPs ([`ips`]) when a status is to be written, perform
-//!   the actions; a ShadowPod whose pod does not come has its remote name looked up once (a
-//!   Pod there that is not ours: a Warning Event).
+//!   the actions ([`deletions`]: with UID preconditions); a ShadowPod whose pod does not come
+//!   has its remote name looked up once (a Pod there that is not ours: a Warning Event). What
+//!   a worker created or deleted and the watch does not show yet stands in for the store's
+//!   view ([`created`]), as its writes to a home pod do (`control::shadowpod::pending`).
 //!
 //! * [`tokens`]: with API server support, each offloaded pod's ServiceAccount token written
 //!   beside its ShadowPod and renewed (what was written: [`issued`]; a deleted token Secret
@@ -25,6 +27,7 @@
 //! never creates the remote Pod itself (the provider's ShadowPod controller does).
 
 pub mod created;
+pub mod deletions;
 pub mod events;
 pub mod ips;
 pub mod issued;

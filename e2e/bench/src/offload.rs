@@ -23,6 +23,7 @@ pub mod render;
 pub mod report;
 pub mod requests;
 pub mod restart;
+mod settle;
 pub(crate) mod setup;
 mod track;
 mod workload;

@@ -125,11 +125,24 @@ impl Created {
         }
     }
 
-    /// Forgets `key`'s record (its pod is gone, or its ShadowPod was gone already).
+    /// Forgets `key`'s record (its ShadowPod was gone already, or could not be deleted).
     pub fn forget(&self, key: &Key) {
         let mut m = self.lock();
         m.remove(key);
         liqo_auth::compact::shrink(&mut m);
+    }
+
+    /// Forgets `key`'s record of a creation (its pod is gone); one of a deletion stays until
+    /// [`or_stored`](Self::or_stored) sees the store show it (the deletion's event handles the
+    /// key again) or its time is up.
+    pub fn forget_created(&self, key: &Key) {
+        let mut m = self.lock();
+        if m.get(key)
+            .is_some_and(|r| matches!(r.made, Made::Created(_)))
+        {
+            m.remove(key);
+            liqo_auth::compact::shrink(&mut m);
+        }
     }
 
     #[cfg(test)]
@@ -191,9 +204,12 @@ mod tests {
         c.insert(&key, "remote", shadow("made"), t0);
         assert!(c.or_stored(&key, "other", None, t0).shadow.is_none());
         assert!(c.is_empty());
-        // Forgotten with its pod, or as its ShadowPod is deleted.
+        // Forgotten as its ShadowPod is found gone, or with its pod.
         c.insert(&key, "remote", shadow("made"), t0);
         c.forget(&key);
+        assert!(c.is_empty());
+        c.insert(&key, "remote", shadow("made"), t0);
+        c.forget_created(&key);
         assert!(c.is_empty());
     }
 
@@ -238,6 +254,10 @@ mod tests {
         let s = c.or_stored(&key, "remote", stored("u2", false), t1);
         assert!(!going(&s) && uid(&s) == Some("u2") && s.recheck.is_none());
         assert!(c.is_empty());
+        // Its pod gone (its records forgotten): the deletion's record stays, for the watch.
+        c.deleted(&key, "remote", "u1".into(), at(), t0);
+        c.forget_created(&key);
+        assert!(going(&c.or_stored(&key, "remote", stored("u1", false), t1)));
         // The store shows it going, or gone: the record goes.
         c.deleted(&key, "remote", "u1".into(), at(), t0);
         assert!(going(&c.or_stored(&key, "remote", stored("u1", true), t1)));

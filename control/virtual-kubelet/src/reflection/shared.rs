@@ -56,7 +56,8 @@ pub struct Shared {
     /// The home API server as the provider's pods reach it, once found (API server support;
     /// asked again while the home cluster publishes no address).
     pub home_api: std::sync::OnceLock<control::shadowpod::token::HomeApi>,
-    /// The ShadowPods the workers created that the remote store did not show yet.
+    /// The ShadowPods the workers created or deleted that the remote store does not show so
+    /// yet.
     pub created: Created,
     /// The writes to home pods the local store does not show yet.
     pub pending: Mutex<HashMap<Key, Pending>>,
@@ -126,7 +127,9 @@ impl Shared {
             shrink(&mut m);
         }
         self.tokens.drop_pod(key);
-        self.created.forget(key);
+        // A deletion's record stays: the deletion's event drops it (no second deletion of a
+        // ShadowPod whose pod is gone while the watch lags).
+        self.created.forget_created(key);
         {
             let mut m = self.pending.lock().unwrap_or_else(|p| p.into_inner());
             m.remove(key);

@@ -23,6 +23,7 @@ use tokio::sync::watch::Receiver;
 use control::shadowpod::reflection::{self as decide, Action, Context, Target};
 
 use super::{
+    deletions,
     ips::{self, IpError},
     key::Key,
     probe,
@@ -247,15 +248,6 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
     }
 }
 
-/// A deletion whose object is already gone (404) or replaced (409: UID precondition) is done.
-fn deleted<T>(r: Result<T, kube::Error>) -> Result<bool, kube::Error> {
-    match r {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
 async fn perform(
     shared: &Shared,
     key: &Key,
@@ -270,29 +262,13 @@ async fn perform(
         Action::Warn { reason, note } => probe::warn(shared, key, local, reason, note).await,
         Action::DeleteShadow { uid } => {
             let Some(ns) = remote_ns else { return Ok(()) };
-            let r = shadows(ns)
-                .delete(&key.name, &control::requests::delete_by_uid(uid.clone()))
-                .await;
-            let done = deleted(r).map_err(kerr(format!("deleting ShadowPod {ns}/{}", key.name)))?;
-            // Deleted: seen going until the store shows it (no second deletion meanwhile).
-            // Gone already: the store's view decides. A failed deletion keeps the record, for
-            // the retry.
-            if done {
-                let at = Time(Timestamp::now());
-                tracing::info!(pod = %key, remote = %ns, %uid, "ShadowPod deleted");
-                (shared.created).deleted(key, ns, uid, at, std::time::Instant::now());
-            } else {
-                shared.created.forget(key);
-            }
+            deletions::shadow(shared, key, ns, uid)
+                .await
+                .map_err(kerr(format!("deleting ShadowPod {ns}/{}", key.name)))?;
         }
-        Action::DeleteLocal { uid } => {
-            let mut dp = control::requests::delete_by_uid(uid);
-            dp.grace_period_seconds = Some(0);
-            let r = local_api.delete(&key.name, &dp).await;
-            if deleted(r).map_err(kerr(format!("deleting pod {key}")))? {
-                tracing::info!(pod = %key, "local pod deleted");
-            }
-        }
+        Action::DeleteLocal { uid } => deletions::local(shared, key, uid)
+            .await
+            .map_err(kerr(format!("deleting pod {key}")))?,
         Action::LabelLocal => {
             let patch = json!({
                 "apiVersion": "v1", "kind": "Pod",

@@ -9,7 +9,7 @@ use kube::Client;
 use super::{
     options::{OFFLOADED, OffloadOptions, VANILLA},
     report::{Level, Phase, ProcUsage, Side},
-    requests, restart,
+    requests, restart, settle,
     setup::{self, Procs, Setup},
     track, workload,
 };
@@ -180,11 +180,12 @@ impl Bed {
         }
         if let Some(l) = &self.liqo {
             // Sampled at rest, as the idle level was: once the deletions' work is done.
-            let settled = l.procs.settle().await?;
+            let settled = settle::settle(&l.procs).await?;
             levels.push(Level {
                 pods: 0,
-                secs: settled,
+                secs: settled.secs,
                 after_timed: true,
+                quiet: settled.quiet,
                 processes: l.procs.usage()?,
             });
         }
@@ -221,6 +222,7 @@ impl Bed {
                 pods: n,
                 secs,
                 after_timed: false,
+                quiet: false,
                 processes,
             });
         }

@@ -163,6 +163,7 @@ fn request_rows(r: &OffloadReport) -> Vec<Vec<String>> {
         "watches".into(),
         "writes".into(),
         "writes by verb and resource".into(),
+        "reads by verb and resource".into(),
     ]];
     for side in [Side::Vanilla, Side::Liqo] {
         let Some(p) = r.phases.iter().rev().find(|p| p.side == side) else {
@@ -180,12 +181,16 @@ fn request_rows(r: &OffloadReport) -> Vec<Vec<String>> {
             if c.reads + c.writes < 0.01 {
                 continue;
             }
-            let by: Vec<String> = c
-                .writes_by
-                .iter()
-                .take(4)
-                .map(|(what, n)| format!("{what} {n:.2}"))
-                .collect();
+            // Reads under one per hundred pods are left out (background: watches' lists).
+            let by = |of: &[(String, f64)], n: usize, least: f64| {
+                let top: Vec<String> = of
+                    .iter()
+                    .filter(|(_, per)| *per >= least)
+                    .take(n)
+                    .map(|(what, per)| format!("{what} {per:.2}"))
+                    .collect();
+                top.join(", ")
+            };
             rows.push(vec![
                 name.to_owned(),
                 c.cluster.clone(),
@@ -193,7 +198,8 @@ fn request_rows(r: &OffloadReport) -> Vec<Vec<String>> {
                 format!("{:.2}", c.reads),
                 format!("{:.3}", c.watches),
                 format!("{:.2}", c.writes),
-                by.join(", "),
+                by(&c.writes_by, 4, 0.0),
+                by(&c.reads_by, 3, 0.01),
             ]);
         }
         if !p.requests.is_empty() {
@@ -204,6 +210,7 @@ fn request_rows(r: &OffloadReport) -> Vec<Vec<String>> {
                 format!("{reads:.2}"),
                 String::new(),
                 format!("{writes:.2}"),
+                String::new(),
                 String::new(),
             ]);
         }
@@ -336,7 +343,7 @@ mod tests {
     fn the_tables_show_both_sides_the_targets_and_the_levels() {
         let phases = vec![phase(Side::Vanilla, 1, 50.0), phase(Side::Liqo, 1, 80.0)];
         let mut after = level(0, 90);
-        after.after_timed = true;
+        (after.after_timed, after.quiet, after.secs) = (true, true, 31.0);
         let levels = vec![level(0, 10), level(100, 20), level(1000, 120), after];
         let text = render(&OffloadReport::new(h(), setup(1000, 1), phases, levels));
         let line = |start: &str| crate::report_core::render::tests::line(&text, start);
@@ -399,5 +406,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("\nnotes:\n- timed run:"), "{text}");
+        assert!(
+            text.contains("every pod was deleted, once Liqo's processes were quiet")
+                && text.contains("31 s after the last run"),
+            "{text}"
+        );
     }
 }

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::setup::{QUIET_CPU_SECS, QUIET_SPAN, REST};
+use super::settle::{QUIET_CPU_SECS, QUIET_SPAN, REST, SETTLE_MAX};
 pub use super::track::{Breakdown, Latency};
 use crate::report_core::{Header, Spread, Target, ratio};
 
@@ -123,11 +123,16 @@ impl ProcUsage {
 pub struct Level {
     /// Home pods Running.
     pub pods: u32,
-    /// Seconds from the scale request to all Running (0 for the first level).
+    /// Seconds from the scale request to all Running (0 for the first level); after the
+    /// timed runs, the seconds waited for the processes to rest.
     pub secs: f64,
     /// Sampled after the timed runs (every pod deleted again), not on the ladder.
     #[serde(default)]
     pub after_timed: bool,
+    /// After the timed runs: the processes were quiet before the sample (else the wait's
+    /// limit passed first).
+    #[serde(default)]
+    pub quiet: bool,
     /// Each process measured.
     pub processes: Vec<ProcUsage>,
 }
@@ -389,13 +394,25 @@ fn notes(h: &Header, s: &Setup, levels: &[Level]) -> Vec<String> {
         );
     }
     if let Some(after) = levels.iter().find(|l| l.after_timed) {
+        let rest = if after.quiet {
+            format!(
+                "once Liqo's processes were quiet (together under {QUIET_CPU_SECS} CPU s in {} \
+                 s)",
+                QUIET_SPAN.as_secs()
+            )
+        } else {
+            format!(
+                "with Liqo's processes NOT quiet after {} s (together {QUIET_CPU_SECS} CPU s \
+                 or more in every {} s)",
+                SETTLE_MAX.as_secs(),
+                QUIET_SPAN.as_secs()
+            )
+        };
         out.push(format!(
             "the last row of each process (\"0 after timed\") was sampled after the timed \
-             runs, once every pod was deleted and Liqo's processes were at rest (together \
-             under {QUIET_CPU_SECS} CPU s in {} s, then {} s more for their allocator's \
-             forced collects): {:.0} s after the last run; its VmHWM is the peak over the \
+             runs, once every pod was deleted, {rest}, then {} s more for their allocator's \
+             forced collects: {:.0} s after the last run; its VmHWM is the peak over the \
              whole run, its CPU since previous the timed runs' (both sides)",
-            QUIET_SPAN.as_secs(),
             REST.as_secs(),
             after.secs
         ));

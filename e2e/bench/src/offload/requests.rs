@@ -151,8 +151,8 @@ impl Counts {
         }
     }
 
-    /// Per (cluster, client): reads and writes, each per pod, and the writes by verb and
-    /// resource per pod (largest first).
+    /// Per (cluster, client): reads and writes, each per pod, and the writes and the reads by
+    /// verb and resource per pod (largest first).
     pub fn per_client(&self, pods: u32) -> Vec<ClientRequests> {
         let pods = f64::from(pods.max(1));
         let mut by: BTreeMap<(String, String), ClientRequests> = BTreeMap::new();
@@ -173,11 +173,13 @@ impl Counts {
                 e.watches += per;
             } else {
                 e.reads += per;
+                e.reads_by.push((format!("{} {}", k.verb, k.resource), per));
             }
         }
         let mut out: Vec<ClientRequests> = by.into_values().collect();
         for c in &mut out {
             c.writes_by.sort_by(|a, b| b.1.total_cmp(&a.1));
+            c.reads_by.sort_by(|a, b| b.1.total_cmp(&a.1));
         }
         out.sort_by(|a, b| {
             (b.reads + b.writes)
@@ -204,6 +206,9 @@ pub struct ClientRequests {
     pub writes: f64,
     /// The writes by `verb resource`, per pod, largest first.
     pub writes_by: Vec<(String, f64)>,
+    /// The reads by `verb resource`, per pod, largest first.
+    #[serde(default)]
+    pub reads_by: Vec<(String, f64)>,
 }
 
 /// Who made a request (see the module doc).
@@ -255,6 +260,7 @@ mod tests {
             .unwrap();
         assert_eq!((cm.reads, cm.writes), (0.5, 1.0));
         assert_eq!(cm.writes_by.len(), 2);
+        assert_eq!(cm.reads_by, [("get pods".to_owned(), 0.5)]);
         let s = rows.iter().find(|r| r.client == "kube-scheduler").unwrap();
         assert_eq!(s.watches, 0.5);
         assert!(rows.iter().any(|r| r.client == "kcm/replicaset-controller"));

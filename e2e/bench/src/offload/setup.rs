@@ -250,47 +250,6 @@ impl Procs {
     }
 }
 
-/// Liqo's processes are quiet when together they used less than this in a [`QUIET_SPAN`].
-pub(crate) const QUIET_CPU_SECS: f64 = 0.15;
-/// The span over which quiet is judged.
-pub(crate) const QUIET_SPAN: Duration = Duration::from_secs(5);
-/// Waited at most for quiet.
-pub(crate) const SETTLE_MAX: Duration = Duration::from_secs(120);
-/// Waited once quiet, before memory is sampled: two of the allocator's forced collects per
-/// parking thread (`liqo_daemon::memory::FORCE_EVERY`, 10 s).
-pub(crate) const REST: Duration = Duration::from_secs(20);
-
-/// Whether CPU seconds `before` and `after` (a [`QUIET_SPAN`] apart) are quiet: a process
-/// found only in one (restarted) is not.
-pub(crate) fn quiet(before: &[ProcCpu], after: &[ProcCpu]) -> bool {
-    let names = |c: &[ProcCpu]| c.iter().map(|c| c.process.clone()).collect::<Vec<_>>();
-    names(before) == names(after)
-        && cpu_delta(before, after)
-            .iter()
-            .map(|c| c.cpu_secs)
-            .sum::<f64>()
-            < QUIET_CPU_SECS
-}
-
-impl Procs {
-    /// Waits until Liqo's processes are [`quiet`] (at most [`SETTLE_MAX`]), then [`REST`]
-    /// more: what they hold then is what they keep. The seconds waited.
-    pub(crate) async fn settle(&self) -> Result<f64, BenchError> {
-        let t0 = Instant::now();
-        let mut before = self.cpu()?;
-        loop {
-            tokio::time::sleep(QUIET_SPAN).await;
-            let after = self.cpu()?;
-            if quiet(&before, &after) || t0.elapsed() >= SETTLE_MAX {
-                break;
-            }
-            before = after;
-        }
-        tokio::time::sleep(REST).await;
-        Ok(t0.elapsed().as_secs_f64())
-    }
-}
-
 /// The row of the machine's CPU (every process on it) in the timed runs' CPU table.
 pub(crate) const MACHINE: &str = "machine (all CPUs, busy)";
 
@@ -367,26 +326,6 @@ mod tests {
             "milan"
         ));
         assert!(!is_vk(&argv(""), "milan"));
-    }
-
-    #[test]
-    fn quiet_is_little_cpu_together_from_the_same_processes() {
-        let c = |p: &str, s: f64| ProcCpu {
-            process: p.into(),
-            cpu_secs: s,
-        };
-        assert!(quiet(
-            &[c("a", 1.0), c("b", 2.0)],
-            &[c("a", 1.05), c("b", 2.05)]
-        ));
-        assert!(!quiet(
-            &[c("a", 1.0), c("b", 2.0)],
-            &[c("a", 1.1), c("b", 2.1)]
-        ));
-        assert!(
-            !quiet(&[c("a", 1.0)], &[c("a", 1.0), c("v", 0.0)]),
-            "one came"
-        );
     }
 
     #[test]

@@ -67,6 +67,7 @@ pub(crate) fn level(pods: u32, vk_mib: u64) -> Level {
         pods,
         secs: f64::from(pods) / 20.0,
         after_timed: false,
+        quiet: false,
         processes: vec![
             usage(manager("rome"), 30),
             usage(manager("milan"), 90),
@@ -121,6 +122,7 @@ fn a_missing_side_or_process_is_not_met_but_not_measured() {
             pods: 1000,
             secs: 1.0,
             after_timed: false,
+            quiet: false,
             processes: vec![],
         }],
     );
