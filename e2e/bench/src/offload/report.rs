@@ -3,9 +3,10 @@
 //! report core ([`crate::report_core`]). Pure: built from the measurements, serialized for `-o json`,
 //! rendered by [`mod@super::render`].
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 
-use super::settle::{QUIET_CPU_SECS, QUIET_SPAN, REST, SETTLE_MAX};
 pub use super::track::{Breakdown, Latency};
 use crate::report_core::{Header, Spread, Target, ratio};
 
@@ -21,6 +22,18 @@ pub const CM_RSS_TARGET_MIB: f64 = 60.0;
 pub const SMALL_PODS: u32 = 1000;
 /// Each process's resident memory target above [`SMALL_PODS`] (up to 10,000), MiB.
 pub const LARGE_RSS_TARGET_MIB: f64 = 150.0;
+
+/// How the after-timed sample waits for rest (`super::settle`; here, so the notes can say
+/// it): Liqo's processes are quiet when together they used less than this in a `QUIET_SPAN`.
+pub(crate) const QUIET_CPU_SECS: f64 = 0.15;
+/// The span over which quiet is judged.
+pub(crate) const QUIET_SPAN: Duration = Duration::from_secs(5);
+/// Waited at most for quiet.
+pub(crate) const SETTLE_MAX: Duration = Duration::from_secs(120);
+/// Waited once quiet (or at `SETTLE_MAX`), before memory is sampled: two of the
+/// allocator's forced collects per parking thread (`liqo_daemon::memory::FORCE_EVERY`, 10 s).
+pub(crate) const REST: Duration = Duration::from_secs(20);
+
 /// After every pod is deleted, each process's memory is within this factor of its idle one.
 pub const BACK_TO_IDLE: f64 = 1.2;
 

@@ -2,23 +2,13 @@
 //! timed runs (as the idle figure was sampled at rest): the deletions' work done, then time
 //! for their allocator's forced collects.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{
-    report::ProcCpu,
+    report::{ProcCpu, QUIET_CPU_SECS, QUIET_SPAN, REST, SETTLE_MAX},
     setup::{Procs, cpu_delta},
 };
 use crate::BenchError;
-
-/// Liqo's processes are quiet when together they used less than this in a [`QUIET_SPAN`].
-pub(crate) const QUIET_CPU_SECS: f64 = 0.15;
-/// The span over which quiet is judged.
-pub(crate) const QUIET_SPAN: Duration = Duration::from_secs(5);
-/// Waited at most for quiet.
-pub(crate) const SETTLE_MAX: Duration = Duration::from_secs(120);
-/// Waited once quiet (or at [`SETTLE_MAX`]), before memory is sampled: two of the
-/// allocator's forced collects per parking thread (`liqo_daemon::memory::FORCE_EVERY`, 10 s).
-pub(crate) const REST: Duration = Duration::from_secs(20);
 
 /// Whether CPU seconds `before` and `after` (a [`QUIET_SPAN`] apart) are quiet: the same
 /// processes found (the virtual kubelet may be missing while it restarts) and together under
@@ -42,7 +32,7 @@ pub(crate) struct Settled {
     pub(crate) quiet: bool,
 }
 
-/// Waits until `procs` are [`quiet`] (at most [`SETTLE_MAX`]), then [`REST`] more.
+/// Waits until `procs` are [`quiet`] (at most `SETTLE_MAX`), then `REST` more.
 pub(crate) async fn settle(procs: &Procs) -> Result<Settled, BenchError> {
     let t0 = Instant::now();
     let mut before = procs.cpu()?;
