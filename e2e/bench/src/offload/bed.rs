@@ -181,6 +181,11 @@ impl Bed {
         if let Some(l) = &self.liqo {
             // Sampled at rest, as the idle level was: once the deletions' work is done.
             let settled = settle::settle(&l.procs).await?;
+            eprintln!(
+                "bench: Liqo's processes sampled {:.0} s after the last run ({})",
+                settled.secs,
+                if settled.quiet { "quiet" } else { "NOT quiet" }
+            );
             levels.push(Level {
                 pods: 0,
                 secs: settled.secs,

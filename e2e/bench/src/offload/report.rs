@@ -29,7 +29,7 @@ pub(crate) const QUIET_CPU_SECS: f64 = 0.15;
 /// The span over which quiet is judged.
 pub(crate) const QUIET_SPAN: Duration = Duration::from_secs(5);
 /// Waited at most for quiet.
-pub(crate) const SETTLE_MAX: Duration = Duration::from_secs(120);
+pub(crate) const SETTLE_MAX: Duration = Duration::from_secs(60);
 /// Waited once quiet (or at `SETTLE_MAX`), before memory is sampled: two of the
 /// allocator's forced collects per parking thread (`liqo_daemon::memory::FORCE_EVERY`, 10 s).
 pub(crate) const REST: Duration = Duration::from_secs(20);

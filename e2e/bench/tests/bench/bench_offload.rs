@@ -120,6 +120,18 @@ fn small_offload_bench_runs_both_sides_measures_every_figure_and_stops_its_clust
         assert!(t.met.is_some(), "every target measured: {t:?}");
     }
     let pods: Vec<(u32, bool)> = r.levels.iter().map(|l| (l.pods, l.after_timed)).collect();
+    // The after-deletion sample waited for rest: at least its 20 s, at most its 60 s + 20 s
+    // (+ the samples' own time).
+    let after = r
+        .levels
+        .iter()
+        .find(|l| l.after_timed)
+        .expect("an after-timed level");
+    eprintln!(
+        "after-timed sample: {:.1} s, quiet {}",
+        after.secs, after.quiet
+    );
+    assert!((20.0..=90.0).contains(&after.secs), "{after:?}");
     assert_eq!(pods, [(0, false), (PODS, false), (0, true)]);
     for l in &r.levels {
         let names: Vec<&str> = l.processes.iter().map(|p| p.process.as_str()).collect();
