@@ -13,6 +13,7 @@
 //! - [`rate`]: the clients' rate limits (a token bucket in front of a client);
 //! - [`compact`]: reflector stores and maps that give their memory back after a burst;
 //! - [`ready`]: a store's readiness that any number of tasks can wait for;
+//! - [`relist`]: the deletions a re-list implies, passed on as events (for `owns_stream`);
 //! - [`https`]: the serving loop (TLS, connection limits, timeouts) shared with the
 //!   controller-manager's webhooks.
 //!
@@ -28,6 +29,7 @@ pub mod metrics;
 pub mod peer_client;
 pub mod rate;
 pub mod ready;
+pub mod relist;
 pub mod server;
 pub mod tokens;
 pub mod url;

@@ -51,6 +51,9 @@ pub enum Error {
     /// An object without a name or namespace (never from the apiserver).
     #[error("object without {0}")]
     Incomplete(&'static str),
+    /// A store's writer ended before it listed (its watch stream stopped).
+    #[error("the store of {0} ended before it listed")]
+    StoreEnded(&'static str),
 }
 
 /// Wraps a kube error with what was done.

@@ -120,16 +120,25 @@ pub fn controllers(
     )
     .applied_objects();
     let (owned, pod_writer) = reflector::store();
-    let pod_stream = liqo_auth::compact::reflect(
-        watcher(
-            Api::<PartialObjectMeta<Pod>>::all(ctx.client.clone()),
-            watcher::Config::default().labels(&shadowpod::pods_selector()),
-        )
-        .default_backoff()
-        .modify(|p| control::lean::owned_pod(&mut p.metadata)),
-        pod_writer,
+    // A re-list's implied deletions are passed on (`liqo_auth::relist`): a pod deleted while
+    // the watch was cut brings its ShadowPod back, as a pod deleted under the watch does (the
+    // controller keeps no timer on a standing pod).
+    let pod_stream = liqo_auth::relist::with_deletions(
+        liqo_auth::compact::reflect(
+            watcher(
+                Api::<PartialObjectMeta<Pod>>::all(ctx.client.clone()),
+                watcher::Config::default().labels(&shadowpod::pods_selector()),
+            )
+            .default_backoff()
+            .modify(|p| control::lean::owned_pod(&mut p.metadata)),
+            pod_writer,
+        ),
+        owned.clone(),
     )
     .touched_objects();
+    // kube waits for the ShadowPods' store only; a reconcile also waits for the pods' (else it
+    // would take a pod not listed yet for absent: a create, a 409, a GET).
+    let owned_listed = liqo_auth::ready::shared(&owned);
     // At most `shadowpod::CONCURRENCY` reconciles at once: a burst of ten thousand ShadowPods
     // queues here, not as requests in the client's rate limiter (where the virtual kubelets'
     // Lease renewals would wait behind them).
@@ -139,7 +148,7 @@ pub fn controllers(
         .graceful_shutdown_on(shutdown.clone())
         .run(
             tracked(shadowpod::NAME, inflight, move |s, c| {
-                shadowpod::reconcile(s, c, owned.clone())
+                shadowpod::reconcile(s, c, owned.clone(), owned_listed.clone())
             }),
             policy::<PartialObjectMeta<ShadowPod>>(shadowpod::NAME),
             ctx.clone(),

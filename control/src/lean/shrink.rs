@@ -9,8 +9,11 @@ use std::{
     hash::{BuildHasher, Hash},
 };
 
-/// Below this many objects at its largest, a store or a map is left as it is.
-pub const MIN_PEAK: usize = 1024;
+/// Below this many objects at its largest, a store or a map is left as it is (its table is
+/// at most about 13 KiB). Not higher: a store of a thousand pods kept a table of 100-250 KiB
+/// after they were all deleted; several such were a megabyte a virtual kubelet never gave
+/// back.
+pub const MIN_PEAK: usize = 64;
 
 /// Whether a store that held `peak` objects at most since it was built, and holds `len` now,
 /// is rebuilt.

@@ -52,8 +52,12 @@ pub async fn reconcile(
     shadow: Arc<PartialObjectMeta<ShadowPod>>,
     ctx: Arc<Context>,
     owned: Store<PartialObjectMeta<Pod>>,
+    owned_listed: liqo_auth::ready::Listed,
 ) -> Result<Requeue, Error> {
     ctx.metrics.reconcile(NAME);
+    if !owned_listed.await {
+        return Err(Error::StoreEnded("the pods ShadowPods made"));
+    }
     let ns = shadow.namespace().ok_or(Error::Incomplete("namespace"))?;
     let name = shadow.name_any();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
@@ -82,7 +86,13 @@ pub async fn reconcile(
             crate::kit::event(&ctx, &reference, true, reason, message).await;
             Ok(Requeue::requeue(ctx.settings.resync))
         }
-        Action::Nothing => Ok(Requeue::requeue(ctx.settings.resync)),
+        // Its pod stands (or the ShadowPod goes): no timer. The two watches bring every
+        // change (the pod deleted, evicted or relabelled out of the selector; the ShadowPod
+        // changed or deleted); a watch that lost events lists again, and the pods' re-list
+        // passes on what it found deleted (`liqo_auth::relist`). A timer on each would keep
+        // every ShadowPod in the controller's queue at all times: kube's scheduler, whose map
+        // and timer slab never shrink, then held a table of ten thousand at rest.
+        Action::Nothing => Ok(Requeue::await_change()),
     }
 }
 
@@ -107,7 +117,8 @@ async fn create(
                 );
                 crate::kit::event(ctx, &reference, true, CONFINED, message).await;
             }
-            Ok(Requeue::requeue(ctx.settings.resync))
+            // The new pod's event (the pods watch) brings the ShadowPod back.
+            Ok(Requeue::await_change())
         }
         // One exists that the store does not hold: read it once and decide on it.
         Err(kube::Error::Api(s)) if s.code == 409 => {
@@ -120,6 +131,8 @@ async fn create(
                     crate::kit::event(ctx, &reference, true, reason, message).await;
                     Ok(Requeue::requeue(ctx.settings.resync))
                 }
+                // Ours, yet not in the store (its label removed, or the store behind): no
+                // event of it may come, so it is looked at again on the timer.
                 Action::Nothing => Ok(Requeue::requeue(ctx.settings.resync)),
                 // Gone again or terminating: the next pass observes it.
                 _ => Ok(Requeue::requeue(TERMINATING_AGAIN)),

@@ -78,6 +78,8 @@ fn usage_rows(levels: &[Level]) -> Vec<Vec<String>> {
                     l.pods.to_string()
                 },
                 format!("{:.1}", p.rss_mib()),
+                p.file_mib()
+                    .map_or_else(|| "-".into(), |f| format!("{f:.1}")),
                 format!("{:.1}", p.hwm_mib()),
                 format!("{:.2}", p.cpu_secs),
                 before.map_or_else(|| "-".into(), |b| format!("{:.2}", p.cpu_secs - b)),
@@ -250,6 +252,7 @@ pub fn tables(r: &OffloadReport) -> String {
             "process".to_owned(),
             "home pods".into(),
             "VmRSS MiB".into(),
+            "VmRSS MiB".into(),
             "VmHWM MiB".into(),
             "CPU s".into(),
             "CPU s".into(),
@@ -258,6 +261,7 @@ pub fn tables(r: &OffloadReport) -> String {
             String::new(),
             String::new(),
             String::new(),
+            "of it files".into(),
             "peak".into(),
             "total".into(),
             "since previous".into(),
@@ -372,7 +376,7 @@ mod tests {
             line("FAIL  liqo-virtual-kubelet VmRSS"),
             "FAIL liqo-virtual-kubelet VmRSS at 1000 pods: 120.00 MiB (target <= 50.00 MiB)"
         );
-        assert_eq!(line(VK), format!("{VK} 0 10.0 10.5 0.00 -"));
+        assert_eq!(line(VK), format!("{VK} 0 10.0 2.5 10.5 0.00 -"));
         let i = text.lines().position(|l| l.starts_with(VK)).unwrap();
         let next: Vec<&str> = text
             .lines()
@@ -380,7 +384,7 @@ mod tests {
             .unwrap()
             .split_whitespace()
             .collect();
-        assert_eq!(next, ["1000", "120.0", "120.5", "10.00", "9.00"]);
+        assert_eq!(next, ["1000", "120.0", "30.0", "120.5", "10.00", "9.00"]);
         let last: Vec<&str> = text
             .lines()
             .nth(i + 3)
@@ -389,7 +393,9 @@ mod tests {
             .collect();
         assert_eq!(
             last,
-            ["0", "after", "timed", "90.0", "90.5", "0.00", "-10.00"]
+            [
+                "0", "after", "timed", "90.0", "22.5", "90.5", "0.00", "-10.00"
+            ]
         );
         let cpu: Vec<&str> = text
             .lines()
@@ -411,5 +417,17 @@ mod tests {
                 && text.contains("31 s after the last run"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_report_from_before_the_files_column_reads_and_shows_a_dash() {
+        let old = r#"{"process":"liqo-virtual-kubelet (rome -> milan)","pid":7,"rssKib":10240,"hwmKib":10752,"cpuSecs":0.5}"#;
+        let usage: crate::offload::report::ProcUsage = serde_json::from_str(old).unwrap();
+        assert_eq!(usage.file_kib, None);
+        let mut l = level(0, 10);
+        l.processes = vec![usage];
+        let rows = usage_rows(&[l]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0][1..4], ["0", "10.0", "-"]);
     }
 }

@@ -114,6 +114,10 @@ pub struct ProcUsage {
     pub rss_kib: u64,
     /// `VmHWM` (peak resident set so far), KiB.
     pub hwm_kib: u64,
+    /// `RssFile`, KiB: the part of `VmRSS` mapped from files (the program's code as far as it
+    /// has run), which no allocator gives back; `None` when not read.
+    #[serde(default)]
+    pub file_kib: Option<u64>,
     /// user + system seconds since it started.
     pub cpu_secs: f64,
 }
@@ -127,6 +131,11 @@ impl ProcUsage {
     /// `VmHWM`, MiB.
     pub fn hwm_mib(&self) -> f64 {
         self.hwm_kib as f64 / KIB_PER_MIB
+    }
+
+    /// `RssFile`, MiB.
+    pub fn file_mib(&self) -> Option<f64> {
+        self.file_kib.map(|k| k as f64 / KIB_PER_MIB)
     }
 }
 
@@ -387,7 +396,9 @@ fn notes(h: &Header, s: &Setup, levels: &[Level]) -> Vec<String> {
          and each home pod is matched to its remote pod by name: home scheduled -> remote pod \
          first seen, remote first seen -> remote Running, remote Running -> home Running"
             .into(),
-        "memory and CPU: VmRSS and VmHWM from /proc/<pid>/status, CPU user+system from \
+        "memory and CPU: VmRSS, its part mapped from files (RssFile: the program's code as \
+         far as it has run, clean pages no allocator gives back) and VmHWM from \
+         /proc/<pid>/status, CPU user+system from \
          /proc/<pid>/stat, of both liqo-controller-managers and rome's liqo-virtual-kubelet \
          (a child process of rome's controller-manager), sampled before the timed runs while \
          the offloaded Deployment is scaled 0 -> 100 -> all, each level once all its home \

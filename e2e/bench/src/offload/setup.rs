@@ -224,12 +224,13 @@ impl Procs {
         self.all()
             .into_iter()
             .map(|(process, pid)| {
-                let (rss_kib, hwm_kib) = probe::memory_kib(pid)?;
+                let (rss_kib, hwm_kib, file_kib) = probe::memory_and_file_kib(pid)?;
                 Ok(ProcUsage {
                     process,
                     pid,
                     rss_kib,
                     hwm_kib,
+                    file_kib,
                     cpu_secs: probe::cpu_secs(pid, self.hz)?,
                 })
             })

@@ -197,6 +197,13 @@ pub(crate) async fn floor_sample(client: &Client, tag: &str) -> Result<f64, Benc
 
 /// `VmRSS` and `VmHWM` of `pid`, KiB.
 pub(crate) fn memory_kib(pid: u32) -> Result<(u64, u64), BenchError> {
+    memory_and_file_kib(pid).map(|(rss, hwm, _)| (rss, hwm))
+}
+
+/// [`memory_kib`] and `RssFile` (KiB: the resident pages mapped from files, mostly the
+/// program's own code as far as it has run), all from one read; `RssFile` is `None` on a
+/// kernel that does not say it (before Linux 4.5).
+pub(crate) fn memory_and_file_kib(pid: u32) -> Result<(u64, u64, Option<u64>), BenchError> {
     let path = format!("/proc/{pid}/status");
     let text = std::fs::read_to_string(&path).map_err(|e| {
         fail(
@@ -204,7 +211,17 @@ pub(crate) fn memory_kib(pid: u32) -> Result<(u64, u64), BenchError> {
             e.to_string(),
         )
     })?;
-    vm_kib(&text).map_err(|e| BenchError::step(format!("parsing {path}"), &e))
+    let (rss, hwm) = vm_kib(&text).map_err(|e| BenchError::step(format!("parsing {path}"), &e))?;
+    Ok((rss, hwm, status_kib(&text, "RssFile").ok()))
+}
+
+/// The number of KiB on the line `<name>: <number> kB` of a `/proc/<pid>/status`.
+fn status_kib(text: &str, name: &'static str) -> Result<u64, StatusError> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .ok_or(StatusError::NoLine(name))
 }
 
 /// A `/proc/<pid>/status` without one of the lines read.
@@ -217,14 +234,7 @@ pub(crate) enum StatusError {
 
 /// `VmRSS` and `VmHWM` from the text of `/proc/<pid>/status`, KiB.
 pub(crate) fn vm_kib(text: &str) -> Result<(u64, u64), StatusError> {
-    let field = |name: &'static str| -> Result<u64, StatusError> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|rest| rest.trim_start_matches(':').split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .ok_or(StatusError::NoLine(name))
-    };
-    Ok((field("VmRSS")?, field("VmHWM")?))
+    Ok((status_kib(text, "VmRSS")?, status_kib(text, "VmHWM")?))
 }
 
 /// CPU seconds (user + system) of `pid` so far.
@@ -255,6 +265,12 @@ mod tests {
             vm_kib("Name: x\n").unwrap_err().to_string(),
             "no VmRSS line"
         );
+        let text = "VmRSS:\t   30120 kB\nRssAnon:\t   20000 kB\nRssFile:\t   10000 kB\n";
+        assert_eq!(status_kib(text, "RssFile"), Ok(10000));
+        assert_eq!(
+            status_kib(text, "RssShmem"),
+            Err(StatusError::NoLine("RssShmem"))
+        );
     }
 
     #[test]
@@ -263,6 +279,10 @@ mod tests {
         let (rss, hwm) = memory_kib(me).unwrap();
         assert!(rss > 0 && hwm >= rss, "{rss} {hwm}");
         assert!(cpu_secs(me, 100).unwrap() >= 0.0);
+        let (rss, _, file) = memory_and_file_kib(me).unwrap();
+        let file = file.expect("RssFile (Linux >= 4.5)");
+        assert!(file > 0 && file <= rss, "{file} {rss}");
+        assert!(memory_and_file_kib(u32::MAX).is_err());
         assert!(memory_kib(u32::MAX).is_err());
     }
 }

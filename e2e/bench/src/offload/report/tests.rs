@@ -61,6 +61,7 @@ pub(crate) fn level(pods: u32, vk_mib: u64) -> Level {
         pid: 7,
         rss_kib: mib * 1024,
         hwm_kib: mib * 1024 + 512,
+        file_kib: Some(mib * 256),
         cpu_secs: f64::from(pods) / 100.0,
     };
     Level {
