@@ -6,21 +6,13 @@
 
 use std::time::Duration;
 
-use hyper::rt::{Read, Write};
-use hyper_util::{
-    client::legacy::{
-        Client as HyperClient,
-        connect::{Connection, HttpConnector, proxy::Tunnel},
-    },
-    rt::TokioExecutor,
-};
-use kube::{
-    Client, Config,
-    client::{ConfigExt, retry::RetryPolicy},
-};
-use tower::{BoxError, ServiceBuilder, retry::RetryLayer};
+use hyper_util::client::legacy::connect::{HttpConnector, proxy::Tunnel};
+use kube::{Client, Config};
 
-use crate::rate::{Limits, RateLimitLayer};
+use crate::{
+    rate::{Limits, RateLimitLayer},
+    stack::POOL_IDLE_TIMEOUT,
+};
 
 /// How long connecting to a peer's API server may take.
 pub const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -95,49 +87,17 @@ fn limited(config: Config, rate: &RateLimitLayer) -> Result<Client, kube::Error>
     http.set_keepalive_retries(Some(PEER_KEEPALIVE_PROBES));
     http.set_tcp_user_timeout(Some(PEER_TCP_USER_TIMEOUT));
     match config.proxy_url.clone() {
-        None => build(&config, http, rate),
+        None => crate::stack::build(&config, http, rate, POOL_IDLE_TIMEOUT),
         Some(proxy)
             if proxy.scheme_str() == Some("http")
                 && !proxy.authority().is_some_and(|a| a.as_str().contains('@')) =>
         {
-            build(&config, Tunnel::new(proxy, http), rate)
+            crate::stack::build(&config, Tunnel::new(proxy, http), rate, POOL_IDLE_TIMEOUT)
         }
         Some(_) => Ok(kube::client::ClientBuilder::try_from(config)?
             .with_layer(rate)
             .build()),
     }
-}
-
-/// The client over `connector`, behind `rate`, with kube's layers (base URI, retry of the
-/// server's 429/503 when `config` asks for it, authentication, extra headers such as the
-/// User-Agent) and `config`'s timeouts; tracing and gzip are left out.
-fn build<C>(config: &Config, connector: C, rate: &RateLimitLayer) -> Result<Client, kube::Error>
-where
-    C: tower::Service<http::Uri> + Clone + Send + Sync + 'static,
-    C::Response: Connection + Read + Write + Send + Unpin + 'static,
-    C::Future: Send + 'static,
-    C::Error: Into<BoxError>,
-{
-    let https = config.rustls_https_connector_with_connector(connector)?;
-    let mut timed = hyper_timeout::TimeoutConnector::new(https);
-    timed.set_connect_timeout(config.connect_timeout);
-    timed.set_read_timeout(config.read_timeout);
-    timed.set_write_timeout(config.write_timeout);
-    timed.set_reset_reader_on_write(config.reset_reader_on_write);
-    let hyper = HyperClient::builder(TokioExecutor::new()).build(timed);
-    let service = ServiceBuilder::new()
-        .layer(rate.clone())
-        .layer(config.base_uri_layer())
-        .option_layer(
-            config
-                .default_retry
-                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
-        )
-        .option_layer(config.auth_layer()?)
-        .layer(config.extra_headers_layer()?)
-        .map_err(BoxError::from)
-        .service(hyper);
-    Ok(Client::new(service, config.default_namespace.clone()))
 }
 
 /// The configs of [`PeerClient`]: for requests (`read`) and for watches

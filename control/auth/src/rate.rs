@@ -191,13 +191,6 @@ where
     }
 }
 
-/// A client of `config` (kube's own stack) behind `limits`.
-pub fn client(config: kube::Config, limits: Limits) -> Result<kube::Client, kube::Error> {
-    Ok(kube::client::ClientBuilder::try_from(config)?
-        .with_layer(&RateLimitLayer::new(limits))
-        .build())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -177,8 +177,12 @@ impl Elector {
     /// (another took the Lease, or no renewal succeeded within the renew deadline).
     pub async fn keep(&mut self) -> LeaderError {
         let mut renewed = self.renewed.unwrap_or_else(Instant::now);
+        // One retry period after the last write, not after whatever the leader did since: work
+        // between `acquire` and `keep` (the gateway marks its pod) must not eat the first
+        // renewal's time. After a failure, one retry period after it.
+        let mut next = renewed + self.timing.retry_period;
         loop {
-            tokio::time::sleep(self.timing.retry_period).await;
+            tokio::time::sleep_until(next.into()).await;
             let start = Instant::now();
             // No try outlives the deadline: a stalled call must not keep a replica leading
             // while another takes the Lease.
@@ -194,6 +198,7 @@ impl Elector {
                 Ok(Try::Leading(sent)) => {
                     renewed = sent;
                     self.renewed = Some(sent);
+                    next = sent + self.timing.retry_period;
                     continue;
                 }
                 Ok(Try::Following(holder)) => {
@@ -206,6 +211,7 @@ impl Elector {
                 Err(e) => e,
             };
             tracing::warn!(lease = %self.lease(), error = %liqo_types::chain(&failure), "renewing the Lease");
+            next = Instant::now() + self.timing.retry_period;
             if leader::lost(renewed, Instant::now(), &self.timing) {
                 self.leading.set(0);
                 return LeaderError::Deadline {

@@ -358,6 +358,7 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
         .unwrap();
     eprintln!("TIMING failover: {f:?}");
     assert!(f.outage.up_at_end, "{f:?}");
+    assert_eq!(f.relapses, 0, "the new active gateway stepped down: {f:?}");
     assert!(f.outage.longest_gap < Duration::from_secs(5), "{f:?}");
     assert_ne!(f.killed.1, f.active.1, "{f:?}");
     let deadline = Instant::now() + Duration::from_secs(30);

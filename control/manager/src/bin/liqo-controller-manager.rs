@@ -193,7 +193,7 @@ async fn run() -> anyhow::Result<()> {
     // behind the controllers' requests.
     let lease_client =
         kube::Client::try_from(config.clone()).context("kube config (KUBECONFIG or in-cluster)")?;
-    let client = liqo_auth::rate::client(config, limits)
+    let client = liqo_auth::stack::client(config, limits)
         .context("kube config (KUBECONFIG or in-cluster)")?;
     tracing::info!(
         qps = limits.qps,

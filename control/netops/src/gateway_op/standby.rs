@@ -27,11 +27,13 @@ use crate::{
     runner::Dataplane,
 };
 
-/// The gateways' election: a standby takes over 3 s after it last saw a silent active renew
-/// (a crashed node), at its next try (0.5 s) after an active gave the Lease back.
+/// The gateways' election: a standby takes over 5 s after it last saw a silent active renew
+/// (a crashed node), at its next try (0.5 s) after an active gave the Lease back. The active
+/// one has 4 s to renew: with 2 s, a busy API server (the moment of a failover on a loaded
+/// machine) made a new active one step down and drop its peers, again and again.
 pub const TIMING: Timing = Timing {
-    lease_duration: Duration::from_secs(3),
-    renew_deadline: Duration::from_secs(2),
+    lease_duration: Duration::from_secs(5),
+    renew_deadline: Duration::from_secs(4),
     retry_period: Duration::from_millis(500),
 };
 

@@ -196,7 +196,7 @@ async fn run() -> anyhow::Result<()> {
         .await
         .context("kube config (KUBECONFIG or in-cluster)")?;
     liqo_auth::user_agent::set(&mut local_config, PROGRAM, env!("CARGO_PKG_VERSION"));
-    let local = liqo_auth::rate::client(local_config, home_limits)
+    let local = liqo_auth::stack::client(local_config, home_limits)
         .context("kube config (KUBECONFIG or in-cluster)")?;
     tracing::info!(
         home_qps = home_limits.qps,

@@ -30,6 +30,9 @@ pub struct Failover {
     pub back: Duration,
     /// The probes across the tunnel meanwhile.
     pub outage: outage::Outage,
+    /// How often, once the standby had taken over, a look saw another pod active or none (a
+    /// new active one that stepped down again, e.g. on a Lease renewal that came too late).
+    pub relapses: u32,
 }
 
 /// How many kills a failover gets: a killed gateway restarted by its kubelet before its operator
@@ -120,11 +123,15 @@ async fn kill_once(k: &K8sLab, cluster: &str) -> Result<Outcome, K8sLabError> {
     )
     .map_err(|e| K8sLabError::lab(format!("killing liqo-gateway {pid} on {}", active.node), e))?;
     let (mut took_over, mut moved, mut back) = (None, None, None);
+    let mut relapses = 0;
     loop {
         let now = lb::gateway_pods(&client, c).await?;
         let find = |name: &str| now.iter().find(|p| p.name == name);
-        if took_over.is_none() && find(&standby.name).is_some_and(|p| p.active) {
+        let standby_active = find(&standby.name).is_some_and(|p| p.active);
+        if took_over.is_none() && standby_active {
             took_over = Some(t.elapsed());
+        } else if took_over.is_some() && !standby_active {
+            relapses += 1;
         }
         if moved.is_none() && gateway_node(&k.lab, c)? == standby.node {
             moved = Some(t.elapsed());
@@ -146,6 +153,7 @@ async fn kill_once(k: &K8sLab, cluster: &str) -> Result<Outcome, K8sLabError> {
                 moved,
                 back,
                 outage,
+                relapses,
             })));
         }
         // Restarted, Ready and still the active one, the standby never elected: back in place.

@@ -191,7 +191,8 @@ pub(crate) async fn phase(set: &Setup) {
         }
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Longer than the Lease (5 s): the active one renews it, the old one keeps following.
+    tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(
         holder(admin).await.as_deref(),
         Some(NODES[1]),

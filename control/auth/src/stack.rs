@@ -1,0 +1,181 @@
+//! The one HTTP stack of the components' Kubernetes clients ([`client`], and the peers' clients
+//! of [`crate::peer_client`]): kube's layers over hyper's pooled client, behind a rate limit,
+//! whose idle connections close after [`POOL_IDLE_TIMEOUT`]. It never decides where to connect
+//! or with which timeouts: the caller's config and connector do.
+//!
+//! Why its own pool timing: kube's builder gives hyper's pool no timer, so an idle connection
+//! was closed only when a later request to its server happened to find it expired. A burst of
+//! ten thousand pods opened tens of connections (one per request in flight); they outlived it,
+//! each holding its buffers, TLS state and task, made in the middle of the burst's memory: the
+//! process did not come back to its idle memory after every pod was deleted.
+
+use std::time::Duration;
+
+use hyper::rt::{Read, Write};
+use hyper_util::{
+    client::legacy::{
+        Client as HyperClient,
+        connect::{Connection, HttpConnector},
+    },
+    rt::{TokioExecutor, TokioTimer},
+};
+use kube::{
+    Client, Config,
+    client::{ConfigExt, retry::RetryPolicy},
+};
+use tower::{BoxError, ServiceBuilder, retry::RetryLayer};
+
+use crate::rate::{Limits, RateLimitLayer};
+
+/// How long a pooled connection may stay idle before it is closed (hyper's default: 90 s, and
+/// only with a timer). Watches hold their connections: this closes what a burst opened beside
+/// them, within twice this after the burst.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client of `config` behind `limits`: [`build`] over a plain connector (TLS per the
+/// config). A config with a proxy gets kube's own builder (its proxy support), without
+/// [`POOL_IDLE_TIMEOUT`].
+pub fn client(config: Config, limits: Limits) -> Result<Client, kube::Error> {
+    let rate = RateLimitLayer::new(limits);
+    if config.proxy_url.is_some() {
+        return Ok(kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&rate)
+            .build());
+    }
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    build(&config, http, &rate, POOL_IDLE_TIMEOUT)
+}
+
+/// The client over `connector`, behind `rate`, with kube's layers (base URI, retry of the
+/// server's 429/503 when `config` asks for it, authentication, extra headers such as the
+/// User-Agent), `config`'s timeouts and a pool whose connections close once `idle` for that
+/// long (callers: [`POOL_IDLE_TIMEOUT`]); tracing and gzip are left out.
+pub(crate) fn build<C>(
+    config: &Config,
+    connector: C,
+    rate: &RateLimitLayer,
+    idle: Duration,
+) -> Result<Client, kube::Error>
+where
+    C: tower::Service<http::Uri> + Clone + Send + Sync + 'static,
+    C::Response: Connection + Read + Write + Send + Unpin + 'static,
+    C::Future: Send + 'static,
+    C::Error: Into<BoxError>,
+{
+    let https = config.rustls_https_connector_with_connector(connector)?;
+    let mut timed = hyper_timeout::TimeoutConnector::new(https);
+    timed.set_connect_timeout(config.connect_timeout);
+    timed.set_read_timeout(config.read_timeout);
+    timed.set_write_timeout(config.write_timeout);
+    timed.set_reset_reader_on_write(config.reset_reader_on_write);
+    let hyper = HyperClient::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(idle)
+        .build(timed);
+    let service = ServiceBuilder::new()
+        .layer(rate.clone())
+        .layer(config.base_uri_layer())
+        .option_layer(
+            config
+                .default_retry
+                .then(|| RetryLayer::new(RetryPolicy::server_retry())),
+        )
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(BoxError::from)
+        .service(hyper);
+    Ok(Client::new(service, config.default_namespace.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    /// An HTTP/1.1 server that answers each request after 100 ms (so that requests at once
+    /// take a connection each) and counts connections opened and closed by the client.
+    async fn server() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (opened, closed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (o, c) = (opened.clone(), closed.clone());
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                o.fetch_add(1, Ordering::SeqCst);
+                let c = c.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    loop {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => break,
+                            Ok(_) => {
+                                tokio::time::sleep(Duration::from_millis(100)).await;
+                                let answer = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                                if s.write_all(answer.as_bytes()).await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    c.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        });
+        (url, opened, closed)
+    }
+
+    #[tokio::test]
+    async fn connections_a_burst_opened_close_once_idle() {
+        let (url, opened, closed) = server().await;
+        let config = Config::new(url.parse().unwrap());
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        let rate = RateLimitLayer::new(Limits { qps: 0.0, burst: 0 });
+        let client = build(&config, http, &rate, Duration::from_millis(300)).unwrap();
+        let burst = (0..4).map(|_| {
+            let client = client.clone();
+            async move {
+                client
+                    .request_text(http::Request::get("/x").body(Vec::new()).unwrap())
+                    .await
+            }
+        });
+        for answer in futures::future::join_all(burst).await {
+            assert_eq!(answer.unwrap(), "{}");
+        }
+        assert_eq!(
+            opened.load(Ordering::SeqCst),
+            4,
+            "one connection per request at once"
+        );
+        assert_eq!(
+            closed.load(Ordering::SeqCst),
+            0,
+            "pooled, not closed, right after"
+        );
+        // Closed by the pool's timer within twice the idle timeout, with no request since.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        while closed.load(Ordering::SeqCst) < 4 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} of 4 idle connections closed after 3 s",
+                closed.load(Ordering::SeqCst)
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        // The client still works: a new connection.
+        let again = client
+            .request_text(http::Request::get("/x").body(Vec::new()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(again, "{}");
+        assert_eq!(opened.load(Ordering::SeqCst), 5);
+    }
+}
