@@ -11,8 +11,8 @@
 //! - [`metrics`]: the service's requests by outcome;
 //! - [`peer_client`]: the clients of a peer's API server, with timeouts;
 //! - [`rate`]: the clients' rate limits (a token bucket in front of a client);
-//! - [`stack`]: the one HTTP stack of every client (kube's layers, the rate limit, a pool whose
-//!   idle connections close);
+//! - [`stack`]: the HTTP stack of the controller-manager's and virtual kubelet's clients
+//!   (kube's layers, the rate limit, a pool whose idle connections close, the proxy tunnel);
 //! - [`compact`]: reflector stores and maps that give their memory back after a burst;
 //! - [`ready`]: a store's readiness that any number of tasks can wait for;
 //! - [`relist`]: the deletions a re-list implies, passed on as events (for `owns_stream`);

@@ -6,13 +6,10 @@
 
 use std::time::Duration;
 
-use hyper_util::client::legacy::connect::{HttpConnector, proxy::Tunnel};
+use hyper_util::client::legacy::connect::HttpConnector;
 use kube::{Client, Config};
 
-use crate::{
-    rate::{Limits, RateLimitLayer},
-    stack::POOL_IDLE_TIMEOUT,
-};
+use crate::rate::{Limits, RateLimitLayer};
 
 /// How long connecting to a peer's API server may take.
 pub const PEER_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -86,18 +83,7 @@ fn limited(config: Config, rate: &RateLimitLayer) -> Result<Client, kube::Error>
     http.set_keepalive_interval(Some(PEER_KEEPALIVE_INTERVAL));
     http.set_keepalive_retries(Some(PEER_KEEPALIVE_PROBES));
     http.set_tcp_user_timeout(Some(PEER_TCP_USER_TIMEOUT));
-    match config.proxy_url.clone() {
-        None => crate::stack::build(&config, http, rate, POOL_IDLE_TIMEOUT),
-        Some(proxy)
-            if proxy.scheme_str() == Some("http")
-                && !proxy.authority().is_some_and(|a| a.as_str().contains('@')) =>
-        {
-            crate::stack::build(&config, Tunnel::new(proxy, http), rate, POOL_IDLE_TIMEOUT)
-        }
-        Some(_) => Ok(kube::client::ClientBuilder::try_from(config)?
-            .with_layer(rate)
-            .build()),
-    }
+    crate::stack::over(config, http, rate)
 }
 
 /// The configs of [`PeerClient`]: for requests (`read`) and for watches

@@ -1,10 +1,11 @@
-//! The one HTTP stack of the components' Kubernetes clients ([`client`], and the peers' clients
-//! of [`crate::peer_client`]): kube's layers over hyper's pooled client, behind a rate limit,
-//! whose idle connections close after [`POOL_IDLE_TIMEOUT`]. It never decides where to connect
-//! or with which timeouts: the caller's config and connector do.
+//! The HTTP stack of the controller-manager's and the virtual kubelet's Kubernetes clients,
+//! local and peers' ([`client`], and [`crate::peer_client`]): kube's layers over hyper's pooled
+//! client, behind a rate limit, whose idle connections close after [`POOL_IDLE_TIMEOUT`]; an
+//! HTTP proxy without credentials is reached through a tunnel ([`over`]). It never decides
+//! where to connect or with which timeouts: the caller's config and connector do.
 //!
 //! Why its own pool timing: kube's builder gives hyper's pool no timer, so an idle connection
-//! was closed only when a later request to its server happened to find it expired. A burst of
+//! was closed only when a later request to its server found it expired (after 90 s). A burst of
 //! ten thousand pods opened tens of connections (one per request in flight); they outlived it,
 //! each holding its buffers, TLS state and task, made in the middle of the burst's memory: the
 //! process did not come back to its idle memory after every pod was deleted.
@@ -15,7 +16,7 @@ use hyper::rt::{Read, Write};
 use hyper_util::{
     client::legacy::{
         Client as HyperClient,
-        connect::{Connection, HttpConnector},
+        connect::{Connection, HttpConnector, proxy::Tunnel},
     },
     rt::{TokioExecutor, TokioTimer},
 };
@@ -27,31 +28,47 @@ use tower::{BoxError, ServiceBuilder, retry::RetryLayer};
 
 use crate::rate::{Limits, RateLimitLayer};
 
-/// How long a pooled connection may stay idle before it is closed (hyper's default: 90 s, and
-/// only with a timer). Watches hold their connections: this closes what a burst opened beside
-/// them, within twice this after the burst.
-pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a pooled connection may stay idle before it is closed: above the 10 s of the
+/// periodic requests (the node's ping and Lease), so that their connection is reused rather than
+/// made again each time; a burst's extra connections close within twice this after it. Watches
+/// hold their connections.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(12);
 
-/// A client of `config` behind `limits`: [`build`] over a plain connector (TLS per the
-/// config). A config with a proxy gets kube's own builder (its proxy support), without
-/// [`POOL_IDLE_TIMEOUT`].
+/// A client of `config` behind `limits` ([`over`] a plain connector; TLS per the config).
 pub fn client(config: Config, limits: Limits) -> Result<Client, kube::Error> {
-    let rate = RateLimitLayer::new(limits);
-    if config.proxy_url.is_some() {
-        return Ok(kube::client::ClientBuilder::try_from(config)?
-            .with_layer(&rate)
-            .build());
-    }
     let mut http = HttpConnector::new();
     http.enforce_http(false);
-    build(&config, http, &rate, POOL_IDLE_TIMEOUT)
+    over(config, http, &RateLimitLayer::new(limits))
+}
+
+/// The client of `config` over `http`, behind `rate` ([`build`] with [`POOL_IDLE_TIMEOUT`]),
+/// through `config`'s proxy when it is an HTTP proxy without credentials (in-band peering's
+/// liqo-proxy): the connection to the proxy is `http`'s. Any other proxy gets kube's own
+/// builder, without the pool's timer.
+pub(crate) fn over(
+    config: Config,
+    http: HttpConnector,
+    rate: &RateLimitLayer,
+) -> Result<Client, kube::Error> {
+    match config.proxy_url.clone() {
+        None => build(&config, http, rate, POOL_IDLE_TIMEOUT),
+        Some(proxy)
+            if proxy.scheme_str() == Some("http")
+                && !proxy.authority().is_some_and(|a| a.as_str().contains('@')) =>
+        {
+            build(&config, Tunnel::new(proxy, http), rate, POOL_IDLE_TIMEOUT)
+        }
+        Some(_) => Ok(kube::client::ClientBuilder::try_from(config)?
+            .with_layer(rate)
+            .build()),
+    }
 }
 
 /// The client over `connector`, behind `rate`, with kube's layers (base URI, retry of the
 /// server's 429/503 when `config` asks for it, authentication, extra headers such as the
 /// User-Agent), `config`'s timeouts and a pool whose connections close once `idle` for that
-/// long (callers: [`POOL_IDLE_TIMEOUT`]); tracing and gzip are left out.
-pub(crate) fn build<C>(
+/// long; tracing and gzip are left out.
+fn build<C>(
     config: &Config,
     connector: C,
     rate: &RateLimitLayer,
@@ -138,7 +155,7 @@ mod tests {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         let rate = RateLimitLayer::new(Limits { qps: 0.0, burst: 0 });
-        let client = build(&config, http, &rate, Duration::from_millis(300)).unwrap();
+        let client = build(&config, http, &rate, Duration::from_secs(1)).unwrap();
         let burst = (0..4).map(|_| {
             let client = client.clone();
             async move {
@@ -161,11 +178,11 @@ mod tests {
             "pooled, not closed, right after"
         );
         // Closed by the pool's timer within twice the idle timeout, with no request since.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while closed.load(Ordering::SeqCst) < 4 {
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "{} of 4 idle connections closed after 3 s",
+                "{} of 4 idle connections closed after 5 s",
                 closed.load(Ordering::SeqCst)
             );
             tokio::time::sleep(Duration::from_millis(50)).await;

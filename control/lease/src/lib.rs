@@ -177,9 +177,10 @@ impl Elector {
     /// (another took the Lease, or no renewal succeeded within the renew deadline).
     pub async fn keep(&mut self) -> LeaderError {
         let mut renewed = self.renewed.unwrap_or_else(Instant::now);
-        // One retry period after the last write, not after whatever the leader did since: work
-        // between `acquire` and `keep` (the gateway marks its pod) must not eat the first
-        // renewal's time. After a failure, one retry period after it.
+        // The first renewal one retry period after the write that won the Lease, not after
+        // whatever the leader did since: work between `acquire` and `keep` (the gateway marks
+        // its pod) must not eat its time. The next ones one retry period after each try ends
+        // (a slow API server is not sent renewals back to back).
         let mut next = renewed + self.timing.retry_period;
         loop {
             tokio::time::sleep_until(next.into()).await;
@@ -198,7 +199,7 @@ impl Elector {
                 Ok(Try::Leading(sent)) => {
                     renewed = sent;
                     self.renewed = Some(sent);
-                    next = sent + self.timing.retry_period;
+                    next = Instant::now() + self.timing.retry_period;
                     continue;
                 }
                 Ok(Try::Following(holder)) => {
@@ -212,7 +213,10 @@ impl Elector {
             };
             tracing::warn!(lease = %self.lease(), error = %liqo_types::chain(&failure), "renewing the Lease");
             next = Instant::now() + self.timing.retry_period;
-            if leader::lost(renewed, Instant::now(), &self.timing) {
+            // Lost now, or before the next try could start: the failure is why.
+            if leader::lost(renewed, Instant::now(), &self.timing)
+                || next >= renewed + self.timing.renew_deadline
+            {
                 self.leading.set(0);
                 return LeaderError::Deadline {
                     lease: self.lease(),

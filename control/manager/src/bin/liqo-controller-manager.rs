@@ -191,8 +191,11 @@ async fn run() -> anyhow::Result<()> {
         liqo_auth::rate::Limits::new("--api-server", args.api_server_qps, args.api_server_burst)?;
     // The leader's Lease has a client of its own, never rate limited: its renewals never wait
     // behind the controllers' requests.
-    let lease_client =
-        kube::Client::try_from(config.clone()).context("kube config (KUBECONFIG or in-cluster)")?;
+    let lease_client = liqo_auth::stack::client(
+        config.clone(),
+        liqo_auth::rate::Limits { qps: 0.0, burst: 0 },
+    )
+    .context("kube config (KUBECONFIG or in-cluster)")?;
     let client = liqo_auth::stack::client(config, limits)
         .context("kube config (KUBECONFIG or in-cluster)")?;
     tracing::info!(

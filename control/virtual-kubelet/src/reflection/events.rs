@@ -40,8 +40,22 @@ pub async fn follow(f: Follow, local: String, remote: String) {
     let mut events = std::pin::pin!(watcher(api, config).default_backoff());
     let provider = f.cfg.foreign.cluster_name.to_string();
     let mut limiter = Limiter::default();
-    let mut last_prune = Instant::now();
-    while let Some(event) = events.next().await {
+    // The limiter is pruned on a timer, not at the next Event: after a burst (ten thousand
+    // pods started, then deleted) no Event may come for a long time, and the buckets of pods
+    // long gone, made in the middle of the burst's memory, would stay.
+    let mut prune = tokio::time::interval(control::shadowpod::events::REFILL);
+    prune.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let event = tokio::select! {
+            event = events.next() => match event {
+                Some(event) => event,
+                None => break,
+            },
+            _ = prune.tick() => {
+                limiter.prune(Instant::now());
+                continue;
+            }
+        };
         let e = match event {
             Ok(watcher::Event::Apply(e)) => e,
             // The initial listing (and a re-listing) is history.
@@ -68,12 +82,7 @@ pub async fn follow(f: Follow, local: String, remote: String) {
         let Some(m) = mirror(&e, &name, &provider) else {
             continue;
         };
-        let now = Instant::now();
-        if now.duration_since(last_prune) > control::shadowpod::events::REFILL * 10 {
-            limiter.prune(now);
-            last_prune = now;
-        }
-        if !limiter.allow(&name, now) {
+        if !limiter.allow(&name, Instant::now()) {
             tracing::debug!(pod = %name, reason = %m.reason, "remote Event dropped (rate limit)");
             continue;
         }

@@ -31,7 +31,8 @@ pub struct Failover {
     /// The probes across the tunnel meanwhile.
     pub outage: outage::Outage,
     /// How often, once the standby had taken over, a look saw another pod active or none (a
-    /// new active one that stepped down again, e.g. on a Lease renewal that came too late).
+    /// new active one that stepped down again, e.g. on a Lease renewal that came too late). A
+    /// lower bound: a step down and back within one look (about 100 ms) is not seen.
     pub relapses: u32,
 }
 
