@@ -13,7 +13,10 @@
 //!    [`PER_SOURCE_RATE`] per second, [`PER_SOURCE_BURST`] at once: one attacker who answers
 //!    cookies gets a trickle of handshakes, not a core;
 //! 3. a global bucket of [`GLOBAL_RATE`] per second caps all sources together; the queue is
-//!    bounded, and what does not fit is dropped: handshakes wait, data never does.
+//!    bounded, and what does not fit is dropped: handshakes wait, data never does. A refusal of
+//!    the global bucket also puts the device under load for a second: that bucket drops a
+//!    flood without spending a key exchange, so the queue alone may never grow deep enough to
+//!    ask the flood for a cookie, and it would keep taking the rate every honest peer shares.
 
 use std::{
     collections::HashMap,
@@ -104,6 +107,12 @@ impl Load {
         self.last_over
             .is_some_and(|t| now.saturating_duration_since(t) < Duration::from_secs(1))
     }
+
+    /// Demand exceeded what the device serves at `now`, whatever the queue's depth: under load
+    /// for the next second.
+    pub fn overrun(&mut self, now: Instant) {
+        self.last_over = Some(now);
+    }
 }
 
 /// What becomes of a handshake message whose mac1 is valid.
@@ -184,6 +193,7 @@ impl Guard {
         if self.global.take(GLOBAL_RATE, GLOBAL_RATE, now) {
             Verdict::Admit
         } else {
+            self.load.overrun(now);
             Verdict::GlobalLimited
         }
     }
@@ -281,6 +291,31 @@ mod tests {
             }
         }
         assert_eq!(admitted, GLOBAL_RATE);
+    }
+
+    #[test]
+    fn a_refusal_of_the_global_bucket_puts_the_device_under_load_for_a_second() {
+        let t0 = Instant::now();
+        let mut g = Guard::new(t0);
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        // A flood the queue never notices: every message handled at once (no waiting).
+        let mut admitted = 0;
+        for _ in 0..GLOBAL_RATE * 2 {
+            if g.under_load(t0, 0) {
+                break;
+            }
+            if g.admit(ip, false, || true, t0) == Verdict::Admit {
+                admitted += 1;
+            }
+        }
+        assert_eq!(admitted, GLOBAL_RATE, "the bucket's burst, then a refusal");
+        assert!(g.under_load(ms(t0, 999), 0), "under load after the refusal");
+        assert_eq!(
+            g.admit(ip, true, || false, ms(t0, 999)),
+            Verdict::Cookie,
+            "so the flood is asked for a cookie"
+        );
+        assert!(!g.under_load(ms(t0, 1_001), 0), "a quiet second ends it");
     }
 
     #[test]
