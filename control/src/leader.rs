@@ -270,5 +270,14 @@ pub fn lost(renewed: Instant, now: Instant, timing: &Timing) -> bool {
     now.saturating_duration_since(renewed) >= timing.renew_deadline
 }
 
+/// When a leader tries to renew next after a renewal that failed at `now` (its last successful
+/// one sent at `renewed`): one retry period later (a slow API server is not sent renewals back
+/// to back), or `None` when the lead is lost: now, or before that try could start (stepping
+/// down at once beats a try that could not count).
+pub fn retry_after_failure(renewed: Instant, now: Instant, timing: &Timing) -> Option<Instant> {
+    let next = now + timing.retry_period;
+    (!lost(renewed, now, timing) && next < renewed + timing.renew_deadline).then_some(next)
+}
+
 #[cfg(test)]
 mod tests;

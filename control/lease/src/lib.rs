@@ -212,18 +212,17 @@ impl Elector {
                 Err(e) => e,
             };
             tracing::warn!(lease = %self.lease(), error = %liqo_types::chain(&failure), "renewing the Lease");
-            next = Instant::now() + self.timing.retry_period;
             // Lost now, or before the next try could start: the failure is why.
-            if leader::lost(renewed, Instant::now(), &self.timing)
-                || next >= renewed + self.timing.renew_deadline
-            {
+            let Some(at) = leader::retry_after_failure(renewed, Instant::now(), &self.timing)
+            else {
                 self.leading.set(0);
                 return LeaderError::Deadline {
                     lease: self.lease(),
                     deadline: self.timing.renew_deadline,
                     source: failure,
                 };
-            }
+            };
+            next = at;
         }
     }
 

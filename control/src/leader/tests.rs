@@ -153,3 +153,29 @@ fn a_leader_loses_at_the_renew_deadline() {
     assert!(!lost(renewed, renewed + Duration::from_secs(6), &t));
     assert!(lost(renewed, renewed + Duration::from_secs(7), &t));
 }
+
+#[test]
+fn after_a_failed_renewal_the_next_try_is_a_retry_period_later_if_it_can_still_count() {
+    let t = Timing::default(); // deadline 7 s, retry 2 s
+    let s = Duration::from_secs;
+    let renewed = Instant::now();
+    assert_eq!(
+        retry_after_failure(renewed, renewed + s(2), &t),
+        Some(renewed + s(4))
+    );
+    assert_eq!(
+        retry_after_failure(renewed, renewed + Duration::from_millis(4_900), &t),
+        Some(renewed + Duration::from_millis(6_900)),
+        "the last try that starts before the deadline"
+    );
+    assert_eq!(
+        retry_after_failure(renewed, renewed + s(5), &t),
+        None,
+        "the next try would start at the deadline"
+    );
+    assert_eq!(
+        retry_after_failure(renewed, renewed + s(8), &t),
+        None,
+        "lost"
+    );
+}
