@@ -112,7 +112,7 @@ pub fn controllers(
     let shadow_stream = liqo_auth::compact::reflect(
         watcher(
             Api::<PartialObjectMeta<ShadowPod>>::all(ctx.client.clone()),
-            watcher::Config::default(),
+            liqo_auth::compact::listing(),
         )
         .default_backoff()
         .modify(|s| control::lean::shadow(&mut s.metadata)),
@@ -127,7 +127,7 @@ pub fn controllers(
         liqo_auth::compact::reflect(
             watcher(
                 Api::<PartialObjectMeta<Pod>>::all(ctx.client.clone()),
-                watcher::Config::default().labels(&shadowpod::pods_selector()),
+                liqo_auth::compact::listing().labels(&shadowpod::pods_selector()),
             )
             .default_backoff()
             .modify(|p| control::lean::owned_pod(&mut p.metadata)),

@@ -112,7 +112,8 @@ pub async fn local_pods(
     queue: Arc<Queue<Key>>,
 ) -> &'static str {
     let api: Api<StoredPod> = Api::all(cfg.local.clone());
-    let config = watcher::Config::default().fields(&format!("spec.nodeName={}", cfg.node_name()));
+    let config =
+        liqo_auth::compact::listing().fields(&format!("spec.nodeName={}", cfg.node_name()));
     // Stored without managed fields, the spec compact: the forged ShadowPod reads the spec,
     // the rest the metadata and status.
     let events = watcher(api, config)
@@ -212,7 +213,7 @@ fn queue_namespace(local: &Store<StoredPod>, queue: &Queue<Key>, namespace: &str
 fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
     let cfg = &shared.cfg;
     let selector = reflection_selector(&cfg.home.cluster_id, &cfg.foreign.cluster_id);
-    let config = watcher::Config::default().labels(&selector);
+    let config = liqo_auth::compact::listing().labels(&selector);
     let (shadows, shadow_writer) = reflector::store();
     let (pods, pod_writer) = reflector::store();
     let shadow_api: Api<PartialObjectMeta<ShadowPod>> =
@@ -299,7 +300,7 @@ fn start(shared: &Shared, local: &str, remote: &str) -> Namespace {
     ];
     if let Some(listed) = tokens_listed {
         let api: Api<PartialObjectMeta<Secret>> = Api::namespaced(cfg.remote.watch.clone(), remote);
-        let config = watcher::Config::default().labels(&format!("{selector},{POD_LABEL}"));
+        let config = liqo_auth::compact::listing().labels(&format!("{selector},{POD_LABEL}"));
         let t = tokio::spawn(super::token_watch::follow(
             api,
             config,
