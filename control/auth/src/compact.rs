@@ -21,11 +21,12 @@ use kube::runtime::{
 
 pub use control::lean::shrink::{MIN_PEAK, due, shrink, shrink_set};
 
-/// Objects per page of a watch's (re-)list of per-pod objects (pods, ShadowPods, Events):
-/// each page is read whole and decoded before its objects are stripped and stored, so a page
-/// of kube's default 500 full pods held about 10 MiB at once; a virtual kubelet restarted at
-/// 1,000 pods peaked at 54 MiB against 38 MiB at rest, and its allocator kept the peak's
-/// spread. A page of 100 is a fifth of that, for four more requests per 500 objects.
+/// Objects per page of the (re-)lists of watches of per-pod objects (pods, ShadowPods,
+/// Events, pods' token Secrets): kube reads a page whole, as text, and decodes it before any
+/// object is stripped, so a page of kube's default 500 full pods is several MiB at once, and
+/// after a virtual kubelet's restart its allocator kept the spread of that peak. A page of 100
+/// is a fifth of it, for four more requests per 500 objects. (A page size binds the API
+/// server only for lists of the most recent state, kube's default `ListSemantic`.)
 pub const LIST_PAGE: u32 = 100;
 
 /// kube's watcher configuration with [`LIST_PAGE`] (selectors are added on it).

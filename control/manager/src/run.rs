@@ -282,7 +282,7 @@ pub async fn run(
 /// taken already) only watches.
 fn offer_pods(ctx: &Context) -> futures::stream::BoxStream<'static, ()> {
     let api: Api<control::offer::OfferPod> = Api::all(ctx.client.clone());
-    let events = watcher(api, watcher::Config::default()).default_backoff();
+    let events = watcher(api, liqo_auth::compact::listing()).default_backoff();
     match ctx.take_offer_pods_writer() {
         // Rebuilt once most of it is deleted (`liqo_auth::compact`).
         Some(writer) => liqo_auth::compact::reflect(events, writer)

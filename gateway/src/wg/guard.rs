@@ -5,18 +5,24 @@
 //! A handshake costs a few X25519 operations (~100 µs); a data packet a few microseconds. So
 //! the receive path only checks mac1 (only someone who knows our public key can make one) and
 //! queues the message for the handshake thread ([`super::handshake`]), which asks this guard:
-//! 1. while [`LOAD_DEPTH`] or more messages wait in the queue (and for a second after) the
-//!    device is *under load*: a message must then also carry a valid mac2, which proves its
-//!    sender receives at its source address (it answered our cookie reply); without one it
-//!    gets a cookie reply instead of a key exchange;
+//! 1. while [`LOAD_DEPTH`] or more messages wait in the queue, or more than [`GLOBAL_RATE`] a
+//!    second arrive (and for a second after either) the device is *under load*: a message
+//!    must then also carry a valid mac2, which proves its sender receives at its source
+//!    address (it answered our cookie reply); without one it gets a cookie reply instead of a
+//!    key exchange;
 //! 2. under load, each source address (an IPv6 /64 counts as one) gets a token bucket of
 //!    [`PER_SOURCE_RATE`] per second, [`PER_SOURCE_BURST`] at once: one attacker who answers
 //!    cookies gets a trickle of handshakes, not a core;
 //! 3. a global bucket of [`GLOBAL_RATE`] per second caps all sources together; the queue is
-//!    bounded, and what does not fit is dropped: handshakes wait, data never does. A refusal of
-//!    the global bucket also puts the device under load for a second: that bucket drops a
-//!    flood without spending a key exchange, so the queue alone may never grow deep enough to
-//!    ask the flood for a cookie, and it would keep taking the rate every honest peer shares.
+//!    bounded, and what does not fit is dropped: handshakes wait, data never does.
+//!
+//! Why the arrival rate counts as load too (the kernel looks at the queue only): the global
+//! bucket drops a flood without spending a key exchange, so the queue may never grow deep
+//! enough to ask the flood for a cookie, and the flood would keep taking the rate every honest
+//! peer shares. Every message the guard is asked about takes a token of a second bucket of
+//! the same rate, whatever its verdict (cookies and refusals too): while it is empty the
+//! device stays under load, so a sustained flood is held to its source's trickle, not let
+//! through a bucketful each time a quiet second would have ended the load.
 
 use std::{
     collections::HashMap,
@@ -81,8 +87,8 @@ fn cost(rate: u64) -> u64 {
 }
 
 /// Whether the handshake thread is under load: a queue of `depth` or more waiting messages, or
-/// one less than a second ago (a flood does not get a fresh allowance of unchecked handshakes
-/// each time the queue drains).
+/// an overrun ([`Load::overrun`]), now or less than a second ago (a flood does not get a fresh
+/// allowance of unchecked handshakes each time the queue drains).
 #[derive(Debug, Clone)]
 pub struct Load {
     depth: usize,
@@ -133,6 +139,8 @@ pub enum Verdict {
 pub struct Guard {
     load: Load,
     global: Bucket,
+    /// Every message asked about takes one (at [`GLOBAL_RATE`]): empty is an overrun.
+    demand: Bucket,
     sources: HashMap<IpAddr, Bucket>,
     last_sweep: Instant,
 }
@@ -151,6 +159,7 @@ impl Guard {
         Guard {
             load: Load::new(LOAD_DEPTH),
             global: Bucket::full(GLOBAL_RATE, GLOBAL_RATE, now),
+            demand: Bucket::full(GLOBAL_RATE, GLOBAL_RATE, now),
             sources: HashMap::new(),
             last_sweep: now,
         }
@@ -171,6 +180,10 @@ impl Guard {
         now: Instant,
     ) -> Verdict {
         self.sweep(now);
+        // Counted before the verdict: under load, cookies and refusals are demand too.
+        if !self.demand.take(GLOBAL_RATE, GLOBAL_RATE, now) {
+            self.load.overrun(now);
+        }
         if under_load {
             if !mac2_ok() {
                 return Verdict::Cookie;
@@ -193,7 +206,6 @@ impl Guard {
         if self.global.take(GLOBAL_RATE, GLOBAL_RATE, now) {
             Verdict::Admit
         } else {
-            self.load.overrun(now);
             Verdict::GlobalLimited
         }
     }
@@ -308,14 +320,41 @@ mod tests {
                 admitted += 1;
             }
         }
-        assert_eq!(admitted, GLOBAL_RATE, "the bucket's burst, then a refusal");
-        assert!(g.under_load(ms(t0, 999), 0), "under load after the refusal");
+        assert_eq!(admitted, GLOBAL_RATE, "the bucket's burst, then an overrun");
+        let under_load = g.under_load(ms(t0, 999), 0);
+        assert!(under_load, "under load after the overrun");
         assert_eq!(
-            g.admit(ip, true, || false, ms(t0, 999)),
+            g.admit(ip, under_load, || false, ms(t0, 999)),
             Verdict::Cookie,
             "so the flood is asked for a cookie"
         );
-        assert!(!g.under_load(ms(t0, 1_001), 0), "a quiet second ends it");
+        assert!(!g.under_load(ms(t0, 2_000), 0), "a quiet second ends it");
+    }
+
+    #[test]
+    fn a_sustained_flood_that_answers_cookies_gets_its_sources_trickle_only() {
+        let t0 = Instant::now();
+        let mut g = Guard::new(t0);
+        let ip: IpAddr = "192.0.2.7".parse().unwrap();
+        // 20,000 a second for 5 s, a valid mac2 on each, the queue never deep.
+        let mut admitted = 0u64;
+        for i in 0..100_000u64 {
+            let now = t0 + Duration::from_micros(50 * i);
+            let under_load = g.under_load(now, 0);
+            if g.admit(ip, under_load, || true, now) == Verdict::Admit {
+                admitted += 1;
+            }
+        }
+        // The bucket's first burst (and what refills in the ~0.1 s the flood takes to drain
+        // it), then 20 a second: not a bucketful each second (that was over 10,000).
+        let most = GLOBAL_RATE * 12 / 10 + 5 * PER_SOURCE_RATE + PER_SOURCE_BURST;
+        assert!(admitted <= most, "{admitted} admitted (at most {most})");
+        // Another source that answers cookies still gets in.
+        let other: IpAddr = "192.0.2.8".parse().unwrap();
+        let now = t0 + Duration::from_secs(5);
+        let under_load = g.under_load(now, 0);
+        assert!(under_load);
+        assert_eq!(g.admit(other, under_load, || true, now), Verdict::Admit);
     }
 
     #[test]
