@@ -13,7 +13,8 @@
 //! - [`rate`]: the clients' rate limits (a token bucket in front of a client);
 //! - [`stack`]: the HTTP stack of the controller-manager's and virtual kubelet's clients
 //!   (kube's layers, the rate limit, a pool whose idle connections close, the proxy tunnel);
-//! - [`compact`]: reflector stores and maps that give their memory back after a burst;
+//! - [`compact`]: reflector stores and maps that give their memory back after a burst, and
+//!   the list page of per-pod watches;
 //! - [`ready`]: a store's readiness that any number of tasks can wait for;
 //! - [`relist`]: the deletions a re-list implies, passed on as events (for `owns_stream`);
 //! - [`https`]: the serving loop (TLS, connection limits, timeouts) shared with the

@@ -306,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn a_refusal_of_the_global_bucket_puts_the_device_under_load_for_a_second() {
+    fn more_than_the_global_rate_arriving_puts_the_device_under_load_for_a_second() {
         let t0 = Instant::now();
         let mut g = Guard::new(t0);
         let ip: IpAddr = "192.0.2.7".parse().unwrap();
