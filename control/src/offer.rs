@@ -83,8 +83,13 @@ impl fmt::Display for Percent {
 
 /// What is left for the consumer before scaling: allocatable of the Ready non-virtual nodes,
 /// minus what the Running non-shadow pods on them request, plus what the consumer's own
-/// offloaded pods among them request.
-pub fn available(nodes: &[NodeInput], pods: &[PodInput], consumer: &ClusterId) -> Resources {
+/// offloaded pods among them request. The pods are borrowed (a provider's store holds
+/// thousands: none is copied).
+pub fn available<'a>(
+    nodes: &[NodeInput],
+    pods: impl IntoIterator<Item = &'a PodInput>,
+    consumer: &ClusterId,
+) -> Resources {
     let counted: BTreeMap<&str, &NodeInput> = nodes
         .iter()
         .filter(|n| n.ready && !n.is_virtual)
@@ -153,9 +158,9 @@ pub fn scale(resources: &Resources, sharing: Percent) -> BTreeMap<String, Quanti
 
 /// The offer for a consumer: [`available`] scaled by [`scale`] (the ResourceOffer's
 /// `spec.resourceQuota.hard`).
-pub fn offer(
+pub fn offer<'a>(
     nodes: &[NodeInput],
-    pods: &[PodInput],
+    pods: impl IntoIterator<Item = &'a PodInput>,
     consumer: &ClusterId,
     sharing: Percent,
 ) -> BTreeMap<String, Quantity> {

@@ -141,10 +141,16 @@ pub fn controllers(
     let owned_listed = liqo_auth::ready::shared(&owned);
     // At most `shadowpod::CONCURRENCY` reconciles at once: a burst of ten thousand ShadowPods
     // queues here, not as requests in the client's rate limiter (where the virtual kubelets'
-    // Lease renewals would wait behind them).
+    // Lease renewals would wait behind them). No debounce (the other controllers' 100 ms):
+    // it would be added to every offloaded pod's start.
     let shadowpod_controller = Controller::for_stream(shadow_stream, shadows)
         .owns_stream(pod_stream)
-        .with_config(config.clone().concurrency(shadowpod::CONCURRENCY))
+        .with_config(
+            config
+                .clone()
+                .debounce(shadowpod::DEBOUNCE)
+                .concurrency(shadowpod::CONCURRENCY),
+        )
         .graceful_shutdown_on(shutdown.clone())
         .run(
             tracked(shadowpod::NAME, inflight, move |s, c| {

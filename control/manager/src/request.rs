@@ -266,12 +266,13 @@ async fn compute(
             .map(Arc::new)
             .collect()
     };
+    // Read in place (thousands on a busy provider, every OFFER_THROTTLE): none is copied.
     let pods = running
         .iter()
-        .map(|p| p.input.clone())
+        .map(|p| p.input.as_ref())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| Error::OfferInput(Box::new(e)))?;
-    Ok(offer::offer(&nodes, &pods, consumer, ctx.settings.sharing))
+        .map_err(|e| Error::OfferInput(Box::new(e.clone())))?;
+    Ok(offer::offer(&nodes, pods, consumer, ctx.settings.sharing))
 }
 
 async fn apply_offer(

@@ -24,7 +24,7 @@ use control::{
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Resource, ResourceExt,
-    api::{PartialObjectMeta, PostParams},
+    api::{GetParams, PartialObjectMeta, PostParams},
     runtime::{
         controller::Action as Requeue,
         reflector::{ObjectRef, Store},
@@ -41,13 +41,20 @@ use crate::{
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "shadowpod";
 
-/// Reconciles at once (each makes at most two requests: the ShadowPod read, the pod created).
+/// Reconciles at once (each makes two requests, the ShadowPod read and the pod created; three
+/// when the create meets a pod the store does not hold).
 pub const CONCURRENCY: u16 = 32;
+
+/// How long a ShadowPod's reconcile waits for more of its events: none. Its first reconcile
+/// is what a new pod waits for (a debounce would be added to every offloaded pod's start),
+/// and a reconcile of a standing pod reads only the stores.
+pub const DEBOUNCE: std::time::Duration = std::time::Duration::ZERO;
 
 /// One reconcile of a ShadowPod (its metadata, as the store keeps it); `owned` holds the
 /// metadata of the pods ShadowPods made (the pod of its name is read from there; read from the
 /// API server only when a create meets one the store does not hold: not labelled as ours, or
-/// not seen yet). The whole ShadowPod is read only to make its pod.
+/// not seen yet). The whole ShadowPod is read only to make its pod, from the API server's watch
+/// cache at the version the store holds.
 pub async fn reconcile(
     shadow: Arc<PartialObjectMeta<ShadowPod>>,
     ctx: Arc<Context>,
@@ -66,10 +73,24 @@ pub async fn reconcile(
     match decide(&*shadow, seen.as_deref()) {
         Action::Create => {
             let shadows: Api<ShadowPod> = Api::namespaced(ctx.client.clone(), &ns);
-            let full = shadows
-                .get_opt(&name)
-                .await
-                .map_err(kerr(format!("get ShadowPod {ns}/{name}")))?;
+            // At the version the store holds or newer: an API server whose watch cache has it
+            // answers from there, not with a read of etcd. One whose cache is behind (another
+            // API server behind a balancer, or its cache rebuilding) answers 504 or 429: then
+            // the latest, from etcd.
+            let at = shadow
+                .metadata
+                .resource_version
+                .as_deref()
+                .map_or_else(GetParams::default, GetParams::at);
+            let what = || format!("get ShadowPod {ns}/{name}");
+            let full = match shadows.get_with(&name, &at).await {
+                Ok(full) => Some(full),
+                Err(kube::Error::Api(s)) if s.is_not_found() => None,
+                Err(kube::Error::Api(s)) if s.code == 504 || s.code == 429 => {
+                    shadows.get_opt(&name).await.map_err(kerr(what()))?
+                }
+                Err(e) => return Err(kerr(what())(e)),
+            };
             // Gone, replaced since the store saw it, or being deleted: its own event comes.
             let Some(full) = full.filter(|f| {
                 f.metadata.uid == shadow.metadata.uid && f.metadata.deletion_timestamp.is_none()

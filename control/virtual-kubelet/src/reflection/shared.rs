@@ -70,10 +70,13 @@ impl Shared {
         map.get(local).map(Namespace::view)
     }
 
-    /// The local pod of `key` as stored (its spec decoded), with our writes to it that the
+    /// The local pod of `key` as stored (its spec and status decoded), with our writes to it that the
     /// store does not show yet laid over it (`control::shadowpod::pending`: no second write of
     /// the same); the record of them is dropped once the store shows another version.
-    pub fn stored_local(&self, key: &Key) -> Result<Option<Pod>, control::lean::SpecDecodeError> {
+    pub fn stored_local(
+        &self,
+        key: &Key,
+    ) -> Result<Option<Pod>, control::lean::CompactDecodeError> {
         let Some(mut pod) = self
             .local
             .get(&ObjectRef::new(&key.name).within(&key.namespace))

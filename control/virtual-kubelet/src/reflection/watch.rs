@@ -114,8 +114,8 @@ pub async fn local_pods(
     let api: Api<StoredPod> = Api::all(cfg.local.clone());
     let config =
         liqo_auth::compact::listing().fields(&format!("spec.nodeName={}", cfg.node_name()));
-    // Stored without managed fields, the spec compact: the forged ShadowPod reads the spec,
-    // the rest the metadata and status.
+    // Stored without managed fields, the spec and status compact: the forged ShadowPod reads
+    // the spec, the rest the metadata and status.
     let events = watcher(api, config)
         .default_backoff()
         .modify(|p| control::lean::meta(&mut p.metadata));

@@ -66,9 +66,9 @@ pub enum HandleError {
         /// Its name.
         name: String,
     },
-    /// A stored pod's spec does not decode (never: the store wrote it).
+    /// A stored pod's spec or status does not decode (never: the store wrote it).
     #[error("pod {0} as stored")]
-    Stored(String, #[source] control::lean::SpecDecodeError),
+    Stored(String, #[source] control::lean::CompactDecodeError),
     /// The remote name is taken by an object that is not ours.
     #[error("remote ShadowPod {namespace}/{name} exists and is not ours")]
     NotOurs {
