@@ -1,14 +1,18 @@
 //! The HTTPS (or plain HTTP) serving loop shared by liqo-auth's service and the
 //! controller-manager's admission webhooks: an axum [`Router`] behind a bounded number of
-//! connections (the excess closed at once), a TLS handshake timeout, a header timeout and one
-//! request per connection. It owns the accept loop and the rustls configuration; it never
+//! connections (the excess closed at once), a TLS handshake timeout, a header timeout, and
+//! either one request per connection or keep-alive up to a connection age
+//! ([`Limits::keep_alive`]). It owns the accept loop and the rustls configuration; it never
 //! decides what a request means (the router does) nor where a certificate comes from.
 //!
-//! Keep-alive is off: every request (every admission review) costs a new TCP connection and TLS
-//! handshake. That is the price of a simple bound: a connection holds a slot for one request
-//! only, so `max_connections` and the timeouts bound the work per client, an idle kept-alive
-//! connection never pins a slot, and a replaced certificate reaches every client at its next
-//! request. The volumes (admissions, peering requests) are small.
+//! One request per connection (liqo-auth: peering requests are few) costs a TCP connection and
+//! a TLS handshake each, and buys a simple bound: a slot is held for one request, and a
+//! replaced certificate reaches every client at its next request. The admission webhooks keep
+//! connections alive instead: the API server sends one review per pod created in an offloaded
+//! namespace, and a handshake on each (both sides' CPU, on a busy API server) was a cost per
+//! pod. There a connection serves requests until it is `keep_alive` old, then finishes the one
+//! in flight and closes (a replaced certificate reaches every client within that age); between
+//! requests it waits at most `header` for the next one, so an idle connection frees its slot.
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
@@ -40,6 +44,9 @@ pub struct Limits {
     pub request: Duration,
     /// The most connections served at once; more are closed at once.
     pub max_connections: usize,
+    /// `None`: one request per connection. `Some(age)`: requests on a connection until it is
+    /// `age` old (then the one in flight finishes and it closes), at most `header` apart.
+    pub keep_alive: Option<Duration>,
 }
 
 /// The connection figures of one serving loop, for its Prometheus registry: the connections
@@ -200,7 +207,8 @@ pub async fn serve(
     tracing::info!("{name} stopped");
 }
 
-/// Serves one request on a connection (no keep-alive), within the header and request limits.
+/// Serves a connection: one request, or requests up to its keep-alive age, within the header
+/// and request limits.
 async fn connection<I>(io: I, router: Router, peer: SocketAddr, limits: Limits)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -208,16 +216,25 @@ where
     let service = TowerToHyperService::new(router);
     let serving = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
+        // Also the longest wait for the next request on a kept-alive connection.
         .header_read_timeout(limits.header)
-        .keep_alive(false)
+        .keep_alive(limits.keep_alive.is_some())
         .serve_connection(TokioIo::new(io), service);
+    let mut serving = std::pin::pin!(serving);
     // The request's own timeout answers first; this one bounds writing the answer.
-    match tokio::time::timeout(
-        limits.header + limits.request + Duration::from_secs(5),
-        serving,
-    )
-    .await
-    {
+    let last = limits.header + limits.request + Duration::from_secs(5);
+    let ended = match limits.keep_alive {
+        None => tokio::time::timeout(last, serving).await,
+        Some(age) => match tokio::time::timeout(age, serving.as_mut()).await {
+            Ok(ended) => Ok(ended),
+            Err(_old) => {
+                // Old enough: the request in flight (if any) is answered, then it closes.
+                serving.as_mut().graceful_shutdown();
+                tokio::time::timeout(last, serving).await
+            }
+        },
+    };
+    match ended {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with an error"),
         Err(_elapsed) => tracing::debug!(%peer, "connection timed out"),
@@ -237,6 +254,117 @@ mod tests {
 
     fn served(r: &Replaceable) -> CertificateDer<'static> {
         r.0.read().unwrap().cert[0].clone()
+    }
+
+    /// Serves a router answering `ok` on plain HTTP with `keep_alive`; its address.
+    async fn plain(keep_alive: Option<Duration>) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = Router::new().route("/", axum::routing::post(|| async { "ok" }));
+        let limits = Limits {
+            handshake: Duration::from_secs(1),
+            header: Duration::from_millis(300),
+            request: Duration::from_secs(1),
+            max_connections: 4,
+            keep_alive,
+        };
+        tokio::spawn(serve(
+            "test",
+            listener,
+            None,
+            router,
+            limits,
+            Connections::default(),
+            std::future::pending(),
+        ));
+        addr
+    }
+
+    const REQUEST: &[u8] = b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n";
+
+    /// Sends [`REQUEST`] on `conn` and reads until an answer ends (`ok`) or the connection
+    /// does; what was read.
+    async fn ask(conn: &mut tokio::net::TcpStream) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // A write to a connection the server closed may fail: the read below says so.
+        if conn.write_all(REQUEST).await.is_err() {
+            return String::new();
+        }
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            match tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => break,
+                Ok(Ok(n)) => {
+                    got.extend_from_slice(&buf[..n]);
+                    if got.ends_with(b"ok") {
+                        break;
+                    }
+                }
+                Err(_) => panic!("no answer within 5 s: {}", String::from_utf8_lossy(&got)),
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    /// Whether the server closed `conn` (a read gives nothing within 2 s).
+    async fn closed(conn: &mut tokio::net::TcpStream) -> bool {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 16];
+        matches!(
+            tokio::time::timeout(Duration::from_secs(2), conn.read(&mut buf)).await,
+            Ok(Ok(0) | Err(_))
+        )
+    }
+
+    #[tokio::test]
+    async fn one_request_per_connection_without_keep_alive() {
+        let addr = plain(None).await;
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let first = ask(&mut conn).await;
+        assert!(
+            first.starts_with("HTTP/1.1 200") && first.ends_with("ok"),
+            "{first}"
+        );
+        assert!(closed(&mut conn).await, "closed after its one request");
+    }
+
+    #[tokio::test]
+    async fn kept_alive_requests_share_a_connection_until_idle_or_old() {
+        let addr = plain(Some(Duration::from_secs(1))).await;
+        // Several requests on one connection.
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        for n in 0..3 {
+            let got = ask(&mut conn).await;
+            assert!(
+                got.starts_with("HTTP/1.1 200") && got.ends_with("ok"),
+                "{n}: {got}"
+            );
+        }
+        // Idle longer than the header timeout: closed, its slot free.
+        assert!(closed(&mut conn).await, "an idle connection is closed");
+        // Busy past its age: closed after the answer in flight, never in the middle of one.
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let start = std::time::Instant::now();
+        let mut answered = 0;
+        loop {
+            let got = ask(&mut conn).await;
+            if got.is_empty() {
+                break;
+            }
+            assert!(
+                got.starts_with("HTTP/1.1 200") && got.ends_with("ok"),
+                "{got}"
+            );
+            answered += 1;
+            assert!(
+                start.elapsed() < Duration::from_secs(3),
+                "still open after 3 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert!(answered >= 5, "{answered} answers before its age");
+        assert!(start.elapsed() >= Duration::from_millis(900));
     }
 
     #[test]

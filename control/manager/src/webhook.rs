@@ -39,6 +39,10 @@ use crate::metrics::Metrics;
 pub use setup::{CA_SETTLE, CA_START_DEADLINE, Config, WebhookError, ensure_certs};
 use setup::{set_at_start, tls_parts};
 
+/// How long a connection of the API server's serves reviews before it is closed (after the
+/// one in flight): a replaced serving certificate reaches the API server within it.
+pub const WEBHOOK_KEEP_ALIVE: Duration = Duration::from_secs(60);
+
 /// Makes or reuses the certificates, binds, sets the caBundle, and returns the future serving
 /// the webhooks, keeping the caBundle and watching the NamespaceOffloadings for the pod
 /// webhook (`offloadings`) until `shutdown` completes (so a bad certificate or
@@ -73,6 +77,8 @@ pub async fn start(
         header: Duration::from_secs(10),
         request: config.review_timeout,
         max_connections: 256,
+        // One review per pod created in an offloaded namespace: no handshake for each.
+        keep_alive: Some(WEBHOOK_KEEP_ALIVE),
     };
     set_at_start(&client, m.ca_cert.as_bytes(), CA_START_DEADLINE).await?;
     let keeper = keeper::keep(client, config, cert, m);

@@ -18,6 +18,11 @@ pub const BURST: u32 = 10;
 pub const REFILL: Duration = Duration::from_secs(6);
 /// The longest note mirrored (events.k8s.io takes 1 kB).
 pub const NOTE_MAX: usize = 1000;
+/// The reasons never mirrored: the provider's scheduler placing the remote pod
+/// (`Scheduled`). The home pod has its own, onto the virtual node, which stands for the
+/// provider: the provider's node names are its own business, and a second `Scheduled` per
+/// pod would be one more write to the home API server for every offloaded pod.
+pub const NOT_MIRRORED: &[&str] = &["Scheduled"];
 
 /// An Event to publish on the home pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,14 +38,17 @@ pub struct Mirror {
 }
 
 /// The Event to publish on the home pod for the remote Event `e` about the remote pod of the
-/// same name, from the provider `provider`; `None` for an Event about something else or
-/// without a reason.
+/// same name, from the provider `provider`; `None` for an Event about something else,
+/// without a reason or with a reason of [`NOT_MIRRORED`].
 pub fn mirror(e: &Event, pod: &str, provider: &str) -> Option<Mirror> {
     let o = &e.involved_object;
     if o.kind.as_deref() != Some("Pod") || o.name.as_deref() != Some(pod) {
         return None;
     }
-    let reason = e.reason.clone().filter(|r| !r.is_empty())?;
+    let reason = e
+        .reason
+        .clone()
+        .filter(|r| !r.is_empty() && !NOT_MIRRORED.contains(&r.as_str()))?;
     let mut note = format!("[{provider}] {}", e.message.as_deref().unwrap_or_default());
     if note.len() > NOTE_MAX {
         let mut end = NOTE_MAX;
@@ -131,10 +139,14 @@ mod tests {
     }
 
     #[test]
-    fn other_objects_other_pods_and_reasonless_events_are_not() {
+    fn other_objects_other_pods_reasonless_and_scheduling_events_are_not() {
         assert!(mirror(&event("ShadowPod", "web", "Normal", "X"), "web", "milan").is_none());
         assert!(mirror(&event("Pod", "db", "Normal", "X"), "web", "milan").is_none());
         assert!(mirror(&event("Pod", "web", "Normal", ""), "web", "milan").is_none());
+        assert!(
+            mirror(&event("Pod", "web", "Normal", "Scheduled"), "web", "milan").is_none(),
+            "the provider's scheduling is not mirrored"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! ([`track_restarts`]) of the [`current_remote`] pod before, decides without IPs, maps the IPs
 //! only when a status is to be written ([`needs_ips`]) and decides again, and performs the
 //! [`Action`]s in order ([`without_status`] when the mapping failed: everything else still
-//! happens).
+//! happens); it queues the pod again when [`label_in`] says its label is due alone.
 
 use crate::{
     api::{ClusterId, virtualkubelet::ShadowPod},
@@ -82,16 +82,59 @@ pub fn current_remote<'a>(shadow: Option<&ObjectMeta>, remote: Option<&'a Pod>) 
 /// Whether the IPs must be mapped: `actions` (decided without IPs) write a status and the
 /// remote pod has IPs.
 pub fn needs_ips(actions: &[Action], remote_ips: &[String]) -> bool {
-    !remote_ips.is_empty() && actions.iter().any(|a| matches!(a, Action::WriteStatus(_)))
+    !remote_ips.is_empty()
+        && actions
+            .iter()
+            .any(|a| matches!(a, Action::WriteStatus { .. }))
 }
 
 /// `actions` without the status write (the IPs could not be mapped: the rest still happens,
-/// the status after a retry).
+/// the status after a retry); a label it carried is written alone.
 pub fn without_status(actions: Vec<Action>) -> Vec<Action> {
     actions
         .into_iter()
-        .filter(|a| !matches!(a, Action::WriteStatus(_)))
+        .filter_map(|a| match a {
+            Action::WriteStatus { label: true, .. } => Some(Action::LabelLocal),
+            Action::WriteStatus { .. } => None,
+            other => Some(other),
+        })
         .collect()
+}
+
+/// How long a local pod may go without its `liqo.io/shadowPod` label once its ShadowPod
+/// exists, waiting for a status write to carry it (a remote pod reports within a second or
+/// two; this is for one that never does: no remote pod, or no kubelet answering).
+pub const LABEL_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// When the local pod's label is due alone ([`Action::LabelLocal`]): `None` for a pod
+/// labelled already, going, or without a live ShadowPod of ours; else the time left until its
+/// ShadowPod is [`LABEL_AFTER`] old (`ZERO`: now). The caller queues the pod again then.
+pub fn label_in(
+    local: &Pod,
+    shadow: Option<&ObjectMeta>,
+    now: &Time,
+) -> Option<std::time::Duration> {
+    let s = shadow?;
+    if labelled(local) || terminating(&local.metadata) || terminating(s) {
+        return None;
+    }
+    let age = match &s.creation_timestamp {
+        Some(created) => {
+            std::time::Duration::try_from(now.0.duration_since(created.0)).unwrap_or_default()
+        }
+        None => LABEL_AFTER,
+    };
+    Some(LABEL_AFTER.saturating_sub(age))
+}
+
+/// Whether the local pod has the `liqo.io/shadowPod=true` label.
+fn labelled(local: &Pod) -> bool {
+    local
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(labels::SHADOW_POD))
+        .is_some_and(|v| v == values::TRUE)
 }
 
 /// When to look the remote name up for a foreign Pod: `None` never (no live ShadowPod of
@@ -133,7 +176,8 @@ pub enum Action {
         /// Its UID.
         uid: String,
     },
-    /// Label the local pod `liqo.io/shadowPod=true`.
+    /// Label the local pod `liqo.io/shadowPod=true`, alone: no status to write
+    /// ([`LABEL_AFTER`]).
     LabelLocal,
     /// Create the remote ShadowPod (a create, not an apply: the stores only hold our objects,
     /// and an object of that name that is not ours must fail the create, never be taken
@@ -141,8 +185,15 @@ pub enum Action {
     CreateShadow(Box<ShadowPod>),
     /// Update our remote ShadowPod (server-side apply).
     UpdateShadow(Box<ShadowPod>),
-    /// Write the local pod's status subresource.
-    WriteStatus(Box<PodStatus>),
+    /// Write the local pod's status subresource; with `label`, the same request labels it
+    /// `liqo.io/shadowPod=true` (a Pod's status subresource takes label changes: one write to
+    /// the home API server per offloaded pod, not two).
+    WriteStatus {
+        /// The status.
+        status: Box<PodStatus>,
+        /// Label it too.
+        label: bool,
+    },
     /// Drop what is remembered about the pod (restarts, IPs).
     Forget,
 }
@@ -215,7 +266,10 @@ fn fallback(local: Option<&Pod>, ctx: &Context<'_>) -> Vec<Action> {
     if same_status(&status, &rejected) {
         vec![]
     } else {
-        vec![Action::WriteStatus(Box::new(rejected))]
+        vec![Action::WriteStatus {
+            status: Box::new(rejected),
+            label: false,
+        }]
     }
 }
 
@@ -267,7 +321,13 @@ fn mapped(
                 Action::Forget,
             ],
             (Some(s), _) if !terminating(s) => vec![Action::DeleteShadow { uid: uid(s) }],
-            _ => status(local, current, ctx).into_iter().collect(),
+            _ => status(local, current, ctx)
+                .map(|status| Action::WriteStatus {
+                    status,
+                    label: false,
+                })
+                .into_iter()
+                .collect(),
         };
     }
     // 4. Rejected for good: only make sure nothing runs remotely.
@@ -279,35 +339,27 @@ fn mapped(
         };
     }
     let mut actions = Vec::new();
-    // 5. The local pod marked as offloaded: after the ShadowPod's write, which is what the
-    // pod waits for (its first creation is not held back by a write to the home cluster).
-    let labelled = local
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(labels::SHADOW_POD))
-        .is_some_and(|v| v == values::TRUE);
-    let label = (!labelled).then_some(Action::LabelLocal);
     // 6. The ShadowPod as forged.
     let forged = forge::shadow_pod(local, namespace, ctx.home, ctx.foreign, ctx.api);
     match shadow {
-        None => {
-            actions.push(Action::CreateShadow(Box::new(forged)));
-            actions.extend(label);
-            // Its status comes with the remote pod's events.
-            return actions;
-        }
+        // Its status comes with the remote pod's events.
+        None => return vec![Action::CreateShadow(Box::new(forged))],
         // A ShadowPod of a previous pod of this name still going: wait for its deletion.
-        Some(s) if terminating(s) => {
-            actions.extend(label);
-            return actions;
-        }
+        Some(s) if terminating(s) => return actions,
         Some(s) if !same_shadow(s, &forged) => actions.push(Action::UpdateShadow(Box::new(forged))),
         Some(_) => {}
     }
-    actions.extend(label);
-    // 7. The status back.
-    actions.extend(status(local, current, ctx));
+    // 7. The status back; 5. the local pod marked as offloaded by the first status write (no
+    // write of its own, nor one before the ShadowPod's, which is what the pod waits for), or
+    // alone once its ShadowPod is LABEL_AFTER old with no status to write.
+    let label = !labelled(local);
+    match status(local, current, ctx) {
+        Some(status) => actions.push(Action::WriteStatus { status, label }),
+        None if label_in(local, shadow, &ctx.now) == Some(std::time::Duration::ZERO) => {
+            actions.push(Action::LabelLocal);
+        }
+        None => {}
+    }
     actions
 }
 
@@ -327,7 +379,7 @@ pub fn same_status(a: &PodStatus, b: &PodStatus) -> bool {
 }
 
 /// Step 7: the local status from the remote pod's, when it differs.
-fn status(local: &Pod, remote: Option<&Pod>, ctx: &Context<'_>) -> Option<Action> {
+fn status(local: &Pod, remote: Option<&Pod>, ctx: &Context<'_>) -> Option<Box<PodStatus>> {
     let remote_status = remote?.status.as_ref()?;
     let forged = forge::local_status(
         remote_status,
@@ -341,7 +393,7 @@ fn status(local: &Pod, remote: Option<&Pod>, ctx: &Context<'_>) -> Option<Action
     let current = local.status.clone().unwrap_or_default();
     let nothing_new =
         same_status(&current, &forged) || only_scheduled(&current) && only_scheduled(&forged);
-    (!nothing_new).then(|| Action::WriteStatus(Box::new(forged)))
+    (!nothing_new).then(|| Box::new(forged))
 }
 
 /// Whether a status says no more than "Pending, scheduled": no container, IP, reason or

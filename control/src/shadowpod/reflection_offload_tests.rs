@@ -4,9 +4,20 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::reflection::{
-    Action, PROBE_AFTER, current_remote, decide, needs_ips, probe_foreign, without_status,
+    Action, LABEL_AFTER, PROBE_AFTER, current_remote, decide, label_in, needs_ips, probe_foreign,
+    without_status,
 };
 use super::reflection_tests::{ctx, ids, local, mapped, now, remote, shadow_of, terminating};
+
+/// [`now`] `secs` seconds ago.
+fn created(secs: i64) -> Time {
+    Time(
+        now()
+            .0
+            .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(secs))
+            .unwrap(),
+    )
+}
 
 #[test]
 fn a_same_name_remote_pod_of_an_earlier_shadow_pod_lends_no_status() {
@@ -36,7 +47,7 @@ fn a_same_name_remote_pod_of_an_earlier_shadow_pod_lends_no_status() {
     own.metadata.owner_references.as_mut().unwrap()[0].uid = "u-shadow-2".into();
     assert!(current_remote(Some(&s.metadata), Some(&own)).is_some());
     let got = decide(Some(&l), mapped(Some(&s), Some(&own)), &ctx(&ids, &ips));
-    assert!(matches!(&got[..], [Action::WriteStatus(_)]), "{got:?}");
+    assert!(matches!(&got[..], [Action::WriteStatus { .. }]), "{got:?}");
     // A controller reference that is not a ShadowPod's, or not the controller: no.
     let mut not_controller = own.clone();
     not_controller.metadata.owner_references.as_mut().unwrap()[0].controller = Some(false);
@@ -64,7 +75,7 @@ fn without_the_ipam_everything_but_the_status_still_happens() {
     );
     assert!(!needs_ips(&got, &remote_ips));
     // A live pod whose ShadowPod is stale and whose status is due: without IPs, the apply and
-    // the label happen, the status waits.
+    // the label (which the status write was to carry) happen, the status waits.
     let mut l = local();
     l.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
     let mut older = l.clone();
@@ -76,8 +87,7 @@ fn without_the_ipam_everything_but_the_status_still_happens() {
             &got[..],
             [
                 Action::UpdateShadow(_),
-                Action::LabelLocal,
-                Action::WriteStatus(_)
+                Action::WriteStatus { label: true, .. }
             ]
         ),
         "{got:?}"
@@ -96,14 +106,6 @@ fn a_shadow_pod_whose_pod_does_not_come_has_its_name_probed_after_a_while() {
     let ids = ids();
     let l = local();
     let mut s = shadow_of(&l, &ids);
-    let created = |secs: i64| {
-        Time(
-            now()
-                .0
-                .checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(secs))
-                .unwrap(),
-        )
-    };
     s.metadata.creation_timestamp = Some(created(10));
     assert_eq!(
         probe_foreign(Some(&s.metadata), None, &now()),
@@ -120,6 +122,60 @@ fn a_shadow_pod_whose_pod_does_not_come_has_its_name_probed_after_a_while() {
     assert_eq!(probe_foreign(None, None, &now()), None);
     s.metadata.deletion_timestamp = Some(now());
     assert_eq!(probe_foreign(Some(&s.metadata), None, &now()), None);
+}
+
+#[test]
+fn the_label_rides_on_the_first_status_write_or_goes_alone_after_a_while() {
+    let ids = ids();
+    let mut l = local();
+    l.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
+    let mut s = shadow_of(&l, &ids);
+    s.metadata.creation_timestamp = Some(created(10));
+    // A remote pod with nothing to say yet: no write; the pod is to be seen again when its
+    // ShadowPod is LABEL_AFTER old.
+    let mut quiet = remote(&ids);
+    quiet.status = None;
+    let got = decide(Some(&l), mapped(Some(&s), Some(&quiet)), &ctx(&ids, &[]));
+    assert_eq!(got, [], "{got:?}");
+    assert_eq!(
+        label_in(&l, Some(&s.metadata), &now()),
+        Some(LABEL_AFTER - std::time::Duration::from_secs(10))
+    );
+    // A status to write: one request, the label with it.
+    let r = remote(&ids);
+    let ips = ["10.201.0.9".to_owned()];
+    let got = decide(Some(&l), mapped(Some(&s), Some(&r)), &ctx(&ids, &ips));
+    assert!(
+        matches!(&got[..], [Action::WriteStatus { label: true, .. }]),
+        "{got:?}"
+    );
+    // Still nothing to say once the ShadowPod is LABEL_AFTER old: the label alone.
+    s.metadata.creation_timestamp = Some(created(45));
+    assert_eq!(
+        label_in(&l, Some(&s.metadata), &now()),
+        Some(std::time::Duration::ZERO)
+    );
+    let got = decide(Some(&l), mapped(Some(&s), Some(&quiet)), &ctx(&ids, &[]));
+    assert_eq!(got, [Action::LabelLocal]);
+    // Labelled, no ShadowPod, or either going: never alone.
+    let labelled = local();
+    assert_eq!(label_in(&labelled, Some(&s.metadata), &now()), None);
+    let got = decide(
+        Some(&labelled),
+        mapped(Some(&s), Some(&r)),
+        &ctx(&ids, &ips),
+    );
+    assert!(
+        matches!(&got[..], [Action::WriteStatus { label: false, .. }]),
+        "{got:?}"
+    );
+    assert_eq!(label_in(&l, None, &now()), None);
+    assert_eq!(
+        label_in(&terminating(l.clone()), Some(&s.metadata), &now()),
+        None
+    );
+    s.metadata.deletion_timestamp = Some(now());
+    assert_eq!(label_in(&l, Some(&s.metadata), &now()), None);
 }
 
 #[test]
@@ -156,13 +212,19 @@ fn a_remote_pod_saying_only_pending_and_scheduled_is_not_written_back() {
         "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}),
     );
     let got = decided(&l, &r);
-    let [Action::WriteStatus(unschedulable)] = &got[..] else {
+    let [
+        Action::WriteStatus {
+            status: unschedulable,
+            ..
+        },
+    ] = &got[..]
+    else {
         panic!("{got:?}")
     };
     // Then scheduled there: the home pod says Unschedulable, so that is written too.
     l.status = Some((**unschedulable).clone());
     with_status(&mut r, bound);
-    assert!(matches!(&decided(&l, &r)[..], [Action::WriteStatus(_)]));
+    assert!(matches!(&decided(&l, &r)[..], [Action::WriteStatus { .. }]));
     // A home pod that said more (Running, from a remote pod since replaced): the new remote
     // pod's "Pending, scheduled" is written.
     let mut was_running = l.clone();
@@ -173,7 +235,7 @@ fn a_remote_pod_saying_only_pending_and_scheduled_is_not_written_back() {
     );
     assert!(matches!(
         &decided(&was_running, &r)[..],
-        [Action::WriteStatus(_)]
+        [Action::WriteStatus { .. }]
     ));
     // A container waiting (news from the provider's kubelet): written.
     with_status(&mut l, scheduled);
@@ -184,7 +246,7 @@ fn a_remote_pod_saying_only_pending_and_scheduled_is_not_written_back() {
                                "restartCount": 0,
                                "state": {"waiting": {"reason": "ContainerCreating"}}}]}),
     );
-    assert!(matches!(&decided(&l, &r)[..], [Action::WriteStatus(_)]));
+    assert!(matches!(&decided(&l, &r)[..], [Action::WriteStatus { .. }]));
 }
 
 #[test]

@@ -93,7 +93,7 @@ pub(super) fn mapped<'a>(shadow: Option<&'a ShadowPod>, remote: Option<&'a Pod>)
 }
 
 #[test]
-fn a_new_pod_gets_its_shadow_pod_then_is_labelled() {
+fn a_new_pod_gets_its_shadow_pod_and_no_write_at_home() {
     let ids = ids();
     let mut l = local();
     l.metadata
@@ -102,10 +102,8 @@ fn a_new_pod_gets_its_shadow_pod_then_is_labelled() {
         .unwrap()
         .remove("liqo.io/shadowPod");
     let got = decide(Some(&l), mapped(None, None), &ctx(&ids, &[]));
-    assert_eq!(got.len(), 2, "{got:?}");
-    // The ShadowPod first: the pod waits for it, not for its label.
-    assert_eq!(got[1], Action::LabelLocal);
-    let Action::CreateShadow(s) = &got[0] else {
+    // The ShadowPod only: the pod waits for it; its label comes with its first status.
+    let [Action::CreateShadow(s)] = &got[..] else {
         panic!("{got:?}")
     };
     assert_eq!(s.metadata.namespace.as_deref(), Some(NS));
@@ -272,7 +270,7 @@ fn a_terminating_local_pod_goes_shadow_first_then_itself() {
     let ips = ["10.201.0.9".to_owned()];
     let got = decide(Some(&l), mapped(Some(&going), Some(&r)), &ctx(&ids, &ips));
     assert!(
-        matches!(&got[..], [Action::WriteStatus(st)] if st.pod_ip.as_deref() == Some("10.201.0.9")),
+        matches!(&got[..], [Action::WriteStatus { status: st, .. }] if st.pod_ip.as_deref() == Some("10.201.0.9")),
         "{got:?}"
     );
     // ShadowPod gone, remote pod terminating: nothing proves it is this pod's, no status.
@@ -321,7 +319,7 @@ fn the_status_comes_back_with_mapped_ips_and_only_when_it_differs() {
     let mut c = ctx(&ids, &ips);
     c.restarts = 2;
     let got = decide(Some(&l), mapped(Some(&s), Some(&r)), &c);
-    let [Action::WriteStatus(st)] = &got[..] else {
+    let [Action::WriteStatus { status: st, .. }] = &got[..] else {
         panic!("{got:?}")
     };
     assert_eq!(st.phase.as_deref(), Some("Running"));
@@ -354,7 +352,7 @@ fn the_fallback_rejects_pods_in_namespaces_not_offloaded_here() {
     let ids = ids();
     let l = local();
     let got = decide(Some(&l), Target::Unmapped, &ctx(&ids, &[]));
-    let [Action::WriteStatus(st)] = &got[..] else {
+    let [Action::WriteStatus { status: st, .. }] = &got[..] else {
         panic!("{got:?}")
     };
     assert_eq!(st.phase.as_deref(), Some("Pending"));
@@ -374,7 +372,7 @@ fn the_fallback_rejects_pods_in_namespaces_not_offloaded_here() {
         .unwrap(),
     );
     let got = decide(Some(&ran), Target::Unmapped, &ctx(&ids, &[]));
-    let [Action::WriteStatus(st)] = &got[..] else {
+    let [Action::WriteStatus { status: st, .. }] = &got[..] else {
         panic!("{got:?}")
     };
     assert_eq!(st.phase.as_deref(), Some("Failed"));

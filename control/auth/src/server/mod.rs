@@ -176,6 +176,7 @@ impl Server {
             header: state.config.header_timeout,
             request: state.config.request_timeout,
             max_connections: state.config.max_connections,
+            keep_alive: None,
         };
         https::serve(
             "liqo-auth",

@@ -210,6 +210,19 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
             }
         }
     }
+    // A label not written now and due later alone: the pod is seen again then.
+    let labelling = actions.iter().any(|a| {
+        matches!(
+            a,
+            Action::LabelLocal | Action::WriteStatus { label: true, .. }
+        )
+    });
+    if !labelling
+        && let Some(l) = &local
+        && let Some(after) = decide::label_in(l, shadow, &now).filter(|d| !d.is_zero())
+    {
+        shared.queue.add_after(key.clone(), after);
+    }
     for action in actions {
         perform(
             shared,
@@ -343,9 +356,12 @@ async fn perform(
                 .map_err(kerr(format!("applying ShadowPod {ns}/{}", key.name)))?;
             tracing::info!(pod = %key, remote = %ns, "ShadowPod updated");
         }
-        Action::WriteStatus(status) => {
+        Action::WriteStatus { status, label } => {
             let current = local.and_then(|l| l.status.clone()).unwrap_or_default();
-            let patch = decide::status_patch(&current, &status);
+            let mut patch = json!({ "status": decide::status_patch(&current, &status) });
+            if label {
+                patch["metadata"] = json!({"labels": {labels::SHADOW_POD: values::TRUE}});
+            }
             let written = local_api
                 .patch_status(
                     &key.name,
@@ -353,12 +369,15 @@ async fn perform(
                         field_manager: Some(FIELD_MANAGER.into()),
                         ..PatchParams::default()
                     },
-                    &Patch::Merge(json!({ "status": patch })),
+                    &Patch::Merge(patch),
                 )
                 .await
                 .map_err(kerr(format!("writing the status of pod {key}")))?;
             let kept = written.status.clone().map(Box::new);
-            shared.record_pending(key, local, &written, |p| p.status = kept);
+            shared.record_pending(key, local, &written, |p| {
+                p.status = kept;
+                p.labelled |= label;
+            });
             tracing::debug!(pod = %key, phase = ?status.phase, "pod status written");
         }
         Action::Forget => shared.forget(key),

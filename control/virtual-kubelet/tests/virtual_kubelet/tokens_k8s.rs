@@ -88,7 +88,17 @@ pub(crate) async fn check(rome_c: &Cluster, rome: &Client, milan: &Client, pod: 
         t.elapsed().as_secs_f64()
     );
 
-    // An Event about the remote pod, recorded on milan, shows on the home pod.
+    // An Event about the remote pod, recorded on milan, shows on the home pod; milan's
+    // scheduling (`Scheduled`, recorded before it) does not.
+    create(
+        &Api::<CoreEvent>::namespaced(milan.clone(), REMOTE_NS),
+        json!({"metadata": {"name": format!("{pod}.scheduled")},
+               "involvedObject": {"kind": "Pod", "name": pod, "namespace": REMOTE_NS},
+               "type": "Normal", "reason": "Scheduled",
+               "message": format!("Successfully assigned {REMOTE_NS}/{pod} to node-7"),
+               "source": {"component": "default-scheduler"}}),
+    )
+    .await;
     create(
         &Api::<CoreEvent>::namespaced(milan.clone(), REMOTE_NS),
         json!({"metadata": {"name": format!("{pod}.pulled")},
@@ -98,25 +108,38 @@ pub(crate) async fn check(rome_c: &Cluster, rome: &Client, milan: &Client, pod: 
     )
     .await;
     let events: Api<Event> = Api::namespaced(rome.clone(), "demo");
-    eventually(60, "the remote pod's Event on the home pod", || {
+    let mirrored = eventually(60, "the remote pod's Event on the home pod", || {
         let events = events.clone();
         async move {
             let list = events
                 .list(&ListParams::default())
                 .await
                 .map_err(|e| e.to_string())?;
-            list.items
-                .iter()
-                .any(|e| {
-                    e.reason.as_deref() == Some("Pulled")
-                        && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
-                        && e.note.as_deref().is_some_and(|n| n.starts_with("[milan] "))
-                })
-                .then_some(())
-                .ok_or(format!("{} events", list.items.len()))
+            let pulled = list.items.iter().any(|e| {
+                e.reason.as_deref() == Some("Pulled")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod)
+                    && e.note.as_deref().is_some_and(|n| n.starts_with("[milan] "))
+            });
+            if pulled {
+                Ok(list)
+            } else {
+                Err(format!("{} events", list.items.len()))
+            }
         }
     })
     .await;
+    let mirrored_scheduling: Vec<_> = mirrored
+        .items
+        .iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some("Scheduled")
+                && e.note.as_deref().is_some_and(|n| n.starts_with("[milan] "))
+        })
+        .collect();
+    assert!(
+        mirrored_scheduling.is_empty(),
+        "milan's scheduling shows at home: {mirrored_scheduling:?}"
+    );
     token
 }
 

@@ -96,6 +96,7 @@ pub(super) async fn recorder(target: &str) -> Recorder {
         header: Duration::from_secs(5),
         request: Duration::from_secs(60),
         max_connections: 16,
+        keep_alive: None,
     };
     tokio::spawn(liqo_auth::https::serve(
         "recording relay",

@@ -204,6 +204,7 @@ pub(crate) async fn fake_auth(ip: &str, id: &str, name: &str) -> String {
         header: std::time::Duration::from_secs(5),
         request: std::time::Duration::from_secs(5),
         max_connections: 16,
+        keep_alive: None,
     };
     tokio::spawn(liqo_auth::https::serve(
         "fake liqo-auth",
