@@ -10,13 +10,17 @@
 //! replaced certificate reaches every client at its next request. The admission webhooks keep
 //! connections alive instead: the API server sends one review per pod created in an offloaded
 //! namespace, and a handshake on each (both sides' CPU, on a busy API server) was a cost per
-//! pod. There a connection serves requests until it is `keep_alive` old, then finishes the one
-//! in flight and closes (a replaced certificate reaches every client within that age); between
+//! pod. There a connection serves requests until it is `keep_alive` old; its next answer says
+//! `Connection: close`, so the client moves to a new connection between two requests, never
+//! during one (and a replaced certificate reaches every client within that age). Between
 //! requests it waits at most `header` for the next one, so an idle connection frees its slot.
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
-use axum::Router;
+use axum::{
+    Router,
+    http::{HeaderValue, header::CONNECTION},
+};
 use hyper_util::{rt::TokioIo, service::TowerToHyperService};
 use prometheus_client::metrics::{counter::Counter, gauge::Gauge};
 use rustls::{
@@ -40,12 +44,12 @@ pub struct Limits {
     /// How long a client may take to send a request's headers.
     pub header: Duration,
     /// How long handling a request may take (the router's own timeout answers first; this one
-    /// bounds the whole connection with `header`, plus 5 s to write the answer).
+    /// bounds the whole connection with `header`, `keep_alive` and 5 s to write the answer).
     pub request: Duration,
     /// The most connections served at once; more are closed at once.
     pub max_connections: usize,
-    /// `None`: one request per connection. `Some(age)`: requests on a connection until it is
-    /// `age` old (then the one in flight finishes and it closes), at most `header` apart.
+    /// `None`: one request per connection. `Some(age)`: requests on a connection at most
+    /// `header` apart; the first answered once it is `age` old says `Connection: close`.
     pub keep_alive: Option<Duration>,
 }
 
@@ -207,35 +211,43 @@ pub async fn serve(
     tracing::info!("{name} stopped");
 }
 
-/// Serves a connection: one request, or requests up to its keep-alive age, within the header
-/// and request limits.
+/// Serves a connection: one request, or requests until it is past its keep-alive age (the
+/// answer to the next one then says `Connection: close`: the client opens another connection
+/// for the one after, and no request is cut while it arrives), within the header and request
+/// limits.
 async fn connection<I>(io: I, router: Router, peer: SocketAddr, limits: Limits)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let service = TowerToHyperService::new(router);
+    let born = tokio::time::Instant::now();
+    let aged = limits.keep_alive;
+    let service = TowerToHyperService::new(tower::util::MapResponse::new(
+        router,
+        move |mut answer: axum::response::Response| {
+            if aged.is_some_and(|age| born.elapsed() >= age) {
+                answer
+                    .headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            answer
+        },
+    ));
     let serving = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         // Also the longest wait for the next request on a kept-alive connection.
         .header_read_timeout(limits.header)
         .keep_alive(limits.keep_alive.is_some())
         .serve_connection(TokioIo::new(io), service);
-    let mut serving = std::pin::pin!(serving);
-    // The request's own timeout answers first; this one bounds writing the answer.
-    let last = limits.header + limits.request + Duration::from_secs(5);
-    let ended = match limits.keep_alive {
-        None => tokio::time::timeout(last, serving).await,
-        Some(age) => match tokio::time::timeout(age, serving.as_mut()).await {
-            Ok(ended) => Ok(ended),
-            Err(_old) => {
-                // Old enough: the request in flight (if any) is answered, then it closes.
-                serving.as_mut().graceful_shutdown();
-                tokio::time::timeout(last, serving).await
-            }
-        },
-    };
-    match ended {
+    // The request's own timeout answers first; this one bounds the last answer's writing.
+    let bound = limits.keep_alive.unwrap_or_default()
+        + limits.header
+        + limits.request
+        + Duration::from_secs(5);
+    match tokio::time::timeout(bound, serving).await {
         Ok(Ok(())) => {}
+        Ok(Err(e)) if e.is_timeout() => {
+            tracing::debug!(%peer, "no request within the header timeout: closed");
+        }
         Ok(Err(e)) => tracing::debug!(%peer, error = %e, "connection ended with an error"),
         Err(_elapsed) => tracing::debug!(%peer, "connection timed out"),
     }
@@ -256,6 +268,9 @@ mod tests {
         r.0.read().unwrap().cert[0].clone()
     }
 
+    /// The header timeout of [`plain`]: also how long a kept-alive connection may idle.
+    const IDLE: Duration = Duration::from_millis(800);
+
     /// Serves a router answering `ok` on plain HTTP with `keep_alive`; its address.
     async fn plain(keep_alive: Option<Duration>) -> SocketAddr {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -263,7 +278,7 @@ mod tests {
         let router = Router::new().route("/", axum::routing::post(|| async { "ok" }));
         let limits = Limits {
             handshake: Duration::from_secs(1),
-            header: Duration::from_millis(300),
+            header: IDLE,
             request: Duration::from_secs(1),
             max_connections: 4,
             keep_alive,
@@ -282,37 +297,37 @@ mod tests {
 
     const REQUEST: &[u8] = b"POST / HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n";
 
-    /// Sends [`REQUEST`] on `conn` and reads until an answer ends (`ok`) or the connection
-    /// does; what was read.
+    /// Sends [`REQUEST`] on `conn`; the whole answer (it ends with `ok`), lower-cased.
     async fn ask(conn: &mut tokio::net::TcpStream) -> String {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        // A write to a connection the server closed may fail: the read below says so.
-        if conn.write_all(REQUEST).await.is_err() {
-            return String::new();
-        }
+        conn.write_all(REQUEST)
+            .await
+            .expect("the request is written");
         let mut got = Vec::new();
         let mut buf = [0u8; 1024];
-        loop {
-            match tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await {
-                Ok(Ok(0) | Err(_)) => break,
-                Ok(Ok(n)) => {
-                    got.extend_from_slice(&buf[..n]);
-                    if got.ends_with(b"ok") {
-                        break;
-                    }
-                }
-                Err(_) => panic!("no answer within 5 s: {}", String::from_utf8_lossy(&got)),
-            }
+        while !got.ends_with(b"ok") {
+            let n = tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf))
+                .await
+                .expect("an answer within 5 s")
+                .expect("the connection reads");
+            assert!(
+                n > 0,
+                "closed before answering: {}",
+                String::from_utf8_lossy(&got)
+            );
+            got.extend_from_slice(&buf[..n]);
         }
-        String::from_utf8_lossy(&got).into_owned()
+        let got = String::from_utf8_lossy(&got).to_lowercase();
+        assert!(got.starts_with("http/1.1 200"), "{got}");
+        got
     }
 
-    /// Whether the server closed `conn` (a read gives nothing within 2 s).
+    /// Whether the server closed `conn` (a read gives nothing within 3 s).
     async fn closed(conn: &mut tokio::net::TcpStream) -> bool {
         use tokio::io::AsyncReadExt;
         let mut buf = [0u8; 16];
         matches!(
-            tokio::time::timeout(Duration::from_secs(2), conn.read(&mut buf)).await,
+            tokio::time::timeout(Duration::from_secs(3), conn.read(&mut buf)).await,
             Ok(Ok(0) | Err(_))
         )
     }
@@ -321,50 +336,43 @@ mod tests {
     async fn one_request_per_connection_without_keep_alive() {
         let addr = plain(None).await;
         let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let first = ask(&mut conn).await;
-        assert!(
-            first.starts_with("HTTP/1.1 200") && first.ends_with("ok"),
-            "{first}"
-        );
+        ask(&mut conn).await;
         assert!(closed(&mut conn).await, "closed after its one request");
     }
 
     #[tokio::test]
     async fn kept_alive_requests_share_a_connection_until_idle_or_old() {
-        let addr = plain(Some(Duration::from_secs(1))).await;
+        let age = Duration::from_secs(1);
+        let addr = plain(Some(age)).await;
         // Several requests on one connection.
         let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
-        for n in 0..3 {
+        for _ in 0..3 {
             let got = ask(&mut conn).await;
-            assert!(
-                got.starts_with("HTTP/1.1 200") && got.ends_with("ok"),
-                "{n}: {got}"
-            );
+            assert!(!got.contains("connection: close"), "{got}");
         }
         // Idle longer than the header timeout: closed, its slot free.
         assert!(closed(&mut conn).await, "an idle connection is closed");
-        // Busy past its age: closed after the answer in flight, never in the middle of one.
+        // Busy past its age: every request is answered; the first answer after its age says
+        // so, and the connection ends after it.
         let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
         let start = std::time::Instant::now();
         let mut answered = 0;
         loop {
             let got = ask(&mut conn).await;
-            if got.is_empty() {
+            answered += 1;
+            if got.contains("connection: close") {
                 break;
             }
             assert!(
-                got.starts_with("HTTP/1.1 200") && got.ends_with("ok"),
-                "{got}"
+                start.elapsed() < age * 3,
+                "no close after {:?}",
+                start.elapsed()
             );
-            answered += 1;
-            assert!(
-                start.elapsed() < Duration::from_secs(3),
-                "still open after 3 s"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            tokio::time::sleep(IDLE / 8).await;
         }
-        assert!(answered >= 5, "{answered} answers before its age");
-        assert!(start.elapsed() >= Duration::from_millis(900));
+        assert!(start.elapsed() >= age, "closed at {:?}", start.elapsed());
+        assert!(answered >= 5, "{answered} answers");
+        assert!(closed(&mut conn).await, "closed after saying so");
     }
 
     #[test]

@@ -41,7 +41,7 @@ use setup::{set_at_start, tls_parts};
 
 /// How long a connection of the API server's serves reviews before it is closed (after the
 /// one in flight): a replaced serving certificate reaches the API server within it.
-pub const WEBHOOK_KEEP_ALIVE: Duration = Duration::from_secs(60);
+const WEBHOOK_KEEP_ALIVE: Duration = Duration::from_secs(60);
 
 /// Makes or reuses the certificates, binds, sets the caBundle, and returns the future serving
 /// the webhooks, keeping the caBundle and watching the NamespaceOffloadings for the pod

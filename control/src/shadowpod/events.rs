@@ -24,6 +24,17 @@ pub const NOTE_MAX: usize = 1000;
 /// pod would be one more write to the home API server for every offloaded pod.
 pub const NOT_MIRRORED: &[&str] = &["Scheduled"];
 
+/// The field selector of the watch on a remote namespace's Events: those about pods, without
+/// the reasons never mirrored (the API server keeps them, not just the mirror).
+pub fn watch_fields() -> String {
+    let mut fields = String::from("involvedObject.kind=Pod");
+    for reason in NOT_MIRRORED {
+        fields.push_str(",reason!=");
+        fields.push_str(reason);
+    }
+    fields
+}
+
 /// An Event to publish on the home pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mirror {
@@ -147,6 +158,11 @@ mod tests {
             mirror(&event("Pod", "web", "Normal", "Scheduled"), "web", "milan").is_none(),
             "the provider's scheduling is not mirrored"
         );
+    }
+
+    #[test]
+    fn the_watch_asks_for_pod_events_without_the_reasons_never_mirrored() {
+        assert_eq!(watch_fields(), "involvedObject.kind=Pod,reason!=Scheduled");
     }
 
     #[test]

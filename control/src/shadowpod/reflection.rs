@@ -7,7 +7,7 @@
 
 use crate::{
     api::{ClusterId, virtualkubelet::ShadowPod},
-    consts::{labels, reflection::SHADOW_DIGEST, values},
+    consts::reflection::SHADOW_DIGEST,
     shadowpod::consumer::{self as forge, StatusInputs},
 };
 use k8s_openapi::{
@@ -65,11 +65,9 @@ pub enum Target<'a> {
     },
 }
 
-/// The probe after which a ShadowPod without a remote Pod of ours has the remote name looked
-/// up (§2.3 step 1 for Pods: the remote watches only see our labels).
-pub const PROBE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
-
 pub use super::provider::controlled_by;
+use super::recheck::labelled;
+pub use super::recheck::{LABEL_AFTER, PROBE_AFTER, label_in, probe_foreign};
 
 /// The remote pod whose status counts: `remote` only if the ShadowPod `shadow` controls it
 /// (a same-name pod of an earlier ShadowPod, still terminating after a re-create, lends
@@ -101,61 +99,6 @@ pub fn without_status(actions: Vec<Action>) -> Vec<Action> {
         .collect()
 }
 
-/// How long a local pod may go without its `liqo.io/shadowPod` label once its ShadowPod
-/// exists, waiting for a status write to carry it (a remote pod reports within a second or
-/// two; this is for one that never does: no remote pod, or no kubelet answering).
-pub const LABEL_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// When the local pod's label is due alone ([`Action::LabelLocal`]): `None` for a pod
-/// labelled already, going, or without a live ShadowPod of ours; else the time left until its
-/// ShadowPod is [`LABEL_AFTER`] old (`ZERO`: now). The caller queues the pod again then.
-pub fn label_in(
-    local: &Pod,
-    shadow: Option<&ObjectMeta>,
-    now: &Time,
-) -> Option<std::time::Duration> {
-    let s = shadow?;
-    if labelled(local) || terminating(&local.metadata) || terminating(s) {
-        return None;
-    }
-    let age = match &s.creation_timestamp {
-        Some(created) => {
-            std::time::Duration::try_from(now.0.duration_since(created.0)).unwrap_or_default()
-        }
-        None => LABEL_AFTER,
-    };
-    Some(LABEL_AFTER.saturating_sub(age))
-}
-
-/// Whether the local pod has the `liqo.io/shadowPod=true` label.
-fn labelled(local: &Pod) -> bool {
-    local
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(labels::SHADOW_POD))
-        .is_some_and(|v| v == values::TRUE)
-}
-
-/// When to look the remote name up for a foreign Pod: `None` never (no live ShadowPod of
-/// ours, or its pod is there), `Some(ZERO)` now, else after the delay returned.
-pub fn probe_foreign(
-    shadow: Option<&ObjectMeta>,
-    current: Option<&Pod>,
-    now: &Time,
-) -> Option<std::time::Duration> {
-    let s = shadow?;
-    if current.is_some() || terminating(s) {
-        return None;
-    }
-    let Some(created) = &s.creation_timestamp else {
-        return Some(std::time::Duration::ZERO);
-    };
-    let age = now.0.duration_since(created.0);
-    let age = std::time::Duration::try_from(age).unwrap_or_default();
-    Some(PROBE_AFTER.saturating_sub(age))
-}
-
 /// One step, in the order returned.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
@@ -176,8 +119,9 @@ pub enum Action {
         /// Its UID.
         uid: String,
     },
-    /// Label the local pod `liqo.io/shadowPod=true`, alone: no status to write
-    /// ([`LABEL_AFTER`]).
+    /// Label the local pod `liqo.io/shadowPod=true` in a write of its own: its ShadowPod is
+    /// [`LABEL_AFTER`] old and no status write carried it, or the status write that was to
+    /// carry it waits for the IPs ([`without_status`]).
     LabelLocal,
     /// Create the remote ShadowPod (a create, not an apply: the stores only hold our objects,
     /// and an object of that name that is not ours must fail the create, never be taken
@@ -232,7 +176,7 @@ fn uid(meta: &ObjectMeta) -> String {
     meta.uid.clone().unwrap_or_default()
 }
 
-fn terminating(meta: &ObjectMeta) -> bool {
+pub(super) fn terminating(meta: &ObjectMeta) -> bool {
     meta.deletion_timestamp.is_some()
 }
 
@@ -352,13 +296,15 @@ fn mapped(
     // 7. The status back; 5. the local pod marked as offloaded by the first status write (no
     // write of its own, nor one before the ShadowPod's, which is what the pod waits for), or
     // alone once its ShadowPod is LABEL_AFTER old with no status to write.
-    let label = !labelled(local);
-    match status(local, current, ctx) {
-        Some(status) => actions.push(Action::WriteStatus { status, label }),
-        None if label_in(local, shadow, &ctx.now) == Some(std::time::Duration::ZERO) => {
-            actions.push(Action::LabelLocal);
-        }
-        None => {}
+    // Once due, the label goes alone even beside a status: a status write that keeps failing
+    // (refused, say) never holds it back for good.
+    let due = label_in(local, shadow, ctx) == Some(std::time::Duration::ZERO);
+    if let Some(status) = status(local, current, ctx) {
+        let label = !due && !labelled(local);
+        actions.push(Action::WriteStatus { status, label });
+    }
+    if due {
+        actions.push(Action::LabelLocal);
     }
     actions
 }

@@ -80,7 +80,8 @@ fn without_the_ipam_everything_but_the_status_still_happens() {
     l.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
     let mut older = l.clone();
     older.spec.as_mut().unwrap().containers[0].image = Some("nginx:0".into());
-    let stale = shadow_of(&older, &ids);
+    let mut stale = shadow_of(&older, &ids);
+    stale.metadata.creation_timestamp = Some(created(1));
     let got = decide(Some(&l), mapped(Some(&stale), Some(&r)), &ctx(&ids, &[]));
     assert!(
         matches!(
@@ -127,6 +128,7 @@ fn a_shadow_pod_whose_pod_does_not_come_has_its_name_probed_after_a_while() {
 #[test]
 fn the_label_rides_on_the_first_status_write_or_goes_alone_after_a_while() {
     let ids = ids();
+    let c = ctx(&ids, &[]);
     let mut l = local();
     l.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
     let mut s = shadow_of(&l, &ids);
@@ -135,10 +137,10 @@ fn the_label_rides_on_the_first_status_write_or_goes_alone_after_a_while() {
     // ShadowPod is LABEL_AFTER old.
     let mut quiet = remote(&ids);
     quiet.status = None;
-    let got = decide(Some(&l), mapped(Some(&s), Some(&quiet)), &ctx(&ids, &[]));
+    let got = decide(Some(&l), mapped(Some(&s), Some(&quiet)), &c);
     assert_eq!(got, [], "{got:?}");
     assert_eq!(
-        label_in(&l, Some(&s.metadata), &now()),
+        label_in(&l, Some(&s.metadata), &c),
         Some(LABEL_AFTER - std::time::Duration::from_secs(10))
     );
     // A status to write: one request, the label with it.
@@ -149,17 +151,26 @@ fn the_label_rides_on_the_first_status_write_or_goes_alone_after_a_while() {
         matches!(&got[..], [Action::WriteStatus { label: true, .. }]),
         "{got:?}"
     );
-    // Still nothing to say once the ShadowPod is LABEL_AFTER old: the label alone.
+    // Once the ShadowPod is LABEL_AFTER old the label goes alone: with nothing to say, or
+    // beside a status (whose write may be what keeps failing).
     s.metadata.creation_timestamp = Some(created(45));
     assert_eq!(
-        label_in(&l, Some(&s.metadata), &now()),
+        label_in(&l, Some(&s.metadata), &c),
         Some(std::time::Duration::ZERO)
     );
-    let got = decide(Some(&l), mapped(Some(&s), Some(&quiet)), &ctx(&ids, &[]));
+    let got = decide(Some(&l), mapped(Some(&s), Some(&quiet)), &c);
     assert_eq!(got, [Action::LabelLocal]);
-    // Labelled, no ShadowPod, or either going: never alone.
+    let got = decide(Some(&l), mapped(Some(&s), Some(&r)), &ctx(&ids, &ips));
+    assert!(
+        matches!(
+            &got[..],
+            [Action::WriteStatus { label: false, .. }, Action::LabelLocal]
+        ),
+        "{got:?}"
+    );
+    // Labelled, no ShadowPod, either going, a ShadowPod not ours, an aborted pod: never alone.
     let labelled = local();
-    assert_eq!(label_in(&labelled, Some(&s.metadata), &now()), None);
+    assert_eq!(label_in(&labelled, Some(&s.metadata), &c), None);
     let got = decide(
         Some(&labelled),
         mapped(Some(&s), Some(&r)),
@@ -169,13 +180,24 @@ fn the_label_rides_on_the_first_status_write_or_goes_alone_after_a_while() {
         matches!(&got[..], [Action::WriteStatus { label: false, .. }]),
         "{got:?}"
     );
-    assert_eq!(label_in(&l, None, &now()), None);
+    assert_eq!(label_in(&l, None, &c), None);
     assert_eq!(
-        label_in(&terminating(l.clone()), Some(&s.metadata), &now()),
+        label_in(&terminating(l.clone()), Some(&s.metadata), &c),
         None
     );
+    let mut theirs = s.clone();
+    theirs.metadata.labels = Some([("app".to_owned(), "web".to_owned())].into());
+    assert_eq!(label_in(&l, Some(&theirs.metadata), &c), None);
+    let mut aborted = l.clone();
+    aborted.status = Some(
+        serde_json::from_value(serde_json::json!({
+            "phase": "Failed", "reason": "OffloadingAborted"
+        }))
+        .unwrap(),
+    );
+    assert_eq!(label_in(&aborted, Some(&s.metadata), &c), None);
     s.metadata.deletion_timestamp = Some(now());
-    assert_eq!(label_in(&l, Some(&s.metadata), &now()), None);
+    assert_eq!(label_in(&l, Some(&s.metadata), &c), None);
 }
 
 #[test]

@@ -36,7 +36,7 @@ pub struct Follow {
 /// aborted.
 pub async fn follow(f: Follow, local: String, remote: String) {
     let api: Api<CoreEvent> = Api::namespaced(f.cfg.remote.watch.clone(), &remote);
-    let config = liqo_auth::compact::listing().fields("involvedObject.kind=Pod");
+    let config = liqo_auth::compact::listing().fields(&control::shadowpod::events::watch_fields());
     let mut events = std::pin::pin!(watcher(api, config).default_backoff());
     let provider = f.cfg.foreign.cluster_name.to_string();
     let mut limiter = Limiter::default();

@@ -191,6 +191,9 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
         restarts,
         now: now.clone(),
     };
+    let label_wait = local
+        .as_ref()
+        .and_then(|l| decide::label_in(l, shadow, &ctx));
     // Decided without IPs first: the IPAM is asked only for a status to write, and its
     // failure holds back that write alone (deletions and ShadowPod writes still happen).
     let mut actions = decide::decide(local.as_ref(), target, &ctx);
@@ -217,10 +220,7 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
             Action::LabelLocal | Action::WriteStatus { label: true, .. }
         )
     });
-    if !labelling
-        && let Some(l) = &local
-        && let Some(after) = decide::label_in(l, shadow, &now).filter(|d| !d.is_zero())
-    {
+    if let Some(after) = label_wait.filter(|d| !labelling && !d.is_zero()) {
         shared.queue.add_after(key.clone(), after);
     }
     for action in actions {

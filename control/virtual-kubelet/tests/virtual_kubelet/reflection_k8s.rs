@@ -28,9 +28,12 @@ use control::{
     consts::reflection as consts,
     shadowpod::token::HomeApi,
 };
-use k8s_openapi::api::{
-    core::v1::{ConfigMap, Namespace, Node, Pod, ServiceAccount},
-    events::v1::Event,
+use k8s_openapi::{
+    api::{
+        core::v1::{ConfigMap, Namespace, Node, Pod, ServiceAccount},
+        events::v1::Event,
+    },
+    apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry,
 };
 use kube::{
     Api, Client,
@@ -225,13 +228,6 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
             .is_some_and(|c| c.name == "kube-root-ca.crt.0a1b2")),
         "{sources:?}"
     );
-    local_status(&rome, "demo", "web", "web labelled shadowPod=true", |p| {
-        let l = p.metadata.labels.clone().unwrap_or_default();
-        (l.get("liqo.io/shadowPod").map(String::as_str) == Some("true"))
-            .then_some(())
-            .ok_or(format!("{l:?}"))
-    })
-    .await;
 
     // Orphan removed; foreign ShadowPod untouched, a Warning on the local pod.
     eventually(60, "orphan ShadowPod deleted", || {
@@ -310,6 +306,23 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
         expect_running(ip, 0),
     )
     .await;
+    // The local pod labelled as offloaded: by the status write (one request), or by a write
+    // of its own only once its ShadowPod was LABEL_AFTER old with no status yet (a slow run).
+    let web = rome_pods("demo").get("web").await.unwrap();
+    let label = |m: &&ManagedFieldsEntry| {
+        m.manager.as_deref() == Some("reflection.liqo.io")
+            && m.fields_v1
+                .as_ref()
+                .is_some_and(|f| f.0.to_string().contains("f:liqo.io/shadowPod"))
+    };
+    let fields = web.metadata.managed_fields.clone().unwrap_or_default();
+    let by = fields.iter().find(label).expect("the label's writer");
+    let due = shadow.metadata.creation_timestamp.clone().unwrap().0
+        + (control::shadowpod::reflection::LABEL_AFTER - Duration::from_secs(1));
+    assert!(
+        by.subresource.as_deref() == Some("status") || by.time.as_ref().is_some_and(|t| t.0 >= due),
+        "{fields:?}"
+    );
     // Its ShadowPod reads a token of its home ServiceAccount and points at the home API
     // server; milan's Events about it show at home.
     let pod_spec = shadows.get("web").await.unwrap().spec.pod;
