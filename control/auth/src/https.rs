@@ -13,7 +13,9 @@
 //! pod. There a connection serves requests until it is `keep_alive` old; its next answer says
 //! `Connection: close`, so the client moves to a new connection between two requests, never
 //! during one (and a replaced certificate reaches every client within that age). Between
-//! requests it waits at most `header` for the next one, so an idle connection frees its slot.
+//! requests it waits at most `header` for the next one, so an idle connection frees its slot;
+//! that close has the race of every keep-alive server's idle timeout (a request sent as the
+//! connection closes fails; the API server drops the idle connections it sees closed).
 
 use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
@@ -371,7 +373,7 @@ mod tests {
             tokio::time::sleep(IDLE / 8).await;
         }
         assert!(start.elapsed() >= age, "closed at {:?}", start.elapsed());
-        assert!(answered >= 5, "{answered} answers");
+        assert!(answered >= 3, "{answered} answers on one connection");
         assert!(closed(&mut conn).await, "closed after saying so");
     }
 

@@ -27,7 +27,8 @@ pub struct Limits {
 }
 
 /// The default of the components' clients: 500 requests a second, 1,000 at once (a virtual
-/// kubelet making about three writes a pod at home keeps up with 150 new pods a second).
+/// kubelet makes one write per pod at home under kwok, the status and its label, and one to
+/// delete it: about 250 new pods a second).
 pub const DEFAULT: Limits = Limits {
     qps: 500.0,
     burst: 1000,

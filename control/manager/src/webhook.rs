@@ -39,8 +39,8 @@ use crate::metrics::Metrics;
 pub use setup::{CA_SETTLE, CA_START_DEADLINE, Config, WebhookError, ensure_certs};
 use setup::{set_at_start, tls_parts};
 
-/// How long a connection of the API server's serves reviews before it is closed (after the
-/// one in flight): a replaced serving certificate reaches the API server within it.
+/// How long a connection of the API server's serves reviews: past it, the next answer says
+/// `Connection: close`, so a replaced serving certificate reaches the API server within it.
 const WEBHOOK_KEEP_ALIVE: Duration = Duration::from_secs(60);
 
 /// Makes or reuses the certificates, binds, sets the caBundle, and returns the future serving

@@ -22,7 +22,7 @@ pub const PROBE_AFTER: Duration = Duration::from_secs(30);
 
 /// How long a local pod may go without its `liqo.io/shadowPod` label once its ShadowPod
 /// exists, waiting for a status write to carry it (a remote pod reports within a second or
-/// two; this is for one that never does, or whose status write keeps failing).
+/// two; this is for one that never does, or whose status write with the label is refused).
 pub const LABEL_AFTER: Duration = Duration::from_secs(30);
 
 /// How old the ShadowPod `shadow` is at `now` (`None`: no creation time).
