@@ -149,6 +149,7 @@ run_binaries() {
     [ "$2" -eq 0 ] || echo "     ${LANES_SHOWN[$1]% (*} exited with status $2"
     record_phase "test ${LANES_SHOWN[$1]% (*}" "${LANES_STARTED[$1]}" "$2"
     [ "$2" -eq 0 ] || failed=1
+    [ "$2" -eq 0 ] || record_failure "${LANES_SHOWN[$1]% (*}" "$2" "${LANES_LOG[$1]}"
     unset "LANES_STARTED[$1]" "LANES_SHOWN[$1]" "LANES_LOG[$1]"
   }
   # reap: waits for any running binary to end and finishes it. `wait -p` unsets `pid` and sets

@@ -32,7 +32,7 @@ stop_jobs() {
 if [ -z "${LIQO_TIMINGS:-}" ]; then
   LIQO_TIMINGS="$scratch/timings"
   export LIQO_TIMINGS
-  trap 'stop_jobs; print_timings; rm -rf "$scratch"' EXIT
+  trap 'stop_jobs; print_timings; print_failures; rm -rf "$scratch"' EXIT
 else
   trap 'stop_jobs; rm -rf "$scratch"' EXIT
 fi

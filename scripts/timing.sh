@@ -53,6 +53,35 @@ for line in sys.stdin:
 ' >"$out"
 }
 
+# record_failure LABEL STATUS LOG: keeps, for the run's last lines, why a test binary failed: the
+# panics in its output (each from its "panicked at" line, at most 12 lines, long lines cut at
+# 500 characters; at most 8 panics), or its output's last 10 lines when it has none (killed,
+# a harness error). A CI log shows its beginning and its end: a binary's own output puts the
+# panics in the middle, after every command the failing test printed.
+record_failure() {
+  {
+    echo "  $1 (exit $2):"
+    awk '
+      /panicked at / { n++; if (n > 8) exit; left = 12 }
+      left > 0 {
+        if (/^note: run with `RUST_BACKTRACE/) { left = 0; next }
+        print "    " (length($0) > 500 ? substr($0, 1, 500) " [...]" : $0)
+        left--
+      }
+      END { if (n == 0) exit 1 }' "$3" || {
+      echo "    no panic in its output; its last lines:"
+      tail -n 10 "$3" | cut -c1-500 | sed 's/^/    /'
+    }
+  } >>"$LIQO_TIMINGS.failures"
+}
+
+# print_failures: what record_failure kept, if anything failed.
+print_failures() {
+  [ -s "$LIQO_TIMINGS.failures" ] || return 0
+  echo "== why the failed test binaries failed (their panics; the whole output is above)"
+  cat "$LIQO_TIMINGS.failures"
+}
+
 # The recorded phases as a table and their total (the integration tests count once, as the
 # phase's wall time: their binaries run side by side), then each test binary, slowest first.
 print_timings() {

@@ -11,13 +11,21 @@
 //! collect gives the pages back at once, not at a later collect that an idle thread may never
 //! make.
 //!
-//! It never sets the global allocator: a binary declares its own (`mimalloc::MiMalloc`); in a
-//! binary that does not, a collect finds nothing of its own to free.
+//! It also counts the heap ([`heap`]: what the program holds, by size, beside what mimalloc
+//! committed).
+//!
+//! It never sets the global allocator: a binary declares its own (`Counting(mimalloc::MiMalloc)`);
+//! in a binary that does not, a collect finds nothing of its own to free and [`heap`]'s live
+//! bytes are 0.
 
 use std::{
     cell::Cell,
     time::{Duration, Instant},
 };
+
+pub mod heap;
+
+pub use heap::{Counting, Heap, HeapCollector, REPORT_EVERY, heap, report_heap};
 
 /// The least time between two collects on one thread.
 pub const COLLECT_EVERY: Duration = Duration::from_secs(1);

@@ -210,6 +210,17 @@ async fn the_binary_serves_metrics_reconciles_and_stops_on_sigterm() {
                 )
             });
         if done {
+            // The heap as the binary's counting allocator sees it: something held, at most
+            // what mimalloc committed.
+            let t = text.unwrap();
+            let gauge = |name: &str| -> u64 {
+                t.lines()
+                    .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+                    .unwrap_or_else(|| panic!("{name} missing: {t}"))
+            };
+            let live = gauge("liqo_controller_manager_heap_live_bytes");
+            let committed = gauge("liqo_controller_manager_heap_committed_bytes");
+            assert!(live > 0 && live <= committed, "{live} {committed}");
             break;
         }
         assert!(
