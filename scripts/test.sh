@@ -37,6 +37,8 @@ else
   trap 'stop_jobs; rm -rf "$scratch"' EXIT
 fi
 
+# Failures of an earlier run under the same LIQO_TIMINGS are not this run's.
+rm -f "$LIQO_TIMINGS.failures"
 status=0
 phase "fmt" cargo fmt --all -- --check
 # No import cycle among the crates (every dependency kind) or among any crate's modules.
@@ -63,9 +65,17 @@ clippy_args="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
 export LIQO_TEST_EXES="$scratch/test-executables"
 RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="$clippy_args" \
   phase "clippy + build (tests)" build_tests "$LIQO_TEST_EXES" --workspace --locked --all-targets
-# A failed unit test fails the run, after the system tests have run too.
-phase "unit tests" env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="$clippy_args" \
-  cargo test --workspace --locked --lib --bins || status=1
+# A failed unit test fails the run, after the system tests have run too; its panics close the
+# run's output with the integration tests' (scripts/timing.sh's record_failure).
+unit_tests() {
+  RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="$clippy_args" \
+    cargo test --workspace --locked --lib --bins 2>&1 | tee "$scratch/unit-tests.log"
+}
+phase "unit tests" unit_tests || {
+  rc=$?
+  status=1
+  record_failure "unit tests (cargo test --lib --bins)" "$rc" "$scratch/unit-tests.log"
+}
 if [ "$(id -u)" -ne 0 ]; then
   echo "error: the privileged tests need root; run: sudo bash scripts/test.sh" >&2
   exit 1

@@ -1,5 +1,5 @@
 //! Prometheus metrics: reconciles and errors per controller, admission reviews by webhook and
-//! outcome, whether this replica leads, the live heap and what the allocator committed, served
+//! outcome, whether this replica leads, the live heap and the anonymous resident memory, served
 //! on `--metrics-listen`.
 
 use std::sync::Arc;
@@ -59,7 +59,7 @@ impl Default for Metrics {
             "1 while this replica leads (reconciles and runs the virtual kubelets); always 1 without --leader-elect",
             leader.clone(),
         );
-        // The live heap and what the allocator committed (`liqo_daemon::memory`).
+        // The live heap and the anonymous resident memory (`liqo_daemon::memory`).
         registry.register_collector(Box::new(liqo_daemon::memory::HeapCollector));
         Metrics {
             registry: Arc::new(registry),

@@ -11,8 +11,8 @@
 //! collect gives the pages back at once, not at a later collect that an idle thread may never
 //! make.
 //!
-//! It also counts the heap ([`heap`]: what the program holds, by size, beside what mimalloc
-//! committed).
+//! It also counts the heap ([`heap`]: what the program holds, by size, beside the process's
+//! anonymous resident memory).
 //!
 //! It never sets the global allocator: a binary declares its own (`Counting(mimalloc::MiMalloc)`);
 //! in a binary that does not, a collect finds nothing of its own to free and [`heap`]'s live

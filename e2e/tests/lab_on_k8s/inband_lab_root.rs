@@ -126,12 +126,12 @@ fn only_in_band(rome: &InBand, milan: &InBand) {
     );
 }
 
-/// Waits until every peering condition of `peer`'s ForeignCluster in `kube` is Established
-/// (the last ones follow the replicated status within a few seconds on a quiet machine; the
-/// deadline is for a loaded one: CI runs two test binaries at once on 2 cores).
-async fn established(kube: &Client, c: &str, peer: &str) {
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs(60);
+/// Waits until every peering condition of `peer`'s ForeignCluster in `kube` is Established,
+/// at most 60 s after the peer command ended (`peered`). The last ones follow the replicated
+/// status within a few seconds on a quiet machine; the deadline is for a loaded one (CI runs
+/// two test binaries at once on 2 cores).
+async fn established(kube: &Client, c: &str, peer: &str, peered: Instant) {
+    let deadline = peered + Duration::from_secs(60);
     loop {
         let fc = Api::<ForeignCluster>::all(kube.clone())
             .get(peer)
@@ -160,7 +160,7 @@ async fn established(kube: &Client, c: &str, peer: &str) {
             eprintln!(
                 "{c}: every peering condition of {peer} Established {:.1} s after the peer \
                  command",
-                started.elapsed().as_secs_f64()
+                peered.elapsed().as_secs_f64()
             );
             return;
         }
@@ -336,6 +336,7 @@ async fn in_band_peering_goes_through_the_tunnel() {
     let started = Instant::now();
     let out = ctl(&[&["peer", "in-band", "--bidirectional"][..], &common[..]].concat());
     let secs = started.elapsed().as_secs_f64();
+    let peered = Instant::now();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     for peer in ["milan", "rome"] {
@@ -349,7 +350,7 @@ async fn in_band_peering_goes_through_the_tunnel() {
         k.set.get("milan").unwrap().client().await.unwrap(),
     ];
     for ((kube, r), peer) in clients.iter().zip(&record).zip(["milan", "rome"]) {
-        established(kube, &r.cluster, peer).await;
+        established(kube, &r.cluster, peer, peered).await;
         connects_from_peer(kube, r, peer).await;
     }
 

@@ -142,8 +142,8 @@ fn ipam_address(s: &str) -> Result<String, String> {
 /// not give memory back after its pods were deleted); mimalloc returns freed pages to the
 /// system. Built without transparent huge pages (`no_thp`): with them, each thread's pages
 /// were 2 MiB and an idle process held 12 MiB more.
-/// Counted (`liqo_daemon::memory::Counting`): the live heap beside what mimalloc committed, in
-/// the log (and the metrics).
+/// Counted (`liqo_daemon::memory::Counting`): the live heap beside the anonymous resident
+/// memory, in the log (and the metrics).
 #[global_allocator]
 static ALLOCATOR: liqo_daemon::memory::Counting<mimalloc::MiMalloc> =
     liqo_daemon::memory::Counting(mimalloc::MiMalloc);
