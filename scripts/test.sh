@@ -3,7 +3,9 @@
 # privileged tests (real network namespaces, links, nftables, packets and Kubernetes control
 # planes; they need root and fail without it), then the leftover check. Every phase and every
 # integration test binary is timed; the table is printed at the end and appended to
-# $LIQO_TIMINGS (tab-separated: phase, seconds, status) when that is set.
+# $LIQO_TIMINGS (tab-separated: phase, seconds, status) when that is set. Why each failed test
+# binary failed (its panics) goes to $LIQO_TIMINGS.failures, cleared at the start, and is
+# printed last (scripts/timing.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null 2>&1 || export PATH="$HOME/.cargo/bin:$PATH"

@@ -144,7 +144,7 @@ pub fn heap() -> Heap {
         anon: std::fs::read_to_string("/proc/self/status")
             .ok()
             .and_then(|s| kib(&s, "RssAnon:"))
-            .map(|k| k * 1024),
+            .map(|k| k.saturating_mul(1024)),
         classes,
     }
 }
