@@ -27,8 +27,8 @@ pub struct Limits {
 }
 
 /// The default of the components' clients: 500 requests a second, 1,000 at once (a virtual
-/// kubelet makes one write per pod at home under kwok, the status and its label, and one to
-/// delete it: about 250 new pods a second).
+/// kubelet makes two writes per pod at home under kwok, the status carrying its label and the
+/// delete: about 250 new pods a second).
 pub const DEFAULT: Limits = Limits {
     qps: 500.0,
     burst: 1000,

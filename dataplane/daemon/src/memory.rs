@@ -25,7 +25,7 @@ use std::{
 
 pub mod heap;
 
-pub use heap::{Counting, Heap, HeapCollector, REPORT_EVERY, heap, report_heap};
+pub use heap::{Counting, Heap, HeapCollector, REPORT_EVERY, heap, report_heap, status_kib};
 
 /// The least time between two collects on one thread.
 pub const COLLECT_EVERY: Duration = Duration::from_secs(1);

@@ -143,17 +143,20 @@ pub fn heap() -> Heap {
         live: classes.iter().map(|c| c.bytes).sum(),
         anon: std::fs::read_to_string("/proc/self/status")
             .ok()
-            .and_then(|s| kib(&s, "RssAnon:"))
+            .and_then(|s| status_kib(&s, "RssAnon"))
+            .and_then(|k| usize::try_from(k).ok())
             .map(|k| k.saturating_mul(1024)),
         classes,
     }
 }
 
-/// The KiB of `field` (with its colon) in a `/proc/<pid>/status` text.
-fn kib(status: &str, field: &str) -> Option<usize> {
+/// The KiB on the line `<name>: <number> kB` of a `/proc/<pid>/status` text (`None`: no
+/// such line, or not a number of kB). The one reader of those lines: the bench and the lab
+/// read their processes' with it too.
+pub fn status_kib(status: &str, name: &str) -> Option<u64> {
     status
         .lines()
-        .find_map(|l| l.strip_prefix(field))?
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))?
         .trim()
         .strip_suffix("kB")?
         .trim()
@@ -327,14 +330,15 @@ mod tests {
     #[test]
     fn the_anonymous_memory_is_read_and_the_collector_exports_both() {
         assert_eq!(
-            kib(
+            status_kib(
                 "Name:\tx\nRssAnon:\t    6272 kB\nRssFile:\t 1 kB\n",
-                "RssAnon:"
+                "RssAnon"
             ),
             Some(6272)
         );
-        assert_eq!(kib("RssAnon: many kB\n", "RssAnon:"), None);
-        assert_eq!(kib("VmRSS:\t1 kB\n", "RssAnon:"), None);
+        assert_eq!(status_kib("RssAnon: many kB\n", "RssAnon"), None);
+        assert_eq!(status_kib("VmRSS:\t1 kB\n", "RssAnon"), None);
+        assert_eq!(status_kib("RssAnonX:\t1 kB\n", "RssAnon"), None);
         let anon = heap().anon.expect("RssAnon in /proc/self/status");
         assert!(anon > 0);
         let mut registry = prometheus_client::registry::Registry::with_prefix("t");

@@ -215,13 +215,10 @@ pub(crate) fn memory_and_file_kib(pid: u32) -> Result<(u64, u64, Option<u64>), B
     Ok((rss, hwm, status_kib(&text, "RssFile").ok()))
 }
 
-/// The number of KiB on the line `<name>: <number> kB` of a `/proc/<pid>/status`.
+/// The number of KiB on the line `<name>: <number> kB` of a `/proc/<pid>/status`
+/// (`liqo_daemon::memory::status_kib`).
 fn status_kib(text: &str, name: &'static str) -> Result<u64, StatusError> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .ok_or(StatusError::NoLine(name))
+    liqo_daemon::memory::status_kib(text, name).ok_or(StatusError::NoLine(name))
 }
 
 /// A `/proc/<pid>/status` without one of the lines read.

@@ -33,13 +33,7 @@ const PROGRAMS: &[&str] = &[
 
 /// The resident memory of a process from its `/proc/<pid>/status`, in KiB.
 pub(super) fn vm_rss_kib(status: &str) -> Option<u64> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+    liqo_daemon::memory::status_kib(status, "VmRSS")
 }
 
 /// The programs' memory on every real node of lab `prefix` (none when it has no real nodes).
