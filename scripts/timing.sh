@@ -53,18 +53,19 @@ for line in sys.stdin:
 ' >"$out"
 }
 
-# record_failure LABEL STATUS LOG: keeps, for the run's last lines, why a test binary failed: the
-# panics in its output (each from its "panicked at" line, at most 12 lines, long lines cut at
-# 500 characters; at most 8 panics), or its output's last 10 lines when it has none (killed,
-# a harness error). A CI log shows its beginning and its end: a binary's own output puts the
-# panics in the middle, after every command the failing test printed.
+# record_failure LABEL STATUS LOG: keeps, for the run's last lines, why a test binary failed:
+# the panics in its output (each from its "panicked at" line, at most 30 lines and none of its
+# backtrace, long lines cut at 500 characters; at most 8 panics), or its output's last 10
+# lines when it has none (killed, a harness error). A CI log shows its beginning and its end:
+# a binary's own output puts the panics in the middle, after every command the failing test
+# printed.
 record_failure() {
   {
     echo "  $1 (exit $2):"
     awk '
-      /panicked at / { n++; if (n > 8) exit; left = 12 }
+      /panicked at / { n++; if (n > 8) exit; left = 30 }
       left > 0 {
-        if (/^note: run with `RUST_BACKTRACE/) { left = 0; next }
+        if (/^note: run with `RUST_BACKTRACE/ || /^stack backtrace:/) { left = 0; next }
         print "    " (length($0) > 500 ? substr($0, 1, 500) " [...]" : $0)
         left--
       }

@@ -246,6 +246,19 @@ fn condition_key(c: &NodeCondition) -> (&str, &str, Option<&str>, Option<&str>) 
     )
 }
 
+/// The kubelet port a Node advertises (`daemonEndpoints.kubeletEndpoint.port`), if set.
+pub fn kubelet_port(node: &Node) -> Option<u16> {
+    node.status.as_ref().and_then(status_port)
+}
+
+fn status_port(s: &NodeStatus) -> Option<u16> {
+    s.daemon_endpoints
+        .as_ref()
+        .and_then(|d| d.kubelet_endpoint.as_ref())
+        .and_then(|k| u16::try_from(k.port).ok())
+        .filter(|p| *p != 0)
+}
+
 /// Whether `observed` already says what `want` says (timestamps aside; conditions of other
 /// types, written by others, ignored).
 pub fn same_status(observed: &NodeStatus, want: &NodeStatus) -> bool {
@@ -258,17 +271,11 @@ pub fn same_status(observed: &NodeStatus, want: &NodeStatus) -> bool {
             )
         })
     };
-    let port = |s: &NodeStatus| {
-        s.daemon_endpoints
-            .as_ref()
-            .and_then(|d| d.kubelet_endpoint.as_ref())
-            .map(|k| k.port)
-    };
     let have = observed.conditions.as_deref().unwrap_or_default();
     observed.capacity == want.capacity
         && observed.allocatable == want.allocatable
         && observed.addresses == want.addresses
-        && port(observed) == port(want)
+        && status_port(observed) == status_port(want)
         && info(observed) == info(want)
         && want
             .conditions

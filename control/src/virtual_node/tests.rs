@@ -356,3 +356,22 @@ fn the_lease_names_its_holder_duration_and_owner() {
     assert_eq!(l["metadata"]["ownerReferences"][0]["uid"], "u");
     assert_eq!(l["metadata"]["ownerReferences"][0]["kind"], "Node");
 }
+
+#[test]
+fn the_advertised_kubelet_port_is_read_and_an_unset_one_is_none() {
+    use k8s_openapi::api::core::v1::{DaemonEndpoint, NodeDaemonEndpoints, NodeStatus};
+    let mut n = node("liqo-milan", &[]);
+    assert_eq!(kubelet_port(&n), None);
+    let with = |port: i32| NodeStatus {
+        daemon_endpoints: Some(NodeDaemonEndpoints {
+            kubelet_endpoint: Some(DaemonEndpoint { port }),
+        }),
+        ..Default::default()
+    };
+    n.status = Some(with(33345));
+    assert_eq!(kubelet_port(&n), Some(33345));
+    for bad in [0, -1, 70000] {
+        n.status = Some(with(bad));
+        assert_eq!(kubelet_port(&n), None, "{bad}");
+    }
+}

@@ -424,6 +424,12 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
         .await
         .unwrap();
     let vk = vk_pid(p.as_str(), "rome", "milan").expect("rome's virtual kubelet for milan runs");
+    let port = |n: Option<Node>| n.as_ref().and_then(control::virtual_node::kubelet_port);
+    let port_before = port(node(&rome).await);
+    assert!(
+        port_before.is_some(),
+        "liqo-milan advertises its kubelet port"
+    );
     signal(vk, Signal::SIGSTOP);
     let t = Instant::now();
     until(90, "liqo-milan Unknown with the unreachable taint", || {
@@ -460,6 +466,12 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
     );
     let again = vk_pid(p.as_str(), "rome", "milan").expect("restarted");
     assert_ne!(again, vk, "a new process");
+    // The same port: the API server's logs and exec reach the new process at once.
+    assert_eq!(
+        port(node(&rome).await),
+        port_before,
+        "the kubelet port kept"
+    );
     until(60, "the orphan ShadowPod removed", || {
         let milan = milan.clone();
         async move {

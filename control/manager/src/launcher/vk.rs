@@ -96,6 +96,7 @@ impl VkLauncher {
             settings: self.settings.clone(),
             peers: self.peers.clone(),
             child: ChildPid::default(),
+            last_port: Default::default(),
         };
         let child = job.child.clone();
         let supervisor = tokio::spawn(supervise(job));
@@ -286,7 +287,7 @@ async fn run_task(job: &Job) -> String {
         Ok(None) => return "no signed identity at the peer".into(),
         Err(e) => return format!("the identity at the peer: {}", chain(&e)),
     };
-    let port = match port(&job.settings) {
+    let port = match job.port().await {
         Ok(p) => p,
         Err(e) => return chain(&e),
     };
@@ -342,5 +343,5 @@ mod tests;
 
 pub use child::child_args;
 use child::run_child;
-use job::{ChildPid, Job, port};
+use job::{ChildPid, Job};
 pub use job::{Mode, Settings};

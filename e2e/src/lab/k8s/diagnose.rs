@@ -1,7 +1,8 @@
 //! What a lab's clusters show when something did not come up in time ([`K8sLab::diagnose`]):
 //! the peerings, the network objects, Liqo's pods with their restarts, the warning events and,
 //! on a lab from the chart, the last lines of every Liqo container's log (and of the previous
-//! run of a restarted one). Read-only: it never changes the lab.
+//! run of a restarted one); with real nodes, the API server's refused dials into the lab (its
+//! egress proxy's log: the API server only says "502"). Read-only: it never changes the lab.
 
 use super::K8sLab;
 
@@ -14,6 +15,7 @@ impl K8sLab {
     pub fn diagnose(&self, clusters: &[&str]) -> String {
         let mut out = String::new();
         for c in clusters {
+            out.push_str(&self.egress_failures(c));
             let mut run = |args: &[&str]| {
                 out.push_str(&format!("\n== kubectl --context {c} {}\n", args.join(" ")));
                 match self.tool("kubectl", c, args) {
@@ -48,6 +50,28 @@ impl K8sLab {
             }
         }
         out
+    }
+
+    /// The last dials the API server's egress proxy of `cluster` refused, with why (none
+    /// without real nodes: there is no such proxy).
+    fn egress_failures(&self, cluster: &str) -> String {
+        let Some(c) = self.lab.topology.cluster(cluster) else {
+            return String::new();
+        };
+        let node = super::relay::api_node(c).name.as_str();
+        let log = super::fabric::Paths::of(&self.lab, c).log("relay", node);
+        let Ok(text) = std::fs::read_to_string(&log) else {
+            return String::new();
+        };
+        let failed = egress_lines(&text);
+        if failed.is_empty() {
+            return String::new();
+        }
+        format!(
+            "\n== the API server's dials into {cluster} refused ({})\n{}\n",
+            log.display(),
+            failed.join("\n")
+        )
     }
 
     /// Every container of Liqo's pods on `cluster`, with its restarts (none when they cannot
@@ -86,8 +110,36 @@ fn parse_containers(text: &str) -> Vec<(String, String, u32)> {
     out
 }
 
+/// The last [`EGRESS_LINES`] lines of a relay's log that say an egress dial failed.
+fn egress_lines(log: &str) -> Vec<&str> {
+    let failed: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(super::egress::DIAL_FAILED))
+        .collect();
+    failed[failed.len().saturating_sub(EGRESS_LINES)..].to_vec()
+}
+
+/// How many refused egress dials are shown.
+const EGRESS_LINES: usize = 10;
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_refused_dials_are_kept() {
+        let mut log = String::from("starting\n");
+        for i in 0..12 {
+            log.push_str(&format!(
+                "WARN an egress dial failed to=10.0.0.{i} why=refused\n"
+            ));
+            log.push_str("INFO other\n");
+        }
+        let got = super::egress_lines(&log);
+        assert_eq!(got.len(), super::EGRESS_LINES);
+        assert!(got[0].contains("10.0.0.2 "), "{got:?}");
+        assert!(got[9].contains("10.0.0.11 "), "{got:?}");
+        assert!(super::egress_lines("nothing\n").is_empty());
+    }
+
     #[test]
     fn containers_and_restarts_are_read_per_pod() {
         let got = super::parse_containers(

@@ -9,7 +9,7 @@
 //! anything else is answered 400 naming what was asked, and a refused dial 502 with the error.
 
 use std::{
-    net::{Ipv4Addr, SocketAddr, SocketAddrV4},
+    net::{SocketAddr, SocketAddrV4},
     os::unix::fs::PermissionsExt,
     path::Path,
     time::Duration,
@@ -20,6 +20,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::K8sLabError;
 
+/// What the log says of a refused dial ([`super::diagnose`] looks for it).
+pub const DIAL_FAILED: &str = "an egress dial failed";
 /// The longest request head read.
 const MAX_HEAD: usize = 8 << 10;
 /// How long a dial may take.
@@ -152,8 +154,8 @@ async fn handle(mut conn: tokio::net::UnixStream, ns: &Netns) -> std::io::Result
     let dialled = tokio::time::timeout(DIAL, socket.connect(SocketAddr::V4(to))).await;
     let mut out = match dialled {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => return refuse(&mut conn, to.ip(), &e.to_string()).await,
-        Err(_) => return refuse(&mut conn, to.ip(), "no answer within 5 s").await,
+        Ok(Err(e)) => return refuse(&mut conn, &to, &e.to_string()).await,
+        Err(_) => return refuse(&mut conn, &to, "no answer within 5 s").await,
     };
     conn.write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
         .await?;
@@ -166,10 +168,10 @@ async fn handle(mut conn: tokio::net::UnixStream, ns: &Netns) -> std::io::Result
 
 async fn refuse(
     conn: &mut tokio::net::UnixStream,
-    to: &Ipv4Addr,
+    to: &SocketAddrV4,
     why: &str,
 ) -> std::io::Result<()> {
-    tracing::warn!(%to, why, "an egress dial failed");
+    tracing::warn!(%to, why, "{DIAL_FAILED}");
     conn.write_all(format!("HTTP/1.1 502 Bad Gateway\r\n\r\ndialling {to}: {why}").as_bytes())
         .await
 }

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use liqo_types::chain;
 
-use super::job::{Job, Settings, port};
+use super::job::{Job, Settings};
 use crate::identity;
 use crate::launcher::Peer;
 use control::api::discovery::ClusterIdentity;
@@ -31,7 +31,7 @@ pub(super) async fn run_child(
     if let Err(e) = write_private(&dir, &file, &foreign_kubeconfig) {
         return chain(&e);
     }
-    let port = match port(&job.settings) {
+    let port = match job.port().await {
         Ok(p) => p,
         Err(e) => return chain(&e),
     };

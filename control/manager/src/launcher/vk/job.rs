@@ -4,11 +4,15 @@
 use std::{
     net::IpAddr,
     path::PathBuf,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicU16, Ordering},
+    },
 };
 
 use control::api::discovery::ClusterIdentity;
-use kube::Client;
+use k8s_openapi::api::core::v1::Node;
+use kube::{Api, Client};
 
 use crate::identity::Peers;
 use crate::launcher::Peer;
@@ -68,20 +72,62 @@ pub(super) struct Job {
     pub(super) settings: Settings,
     pub(super) peers: Arc<Peers>,
     pub(super) child: ChildPid,
+    /// The kubelet API's port of the last run (0 before the first).
+    pub(super) last_port: AtomicU16,
 }
 
-/// A free loopback-or-any port for a kubelet API, or the configured one.
-pub(super) fn port(settings: &Settings) -> Result<u16, NoPort> {
+impl Job {
+    /// The kubelet API's port of this (re)start ([`port`]), preferring the last run's, else
+    /// the one the peer's Node advertises (a restarted controller-manager).
+    pub(super) async fn port(&self) -> Result<u16, NoPort> {
+        let before = match self.last_port.load(Ordering::Relaxed) {
+            0 => self.advertised().await,
+            p => Some(p),
+        };
+        let p = port(&self.settings, before)?;
+        self.last_port.store(p, Ordering::Relaxed);
+        Ok(p)
+    }
+
+    /// The kubelet port the peer's virtual Node advertises, if it exists and says one.
+    async fn advertised(&self) -> Option<u16> {
+        let name = control::names::virtual_node(&self.foreign.cluster_name);
+        match Api::<Node>::all(self.client.clone())
+            .get_opt(name.as_str())
+            .await
+        {
+            Ok(node) => node.as_ref().and_then(control::virtual_node::kubelet_port),
+            Err(e) => {
+                // Only a preference: any free port serves.
+                tracing::debug!(node = %name, error = %e, "reading the virtual node's kubelet port");
+                None
+            }
+        }
+    }
+}
+
+/// The kubelet API's port: the configured one; else `before` (the port this peer's virtual
+/// kubelet had) while it is still free on the node IP: the home API server dials the Node's
+/// advertised port, so a restarted virtual kubelet serves logs and exec at once instead of
+/// after its first status write; else any free one.
+pub(super) fn port(settings: &Settings, before: Option<u16>) -> Result<u16, NoPort> {
     if settings.port != 0 {
         return Ok(settings.port);
     }
-    std::net::TcpListener::bind((settings.node_ip, 0))
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .map_err(|source| NoPort {
-            ip: settings.node_ip,
-            source,
-        })
+    let bind = |p: u16| {
+        std::net::TcpListener::bind((settings.node_ip, p))
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+    };
+    if let Some(p) = before.filter(|p| *p != 0)
+        && bind(p).is_ok()
+    {
+        return Ok(p);
+    }
+    bind(0).map_err(|source| NoPort {
+        ip: settings.node_ip,
+        source,
+    })
 }
 
 /// No free port for a kubelet API.

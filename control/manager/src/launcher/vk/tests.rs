@@ -1,6 +1,6 @@
 use std::path::{Path, PathBuf};
 
-use super::{child::write_private, *};
+use super::{child::write_private, job::port, *};
 
 fn identity(id: &str, name: &str) -> ClusterIdentity {
     ClusterIdentity {
@@ -135,10 +135,24 @@ fn a_given_home_api_server_goes_to_the_child() {
 #[test]
 fn a_free_port_is_picked_when_none_is_set_and_the_set_one_is_kept() {
     let mut s = settings(false, false);
-    let p = port(&s).unwrap();
+    let p = port(&s, None).unwrap();
     assert_ne!(p, 0);
     s.port = 10250;
-    assert_eq!(port(&s).unwrap(), 10250);
+    assert_eq!(port(&s, Some(p)).unwrap(), 10250);
+}
+
+#[test]
+fn a_restart_keeps_its_port_while_it_is_free_and_moves_when_taken() {
+    let s = settings(false, false);
+    let free = port(&s, None).unwrap();
+    assert_eq!(port(&s, Some(free)).unwrap(), free);
+    // Taken by someone else: another free port, not a failure.
+    let taken = std::net::TcpListener::bind((s.node_ip, 0)).unwrap();
+    let busy = taken.local_addr().unwrap().port();
+    let other = port(&s, Some(busy)).unwrap();
+    assert_ne!(other, busy);
+    assert_ne!(other, 0);
+    assert_ne!(port(&s, Some(0)).unwrap(), 0);
 }
 
 #[test]
