@@ -138,7 +138,15 @@ pub async fn move_volume(client: &Client, r: &Request<'_>) -> Result<(), MoveErr
         }
         Resume::Discard | Resume::Start => claim.expect("claim"),
     };
-    let names = Names::new(claim.metadata.uid.as_deref().unwrap_or_default());
+    // This try's Jobs named apart from an earlier try's (see `Names::attempt`).
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let names = Names::attempt(
+        claim.metadata.uid.as_deref().unwrap_or_default(),
+        &Names::attempt_mark(nanos),
+    );
     // The pods of an earlier try of this move go with its leftovers.
     let pods: Vec<Pod> = Api::<Pod>::namespaced(client.clone(), r.namespace)
         .list(&ListParams::default())

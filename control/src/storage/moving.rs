@@ -240,21 +240,53 @@ pub struct Names {
     pub uid: String,
     /// `liqo-move-<first 8 of the UID>`: the new claim, the Secret and the Service.
     pub base: String,
+    /// What tells this try's Jobs from an earlier try's (empty: none given).
+    pub attempt: String,
 }
 
 impl Names {
-    /// The names for moving the claim of UID `uid`.
+    /// The names for moving the claim of UID `uid` (what finds every try's objects: the
+    /// labels; the Jobs' names of no try in particular).
     pub fn new(uid: &str) -> Names {
         let short: String = uid.chars().filter(|c| *c != '-').take(8).collect();
         Names {
             uid: uid.to_owned(),
             base: format!("liqo-move-{short}"),
+            attempt: String::new(),
         }
     }
 
-    /// A Job's name (`role`: `receive` or `send`).
+    /// The names of one try of the move: its Jobs named apart from an earlier try's. A Job
+    /// deleted and made again under its name at once may get no pod for the Job
+    /// controller's five minutes of stale expectations (kubernetes#131917), and a move
+    /// retried after it was killed deletes the earlier try's Jobs just before.
+    pub fn attempt(uid: &str, attempt: &str) -> Names {
+        Names {
+            attempt: attempt.to_owned(),
+            ..Names::new(uid)
+        }
+    }
+
+    /// A Job's name (`role`: `receive` or `send`), with the try's mark.
     pub fn job(&self, role: &str) -> String {
-        format!("{}-{role}", self.base)
+        if self.attempt.is_empty() {
+            format!("{}-{role}", self.base)
+        } else {
+            format!("{}-{role}-{}", self.base, self.attempt)
+        }
+    }
+
+    /// A try's mark from a number (e.g. the clock's nanoseconds): 5 base-36 digits, a valid
+    /// name part.
+    pub fn attempt_mark(n: u128) -> String {
+        const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+        let mut n = n % 36u128.pow(5);
+        let mut out = [b'0'; 5];
+        for d in out.iter_mut().rev() {
+            *d = DIGITS[(n % 36) as usize];
+            n /= 36;
+        }
+        String::from_utf8_lossy(&out).into_owned()
     }
 
     /// The labels of every object of the move.

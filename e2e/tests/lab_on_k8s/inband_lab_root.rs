@@ -238,6 +238,7 @@ async fn in_band_peering_goes_through_the_tunnel() {
     let names: Vec<&str> = record.iter().map(|r| r.cluster.as_str()).collect();
     assert_eq!(names, CLUSTERS);
     let k = K8sLab::load(&p).unwrap();
+    let _why = e2e::lab::k8s::DiagnoseOnPanic::new(&k, &CLUSTERS);
     // What runs in the gateway nodes (and what `down` must stop): liqo-proxy, the moved
     // controller-manager; and the auth relays, found by their tag.
     let mut pids = Vec::new();

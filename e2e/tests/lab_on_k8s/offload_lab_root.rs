@@ -159,6 +159,7 @@ async fn offloaded_pods_run_on_the_provider_and_look_local() {
     )
     .await
     .unwrap();
+    let _why = k8s::DiagnoseOnPanic::new(&k, &["rome", "milan"]);
     let rome = client(&k, "rome").await;
     let milan = client(&k, "milan").await;
     let milan_id = k.liqo.get("milan").unwrap().cluster_id.clone();

@@ -14,19 +14,9 @@ use serde_json::json;
 const NS: &str = demo::NAMESPACE;
 const IMAGE: &str = demo::IMAGE;
 
-/// `kubectl` on `cluster`; panics on a failure with the lab's diagnosis (the API server's
-/// refused dials into the lab first: it only answers "502" itself).
+/// `kubectl` on `cluster`; panics on a failure.
 fn run(k: &K8sLab, cluster: &str, args: &[&str]) -> String {
-    let out = k.tool("kubectl", cluster, args).unwrap();
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} on {cluster}: exit {:?}: {}{}\n{}",
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-        k.diagnose(&["rome", "milan"])
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    crate::offload_lab::run(k, "kubectl", cluster, args)
 }
 
 async fn create<K>(api: Api<K>, v: serde_json::Value)

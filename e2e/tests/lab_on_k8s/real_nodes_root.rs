@@ -136,6 +136,8 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
     );
     crate::real_nodes_report::check(&report, &p);
     let k = K8sLab::load(&p).unwrap();
+    // Whatever fails below, the lab's state next to the panic (before the lab goes).
+    let _why = e2e::lab::k8s::DiagnoseOnPanic::new(&k, &["rome", "milan"]);
     crate::real_nodes_chart::installed_from_chart(&k).await;
 
     // Every node Ready, with the versions its kubelet and runtime report.

@@ -7,7 +7,7 @@ use k8s_openapi::{
     NamespaceResourceScope,
     api::{
         batch::v1::Job,
-        core::v1::{PersistentVolumeClaim, Pod, Secret, Service},
+        core::v1::{Event, PersistentVolumeClaim, Pod, Secret, Service},
     },
 };
 use kube::{
@@ -156,6 +156,12 @@ pub(super) async fn wait_jobs(
             let said = pod_log(client, ns, &send)
                 .await
                 .unwrap_or_else(|e| e.to_string());
+            let (sender, receiver) = futures::future::join(
+                why_not_done(client, ns, &send),
+                why_not_done(client, ns, &receive),
+            )
+            .await;
+            let stuck = format!("{sender}; {receiver}");
             let claim = Api::<PersistentVolumeClaim>::namespaced(client.clone(), ns)
                 .get_opt(&names.base)
                 .await
@@ -165,13 +171,91 @@ pub(super) async fn wait_jobs(
                 .unwrap_or_else(|| "gone".into());
             return Err(MoveError::Copy(format!(
                 "the copy did not end within {timeout:?} (the new claim {ns}/{} is {phase}: see \
-                 its Events and the receiver pod's); the sender said: {}",
+                 its Events and the receiver pod's); the sender said: {}; {stuck}",
                 names.base,
                 last_lines(&said)
             )));
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Why Job `job` has not succeeded yet, for an error: its pod's phase and what its containers
+/// wait for, or, without a pod, the last warning about the Job (a pod the Job controller
+/// could not create: an admission webhook's refusal, a quota); a read that fails is said.
+async fn why_not_done(client: &Client, ns: &str, job: &str) -> String {
+    let pods = Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("job-name={job}")))
+        .await;
+    match pods {
+        Ok(l) if !l.items.is_empty() => {
+            let each: Vec<String> = l.items.iter().map(pod_state).collect();
+            format!("Job {job}: {}", each.join(", "))
+        }
+        Ok(_) => {
+            let events = Api::<Event>::namespaced(client.clone(), ns)
+                .list(&ListParams::default().fields(&format!(
+                    "involvedObject.kind=Job,involvedObject.name={job},type=Warning"
+                )))
+                .await;
+            match events {
+                Ok(l) => match l.items.iter().max_by_key(|e| event_time(e)) {
+                    Some(e) => format!(
+                        "Job {job}: no pod; its last warning: {}: {}",
+                        e.reason.as_deref().unwrap_or("?"),
+                        e.message.as_deref().unwrap_or("").trim()
+                    ),
+                    None => format!("Job {job}: no pod, and no warning about the Job"),
+                },
+                Err(e) => format!("Job {job}: no pod; its events unread: {e}"),
+            }
+        }
+        Err(e) => format!("Job {job}: its pods unread: {e}"),
+    }
+}
+
+/// `name phase (container: waiting reason)` of a Job's pod.
+fn pod_state(p: &Pod) -> String {
+    let status = p.status.as_ref();
+    let phase = status
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("no phase");
+    let waiting: Vec<String> = status
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|c| {
+            let w = c.state.as_ref()?.waiting.as_ref()?;
+            Some(format!(
+                "{}: {}",
+                c.name,
+                w.reason.as_deref().unwrap_or("waiting")
+            ))
+        })
+        .collect();
+    let node = p
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or("not scheduled");
+    if waiting.is_empty() {
+        format!("pod {} {phase} on {node}", p.name_any())
+    } else {
+        format!(
+            "pod {} {phase} on {node} ({})",
+            p.name_any(),
+            waiting.join(", ")
+        )
+    }
+}
+
+/// When an event last happened (for the latest of several).
+fn event_time(e: &Event) -> Option<k8s_openapi::jiff::Timestamp> {
+    e.last_timestamp
+        .as_ref()
+        .or(e.first_timestamp.as_ref())
+        .map(|t| t.0)
+        .or_else(|| e.event_time.as_ref().map(|t| t.0))
 }
 
 /// The log of the pod of Job `job`.
@@ -240,5 +324,44 @@ pub(super) async fn delete_jobs(
             )));
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_says_its_phase_node_and_what_its_containers_wait_for() {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "liqo-move-1-send-x"},
+            "spec": {"nodeName": "liqo-milan", "containers": []},
+            "status": {"phase": "Pending", "containerStatuses": [
+                {"name": "send", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"waiting": {"reason": "ContainerCreating"}}}]}
+        }))
+        .unwrap();
+        assert_eq!(
+            pod_state(&p),
+            "pod liqo-move-1-send-x Pending on liqo-milan (send: ContainerCreating)"
+        );
+        let bare: Pod =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p"}})).unwrap();
+        assert_eq!(pod_state(&bare), "pod p no phase on not scheduled");
+    }
+
+    #[test]
+    fn the_latest_event_is_by_its_last_time_else_its_event_time() {
+        let ev = |last: Option<&str>, at: Option<&str>| -> Event {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "e"}, "involvedObject": {},
+                "lastTimestamp": last, "eventTime": at,
+            }))
+            .unwrap()
+        };
+        let old = ev(Some("2026-01-01T00:00:00Z"), None);
+        let new = ev(None, Some("2026-01-02T00:00:00.000000Z"));
+        assert!(event_time(&new) > event_time(&old));
+        assert_eq!(event_time(&ev(None, None)), None);
     }
 }

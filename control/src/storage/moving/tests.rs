@@ -289,3 +289,21 @@ fn the_last_manifest_line_is_read_and_a_broken_one_is_not() {
     );
     assert_eq!(manifest("nothing"), None);
 }
+
+#[test]
+fn each_try_names_its_jobs_apart_and_every_try_shares_the_labels() {
+    let uid = "1b2c3d4e-0000-4000-8000-000000000001";
+    let first = Names::attempt(uid, &Names::attempt_mark(1));
+    let second = Names::attempt(uid, &Names::attempt_mark(36u128.pow(5) + 2));
+    assert_eq!(first.job("send"), "liqo-move-1b2c3d4e-send-00001");
+    assert_eq!(second.job("send"), "liqo-move-1b2c3d4e-send-00002");
+    assert_ne!(first.job("receive"), second.job("receive"));
+    // What finds an earlier try's objects is the same for every try.
+    assert_eq!(first.selector(), Names::new(uid).selector());
+    assert_eq!(first.base, Names::new(uid).base);
+    assert_eq!(Names::new(uid).job("send"), "liqo-move-1b2c3d4e-send");
+    assert_eq!(Names::attempt_mark(35), "0000z");
+    assert_eq!(Names::attempt_mark(u128::MAX).len(), 5);
+    // A Job's pods carry its name in a label: at most 63 characters.
+    assert!(first.job("receive").len() <= 63);
+}

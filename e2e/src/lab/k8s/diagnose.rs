@@ -13,9 +13,8 @@ impl K8sLab {
     /// The report above for `clusters`; a command that fails is named with its error in the
     /// text (a diagnosis never hides what it could not read).
     pub fn diagnose(&self, clusters: &[&str]) -> String {
-        let mut out = String::new();
+        let mut out = self.gist(clusters);
         for c in clusters {
-            out.push_str(&self.egress_failures(c));
             let mut run = |args: &[&str]| {
                 out.push_str(&format!("\n== kubectl --context {c} {}\n", args.join(" ")));
                 match self.tool("kubectl", c, args) {
@@ -47,6 +46,56 @@ impl K8sLab {
                     args.push("--previous");
                     run(&args);
                 }
+            }
+        }
+        out
+    }
+
+    /// The short of it, first (a CI summary keeps a panic's first lines): per cluster, the
+    /// Liqo containers that restarted (chart labs), the API server's refused dials into the
+    /// lab and the last warnings.
+    fn gist(&self, clusters: &[&str]) -> String {
+        let mut out = String::new();
+        for c in clusters {
+            if super::is_chart(&self.lab.prefix) {
+                let restarted: Vec<String> = self
+                    .liqo_containers(c)
+                    .into_iter()
+                    .filter(|(_, _, n)| *n > 0)
+                    .map(|(pod, container, n)| format!("{pod}/{container} {n}x"))
+                    .collect();
+                out.push_str(&format!(
+                    "== {c}: Liqo containers restarted: {}\n",
+                    if restarted.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        restarted.join(", ")
+                    }
+                ));
+            }
+            out.push_str(&self.egress_failures(c));
+            let warnings = self.tool_ok(
+                "kubectl",
+                c,
+                &[
+                    "get",
+                    "events",
+                    "-A",
+                    "--field-selector=type=Warning",
+                    "--sort-by=.lastTimestamp",
+                    "--no-headers",
+                    "-o",
+                    "custom-columns=AT:.lastTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message",
+                ],
+            );
+            match warnings {
+                Ok(text) => {
+                    let last = last_lines(&text, WARNINGS);
+                    if !last.is_empty() {
+                        out.push_str(&format!("== {c}: the last warnings\n{last}\n"));
+                    }
+                }
+                Err(e) => out.push_str(&format!("== {c}: warnings unread: {e}\n")),
             }
         }
         out
@@ -119,11 +168,58 @@ fn egress_lines(log: &str) -> Vec<&str> {
     failed[failed.len().saturating_sub(EGRESS_LINES)..].to_vec()
 }
 
+/// A test's guard: dropped during a panic (whatever assertion failed), it prints the
+/// diagnosis of its clusters, so the lab's state is in the test's output next to the panic.
+/// Made after the lab, it goes before the lab's own teardown guard.
+pub struct DiagnoseOnPanic<'a> {
+    lab: &'a K8sLab,
+    clusters: &'a [&'a str],
+}
+
+impl<'a> DiagnoseOnPanic<'a> {
+    /// The guard of `clusters` of `lab`.
+    pub fn new(lab: &'a K8sLab, clusters: &'a [&'a str]) -> Self {
+        DiagnoseOnPanic { lab, clusters }
+    }
+}
+
+impl Drop for DiagnoseOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "== the lab when the test failed\n{}",
+                self.lab.diagnose(self.clusters)
+            );
+        }
+    }
+}
+
+/// The last `n` non-empty lines of `text`, each cut at 300 characters.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.chars().take(300).collect())
+        .collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// How many warnings the gist shows per cluster.
+const WARNINGS: usize = 6;
+
 /// How many refused egress dials are shown.
 const EGRESS_LINES: usize = 10;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_last_lines_are_kept_cut() {
+        let long = "x".repeat(400);
+        let text = format!("a\n\nb\n{long}\n");
+        assert_eq!(super::last_lines(&text, 2), format!("b\n{}", &long[..300]));
+        assert_eq!(super::last_lines("", 3), "");
+    }
+
     #[test]
     fn the_last_refused_dials_are_kept() {
         let mut log = String::from("starting\n");

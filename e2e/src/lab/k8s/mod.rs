@@ -45,6 +45,7 @@ mod up;
 pub mod views;
 pub mod volumes;
 
+pub use diagnose::DiagnoseOnPanic;
 pub use down::{Down, down};
 pub use error::K8sLabError;
 pub use k8s_lab::{K8sLab, Options, is_chart, is_in_band, is_k8s};
