@@ -54,8 +54,8 @@ for line in sys.stdin:
 }
 
 # record_failure LABEL STATUS LOG: keeps, for the run's last lines, why a test binary failed:
-# the panics in its output (each from its "panicked at" line, at most 30 lines and none of its
-# backtrace, long lines cut at 500 characters; at most 8 panics), or its output's last 10
+# the panics in its output (each from its "panicked at" line, at most 30 lines without its
+# backtrace's, long lines cut at 500 characters; at most 8 panics), or its output's last 10
 # lines when it has none (killed, a harness error). A CI log shows its beginning and its end:
 # a binary's own output puts the panics in the middle, after every command the failing test
 # printed.
@@ -63,9 +63,17 @@ record_failure() {
   {
     echo "  $1 (exit $2):"
     awk '
-      /panicked at / { n++; if (n > 8) exit; left = 30 }
+      /panicked at / { n++; if (n > 8) exit; left = 30; skip = 0 }
       left > 0 {
-        if (/^note: run with `RUST_BACKTRACE/ || /^stack backtrace:/) { left = 0; next }
+        # The backtrace skipped (its frames, its closing note), not what follows it (what the
+        # test printed while unwinding: a lab diagnosis).
+        if (/^stack backtrace:/) { skip = 1; next }
+        if (skip) {
+          if (/^ +[0-9]+: / || /^ +at /) next
+          skip = 0
+          if (/^note: Some details are omitted/) next
+        }
+        if (/^note: run with `RUST_BACKTRACE/) next
         print "    " (length($0) > 500 ? substr($0, 1, 500) " [...]" : $0)
         left--
       }

@@ -376,6 +376,8 @@ async fn in_band_peering_goes_through_the_tunnel() {
         assert!(left.is_empty(), "{c}: left after unpeer in-band: {left:?}");
     }
 
+    // Gone below: nothing left to diagnose.
+    drop(_why);
     let out = lab(p.as_str(), &["down"]);
     assert_eq!(out.status.code(), Some(0));
     assert_all_gone(&p, &pids);

@@ -386,6 +386,8 @@ async fn real_nodes_run_containers_with_cluster_dns_the_api_server_logs_and_exec
     crate::real_nodes_storage::claims_move(&k).await;
     crate::real_nodes_stateful::survives_its_pods(&k).await;
 
+    // Gone below: nothing left to diagnose.
+    drop(_why);
     let down = k8s::down(&p).unwrap();
     eprintln!("down: {down:?}");
     let dirs = [

@@ -45,8 +45,8 @@ pub struct VkArgs {
     #[arg(long = "virtual-kubelet-node-ip", default_value = "127.0.0.1")]
     pub node_ip: IpAddr,
     /// The kubelet API's port; 0 (the default) picks a free one per virtual kubelet, as
-    /// several share the node IP (one per peering), and keeps it across its restarts (the
-    /// one its Node advertises, after ours) while it is free.
+    /// several share the node IP (one per peering), and keeps it across its restarts while
+    /// it is free (its last run's port, else the one its Node advertises).
     #[arg(long = "virtual-kubelet-port", default_value_t = 0)]
     pub port: u16,
     /// The CA of the client certificates the kubelet API accepts (the API server's

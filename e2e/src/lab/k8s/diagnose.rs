@@ -17,7 +17,8 @@ impl K8sLab {
         for c in clusters {
             let mut run = |args: &[&str]| {
                 out.push_str(&format!("\n== kubectl --context {c} {}\n", args.join(" ")));
-                match self.tool("kubectl", c, args) {
+                let args: Vec<&str> = args.iter().copied().chain([REQUEST_TIMEOUT]).collect();
+                match self.tool("kubectl", c, &args) {
                     Ok(o) => {
                         out.push_str(&String::from_utf8_lossy(&o.stdout));
                         out.push_str(&String::from_utf8_lossy(&o.stderr));
@@ -82,10 +83,13 @@ impl K8sLab {
                     "events",
                     "-A",
                     "--field-selector=type=Warning",
-                    "--sort-by=.lastTimestamp",
+                    // Not .lastTimestamp: events written through events.k8s.io (the
+                    // scheduler's) have none, and kubectl sorts them first.
+                    "--sort-by=.metadata.creationTimestamp",
                     "--no-headers",
                     "-o",
-                    "custom-columns=AT:.lastTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message",
+                    "custom-columns=AT:.metadata.creationTimestamp,OBJECT:.involvedObject.name,REASON:.reason,MESSAGE:.message",
+                    REQUEST_TIMEOUT,
                 ],
             );
             match warnings {
@@ -136,6 +140,7 @@ impl K8sLab {
                 "pods",
                 "-o",
                 "jsonpath={range .items[*]}{.metadata.name}{range .status.containerStatuses[*]}{' '}{.name}={.restartCount}{end}{'\\n'}{end}",
+                REQUEST_TIMEOUT,
             ],
         ) else {
             return Vec::new();
@@ -170,7 +175,8 @@ fn egress_lines(log: &str) -> Vec<&str> {
 
 /// A test's guard: dropped during a panic (whatever assertion failed), it prints the
 /// diagnosis of its clusters, so the lab's state is in the test's output next to the panic.
-/// Made after the lab, it goes before the lab's own teardown guard.
+/// Made after the lab's teardown guard, it is dropped before it (while the lab still runs);
+/// drop it before tearing the lab down explicitly.
 pub struct DiagnoseOnPanic<'a> {
     lab: &'a K8sLab,
     clusters: &'a [&'a str],
@@ -203,6 +209,9 @@ fn last_lines(text: &str, n: usize) -> String {
         .collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
+
+/// A diagnosis never waits long for an API server that accepts and does not answer.
+const REQUEST_TIMEOUT: &str = "--request-timeout=20s";
 
 /// How many warnings the gist shows per cluster.
 const WARNINGS: usize = 6;

@@ -99,7 +99,7 @@ impl Job {
             Ok(node) => node.as_ref().and_then(control::virtual_node::kubelet_port),
             Err(e) => {
                 // Only a preference: any free port serves.
-                tracing::debug!(node = %name, error = %e, "reading the virtual node's kubelet port");
+                tracing::warn!(node = %name, error = %e, "reading the virtual node's kubelet port: a free one is taken");
                 None
             }
         }
@@ -119,10 +119,16 @@ pub(super) fn port(settings: &Settings, before: Option<u16>) -> Result<u16, NoPo
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
     };
-    if let Some(p) = before.filter(|p| *p != 0)
-        && bind(p).is_ok()
-    {
-        return Ok(p);
+    if let Some(p) = before.filter(|p| *p != 0) {
+        match bind(p) {
+            Ok(_) => return Ok(p),
+            // Logs and exec reach the new port only after the node's next status write.
+            Err(e) => tracing::warn!(
+                port = p,
+                error = %e,
+                "the virtual kubelet's port is taken: it moves to a free one"
+            ),
+        }
     }
     bind(0).map_err(|source| NoPort {
         ip: settings.node_ip,
