@@ -108,16 +108,30 @@ pub fn controllers(
     // pod. So memory follows the number of ShadowPods, not their specs, and a reconcile reads
     // the pod from the store. Both stores are rebuilt once most of them is deleted
     // (`liqo_auth::compact`).
+    // A ShadowPod deleted (or found deleted by a re-list) goes to the reaper, which deletes
+    // its pod at once (`shadowpod::reaper`).
     let (shadows, shadow_writer) = reflector::store();
-    let shadow_stream = liqo_auth::compact::reflect(
-        watcher(
-            Api::<PartialObjectMeta<ShadowPod>>::all(ctx.client.clone()),
-            liqo_auth::compact::listing(),
-        )
-        .default_backoff()
-        .modify(|s| control::lean::shadow(&mut s.metadata)),
-        shadow_writer,
+    let (gone_tx, gone_rx) = futures::channel::mpsc::unbounded();
+    let shadow_stream = liqo_auth::relist::with_deletions(
+        liqo_auth::compact::reflect(
+            watcher(
+                Api::<PartialObjectMeta<ShadowPod>>::all(ctx.client.clone()),
+                liqo_auth::compact::listing(),
+            )
+            .default_backoff()
+            .modify(|s| control::lean::shadow(&mut s.metadata)),
+            shadow_writer,
+        ),
+        shadows.clone(),
     )
+    .inspect(move |event| {
+        if let Some(gone) = shadowpod::gone_of(event)
+            && gone_tx.unbounded_send(gone).is_err()
+        {
+            // The reaper ended (shutdown): the garbage collector deletes the pod.
+            tracing::debug!("the ShadowPod reaper has stopped");
+        }
+    })
     .applied_objects();
     let (owned, pod_writer) = reflector::store();
     // A re-list's implied deletions are passed on (`liqo_auth::relist`): a pod deleted while
@@ -139,6 +153,7 @@ pub fn controllers(
     // kube waits for the ShadowPods' store only; a reconcile also waits for the pods' (else it
     // would take a pod not listed yet for absent: a create, a 409, a GET).
     let owned_listed = liqo_auth::ready::shared(&owned);
+    let reaper = shadowpod::reaper(gone_rx, ctx.clone(), owned.clone()).boxed();
     // At most `shadowpod::CONCURRENCY` reconciles at once: a burst of ten thousand ShadowPods
     // queues here, not as requests in the client's rate limiter (where the virtual kubelets'
     // Lease renewals would wait behind them). No debounce (the other controllers' 100 ms):
@@ -167,5 +182,6 @@ pub fn controllers(
         nsof_controller,
         nsmap_controller,
         shadowpod_controller,
+        reaper,
     ]
 }

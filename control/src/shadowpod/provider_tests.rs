@@ -80,7 +80,7 @@ fn an_existing_pod_is_never_updated_and_a_foreign_one_only_warned_about() {
 }
 
 #[test]
-fn a_terminating_pod_is_waited_for_and_a_deleted_shadowpod_left_to_the_gc() {
+fn a_terminating_pod_is_waited_for() {
     let s = shadow(false);
     assert_eq!(decide(&s, None::<&Pod>), Action::Create);
     let (mut p, _) = made(&s).unwrap();
@@ -90,7 +90,35 @@ fn a_terminating_pod_is_waited_for_and_a_deleted_shadowpod_left_to_the_gc() {
     assert_eq!(decide(&s, Some(&p)), Action::Again(TERMINATING_AGAIN));
     p.metadata.owner_references = None;
     assert_eq!(decide(&s, Some(&p)), Action::Again(TERMINATING_AGAIN));
+}
+
+#[test]
+fn the_pod_of_a_deleted_shadowpod_is_deleted_once_and_no_other() {
+    let s = shadow(false);
+    let (mut p, _) = made(&s).unwrap();
+    p.metadata.uid = Some("pod-uid".into());
+    // Gone (the watch's Delete): its pod, by the pod's UID.
+    assert_eq!(reap("sp-uid", Some(&p)), Some("pod-uid".into()));
+    // Being deleted (a foreground deletion, a finalizer): the same, from the decision.
+    assert_eq!(
+        decide(&shadow(true), Some(&p)),
+        Action::Reap("pod-uid".into())
+    );
     assert_eq!(decide(&shadow(true), None::<&Pod>), Action::Nothing);
+    assert_eq!(reap("sp-uid", None::<&Pod>), None);
+    // Another ShadowPod's pod (a later one of the same name), or one it does not control.
+    assert_eq!(reap("sp-old", Some(&p)), None);
+    assert_eq!(reap("", Some(&p)), None);
+    let mut foreign = p.clone();
+    foreign.metadata.owner_references = None;
+    assert_eq!(reap("sp-uid", Some(&foreign)), None);
+    assert_eq!(decide(&shadow(true), Some(&foreign)), Action::Nothing);
+    // Already going: not deleted again.
+    p.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    assert_eq!(reap("sp-uid", Some(&p)), None);
+    assert_eq!(decide(&shadow(true), Some(&p)), Action::Nothing);
 }
 
 #[test]

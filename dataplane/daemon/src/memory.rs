@@ -14,17 +14,22 @@
 //! It also counts the heap ([`heap`]: what the program holds, by size, beside the process's
 //! anonymous resident memory).
 //!
-//! It never sets the global allocator: a binary declares its own (`Counting(mimalloc::MiMalloc)`);
-//! in a binary that does not, a collect finds nothing of its own to free and [`heap`]'s live
-//! bytes are 0.
+//! The allocator itself is mimalloc or glibc's, chosen per process ([`choice`]); with glibc's,
+//! a parking worker trims (`malloc_trim`) instead, at the forced collects' cadence.
+//!
+//! It never sets the global allocator: a binary declares its own (`Counting(Chosen)`); in a
+//! binary that does not, a collect finds nothing of its own to free and [`heap`]'s live bytes
+//! are 0.
 
 use std::{
     cell::Cell,
     time::{Duration, Instant},
 };
 
+pub mod choice;
 pub mod heap;
 
+pub use choice::{Chosen, Malloc, chosen};
 pub use heap::{Counting, Heap, HeapCollector, REPORT_EVERY, heap, report_heap, status_kib};
 
 /// The least time between two collects on one thread.
@@ -52,7 +57,10 @@ fn due_every(last: Option<Instant>, now: Instant, every: Duration) -> bool {
     last.is_none_or(|l| now.saturating_duration_since(l) >= every)
 }
 
-#[expect(unsafe_code, reason = "mi_collect is mimalloc's C API")]
+#[expect(
+    unsafe_code,
+    reason = "mi_collect and malloc_trim are the allocators' C API"
+)]
 fn on_park() {
     let now = Instant::now();
     if due(LAST.get(), now) {
@@ -61,10 +69,20 @@ fn on_park() {
         if force {
             LAST_FORCED.set(Some(now));
         }
-        // SAFETY: mi_collect walks the calling thread's own heap and, forced, also takes back
-        // pages other threads abandoned and purges the shared arenas (under mimalloc's own
-        // locks); it takes no pointer and may be called at any time from any thread.
-        unsafe { libmimalloc_sys::mi_collect(force) };
+        match chosen() {
+            // SAFETY: mi_collect walks the calling thread's own heap and, forced, also takes
+            // back pages other threads abandoned and purges the shared arenas (under
+            // mimalloc's own locks); it takes no pointer and may be called at any time from any
+            // thread.
+            Malloc::Mimalloc => unsafe { libmimalloc_sys::mi_collect(force) },
+            // Walking every arena is the forced collect's cadence.
+            Malloc::Glibc if force => {
+                // SAFETY: malloc_trim takes each arena's lock and gives back the free pages of
+                // its free chunks (madvise); it takes no pointer.
+                unsafe { nix::libc::malloc_trim(0) };
+            }
+            Malloc::Glibc => {}
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 //! spec, controller reference), which kwok runs (Running, an IP of the pod CIDR); the pod
 //! deleted is re-created under a new UID within seconds; a pod of the name that the
 //! ShadowPod does not control is left alone and reported by an Event; the ShadowPod deleted
-//! takes its pod with it (garbage collector). Prints the timings it measures.
+//! (background or foreground) takes its pod with it: the controller-manager deletes it, not
+//! only the garbage collector. Prints the timings it measures.
 
 use crate::common;
 
@@ -237,7 +238,38 @@ async fn shadowpods_get_their_pods_again_and_again() {
         Some("registry.example/theirs:1")
     );
 
-    // The ShadowPod deleted: its pod goes (garbage collector), the other pod stays.
+    // Deleted in the foreground (the ShadowPod stays, being deleted, until its pod goes): the
+    // controller-manager deletes the pod.
+    let fg = sps
+        .create(
+            &PostParams::default(),
+            &shadow("fg", "registry.example/fg:1"),
+        )
+        .await
+        .unwrap();
+    eventually(30, "the pod of ShadowPod fg", || {
+        let (client, fg) = (client.clone(), fg.clone());
+        async move { check_pod(&pod(&client, "fg").await?, &fg).map(drop) }
+    })
+    .await;
+    sps.delete("fg", &DeleteParams::foreground()).await.unwrap();
+    eventually(
+        60,
+        "the pod of the ShadowPod deleted in the foreground gone",
+        || {
+            let client = client.clone();
+            async move {
+                match Api::<Pod>::namespaced(client, NS).get_opt("fg").await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(_)) => Err("pod fg still there".into()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        },
+    )
+    .await;
+
+    // The ShadowPod deleted: its pod goes, the other pod stays.
     let started = Instant::now();
     sps.delete("web", &DeleteParams::default()).await.unwrap();
     sps.delete("other", &DeleteParams::default()).await.unwrap();
@@ -264,5 +296,16 @@ async fn shadowpods_get_their_pods_again_and_again() {
         pod(&client, "other").await.unwrap().metadata.uid,
         theirs.metadata.uid
     );
+    // Deleted by the controller-manager (one request), not left to the garbage collector;
+    // the pod it does not control was not.
+    let log = std::fs::read_to_string(c.dir.join("liqo").join(format!("{MANAGER}.log"))).unwrap();
+    let reaped = |pod: &str| {
+        log.lines().any(|l| {
+            l.contains("deleted the pod of a deleted ShadowPod")
+                && l.contains(&format!("{NS}/{pod}"))
+        })
+    };
+    assert!(reaped("web") && reaped("fg"), "{}", manager_log(c));
+    assert!(!reaped("other"), "{}", manager_log(c));
     set.release().await.unwrap();
 }

@@ -124,16 +124,17 @@ struct Args {
     node_extra_labels: std::collections::BTreeMap<String, String>,
 }
 
-/// mimalloc, not glibc's malloc: the stores' objects come and go by the thousand across the
-/// runtime's threads, and glibc keeps what they freed in per-thread arenas (the process did
-/// not give memory back after its pods were deleted); mimalloc returns freed pages to the
-/// system. Built without transparent huge pages (`no_thp`): with them, each thread's pages
-/// were 2 MiB and an idle process held 12 MiB more.
+/// mimalloc by default, not glibc's malloc: the stores' objects come and go by the thousand
+/// across the runtime's threads, and glibc keeps what they freed in per-thread arenas unless
+/// trimmed (the process did not give memory back after its pods were deleted). Built without
+/// transparent huge pages (`no_thp`): with them, each thread's pages were 2 MiB and an idle
+/// process held 12 MiB more. `LIQO_MALLOC=glibc` runs glibc's, trimmed as workers park
+/// (`liqo_daemon::memory::choice`).
 /// Counted (`liqo_daemon::memory::Counting`): the live heap beside the anonymous resident
 /// memory, in the log (and the metrics).
 #[global_allocator]
-static ALLOCATOR: liqo_daemon::memory::Counting<mimalloc::MiMalloc> =
-    liqo_daemon::memory::Counting(mimalloc::MiMalloc);
+static ALLOCATOR: liqo_daemon::memory::Counting<liqo_daemon::memory::Chosen> =
+    liqo_daemon::memory::Counting(liqo_daemon::memory::Chosen);
 /// The program's name (its `User-Agent`).
 const PROGRAM: &str = "liqo-virtual-kubelet";
 
@@ -146,6 +147,7 @@ fn main() -> anyhow::Result<()> {
 async fn run() -> anyhow::Result<()> {
     // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
     liqo_daemon::logging::init();
+    liqo_daemon::memory::choice::announce();
     tokio::spawn(liqo_daemon::memory::report_heap(
         liqo_daemon::memory::REPORT_EVERY,
     ));
