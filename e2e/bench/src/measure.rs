@@ -46,6 +46,18 @@ pub(crate) fn busy() -> Result<(u64, u64), BenchError> {
     parse::proc_stat_busy(&text).map_err(|e| BenchError::step("parsing /proc/stat", &e))
 }
 
+/// Microseconds some task waited for a CPU since boot (`/proc/pressure/cpu`); `None` on a
+/// kernel without pressure information.
+pub(crate) fn cpu_pressure_us() -> Result<Option<u64>, BenchError> {
+    match fs::read_to_string("/proc/pressure/cpu") {
+        Ok(text) => parse::cpu_pressure_us(&text)
+            .map(Some)
+            .map_err(|e| BenchError::step("parsing /proc/pressure/cpu", &e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(fail("reading /proc/pressure/cpu", e.to_string())),
+    }
+}
+
 /// Percent of all CPUs busy over [`LOAD_WINDOW`].
 async fn load_pct() -> Result<f64, BenchError> {
     let (b0, t0) = busy()?;

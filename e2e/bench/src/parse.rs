@@ -95,6 +95,19 @@ pub fn proc_stat_busy(text: &str) -> Result<(u64, u64), ProcError> {
     Ok((total - v[3] - v[4], total))
 }
 
+/// Microseconds some task waited for a CPU since boot: the `some` line's `total` in
+/// `/proc/pressure/cpu` (the kernel's pressure stall information).
+pub fn cpu_pressure_us(text: &str) -> Result<u64, ProcError> {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("some "))
+        .ok_or(ProcError::NoCpuLine)?;
+    line.split_whitespace()
+        .find_map(|f| f.strip_prefix("total="))
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| ProcError::BadStatLine { line: line.into() })
+}
+
 /// Received and transmitted bytes of `iface` in a `/proc/net/dev` table.
 pub fn net_dev_bytes(text: &str, iface: &str) -> Result<(u64, u64), ProcError> {
     for line in text.lines() {
@@ -173,6 +186,15 @@ mod tests {
         let text = "cpu  100 5 50 800 20 3 2 0 0 0\ncpu0 50 2 25 400 10 1 1 0 0 0\n";
         assert_eq!(proc_stat_busy(text).unwrap(), (160, 980));
         assert!(proc_stat_busy("intr 1 2 3").is_err());
+    }
+
+    #[test]
+    fn cpu_pressure_is_the_some_lines_total() {
+        let text = "some avg10=22.80 avg60=69.55 avg300=71.62 total=24232680065\n\
+                    full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n";
+        assert_eq!(cpu_pressure_us(text).unwrap(), 24_232_680_065);
+        assert!(cpu_pressure_us("full total=3").is_err());
+        assert!(cpu_pressure_us("some avg10=1.0 total=x").is_err());
     }
 
     #[test]

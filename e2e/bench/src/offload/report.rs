@@ -407,7 +407,10 @@ fn notes(h: &Header, s: &Setup, levels: &[Level]) -> Vec<String> {
         "CPU s during a timed run: also each cluster's own processes (etcd, kube-apiserver, \
          kube-controller-manager, kube-scheduler, kwok; each a Go program limited to one CPU, \
          GOMAXPROCS=1, so about one CPU second per second is its ceiling) and the machine's busy \
-         time over all its CPUs (/proc/stat): a process near its ceiling bounds the run"
+         time over all its CPUs (/proc/stat): a process near its ceiling bounds the run; \
+         and the seconds during which some task waited for a CPU (/proc/pressure/cpu, the \
+         kernel's CPU pressure): near the run's length, each pod's steps queued for a CPU \
+         whichever process took them, and its latency is the machine's"
             .into(),
     ];
     if s.vanilla_only {

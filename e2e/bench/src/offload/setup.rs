@@ -254,6 +254,10 @@ impl Procs {
 /// The row of the machine's CPU (every process on it) in the timed runs' CPU table.
 pub(crate) const MACHINE: &str = "machine (all CPUs, busy)";
 
+/// The row of the time during which some task waited for a CPU (the kernel's CPU pressure,
+/// `/proc/pressure/cpu`): near the run's length, every step of every pod queued for a CPU.
+pub(crate) const MACHINE_WAIT: &str = "machine (some task waiting for a CPU)";
+
 /// CPU seconds so far of the clusters' own processes (`rome kube-apiserver`, `milan etcd`,
 /// ...) and of the whole machine ([`MACHINE`]): whether a run was bound by a saturated API
 /// server or by the machine shows there.
@@ -273,6 +277,13 @@ pub(crate) fn harness_cpu(set: &e2e::k8s::Clusters) -> Result<Vec<ProcCpu>, Benc
         process: MACHINE.to_owned(),
         cpu_secs: busy as f64 / hz.max(1) as f64,
     });
+    // A kernel without pressure information: no row (its absence says so).
+    if let Some(us) = measure::cpu_pressure_us()? {
+        out.push(ProcCpu {
+            process: MACHINE_WAIT.to_owned(),
+            cpu_secs: us as f64 / 1e6,
+        });
+    }
     Ok(out)
 }
 
