@@ -17,6 +17,10 @@ pub mod shrink;
 mod stored_pod;
 pub use stored_pod::{Compact, CompactDecodeError, CompactSpec, CompactStatus, StoredPod};
 
+/// The finalizer the API server sets on an object deleted with `propagationPolicy: Orphan`
+/// (`kubectl delete --cascade=orphan`): its dependents are to be kept.
+pub const ORPHAN: &str = "orphan";
+
 /// The annotation `kubectl apply` writes: a copy of the whole object as last applied.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -35,6 +39,7 @@ struct Keep<'a> {
     labels: &'a [&'a str],
     annotations: &'a [&'a str],
     owners: bool,
+    finalizers: &'a [&'a str],
 }
 
 fn trim(m: &mut ObjectMeta, keep: &Keep<'_>) {
@@ -57,13 +62,22 @@ fn trim(m: &mut ObjectMeta, keep: &Keep<'_>) {
         labels: only(taken.labels, keep.labels),
         annotations: only(taken.annotations, keep.annotations),
         owner_references: taken.owner_references.filter(|_| keep.owners),
+        finalizers: taken
+            .finalizers
+            .map(|f| {
+                f.into_iter()
+                    .filter(|x| keep.finalizers.contains(&x.as_str()))
+                    .collect::<Vec<_>>()
+            })
+            .filter(|f| !f.is_empty()),
         ..ObjectMeta::default()
     };
 }
 
 /// A remote ShadowPod as the stores keep it (its metadata only): its name, namespace, UID,
-/// creation and deletion times, the reflection labels (whose it is) and the digest of what
-/// was forged ([`crate::consts::reflection::SHADOW_DIGEST`]); everything else goes.
+/// creation and deletion times, the reflection labels (whose it is), the digest of what
+/// was forged ([`crate::consts::reflection::SHADOW_DIGEST`]) and the finalizer of a deletion
+/// that orphans its pod ([`ORPHAN`]); everything else goes.
 pub fn shadow(m: &mut ObjectMeta) {
     trim(
         m,
@@ -71,6 +85,7 @@ pub fn shadow(m: &mut ObjectMeta) {
             labels: &[reflection::ORIGIN, reflection::DESTINATION],
             annotations: &[reflection::SHADOW_DIGEST],
             owners: false,
+            finalizers: &[ORPHAN],
         },
     );
 }
@@ -85,6 +100,7 @@ pub fn remote_pod(m: &mut ObjectMeta) {
             labels: &[reflection::ORIGIN, reflection::DESTINATION],
             annotations: &[],
             owners: true,
+            finalizers: &[],
         },
     );
 }
@@ -98,6 +114,7 @@ pub fn owned_pod(m: &mut ObjectMeta) {
             labels: &[],
             annotations: &[],
             owners: true,
+            finalizers: &[],
         },
     );
 }
@@ -151,7 +168,7 @@ mod tests {
                 (reflection::SHADOW_DIGEST.into(), "d".into()),
             ])),
             managed_fields: Some(vec![ManagedFieldsEntry::default()]),
-            finalizers: Some(vec!["f".into()]),
+            finalizers: Some(vec!["f".into(), ORPHAN.into()]),
             ..ObjectMeta::default()
         };
         shadow(&mut m);
@@ -168,7 +185,8 @@ mod tests {
             BTreeMap::from([(reflection::SHADOW_DIGEST.into(), "d".into())])
         );
         assert_eq!(m.managed_fields, None);
-        assert_eq!(m.finalizers, None);
+        // Only the orphan finalizer (whether its pod is to be kept) stays.
+        assert_eq!(m.finalizers, Some(vec![ORPHAN.to_owned()]));
     }
 
     #[test]

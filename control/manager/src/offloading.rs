@@ -125,7 +125,7 @@ pub fn controllers(
         shadows.clone(),
     )
     .inspect(move |event| {
-        if let Some(gone) = shadowpod::gone_of(event)
+        if let Some(gone) = shadowpod::reaper::Gone::of(event)
             && gone_tx.unbounded_send(gone).is_err()
         {
             // The reaper ended (shutdown): the garbage collector deletes the pod.
@@ -153,7 +153,14 @@ pub fn controllers(
     // kube waits for the ShadowPods' store only; a reconcile also waits for the pods' (else it
     // would take a pod not listed yet for absent: a create, a 409, a GET).
     let owned_listed = liqo_auth::ready::shared(&owned);
-    let reaper = shadowpod::reaper(gone_rx, ctx.clone(), owned.clone()).boxed();
+    let reaper = shadowpod::reaper::run(
+        gone_rx,
+        ctx.clone(),
+        owned.clone(),
+        owned_listed.clone(),
+        shutdown.clone(),
+    )
+    .boxed();
     // At most `shadowpod::CONCURRENCY` reconciles at once: a burst of ten thousand ShadowPods
     // queues here, not as requests in the client's rate limiter (where the virtual kubelets'
     // Lease renewals would wait behind them). No debounce (the other controllers' 100 ms):

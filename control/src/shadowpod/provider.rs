@@ -14,7 +14,7 @@ use k8s_openapi::{
 };
 use kube::{Resource, ResourceExt};
 
-use crate::{api::virtualkubelet::ShadowPod, consts::reflection};
+use crate::{api::virtualkubelet::ShadowPod, consts::reflection, lean::ORPHAN};
 
 /// How soon a ShadowPod is observed again while the pod of its name is terminating (or a
 /// create found one that the cache had not shown yet).
@@ -44,9 +44,8 @@ pub enum Action {
     Again(Duration),
     /// A Warning Event on the ShadowPod (reason, message); nothing else.
     Warn(&'static str, String),
-    /// Delete its pod (the ShadowPod is being deleted): the pod of this UID, as a
-    /// precondition.
-    Reap(String),
+    /// Delete its pod (the ShadowPod is being deleted): this one, as it was seen.
+    Reap(Doomed),
     /// Nothing: its pod stands, or it is gone or terminating while the ShadowPod is deleted.
     Nothing,
 }
@@ -144,6 +143,15 @@ pub fn made(shadow: &ShadowPod) -> Option<(Pod, Vec<&'static str>)> {
 pub fn decide(shadow: &impl Resource, pod: Option<&impl Resource>) -> Action {
     let uid = shadow.meta().uid.clone().unwrap_or_default();
     if shadow.meta().deletion_timestamp.is_some() {
+        let orphans = shadow
+            .meta()
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == ORPHAN);
+        if orphans {
+            return Action::Nothing;
+        }
         return reap(&uid, pod).map_or(Action::Nothing, Action::Reap);
     }
     match pod {
@@ -162,22 +170,37 @@ pub fn decide(shadow: &impl Resource, pod: Option<&impl Resource>) -> Action {
     }
 }
 
-/// The pod to delete (its UID, the delete's precondition) once the ShadowPod of UID `uid` is
-/// deleted or being deleted: the pod of its name, if it is controlled by that ShadowPod and
-/// not terminating yet. Else none: no pod, another's (a pod the ShadowPod did not make, or a
-/// later ShadowPod's of the same name), or one already going.
+/// The pod to delete, as it was seen: its UID and resource version, the delete's
+/// preconditions (a pod changed since, for one orphaned by the garbage collector, is read
+/// again and decided on anew).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Doomed {
+    /// Its UID.
+    pub uid: String,
+    /// Its resource version when seen.
+    pub resource_version: Option<String>,
+}
+
+/// The pod to delete once the ShadowPod of UID `uid` is deleted or being deleted (unless that
+/// deletion orphans it: [`decide`]): the pod of its name, if it is controlled by that
+/// ShadowPod and not terminating yet. Else none: no pod, another's (a pod the ShadowPod did
+/// not make, or a later ShadowPod's of the same name, or one orphaned), or one already going.
 ///
 /// Why not leave it to the garbage collector, which deletes it too: kube-controller-manager's
 /// collector reads the pod and the owner, then deletes, with a client limited to 20 requests a
 /// second; ten thousand pods took it 25 minutes, while they held their node's resources. The
 /// delete here is one request, under the controller-manager's own limits; the collector then
 /// finds the pod gone.
-pub fn reap(uid: &str, pod: Option<&impl Resource>) -> Option<String> {
+pub fn reap(uid: &str, pod: Option<&impl Resource>) -> Option<Doomed> {
     let pod = pod?;
     let ours = !uid.is_empty() && controlled_by(pod, uid);
-    (ours && pod.meta().deletion_timestamp.is_none())
-        .then(|| pod.meta().uid.clone())
-        .flatten()
+    if !ours || pod.meta().deletion_timestamp.is_some() {
+        return None;
+    }
+    Some(Doomed {
+        uid: pod.meta().uid.clone()?,
+        resource_version: pod.meta().resource_version.clone(),
+    })
 }
 
 #[cfg(test)]

@@ -97,16 +97,23 @@ fn the_pod_of_a_deleted_shadowpod_is_deleted_once_and_no_other() {
     let s = shadow(false);
     let (mut p, _) = made(&s).unwrap();
     p.metadata.uid = Some("pod-uid".into());
-    // Gone (the watch's Delete): its pod, by the pod's UID.
-    assert_eq!(reap("sp-uid", Some(&p)), Some("pod-uid".into()));
+    p.metadata.resource_version = Some("7".into());
+    let doomed = Doomed {
+        uid: "pod-uid".into(),
+        resource_version: Some("7".into()),
+    };
+    // Gone (the watch's Delete): its pod, as seen.
+    assert_eq!(reap("sp-uid", Some(&p)), Some(doomed.clone()));
     // Being deleted (a foreground deletion, a finalizer): the same, from the decision.
-    assert_eq!(
-        decide(&shadow(true), Some(&p)),
-        Action::Reap("pod-uid".into())
-    );
+    assert_eq!(decide(&shadow(true), Some(&p)), Action::Reap(doomed));
     assert_eq!(decide(&shadow(true), None::<&Pod>), Action::Nothing);
     assert_eq!(reap("sp-uid", None::<&Pod>), None);
-    // Another ShadowPod's pod (a later one of the same name), or one it does not control.
+    // Deleted with `--cascade=orphan`: its pod is kept.
+    let mut orphaning = shadow(true);
+    orphaning.metadata.finalizers = Some(vec!["orphan".into()]);
+    assert_eq!(decide(&orphaning, Some(&p)), Action::Nothing);
+    // Another ShadowPod's pod (a later one of the same name), or one it does not control
+    // (orphaned: the garbage collector removed its owner).
     assert_eq!(reap("sp-old", Some(&p)), None);
     assert_eq!(reap("", Some(&p)), None);
     let mut foreign = p.clone();

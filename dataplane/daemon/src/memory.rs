@@ -1,7 +1,9 @@
-//! The tokio runtime of the binaries whose global allocator is mimalloc (the controller-manager
-//! and the virtual kubelet): multi-threaded, and each worker thread, as it parks (goes idle),
-//! asks mimalloc to collect its pages (at most once a second per thread; forced, which also
-//! takes back what other threads abandoned, at most once every ten seconds).
+//! The tokio runtime of the binaries whose global allocator is [`Chosen`] (the
+//! controller-manager and the virtual kubelet): multi-threaded, and each worker thread, as it
+//! parks (goes idle), gives memory back. With mimalloc (the default) it asks it to collect its
+//! pages (at most once a second per thread; forced, which also takes back what other threads
+//! abandoned, at most once every ten seconds); with glibc's (`LIQO_MALLOC=glibc`,
+//! [`choice`]) it trims every arena (`malloc_trim`) at the forced collects' cadence.
 //!
 //! Why: mimalloc frees a thread's empty pages, and returns them to the system after its purge
 //! delay, only when that thread allocates or collects again. A worker that went idle after
@@ -13,9 +15,6 @@
 //!
 //! It also counts the heap ([`heap`]: what the program holds, by size, beside the process's
 //! anonymous resident memory).
-//!
-//! The allocator itself is mimalloc or glibc's, chosen per process ([`choice`]); with glibc's,
-//! a parking worker trims (`malloc_trim`) instead, at the forced collects' cadence.
 //!
 //! It never sets the global allocator: a binary declares its own (`Counting(Chosen)`); in a
 //! binary that does not, a collect finds nothing of its own to free and [`heap`]'s live bytes
@@ -86,11 +85,12 @@ fn on_park() {
     }
 }
 
-/// Sets the purge delay to 0 once per process, unless `MIMALLOC_PURGE_DELAY` chose one.
+/// Sets mimalloc's purge delay to 0 once per process, unless `MIMALLOC_PURGE_DELAY` chose one
+/// (or glibc's allocator runs).
 #[expect(unsafe_code, reason = "mi_option_set is mimalloc's C API")]
 fn purge_at_once() {
     static ONCE: std::sync::Once = std::sync::Once::new();
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() || chosen() == Malloc::Glibc {
         return;
     }
     ONCE.call_once(|| {

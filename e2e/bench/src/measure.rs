@@ -46,16 +46,22 @@ pub(crate) fn busy() -> Result<(u64, u64), BenchError> {
     parse::proc_stat_busy(&text).map_err(|e| BenchError::step("parsing /proc/stat", &e))
 }
 
-/// Microseconds some task waited for a CPU since boot (`/proc/pressure/cpu`); `None` on a
-/// kernel without pressure information.
-pub(crate) fn cpu_pressure_us() -> Result<Option<u64>, BenchError> {
-    match fs::read_to_string("/proc/pressure/cpu") {
-        Ok(text) => parse::cpu_pressure_us(&text)
-            .map(Some)
-            .map_err(|e| BenchError::step("parsing /proc/pressure/cpu", &e)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(fail("reading /proc/pressure/cpu", e.to_string())),
-    }
+/// Microseconds some task waited for a CPU since boot (`/proc/pressure/cpu`); `None` (with a
+/// warning, unless the kernel has no pressure information) when it cannot be read: an
+/// optional row of the report, never a reason to fail a run.
+pub(crate) fn cpu_pressure_us() -> Option<u64> {
+    let path = "/proc/pressure/cpu";
+    let text = match fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            eprintln!("bench: reading {path}: {e} (no CPU pressure row)");
+            return None;
+        }
+    };
+    parse::cpu_pressure_us(&text)
+        .inspect_err(|e| eprintln!("bench: parsing {path}: {e} (no CPU pressure row)"))
+        .ok()
 }
 
 /// Percent of all CPUs busy over [`LOAD_WINDOW`].

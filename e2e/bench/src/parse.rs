@@ -36,6 +36,15 @@ pub enum ProcError {
         /// The line.
         line: String,
     },
+    /// `/proc/pressure/cpu` without its `some` line.
+    #[error("no `some` line in /proc/pressure/cpu")]
+    NoPressureLine,
+    /// A `/proc/pressure/cpu` `some` line without a numeric `total=`.
+    #[error("no total in /proc/pressure/cpu line {line:?}")]
+    BadPressureLine {
+        /// The line.
+        line: String,
+    },
     /// A `/proc/net/dev` line without the transmitted bytes.
     #[error("short /proc/net/dev line {line:?}")]
     ShortNetDevLine {
@@ -101,11 +110,11 @@ pub fn cpu_pressure_us(text: &str) -> Result<u64, ProcError> {
     let line = text
         .lines()
         .find(|l| l.starts_with("some "))
-        .ok_or(ProcError::NoCpuLine)?;
+        .ok_or(ProcError::NoPressureLine)?;
     line.split_whitespace()
         .find_map(|f| f.strip_prefix("total="))
         .and_then(|t| t.parse().ok())
-        .ok_or_else(|| ProcError::BadStatLine { line: line.into() })
+        .ok_or_else(|| ProcError::BadPressureLine { line: line.into() })
 }
 
 /// Received and transmitted bytes of `iface` in a `/proc/net/dev` table.

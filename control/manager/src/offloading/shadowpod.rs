@@ -11,8 +11,9 @@
 //! selection, scheduler and priority, the ServiceAccount token), with a Warning Event naming what
 //! was removed.
 //!
-//! When a ShadowPod goes (deleted, or being deleted), its pod is deleted at once ([`reap`],
-//! [`reaper`]; `control::shadowpod::provider::reap` says why not only the garbage collector).
+//! When a ShadowPod goes (deleted, or being deleted), its pod is deleted at once ([`reaper`];
+//! `control::shadowpod::provider::reap` says why not only the garbage collector), unless that
+//! deletion orphans it.
 //!
 //! It never updates an existing pod (as upstream: a new spec does not reach a running pod),
 //! and never touches a pod of that name it does not control (a Warning Event on the ShadowPod
@@ -22,13 +23,12 @@ use std::sync::Arc;
 
 use control::{
     api::virtualkubelet::ShadowPod,
-    shadowpod::provider::{Action, CONFINED, TERMINATING_AGAIN, decide, made, reap as reap_of},
+    shadowpod::provider::{Action, CONFINED, TERMINATING_AGAIN, decide, made},
 };
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, GetParams, PartialObjectMeta, PostParams, Preconditions},
+    api::{GetParams, PartialObjectMeta, PostParams},
     runtime::{
         controller::Action as Requeue,
         reflector::{ObjectRef, Store},
@@ -36,6 +36,8 @@ use kube::{
 };
 
 pub use control::shadowpod::provider::pods_selector;
+
+pub mod reaper;
 
 use crate::{
     context::Context,
@@ -108,8 +110,13 @@ pub async fn reconcile(
         }
         Action::Again(after) => Ok(Requeue::requeue(after)),
         // The ShadowPod is being deleted: the pod's own event follows the delete.
-        Action::Reap(uid) => {
-            reap(&pods, &ns, &name, uid).await?;
+        Action::Reap(doomed) => {
+            let uid = shadow.metadata.uid.clone().unwrap_or_default();
+            let outcome = reaper::delete_pod(&pods, &name, &uid, doomed).await?;
+            tracing::info!(
+                pod = %format!("{ns}/{name}"), outcome = outcome.as_str(),
+                "the pod of a ShadowPod being deleted"
+            );
             Ok(Requeue::await_change())
         }
         Action::Warn(reason, message) => {
@@ -170,69 +177,4 @@ async fn create(
         }
         Err(e) => Err(kerr(format!("create Pod {ns}/{name}"))(e)),
     }
-}
-
-/// How many pods of deleted ShadowPods are deleted at once.
-pub const REAP_CONCURRENCY: usize = 32;
-
-/// A ShadowPod the watch saw deleted: namespace, name, UID.
-pub type Gone = (String, String, String);
-
-/// Deletes pod `ns/name` of UID `uid` (the precondition: not a pod made since under that
-/// name); gone already, or replaced, is done.
-pub async fn reap(pods: &Api<Pod>, ns: &str, name: &str, uid: String) -> Result<(), Error> {
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match pods.delete(name, &params).await {
-        Ok(_) => {
-            tracing::info!(pod = %format!("{ns}/{name}"), "deleted the pod of a deleted ShadowPod");
-            Ok(())
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(kerr(format!("delete Pod {ns}/{name}"))(e)),
-    }
-}
-
-/// Deletes the pod of each ShadowPod the watch saw deleted (`gone`), at most
-/// [`REAP_CONCURRENCY`] at once, as the store of owned pods holds it; ends with `gone`. A
-/// failed delete is logged and left to the garbage collector, which deletes the pod too.
-pub async fn reaper(
-    gone: impl futures::Stream<Item = Gone>,
-    ctx: Arc<Context>,
-    owned: Store<PartialObjectMeta<Pod>>,
-) {
-    gone.for_each_concurrent(REAP_CONCURRENCY, |(ns, name, shadow_uid)| {
-        let (ctx, owned) = (ctx.clone(), owned.clone());
-        async move {
-            let pod = owned.get(&ObjectRef::new(&name).within(&ns));
-            let Some(uid) = reap_of(&shadow_uid, pod.as_deref()) else {
-                return;
-            };
-            let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-            if let Err(e) = reap(&pods, &ns, &name, uid).await {
-                tracing::warn!(
-                    pod = %format!("{ns}/{name}"), error = %liqo_types::chain(&e),
-                    "the pod of a deleted ShadowPod is left to the garbage collector"
-                );
-            }
-        }
-    })
-    .await;
-}
-
-/// The ShadowPods in `event` that are gone (a watch's `Delete`, or one a re-list implied).
-pub fn gone_of(
-    event: &kube::runtime::watcher::Result<
-        kube::runtime::watcher::Event<PartialObjectMeta<ShadowPod>>,
-    >,
-) -> Option<Gone> {
-    let Ok(kube::runtime::watcher::Event::Delete(s)) = event else {
-        return None;
-    };
-    Some((s.namespace()?, s.name_any(), s.metadata.uid.clone()?))
 }

@@ -1,4 +1,5 @@
-//! The `liqo-controller-manager` binary: bad flags are refused naming the value; on a real
+//! The `liqo-controller-manager` binary: bad flags are refused naming the value; its allocator
+//! is the one `LIQO_MALLOC` names (another name is warned of); on a real
 //! cluster, under its own ServiceAccount token bound by the chart's ClusterRole, it serves its
 //! metrics, reconciles, and stops on SIGTERM, also when a reconcile waits on a peer that never
 //! answers (bounded by `--shutdown-grace`).
@@ -26,6 +27,30 @@ fn refused(args: &[&str], value: &str) {
     assert_eq!(out.status.code(), Some(2), "{args:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(value), "{args:?}: {err}");
+}
+
+#[test]
+fn the_allocator_is_the_one_liqo_malloc_names_and_another_name_is_warned_of() {
+    // A bad flag ends the run just after the allocator is announced (exit 2).
+    let run = |value: &str| {
+        let out = Command::new(BIN)
+            .env("LIQO_MALLOC", value)
+            .env("RUST_LOG", "info")
+            .args(["--resync-period", "3x"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "LIQO_MALLOC={value}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let glibc = run("glibc");
+    assert!(glibc.contains("allocator malloc=Glibc"), "{glibc}");
+    let mimalloc = run("mimalloc");
+    assert!(mimalloc.contains("allocator malloc=Mimalloc"), "{mimalloc}");
+    let other = run("jemalloc");
+    assert!(
+        other.contains("names no allocator") && other.contains("jemalloc"),
+        "{other}"
+    );
 }
 
 #[test]

@@ -16,7 +16,7 @@ use std::{
 };
 
 /// The environment variable that chooses.
-pub const VARIABLE: &str = "LIQO_MALLOC";
+pub const VARIABLE: &std::ffi::CStr = c"LIQO_MALLOC";
 
 /// The allocators there are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,12 +28,19 @@ pub enum Malloc {
 }
 
 impl Malloc {
-    /// The allocator a value of [`VARIABLE`] names; unset or anything else is mimalloc.
-    pub fn named(value: Option<&[u8]>) -> Malloc {
+    /// The allocator `value` names, if any: `mimalloc` or `glibc`.
+    pub fn parse(value: &[u8]) -> Option<Malloc> {
         match value {
-            Some(b"glibc") => Malloc::Glibc,
-            _ => Malloc::Mimalloc,
+            b"mimalloc" => Some(Malloc::Mimalloc),
+            b"glibc" => Some(Malloc::Glibc),
+            _ => None,
         }
+    }
+
+    /// The allocator a value of [`VARIABLE`] chooses: the one it names; unset, or naming
+    /// none, mimalloc ([`announce`] warns of the latter).
+    pub fn named(value: Option<&[u8]>) -> Malloc {
+        value.and_then(Malloc::parse).unwrap_or(Malloc::Mimalloc)
     }
 }
 
@@ -59,7 +66,7 @@ fn choose() -> Malloc {
     // NUL-terminated string in the environment, read at once (the process's first
     // allocation, before its threads could change the environment).
     let value = unsafe {
-        let p = nix::libc::getenv(c"LIQO_MALLOC".as_ptr());
+        let p = nix::libc::getenv(VARIABLE.as_ptr());
         (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_bytes())
     };
     let want = match Malloc::named(value) {
@@ -81,11 +88,11 @@ fn choose() -> Malloc {
 /// Logs the allocator chosen, and a warning when [`VARIABLE`] holds a value that names none
 /// (mimalloc runs then). Call once tracing is set up.
 pub fn announce() {
-    let value = std::env::var_os(VARIABLE);
-    match value.as_deref().map(|v| v.as_encoded_bytes()) {
-        Some(v) if v != b"glibc" && v != b"mimalloc" => tracing::warn!(
-            value = %String::from_utf8_lossy(v),
-            "{VARIABLE} names no allocator (mimalloc or glibc): mimalloc runs"
+    let name = VARIABLE.to_string_lossy();
+    match std::env::var_os(&*name) {
+        Some(v) if Malloc::parse(v.as_encoded_bytes()).is_none() => tracing::warn!(
+            value = %v.to_string_lossy(),
+            "{name} names no allocator (mimalloc or glibc): mimalloc runs"
         ),
         _ => tracing::info!(malloc = ?chosen(), "allocator"),
     }
@@ -145,6 +152,10 @@ mod tests {
 
     #[test]
     fn only_glibc_chooses_glibc() {
+        assert_eq!(VARIABLE.to_str(), Ok("LIQO_MALLOC"));
+        assert_eq!(Malloc::parse(b"glibc"), Some(Malloc::Glibc));
+        assert_eq!(Malloc::parse(b"mimalloc"), Some(Malloc::Mimalloc));
+        assert_eq!(Malloc::parse(b"jemalloc"), None);
         assert_eq!(Malloc::named(None), Malloc::Mimalloc);
         assert_eq!(Malloc::named(Some(b"mimalloc")), Malloc::Mimalloc);
         assert_eq!(Malloc::named(Some(b"glibc")), Malloc::Glibc);

@@ -65,7 +65,7 @@ impl Side {
 pub struct ProcCpu {
     /// Which process (program and cluster).
     pub process: String,
-    /// user + system seconds.
+    /// user + system seconds (the row of the time some task waited for a CPU: those seconds).
     pub cpu_secs: f64,
 }
 
