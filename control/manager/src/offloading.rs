@@ -128,7 +128,8 @@ pub fn controllers(
         if let Some(gone) = shadowpod::reaper::Gone::of(event)
             && gone_tx.unbounded_send(gone).is_err()
         {
-            // The reaper ended (shutdown): the garbage collector deletes the pod.
+            // The reaper ended (shutdown, or the pods' store ended before its list): the
+            // garbage collector deletes the pod.
             tracing::debug!("the ShadowPod reaper has stopped");
         }
     })

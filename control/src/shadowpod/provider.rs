@@ -3,7 +3,8 @@
 //! `liqo.io/managed-by=shadowpod`, controlled by it), the consumer's spec confined to what a
 //! pod in its namespace may do ([`confine`]), and the ShadowPod controller's decision
 //! ([`decide`]: create when absent, wait while terminating, warn when another controls it;
-//! [`reap`]: the pod of a ShadowPod that goes is deleted at once). Pure: the
+//! [`reap`]: the pod of a ShadowPod that goes is deleted at once, unless that deletion orphans
+//! it). Pure: the
 //! controller-manager's `offloading::shadowpod` carries it out.
 
 use std::time::Duration;
@@ -46,7 +47,8 @@ pub enum Action {
     Warn(&'static str, String),
     /// Delete its pod (the ShadowPod is being deleted): this one, as it was seen.
     Reap(Doomed),
-    /// Nothing: its pod stands, or it is gone or terminating while the ShadowPod is deleted.
+    /// Nothing: its pod stands, or it is gone or terminating while the ShadowPod is deleted,
+    /// or that deletion orphans it.
     Nothing,
 }
 

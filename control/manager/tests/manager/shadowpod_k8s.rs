@@ -4,8 +4,9 @@
 //! spec, controller reference), which kwok runs (Running, an IP of the pod CIDR); the pod
 //! deleted is re-created under a new UID within seconds; a pod of the name that the
 //! ShadowPod does not control is left alone and reported by an Event; the ShadowPod deleted
-//! (background or foreground) takes its pod with it: the controller-manager deletes it, not
-//! only the garbage collector. Prints the timings it measures.
+//! (background or foreground) takes its pod with it: the controller-manager takes up each
+//! deletion (its outcome logged, none failed), besides the garbage collector; deleted with
+//! `--cascade=orphan`, its pod stays. Prints the timings it measures.
 
 use crate::common;
 
@@ -296,26 +297,105 @@ async fn shadowpods_get_their_pods_again_and_again() {
         pod(&client, "other").await.unwrap().metadata.uid,
         theirs.metadata.uid
     );
-    // The controller-manager took up each deletion (one request), not only the garbage
-    // collector, which the test clusters run too: its delete may be first (then "absent" or
-    // "kept"), so the outcome is printed, not asserted; the pod it does not control was kept.
-    let log = std::fs::read_to_string(c.dir.join("liqo").join(format!("{MANAGER}.log"))).unwrap();
-    let outcome = |pod: &str| {
-        log.lines()
-            .filter(|l| l.contains("the pod of a") && l.contains(&format!("{NS}/{pod} ")))
+    // The controller-manager took up each deletion, not only the garbage collector, which
+    // the test clusters run too: its delete may be first (then "absent" or "kept"), so the
+    // outcome is printed, not asserted; none failed; the pod it does not control was kept.
+    let log_path = c.dir.join("liqo").join(format!("{MANAGER}.log"));
+    let outcomes = move |pod: &str| {
+        let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+        let of = [
+            format!("the pod of a deleted ShadowPod pod={NS}/{pod} "),
+            format!("the pod of a ShadowPod being deleted pod={NS}/{pod} "),
+        ];
+        let failed = format!("left to the garbage collector pod={NS}/{pod} ");
+        let seen: Vec<String> = log
+            .lines()
+            .filter(|l| of.iter().any(|m| l.contains(m.as_str())))
             .map(|l| l.split("outcome=").nth(1).unwrap_or(l).to_owned())
-            .collect::<Vec<_>>()
+            .collect();
+        (seen, log.lines().any(|l| l.contains(&failed)))
     };
-    for pod in ["web", "fg"] {
-        let seen = outcome(pod);
-        assert!(!seen.is_empty(), "no outcome for {pod}: {}", manager_log(c));
+    for pod in ["web", "fg", "other"] {
+        let outcomes = outcomes.clone();
+        eventually(
+            30,
+            &format!("an outcome for the pod of ShadowPod {pod}"),
+            || {
+                let (seen, _) = outcomes(pod);
+                async move {
+                    if seen.is_empty() {
+                        Err("none yet".to_owned())
+                    } else {
+                        Ok(())
+                    }
+                }
+            },
+        )
+        .await;
+        let (seen, failed) = outcomes(pod);
+        assert!(!failed, "{pod}: {}", manager_log(c));
         println!("TIMING outcome for the pod of ShadowPod {pod}: {seen:?}");
+        if pod == "other" {
+            assert!(seen.iter().all(|o| o.contains("kept")), "{seen:?}");
+        }
     }
-    let other = outcome("other");
+
+    // Deleted with --cascade=orphan: its pod stays, without its owner.
+    let orph = sps
+        .create(
+            &PostParams::default(),
+            &shadow("orph", "registry.example/orph:1"),
+        )
+        .await
+        .unwrap();
+    eventually(30, "the pod of ShadowPod orph", || {
+        let (client, orph) = (client.clone(), orph.clone());
+        async move { check_pod(&pod(&client, "orph").await?, &orph).map(drop) }
+    })
+    .await;
+    let kept_uid = pod(&client, "orph").await.unwrap().metadata.uid;
+    let orphan = DeleteParams {
+        propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
+        ..DeleteParams::default()
+    };
+    sps.delete("orph", &orphan).await.unwrap();
+    eventually(60, "ShadowPod orph gone", || {
+        let sps = sps.clone();
+        async move {
+            match sps.get_opt("orph").await {
+                Ok(None) => Ok(()),
+                Ok(Some(_)) => Err("still there".to_owned()),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    })
+    .await;
+    {
+        let outcomes = outcomes.clone();
+        eventually(30, "an outcome for the pod of ShadowPod orph", || {
+            let (seen, _) = outcomes("orph");
+            async move {
+                if seen.is_empty() {
+                    Err("none yet".to_owned())
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .await;
+    }
+    let (seen, failed) = outcomes("orph");
     assert!(
-        !other.is_empty() && other.iter().all(|o| o.contains("kept")),
-        "{other:?}: {}",
+        !failed && seen.iter().all(|o| o.contains("kept")),
+        "{seen:?}: {}",
         manager_log(c)
     );
+    let kept = pod(&client, "orph").await.unwrap();
+    assert_eq!(kept.metadata.uid, kept_uid);
+    assert_eq!(kept.metadata.owner_references, None);
+    Api::<Pod>::namespaced(client.clone(), NS)
+        .delete("orph", &DeleteParams::default())
+        .await
+        .unwrap();
     set.release().await.unwrap();
 }

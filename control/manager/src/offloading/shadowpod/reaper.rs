@@ -149,9 +149,11 @@ pub async fn run(
             async move {
                 let pod = format!("{}/{}", g.namespace, g.name);
                 match one(&ctx, &owned, &g).await {
-                    Ok(outcome) => {
-                        tracing::info!(%pod, outcome = outcome.as_str(), "the pod of a deleted ShadowPod")
-                    }
+                    Ok(outcome) => tracing::info!(
+                        %pod,
+                        outcome = outcome.as_str(),
+                        "the pod of a deleted ShadowPod"
+                    ),
                     Err(e) => {
                         ctx.metrics.error(NAME);
                         tracing::warn!(
