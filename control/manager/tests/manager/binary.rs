@@ -1,5 +1,5 @@
 //! The `liqo-controller-manager` binary: bad flags are refused naming the value; its allocator
-//! is the one `LIQO_MALLOC` names (another name is warned of); on a real
+//! is the one `LIQO_MALLOC` names (another name is refused); on a real
 //! cluster, under its own ServiceAccount token bound by the chart's ClusterRole, it serves its
 //! metrics, reconciles, and stops on SIGTERM, also when a reconcile waits on a peer that never
 //! answers (bounded by `--shutdown-grace`).
@@ -30,8 +30,9 @@ fn refused(args: &[&str], value: &str) {
 }
 
 #[test]
-fn the_allocator_is_the_one_liqo_malloc_names_and_another_name_is_warned_of() {
-    // A bad flag ends the run just after the allocator is announced (exit 2).
+fn the_allocator_is_the_one_liqo_malloc_names_and_another_name_is_refused() {
+    // A bad flag ends the run just after the allocator is announced (exit 2); a bad
+    // allocator name ends it before (exit 1, naming the value).
     let run = |value: &str| {
         let out = Command::new(BIN)
             .env("LIQO_MALLOC", value)
@@ -39,18 +40,22 @@ fn the_allocator_is_the_one_liqo_malloc_names_and_another_name_is_warned_of() {
             .args(["--resync-period", "3x"])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(2), "LIQO_MALLOC={value}");
-        String::from_utf8_lossy(&out.stderr).into_owned()
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.code(), err)
     };
-    let glibc = run("glibc");
+    let (code, glibc) = run("glibc");
+    assert_eq!(code, Some(2), "{glibc}");
     assert!(glibc.contains("allocator malloc=Glibc"), "{glibc}");
-    let mimalloc = run("mimalloc");
+    let (code, mimalloc) = run("mimalloc");
+    assert_eq!(code, Some(2), "{mimalloc}");
     assert!(mimalloc.contains("allocator malloc=Mimalloc"), "{mimalloc}");
-    let other = run("jemalloc");
+    let (code, other) = run("jemalloc");
+    assert_eq!(code, Some(1), "{other}");
     assert!(
         other.contains("names no allocator") && other.contains("jemalloc"),
         "{other}"
     );
+    assert!(!other.contains("3x"), "refused before the flags: {other}");
 }
 
 #[test]

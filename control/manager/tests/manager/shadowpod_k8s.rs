@@ -53,6 +53,25 @@ async fn pod(client: &Client, name: &str) -> Result<Pod, String> {
         .ok_or(format!("no pod {NS}/{name}"))
 }
 
+/// Waits up to `secs` until `api` has no object `name`.
+async fn gone<K>(secs: u64, api: &Api<K>, name: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(secs, &format!("{name} gone"), || {
+        let api = api.clone();
+        let name = name.to_owned();
+        async move {
+            match api.get_opt(&name).await {
+                Ok(None) => Ok(()),
+                Ok(Some(_)) => Err(format!("{name} still there")),
+                Err(e) => Err(e.to_string()),
+            }
+        }
+    })
+    .await;
+}
+
 /// The pod of `sp`: labels, annotations, spec, controller reference; returns its UID.
 fn check_pod(p: &Pod, sp: &ShadowPod) -> Result<String, String> {
     let labels = p.metadata.labels.clone().unwrap_or_default();
@@ -254,40 +273,13 @@ async fn shadowpods_get_their_pods_again_and_again() {
     })
     .await;
     sps.delete("fg", &DeleteParams::foreground()).await.unwrap();
-    eventually(
-        60,
-        "the pod of the ShadowPod deleted in the foreground gone",
-        || {
-            let client = client.clone();
-            async move {
-                match Api::<Pod>::namespaced(client, NS).get_opt("fg").await {
-                    Ok(None) => Ok(()),
-                    Ok(Some(_)) => Err("pod fg still there".into()),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
-        },
-    )
-    .await;
+    gone(60, &pods, "fg").await;
 
     // The ShadowPod deleted: its pod goes, the other pod stays.
     let started = Instant::now();
     sps.delete("web", &DeleteParams::default()).await.unwrap();
     sps.delete("other", &DeleteParams::default()).await.unwrap();
-    eventually(60, "the pod of the deleted ShadowPod gone", || {
-        let client = client.clone();
-        async move {
-            match Api::<Pod>::namespaced(client, NS).get_opt("web").await {
-                Ok(None) => Ok(()),
-                Ok(Some(p)) => Err(format!(
-                    "pod web still there: {:?}",
-                    p.metadata.deletion_timestamp
-                )),
-                Err(e) => Err(e.to_string()),
-            }
-        }
-    })
-    .await;
+    gone(60, &pods, "web").await;
     println!(
         "TIMING ShadowPod deleted to its pod gone: {:.2} s",
         started.elapsed().as_secs_f64()
@@ -359,17 +351,7 @@ async fn shadowpods_get_their_pods_again_and_again() {
         ..DeleteParams::default()
     };
     sps.delete("orph", &orphan).await.unwrap();
-    eventually(60, "ShadowPod orph gone", || {
-        let sps = sps.clone();
-        async move {
-            match sps.get_opt("orph").await {
-                Ok(None) => Ok(()),
-                Ok(Some(_)) => Err("still there".to_owned()),
-                Err(e) => Err(e.to_string()),
-            }
-        }
-    })
-    .await;
+    gone(60, &sps, "orph").await;
     {
         let outcomes = outcomes.clone();
         eventually(30, "an outcome for the pod of ShadowPod orph", || {

@@ -147,7 +147,7 @@ fn main() -> anyhow::Result<()> {
 async fn run() -> anyhow::Result<()> {
     // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
     liqo_daemon::logging::init();
-    liqo_daemon::memory::choice::announce();
+    liqo_daemon::memory::choice::announce()?;
     tokio::spawn(liqo_daemon::memory::report_heap(
         liqo_daemon::memory::REPORT_EVERY,
     ));

@@ -38,7 +38,7 @@ impl Malloc {
     }
 
     /// The allocator a value of [`VARIABLE`] chooses: the one it names; unset, or naming
-    /// none, mimalloc ([`announce`] warns of the latter).
+    /// none, mimalloc ([`announce`] then refuses to go on).
     pub fn named(value: Option<&[u8]>) -> Malloc {
         value.and_then(Malloc::parse).unwrap_or(Malloc::Mimalloc)
     }
@@ -85,17 +85,28 @@ fn choose() -> Malloc {
     }
 }
 
-/// Logs the allocator chosen, and a warning when [`VARIABLE`] holds a value that names none
-/// (mimalloc runs then). Call once tracing is set up.
-pub fn announce() {
+/// A value of [`VARIABLE`] that names no allocator.
+#[derive(Debug, thiserror::Error)]
+#[error("LIQO_MALLOC={value:?} names no allocator (mimalloc or glibc)")]
+pub struct UnknownMalloc {
+    /// The value.
+    pub value: String,
+}
+
+/// Logs the allocator chosen; refuses a [`VARIABLE`] that names none (the process ends with
+/// that error before doing anything). Call once tracing is set up.
+pub fn announce() -> Result<Malloc, UnknownMalloc> {
     let name = VARIABLE.to_string_lossy();
-    match std::env::var_os(&*name) {
-        Some(v) if Malloc::parse(v.as_encoded_bytes()).is_none() => tracing::warn!(
-            value = %v.to_string_lossy(),
-            "{name} names no allocator (mimalloc or glibc): mimalloc runs"
-        ),
-        _ => tracing::info!(malloc = ?chosen(), "allocator"),
+    if let Some(v) = std::env::var_os(&*name)
+        && Malloc::parse(v.as_encoded_bytes()).is_none()
+    {
+        return Err(UnknownMalloc {
+            value: v.to_string_lossy().into_owned(),
+        });
     }
+    let malloc = chosen();
+    tracing::info!(?malloc, "allocator");
+    Ok(malloc)
 }
 
 /// The global allocator: mimalloc or glibc's, as [`chosen`].
