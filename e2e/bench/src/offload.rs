@@ -18,6 +18,7 @@
 //! Ctrl-C, and a set left by a crashed run is removed first.
 
 pub(crate) mod bed;
+pub mod floor;
 mod options;
 pub mod render;
 pub mod report;

@@ -126,6 +126,8 @@ struct Args {
     leader_elect_identity: Option<String>,
     #[command(flatten)]
     virtual_kubelet: launcher::args::VkArgs,
+    #[command(flatten)]
+    workers: liqo_daemon::memory::Workers,
 }
 
 /// An `http://` or `https://` address, as liqo-ipam's client takes it.
@@ -152,17 +154,17 @@ static ALLOCATOR: liqo_daemon::memory::Counting<liqo_daemon::memory::Chosen> =
 /// The runtime gives memory back as its threads go idle (`liqo_daemon::memory`); everything
 /// runs on its worker threads (the thread that blocks on it never parks as a worker).
 fn main() -> anyhow::Result<()> {
-    liqo_daemon::memory::runtime()?.block_on(async { tokio::spawn(run()).await? })
+    let args = Args::parse();
+    liqo_daemon::memory::runtime(args.workers)?.block_on(async { tokio::spawn(run(args)).await? })
 }
 
-async fn run() -> anyhow::Result<()> {
+async fn run(args: Args) -> anyhow::Result<()> {
     // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
     liqo_daemon::logging::init();
     liqo_daemon::memory::choice::announce()?;
     tokio::spawn(liqo_daemon::memory::report_heap(
         liqo_daemon::memory::REPORT_EVERY,
     ));
-    let args = Args::parse();
     let ipam = args.ipam_address.clone().map(|address| {
         let mut o = ipam::service::client::ClientOptions::new(address);
         o.ca_file = args.ipam_ca_file.clone();

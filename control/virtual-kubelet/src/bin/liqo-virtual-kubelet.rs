@@ -122,6 +122,8 @@ struct Args {
     /// Extra labels of the node (`k=v,k2=v2`).
     #[arg(long, default_value = "", value_parser = control::selector::parse_labels)]
     node_extra_labels: std::collections::BTreeMap<String, String>,
+    #[command(flatten)]
+    workers: liqo_daemon::memory::Workers,
 }
 
 /// mimalloc by default, not glibc's malloc: the stores' objects come and go by the thousand
@@ -141,17 +143,17 @@ const PROGRAM: &str = "liqo-virtual-kubelet";
 /// The runtime gives memory back as its threads go idle (`liqo_daemon::memory`); everything
 /// runs on its worker threads (the thread that blocks on it never parks as a worker).
 fn main() -> anyhow::Result<()> {
-    liqo_daemon::memory::runtime()?.block_on(async { tokio::spawn(run()).await? })
+    let args = Args::parse();
+    liqo_daemon::memory::runtime(args.workers)?.block_on(async { tokio::spawn(run(args)).await? })
 }
 
-async fn run() -> anyhow::Result<()> {
+async fn run(args: Args) -> anyhow::Result<()> {
     // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
     liqo_daemon::logging::init();
     liqo_daemon::memory::choice::announce()?;
     tokio::spawn(liqo_daemon::memory::report_heap(
         liqo_daemon::memory::REPORT_EVERY,
     ));
-    let args = Args::parse();
     exit_with_parent()?;
     if args.pod_reflection_workers == 0 {
         anyhow::bail!("--pod-reflection-workers 0: at least one worker is needed");

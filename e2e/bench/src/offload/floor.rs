@@ -1,0 +1,113 @@
+//! The least time a side's run could take on this machine, from the CPU it used: the seconds
+//! of the clusters' own processes (etcd, kube-apiserver, kcm, scheduler, kwok of both
+//! clusters) and of Liqo's, spread over every CPU. A time target below the clusters' floor
+//! cannot be met on this machine whatever Liqo does: the two clusters share its CPUs, and the
+//! Liqo side runs each pod through both. Pure.
+
+use super::report::{Phase, Side};
+use crate::report_core::Spread;
+
+/// The CPU floor of one side (medians over its runs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Floor {
+    /// CPU seconds of the clusters' own processes during a run.
+    pub clusters_cpu_secs: f64,
+    /// CPU seconds of Liqo's processes (controller-managers, virtual kubelet) during a run.
+    pub liqo_cpu_secs: f64,
+    /// The machine's CPUs.
+    pub cpus: usize,
+}
+
+impl Floor {
+    /// The side's CPU over its runs in `phases`, on `cpus` CPUs; `None` without a run (or
+    /// without the clusters' processes measured).
+    pub fn of(phases: &[Phase], side: Side, cpus: usize) -> Option<Floor> {
+        let sum = |p: &Phase, mine: fn(&str) -> bool| -> f64 {
+            p.cpu
+                .iter()
+                .filter(|c| mine(&c.process))
+                .map(|c| c.cpu_secs)
+                .sum()
+        };
+        let runs: Vec<&Phase> = phases
+            .iter()
+            .filter(|p| p.side == side && p.cpu.iter().any(|c| cluster_process(&c.process)))
+            .collect();
+        let median = |mine: fn(&str) -> bool| {
+            Spread::of(runs.iter().map(|p| sum(p, mine))).map(|s| s.median)
+        };
+        Some(Floor {
+            clusters_cpu_secs: median(cluster_process)?,
+            liqo_cpu_secs: median(liqo_process)?,
+            cpus: cpus.max(1),
+        })
+    }
+
+    /// The least seconds a run takes with the clusters' processes alone (every CPU busy).
+    pub fn clusters_secs(&self) -> f64 {
+        self.clusters_cpu_secs / self.cpus as f64
+    }
+
+    /// The least seconds with Liqo's processes too.
+    pub fn total_secs(&self) -> f64 {
+        (self.clusters_cpu_secs + self.liqo_cpu_secs) / self.cpus as f64
+    }
+}
+
+/// A cluster's own process (`rome kube-apiserver`, `milan etcd`: the harness's names).
+fn cluster_process(name: &str) -> bool {
+    ["rome ", "milan "].iter().any(|c| name.starts_with(c))
+}
+
+/// One of Liqo's processes.
+fn liqo_process(name: &str) -> bool {
+    name.starts_with("liqo-")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offload::report::{ProcCpu, tests::phase};
+
+    fn cpu(process: &str, cpu_secs: f64) -> ProcCpu {
+        ProcCpu {
+            process: process.into(),
+            cpu_secs,
+        }
+    }
+
+    #[test]
+    fn the_floor_is_the_clusters_cpu_over_the_machines_cpus() {
+        let mut runs = Vec::new();
+        for (repeat, clusters, liqo) in [(1, 1000.0, 100.0), (2, 1200.0, 140.0), (3, 1100.0, 120.0)]
+        {
+            let mut p = phase(Side::Liqo, repeat, 600.0);
+            p.cpu = vec![
+                cpu("rome kube-apiserver", clusters / 2.0),
+                cpu("milan kube-apiserver", clusters / 2.0),
+                cpu("liqo-controller-manager (milan)", liqo),
+                cpu("machine (all CPUs, busy)", 2000.0),
+            ];
+            runs.push(p);
+        }
+        let mut vanilla = phase(Side::Vanilla, 1, 500.0);
+        vanilla.cpu = vec![cpu("milan etcd", 10.0)];
+        runs.push(vanilla);
+        let f = Floor::of(&runs, Side::Liqo, 2).unwrap();
+        assert_eq!(f.clusters_cpu_secs, 1100.0);
+        assert_eq!(f.liqo_cpu_secs, 120.0);
+        assert_eq!(f.clusters_secs(), 550.0);
+        assert_eq!(f.total_secs(), 610.0);
+        assert_eq!(
+            Floor::of(&runs, Side::Vanilla, 2).unwrap().clusters_secs(),
+            5.0
+        );
+    }
+
+    #[test]
+    fn no_floor_without_the_clusters_processes() {
+        let mut p = phase(Side::Liqo, 1, 1.0);
+        p.cpu = vec![cpu("liqo-controller-manager (rome)", 1.0)];
+        assert_eq!(Floor::of(&[p], Side::Liqo, 2), None);
+    }
+}
