@@ -22,11 +22,11 @@ pub const PROBE_AFTER: Duration = Duration::from_secs(30);
 
 /// How long a local pod may go without its `liqo.io/shadowPod` label once its ShadowPod
 /// exists, waiting for a status write to carry it (a remote pod reports within a second or
-/// two; this is for one that never does, or whose status write with the label is refused).
-/// Five minutes: on a provider that takes its time (10,000 pods created at once ran after two
-/// minutes at p99), a shorter wait put a write of its own on most pods, adding to the home API
-/// server's load just when it was highest; nothing reads the label sooner (a home pod is on a
-/// virtual node, which no ResourceOffer counts).
+/// two; this is for one that never does, or whose status write refused the label and was
+/// written without it). Five minutes: on a provider that takes its time (10,000 pods created
+/// at once ran after two minutes at p99), a shorter wait put a write of its own on most pods,
+/// adding to the home API server's load when it was highest; nothing reads the label sooner
+/// (a home pod is on a virtual node, which no ResourceOffer counts).
 pub const LABEL_AFTER: Duration = Duration::from_secs(300);
 
 /// How old the ShadowPod `shadow` is at `now` (`None`: no creation time).

@@ -296,9 +296,9 @@ fn mapped(
     // 7. The status back; 5. the local pod marked as offloaded by the first status write (no
     // write of its own, nor one before the ShadowPod's, which is what the pod waits for), or
     // in a write of its own once its ShadowPod is LABEL_AFTER old, after the status if there
-    // is one: a label the API server refuses on the status (a policy, say) holds the status
-    // back LABEL_AFTER at most, never for good. (A status write that keeps failing holds the
-    // label back: the status is what the pod's users wait for.)
+    // is one: a label the API server refuses on the status (a policy, say) never holds the
+    // status back (the virtual kubelet writes it again without the label). (A status write
+    // that keeps failing holds the label back: the status is what the pod's users wait for.)
     let due = label_in(local, shadow, ctx) == Some(std::time::Duration::ZERO);
     if let Some(status) = status(local, current, ctx) {
         let label = !due && !labelled(local);

@@ -153,7 +153,7 @@ fn the_label_rides_on_the_first_status_write_or_goes_alone_after_a_while() {
     );
     // Once the ShadowPod is LABEL_AFTER old the label goes alone: with nothing to say, or
     // beside a status (whose write may be what keeps failing).
-    s.metadata.creation_timestamp = Some(created(45));
+    s.metadata.creation_timestamp = Some(created(LABEL_AFTER.as_secs() as i64 + 15));
     assert_eq!(
         label_in(&l, Some(&s.metadata), &c),
         Some(std::time::Duration::ZERO)

@@ -36,6 +36,7 @@ pub mod mapped;
 pub mod probe;
 pub mod queue;
 pub mod shared;
+mod status_write;
 pub mod token_watch;
 pub mod tokens;
 pub mod watch;

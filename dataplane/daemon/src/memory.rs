@@ -108,6 +108,8 @@ fn purge_at_once() {
 /// 0.8 MiB more, a controller-manager 1 MiB more). More threads are for a process that has
 /// the CPUs and keeps one busy.
 #[derive(Debug, Clone, Copy, clap::Args)]
+// This doc is not the binaries' `--help` text (their own descriptions are).
+#[command(about = None, long_about = None)]
 pub struct Workers {
     /// Worker threads running the process's work (the thread that starts them only waits).
     #[arg(long = "worker-threads", default_value = "1")]
@@ -162,8 +164,20 @@ mod tests {
     }
 
     #[test]
-    fn the_runtime_runs_and_its_threads_collect_when_idle() {
-        let rt = runtime().unwrap();
+    fn the_runtime_runs_its_workers_and_they_collect_when_idle() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            workers: Workers,
+        }
+        // One worker by default; the flag names more; 0 is refused, naming the flag.
+        assert_eq!(Cli::parse_from(["x"]).workers.threads.get(), 1);
+        let two = Cli::parse_from(["x", "--worker-threads", "2"]).workers;
+        let zero = Cli::try_parse_from(["x", "--worker-threads", "0"]).err().unwrap();
+        assert!(zero.to_string().contains("--worker-threads"), "{zero}");
+        let rt = runtime(two).unwrap();
+        assert_eq!(rt.metrics().num_workers(), 2);
         let n = rt.block_on(async {
             let v: Vec<Vec<u8>> = (0..1000).map(|i| vec![0u8; 1000 + i]).collect();
             tokio::time::sleep(Duration::from_millis(20)).await;

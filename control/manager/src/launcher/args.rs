@@ -57,6 +57,11 @@ pub struct VkArgs {
     #[arg(long = "virtual-kubelet-pod-workers", default_value_t = liqo_virtual_kubelet::config::DEFAULT_POD_WORKERS,
           value_parser = workers)]
     pub pod_workers: usize,
+    /// Worker threads of each virtual kubelet run as its own process (its `--worker-threads`;
+    /// default: its own default, 1). An in-process one runs on the controller-manager's
+    /// threads (`--worker-threads`).
+    #[arg(long = "virtual-kubelet-worker-threads")]
+    pub worker_threads: Option<std::num::NonZeroUsize>,
     /// API server support in the virtual kubelets: offloaded pods get tokens of their home
     /// ServiceAccounts and reach the home API server through the tunnel. Needs the virtual
     /// kubelets' own identity (`--virtual-kubelet-mode process`): the controller-manager's role
@@ -145,6 +150,16 @@ pub enum ArgsError {
     /// A bad `--virtual-kubelet-reflection-workers` (checked when parsed already).
     #[error("--virtual-kubelet-reflection-workers")]
     Reflection(#[source] liqo_virtual_kubelet::config::InvalidReflectionWorkers),
+    /// A process-mode flag given with in-process virtual kubelets.
+    #[error(
+        "{flag}: only for virtual kubelets run as their own processes (--virtual-kubelet-mode process); {why}"
+    )]
+    ProcessOnly {
+        /// The flag.
+        flag: &'static str,
+        /// What to do instead.
+        why: &'static str,
+    },
     /// A process-mode file that does not exist.
     #[error("{flag} {}: not found", path.display())]
     Missing {
@@ -194,6 +209,13 @@ impl VkArgs {
                         why: "does not mint ServiceAccount tokens",
                     });
                 }
+                if self.worker_threads.is_some() {
+                    return Err(ArgsError::ProcessOnly {
+                        flag: "--virtual-kubelet-worker-threads",
+                        why: "in-process ones run on the controller-manager's threads \
+                              (--worker-threads)",
+                    });
+                }
                 let w = self.reflection(ReflectionWorkers::IN_PROCESS)?;
                 if w.endpointslice + w.ingress + w.serviceaccount + w.configmap > 0 {
                     return Err(ArgsError::NeedsOwnIdentity {
@@ -233,6 +255,7 @@ impl VkArgs {
                 None => ipam,
             },
             pod_workers: self.pod_workers,
+            worker_threads: self.worker_threads,
             apiserver_support: self.apiserver_support,
             home_api: self.home_api.clone(),
             // In-process: Services, Secrets and the root CA (ConfigMaps at 0 keep that one).

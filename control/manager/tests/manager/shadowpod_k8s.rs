@@ -119,7 +119,8 @@ fn running_in(p: &Pod, cidr: ipnet::Ipv4Net) -> Result<(), String> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One worker thread, as the binaries run by default (`--worker-threads`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn shadowpods_get_their_pods_again_and_again() {
     let bins = k8s::binaries().unwrap();
     let set = POOL.lease(&bins, ONE).await.unwrap();

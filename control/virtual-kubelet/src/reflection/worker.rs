@@ -28,6 +28,7 @@ use super::{
     key::Key,
     probe,
     shared::Shared,
+    status_write,
 };
 
 /// The first retry delay of a failing key.
@@ -358,25 +359,13 @@ async fn perform(
         }
         Action::WriteStatus { status, label } => {
             let current = local.and_then(|l| l.status.clone()).unwrap_or_default();
-            let mut patch = json!({ "status": decide::status_patch(&current, &status) });
-            if label {
-                patch["metadata"] = json!({"labels": {labels::SHADOW_POD: values::TRUE}});
-            }
-            let written = local_api
-                .patch_status(
-                    &key.name,
-                    &PatchParams {
-                        field_manager: Some(FIELD_MANAGER.into()),
-                        ..PatchParams::default()
-                    },
-                    &Patch::Merge(patch),
-                )
+            let written = status_write::write(&local_api, key, &current, &status, label)
                 .await
                 .map_err(kerr(format!("writing the status of pod {key}")))?;
-            let kept = written.status.clone().map(Box::new);
-            shared.record_pending(key, local, &written, |p| {
+            let kept = written.pod.status.clone().map(Box::new);
+            shared.record_pending(key, local, &written.pod, |p| {
                 p.status = kept;
-                p.labelled |= label;
+                p.labelled |= written.labelled;
             });
             tracing::debug!(pod = %key, phase = ?status.phase, "pod status written");
         }

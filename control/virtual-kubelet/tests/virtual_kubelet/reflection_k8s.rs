@@ -60,7 +60,8 @@ fn start(cfg: &Arc<VkConfig>) -> AbortOnDrop<Result<(), reflection::ReflectionEr
     AbortOnDrop(tokio::spawn(reflection::run(cfg.clone())))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One worker thread, as the binaries run by default (`--worker-threads`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
 async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
     // Logs help when it fails; another test may have installed a subscriber already.
     tracing_subscriber::fmt().with_test_writer().try_init().ok();

@@ -3,7 +3,7 @@
 
 use super::{
     floor::Floor,
-    report::{Level, OffloadReport, Side, SideSummary, TIME_FACTOR, TIME_SLACK_SECS},
+    report::{Level, OffloadReport, Side, SideSummary, time_target},
 };
 use crate::{
     Spread,
@@ -174,10 +174,7 @@ fn request_rows(r: &OffloadReport) -> Vec<Vec<String>> {
         let Some(p) = r.phases.iter().rev().find(|p| p.side == side) else {
             continue;
         };
-        let name = match side {
-            Side::Vanilla => "vanilla",
-            Side::Liqo => "Liqo",
-        };
+        let name = side.short();
         let (mut reads, mut writes) = (0.0, 0.0);
         for c in &p.requests {
             reads += c.reads;
@@ -274,8 +271,8 @@ pub fn tables(r: &OffloadReport) -> String {
     let mut cpu = vec![
         vec![
             "CPU s during a timed run".to_owned(),
-            "vanilla".into(),
-            "Liqo".into(),
+            Side::Vanilla.short().into(),
+            Side::Liqo.short().into(),
         ],
         vec![
             String::new(),
@@ -348,12 +345,9 @@ fn floor_lines(r: &OffloadReport) -> String {
                 "\nleast seconds a run could take on {cpus} CPU(s), from the CPU it used (medians):\n"
             ));
         }
-        let name = match side {
-            Side::Vanilla => "vanilla",
-            Side::Liqo => "Liqo",
-        };
         out.push_str(&format!(
-            "  {name}: the clusters' own processes {:.1} CPU s, {:.1} s; with Liqo's ({:.1} CPU s) {:.1} s\n",
+            "  {}: the clusters' own processes {:.1} CPU s, {:.1} s; with Liqo's ({:.1} CPU s) {:.1} s\n",
+            side.short(),
             f.clusters_cpu_secs,
             f.clusters_secs(),
             f.liqo_cpu_secs,
@@ -363,7 +357,7 @@ fn floor_lines(r: &OffloadReport) -> String {
     if let (false, Some(v)) = (out.is_empty(), r.vanilla.secs) {
         out.push_str(&format!(
             "  the time target: {:.1} s\n",
-            TIME_FACTOR * v.median + TIME_SLACK_SECS
+            time_target(v.median)
         ));
     }
     out

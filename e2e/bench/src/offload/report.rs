@@ -14,6 +14,11 @@ use crate::report_core::{Header, Spread, Target, ratio};
 pub const TIME_FACTOR: f64 = 1.1;
 /// See [`TIME_FACTOR`] (a small run's seconds are a few).
 pub const TIME_SLACK_SECS: f64 = 2.0;
+
+/// Liqo's time target given vanilla's (median) seconds.
+pub fn time_target(vanilla_secs: f64) -> f64 {
+    TIME_FACTOR * vanilla_secs + TIME_SLACK_SECS
+}
 /// The virtual kubelet's resident memory target at up to [`SMALL_PODS`] pods, MiB.
 pub const VK_RSS_TARGET_MIB: f64 = 50.0;
 /// The controller-manager's resident memory target at up to [`SMALL_PODS`] pods, MiB.
@@ -50,6 +55,14 @@ pub enum Side {
 }
 
 impl Side {
+    /// Its short name.
+    pub fn short(self) -> &'static str {
+        match self {
+            Side::Vanilla => "vanilla",
+            Side::Liqo => "Liqo",
+        }
+    }
+
     /// The row's label.
     pub fn label(self) -> &'static str {
         match self {
@@ -299,7 +312,7 @@ impl OffloadReport {
                     "Liqo seconds <= {TIME_FACTOR} x vanilla + {TIME_SLACK_SECS:.0} s ({pods} pods)"
                 ),
                 l,
-                v.map(|v| TIME_FACTOR * v + TIME_SLACK_SECS),
+                v.map(time_target),
                 "s",
             ),
             Target::at_most(

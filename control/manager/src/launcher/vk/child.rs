@@ -93,6 +93,9 @@ pub fn child_args(
     .flat_map(|(k, v)| [k.to_owned(), v])
     .collect();
     a.extend(s.reflection.args());
+    if let Some(n) = s.worker_threads {
+        a.extend(["--worker-threads".into(), n.to_string()]);
+    }
     if s.apiserver_support {
         a.push("--enable-apiserver-support".into());
     }

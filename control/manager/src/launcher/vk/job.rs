@@ -51,6 +51,8 @@ pub struct Settings {
     pub liqo_network: bool,
     /// Pod reflection workers.
     pub pod_workers: usize,
+    /// A process's worker threads (`None`: its default).
+    pub worker_threads: Option<std::num::NonZeroUsize>,
     /// API server support as asked for: offloaded pods get tokens of their home
     /// ServiceAccounts (a home API server given implies it: `VkConfig::api_support`).
     pub apiserver_support: bool,

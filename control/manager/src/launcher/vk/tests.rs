@@ -22,6 +22,7 @@ fn settings(ipam: bool, ca: bool) -> Settings {
         }),
         liqo_network: ipam,
         pod_workers: 10,
+        worker_threads: None,
         apiserver_support: true,
         home_api: None,
         reflection: Default::default(),
