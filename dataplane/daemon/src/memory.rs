@@ -174,7 +174,9 @@ mod tests {
         // One worker by default; the flag names more; 0 is refused, naming the flag.
         assert_eq!(Cli::parse_from(["x"]).workers.threads.get(), 1);
         let two = Cli::parse_from(["x", "--worker-threads", "2"]).workers;
-        let zero = Cli::try_parse_from(["x", "--worker-threads", "0"]).err().unwrap();
+        let zero = Cli::try_parse_from(["x", "--worker-threads", "0"])
+            .err()
+            .unwrap();
         assert!(zero.to_string().contains("--worker-threads"), "{zero}");
         let rt = runtime(two).unwrap();
         assert_eq!(rt.metrics().num_workers(), 2);
