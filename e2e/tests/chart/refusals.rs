@@ -139,6 +139,14 @@ fn out_of_range_numbers_and_unknown_choices_are_refused_naming_their_key() {
         ),
         ("gateway.config.keepalive=3601", "/gateway/config/keepalive"),
         (
+            "controllerManager.workerThreads=0",
+            "/controllerManager/workerThreads",
+        ),
+        (
+            "virtualKubelet.workerThreads=65",
+            "/virtualKubelet/workerThreads",
+        ),
+        (
             "controllerManager.config.resourceSharingPercentage=0",
             "/controllerManager/config/resourceSharingPercentage",
         ),
@@ -189,6 +197,14 @@ fn inconsistent_values_are_refused_naming_their_keys() {
     refused(
         &["virtualKubelet.mode=in-process"],
         &["virtualKubelet.apiServerSupport needs virtualKubelet.mode=process"],
+    );
+    refused(
+        &[
+            "virtualKubelet.mode=in-process",
+            "virtualKubelet.apiServerSupport=false",
+            "virtualKubelet.workerThreads=2",
+        ],
+        &["virtualKubelet.workerThreads needs virtualKubelet.mode=process"],
     );
     refused(
         &["auth.ingress.enable=true"],

@@ -310,11 +310,12 @@ mod tests {
     }
 
     #[test]
-    fn in_process_refuses_what_needs_the_virtual_kubelets_own_identity() {
+    fn in_process_refuses_what_needs_a_virtual_kubelet_of_its_own() {
         for flags in [
             &["--virtual-kubelet-reflection-workers", "endpointslice=2"][..],
             &["--virtual-kubelet-apiserver-support", "true"][..],
             &["--virtual-kubelet-home-api-server", "10.70.0.1:6443"][..],
+            &["--virtual-kubelet-worker-threads", "2"][..],
         ] {
             let e = args(flags).settings(None).unwrap_err().to_string();
             assert!(e.starts_with(flags[0]), "{e}");

@@ -143,14 +143,15 @@ const PROGRAM: &str = "liqo-virtual-kubelet";
 /// The runtime gives memory back as its threads go idle (`liqo_daemon::memory`); everything
 /// runs on its worker threads (the thread that blocks on it never parks as a worker).
 fn main() -> anyhow::Result<()> {
+    // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
+    liqo_daemon::logging::init();
+    // A bad allocator name is refused first (before the flags).
+    liqo_daemon::memory::choice::announce()?;
     let args = Args::parse();
     liqo_daemon::memory::runtime(args.workers)?.block_on(async { tokio::spawn(run(args)).await? })
 }
 
 async fn run(args: Args) -> anyhow::Result<()> {
-    // The daemons' logging: stderr, RUST_LOG (default info), colours only on a terminal.
-    liqo_daemon::logging::init();
-    liqo_daemon::memory::choice::announce()?;
     tokio::spawn(liqo_daemon::memory::report_heap(
         liqo_daemon::memory::REPORT_EVERY,
     ));
@@ -298,5 +299,9 @@ mod tests {
         command.clone().debug_assert();
         // Its --help opens with the program's description, not a flattened group's doc.
         assert!(command.get_long_about().is_none());
+        assert_eq!(
+            command.get_about().map(ToString::to_string).as_deref(),
+            Some(env!("CARGO_PKG_DESCRIPTION"))
+        );
     }
 }

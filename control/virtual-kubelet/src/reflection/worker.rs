@@ -214,7 +214,9 @@ pub async fn handle(shared: &Shared, key: &Key) -> Result<(), HandleError> {
             }
         }
     }
-    // A label not written now and due later alone: the pod is seen again then.
+    // A label not written now and due later alone: the pod is seen again then. (A status
+    // write whose label is refused is written without it: the pod's update event brings it
+    // back, and that pass queues it for the label's time.)
     let labelling = actions.iter().any(|a| {
         matches!(
             a,

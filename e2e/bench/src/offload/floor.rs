@@ -7,7 +7,7 @@
 //! the two clusters share its CPUs, and the Liqo side runs each pod through both. Pure.
 
 use super::{
-    report::{Phase, Side},
+    report::{OffloadReport, Phase, Side, time_target},
     setup::{MACHINE, MACHINE_WAIT},
 };
 use crate::report_core::Spread;
@@ -61,6 +61,38 @@ impl Floor {
     pub fn total_secs(&self) -> f64 {
         self.both_cpu_secs / self.cpus as f64
     }
+}
+
+/// The least time each side's run could take on this machine's CPUs , beside
+/// the time target: a target below the clusters' floor is out of reach here.
+pub fn lines(r: &OffloadReport) -> String {
+    let cpus = r.header.machine.cpus;
+    let mut out = String::new();
+    for side in [Side::Vanilla, Side::Liqo] {
+        let Some(f) = Floor::of(&r.phases, side, cpus) else {
+            continue;
+        };
+        if out.is_empty() {
+            out.push_str(&format!(
+                "\nleast seconds a run could take on {cpus} CPU(s), from the CPU it used (medians):\n"
+            ));
+        }
+        out.push_str(&format!(
+            "  {}: the clusters' own processes {:.1} CPU s, {:.1} s; with Liqo's ({:.1} CPU s) {:.1} s\n",
+            side.short(),
+            f.clusters_cpu_secs,
+            f.clusters_secs(),
+            f.liqo_cpu_secs,
+            f.total_secs()
+        ));
+    }
+    if let (false, Some(v)) = (out.is_empty(), r.vanilla.secs) {
+        out.push_str(&format!(
+            "  the time target: {:.1} s\n",
+            time_target(v.median)
+        ));
+    }
+    out
 }
 
 /// A cluster's own process (`rome kube-apiserver`, `milan etcd`): a row that is neither the
@@ -118,6 +150,42 @@ mod tests {
             Floor::of(&runs, Side::Vanilla, 2).unwrap().clusters_secs(),
             5.0
         );
+    }
+
+    #[test]
+    fn the_lines_give_each_sides_floor_and_the_time_target() {
+        use crate::offload::report::tests::{header, setup};
+        let mut liqo = phase(Side::Liqo, 1, 600.0);
+        liqo.cpu = vec![
+            cpu("rome kube-apiserver", 500.0),
+            cpu("milan kube-apiserver", 640.0),
+            cpu("liqo-virtual-kubelet (rome -> milan)", 110.0),
+            cpu(MACHINE, 1300.0),
+        ];
+        let mut vanilla = phase(Side::Vanilla, 1, 500.0);
+        vanilla.cpu = vec![cpu("milan kube-apiserver", 700.0)];
+        let mut h = header();
+        h.machine.cpus = 2;
+        let r = OffloadReport::new(h, setup(1000, 1), vec![vanilla, liqo], Vec::new());
+        let text = lines(&r);
+        assert!(text.contains("on 2 CPU(s)"), "{text}");
+        assert!(
+            text.contains("Liqo: the clusters' own processes 1140.0 CPU s, 570.0 s; with Liqo's (110.0 CPU s) 625.0 s"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vanilla: the clusters' own processes 700.0 CPU s, 350.0 s"),
+            "{text}"
+        );
+        assert!(text.contains("the time target: 552.0 s"), "{text}");
+        // Without the clusters' processes measured: nothing.
+        let bare = OffloadReport::new(
+            header(),
+            setup(1000, 1),
+            vec![phase(Side::Liqo, 1, 1.0)],
+            Vec::new(),
+        );
+        assert_eq!(lines(&bare), "");
     }
 
     #[test]

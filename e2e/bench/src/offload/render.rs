@@ -1,10 +1,7 @@
 //! `liqo-bench offload` for people: the core header, both sides' times and per-pod latencies,
 //! the ratio and the targets, the processes' memory and CPU per pod count, and the notes.
 
-use super::{
-    floor::Floor,
-    report::{Level, OffloadReport, Side, SideSummary, time_target},
-};
+use super::report::{Level, OffloadReport, Side, SideSummary};
 use crate::{
     Spread,
     report_core::render::{header, report, spread, table, targets},
@@ -327,39 +324,7 @@ pub fn tables(r: &OffloadReport) -> String {
             out.push_str(&table(&t));
         }
     }
-    out.push_str(&floor_lines(r));
-    out
-}
-
-/// The least time each side's run could take on this machine's CPUs (`super::floor`), beside
-/// the time target: a target below the clusters' floor is out of reach here.
-fn floor_lines(r: &OffloadReport) -> String {
-    let cpus = r.header.machine.cpus;
-    let mut out = String::new();
-    for side in [Side::Vanilla, Side::Liqo] {
-        let Some(f) = Floor::of(&r.phases, side, cpus) else {
-            continue;
-        };
-        if out.is_empty() {
-            out.push_str(&format!(
-                "\nleast seconds a run could take on {cpus} CPU(s), from the CPU it used (medians):\n"
-            ));
-        }
-        out.push_str(&format!(
-            "  {}: the clusters' own processes {:.1} CPU s, {:.1} s; with Liqo's ({:.1} CPU s) {:.1} s\n",
-            side.short(),
-            f.clusters_cpu_secs,
-            f.clusters_secs(),
-            f.liqo_cpu_secs,
-            f.total_secs()
-        ));
-    }
-    if let (false, Some(v)) = (out.is_empty(), r.vanilla.secs) {
-        out.push_str(&format!(
-            "  the time target: {:.1} s\n",
-            time_target(v.median)
-        ));
-    }
+    out.push_str(&super::floor::lines(r));
     out
 }
 

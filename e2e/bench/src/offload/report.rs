@@ -19,6 +19,7 @@ pub const TIME_SLACK_SECS: f64 = 2.0;
 pub fn time_target(vanilla_secs: f64) -> f64 {
     TIME_FACTOR * vanilla_secs + TIME_SLACK_SECS
 }
+
 /// The virtual kubelet's resident memory target at up to [`SMALL_PODS`] pods, MiB.
 pub const VK_RSS_TARGET_MIB: f64 = 50.0;
 /// The controller-manager's resident memory target at up to [`SMALL_PODS`] pods, MiB.

@@ -123,6 +123,15 @@ fn an_ipam_without_liqos_network_is_said_so() {
 }
 
 #[test]
+fn worker_threads_go_to_the_child_only_when_given() {
+    let mut s = settings(false, false);
+    assert!(!milan_child(&s).contains("--worker-threads"));
+    s.worker_threads = std::num::NonZeroUsize::new(2);
+    let a = milan_child(&s);
+    assert!(a.contains("--worker-threads 2"), "{a}");
+}
+
+#[test]
 fn a_given_home_api_server_goes_to_the_child() {
     let mut s = settings(false, false);
     s.home_api = Some("10.70.0.1:6443".parse().unwrap());
