@@ -63,7 +63,7 @@ impl Floor {
     }
 }
 
-/// The least time each side's run could take on this machine's CPUs , beside
+/// The least time each side's run could take on this machine's CPUs, beside
 /// the time target: a target below the clusters' floor is out of reach here.
 pub fn lines(r: &OffloadReport) -> String {
     let cpus = r.header.machine.cpus;
