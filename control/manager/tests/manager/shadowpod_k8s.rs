@@ -53,6 +53,23 @@ async fn pod(client: &Client, name: &str) -> Result<Pod, String> {
         .ok_or(format!("no pod {NS}/{name}"))
 }
 
+/// Creates ShadowPod `name` (image `registry.example/<name>:1`) and waits until its pod is
+/// there as forged.
+async fn made(client: &Client, sps: &Api<ShadowPod>, name: &str) -> ShadowPod {
+    let image = format!("registry.example/{name}:1");
+    let sp = sps
+        .create(&PostParams::default(), &shadow(name, &image))
+        .await
+        .unwrap();
+    eventually(30, &format!("the pod of ShadowPod {name}"), || {
+        let (client, sp) = (client.clone(), sp.clone());
+        let name = name.to_owned();
+        async move { check_pod(&pod(&client, &name).await?, &sp).map(drop) }
+    })
+    .await;
+    sp
+}
+
 /// Waits up to `secs` until `api` has no object `name`.
 async fn gone<K>(secs: u64, api: &Api<K>, name: &str)
 where
@@ -261,18 +278,7 @@ async fn shadowpods_get_their_pods_again_and_again() {
 
     // Deleted in the foreground (the ShadowPod stays, being deleted, until its pod goes): the
     // controller-manager deletes the pod.
-    let fg = sps
-        .create(
-            &PostParams::default(),
-            &shadow("fg", "registry.example/fg:1"),
-        )
-        .await
-        .unwrap();
-    eventually(30, "the pod of ShadowPod fg", || {
-        let (client, fg) = (client.clone(), fg.clone());
-        async move { check_pod(&pod(&client, "fg").await?, &fg).map(drop) }
-    })
-    .await;
+    made(&client, &sps, "fg").await;
     sps.delete("fg", &DeleteParams::foreground()).await.unwrap();
     gone(60, &pods, "fg").await;
 
@@ -334,18 +340,7 @@ async fn shadowpods_get_their_pods_again_and_again() {
     }
 
     // Deleted with --cascade=orphan: its pod stays, without its owner.
-    let orph = sps
-        .create(
-            &PostParams::default(),
-            &shadow("orph", "registry.example/orph:1"),
-        )
-        .await
-        .unwrap();
-    eventually(30, "the pod of ShadowPod orph", || {
-        let (client, orph) = (client.clone(), orph.clone());
-        async move { check_pod(&pod(&client, "orph").await?, &orph).map(drop) }
-    })
-    .await;
+    made(&client, &sps, "orph").await;
     let kept_uid = pod(&client, "orph").await.unwrap().metadata.uid;
     let orphan = DeleteParams {
         propagation_policy: Some(kube::api::PropagationPolicy::Orphan),
