@@ -314,24 +314,31 @@ async fn shadowpods_get_their_pods_again_and_again() {
             .collect();
         (seen, log.lines().any(|l| l.contains(&failed)))
     };
-    for pod in ["web", "fg", "other"] {
+    // The outcomes logged for the pod of a ShadowPod once there is one (within 30 s).
+    let settled = |pod: &'static str| {
         let outcomes = outcomes.clone();
-        eventually(
-            30,
-            &format!("an outcome for the pod of ShadowPod {pod}"),
-            || {
-                let (seen, _) = outcomes(pod);
-                async move {
-                    if seen.is_empty() {
-                        Err("none yet".to_owned())
-                    } else {
-                        Ok(())
+        async move {
+            let again = outcomes.clone();
+            eventually(
+                30,
+                &format!("an outcome for the pod of ShadowPod {pod}"),
+                || {
+                    let (seen, _) = again(pod);
+                    async move {
+                        if seen.is_empty() {
+                            Err("none yet".to_owned())
+                        } else {
+                            Ok(())
+                        }
                     }
-                }
-            },
-        )
-        .await;
-        let (seen, failed) = outcomes(pod);
+                },
+            )
+            .await;
+            outcomes(pod)
+        }
+    };
+    for pod in ["web", "fg", "other"] {
+        let (seen, failed) = settled(pod).await;
         assert!(!failed, "{pod}: {}", manager_log(c));
         println!("TIMING outcome for the pod of ShadowPod {pod}: {seen:?}");
         if pod == "other" {
@@ -348,21 +355,7 @@ async fn shadowpods_get_their_pods_again_and_again() {
     };
     sps.delete("orph", &orphan).await.unwrap();
     gone(60, &sps, "orph").await;
-    {
-        let outcomes = outcomes.clone();
-        eventually(30, "an outcome for the pod of ShadowPod orph", || {
-            let (seen, _) = outcomes("orph");
-            async move {
-                if seen.is_empty() {
-                    Err("none yet".to_owned())
-                } else {
-                    Ok(())
-                }
-            }
-        })
-        .await;
-    }
-    let (seen, failed) = outcomes("orph");
+    let (seen, failed) = settled("orph").await;
     assert!(
         !failed && seen.iter().all(|o| o.contains("kept")),
         "{seen:?}: {}",
