@@ -177,6 +177,10 @@ fn egress_lines(log: &str) -> Vec<&str> {
 /// diagnosis of its clusters, so the lab's state is in the test's output next to the panic.
 /// Made after the lab's teardown guard, it is dropped before it (while the lab still runs);
 /// drop it before tearing the lab down explicitly.
+///
+/// The panic's message and place are printed again after the diagnosis: a CI summary that
+/// keeps an output's head and tail would otherwise lose them in the middle, between the test's
+/// own lines and a diagnosis of hundreds.
 pub struct DiagnoseOnPanic<'a> {
     lab: &'a K8sLab,
     clusters: &'a [&'a str],
@@ -185,6 +189,7 @@ pub struct DiagnoseOnPanic<'a> {
 impl<'a> DiagnoseOnPanic<'a> {
     /// The guard of `clusters` of `lab`.
     pub fn new(lab: &'a K8sLab, clusters: &'a [&'a str]) -> Self {
+        remember_panics();
         DiagnoseOnPanic { lab, clusters }
     }
 }
@@ -192,12 +197,48 @@ impl<'a> DiagnoseOnPanic<'a> {
 impl Drop for DiagnoseOnPanic<'_> {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            let why = LAST_PANIC
+                .take()
+                .unwrap_or_else(|| "(its message was not recorded)".to_owned());
             eprintln!(
-                "== the lab when the test failed\n{}",
+                "== the lab when the test failed\n{}\n== the test failed: {why}",
                 self.lab.diagnose(self.clusters)
             );
         }
     }
+}
+
+thread_local! {
+    /// The place and message of the last panic on this thread (a test's own thread).
+    static LAST_PANIC: std::cell::Cell<Option<String>> = const { std::cell::Cell::new(None) };
+}
+
+/// Installs, once per process, a panic hook that records each panic's place and message in
+/// [`LAST_PANIC`] before the hook that was there (libtest's capture prints it as before).
+fn remember_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            LAST_PANIC.set(Some(panic_text(info)));
+            before(info);
+        }));
+    });
+}
+
+/// "at file:line:col: message", the message cut at 2,000 characters.
+fn panic_text(info: &std::panic::PanicHookInfo<'_>) -> String {
+    let payload = info.payload();
+    let message = payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(a panic without a text message)".to_owned());
+    let at = info
+        .location()
+        .map(|l| format!("at {}:{}:{}: ", l.file(), l.line(), l.column()))
+        .unwrap_or_default();
+    format!("{at}{}", message.chars().take(2000).collect::<String>())
 }
 
 /// The last `n` non-empty lines of `text`, each cut at 300 characters.
@@ -221,6 +262,28 @@ const EGRESS_LINES: usize = 10;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_panic_is_remembered_with_its_place_and_message() {
+        super::remember_panics();
+        let line = line!() + 1;
+        let r = std::panic::catch_unwind(|| panic!("the claim {} is not bound", "data"));
+        assert!(r.is_err());
+        let why = super::LAST_PANIC.take().expect("recorded");
+        assert!(why.starts_with(&format!("at {}:{line}:", file!())), "{why}");
+        assert!(why.ends_with(": the claim data is not bound"), "{why}");
+        // A second guard installs no second hook: one panic, one record, taken once.
+        super::remember_panics();
+        assert!(std::panic::catch_unwind(|| panic!("plain")).is_err());
+        assert_eq!(
+            super::LAST_PANIC
+                .take()
+                .as_deref()
+                .map(|w| w.ends_with(": plain")),
+            Some(true)
+        );
+        assert_eq!(super::LAST_PANIC.take(), None);
+    }
+
     #[test]
     fn the_last_lines_are_kept_cut() {
         let long = "x".repeat(400);
