@@ -116,6 +116,13 @@ pub struct Workers {
     pub threads: std::num::NonZeroUsize,
 }
 
+/// Whether the `--help` of `command` (a binary's flags, [`Workers`] flattened in) opens with
+/// `description`, the program's own, and has no long description a flattened group lent it.
+pub fn help_opens_with(command: &clap::Command, description: &str) -> bool {
+    command.get_long_about().is_none()
+        && command.get_about().map(ToString::to_string).as_deref() == Some(description)
+}
+
 /// A multi-threaded runtime of `workers` worker threads (all drivers enabled), which collect
 /// as they park, mimalloc purging what they free at once.
 pub fn runtime(workers: Workers) -> std::io::Result<tokio::runtime::Runtime> {
@@ -161,6 +168,19 @@ mod tests {
         assert_eq!(delay, 0);
         // The option's number is from mimalloc 2.x and 3.x's header (version 2xxyy, 3xxyy).
         assert!((20000..40000).contains(&version), "mimalloc {version}");
+    }
+
+    #[test]
+    fn a_help_opens_with_the_programs_description_alone() {
+        use clap::{Args as _, Command};
+        let own = Workers::augment_args(Command::new("p")).about("the program");
+        assert!(help_opens_with(&own, "the program"));
+        assert!(!help_opens_with(&own, "another"));
+        assert!(!help_opens_with(
+            &own.clone().long_about("lent"),
+            "the program"
+        ));
+        assert!(!help_opens_with(&Command::new("p"), "the program"));
     }
 
     #[test]

@@ -297,11 +297,7 @@ mod tests {
         use clap::CommandFactory;
         let command = super::Args::command();
         command.clone().debug_assert();
-        // Its --help opens with the program's description, not a flattened group's doc.
-        assert!(command.get_long_about().is_none());
-        assert_eq!(
-            command.get_about().map(ToString::to_string).as_deref(),
-            Some(env!("CARGO_PKG_DESCRIPTION"))
-        );
+        let about = env!("CARGO_PKG_DESCRIPTION");
+        assert!(liqo_daemon::memory::help_opens_with(&command, about));
     }
 }

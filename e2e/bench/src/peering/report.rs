@@ -277,13 +277,7 @@ fn notes(h: &Header, setup: &Setup, rounds: &[Round]) -> Vec<String> {
          (two-node KinD, one peer, 100 offloaded pods)"
             .into(),
     );
-    if h.debug_build() {
-        out.push(
-            "our binaries are DEBUG builds: the figures are not final (build with --release \
-             and set LIQO_BIN_DIR to target/release)"
-                .into(),
-        );
-    }
+    out.extend(h.debug_note());
     if setup.repeats < crate::peering::MIN_REPEATS {
         out.push(format!(
             "only {} round(s) (--quick): a smoke test, not a measurement",

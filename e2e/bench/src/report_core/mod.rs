@@ -63,6 +63,15 @@ impl Header {
         self.tools.iter().any(Tool::is_debug_build)
     }
 
+    /// The note a report gives when [`Header::debug_build`] (none otherwise).
+    pub fn debug_note(&self) -> Option<String> {
+        self.debug_build().then(|| {
+            "our binaries are DEBUG builds: the figures are not final (build with --release \
+             and set LIQO_BIN_DIR to target/release)"
+                .to_owned()
+        })
+    }
+
     /// The command line as a shell would take it (arguments with spaces quoted).
     pub fn command_line(&self) -> String {
         self.command

@@ -89,13 +89,7 @@ pub(super) fn notes(h: &Header, s: &Setup, levels: &[Level]) -> Vec<String> {
                 .into(),
         );
     }
-    if h.debug_build() {
-        out.push(
-            "our binaries are DEBUG builds: the figures are not final (build with --release \
-             and set LIQO_BIN_DIR to target/release)"
-                .into(),
-        );
-    }
+    out.extend(h.debug_note());
     if s.repeats < 3 {
         out.push(format!(
             "{} timed run(s) per side: no median of 3 (use --repeats 3 for the spec's figure)",
