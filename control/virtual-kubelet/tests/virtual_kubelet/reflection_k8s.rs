@@ -414,6 +414,8 @@ async fn pods_are_offloaded_through_shadow_pods_and_their_status_comes_back() {
     crate::resources_k8s::check(&cfg, &rome, &milan, rome_c.pod_cidr, milan_c.pod_cidr).await;
     // A Service across three clusters (turin the second provider), bidirectional rome/milan.
     crate::three_k8s::check(&cfg, rome_c, milan_c, set.get("turin").unwrap()).await;
+    // A policy refusing the offloaded label on a status holds no status back.
+    crate::label_policy_k8s::check(&rome, &milan, &kwok_node).await;
 
     // Deleting the local pod: ShadowPod gone (milan's GC removes the pod), then the local pod.
     rome_pods("demo")
