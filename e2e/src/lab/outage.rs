@@ -4,7 +4,7 @@
 use std::{
     net::Ipv4Addr,
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     thread,
@@ -25,6 +25,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(300);
 pub struct Prober {
     stop: Arc<AtomicBool>,
     stop_server: Arc<AtomicBool>,
+    /// When the last answered probe was sent (none answered yet: `None`).
+    last_up: Arc<Mutex<Option<Instant>>>,
     server: Option<thread::JoinHandle<()>>,
     client: Option<thread::JoinHandle<Result<Outage, LabError>>>,
 }
@@ -59,6 +61,8 @@ impl Prober {
             }
         };
         let flag = Arc::clone(&stop);
+        let last_up = Arc::new(Mutex::new(None));
+        let seen = Arc::clone(&last_up);
         let client = thread::spawn(move || {
             ns.run(move || {
                 let (mut probes, mut answered, mut up) = (0, 0, false);
@@ -69,6 +73,7 @@ impl Prober {
                     probes += 1;
                     up = check::tcp_probe_within(addr, PROBE_TIMEOUT).is_ok();
                     if up {
+                        *seen.lock().unwrap_or_else(|p| p.into_inner()) = Some(sent);
                         answered += 1;
                         longest = longest.max(sent.saturating_duration_since(last_ok));
                         last_ok = Instant::now();
@@ -90,9 +95,18 @@ impl Prober {
         Ok(Prober {
             stop,
             stop_server,
+            last_up,
             server: Some(server),
             client: Some(client),
         })
+    }
+
+    /// Whether a probe sent at `t` or later was answered.
+    pub fn up_since(&self, t: Instant) -> bool {
+        self.last_up
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some_and(|at| at >= t)
     }
 
     /// Stops probing and returns what was seen.

@@ -155,8 +155,8 @@ fn ping_gaps(out: &str) -> (u32, u32, Duration) {
 
 impl K8sLab {
     /// Rotates the gateway key of `cluster` while `from` probes it (ping and TCP), asked for
-    /// by `trigger`; waits until the gateway runs a new key and both loops have answered for
-    /// `settle` without a miss (at most `within`).
+    /// by `trigger`; waits until the gateway runs a new key and a TCP probe sent after the
+    /// switch is answered (each at most `within` after the request), then `settle` more.
     pub async fn rotate_key(
         &self,
         cluster: &str,
@@ -255,6 +255,13 @@ impl K8sLab {
             }
             None => None,
         };
+        // Traffic back (a TCP probe sent after the switch answered) before the settle: a
+        // rotation that nothing waited for (the Secret deleted) would otherwise be judged on
+        // `settle` alone, however long its peers take; a slow return shows as the outage.
+        let switched = t0 + switched_after;
+        while !prober.up_since(switched) && t0.elapsed() < within {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
         tokio::time::sleep(settle).await;
         let tcp = prober.finish()?;
         let ping = pinger.finish()?;
