@@ -253,10 +253,14 @@ pub struct StatusInputs<'a> {
 
 /// The local pod's status from the remote one (upstream `LocalPodStatus`): the remote status
 /// with `podIP`/`podIPs` the mapped IPs (`podIP == podIPs[0]`), `hostIP`/`hostIPs` the
-/// virtual node's, every container's `restartCount` plus `restarts`, and any
-/// `observedGeneration` the local pod's generation.
+/// virtual node's, every container's `restartCount` plus `restarts`, any
+/// `observedGeneration` the local pod's generation, and no `nominatedNodeName` (the provider's
+/// scheduler names one of its nodes while it binds, e.g. a pod waiting for its volume; the
+/// home pod is bound to the virtual node, and its API server refuses a nomination on a bound
+/// pod, 422, which held the whole status back).
 pub fn local_status(remote: &PodStatus, input: &StatusInputs<'_>) -> PodStatus {
     let mut status = remote.clone();
+    status.nominated_node_name = None;
     if let Some(first) = input.pod_ips.first() {
         status.pod_ip = Some(first.clone());
         status.pod_ips = Some(

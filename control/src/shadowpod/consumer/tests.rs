@@ -213,6 +213,24 @@ fn the_local_status_has_mapped_ips_the_node_ip_and_restarts_added() {
 }
 
 #[test]
+fn the_providers_nomination_stays_there() {
+    let mut remote = remote_status();
+    remote.phase = Some("Pending".into());
+    remote.nominated_node_name = Some("n1".into());
+    let got = local_status(
+        &remote,
+        &StatusInputs {
+            pod_ips: &[],
+            node_ip: "127.0.0.1",
+            restarts: 0,
+            generation: None,
+        },
+    );
+    assert_eq!(got.nominated_node_name, None);
+    assert_eq!(got.phase.as_deref(), Some("Pending"));
+}
+
+#[test]
 fn a_remote_pod_without_ips_gives_none() {
     let mut remote = remote_status();
     remote.pod_ip = None;
