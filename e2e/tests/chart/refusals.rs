@@ -143,6 +143,14 @@ fn out_of_range_numbers_and_unknown_choices_are_refused_naming_their_key() {
             "/controllerManager/workerThreads",
         ),
         (
+            "controllerManager.pod.resources.requests.cpu=lots",
+            "/controllerManager/pod/resources/requests/cpu",
+        ),
+        (
+            "route.pod.operatorResources.limits.gpu=1",
+            "/route/pod/operatorResources/limits",
+        ),
+        (
             "virtualKubelet.workerThreads=65",
             "/virtualKubelet/workerThreads",
         ),

@@ -1,8 +1,8 @@
 //! What every render of the matrix grants its pods: each container non-root, read-only and
 //! without capabilities but the two data-plane daemons (the gateway privileged, the overlay
-//! agent root with NET_ADMIN only); no API token in the host-network pods' daemon containers; no
-//! generated secret in a ConfigMap; no Helm hook; liqo-ipam's Role reaches its Secret and its
-//! state's ConfigMap only.
+//! agent root with NET_ADMIN only), with cpu and memory requests (no pod BestEffort); no API
+//! token in the host-network pods' daemon containers; no generated secret in a ConfigMap; no
+//! Helm hook; liqo-ipam's Role reaches its Secret and its state's ConfigMap only.
 
 use serde_json::{Value, json};
 
@@ -27,6 +27,12 @@ fn check_container(case: &str, pod: &str, c: &Value) {
     let sc = &c["securityContext"];
     let what = format!("{case}: {pod}/{name}");
     assert_eq!(sc["readOnlyRootFilesystem"], true, "{what}");
+    // Requests, so that no Liqo pod is BestEffort (the first starved on a busy node).
+    let requests = &c["resources"]["requests"];
+    assert!(
+        requests["cpu"].is_string() && requests["memory"].is_string(),
+        "{what}: requests {requests}"
+    );
     match (pod, name) {
         ("liqo-gateway", "gateway") => {
             assert_eq!(sc["privileged"], true, "{what}");
