@@ -117,10 +117,18 @@ pub struct Workers {
 }
 
 /// Whether the `--help` of `command` (a binary's flags, [`Workers`] flattened in) opens with
-/// `description`, the program's own, and has no long description a flattened group lent it.
-pub fn help_opens_with(command: &clap::Command, description: &str) -> bool {
-    command.get_long_about().is_none()
-        && command.get_about().map(ToString::to_string).as_deref() == Some(description)
+/// `description`, the program's own, and has no long description a flattened group lent it
+/// (an error saying what it has instead).
+pub fn help_opens_with(command: &clap::Command, description: &str) -> Result<(), String> {
+    let about = command.get_about().map(ToString::to_string);
+    let long = command.get_long_about().map(ToString::to_string);
+    if about.as_deref() == Some(description) && long.is_none() {
+        Ok(())
+    } else {
+        Err(format!(
+            "--help opens with {about:?} (long {long:?}), not {description:?}"
+        ))
+    }
 }
 
 /// A multi-threaded runtime of `workers` worker threads (all drivers enabled), which collect
@@ -174,13 +182,14 @@ mod tests {
     fn a_help_opens_with_the_programs_description_alone() {
         use clap::{Args as _, Command};
         let own = Workers::augment_args(Command::new("p")).about("the program");
-        assert!(help_opens_with(&own, "the program"));
-        assert!(!help_opens_with(&own, "another"));
-        assert!(!help_opens_with(
-            &own.clone().long_about("lent"),
-            "the program"
-        ));
-        assert!(!help_opens_with(&Command::new("p"), "the program"));
+        assert_eq!(help_opens_with(&own, "the program"), Ok(()));
+        let err = help_opens_with(&own, "another").unwrap_err();
+        assert!(
+            err.contains("\"the program\"") && err.contains("\"another\""),
+            "{err}"
+        );
+        assert!(help_opens_with(&own.clone().long_about("lent"), "the program").is_err());
+        assert!(help_opens_with(&Command::new("p"), "the program").is_err());
     }
 
     #[test]

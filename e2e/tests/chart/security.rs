@@ -179,3 +179,31 @@ fn case_store(objects: &[Value]) -> String {
         .unwrap()
         .to_owned()
 }
+
+#[test]
+fn resources_take_any_kubernetes_resource_and_quantity() {
+    let sets = [
+        "controllerManager.pod.resources.requests.cpu=0.5",
+        "controllerManager.pod.resources.requests.memory=129e6",
+        "controllerManager.pod.resources.limits.ephemeral-storage=1Gi",
+        "controllerManager.pod.resources.limits.hugepages-2Mi=4Mi",
+        "controllerManager.pod.resources.limits.example\\.com/dongle=1",
+    ];
+    let mut extra = Vec::new();
+    for s in &sets {
+        extra.extend(["--set-string", s]);
+    }
+    let run = helm::template(&helm::case("defaults"), &extra);
+    let objects = helm::objects(&run.expect_ok());
+    let (_, spec) = pods(&objects)
+        .into_iter()
+        .find(|(name, _)| name == "liqo-controller-manager")
+        .expect("the controller-manager's Deployment");
+    assert_eq!(
+        spec["containers"][0]["resources"],
+        json!({
+            "requests": {"cpu": "0.5", "memory": "129e6"},
+            "limits": {"ephemeral-storage": "1Gi", "hugepages-2Mi": "4Mi", "example.com/dongle": "1"},
+        })
+    );
+}

@@ -446,6 +446,9 @@ mod tests {
         let command = super::Args::command();
         command.clone().debug_assert();
         let about = env!("CARGO_PKG_DESCRIPTION");
-        assert!(liqo_daemon::memory::help_opens_with(&command, about));
+        assert_eq!(
+            liqo_daemon::memory::help_opens_with(&command, about),
+            Ok(())
+        );
     }
 }

@@ -62,11 +62,12 @@ pub(crate) async fn check(rome: &Client, milan: &Client, kwok_node: &str) {
         .await
         .unwrap();
 
-    // The policy in force (the API server loads it a moment later): a pod of no node, whose
-    // status the test labels, is refused.
+    // The policy in force (the API server loads it a moment later): a pod of rome's own node
+    // (kwok writes its status, never the label), whose status the test labels, is refused.
     let pods: Api<Pod> = Api::namespaced(rome.clone(), "demo");
     let mut probe = local_pod("label-probe", "demo");
     probe["metadata"]["labels"][GUARDED] = json!("true");
+    // Not the virtual node's: the reflection leaves it alone.
     probe["spec"]["nodeName"] = json!(null);
     create(&pods, probe).await;
     eventually(60, "the policy refusing the label on a status", || {
@@ -141,4 +142,12 @@ pub(crate) async fn check(rome: &Client, milan: &Client, kwok_node: &str) {
     for name in ["guarded", "label-probe"] {
         pods.delete(name, &Default::default()).await.unwrap();
     }
+    Api::<ValidatingAdmissionPolicyBinding>::all(rome.clone())
+        .delete(POLICY, &Default::default())
+        .await
+        .unwrap();
+    Api::<ValidatingAdmissionPolicy>::all(rome.clone())
+        .delete(POLICY, &Default::default())
+        .await
+        .unwrap();
 }

@@ -128,7 +128,7 @@ enum Command {
         /// Delete the key Secret instead of running `liqoctl rotate-key`.
         #[arg(long)]
         delete_secret: bool,
-        /// How long both loops must answer after the switch.
+        /// How long both loops keep probing once traffic is back after the switch.
         #[arg(long, default_value_t = 5)]
         settle_secs: u64,
     },

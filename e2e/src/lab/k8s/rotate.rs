@@ -66,7 +66,7 @@ impl Rotation {
     pub fn render(&self) -> String {
         format!(
             "probed {}\ngateway key {} -> {} (switched {:.2} s after the request; published {})\n\
-             TCP: {} of {} probes answered, longest interruption {:.2} s\n\
+             TCP: {} of {} probes answered, longest interruption {:.2} s{}\n\
              ping: {} of {} answered, longest interruption {:.2} s\n",
             self.path,
             self.old_key,
@@ -76,6 +76,11 @@ impl Rotation {
             self.tcp.answered,
             self.tcp.probes,
             self.tcp.longest_gap.as_secs_f64(),
+            if self.tcp.up_at_end {
+                ""
+            } else {
+                "; NOT RESTORED"
+            },
             self.ping.0,
             self.ping.1,
             self.ping.2.as_secs_f64(),
@@ -232,8 +237,7 @@ impl K8sLab {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        // Both loops answer again for `settle`: TCP probes every 50 ms; a clean stretch shows
-        // as no new probe unanswered.
+        // liqoctl's own wait (the peers connected with the new key), if it ran.
         let liqoctl = match liqoctl {
             Some(child) => {
                 let out = child
