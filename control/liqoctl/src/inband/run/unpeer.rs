@@ -3,13 +3,16 @@
 
 use std::time::Duration;
 
-use control::api::discovery::ForeignCluster;
+use control::api::{discovery::ForeignCluster, net::NetworkConfig};
 use ipam::service::proto;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::{Api, api::DeleteParams};
+use kube::{
+    Api,
+    api::{ApiResource, DeleteParams, DynamicObject, ListParams},
+};
 use tokio::time::Instant;
 
-use super::common::{Side, find_fc, other, poll, read, tenant, whole_seconds};
+use super::common::{Cluster, Side, find_fc, other, poll, read, tenant, whole_seconds};
 use crate::peer::error::{PeerError, kube_err};
 
 /// `unpeer in-band`: outgoing `No` on both sides (waited for), the ForeignClusters deleted
@@ -50,6 +53,15 @@ pub async fn unpeer(
         let left = whole_seconds(deadline);
         crate::peer::disable_outgoing(&on.client, &name, left).await?;
         names.push((on, peer, name));
+    }
+    // Each side's own NetworkConfig released by its replicator first, while the tunnel is up:
+    // with outgoing No on both sides no direction wants it replicated, so the replicator
+    // deletes its copy at the peer and drops its finalizer (the in-band network stays until the
+    // ForeignClusters go). Left to the ForeignClusters' teardown, a side whose peer finished
+    // first (and took the tunnel down) could no longer reach it to confirm the copy gone, and
+    // its ForeignCluster stayed. Bounded: past RELEASE_WAIT the deletions go on as before.
+    for (on, peer, _) in &names {
+        released(on, peer, deadline.min(Instant::now() + RELEASE_WAIT)).await?;
     }
     // Both ForeignClusters deleted before either is waited for: each side's teardown (and
     // its replicator) still finds the tunnel up for what it must tell the peer.
@@ -134,4 +146,57 @@ pub async fn unpeer(
         a.identity.cluster_name, b.identity.cluster_name
     );
     Ok(())
+}
+
+/// How long `unpeer in-band` waits for each side's replicator to release its NetworkConfig.
+const RELEASE_WAIT: Duration = Duration::from_secs(30);
+
+/// Waits (until `until`) for `on`'s NetworkConfigs replicated to `peer` to carry no replicator
+/// finalizer; past `until` it says so and returns (the teardown may still complete).
+async fn released(on: &Cluster, peer: &Cluster, until: Instant) -> Result<(), PeerError> {
+    use control::consts::{finalizers, labels, values};
+    let api: Api<DynamicObject> =
+        Api::all_with(on.client.clone(), &ApiResource::erase::<NetworkConfig>(&()));
+    let selector = format!(
+        "{}={},{}={}",
+        labels::REPLICATION,
+        values::TRUE,
+        labels::REMOTE_ID,
+        peer.identity.cluster_id
+    );
+    let what = format!(
+        "the NetworkConfig of {} for {} released by its replicator",
+        on.identity.cluster_name, peer.identity.cluster_name
+    );
+    let waited = poll(until, &what, || async {
+        let held = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(kube_err(format!("listing NetworkConfigs ({selector})")))?
+            .items
+            .iter()
+            .any(|nc| {
+                nc.metadata
+                    .finalizers
+                    .iter()
+                    .flatten()
+                    .any(|f| f == finalizers::CRD_REPLICATOR)
+            });
+        Ok((!held).then_some(()))
+    })
+    .await;
+    match waited {
+        Ok(()) => {
+            println!(
+                "NetworkConfig of {} no longer replicated to {}",
+                on.identity.cluster_name, peer.identity.cluster_name
+            );
+            Ok(())
+        }
+        Err(PeerError::Timeout(_)) => {
+            println!("Not yet: {what}; deleting the ForeignClusters anyway");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
 }
