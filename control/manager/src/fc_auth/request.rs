@@ -32,8 +32,24 @@ pub(super) async fn authenticate(
     step: AuthStep,
 ) -> Result<IdentityOutcome, Error> {
     let peer = &fc.spec.cluster_identity.cluster_id;
-    let url = &fc.spec.foreign_auth_url;
-    let client = ctx.auth(fc.spec.insecure_skip_tls_verify);
+    // The tokens first, then the ForeignCluster as the API server holds it now: liqoctl writes
+    // a new auth URL before a new token, so the token read here never goes to an older URL
+    // than its own. The reconciled copy may lag behind (a token's event handled before the
+    // ForeignCluster's), and would send the new token to the old URL.
+    let ns = &ctx.settings.namespace;
+    let ours = liqo_auth::tokens::local_token(&ctx.client, ns)
+        .await
+        .map_err(|e| Error::Token(Box::new(e)))?;
+    let theirs = liqo_auth::tokens::remote_token(&ctx.client, ns, peer)
+        .await
+        .map_err(|e| Error::Token(Box::new(e)))?;
+    let name = fc.name_any();
+    let current = Api::<ForeignCluster>::all(ctx.client.clone())
+        .get(&name)
+        .await
+        .map_err(kerr(format!("read ForeignCluster {name}")))?;
+    let url = &current.spec.foreign_auth_url;
+    let client = ctx.auth(current.spec.insecure_skip_tls_verify);
     let failed = |c: Authentication, why: String| {
         Ok(IdentityOutcome::new(
             Condition::Authentication(c).with_message(why),
@@ -69,13 +85,6 @@ pub(super) async fn authenticate(
     let csr = identity::data(&secret, keys::CSR)
         .map(<[u8]>::to_vec)
         .unwrap_or_default();
-    let ns = &ctx.settings.namespace;
-    let ours = liqo_auth::tokens::local_token(&ctx.client, ns)
-        .await
-        .map_err(|e| Error::Token(Box::new(e)))?;
-    let theirs = liqo_auth::tokens::remote_token(&ctx.client, ns, peer)
-        .await
-        .map_err(|e| Error::Token(Box::new(e)))?;
     let time_ms = u64::try_from(now().0.as_millisecond()).unwrap_or(0);
     let proof =
         identity::prove(&secret, peer, time_ms).map_err(|e| Error::Identity(Box::new(e)))?;
