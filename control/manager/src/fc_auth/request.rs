@@ -32,10 +32,17 @@ pub(super) async fn authenticate(
     step: AuthStep,
 ) -> Result<IdentityOutcome, Error> {
     let peer = &fc.spec.cluster_identity.cluster_id;
-    // The tokens first, then the ForeignCluster as the API server holds it now: liqoctl writes
-    // a new auth URL before a new token, so the token read here never goes to an older URL
-    // than its own. The reconciled copy may lag behind (a token's event handled before the
-    // ForeignCluster's), and would send the new token to the old URL.
+    let failed = |c: Authentication, why: String| {
+        Ok(IdentityOutcome::new(
+            Condition::Authentication(c).with_message(why),
+            None,
+        ))
+    };
+    // The tokens first, then the ForeignCluster as the API server holds it now: `liqoctl peer
+    // out-of-band` writes an existing peer's new auth URL before its new token, so the token
+    // read here never goes to an older URL than its own. The reconciled copy may lag behind
+    // (a token's event handled before the ForeignCluster's), and would send the new token to
+    // the old URL.
     let ns = &ctx.settings.namespace;
     let ours = liqo_auth::tokens::local_token(&ctx.client, ns)
         .await
@@ -45,17 +52,18 @@ pub(super) async fn authenticate(
         .map_err(|e| Error::Token(Box::new(e)))?;
     let name = fc.name_any();
     let current = Api::<ForeignCluster>::all(ctx.client.clone())
-        .get(&name)
+        .get_opt(&name)
         .await
-        .map_err(kerr(format!("read ForeignCluster {name}")))?;
+        .map_err(kerr(format!("read ForeignCluster {name}")))?
+        .filter(|c| c.uid() == fc.uid());
+    let Some(current) = current else {
+        return failed(
+            Authentication::Pending,
+            format!("ForeignCluster {name} is gone or was made again: no token was sent"),
+        );
+    };
     let url = &current.spec.foreign_auth_url;
     let client = ctx.auth(current.spec.insecure_skip_tls_verify);
-    let failed = |c: Authentication, why: String| {
-        Ok(IdentityOutcome::new(
-            Condition::Authentication(c).with_message(why),
-            None,
-        ))
-    };
     match client.ids(url).await {
         Ok(info) => {
             if let Err(wrong) = check::auth_service(url, peer, &info) {
@@ -100,7 +108,7 @@ pub(super) async fn authenticate(
             );
         }
     };
-    store(ctx, fc, tenant, &secrets, secret, &request, response).await
+    store(ctx, &current, tenant, &secrets, secret, &request, response).await
 }
 
 /// A new key and CSR in a new identity Secret.
