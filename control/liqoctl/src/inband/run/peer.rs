@@ -64,15 +64,23 @@ async fn write_fc(
         outgoing(asked_outgoing, spec),
         spec,
     );
-    liqo_auth::tokens::write_remote_token(
-        &on.client,
-        &on.ns,
-        &peer.identity.cluster_id,
-        &peer.token,
-    )
-    .await
-    .map_err(PeerError::Token)?;
-    Api::<ForeignCluster>::all(on.client.clone())
+    // A new peer: the token first (the controller-manager starts when the ForeignCluster
+    // appears). An existing one: the ForeignCluster first, so that a new token, tried at once,
+    // goes to the new URLs, never the old ones (as `peer out-of-band` does).
+    let write_token = || async {
+        liqo_auth::tokens::write_remote_token(
+            &on.client,
+            &on.ns,
+            &peer.identity.cluster_id,
+            &peer.token,
+        )
+        .await
+        .map_err(PeerError::Token)
+    };
+    if existing.is_none() {
+        write_token().await?;
+    }
+    let fc = Api::<ForeignCluster>::all(on.client.clone())
         .patch(
             &name,
             &PatchParams::apply(FIELD_MANAGER).force(),
@@ -82,7 +90,11 @@ async fn write_fc(
         .map_err(kube_err(format!(
             "writing ForeignCluster {name} in the {} cluster",
             on.label
-        )))
+        )))?;
+    if existing.is_some() {
+        write_token().await?;
+    }
+    Ok(fc)
 }
 
 fn nc_api(c: &Client, ns: &str) -> Api<DynamicObject> {
