@@ -16,7 +16,7 @@ use control::{
 };
 use futures::{StreamExt, channel::mpsc::UnboundedSender};
 use kube::{
-    Api, Client, ResourceExt,
+    Api, Client, Resource, ResourceExt,
     api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
     core::ApiResource,
     runtime::{WatchStreamExt, controller::Action as Requeue, watcher},
@@ -39,6 +39,10 @@ use objects::{removed, replica, source};
 
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "replicator";
+
+/// The reason of the Warning Event on a deleted ForeignCluster whose source was let go
+/// (its copy at the peer not confirmed gone).
+pub const REASON_LET_GO: &str = "ReplicaLetGo";
 
 /// The replicator's state: its watches on the peers.
 pub struct Replicator {
@@ -125,22 +129,48 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
             Some(ns) => count_sources(ctx, ns, &peer).await? == 0,
             None => true,
         };
+    let deleting = fc.metadata.deletion_timestamp.is_some();
     let remote = match (&local_ns, &remote_ns) {
-        (Some(local_ns), Some(_)) if !done => ctx
-            .peers
-            .client(&ctx.client, local_ns, &peer)
-            .await
-            .map_err(|e| Error::Identity(Box::new(e)))?,
+        (Some(local_ns), Some(_)) if !done => {
+            match ctx.peers.client(&ctx.client, local_ns, &peer).await {
+                Ok(client) => client,
+                // Deleted: no identity is one more way the peer does not answer.
+                Err(e) if deleting => {
+                    tracing::warn!(peer = %peer, error = %liqo_types::chain(&e), "no client for a deleted peer");
+                    None
+                }
+                Err(e) => return Err(Error::Identity(Box::new(e))),
+            }
+        }
         _ => None,
     };
     let (sources_left, failed) = match (&local_ns, &remote_ns, &remote) {
         (Some(local_ns), Some(remote_ns), Some(remote)) => {
             replicate_all(&r, &fc, local_ns, remote_ns, remote).await?
         }
+        // Deleted and the peer cannot be asked: its sources wait, then are let go.
+        (Some(local_ns), _, _) if deleting && !done => {
+            let mut n = 0;
+            for kind in ReplicatedKind::ALL {
+                let ar = kind.api_resource();
+                let local = Api::namespaced_with(ctx.client.clone(), local_ns, &ar);
+                let sources = list_sources(&local, &peer, local_ns, &ar).await?;
+                n += sources.len();
+                let_go(
+                    ctx,
+                    &fc,
+                    &ar,
+                    &local,
+                    &sources,
+                    "we hold no identity for it",
+                )
+                .await?;
+            }
+            (n, None)
+        }
         (Some(local_ns), _, _) => (count_sources(ctx, local_ns, &peer).await?, None),
         _ => (0, None),
     };
-    let deleting = fc.metadata.deletion_timestamp.is_some();
     let has = fc
         .finalizers()
         .iter()
@@ -169,20 +199,65 @@ fn source_selector(peer: &ClusterId) -> String {
     )
 }
 
+/// Our sources of one kind for a peer.
+async fn list_sources(
+    local: &Api<DynamicObject>,
+    peer: &ClusterId,
+    local_ns: &str,
+    ar: &ApiResource,
+) -> Result<Vec<DynamicObject>, Error> {
+    Ok(local
+        .list(&ListParams::default().labels(&source_selector(peer)))
+        .await
+        .map_err(kerr(format!("list {} sources in {local_ns}", ar.kind)))?
+        .items)
+}
+
 /// Our sources for a peer, of every kind.
 async fn count_sources(ctx: &Context, local_ns: &str, peer: &ClusterId) -> Result<usize, Error> {
     let mut n = 0;
     for kind in ReplicatedKind::ALL {
         let ar = kind.api_resource();
         let local: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), local_ns, &ar);
-        n += local
-            .list(&ListParams::default().labels(&source_selector(peer)))
-            .await
-            .map_err(kerr(format!("list {} sources in {local_ns}", ar.kind)))?
-            .items
-            .len();
+        n += list_sources(&local, peer, local_ns, &ar).await?.len();
     }
     Ok(n)
+}
+
+/// A deleted ForeignCluster whose peer does not answer (`why`): the sources of one kind
+/// deleted for long enough lose our finalizer ([`replicate::let_go`]), each with a Warning
+/// Event on the ForeignCluster naming the copy that may be left at the peer.
+async fn let_go(
+    ctx: &Context,
+    fc: &ForeignCluster,
+    ar: &ApiResource,
+    local: &Api<DynamicObject>,
+    sources: &[DynamicObject],
+    why: &str,
+) -> Result<(), Error> {
+    let grace = ctx
+        .network
+        .as_ref()
+        .map_or(crate::network::DEFAULT_GRACE, |m| m.config.grace);
+    let after = replicate::let_go_after(fc.spec.in_band(), grace);
+    let observed: Vec<Source> = sources.iter().map(source).collect();
+    let by_name: HashMap<String, &DynamicObject> =
+        sources.iter().map(|o| (o.name_any(), o)).collect();
+    let peer = &fc.spec.cluster_identity.cluster_name;
+    for action in replicate::let_go(&observed, crate::kit::now().0, after) {
+        let Action::RemoveFinalizer(name) = &action else {
+            continue;
+        };
+        let note = format!(
+            "let go of {} {name} after {} s: {peer} does not answer ({why}); its copy there may be left",
+            ar.kind,
+            after.as_secs()
+        );
+        tracing::warn!(peer = %peer, "{note}");
+        remove_finalizer(local, by_name[name.as_str()]).await?;
+        crate::kit::event(ctx, &fc.object_ref(&()), true, REASON_LET_GO, note).await;
+    }
+    Ok(())
 }
 
 /// Every kind replicated to (or withdrawn from) the peer: how many sources there were, and
@@ -198,18 +273,21 @@ async fn replicate_all(
     let peer = fc.spec.cluster_identity.cluster_id.clone();
     let phase = PeeringPhase::of_status(fc.status.as_ref());
     let us = ctx.local.cluster_id.to_string();
+    let deleting = fc.metadata.deletion_timestamp.is_some();
     let mut failed = None;
-    let mut sources_left = 0;
+    // Every kind's sources first: whether one kind waits for the others ([`replicate::holds`]).
+    let mut listed = Vec::new();
     for kind in ReplicatedKind::ALL {
-        let allowed = kind.replicated(phase, fc.spec.networking_enabled);
         let ar = kind.api_resource();
         let local: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), local_ns, &ar);
-        let sources = local
-            .list(&ListParams::default().labels(&source_selector(&peer)))
-            .await
-            .map_err(kerr(format!("list {} sources in {local_ns}", ar.kind)))?
-            .items;
-        sources_left += sources.len();
+        let sources = list_sources(&local, &peer, local_ns, &ar).await?;
+        listed.push((kind, ar, local, sources));
+    }
+    let sources_left: usize = listed.iter().map(|(.., s)| s.len()).sum();
+    for (kind, ar, local, sources) in listed {
+        let allowed = kind.replicated(phase, fc.spec.networking_enabled);
+        let others = sources_left - sources.len();
+        let deletions = replicate::holds(kind, fc.spec.in_band(), deleting, others);
         if !allowed {
             r.unwatch(&peer, kind);
             if sources.is_empty() {
@@ -243,6 +321,12 @@ async fn replicate_all(
                 Vec::new()
             }
             Err(e) => {
+                // Deleted, and the peer does not answer (not an answer it refused): after a
+                // while our sources stop waiting for it.
+                if deleting && !matches!(e, kube::Error::Api(_)) {
+                    let why = format!("{}", liqo_types::chain(&e));
+                    let_go(ctx, fc, &ar, &local, &sources, &why).await?;
+                }
                 failed.get_or_insert(kerr(format!(
                     "list {} copies at {peer} in {remote_ns}",
                     ar.kind
@@ -263,7 +347,7 @@ async fn replicate_all(
             sources.iter().map(|o| (o.name_any(), o)).collect();
         let observed: Vec<Source> = sources.iter().map(source).collect();
         let copies: Vec<Replica> = replicas.iter().map(replica).collect();
-        for action in replicate::decide(allowed, &us, &observed, &copies) {
+        for action in replicate::decide(allowed, deletions, &us, &observed, &copies) {
             if let Err(e) = execute(&ar, &local, &remote_api, remote_ns, &by_name, action).await {
                 failed.get_or_insert(e);
                 break;
@@ -271,6 +355,14 @@ async fn replicate_all(
         }
     }
     Ok((sources_left, failed))
+}
+
+/// Our finalizer off a source (already gone: done).
+async fn remove_finalizer(local: &Api<DynamicObject>, o: &DynamicObject) -> Result<(), Error> {
+    let list = with_finalizer(o.finalizers(), finalizers::CRD_REPLICATOR, false);
+    set_finalizers(local, &o.name_any(), o.resource_version().as_deref(), list)
+        .await
+        .or_else(|e| if e.is_not_found() { Ok(()) } else { Err(e) })
 }
 
 async fn execute(
@@ -281,11 +373,6 @@ async fn execute(
     sources: &HashMap<String, &DynamicObject>,
     action: Action,
 ) -> Result<(), Error> {
-    let finalizer_list = |name: &str, add: bool| {
-        let o = sources[name];
-        let list = with_finalizer(o.finalizers(), finalizers::CRD_REPLICATOR, add);
-        (o.resource_version(), list)
-    };
     match action {
         Action::AddFinalizer(name) | Action::RemoveFinalizer(name)
             if !sources.contains_key(&name) =>
@@ -293,15 +380,11 @@ async fn execute(
             Ok(())
         }
         Action::AddFinalizer(name) => {
-            let (rv, list) = finalizer_list(&name, true);
-            set_finalizers(local, &name, rv.as_deref(), list).await
+            let o = sources[name.as_str()];
+            let list = with_finalizer(o.finalizers(), finalizers::CRD_REPLICATOR, true);
+            set_finalizers(local, &name, o.resource_version().as_deref(), list).await
         }
-        Action::RemoveFinalizer(name) => {
-            let (rv, list) = finalizer_list(&name, false);
-            set_finalizers(local, &name, rv.as_deref(), list)
-                .await
-                .or_else(|e| if e.is_not_found() { Ok(()) } else { Err(e) })
-        }
+        Action::RemoveFinalizer(name) => remove_finalizer(local, sources[name.as_str()]).await,
         Action::ApplyReplica(d) => {
             // Keys the copy loses go first by a merge patch: a server-side apply that empties
             // an object it owned leaves it null, which the CRD's schema refuses.

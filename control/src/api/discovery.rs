@@ -100,6 +100,19 @@ pub struct ForeignClusterSpec {
     pub ttl: Option<i64>,
 }
 
+impl ForeignClusterSpec {
+    /// The peer's proxy URL, when peered in-band (`foreignProxyUrl` set and not empty): its
+    /// API server is reached through its liqo-proxy, over the tunnel between the clusters.
+    pub fn proxy_url(&self) -> Option<&str> {
+        self.foreign_proxy_url.as_deref().filter(|u| !u.is_empty())
+    }
+
+    /// Whether the peer is reached in-band (see [`Self::proxy_url`]).
+    pub fn in_band(&self) -> bool {
+        self.proxy_url().is_some()
+    }
+}
+
 /// The kind of a peering condition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum PeeringConditionType {

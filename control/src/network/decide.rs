@@ -290,8 +290,16 @@ fn teardown(o: &Observed) -> Vec<Action> {
             Some(_) => waiting.push(()),
         }
     }
+    // In-band, the peer's API server is reached through the tunnel: it stays while our
+    // NetworkConfig waits for the replicator to remove its copy there (as long as that wait,
+    // the grace, lasts), so that a deleted ForeignCluster leaves nothing at the peer.
+    let own_waits = o.in_band
+        && o.own
+            .as_ref()
+            .is_some_and(|own| !overdue(o, own.deleting_since));
     if let Some(t) = &o.tunnel {
         match t.deleting_since {
+            None if own_waits => waiting.push(()),
             None => {
                 actions.push(Action::DeleteTunnel);
                 waiting.push(());

@@ -147,3 +147,52 @@ fn the_peers_copy_goes_with_the_peering_only_and_once() {
         assert!(!again.contains(&Action::DeleteCopy), "{again:?}");
     }
 }
+
+#[test]
+fn in_band_the_tunnel_outlasts_our_network_config_within_the_grace() {
+    // The peer's API server is reached through the tunnel: our NetworkConfig goes first (the
+    // replicator removes its copy over the tunnel), then the tunnel.
+    let o = Observed {
+        in_band: true,
+        fc_deleting: true,
+        ..established()
+    };
+    assert_eq!(decide(&o), [Action::DeleteOwn, Action::DeleteCopy]);
+    let since = Some("2026-11-23T07:58:00Z".parse().unwrap());
+    let deleting = Observed {
+        own: Some(Own {
+            deleting_since: since,
+            ..own(None)
+        }),
+        copy: None,
+        ..o
+    };
+    assert!(decide(&deleting).is_empty());
+    // Our NetworkConfig gone: the tunnel goes.
+    let gone = Observed {
+        own: None,
+        ..deleting.clone()
+    };
+    assert_eq!(decide(&gone), [Action::DeleteTunnel]);
+    // Past the grace, the tunnel goes even though our NetworkConfig is still there.
+    let overdue = Observed {
+        own: Some(Own {
+            deleting_since: Some("2026-11-23T07:54:59Z".parse().unwrap()),
+            ..own(None)
+        }),
+        ..deleting
+    };
+    assert_eq!(decide(&overdue), [Action::DeleteTunnel]);
+    // Out-of-band, both go at once (as in `unpeering_deletes_...`).
+    let out_of_band = Observed {
+        in_band: false,
+        ..overdue
+    };
+    assert_eq!(
+        decide(&Observed {
+            own: Some(own(None)),
+            ..out_of_band
+        }),
+        [Action::DeleteOwn, Action::DeleteTunnel]
+    );
+}

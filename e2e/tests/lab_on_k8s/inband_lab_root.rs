@@ -5,7 +5,9 @@
 //! the controller-manager runs in the gateway node. Then `liqoctl peer in-band
 //! --bidirectional` peers both ways, and `liqo-proxy` logs every CONNECT of the peer from the
 //! peer's external CIDR as we see it; `unpeer in-band` removes both ForeignClusters,
-//! TunnelEndpoints, tenant namespaces and endpoint mappings; `liqo-lab down` leaves nothing.
+//! TunnelEndpoints, tenant namespaces and endpoint mappings. Peered again, they are unpeered
+//! by hand, then rome leaves a milan that does not answer (`inband_by_hand`). `liqo-lab down`
+//! leaves nothing.
 //!
 //! Needs the binaries `liqoctl`, `liqo-proxy`, `liqo-controller-manager` built next to
 //! `liqo-lab` (`cargo build -p liqoctl -p liqo-proxy -p liqo-controller-manager`).
@@ -375,6 +377,19 @@ async fn in_band_peering_goes_through_the_tunnel() {
         let left = inband::report::leftovers(kube).await.unwrap();
         assert!(left.is_empty(), "{c}: left after unpeer in-band: {left:?}");
     }
+
+    // Peered again, then unpeered by hand on each side in turn (no liqoctl).
+    let out = ctl(&[&["peer", "in-band", "--bidirectional"][..], &common[..]].concat());
+    assert_eq!(out.status.code(), Some(0));
+    let peered = Instant::now();
+    for ((kube, r), peer) in clients.iter().zip(&record).zip(["milan", "rome"]) {
+        established(kube, &r.cluster, peer, peered).await;
+    }
+    crate::inband_by_hand::unpeer_by_hand(&clients[0], &clients[1]).await;
+    // Rome consumes milan, then deletes its ForeignCluster while milan does not answer.
+    let out = ctl(&[&["peer", "in-band"][..], &common[..]].concat());
+    assert_eq!(out.status.code(), Some(0));
+    crate::inband_by_hand::peer_not_answering(&clients[0], &record[0].netns).await;
 
     // Gone below: nothing left to diagnose.
     drop(_why);

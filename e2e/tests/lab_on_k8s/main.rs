@@ -8,6 +8,7 @@
 mod lab_k8s;
 mod offload_lab;
 
+mod inband_by_hand;
 mod inband_lab_root;
 mod lab_k8s_chaos_root;
 mod lab_k8s_root;

@@ -165,8 +165,8 @@ async fn store(
     }
     put(keys::NAMESPACE, response.namespace.to_string().into_bytes());
     // In-band: the API server is reached through the peer's liqo-proxy.
-    if let Some(proxy) = fc.spec.foreign_proxy_url.as_ref().filter(|p| !p.is_empty()) {
-        put(keys::PROXY_URL, proxy.clone().into_bytes());
+    if let Some(proxy) = fc.spec.proxy_url() {
+        put(keys::PROXY_URL, proxy.as_bytes().to_vec());
     }
     let secret_name = secret.name_any();
     let mut current = secret;

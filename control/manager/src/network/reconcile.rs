@@ -187,11 +187,7 @@ async fn run(fc: &ForeignCluster, ctx: &Context, m: &Manager) -> Result<(), Erro
         fc_deleting: fc.meta().deletion_timestamp.is_some(),
         networking: fc.spec.networking_enabled,
         phase: PeeringPhase::of_status(fc.status.as_ref()),
-        in_band: fc
-            .spec
-            .foreign_proxy_url
-            .as_deref()
-            .is_some_and(|u| !u.is_empty()),
+        in_band: fc.spec.in_band(),
         tenant_known: tenant.is_some(),
         has_finalizer: fc
             .finalizers()

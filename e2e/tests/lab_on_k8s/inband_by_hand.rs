@@ -1,0 +1,221 @@
+//! In-band peers unpeered by hand, without liqoctl ([`unpeer_by_hand`]): `kubectl delete
+//! foreignclusters milan` on rome and `... rome` on milan at once. Both must go, none kept
+//! waiting forever: each side keeps the tunnel (through which the peer's API server is
+//! reached) until its NetworkConfig, the last of its replicated objects, is gone; the side
+//! whose peer took its tunnel down first lets what it could not confirm go after
+//! `control::peering::replicate::IN_BAND_WAIT`, with a `ReplicaLetGo` Warning Event naming it.
+//!
+//! Then a peer that does not answer ([`peer_not_answering`]): rome consumed milan and stopped
+//! (outgoing peering `No`: the handshakes with milan done), then rome's controller-manager can
+//! no longer reach milan's liqo-proxy (a `prohibit` rule in rome's gateway node, where it
+//! runs), and rome deletes its ForeignCluster: it goes after that wait, the NetworkConfig let
+//! go named in an Event.
+
+use std::time::{Duration, Instant};
+
+use control::{
+    api::{
+        discovery::{ForeignCluster, PeeringConditionStatus, PeeringConditionType},
+        net::TunnelEndpoint,
+    },
+    peering::replicate::IN_BAND_WAIT,
+};
+use k8s_openapi::api::core::v1::Event;
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, Patch, PatchParams},
+};
+use serde_json::json;
+
+/// The Warning Events with `reason` in `kube` (every namespace).
+async fn events(kube: &Client, reason: &str) -> Vec<String> {
+    Api::<Event>::all(kube.clone())
+        .list(&ListParams::default().fields(&format!("reason={reason}")))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|e| e.message.unwrap_or_default())
+        .collect()
+}
+
+/// Whether `peer`'s ForeignCluster and every TunnelEndpoint are gone in `kube`; else what is
+/// there.
+async fn gone(kube: &Client, peer: &str) -> Result<(), String> {
+    let fc = Api::<ForeignCluster>::all(kube.clone())
+        .get_opt(peer)
+        .await
+        .unwrap();
+    let teps = Api::<TunnelEndpoint>::all(kube.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len();
+    match fc {
+        None if teps == 0 => Ok(()),
+        fc => Err(format!(
+            "ForeignCluster {peer} finalizers {:?}, {teps} TunnelEndpoints",
+            fc.map(|f| f.metadata.finalizers)
+        )),
+    }
+}
+
+/// The scenario on peered `rome` and `milan` (clients in that order).
+pub(crate) async fn unpeer_by_hand(rome: &Client, milan: &Client) {
+    let sides = [(rome, "rome", "milan"), (milan, "milan", "rome")];
+    let started = Instant::now();
+    for (kube, _, peer) in sides {
+        Api::<ForeignCluster>::all(kube.clone())
+            .delete(peer, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    // The let-go's wait, and room for a loaded machine (CI runs two test binaries on 2
+    // cores); a teardown that waited for the grace (300 s) or forever fails.
+    let limit = IN_BAND_WAIT + Duration::from_secs(90);
+    let mut done = [None, None];
+    while done.iter().any(Option::is_none) {
+        let mut why = Vec::new();
+        for (i, (kube, c, peer)) in sides.iter().enumerate() {
+            if done[i].is_some() {
+                continue;
+            }
+            match gone(kube, peer).await {
+                Ok(()) => {
+                    let secs = started.elapsed().as_secs_f64();
+                    eprintln!("{c}: ForeignCluster {peer} deleted by hand: gone in {secs:.1} s");
+                    done[i] = Some(secs);
+                }
+                Err(e) => why.push(format!("{c}: {e}")),
+            }
+        }
+        assert!(
+            why.is_empty() || started.elapsed() < limit,
+            "{limit:?} after both ForeignClusters were deleted: {why:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for (kube, c, _) in sides {
+        let let_go = events(kube, "ReplicaLetGo").await;
+        eprintln!("{c}: ReplicaLetGo Events {let_go:?}");
+        assert!(
+            let_go.iter().all(|m| m.contains("does not answer")),
+            "{c}: {let_go:?}"
+        );
+    }
+}
+
+/// A rule refusing every packet to `ip` in `netns` (before the tunnel's policy routing), until
+/// dropped: the test's cut of a peer.
+struct Cut {
+    netns: String,
+    ip: String,
+}
+
+impl Cut {
+    fn new(netns: &str, ip: &str) -> Cut {
+        let cut = Cut {
+            netns: netns.to_owned(),
+            ip: format!("{ip}/32"),
+        };
+        assert_eq!(cut.rule("add"), Some(0), "ip rule add to {ip} prohibit");
+        cut
+    }
+
+    fn rule(&self, verb: &str) -> Option<i32> {
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.netns, "ip", "rule", verb, "to"])
+            .arg(&self.ip)
+            .args(["prohibit", "priority", "1"])
+            .output()
+            .unwrap();
+        eprintln!(
+            "{}: ip rule {verb} to {} prohibit: {:?} {}",
+            self.netns,
+            self.ip,
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.status.code()
+    }
+}
+
+impl Drop for Cut {
+    fn drop(&mut self) {
+        // Already gone (the lab taken down) is fine: the rule only matters while it runs.
+        self.rule("del");
+    }
+}
+
+/// Rome (`rome`, its gateway node `netns`), consuming milan in-band, deletes milan's
+/// ForeignCluster while milan's liqo-proxy cannot be reached from rome's controller-manager.
+pub(crate) async fn peer_not_answering(rome: &Client, netns: &str) {
+    let fcs = Api::<ForeignCluster>::all(rome.clone());
+    let proxy = fcs
+        .get("milan")
+        .await
+        .unwrap()
+        .spec
+        .proxy_url()
+        .unwrap()
+        .to_owned();
+    let host = proxy
+        .split("://")
+        .nth(1)
+        .and_then(|h| h.split([':', '/']).next())
+        .unwrap()
+        .to_owned();
+    // Outgoing off: the request withdrawn and deleted while milan answers.
+    fcs.patch(
+        "milan",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"outgoingPeeringEnabled": "No"}})),
+    )
+    .await
+    .unwrap();
+    let stopped = Instant::now();
+    loop {
+        let fc = fcs.get("milan").await.unwrap();
+        let outgoing = fc
+            .status
+            .as_ref()
+            .map(|s| s.condition(PeeringConditionType::OutgoingPeering));
+        if outgoing == Some(PeeringConditionStatus::None) {
+            break;
+        }
+        assert!(
+            stopped.elapsed() < Duration::from_secs(60),
+            "outgoing still {outgoing:?} 60 s after it was turned off"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let _cut = Cut::new(netns, &host);
+    let started = Instant::now();
+    fcs.delete("milan", &DeleteParams::default()).await.unwrap();
+    let limit = IN_BAND_WAIT + Duration::from_secs(90);
+    loop {
+        match gone(rome, "milan").await {
+            Ok(()) => break,
+            Err(why) => assert!(
+                started.elapsed() < limit,
+                "{limit:?} after the deletion, milan ({proxy}) cut: {why}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!("rome: ForeignCluster milan (not answering) gone in {secs:.1} s");
+    assert!(
+        secs >= IN_BAND_WAIT.as_secs_f64(),
+        "gone in {secs:.1} s: nothing waited for milan"
+    );
+    let let_go = events(rome, "ReplicaLetGo").await;
+    eprintln!("rome: ReplicaLetGo Events {let_go:?}");
+    assert!(
+        let_go
+            .iter()
+            .any(|m| m.contains("let go of NetworkConfig ") && m.contains("milan does not answer")),
+        "no Event for the NetworkConfig: {let_go:?}"
+    );
+}
