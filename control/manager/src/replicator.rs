@@ -324,7 +324,7 @@ async fn replicate_all(
                 // Deleted, and the peer does not answer (not an answer it refused): after a
                 // while our sources stop waiting for it.
                 if deleting && !matches!(e, kube::Error::Api(_)) {
-                    let why = format!("{}", liqo_types::chain(&e));
+                    let why = liqo_types::chain(&e);
                     let_go(ctx, fc, &ar, &local, &sources, &why).await?;
                 }
                 failed.get_or_insert(kerr(format!(
