@@ -180,7 +180,7 @@ pub fn network_config_copy(source: &Value, origin: &str, namespace: &str) -> Val
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_owned(),
-            deleting_since: None,
+            deleting: false,
             has_finalizer: false,
             labels: map("labels"),
             annotations: map("annotations"),

@@ -7,6 +7,7 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
+    time::Duration,
 };
 
 use control::{
@@ -16,7 +17,7 @@ use control::{
 };
 use futures::{StreamExt, channel::mpsc::UnboundedSender};
 use kube::{
-    Api, Client, Resource, ResourceExt,
+    Api, Client, ResourceExt,
     api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
     core::ApiResource,
     runtime::{WatchStreamExt, controller::Action as Requeue, watcher},
@@ -34,22 +35,22 @@ use crate::{
 };
 use control::peering::replicate::{self, Action, Replica, Source};
 
+mod let_go;
 mod objects;
+pub use let_go::REASON_LET_GO;
+use let_go::{Silence, let_go, remove_finalizer};
 use objects::{removed, replica, source};
 
 /// The controller's name in metrics and logs.
 pub const NAME: &str = "replicator";
 
-/// The reason of the Warning Event on a deleted ForeignCluster whose source was let go
-/// (its copy at the peer not confirmed gone).
-pub const REASON_LET_GO: &str = "ReplicaLetGo";
-
-/// The replicator's state: its watches on the peers.
+/// The replicator's state: its watches on the peers, and since when each peer is silent.
 pub struct Replicator {
     /// Shared context.
     pub ctx: Arc<Context>,
     watches: Mutex<HashMap<(ClusterId, ReplicatedKind), (String, AbortHandle)>>,
     trigger: UnboundedSender<()>,
+    silence: Silence,
 }
 
 impl Replicator {
@@ -59,6 +60,7 @@ impl Replicator {
             ctx,
             watches: Mutex::new(HashMap::new()),
             trigger,
+            silence: Silence::default(),
         }
     }
 
@@ -131,40 +133,37 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
         };
     let deleting = fc.metadata.deletion_timestamp.is_some();
     let remote = match (&local_ns, &remote_ns) {
-        (Some(local_ns), Some(_)) if !done => {
-            match ctx.peers.client(&ctx.client, local_ns, &peer).await {
-                Ok(client) => client,
-                // Deleted: no identity is one more way the peer does not answer.
-                Err(e) if deleting => {
-                    tracing::warn!(peer = %peer, error = %liqo_types::chain(&e), "no client for a deleted peer");
-                    None
-                }
-                Err(e) => return Err(Error::Identity(Box::new(e))),
-            }
-        }
+        (Some(local_ns), Some(_)) if !done => ctx
+            .peers
+            .client(&ctx.client, local_ns, &peer)
+            .await
+            .map_err(|e| Error::Identity(Box::new(e)))?,
         _ => None,
     };
+    let mut requeue = requeue;
     let (sources_left, failed) = match (&local_ns, &remote_ns, &remote) {
         (Some(local_ns), Some(remote_ns), Some(remote)) => {
             replicate_all(&r, &fc, local_ns, remote_ns, remote).await?
         }
-        // Deleted and the peer cannot be asked: its sources wait, then are let go.
+        // Deleted and the peer cannot be asked: a silence; its sources wait, then are let go.
         (Some(local_ns), _, _) if deleting && !done => {
+            let why = match remote_ns {
+                Some(_) => "we hold no signed identity for it",
+                None => "its tenant namespace for us is not known",
+            };
+            let silent_for = r.silence.failed(&peer);
             let mut n = 0;
             for kind in ReplicatedKind::ALL {
                 let ar = kind.api_resource();
                 let local = Api::namespaced_with(ctx.client.clone(), local_ns, &ar);
                 let sources = list_sources(&local, &peer, local_ns, &ar).await?;
                 n += sources.len();
-                let_go(
-                    ctx,
-                    &fc,
-                    &ar,
-                    &local,
-                    &sources,
-                    "we hold no identity for it",
-                )
-                .await?;
+                let wait = let_go(ctx, &fc, &ar, &local, &sources, silent_for, why).await?;
+                // Back when the wait is over, not a resync later.
+                if let Some(w) = wait {
+                    let at = (w + Duration::from_secs(1)).min(ctx.settings.resync);
+                    requeue = Requeue::requeue(at);
+                }
             }
             (n, None)
         }
@@ -181,6 +180,7 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
             for kind in ReplicatedKind::ALL {
                 r.unwatch(&peer, kind);
             }
+            r.silence.answered(&peer);
             ctx.peers.forget(&peer);
         }
         let api: Api<ForeignCluster> = Api::all(ctx.client.clone());
@@ -222,42 +222,6 @@ async fn count_sources(ctx: &Context, local_ns: &str, peer: &ClusterId) -> Resul
         n += list_sources(&local, peer, local_ns, &ar).await?.len();
     }
     Ok(n)
-}
-
-/// A deleted ForeignCluster whose peer does not answer (`why`): the sources of one kind
-/// deleted for long enough lose our finalizer ([`replicate::let_go`]), each with a Warning
-/// Event on the ForeignCluster naming the copy that may be left at the peer.
-async fn let_go(
-    ctx: &Context,
-    fc: &ForeignCluster,
-    ar: &ApiResource,
-    local: &Api<DynamicObject>,
-    sources: &[DynamicObject],
-    why: &str,
-) -> Result<(), Error> {
-    let grace = ctx
-        .network
-        .as_ref()
-        .map_or(crate::network::DEFAULT_GRACE, |m| m.config.grace);
-    let after = replicate::let_go_after(fc.spec.in_band(), grace);
-    let observed: Vec<Source> = sources.iter().map(source).collect();
-    let by_name: HashMap<String, &DynamicObject> =
-        sources.iter().map(|o| (o.name_any(), o)).collect();
-    let peer = &fc.spec.cluster_identity.cluster_name;
-    for action in replicate::let_go(&observed, crate::kit::now().0, after) {
-        let Action::RemoveFinalizer(name) = &action else {
-            continue;
-        };
-        let note = format!(
-            "let go of {} {name} after {} s: {peer} does not answer ({why}); its copy there may be left",
-            ar.kind,
-            after.as_secs()
-        );
-        tracing::warn!(peer = %peer, "{note}");
-        remove_finalizer(local, by_name[name.as_str()]).await?;
-        crate::kit::event(ctx, &fc.object_ref(&()), true, REASON_LET_GO, note).await;
-    }
-    Ok(())
 }
 
 /// Every kind replicated to (or withdrawn from) the peer: how many sources there were, and
@@ -306,7 +270,10 @@ async fn replicate_all(
             .list(&ListParams::default().labels(&selector))
             .await
         {
-            Ok(list) => list.items,
+            Ok(list) => {
+                r.silence.answered(&peer);
+                list.items
+            }
             // The peer has not granted this kind yet (its phase lags ours) and we have
             // nothing to copy: nothing to do until it does.
             Err(kube::Error::Api(s)) if s.code == 403 && sources.is_empty() => {
@@ -323,9 +290,15 @@ async fn replicate_all(
             Err(e) => {
                 // Deleted, and the peer does not answer (not an answer it refused): after a
                 // while our sources stop waiting for it.
-                if deleting && !matches!(e, kube::Error::Api(_)) {
+                if !matches!(e, kube::Error::Api(_)) {
+                    let silent_for = r.silence.failed(&peer);
                     let why = liqo_types::chain(&e);
-                    let_go(ctx, fc, &ar, &local, &sources, &why).await?;
+                    if deleting
+                        && let Err(e) =
+                            let_go(ctx, fc, &ar, &local, &sources, silent_for, &why).await
+                    {
+                        failed.get_or_insert(e);
+                    }
                 }
                 failed.get_or_insert(kerr(format!(
                     "list {} copies at {peer} in {remote_ns}",
@@ -355,14 +328,6 @@ async fn replicate_all(
         }
     }
     Ok((sources_left, failed))
-}
-
-/// Our finalizer off a source (already gone: done).
-async fn remove_finalizer(local: &Api<DynamicObject>, o: &DynamicObject) -> Result<(), Error> {
-    let list = with_finalizer(o.finalizers(), finalizers::CRD_REPLICATOR, false);
-    set_finalizers(local, &o.name_any(), o.resource_version().as_deref(), list)
-        .await
-        .or_else(|e| if e.is_not_found() { Ok(()) } else { Err(e) })
 }
 
 async fn execute(

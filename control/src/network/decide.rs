@@ -291,8 +291,9 @@ fn teardown(o: &Observed) -> Vec<Action> {
         }
     }
     // In-band, the peer's API server is reached through the tunnel: it stays while our
-    // NetworkConfig waits for the replicator to remove its copy there (as long as that wait,
-    // the grace, lasts), so that a deleted ForeignCluster leaves nothing at the peer.
+    // NetworkConfig (the replicator deletes it last) waits for its copy there to go, at most
+    // the grace from its deletion; past that it goes even if the replicator still needs the
+    // peer (what is left there is named by the replicator's let-go).
     let own_waits = o.in_band
         && o.own
             .as_ref()

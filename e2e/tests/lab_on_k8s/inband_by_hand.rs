@@ -18,25 +18,51 @@ use control::{
         discovery::{ForeignCluster, PeeringConditionStatus, PeeringConditionType},
         net::TunnelEndpoint,
     },
+    consts::{finalizers, labels, values},
     peering::replicate::IN_BAND_WAIT,
+    phase::ReplicatedKind,
 };
 use k8s_openapi::api::core::v1::Event;
 use kube::{
-    Api, Client,
-    api::{DeleteParams, ListParams, Patch, PatchParams},
+    Api, Client, ResourceExt,
+    api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams},
 };
 use serde_json::json;
 
-/// The Warning Events with `reason` in `kube` (every namespace).
-async fn events(kube: &Client, reason: &str) -> Vec<String> {
+/// The replicator's Event when it lets a source go (`liqo_controller_manager::replicator::
+/// REASON_LET_GO`).
+const LET_GO: &str = "ReplicaLetGo";
+
+/// The messages of the Events [`LET_GO`] in `kube` about the ForeignCluster of UID `uid`.
+async fn let_go_events(kube: &Client, uid: &str) -> Vec<String> {
     Api::<Event>::all(kube.clone())
-        .list(&ListParams::default().fields(&format!("reason={reason}")))
+        .list(&ListParams::default().fields(&format!("reason={LET_GO}")))
         .await
         .unwrap()
         .items
         .into_iter()
+        .filter(|e| e.involved_object.uid.as_deref() == Some(uid))
         .map(|e| e.message.unwrap_or_default())
         .collect()
+}
+
+/// The objects replicated here from a peer (`liqo.io/replicated=true`) of every kind: none
+/// may be left once both sides unpeered.
+async fn copies(kube: &Client) -> Vec<String> {
+    let replicated =
+        ListParams::default().labels(&format!("{}={}", labels::REPLICATED, values::TRUE));
+    let mut left = Vec::new();
+    for kind in ReplicatedKind::ALL {
+        let ar = kind.api_resource();
+        for o in Api::<DynamicObject>::all_with(kube.clone(), &ar)
+            .list(&replicated)
+            .await
+            .unwrap()
+        {
+            left.push(format!("{} {}", ar.kind, o.name_any()));
+        }
+    }
+    left
 }
 
 /// Whether `peer`'s ForeignCluster and every TunnelEndpoint are gone in `kube`; else what is
@@ -64,6 +90,14 @@ async fn gone(kube: &Client, peer: &str) -> Result<(), String> {
 /// The scenario on peered `rome` and `milan` (clients in that order).
 pub(crate) async fn unpeer_by_hand(rome: &Client, milan: &Client) {
     let sides = [(rome, "rome", "milan"), (milan, "milan", "rome")];
+    let mut uids = Vec::new();
+    for (kube, _, peer) in sides {
+        let fc = Api::<ForeignCluster>::all(kube.clone())
+            .get(peer)
+            .await
+            .unwrap();
+        uids.push(fc.uid().unwrap());
+    }
     let started = Instant::now();
     for (kube, _, peer) in sides {
         Api::<ForeignCluster>::all(kube.clone())
@@ -96,11 +130,15 @@ pub(crate) async fn unpeer_by_hand(rome: &Client, milan: &Client) {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    for (kube, c, _) in sides {
-        let let_go = events(kube, "ReplicaLetGo").await;
-        eprintln!("{c}: ReplicaLetGo Events {let_go:?}");
+    for ((kube, c, _), uid) in sides.into_iter().zip(&uids) {
+        let left = copies(kube).await;
+        assert!(left.is_empty(), "{c}: copies left by the peer: {left:?}");
+        // Whichever side's peer took its tunnel down first may have let go (a race): only
+        // what it says is checked.
+        let let_go = let_go_events(kube, uid).await;
+        eprintln!("{c}: {LET_GO} Events {let_go:?}");
         assert!(
-            let_go.iter().all(|m| m.contains("does not answer")),
+            let_go.iter().all(|m| m.contains("has not answered for")),
             "{c}: {let_go:?}"
         );
     }
@@ -123,21 +161,30 @@ impl Cut {
         cut
     }
 
+    /// `ip rule <verb>`'s exit code (`None`: it did not run, or was killed).
     fn rule(&self, verb: &str) -> Option<i32> {
         let out = std::process::Command::new("ip")
             .args(["netns", "exec", &self.netns, "ip", "rule", verb, "to"])
             .arg(&self.ip)
             .args(["prohibit", "priority", "1"])
-            .output()
-            .unwrap();
-        eprintln!(
-            "{}: ip rule {verb} to {} prohibit: {:?} {}",
-            self.netns,
-            self.ip,
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.status.code()
+            .output();
+        // Also called while a panic unwinds (drop): never panics itself.
+        match out {
+            Ok(out) => {
+                eprintln!(
+                    "{}: ip rule {verb} to {} prohibit: {:?} {}",
+                    self.netns,
+                    self.ip,
+                    out.status.code(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                out.status.code()
+            }
+            Err(e) => {
+                eprintln!("{}: ip rule {verb} to {}: {e}", self.netns, self.ip);
+                None
+            }
+        }
     }
 }
 
@@ -190,7 +237,37 @@ pub(crate) async fn peer_not_answering(rome: &Client, netns: &str) {
         );
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    let uid = fcs.get("milan").await.unwrap().uid().unwrap();
     let _cut = Cut::new(netns, &host);
+    // With no direction left our NetworkConfig is withdrawn (its finalizer dropped once milan
+    // refuses us its copies): that may have happened before the cut. Whether it still holds
+    // the finalizer now (cut: only a let-go can drop it) says what must follow.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ours = ListParams::default().labels(&format!(
+        "{}={},{}={}",
+        labels::REPLICATION,
+        values::TRUE,
+        labels::REMOTE_ID,
+        fcs.get("milan")
+            .await
+            .unwrap()
+            .spec
+            .cluster_identity
+            .cluster_id
+    ));
+    let held =
+        Api::<DynamicObject>::all_with(rome.clone(), &ReplicatedKind::NetworkConfig.api_resource())
+            .list(&ours)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|o| {
+                o.finalizers()
+                    .iter()
+                    .any(|f| f == finalizers::CRD_REPLICATOR)
+            });
+    eprintln!("rome: our NetworkConfig for milan held by the replicator at the cut: {held}");
     let started = Instant::now();
     fcs.delete("milan", &DeleteParams::default()).await.unwrap();
     let limit = IN_BAND_WAIT + Duration::from_secs(90);
@@ -206,16 +283,19 @@ pub(crate) async fn peer_not_answering(rome: &Client, netns: &str) {
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!("rome: ForeignCluster milan (not answering) gone in {secs:.1} s");
-    assert!(
-        secs >= IN_BAND_WAIT.as_secs_f64(),
-        "gone in {secs:.1} s: nothing waited for milan"
-    );
-    let let_go = events(rome, "ReplicaLetGo").await;
-    eprintln!("rome: ReplicaLetGo Events {let_go:?}");
-    assert!(
-        let_go
-            .iter()
-            .any(|m| m.contains("let go of NetworkConfig ") && m.contains("milan does not answer")),
-        "no Event for the NetworkConfig: {let_go:?}"
-    );
+    let let_go = let_go_events(rome, &uid).await;
+    eprintln!("rome: {LET_GO} Events {let_go:?}");
+    if held {
+        assert!(
+            secs >= IN_BAND_WAIT.as_secs_f64(),
+            "gone in {secs:.1} s: nothing waited for milan"
+        );
+        assert!(
+            let_go.iter().any(|m| m.contains("let go of NetworkConfig ")
+                && m.contains("milan has not answered for")),
+            "no Event for the NetworkConfig: {let_go:?}"
+        );
+    } else {
+        assert!(let_go.is_empty(), "nothing to let go, yet: {let_go:?}");
+    }
 }

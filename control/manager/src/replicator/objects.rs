@@ -46,7 +46,7 @@ fn field(o: &DynamicObject, key: &str) -> Option<Value> {
 pub(super) fn source(o: &DynamicObject) -> Source {
     Source {
         name: o.name_any(),
-        deleting_since: o.metadata.deletion_timestamp.as_ref().map(|t| t.0),
+        deleting: o.metadata.deletion_timestamp.is_some(),
         has_finalizer: o
             .finalizers()
             .iter()

@@ -43,10 +43,9 @@ async fn write_fc(
     let spec = existing.as_ref().map(|fc| &fc.spec);
     let (auth, proxy) = match (urls, spec) {
         (Some(u), _) => u,
-        (None, Some(s)) if s.foreign_proxy_url.is_some() => (
-            s.foreign_auth_url.clone(),
-            s.foreign_proxy_url.clone().unwrap_or_default(),
-        ),
+        (None, Some(s)) if let Some(p) = s.proxy_url() => {
+            (s.foreign_auth_url.clone(), p.to_owned())
+        }
         (None, _) => (auth_url(peer.auth), proxy_url(peer.proxy)),
     };
     let name = existing
