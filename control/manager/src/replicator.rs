@@ -2,7 +2,9 @@
 //! for each kind, lists our sources and the peer's copies (through the peer client of the
 //! identity manager), runs [`control::peering::replicate`], writes the result; keeps a watch on
 //! the peer's copies (`liqo.io/originID=<us>,liqo.io/replicated=true` in its tenant namespace
-//! for us) for each kind it replicates, feeding the controller's trigger.
+//! for us) for each kind it replicates, feeding the controller's trigger. A deleted
+//! ForeignCluster whose peer cannot be asked (silent, no identity, its tenant namespace for us
+//! unknown) has its deleted sources let go after a while ([`let_go`]).
 
 use std::{
     collections::HashMap,
@@ -151,21 +153,28 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, r: Arc<Replicator>) -> Result<Re
                 Some(_) => "we hold no signed identity for it",
                 None => "its tenant namespace for us is not known",
             };
-            let silent_for = r.silence.failed(&peer);
+            let silent_for = r.silence.failed(&peer, &fc);
             let mut n = 0;
+            let mut failed = None;
             for kind in ReplicatedKind::ALL {
                 let ar = kind.api_resource();
                 let local = Api::namespaced_with(ctx.client.clone(), local_ns, &ar);
                 let sources = list_sources(&local, &peer, local_ns, &ar).await?;
                 n += sources.len();
-                let wait = let_go(ctx, &fc, &ar, &local, &sources, silent_for, why).await?;
-                // Back when the wait is over, not a resync later.
-                if let Some(w) = wait {
-                    let at = (w + Duration::from_secs(1)).min(ctx.settings.resync);
-                    requeue = Requeue::requeue(at);
+                // One kind failing does not hold the others back.
+                match let_go(ctx, &fc, &ar, &local, &sources, silent_for, why).await {
+                    // Back when the wait is over, not a resync later.
+                    Ok(Some(w)) => {
+                        let at = (w + Duration::from_secs(1)).min(ctx.settings.resync);
+                        requeue = Requeue::requeue(at);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
                 }
             }
-            (n, None)
+            (n, failed)
         }
         (Some(local_ns), _, _) => (count_sources(ctx, local_ns, &peer).await?, None),
         _ => (0, None),
@@ -266,14 +275,15 @@ async fn replicate_all(
             labels::REPLICATED,
             values::TRUE
         );
-        let replicas = match remote_api
+        let answer = remote_api
             .list(&ListParams::default().labels(&selector))
-            .await
-        {
-            Ok(list) => {
-                r.silence.answered(&peer);
-                list.items
-            }
+            .await;
+        // Any answer, a refusal too, ends a silence.
+        if !matches!(&answer, Err(e) if !matches!(e, kube::Error::Api(_))) {
+            r.silence.answered(&peer);
+        }
+        let replicas = match answer {
+            Ok(list) => list.items,
             // The peer has not granted this kind yet (its phase lags ours) and we have
             // nothing to copy: nothing to do until it does.
             Err(kube::Error::Api(s)) if s.code == 403 && sources.is_empty() => {
@@ -291,7 +301,7 @@ async fn replicate_all(
                 // Deleted, and the peer does not answer (not an answer it refused): after a
                 // while our sources stop waiting for it.
                 if !matches!(e, kube::Error::Api(_)) {
-                    let silent_for = r.silence.failed(&peer);
+                    let silent_for = r.silence.failed(&peer, fc);
                     let why = liqo_types::chain(&e);
                     if deleting
                         && let Err(e) =

@@ -291,7 +291,7 @@ fn teardown(o: &Observed) -> Vec<Action> {
         }
     }
     // In-band, the peer's API server is reached through the tunnel: it stays while our
-    // NetworkConfig (the replicator deletes it last) waits for its copy there to go, at most
+    // NetworkConfig waits for its copy there to go (the replicator deletes that copy last), at most
     // the grace from its deletion; past that it goes even if the replicator still needs the
     // peer (what is left there is named by the replicator's let-go).
     let own_waits = o.in_band

@@ -4,7 +4,7 @@
 //! `liqo.io/originID=<us>`). Spec, labels and annotations flow to the copy, status flows back;
 //! a source keeps the finalizer `crdReplicator.liqo.io` until its copy is gone, or, once the
 //! ForeignCluster is deleted, until the peer has not answered for [`let_go_after`] ([`let_go`]).
-//! An in-band peer's NetworkConfig goes last ([`holds`]).
+//! An in-band peer's NetworkConfig copy goes last ([`holds`]).
 
 use std::{collections::BTreeMap, time::Duration};
 
@@ -152,7 +152,7 @@ pub enum Deletions {
 /// Whether a deleted ForeignCluster's sources of `kind` wait for its other sources
 /// (`others_left`, of the other kinds, deleted or not): an in-band peer's API server is
 /// reached through the tunnel, which the network manager keeps while our NetworkConfig is
-/// there; so that NetworkConfig goes last.
+/// there; so that NetworkConfig's copy goes last.
 pub fn holds(
     kind: ReplicatedKind,
     in_band: bool,

@@ -28,22 +28,28 @@ use crate::{
 /// (its copy at the peer not confirmed gone).
 pub const REASON_LET_GO: &str = "ReplicaLetGo";
 
-/// Since when each peer has not answered.
+/// Since when each peer has not answered, for which ForeignCluster (its UID: a silence
+/// seen under an earlier ForeignCluster of the same cluster does not count for a new one).
 #[derive(Default)]
-pub(super) struct Silence(Mutex<HashMap<ClusterId, Instant>>);
+pub(super) struct Silence(Mutex<HashMap<ClusterId, (Option<String>, Instant)>>);
 
 impl Silence {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ClusterId, Instant>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ClusterId, (Option<String>, Instant)>> {
         // Inserts and removes only: a poisoned map is still consistent.
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A request to `peer` got no answer: how long it has been silent.
-    pub(super) fn failed(&self, peer: &ClusterId) -> Duration {
-        self.lock()
+    /// A request to `peer` (of `fc`) got no answer: how long it has been silent.
+    pub(super) fn failed(&self, peer: &ClusterId, fc: &ForeignCluster) -> Duration {
+        let uid = fc.uid();
+        let mut map = self.lock();
+        let entry = map
             .entry(peer.clone())
-            .or_insert_with(Instant::now)
-            .elapsed()
+            .or_insert_with(|| (uid.clone(), Instant::now()));
+        if entry.0 != uid {
+            *entry = (uid, Instant::now());
+        }
+        entry.1.elapsed()
     }
 
     /// `peer` answered (or is forgotten).
@@ -54,7 +60,7 @@ impl Silence {
 
 /// How long the sources of a deleted `fc` wait for its silent peer: the network's release
 /// grace (`--network-release-grace`), at most 30 s in-band.
-pub(super) fn after(ctx: &Context, fc: &ForeignCluster) -> Duration {
+fn after(ctx: &Context, fc: &ForeignCluster) -> Duration {
     let grace = ctx
         .network
         .as_ref()
