@@ -3,6 +3,11 @@ use serde_json::json;
 
 use super::*;
 
+/// rome's decisions, deletions going ahead.
+fn proceed(allowed: bool, sources: &[Source], replicas: &[Replica]) -> Vec<Action> {
+    decide(allowed, Deletions::Proceed, "rome-id", sources, replicas)
+}
+
 fn source(name: &str, deleting: bool, has_finalizer: bool) -> Source {
     Source {
         name: name.into(),
@@ -45,13 +50,7 @@ fn the_copy_drops_ownership_and_marks_its_origin() {
 #[test]
 fn a_new_source_gets_the_finalizer_and_a_copy() {
     let s = source("rome", false, false);
-    let a = decide(
-        true,
-        Deletions::Proceed,
-        "rome-id",
-        std::slice::from_ref(&s),
-        &[],
-    );
+    let a = proceed(true, std::slice::from_ref(&s), &[]);
     assert_eq!(
         a,
         vec![
@@ -66,16 +65,10 @@ fn an_up_to_date_copy_sends_its_status_back_once() {
     let mut s = source("rome", false, true);
     let status = json!({"offerState": "Created"});
     let r = replica_of(&s, Some(status.clone()));
-    let a = decide(
-        true,
-        Deletions::Proceed,
-        "rome-id",
-        std::slice::from_ref(&s),
-        std::slice::from_ref(&r),
-    );
+    let a = proceed(true, std::slice::from_ref(&s), std::slice::from_ref(&r));
     assert_eq!(a, vec![Action::StatusBack("rome".into(), status.clone())]);
     s.status = Some(status);
-    assert!(decide(true, Deletions::Proceed, "rome-id", &[s], &[r]).is_empty());
+    assert!(proceed(true, &[s], &[r]).is_empty());
 }
 
 #[test]
@@ -83,13 +76,7 @@ fn a_changed_spec_is_applied_again() {
     let s = source("rome", false, true);
     let mut r = replica_of(&s, None);
     r.spec = json!({"authUrl": "https://old.example"});
-    let a = decide(
-        true,
-        Deletions::Proceed,
-        "rome-id",
-        std::slice::from_ref(&s),
-        &[r],
-    );
+    let a = proceed(true, std::slice::from_ref(&s), &[r]);
     assert_eq!(a, vec![Action::ApplyReplica(desired(&s, "rome-id"))]);
 }
 
@@ -99,26 +86,11 @@ fn annotations_the_peer_adds_to_a_copy_are_left_alone() {
     let mut r = replica_of(&s, None);
     r.annotations
         .insert("net.liqo.io/refused".into(), "spec.podCIDR: bad".into());
-    assert!(
-        decide(
-            true,
-            Deletions::Proceed,
-            "rome-id",
-            std::slice::from_ref(&s),
-            &[r.clone()]
-        )
-        .is_empty()
-    );
+    assert!(proceed(true, std::slice::from_ref(&s), &[r.clone()]).is_empty());
     // One of ours missing or changed is applied again.
     r.annotations.insert("a".into(), "changed".into());
     assert_eq!(
-        decide(
-            true,
-            Deletions::Proceed,
-            "rome-id",
-            std::slice::from_ref(&s),
-            &[r]
-        ),
+        proceed(true, std::slice::from_ref(&s), &[r]),
         vec![Action::ApplyReplica(desired(&s, "rome-id"))]
     );
 }
@@ -128,27 +100,15 @@ fn deletion_removes_the_copy_then_the_finalizer() {
     let s = source("rome", true, true);
     let r = replica_of(&s, None);
     assert_eq!(
-        decide(
-            true,
-            Deletions::Proceed,
-            "rome-id",
-            std::slice::from_ref(&s),
-            &[r]
-        ),
+        proceed(true, std::slice::from_ref(&s), &[r]),
         vec![Action::DeleteReplica("rome".into())]
     );
     assert_eq!(
-        decide(
-            true,
-            Deletions::Proceed,
-            "rome-id",
-            std::slice::from_ref(&s),
-            &[]
-        ),
+        proceed(true, std::slice::from_ref(&s), &[]),
         vec![Action::RemoveFinalizer("rome".into())]
     );
     let gone = source("rome", true, false);
-    assert!(decide(true, Deletions::Proceed, "rome-id", &[gone], &[]).is_empty());
+    assert!(proceed(true, &[gone], &[]).is_empty());
 }
 
 #[test]
@@ -156,30 +116,15 @@ fn a_kind_no_longer_allowed_is_withdrawn() {
     let s = source("rome", false, true);
     let r = replica_of(&s, None);
     assert_eq!(
-        decide(
-            false,
-            Deletions::Proceed,
-            "rome-id",
-            std::slice::from_ref(&s),
-            &[r]
-        ),
+        proceed(false, std::slice::from_ref(&s), &[r]),
         vec![Action::DeleteReplica("rome".into())]
     );
     assert_eq!(
-        decide(false, Deletions::Proceed, "rome-id", &[s], &[]),
+        proceed(false, &[s], &[]),
         vec![Action::RemoveFinalizer("rome".into())]
     );
     // Never replicated: nothing.
-    assert!(
-        decide(
-            false,
-            Deletions::Proceed,
-            "rome-id",
-            &[source("x", false, false)],
-            &[]
-        )
-        .is_empty()
-    );
+    assert!(proceed(false, &[source("x", false, false)], &[]).is_empty());
 }
 
 #[test]
@@ -197,7 +142,7 @@ fn an_orphan_copy_is_deleted() {
     let s = source("gone", false, true);
     let r = replica_of(&s, None);
     assert_eq!(
-        decide(true, Deletions::Proceed, "rome-id", &[], &[r]),
+        proceed(true, &[], &[r]),
         vec![Action::DeleteReplica("gone".into())]
     );
 }
