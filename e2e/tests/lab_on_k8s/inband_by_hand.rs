@@ -46,23 +46,30 @@ async fn let_go_events(kube: &Client, uid: &str) -> Vec<String> {
         .collect()
 }
 
+/// The objects of every replicated kind in `kube` that `params` selects, as "<Kind> <name>"
+/// with the object.
+async fn of_replicated_kinds(kube: &Client, params: &ListParams) -> Vec<(String, DynamicObject)> {
+    let mut found = Vec::new();
+    for kind in ReplicatedKind::ALL {
+        let ar = kind.api_resource();
+        for o in Api::<DynamicObject>::all_with(kube.clone(), &ar)
+            .list(params)
+            .await
+            .unwrap()
+        {
+            found.push((format!("{} {}", ar.kind, o.name_any()), o));
+        }
+    }
+    found
+}
+
 /// The objects replicated here from a peer (`liqo.io/replicated=true`) of every kind: none
 /// may be left once both sides unpeered.
 async fn copies(kube: &Client) -> Vec<String> {
     let replicated =
         ListParams::default().labels(&format!("{}={}", labels::REPLICATED, values::TRUE));
-    let mut left = Vec::new();
-    for kind in ReplicatedKind::ALL {
-        let ar = kind.api_resource();
-        for o in Api::<DynamicObject>::all_with(kube.clone(), &ar)
-            .list(&replicated)
-            .await
-            .unwrap()
-        {
-            left.push(format!("{} {}", ar.kind, o.name_any()));
-        }
-    }
-    left
+    let found = of_replicated_kinds(kube, &replicated).await;
+    found.into_iter().map(|(name, _)| name).collect()
 }
 
 /// Whether `peer`'s ForeignCluster and every TunnelEndpoint are gone in `kube`; else what is
@@ -258,22 +265,16 @@ pub(crate) async fn peer_not_answering(rome: &Client, netns: &str) {
             .cluster_identity
             .cluster_id
     ));
-    let mut held = Vec::new();
-    for kind in ReplicatedKind::ALL {
-        let ar = kind.api_resource();
-        for o in Api::<DynamicObject>::all_with(rome.clone(), &ar)
-            .list(&ours)
-            .await
-            .unwrap()
-        {
-            if o.finalizers()
+    let held: Vec<String> = of_replicated_kinds(rome, &ours)
+        .await
+        .into_iter()
+        .filter(|(_, o)| {
+            o.finalizers()
                 .iter()
                 .any(|f| f == finalizers::CRD_REPLICATOR)
-            {
-                held.push(format!("{} {}", ar.kind, o.name_any()));
-            }
-        }
-    }
+        })
+        .map(|(name, _)| name)
+        .collect();
     eprintln!("rome: held by the replicator at the cut: {held:?}");
     let started = Instant::now();
     fcs.delete("milan", &DeleteParams::default()).await.unwrap();
