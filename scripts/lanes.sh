@@ -171,6 +171,9 @@ run_binaries() {
       finish "$p" "$rc"
     done
   }
+  # The build's writes still being flushed (gigabytes of executables and debug info) take CPU
+  # from a binary that needs the CPUs to itself: flushed first.
+  [ "${#alone[@]}" -eq 0 ] || sync
   for line in "${alone[@]}"; do
     launch "$line"
     while [ "${#LANES_SHOWN[@]}" -gt 0 ]; do reap; done

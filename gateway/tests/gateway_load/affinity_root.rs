@@ -415,7 +415,9 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
         );
         assert!(
             idle * 4 <= samples,
-            "idle class in {idle} of {samples} samples next to busy loops"
+            "idle class in {idle} of {samples} samples next to busy loops\n{}\n{}",
+            a.log(),
+            b.log()
         );
     }
     // The busy loops are gone: after the back-off (1 s, then doubling) the idle class returns.
