@@ -30,7 +30,7 @@
 //! (`wg::idleclass`), and back in the normal one in the tick they spread.
 
 use super::{
-    idleclass::{IdleClass, LATE, Progress},
+    idleclass::{IdleClass, LATE, Progress, never_ran},
     lanes::{allowed_cpus, homes},
 };
 use std::{
@@ -164,6 +164,7 @@ impl Affinity {
             last: Mutex::new(Last {
                 tids: Vec::new(),
                 prev: Vec::new(),
+                runnable: Vec::new(),
                 times: vec![(0, 0); lanes.max(1)],
                 at: Instant::now(),
                 quiet: 0,
@@ -290,6 +291,14 @@ impl Affinity {
             .zip(&per_thread)
             .map(|(&(lane, _, _), &(run, wait, _))| (lane, (run, wait)))
             .collect();
+        // Runnable at this tick and the last one, and not run in between: no slice at all.
+        let runnable: Vec<bool> = last.tids.iter().map(|&(_, t, _)| runnable(t)).collect();
+        let ran = |v: &[(u64, u64, u64)]| v.iter().map(|t| t.0).collect::<Vec<u64>>();
+        let no_slice = never_ran(
+            (&last.runnable, &runnable),
+            (&ran(&last.prev), &ran(&per_thread)),
+        );
+        last.runnable = runnable;
         last.prev = per_thread;
         let mut sums = vec![(0u64, 0u64); last.times.len()];
         for (lane, (r, w)) in times {
@@ -329,7 +338,8 @@ impl Affinity {
         let held_up = self
             .progress
             .starved(now_at)
-            .or((active && slow_wakes).then_some("a TUN reader waited long for its CPU"));
+            .or((active && slow_wakes).then_some("a TUN reader waited long for its CPU"))
+            .or(no_slice.then_some("a thread stayed runnable a whole tick without running"));
         let needed_little = load.demand.saturating_sub(load.waiting) < QUIET_PERMILLE;
         let starved = held_up.filter(|_| needed_little);
         let waited = active && needed_little && load.waiting > WAITING_PERMILLE;
@@ -380,6 +390,8 @@ struct Last {
     tids: Vec<(usize, i32, bool)>,
     /// Each data thread's run and wait nanoseconds and runs at the last tick.
     prev: Vec<(u64, u64, u64)>,
+    /// Which data threads were runnable at the last tick.
+    runnable: Vec<bool>,
     /// Run and wait nanoseconds of each lane's data threads.
     times: Vec<(u64, u64)>,
     at: Instant,
@@ -394,6 +406,15 @@ fn sched_times(tid: i32) -> Option<(u64, u64, u64)> {
     let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
     let mut f = text.split_whitespace().map(|v| v.parse::<u64>().ok());
     Some((f.next()??, f.next()??, f.next()??))
+}
+
+/// Whether thread `tid` of this process is runnable now (`R` in its `stat`; `false` if the
+/// kernel does not say).
+fn runnable(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"))
+        .ok()
+        .and_then(|t| Some(t.rsplit_once(')')?.1.trim_start().starts_with('R')))
+        .unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -20,6 +20,7 @@
 //! - a datagram read more than [`LATE`] after it arrived;
 //! - a TUN reader that waited longer than that per run, in a tick with traffic (`wg::affinity`);
 //! - a data thread awake without finishing a step for [`STALL`];
+//! - a data thread runnable through a whole placement tick without running ([`never_ran`]);
 //! - within [`PROBATION`] of entering the class, threads that waited for a tenth of a tick
 //!   while traffic flowed (a neighbour busy all along shows at once).
 //!
@@ -107,6 +108,20 @@ pub(super) fn decide(
     }
     let allowed = b.until.is_none_or(|u| now >= u);
     (home && allowed, b)
+}
+
+/// Whether a data thread stayed runnable through a whole tick without running: runnable
+/// (`R`) at its start and its end (`runnable`: before, now) while its run time (`ran`, ns:
+/// before, now) did not grow. A thread must run to go to sleep, so it waited for a CPU all
+/// along: the sign of a thread that gets no slice at all, which the others (a late read, a
+/// step not finished) cannot give because they need the thread to run.
+pub(super) fn never_ran(runnable: (&[bool], &[bool]), ran: (&[u64], &[u64])) -> bool {
+    runnable
+        .0
+        .iter()
+        .zip(runnable.1)
+        .zip(ran.0.iter().zip(ran.1))
+        .any(|((&was, &is), (before, now))| was && is && now == before)
 }
 
 /// When each data thread last finished a step while awake (lock-free: the data threads write

@@ -119,3 +119,24 @@ fn a_thread_goes_to_the_idle_class_and_back_when_the_probe_allows_it() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn a_thread_runnable_a_whole_tick_without_running_never_ran() {
+    // Runnable at both ticks, run time unchanged: no slice at all.
+    assert!(never_ran(
+        (&[false, true], &[false, true]),
+        (&[5, 7], &[9, 7])
+    ));
+    // It ran (to sleep and wake again, or still running): not starved.
+    assert!(!never_ran(
+        (&[true, true], &[true, true]),
+        (&[5, 7], &[6, 8])
+    ));
+    // Runnable at one end only: it woke up or went to sleep within the tick.
+    assert!(!never_ran(
+        (&[true, false], &[false, true]),
+        (&[5, 7], &[5, 7])
+    ));
+    // The first tick (nothing before) says nothing.
+    assert!(!never_ran((&[], &[true]), (&[], &[5])));
+}
