@@ -238,6 +238,7 @@ impl Affinity {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         last.tids.push((lane, tid, reads_tun));
         last.prev.push(sched_times(tid).unwrap_or_default());
+        last.runnable.push(false);
     }
 
     /// The calling data thread ends: its ID is no longer measured or re-classed (it could be
@@ -248,6 +249,9 @@ impl Affinity {
         if let Some(i) = last.tids.iter().position(|t| t.1 == tid) {
             last.tids.remove(i);
             last.prev.remove(i);
+            if i < last.runnable.len() {
+                last.runnable.remove(i);
+            }
         }
     }
 
@@ -292,7 +296,13 @@ impl Affinity {
             .map(|(&(lane, _, _), &(run, wait, _))| (lane, (run, wait)))
             .collect();
         // Runnable at this tick and the last one, and not run in between: no slice at all.
-        let runnable: Vec<bool> = last.tids.iter().map(|&(_, t, _)| runnable(t)).collect();
+        // Read only in the idle class, the one place it counts.
+        let idle = last.class.idle();
+        let runnable: Vec<bool> = last
+            .tids
+            .iter()
+            .map(|&(_, t, _)| idle && runnable(t))
+            .collect();
         let ran = |v: &[(u64, u64, u64)]| v.iter().map(|t| t.0).collect::<Vec<u64>>();
         let no_slice = never_ran(
             (&last.runnable, &runnable),

@@ -27,8 +27,8 @@
 //! Any of these puts the threads back in the normal class for a back-off, from [`BACKOFF_MIN`]
 //! doubling to [`BACKOFF_MAX`] while it recurs (reset after [`BACKOFF_MAX`] in the idle class
 //! without starving): next to a CPU hog a lane stalls for a tick or two, ever more rarely. The
-//! signs need the starved thread to have run again (its `schedstat`, its read), so detection
-//! itself may wait for the scheduler to give it a slice.
+//! signs but [`never_ran`] need the starved thread to have run again (its `schedstat`, its
+//! read); that one is read by the placement thread alone, for a thread given no slice at all.
 //!
 //! The placement thread (normal class, never holding a lock the data threads take) sets the
 //! class of every data thread itself, so a starved thread does not need to run to be rescued.
@@ -121,7 +121,8 @@ pub(super) fn never_ran(runnable: (&[bool], &[bool]), ran: (&[u64], &[u64])) -> 
         .iter()
         .zip(runnable.1)
         .zip(ran.0.iter().zip(ran.1))
-        .any(|((&was, &is), (before, now))| was && is && now == before)
+        // A run time of 0 is a kernel that does not count (schedstats off): no sign.
+        .any(|((&was, &is), (&before, &now))| was && is && before > 0 && now == before)
 }
 
 /// When each data thread last finished a step while awake (lock-free: the data threads write

@@ -137,6 +137,7 @@ fn a_thread_runnable_a_whole_tick_without_running_never_ran() {
         (&[true, false], &[false, true]),
         (&[5, 7], &[5, 7])
     ));
-    // The first tick (nothing before) says nothing.
+    // The first tick (nothing before) says nothing; nor a kernel that counts no run time.
     assert!(!never_ran((&[], &[true]), (&[], &[5])));
+    assert!(!never_ran((&[true], &[true]), (&[0], &[0])));
 }
