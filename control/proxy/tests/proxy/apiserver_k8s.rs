@@ -1,8 +1,9 @@
 //! The controller-manager's client to an in-band peer, built as it builds it (the identity
 //! Secret's kubeconfig, with `proxyURL`), reaches a real API server only through `liqo-proxy`
 //! (the binary): the API server's certificate verifies against its own name through the
-//! tunnel, the proxy logs the source of every CONNECT, and a proxy whose allow-list lacks the
-//! API server refuses it (the client's request fails).
+//! tunnel, the proxy logs the source of every CONNECT, requests at once share one tunnel
+//! (HTTP/2) while a watch takes its own, and a proxy whose allow-list lacks the API server
+//! refuses it (the client's request fails).
 
 use std::{
     io::{BufRead, BufReader},
@@ -11,6 +12,7 @@ use std::{
 };
 
 use base64::{Engine, engine::general_purpose::STANDARD};
+use futures::future::join_all;
 use control::consts::keys;
 use k8s_openapi::{
     ByteString,
@@ -18,7 +20,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, Config,
-    api::{ListParams, ObjectMeta},
+    api::{ListParams, ObjectMeta, WatchParams},
     config::KubeConfigOptions,
 };
 use serde_json::Value;
@@ -141,10 +143,8 @@ async fn the_peer_client_goes_through_the_proxy_and_only_where_allowed() {
     // Allowed: the API server's own address (what the auth service hands out).
     let (url, logs) = proxy(std::slice::from_ref(&authority), &mut guard);
     let client = peer_client(&identity(&kubeconfig, &c.server, &url)).await;
-    let nss = Api::<Namespace>::all(client)
-        .list(&ListParams::default())
-        .await
-        .unwrap();
+    let namespaces = Api::<Namespace>::all(client);
+    let nss = namespaces.list(&ListParams::default()).await.unwrap();
     assert!(
         nss.items
             .iter()
@@ -155,6 +155,25 @@ async fn the_peer_client_goes_through_the_proxy_and_only_where_allowed() {
         line.contains("CONNECT") && line.contains("from=127.0.0.1:") && line.contains(&authority),
         "{line}"
     );
+
+    // Requests share the API server's HTTP/2 connection: eight at once open no other tunnel.
+    let all = ListParams::default();
+    let lists = (0..8).map(|_| namespaces.list(&all));
+    for (i, list) in join_all(lists).await.into_iter().enumerate() {
+        assert!(list.is_ok(), "list {i}: {list:?}");
+    }
+    if let Ok(line) = logs.recv_timeout(Duration::from_millis(500)) {
+        panic!("a request at once with others opened a tunnel of its own: {line}");
+    }
+    // A watch keeps an HTTP/1.1 connection of its own (a kube-apiserver lets a connection carry
+    // 100 streams): a second tunnel.
+    let watch = namespaces
+        .watch(&WatchParams::default().timeout(5), "0")
+        .await
+        .unwrap();
+    let line = logs.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(line.contains("CONNECT") && line.contains(&authority), "{line}");
+    drop(watch);
 
     // Not allowed: a proxy for another target refuses the API server; no request passes.
     let (url, logs) = proxy(&["kubernetes.default:443".to_owned()], &mut guard);
