@@ -232,6 +232,13 @@ pub async fn handle(mut client: TcpStream, from: SocketAddr, allow: &[Target]) {
         }
     };
     tracing::info!(%from, target = %authority, %dial, "CONNECT");
+    // The tunnel's small writes go at once on both sides (HTTP/2 frames, TLS records), as the
+    // clients' own connections do: Nagle's algorithm would hold each behind a delayed ACK.
+    for (side, stream) in [("client", &client), ("target", &upstream)] {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::warn!(%from, side, error = %e, "setting TCP_NODELAY");
+        }
+    }
     if let Err(e) = client.write_all(ESTABLISHED.as_bytes()).await {
         tracing::info!(%from, error = %e, "answering CONNECT");
         return;

@@ -4,7 +4,8 @@
 //! shared by all of them, when the server agrees to HTTP/2.
 //!
 //! Why not every request over HTTP/2: a kube-apiserver lets a connection carry 100 streams at
-//! once (it says so in its SETTINGS; `--http2-max-streams-per-connection`), and hyper's client
+//! once (it says so in its SETTINGS; `--http2-max-streams-per-connection`; 100 by default since
+//! the 2023 fix of HTTP/2's rapid reset, 250 before), and hyper's client
 //! queues further streams on that connection instead of opening another (Go's does open
 //! another). A virtual kubelet watches each reflected kind in each offloaded namespace: past
 //! 100 streams its watches, and the requests queued behind them, would wait for ever. A
@@ -24,7 +25,9 @@ pub struct Split<S> {
 }
 
 /// Whether `request`'s answer may stay open for long: it asks for an upgrade (exec, attach,
-/// port-forward), or its query says `watch` or `follow` (`true` or `1`).
+/// port-forward), or its query has `watch` or `follow` set to anything but `false` or `0` (as
+/// the API server reads them). The deprecated `/api/v1/watch/...` paths are not recognised:
+/// kube never asks for them.
 pub fn streams<B>(request: &http::Request<B>) -> bool {
     if request.headers().contains_key(http::header::UPGRADE) {
         return true;
@@ -32,7 +35,9 @@ pub fn streams<B>(request: &http::Request<B>) -> bool {
     request.uri().query().is_some_and(|q| {
         q.split('&').any(|pair| {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            matches!(name, "watch" | "follow") && matches!(value, "true" | "1")
+            matches!(name, "watch" | "follow")
+                && !value.eq_ignore_ascii_case("false")
+                && value != "0"
         })
     })
 }
@@ -45,6 +50,8 @@ where
     type Error = S::Error;
     type Future = S::Future;
 
+    /// Ready when both are (hyper's client always is): the one a request does not take keeps
+    /// whatever its readiness reserved.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         match self.streams.poll_ready(cx) {
             Poll::Ready(Ok(())) => self.requests.poll_ready(cx),
@@ -87,6 +94,11 @@ mod tests {
         exec.headers_mut()
             .insert(http::header::UPGRADE, "websocket".parse().unwrap());
         assert!(streams(&exec));
+        // As the API server reads a boolean: anything but false or 0.
+        assert!(streams(&get("/api/v1/pods?watch=True")));
+        assert!(streams(&get("/api/v1/pods?watch=")));
+        assert!(streams(&get("/api/v1/pods?watch")));
+        assert!(!streams(&get("/api/v1/pods?watch=FALSE")));
         // Plain requests, and the parameters said false.
         assert!(!streams(&get("/api/v1/pods")));
         assert!(!streams(&get("/api/v1/pods?limit=500&watch=false")));

@@ -12,8 +12,8 @@ use std::{
 };
 
 use base64::{Engine, engine::general_purpose::STANDARD};
-use futures::future::join_all;
 use control::consts::keys;
+use futures::future::join_all;
 use k8s_openapi::{
     ByteString,
     api::core::v1::{Namespace, Secret},
@@ -172,7 +172,13 @@ async fn the_peer_client_goes_through_the_proxy_and_only_where_allowed() {
         .await
         .unwrap();
     let line = logs.recv_timeout(Duration::from_secs(5)).unwrap();
-    assert!(line.contains("CONNECT") && line.contains(&authority), "{line}");
+    assert!(
+        line.contains("CONNECT") && line.contains(&authority),
+        "{line}"
+    );
+    if let Ok(line) = logs.recv_timeout(Duration::from_millis(500)) {
+        panic!("a watch opened more than one tunnel: {line}");
+    }
     drop(watch);
 
     // Not allowed: a proxy for another target refuses the API server; no request passes.
