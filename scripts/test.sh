@@ -40,7 +40,7 @@ else
 fi
 
 # Failures of an earlier run under the same LIQO_TIMINGS are not this run's.
-rm -f "$LIQO_TIMINGS.failures"
+rm -f "$LIQO_TIMINGS.failures" "$LIQO_TIMINGS.failures.short"
 status=0
 phase "fmt" cargo fmt --all -- --check
 # No import cycle among the crates (every dependency kind) or among any crate's modules.

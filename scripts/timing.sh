@@ -82,6 +82,21 @@ record_failure() {
       tail -n 10 "$3" | cut -c1-500 | sed 's/^/    /'
     }
   } >>"$LIQO_TIMINGS.failures"
+  # A line per panic (its test, where, the message's first line), printed last of all: a
+  # lab's diagnosis after a panic fills the lines above and the log's end still says why.
+  awk -v bin="$1" '
+    /panicked at / {
+      n++; if (n > 8) exit
+      t = $0; sub(/^thread .?/, "", t); sub(/.? \([0-9]+\) panicked at .*/, "", t); sub(/.? panicked at .*/, "", t)
+      at = $0; sub(/.*panicked at /, "", at); sub(/:$/, "", at)
+      want = 1; next
+    }
+    # The first line of assert_eq! says nothing: its left and right lines join it.
+    want == 1 { m = $0; if (m ~ /^assertion `left/) { want = 3; next } }
+    want > 1 { m = m " " $0; if (--want > 1) next }
+    want { print "  " bin ": " t " at " at ": " (length(m) > 300 ? substr(m, 1, 300) " [...]" : m); want = 0 }
+    END { if (n == 0) exit 1 }' "$3" >>"$LIQO_TIMINGS.failures.short" ||
+    echo "  $1: exit $2 without a panic (its last lines are above)" >>"$LIQO_TIMINGS.failures.short"
 }
 
 # print_failures: what record_failure kept, if anything failed.
@@ -89,6 +104,10 @@ print_failures() {
   [ -s "$LIQO_TIMINGS.failures" ] || return 0
   echo "== why the failed test binaries failed (their panics; the whole output is above)"
   cat "$LIQO_TIMINGS.failures"
+  if [ -s "$LIQO_TIMINGS.failures.short" ]; then
+    echo "== the panics, a line each"
+    cat "$LIQO_TIMINGS.failures.short"
+  fi
 }
 
 # The recorded phases as a table and their total (the integration tests count once, as the

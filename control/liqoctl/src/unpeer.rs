@@ -110,7 +110,7 @@ const POLL: Duration = Duration::from_millis(200);
 /// Why something a ForeignCluster made could not be removed (collected, then reported
 /// together in [`PeerError::Leftovers`]).
 #[derive(Debug, thiserror::Error)]
-enum Leftover {
+pub(crate) enum Leftover {
     /// A call to the apiserver failed.
     #[error("{what}")]
     Kube {
@@ -327,8 +327,8 @@ async fn remove_tenant(
 
 /// Deletes namespace `tenant` and waits until it is gone; a controller reconcile that began
 /// before the ForeignCluster went may apply it once more: looked at again a second later, and
-/// deleted again if so.
-async fn delete_namespace(
+/// deleted again if so. `unpeer in-band` removes its tenant namespaces with it too.
+pub(crate) async fn delete_namespace(
     client: &Client,
     tenant: &str,
     deadline: tokio::time::Instant,

@@ -63,7 +63,16 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     }
 
     // c. Our tenant namespace for the peer.
-    let tenant = tenant_namespace(&ctx, &peer).await?;
+    let Some(tenant) = tenant_namespace(&ctx, &peer).await? else {
+        // An earlier peering's, still terminating: nothing can be made in it, so nothing
+        // names it until it is gone (liqoctl would write the peer's NetworkConfig into it).
+        tracing::info!(%name, "the tenant namespace is still being deleted: waiting for it to go");
+        if let Some(t) = status.tenant_namespace.as_mut() {
+            t.local = None;
+        }
+        write_status(&api, &name, &old, &status).await?;
+        return Ok(Requeue::requeue(TENANT_TERMINATING_RECHECK));
+    };
     status
         .tenant_namespace
         .get_or_insert_with(TenantNamespace::default)
@@ -153,13 +162,22 @@ async fn processable(
     Ok(true)
 }
 
-/// (c) Our tenant namespace for the peer, applied; its name.
-async fn tenant_namespace(ctx: &Context, peer: &ClusterIdentity) -> Result<String, Error> {
+/// How soon a ForeignCluster whose tenant namespace is still terminating is looked at again
+/// (the namespace's deletion wakes no ForeignCluster reconcile).
+const TENANT_TERMINATING_RECHECK: Duration = Duration::from_secs(2);
+
+/// (c) Our tenant namespace for the peer, applied; its name, or `None` while it is still
+/// terminating (an earlier peering's, deleted by unpeer).
+async fn tenant_namespace(ctx: &Context, peer: &ClusterIdentity) -> Result<Option<String>, Error> {
     let tenant = names::tenant_namespace(peer).to_string();
     let ns_api: Api<Namespace> = Api::all(ctx.client.clone());
     let ns = objects::tenant_namespace(&tenant, &peer.cluster_id, &ctx.local.cluster_id);
-    apply(&ns_api, &tenant, &ns).await?;
-    Ok(tenant)
+    let applied = apply(&ns_api, &tenant, &ns).await?;
+    Ok(applied
+        .metadata
+        .deletion_timestamp
+        .is_none()
+        .then_some(tenant))
 }
 
 /// (f–h) Carries out one of the peering's actions; a recheck it asks for.

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use control::api::{discovery::ForeignCluster, net::NetworkConfig};
 use ipam::service::proto;
-use k8s_openapi::api::core::v1::Namespace;
 use kube::{
     Api,
     api::{ApiResource, DeleteParams, DynamicObject, ListParams},
@@ -17,7 +16,7 @@ use crate::peer::error::{PeerError, kube_err};
 
 /// `unpeer in-band`: outgoing `No` on both sides (waited for), the ForeignClusters deleted
 /// (their network torn down by the network managers) and waited for, then the tenant
-/// namespaces, and last any auth/proxy mapping the IPAM still holds.
+/// namespaces (waited for until gone), and last any auth/proxy mapping the IPAM still holds.
 pub async fn unpeer(
     local: Side,
     remote: Side,
@@ -95,15 +94,12 @@ pub async fn unpeer(
             },
         )
         .await?;
+        // Waited for until gone: a peering made again at once would otherwise get the
+        // namespace still terminating as its tenant namespace (and lose what it wrote there).
         if let Some(ns) = tenant {
-            match Api::<Namespace>::all(on.client.clone())
-                .delete(&ns, &DeleteParams::default())
+            crate::unpeer::delete_namespace(&on.client, &ns, deadline)
                 .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(kube_err(format!("deleting namespace {ns}"))(e)),
-            }
+                .map_err(|e| PeerError::Leftovers(liqo_types::chain(&e)))?;
         }
         println!(
             "ForeignCluster {name} for {} deleted in {}",
