@@ -85,17 +85,24 @@ record_failure() {
   # A line per panic (its test, where, the message's first line), printed last of all: a
   # lab's diagnosis after a panic fills the lines above and the log's end still says why.
   awk -v bin="$1" '
+    function say() { print "  " bin ": " t " at " at ": " (length(m) > 300 ? substr(m, 1, 300) " [...]" : m); want = 0 }
     /panicked at / {
-      n++; if (n > 8) exit
+      if (want) say()
+      n++; if (n > 8) next
       t = $0; sub(/^thread .?/, "", t); sub(/.? \([0-9]+\) panicked at .*/, "", t); sub(/.? panicked at .*/, "", t)
       at = $0; sub(/.*panicked at /, "", at); sub(/:$/, "", at)
-      want = 1; next
+      m = "(no message)"; want = 1; next
     }
+    n > 8 { next }
     # The first line of assert_eq! says nothing: its left and right lines join it.
     want == 1 { m = $0; if (m ~ /^assertion `left/) { want = 3; next } }
     want > 1 { m = m " " $0; if (--want > 1) next }
-    want { print "  " bin ": " t " at " at ": " (length(m) > 300 ? substr(m, 1, 300) " [...]" : m); want = 0 }
-    END { if (n == 0) exit 1 }' "$3" >>"$LIQO_TIMINGS.failures.short" ||
+    want { say() }
+    END {
+      if (want) say()
+      if (n > 8) print "  " bin ": and " n - 8 " more panics (in its whole output)"
+      if (n == 0) exit 1
+    }' "$3" >>"$LIQO_TIMINGS.failures.short" ||
     echo "  $1: exit $2 without a panic (its last lines are above)" >>"$LIQO_TIMINGS.failures.short"
 }
 

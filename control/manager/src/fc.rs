@@ -63,16 +63,21 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
     }
 
     // c. Our tenant namespace for the peer.
-    let Some(tenant) = tenant_namespace(&ctx, &peer).await? else {
-        // An earlier peering's, still terminating: nothing can be made in it, so nothing
-        // names it until it is gone (liqoctl would write the peer's NetworkConfig into it).
-        tracing::info!(%name, "the tenant namespace is still being deleted: waiting for it to go");
-        if let Some(t) = status.tenant_namespace.as_mut() {
-            t.local = None;
-        }
+    let (tenant, terminating) = tenant_namespace(&ctx, &peer).await?;
+    let named = status
+        .tenant_namespace
+        .as_ref()
+        .and_then(|t| t.local.as_deref())
+        .is_some_and(|t| t == tenant);
+    if terminating && !named && fc.metadata.deletion_timestamp.is_none() {
+        // An earlier peering's, still terminating: nothing can be made in it, so a new
+        // peering names it only once it is gone and made again (liqoctl would write the
+        // peer's NetworkConfig into it). One that names it already keeps it: the replicator
+        // and the network manager clean up what it holds, and it goes.
+        tracing::debug!(%name, %tenant, "the tenant namespace is still being deleted: waiting for it to go");
         write_status(&api, &name, &old, &status).await?;
         return Ok(Requeue::requeue(TENANT_TERMINATING_RECHECK));
-    };
+    }
     status
         .tenant_namespace
         .get_or_insert_with(TenantNamespace::default)
@@ -166,18 +171,14 @@ async fn processable(
 /// (the namespace's deletion wakes no ForeignCluster reconcile).
 const TENANT_TERMINATING_RECHECK: Duration = Duration::from_secs(2);
 
-/// (c) Our tenant namespace for the peer, applied; its name, or `None` while it is still
-/// terminating (an earlier peering's, deleted by unpeer).
-async fn tenant_namespace(ctx: &Context, peer: &ClusterIdentity) -> Result<Option<String>, Error> {
+/// (c) Our tenant namespace for the peer, applied; its name, and whether it is terminating
+/// (an earlier peering's, deleted by unpeer).
+async fn tenant_namespace(ctx: &Context, peer: &ClusterIdentity) -> Result<(String, bool), Error> {
     let tenant = names::tenant_namespace(peer).to_string();
     let ns_api: Api<Namespace> = Api::all(ctx.client.clone());
     let ns = objects::tenant_namespace(&tenant, &peer.cluster_id, &ctx.local.cluster_id);
     let applied = apply(&ns_api, &tenant, &ns).await?;
-    Ok(applied
-        .metadata
-        .deletion_timestamp
-        .is_none()
-        .then_some(tenant))
+    Ok((tenant, applied.metadata.deletion_timestamp.is_some()))
 }
 
 /// (f–h) Carries out one of the peering's actions; a recheck it asks for.

@@ -12,7 +12,10 @@ use kube::{
 use tokio::time::Instant;
 
 use super::common::{Cluster, Side, find_fc, other, poll, read, tenant, whole_seconds};
-use crate::peer::error::{PeerError, kube_err};
+use crate::{
+    peer::error::{PeerError, kube_err},
+    unpeer::Leftover,
+};
 
 /// `unpeer in-band`: outgoing `No` on both sides (waited for), the ForeignClusters deleted
 /// (their network torn down by the network managers) and waited for, then the tenant
@@ -97,9 +100,18 @@ pub async fn unpeer(
         // Waited for until gone: a peering made again at once would otherwise get the
         // namespace still terminating as its tenant namespace (and lose what it wrote there).
         if let Some(ns) = tenant {
+            let cluster = &on.identity.cluster_name;
             crate::unpeer::delete_namespace(&on.client, &ns, deadline)
                 .await
-                .map_err(|e| PeerError::Leftovers(liqo_types::chain(&e)))?;
+                .map_err(|e| match e {
+                    Leftover::StillThere { namespace, phase } => PeerError::Timeout(format!(
+                        "Timed out waiting for namespace {namespace} to be deleted in {cluster} \
+                         (still {phase}); the ForeignClusters are deleted"
+                    )),
+                    Leftover::Kube { what, source } => {
+                        kube_err(format!("deleting {what} in {cluster}"))(source)
+                    }
+                })?;
         }
         println!(
             "ForeignCluster {name} for {} deleted in {}",
