@@ -69,11 +69,9 @@ pub async fn reconcile(fc: Arc<ForeignCluster>, ctx: Arc<Context>) -> Result<Req
         .as_ref()
         .and_then(|t| t.local.as_deref())
         .is_some_and(|t| t == tenant);
-    if terminating && !named && fc.metadata.deletion_timestamp.is_none() {
-        // An earlier peering's, still terminating: nothing can be made in it, so a new
-        // peering names it only once it is gone and made again (liqoctl would write the
-        // peer's NetworkConfig into it). One that names it already keeps it: the replicator
-        // and the network manager clean up what it holds, and it goes.
+    if decide::wait_for_tenant(terminating, named, fc.metadata.deletion_timestamp.is_some()) {
+        // Named once it is gone and made again (liqoctl would write the peer's NetworkConfig
+        // into the terminating one).
         tracing::debug!(%name, %tenant, "the tenant namespace is still being deleted: waiting for it to go");
         write_status(&api, &name, &old, &status).await?;
         return Ok(Requeue::requeue(TENANT_TERMINATING_RECHECK));

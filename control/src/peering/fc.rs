@@ -27,6 +27,15 @@ pub fn process(fc_id: &ClusterId, local_id: &ClusterId, older_duplicate: bool) -
     }
 }
 
+/// Whether a ForeignCluster waits before naming its tenant namespace (§1.2 step 3c): the
+/// namespace is `terminating` (an earlier peering's, deleted by an unpeer), so nothing can be
+/// made in it. One that already names it (`named`) keeps it, so that the replicator and the
+/// network manager clean up what it holds and it can go; one being deleted (`deleting`) is
+/// never held back.
+pub fn wait_for_tenant(terminating: bool, named: bool, deleting: bool) -> bool {
+    terminating && !named && !deleting
+}
+
 /// Our identity at the peer, as the identity Secret in our tenant namespace says.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IdentityState {

@@ -399,3 +399,12 @@ fn only_a_discovered_foreign_cluster_without_peering_is_deleted() {
         P::None
     ));
 }
+
+#[test]
+fn only_a_new_live_peering_waits_for_a_terminating_tenant_namespace() {
+    assert!(wait_for_tenant(true, false, false));
+    // Not terminating; already named (its cleanup needs the name); being deleted.
+    assert!(!wait_for_tenant(false, false, false));
+    assert!(!wait_for_tenant(true, true, false));
+    assert!(!wait_for_tenant(true, false, true));
+}
