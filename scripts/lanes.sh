@@ -37,6 +37,13 @@ LANES_LIGHT=(gateway netops auth overlay proxy dataplane ipam control driver)
 # 190 alone); the others follow in build order.
 LANES_SLOW_FIRST=(k8s manager lab_on_k8s bench liqoctl virtual_kubelet lab gateway netops auth)
 
+# How long one binary may run (seconds, LIQO_BINARY_LIMIT): past it, it is stopped (SIGTERM,
+# SIGKILL 30 s later, with what it started in its process group) and recorded as failed,
+# naming the tests still running (libtest says which ran over 60 s). A hung test then costs one
+# binary, not the whole CI run: the slowest binary took 460 s of a warm CI run, where the run
+# has 1,500 s; a hung one once ran until CI's 90 minutes stopped everything, naming nothing.
+LANES_LIMIT_DEFAULT=1200
+
 # The binaries running now: pid -> "<package>/<source> (<executable>)", their start and log.
 declare -A LANES_SHOWN=() LANES_STARTED=() LANES_LOG=()
 
@@ -48,12 +55,13 @@ declare -A LANES_SHOWN=() LANES_STARTED=() LANES_LOG=()
 # is empty, if not every listed binary ran, or (before any runs) if a quiet test is not in its
 # binary; 2 for a bad LIQO_LANES or lane list.
 run_binaries() {
-  local tsv=$1 logs=$2 lanes=${LIQO_LANES:-2} name failed=0 listed
+  local tsv=$1 logs=$2 lanes=${LIQO_LANES:-2} limit=${LIQO_BINARY_LIMIT:-$LANES_LIMIT_DEFAULT} name failed=0 listed
   if ((BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
     echo "error: running the test binaries side by side needs bash 5.1 or newer (wait -n -p); this is $BASH_VERSION" >&2
     return 2
   fi
   [[ "$lanes" =~ ^[1-9][0-9]*$ ]] || { echo "error: LIQO_LANES=$lanes is not a positive number" >&2; return 2; }
+  [[ "$limit" =~ ^[1-9][0-9]*$ ]] || { echo "error: LIQO_BINARY_LIMIT=$limit is not a positive number of seconds" >&2; return 2; }
   listed=$(grep -c . "$tsv" || true) # grep -c exits 1 when it counts 0: the check below says so.
   [ "$listed" -gt 0 ] || { echo "error: no integration test executables listed in $tsv" >&2; return 1; }
   # Each entry: a line of the list, then a tab, the arguments and a tab, the label of a part.
@@ -134,7 +142,9 @@ run_binaries() {
     read -ra words <<<"$args"
     n=$((n + 1))
     local t0=$EPOCHREALTIME
-    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" CARGO_PKG_NAME="$pkg" exec "$exe" "${words[@]}") \
+    # timeout(1) runs it in a process group of its own and signals the whole group.
+    (cd "$dir" && CARGO_MANIFEST_DIR="$dir" CARGO_PKG_NAME="$pkg" \
+      exec timeout --kill-after=30 "$limit" "$exe" "${words[@]}") \
       </dev/null >"$logs/$n.log" 2>&1 &
     pid=$!
     LANES_STARTED[$pid]=$t0
@@ -149,7 +159,15 @@ run_binaries() {
     [ "$2" -eq 0 ] || echo "     ${LANES_SHOWN[$1]% (*} exited with status $2"
     record_phase "test ${LANES_SHOWN[$1]% (*}" "${LANES_STARTED[$1]}" "$2"
     [ "$2" -eq 0 ] || failed=1
-    [ "$2" -eq 0 ] || record_failure "${LANES_SHOWN[$1]% (*}" "$2" "${LANES_LOG[$1]}"
+    if [ "$2" -eq 124 ] || [ "$2" -eq 137 ]; then
+      # 124: timeout(1) stopped it at its limit; 137: SIGKILL (the limit's, 30 s on, or the
+      # kernel's out of memory killer).
+      record_stopped "${LANES_SHOWN[$1]% (*}" "${LANES_LOG[$1]}" \
+        "$([ "$2" -eq 124 ] && echo "stopped at its time limit of $limit s (LIQO_BINARY_LIMIT)" ||
+          echo "killed (SIGKILL: 30 s after its time limit of $limit s, or out of memory)")"
+    elif [ "$2" -ne 0 ]; then
+      record_failure "${LANES_SHOWN[$1]% (*}" "$2" "${LANES_LOG[$1]}"
+    fi
     unset "LANES_STARTED[$1]" "LANES_SHOWN[$1]" "LANES_LOG[$1]"
   }
   # reap: waits for any running binary to end and finishes it. `wait -p` unsets `pid` and sets
@@ -217,6 +235,8 @@ lanes_stop() {
   for pid in "${!LANES_SHOWN[@]}"; do
     echo "     still running when the run ended: ${LANES_SHOWN[$pid]}; the end of its output:"
     tail -n 60 "${LANES_LOG[$pid]}" 2>/dev/null || echo "     (no output)"
+    # Also among the run's last lines (a CI log shows its end).
+    record_stopped "${LANES_SHOWN[$pid]% (*}" "${LANES_LOG[$pid]}" "still running when the run ended"
     # It may end between the listing and the signal: nothing left to stop is not an error.
     kill "$pid" 2>/dev/null || true
   done

@@ -106,6 +106,26 @@ record_failure() {
     echo "  $1: exit $2 without a panic (its last lines are above)" >>"$LIQO_TIMINGS.failures.short"
 }
 
+# record_stopped LABEL LOG WHY: keeps, for the run's last lines, a test binary stopped from
+# outside (its time limit, the run's end): WHY, the tests still running then (libtest names a
+# test running over 60 s and later its result; those without a result), and its output's last
+# 10 lines.
+record_stopped() {
+  local running
+  running=$(awk '
+    / has been running for over 60 seconds$/ {
+      t = $0; sub(/^test /, "", t); sub(/ has been running for over 60 seconds$/, "", t); slow[t] = 1; next
+    }
+    /^test .* \.\.\. / { t = $0; sub(/^test /, "", t); sub(/ \.\.\. .*/, "", t); delete slow[t] }
+    END { for (t in slow) printf "%s%s", (n++ ? ", " : ""), t }' "$2" 2>/dev/null)
+  running=${running:-none over 60 s}
+  {
+    echo "  $1: $3; tests still running: $running; its last lines:"
+    tail -n 10 "$2" 2>/dev/null | cut -c1-500 | sed 's/^/    /'
+  } >>"$LIQO_TIMINGS.failures"
+  echo "  $1: $3; tests still running: $running" >>"$LIQO_TIMINGS.failures.short"
+}
+
 # print_failures: what record_failure kept, if anything failed.
 print_failures() {
   [ -s "$LIQO_TIMINGS.failures" ] || return 0
@@ -115,6 +135,17 @@ print_failures() {
     echo "== the panics, a line each"
     cat "$LIQO_TIMINGS.failures.short"
   fi
+}
+
+# print_phases_line WALL: the phases (not each test binary) and WALL seconds on two lines, the
+# run's very last: a CI log cut in the middle still says where the time went (a run stopped by
+# CI's limit showed only its fastest binaries).
+print_phases_line() {
+  echo "== the phases (seconds)"
+  awk -F'\t' -v wall="$1" '
+    $1 ~ /^test / { next }
+    { printf "%s%s %.0f%s", (n++ ? ", " : "  "), $1, $2, ($3 == "ok" ? "" : " " $3) }
+    END { printf "%swall %.0f\n", (n ? "; " : "  "), wall }' "$LIQO_TIMINGS"
 }
 
 # The recorded phases as a table and their total (the integration tests count once, as the
