@@ -21,6 +21,12 @@ use super::{
 pub const DEFAULT_SERVER: &str = "http://127.0.0.1:6000";
 /// How long connecting (TCP and TLS) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one call may wait for its answer: past it, the call fails (code `Cancelled`,
+/// "Timeout expired"). Longer than two of the server's own store requests
+/// ([`crate::store::configmap::REQUEST_TIMEOUT`] each), so a slow store answers with its own
+/// error first; a server that takes a call and never answers (wedged, or its host gone without a
+/// reset) no longer holds the CLI or a controller forever.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(75);
 
 /// A connected client; every call carries the token, if one was given.
 pub type Client = IpamClient<InterceptedService<Channel, BearerToken>>;
@@ -235,7 +241,8 @@ impl ClientOptions {
             .map_err(ClientError::Token)?;
         let mut endpoint = Endpoint::from_shared(self.server.clone())
             .map_err(|_| ClientError::BadServer { server: server() })?
-            .connect_timeout(CONNECT_TIMEOUT);
+            .connect_timeout(CONNECT_TIMEOUT)
+            .timeout(CALL_TIMEOUT);
         if plan.https {
             let mut tls = ClientTlsConfig::new();
             tls = match &self.ca_file {
@@ -262,23 +269,68 @@ impl ClientOptions {
     }
 }
 
-/// Connects to the service as `options` say (see [`ClientOptions::prepare`]).
+/// Connects to the service as `options` say (see [`ClientOptions::prepare`]), each call
+/// bounded by [`CALL_TIMEOUT`].
 pub async fn connect(options: &ClientOptions) -> Result<Client, ClientError> {
-    let prepared = options.prepare()?;
-    let channel = prepared
-        .endpoint
+    connect_within(options, CALL_TIMEOUT).await
+}
+
+/// [`connect`] with each call bounded by `call_timeout` instead.
+pub async fn connect_within(
+    options: &ClientOptions,
+    call_timeout: Duration,
+) -> Result<Client, ClientError> {
+    let Prepared { endpoint, token } = options.prepare()?;
+    let channel = endpoint
+        .timeout(call_timeout)
         .connect()
         .await
         .map_err(|source| ClientError::Connect {
             server: options.server.clone(),
             source,
         })?;
-    Ok(prepared.client(channel))
+    Ok(IpamClient::with_interceptor(channel, token))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server that takes the connection and the call and never answers: the call fails at
+    /// its timeout, as cancelled, instead of waiting forever.
+    #[tokio::test]
+    async fn a_call_to_a_server_that_never_answers_fails_at_its_timeout() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Reads whatever comes (the HTTP/2 preface, the call) and writes nothing.
+        let server = tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 4096];
+            while s.read(&mut buf).await.is_ok_and(|n| n > 0) {}
+        });
+        let opts = ClientOptions::new(format!("http://{addr}"));
+        let t = std::time::Instant::now();
+        let mut c = connect_within(&opts, Duration::from_millis(500))
+            .await
+            .unwrap();
+        let status = tokio::time::timeout(
+            Duration::from_secs(10),
+            c.list(crate::service::proto::Empty {}),
+        )
+        .await
+        .expect("the call is still waiting after 10 s")
+        .unwrap_err();
+        let took = t.elapsed();
+        assert_eq!(status.code(), tonic::Code::Cancelled, "{status:?}");
+        assert_eq!(
+            status.message(),
+            "Timeout expired",
+            "the CLI's message keys on it"
+        );
+        assert!(took >= Duration::from_millis(450), "{took:?}");
+        server.abort();
+    }
 
     fn opts(server: &str, ca: bool, token: bool, cert: bool, key: bool) -> ClientOptions {
         let p = |on: bool, s: &str| on.then(|| PathBuf::from(s));

@@ -266,6 +266,13 @@ fn main() -> ExitCode {
         run(cli)
             .await
             .map_err(|e| match e.downcast::<tonic::Status>() {
+                // The client's own deadline, not the service's answer.
+                Ok(s) if s.code() == tonic::Code::Cancelled && s.message() == "Timeout expired" => {
+                    anyhow::anyhow!(
+                        "the service did not answer within {} s",
+                        ipam::service::client::CALL_TIMEOUT.as_secs()
+                    )
+                }
                 Ok(s) => anyhow::anyhow!("{} ({:?})", s.message(), s.code()),
                 Err(e) => e,
             })
