@@ -37,11 +37,12 @@ LANES_LIGHT=(gateway netops auth overlay proxy dataplane ipam control driver)
 # 190 alone); the others follow in build order.
 LANES_SLOW_FIRST=(k8s manager lab_on_k8s bench liqoctl virtual_kubelet lab gateway netops auth)
 
-# How long one binary may run (seconds, LIQO_BINARY_LIMIT): past it, it is stopped (SIGTERM,
-# SIGKILL 30 s later, with what it started in its process group) and recorded as failed,
-# naming the tests still running (libtest says which ran over 60 s). A hung test then costs one
-# binary, not the whole CI run: the slowest binary took 460 s of a warm CI run, where the run
-# has 1,500 s; a hung one once ran until CI's 90 minutes stopped everything, naming nothing.
+# How long one binary may run (seconds, LIQO_BINARY_LIMIT): past it, timeout(1) stops it
+# (SIGTERM to its process group, SIGKILL to the binary 30 s later), what is left of the group
+# is killed, and it is recorded as failed, naming the tests still running (those libtest said
+# ran over 60 s, which it says only when tests run on more than one thread). A hung test then
+# costs one binary, not the whole CI run: the slowest binary takes about 520 s of a warm run of
+# about 1,300 s; a hung one once ran until CI's 90 minutes stopped everything, naming nothing.
 LANES_LIMIT_DEFAULT=1200
 
 # The binaries running now: pid -> "<package>/<source> (<executable>)", their start and log.
@@ -160,8 +161,14 @@ run_binaries() {
     record_phase "test ${LANES_SHOWN[$1]% (*}" "${LANES_STARTED[$1]}" "$2"
     [ "$2" -eq 0 ] || failed=1
     if [ "$2" -eq 124 ] || [ "$2" -eq 137 ]; then
+      # timeout(1) leads the group (the subshell exec'd it): what its binary started and
+      # that outlived SIGTERM goes too.
+      kill -KILL -- "-$1" 2>/dev/null || true
       # 124: timeout(1) stopped it at its limit; 137: SIGKILL (the limit's, 30 s on, or the
       # kernel's out of memory killer).
+      # Tests that failed before it was stopped keep their panics.
+      ! grep -q "panicked at " "${LANES_LOG[$1]}" ||
+        record_failure "${LANES_SHOWN[$1]% (*}" "$2" "${LANES_LOG[$1]}"
       record_stopped "${LANES_SHOWN[$1]% (*}" "${LANES_LOG[$1]}" \
         "$([ "$2" -eq 124 ] && echo "stopped at its time limit of $limit s (LIQO_BINARY_LIMIT)" ||
           echo "killed (SIGKILL: 30 s after its time limit of $limit s, or out of memory)")"
@@ -237,7 +244,8 @@ lanes_stop() {
     tail -n 60 "${LANES_LOG[$pid]}" 2>/dev/null || echo "     (no output)"
     # Also among the run's last lines (a CI log shows its end).
     record_stopped "${LANES_SHOWN[$pid]% (*}" "${LANES_LOG[$pid]}" "still running when the run ended"
-    # It may end between the listing and the signal: nothing left to stop is not an error.
-    kill "$pid" 2>/dev/null || true
+    # Its process group (timeout(1) leads it). It may end between the listing and the signal:
+    # nothing left to stop is not an error.
+    kill -- "-$pid" 2>/dev/null || true
   done
 }

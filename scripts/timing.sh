@@ -130,10 +130,10 @@ record_stopped() {
 # print_failures: what record_failure kept, if anything failed.
 print_failures() {
   [ -s "$LIQO_TIMINGS.failures" ] || return 0
-  echo "== why the failed test binaries failed (their panics; the whole output is above)"
+  echo "== why the failed test binaries failed (their panics, or why they were stopped; the whole output is above)"
   cat "$LIQO_TIMINGS.failures"
   if [ -s "$LIQO_TIMINGS.failures.short" ]; then
-    echo "== the panics, a line each"
+    echo "== the panics and the stopped binaries, a line each"
     cat "$LIQO_TIMINGS.failures.short"
   fi
 }
@@ -145,8 +145,12 @@ print_phases_line() {
   echo "== the phases (seconds)"
   awk -F'\t' -v wall="$1" '
     $1 ~ /^test / { next }
-    { printf "%s%s %.0f%s", (n++ ? ", " : "  "), $1, $2, ($3 == "ok" ? "" : " " $3) }
-    END { printf "%swall %.0f\n", (n ? "; " : "  "), wall }' "$LIQO_TIMINGS"
+    { printf "%s%s %.0f%s", (n++ ? ", " : "  "), $1, $2, ($3 == "ok" ? "" : " " $3); sum += $2 }
+    END {
+      # A phase cut short (the run stopped in it) recorded nothing: its time is what is left.
+      if (wall - sum >= 10) printf "%sin no finished phase %.0f", (n ? ", " : "  "), wall - sum
+      printf "%swall %.0f\n", (n || wall - sum >= 10 ? "; " : "  "), wall
+    }' "$LIQO_TIMINGS"
 }
 
 # The recorded phases as a table and their total (the integration tests count once, as the

@@ -267,12 +267,11 @@ fn main() -> ExitCode {
             .await
             .map_err(|e| match e.downcast::<tonic::Status>() {
                 // The client's own deadline, not the service's answer.
-                Ok(s) if s.code() == tonic::Code::Cancelled && s.message() == "Timeout expired" => {
-                    anyhow::anyhow!(
-                        "the service did not answer within {} s",
-                        ipam::service::client::CALL_TIMEOUT.as_secs()
-                    )
-                }
+                Ok(s) if ipam::service::client::timed_out(&s) => anyhow::anyhow!(
+                    "the service did not answer within {} s; a change asked for may still be \
+                     made (`liqo-ipam list` shows the state)",
+                    ipam::service::client::CALL_TIMEOUT.as_secs()
+                ),
                 Ok(s) => anyhow::anyhow!("{} ({:?})", s.message(), s.code()),
                 Err(e) => e,
             })
