@@ -137,18 +137,22 @@ async fn the_operators_render_the_cores_plan_report_connections_and_hold_their_f
         &[net::GATEWAY_FINALIZER, net::ROUTE_FINALIZER],
     )
     .await;
-    // Every node's route operator holds the route finalizer under its own field manager.
-    let obj = teps(&admin, "liqo-tenant-milan")
-        .get("milan")
-        .await
-        .unwrap();
+    // Every node's route operator holds the route finalizer under its own field manager (each
+    // applies it as it reconciles: one may come a moment after another's made it present).
     for n in NODES {
         let m = liqo_netops::route_op::manager(n);
-        assert!(
-            liqo_netops::kube::owns_finalizer(&obj.metadata, &m, net::ROUTE_FINALIZER),
-            "{m} holds it: {:?}",
-            obj.metadata.managed_fields
-        );
+        eventually(30, &format!("{m} holds the route finalizer"), || async {
+            let obj = teps(&admin, "liqo-tenant-milan")
+                .get("milan")
+                .await
+                .map_err(|e| e.to_string())?;
+            if liqo_netops::kube::owns_finalizer(&obj.metadata, &m, net::ROUTE_FINALIZER) {
+                Ok(())
+            } else {
+                Err(format!("{:?}", obj.metadata.managed_fields))
+            }
+        })
+        .await;
     }
     let lease = Api::<Lease>::namespaced(admin.clone(), "liqo")
         .get(net::GATEWAY_LEASE)
