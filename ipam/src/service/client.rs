@@ -24,9 +24,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one call may wait for its answer: past it, the call fails (code `Cancelled`, its
 /// source a [`tonic::TimeoutExpired`]). A server that takes a call and never answers (wedged, or
 /// its host gone without a reset) no longer holds the CLI, the gateway operator or a test
-/// forever. It is longer
-/// than one of the server's store requests ([`crate::store::configmap::REQUEST_TIMEOUT`]), so a
-/// slow store usually answers with its own error first, but it bounds nothing on the server: a
+/// forever. It is longer than one of the server's store requests
+/// ([`crate::store::configmap::REQUEST_TIMEOUT`]), so a slow store usually answers with its
+/// own error first, but it bounds nothing on the server: a
 /// save may chain several requests or wait behind another call's, and goes on after the client
 /// gave up (the server is not told: no `grpc-timeout`), so a change may land after a timeout.
 /// Callers with their own figure set it on the endpoint (the manager, the virtual kubelet).
@@ -297,8 +297,10 @@ pub async fn connect_within(
     options: &ClientOptions,
     call_timeout: Duration,
 ) -> Result<Client, ClientError> {
-    let Prepared { endpoint, token } = options.prepare()?;
-    let channel = endpoint
+    let prepared = options.prepare()?;
+    let channel = prepared
+        .endpoint
+        .clone()
         .timeout(call_timeout)
         .connect()
         .await
@@ -306,7 +308,7 @@ pub async fn connect_within(
             server: options.server.clone(),
             source,
         })?;
-    Ok(IpamClient::with_interceptor(channel, token))
+    Ok(prepared.client(channel))
 }
 
 #[cfg(test)]
