@@ -18,9 +18,10 @@
 //!   lab), and the supervision of background tasks such as that server or a gRPC server
 //!   ([`tasks::Tasks`]): a task that stops stops the daemon with its error;
 //! - logging setup ([`logging::init`]) and the shutdown signals ([`signal::shutdown`]);
-//! - the runtime of the Kubernetes components, whose allocator is mimalloc or glibc's as
-//!   `LIQO_MALLOC` chooses ([`memory::choice`]; [`memory::runtime`]: each worker thread gives
-//!   its free pages back as it goes idle), and their heap counted
+//! - the runtime of the Kubernetes components, whose allocator is jemalloc (built in, the
+//!   default), mimalloc or glibc's as `LIQO_MALLOC` chooses ([`memory::choice`];
+//!   [`memory::runtime`]: each worker thread gives its free pages back as it goes idle;
+//!   [`memory::jemalloc`]: jemalloc's `mallctl`), and their heap counted
 //!   ([`memory::heap`]: the bytes held by size class, in their log and metrics);
 //! - the `status` subcommand's output ([`show::status`], `-o table|json`);
 //! - how the process ends ([`exit::block_on`]: runtime, exit code, the error printed once;

@@ -1,15 +1,18 @@
 //! The tokio runtime of the binaries whose global allocator is [`Chosen`] (the
 //! controller-manager and the virtual kubelet): multi-threaded, and each worker thread, as it
-//! parks (goes idle), gives memory back. With mimalloc (the default) it asks it to collect its
-//! pages (at most once a second per thread; forced, which also takes back what other threads
-//! abandoned, at most once every ten seconds); with glibc's (`LIQO_MALLOC=glibc`,
-//! [`choice`]) it trims every arena (`malloc_trim`) at the forced collects' cadence.
+//! parks (goes idle), gives memory back, at most once a second per thread. With jemalloc (the
+//! default, [`choice`]) it returns its thread cache's blocks to the arena ([`jemalloc`]) and,
+//! at most once every ten seconds, purges the arenas (with [`choice::JEMALLOC_OPTIONS`]
+//! jemalloc already purges as pages empty: this covers options set in the environment); with
+//! mimalloc (`LIQO_MALLOC=mimalloc`) it asks it to collect its pages (forced, which also takes
+//! back what other threads abandoned, every ten seconds); with glibc's (`LIQO_MALLOC=glibc`)
+//! it trims every arena (`malloc_trim`) at the forced collects' cadence.
 //!
-//! Why: mimalloc frees a thread's empty pages, and returns them to the system after its purge
-//! delay, only when that thread allocates or collects again. A worker that went idle after
+//! Why: an allocator frees a thread's cached blocks and empty pages, and returns them to the
+//! system, only when that thread allocates or collects again. A worker that went idle after
 //! ten thousand objects were freed (the objects of deleted pods, often freed on another
 //! thread) kept their pages, and the process did not come back to its idle memory. Parking is
-//! the moment it has nothing else to do. Its purge delay is 0 (instead of a second): a
+//! the moment it has nothing else to do. mimalloc's purge delay is 0 (instead of a second): a
 //! collect gives the pages back at once, not at a later collect that an idle thread may never
 //! make.
 //!
@@ -27,6 +30,7 @@ use std::{
 
 pub mod choice;
 pub mod heap;
+pub mod jemalloc;
 
 pub use choice::{Chosen, Malloc, chosen};
 pub use heap::{Counting, Heap, HeapCollector, REPORT_EVERY, heap, report_heap, status_kib};
@@ -56,6 +60,10 @@ fn due_every(last: Option<Instant>, now: Instant, every: Duration) -> bool {
     last.is_none_or(|l| now.saturating_duration_since(l) >= every)
 }
 
+/// Whether a failed jemalloc call was logged (once per process: a park comes every few
+/// milliseconds under load).
+static JEMALLOC_FAILED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 #[expect(
     unsafe_code,
     reason = "mi_collect and malloc_trim are the allocators' C API"
@@ -69,6 +77,15 @@ fn on_park() {
             LAST_FORCED.set(Some(now));
         }
         match chosen() {
+            Malloc::Jemalloc => {
+                let done = jemalloc::flush_thread_cache()
+                    .and_then(|()| if force { jemalloc::purge() } else { Ok(()) });
+                if let Err(error) = done
+                    && !JEMALLOC_FAILED.swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::warn!(%error, "memory is not given back as workers park");
+                }
+            }
             // SAFETY: mi_collect walks the calling thread's own heap and, forced, also takes
             // back pages other threads abandoned and purges the shared arenas (under
             // mimalloc's own locks); it takes no pointer and may be called at any time from any
@@ -86,13 +103,17 @@ fn on_park() {
 }
 
 /// Sets mimalloc's purge delay to 0 once per process, unless `MIMALLOC_PURGE_DELAY` chose one
-/// (or glibc's allocator runs).
-#[expect(unsafe_code, reason = "mi_option_set is mimalloc's C API")]
+/// (or another allocator runs).
 fn purge_at_once() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() || chosen() == Malloc::Glibc {
-        return;
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() && chosen() == Malloc::Mimalloc {
+        mimalloc_purges_at_once();
     }
+}
+
+/// Sets mimalloc's purge delay to 0 (once per process).
+#[expect(unsafe_code, reason = "mi_option_set is mimalloc's C API")]
+fn mimalloc_purges_at_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // SAFETY: setting an option takes no pointer; `mi_option_set` is not thread-safe, so
         // it runs once, before the runtime's threads start (`runtime` calls it first).
@@ -131,8 +152,8 @@ pub fn help_opens_with(command: &clap::Command, description: &str) -> Result<(),
     }
 }
 
-/// A multi-threaded runtime of `workers` worker threads (all drivers enabled), which collect
-/// as they park, mimalloc purging what they free at once.
+/// A multi-threaded runtime of `workers` worker threads (all drivers enabled), which give
+/// memory back as they park (mimalloc, when chosen, purging what they free at once).
 pub fn runtime(workers: Workers) -> std::io::Result<tokio::runtime::Runtime> {
     purge_at_once();
     tokio::runtime::Builder::new_multi_thread()
@@ -165,7 +186,8 @@ mod tests {
     #[test]
     #[expect(unsafe_code, reason = "reading mimalloc's options back")]
     fn the_purge_delay_is_set_to_zero() {
-        purge_at_once();
+        // This test binary's allocator is not `Chosen`: the setting is made directly.
+        mimalloc_purges_at_once();
         // SAFETY: reading an option takes no pointer.
         let (delay, version) = unsafe {
             (

@@ -139,12 +139,12 @@ fn ipam_address(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
-/// mimalloc by default, not glibc's malloc: the stores' objects come and go by the thousand
-/// across the runtime's threads, and glibc keeps what they freed in per-thread arenas unless
-/// trimmed (the process did not give memory back after its pods were deleted). Built without
-/// transparent huge pages (`no_thp`): with them, each thread's pages were 2 MiB and an idle
-/// process held 12 MiB more. `LIQO_MALLOC=glibc` runs glibc's, trimmed as workers park
-/// (`liqo_daemon::memory::choice`).
+/// jemalloc by default (built in, one arena, pages returned as they empty), not glibc's malloc:
+/// the stores' objects come and go by the thousand, and glibc keeps what they freed in
+/// per-thread arenas unless trimmed; mimalloc's 64 KiB pages stayed pinned by the few objects
+/// made during a burst that outlive it (the process did not come back to its idle memory
+/// after its pods were deleted). `LIQO_MALLOC=mimalloc` or `glibc` runs another, each giving
+/// memory back as workers park (`liqo_daemon::memory::choice`).
 /// Counted (`liqo_daemon::memory::Counting`): the live heap beside the anonymous resident
 /// memory, in the log (and the metrics).
 #[global_allocator]

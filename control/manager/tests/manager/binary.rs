@@ -33,26 +33,42 @@ fn refused(args: &[&str], value: &str) {
 fn the_allocator_is_the_one_liqo_malloc_names_and_another_name_is_refused() {
     // A bad flag ends the run just after the allocator is announced (exit 2); a bad
     // allocator name ends it before (exit 1, naming the value).
-    let run = |value: &str| {
-        let out = Command::new(BIN)
-            .env("LIQO_MALLOC", value)
+    let run = |value: Option<&str>| {
+        let mut cmd = Command::new(BIN);
+        match value {
+            Some(v) => cmd.env("LIQO_MALLOC", v),
+            None => cmd.env_remove("LIQO_MALLOC"),
+        };
+        let out = cmd
             .env("RUST_LOG", "info")
+            .env_remove("_RJEM_MALLOC_CONF")
             .args(["--resync-period", "3x"])
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr).into_owned();
         (out.status.code(), err)
     };
-    let (code, glibc) = run("glibc");
+    let (code, glibc) = run(Some("glibc"));
     assert_eq!(code, Some(2), "{glibc}");
     assert!(glibc.contains("allocator malloc=Glibc"), "{glibc}");
-    let (code, mimalloc) = run("mimalloc");
+    let (code, mimalloc) = run(Some("mimalloc"));
     assert_eq!(code, Some(2), "{mimalloc}");
     assert!(mimalloc.contains("allocator malloc=Mimalloc"), "{mimalloc}");
-    let (code, other) = run("jemalloc");
+    // jemalloc by default, running with our options (read back from jemalloc: the
+    // binary's configuration symbol took).
+    let ours = "options=Options { narenas: 1, dirty_decay_ms: 0, muzzy_decay_ms: 0 }";
+    for value in [None, Some("jemalloc")] {
+        let (code, jemalloc) = run(value);
+        assert_eq!(code, Some(2), "{value:?}: {jemalloc}");
+        assert!(
+            jemalloc.contains("allocator malloc=Jemalloc") && jemalloc.contains(ours),
+            "{value:?}: {jemalloc}"
+        );
+    }
+    let (code, other) = run(Some("tcmalloc"));
     assert_eq!(code, Some(1), "{other}");
     assert!(
-        other.contains("names no allocator") && other.contains("jemalloc"),
+        other.contains("names no allocator") && other.contains("tcmalloc"),
         "{other}"
     );
     assert!(!other.contains("3x"), "refused before the flags: {other}");

@@ -1,11 +1,14 @@
 //! The global allocator of the Kubernetes components, chosen once per process by
-//! `LIQO_MALLOC`: `mimalloc` (the default) or `glibc` (the C library's malloc, whose free
-//! pages a worker gives back with `malloc_trim` as it parks: [`super::runtime`]).
+//! `LIQO_MALLOC`: `jemalloc` (the default, built in), `mimalloc` or `glibc` (the C library's
+//! malloc). Each gives memory back as a worker parks ([`super::runtime`]).
 //!
-//! Why a choice: after a burst of ten thousand pods, what an allocator keeps is pages pinned by
-//! the few objects that outlive the burst. mimalloc's pages are 64 KiB, glibc's unit of return
-//! is the 4 KiB page; which keeps less depends on the workload, so an operator (and the bench)
-//! can run either without a rebuild.
+//! Why a choice, and why jemalloc first: after a burst of ten thousand pods, what an allocator
+//! keeps is pages pinned by the few objects that outlive the burst (the latest Lease, a
+//! status, a watch's buffer, made during the burst among its objects). jemalloc's slabs of
+//! small blocks are a few 4 KiB pages and it returns what empties at once ([`JEMALLOC_OPTIONS`]:
+//! one arena, no decay); mimalloc's pages are 64 KiB, purged only when wholly free; glibc's
+//! arenas give back free 4 KiB pages when trimmed. Which keeps least depends on the workload,
+//! so an operator (and the bench) can run another without a rebuild.
 //!
 //! It never changes its mind: the variable is read at the first allocation (with `getenv`,
 //! which does not allocate), and every block is freed by the allocator that made it.
@@ -18,19 +21,37 @@ use std::{
 /// The environment variable that chooses.
 pub const VARIABLE: &std::ffi::CStr = c"LIQO_MALLOC";
 
+/// jemalloc's options in these binaries (its `malloc_conf`, read at its first allocation;
+/// `_RJEM_MALLOC_CONF` in the environment adds to them, and wins): one arena (a second one
+/// is a second set of partly used slabs after a burst; the work runs on one worker thread by
+/// default) and dirty and muzzy pages returned at once (no decay: nothing waits for a later
+/// allocation that an idle process does not make).
+pub const JEMALLOC_OPTIONS: &std::ffi::CStr = c"narenas:1,dirty_decay_ms:0,muzzy_decay_ms:0";
+
+/// [`JEMALLOC_OPTIONS`] as jemalloc reads them: its `malloc_conf` (prefixed, as the built-in
+/// jemalloc's symbols are), which replaces jemalloc's own empty (weak) one.
+#[expect(unsafe_code, reason = "exporting jemalloc's configuration symbol")]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static JEMALLOC_CONF: Option<&'static std::ffi::c_char> =
+    // SAFETY: the pointer is to the first byte of a NUL-terminated literal, valid forever.
+    Some(unsafe { &*JEMALLOC_OPTIONS.as_ptr() });
+
 /// The allocators there are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Malloc {
-    /// mimalloc (the default).
+    /// jemalloc, built in (the default).
+    Jemalloc,
+    /// mimalloc.
     Mimalloc,
     /// glibc's malloc, trimmed as workers park.
     Glibc,
 }
 
 impl Malloc {
-    /// The allocator `value` names, if any: `mimalloc` or `glibc`.
+    /// The allocator `value` names, if any: `jemalloc`, `mimalloc` or `glibc`.
     pub fn parse(value: &[u8]) -> Option<Malloc> {
         match value {
+            b"jemalloc" => Some(Malloc::Jemalloc),
             b"mimalloc" => Some(Malloc::Mimalloc),
             b"glibc" => Some(Malloc::Glibc),
             _ => None,
@@ -38,21 +59,39 @@ impl Malloc {
     }
 
     /// The allocator a value of [`VARIABLE`] chooses: the one it names; unset, or naming
-    /// none, mimalloc ([`announce`] then refuses to go on).
+    /// none, jemalloc ([`announce`] then refuses to go on).
     pub fn named(value: Option<&[u8]>) -> Malloc {
-        value.and_then(Malloc::parse).unwrap_or(Malloc::Mimalloc)
+        value.and_then(Malloc::parse).unwrap_or(Malloc::Jemalloc)
+    }
+
+    /// Its number in [`CHOSEN`] (0 is "not chosen yet").
+    const fn code(self) -> u8 {
+        match self {
+            Malloc::Jemalloc => 1,
+            Malloc::Mimalloc => 2,
+            Malloc::Glibc => 3,
+        }
+    }
+
+    /// The allocator numbered `code` ([`Malloc::code`]), if any.
+    const fn from_code(code: u8) -> Option<Malloc> {
+        match code {
+            1 => Some(Malloc::Jemalloc),
+            2 => Some(Malloc::Mimalloc),
+            3 => Some(Malloc::Glibc),
+            _ => None,
+        }
     }
 }
 
-/// 0: not chosen yet; 1: mimalloc; 2: glibc.
+/// 0: not chosen yet; else [`Malloc::code`].
 static CHOSEN: AtomicU8 = AtomicU8::new(0);
 
 /// The allocator this process runs with (chosen at its first allocation).
 pub fn chosen() -> Malloc {
-    match CHOSEN.load(Ordering::Relaxed) {
-        1 => Malloc::Mimalloc,
-        2 => Malloc::Glibc,
-        _ => choose(),
+    match Malloc::from_code(CHOSEN.load(Ordering::Relaxed)) {
+        Some(m) => m,
+        None => choose(),
     }
 }
 
@@ -69,25 +108,19 @@ fn choose() -> Malloc {
         let p = nix::libc::getenv(VARIABLE.as_ptr());
         (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_bytes())
     };
-    let want = match Malloc::named(value) {
-        Malloc::Mimalloc => 1,
-        Malloc::Glibc => 2,
-    };
+    let want = Malloc::named(value);
+    // jemalloc's configuration is ours only if the symbol is linked in: this use keeps it.
+    std::hint::black_box(&JEMALLOC_CONF);
     // The first thread's choice stands (the same, unless the environment changed between).
-    let got = match CHOSEN.compare_exchange(0, want, Ordering::Relaxed, Ordering::Relaxed) {
+    match CHOSEN.compare_exchange(0, want.code(), Ordering::Relaxed, Ordering::Relaxed) {
         Ok(_) => want,
-        Err(earlier) => earlier,
-    };
-    if got == 2 {
-        Malloc::Glibc
-    } else {
-        Malloc::Mimalloc
+        Err(earlier) => Malloc::from_code(earlier).unwrap_or(want),
     }
 }
 
 /// A value of [`VARIABLE`] that names no allocator.
 #[derive(Debug, thiserror::Error)]
-#[error("LIQO_MALLOC={value:?} names no allocator (mimalloc or glibc)")]
+#[error("LIQO_MALLOC={value:?} names no allocator (jemalloc, mimalloc or glibc)")]
 pub struct UnknownMalloc {
     /// The value.
     pub value: String,
@@ -105,21 +138,30 @@ pub fn announce() -> Result<Malloc, UnknownMalloc> {
         });
     }
     let malloc = chosen();
-    tracing::info!(?malloc, "allocator");
+    if malloc == Malloc::Jemalloc {
+        // What jemalloc read (ours, and `_RJEM_MALLOC_CONF`'s): the log shows they took.
+        match super::jemalloc::options() {
+            Ok(options) => tracing::info!(?malloc, ?options, "allocator"),
+            Err(error) => tracing::warn!(?malloc, %error, "allocator (options unknown)"),
+        }
+    } else {
+        tracing::info!(?malloc, "allocator");
+    }
     Ok(malloc)
 }
 
-/// The global allocator: mimalloc or glibc's, as [`chosen`].
+/// The global allocator: jemalloc, mimalloc or glibc's, as [`chosen`].
 pub struct Chosen;
 
 // SAFETY: every call goes to the allocator chosen once for the process, so a block is freed
-// and reallocated by the allocator that made it; both uphold GlobalAlloc's contract.
+// and reallocated by the allocator that made it; each upholds GlobalAlloc's contract.
 #[expect(unsafe_code, reason = "a GlobalAlloc passing each call on")]
 unsafe impl GlobalAlloc for Chosen {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         // SAFETY: the caller's contract, passed on.
         unsafe {
             match chosen() {
+                Malloc::Jemalloc => tikv_jemallocator::Jemalloc.alloc(layout),
                 Malloc::Mimalloc => mimalloc::MiMalloc.alloc(layout),
                 Malloc::Glibc => System.alloc(layout),
             }
@@ -130,6 +172,7 @@ unsafe impl GlobalAlloc for Chosen {
         // SAFETY: the caller's contract, passed on.
         unsafe {
             match chosen() {
+                Malloc::Jemalloc => tikv_jemallocator::Jemalloc.alloc_zeroed(layout),
                 Malloc::Mimalloc => mimalloc::MiMalloc.alloc_zeroed(layout),
                 Malloc::Glibc => System.alloc_zeroed(layout),
             }
@@ -140,6 +183,7 @@ unsafe impl GlobalAlloc for Chosen {
         // SAFETY: the caller's contract, passed on to the allocator that made `ptr`.
         unsafe {
             match chosen() {
+                Malloc::Jemalloc => tikv_jemallocator::Jemalloc.dealloc(ptr, layout),
                 Malloc::Mimalloc => mimalloc::MiMalloc.dealloc(ptr, layout),
                 Malloc::Glibc => System.dealloc(ptr, layout),
             }
@@ -150,6 +194,7 @@ unsafe impl GlobalAlloc for Chosen {
         // SAFETY: the caller's contract, passed on to the allocator that made `ptr`.
         unsafe {
             match chosen() {
+                Malloc::Jemalloc => tikv_jemallocator::Jemalloc.realloc(ptr, layout, new_size),
                 Malloc::Mimalloc => mimalloc::MiMalloc.realloc(ptr, layout, new_size),
                 Malloc::Glibc => System.realloc(ptr, layout, new_size),
             }
@@ -162,15 +207,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_glibc_chooses_glibc() {
+    fn each_name_chooses_its_allocator_and_jemalloc_is_the_default() {
         assert_eq!(VARIABLE.to_str(), Ok("LIQO_MALLOC"));
         assert_eq!(Malloc::parse(b"glibc"), Some(Malloc::Glibc));
         assert_eq!(Malloc::parse(b"mimalloc"), Some(Malloc::Mimalloc));
-        assert_eq!(Malloc::parse(b"jemalloc"), None);
-        assert_eq!(Malloc::named(None), Malloc::Mimalloc);
+        assert_eq!(Malloc::parse(b"jemalloc"), Some(Malloc::Jemalloc));
+        assert_eq!(Malloc::parse(b"tcmalloc"), None);
+        assert_eq!(Malloc::named(None), Malloc::Jemalloc);
         assert_eq!(Malloc::named(Some(b"mimalloc")), Malloc::Mimalloc);
         assert_eq!(Malloc::named(Some(b"glibc")), Malloc::Glibc);
-        assert_eq!(Malloc::named(Some(b"GLIBC ")), Malloc::Mimalloc);
+        assert_eq!(Malloc::named(Some(b"GLIBC ")), Malloc::Jemalloc);
+        for m in [Malloc::Jemalloc, Malloc::Mimalloc, Malloc::Glibc] {
+            assert_eq!(Malloc::from_code(m.code()), Some(m));
+        }
+        assert_eq!(Malloc::from_code(0), None, "0 is not chosen yet");
     }
 
     #[test]
@@ -188,5 +238,23 @@ mod tests {
             Chosen.dealloc(q, Layout::from_size_align(4000, 16).unwrap());
         }
         assert_eq!(chosen(), chosen());
+        // Every allocator, directly: the same round trip.
+        for m in [Malloc::Jemalloc, Malloc::Mimalloc, Malloc::Glibc] {
+            let a: &dyn GlobalAlloc = match m {
+                Malloc::Jemalloc => &tikv_jemallocator::Jemalloc,
+                Malloc::Mimalloc => &mimalloc::MiMalloc,
+                Malloc::Glibc => &System,
+            };
+            // SAFETY: as above, with `a`'s own blocks.
+            #[expect(unsafe_code, reason = "calling the allocator directly")]
+            unsafe {
+                let p = a.alloc_zeroed(layout);
+                assert!(!p.is_null(), "{m:?}");
+                *p = 9;
+                let q = a.realloc(p, layout, 70_000);
+                assert_eq!(*q, 9, "{m:?}");
+                a.dealloc(q, Layout::from_size_align(70_000, 16).unwrap());
+            }
+        }
     }
 }
