@@ -389,24 +389,39 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
             a.log(),
             b.log()
         );
-        // From then on the back-off keeps them in the normal class (1 s, then 2 s, ...): at
-        // most a tick or two in the idle class, not the starving it would be.
-        let mut idle = 0;
-        let samples = 40;
+        // From then on the back-off keeps them in the normal class (1 s, then 2 s, ...), each
+        // return to the idle class ended by the next sign of starving. Once it is 4 s, at most
+        // one return per site falls in a 4 s window: far from the starving the idle class
+        // would be next to busy loops (all of it). Packets every 10 ms meanwhile: every
+        // placement tick sees traffic held up.
         let pinger = a
             .pod
             .command("ping")
-            // A packet every 10 ms: every placement tick sees traffic held up.
-            .args(["-c200", "-i0.01", "-W2", "-q", "10.71.0.2"])
+            .args(["-c3000", "-i0.01", "-W2", "-q", "10.71.0.2"])
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
+        let backed_off = |s: &Site| s.log().contains("backoff_ms=4000");
+        assert!(
+            eventually(30, || backed_off(&a) && backed_off(&b)),
+            "next to busy loops, each return to the idle class ends and the back-off doubles \
+             to 4 s\n{}\n{}",
+            a.log(),
+            b.log()
+        );
+        let (mut idle_a, mut idle_b) = (0, 0);
+        let samples = 80;
         for _ in 0..samples {
-            if !(all_in(&a, "0") && all_in(&b, "0")) {
-                idle += 1;
-            }
+            idle_a += usize::from(!all_in(&a, "0"));
+            idle_b += usize::from(!all_in(&b, "0"));
             thread::sleep(Duration::from_millis(50));
         }
+        // Interrupted, ping prints its summary and exits 0 if any answer came back.
+        let interrupted = Command::new("kill")
+            .args(["-INT", &pinger.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(interrupted.success(), "kill -INT ping: {interrupted}");
         let out = pinger.wait_with_output().unwrap();
         assert!(
             out.status.success(),
@@ -414,8 +429,9 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
             String::from_utf8_lossy(&out.stdout)
         );
         assert!(
-            idle * 4 <= samples,
-            "idle class in {idle} of {samples} samples next to busy loops\n{}\n{}",
+            idle_a * 4 <= samples && idle_b * 4 <= samples,
+            "idle class in {idle_a} (a) and {idle_b} (b) of {samples} samples next to busy \
+             loops, with the back-off at 4 s\n{}\n{}",
             a.log(),
             b.log()
         );
