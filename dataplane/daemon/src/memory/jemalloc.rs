@@ -45,13 +45,20 @@ fn act(name: &CStr) -> Result<(), MallctlError> {
     checked(name, code)
 }
 
+/// A plain integer, valid whatever bytes jemalloc writes into it: the values read here.
+trait Integer: Copy + Default {}
+impl Integer for u8 {}
+impl Integer for u32 {}
+impl Integer for isize {}
+
 /// Reads `name`, whose value is a `T` (jemalloc checks the length).
 #[expect(unsafe_code, reason = "mallctl is jemalloc's C API")]
-fn read<T: Copy + Default>(name: &CStr) -> Result<T, MallctlError> {
+fn read<T: Integer>(name: &CStr) -> Result<T, MallctlError> {
     let mut value = T::default();
     let mut len = size_of::<T>();
-    // SAFETY: `value` is a `T` of `len` bytes; jemalloc refuses (EINVAL) a length that is not
-    // its value's, and otherwise writes exactly that many bytes.
+    // SAFETY: `value` is an integer of `len` bytes, valid for any bytes. jemalloc writes at
+    // most `len` bytes: its value's size when that is `len`, else the smaller of the two, and
+    // then returns EINVAL (an error here, the partial value dropped).
     let code = unsafe {
         tikv_jemalloc_sys::mallctl(
             name.as_ptr(),
