@@ -19,9 +19,10 @@
 //! It also counts the heap ([`heap`]: what the program holds, by size, beside the process's
 //! anonymous resident memory).
 //!
-//! It never sets the global allocator: a binary declares its own (`Counting(Chosen)`); in a
-//! binary that does not, a collect finds nothing of its own to free and [`heap`]'s live bytes
-//! are 0.
+//! It never sets the global allocator: a binary declares its own (`Counting(Chosen)`). A binary
+//! that does not should not run [`runtime`]: a collect finds nothing of its own to free (with
+//! jemalloc, the default choice, its first one starts up a jemalloc the binary never
+//! allocates from) and [`heap`]'s live bytes are 0.
 
 use std::{
     cell::Cell,
@@ -38,8 +39,9 @@ pub use heap::{Counting, Heap, HeapCollector, REPORT_EVERY, heap, report_heap, s
 /// The least time between two collects on one thread.
 pub const COLLECT_EVERY: Duration = Duration::from_secs(1);
 
-/// The least time between two forced collects on one thread (which also free what other
-/// threads abandoned and the emptied segments: a walk of the whole heap, kept rare).
+/// The least time between two forced collects on one thread: jemalloc's purge of every arena,
+/// mimalloc's collect that also frees what other threads abandoned and the emptied segments,
+/// glibc's `malloc_trim` (each a walk of the whole heap, kept rare).
 pub const FORCE_EVERY: Duration = Duration::from_secs(10);
 
 /// `mi_option_purge_delay` in `mimalloc.h`'s `mi_option_e` (the same in v2 and v3; the
@@ -78,9 +80,10 @@ fn on_park() {
         }
         match chosen() {
             Malloc::Jemalloc => {
-                let done = jemalloc::flush_thread_cache()
-                    .and_then(|()| if force { jemalloc::purge() } else { Ok(()) });
-                if let Err(error) = done
+                // Each on its own: a failed flush does not keep the arenas from the purge.
+                let flushed = jemalloc::flush_thread_cache();
+                let purged = if force { jemalloc::purge() } else { Ok(()) };
+                if let Some(error) = flushed.err().or(purged.err())
                     && !JEMALLOC_FAILED.swap(true, std::sync::atomic::Ordering::Relaxed)
                 {
                     tracing::warn!(%error, "memory is not given back as workers park");
@@ -124,10 +127,11 @@ fn mimalloc_purges_at_once() {
 /// How many worker threads run a binary's work (its `--worker-threads` flag).
 ///
 /// One by default: a controller-manager or a virtual kubelet used 8-10% of a CPU while 10,000
-/// pods were created, and each worker thread has a heap of its own whose partly used pages
-/// stay after a burst (with two workers, a virtual kubelet whose 1,000 pods were deleted held
-/// 0.8 MiB more, a controller-manager 1 MiB more). More threads are for a process that has
-/// the CPUs and keeps one busy.
+/// pods were created, and each worker thread keeps allocator state of its own after a burst
+/// (with mimalloc, which gives each thread its own heap, two workers held 0.8 MiB more in a
+/// virtual kubelet whose 1,000 pods were deleted, 1 MiB more in a controller-manager; with
+/// jemalloc's one arena a thread keeps only its cache, flushed as it parks). More threads are
+/// for a process that has the CPUs and keeps one busy.
 #[derive(Debug, Clone, Copy, clap::Args)]
 // This doc is not the binaries' `--help` text (their own descriptions are).
 #[command(about = None, long_about = None)]

@@ -98,7 +98,8 @@ pub fn chosen() -> Malloc {
 #[cold]
 #[expect(
     unsafe_code,
-    reason = "getenv: the only read of the environment that does not allocate"
+    reason = "getenv: the only read of the environment that does not allocate; a volatile \
+              read of the configuration symbol"
 )]
 fn choose() -> Malloc {
     // SAFETY: the name is a NUL-terminated literal; getenv returns NULL or a pointer to a
@@ -109,8 +110,10 @@ fn choose() -> Malloc {
         (!p.is_null()).then(|| std::ffi::CStr::from_ptr(p).to_bytes())
     };
     let want = Malloc::named(value);
-    // jemalloc's configuration is ours only if the symbol is linked in: this use keeps it.
-    std::hint::black_box(&JEMALLOC_CONF);
+    // jemalloc's configuration is ours only if the symbol is linked in: this read, which the
+    // compiler may not remove, keeps it.
+    // SAFETY: a read of an initialised static through a pointer to it; nothing writes it.
+    unsafe { std::ptr::read_volatile(&raw const JEMALLOC_CONF) };
     // The first thread's choice stands (the same, unless the environment changed between).
     match CHOSEN.compare_exchange(0, want.code(), Ordering::Relaxed, Ordering::Relaxed) {
         Ok(_) => want,

@@ -2,7 +2,8 @@
 //! thread cache flushed and the arenas purged as it parks ([`super::runtime`]), and the
 //! options it runs with read back (logged at startup: [`super::choice::announce`]).
 //!
-//! It never allocates through jemalloc itself and never changes an option: the options are
+//! It calls jemalloc only through `mallctl` (an error's name is its one heap allocation) and
+//! never changes an option: the options are
 //! [`super::choice::JEMALLOC_OPTIONS`] and the environment's.
 
 use std::ffi::{CStr, c_void};
@@ -47,9 +48,10 @@ fn act(name: &CStr) -> Result<(), MallctlError> {
 
 /// A plain integer, valid whatever bytes jemalloc writes into it: the values read here.
 trait Integer: Copy + Default {}
+#[cfg(test)]
 impl Integer for u8 {}
-impl Integer for u32 {}
-impl Integer for isize {}
+impl Integer for std::ffi::c_uint {}
+impl Integer for nix::libc::ssize_t {}
 
 /// Reads `name`, whose value is a `T` (jemalloc checks the length).
 #[expect(unsafe_code, reason = "mallctl is jemalloc's C API")]
@@ -72,9 +74,13 @@ fn read<T: Integer>(name: &CStr) -> Result<T, MallctlError> {
 }
 
 /// Returns the calling thread's cached blocks to their arena (a slab they kept from emptying
-/// can then be purged).
+/// can then be purged). A thread without a cache (`tcache:false` in `_RJEM_MALLOC_CONF`, for
+/// which jemalloc answers EFAULT) has nothing to flush.
 pub fn flush_thread_cache() -> Result<(), MallctlError> {
-    act(c"thread.tcache.flush")
+    match act(c"thread.tcache.flush") {
+        Err(e) if e.code == nix::libc::EFAULT => Ok(()),
+        done => done,
+    }
 }
 
 /// Purges every arena's unused dirty and muzzy pages (gives them back to the system); 4096 is
@@ -86,12 +92,13 @@ pub fn purge() -> Result<(), MallctlError> {
 /// The options jemalloc runs with (what it read from its configuration and the environment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
-    /// Arenas.
-    pub narenas: u32,
+    /// Arenas (besides the one jemalloc makes for blocks of 8 MiB and more, which keeps no
+    /// unused pages).
+    pub narenas: std::ffi::c_uint,
     /// How long unused dirty pages are kept before they are purged (ms; -1: never).
-    pub dirty_decay_ms: isize,
+    pub dirty_decay_ms: nix::libc::ssize_t,
     /// How long muzzy pages are kept (ms; -1: never).
-    pub muzzy_decay_ms: isize,
+    pub muzzy_decay_ms: nix::libc::ssize_t,
 }
 
 /// The options jemalloc runs with.
