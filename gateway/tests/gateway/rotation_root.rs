@@ -156,25 +156,28 @@ async fn a_new_key_is_switched_to_live_and_the_old_one_is_never_used_again() {
     );
     assert!(s.peers[0].handshake_age_secs.is_none(), "{:?}", s.peers[0]);
 
-    // Given the new public key, wireguard-go calls at once: traffic resumes (20-50 ms here,
-    // printed). The bound allows two handshake retries (wireguard-go's REKEY_TIMEOUT, 5 s, plus
-    // its jitter): in CI runs on a loaded machine no ping passed within 2 s (twice), and once
-    // not within 7 s (real lab nodes running beside it); the cause (a first initiation or its
-    // answer lost) is not established. A missing switch, which this checks, never resumes at
-    // all.
+    // Given the new public key, wireguard-go calls at once: traffic resumes (10-50 ms here,
+    // printed). The bound allows three handshake retries (wireguard-go's REKEY_TIMEOUT, 5 s,
+    // plus its jitter): in CI runs on a loaded machine no ping passed within 2 s (twice), once
+    // not within 7 s (real lab nodes running beside it) and once not within 12 s; the cause (a
+    // first initiation or its answer lost) is not established, and a failure prints both
+    // sides' handshakes (wireguard-go's verbose log, our status). A missing switch, which this
+    // checks, never resumes at all.
     go.remove_peer(&old);
     let t = Instant::now();
     go.add_peer(&new_pub);
     let mut resumed = false;
-    while !resumed && t.elapsed() < Duration::from_secs(12) {
+    while !resumed && t.elapsed() < Duration::from_secs(20) {
         resumed = go.ping("10.77.0.2", 1);
     }
     let took = t.elapsed();
     eprintln!("traffic resumed {took:?} after the peer got the new key");
     assert!(
-        resumed && took < Duration::from_secs(12),
-        "{took:?}\n{}",
-        ours.log()
+        resumed && took < Duration::from_secs(20),
+        "{took:?}\nour status: {:?}\n{}\n{}",
+        ours.status(),
+        ours.log(),
+        go.log()
     );
     assert!(
         common::eventually(5, || ping1(&ours, "10.90.0.2")),

@@ -79,12 +79,15 @@ fn all_in(site: &Site, policy: &str) -> bool {
     !p.is_empty() && p.values().all(|v| v == policy)
 }
 
+/// Child processes, killed (and reaped) when dropped, a failed test's included.
+struct Children(Vec<Child>);
+
 /// Busy loops in the normal class, one pinned to each CPU, killed when dropped.
-struct Hogs(Vec<Child>);
+struct Hogs;
 
 impl Hogs {
-    fn start(cpus: &[usize]) -> Hogs {
-        Hogs(
+    fn start(cpus: &[usize]) -> Children {
+        Children(
             cpus.iter()
                 .map(|c| {
                     Command::new("taskset")
@@ -98,7 +101,7 @@ impl Hogs {
     }
 }
 
-impl Drop for Hogs {
+impl Drop for Children {
     fn drop(&mut self) {
         for c in &mut self.0 {
             // Already gone is fine; the wait reaps it.
@@ -391,16 +394,19 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
         );
         // From then on the back-off keeps them in the normal class (1 s, then 2 s, ...), each
         // return to the idle class ended by the next sign of starving. Once it is 4 s, at most
-        // one return per site falls in a 4 s window: far from the starving the idle class
-        // would be next to busy loops (all of it). Packets every 10 ms meanwhile: every
-        // placement tick sees traffic held up.
-        let pinger = a
-            .pod
-            .command("ping")
-            .args(["-c3000", "-i0.01", "-W2", "-q", "10.71.0.2"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        // one return per site falls in a 4 s window, a tick or two (a loaded machine once took
+        // 950 ms to see it): at most a third of the window, far from the starving the idle
+        // class would be next to busy loops (all of it). Packets every 10 ms meanwhile: every
+        // placement tick sees traffic held up; ping outlasts the waits below and is
+        // interrupted once sampled.
+        let mut pinger = Children(vec![
+            a.pod
+                .command("ping")
+                .args(["-c6000", "-i0.01", "-W2", "-q", "10.71.0.2"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap(),
+        ]);
         let backed_off = |s: &Site| s.log().contains("backoff_ms=4000");
         assert!(
             eventually(30, || backed_off(&a) && backed_off(&b)),
@@ -417,19 +423,17 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
             thread::sleep(Duration::from_millis(50));
         }
         // Interrupted, ping prints its summary and exits 0 if any answer came back.
-        let interrupted = Command::new("kill")
-            .args(["-INT", &pinger.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(interrupted.success(), "kill -INT ping: {interrupted}");
-        let out = pinger.wait_with_output().unwrap();
+        let ping = pinger.0.pop().expect("ping");
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(ping.id()).unwrap());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT to ping");
+        let out = ping.wait_with_output().unwrap();
         assert!(
             out.status.success(),
             "answered next to the busy loops: {}",
             String::from_utf8_lossy(&out.stdout)
         );
         assert!(
-            idle_a * 4 <= samples && idle_b * 4 <= samples,
+            idle_a * 3 <= samples && idle_b * 3 <= samples,
             "idle class in {idle_a} (a) and {idle_b} (b) of {samples} samples next to busy \
              loops, with the back-off at 4 s\n{}\n{}",
             a.log(),

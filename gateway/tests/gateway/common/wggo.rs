@@ -38,6 +38,8 @@ pub struct WgGo {
     /// Its public key (base64).
     pub public: String,
     pub child: Attached,
+    /// Its log (verbose: every handshake message it sends and receives).
+    pub log_file: std::path::PathBuf,
 }
 
 impl WgGo {
@@ -84,9 +86,11 @@ impl WgGo {
             .unwrap()
             .trim()
             .to_owned();
-        let child = Spec::new("wireguard-go", "wireguard-go", dir.join("wireguard-go.log"))
+        let log_file = dir.join("wireguard-go.log");
+        let child = Spec::new("wireguard-go", "wireguard-go", log_file.clone())
             .args(["-f", &ifname])
-            .env("LOG_LEVEL", "error")
+            // Handshakes and keepalives are logged, not data packets.
+            .env("LOG_LEVEL", "verbose")
             .netns(&host)
             .kill_on_drop()
             .attached()
@@ -104,6 +108,7 @@ impl WgGo {
             ifname,
             public,
             child,
+            log_file,
         };
         go.wg(&[
             "set",
@@ -124,6 +129,22 @@ impl WgGo {
         .await
         .unwrap();
         go
+    }
+
+    /// Its log so far, and what `wg show` says of its interface.
+    pub fn log(&self) -> String {
+        let log = std::fs::read_to_string(&self.log_file)
+            .unwrap_or_else(|e| format!("(no log at {}: {e})", self.log_file.display()));
+        let show = self
+            .host
+            .command("wg")
+            .args(["show", &self.ifname])
+            .output();
+        let show = show.map_or_else(
+            |e| format!("(wg show: {e})"),
+            |o| String::from_utf8_lossy(&o.stdout).into_owned(),
+        );
+        format!("wireguard-go's log:\n{log}\nwg show:\n{show}")
     }
 
     /// Runs `wg` in its namespace; panics with its stderr if it fails. Returns its stdout.
