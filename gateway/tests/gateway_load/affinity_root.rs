@@ -7,14 +7,10 @@
 
 use crate::common;
 
-use std::{
-    collections::BTreeMap,
-    process::{Child, Command, Stdio},
-    thread,
-    time::Duration,
-};
+use std::{collections::BTreeMap, path::Path, thread, time::Duration};
 
 use common::{Site, Spaces, eventually, iperf, prefix};
+use dataplane::supervisor::{Attached, Spec};
 
 /// `site`'s data threads (`wg-tun/<lane>`, `wg-udp/<lane>`) by name, with what `field` of their
 /// `status` says.
@@ -79,36 +75,19 @@ fn all_in(site: &Site, policy: &str) -> bool {
     !p.is_empty() && p.values().all(|v| v == policy)
 }
 
-/// Child processes, killed (and reaped) when dropped, a failed test's included.
-struct Children(Vec<Child>);
-
-/// Busy loops in the normal class, one pinned to each CPU, killed when dropped.
-struct Hogs;
-
-impl Hogs {
-    fn start(cpus: &[usize]) -> Children {
-        Children(
-            cpus.iter()
-                .map(|c| {
-                    Command::new("taskset")
-                        .args(["-c", &c.to_string(), "sh", "-c", "while :; do :; done"])
-                        .stdin(Stdio::null())
-                        .spawn()
-                        .expect("taskset")
-                })
-                .collect(),
-        )
-    }
-}
-
-impl Drop for Children {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            // Already gone is fine; the wait reaps it.
-            c.kill().ok();
-            c.wait().ok();
-        }
-    }
+/// Busy loops in the normal class, one pinned to each CPU (output in `dir`), killed when
+/// dropped.
+fn hogs(cpus: &[usize], dir: &Path) -> Vec<Attached> {
+    cpus.iter()
+        .map(|&c| {
+            Spec::new("sh", "sh", dir.join(format!("hog{c}.log")))
+                .args(["-c", "while :; do :; done"])
+                .pin(Path::new("taskset"), u32::try_from(c).unwrap())
+                .kill_on_drop()
+                .attached()
+                .expect("a busy loop")
+        })
+        .collect()
 }
 
 /// This process's allowed CPUs (the gateway inherits them), listed, and as the kernel prints
@@ -379,7 +358,7 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
     );
     {
         // Every CPU busy in the normal class: idle-class threads would get next to no CPU.
-        let _hogs = Hogs::start(&cpus);
+        let _hogs = hogs(&cpus, &a.dir);
         let said = |s: &Site| s.log().contains("a busy neighbour on the CPU");
         let detected = eventually(15, || {
             // Traffic makes packets wait for starved threads, which is what is detected.
@@ -399,14 +378,12 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
         // class would be next to busy loops (all of it). Packets every 10 ms meanwhile: every
         // placement tick sees traffic held up; ping outlasts the waits below and is
         // interrupted once sampled.
-        let mut pinger = Children(vec![
-            a.pod
-                .command("ping")
-                .args(["-c6000", "-i0.01", "-W2", "-q", "10.71.0.2"])
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        ]);
+        let mut pinger = Spec::new("ping", "ping", a.dir.join("ping.log"))
+            .args(["-c6000", "-i0.01", "-W2", "-q", "10.71.0.2"])
+            .netns(&a.pod)
+            .kill_on_drop()
+            .attached()
+            .expect("ping");
         let backed_off = |s: &Site| s.log().contains("backoff_ms=4000");
         assert!(
             eventually(30, || backed_off(&a) && backed_off(&b)),
@@ -423,14 +400,13 @@ async fn a_busy_neighbour_puts_the_threads_back_in_the_normal_class() {
             thread::sleep(Duration::from_millis(50));
         }
         // Interrupted, ping prints its summary and exits 0 if any answer came back.
-        let ping = pinger.0.pop().expect("ping");
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(ping.id()).unwrap());
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pinger.pid()).unwrap());
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT to ping");
-        let out = ping.wait_with_output().unwrap();
+        let status = pinger.wait_exit(Duration::from_secs(5)).unwrap();
         assert!(
-            out.status.success(),
-            "answered next to the busy loops: {}",
-            String::from_utf8_lossy(&out.stdout)
+            status.is_some_and(|s| s.success()),
+            "answered next to the busy loops: {status:?}\n{}",
+            pinger.log_tail()
         );
         assert!(
             idle_a * 3 <= samples && idle_b * 3 <= samples,

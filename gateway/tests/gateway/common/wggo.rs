@@ -37,9 +37,8 @@ pub struct WgGo {
     pub ifname: String,
     /// Its public key (base64).
     pub public: String,
+    /// Its log is verbose: every handshake message it sends and receives.
     pub child: Attached,
-    /// Its log (verbose: every handshake message it sends and receives).
-    pub log_file: std::path::PathBuf,
 }
 
 impl WgGo {
@@ -86,8 +85,7 @@ impl WgGo {
             .unwrap()
             .trim()
             .to_owned();
-        let log_file = dir.join("wireguard-go.log");
-        let child = Spec::new("wireguard-go", "wireguard-go", log_file.clone())
+        let child = Spec::new("wireguard-go", "wireguard-go", dir.join("wireguard-go.log"))
             .args(["-f", &ifname])
             // Handshakes and keepalives are logged, not data packets.
             .env("LOG_LEVEL", "verbose")
@@ -108,7 +106,6 @@ impl WgGo {
             ifname,
             public,
             child,
-            log_file,
         };
         go.wg(&[
             "set",
@@ -131,10 +128,9 @@ impl WgGo {
         go
     }
 
-    /// Its log so far, and what `wg show` says of its interface.
+    /// The end of its log, and what `wg show` says of its interface.
     pub fn log(&self) -> String {
-        let log = std::fs::read_to_string(&self.log_file)
-            .unwrap_or_else(|e| format!("(no log at {}: {e})", self.log_file.display()));
+        let log = self.child.tail(200);
         let show = self
             .host
             .command("wg")
